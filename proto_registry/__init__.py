@@ -1,0 +1,1 @@
+"""Protobuf type registry: load schemas, identify and decode payloads. No click, no pika."""
