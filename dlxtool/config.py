@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from dlxtool import secrets
-from dlxtool.errors import ConfigError, NotFoundError
+from dlxtool.errors import ConfigError, NotFoundError, UsageError
 from dlxtool.urls import AmqpUrl, derive_management_url, parse_amqp_url
 
 LOCAL_URL = "amqp://guest:guest@localhost:5672/"
@@ -240,7 +240,10 @@ def _parse_broker(name: str, raw: Any, path: Path, env: Mapping[str, str], timeo
     if not urls:
         raise ConfigError(f"{where}: no url", hint='add url = "amqp://user@host:5672/"')
     urls = _strings(urls, f"{where}: urls")
-    nodes = [parse_amqp_url(u) for u in urls]
+    try:
+        nodes = [parse_amqp_url(u) for u in urls]
+    except UsageError as exc:
+        raise ConfigError(f"{where}: {exc.message}", hint=exc.hint) from None
     for node in nodes:
         secrets.register(node.password)
     sources = [k for k in ("password", "password_env", "password_file") if k in raw]

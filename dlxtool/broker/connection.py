@@ -79,6 +79,7 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
     import pika
     import pika.exceptions as pe
 
+    quiet_pika_logging()
     params = connection_parameters(profile)
     errors: list[str] = []
     for node, param in zip(profile.nodes, params, strict=True):
@@ -96,14 +97,23 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
                 f"{profile.username!r} at {node.masked()} ({_reason(exc)})",
                 hint="check that the vhost exists and the user has permissions on it",
             ) from None
-        except pe.AMQPConnectionError as exc:
+        except Exception as exc:  # noqa: BLE001
+            # pika's connection workflow raises exceptions outside its own hierarchy
+            # (AMQPConnectorStackTimeout, AMQPConnectorSocketConnectError…); all mean "not this node".
             errors.append(f"{node.masked()}: {_describe_connect_failure(exc, node, profile)}")
-        except OSError as exc:
-            errors.append(f"{node.masked()}: {exc.strerror or exc}")
     raise ConnectError(
         f"broker {profile.name!r}: cannot connect: " + "; ".join(errors),
         hint="is the broker running and the URL right? (a local one: scripts/dev-broker)",
     )
+
+
+def quiet_pika_logging() -> None:
+    """pika logs every failed attempt at ERROR with a traceback; dlxtool reports failures itself."""
+    import logging
+
+    logger = logging.getLogger("pika")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.CRITICAL)
 
 
 def server_info(profile: BrokerProfile) -> ServerInfo:
@@ -147,21 +157,39 @@ def _reason(exc: BaseException) -> str:
 
 
 def _describe_connect_failure(exc: BaseException, node: AmqpUrl, profile: BrokerProfile) -> str:
-    """pika wraps socket, TLS and timeout failures in nested exceptions; find the useful one."""
-    text = _reason(exc)
-    inner = exc.args[0] if exc.args else None
-    while isinstance(inner, BaseException):
-        text = _reason(inner)
+    """pika wraps socket, TLS and timeout failures in layers of its own exceptions; find the useful one."""
+    texts = []
+    for inner in _causes(exc):
         if isinstance(inner, ssl.SSLCertVerificationError):
             return f"TLS certificate verification failed: {inner.verify_message}"
         if isinstance(inner, ssl.SSLError):
             return f"TLS error: {inner.reason or inner}"
-        inner = inner.args[0] if inner.args else None
-    lowered = text.lower()
-    if "timed out" in lowered or "timeout" in lowered:
+        if isinstance(inner, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(inner, TimeoutError) or "Timeout" in type(inner).__name__:
+            return f"timed out after {profile.timeout:g}s"
+        if isinstance(inner, OSError) and inner.strerror:
+            return inner.strerror
+        texts.append(_reason(inner))
+    text = " / ".join(t for t in texts if t)
+    if "timed out" in text.lower():
         return f"timed out after {profile.timeout:g}s"
-    if "refused" in lowered:
-        return "connection refused"
-    if "certificate" in lowered or "ssl" in lowered:
-        return f"TLS error: {text}"
     return text or type(exc).__name__
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """exc and what it wraps: pika nests errors in args[0], .exception and .exceptions."""
+    seen: list[BaseException] = []
+    todo = [exc]
+    while todo and len(seen) < 20:
+        current = todo.pop(0)
+        if any(current is s for s in seen):
+            continue
+        seen.append(current)
+        todo += [a for a in current.args if isinstance(a, BaseException)]
+        todo += [getattr(current, "exception", None)] if isinstance(getattr(current, "exception", None),
+                                                                     BaseException) else []
+        todo += [e for e in getattr(current, "exceptions", ()) or () if isinstance(e, BaseException)]
+        if current.__cause__ is not None:
+            todo.append(current.__cause__)
+    return seen

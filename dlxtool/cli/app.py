@@ -25,9 +25,10 @@ if TYPE_CHECKING:
 
 @dataclass
 class App:
-    stdout: IO[str] = field(default_factory=lambda: sys.stdout)
-    stderr: IO[str] = field(default_factory=lambda: sys.stderr)
-    stdin: IO[str] = field(default_factory=lambda: sys.stdin)
+    # Streams default to whatever sys.* is when used (so click's test runner can capture them).
+    out: IO[str] | None = None
+    err: IO[str] | None = None
+    inp: IO[str] | None = None
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
     config_file: str | None = None
     broker_name: str | None = None
@@ -39,6 +40,18 @@ class App:
     debug: bool = False
     color: bool | None = None
     _config: Config | None = field(default=None, repr=False)
+
+    @property
+    def stdout(self) -> IO[str]:
+        return self.out or sys.stdout
+
+    @property
+    def stderr(self) -> IO[str]:
+        return self.err or sys.stderr
+
+    @property
+    def stdin(self) -> IO[str]:
+        return self.inp or sys.stdin
 
     # -- configuration ----------------------------------------------------------------------------
 

@@ -75,7 +75,8 @@ def check(app: App, names: tuple[str, ...], all_: bool) -> None:
 
     With no NAME, checks the selected broker (--broker/--url or the default).
     Exit 0 when every checked broker answered on both; 3 when one did not
-    answer over AMQP; 5 when only a management API failed.
+    answer over AMQP; 2 when a profile is wrong (e.g. its password_env is
+    unset); 5 when only a management API failed.
 
     \b
     Examples:
@@ -106,12 +107,16 @@ def check(app: App, names: tuple[str, ...], all_: bool) -> None:
             ["broker", "amqp", "version", "cluster", "latency", "management", "url"],
             app.stdout,
         )
-        for r in results:
-            if r.amqp_error:
-                app.info(f"{r.broker}: AMQP: {r.amqp_error}")
-            if r.management_error:
-                app.info(f"{r.broker}: management API: {r.management_error}")
-    if any(not r.amqp_ok for r in results):
+    for r in results:
+        if r.config_error:
+            app.info(f"dlxtool: error: {r.config_error}")
+        if r.amqp_error:
+            app.info(f"{r.broker}: AMQP: {r.amqp_error}")
+        if r.management_error:
+            app.info(f"{r.broker}: management API: {r.management_error}")
+    if any(not r.amqp_ok and not r.config_error for r in results):
         raise click.exceptions.Exit(int(ExitStatus.CONNECT))
+    if any(r.config_error for r in results):
+        raise click.exceptions.Exit(int(ExitStatus.USAGE))
     if any(not r.management_ok for r in results):
         raise click.exceptions.Exit(int(ExitStatus.PARTIAL))

@@ -11,7 +11,7 @@ from typing import Any
 from dlxtool.broker.connection import server_info
 from dlxtool.broker.management import ManagementClient
 from dlxtool.config import BrokerProfile
-from dlxtool.errors import DlxtoolError
+from dlxtool.errors import ConfigError, DlxtoolError
 
 
 @dataclass
@@ -27,6 +27,7 @@ class BrokerCheck:
     management_ok: bool = False
     management_version: str | None = None
     management_error: str | None = None
+    config_error: str | None = None  # e.g. password_env unset: nothing was tried
 
     @property
     def ok(self) -> bool:
@@ -39,6 +40,11 @@ class BrokerCheck:
 def check_broker(profile: BrokerProfile) -> BrokerCheck:
     result = BrokerCheck(broker=profile.name, url=", ".join(profile.masked_urls()),
                          management_url=profile.management_url)
+    try:
+        profile.password()
+    except ConfigError as exc:
+        result.config_error = str(exc)
+        return result
     try:
         info = server_info(profile)
         result.amqp_ok = True
