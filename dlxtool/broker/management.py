@@ -43,6 +43,12 @@ class QueueInfo:
             return self.arguments[f"x-{name}"]
         return self.effective_policy_definition.get(name)
 
+    def setting_source(self, name: str) -> str | None:
+        """Where `setting(name)` comes from: "arguments", "policy", or None when unset."""
+        if f"x-{name}" in self.arguments:
+            return "arguments"
+        return "policy" if name in self.effective_policy_definition else None
+
     @property
     def delivery_limit(self) -> int | None:
         value = self.setting("delivery-limit")
@@ -127,8 +133,8 @@ class ManagementClient:
 
     # -- what commands need ------------------------------------------------------------------------
 
-    def overview(self) -> dict[str, Any]:
-        return self.get("overview")
+    def overview(self, columns: list[str] | None = None) -> dict[str, Any]:
+        return self.get("overview", **({"columns": ",".join(columns)} if columns else {}))
 
     def queue(self, vhost: str, name: str) -> QueueInfo:
         try:
@@ -153,6 +159,12 @@ class ManagementClient:
             if page >= int(result.get("page_count", 1) or 1):
                 return out
             page += 1
+
+    def bindings(self, vhost: str | None = None, *, columns: list[str] | None = None) -> list[dict[str, Any]]:
+        """All bindings (of one vhost). The API does not paginate bindings; accept a page anyway."""
+        path = f"bindings/{_q(vhost)}" if vhost else "bindings"
+        result = self.get(path, **({"columns": ",".join(columns)} if columns else {}))
+        return result.get("items", []) if isinstance(result, dict) else list(result or [])
 
 
 def queue_info(raw: dict[str, Any]) -> QueueInfo:
