@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
 import orjson
 
@@ -66,6 +66,9 @@ class QueueInfo:
 class ManagementClient:
     def __init__(self, base_url: str, user: str, password: str, *, timeout: float = 5.0,
                  context: ssl.SSLContext | None = None) -> None:
+        base_url, url_user, url_password = _split_userinfo(base_url)
+        if url_user is not None:  # credentials written into management_url win over the profile's
+            user, password = url_user, url_password if url_password is not None else password
         self.base_url = base_url.rstrip("/") + "/"
         self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         self.timeout = timeout
@@ -183,6 +186,17 @@ def queue_info(raw: dict[str, Any]) -> QueueInfo:
         effective_policy_definition=policy_def,
         raw=raw,
     )
+
+
+def _split_userinfo(url: str) -> tuple[str, str | None, str | None]:
+    """urllib would take `user:pass@host` for a host name: move the credentials out of the URL."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None, None
+    host = parts.hostname or ""
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+    return (urlunsplit(parts._replace(netloc=netloc)), unquote(parts.username or ""),
+            unquote(parts.password) if parts.password is not None else None)
 
 
 def _q(segment: str) -> str:

@@ -8,37 +8,43 @@ import click
 
 from dlxtool.cli.app import App
 from dlxtool.cli.options import common_options
+from dlxtool.config import BrokerProfile, local_profile
 from dlxtool.errors import ConnectError, PartialError
 from dlxtool.ops import queue_flags as qf
 from dlxtool.ops.queues import SORT_KEYS, BrokerResult, Selection, Snapshot, deltas, snapshots, survey, with_vhost
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
+LOCAL_SOURCE = local_profile({}).source
 
 HELP = f"""Survey queues through the management API and flag trouble.
 
-Shows the selected broker's vhost (--vhost, --all-vhosts); with --all-brokers every configured
-broker, asked in parallel: one that does not answer gets its own row and a warning, the others
-are still shown, and the exit status is 5. Rates are messages/s over the broker's last statistics
-interval (5 s by default), so they show up some seconds after activity starts.
+Shows the selected broker's vhost (--vhost, --all-vhosts). With --all-brokers: every broker of
+the config file (the built-in `local` one only if the file names none), asked in parallel; one
+that does not answer gets its own row and a warning, the others are still shown, and the exit
+status is 5. Rates are messages/s over the broker's last statistics interval (5 s by default),
+so they show up some seconds after activity starts.
 
 \b
-Flags (the API has no reject counter and no per-message delivery counts; these are heuristics):
-  dlq          bound (directly or via exchange-to-exchange bindings) to an exchange that
-               some queue names as its dead-letter exchange; for the default exchange, the
-               queue named by the dead-letter routing key. Targets of retry wait queues
-               (message TTL + dead-letter exchange, no consumer) do not count.
-  clogged      consumers and messages (ready or unacked: a poison message sits in the
+Flags (the API has no reject counter and no per-message delivery counts: heuristics):
+  dlq          bound (directly or through exchange-to-exchange bindings) to an exchange
+               that some queue names as its dead-letter exchange; for the default
+               exchange, the queue named by the dead-letter routing key. Retry wait
+               queues (message TTL + dead-letter exchange, no consumer) do not count
+               as sources.
+  clogged      consumers, messages (ready or unacked: a poison message may sit in the
                consumer's prefetch), redeliveries >= {qf.MIN_RATE}/s and acks <= {qf.CLOG_ACK_RATIO:g} x
                redeliveries: a message rejected with requeue in a loop.
-  no-consumer  ready messages, no consumer; DLQs and retry wait queues excepted.
-  no-dlx       no dead-letter exchange in effect (arguments win over policy) and consumers
-               reject: redeliveries >= {qf.MIN_RATE}/s (rejects with requeue loop), or acks
-               < {qf.REJECT_ACK_RATIO:g} x manual-ack deliveries (>= {qf.MIN_RATE}/s): rejects
-               without requeue drop messages.
-  at-limit     quorum queue with a delivery limit (arguments or policy; 4.x: default
-               {qf.DEFAULT_DELIVERY_LIMIT_4X}), messages, redeliveries >= {qf.MIN_RATE}/s, and estimated
-               deliveries per message, deliver/(deliver - redeliver), >= {qf.AT_LIMIT_FRACTION:g} x the
-               limit (at least 2): messages are about to be dead-lettered or dropped.
+  no-consumer  ready messages and no consumer; DLQs and retry wait queues excepted.
+  no-dlx       no dead-letter exchange in effect (arguments win over policy) and the
+               consumers reject: redeliveries >= {qf.MIN_RATE}/s (rejects with requeue loop),
+               or acks < {qf.REJECT_ACK_RATIO:g} x manual-ack deliveries >= {qf.MIN_RATE}/s (rejects
+               without requeue drop messages).
+  at-limit     quorum queue with a delivery limit (arguments or policy; RabbitMQ 4.x:
+               default {qf.DEFAULT_DELIVERY_LIMIT_4X}), messages, redeliveries >= {qf.MIN_RATE}/s, and
+               estimated deliveries per message, deliver / (deliver - redeliver),
+               >= {qf.AT_LIMIT_FRACTION:g} x the limit (and >= 2): messages will soon be
+               dead-lettered or dropped.
+  Streams get only `dlq`.
 
 \b
 Examples:
@@ -70,7 +76,7 @@ def queues(app: App, flags: tuple[str, ...], match: str | None, min_messages: in
            all_brokers: bool, all_vhosts: bool, watch: float | None, watch_count: int | None) -> None:
     if all_brokers and app.url:
         raise click.UsageError("--all-brokers uses the configured profiles; it cannot be combined with --url")
-    profiles = list(app.config().brokers.values()) if all_brokers else [app.profile()]
+    profiles = configured_profiles(app) if all_brokers else [app.profile()]
     profiles = with_vhost(sorted(profiles, key=lambda p: p.name), app.vhost)
     selection = Selection(flags=flags, match=match, min_messages=min_messages, sort=sort)
 
@@ -89,6 +95,14 @@ def queues(app: App, flags: tuple[str, ...], match: str | None, min_messages: in
             render(app, snapshot, previous, selection, fmt, show_broker=all_brokers, watch=watch)
             previous = snapshot
     _exit_status(snapshot)
+
+
+def configured_profiles(app: App) -> list[BrokerProfile]:
+    """Every profile of the config file; the built-in `local` one only when there is nothing else
+    (a laptop without a local broker would otherwise turn every survey into a partial failure)."""
+    profiles = list(app.config().brokers.values())
+    configured = [p for p in profiles if p.source != LOCAL_SOURCE]
+    return configured or profiles
 
 
 def _exit_status(snapshot: Snapshot) -> None:

@@ -153,9 +153,15 @@ def deltas(previous: Snapshot | None, current: Snapshot) -> dict[tuple[str, str,
     return out
 
 
+def pause(seconds: float) -> None:
+    """The wait between snapshots (Ctrl-C lands here; tests replace it)."""
+    time.sleep(seconds)
+
+
 def snapshots(take: Callable[[], list[BrokerResult]], interval: float, count: int | None = None,
-              sleep: Callable[[float], None] = time.sleep) -> Iterator[Snapshot]:
+              sleep: Callable[[float], None] | None = None) -> Iterator[Snapshot]:
     """Take a snapshot every `interval` seconds (measured start to start), `count` times or forever."""
+    sleep = sleep or pause
     taken = 0
     while count is None or taken < count:
         started = time.monotonic()
