@@ -44,7 +44,8 @@ Flags (the API has no reject counter and no per-message delivery counts: heurist
                estimated deliveries per message, deliver / (deliver - redeliver),
                >= {qf.AT_LIMIT_FRACTION:g} x the limit (and >= 2): messages will soon be
                dead-lettered or dropped.
-  Streams get only `dlq`.
+  Streams get only `dlq`. With -v, the reason for every flag follows the table (stderr);
+  JSON output always carries them ("reasons").
 
 \b
 Examples:
@@ -153,6 +154,10 @@ def render(app: App, snapshot: Snapshot, previous: Snapshot | None, selection: S
         _warn_failures(app, snapshot)
     if not table and watch is None:
         app.info("no queues match")
+    if app.verbose and not on_terminal:
+        for row in rows:
+            for flag, reason in row.flags.items():
+                app.info(f"{row.queue}: {flag}: {reason}")
 
 
 def _warn_failures(app: App, snapshot: Snapshot) -> None:
@@ -183,7 +188,7 @@ def _table_row(row: qf.QueueRow, change: dict[str, int] | None, show_broker: boo
     cells = [row.vhost, row.queue, row.type,
              _with_delta(row.ready, change.get("ready")), _with_delta(row.unacked, change.get("unacked")),
              _with_delta(row.consumers, change.get("consumers")),
-             _rate(r.publish), _rate(r.deliver), _rate(r.ack), _rate(r.redeliver),
+             *(qf.format_rate(v) for v in (r.publish, r.deliver, r.ack, r.redeliver)),
              _dead_letter(row), ",".join(row.flags)]
     return ([row.broker] if show_broker else []) + cells
 
@@ -199,12 +204,6 @@ def _failure_row(result: BrokerResult, width: int, show_broker: bool) -> list[st
 
 def _with_delta(value: int, delta: int | None) -> str:
     return f"{value} ({delta:+d})" if delta else str(value)
-
-
-def _rate(value: float) -> str:
-    if value == 0:
-        return "0"
-    return f"{value:.0f}" if value >= 10 else f"{value:.1f}"
 
 
 def _dead_letter(row: qf.QueueRow) -> str:

@@ -226,7 +226,7 @@ def queue_flags(row: QueueRow, dead_letter_sources: list[str] | None = None) -> 
         return flags
     redelivering = r.redeliver >= MIN_RATE
     if row.consumers and row.messages and redelivering and r.ack <= CLOG_ACK_RATIO * r.redeliver:
-        flags["clogged"] = (f"{_n(r.redeliver)}/s redelivered, {_n(r.ack)}/s acked with "
+        flags["clogged"] = (f"{format_rate(r.redeliver)}/s redelivered, {format_rate(r.ack)}/s acked with "
                             f"{row.consumers} consumer(s): a message is rejected with requeue in a loop")
     if row.ready and not row.consumers and not dead_letter_sources and not is_wait_queue(row):
         flags["no-consumer"] = f"{row.ready} message(s) ready and no consumer"
@@ -243,10 +243,11 @@ def queue_flags(row: QueueRow, dead_letter_sources: list[str] | None = None) -> 
 def _rejecting(r: Rates) -> str | None:
     """Signs that consumers reject: requeued redeliveries, or manual-ack deliveries mostly not acked."""
     if r.redeliver >= MIN_RATE:
-        return f"consumers reject with requeue ({_n(r.redeliver)}/s redelivered): the rejects loop"
+        return f"consumers reject with requeue ({format_rate(r.redeliver)}/s redelivered): the rejects loop"
     given = r.acked_deliveries
     if given >= MIN_RATE and r.ack < REJECT_ACK_RATIO * given:
-        return f"consumers ack {_n(r.ack)}/s of {_n(given)}/s delivered: the rest is rejected and dropped"
+        return (f"consumers ack {format_rate(r.ack)}/s of {format_rate(given)}/s delivered: "
+                "the rest is rejected and dropped")
     return None
 
 
@@ -268,8 +269,11 @@ def _near_limit(row: QueueRow) -> str | None:
     if estimate < max(2.0, AT_LIMIT_FRACTION * limit):
         return None
     shown = "every delivery is a redelivery" if math.isinf(estimate) else f"~{estimate:.1f} deliveries per message"
-    return f"{shown} ({_n(r.redeliver)}/s redelivered) against a delivery limit of {limit}"
+    return f"{shown} ({format_rate(r.redeliver)}/s redelivered) against a delivery limit of {limit}"
 
 
-def _n(value: float) -> str:
-    return f"{value:.0f}" if value >= 10 else f"{value:.1f}".rstrip("0").rstrip(".") or "0"
+def format_rate(value: float) -> str:
+    """A rate for people: whole numbers from 10/s, then one decimal, two below 1/s (no trailing zeros)."""
+    if value >= 10:
+        return f"{value:.0f}"
+    return f"{value:.{1 if value >= 1 else 2}f}".rstrip("0").rstrip(".") or "0"
