@@ -199,7 +199,7 @@ def test_topology_flagged_on_both_brokers_one_unreachable(run, broker, second_br
 
 
 def test_table_filters_and_sort(run, broker, main_topology) -> None:
-    result = run("queues", "--url", broker.url, "--flag", "clogged", "--sort", "redeliver-rate",
+    result = run("-v", "queues", "--url", broker.url, "--flag", "clogged", "--sort", "redeliver-rate",
                  "--format", "table")
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -207,6 +207,7 @@ def test_table_filters_and_sort(run, broker, main_topology) -> None:
     shown = [line.split()[1] for line in lines[2:]]
     assert sorted(shown) == sorted(f"{main_topology}.{q}" for q in LOOPING)
     assert "(policy)" in next(line for line in lines if f"{main_topology}.clogged" in line)
+    assert f"{main_topology}.nodlx: no-dlx: no dead-letter exchange and consumers reject with requeue" in result.stderr
 
     orphans = run("queues", "--url", broker.url, "--match", f"{main_topology}.*", "--min-messages", "3",
                   "--flag", "no-consumer", "--format", "jsonl")

@@ -154,3 +154,8 @@ def test_flags_come_in_a_stable_order_with_json() -> None:
     assert data["flags"] == ["clogged", "no-dlx"]
     assert set(data["reasons"]) == {"clogged", "no-dlx"}
     assert data["messages"] == 2 and data["rates"]["redeliver"] == 900.0
+
+
+def test_rates_for_people() -> None:
+    assert [qf.format_rate(v) for v in (0, 0.004, 0.05, 0.2, 1.0, 9.96, 16.4)] == ["0", "0", "0.05", "0.2", "1",
+                                                                                  "10", "16"]
