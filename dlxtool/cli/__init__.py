@@ -19,6 +19,9 @@ from dlxtool.errors import DlxtoolError, ExitStatus
 # name -> "module:attribute"; modules load only when their command runs, so --help stays fast.
 COMMANDS: dict[str, str] = {
     "brokers": "dlxtool.cli.brokers:brokers",
+    "dump": "dlxtool.cli.dump:dump",
+    "history": "dlxtool.cli.history:history",
+    "peek": "dlxtool.cli.peek:peek",
 }
 
 EPILOG = """\b
