@@ -49,7 +49,7 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
             stream.flush()
     if path:
         os.replace(path + ".partial", path)
-    app.info(f"dumped {reader.read} messages of {queue!r} to {path or 'stdout'}; nothing was removed")
+    app.info(f"dumped {reader.shown} messages of {queue!r} to {path or 'stdout'}; nothing was removed")
     finish_read(app, reader)
 
 

@@ -99,8 +99,8 @@ def finish_read(app: App, reader: QueueReader | None) -> None:
                  "a peek of this queue is refused")
     if reader.stopped_early:
         wanted = reader.opts.count
-        if wanted is None or reader.read < wanted:
-            raise RefusedError(reader.stopped_early + f" (read {reader.read})",
+        if wanted is None or reader.shown < wanted:
+            raise RefusedError(reader.stopped_early + f" (showed {reader.shown})",
                                hint="wait until consumers settle the head of the queue, or drain it "
                                     "(dump --remove)")
         app.warn(reader.stopped_early)

@@ -282,6 +282,12 @@ class QueueReader:
         self.stopped_early: str | None = None  # why the read stopped before `count`
         self.dead_lettered: list[int] = []
         self.reached_end = False
+        self.hidden = 0  # messages read only to keep the order (quorum with a limit), not yielded
+        self._last_tag: int | None = None
+
+    @property
+    def shown(self) -> int:
+        return self.read - self.hidden
 
     def batches(self) -> Iterator[list[MessageRecord]]:
         if self.facts.type == "stream":
@@ -295,29 +301,57 @@ class QueueReader:
 
     # classic and quorum: basic.get, hold, one nack at the end
     def _get_batches(self) -> Iterator[list[MessageRecord]]:
-        last_tag = None
+        self._last_tag = None
         batch: list[MessageRecord] = []
         try:
             while self._want_more():
-                method, props, body = self.channel.basic_get(self.facts.name, auto_ack=False)
-                if method is None:
-                    self.reached_end = True
+                record = self._get()
+                if record is None:
                     break
-                last_tag = method.delivery_tag
-                record = self._record(method, props, body)
                 batch.append(record)
-                if self.facts.type == "quorum" and self.facts.delivery_limit is not None \
-                        and self._near_limit(record):
+                if self._limited_quorum() and self._near_limit(record):
                     break
                 if len(batch) >= self.opts.batch_size:
                     yield batch
                     batch = []
             if batch:
                 yield batch
+            if self._limited_quorum() and batch:
+                self._take_rest_of_returned_block(batch[-1])
         finally:
-            if last_tag is not None:
-                self.channel.basic_nack(last_tag, multiple=True, requeue=True)
+            if self._last_tag is not None:
+                self.channel.basic_nack(self._last_tag, multiple=True, requeue=True)
             self._after_return()
+
+    def _get(self) -> MessageRecord | None:
+        method, props, body = self.channel.basic_get(self.facts.name, auto_ack=False)
+        if method is None:
+            self.reached_end = True
+            return None
+        self._last_tag = method.delivery_tag
+        return self._record(method, props, body)
+
+    def _limited_quorum(self) -> bool:
+        return self.facts.type == "quorum" and self.facts.delivery_limit is not None
+
+    def _take_rest_of_returned_block(self, last: MessageRecord) -> None:
+        """Quorum with a limit serves returned messages first, from a queue of their own, and puts
+        each new return at ITS back. Giving back only part of that block would move the part we took
+        behind the rest; so keep taking (not showing) until a never-returned message or the end."""
+        self.hidden = 0
+        record: MessageRecord | None = last
+        while record is not None and delivery_count(record.headers) > 0:
+            if record is not last and delivery_count(record.headers) >= (self.facts.delivery_limit or 0):
+                self.dead_lettered.append(record.position)
+            if self.read >= self.opts.max_unacked:
+                self.notes.append("order of the head may have changed: the block of returned messages "
+                                  "at the head was not read to its end")
+                return
+            record = self._get()
+            self.hidden += record is not None
+        if self.hidden:
+            self.notes.append(f"also took {self.hidden} more previously returned messages (not shown) so that "
+                              "giving them back keeps the order; each used one delivery attempt too")
 
     def _want_more(self) -> bool:
         if self.opts.count is not None:
