@@ -5,11 +5,11 @@ from __future__ import annotations
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import common_options, dry_run_option, yes_option
+from dlxtool.cli.options import common_options, dry_run_option, queue_argument, yes_option
 
 
 @click.command()
-@click.argument("queue")
+@queue_argument
 @yes_option
 @dry_run_option
 @common_options
