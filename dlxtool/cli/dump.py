@@ -8,13 +8,13 @@ from typing import IO
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import connection_options
+from dlxtool.cli.options import connection_options, queue_argument
 from dlxtool.cli.reading import SAFETY_HELP, check_count, finish_read, make_read_options, read_options, read_queue
 from dlxtool.errors import UsageError
 
 
 @click.command(epilog=SAFETY_HELP)
-@click.argument("queue")
+@queue_argument
 @click.option("-n", "--count", type=click.IntRange(min=1), default=None,
               help="How many messages from the head.")
 @click.option("--all", "all_", is_flag=True, help="Every message there is (the default).")

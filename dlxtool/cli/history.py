@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import common_options
+from dlxtool.cli.options import common_options, complete_queue
 from dlxtool.cli.reading import SAFETY_HELP, finish_read, make_read_options, read_options, read_queue
 from dlxtool.errors import NotFoundError, UsageError
 from dlxtool.record import MessageRecord
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 @click.command(epilog=SAFETY_HELP)
-@click.argument("queue", required=False)
+@click.argument("queue", required=False, shell_complete=complete_queue)
 @click.option("-n", "--count", type=click.IntRange(min=1), default=100, show_default=True,
               help="How many messages from the head of QUEUE.")
 @click.option("--summary", is_flag=True,

@@ -5,13 +5,13 @@ from __future__ import annotations
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import common_options
+from dlxtool.cli.options import common_options, queue_argument
 from dlxtool.cli.reading import SAFETY_HELP, finish_read, make_read_options, read_options, read_queue
 from dlxtool.record import MessageRecord
 
 
 @click.command(epilog=SAFETY_HELP)
-@click.argument("queue")
+@queue_argument
 @click.option("-n", "--count", type=click.IntRange(min=1), default=10, show_default=True,
               help="How many messages from the head.")
 @click.option("--body", "whole_body", is_flag=True, help="Print whole bodies instead of a one-line preview.")

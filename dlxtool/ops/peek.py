@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError, RefusedError, UsageError
+from dlxtool.errors import DlxtoolError, NotFoundError, RefusedError, UsageError
 from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
@@ -93,12 +93,15 @@ class ReadOptions:
 def queue_facts(profile: BrokerProfile, name: str, *, management: Callable[[], ManagementClient],
                 channel: Any) -> QueueFacts:
     """Type, limit and counts: management API first, AMQP for what it cannot tell or when it is down."""
-    ready, consumers = _passive_declare(channel, name)
+    from dlxtool.ops.purge import passive_declare
+
+    ok = passive_declare(channel, name, profile.vhost)
+    ready, consumers = ok.message_count, ok.consumer_count
     try:
         info = management().queue(profile.vhost, name)
     except NotFoundError:
         raise NotFoundError(f"queue {name!r} not found in vhost {profile.vhost!r}") from None
-    except (ConnectError, DlxtoolError) as exc:
+    except DlxtoolError as exc:
         return _facts_without_management(profile, name, ready, consumers, exc.message)
     return _facts_from_info(info, ready, consumers)
 
@@ -155,18 +158,6 @@ def probe_queue_type(profile: BrokerProfile, name: str) -> str:
         return "unknown"
     finally:
         close_quietly(conn)
-
-
-def _passive_declare(channel: Any, name: str) -> tuple[int, int]:
-    import pika.exceptions as pe
-
-    try:
-        ok = channel.queue_declare(name, passive=True).method
-    except pe.ChannelClosedByBroker as exc:
-        if exc.reply_code == 404:
-            raise NotFoundError(f"queue {name!r} not found", hint="list queues with `dlxtool queues`") from None
-        raise
-    return ok.message_count, ok.consumer_count
 
 
 def _int_or_none(value: Any) -> int | None:
