@@ -139,22 +139,17 @@ def test_quorum_without_limit_refuses_five_times_order_kept(run, broker, qname) 
     assert drained(broker, qname) == EXPECTED
 
 
-def test_quorum_without_limit_allow_reorder_says_what_moved(run, broker, qname) -> None:
+@pytest.mark.parametrize("count, note, order", [
+    ("3", "the 3 peeked messages are now at the back", EXPECTED[3:] + EXPECTED[:3]),  # the cost, as announced
+    ("50", "read the whole queue", EXPECTED),  # all of it read and given back: order kept
+])
+def test_quorum_without_limit_allow_reorder_says_what_moved(run, broker, qname, count, note, order) -> None:
     declare(broker, qname, **{"x-queue-type": "quorum"})
     publish_all(broker, qname)
-    result = peek(run, broker, qname, "-n", "3", "--allow-reorder")
+    result = peek(run, broker, qname, "-n", count, "--allow-reorder")
     assert result.exit_code == 0, result.stderr
-    assert "the 3 peeked messages are now at the back" in result.stderr
-    assert drained(broker, qname) == EXPECTED[3:] + EXPECTED[:3]  # the cost, as announced
-
-
-def test_quorum_without_limit_whole_queue_peek_keeps_order(run, broker, qname) -> None:
-    declare(broker, qname, **{"x-queue-type": "quorum"})
-    publish_all(broker, qname)
-    result = peek(run, broker, qname, "-n", "50", "--allow-reorder")
-    assert result.exit_code == 0, result.stderr
-    assert "read the whole queue" in result.stderr
-    assert drained(broker, qname) == EXPECTED
+    assert note in result.stderr
+    assert drained(broker, qname) == order
 
 
 def test_stream_reads_from_offsets_without_get(run, broker, qname) -> None:
