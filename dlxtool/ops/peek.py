@@ -392,15 +392,30 @@ class QueueReader:
                     self.reached_end = True
                     break
                 batch.append(self._record(method, props, body))
-                if len(batch) >= prefetch or not self._want_more():
-                    self.channel.basic_ack(method.delivery_tag, multiple=True)
+                more = self._want_more()
+                if len(batch) >= prefetch or not more:
+                    # Ack (= grant credit) only when reading on: credit granted at the end would let the
+                    # broker push messages that cancel() then rejects, and streams refuse rejects (540).
+                    if more:
+                        self.channel.basic_ack(method.delivery_tag, multiple=True)
                     yield batch
                     batch = []
-                if not self._want_more():
+                if not more:
                     break
             if batch:
                 yield batch
         finally:
+            self._cancel_stream_consumer()
+
+    def _cancel_stream_consumer(self) -> None:
+        import contextlib
+
+        import pika.exceptions as pe
+
+        # Interrupted mid-chunk, pika rejects what it still buffers and the stream closes the channel
+        # for it. Nothing is lost: reading a stream never removes anything.
+        with contextlib.suppress(pe.ChannelClosedByBroker, pe.ConnectionClosedByBroker,
+                                 pe.ChannelWrongStateError, pe.ConnectionWrongStateError):
             self.channel.cancel()
 
     def _record(self, method: Any, props: Any, body: bytes) -> MessageRecord:
