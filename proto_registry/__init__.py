@@ -1,9 +1,9 @@
 """Protobuf type registry: load schemas, identify and decode payloads. No click, no pika.
 
-    from proto_registry import Registry, Hints
-    reg = Registry.load(["protos/"])            # .proto dirs and descriptor sets; bundled schemas too
-    result = reg.identify(payload, Hints(amqp_type="shop.orders.v1.OrderPlaced"))
-    result.best.type, result.best.confidence, result.ambiguous, result.equivalent
+from proto_registry import Registry, Hints
+reg = Registry.load(["protos/"])            # .proto dirs and descriptor sets; bundled schemas too
+result = reg.identify(payload, Hints(amqp_type="shop.orders.v1.OrderPlaced"))
+result.best.type, result.best.confidence, result.ambiguous, result.equivalent
 """
 
 from proto_registry.errors import (

@@ -92,7 +92,7 @@ def format_raw(fields: list[dict[str, Any]], indent: int = 0) -> str:
         elif "string" in item:
             lines.append(f'{pad}{n}: "{_escape(item["string"])}"')
         elif "bytes" in item:
-            lines.append(f'{pad}{n}: 0x{item["bytes"]}')
+            lines.append(f"{pad}{n}: 0x{item['bytes']}")
         elif item["wire_type"] == "i32":
             lines.append(f"{pad}{n}: 0x{item['value']:08x}")
         elif item["wire_type"] == "i64":

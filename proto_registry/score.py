@@ -234,5 +234,7 @@ class PayloadScan:
                 out.append(f"field {where} ({fd.name}): {what.get(kind[0], 'malformed packed values')}")
         missing = info.required_numbers - {tag >> 3 for tag in groups}
         for number in sorted(missing):
-            out.append(f"field {path}{number} ({info.descriptor.fields_by_number[number].name}): required, missing")
+            out.append(
+                f"field {path}{number} ({info.descriptor.fields_by_number[number].name}): required, missing"
+            )
         return out

@@ -51,7 +51,9 @@ class LoadedFiles:
         if _normalised(old) == _normalised(fdp):
             return
         if name.startswith("google/protobuf/"):
-            self.notes.append(f"{name} from {origin} differs from the one in {self.origins[name]}; kept the latter")
+            self.notes.append(
+                f"{name} from {origin} differs from the one in {self.origins[name]}; kept the latter"
+            )
             return
         raise SchemaConflictError(
             f"{name} is defined differently in {self.origins[name]} and {origin}",
@@ -84,7 +86,11 @@ def read_descriptor_set(path: Path) -> descriptor_pb2.FileDescriptorSet:
 
 
 def load_files(
-    paths: list[str | Path], *, include_defaults: bool = True, use_cache: bool = True, cache_root: Path | None = None
+    paths: list[str | Path],
+    *,
+    include_defaults: bool = True,
+    use_cache: bool = True,
+    cache_root: Path | None = None,
 ) -> LoadedFiles:
     loaded = LoadedFiles()
     dirs: list[Path] = [DEFAULT_PROTOS] if include_defaults and DEFAULT_PROTOS.is_dir() else []
@@ -92,7 +98,9 @@ def load_files(
     for raw in paths:
         p = Path(raw).expanduser()
         if not p.exists():
-            raise SourceNotFoundError(f"proto path {p} does not exist", "check --proto-path / DLXTOOL_PROTO_PATH")
+            raise SourceNotFoundError(
+                f"proto path {p} does not exist", "check --proto-path / DLXTOOL_PROTO_PATH"
+            )
         if p.is_dir():
             dirs.append(p)
         elif p.suffix == ".proto":
@@ -128,7 +136,9 @@ def _add_missing_well_known(loaded: LoadedFiles) -> None:
         name = f"google/protobuf/{mod}.proto"
         if name in missing:
             module = importlib.import_module(f"google.protobuf.{mod}_pb2")
-            loaded.add(descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb), "protobuf")
+            loaded.add(
+                descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb), "protobuf"
+            )
     still = sorted({dep for f in loaded.files.values() for dep in f.dependency if dep not in loaded.files})
     if still:
         users = [n for n, f in loaded.files.items() if still[0] in f.dependency]

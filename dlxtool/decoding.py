@@ -1,0 +1,255 @@
+"""One code path to turn bytes into a readable protobuf message: used by ``decode`` and ``peek``.
+
+:func:`decode_body` decodes one message body (hints from its AMQP properties);
+:func:`decode_line` finds the best payload in a log line and decodes it. No click here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dlxtool import extract
+from proto_registry import MALFORMED, MATCH, NO_MATCH, Hints, Identification, Registry
+from proto_registry.errors import DecodeError
+from proto_registry.raw import decode_raw, format_raw
+
+PROTO_PATH_ENV = "DLXTOOL_PROTO_PATH"
+_NOT_PROTOBUF = ("json", "text/", "xml", "yaml", "csv", "html")
+
+
+def proto_paths(cli_paths: Iterable[str] = (), profile_paths: Iterable[str] = ()) -> list[str]:
+    """``--proto-path`` values, then ``$DLXTOOL_PROTO_PATH`` (os.pathsep-separated), then the
+    profile's ``proto_paths``; duplicates dropped, order kept."""
+    out: list[str] = []
+    env = os.environ.get(PROTO_PATH_ENV, "")
+    for p in [*cli_paths, *(x for x in env.split(os.pathsep) if x.strip()), *profile_paths]:
+        p = str(Path(p).expanduser())
+        if p not in out:
+            out.append(p)
+    return out
+
+
+@dataclass(slots=True)
+class DecodedBody:
+    """A body decoded (or not) against the registry. ``to_dict`` is the JSON shape."""
+
+    status: str  # match | empty | no_match | malformed | error
+    type: str | None = None
+    confidence: float = 0.0
+    score: float = 0.0
+    ambiguous: bool = False
+    alternatives: list[str] = field(default_factory=list)
+    alternatives_count: int = 0
+    message: dict[str, Any] | None = None  # protobuf JSON mapping
+    raw: list[dict[str, Any]] | None = None  # schema-less decode when no type fits (or --raw)
+    source: str = "guess"
+    framing: dict[str, Any] | None = None
+    defects: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    top: list[dict[str, Any]] = field(default_factory=list)  # --top K: ranked matches with scores
+    error: str | None = None
+    text: str | None = None  # protobuf text format (or raw text), when asked for
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "status": self.status,
+            "type": self.type,
+            "confidence": round(self.confidence, 4),
+            "ambiguous": self.ambiguous,
+            "alternatives": self.alternatives,
+        }
+        if self.alternatives_count > len(self.alternatives):
+            d["alternatives_count"] = self.alternatives_count
+        if self.source != "guess":
+            d["source"] = self.source
+        if self.framing:
+            d["framing"] = self.framing
+        if self.defects:
+            d["defects"] = self.defects
+        if self.notes:
+            d["notes"] = self.notes
+        if self.top:
+            d["top"] = self.top
+        d["message"] = self.message
+        if self.raw is not None:
+            d["raw"] = self.raw
+        if self.error:
+            d["error"] = self.error
+        return d
+
+
+def hints_from_properties(
+    properties: Mapping[str, Any] | None, headers: Mapping[str, Any] | None = None
+) -> Hints:
+    props = properties or {}
+    extra: list[str] = []
+    for key in ("proto-type", "x-proto-type", "message-type", "x-message-type", "type"):
+        value = (headers or {}).get(key)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        if isinstance(value, str):
+            extra.append(value)
+    return Hints(
+        amqp_type=_str(props.get("type")),
+        content_type=_str(props.get("content_type")),
+        extra=tuple(extra),
+    )
+
+
+def _str(value: Any) -> str | None:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else None
+
+
+def decode_body(
+    registry: Registry,
+    body: bytes,
+    properties: Mapping[str, Any] | None = None,
+    *,
+    headers: Mapping[str, Any] | None = None,
+    type_name: str | None = None,
+    raw: bool = False,
+    top: int = 0,
+    want_text: bool = False,
+) -> DecodedBody | None:
+    """Decode a message body. ``None`` when its content type says it is not protobuf (JSON, text)
+    and no type was forced. ``type_name`` forces a type (an unknown name raises UnknownTypeError)."""
+    ct = (_str((properties or {}).get("content_type")) or "").lower()
+    if type_name is None and not raw and any(x in ct for x in _NOT_PROTOBUF):
+        return None
+    if raw:
+        return _raw_only(body, want_text)
+    if type_name is not None:
+        ident = registry.identify_as(body, type_name)
+    else:
+        ident = registry.identify(body, hints_from_properties(properties, headers), limit=max(top, 5))
+    return from_identification(registry, ident, top=top, want_text=want_text)
+
+
+def from_identification(
+    registry: Registry, ident: Identification, *, top: int = 0, want_text: bool = False
+) -> DecodedBody:
+    out = DecodedBody(
+        status=ident.status,
+        source=ident.source,
+        framing=ident.framing.to_dict() if ident.framing else None,
+        notes=list(ident.notes),
+    )
+    if top:
+        out.top = [m.to_dict() for m in ident.matches[:top]]
+    best = ident.best
+    if best is not None and (best.clean or ident.source == "explicit" or best.score >= 0.5):
+        out.type = best.type
+        out.confidence = best.confidence
+        out.score = best.score
+        out.ambiguous = ident.ambiguous
+        out.alternatives = ident.alternatives()
+        out.alternatives_count = max(ident.equivalent_count - 1, len(out.alternatives))
+        out.defects = list(best.defects)
+        try:
+            msg = registry.decode(ident.payload, best.type)
+            out.message = registry.to_dict(msg)
+            if want_text:
+                out.text = registry.to_text(msg)
+            return out
+        except DecodeError as e:
+            out.status = "error"
+            out.error = e.message
+    if ident.status in (NO_MATCH, MATCH, "error") and ident.payload:
+        out.raw = decode_raw(ident.payload)
+        if want_text and out.raw is not None:
+            out.text = format_raw(out.raw)
+    return out
+
+
+def _raw_only(body: bytes, want_text: bool) -> DecodedBody:
+    fields = decode_raw(body)
+    out = DecodedBody(status="raw" if fields is not None else MALFORMED, raw=fields)
+    if fields is None:
+        out.error = "not protobuf wire format"
+    elif want_text:
+        out.text = format_raw(fields)
+    return out
+
+
+# -- log lines --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class LineResult:
+    candidate: extract.Candidate
+    decoded: DecodedBody
+
+
+def rate(decoded: DecodedBody | None, cand: extract.Candidate) -> float:
+    """How well a candidate decoded: a clean typed match beats a defective one beats raw structure."""
+    if decoded is None:
+        return 0.0
+    if decoded.type is not None and decoded.status == MATCH:
+        base = 3.0 if decoded.score >= 1.0 else 2.0
+        return base + decoded.confidence
+    if decoded.raw is not None and (cand.strong or len(cand.data) >= 12):
+        return 1.0
+    return 0.0
+
+
+def decode_line(
+    registry: Registry,
+    line: str,
+    *,
+    hints: Hints | None = None,
+    type_name: str | None = None,
+    raw: bool = False,
+    top: int = 0,
+    want_text: bool = False,
+    min_confidence: float = 0.02,
+) -> LineResult | None:
+    """The best-decoding payload of ``line``, or ``None`` when the line holds no payload."""
+    cands = extract.candidates(line)
+    if not cands:
+        return None
+    cache: dict[bytes, DecodedBody | None] = {}
+
+    def rating(cand: extract.Candidate) -> tuple[float, DecodedBody | None]:
+        if cand.data not in cache:
+            cache[cand.data] = _decode_candidate(registry, cand.data, hints, type_name, raw, top)
+        d = cache[cand.data]
+        r = rate(d, cand)
+        if d is not None and r >= 2.0 and d.confidence < min_confidence and not cand.strong and not type_name:
+            r = 0.5 if d.raw is not None else 0.0
+        return r, d
+
+    got = extract.best(cands, rating)
+    if got is None:
+        return None
+    cand, score, decoded = got
+    if score <= 0.5 or decoded is None:
+        if not (type_name or raw) or decoded is None or decoded.status == MALFORMED:
+            return None
+    if want_text:
+        decoded = _decode_candidate(registry, cand.data, hints, type_name, raw, top, want_text=True)
+        assert decoded is not None
+    return LineResult(cand, decoded)
+
+
+def _decode_candidate(
+    registry: Registry,
+    data: bytes,
+    hints: Hints | None,
+    type_name: str | None,
+    raw: bool,
+    top: int,
+    want_text: bool = False,
+) -> DecodedBody | None:
+    if raw:
+        return _raw_only(data, want_text)
+    if type_name is not None:
+        ident = registry.identify_as(data, type_name)
+    else:
+        ident = registry.identify(data, hints, limit=max(top, 5))
+    return from_identification(registry, ident, top=top, want_text=want_text)
