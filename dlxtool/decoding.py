@@ -18,6 +18,7 @@ from proto_registry.errors import DecodeError
 from proto_registry.raw import decode_raw, format_raw
 
 PROTO_PATH_ENV = "DLXTOOL_PROTO_PATH"
+MIN_WEAK_BYTES = 6  # payloads this short only count when the candidate is unmistakably binary
 _NOT_PROTOBUF = ("json", "text/", "xml", "yaml", "csv", "html")
 
 
@@ -127,7 +128,7 @@ def decode_body(
     if type_name is not None:
         ident = registry.identify_as(body, type_name)
     else:
-        ident = registry.identify(body, hints_from_properties(properties, headers), limit=max(top, 5))
+        ident = registry.identify(body, hints_from_properties(properties, headers), limit=max(top, 1))
     return from_identification(registry, ident, top=top, want_text=want_text)
 
 
@@ -207,7 +208,6 @@ def decode_line(
     raw: bool = False,
     top: int = 0,
     want_text: bool = False,
-    min_confidence: float = 0.02,
 ) -> LineResult | None:
     """The best-decoding payload of ``line``, or ``None`` when the line holds no payload."""
     cands = extract.candidates(line)
@@ -220,17 +220,16 @@ def decode_line(
             cache[cand.data] = _decode_candidate(registry, cand.data, hints, type_name, raw, top)
         d = cache[cand.data]
         r = rate(d, cand)
-        if d is not None and r >= 2.0 and d.confidence < min_confidence and not cand.strong and not type_name:
-            r = 0.5 if d.raw is not None else 0.0
+        if r >= 2.0 and len(cand.data) < MIN_WEAK_BYTES and not cand.strong and not type_name:
+            r = 0.5  # a short word that happens to be base64 of a tiny valid message: not evidence
         return r, d
 
     got = extract.best(cands, rating)
     if got is None:
         return None
     cand, score, decoded = got
-    if score <= 0.5 or decoded is None:
-        if not (type_name or raw) or decoded is None or decoded.status == MALFORMED:
-            return None
+    if decoded is None or (score <= 0.5 and (not (type_name or raw) or decoded.status == MALFORMED)):
+        return None
     if want_text:
         decoded = _decode_candidate(registry, cand.data, hints, type_name, raw, top, want_text=True)
         assert decoded is not None
@@ -251,5 +250,5 @@ def _decode_candidate(
     if type_name is not None:
         ident = registry.identify_as(data, type_name)
     else:
-        ident = registry.identify(data, hints, limit=max(top, 5))
+        ident = registry.identify(data, hints, limit=max(top, 1))
     return from_identification(registry, ident, top=top, want_text=want_text)

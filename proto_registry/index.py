@@ -64,6 +64,9 @@ class Index:
     parent_any: dict[int, int] = field(default_factory=dict)  # tag -> types whose tag is a message
     required_mask: int = 0
     enums: list[frozenset[int]] = field(default_factory=list)
+    tag_cost: dict[int, int] = field(default_factory=dict)  # how costly checking a tag is (order)
+    field_counts: list[int] = field(default_factory=list)  # per type id
+    parent_memo: dict[tuple[int, int], int] = field(default_factory=dict)  # (tag, clean children) -> parents
 
     @property
     def candidate_count(self) -> int:
@@ -117,6 +120,9 @@ def build_index(descriptors: list[Descriptor], map_entries: set[str]) -> Index:
             info.required_numbers = frozenset(required)
             idx.required_mask |= bit
     idx.simple = {tag: list(kinds.items()) for tag, kinds in simple.items()}
+    idx.field_counts = [t.field_count for t in idx.types]
+    for tag in idx.known:
+        idx.tag_cost[tag] = len(idx.simple.get(tag, ())) + (8 if tag in idx.parent_any else 0)
     return idx
 
 

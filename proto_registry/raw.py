@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from proto_registry.wire import I32, I64, LEN, SGROUP, VARINT, as_signed64, scan, zigzag
+from proto_registry.wire import I32, I64, LEN, SGROUP, VARINT, Field, as_signed64, scan, zigzag
 
 MAX_DEPTH = 32
 
@@ -24,7 +24,8 @@ def _decode(data: bytes, start: int, end: int, depth: int) -> list[dict[str, Any
     if fields is None:
         return None
     out: list[dict[str, Any]] = []
-    for f in fields:
+    for t in fields:
+        f = Field._make(t)
         item: dict[str, Any] = {"field": f.number, "wire_type": _WT_NAMES.get(f.wire_type, str(f.wire_type))}
         if f.wire_type == VARINT:
             item["value"] = f.value

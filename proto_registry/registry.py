@@ -21,7 +21,7 @@ from proto_registry.result import EMPTY, MALFORMED, MATCH, NO_MATCH, Identificat
 from proto_registry.score import PayloadScan
 
 MIN_SCORE = 0.5  # below this share of explained bytes, a type is not a match
-MAX_EQUIVALENT = 50
+MAX_EQUIVALENT = 10  # names listed; the count covers them all
 EVIDENCE_BASE = 0.5
 
 
@@ -114,7 +114,14 @@ class Registry:
         raise UnknownTypeError(f"unknown message type {name!r} ({len(self)} types loaded)", hint)
 
     # -- identification -----------------------------------------------------------------------
-    def identify(self, payload: bytes, hints: Hints | None = None, *, limit: int = 5) -> Identification:
+    def identify(
+        self,
+        payload: bytes,
+        hints: Hints | None = None,
+        *,
+        limit: int = 5,
+        max_equivalent: int = MAX_EQUIVALENT,
+    ) -> Identification:
         """Rank the registered types for ``payload``. Never raises on bad bytes."""
         hints = hints or Hints()
         data, framing = unframe(bytes(payload))
@@ -146,13 +153,13 @@ class Registry:
         base = confidence_from_evidence(ps.evidence())
         clean = ps.clean_mask(0, len(data), idx.candidate_mask)
         if clean:
-            return self._rank_clean(ps, clean, hinted, base, result, limit)
+            return self._rank_clean(ps, clean, hinted, base, result, limit, max_equivalent)
         scored = ps.rank_unclean(idx.candidate_mask)
         hinted_set = set(hinted)
         if hinted:
             have = {s.tid for s in scored}
             groups = ps.grouped(0, len(data)) or {}
-            weights = {tag: sum(f.end - f.start for f in occs) for tag, occs in groups.items()}
+            weights = {tag: sum(f[5] - f[2] for f in occs) for tag, occs in groups.items()}
             from proto_registry.score import Scored
 
             for t in hinted:
@@ -177,30 +184,35 @@ class Registry:
         return result
 
     def _rank_clean(
-        self, ps: PayloadScan, clean: int, hinted: list[int], base: float, result: Identification, limit: int
+        self,
+        ps: PayloadScan,
+        clean: int,
+        hinted: list[int],
+        base: float,
+        result: Identification,
+        limit: int,
+        max_equivalent: int,
     ) -> Identification:
         idx = self.index
-        groups = ps.grouped(0, len(ps.data)) or {}
-        numbers = {tag >> 3 for tag in groups}
         count = clean.bit_count()
         hinted_clean = [t for t in hinted if clean >> t & 1]
 
-        def key(tid: int) -> tuple[int, float, str]:
-            info = idx.types[tid]
-            fit = len(numbers) / max(info.field_count, 1)
-            return (0 if tid in hinted_clean else 1, -fit, info.name)
-
-        if count > 4 * MAX_EQUIVALENT:
-            # Very short payloads fit hundreds of types: rank only a sample, but count them all.
-            sample = [t for t in hinted_clean]
-            for t in bits(clean):
-                if len(sample) >= 4 * MAX_EQUIVALENT:
-                    break
-                if t not in sample:
-                    sample.append(t)
-            ordered = sorted(sample, key=key)
+        # Rank a bounded sample: very short payloads fit hundreds of types; all are counted.
+        cap = max(max_equivalent, limit)
+        sample = list(hinted_clean)
+        if count <= cap:
+            sample += [t for t in bits(clean) if t not in hinted_clean]
         else:
-            ordered = sorted(bits(clean), key=key)
+            for t in bits(clean):
+                if len(sample) >= cap:
+                    break
+                if t not in hinted_clean:
+                    sample.append(t)
+        # Among equivalents, the type declaring the fewest fields explains the payload most tightly.
+        ordered = sample
+        if count > 1:
+            ordered = sorted(sample[len(hinted_clean) :], key=idx.field_counts.__getitem__)
+            ordered = sample[: len(hinted_clean)] + ordered
         if hinted_clean:
             result.source = "hint"
             conf_top = 0.5 + 0.5 * base
@@ -221,7 +233,7 @@ class Registry:
                 f"hinted type {idx.types[hinted[0]].name} does not fit these bytes; guessed instead"
             )
         result.matches = matches
-        result.equivalent = [idx.types[t].name for t in ordered[:MAX_EQUIVALENT]]
+        result.equivalent = [idx.types[t].name for t in ordered[:max_equivalent]]
         result.equivalent_count = count
         return result
 
@@ -242,7 +254,7 @@ class Registry:
             return result
         clean = bool(ps.clean_mask(0, len(data), 1 << tid))
         groups = ps.grouped(0, len(data)) or {}
-        weights = {tag: sum(f.end - f.start for f in occs) for tag, occs in groups.items()}
+        weights = {tag: sum(f[5] - f[2] for f in occs) for tag, occs in groups.items()}
         score = 1.0 if clean else ps.score_type(tid, groups, weights, len(data))
         defects = () if clean else tuple(ps.defects(tid)[:5])
         result.matches = [Match(name, score, 1.0 if clean else score, clean, True, defects)]

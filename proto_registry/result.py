@@ -16,7 +16,7 @@ MALFORMED = "malformed"  # not protobuf wire format at all
 HIGH_CONFIDENCE = 0.8
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Match:
     type: str  # full name, e.g. shop.orders.v1.OrderPlaced
     score: float  # 0..1: share of payload bytes explained by valid fields (1.0 = clean parse)

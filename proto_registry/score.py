@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proto_registry.index import Index, Kind, bits
-from proto_registry.wire import LEN, Field, packed_varints, packed_varints_ok, scan
+from proto_registry.index import BYTES, FIXED, VARINT_ANY, Index, Kind, bits
+from proto_registry.wire import LEN, packed_varints, packed_varints_ok, scan
+
+Field = tuple[int, int, int, int, int, int]  # wire.Field shape: tag, value, start, vstart, vend, end
 
 MAX_DEPTH = 64
+ALWAYS_OK = frozenset({VARINT_ANY, FIXED, BYTES})  # the wire type matching is all they need
 SHORT_LIST = 128
 
 
@@ -49,7 +52,7 @@ class PayloadScan:
             if fields is not None:
                 got = {}
                 for f in fields:
-                    got.setdefault(f.tag, []).append(f)
+                    got.setdefault(f[0], []).append(f)
             self._groups[key] = got
         return got  # type: ignore[return-value]
 
@@ -74,21 +77,33 @@ class PayloadScan:
             mask &= known.get(tag, 0)
             if not mask:
                 return 0
-        for tag, occs in groups.items():
+        # Most selective tags first: the candidate set shrinks before the costlier checks.
+        tags = sorted(groups, key=idx.tag_cost.get) if len(groups) > 1 else groups
+        parent_memo = idx.parent_memo
+        for tag in tags:
+            occs = groups[tag]
             ok = 0
             for kind, kmask in idx.simple.get(tag, ()):
-                if kmask & mask and self.kind_ok(kind, occs):
+                if kmask & mask and (kind in ALWAYS_OK or self.kind_ok(kind, occs)):
                     ok |= kmask
             if idx.parent_any.get(tag, 0) & mask:
                 child_ok = idx.children[tag]
                 for f in occs:
-                    child_ok = self.clean_mask(f.vstart, f.vend, child_ok, depth + 1)
+                    child_ok = self.clean_mask(f[3], f[4], child_ok, depth + 1)
                     if not child_ok:
                         break
                 if child_ok:
-                    parents = idx.parents[tag]
-                    for child in bits(child_ok):
-                        ok |= parents[child]
+                    memo_key = (tag, child_ok)
+                    parents_ok = parent_memo.get(memo_key)
+                    if parents_ok is None:
+                        parents_ok = 0
+                        parents = idx.parents[tag]
+                        for child in bits(child_ok):
+                            parents_ok |= parents[child]
+                        if len(parent_memo) > 50_000:
+                            parent_memo.clear()
+                        parent_memo[memo_key] = parents_ok
+                    ok |= parents_ok
             mask &= ok
             if not mask:
                 return 0
@@ -106,23 +121,23 @@ class PayloadScan:
         if k == "s":
             for f in occs:
                 try:
-                    data[f.vstart : f.vend].decode("utf-8")
+                    data[f[3] : f[4]].decode("utf-8")
                 except UnicodeDecodeError:
                     return False
             return True
         if k == "p0":
-            return all(packed_varints_ok(data, f.vstart, f.vend) for f in occs)
+            return all(packed_varints_ok(data, f[3], f[4]) for f in occs)
         if k == "p1":
-            return all((f.vend - f.vstart) % 8 == 0 for f in occs)
+            return all((f[4] - f[3]) % 8 == 0 for f in occs)
         if k == "p5":
-            return all((f.vend - f.vstart) % 4 == 0 for f in occs)
+            return all((f[4] - f[3]) % 4 == 0 for f in occs)
         if k == "e":
             values = self.index.enums[kind[1]]  # type: ignore[misc]
-            return all(f.value in values for f in occs)
+            return all(f[1] in values for f in occs)
         if k == "pe":
             values = self.index.enums[kind[1]]  # type: ignore[misc]
             for f in occs:
-                got = packed_varints(data, f.vstart, f.vend)
+                got = packed_varints(data, f[3], f[4])
                 if got is None or not all(v in values for v in got):
                     return False
             return True
@@ -131,7 +146,7 @@ class PayloadScan:
     def field_ok(self, kind: Kind, occs: list[Field], depth: int = 0) -> bool:
         if kind[0] in ("m", "g"):
             bit = 1 << kind[1]  # type: ignore[misc]
-            return all(self.clean_mask(f.vstart, f.vend, bit, depth + 1) for f in occs)
+            return all(self.clean_mask(f[3], f[4], bit, depth + 1) for f in occs)
         return self.kind_ok(kind, occs)
 
     # -- evidence and ranking -----------------------------------------------------------------
@@ -141,7 +156,7 @@ class PayloadScan:
         e = float(len(groups))
         for tag, occs in groups.items():
             if tag & 7 == LEN:
-                e += 0.5 * sum(1 for f in occs if f.vend - f.vstart >= 2)
+                e += 0.5 * sum(1 for f in occs if f[4] - f[3] >= 2)
         return e
 
     def rank_unclean(self, start_mask: int, limit: int = SHORT_LIST) -> list[Scored]:
@@ -151,7 +166,7 @@ class PayloadScan:
             return []
         idx = self.index
         total = len(self.data)
-        weights = {tag: sum(f.end - f.start for f in occs) for tag, occs in groups.items()}
+        weights = {tag: sum(f[5] - f[2] for f in occs) for tag, occs in groups.items()}
         heavy = sorted(weights, key=weights.__getitem__, reverse=True)[:3]
         cand = 0
         for tag in heavy:
@@ -190,14 +205,14 @@ class PayloadScan:
     def _nested_share(self, tid: int, occs: list[Field]) -> float:
         shares = []
         for f in occs:
-            groups = self.grouped(f.vstart, f.vend)
+            groups = self.grouped(f[3], f[4])
             if groups is None:
                 shares.append(0.0)
                 continue
-            size = f.vend - f.vstart
+            size = f[4] - f[3]
             info = self.index.types[tid]
             ok = sum(
-                sum(g.end - g.start for g in o)
+                sum(g[5] - g[2] for g in o)
                 for tag, o in groups.items()
                 if tag in info.fields and self.field_ok(info.fields[tag], o)
             )
@@ -227,7 +242,7 @@ class PayloadScan:
                 continue
             if kind[0] in ("m", "g"):
                 for f in occs:
-                    out.extend(self.defects(kind[1], f.vstart, f.vend, f"{where}."))  # type: ignore[misc]
+                    out.extend(self.defects(kind[1], f[3], f[4], f"{where}."))  # type: ignore[misc]
             elif not self.kind_ok(kind, occs):
                 fd = info.descriptor.fields_by_number[number]
                 what = {"s": "invalid UTF-8", "e": "value outside the enum", "pe": "value outside the enum"}

@@ -14,7 +14,9 @@ MAX_GROUP_DEPTH = 64
 
 
 class Field(NamedTuple):
-    """One field occurrence: ``tag`` is ``number << 3 | wire_type``.
+    """One field occurrence: ``tag`` is ``number << 3 | wire_type``. (The scanner builds plain
+    tuples of this shape for speed; index them with the TAG/VALUE/... constants or wrap with
+    ``Field._make``.)
 
     ``value`` is the integer of a varint (0 for the other wire types); ``start``..``end`` is the
     whole occurrence including its tag (for coverage); ``vstart``..``vend`` is the value's bytes
@@ -37,6 +39,9 @@ class Field(NamedTuple):
         return self.tag & 7
 
 
+TAG, VALUE, START, VSTART, VEND, END = range(6)
+
+
 def read_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
     """Return ``(value, new_pos)``; raise ``ValueError`` on truncation or over-long varints."""
     b = data[pos] if pos < end else -1
@@ -55,7 +60,9 @@ def read_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
         shift += 7
 
 
-def scan(data: bytes, start: int = 0, end: int | None = None) -> list[Field] | None:
+def scan(
+    data: bytes, start: int = 0, end: int | None = None
+) -> list[tuple[int, int, int, int, int, int]] | None:
     """Scan ``data[start:end]`` as one message; ``None`` when it is not well-formed wire format."""
     if end is None:
         end = len(data)
@@ -66,8 +73,8 @@ def scan(data: bytes, start: int = 0, end: int | None = None) -> list[Field] | N
     return fields if pos == end else None
 
 
-def _scan(data: bytes, pos: int, end: int, group_tag: int, depth: int) -> tuple[list[Field], int]:
-    fields: list[Field] = []
+def _scan(data: bytes, pos: int, end: int, group_tag: int, depth: int) -> tuple[list, int]:
+    fields: list = []
     append = fields.append
     while pos < end:
         start = pos
@@ -83,27 +90,27 @@ def _scan(data: bytes, pos: int, end: int, group_tag: int, depth: int) -> tuple[
         if wt == VARINT:
             b = data[pos] if pos < end else -1
             if 0 <= b < 0x80:
-                append(Field(tag, b, start, pos, pos + 1, pos + 1))
+                append((tag, b, start, pos, pos + 1, pos + 1))
                 pos += 1
             else:
                 vstart = pos
                 value, pos = read_varint(data, pos, end)
-                append(Field(tag, value, start, vstart, pos, pos))
+                append((tag, value, start, vstart, pos, pos))
         elif wt == LEN:
             length, vstart = read_varint(data, pos, end)
             pos = vstart + length
             if pos > end:
                 raise ValueError("truncated")
-            append(Field(tag, 0, start, vstart, pos, pos))
+            append((tag, 0, start, vstart, pos, pos))
         elif wt == I32:
             if pos + 4 > end:
                 raise ValueError("truncated")
-            append(Field(tag, 0, start, pos, pos + 4, pos + 4))
+            append((tag, 0, start, pos, pos + 4, pos + 4))
             pos += 4
         elif wt == I64:
             if pos + 8 > end:
                 raise ValueError("truncated")
-            append(Field(tag, 0, start, pos, pos + 8, pos + 8))
+            append((tag, 0, start, pos, pos + 8, pos + 8))
             pos += 8
         elif wt == SGROUP:
             if depth >= MAX_GROUP_DEPTH:
@@ -112,7 +119,7 @@ def _scan(data: bytes, pos: int, end: int, group_tag: int, depth: int) -> tuple[
             _, pos = _scan(data, pos, end, tag, depth + 1)
             # pos is just past the matching end-group tag; the content ends before that tag.
             vend = pos - _varint_size(((tag >> 3) << 3) | EGROUP)
-            append(Field(tag, 0, start, vstart, vend, pos))
+            append((tag, 0, start, vstart, vend, pos))
         elif wt == EGROUP:
             if group_tag and tag >> 3 == group_tag >> 3:
                 return fields, pos
