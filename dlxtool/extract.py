@@ -33,6 +33,9 @@ _HEX0X = re.compile(r"\b0x((?:[0-9a-fA-F]{2})+)\b")
 _PYBYTES = re.compile(r"""\bb(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")""")
 _ELIXIR = re.compile(r"<<\s*(\d{1,3}(?:\s*,\s*\d{1,3})*)\s*(?:,\s*\.\.\.\s*)?>>")
 _XESC = re.compile(r"(?:\\x[0-9a-fA-F]{2}|\\[nrt0]){4,}")
+# Identifiers and words (delivery_tag, dead-lettered, OrderPlaced) are valid base64 by accident.
+_WORDLIKE = re.compile(r"[a-z]+(?:[_\-.][a-z]+)*|(?:[A-Z][a-z]+)+|[A-Z]+(?:_[A-Z]+)*")
+MAX_WORD = 24
 _KEY_BEFORE = re.compile(r"""["']?([A-Za-z_][\w.\-]*)["']?\s*(?::|=)\s*["']?\s*$""")
 
 
@@ -118,7 +121,7 @@ def _token_candidates(line: str) -> Iterator[Candidate]:
             )
     for m in _B64.finditer(line):
         token = m.group()
-        if len(token) < MIN_BASE64:
+        if len(token) < MIN_BASE64 or (len(token) < MAX_WORD and _WORDLIKE.fullmatch(token)):
             continue
         key = None
         text = token.replace("\\/", "/")

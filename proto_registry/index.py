@@ -50,6 +50,7 @@ class TypeInfo:
     required_numbers: frozenset[int]
     field_count: int
     is_map_entry: bool
+    oneofs: tuple[frozenset[int], ...] = ()  # field numbers of each (real) oneof
 
 
 @dataclass(slots=True)
@@ -63,6 +64,7 @@ class Index:
     parents: dict[int, dict[int, int]] = field(default_factory=dict)  # tag -> child tid -> parents
     parent_any: dict[int, int] = field(default_factory=dict)  # tag -> types whose tag is a message
     required_mask: int = 0
+    oneof_mask: int = 0  # types with a oneof: two members present is a defect
     enums: list[frozenset[int]] = field(default_factory=list)
     tag_cost: dict[int, int] = field(default_factory=dict)  # how costly checking a tag is (order)
     field_counts: list[int] = field(default_factory=list)  # per type id
@@ -119,6 +121,10 @@ def build_index(descriptors: list[Descriptor], map_entries: set[str]) -> Index:
         if required:
             info.required_numbers = frozenset(required)
             idx.required_mask |= bit
+        oneofs = tuple(frozenset(f.number for f in o.fields) for o in d.oneofs if len(o.fields) > 1)
+        if oneofs:
+            info.oneofs = oneofs
+            idx.oneof_mask |= bit
     idx.simple = {tag: list(kinds.items()) for tag, kinds in simple.items()}
     idx.field_counts = [t.field_count for t in idx.types]
     for tag in idx.known:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from proto_registry.raw import decode_raw
 from proto_registry.result import EMPTY, MALFORMED, MATCH, NO_MATCH, Identification, Match
 from proto_registry.score import PayloadScan
 
+MEMO_SIZE = 4096
+MEMO_MAX_BYTES = 64 * 1024
 MIN_SCORE = 0.5  # below this share of explained bytes, a type is not a match
 MAX_EQUIVALENT = 10  # names listed; the count covers them all
 EVIDENCE_BASE = 0.5
@@ -41,6 +44,9 @@ class Registry:
         self._classes: dict[int, type[Message]] = {}
         self._short: dict[str, list[int]] | None = None
         self._resolved: dict[str, list[int]] = {}
+        # Identifications of recent payloads: a poison message is logged on every redelivery.
+        self._memo: OrderedDict[tuple[bytes, tuple[str, ...], int, int], Identification] = OrderedDict()
+        self.memo_size = MEMO_SIZE
 
     # -- loading ------------------------------------------------------------------------------
     @classmethod
@@ -122,8 +128,27 @@ class Registry:
         limit: int = 5,
         max_equivalent: int = MAX_EQUIVALENT,
     ) -> Identification:
-        """Rank the registered types for ``payload``. Never raises on bad bytes."""
+        """Rank the registered types for ``payload``. Never raises on bad bytes.
+
+        Results for recently seen payloads are memoised (``memo_size`` entries; 0 disables); treat
+        the returned object as read-only."""
         hints = hints or Hints()
+        payload = bytes(payload)
+        if self.memo_size and len(payload) <= MEMO_MAX_BYTES:
+            key = (payload, tuple(hints.names()), limit, max_equivalent)
+            memo = self._memo
+            got = memo.get(key)
+            if got is not None:
+                memo.move_to_end(key)
+                return got
+            got = self._identify(payload, hints, limit, max_equivalent)
+            memo[key] = got
+            if len(memo) > self.memo_size:
+                memo.popitem(last=False)
+            return got
+        return self._identify(payload, hints, limit, max_equivalent)
+
+    def _identify(self, payload: bytes, hints: Hints, limit: int, max_equivalent: int) -> Identification:
         data, framing = unframe(bytes(payload))
         notes: list[str] = []
         hinted: list[int] = []

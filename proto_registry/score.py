@@ -113,6 +113,12 @@ class PayloadScan:
             for tid in bits(need):
                 if not idx.types[tid].required_numbers <= numbers:
                     mask &= ~(1 << tid)
+        need = mask & idx.oneof_mask
+        if need and len(groups) > 1:
+            numbers = {tag >> 3 for tag in groups}
+            for tid in bits(need):
+                if any(len(o & numbers) > 1 for o in idx.types[tid].oneofs):
+                    mask &= ~(1 << tid)
         return mask
 
     def kind_ok(self, kind: Kind, occs: list[Field]) -> bool:
@@ -198,7 +204,10 @@ class PayloadScan:
             elif kind[0] in ("m", "g"):
                 covered += weights[tag] * 0.5 * self._nested_share(kind[1], occs)  # type: ignore[misc]
         score = covered / total if total else 0.0
-        if info.required_numbers and not info.required_numbers <= {tag >> 3 for tag in groups}:
+        numbers = {tag >> 3 for tag in groups}
+        if info.required_numbers and not info.required_numbers <= numbers:
+            score *= 0.9
+        if any(len(o & numbers) > 1 for o in info.oneofs):
             score *= 0.9
         return score
 
@@ -247,7 +256,12 @@ class PayloadScan:
                 fd = info.descriptor.fields_by_number[number]
                 what = {"s": "invalid UTF-8", "e": "value outside the enum", "pe": "value outside the enum"}
                 out.append(f"field {where} ({fd.name}): {what.get(kind[0], 'malformed packed values')}")
-        missing = info.required_numbers - {tag >> 3 for tag in groups}
+        numbers = {tag >> 3 for tag in groups}
+        for o in info.oneofs:
+            if len(o & numbers) > 1:
+                names = ", ".join(info.descriptor.fields_by_number[n].name for n in sorted(o & numbers))
+                out.append(f"{path or 'payload'}: several members of one oneof ({names})")
+        missing = info.required_numbers - numbers
         for number in sorted(missing):
             out.append(
                 f"field {path}{number} ({info.descriptor.fields_by_number[number].name}): required, missing"
