@@ -18,7 +18,7 @@ from proto_registry.errors import DecodeError
 from proto_registry.raw import decode_raw, format_raw
 
 PROTO_PATH_ENV = "DLXTOOL_PROTO_PATH"
-MIN_WEAK_BYTES = 6  # payloads this short only count when the candidate is unmistakably binary
+MIN_WEAK_BYTES = 4  # payloads this short only count when the candidate is unmistakably binary
 _NOT_PROTOBUF = ("json", "text/", "xml", "yaml", "csv", "html")
 
 

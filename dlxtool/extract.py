@@ -52,7 +52,11 @@ class Candidate:
         """Unmistakably meant as binary data (not a word that happens to be valid base64)."""
         if self.encoding in ("python-bytes", "elixir-binary", "escaped"):
             return True
-        return bool(self.key and self.key.rsplit(".", 1)[-1].lower() in PAYLOAD_KEYS)
+        return bool(self.key and _is_payload_key(self.key))
+
+
+def _is_payload_key(key: str) -> bool:
+    return key.rsplit(".", 1)[-1].lower() in PAYLOAD_KEYS
 
 
 def candidates(line: str) -> list[Candidate]:
@@ -121,9 +125,14 @@ def _token_candidates(line: str) -> Iterator[Candidate]:
             )
     for m in _B64.finditer(line):
         token = m.group()
-        if len(token) < MIN_BASE64 or (len(token) < MAX_WORD and _WORDLIKE.fullmatch(token)):
+        if len(token) < MAX_WORD and _WORDLIKE.fullmatch(token):
             continue
         key = None
+        if len(token) < MIN_BASE64:
+            # Tiny payloads only count as the value of a payload-like key (body=EAE=).
+            key = _key_before(line, m.start())
+            if not (key and _is_payload_key(key)):
+                continue
         text = token.replace("\\/", "/")
         if len(text) >= MIN_HEX and len(text) % 2 == 0 and _is_hex(text):
             key = _key_before(line, m.start())

@@ -424,7 +424,7 @@ def run(args: argparse.Namespace, rng: random.Random, work: Path) -> int:
                 break
             chosen = chosen or msg
         if chosen is not None:
-            with contextlib.suppress(json_format.Error):
+            with contextlib.suppress(Exception):
                 json_format.MessageToDict(chosen, descriptor_pool=registry.pool)
     oracle_s = time.perf_counter() - t
     oracle_rate = len(lines) / oracle_s
@@ -462,7 +462,7 @@ def run(args: argparse.Namespace, rng: random.Random, work: Path) -> int:
                 if best is None or u < best[0]:
                     best = (u, n, cls, cand.data)
         if best is not None and best[0] < 1 << 30:
-            with contextlib.suppress(json_format.Error):
+            with contextlib.suppress(Exception):
                 json_format.MessageToDict(best[2].FromString(best[3]), descriptor_pool=registry.pool)
     naive_s = time.perf_counter() - t
     naive_rate = len(naive_sample) / naive_s if naive_sample else float("nan")
