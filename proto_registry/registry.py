@@ -16,7 +16,7 @@ from google.protobuf.message import Message
 from proto_registry import sources
 from proto_registry.errors import DecodeError, UnknownTypeError
 from proto_registry.hints import Hints, unframe
-from proto_registry.index import Index, bits, build_index
+from proto_registry.index import STRING, Index, bits, build_index
 from proto_registry.raw import decode_raw
 from proto_registry.result import EMPTY, MALFORMED, MATCH, NO_MATCH, Identification, Match
 from proto_registry.score import PayloadScan
@@ -115,7 +115,10 @@ class Registry:
         if found:
             listed = ", ".join(self.index.types[t].name for t in found[:5])
             raise UnknownTypeError(f"type name {name!r} is ambiguous: {listed}", "give the full name")
-        close = difflib.get_close_matches(name, self.type_names, n=3, cutoff=0.6)
+        by_short = {n.rsplit(".", 1)[-1]: n for n in self.type_names}
+        close = difflib.get_close_matches(name, self.type_names, n=3, cutoff=0.6) or [
+            by_short[s] for s in difflib.get_close_matches(name.rsplit(".", 1)[-1], by_short, n=3, cutoff=0.6)
+        ]
         hint = f"did you mean {', '.join(close)}?" if close else "add its schema with --proto-path"
         raise UnknownTypeError(f"unknown message type {name!r} ({len(self)} types loaded)", hint)
 
@@ -234,10 +237,23 @@ class Registry:
                 if t not in hinted_clean:
                     sample.append(t)
         # Among equivalents, the type declaring the fewest fields explains the payload most tightly.
+        # Text with control characters in a string field reads better as a sub-message elsewhere.
         ordered = sample
         if count > 1:
-            ordered = sorted(sample[len(hinted_clean) :], key=idx.field_counts.__getitem__)
-            ordered = sample[: len(hinted_clean)] + ordered
+            groups = ps.grouped(0, len(ps.data)) or {}
+            data = ps.data
+            binary_tags = {
+                tag
+                for tag, occs in groups.items()
+                if tag & 7 == 2 and any(_CONTROL.search(data, f[3], f[4]) for f in occs)
+            }
+
+            def key(tid: int) -> tuple[int, int]:
+                fields = idx.types[tid].fields
+                penalty = sum(1 for tag in binary_tags if fields.get(tag) == STRING)
+                return (penalty, idx.field_counts[tid])
+
+            ordered = sample[: len(hinted_clean)] + sorted(sample[len(hinted_clean) :], key=key)
         if hinted_clean:
             result.source = "hint"
             conf_top = 0.5 + 0.5 * base
@@ -321,6 +337,7 @@ class Registry:
 
 
 _NORM = re.compile(r"[^0-9a-z]")
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f]")
 
 
 def _norm(name: str) -> str:
