@@ -1,0 +1,147 @@
+"""The `dlxtool` command: root group, lazy command loading, and the one place errors become exit codes."""
+
+from __future__ import annotations
+
+import errno
+import importlib
+import os
+import sys
+import traceback
+from typing import Any
+
+import click
+
+from dlxtool import __version__, secrets
+from dlxtool.cli.app import App
+from dlxtool.cli.options import connection_options, format_option
+from dlxtool.errors import DlxtoolError, ExitStatus
+
+# name -> "module:attribute"; modules load only when their command runs, so --help stays fast.
+COMMANDS: dict[str, str] = {
+    "brokers": "dlxtool.cli.brokers:brokers",
+    "completion": "dlxtool.cli.completion:completion",
+    "purge": "dlxtool.cli.purge:purge",
+}
+
+EPILOG = """\b
+Exit status: 0 ok · 1 error · 2 usage · 3 cannot connect or authenticate · 4 not found
+             5 partial (some messages left or failed) · 6 refused for safety · 130 interrupted
+"""
+
+
+class DlxtoolGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except DlxtoolError as exc:
+            report(ctx, exc)
+            ctx.exit(int(exc.exit_status))
+        except KeyboardInterrupt:
+            _err(ctx, "dlxtool: interrupted")
+            ctx.exit(int(ExitStatus.INTERRUPTED))
+        except BrokenPipeError:
+            _quiet_broken_pipe()
+            ctx.exit(int(ExitStatus.OK))
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                _quiet_broken_pipe()
+                ctx.exit(int(ExitStatus.OK))
+            report(ctx, exc)
+            ctx.exit(int(ExitStatus.ERROR))
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - last line of defence: one line, no traceback
+            report(ctx, exc)
+            ctx.exit(int(ExitStatus.ERROR))
+
+
+def report(ctx: click.Context, exc: BaseException) -> None:
+    app = ctx.find_object(App)
+    debug = bool(app and app.debug) or os.environ.get("DLXTOOL_DEBUG") in ("1", "true", "yes")
+    if debug:
+        _err(ctx, secrets.scrub("".join(traceback.format_exception(exc))).rstrip())
+    if isinstance(exc, DlxtoolError):
+        message = f"dlxtool: error: {exc.message}"
+        if exc.hint:
+            message += f"\n  hint: {exc.hint}"
+    else:
+        message = f"dlxtool: internal error: {type(exc).__name__}: {exc}"
+        if not debug:
+            message += "\n  hint: run again with --debug for a traceback, and report it"
+    _err(ctx, secrets.scrub(message))
+
+
+def _err(ctx: click.Context, text: str) -> None:
+    app = ctx.find_object(App)
+    stream = app.stderr if app else sys.stderr
+    try:
+        stream.write(text + "\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _quiet_broken_pipe() -> None:
+    # Python flushes stdout at exit and would complain again; point it at /dev/null instead.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """dlxtool's version and those of the libraries whose behaviour shows through (pika, protobuf…)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    lines = [f"dlxtool {__version__}", f"python {sys.version.split()[0]}"]
+    for dist in ("pika", "protobuf", "grpcio-tools", "click", "orjson", "tabulate"):
+        try:
+            lines.append(f"{dist} {version(dist)}")
+        except PackageNotFoundError:
+            lines.append(f"{dist} (not installed)")
+    click.echo("\n".join(lines))
+    ctx.exit()
+
+
+@click.group(cls=DlxtoolGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@connection_options
+@format_option
+@click.option("-v", "--verbose", count=True, help="More detail on stderr.")
+@click.option("--debug", is_flag=True, envvar="DLXTOOL_DEBUG", help="Tracebacks on errors [env DLXTOOL_DEBUG=1].")
+@click.option("--no-color", is_flag=True, help="No colour (also when NO_COLOR is set).")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the versions of dlxtool and its key libraries.")
+@click.pass_context
+def cli(ctx: click.Context, verbose: int, debug: bool, no_color: bool) -> None:
+    """Peek at, decode, explain, replay and purge RabbitMQ dead letters — across named brokers.
+
+    \b
+    Examples:
+      dlxtool brokers check --all          # which brokers answer?
+      dlxtool --broker prod-eu peek orders.dlq -n 5
+    """
+    app = ctx.ensure_object(App)
+    app.verbose = verbose
+    app.debug = debug
+    app.color = False if no_color or app.env.get("NO_COLOR") else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cli.main(args=argv, prog_name="dlxtool", obj=App(), standalone_mode=True)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0

@@ -1,0 +1,195 @@
+"""The one place that opens AMQP connections: pika parameters from a profile, TLS, failover, timeouts.
+
+pika is imported inside the functions so that `dlxtool --help` does not pay for it.
+"""
+
+from __future__ import annotations
+
+import ssl
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dlxtool import secrets
+from dlxtool.config import BrokerProfile
+from dlxtool.errors import ConfigError, ConnectError
+from dlxtool.urls import AmqpUrl
+
+if TYPE_CHECKING:
+    import pika
+    from pika.adapters.blocking_connection import BlockingConnection
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    version: str
+    cluster_name: str
+    product: str
+    node_url: str  # masked
+    latency_ms: float
+
+
+def tls_context(profile: BrokerProfile) -> ssl.SSLContext:
+    """A client TLS context; verification is on unless the profile turns it off."""
+    try:
+        ctx = ssl.create_default_context(cafile=profile.tls.ca)
+        if not profile.tls.verify:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        if profile.tls.cert:
+            ctx.load_cert_chain(profile.tls.cert, profile.tls.key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"broker {profile.name!r}: cannot load TLS files: {exc}",
+            hint="check tls.ca / tls.cert / tls.key in the profile",
+        ) from None
+    return ctx
+
+
+def connection_parameters(profile: BrokerProfile) -> list[pika.ConnectionParameters]:
+    import pika
+
+    credentials = pika.PlainCredentials(profile.username, profile.password())
+    params = []
+    for node in profile.nodes:
+        ssl_options = None
+        if node.tls:
+            ssl_options = pika.SSLOptions(tls_context(profile), profile.tls.server_name or node.host)
+        params.append(
+            pika.ConnectionParameters(
+                host=node.host,
+                port=node.port,
+                virtual_host=profile.vhost,
+                credentials=credentials,
+                ssl_options=ssl_options,
+                connection_attempts=1,
+                retry_delay=0,
+                socket_timeout=profile.timeout,
+                stack_timeout=profile.timeout,
+                blocked_connection_timeout=max(profile.timeout, 30.0),
+                heartbeat=60,
+                client_properties={"connection_name": "dlxtool", "product": "dlxtool"},
+            )
+        )
+    return params
+
+
+def connect(profile: BrokerProfile) -> BlockingConnection:
+    """Connect to the first node that answers, in the order the profile lists them."""
+    import pika
+    import pika.exceptions as pe
+
+    quiet_pika_logging()
+    params = connection_parameters(profile)
+    errors: list[str] = []
+    for node, param in zip(profile.nodes, params, strict=True):
+        try:
+            return pika.BlockingConnection(param)
+        except (pe.ProbableAuthenticationError, pe.AuthenticationError) as exc:
+            raise ConnectError(
+                f"broker {profile.name!r}: authentication failed for user {profile.username!r} "
+                f"at {node.masked()} ({_reason(exc)})",
+                hint=f"check the password ({profile.password_source}) and the user",
+            ) from None
+        except pe.ProbableAccessDeniedError as exc:
+            raise ConnectError(
+                f"broker {profile.name!r}: access to vhost {profile.vhost!r} refused for user "
+                f"{profile.username!r} at {node.masked()} ({_reason(exc)})",
+                hint="check that the vhost exists and the user has permissions on it",
+            ) from None
+        except Exception as exc:  # noqa: BLE001
+            # pika's connection workflow raises exceptions outside its own hierarchy
+            # (AMQPConnectorStackTimeout, AMQPConnectorSocketConnectError…); all mean "not this node".
+            errors.append(f"{node.masked()}: {_describe_connect_failure(exc, node, profile)}")
+    raise ConnectError(
+        f"broker {profile.name!r}: cannot connect: " + "; ".join(errors),
+        hint="is the broker running and the URL right? (a local one: scripts/dev-broker)",
+    )
+
+
+def quiet_pika_logging() -> None:
+    """pika logs every failed attempt at ERROR with a traceback; dlxtool reports failures itself."""
+    import logging
+
+    logger = logging.getLogger("pika")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.CRITICAL)
+
+
+def server_info(profile: BrokerProfile) -> ServerInfo:
+    """Connect, read what the broker says about itself, disconnect."""
+    started = time.monotonic()
+    conn = connect(profile)
+    latency = (time.monotonic() - started) * 1000
+    try:
+        # pika keeps connection.start's server-properties on the underlying connection only.
+        props: dict[str, Any] = conn._impl.server_properties or {}  # noqa: SLF001
+        node = next((n for n in profile.nodes if n.host == conn._impl.params.host  # noqa: SLF001
+                     and n.port == conn._impl.params.port), profile.nodes[0])  # noqa: SLF001
+        return ServerInfo(
+            version=_text(props.get("version")),
+            cluster_name=_text(props.get("cluster_name")),
+            product=_text(props.get("product")),
+            node_url=node.masked(),
+            latency_ms=round(latency, 1),
+        )
+    finally:
+        close_quietly(conn)
+
+
+def close_quietly(conn: Any) -> None:
+    """Close a connection that may already be dead; closing must never raise over the real error."""
+    try:
+        if conn is not None and conn.is_open:
+            conn.close()
+    except Exception:  # noqa: BLE001 - the connection is gone either way
+        pass
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def _reason(exc: BaseException) -> str:
+    return secrets.scrub(str(exc) or type(exc).__name__)
+
+
+def _describe_connect_failure(exc: BaseException, node: AmqpUrl, profile: BrokerProfile) -> str:
+    """pika wraps socket, TLS and timeout failures in layers of its own exceptions; find the useful one."""
+    texts = []
+    for inner in _causes(exc):
+        if isinstance(inner, ssl.SSLCertVerificationError):
+            return f"TLS certificate verification failed: {inner.verify_message}"
+        if isinstance(inner, ssl.SSLError):
+            return f"TLS error: {inner.reason or inner}"
+        if isinstance(inner, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(inner, TimeoutError) or "Timeout" in type(inner).__name__:
+            return f"timed out after {profile.timeout:g}s"
+        if isinstance(inner, OSError) and inner.strerror:
+            return inner.strerror
+        texts.append(_reason(inner))
+    text = " / ".join(t for t in texts if t)
+    if "timed out" in text.lower():
+        return f"timed out after {profile.timeout:g}s"
+    return text or type(exc).__name__
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """exc and what it wraps: pika nests errors in args[0], .exception and .exceptions."""
+    seen: list[BaseException] = []
+    todo = [exc]
+    while todo and len(seen) < 20:
+        current = todo.pop(0)
+        if any(current is s for s in seen):
+            continue
+        seen.append(current)
+        todo += [a for a in current.args if isinstance(a, BaseException)]
+        todo += [getattr(current, "exception", None)] if isinstance(getattr(current, "exception", None),
+                                                                     BaseException) else []
+        todo += [e for e in getattr(current, "exceptions", ()) or () if isinstance(e, BaseException)]
+        if current.__cause__ is not None:
+            todo.append(current.__cause__)
+    return seen

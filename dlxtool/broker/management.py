@@ -1,0 +1,177 @@
+"""Client for RabbitMQ's management HTTP API (queue type, arguments, policies, listing).
+
+Plain urllib: the API is a handful of JSON GETs, and the standard library keeps `--help` fast.
+"""
+
+from __future__ import annotations
+
+import base64
+import socket
+import ssl
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import orjson
+
+from dlxtool import secrets
+from dlxtool.config import BrokerProfile
+from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError
+from dlxtool.urls import mask_any_url
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """What the management API says about one queue, with the effective settings resolved."""
+
+    name: str
+    vhost: str
+    type: str  # classic | quorum | stream
+    messages_ready: int
+    messages_unacked: int
+    consumers: int
+    arguments: dict[str, Any]
+    policy: str | None
+    effective_policy_definition: dict[str, Any]
+    raw: dict[str, Any]
+
+    def setting(self, name: str) -> Any:
+        """Queue arguments win over policy (x-delivery-limit ~ delivery-limit)."""
+        if f"x-{name}" in self.arguments:
+            return self.arguments[f"x-{name}"]
+        return self.effective_policy_definition.get(name)
+
+    @property
+    def delivery_limit(self) -> int | None:
+        value = self.setting("delivery-limit")
+        return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    @property
+    def dead_letter_exchange(self) -> str | None:
+        return self.setting("dead-letter-exchange")
+
+    @property
+    def dead_letter_routing_key(self) -> str | None:
+        return self.setting("dead-letter-routing-key")
+
+
+class ManagementClient:
+    def __init__(self, base_url: str, user: str, password: str, *, timeout: float = 5.0,
+                 context: ssl.SSLContext | None = None) -> None:
+        self.base_url = base_url.rstrip("/") + "/"
+        self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        self.timeout = timeout
+        self._context = context
+        secrets.register(password)
+
+    @classmethod
+    def for_profile(cls, profile: BrokerProfile) -> ManagementClient:
+        from dlxtool.broker.connection import tls_context
+
+        url = profile.management_url or ""
+        context = tls_context(profile) if url.startswith("https") else None
+        return cls(url, profile.username, profile.password(), timeout=profile.timeout, context=context)
+
+    @property
+    def masked_url(self) -> str:
+        return mask_any_url(self.base_url)
+
+    # -- raw access -------------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, body: Any = None, *, query: dict[str, Any] | None = None) -> Any:
+        url = self.base_url + "api/" + path.lstrip("/")
+        if query:
+            url += "?" + urlencode(query)
+        data = orjson.dumps(body) if body is not None else None
+        req = urllib.request.Request(url, data=data, method=method)
+        req.add_header("Authorization", self._auth)
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self._context) as resp:
+                payload = resp.read()
+        except urllib.error.HTTPError as exc:
+            raise self._http_error(exc, method, path) from None
+        except (TimeoutError, urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            if isinstance(reason, TimeoutError | socket.timeout):
+                reason = f"timed out after {self.timeout:g}s"
+            raise ConnectError(
+                f"management API at {self.masked_url} not reachable: {secrets.scrub(str(reason))}",
+                hint="is the rabbitmq_management plugin enabled and management_url right?",
+            ) from None
+        return orjson.loads(payload) if payload else None
+
+    def get(self, path: str, **query: Any) -> Any:
+        return self.request("GET", path, query=query or None)
+
+    def _http_error(self, exc: urllib.error.HTTPError, method: str, path: str) -> DlxtoolError:
+        try:
+            detail = orjson.loads(exc.read()).get("reason", "")
+        except (orjson.JSONDecodeError, AttributeError, OSError):
+            detail = ""
+        if exc.code == 401:
+            return ConnectError(f"management API at {self.masked_url}: authentication failed",
+                                hint="check the user and password of the broker profile")
+        if exc.code == 403:
+            return ConnectError(f"management API at {self.masked_url}: {method} {path} not allowed "
+                                f"({detail or 'forbidden'})",
+                                hint="the user needs the 'monitoring' or 'management' tag")
+        if exc.code == 404:
+            return NotFoundError(f"management API: {path} not found")
+        return DlxtoolError(f"management API at {self.masked_url}: {method} {path} failed with "
+                            f"HTTP {exc.code} {secrets.scrub(str(detail))}")
+
+    # -- what commands need ------------------------------------------------------------------------
+
+    def overview(self) -> dict[str, Any]:
+        return self.get("overview")
+
+    def queue(self, vhost: str, name: str) -> QueueInfo:
+        try:
+            raw = self.get(f"queues/{_q(vhost)}/{_q(name)}")
+        except NotFoundError:
+            raise NotFoundError(f"queue {name!r} not found in vhost {vhost!r}",
+                                hint="list queues with `dlxtool queues`") from None
+        return queue_info(raw)
+
+    def queues(self, vhost: str | None = None, *, columns: list[str] | None = None,
+               page_size: int = 500) -> list[dict[str, Any]]:
+        """All queues (of one vhost), fetched page by page with only the columns asked for."""
+        path = f"queues/{_q(vhost)}" if vhost else "queues"
+        out: list[dict[str, Any]] = []
+        page = 1
+        while True:
+            query: dict[str, Any] = {"page": page, "page_size": page_size, "disable_stats": "false"}
+            if columns:
+                query["columns"] = ",".join(columns)
+            result = self.get(path, **query)
+            out.extend(result.get("items", []))
+            if page >= int(result.get("page_count", 1) or 1):
+                return out
+            page += 1
+
+
+def queue_info(raw: dict[str, Any]) -> QueueInfo:
+    policy_def = raw.get("effective_policy_definition") or {}
+    if not isinstance(policy_def, dict):  # older brokers return [] when there is none
+        policy_def = {}
+    return QueueInfo(
+        name=raw["name"],
+        vhost=raw.get("vhost", "/"),
+        type=raw.get("type", "classic"),
+        messages_ready=int(raw.get("messages_ready") or 0),
+        messages_unacked=int(raw.get("messages_unacknowledged") or 0),
+        consumers=int(raw.get("consumers") or 0),
+        arguments=raw.get("arguments") or {},
+        policy=raw.get("policy") or None,
+        effective_policy_definition=policy_def,
+        raw=raw,
+    )
+
+
+def _q(segment: str) -> str:
+    return quote(segment, safe="")

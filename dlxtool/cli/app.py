@@ -1,0 +1,130 @@
+"""The application object every command receives with `click.pass_obj`.
+
+It holds the global choices (broker, format, verbosity), the streams (injectable for tests), and
+opens connections lazily: a command that never talks to a broker never resolves a password.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING, Any
+
+from dlxtool import render
+from dlxtool.config import BrokerProfile, Config, load_config, select_profile
+from dlxtool.errors import RefusedError
+
+if TYPE_CHECKING:
+    from pika.adapters.blocking_connection import BlockingConnection
+
+    from dlxtool.broker.management import ManagementClient
+
+
+@dataclass
+class App:
+    # Streams default to whatever sys.* is when used (so click's test runner can capture them).
+    out: IO[str] | None = None
+    err: IO[str] | None = None
+    inp: IO[str] | None = None
+    env: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    config_file: str | None = None
+    broker_name: str | None = None
+    url: str | None = None
+    vhost: str | None = None
+    timeout: float | None = None
+    fmt: str | None = None
+    verbose: int = 0
+    debug: bool = False
+    color: bool | None = None
+    _config: Config | None = field(default=None, repr=False)
+
+    @property
+    def stdout(self) -> IO[str]:
+        return self.out or sys.stdout
+
+    @property
+    def stderr(self) -> IO[str]:
+        return self.err or sys.stderr
+
+    @property
+    def stdin(self) -> IO[str]:
+        return self.inp or sys.stdin
+
+    # -- configuration ----------------------------------------------------------------------------
+
+    def config(self) -> Config:
+        if self._config is None:
+            self._config = load_config(self.config_file, self.env)
+        return self._config
+
+    def profile(self, name: str | None = None) -> BrokerProfile:
+        """The selected broker, or the named one (e.g. `--target-broker`) with the same overrides."""
+        if name is not None:
+            return select_profile(self.config(), broker=name, timeout=self.timeout, env=self.env)
+        return select_profile(self.config(), broker=self.broker_name, url=self.url, vhost=self.vhost,
+                              timeout=self.timeout or self.config().timeout, env=self.env)
+
+    @contextmanager
+    def connection(self, profile: BrokerProfile | None = None) -> Iterator[BlockingConnection]:
+        from dlxtool.broker.connection import close_quietly, connect
+
+        conn = connect(profile or self.profile())
+        try:
+            yield conn
+        finally:
+            close_quietly(conn)
+
+    def management(self, profile: BrokerProfile | None = None) -> ManagementClient:
+        from dlxtool.broker.management import ManagementClient
+
+        return ManagementClient.for_profile(profile or self.profile())
+
+    # -- output -----------------------------------------------------------------------------------
+
+    def output_format(self, piped_default: str = "jsonl") -> str:
+        """The format asked for, else a table on a terminal and `piped_default` otherwise."""
+        if self.fmt:
+            return self.fmt
+        return "table" if self.stdout_is_tty() else piped_default
+
+    def emit_json(self, obj: Any, fmt: str | None = None) -> None:
+        render.write_json(obj, self.stdout, fmt=fmt or self.output_format("json"))
+
+    def info(self, message: str) -> None:
+        self.stderr.write(render.safe_text(message, keep_newlines=True) + "\n")
+        self.stderr.flush()
+
+    def warn(self, message: str) -> None:
+        self.info(f"warning: {message}")
+
+    def debug_log(self, message: str) -> None:
+        if self.verbose or self.debug:
+            self.info(f"debug: {message}")
+
+    def stdout_is_tty(self) -> bool:
+        return _isatty(self.stdout)
+
+    def stdin_is_tty(self) -> bool:
+        return _isatty(self.stdin)
+
+    def confirm(self, question: str, *, yes: bool) -> None:
+        """Ask before a destructive step; without a terminal, refuse unless --yes was given."""
+        if yes:
+            return
+        if not (self.stdin_is_tty() and _isatty(self.stderr)):
+            raise RefusedError(f"{question} — not confirmed: no terminal to ask on",
+                               hint="pass --yes to confirm, or --dry-run to see what would happen")
+        import click
+
+        if not click.confirm(question, default=False, err=True):
+            raise RefusedError("not confirmed; nothing was changed")
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False

@@ -1,0 +1,94 @@
+"""Option decorators shared by commands, so every command spells them the same way.
+
+Connection and output options are accepted both before the command (`dlxtool --broker prod peek q`)
+and after it (`dlxtool peek q --broker prod`); the callbacks store them on the App.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from dlxtool.cli.app import App
+from dlxtool.render import FORMATS
+
+F = Callable[..., Any]
+
+
+def _store(attr: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        if value is not None:
+            setattr(ctx.ensure_object(App), attr, value)
+
+    return callback
+
+
+def _complete_broker(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
+    try:
+        app = ctx.find_object(App) or App()
+        return [n for n in app.config().brokers if n.startswith(incomplete)]
+    except Exception:  # noqa: BLE001 - completion must stay silent
+        return []
+
+
+def complete_queue(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
+    """Queue names from the selected broker's management API: fast (1 s timeout) and silent on failure."""
+    try:
+        from dataclasses import replace
+
+        from dlxtool.broker.management import ManagementClient
+
+        app = ctx.find_object(App) or App()
+        profile = replace(app.profile(), timeout=1.0)
+        rows = ManagementClient.for_profile(profile).queues(profile.vhost, columns=["name"], page_size=500)
+        return sorted(r["name"] for r in rows if r.get("name", "").startswith(incomplete))
+    except Exception:  # noqa: BLE001 - completion must never print an error into the shell
+        return []
+
+
+def queue_argument(f: F) -> F:
+    """The QUEUE argument, with queue-name completion from the broker."""
+    return click.argument("queue", shell_complete=complete_queue)(f)
+
+
+def connection_options(f: F) -> F:
+    opts = [
+        click.option("--broker", "-b", metavar="NAME", envvar="DLXTOOL_BROKER", expose_value=False,
+                     callback=_store("broker_name"), shell_complete=_complete_broker,
+                     help="Broker profile from the config file [env DLXTOOL_BROKER]."),
+        click.option("--url", metavar="URL", envvar="DLXTOOL_URL", expose_value=False,
+                     callback=_store("url"),
+                     help="Ad-hoc amqp(s):// URL; overrides the profile's nodes [env DLXTOOL_URL]."),
+        click.option("--vhost", metavar="VHOST", expose_value=False, callback=_store("vhost"),
+                     help="Virtual host (default: the profile's, else /)."),
+        click.option("--config", "config_file", metavar="FILE", envvar="DLXTOOL_CONFIG", expose_value=False,
+                     callback=_store("config_file"),
+                     help="Config file [env DLXTOOL_CONFIG; default ~/.config/dlxtool/config.toml]."),
+        click.option("--timeout", type=click.FloatRange(min=0.1), metavar="SECONDS", expose_value=False,
+                     callback=_store("timeout"), help="Connection timeout (default 5)."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def format_option(f: F, formats: tuple[str, ...] = FORMATS) -> F:
+    return click.option(
+        "--format", "-f", "fmt", type=click.Choice(formats), expose_value=False, callback=_store("fmt"),
+        help="Output format (default: table on a terminal, JSON when piped).",
+    )(f)
+
+
+def common_options(f: F) -> F:
+    """Connection + output options: what every broker-facing command takes."""
+    return connection_options(format_option(f))
+
+
+def yes_option(f: F) -> F:
+    return click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")(f)
+
+
+def dry_run_option(f: F) -> F:
+    return click.option("--dry-run", is_flag=True, help="Show what would happen; change nothing.")(f)

@@ -1,0 +1,348 @@
+"""Broker profiles: the TOML config file, where it is found, how a broker is chosen, and its secrets.
+
+Resolution order for the file: `--config FILE`, `$DLXTOOL_CONFIG`, `$XDG_CONFIG_HOME/dlxtool/config.toml`
+(`~/.config/dlxtool/config.toml`). No file at all is fine: the local broker is the default.
+
+Resolution order for the broker: `--url` (`$DLXTOOL_URL`) overrides the node URLs of the chosen
+profile; the profile is `--broker` (`$DLXTOOL_BROKER`), else the file's `default`, else the built-in
+`local` profile (amqp://guest:guest@localhost:5672/).
+
+Example::
+
+    default = "staging"
+    timeout = 5
+
+    [brokers.prod-eu]
+    urls = ["amqps://rabbit-1.eu.example:5671", "amqps://rabbit-2.eu.example:5671"]
+    vhost = "orders"
+    user = "oncall"
+    password_env = "PROD_EU_RABBIT_PASSWORD"
+    management_url = "https://rabbit.eu.example:15671/"
+    proto_paths = ["~/src/schemas"]
+    reset_headers = ["count"]
+
+    [brokers.prod-eu.tls]
+    ca = "/etc/ssl/certs/internal-ca.pem"
+    cert = "~/.config/dlxtool/oncall.pem"
+    key = "~/.config/dlxtool/oncall.key"
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from dlxtool import secrets
+from dlxtool.errors import ConfigError, NotFoundError, UsageError
+from dlxtool.urls import AmqpUrl, derive_management_url, parse_amqp_url
+
+LOCAL_URL = "amqp://guest:guest@localhost:5672/"
+DEFAULT_TIMEOUT = 5.0
+
+_TOP_KEYS = {"default", "timeout", "brokers", "proto_paths", "dump_unacked_limit", "error_headers"}
+_BROKER_KEYS = {
+    "url", "urls", "vhost", "user", "password", "password_env", "password_file", "management_url",
+    "tls", "proto_paths", "reset_headers", "timeout", "management_user", "description",
+}
+_TLS_KEYS = {"ca", "cert", "key", "verify", "server_name"}
+
+
+@dataclass(frozen=True)
+class TlsOptions:
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    verify: bool = True
+    server_name: str | None = None
+
+
+@dataclass(frozen=True)
+class BrokerProfile:
+    """One named broker. `password()` resolves the secret only when a connection needs it."""
+
+    name: str
+    urls: tuple[str, ...]
+    vhost: str = "/"
+    user: str | None = None
+    password_literal: str | None = field(default=None, repr=False)
+    password_env: str | None = None
+    password_file: str | None = None
+    management_url: str | None = None
+    management_url_derived: bool = True
+    tls: TlsOptions = TlsOptions()
+    proto_paths: tuple[str, ...] = ()
+    reset_headers: tuple[str, ...] = ()
+    timeout: float = DEFAULT_TIMEOUT
+    source: str = "built-in"  # where the profile came from, for messages
+    env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def nodes(self) -> list[AmqpUrl]:
+        return [parse_amqp_url(u) for u in self.urls]
+
+    @property
+    def username(self) -> str:
+        return self.user or self.nodes[0].user or "guest"
+
+    @property
+    def password_source(self) -> str:
+        """Where the password comes from, safe to print."""
+        if self.password_env:
+            return f"env:{self.password_env}"
+        if self.password_file:
+            return f"file:{self.password_file}"
+        if self.password_literal is not None:
+            return "literal"
+        if any(n.password is not None for n in self.nodes):
+            return "url"
+        return "none"
+
+    def password(self) -> str:
+        if self.password_env:
+            value = self.env.get(self.password_env)
+            if value is None:
+                raise ConfigError(
+                    f"broker {self.name!r}: password_env names {self.password_env}, which is not set",
+                    hint=f"export {self.password_env}=… or change password_env in {self.source}",
+                )
+            value = value.rstrip("\n")
+        elif self.password_file:
+            path = Path(self.password_file).expanduser()
+            try:
+                value = path.read_text().rstrip("\r\n")
+            except OSError as exc:
+                raise ConfigError(
+                    f"broker {self.name!r}: cannot read password_file {path}: {exc.strerror}",
+                    hint=f"create the file or change password_file in {self.source}",
+                ) from None
+        elif self.password_literal is not None:
+            value = self.password_literal
+        else:
+            value = next((n.password for n in self.nodes if n.password is not None), None) or (
+                "guest" if self.username == "guest" else ""
+            )
+        secrets.register(value)
+        return value
+
+    def masked_urls(self) -> list[str]:
+        return [n.masked() for n in self.nodes]
+
+    def with_url(self, url: str) -> BrokerProfile:
+        """An ad-hoc URL (`--url`) replaces the node URLs; a vhost or user in it wins too."""
+        node = parse_amqp_url(url)
+        secrets.register(node.password)
+        changes: dict[str, Any] = {"urls": (url,)}
+        if node.vhost is not None:
+            changes["vhost"] = node.vhost
+        if node.user is not None:
+            changes.update(user=node.user, password_env=None, password_file=None,
+                           password_literal=node.password)
+        if self.management_url_derived:
+            changes["management_url"] = derive_management_url(node)
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path | None
+    brokers: dict[str, BrokerProfile]
+    default: str | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    proto_paths: tuple[str, ...] = ()
+    dump_unacked_limit: int = 10_000
+    error_headers: tuple[str, ...] = ()
+
+    def profile(self, name: str) -> BrokerProfile:
+        try:
+            return self.brokers[name]
+        except KeyError:
+            known = ", ".join(sorted(self.brokers)) or "none"
+            where = f"in {self.path}" if self.path else "(no config file found)"
+            raise NotFoundError(
+                f"no broker profile named {name!r} {where}; known: {known}",
+                hint="see `dlxtool brokers list`",
+            ) from None
+
+
+def config_path(explicit: str | None, env: Mapping[str, str]) -> tuple[Path | None, bool]:
+    """The config file to read, and whether the user named it (then it must exist)."""
+    if explicit:
+        return Path(explicit).expanduser(), True
+    if env.get("DLXTOOL_CONFIG"):
+        return Path(env["DLXTOOL_CONFIG"]).expanduser(), True
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME", "~")) / ".config")
+    return Path(base).expanduser() / "dlxtool" / "config.toml", False
+
+
+def load_config(explicit: str | None, env: Mapping[str, str]) -> Config:
+    path, named = config_path(explicit, env)
+    if path is None or not path.exists():
+        if named:
+            raise NotFoundError(f"config file {path} does not exist",
+                                hint="check --config / DLXTOOL_CONFIG")
+        return Config(path=None, brokers={"local": local_profile(env)}, default="local")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib's message ends with "(at line N, column M)": that is the where.
+        raise ConfigError(f"config {path}: invalid TOML: {exc}", hint="fix the file and try again") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config {path}: cannot read: {exc}") from None
+    return parse_config(data, path, env)
+
+
+def parse_config(data: Mapping[str, Any], path: Path, env: Mapping[str, str]) -> Config:
+    _check_keys(data, _TOP_KEYS, f"config {path}")
+    timeout = _number(data.get("timeout", DEFAULT_TIMEOUT), f"config {path}: timeout")
+    raw_brokers = data.get("brokers", {})
+    if not isinstance(raw_brokers, dict):
+        raise ConfigError(f"config {path}: 'brokers' must be a table of [brokers.NAME] sections")
+    brokers = {
+        name: _parse_broker(name, raw, path, env, timeout) for name, raw in raw_brokers.items()
+    }
+    brokers.setdefault("local", local_profile(env))
+    default = data.get("default")
+    if default is not None and default not in brokers:
+        raise ConfigError(
+            f"config {path}: default = {default!r} names no [brokers.{default}] section",
+            hint=f"known brokers: {', '.join(sorted(brokers))}",
+        )
+    return Config(
+        path=path,
+        brokers=brokers,
+        default=default or "local",
+        timeout=timeout,
+        proto_paths=tuple(_strings(data.get("proto_paths", []), f"config {path}: proto_paths")),
+        dump_unacked_limit=int(_number(data.get("dump_unacked_limit", 10_000),
+                                       f"config {path}: dump_unacked_limit")),
+        error_headers=tuple(_strings(data.get("error_headers", []), f"config {path}: error_headers")),
+    )
+
+
+def local_profile(env: Mapping[str, str]) -> BrokerProfile:
+    return BrokerProfile(name="local", urls=(LOCAL_URL,), source="built-in default", env=env,
+                         management_url=derive_management_url(parse_amqp_url(LOCAL_URL)))
+
+
+def _parse_broker(name: str, raw: Any, path: Path, env: Mapping[str, str], timeout: float) -> BrokerProfile:
+    where = f"config {path}: [brokers.{name}]"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} must be a table")
+    _check_keys(raw, _BROKER_KEYS, where)
+    if "url" in raw and "urls" in raw:
+        raise ConfigError(f"{where}: give either url or urls, not both")
+    urls = [raw["url"]] if "url" in raw else raw.get("urls")
+    if not urls:
+        raise ConfigError(f"{where}: no url", hint='add url = "amqp://user@host:5672/"')
+    urls = _strings(urls, f"{where}: urls")
+    try:
+        nodes = [parse_amqp_url(u) for u in urls]
+    except UsageError as exc:
+        raise ConfigError(f"{where}: {exc.message}", hint=exc.hint) from None
+    for node in nodes:
+        secrets.register(node.password)
+    sources = [k for k in ("password", "password_env", "password_file") if k in raw]
+    if len(sources) > 1:
+        raise ConfigError(f"{where}: give only one of password, password_env, password_file")
+    if "password" in raw:
+        secrets.register(str(raw["password"]))
+    tls_raw = raw.get("tls", {})
+    if not isinstance(tls_raw, dict):
+        raise ConfigError(f"{where}: tls must be a table")
+    _check_keys(tls_raw, _TLS_KEYS, f"{where}.tls")
+    tls = TlsOptions(
+        ca=_opt_path(tls_raw.get("ca")), cert=_opt_path(tls_raw.get("cert")), key=_opt_path(tls_raw.get("key")),
+        verify=bool(tls_raw.get("verify", True)), server_name=tls_raw.get("server_name"),
+    )
+    vhost = raw.get("vhost")
+    if vhost is None:
+        vhost = nodes[0].vhost or "/"
+    management_url = raw.get("management_url")
+    return BrokerProfile(
+        name=name,
+        urls=tuple(urls),
+        vhost=str(vhost),
+        user=raw.get("user"),
+        password_literal=str(raw["password"]) if "password" in raw else None,
+        password_env=raw.get("password_env"),
+        password_file=_opt_path(raw.get("password_file")),
+        management_url=management_url or derive_management_url(nodes[0]),
+        management_url_derived=management_url is None,
+        tls=tls,
+        proto_paths=tuple(_opt_path(p) or p for p in _strings(raw.get("proto_paths", []), f"{where}: proto_paths")),
+        reset_headers=tuple(_strings(raw.get("reset_headers", []), f"{where}: reset_headers")),
+        timeout=_number(raw.get("timeout", timeout), f"{where}: timeout"),
+        source=str(path),
+        env=env,
+    )
+
+
+def literal_password_warnings(config: Config) -> list[str]:
+    """Warnings about passwords written into the config file itself."""
+    warnings = []
+    for profile in config.brokers.values():
+        if profile.source == str(config.path) and profile.password_source in ("literal", "url"):
+            warnings.append(
+                f"broker {profile.name!r} has a literal password in {config.path}; "
+                "prefer password_env or password_file"
+            )
+    if warnings and config.path is not None:
+        mode = config.path.stat().st_mode
+        if mode & (stat.S_IRGRP | stat.S_IROTH):
+            warnings.append(f"{config.path} holds a password and is readable by others: chmod 600 {config.path}")
+    return warnings
+
+
+def _check_keys(table: Mapping[str, Any], known: set[str], where: str) -> None:
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}", hint=f"known keys: {', '.join(sorted(known))}")
+
+
+def _strings(value: Any, where: str) -> list[str]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where} must be a string or a list of strings")
+    return list(value)
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"{where} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _opt_path(value: Any) -> str | None:
+    return os.path.expanduser(value) if isinstance(value, str) else None
+
+
+def select_profile(
+    config: Config,
+    *,
+    broker: str | None = None,
+    url: str | None = None,
+    vhost: str | None = None,
+    timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+) -> BrokerProfile:
+    """The broker a command talks to: see the module docstring for the order."""
+    if broker:
+        profile = config.profile(broker)
+    elif url:
+        # An ad-hoc URL alone must not inherit the default profile's secrets or TLS settings.
+        profile = BrokerProfile(name="(--url)", urls=(url,), source="--url", env=env or {})
+    else:
+        profile = config.profile(config.default or "local")
+    if url:
+        profile = profile.with_url(url)
+    if vhost:
+        profile = replace(profile, vhost=vhost)
+    if timeout:
+        profile = replace(profile, timeout=timeout)
+    return profile

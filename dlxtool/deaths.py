@@ -1,0 +1,199 @@
+"""x-death parsing, origin resolution and the history-reset rules for replay.
+
+RabbitMQ keeps one x-death entry per (queue, reason), most recent first, each with `count`, `time`
+(the first death for that entry), `exchange`, `routing-keys` and maybe `original-expiration`. Headers
+written by hand or by old/odd clients can be any shape: parsing never raises, it warns and reads what
+it can.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+# Reasons that mean "the message failed in this queue" (as opposed to waiting out a TTL there).
+FAILURE_REASONS = ("rejected", "delivery_limit", "maxlen")
+
+HISTORY_HEADERS = (
+    "x-death",
+    "x-first-death-queue", "x-first-death-reason", "x-first-death-exchange",
+    "x-last-death-queue", "x-last-death-reason", "x-last-death-exchange",
+    "CC", "BCC", "x-delivery-count",
+)
+DEFAULT_RETRY_HEADERS = ("x-retry-count", "x-delivery-attempts")
+# Retry counters applications commonly add; shown by `history`, reset only when named.
+COMMON_RETRY_HEADERS = ("x-retry-count", "x-delivery-attempts", "count")
+
+
+@dataclass(frozen=True)
+class Death:
+    queue: str | None
+    reason: str | None
+    count: int
+    exchange: str | None
+    routing_keys: tuple[str, ...]
+    time: datetime | None
+    original_expiration: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "queue": self.queue,
+            "reason": self.reason,
+            "count": self.count,
+            "exchange": self.exchange,
+            "routing_keys": list(self.routing_keys),
+            "time": iso(self.time),
+            "original_expiration": self.original_expiration,
+        }
+
+
+@dataclass(frozen=True)
+class Origin:
+    queue: str | None
+    why: str  # how it was found, for --dry-run and history output
+
+
+@dataclass
+class DeathHistory:
+    deaths: list[Death]
+    warnings: list[str] = field(default_factory=list)
+    first: dict[str, str] = field(default_factory=dict)  # queue/reason/exchange from x-first-death-*
+    last: dict[str, str] = field(default_factory=dict)   # from x-last-death-* (3.13+)
+
+    @property
+    def total(self) -> int:
+        return sum(d.count for d in self.deaths)
+
+
+def parse_history(headers: Mapping[str, Any] | None) -> DeathHistory:
+    headers = headers or {}
+    deaths, warnings = _parse_x_death(headers.get("x-death"))
+    history = DeathHistory(deaths=deaths, warnings=warnings)
+    for prefix, target in (("x-first-death-", history.first), ("x-last-death-", history.last)):
+        for key in ("queue", "reason", "exchange"):
+            value = headers.get(prefix + key)
+            if value is not None:
+                target[key] = _text(value)
+    return history
+
+
+def parse_deaths(headers: Mapping[str, Any] | None) -> list[Death]:
+    return parse_history(headers).deaths
+
+
+def _parse_x_death(raw: Any) -> tuple[list[Death], list[str]]:
+    if raw is None:
+        return [], []
+    if isinstance(raw, Mapping):  # a single table instead of an array of tables
+        return [_death(raw)], ["x-death is a table, not an array; read it as one entry"]
+    if not isinstance(raw, list | tuple):
+        return [], [f"x-death is a {type(raw).__name__}, not an array; ignored"]
+    deaths, warnings = [], []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, Mapping):
+            warnings.append(f"x-death[{i}] is a {type(entry).__name__}, not a table; skipped")
+            continue
+        missing = [k for k in ("queue", "reason", "count") if k not in entry]
+        if missing:
+            warnings.append(f"x-death[{i}] lacks {', '.join(missing)}")
+        deaths.append(_death(entry))
+    return deaths, warnings
+
+
+def _death(entry: Mapping[str, Any]) -> Death:
+    keys = entry.get("routing-keys")
+    if isinstance(keys, list | tuple):
+        routing_keys = tuple(_text(k) for k in keys)
+    elif keys is None:
+        routing_keys = ()
+    else:
+        routing_keys = (_text(keys),)
+    exp = entry.get("original-expiration")
+    return Death(
+        queue=_opt_text(entry.get("queue")),
+        reason=_opt_text(entry.get("reason")),
+        count=_count(entry.get("count")),
+        exchange=_opt_text(entry.get("exchange")),
+        routing_keys=routing_keys,
+        time=_time(entry.get("time")),
+        original_expiration=None if exp is None else _text(exp),
+    )
+
+
+def find_origin(headers: Mapping[str, Any] | None, history: DeathHistory | None = None) -> Origin:
+    """The queue a dead letter failed in: not where it waited out a TTL, not its routing key."""
+    history = history or parse_history(headers)
+    for death in history.deaths:  # most recent first
+        if death.reason in FAILURE_REASONS and death.queue:
+            return Origin(death.queue, f"most recent {death.reason} death")
+    if history.first.get("queue"):
+        return Origin(history.first["queue"], "x-first-death-queue")
+    if history.deaths and history.deaths[-1].queue:
+        return Origin(history.deaths[-1].queue, "oldest x-death entry")
+    return Origin(None, "no death history")
+
+
+def summarize(deaths: Iterable[Death], limit: int = 2) -> str:
+    """One line for tables: 'rejected×3 from orders.q, expired×3 from orders.wait'."""
+    parts = [f"{d.reason or '?'}×{d.count} from {d.queue or '?'}" for d in deaths]
+    if len(parts) > limit:
+        parts = parts[:limit] + [f"+{len(parts) - limit} more"]
+    return ", ".join(parts)
+
+
+def retry_headers(headers: Mapping[str, Any] | None, names: Iterable[str] = COMMON_RETRY_HEADERS) -> dict[str, Any]:
+    headers = headers or {}
+    return {n: headers[n] for n in names if n in headers}
+
+
+def reset_history(
+    headers: Mapping[str, Any] | None, extra: Iterable[str] = ()
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Headers with the death history and retry counters removed, and what was removed."""
+    names = {*HISTORY_HEADERS, *DEFAULT_RETRY_HEADERS, *extra}
+    kept, removed = {}, {}
+    for key, value in (headers or {}).items():
+        (removed if key in names else kept)[key] = value
+    return kept, removed
+
+
+def iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
+    return str(value)
+
+
+def _opt_text(value: Any) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    try:
+        return int(value)  # a string or float from a hand-made header
+    except (TypeError, ValueError):
+        return 1
+
+
+def _time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return datetime.fromtimestamp(value, UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    return None

@@ -1,0 +1,74 @@
+"""Errors raised by the dlxtool core, each carrying the exit status the CLI returns for it.
+
+The core never imports click: it raises these, and `dlxtool.cli` turns them into one line on stderr
+and the exit status below (the table is documented in the README).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitStatus(IntEnum):
+    OK = 0
+    ERROR = 1
+    USAGE = 2
+    CONNECT = 3
+    NOT_FOUND = 4
+    PARTIAL = 5
+    REFUSED = 6
+    INTERRUPTED = 130
+
+
+class DlxtoolError(Exception):
+    """Base class: `message` says what went wrong, `hint` what to do about it."""
+
+    exit_status: ExitStatus = ExitStatus.ERROR
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+
+
+class UsageError(DlxtoolError):
+    """Bad input from the command line or the environment."""
+
+    exit_status = ExitStatus.USAGE
+
+
+class ConfigError(UsageError):
+    """The config file (or a secret it points at) is wrong."""
+
+
+class ConnectError(DlxtoolError):
+    """A broker or its management API cannot be reached or refuses our credentials."""
+
+    exit_status = ExitStatus.CONNECT
+
+
+class NotFoundError(DlxtoolError):
+    """A queue, broker profile or file does not exist."""
+
+    exit_status = ExitStatus.NOT_FOUND
+
+
+class PartialError(DlxtoolError):
+    """Some messages were left behind or failed; the summary says which."""
+
+    exit_status = ExitStatus.PARTIAL
+
+
+class RefusedError(DlxtoolError):
+    """Refused because doing it could lose, reorder or dead-letter messages."""
+
+    exit_status = ExitStatus.REFUSED
+
+
+class Interrupted(DlxtoolError):
+    """Stopped by Ctrl-C; what was done so far has been reported."""
+
+    exit_status = ExitStatus.INTERRUPTED

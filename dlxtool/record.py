@@ -1,0 +1,228 @@
+"""MessageRecord: the one message model, and its lossless JSON codec.
+
+Written by `peek --format json/jsonl`, `dump`, `purge --backup` and `replay --save`; read by `load`
+and the offline modes of `history` and `decode`. One JSON object per message (JSON Lines in files):
+
+    queue, position, exchange, routing_key, redelivered,
+    properties   only the AMQP basic properties that are set, by their AMQP names
+    headers      AMQP field table; values JSON lacks are tagged (see below)
+    deaths       parsed x-death, most recent first (derived from headers; informational)
+    body         base64 of the exact body bytes
+    decoded      protobuf match {type, confidence, ambiguous, alternatives, message} or null
+
+Header tagging: bytes → {"$bytes": base64}, timestamps → {"$timestamp": "…Z"},
+decimals → {"$decimal": "1.50"}. A real table whose only key is one of those tag names is wrapped
+as {"$table": {...}} so that decoding stays unambiguous. What pika itself cannot carry: float
+header values (pika 1.4 decodes AMQP floats as truncated integers and cannot encode floats), and
+the distinction between the AMQP integer widths (all become int; pika re-encodes as 32/64-bit).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from typing import IO, Any
+
+import orjson
+
+from dlxtool.deaths import Death, parse_deaths
+from dlxtool.errors import UsageError
+
+PROPERTY_NAMES = (
+    "content_type", "content_encoding", "delivery_mode", "priority", "correlation_id", "reply_to",
+    "expiration", "message_id", "timestamp", "type", "user_id", "app_id", "cluster_id",
+)
+_TAGS = ("$bytes", "$timestamp", "$decimal", "$table")
+
+
+@dataclass
+class MessageRecord:
+    queue: str
+    body: bytes
+    position: int = 0
+    exchange: str = ""
+    routing_key: str = ""
+    redelivered: bool = False
+    properties: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, Any] = field(default_factory=dict)
+    decoded: dict[str, Any] | None = None
+
+    @property
+    def deaths(self) -> list[Death]:
+        return parse_deaths(self.headers)
+
+    # -- JSON -------------------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "queue": self.queue,
+            "position": self.position,
+            "exchange": self.exchange,
+            "routing_key": self.routing_key,
+            "redelivered": self.redelivered,
+            "properties": dict(self.properties),
+            "headers": encode_table(self.headers),
+            "deaths": [d.to_json() for d in self.deaths],
+            "body": base64.b64encode(self.body).decode("ascii"),
+            "decoded": self.decoded,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "record") -> MessageRecord:
+        if not isinstance(data, Mapping):
+            raise UsageError(f"{where}: a message record must be a JSON object")
+        try:
+            body = base64.b64decode(data.get("body") or "", validate=True)
+        except (binascii.Error, TypeError, ValueError):
+            raise UsageError(f"{where}: 'body' is not valid base64") from None
+        properties = data.get("properties") or {}
+        if not isinstance(properties, Mapping):
+            raise UsageError(f"{where}: 'properties' must be an object")
+        unknown = sorted(set(properties) - set(PROPERTY_NAMES))
+        if unknown:
+            raise UsageError(f"{where}: unknown AMQP property {unknown[0]!r}",
+                             hint=f"known: {', '.join(PROPERTY_NAMES)}")
+        headers = data.get("headers") or {}
+        if not isinstance(headers, Mapping):
+            raise UsageError(f"{where}: 'headers' must be an object")
+        return cls(
+            queue=str(data.get("queue") or ""),
+            body=body,
+            position=int(data.get("position") or 0),
+            exchange=str(data.get("exchange") or ""),
+            routing_key=str(data.get("routing_key") or ""),
+            redelivered=bool(data.get("redelivered", False)),
+            properties=dict(properties),
+            headers=decode_table(headers, where=f"{where}: headers"),
+            decoded=data.get("decoded"),
+        )
+
+    def to_jsonl(self) -> bytes:
+        return orjson.dumps(self.to_json()) + b"\n"
+
+    # -- pika -------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_delivery(cls, queue: str, method: Any, properties: Any, body: bytes,
+                      position: int = 0) -> MessageRecord:
+        """From pika's (method, BasicProperties, body) as basic_get or a consumer hands them over."""
+        props = {}
+        for name in PROPERTY_NAMES:
+            value = getattr(properties, name, None)
+            if value is not None:
+                props[name] = value
+        return cls(
+            queue=queue,
+            body=bytes(body),
+            position=position,
+            exchange=getattr(method, "exchange", "") or "",
+            routing_key=getattr(method, "routing_key", "") or "",
+            redelivered=bool(getattr(method, "redelivered", False)),
+            properties=props,
+            headers=dict(getattr(properties, "headers", None) or {}),
+        )
+
+    def pika_properties(self, headers: Mapping[str, Any] | None = None) -> Any:
+        """BasicProperties to republish this message with (optionally other headers)."""
+        import pika
+
+        hdrs = dict(self.headers if headers is None else headers)
+        return pika.BasicProperties(headers=hdrs or None, **self.properties)
+
+
+# -- header values ----------------------------------------------------------------------------------
+
+
+def encode_value(value: Any) -> Any:
+    if isinstance(value, bool) or value is None or isinstance(value, int | str | float):
+        return value
+    if isinstance(value, bytes | bytearray):
+        return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, datetime):
+        ts = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return {"$timestamp": ts.astimezone(UTC).isoformat().replace("+00:00", "Z")}
+    if isinstance(value, Decimal):
+        return {"$decimal": str(value)}
+    if isinstance(value, Mapping):
+        table = encode_table(value)
+        if len(table) == 1 and next(iter(table)) in _TAGS:
+            return {"$table": table}
+        return table
+    if isinstance(value, list | tuple):
+        return [encode_value(v) for v in value]
+    raise TypeError(f"cannot encode header value of type {type(value).__name__}")
+
+
+def encode_table(table: Mapping[str, Any]) -> dict[str, Any]:
+    return {str(k): encode_value(v) for k, v in table.items()}
+
+
+def decode_value(value: Any, where: str = "header") -> Any:
+    if isinstance(value, list):
+        return [decode_value(v, where) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        tag, inner = next(iter(value.items()))
+        try:
+            if tag == "$bytes":
+                return base64.b64decode(inner, validate=True)
+            if tag == "$timestamp":
+                return datetime.fromisoformat(inner.replace("Z", "+00:00")).astimezone(UTC)
+            if tag == "$decimal":
+                return Decimal(inner)
+            if tag == "$table":
+                return decode_table(inner, where)
+        except (binascii.Error, ValueError, TypeError, AttributeError, InvalidOperation):
+            raise UsageError(f"{where}: bad {tag} value {inner!r}") from None
+    return decode_table(value, where)
+
+
+def decode_table(table: Mapping[str, Any], where: str = "headers") -> dict[str, Any]:
+    return {str(k): decode_value(v, f"{where}.{k}") for k, v in table.items()}
+
+
+# -- files ------------------------------------------------------------------------------------------
+
+
+def read_records(stream: IO[bytes], name: str = "<stdin>") -> Iterator[MessageRecord]:
+    """Records from JSON Lines (or one JSON array, as `peek --format json` writes)."""
+    first = stream.read(1)
+    while first in (b" ", b"\n", b"\r", b"\t"):
+        first = stream.read(1)
+    if first == b"[":
+        try:
+            items = orjson.loads(first + stream.read())
+        except orjson.JSONDecodeError as exc:
+            raise UsageError(f"{name}: invalid JSON: {exc}") from None
+        for i, item in enumerate(items):
+            yield MessageRecord.from_json(item, f"{name}: record {i + 1}")
+        return
+    lineno = 0
+    pending = first
+    for raw in stream:
+        lineno += 1
+        line = pending + raw
+        pending = b""
+        if not line.strip():
+            continue
+        try:
+            data = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise UsageError(f"{name}:{lineno}: invalid JSON: {exc}",
+                             hint="expected JSON Lines of message records (dlxtool dump)") from None
+        yield MessageRecord.from_json(data, f"{name}:{lineno}")
+    if pending.strip():
+        yield MessageRecord.from_json(orjson.loads(pending), f"{name}:1")
+
+
+def write_records(records: Iterable[MessageRecord], stream: IO[bytes]) -> int:
+    n = 0
+    for record in records:
+        stream.write(record.to_jsonl())
+        n += 1
+    return n

@@ -1,0 +1,85 @@
+"""AMQP and management URL handling: parsing, vhost extraction, masking, deriving the HTTP API URL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+from dlxtool.errors import UsageError
+from dlxtool.secrets import MASK
+
+AMQP_SCHEMES = {"amqp": 5672, "amqps": 5671}
+
+
+@dataclass(frozen=True)
+class AmqpUrl:
+    scheme: str
+    host: str
+    port: int
+    user: str | None
+    password: str | None
+    vhost: str | None  # None when the URL names none (then the profile's, or "/")
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme == "amqps"
+
+    def masked(self) -> str:
+        return self.render(mask=True)
+
+    def render(self, *, mask: bool = True) -> str:
+        auth = ""
+        if self.user is not None:
+            auth = quote(self.user, safe="")
+            if self.password is not None:
+                auth += ":" + (MASK if mask else quote(self.password, safe=""))
+            auth += "@"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        path = "/" if self.vhost in (None, "/") else "/" + quote(self.vhost, safe="")
+        return f"{self.scheme}://{auth}{host}:{self.port}{path}"
+
+
+def parse_amqp_url(url: str) -> AmqpUrl:
+    """Parse amqp(s)://user:pass@host:port/vhost; the vhost path is percent-decoded (%2F is "/")."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"invalid broker URL {mask_any_url(url)!r}: {exc}",
+                         hint="use amqp://user@host:5672/vhost or amqps://…") from None
+    if parts.scheme not in AMQP_SCHEMES:
+        raise UsageError(f"invalid broker URL {mask_any_url(url)!r}: scheme must be amqp or amqps",
+                         hint="for example amqp://guest@localhost:5672/")
+    if not parts.hostname:
+        raise UsageError(f"invalid broker URL {mask_any_url(url)!r}: no host",
+                         hint="for example amqp://guest@localhost:5672/")
+    path = parts.path
+    # "amqp://host" and "amqp://host/" name no vhost (the default "/" applies); "/%2F" names "/".
+    vhost = None if path in ("", "/") else unquote(path[1:])
+    return AmqpUrl(
+        scheme=parts.scheme,
+        host=parts.hostname,
+        port=port or AMQP_SCHEMES[parts.scheme],
+        user=unquote(parts.username) if parts.username is not None else None,
+        password=unquote(parts.password) if parts.password is not None else None,
+        vhost=vhost,
+    )
+
+
+def mask_any_url(url: str) -> str:
+    """Mask the password of any URL, even one that does not parse as AMQP."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        netloc = parts.netloc.rsplit("@", 1)
+        userinfo = netloc[0].split(":", 1)[0]
+        return urlunsplit(parts._replace(netloc=f"{userinfo}:{MASK}@{netloc[1]}"))
+    except ValueError:
+        return "<unparseable URL>"
+
+
+def derive_management_url(url: AmqpUrl) -> str:
+    """The management API normally listens on the AMQP host: 15672 (http) or 15671 (https)."""
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    return f"https://{host}:15671/" if url.tls else f"http://{host}:15672/"
