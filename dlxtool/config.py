@@ -46,8 +46,20 @@ DEFAULT_TIMEOUT = 5.0
 
 _TOP_KEYS = {"default", "timeout", "brokers", "proto_paths", "dump_unacked_limit", "error_headers"}
 _BROKER_KEYS = {
-    "url", "urls", "vhost", "user", "password", "password_env", "password_file", "management_url",
-    "tls", "proto_paths", "reset_headers", "timeout", "management_user", "description",
+    "url",
+    "urls",
+    "vhost",
+    "user",
+    "password",
+    "password_env",
+    "password_file",
+    "management_url",
+    "tls",
+    "proto_paths",
+    "reset_headers",
+    "timeout",
+    "management_user",
+    "description",
 }
 _TLS_KEYS = {"ca", "cert", "key", "verify", "server_name"}
 
@@ -140,8 +152,7 @@ class BrokerProfile:
         if node.vhost is not None:
             changes["vhost"] = node.vhost
         if node.user is not None:
-            changes.update(user=node.user, password_env=None, password_file=None,
-                           password_literal=node.password)
+            changes.update(user=node.user, password_env=None, password_file=None, password_literal=node.password)
         if self.management_url_derived:
             changes["management_url"] = derive_management_url(node)
         return replace(self, **changes)
@@ -183,8 +194,7 @@ def load_config(explicit: str | None, env: Mapping[str, str]) -> Config:
     path, named = config_path(explicit, env)
     if path is None or not path.exists():
         if named:
-            raise NotFoundError(f"config file {path} does not exist",
-                                hint="check --config / DLXTOOL_CONFIG")
+            raise NotFoundError(f"config file {path} does not exist", hint="check --config / DLXTOOL_CONFIG")
         return Config(path=None, brokers={"local": local_profile(env)}, default="local")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -202,9 +212,7 @@ def parse_config(data: Mapping[str, Any], path: Path, env: Mapping[str, str]) ->
     raw_brokers = data.get("brokers", {})
     if not isinstance(raw_brokers, dict):
         raise ConfigError(f"config {path}: 'brokers' must be a table of [brokers.NAME] sections")
-    brokers = {
-        name: _parse_broker(name, raw, path, env, timeout) for name, raw in raw_brokers.items()
-    }
+    brokers = {name: _parse_broker(name, raw, path, env, timeout) for name, raw in raw_brokers.items()}
     brokers.setdefault("local", local_profile(env))
     default = data.get("default")
     if default is not None and default not in brokers:
@@ -218,15 +226,19 @@ def parse_config(data: Mapping[str, Any], path: Path, env: Mapping[str, str]) ->
         default=default or "local",
         timeout=timeout,
         proto_paths=tuple(_strings(data.get("proto_paths", []), f"config {path}: proto_paths")),
-        dump_unacked_limit=int(_number(data.get("dump_unacked_limit", 10_000),
-                                       f"config {path}: dump_unacked_limit")),
+        dump_unacked_limit=int(_number(data.get("dump_unacked_limit", 10_000), f"config {path}: dump_unacked_limit")),
         error_headers=tuple(_strings(data.get("error_headers", []), f"config {path}: error_headers")),
     )
 
 
 def local_profile(env: Mapping[str, str]) -> BrokerProfile:
-    return BrokerProfile(name="local", urls=(LOCAL_URL,), source="built-in default", env=env,
-                         management_url=derive_management_url(parse_amqp_url(LOCAL_URL)))
+    return BrokerProfile(
+        name="local",
+        urls=(LOCAL_URL,),
+        source="built-in default",
+        env=env,
+        management_url=derive_management_url(parse_amqp_url(LOCAL_URL)),
+    )
 
 
 def _parse_broker(name: str, raw: Any, path: Path, env: Mapping[str, str], timeout: float) -> BrokerProfile:
@@ -256,8 +268,11 @@ def _parse_broker(name: str, raw: Any, path: Path, env: Mapping[str, str], timeo
         raise ConfigError(f"{where}: tls must be a table")
     _check_keys(tls_raw, _TLS_KEYS, f"{where}.tls")
     tls = TlsOptions(
-        ca=_opt_path(tls_raw.get("ca")), cert=_opt_path(tls_raw.get("cert")), key=_opt_path(tls_raw.get("key")),
-        verify=bool(tls_raw.get("verify", True)), server_name=tls_raw.get("server_name"),
+        ca=_opt_path(tls_raw.get("ca")),
+        cert=_opt_path(tls_raw.get("cert")),
+        key=_opt_path(tls_raw.get("key")),
+        verify=bool(tls_raw.get("verify", True)),
+        server_name=tls_raw.get("server_name"),
     )
     vhost = raw.get("vhost")
     if vhost is None:
@@ -288,8 +303,7 @@ def literal_password_warnings(config: Config) -> list[str]:
     for profile in config.brokers.values():
         if profile.source == str(config.path) and profile.password_source in ("literal", "url"):
             warnings.append(
-                f"broker {profile.name!r} has a literal password in {config.path}; "
-                "prefer password_env or password_file"
+                f"broker {profile.name!r} has a literal password in {config.path}; prefer password_env or password_file"
             )
     if warnings and config.path is not None:
         mode = config.path.stat().st_mode

@@ -18,9 +18,15 @@ FAILURE_REASONS = ("rejected", "delivery_limit", "maxlen")
 
 HISTORY_HEADERS = (
     "x-death",
-    "x-first-death-queue", "x-first-death-reason", "x-first-death-exchange",
-    "x-last-death-queue", "x-last-death-reason", "x-last-death-exchange",
-    "CC", "BCC", "x-delivery-count",
+    "x-first-death-queue",
+    "x-first-death-reason",
+    "x-first-death-exchange",
+    "x-last-death-queue",
+    "x-last-death-reason",
+    "x-last-death-exchange",
+    "CC",
+    "BCC",
+    "x-delivery-count",
 )
 DEFAULT_RETRY_HEADERS = ("x-retry-count", "x-delivery-attempts")
 # Retry counters applications commonly add; shown by `history`, reset only when named.
@@ -60,7 +66,7 @@ class DeathHistory:
     deaths: list[Death]
     warnings: list[str] = field(default_factory=list)
     first: dict[str, str] = field(default_factory=dict)  # queue/reason/exchange from x-first-death-*
-    last: dict[str, str] = field(default_factory=dict)   # from x-last-death-* (3.13+)
+    last: dict[str, str] = field(default_factory=dict)  # from x-last-death-* (3.13+)
 
     @property
     def total(self) -> int:

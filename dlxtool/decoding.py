@@ -7,14 +7,24 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dlxtool import extract
+from dlxtool.errors import DlxtoolError, NotFoundError, UsageError
 from proto_registry import MALFORMED, MATCH, NO_MATCH, Hints, Identification, Registry
-from proto_registry.errors import DecodeError
+from proto_registry.errors import (
+    CompileError,
+    DecodeError,
+    DescriptorSetError,
+    ProtoRegistryError,
+    SchemaConflictError,
+    SourceNotFoundError,
+    UnknownTypeError,
+)
 from proto_registry.raw import decode_raw, format_raw
 
 PROTO_PATH_ENV = "DLXTOOL_PROTO_PATH"
@@ -83,9 +93,7 @@ class DecodedBody:
         return d
 
 
-def hints_from_properties(
-    properties: Mapping[str, Any] | None, headers: Mapping[str, Any] | None = None
-) -> Hints:
+def hints_from_properties(properties: Mapping[str, Any] | None, headers: Mapping[str, Any] | None = None) -> Hints:
     props = properties or {}
     extra: list[str] = []
     for key in ("proto-type", "x-proto-type", "message-type", "x-message-type", "type"):
@@ -126,7 +134,8 @@ def decode_body(
     if raw:
         return _raw_only(body, want_text)
     if type_name is not None:
-        ident = registry.identify_as(body, type_name)
+        with registry_errors():
+            ident = registry.identify_as(body, type_name)
     else:
         ident = registry.identify(body, hints_from_properties(properties, headers), limit=max(top, 1))
     return from_identification(registry, ident, top=top, want_text=want_text)
@@ -248,7 +257,108 @@ def _decode_candidate(
     if raw:
         return _raw_only(data, want_text)
     if type_name is not None:
-        ident = registry.identify_as(data, type_name)
+        with registry_errors():
+            ident = registry.identify_as(data, type_name)
     else:
         ident = registry.identify(data, hints, limit=max(top, 1))
     return from_identification(registry, ident, top=top, want_text=want_text)
+
+
+# -- registry loading and errors ------------------------------------------------------------------
+
+
+def translate_error(exc: ProtoRegistryError) -> DlxtoolError:
+    """proto_registry's exceptions as dlxtool errors (and so exit statuses)."""
+    if isinstance(exc, SourceNotFoundError | UnknownTypeError):
+        return NotFoundError(exc.message, hint=exc.hint)
+    if isinstance(exc, CompileError | DescriptorSetError | SchemaConflictError):
+        return UsageError(exc.message, hint=exc.hint)
+    return DlxtoolError(exc.message, hint=exc.hint)
+
+
+@contextmanager
+def registry_errors() -> Iterator[None]:
+    try:
+        yield
+    except ProtoRegistryError as exc:
+        raise translate_error(exc) from exc
+
+
+def load_registry(paths: Iterable[str], *, include_defaults: bool = True) -> Registry:
+    """The bundled schemas plus ``paths``; registry errors become dlxtool errors."""
+    with registry_errors():
+        return Registry.load(list(paths), include_defaults=include_defaults)
+
+
+# -- streams of lines -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Outcome:
+    """One payload found in (or one line passed through from) an input."""
+
+    source: str
+    line: int
+    decoded: DecodedBody | None  # None: the line holds no payload (passed through)
+    candidate: extract.Candidate | None = None
+    text_line: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"source": self.source, "line": self.line}
+        if self.candidate is not None:
+            d["span"] = [self.candidate.start, self.candidate.end]
+            d["encoding"] = self.candidate.encoding
+            if self.candidate.key:
+                d["key"] = self.candidate.key
+        if self.decoded is None:
+            d["status"] = "no_payload"
+            d["text"] = self.text_line
+            return d
+        d.update(self.decoded.to_dict())
+        return d
+
+
+def decode_lines(
+    registry: Registry,
+    lines: Iterable[str],
+    *,
+    source: str = "-",
+    type_name: str | None = None,
+    raw: bool = False,
+    top: int = 0,
+    want_text: bool = False,
+    passthrough: bool = False,
+) -> Iterator[Outcome]:
+    """Decode the payload of each line, lazily (so ``tail -f`` streams)."""
+    if type_name is not None:
+        with registry_errors():
+            type_name = registry.resolve_one(type_name)
+    for number, line in enumerate(lines, 1):
+        line = line.rstrip("\r\n")
+        found = decode_line(registry, line, type_name=type_name, raw=raw, top=top, want_text=want_text)
+        if found is not None:
+            yield Outcome(source, number, found.decoded, found.candidate)
+        elif passthrough:
+            yield Outcome(source, number, None, text_line=line)
+
+
+def decode_whole_input(
+    registry: Registry,
+    data: bytes,
+    encoding: str,
+    *,
+    source: str = "-",
+    type_name: str | None = None,
+    raw: bool = False,
+    top: int = 0,
+    want_text: bool = False,
+) -> Outcome:
+    """``--input base64|hex|binary``: the whole input is one payload."""
+    try:
+        body = extract.decode_whole(data, encoding)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{source}: not valid {encoding} ({exc})", hint="check --input") from exc
+    with registry_errors():
+        decoded = decode_body(registry, body, type_name=type_name, raw=raw, top=top, want_text=want_text)
+    assert decoded is not None  # no content type given: never skipped
+    return Outcome(source, 1, decoded)

@@ -24,9 +24,7 @@ MIN_HEX = 8  # characters
 MAX_LINE = 4 * 1024 * 1024  # longer lines are cut (a log line this long is already a problem)
 
 # Keys whose values are payloads more often than not.
-PAYLOAD_KEYS = frozenset(
-    {"body", "payload", "data", "bytes", "raw", "blob", "proto", "protobuf", "content", "value"}
-)
+PAYLOAD_KEYS = frozenset({"body", "payload", "data", "bytes", "raw", "blob", "proto", "protobuf", "content", "value"})
 
 _B64 = re.compile(r"(?<![A-Za-z0-9+/_\-\\])(?:[A-Za-z0-9+/_\-]|\\/)+={0,2}(?![A-Za-z0-9+/_\-=])")
 _HEX0X = re.compile(r"\b0x((?:[0-9a-fA-F]{2})+)\b")
@@ -94,9 +92,7 @@ def _literal_candidates(line: str) -> Iterator[Candidate]:
         for m in _ELIXIR.finditer(line):
             numbers = [int(x) for x in m.group(1).split(",")]
             if all(n < 256 for n in numbers):
-                yield Candidate(
-                    m.start(), m.end(), "elixir-binary", bytes(numbers), _key_before(line, m.start())
-                )
+                yield Candidate(m.start(), m.end(), "elixir-binary", bytes(numbers), _key_before(line, m.start()))
     if "\\x" in line:
         for m in _XESC.finditer(line):
             if _inside_pybytes(line, m.start()):
@@ -120,9 +116,7 @@ def _unescape(text: str) -> bytes | None:
 def _token_candidates(line: str) -> Iterator[Candidate]:
     for m in _HEX0X.finditer(line):
         if len(m.group(1)) >= MIN_HEX:
-            yield Candidate(
-                m.start(), m.end(), "hex", bytes.fromhex(m.group(1)), _key_before(line, m.start())
-            )
+            yield Candidate(m.start(), m.end(), "hex", bytes.fromhex(m.group(1)), _key_before(line, m.start()))
     for m in _B64.finditer(line):
         token = m.group()
         if len(token) < MAX_WORD and _WORDLIKE.fullmatch(token):
@@ -191,9 +185,7 @@ def _key_before(line: str, pos: int) -> str | None:
     return m.group(1) if m else None
 
 
-def best(
-    cands: list[Candidate], rate: Callable[[Candidate], tuple[float, T]]
-) -> tuple[Candidate, float, T] | None:
+def best(cands: list[Candidate], rate: Callable[[Candidate], tuple[float, T]]) -> tuple[Candidate, float, T] | None:
     """The candidate with the highest rating (ties: strong, then longer data, then first)."""
     winner: tuple[tuple[float, bool, int, int], Candidate, float, T] | None = None
     for i, cand in enumerate(cands):

@@ -33,8 +33,19 @@ from dlxtool.deaths import Death, parse_deaths
 from dlxtool.errors import UsageError
 
 PROPERTY_NAMES = (
-    "content_type", "content_encoding", "delivery_mode", "priority", "correlation_id", "reply_to",
-    "expiration", "message_id", "timestamp", "type", "user_id", "app_id", "cluster_id",
+    "content_type",
+    "content_encoding",
+    "delivery_mode",
+    "priority",
+    "correlation_id",
+    "reply_to",
+    "expiration",
+    "message_id",
+    "timestamp",
+    "type",
+    "user_id",
+    "app_id",
+    "cluster_id",
 )
 _TAGS = ("$bytes", "$timestamp", "$decimal", "$table")
 
@@ -84,8 +95,9 @@ class MessageRecord:
             raise UsageError(f"{where}: 'properties' must be an object")
         unknown = sorted(set(properties) - set(PROPERTY_NAMES))
         if unknown:
-            raise UsageError(f"{where}: unknown AMQP property {unknown[0]!r}",
-                             hint=f"known: {', '.join(PROPERTY_NAMES)}")
+            raise UsageError(
+                f"{where}: unknown AMQP property {unknown[0]!r}", hint=f"known: {', '.join(PROPERTY_NAMES)}"
+            )
         headers = data.get("headers") or {}
         if not isinstance(headers, Mapping):
             raise UsageError(f"{where}: 'headers' must be an object")
@@ -107,8 +119,7 @@ class MessageRecord:
     # -- pika -------------------------------------------------------------------------------------
 
     @classmethod
-    def from_delivery(cls, queue: str, method: Any, properties: Any, body: bytes,
-                      position: int = 0) -> MessageRecord:
+    def from_delivery(cls, queue: str, method: Any, properties: Any, body: bytes, position: int = 0) -> MessageRecord:
         """From pika's (method, BasicProperties, body) as basic_get or a consumer hands them over."""
         props = {}
         for name in PROPERTY_NAMES:
@@ -213,8 +224,9 @@ def read_records(stream: IO[bytes], name: str = "<stdin>") -> Iterator[MessageRe
         try:
             data = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            raise UsageError(f"{name}:{lineno}: invalid JSON: {exc}",
-                             hint="expected JSON Lines of message records (dlxtool dump)") from None
+            raise UsageError(
+                f"{name}:{lineno}: invalid JSON: {exc}", hint="expected JSON Lines of message records (dlxtool dump)"
+            ) from None
         yield MessageRecord.from_json(data, f"{name}:{lineno}")
     if pending.strip():
         yield MessageRecord.from_json(orjson.loads(pending), f"{name}:1")

@@ -67,7 +67,7 @@ def preview(body: bytes, width: int = 60) -> str:
     if printable:
         out = safe_text(text.replace("\n", " ").replace("\r", " ").replace("\t", " "))
     else:
-        out = "hex:" + sample[:width // 2].hex()
+        out = "hex:" + sample[: width // 2].hex()
     return truncate(out, width) if len(body) <= len(sample) else truncate(out, width - 1) + "…"
 
 
@@ -75,8 +75,9 @@ def truncate(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
-def write_table(rows: Iterable[Sequence[Any] | Mapping[str, Any]], headers: Sequence[str],
-                out: IO[str], *, empty: str | None = None) -> None:
+def write_table(
+    rows: Iterable[Sequence[Any] | Mapping[str, Any]], headers: Sequence[str], out: IO[str], *, empty: str | None = None
+) -> None:
     from tabulate import tabulate
 
     rows = list(rows)
@@ -84,8 +85,7 @@ def write_table(rows: Iterable[Sequence[Any] | Mapping[str, Any]], headers: Sequ
         out.write(empty + "\n")
         return
     cleaned = [
-        [safe_text(c) if c is not None else "" for c in (r.values() if isinstance(r, Mapping) else r)]
-        for r in rows
+        [safe_text(c) if c is not None else "" for c in (r.values() if isinstance(r, Mapping) else r)] for r in rows
     ]
     out.write(tabulate(cleaned, headers=list(headers), tablefmt="simple", disable_numparse=True) + "\n")
     out.flush()

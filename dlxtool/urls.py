@@ -45,14 +45,18 @@ def parse_amqp_url(url: str) -> AmqpUrl:
         parts = urlsplit(url.strip())
         port = parts.port
     except ValueError as exc:
-        raise UsageError(f"invalid broker URL {mask_any_url(url)!r}: {exc}",
-                         hint="use amqp://user@host:5672/vhost or amqps://…") from None
+        raise UsageError(
+            f"invalid broker URL {mask_any_url(url)!r}: {exc}", hint="use amqp://user@host:5672/vhost or amqps://…"
+        ) from None
     if parts.scheme not in AMQP_SCHEMES:
-        raise UsageError(f"invalid broker URL {mask_any_url(url)!r}: scheme must be amqp or amqps",
-                         hint="for example amqp://guest@localhost:5672/")
+        raise UsageError(
+            f"invalid broker URL {mask_any_url(url)!r}: scheme must be amqp or amqps",
+            hint="for example amqp://guest@localhost:5672/",
+        )
     if not parts.hostname:
-        raise UsageError(f"invalid broker URL {mask_any_url(url)!r}: no host",
-                         hint="for example amqp://guest@localhost:5672/")
+        raise UsageError(
+            f"invalid broker URL {mask_any_url(url)!r}: no host", hint="for example amqp://guest@localhost:5672/"
+        )
     path = parts.path
     # "amqp://host" and "amqp://host/" name no vhost (the default "/" applies); "/%2F" names "/".
     vhost = None if path in ("", "/") else unquote(path[1:])

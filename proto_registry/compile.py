@@ -78,9 +78,7 @@ def collect(dirs: list[Path]) -> tuple[dict[str, Path], dict[str, bytes]]:
     return files, contents
 
 
-def compile_dirs(
-    dirs: list[Path], *, use_cache: bool = True, cache_root: Path | None = None
-) -> CompileResult:
+def compile_dirs(dirs: list[Path], *, use_cache: bool = True, cache_root: Path | None = None) -> CompileResult:
     """Compile every ``.proto`` under ``dirs`` (each directory is also an include root)."""
     files, contents = collect(dirs)
     wkt = well_known_include()

@@ -91,9 +91,7 @@ def build_index(descriptors: list[Descriptor], map_entries: set[str]) -> Index:
     idx = Index()
     for d in descriptors:
         idx.by_name[d.full_name] = len(idx.types)
-        idx.types.append(
-            TypeInfo(len(idx.types), d.full_name, d, {}, frozenset(), 0, d.full_name in map_entries)
-        )
+        idx.types.append(TypeInfo(len(idx.types), d.full_name, d, {}, frozenset(), 0, d.full_name in map_entries))
     enum_ids: dict[str, int] = {}
     simple: dict[int, dict[Kind, int]] = {}
     for info in idx.types:

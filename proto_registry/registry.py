@@ -35,9 +35,7 @@ def confidence_from_evidence(evidence: float) -> float:
 class Registry:
     """Every message type of the loaded schemas, indexed for identification."""
 
-    def __init__(
-        self, pool: descriptor_pool.DescriptorPool, index: Index, loaded: sources.LoadedFiles
-    ) -> None:
+    def __init__(self, pool: descriptor_pool.DescriptorPool, index: Index, loaded: sources.LoadedFiles) -> None:
         self.pool = pool
         self.index = index
         self.loaded = loaded
@@ -263,16 +261,10 @@ class Registry:
             result.ambiguous = count > 1
         matches = []
         for i, tid in enumerate(ordered[:limit]):
-            conf = (
-                conf_top
-                if i == 0
-                else (base / count if not hinted_clean else (1 - conf_top) / max(count - 1, 1))
-            )
+            conf = conf_top if i == 0 else (base / count if not hinted_clean else (1 - conf_top) / max(count - 1, 1))
             matches.append(Match(idx.types[tid].name, 1.0, conf, True, tid in hinted))
         if hinted and not hinted_clean:
-            result.notes.append(
-                f"hinted type {idx.types[hinted[0]].name} does not fit these bytes; guessed instead"
-            )
+            result.notes.append(f"hinted type {idx.types[hinted[0]].name} does not fit these bytes; guessed instead")
         result.matches = matches
         result.equivalent = [idx.types[t].name for t in ordered[:max_equivalent]]
         result.equivalent_count = count

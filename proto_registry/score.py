@@ -190,9 +190,7 @@ class PayloadScan:
         out.sort(key=lambda s: -s.score)
         return out
 
-    def score_type(
-        self, tid: int, groups: dict[int, list[Field]], weights: dict[int, int], total: int
-    ) -> float:
+    def score_type(self, tid: int, groups: dict[int, list[Field]], weights: dict[int, int], total: int) -> float:
         info = self.index.types[tid]
         covered = 0.0
         for tag, occs in groups.items():
@@ -263,7 +261,5 @@ class PayloadScan:
                 out.append(f"{path or 'payload'}: several members of one oneof ({names})")
         missing = info.required_numbers - numbers
         for number in sorted(missing):
-            out.append(
-                f"field {path}{number} ({info.descriptor.fields_by_number[number].name}): required, missing"
-            )
+            out.append(f"field {path}{number} ({info.descriptor.fields_by_number[number].name}): required, missing")
         return out

@@ -51,9 +51,7 @@ class LoadedFiles:
         if _normalised(old) == _normalised(fdp):
             return
         if name.startswith("google/protobuf/"):
-            self.notes.append(
-                f"{name} from {origin} differs from the one in {self.origins[name]}; kept the latter"
-            )
+            self.notes.append(f"{name} from {origin} differs from the one in {self.origins[name]}; kept the latter")
             return
         raise SchemaConflictError(
             f"{name} is defined differently in {self.origins[name]} and {origin}",
@@ -98,9 +96,7 @@ def load_files(
     for raw in paths:
         p = Path(raw).expanduser()
         if not p.exists():
-            raise SourceNotFoundError(
-                f"proto path {p} does not exist", "check --proto-path / DLXTOOL_PROTO_PATH"
-            )
+            raise SourceNotFoundError(f"proto path {p} does not exist", "check --proto-path / DLXTOOL_PROTO_PATH")
         if p.is_dir():
             dirs.append(p)
         elif p.suffix == ".proto":
@@ -136,9 +132,7 @@ def _add_missing_well_known(loaded: LoadedFiles) -> None:
         name = f"google/protobuf/{mod}.proto"
         if name in missing:
             module = importlib.import_module(f"google.protobuf.{mod}_pb2")
-            loaded.add(
-                descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb), "protobuf"
-            )
+            loaded.add(descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb), "protobuf")
     still = sorted({dep for f in loaded.files.values() for dep in f.dependency if dep not in loaded.files})
     if still:
         users = [n for n, f in loaded.files.items() if still[0] in f.dependency]

@@ -60,9 +60,7 @@ def read_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
         shift += 7
 
 
-def scan(
-    data: bytes, start: int = 0, end: int | None = None
-) -> list[tuple[int, int, int, int, int, int]] | None:
+def scan(data: bytes, start: int = 0, end: int | None = None) -> list[tuple[int, int, int, int, int, int]] | None:
     """Scan ``data[start:end]`` as one message; ``None`` when it is not well-formed wire format."""
     if end is None:
         end = len(data)

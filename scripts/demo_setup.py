@@ -19,8 +19,9 @@ AUTH = "Basic " + b64encode(b"guest:guest").decode()
 
 
 def api(method: str, path: str, body: dict | None = None) -> None:
-    req = urllib.request.Request(f"{API}/{path}", method=method,
-                                 data=json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(
+        f"{API}/{path}", method=method, data=json.dumps(body).encode() if body is not None else None
+    )
     req.add_header("Authorization", AUTH)
     req.add_header("Content-Type", "application/json")
     try:
@@ -34,8 +35,9 @@ def main() -> None:
     api("DELETE", f"vhosts/{VHOST}")
     api("PUT", f"vhosts/{VHOST}", {})
     api("PUT", f"permissions/{VHOST}/guest", {"configure": ".*", "write": ".*", "read": ".*"})
-    conn = pika.BlockingConnection(pika.ConnectionParameters(
-        "localhost", virtual_host=VHOST, credentials=pika.PlainCredentials("guest", "guest")))
+    conn = pika.BlockingConnection(
+        pika.ConnectionParameters("localhost", virtual_host=VHOST, credentials=pika.PlainCredentials("guest", "guest"))
+    )
     ch = conn.channel()
     ch.exchange_declare("orders", "topic", durable=True)
     ch.exchange_declare("orders.dlx", "fanout", durable=True)
@@ -48,9 +50,18 @@ def main() -> None:
     for i in range(20):
         kind = "payment.failed" if i % 4 == 0 else "order.placed"
         body = json.dumps({"id": f"ord-{1000 + i}", "event": kind}).encode()
-        ch.basic_publish("orders", kind, body, pika.BasicProperties(
-            content_type="application/json", type=kind, message_id=f"m-{i}", delivery_mode=2,
-            timestamp=int(time.time())))
+        ch.basic_publish(
+            "orders",
+            kind,
+            body,
+            pika.BasicProperties(
+                content_type="application/json",
+                type=kind,
+                message_id=f"m-{i}",
+                delivery_mode=2,
+                timestamp=int(time.time()),
+            ),
+        )
 
     # The buggy consumer: acks orders, rejects payment events (no requeue) → RabbitMQ dead-letters them.
     while True:

@@ -36,8 +36,10 @@ def broker() -> Iterator[BrokerEnv]:
     amqp_port = int(os.environ.get("DLXTOOL_TEST_AMQP_PORT", "5672"))
     http_port = int(os.environ.get("DLXTOOL_TEST_HTTP_PORT", "15672"))
     if not (_port_open(amqp_port) and _port_open(http_port)):
-        pytest.fail(f"no RabbitMQ with management on 127.0.0.1:{amqp_port}/{http_port}: run scripts/dev-broker "
-                    "(scripts/test does it for you)")
+        pytest.fail(
+            f"no RabbitMQ with management on 127.0.0.1:{amqp_port}/{http_port}: run scripts/dev-broker "
+            "(scripts/test does it for you)"
+        )
     with open_vhost("localhost", amqp_port, http_port, f"dlxtool-test-{uuid.uuid4().hex[:8]}") as env:
         yield env
 
@@ -48,8 +50,9 @@ def second_broker() -> Iterator[BrokerEnv]:
     amqp_port = int(os.environ.get("DLXTOOL_SECOND_PORT", "5673"))
     http_port = int(os.environ.get("DLXTOOL_SECOND_HTTP_PORT", "15673"))
     if not (_port_open(amqp_port) and _port_open(http_port)):
-        proc = subprocess.run([str(ROOT / "scripts" / "dev-broker"), "second"], capture_output=True, text=True,
-                              timeout=300)
+        proc = subprocess.run(
+            [str(ROOT / "scripts" / "dev-broker"), "second"], capture_output=True, text=True, timeout=300
+        )
         if proc.returncode != 0:
             pytest.fail(f"could not start the second broker: {proc.stderr[-2000:]}")
     with open_vhost("localhost", amqp_port, http_port, f"dlxtool-test-{uuid.uuid4().hex[:8]}") as env:
@@ -66,8 +69,7 @@ def qname(request: pytest.FixtureRequest) -> str:
 def cli_env(tmp_path: Path) -> dict[str, str]:
     """An environment with no user config: HOME and XDG dirs point into the test's tmp dir."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DLXTOOL_")}
-    env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"),
-               XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_CACHE_HOME=str(tmp_path / "cache"))
     return env
 
 
@@ -81,7 +83,6 @@ def run(cli_env: dict[str, str]):
         full_env = {**cli_env, **(env or {})}
         runner = CliRunner()
         # App.env must see the same environment click sees through os.environ.
-        return runner.invoke(cli, list(args), input=input, env=full_env, obj=App(env=full_env),
-                             catch_exceptions=False)
+        return runner.invoke(cli, list(args), input=input, env=full_env, obj=App(env=full_env), catch_exceptions=False)
 
     return _run

@@ -124,14 +124,17 @@ def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:
     assert str(path) in str(err.value) and "line 3" in str(err.value)
 
 
-@pytest.mark.parametrize("text, needle", [
-    ('[brokers.a]\nurl = "amqp://h/"\npasword = "x"\n', "unknown key 'pasword'"),
-    ('[brokers.a]\nvhost = "x"\n', "no url"),
-    ('[brokers.a]\nurl = "http://h/"\n', "scheme must be amqp or amqps"),
-    ('default = "b"\n[brokers.a]\nurl = "amqp://h/"\n', "names no [brokers.b]"),
-    ('[brokers.a]\nurl = "amqp://h/"\npassword = "x"\npassword_env = "Y"\n', "only one of"),
-    ('timeout = -1\n', "positive number"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ('[brokers.a]\nurl = "amqp://h/"\npasword = "x"\n', "unknown key 'pasword'"),
+        ('[brokers.a]\nvhost = "x"\n', "no url"),
+        ('[brokers.a]\nurl = "http://h/"\n', "scheme must be amqp or amqps"),
+        ('default = "b"\n[brokers.a]\nurl = "amqp://h/"\n', "names no [brokers.b]"),
+        ('[brokers.a]\nurl = "amqp://h/"\npassword = "x"\npassword_env = "Y"\n', "only one of"),
+        ("timeout = -1\n", "positive number"),
+    ],
+)
 def test_config_mistakes_are_named(tmp_path: Path, text: str, needle: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_config(str(write(tmp_path, text)), {})

@@ -7,15 +7,25 @@ T2 = datetime(2026, 11, 1, 12, 5, tzinfo=UTC)
 
 
 def entry(queue: str, reason: str, count: int, **extra):
-    return {"queue": queue, "reason": reason, "count": count, "exchange": "orders", "routing-keys": ["order.placed"],
-            "time": T1, **extra}
+    return {
+        "queue": queue,
+        "reason": reason,
+        "count": count,
+        "exchange": "orders",
+        "routing-keys": ["order.placed"],
+        "time": T1,
+        **extra,
+    }
 
 
 def test_wait_queue_loop_origin_is_where_it_failed_not_where_it_waited() -> None:
     headers = {
-        "x-death": [entry("orders.wait", "expired", 3, **{"original-expiration": "5000"}),
-                    entry("orders.work", "rejected", 3)],
-        "x-first-death-queue": "orders.work", "x-first-death-reason": "rejected",
+        "x-death": [
+            entry("orders.wait", "expired", 3, **{"original-expiration": "5000"}),
+            entry("orders.work", "rejected", 3),
+        ],
+        "x-first-death-queue": "orders.work",
+        "x-first-death-reason": "rejected",
     }
     origin = find_origin(headers)
     assert origin.queue == "orders.work"
@@ -27,8 +37,7 @@ def test_wait_queue_loop_origin_is_where_it_failed_not_where_it_waited() -> None
 
 
 def test_most_recent_failure_wins_over_first_death() -> None:
-    headers = {"x-death": [entry("b", "delivery_limit", 1), entry("a", "rejected", 2)],
-               "x-first-death-queue": "a"}
+    headers = {"x-death": [entry("b", "delivery_limit", 1), entry("a", "rejected", 2)], "x-first-death-queue": "a"}
     assert find_origin(headers).queue == "b"
 
 
@@ -40,8 +49,9 @@ def test_only_expired_deaths_fall_back_to_first_death_queue() -> None:
 
 def test_malformed_x_death_warns_and_reads_what_it_can() -> None:
     assert parse_history({"x-death": "garbage"}).warnings
-    history = parse_history({"x-death": [42, {"queue": b"q\xff", "count": "7", "time": "yesterday",
-                                               "routing-keys": "single"}]})
+    history = parse_history(
+        {"x-death": [42, {"queue": b"q\xff", "count": "7", "time": "yesterday", "routing-keys": "single"}]}
+    )
     assert len(history.deaths) == 1
     death = history.deaths[0]
     assert death.queue == "q\ufffd" and death.count == 7 and death.time is None
@@ -58,12 +68,26 @@ def test_last_death_headers_are_read() -> None:
 
 
 def test_reset_history_removes_counts_and_keeps_the_rest() -> None:
-    headers = {"x-death": [entry("q", "rejected", 2)], "x-first-death-queue": "q", "x-last-death-reason": "r",
-               "CC": ["a"], "x-delivery-count": 3, "x-retry-count": 4, "count": 9, "trace-id": "abc"}
+    headers = {
+        "x-death": [entry("q", "rejected", 2)],
+        "x-first-death-queue": "q",
+        "x-last-death-reason": "r",
+        "CC": ["a"],
+        "x-delivery-count": 3,
+        "x-retry-count": 4,
+        "count": 9,
+        "trace-id": "abc",
+    }
     kept, removed = reset_history(headers)
     assert kept == {"count": 9, "trace-id": "abc"}
-    assert set(removed) == {"x-death", "x-first-death-queue", "x-last-death-reason", "CC", "x-delivery-count",
-                            "x-retry-count"}
+    assert set(removed) == {
+        "x-death",
+        "x-first-death-queue",
+        "x-last-death-reason",
+        "CC",
+        "x-delivery-count",
+        "x-retry-count",
+    }
     kept, _ = reset_history(headers, extra=["count"])
     assert kept == {"trace-id": "abc"}
     assert T2 > T1  # times are timezone-aware and comparable

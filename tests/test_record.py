@@ -15,13 +15,40 @@ TS = datetime(2026, 11, 21, 10, 30, 5, tzinfo=UTC)
 
 def sample() -> MessageRecord:
     return MessageRecord(
-        queue="orders.dlq", body=b"\x0a\x03abc\xff", position=2, exchange="dlx", routing_key="order.placed",
-        redelivered=True, properties={"content_type": "application/x-protobuf", "delivery_mode": 2,
-                                      "timestamp": 1763721005, "type": "shop.orders.v1.OrderPlaced"},
-        headers={"s": "text", "b": b"\x00\xff", "i": -5, "big": 2**40, "t": True, "n": None, "d": Decimal("1.50"),
-                 "ts": TS, "tbl": {"nested": [1, "x", b"y", {"$bytes": "looks like a tag"}]}, "arr": [TS, None],
-                 "x-death": [{"queue": "orders.q", "reason": "rejected", "count": 3, "time": TS,
-                              "exchange": "orders", "routing-keys": ["order.placed"]}]},
+        queue="orders.dlq",
+        body=b"\x0a\x03abc\xff",
+        position=2,
+        exchange="dlx",
+        routing_key="order.placed",
+        redelivered=True,
+        properties={
+            "content_type": "application/x-protobuf",
+            "delivery_mode": 2,
+            "timestamp": 1763721005,
+            "type": "shop.orders.v1.OrderPlaced",
+        },
+        headers={
+            "s": "text",
+            "b": b"\x00\xff",
+            "i": -5,
+            "big": 2**40,
+            "t": True,
+            "n": None,
+            "d": Decimal("1.50"),
+            "ts": TS,
+            "tbl": {"nested": [1, "x", b"y", {"$bytes": "looks like a tag"}]},
+            "arr": [TS, None],
+            "x-death": [
+                {
+                    "queue": "orders.q",
+                    "reason": "rejected",
+                    "count": 3,
+                    "time": TS,
+                    "exchange": "orders",
+                    "routing-keys": ["order.placed"],
+                }
+            ],
+        },
     )
 
 
@@ -46,12 +73,15 @@ def test_files_round_trip_jsonl_and_json_array() -> None:
     assert list(read_records(BytesIO(array))) == [sample(), sample()]
 
 
-@pytest.mark.parametrize("line, needle", [
-    (b"{not json}\n", "dump.jsonl:1: invalid JSON"),
-    (b'{"queue": "q", "body": "***"}\n', "not valid base64"),
-    (b'{"queue": "q", "body": "", "properties": {"colour": 1}}\n', "unknown AMQP property 'colour'"),
-    (b'{"queue": "q", "body": "", "headers": {"x": {"$timestamp": "soon"}}}\n', "bad $timestamp"),
-])
+@pytest.mark.parametrize(
+    "line, needle",
+    [
+        (b"{not json}\n", "dump.jsonl:1: invalid JSON"),
+        (b'{"queue": "q", "body": "***"}\n', "not valid base64"),
+        (b'{"queue": "q", "body": "", "properties": {"colour": 1}}\n', "unknown AMQP property 'colour'"),
+        (b'{"queue": "q", "body": "", "headers": {"x": {"$timestamp": "soon"}}}\n', "bad $timestamp"),
+    ],
+)
 def test_bad_records_are_named(line: bytes, needle: str) -> None:
     with pytest.raises(UsageError) as err:
         list(read_records(BytesIO(line), "dump.jsonl"))
@@ -59,10 +89,15 @@ def test_bad_records_are_named(line: bytes, needle: str) -> None:
 
 
 header_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.text() | st.binary()
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.text()
+    | st.binary()
     | st.decimals(allow_nan=False, allow_infinity=False, places=3)
-    | st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC))
-    .map(lambda d: d.replace(microsecond=0)),
+    | st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)).map(
+        lambda d: d.replace(microsecond=0)
+    ),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=20,
 )

@@ -5,13 +5,16 @@ from dlxtool.secrets import scrub
 from dlxtool.urls import derive_management_url, mask_any_url, parse_amqp_url
 
 
-@pytest.mark.parametrize("url, host, port, vhost, tls", [
-    ("amqp://localhost", "localhost", 5672, None, False),
-    ("amqp://localhost/", "localhost", 5672, None, False),
-    ("amqp://localhost/%2F", "localhost", 5672, "/", False),
-    ("amqps://rabbit.example/orders", "rabbit.example", 5671, "orders", True),
-    ("amqp://u:p@[::1]:5673/a%2Fb", "::1", 5673, "a/b", False),
-])
+@pytest.mark.parametrize(
+    "url, host, port, vhost, tls",
+    [
+        ("amqp://localhost", "localhost", 5672, None, False),
+        ("amqp://localhost/", "localhost", 5672, None, False),
+        ("amqp://localhost/%2F", "localhost", 5672, "/", False),
+        ("amqps://rabbit.example/orders", "rabbit.example", 5671, "orders", True),
+        ("amqp://u:p@[::1]:5673/a%2Fb", "::1", 5673, "a/b", False),
+    ],
+)
 def test_parse(url: str, host: str, port: int, vhost: str | None, tls: bool) -> None:
     parsed = parse_amqp_url(url)
     assert (parsed.host, parsed.port, parsed.vhost, parsed.tls) == (host, port, vhost, tls)
@@ -38,8 +41,7 @@ def test_bad_url_error_is_masked() -> None:
 
 def test_mask_any_url_and_scrub() -> None:
     assert mask_any_url("https://admin:pw123@m.example:15671/") == "https://admin:****@m.example:15671/"
-    assert scrub("failed for amqp://x:abc@h/ and http://y:def@k/") == \
-        "failed for amqp://x:****@h/ and http://y:****@k/"
+    assert scrub("failed for amqp://x:abc@h/ and http://y:def@k/") == "failed for amqp://x:****@h/ and http://y:****@k/"
 
 
 def test_management_url_derivation() -> None:

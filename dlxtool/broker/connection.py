@@ -124,8 +124,15 @@ def server_info(profile: BrokerProfile) -> ServerInfo:
     try:
         # pika keeps connection.start's server-properties on the underlying connection only.
         props: dict[str, Any] = conn._impl.server_properties or {}  # noqa: SLF001
-        node = next((n for n in profile.nodes if n.host == conn._impl.params.host  # noqa: SLF001
-                     and n.port == conn._impl.params.port), profile.nodes[0])  # noqa: SLF001
+        node = next(
+            (
+                n
+                for n in profile.nodes
+                if n.host == conn._impl.params.host  # noqa: SLF001
+                and n.port == conn._impl.params.port
+            ),
+            profile.nodes[0],
+        )  # noqa: SLF001
         return ServerInfo(
             version=_text(props.get("version")),
             cluster_name=_text(props.get("cluster_name")),
@@ -187,8 +194,11 @@ def _causes(exc: BaseException) -> list[BaseException]:
             continue
         seen.append(current)
         todo += [a for a in current.args if isinstance(a, BaseException)]
-        todo += [getattr(current, "exception", None)] if isinstance(getattr(current, "exception", None),
-                                                                     BaseException) else []
+        todo += (
+            [getattr(current, "exception", None)]
+            if isinstance(getattr(current, "exception", None), BaseException)
+            else []
+        )
         todo += [e for e in getattr(current, "exceptions", ()) or () if isinstance(e, BaseException)]
         if current.__cause__ is not None:
             todo.append(current.__cause__)

@@ -58,8 +58,9 @@ class QueueInfo:
 
 
 class ManagementClient:
-    def __init__(self, base_url: str, user: str, password: str, *, timeout: float = 5.0,
-                 context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self, base_url: str, user: str, password: str, *, timeout: float = 5.0, context: ssl.SSLContext | None = None
+    ) -> None:
         self.base_url = base_url.rstrip("/") + "/"
         self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         self.timeout = timeout
@@ -114,16 +115,21 @@ class ManagementClient:
         except (orjson.JSONDecodeError, AttributeError, OSError):
             detail = ""
         if exc.code == 401:
-            return ConnectError(f"management API at {self.masked_url}: authentication failed",
-                                hint="check the user and password of the broker profile")
+            return ConnectError(
+                f"management API at {self.masked_url}: authentication failed",
+                hint="check the user and password of the broker profile",
+            )
         if exc.code == 403:
-            return ConnectError(f"management API at {self.masked_url}: {method} {path} not allowed "
-                                f"({detail or 'forbidden'})",
-                                hint="the user needs the 'monitoring' or 'management' tag")
+            return ConnectError(
+                f"management API at {self.masked_url}: {method} {path} not allowed ({detail or 'forbidden'})",
+                hint="the user needs the 'monitoring' or 'management' tag",
+            )
         if exc.code == 404:
             return NotFoundError(f"management API: {path} not found")
-        return DlxtoolError(f"management API at {self.masked_url}: {method} {path} failed with "
-                            f"HTTP {exc.code} {secrets.scrub(str(detail))}")
+        return DlxtoolError(
+            f"management API at {self.masked_url}: {method} {path} failed with "
+            f"HTTP {exc.code} {secrets.scrub(str(detail))}"
+        )
 
     # -- what commands need ------------------------------------------------------------------------
 
@@ -134,12 +140,14 @@ class ManagementClient:
         try:
             raw = self.get(f"queues/{_q(vhost)}/{_q(name)}")
         except NotFoundError:
-            raise NotFoundError(f"queue {name!r} not found in vhost {vhost!r}",
-                                hint="list queues with `dlxtool queues`") from None
+            raise NotFoundError(
+                f"queue {name!r} not found in vhost {vhost!r}", hint="list queues with `dlxtool queues`"
+            ) from None
         return queue_info(raw)
 
-    def queues(self, vhost: str | None = None, *, columns: list[str] | None = None,
-               page_size: int = 500) -> list[dict[str, Any]]:
+    def queues(
+        self, vhost: str | None = None, *, columns: list[str] | None = None, page_size: int = 500
+    ) -> list[dict[str, Any]]:
         """All queues (of one vhost), fetched page by page with only the columns asked for."""
         path = f"queues/{_q(vhost)}" if vhost else "queues"
         out: list[dict[str, Any]] = []

@@ -20,6 +20,7 @@ from dlxtool.errors import DlxtoolError, ExitStatus
 COMMANDS: dict[str, str] = {
     "brokers": "dlxtool.cli.brokers:brokers",
     "completion": "dlxtool.cli.completion:completion",
+    "decode": "dlxtool.cli.decode:decode",
     "purge": "dlxtool.cli.purge:purge",
 }
 
@@ -122,8 +123,14 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 @click.option("-v", "--verbose", count=True, help="More detail on stderr.")
 @click.option("--debug", is_flag=True, envvar="DLXTOOL_DEBUG", help="Tracebacks on errors [env DLXTOOL_DEBUG=1].")
 @click.option("--no-color", is_flag=True, help="No colour (also when NO_COLOR is set).")
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
-              help="Show the versions of dlxtool and its key libraries.")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the versions of dlxtool and its key libraries.",
+)
 @click.pass_context
 def cli(ctx: click.Context, verbose: int, debug: bool, no_color: bool) -> None:
     """Peek at, decode, explain, replay and purge RabbitMQ dead letters — across named brokers.

@@ -64,8 +64,14 @@ class App:
         """The selected broker, or the named one (e.g. `--target-broker`) with the same overrides."""
         if name is not None:
             return select_profile(self.config(), broker=name, timeout=self.timeout, env=self.env)
-        return select_profile(self.config(), broker=self.broker_name, url=self.url, vhost=self.vhost,
-                              timeout=self.timeout or self.config().timeout, env=self.env)
+        return select_profile(
+            self.config(),
+            broker=self.broker_name,
+            url=self.url,
+            vhost=self.vhost,
+            timeout=self.timeout or self.config().timeout,
+            env=self.env,
+        )
 
     @contextmanager
     def connection(self, profile: BrokerProfile | None = None) -> Iterator[BlockingConnection]:
@@ -115,8 +121,10 @@ class App:
         if yes:
             return
         if not (self.stdin_is_tty() and _isatty(self.stderr)):
-            raise RefusedError(f"{question} — not confirmed: no terminal to ask on",
-                               hint="pass --yes to confirm, or --dry-run to see what would happen")
+            raise RefusedError(
+                f"{question} — not confirmed: no terminal to ask on",
+                hint="pass --yes to confirm, or --dry-run to see what would happen",
+            )
         import click
 
         if not click.confirm(question, default=False, err=True):

@@ -56,8 +56,17 @@ def list_(app: App) -> None:
     from dlxtool.render import write_table
 
     write_table(
-        [[r["name"] + (" *" if r["default"] else ""), ", ".join(r["urls"]), r["vhost"], r["user"],
-          r["password"], r["management_url"]] for r in rows],
+        [
+            [
+                r["name"] + (" *" if r["default"] else ""),
+                ", ".join(r["urls"]),
+                r["vhost"],
+                r["user"],
+                r["password"],
+                r["management_url"],
+            ]
+            for r in rows
+        ],
         ["name", "urls", "vhost", "user", "password", "management"],
         app.stdout,
     )
@@ -101,9 +110,18 @@ def check(app: App, names: tuple[str, ...], all_: bool) -> None:
         from dlxtool.render import write_table
 
         write_table(
-            [[r.broker, "yes" if r.amqp_ok else "NO", r.version or "", r.cluster_name or "",
-              f"{r.latency_ms:g} ms" if r.latency_ms is not None else "",
-              "yes" if r.management_ok else "NO", r.url] for r in results],
+            [
+                [
+                    r.broker,
+                    "yes" if r.amqp_ok else "NO",
+                    r.version or "",
+                    r.cluster_name or "",
+                    f"{r.latency_ms:g} ms" if r.latency_ms is not None else "",
+                    "yes" if r.management_ok else "NO",
+                    r.url,
+                ]
+                for r in results
+            ],
             ["broker", "amqp", "version", "cluster", "latency", "management", "url"],
             app.stdout,
         )

@@ -55,19 +55,48 @@ def queue_argument(f: F) -> F:
 
 def connection_options(f: F) -> F:
     opts = [
-        click.option("--broker", "-b", metavar="NAME", envvar="DLXTOOL_BROKER", expose_value=False,
-                     callback=_store("broker_name"), shell_complete=_complete_broker,
-                     help="Broker profile from the config file [env DLXTOOL_BROKER]."),
-        click.option("--url", metavar="URL", envvar="DLXTOOL_URL", expose_value=False,
-                     callback=_store("url"),
-                     help="Ad-hoc amqp(s):// URL; overrides the profile's nodes [env DLXTOOL_URL]."),
-        click.option("--vhost", metavar="VHOST", expose_value=False, callback=_store("vhost"),
-                     help="Virtual host (default: the profile's, else /)."),
-        click.option("--config", "config_file", metavar="FILE", envvar="DLXTOOL_CONFIG", expose_value=False,
-                     callback=_store("config_file"),
-                     help="Config file [env DLXTOOL_CONFIG; default ~/.config/dlxtool/config.toml]."),
-        click.option("--timeout", type=click.FloatRange(min=0.1), metavar="SECONDS", expose_value=False,
-                     callback=_store("timeout"), help="Connection timeout (default 5)."),
+        click.option(
+            "--broker",
+            "-b",
+            metavar="NAME",
+            envvar="DLXTOOL_BROKER",
+            expose_value=False,
+            callback=_store("broker_name"),
+            shell_complete=_complete_broker,
+            help="Broker profile from the config file [env DLXTOOL_BROKER].",
+        ),
+        click.option(
+            "--url",
+            metavar="URL",
+            envvar="DLXTOOL_URL",
+            expose_value=False,
+            callback=_store("url"),
+            help="Ad-hoc amqp(s):// URL; overrides the profile's nodes [env DLXTOOL_URL].",
+        ),
+        click.option(
+            "--vhost",
+            metavar="VHOST",
+            expose_value=False,
+            callback=_store("vhost"),
+            help="Virtual host (default: the profile's, else /).",
+        ),
+        click.option(
+            "--config",
+            "config_file",
+            metavar="FILE",
+            envvar="DLXTOOL_CONFIG",
+            expose_value=False,
+            callback=_store("config_file"),
+            help="Config file [env DLXTOOL_CONFIG; default ~/.config/dlxtool/config.toml].",
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(min=0.1),
+            metavar="SECONDS",
+            expose_value=False,
+            callback=_store("timeout"),
+            help="Connection timeout (default 5).",
+        ),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -76,7 +105,12 @@ def connection_options(f: F) -> F:
 
 def format_option(f: F, formats: tuple[str, ...] = FORMATS) -> F:
     return click.option(
-        "--format", "-f", "fmt", type=click.Choice(formats), expose_value=False, callback=_store("fmt"),
+        "--format",
+        "-f",
+        "fmt",
+        type=click.Choice(formats),
+        expose_value=False,
+        callback=_store("fmt"),
         help="Output format (default: table on a terminal, JSON when piped).",
     )(f)
 

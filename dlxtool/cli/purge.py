@@ -40,10 +40,14 @@ def purge(app: App, queue: str, yes: bool, dry_run: bool) -> None:
             app.warn(state.note)
         check_purgeable(state)
         unacked = "unknown" if state.unacked is None else state.unacked
-        app.info(f"{queue}: {state.ready} ready, {unacked} unacked, {state.consumers} consumers "
-                 f"(broker {profile.name}, vhost {profile.vhost})")
-        app.info(f"note: messages held unacked by consumers ({unacked}) are not purged; they come back "
-                 "if those consumers reject them or disconnect")
+        app.info(
+            f"{queue}: {state.ready} ready, {unacked} unacked, {state.consumers} consumers "
+            f"(broker {profile.name}, vhost {profile.vhost})"
+        )
+        app.info(
+            f"note: messages held unacked by consumers ({unacked}) are not purged; they come back "
+            "if those consumers reject them or disconnect"
+        )
         if dry_run:
             _report(app, {**state.to_json(), "purged": 0, "would_purge": state.ready, "dry_run": True})
             return

@@ -38,8 +38,9 @@ class BrokerCheck:
 
 
 def check_broker(profile: BrokerProfile) -> BrokerCheck:
-    result = BrokerCheck(broker=profile.name, url=", ".join(profile.masked_urls()),
-                         management_url=profile.management_url)
+    result = BrokerCheck(
+        broker=profile.name, url=", ".join(profile.masked_urls()), management_url=profile.management_url
+    )
     try:
         profile.password()
     except ConfigError as exc:

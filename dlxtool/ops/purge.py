@@ -19,8 +19,13 @@ class QueueState:
     note: str | None = None  # e.g. which check could not be made
 
     def to_json(self) -> dict[str, Any]:
-        return {"queue": self.name, "type": self.type, "ready": self.ready, "unacked": self.unacked,
-                "consumers": self.consumers}
+        return {
+            "queue": self.name,
+            "type": self.type,
+            "ready": self.ready,
+            "unacked": self.unacked,
+            "consumers": self.consumers,
+        }
 
 
 def queue_state(channel: Any, mgmt: ManagementClient | None, vhost: str, queue: str) -> QueueState:
@@ -47,15 +52,18 @@ def passive_declare(channel: Any, queue: str, vhost: str) -> Any:
         return channel.queue_declare(queue, passive=True).method
     except pe.ChannelClosedByBroker as exc:
         if exc.reply_code == 404:
-            raise NotFoundError(f"queue {queue!r} not found in vhost {vhost!r}",
-                                hint="list queues with `dlxtool queues`") from None
+            raise NotFoundError(
+                f"queue {queue!r} not found in vhost {vhost!r}", hint="list queues with `dlxtool queues`"
+            ) from None
         raise
 
 
 def check_purgeable(state: QueueState) -> None:
     if state.type == "stream":
-        raise RefusedError(f"{state.name!r} is a stream: streams cannot be purged",
-                           hint="streams are trimmed by retention (x-max-length-bytes, x-max-age), not purged")
+        raise RefusedError(
+            f"{state.name!r} is a stream: streams cannot be purged",
+            hint="streams are trimmed by retention (x-max-length-bytes, x-max-age), not purged",
+        )
 
 
 def purge(channel: Any, queue: str) -> int:

@@ -88,8 +88,7 @@ def build_sources(work: Path) -> list[Path]:
         out.write_bytes(fds.SerializeToString())
         sets.append(out)
     print(
-        f"schemas: {n} .proto files (googleapis-common-protos, grpc-google-iam-v1) + "
-        f"{', '.join(p.name for p in sets)}",
+        f"schemas: {n} .proto files (googleapis-common-protos, grpc-google-iam-v1) + {', '.join(p.name for p in sets)}",
         file=sys.stderr,
     )
     return [proto_root, *sets]
@@ -190,10 +189,7 @@ class Generator:
         for f in d.fields:
             if not f.is_required and self.rng.random() > self.fill:
                 continue
-            if (
-                f.type in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP)
-                and depth >= self.max_depth
-            ):
+            if f.type in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP) and depth >= self.max_depth:
                 continue
             if f.is_repeated:
                 if f.message_type is not None and f.message_type.GetOptions().map_entry:
@@ -341,9 +337,7 @@ def unknown_count(cls, payload: bytes) -> int:  # noqa: ANN001
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lines", type=int, default=100_000, help="log lines to decode (default 100000)")
-    ap.add_argument(
-        "--naive-lines", type=int, default=300, help="lines for the slow naive loop (default 300)"
-    )
+    ap.add_argument("--naive-lines", type=int, default=300, help="lines for the slow naive loop (default 300)")
     ap.add_argument("--per-type", type=int, default=4, help="distinct random messages per type (default 4)")
     ap.add_argument("--seed", type=int, default=4)
     ap.add_argument("--json", action="store_true", help="print the figures as JSON on stdout")

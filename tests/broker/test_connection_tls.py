@@ -19,8 +19,26 @@ def untrusted_tls_port(tmp_path: Path):
     if shutil.which("openssl") is None:
         pytest.fail("openssl is needed to make a test certificate")
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-                    "/CN=localhost", "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)
     server = socket.socket()
@@ -59,8 +77,10 @@ def test_untrusted_certificate_is_refused_clearly(run, untrusted_tls_port) -> No
 def test_verify_off_gets_past_tls(run, untrusted_tls_port, tmp_path: Path) -> None:
     port, _cert = untrusted_tls_port
     cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[brokers.insecure]\nurl = "amqps://guest@localhost:{port}/"\npassword = "guest"\n'
-                   '[brokers.insecure.tls]\nverify = false\n')
+    cfg.write_text(
+        f'[brokers.insecure]\nurl = "amqps://guest@localhost:{port}/"\npassword = "guest"\n'
+        "[brokers.insecure.tls]\nverify = false\n"
+    )
     result = run("brokers", "check", "insecure", "--config", str(cfg), "--timeout", "2", "--format", "table")
     assert result.exit_code == 3
     assert "TLS certificate verification failed" not in result.stderr  # it got further: the server hung up
@@ -69,9 +89,12 @@ def test_verify_off_gets_past_tls(run, untrusted_tls_port, tmp_path: Path) -> No
 def test_trusting_the_ca_gets_past_verification(run, untrusted_tls_port, tmp_path: Path) -> None:
     port, cert = untrusted_tls_port
     cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[brokers.pinned]\nurl = "amqps://guest@localhost:{port}/"\npassword_env = "PW"\n'
-                   f'[brokers.pinned.tls]\nca = "{cert}"\n')
-    result = run("brokers", "check", "pinned", "--config", str(cfg), "--timeout", "2", "--format", "table",
-                 env={"PW": "guest"})
+    cfg.write_text(
+        f'[brokers.pinned]\nurl = "amqps://guest@localhost:{port}/"\npassword_env = "PW"\n'
+        f'[brokers.pinned.tls]\nca = "{cert}"\n'
+    )
+    result = run(
+        "brokers", "check", "pinned", "--config", str(cfg), "--timeout", "2", "--format", "table", env={"PW": "guest"}
+    )
     assert result.exit_code == 3
     assert "verification failed" not in result.stderr

@@ -23,9 +23,20 @@ HEADERS = {
     "array": ["a", 1, TS, None, {"k": "v"}],
     "tag-lookalike": {"$bytes": "not really"},
 }
-PROPS = dict(content_type="application/x-protobuf", content_encoding="identity", delivery_mode=2, priority=3,
-             correlation_id="corr-1", reply_to="replies", expiration="600000", message_id="m-1",
-             timestamp=1763721005, type="shop.orders.v1.OrderPlaced", app_id="orders-svc", cluster_id="c1")
+PROPS = dict(
+    content_type="application/x-protobuf",
+    content_encoding="identity",
+    delivery_mode=2,
+    priority=3,
+    correlation_id="corr-1",
+    reply_to="replies",
+    expiration="600000",
+    message_id="m-1",
+    timestamp=1763721005,
+    type="shop.orders.v1.OrderPlaced",
+    app_id="orders-svc",
+    cluster_id="c1",
+)
 
 
 def get_one(broker, queue: str) -> MessageRecord:

@@ -27,9 +27,12 @@ def test_check_local_broker_answers_on_both_halves(run, broker) -> None:
 
 
 def test_list_masks_passwords_and_warns_about_literals(run, broker, tmp_path) -> None:
-    cfg = config(tmp_path, broker.config_toml("envpw") + broker.config_toml("literal").replace(
-        'password_env = "DLXTOOL_TEST_PASSWORD"', 'password = "Very-Secret-99"')
-        + '[brokers.inurl]\nurl = "amqp://u:Also-Secret-77@h:5672/"\n')
+    cfg = config(
+        tmp_path,
+        broker.config_toml("envpw")
+        + broker.config_toml("literal").replace('password_env = "DLXTOOL_TEST_PASSWORD"', 'password = "Very-Secret-99"')
+        + '[brokers.inurl]\nurl = "amqp://u:Also-Secret-77@h:5672/"\n',
+    )
     result = run("brokers", "list", "--config", cfg, "--format", "json")
     assert result.exit_code == 0
     rows = {r["name"]: r for r in json.loads(result.stdout)}
@@ -43,10 +46,14 @@ def test_list_masks_passwords_and_warns_about_literals(run, broker, tmp_path) ->
 
 
 def test_check_all_in_parallel_with_one_dead_broker(run, broker, tmp_path) -> None:
-    cfg = config(tmp_path, broker.config_toml("good") + '[brokers.dead]\nurl = "amqp://guest@127.0.0.1:1/"\n'
-                 'management_url = "http://127.0.0.1:1/"\n')
-    result = run("brokers", "check", "--all", "--config", cfg, "--format", "json",
-                 env={"DLXTOOL_TEST_PASSWORD": PASSWORD})
+    cfg = config(
+        tmp_path,
+        broker.config_toml("good") + '[brokers.dead]\nurl = "amqp://guest@127.0.0.1:1/"\n'
+        'management_url = "http://127.0.0.1:1/"\n',
+    )
+    result = run(
+        "brokers", "check", "--all", "--config", cfg, "--format", "json", env={"DLXTOOL_TEST_PASSWORD": PASSWORD}
+    )
     assert result.exit_code == 3
     rows = {r["broker"]: r for r in json.loads(result.stdout)}
     assert rows["good"]["ok"] is True
@@ -55,8 +62,17 @@ def test_check_all_in_parallel_with_one_dead_broker(run, broker, tmp_path) -> No
 
 def test_management_down_says_which_half_failed(run, broker, tmp_path) -> None:
     cfg = config(tmp_path, broker.config_toml("nomgmt").replace(broker.management_url, "http://127.0.0.1:1/"))
-    result = run("brokers", "check", "--config", cfg, "--broker", "nomgmt", "--format", "table",
-                 env={"DLXTOOL_TEST_PASSWORD": PASSWORD})
+    result = run(
+        "brokers",
+        "check",
+        "--config",
+        cfg,
+        "--broker",
+        "nomgmt",
+        "--format",
+        "table",
+        env={"DLXTOOL_TEST_PASSWORD": PASSWORD},
+    )
     assert result.exit_code == 5
     assert "management API" in result.stderr and "not reachable" in result.stderr
     assert "nomgmt" in result.stdout and "yes" in result.stdout  # AMQP half still works
@@ -64,8 +80,17 @@ def test_management_down_says_which_half_failed(run, broker, tmp_path) -> None:
 
 def test_wrong_password_is_exit_3_and_never_printed(run, broker, tmp_path) -> None:
     cfg = config(tmp_path, broker.config_toml("test"))
-    result = run("brokers", "check", "--config", cfg, "--broker", "test", "--format", "json",
-                 env={"DLXTOOL_TEST_PASSWORD": "Wrong-Pass-4242"})
+    result = run(
+        "brokers",
+        "check",
+        "--config",
+        cfg,
+        "--broker",
+        "test",
+        "--format",
+        "json",
+        env={"DLXTOOL_TEST_PASSWORD": "Wrong-Pass-4242"},
+    )
     assert result.exit_code == 3
     row = json.loads(result.stdout)[0]
     assert "authentication failed" in row["amqp_error"]
@@ -91,8 +116,9 @@ def test_silent_host_times_out_with_a_clear_message(run) -> None:
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     try:
-        result = run("brokers", "check", "--url", f"amqp://guest:guest@127.0.0.1:{port}/", "--timeout", "0.5",
-                     "--format", "json")
+        result = run(
+            "brokers", "check", "--url", f"amqp://guest:guest@127.0.0.1:{port}/", "--timeout", "0.5", "--format", "json"
+        )
     finally:
         stop.set()
         thread.join()
@@ -104,8 +130,9 @@ def test_silent_host_times_out_with_a_clear_message(run) -> None:
 @pytest.mark.second_broker
 def test_check_two_brokers(run, broker, second_broker, tmp_path) -> None:
     cfg = config(tmp_path, broker.config_toml("one") + second_broker.config_toml("two"))
-    result = run("brokers", "check", "one", "two", "--config", cfg, "--format", "json",
-                 env={"DLXTOOL_TEST_PASSWORD": PASSWORD})
+    result = run(
+        "brokers", "check", "one", "two", "--config", cfg, "--format", "json", env={"DLXTOOL_TEST_PASSWORD": PASSWORD}
+    )
     assert result.exit_code == 0, result.stderr
     rows = {r["broker"]: r for r in json.loads(result.stdout)}
     assert rows["one"]["url"].endswith(f":{broker.amqp_port}/") or str(broker.amqp_port) in rows["one"]["url"]

@@ -6,7 +6,10 @@ import sys
 def complete(words: str, env: dict[str, str]) -> list[str]:
     parts = words.split(" ")
     proc = subprocess.run(
-        [sys.executable, "-m", "dlxtool"], capture_output=True, text=True, timeout=30,
+        [sys.executable, "-m", "dlxtool"],
+        capture_output=True,
+        text=True,
+        timeout=30,
         env={**env, "COMP_WORDS": words, "COMP_CWORD": str(len(parts) - 1), "_DLXTOOL_COMPLETE": "bash_complete"},
     )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr

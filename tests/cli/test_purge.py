@@ -28,8 +28,9 @@ def test_purge_reports_count_and_leaves_unacked(run, broker, qname) -> None:
         ch.queue_declare(qname)
     broker.publish(qname, [b"1", b"2", b"3", b"4"])
     # A consumer holds one message unacked: queue.purge must not (and cannot) take it.
-    holder = pika.BlockingConnection(pika.ConnectionParameters(
-        broker.host, broker.amqp_port, broker.vhost, pika.PlainCredentials("guest", "guest")))
+    holder = pika.BlockingConnection(
+        pika.ConnectionParameters(broker.host, broker.amqp_port, broker.vhost, pika.PlainCredentials("guest", "guest"))
+    )
     try:
         hch = holder.channel()
         method, _, body = hch.basic_get(qname, auto_ack=False)

@@ -10,9 +10,7 @@ from hypothesis import strategies as st
 from proto_registry import HIGH_CONFIDENCE, Registry
 from tests.proto_registry.helpers import order_cancelled, order_placed
 
-SETTINGS = settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @SETTINGS
@@ -33,9 +31,7 @@ def test_identify_never_raises_on_random_bytes(registry: Registry, data: bytes) 
 def test_mutated_real_payloads(registry: Registry, data: st.DataObject) -> None:
     base = data.draw(st.sampled_from([order_placed(registry), order_cancelled(registry)]))
     cut = data.draw(st.integers(0, len(base)))
-    flips = data.draw(
-        st.lists(st.tuples(st.integers(0, max(len(base) - 1, 0)), st.integers(0, 255)), max_size=4)
-    )
+    flips = data.draw(st.lists(st.tuples(st.integers(0, max(len(base) - 1, 0)), st.integers(0, 255)), max_size=4))
     mutated = bytearray(base[:cut] if data.draw(st.booleans()) else base)
     for pos, value in flips:
         if pos < len(mutated):

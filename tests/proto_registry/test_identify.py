@@ -41,9 +41,7 @@ def test_closed_enum_and_required_fields(registry: Registry) -> None:
 
 def test_indistinguishable_payload_is_flagged_with_equivalents(registry: Registry) -> None:
     # order_id + customer_id only: OrderPlaced, OrderCancelled, ... all read it cleanly.
-    data = registry.message_class("shop.orders.v1.OrderCancelled")(
-        order_id="o-1", customer_id="c"
-    ).SerializeToString()
+    data = registry.message_class("shop.orders.v1.OrderCancelled")(order_id="o-1", customer_id="c").SerializeToString()
     res = registry.identify(data)
     assert res.ambiguous
     assert "shop.orders.v1.OrderCancelled" in res.equivalent
@@ -100,9 +98,7 @@ def test_invalid_utf8_in_string_field(registry: Registry) -> None:
     ],
 )
 def test_hints_pick_among_equivalents(registry: Registry, hints: Hints) -> None:
-    data = registry.message_class("shop.orders.v1.OrderCancelled")(
-        order_id="o-1", customer_id="c"
-    ).SerializeToString()
+    data = registry.message_class("shop.orders.v1.OrderCancelled")(order_id="o-1", customer_id="c").SerializeToString()
     res = registry.identify(data, hints)
     assert res.best is not None and res.best.type == "shop.orders.v1.OrderCancelled"
     assert res.source == "hint" and not res.ambiguous and res.best.hinted

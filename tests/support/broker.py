@@ -32,17 +32,26 @@ class BrokerEnv:
         return f"http://{self.host}:{self.http_port}/"
 
     def config_toml(self, name: str = "test", **extra: str) -> str:
-        lines = [f"[brokers.{name}]", f'url = "amqp://guest@{self.host}:{self.amqp_port}/"',
-                 f'vhost = "{self.vhost}"', 'password_env = "DLXTOOL_TEST_PASSWORD"',
-                 f'management_url = "{self.management_url}"']
+        lines = [
+            f"[brokers.{name}]",
+            f'url = "amqp://guest@{self.host}:{self.amqp_port}/"',
+            f'vhost = "{self.vhost}"',
+            'password_env = "DLXTOOL_TEST_PASSWORD"',
+            f'management_url = "{self.management_url}"',
+        ]
         lines += [f"{k} = {v}" for k, v in extra.items()]
         return "\n".join(lines) + "\n"
 
     @contextmanager
     def channel(self) -> Iterator[Any]:
-        conn = pika.BlockingConnection(pika.ConnectionParameters(
-            host=self.host, port=self.amqp_port, virtual_host=self.vhost,
-            credentials=pika.PlainCredentials("guest", "guest")))
+        conn = pika.BlockingConnection(
+            pika.ConnectionParameters(
+                host=self.host,
+                port=self.amqp_port,
+                virtual_host=self.vhost,
+                credentials=pika.PlainCredentials("guest", "guest"),
+            )
+        )
         try:
             ch = conn.channel()
             ch.confirm_delivery()
@@ -51,12 +60,20 @@ class BrokerEnv:
             if conn.is_open:
                 conn.close()
 
-    def publish(self, queue: str, bodies: list[bytes], *, exchange: str = "", routing_key: str | None = None,
-                properties: pika.BasicProperties | None = None) -> None:
+    def publish(
+        self,
+        queue: str,
+        bodies: list[bytes],
+        *,
+        exchange: str = "",
+        routing_key: str | None = None,
+        properties: pika.BasicProperties | None = None,
+    ) -> None:
         with self.channel() as ch:
             for body in bodies:
-                ch.basic_publish(exchange, queue if routing_key is None else routing_key, body,
-                                 properties=properties, mandatory=True)
+                ch.basic_publish(
+                    exchange, queue if routing_key is None else routing_key, body, properties=properties, mandatory=True
+                )
 
     def drain(self, queue: str) -> list[tuple[Any, Any, bytes]]:
         """Take every message out of a queue (acked): [(method, properties, body)]."""
@@ -103,8 +120,7 @@ class BrokerEnv:
 def open_vhost(host: str, amqp_port: int, http_port: int, vhost: str) -> Iterator[BrokerEnv]:
     mgmt = ManagementClient(f"http://{host}:{http_port}/", "guest", "guest", timeout=30)
     mgmt.request("PUT", f"vhosts/{quote(vhost, safe='')}", {})
-    mgmt.request("PUT", f"permissions/{quote(vhost, safe='')}/guest",
-                 {"configure": ".*", "write": ".*", "read": ".*"})
+    mgmt.request("PUT", f"permissions/{quote(vhost, safe='')}/guest", {"configure": ".*", "write": ".*", "read": ".*"})
     try:
         yield BrokerEnv(host=host, amqp_port=amqp_port, http_port=http_port, vhost=vhost, mgmt=mgmt)
     finally:
