@@ -22,7 +22,7 @@ from proto_registry.result import EMPTY, MALFORMED, MATCH, NO_MATCH, Identificat
 from proto_registry.score import PayloadScan
 
 MEMO_SIZE = 4096
-MEMO_MAX_BYTES = 64 * 1024
+MEMO_MAX_BYTES = 8 * 1024  # with MEMO_SIZE entries: at most 32 MiB held
 MIN_SCORE = 0.5  # below this share of explained bytes, a type is not a match
 MAX_EQUIVALENT = 10  # names listed; the count covers them all
 EVIDENCE_BASE = 0.5
