@@ -20,6 +20,7 @@ from dlxtool.errors import DlxtoolError, ExitStatus
 COMMANDS: dict[str, str] = {
     "brokers": "dlxtool.cli.brokers:brokers",
     "completion": "dlxtool.cli.completion:completion",
+    "decode": "dlxtool.cli.decode:decode",
     "dump": "dlxtool.cli.dump:dump",
     "history": "dlxtool.cli.history:history",
     "peek": "dlxtool.cli.peek:peek",

@@ -1,0 +1,216 @@
+"""`dlxtool decode [FILE ...]`: find protobuf payloads in log lines and decode them, type found automatically."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+from dlxtool import render
+from dlxtool.cli.app import App
+from dlxtool.cli.options import connection_options, format_option
+from dlxtool.errors import NotFoundError
+
+DECODE_FORMATS = (*render.FORMATS, "text")
+
+
+def _format_option(f: Any) -> Any:
+    return format_option(f, DECODE_FORMATS)
+
+
+@click.command()
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True, path_type=str))
+@click.option(
+    "--proto-path",
+    "-I",
+    "proto_paths",
+    multiple=True,
+    metavar="PATH",
+    help="Directory of .proto files or descriptor set (.desc/.binpb/.pb); repeatable. "
+    "Also $DLXTOOL_PROTO_PATH (os.pathsep-separated) and proto_paths in the config.",
+)
+@click.option("--type", "-t", "type_name", metavar="TYPE", help="Decode as this message type (no guessing).")
+@click.option("--raw", is_flag=True, help="Schema-less decoding (field numbers and wire types) only.")
+@click.option(
+    "--top",
+    type=click.IntRange(min=0),
+    default=0,
+    metavar="K",
+    help="Also show the K best-ranked types with their scores.",
+)
+@click.option(
+    "--input",
+    "input_kind",
+    type=click.Choice(["lines", "base64", "hex", "binary"]),
+    default="lines",
+    show_default=True,
+    help="Log lines with payloads inside, or each input is one whole payload.",
+)
+@click.option("--passthrough", is_flag=True, help="Also output lines that hold no payload.")
+@click.option("--no-bundled", is_flag=True, help="Do not load the schemas bundled with dlxtool.")
+@_format_option
+@connection_options
+@click.pass_obj
+def decode(
+    app: App,
+    files: tuple[str, ...],
+    proto_paths: tuple[str, ...],
+    type_name: str | None,
+    raw: bool,
+    top: int,
+    input_kind: str,
+    passthrough: bool,
+    no_bundled: bool,
+) -> None:
+    """Decode protobuf payloads found in FILEs (or stdin) — base64 in logs, hex, b'..', <<..>>.
+
+    Each line is searched for a payload (bare or URL-safe base64, JSON and
+    logfmt values, quoted strings, Python b'\\x0a..' literals, Elixir
+    <<10, 3, ..>> binaries, hex); the candidate that decodes best wins and
+    the message type is identified among every registered type. Results
+    stream one per payload (flushed per line, so `tail -f` works).
+
+    JSON output (default when piped): source, line, span, encoding, status,
+    type, confidence, ambiguous + alternatives, message (protobuf JSON
+    mapping), raw (schema-less) when no type fits, or error.
+
+    \b
+    Examples:
+      tail -f app.log | dlxtool decode
+      dlxtool decode app.log -I ./protos --format table
+      dlxtool decode --input base64 body.b64 --format text --top 3
+      echo 'payload=CgNvLTE=' | dlxtool decode --type shop.orders.v1.OrderCancelled
+    """
+    from dlxtool import decoding
+
+    fmt = app.output_format("jsonl")
+    paths = decoding.proto_paths(proto_paths, _config_proto_paths(app))
+    registry = decoding.load_registry(paths, include_defaults=not no_bundled)
+    app.debug_log(f"decode: {len(registry)} message types from {len(paths)} proto path(s) and the bundled schemas")
+    options: dict[str, Any] = {"type_name": type_name, "raw": raw, "top": top, "want_text": fmt == "text"}
+    sink = _Sink(app, fmt)
+    for name in files or ("-",):
+        with _open(app, name) as stream:
+            if input_kind == "lines":
+                lines = _text_lines(stream)
+                outcomes = decoding.decode_lines(registry, lines, source=name, passthrough=passthrough, **options)
+                for outcome in outcomes:
+                    sink.write(outcome)
+            else:
+                sink.write(decoding.decode_whole_input(registry, stream.read(), input_kind, source=name, **options))
+    sink.close()
+
+
+def _config_proto_paths(app: App) -> list[str]:
+    """proto_paths of the config file, plus the selected broker profile's when one is named."""
+    config = app.config()
+    paths = list(config.proto_paths)
+    if app.broker_name or app.url:
+        paths += list(app.profile().proto_paths)
+    return paths
+
+
+class _open:
+    """Open FILE ('-' = stdin) for binary reading, with a dlxtool error when it cannot be read."""
+
+    def __init__(self, app: App, name: str) -> None:
+        self.app, self.name, self.fh = app, name, None
+
+    def __enter__(self) -> IO[bytes]:
+        if self.name == "-":
+            stdin = self.app.stdin
+            return getattr(stdin, "buffer", stdin)
+        try:
+            self.fh = Path(self.name).open("rb")
+        except OSError as exc:
+            raise NotFoundError(f"cannot read {self.name}: {exc.strerror}", hint="check the file name") from exc
+        return self.fh
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fh is not None:
+            self.fh.close()
+
+
+def _text_lines(stream: IO[Any]) -> Iterator[str]:
+    """Lines as text whatever the bytes (invalid UTF-8 kept as escapes), read as they arrive."""
+    for line in iter(stream.readline, b"" if _is_binary(stream) else ""):
+        yield line.decode("utf-8", "surrogateescape") if isinstance(line, bytes) else line
+
+
+def _is_binary(stream: IO[Any]) -> bool:
+    return not hasattr(stream, "encoding") or "b" in getattr(stream, "mode", "")
+
+
+class _Sink:
+    """Renders outcomes: jsonl streams, json collects one array, table/text stream rows for people."""
+
+    def __init__(self, app: App, fmt: str) -> None:
+        self.app, self.fmt = app, fmt
+        self.items: list[dict[str, Any]] = []
+        self.count = 0
+
+    def write(self, outcome: Any) -> None:
+        self.count += outcome.decoded is not None
+        out = self.app.stdout
+        if self.fmt == "jsonl":
+            render.write_json_line(outcome.to_dict(), out)
+        elif self.fmt == "json":
+            self.items.append(outcome.to_dict())
+        elif self.fmt == "text":
+            out.write(_text_block(outcome) + "\n")
+            out.flush()
+        else:
+            out.write(_table_row(outcome) + "\n")
+            out.flush()
+
+    def close(self) -> None:
+        if self.fmt == "json":
+            self.app.emit_json(self.items, "json")
+        if not self.count:
+            self.app.info("decode: no payload found")
+
+
+def _where(outcome: Any) -> str:
+    return f"{outcome.source}:{outcome.line}"
+
+
+def _summary(decoded: Any) -> str:
+    if decoded.type:
+        text = f"{decoded.type} ({decoded.confidence:.2f}"
+        if decoded.ambiguous:
+            alts = decoded.alternatives[:3]
+            more = decoded.alternatives_count - len(alts)
+            text += ", ambiguous with " + ", ".join(alts) + (f" +{more}" if more > 0 else "")
+        return text + ")"
+    return {"no_match": "no registered type fits", "malformed": "not protobuf", "raw": "schema-less"}.get(
+        decoded.status, decoded.status
+    )
+
+
+def _table_row(outcome: Any) -> str:
+    decoded = outcome.decoded
+    if decoded is None:
+        return f"{_where(outcome)}  -  {render.safe_text(outcome.text_line or '')}"
+    body: Any = decoded.message if decoded.message is not None else decoded.raw
+    shown = render.truncate(render.safe_text(render.dumps(body).decode()), 160) if body is not None else ""
+    if decoded.error:
+        shown = f"error: {decoded.error}"
+    row = f"{_where(outcome)}  {render.safe_text(_summary(decoded))}  {shown}"
+    for m in decoded.top:
+        row += f"\n    {m['score']:.3f} {m['confidence']:.3f} {m['type']}"
+    return row
+
+
+def _text_block(outcome: Any) -> str:
+    decoded = outcome.decoded
+    if decoded is None:
+        return f"# {_where(outcome)}: no payload\n"
+    head = f"# {_where(outcome)}: {_summary(decoded)}"
+    for m in decoded.top:
+        head += f"\n#   {m['score']:.3f} {m['confidence']:.3f} {m['type']}"
+    if decoded.error:
+        head += f"\n# error: {decoded.error}"
+    body = decoded.text if decoded.text is not None else ""
+    return head + "\n" + render.safe_text(body, keep_newlines=True)

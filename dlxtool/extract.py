@@ -1,0 +1,196 @@
+"""Find binary payloads inside log lines. Pure logic: no click, no registry.
+
+:func:`candidates` yields every plausible payload of a line (bare base64 std/URL-safe with or
+without padding and with ``\\/`` JSON escapes, hex strings, Python ``b'...'`` literals, Elixir
+``<<10, 3, ...>>`` binaries, ``\\x0a`` escape runs), each with its span in the line and the key it
+was the value of (JSON ``"key": "..."``, logfmt ``key=...``), if any. :func:`best` picks the
+candidate that a caller-supplied rating (e.g. "how well does it decode") likes most.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import binascii
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
+
+MIN_BASE64 = 8  # characters
+MIN_HEX = 8  # characters
+MAX_LINE = 4 * 1024 * 1024  # longer lines are cut (a log line this long is already a problem)
+
+# Keys whose values are payloads more often than not.
+PAYLOAD_KEYS = frozenset({"body", "payload", "data", "bytes", "raw", "blob", "proto", "protobuf", "content", "value"})
+
+_B64 = re.compile(r"(?<![A-Za-z0-9+/_\-\\])(?:[A-Za-z0-9+/_\-]|\\/)+={0,2}(?![A-Za-z0-9+/_\-=])")
+_HEX0X = re.compile(r"\b0x((?:[0-9a-fA-F]{2})+)\b")
+_PYBYTES = re.compile(r"""\bb(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")""")
+_ELIXIR = re.compile(r"<<\s*(\d{1,3}(?:\s*,\s*\d{1,3})*)\s*(?:,\s*\.\.\.\s*)?>>")
+_XESC = re.compile(r"(?:\\x[0-9a-fA-F]{2}|\\[nrt0]){4,}")
+# Identifiers and words (delivery_tag, dead-lettered, OrderPlaced) are valid base64 by accident.
+_WORDLIKE = re.compile(r"[a-z]+(?:[_\-.][a-z]+)*|(?:[A-Z][a-z]+)+|[A-Z]+(?:_[A-Z]+)*")
+MAX_WORD = 24
+_KEY_BEFORE = re.compile(r"""["']?([A-Za-z_][\w.\-]*)["']?\s*(?::|=)\s*["']?\s*$""")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    start: int  # span of the encoded text in the line
+    end: int
+    encoding: str  # base64 | base64url | hex | python-bytes | elixir-binary | escaped
+    data: bytes
+    key: str | None = None  # the JSON/logfmt key it is the value of
+
+    @property
+    def strong(self) -> bool:
+        """Unmistakably meant as binary data (not a word that happens to be valid base64)."""
+        if self.encoding in ("python-bytes", "elixir-binary", "escaped"):
+            return True
+        return bool(self.key and _is_payload_key(self.key))
+
+
+def _is_payload_key(key: str) -> bool:
+    return key.rsplit(".", 1)[-1].lower() in PAYLOAD_KEYS
+
+
+def candidates(line: str) -> list[Candidate]:
+    """Every plausible payload in ``line``, in order of appearance, duplicates removed."""
+    if len(line) > MAX_LINE:
+        line = line[:MAX_LINE]
+    found: list[Candidate] = []
+    taken: list[tuple[int, int]] = []
+    for cand in _literal_candidates(line):
+        found.append(cand)
+        taken.append((cand.start, cand.end))
+    for cand in _token_candidates(line):
+        if any(a <= cand.start and cand.end <= b for a, b in taken):
+            continue
+        found.append(cand)
+    seen: set[bytes] = set()
+    out: list[Candidate] = []
+    for cand in sorted(found, key=lambda c: (c.start, -c.end)):
+        if cand.data and cand.data not in seen:
+            seen.add(cand.data)
+            out.append(cand)
+    return out
+
+
+def _literal_candidates(line: str) -> Iterator[Candidate]:
+    if "b'" in line or 'b"' in line:
+        for m in _PYBYTES.finditer(line):
+            try:
+                value = ast.literal_eval(m.group())
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                continue
+            if isinstance(value, bytes):
+                yield Candidate(m.start(), m.end(), "python-bytes", value, _key_before(line, m.start()))
+    if "<<" in line:
+        for m in _ELIXIR.finditer(line):
+            numbers = [int(x) for x in m.group(1).split(",")]
+            if all(n < 256 for n in numbers):
+                yield Candidate(m.start(), m.end(), "elixir-binary", bytes(numbers), _key_before(line, m.start()))
+    if "\\x" in line:
+        for m in _XESC.finditer(line):
+            if _inside_pybytes(line, m.start()):
+                continue
+            data = _unescape(m.group())
+            if data is not None:
+                yield Candidate(m.start(), m.end(), "escaped", data, _key_before(line, m.start()))
+
+
+def _inside_pybytes(line: str, pos: int) -> bool:
+    return any(m.start() < pos < m.end() for m in _PYBYTES.finditer(line))
+
+
+def _unescape(text: str) -> bytes | None:
+    try:
+        return ast.literal_eval("b'" + text.replace("'", "\\'") + "'")
+    except (ValueError, SyntaxError):
+        return None
+
+
+def _token_candidates(line: str) -> Iterator[Candidate]:
+    for m in _HEX0X.finditer(line):
+        if len(m.group(1)) >= MIN_HEX:
+            yield Candidate(m.start(), m.end(), "hex", bytes.fromhex(m.group(1)), _key_before(line, m.start()))
+    for m in _B64.finditer(line):
+        token = m.group()
+        if len(token) < MAX_WORD and _WORDLIKE.fullmatch(token):
+            continue
+        key = None
+        if len(token) < MIN_BASE64:
+            # Tiny payloads only count as the value of a payload-like key (body=EAE=).
+            key = _key_before(line, m.start())
+            if not (key and _is_payload_key(key)):
+                continue
+        text = token.replace("\\/", "/")
+        if len(text) >= MIN_HEX and len(text) % 2 == 0 and _is_hex(text):
+            key = _key_before(line, m.start())
+            yield Candidate(m.start(), m.end(), "hex", bytes.fromhex(text), key)
+        decoded = decode_base64(text)
+        if decoded is not None:
+            data, encoding = decoded
+            if key is None:
+                key = _key_before(line, m.start())
+            yield Candidate(m.start(), m.end(), encoding, data, key)
+
+
+_HEXCHARS = frozenset("0123456789abcdefABCDEF")
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in _HEXCHARS for c in text)
+
+
+def decode_base64(text: str) -> tuple[bytes, str] | None:
+    """Decode standard or URL-safe base64, padding optional; ``None`` if it is not base64."""
+    body = text.rstrip("=")
+    if len(body) % 4 == 1 or not body:
+        return None
+    url = "-" in body or "_" in body
+    if url and ("+" in body or "/" in body):
+        return None
+    padded = body + "=" * (-len(body) % 4)
+    try:
+        if url:
+            return base64.b64decode(padded, altchars=b"-_", validate=True), "base64url"
+        return base64.b64decode(padded, validate=True), "base64"
+    except (binascii.Error, ValueError):
+        return None
+
+
+def decode_whole(data: bytes, encoding: str) -> bytes:
+    """Decode a whole input (``--input base64|hex|binary``); raises ``ValueError`` when invalid."""
+    if encoding == "binary":
+        return data
+    text = b"".join(data.split()).decode("ascii", "strict")
+    if encoding == "hex":
+        if text.startswith(("0x", "0X")):
+            text = text[2:]
+        return bytes.fromhex(text)
+    if encoding == "base64":
+        got = decode_base64(text.replace("\\/", "/"))
+        if got is None:
+            raise ValueError("not valid base64")
+        return got[0]
+    raise ValueError(f"unknown input encoding {encoding!r}")
+
+
+def _key_before(line: str, pos: int) -> str | None:
+    m = _KEY_BEFORE.search(line[max(0, pos - 80) : pos])
+    return m.group(1) if m else None
+
+
+def best(cands: list[Candidate], rate: Callable[[Candidate], tuple[float, T]]) -> tuple[Candidate, float, T] | None:
+    """The candidate with the highest rating (ties: strong, then longer data, then first)."""
+    winner: tuple[tuple[float, bool, int, int], Candidate, float, T] | None = None
+    for i, cand in enumerate(cands):
+        score, extra = rate(cand)
+        key = (score, cand.strong, len(cand.data), -i)
+        if winner is None or key > winner[0]:
+            winner = (key, cand, score, extra)
+    return None if winner is None else (winner[1], winner[2], winner[3])

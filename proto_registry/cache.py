@@ -1,0 +1,56 @@
+"""On-disk cache of compiled descriptor sets, keyed by the content of the inputs."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+CACHE_ENV = "DLXTOOL_CACHE_DIR"
+FORMAT_VERSION = "1"
+
+
+def cache_dir() -> Path:
+    """``$DLXTOOL_CACHE_DIR``, else ``$XDG_CACHE_HOME/dlxtool/proto``, else ``~/.cache/dlxtool/proto``."""
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "dlxtool" / "proto"
+
+
+def content_key(parts: list[tuple[str, bytes]], salt: str = "") -> str:
+    """A stable key for named byte contents (order-independent, names included)."""
+    h = hashlib.sha256()
+    h.update(f"proto_registry-cache/{FORMAT_VERSION}/{salt}\0".encode())
+    for name, data in sorted(parts, key=lambda p: p[0]):
+        h.update(name.encode("utf-8", "surrogateescape"))
+        h.update(b"\0")
+        h.update(hashlib.sha256(data).digest())
+    return h.hexdigest()
+
+
+def read(directory: Path, key: str) -> bytes | None:
+    try:
+        return (directory / f"{key}.binpb").read_bytes()
+    except OSError:
+        return None
+
+
+def write(directory: Path, key: str, data: bytes) -> bool:
+    """Store atomically; a cache that cannot be written is not an error (returns False)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{key}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, directory / f"{key}.binpb")
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        return False
+    return True

@@ -1,0 +1,166 @@
+"""Index of every message type by ``(field number, wire type)``.
+
+Types are numbered; sets of types are Python ints used as bitsets, so narrowing thousands of
+candidates to the few that know every field of a payload is a handful of ``&`` operations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
+from proto_registry.wire import I32, I64, LEN, SGROUP, VARINT
+
+# Field kinds, as the scorer checks them. A kind is a small tuple so equal kinds share one check.
+VARINT_ANY = ("v",)  # int32/64, uint, sint, bool, open enum: any varint is a valid value
+FIXED = ("f",)  # fixed32/64, sfixed, float, double
+STRING = ("s",)  # must be valid UTF-8
+BYTES = ("b",)  # anything goes
+PACKED_VARINT = ("p0",)
+PACKED_I64 = ("p1",)
+PACKED_I32 = ("p5",)
+# ("e", enum_id) closed enum value, ("pe", enum_id) packed closed enum,
+# ("m", type_id) message, ("g", type_id) group: these live in Index.children/parents.
+
+_VARINT_TYPES = {
+    FieldDescriptor.TYPE_INT32,
+    FieldDescriptor.TYPE_INT64,
+    FieldDescriptor.TYPE_UINT32,
+    FieldDescriptor.TYPE_UINT64,
+    FieldDescriptor.TYPE_SINT32,
+    FieldDescriptor.TYPE_SINT64,
+    FieldDescriptor.TYPE_BOOL,
+}
+_I64_TYPES = {FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64, FieldDescriptor.TYPE_DOUBLE}
+_I32_TYPES = {FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_SFIXED32, FieldDescriptor.TYPE_FLOAT}
+
+Kind = tuple[str] | tuple[str, int]
+
+
+@dataclass(slots=True)
+class TypeInfo:
+    """What the scorer needs to know about one message type."""
+
+    tid: int
+    name: str
+    descriptor: Descriptor
+    fields: dict[int, Kind]  # tag (number << 3 | wire type) -> kind
+    required_numbers: frozenset[int]
+    field_count: int
+    is_map_entry: bool
+    oneofs: tuple[frozenset[int], ...] = ()  # field numbers of each (real) oneof
+
+
+@dataclass(slots=True)
+class Index:
+    types: list[TypeInfo] = field(default_factory=list)
+    by_name: dict[str, int] = field(default_factory=dict)
+    candidate_mask: int = 0  # every type a payload may be (map entries excluded)
+    known: dict[int, int] = field(default_factory=dict)  # tag -> types that accept it
+    simple: dict[int, list[tuple[Kind, int]]] = field(default_factory=dict)  # tag -> (kind, types)
+    children: dict[int, int] = field(default_factory=dict)  # tag -> message types found under it
+    parents: dict[int, dict[int, int]] = field(default_factory=dict)  # tag -> child tid -> parents
+    parent_any: dict[int, int] = field(default_factory=dict)  # tag -> types whose tag is a message
+    required_mask: int = 0
+    oneof_mask: int = 0  # types with a oneof: two members present is a defect
+    enums: list[frozenset[int]] = field(default_factory=list)
+    tag_cost: dict[int, int] = field(default_factory=dict)  # how costly checking a tag is (order)
+    field_counts: list[int] = field(default_factory=list)  # per type id
+    parent_memo: dict[tuple[int, int], int] = field(default_factory=dict)  # (tag, clean children) -> parents
+
+    @property
+    def candidate_count(self) -> int:
+        return self.candidate_mask.bit_count()
+
+    def names(self, mask: int) -> list[str]:
+        return [self.types[t].name for t in bits(mask)]
+
+
+def bits(mask: int) -> Iterator[int]:
+    """Yield the set bit positions of ``mask`` (type ids), lowest first."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def build_index(descriptors: list[Descriptor], map_entries: set[str]) -> Index:
+    """Index ``descriptors`` (every message type, nested ones and map entries included)."""
+    idx = Index()
+    for d in descriptors:
+        idx.by_name[d.full_name] = len(idx.types)
+        idx.types.append(TypeInfo(len(idx.types), d.full_name, d, {}, frozenset(), 0, d.full_name in map_entries))
+    enum_ids: dict[str, int] = {}
+    simple: dict[int, dict[Kind, int]] = {}
+    for info in idx.types:
+        bit = 1 << info.tid
+        if not info.is_map_entry:
+            idx.candidate_mask |= bit
+        required: set[int] = set()
+        d = info.descriptor
+        info.field_count = len(d.fields)
+        for f in d.fields:
+            if f.is_required:
+                required.add(f.number)
+            for tag, kind in _kinds(f, idx, enum_ids):
+                info.fields[tag] = kind
+                idx.known[tag] = idx.known.get(tag, 0) | bit
+                if kind[0] in ("m", "g"):
+                    child = kind[1]
+                    idx.children[tag] = idx.children.get(tag, 0) | (1 << child)
+                    per_tag = idx.parents.setdefault(tag, {})
+                    per_tag[child] = per_tag.get(child, 0) | bit
+                    idx.parent_any[tag] = idx.parent_any.get(tag, 0) | bit
+                else:
+                    per_kind = simple.setdefault(tag, {})
+                    per_kind[kind] = per_kind.get(kind, 0) | bit
+        if required:
+            info.required_numbers = frozenset(required)
+            idx.required_mask |= bit
+        oneofs = tuple(frozenset(f.number for f in o.fields) for o in d.oneofs if len(o.fields) > 1)
+        if oneofs:
+            info.oneofs = oneofs
+            idx.oneof_mask |= bit
+    idx.simple = {tag: list(kinds.items()) for tag, kinds in simple.items()}
+    idx.field_counts = [t.field_count for t in idx.types]
+    for tag in idx.known:
+        idx.tag_cost[tag] = len(idx.simple.get(tag, ())) + (8 if tag in idx.parent_any else 0)
+    return idx
+
+
+def _kinds(f: FieldDescriptor, idx: Index, enum_ids: dict[str, int]) -> list[tuple[int, Kind]]:
+    n = f.number << 3
+    t = f.type
+    repeated = f.is_repeated
+    if t == FieldDescriptor.TYPE_STRING:
+        return [(n | LEN, STRING)]
+    if t == FieldDescriptor.TYPE_BYTES:
+        return [(n | LEN, BYTES)]
+    if t == FieldDescriptor.TYPE_MESSAGE:
+        return [(n | LEN, ("m", idx.by_name[f.message_type.full_name]))]
+    if t == FieldDescriptor.TYPE_GROUP:
+        return [(n | SGROUP, ("g", idx.by_name[f.message_type.full_name]))]
+    if t == FieldDescriptor.TYPE_ENUM:
+        e = f.enum_type
+        if e.is_closed:
+            eid = enum_ids.get(e.full_name)
+            if eid is None:
+                eid = enum_ids[e.full_name] = len(idx.enums)
+                idx.enums.append(frozenset(v.number & 0xFFFFFFFFFFFFFFFF for v in e.values))
+            kinds: list[tuple[int, Kind]] = [(n | VARINT, ("e", eid))]
+            if repeated:
+                kinds.append((n | LEN, ("pe", eid)))
+            return kinds
+        kinds = [(n | VARINT, VARINT_ANY)]
+        if repeated:
+            kinds.append((n | LEN, PACKED_VARINT))
+        return kinds
+    if t in _VARINT_TYPES:
+        return [(n | VARINT, VARINT_ANY)] + ([(n | LEN, PACKED_VARINT)] if repeated else [])
+    if t in _I64_TYPES:
+        return [(n | I64, FIXED)] + ([(n | LEN, PACKED_I64)] if repeated else [])
+    if t in _I32_TYPES:
+        return [(n | I32, FIXED)] + ([(n | LEN, PACKED_I32)] if repeated else [])
+    return []

@@ -1,0 +1,114 @@
+"""`dlxtool decode`: offline, no broker needed."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from proto_registry import Registry
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory: pytest.TempPathFactory) -> Registry:
+    return Registry.load(cache_dir=tmp_path_factory.mktemp("proto-cache"))
+
+
+def cancelled(shop: Registry, **fields: object) -> bytes:
+    values = {"order_id": "o-77", "customer_id": "c-5", "reason": 2, "note": "card declined", **fields}
+    return shop.message_class("shop.orders.v1.OrderCancelled")(**values).SerializeToString()
+
+
+def jsonl(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_decodes_log_lines_from_stdin(run, shop: Registry) -> None:
+    b64 = base64.b64encode(cancelled(shop)).decode()
+    log = f'INFO consumer up\n{{"level":"error","payload":"{b64}"}}\nWARN rejected {b64} requeue=false\n'
+    result = run("decode", input=log)
+    assert result.exit_code == 0, result.stderr
+    rows = jsonl(result.stdout)
+    assert [r["line"] for r in rows] == [2, 3]
+    for r in rows:
+        assert r["type"] == "shop.orders.v1.OrderCancelled"
+        assert r["message"]["reason"] == "CANCEL_REASON_PAYMENT_FAILED"
+        assert r["ambiguous"] is False and r["confidence"] > 0.8
+    line2 = log.splitlines()[1]
+    start, end = rows[0]["span"]
+    assert line2[start:end] == b64 and rows[0]["key"] == "payload"
+
+
+def test_ambiguous_payload_lists_alternatives(run, shop: Registry) -> None:
+    data = shop.message_class("shop.orders.v1.OrderCancelled")(order_id="o-1", customer_id="c").SerializeToString()
+    result = run("decode", input=f"payload={base64.b64encode(data).decode()}\n")
+    (row,) = jsonl(result.stdout)
+    assert row["ambiguous"] is True
+    assert "shop.orders.v1.OrderPlaced" in [row["type"], *row["alternatives"]]
+    assert row["confidence"] < 0.8
+
+
+def test_forced_type_top_and_text_format(run, shop: Registry, tmp_path: Path) -> None:
+    f = tmp_path / "app.log"
+    f.write_text(f"body={cancelled(shop).hex()}\n")
+    result = run("decode", str(f), "--type", "OrderCancelled", "--format", "text")
+    assert result.exit_code == 0, result.stderr
+    assert 'note: "card declined"' in result.stdout
+    assert "shop.orders.v1.OrderCancelled" in result.stdout
+    result = run("decode", str(f), "--top", "3", "--format", "jsonl")
+    (row,) = jsonl(result.stdout)
+    assert row["top"][0]["type"] == "shop.orders.v1.OrderCancelled" and "score" in row["top"][0]
+
+
+def test_raw_and_no_match_show_structure(run) -> None:
+    unknown = b"\xa0\x38\x01\xaa\x38\x05hello"  # fields 900 and 901: in no schema
+    result = run("decode", "--input", "binary", input=unknown)
+    (row,) = jsonl(result.stdout)
+    assert row["status"] == "no_match" and row["type"] is None
+    assert row["raw"] == [
+        {"field": 900, "wire_type": "varint", "value": 1},
+        {"field": 901, "wire_type": "len", "string": "hello"},
+    ]
+    result = run("decode", "--raw", input=f"data={base64.b64encode(unknown).decode()}\n")
+    (row,) = jsonl(result.stdout)
+    assert row["status"] == "raw" and row["raw"][1]["string"] == "hello"
+
+
+def test_passthrough_and_no_payload(run) -> None:
+    result = run("decode", "--passthrough", input="nothing here\n")
+    (row,) = jsonl(result.stdout)
+    assert row == {"source": "-", "line": 1, "status": "no_payload", "text": "nothing here"}
+    result = run("decode", input="nothing here\n")
+    assert result.stdout == "" and "no payload" in result.stderr
+
+
+def test_proto_path_from_option_and_env(run, tmp_path: Path) -> None:
+    protos = tmp_path / "protos"
+    (protos / "acme").mkdir(parents=True)
+    (protos / "acme" / "ping.proto").write_text(
+        'syntax = "proto3";\npackage acme;\nmessage Ping { string id = 1; sfixed64 at = 9; bool urgent = 12; }\n'
+    )
+    payload = b"\x0a\x02p1\x49" + (5).to_bytes(8, "little") + b"\x60\x01"
+    line = f"payload={base64.b64encode(payload).decode()}\n"
+    for args, env in ((["-I", str(protos)], None), ([], {"DLXTOOL_PROTO_PATH": str(protos)})):
+        result = run("decode", *args, input=line, env=env)
+        assert result.exit_code == 0, result.stderr
+        (row,) = jsonl(result.stdout)
+        assert row["type"] == "acme.Ping" and row["message"] == {"id": "p1", "at": "5", "urgent": True}
+
+
+def test_errors_are_one_line_with_exit_status(run, tmp_path: Path) -> None:
+    bad = tmp_path / "protos"
+    bad.mkdir()
+    (bad / "broken.proto").write_text('syntax = "proto3";\nmessage A { string x = 1 }\n')
+    result = run("decode", "-I", str(bad), input="x\n")
+    assert result.exit_code == 2
+    assert "broken.proto:2" in result.stderr and "Traceback" not in result.stderr
+    result = run("decode", "--type", "NoSuchType", input="x\n")
+    assert result.exit_code == 4 and "NoSuchType" in result.stderr
+    result = run("decode", str(tmp_path / "missing.log"))
+    assert result.exit_code == 4
+    result = run("decode", "--input", "hex", input="zz\n")
+    assert result.exit_code == 2 and "hex" in result.stderr

@@ -1,0 +1,164 @@
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from proto_registry import EMPTY, MALFORMED, MATCH, NO_MATCH, Hints, Registry, UnknownTypeError
+from tests.proto_registry.helpers import order_cancelled, order_placed
+
+
+def test_every_message_type_is_a_candidate_but_map_entries(registry: Registry) -> None:
+    names = registry.type_names
+    assert "shop.orders.v1.PaymentFailed.Decline" in names  # nested
+    assert not any(n.endswith("Entry") for n in names)  # map entries excluded
+    assert "shop.orders.v1.OrderPlaced.MetadataEntry" in registry.index.by_name
+
+
+def test_identifies_a_rich_message_uniquely(registry: Registry) -> None:
+    res = registry.identify(order_placed(registry))
+    assert res.status == MATCH
+    assert res.best is not None and res.best.type == "shop.orders.v1.OrderPlaced"
+    assert res.best.clean and not res.ambiguous
+    assert res.best.confidence >= 0.9
+
+
+def test_closed_enum_and_required_fields(registry: Registry) -> None:
+    cls = registry.message_class("shop.legacy.v1.StockAdjusted")
+    good = cls(sku="SKU-1", delta=-3, cause=2, bin_ids=[4, 5]).SerializeToString()
+    res = registry.identify(good)
+    assert res.best is not None and res.best.type == "shop.legacy.v1.StockAdjusted"
+    # cause = 9 is outside the closed enum: no longer a clean StockAdjusted
+    bad_enum = good + b"\x18\x09"
+    res = registry.identify_as(bad_enum, "shop.legacy.v1.StockAdjusted")
+    assert not res.matches[0].clean
+    assert any("enum" in d for d in res.matches[0].defects)
+    # required delta missing
+    missing = cls(sku="SKU-1").SerializePartialToString()
+    res = registry.identify_as(missing, "StockAdjusted")
+    assert any("required" in d for d in res.matches[0].defects)
+
+
+def test_indistinguishable_payload_is_flagged_with_equivalents(registry: Registry) -> None:
+    # order_id + customer_id only: OrderPlaced, OrderCancelled, ... all read it cleanly.
+    data = registry.message_class("shop.orders.v1.OrderCancelled")(order_id="o-1", customer_id="c").SerializeToString()
+    res = registry.identify(data)
+    assert res.ambiguous
+    assert "shop.orders.v1.OrderCancelled" in res.equivalent
+    assert "shop.orders.v1.OrderPlaced" in res.equivalent
+    assert res.equivalent_count >= 2
+    assert res.best is not None and res.best.confidence < 0.8
+
+
+def test_distinguishing_field_removes_ambiguity(registry: Registry) -> None:
+    res = registry.identify(order_cancelled(registry))
+    assert res.best is not None and res.best.type == "shop.orders.v1.OrderCancelled"
+    assert not res.ambiguous
+
+
+def test_empty_payload_is_any_type(registry: Registry) -> None:
+    res = registry.identify(b"")
+    assert res.status == EMPTY and res.ambiguous and res.best is None
+    assert res.equivalent_count == len(registry)
+
+
+def test_malformed_and_unknown(registry: Registry) -> None:
+    assert registry.identify(b"\xff\xff\xff").status == MALFORMED
+    # Valid wire format, but field 900 is in no schema.
+    assert registry.identify(b"\xa0\x38\x01").status == NO_MATCH
+
+
+def test_trailing_garbage_lowers_confidence(registry: Registry) -> None:
+    data = order_placed(registry)
+    res = registry.identify(data + b"\xf8\x07\x01")  # unknown field 127
+    assert res.best is not None and res.best.type == "shop.orders.v1.OrderPlaced"
+    assert not res.best.clean and res.best.confidence < 0.5
+    assert any("127" in d for d in res.best.defects)
+
+
+def test_invalid_utf8_in_string_field(registry: Registry) -> None:
+    data = b"\x0a\x03\xff\xfe\xfd"  # field 1 length 3 not UTF-8
+    res = registry.identify(data)
+    assert res.best is None or all("string" not in d for d in res.best.defects) or not res.best.clean
+    for m in res.matches:
+        fd = registry.index.types[registry.index.by_name[m.type]].descriptor.fields_by_number[1]
+        if m.clean:
+            assert fd.type != fd.TYPE_STRING
+
+
+@pytest.mark.parametrize(
+    "hints",
+    [
+        Hints(amqp_type="shop.orders.v1.OrderCancelled"),
+        Hints(amqp_type="OrderCancelled"),
+        Hints(amqp_type="order_cancelled"),
+        Hints(content_type="application/x-protobuf; proto=shop.orders.v1.OrderCancelled"),
+        Hints(content_type='application/protobuf; messageType="shop.orders.v1.OrderCancelled"'),
+        Hints(type_url="type.googleapis.com/shop.orders.v1.OrderCancelled"),
+    ],
+)
+def test_hints_pick_among_equivalents(registry: Registry, hints: Hints) -> None:
+    data = registry.message_class("shop.orders.v1.OrderCancelled")(order_id="o-1", customer_id="c").SerializeToString()
+    res = registry.identify(data, hints)
+    assert res.best is not None and res.best.type == "shop.orders.v1.OrderCancelled"
+    assert res.source == "hint" and not res.ambiguous and res.best.hinted
+
+
+def test_hint_that_does_not_fit_is_not_obeyed(registry: Registry) -> None:
+    res = registry.identify(order_placed(registry), Hints(amqp_type="shop.common.v1.Money"))
+    assert res.best is not None and res.best.type == "shop.orders.v1.OrderPlaced"
+    assert any("does not fit" in n for n in res.notes)
+
+
+def test_grpc_and_confluent_framing(registry: Registry) -> None:
+    data = order_cancelled(registry)
+    grpc = b"\x00" + len(data).to_bytes(4, "big") + data
+    res = registry.identify(grpc)
+    assert res.framing is not None and res.framing.kind == "grpc"
+    assert res.best is not None and res.best.type == "shop.orders.v1.OrderCancelled"
+    confluent = b"\x00" + (17).to_bytes(4, "big") + b"\x00" + data
+    res = registry.identify(confluent)
+    assert res.framing is not None and res.framing.kind == "confluent" and res.framing.schema_id == 17
+    assert res.framing.message_indexes == (0,)
+    assert res.best is not None and res.best.type == "shop.orders.v1.OrderCancelled"
+
+
+def test_any_envelope_decodes_inner_message(registry: Registry) -> None:
+    env = registry.message_class("shop.events.v1.Envelope")(event_id="e-1", source="orders")
+    env.payload.Pack(registry.message_class("shop.orders.v1.OrderCancelled")(order_id="o-9", reason=1))
+    res = registry.identify(env.SerializeToString())
+    assert res.best is not None and res.best.type == "shop.events.v1.Envelope"
+    as_dict = registry.to_dict(registry.decode(res.payload, res.best.type))
+    assert as_dict["payload"]["@type"].endswith("shop.orders.v1.OrderCancelled")
+    assert as_dict["payload"]["orderId"] == "o-9"
+
+
+def test_resolve_and_unknown_type(registry: Registry) -> None:
+    assert registry.resolve_one("OrderPlaced") == "shop.orders.v1.OrderPlaced"
+    with pytest.raises(UnknownTypeError) as e:
+        registry.resolve_one("OrderPlacd")
+    assert "OrderPlaced" in (e.value.hint or "")
+
+
+def test_raw_decode_shows_structure(registry: Registry) -> None:
+    raw = registry.decode_raw(order_cancelled(registry))
+    assert raw is not None
+    assert raw[0] == {"field": 1, "wire_type": "len", "string": "o-1001"}
+    assert {"field": 3, "wire_type": "varint", "value": 3, "zigzag": -2} in raw
+    assert registry.decode_raw(b"\xff") is None
+
+
+def test_memo_returns_same_answer(registry: Registry) -> None:
+    data = base64.b64decode(base64.b64encode(order_placed(registry)))
+    first = registry.identify(data)
+    registry.memo_size = 0
+    try:
+        second = registry.identify(data)
+    finally:
+        registry.memo_size = 4096
+    assert first.best is not None and second.best is not None
+    assert (first.best.type, first.ambiguous, first.equivalent) == (
+        second.best.type,
+        second.ambiguous,
+        second.equivalent,
+    )

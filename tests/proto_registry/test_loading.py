@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from proto_registry import (
+    CompileError,
+    DescriptorSetError,
+    Registry,
+    SchemaConflictError,
+    SourceNotFoundError,
+)
+from proto_registry.cache import cache_dir
+
+PROTO = """syntax = "proto3";
+package acme.v1;
+import "google/protobuf/timestamp.proto";
+message Ping { string id = 1; google.protobuf.Timestamp at = 2; int64 seq = 3; }
+message Outer { message Inner { bool ok = 1; } Inner inner = 1; map<string, int32> counts = 2; }
+"""
+
+
+def write(d: Path, name: str, text: str) -> Path:
+    p = d / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+    return p
+
+
+def test_loads_a_proto_dir_with_well_known_imports(tmp_path: Path) -> None:
+    write(tmp_path / "protos", "acme/v1/ping.proto", PROTO)
+    reg = Registry.load([tmp_path / "protos"], include_defaults=False, cache_dir=tmp_path / "c")
+    assert {"acme.v1.Ping", "acme.v1.Outer", "acme.v1.Outer.Inner"} <= set(reg.type_names)
+    assert "shop.orders.v1.OrderPlaced" not in reg
+
+
+def test_cache_is_keyed_by_content(tmp_path: Path) -> None:
+    src = write(tmp_path / "protos", "acme/v1/ping.proto", PROTO)
+    cache = tmp_path / "c"
+    Registry.load([src.parent.parent.parent], include_defaults=False, cache_dir=cache)
+    entries = list(cache.glob("*.binpb"))
+    assert len(entries) == 1
+    reg = Registry.load([tmp_path / "protos"], include_defaults=False, cache_dir=cache)
+    assert reg.loaded.cache_hits == 1 and reg.loaded.compiled == 0
+    src.write_text(PROTO.replace("int64 seq = 3;", "int64 seq = 3; string extra = 4;"))
+    reg = Registry.load([tmp_path / "protos"], include_defaults=False, cache_dir=cache)
+    assert reg.loaded.compiled == 1
+    assert len(list(cache.glob("*.binpb"))) == 2
+
+
+def test_cache_dir_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("DLXTOOL_CACHE_DIR", str(tmp_path / "x"))
+    assert cache_dir() == tmp_path / "x"
+    monkeypatch.delenv("DLXTOOL_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "dlxtool" / "proto"
+
+
+def test_compile_error_names_file_and_line(tmp_path: Path) -> None:
+    bad = write(tmp_path / "protos", "bad.proto", 'syntax = "proto3";\nmessage A {\n  string x = 1\n}\n')
+    with pytest.raises(CompileError) as e:
+        Registry.load([tmp_path / "protos"], include_defaults=False, cache_dir=tmp_path / "c")
+    assert e.value.file == str(bad)
+    assert e.value.line in (3, 4)
+    assert str(bad) in e.value.message and e.value.hint
+
+
+def test_descriptor_set_with_and_without_imports(tmp_path: Path) -> None:
+    write(tmp_path / "protos", "acme/v1/ping.proto", PROTO)
+    out = tmp_path / "ping.desc"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            f"-I{tmp_path / 'protos'}",
+            f"--descriptor_set_out={out}",
+            "acme/v1/ping.proto",
+        ],
+        check=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    # Without --include_imports the well-known types are filled in from protobuf itself.
+    reg = Registry.load([out], include_defaults=False, cache_dir=tmp_path / "c")
+    assert "acme.v1.Ping" in reg and "google.protobuf.Timestamp" in reg
+
+
+def test_same_file_twice_is_fine_conflict_is_an_error(tmp_path: Path) -> None:
+    write(tmp_path / "a", "acme/v1/ping.proto", PROTO)
+    write(tmp_path / "b", "acme/v1/ping.proto", PROTO)
+    reg = Registry.load([tmp_path / "a", tmp_path / "b"], include_defaults=False, cache_dir=tmp_path / "c")
+    assert "acme.v1.Ping" in reg
+    write(tmp_path / "b", "acme/v1/ping.proto", PROTO.replace("seq = 3", "seq = 4"))
+    with pytest.raises(SchemaConflictError) as e:
+        Registry.load([tmp_path / "a", tmp_path / "b"], include_defaults=False, cache_dir=tmp_path / "c")
+    assert "acme/v1/ping.proto" in e.value.message and e.value.hint
+
+
+def test_same_type_in_two_files_is_a_clear_error(tmp_path: Path) -> None:
+    write(tmp_path / "a", "one.proto", 'syntax = "proto3";\npackage acme;\nmessage Dup { string a = 1; }\n')
+    write(tmp_path / "a", "two.proto", 'syntax = "proto3";\npackage acme;\nmessage Dup { int32 b = 1; }\n')
+    with pytest.raises((SchemaConflictError, CompileError)) as e:
+        Registry.load([tmp_path / "a"], include_defaults=False, cache_dir=tmp_path / "c")
+    assert "Dup" in e.value.message
+
+
+def test_missing_path_and_bad_descriptor_set(tmp_path: Path) -> None:
+    with pytest.raises(SourceNotFoundError):
+        Registry.load([tmp_path / "nope"], cache_dir=tmp_path / "c")
+    junk = tmp_path / "junk.desc"
+    junk.write_bytes(b"\xff\xff\xff\xff")
+    with pytest.raises(DescriptorSetError) as e:
+        Registry.load([junk], include_defaults=False, cache_dir=tmp_path / "c")
+    assert str(junk) in e.value.message

@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dlxtool import extract
+from dlxtool.decoding import decode_line
+from proto_registry import Registry
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Registry:
+    return Registry.load(cache_dir=tmp_path_factory.mktemp("proto-cache"))
+
+
+PAYLOAD = b"\n\x06o-1001\x12\x04c-42\x18\x03*\x0cout of stock"  # an OrderCancelled
+
+
+def datas(line: str) -> list[tuple[str, bytes]]:
+    return [(c.encoding, c.data) for c in extract.candidates(line)]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"ERROR rejected {base64.b64encode(PAYLOAD).decode()} requeue=false",
+        f"ERROR rejected {base64.b64encode(PAYLOAD).decode().rstrip('=')}",
+        f"ERROR rejected {base64.urlsafe_b64encode(PAYLOAD).decode()}",
+        json.dumps({"level": "error", "payload": base64.b64encode(PAYLOAD).decode()}).replace("/", "\\/"),
+        f'ts=1 level=warn msg="nack" body="{base64.b64encode(PAYLOAD).decode()}"',
+        f"got {PAYLOAD!r} from queue",
+        "elixir: <<" + ", ".join(str(b) for b in PAYLOAD) + ">>",
+        f"hex {PAYLOAD.hex()} end",
+        f"hex 0x{PAYLOAD.hex()} end",
+        "escaped " + "".join(f"\\x{b:02x}" for b in PAYLOAD),
+    ],
+)
+def test_finds_the_payload(line: str) -> None:
+    assert PAYLOAD in [d for _, d in datas(line)]
+
+
+def test_json_escaped_slash_and_key() -> None:
+    data = bytes([0xFF, 0xEF, 0xFF, 0x3F, 0x10, 0x20])  # base64 with '/' in it
+    text = base64.b64encode(data).decode()
+    assert "/" in text
+    line = json.dumps({"body": text}).replace("/", "\\/")
+    (cand,) = [c for c in extract.candidates(line) if c.data == data]
+    assert cand.key == "body" and cand.strong
+    assert line[cand.start : cand.end].replace("\\/", "/") == text
+
+
+def test_words_are_not_candidates() -> None:
+    assert extract.candidates("consumer rejecting redelivered delivery_tag OrderPlaced") == []
+
+
+def test_decode_base64_variants() -> None:
+    assert extract.decode_base64("CgNv") == (b"\n\x03o", "base64")
+    assert extract.decode_base64("-_8") == (b"\xfb\xff", "base64url")
+    assert extract.decode_base64("ab+c-d") is None  # mixed alphabets
+    assert extract.decode_base64("abcde") is None  # impossible length
+
+
+def test_decode_whole() -> None:
+    assert extract.decode_whole(b"0a 03\n6f2d31", "hex") == b"\n\x03o-1"
+    assert extract.decode_whole(base64.b64encode(PAYLOAD) + b"\n", "base64") == PAYLOAD
+    with pytest.raises(ValueError):
+        extract.decode_whole(b"zz", "hex")
+
+
+def test_best_candidate_wins(registry: Registry) -> None:
+    junk = base64.b64encode(b"\x8a\x99\x01garbage-bytes!").decode()
+    good = base64.b64encode(PAYLOAD).decode()
+    res = decode_line(registry, f"id={junk} payload={good}")
+    assert res is not None and res.candidate.data == PAYLOAD
+    assert res.decoded.type == "shop.orders.v1.OrderCancelled"
+    assert res.decoded.message == {
+        "orderId": "o-1001",
+        "customerId": "c-42",
+        "reason": "CANCEL_REASON_OUT_OF_STOCK",
+        "note": "out of stock",
+    }
+
+
+def test_line_without_payload(registry: Registry) -> None:
+    assert decode_line(registry, "2024-05-01 INFO consumer started on queue orders") is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400))
+def test_extractor_never_raises_on_text(line: str) -> None:
+    for cand in extract.candidates(line):
+        assert 0 <= cand.start < cand.end <= len(line)
+        assert cand.data
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=300))
+def test_extractor_and_decoder_survive_binary_garbage(data: bytes) -> None:
+    line = data.decode("utf-8", "surrogateescape")
+    extract.candidates(line)
+    extract.candidates(data.decode("latin-1"))
+
+
+def test_huge_line_is_bounded(registry: Registry) -> None:
+    line = "x=" + "A" * (extract.MAX_LINE + 1000)
+    extract.candidates(line)  # no exception, bounded work
+    decode_line(registry, "payload=" + base64.b64encode(PAYLOAD).decode() + " " + "Q" * 100_000)
