@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +15,7 @@ from typing import Any
 
 from dlxtool import extract
 from dlxtool.errors import DlxtoolError, NotFoundError, UsageError
+from dlxtool.record import MessageRecord
 from proto_registry import MALFORMED, MATCH, NO_MATCH, Hints, Identification, Registry
 from proto_registry.errors import (
     CompileError,
@@ -362,3 +363,36 @@ def decode_whole_input(
         decoded = decode_body(registry, body, type_name=type_name, raw=raw, top=top, want_text=want_text)
     assert decoded is not None  # no content type given: never skipped
     return Outcome(source, 1, decoded)
+
+
+# -- records read from a queue (peek, dump, history) ------------------------------------------------
+
+
+def record_decoder(
+    paths: Iterable[str], *, on_error: Callable[[str], None] | None = None
+) -> Callable[[MessageRecord], dict[str, Any] | None]:
+    """The `decoded` field for records read from a queue: the match as a dict, or None.
+
+    The registry loads on the first body that may be protobuf, so reading a queue of JSON costs
+    nothing. A registry that fails to load (a broken --proto-path) is reported once through
+    `on_error` and the read goes on without decoding: a peek must not fail over a schema.
+    """
+    state: dict[str, Any] = {"registry": None, "failed": False}
+    paths = list(paths)
+
+    def decode(record: MessageRecord) -> dict[str, Any] | None:
+        ct = (_str(record.properties.get("content_type")) or "").lower()
+        if state["failed"] or not record.body or any(x in ct for x in _NOT_PROTOBUF):
+            return None
+        if state["registry"] is None:
+            try:
+                state["registry"] = load_registry(paths)
+            except DlxtoolError as exc:
+                state["failed"] = True
+                if on_error:
+                    on_error(f"bodies not decoded: {exc.message}")
+                return None
+        result = decode_body(state["registry"], record.body, record.properties, headers=record.headers)
+        return result.to_dict() if result is not None and result.status == "match" else None
+
+    return decode

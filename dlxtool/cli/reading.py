@@ -70,11 +70,15 @@ def make_read_options(app: App, count: int | None, *, max_unacked: int | None, a
 @contextmanager
 def read_queue(app: App, queue: str, opts: ReadOptions) -> Iterator[QueueReader]:
     """Open, check and report; yield the reader. Call finish_read(app, reader) after the output."""
+    from dlxtool import decoding
     from dlxtool.ops.peek import prepare_read
 
     profile = app.profile()
+    decode = decoding.record_decoder(
+        decoding.proto_paths((), [*app.config().proto_paths, *profile.proto_paths]), on_error=app.warn)
     with app.connection(profile) as conn:
-        reader, notes = prepare_read(conn, profile, queue, opts, management=lambda: app.management(profile))
+        reader, notes = prepare_read(conn, profile, queue, opts, management=lambda: app.management(profile),
+                                     decode=decode)
         for missing in reader.facts.missing_checks:
             app.warn(f"check not made: {missing}")
         app.info(reader.facts.describe())

@@ -245,11 +245,8 @@ def _human_bytes(n: float) -> str:
 # -- reading -----------------------------------------------------------------------------------------
 
 
-def decode_hook(record: MessageRecord) -> dict[str, Any] | None:
-    """The decoded protobuf for a record, or None. The one place to wire dlxtool.decoding in:
-
-        return decoding.decode_body(registry, record.body, record.properties)
-    """
+def no_decode(record: MessageRecord) -> dict[str, Any] | None:
+    """The default: leave `decoded` empty (the CLI passes dlxtool.decoding.record_decoder)."""
     return None
 
 
@@ -263,7 +260,7 @@ class QueueReader:
     """
 
     def __init__(self, channel: Any, facts: QueueFacts, opts: ReadOptions,
-                 decode: Callable[[MessageRecord], dict[str, Any] | None] = decode_hook) -> None:
+                 decode: Callable[[MessageRecord], dict[str, Any] | None] = no_decode) -> None:
         self.channel = channel
         self.facts = facts
         self.opts = opts
@@ -426,12 +423,14 @@ class QueueReader:
 
 
 def prepare_read(conn: Any, profile: BrokerProfile, name: str, opts: ReadOptions, *,
-                 management: Callable[[], ManagementClient]) -> tuple[QueueReader, list[str]]:
+                 management: Callable[[], ManagementClient],
+                 decode: Callable[[MessageRecord], dict[str, Any] | None] = no_decode,
+                 ) -> tuple[QueueReader, list[str]]:
     """Facts, safety check (raises RefusedError) and a reader on a fresh channel of `conn`."""
     channel = conn.channel()
     facts = queue_facts(profile, name, management=management, channel=channel)
     notes = check_read(facts, opts)
-    return QueueReader(channel, facts, opts), notes
+    return QueueReader(channel, facts, opts, decode), notes
 
 
 def delivery_count(headers: dict[str, Any] | None) -> int:
