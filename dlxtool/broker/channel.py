@@ -54,6 +54,8 @@ class AsyncChannel:
         self.wait_for(lambda: bool(box), "channel.open")
         self.impl = box[0]
         self.impl.add_on_close_callback(self._on_close)
+        # BlockingConnection.close() closes every channel through its "cookie" (normally a BlockingChannel).
+        self.impl._set_cookie(self)  # noqa: SLF001
 
     def _on_close(self, _channel: Any, reason: BaseException) -> None:
         self.closed_reason = str(reason) or type(reason).__name__
@@ -88,7 +90,7 @@ class AsyncChannel:
         self.wait_for(lambda: bool(box), method)
         return box[0]
 
-    def close(self) -> None:
+    def close(self, *_reason: Any) -> None:
         """Close politely if still open; never raises (the connection may be gone)."""
         try:
             if self.impl.is_open:

@@ -19,6 +19,7 @@ from dlxtool.errors import DlxtoolError, ExitStatus
 # name -> "module:attribute"; modules load only when their command runs, so --help stays fast.
 COMMANDS: dict[str, str] = {
     "brokers": "dlxtool.cli.brokers:brokers",
+    "replay": "dlxtool.cli.replay:replay",
 }
 
 EPILOG = """\b

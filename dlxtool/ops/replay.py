@@ -26,7 +26,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from dlxtool.deaths import FAILURE_REASONS, HISTORY_HEADERS, DeathHistory, find_origin, parse_history, reset_history, summarize
+from dlxtool.deaths import (
+    FAILURE_REASONS,
+    HISTORY_HEADERS,
+    DeathHistory,
+    find_origin,
+    parse_history,
+    reset_history,
+    summarize,
+)
 from dlxtool.ops.transfer import Action, Decision
 from dlxtool.record import MessageRecord
 from dlxtool.select import Selection

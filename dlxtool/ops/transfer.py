@@ -505,6 +505,7 @@ class Transfer:
             self.channel.impl.basic_nack(0, multiple=True, requeue=True)
             self._lost_copies += sum(i.copy for i in self._items)
             self._items.clear()
+            self.channel.call("basic_qos", prefetch_count=self.prefetch)  # the nack is processed once this returns
 
     def _prove_acks(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

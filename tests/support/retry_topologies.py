@@ -44,12 +44,10 @@ def reject_all(ch: Any, queue: str, n: int, *, requeue: bool = False, batch: int
         want = min(batch, left)
         ch.basic_qos(prefetch_count=want)
         last = None
-        got = 0
-        for method, _props, _body in ch.consume(queue, inactivity_timeout=10):
+        for got, (method, _props, _body) in enumerate(ch.consume(queue, inactivity_timeout=10), 1):
             if method is None:
-                raise AssertionError(f"{queue}: expected {want} more messages, got {got}")
+                raise AssertionError(f"{queue}: expected {want} more messages, got {got - 1}")
             last = method.delivery_tag
-            got += 1
             if got == want:
                 break
         ch.basic_nack(last, multiple=True, requeue=requeue)
@@ -98,12 +96,10 @@ def ttl_wait_loop(ch: Any, top: Topology, origin: str, bodies: list[bytes], loop
         while ch.queue_declare(origin, passive=True).method.message_count < len(bodies):
             assert time.monotonic() < deadline, "messages did not come back from the wait queue"
             time.sleep(0.02)
-    parked = 0
-    for method, p, body in ch.consume(origin, inactivity_timeout=10):
+    for parked, (method, p, body) in enumerate(ch.consume(origin, inactivity_timeout=10), 1):
         assert method is not None
         ch.basic_publish(top.dlx, "", body, p, mandatory=True)
         ch.basic_ack(method.delivery_tag)
-        parked += 1
         if parked == len(bodies):
             break
     ch.cancel()
@@ -115,8 +111,13 @@ def quorum_delivery_limit(ch: Any, top: Topology, origin: str, bodies: list[byte
                                                       "x-dead-letter-exchange": top.dlx})
     publish_bodies(ch, bodies, routing_key=origin)
     deadline = time.monotonic() + 30
-    while ch.queue_declare(origin, passive=True).method.message_count:
+    empty_polls = 0
+    while empty_polls < 10:  # a nacked message is briefly invisible: empty must last a moment
         assert time.monotonic() < deadline, "quorum queue did not dead-letter at its delivery limit"
         method, _p, _b = ch.basic_get(origin)
-        if method is not None:
-            ch.basic_nack(method.delivery_tag, requeue=True)
+        if method is None:
+            empty_polls += 1
+            time.sleep(0.02)
+            continue
+        empty_polls = 0
+        ch.basic_nack(method.delivery_tag, requeue=True)
