@@ -129,7 +129,7 @@ class ReplayDecider:
                 return Decision.leave(f"cannot bind a temporary exchange to {target!r} (queue missing?)")
             exchange, routing_key = routed, orig_key or record.routing_key
         published = MessageRecord(queue=target, body=record.body, exchange=exchange, routing_key=routing_key,
-                                  properties=dict(record.properties), headers=headers)
+                                  properties=record.properties, headers=headers)
         return Decision(Action.MOVE, target, exchange, routing_key, published.pika_properties(), record.body,
                         published)
 
