@@ -25,6 +25,8 @@ HISTORY_HEADERS = (
 DEFAULT_RETRY_HEADERS = ("x-retry-count", "x-delivery-attempts")
 # Retry counters applications commonly add; shown by `history`, reset only when named.
 COMMON_RETRY_HEADERS = ("x-retry-count", "x-delivery-attempts", "count")
+# Headers consumer libraries leave the error text in (config `error_headers` adds more).
+ERROR_HEADERS = ("x-exception-message", "x-error", "MT-Fault-Message")
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,73 @@ def find_origin(headers: Mapping[str, Any] | None, history: DeathHistory | None 
     if history.deaths and history.deaths[-1].queue:
         return Origin(history.deaths[-1].queue, "oldest x-death entry")
     return Origin(None, "no death history")
+
+
+@dataclass
+class MessageHistory:
+    """Everything `history` shows for one message: deaths, companions, counters, origin, error text."""
+
+    history: DeathHistory
+    origin: Origin
+    delivery_count: Any = None  # quorum x-delivery-count as found (not validated)
+    retry: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def failure(self) -> Death | None:
+        """The death at the origin: most recent failure there, else the most recent death."""
+        for death in self.history.deaths:
+            if death.queue == self.origin.queue and death.reason in FAILURE_REASONS:
+                return death
+        return self.history.deaths[0] if self.history.deaths else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "origin": self.origin.queue,
+            "origin_why": self.origin.why,
+            "total_deaths": self.history.total,
+            "deaths": [d.to_json() for d in self.history.deaths],
+            "first_death": dict(self.history.first),
+            "last_death": dict(self.history.last),
+            "delivery_count": self.delivery_count,
+            "retry_headers": {k: _plain(v) for k, v in self.retry.items()},
+            "error": self.error,
+            "warnings": list(self.history.warnings),
+        }
+
+
+def message_history(headers: Mapping[str, Any] | None, *, error_headers: Iterable[str] = ()) -> MessageHistory:
+    """Parse once, for display: never raises, malformed parts become warnings."""
+    if headers is not None and not isinstance(headers, Mapping):
+        headers = {}
+    history = parse_history(headers)
+    return MessageHistory(
+        history=history,
+        origin=find_origin(headers, history),
+        delivery_count=(headers or {}).get("x-delivery-count"),
+        retry=retry_headers(headers),
+        error=error_text(headers, (*error_headers, *ERROR_HEADERS)),
+    )
+
+
+def error_text(headers: Mapping[str, Any] | None, names: Iterable[str] = ERROR_HEADERS) -> str | None:
+    """The first error header present (case-insensitive names), as one line of text."""
+    if not headers:
+        return None
+    lowered = {str(k).lower(): v for k, v in headers.items()}
+    for name in names:
+        value = lowered.get(name.lower())
+        if value is not None and value != "":
+            return " ".join(_text(value).split())
+    return None
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, datetime):
+        return iso(value)
+    return value if isinstance(value, int | float | str | bool) or value is None else str(value)
 
 
 def summarize(deaths: Iterable[Death], limit: int = 2) -> str:

@@ -67,3 +67,17 @@ def test_reset_history_removes_counts_and_keeps_the_rest() -> None:
     kept, _ = reset_history(headers, extra=["count"])
     assert kept == {"trace-id": "abc"}
     assert T2 > T1  # times are timezone-aware and comparable
+
+
+def test_message_history_collects_companions_counters_and_error_text() -> None:
+    from dlxtool.deaths import message_history
+
+    headers = {"x-death": [entry("orders.work", "rejected", 2)], "x-first-death-queue": "orders.work",
+               "x-last-death-reason": b"rejected", "x-delivery-count": 4, "x-retry-count": 2,
+               "MT-Fault-Message": "boom\n  at line 3", "x-error": "other"}
+    h = message_history(headers)
+    assert h.origin.queue == "orders.work" and h.failure.reason == "rejected"
+    assert h.history.last == {"reason": "rejected"}
+    assert (h.delivery_count, h.retry, h.error) == (4, {"x-retry-count": 2}, "other")
+    assert message_history(headers, error_headers=["mt-fault-message"]).error == "boom at line 3"
+    assert message_history(None).origin.queue is None

@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
 import orjson
 
@@ -43,6 +43,12 @@ class QueueInfo:
             return self.arguments[f"x-{name}"]
         return self.effective_policy_definition.get(name)
 
+    def setting_source(self, name: str) -> str | None:
+        """Where `setting(name)` comes from: "arguments", "policy", or None when unset."""
+        if f"x-{name}" in self.arguments:
+            return "arguments"
+        return "policy" if name in self.effective_policy_definition else None
+
     @property
     def delivery_limit(self) -> int | None:
         value = self.setting("delivery-limit")
@@ -60,6 +66,9 @@ class QueueInfo:
 class ManagementClient:
     def __init__(self, base_url: str, user: str, password: str, *, timeout: float = 5.0,
                  context: ssl.SSLContext | None = None) -> None:
+        base_url, url_user, url_password = _split_userinfo(base_url)
+        if url_user is not None:  # credentials written into management_url win over the profile's
+            user, password = url_user, url_password if url_password is not None else password
         self.base_url = base_url.rstrip("/") + "/"
         self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         self.timeout = timeout
@@ -127,8 +136,8 @@ class ManagementClient:
 
     # -- what commands need ------------------------------------------------------------------------
 
-    def overview(self) -> dict[str, Any]:
-        return self.get("overview")
+    def overview(self, columns: list[str] | None = None) -> dict[str, Any]:
+        return self.get("overview", **({"columns": ",".join(columns)} if columns else {}))
 
     def queue(self, vhost: str, name: str) -> QueueInfo:
         try:
@@ -154,6 +163,12 @@ class ManagementClient:
                 return out
             page += 1
 
+    def bindings(self, vhost: str | None = None, *, columns: list[str] | None = None) -> list[dict[str, Any]]:
+        """All bindings (of one vhost). The API does not paginate bindings; accept a page anyway."""
+        path = f"bindings/{_q(vhost)}" if vhost else "bindings"
+        result = self.get(path, **({"columns": ",".join(columns)} if columns else {}))
+        return result.get("items", []) if isinstance(result, dict) else list(result or [])
+
 
 def queue_info(raw: dict[str, Any]) -> QueueInfo:
     policy_def = raw.get("effective_policy_definition") or {}
@@ -171,6 +186,17 @@ def queue_info(raw: dict[str, Any]) -> QueueInfo:
         effective_policy_definition=policy_def,
         raw=raw,
     )
+
+
+def _split_userinfo(url: str) -> tuple[str, str | None, str | None]:
+    """urllib would take `user:pass@host` for a host name: move the credentials out of the URL."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None, None
+    host = parts.hostname or ""
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+    return (urlunsplit(parts._replace(netloc=netloc)), unquote(parts.username or ""),
+            unquote(parts.password) if parts.password is not None else None)
 
 
 def _q(segment: str) -> str:

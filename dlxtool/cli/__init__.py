@@ -19,6 +19,12 @@ from dlxtool.errors import DlxtoolError, ExitStatus
 # name -> "module:attribute"; modules load only when their command runs, so --help stays fast.
 COMMANDS: dict[str, str] = {
     "brokers": "dlxtool.cli.brokers:brokers",
+    "completion": "dlxtool.cli.completion:completion",
+    "dump": "dlxtool.cli.dump:dump",
+    "history": "dlxtool.cli.history:history",
+    "peek": "dlxtool.cli.peek:peek",
+    "purge": "dlxtool.cli.purge:purge",
+    "queues": "dlxtool.cli.queues:queues",
     "replay": "dlxtool.cli.replay:replay",
 }
 
@@ -99,8 +105,20 @@ def _quiet_broken_pipe() -> None:
         pass
 
 
-def _version_text() -> str:
-    return f"dlxtool {__version__} (Python {sys.version.split()[0]})"
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """dlxtool's version and those of the libraries whose behaviour shows through (pika, protobuf…)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    lines = [f"dlxtool {__version__}", f"python {sys.version.split()[0]}"]
+    for dist in ("pika", "protobuf", "grpcio-tools", "click", "orjson", "tabulate"):
+        try:
+            lines.append(f"{dist} {version(dist)}")
+        except PackageNotFoundError:
+            lines.append(f"{dist} (not installed)")
+    click.echo("\n".join(lines))
+    ctx.exit()
 
 
 @click.group(cls=DlxtoolGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
@@ -109,7 +127,8 @@ def _version_text() -> str:
 @click.option("-v", "--verbose", count=True, help="More detail on stderr.")
 @click.option("--debug", is_flag=True, envvar="DLXTOOL_DEBUG", help="Tracebacks on errors [env DLXTOOL_DEBUG=1].")
 @click.option("--no-color", is_flag=True, help="No colour (also when NO_COLOR is set).")
-@click.version_option(message=_version_text(), package_name="dlxtool")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the versions of dlxtool and its key libraries.")
 @click.pass_context
 def cli(ctx: click.Context, verbose: int, debug: bool, no_color: bool) -> None:
     """Peek at, decode, explain, replay and purge RabbitMQ dead letters — across named brokers.

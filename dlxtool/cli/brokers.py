@@ -25,7 +25,7 @@ def brokers() -> None:
 @common_options
 @click.pass_obj
 def list_(app: App) -> None:
-    """List broker profiles from the config file (passwords masked).
+    """List broker profiles from the config file (passwords masked; * marks the default).
 
     \b
     Examples:
@@ -56,7 +56,7 @@ def list_(app: App) -> None:
     from dlxtool.render import write_table
 
     write_table(
-        [[("* " if r["default"] else "  ") + r["name"], "\n".join(r["urls"]), r["vhost"], r["user"],
+        [[r["name"] + (" *" if r["default"] else ""), ", ".join(r["urls"]), r["vhost"], r["user"],
           r["password"], r["management_url"]] for r in rows],
         ["name", "urls", "vhost", "user", "password", "management"],
         app.stdout,
@@ -88,7 +88,7 @@ def check(app: App, names: tuple[str, ...], all_: bool) -> None:
 
     config = app.config()
     if all_:
-        profiles = list(config.brokers.values())
+        profiles = sorted(config.brokers.values(), key=lambda p: p.name)
     elif names:
         profiles = [app.profile(n) for n in names]
     else:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import common_options, dry_run_option, selection_options, yes_option
+from dlxtool.cli.options import common_options, complete_queue, dry_run_option, selection_options, yes_option
 from dlxtool.errors import ConnectError, Interrupted, PartialError, RefusedError
 from dlxtool.select import Selection
 
@@ -52,7 +52,7 @@ Examples:
 
 
 @click.command(help=HELP)
-@click.argument("dlq")
+@click.argument("dlq", shell_complete=complete_queue)
 @click.option("--to", "to_queue", metavar="QUEUE", help="Send everything to QUEUE instead of each origin.")
 @click.option("--keep-history", is_flag=True, help="Keep x-death and retry headers (no count reset).")
 @click.option("--reset-header", "reset_headers", multiple=True, metavar="NAME",

@@ -1,0 +1,5 @@
+import sys
+
+from dlxtool.cli import main
+
+sys.exit(main())

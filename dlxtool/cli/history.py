@@ -1,0 +1,132 @@
+"""`dlxtool history QUEUE`: where dead letters came from, why, and how many times."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import click
+
+from dlxtool.cli.app import App
+from dlxtool.cli.options import common_options, complete_queue
+from dlxtool.cli.reading import SAFETY_HELP, finish_read, make_read_options, read_options, read_queue
+from dlxtool.errors import NotFoundError, UsageError
+from dlxtool.record import MessageRecord
+
+if TYPE_CHECKING:
+    from dlxtool.ops.peek import QueueReader
+
+
+@click.command(epilog=SAFETY_HELP)
+@click.argument("queue", required=False, shell_complete=complete_queue)
+@click.option("-n", "--count", type=click.IntRange(min=1), default=100, show_default=True,
+              help="How many messages from the head of QUEUE.")
+@click.option("--summary", is_flag=True,
+              help="Group by failure signature: origin, reason, type, error text; count messages and deaths.")
+@click.option("--from", "from_file", metavar="FILE",
+              help="Read message records (dump / peek --format jsonl) from FILE, or - for stdin; no broker.")
+@click.option("--error-header", "error_headers", multiple=True, metavar="NAME",
+              help="Header carrying the consumer's error text (adds to config error_headers and the "
+                   "built-in x-exception-message, x-error, MT-Fault-Message).")
+@read_options
+@common_options
+@click.pass_obj
+def history(app: App, queue: str | None, count: int, summary: bool, from_file: str | None,
+            error_headers: tuple[str, ...], **read: object) -> None:
+    """Show the x-death history of the messages in QUEUE (or in a dump file).
+
+    Per message: the deaths, most recent first (queue, reason, count,
+    exchange, routing keys, time, original expiration), x-first-death-*,
+    x-last-death-*, quorum x-delivery-count, retry headers (x-retry-count,
+    x-delivery-attempts, count), the error text, and the origin replay would
+    send it back to: the queue it failed in (rejected, delivery_limit,
+    maxlen), not a wait queue it expired in, not its routing key.
+
+    Reads the queue like `peek` does (same safety rules, below).
+
+    \b
+    Examples:
+      dlxtool history orders.dlq --summary
+      dlxtool history orders.dlq -n 5 --format json
+      dlxtool dump orders.dlq --all -o dlq.jsonl && dlxtool history --from dlq.jsonl --summary
+    """
+    from dlxtool.ops.history import entries, summarize_failures
+
+    names = (*app.config().error_headers, *error_headers)
+    fmt = app.output_format("json" if summary else "jsonl")
+    records, reader = _load(app, queue, count, from_file, read)
+    items = list(entries(records, names))
+    for item in items:
+        for warning in item.history.history.warnings:
+            app.warn(f"{item.record.queue} #{item.record.position}: {warning} (best reading shown)")
+    if summary:
+        groups = summarize_failures(items)
+        if fmt != "table":
+            app.emit_json([g.to_json() for g in groups], fmt)
+        else:
+            from dlxtool.render import write_table
+
+            write_table([[g.origin, g.reason, g.type, g.error, g.messages, g.deaths,
+                          *(v or "" for v in (g.to_json()["first"], g.to_json()["last"]))] for g in groups],
+                        ["origin", "reason", "type", "error", "messages", "deaths", "first", "last"],
+                        app.stdout, empty="(no messages)")
+    elif fmt != "table":
+        app.emit_json([i.to_json() for i in items], fmt)
+    else:
+        _render_timelines(app, items)
+    finish_read(app, reader)
+
+
+def _load(app: App, queue: str | None, count: int, from_file: str | None,
+          read: dict) -> tuple[list[MessageRecord], QueueReader | None]:
+    if (queue is None) == (from_file is None):
+        raise UsageError("give a QUEUE or --from FILE (one of them)")
+    if from_file is not None:
+        return list(_from_file(app, from_file)), None
+    opts = make_read_options(app, count, **read)
+    with read_queue(app, queue or "", opts) as reader:
+        return list(reader.records()), reader
+
+
+def _from_file(app: App, name: str) -> Iterator[MessageRecord]:
+    from dlxtool.record import read_records
+
+    if name == "-":
+        yield from read_records(app.stdin.buffer if hasattr(app.stdin, "buffer") else app.stdin, "<stdin>")
+        return
+    try:
+        with open(name, "rb") as stream:
+            yield from read_records(stream, name)
+    except FileNotFoundError:
+        raise NotFoundError(f"{name}: no such file") from None
+
+
+def _render_timelines(app: App, items: list) -> None:
+    from dlxtool.render import safe_text, write_table
+
+    out = app.stdout
+    if not items:
+        out.write("(no messages)\n")
+    for item in items:
+        h, r = item.history, item.record
+        line = f"#{r.position} origin {h.origin.queue or '?'} ({h.origin.why}), {h.history.total} deaths"
+        if item.type:
+            line += f", type {item.type}"
+        out.write(safe_text(line) + "\n")
+        extras = [("first death", _companions(h.history.first)), ("last death", _companions(h.history.last)),
+                  ("x-delivery-count", h.delivery_count),
+                  *((f"{k}", v) for k, v in h.to_json()["retry_headers"].items()), ("error", h.error)]
+        for key, value in extras:
+            if value not in (None, ""):
+                out.write(f"  {key}: {safe_text(value)}\n")
+        if h.history.deaths:
+            write_table([[d.queue, d.reason, d.count, d.exchange, ",".join(d.routing_keys),
+                          d.to_json()["time"], d.original_expiration] for d in h.history.deaths],
+                        ["  queue", "reason", "count", "exchange", "routing keys", "time", "orig. expiration"],
+                        out)
+        out.write("\n")
+    out.flush()
+
+
+def _companions(values: dict[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in values.items())

@@ -1,0 +1,94 @@
+"""`dlxtool peek QUEUE`: the messages at the head of a queue, left where they are."""
+
+from __future__ import annotations
+
+import click
+
+from dlxtool.cli.app import App
+from dlxtool.cli.options import common_options, queue_argument
+from dlxtool.cli.reading import SAFETY_HELP, finish_read, make_read_options, read_options, read_queue
+from dlxtool.record import MessageRecord
+
+
+@click.command(epilog=SAFETY_HELP)
+@queue_argument
+@click.option("-n", "--count", type=click.IntRange(min=1), default=10, show_default=True,
+              help="How many messages from the head.")
+@click.option("--body", "whole_body", is_flag=True, help="Print whole bodies instead of a one-line preview.")
+@read_options
+@common_options
+@click.pass_obj
+def peek(app: App, queue: str, count: int, whole_body: bool, **read: object) -> None:
+    """Show the first messages of QUEUE without taking them away.
+
+    The table shows position, routing key, exchange, redelivered, type (or
+    content type), the death history in one line and a body preview.
+    --format json|jsonl prints message records (see README) that `history
+    --from` and `load` read. Counts of messages held unacked by consumers
+    (which no peek can see) go to stderr.
+
+    \b
+    Examples:
+      dlxtool peek orders.dlq
+      dlxtool --broker prod-eu peek orders.dlq -n 50 --format jsonl > head.jsonl
+      dlxtool peek orders.q --spend-attempts      # quorum queue with a delivery limit
+      dlxtool peek audit.stream --offset 30m
+    """
+    opts = make_read_options(app, count, **read)  # type: ignore[arg-type]
+    fmt = app.output_format("jsonl")
+    with read_queue(app, queue, opts) as reader:
+        records: list[MessageRecord] = []
+        for batch in reader.batches():
+            if fmt == "jsonl":
+                app.emit_json([r.to_json() for r in batch], "jsonl")
+            else:
+                records += batch
+    if fmt == "json":
+        app.emit_json([r.to_json() for r in records], "json")
+    elif fmt == "table":
+        render_table(app, records, whole_body)
+    finish_read(app, reader)
+
+
+def render_table(app: App, records: list[MessageRecord], whole_body: bool) -> None:
+    from dlxtool import render
+
+    if whole_body:
+        for r in records:
+            app.stdout.write(f"--- #{r.position} {render.safe_text(r.routing_key)} ({len(r.body)} bytes)\n")
+            app.stdout.write(body_text(r) + "\n")
+        app.stdout.flush()
+        return
+    render.write_table([table_row(r) for r in records],
+                       ["#", "routing key", "exchange", "redeliv", "type", "deaths", "body"],
+                       app.stdout, empty="(queue is empty)")
+
+
+def table_row(record: MessageRecord) -> list[object]:
+    from dlxtool.deaths import summarize
+
+    props = record.properties
+    return [record.position, record.routing_key, record.exchange or "(default)",
+            "yes" if record.redelivered else "", props.get("type") or props.get("content_type") or "",
+            summarize(record.deaths), body_preview(record)]
+
+
+def body_preview(record: MessageRecord, width: int = 60) -> str:
+    """The decoded message when the registry identified it, else text if printable, else hex."""
+    from dlxtool import render
+
+    if record.decoded and record.decoded.get("message") is not None:
+        from dlxtool.render import dumps
+
+        text = f"{record.decoded.get('type', '?')} " + dumps(record.decoded["message"]).decode()
+        return render.truncate(render.safe_text(text), width)
+    return render.preview(record.body, width)
+
+
+def body_text(record: MessageRecord) -> str:
+    from dlxtool import render
+
+    try:
+        return render.safe_text(record.body.decode("utf-8"), keep_newlines=True)
+    except UnicodeDecodeError:
+        return "hex:" + record.body.hex()

@@ -1,0 +1,217 @@
+"""`dlxtool queues`: where is it stuck? A survey of one broker or all of them, trouble flagged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from dlxtool.cli.app import App
+from dlxtool.cli.options import common_options
+from dlxtool.config import BrokerProfile, local_profile
+from dlxtool.errors import ConnectError, PartialError
+from dlxtool.ops import queue_flags as qf
+from dlxtool.ops.queues import SORT_KEYS, BrokerResult, Selection, Snapshot, deltas, snapshots, survey, with_vhost
+
+CLEAR_SCREEN = "\x1b[H\x1b[2J"
+LOCAL_SOURCE = local_profile({}).source
+
+HELP = f"""Survey queues through the management API and flag trouble.
+
+Shows the selected broker's vhost (--vhost, --all-vhosts). With --all-brokers: every broker of
+the config file (the built-in `local` one only if the file names none), asked in parallel; one
+that does not answer gets its own row and a warning, the others are still shown, and the exit
+status is 5. Rates are messages/s over the broker's last statistics interval (5 s by default),
+so they show up some seconds after activity starts.
+
+\b
+Flags (the API has no reject counter and no per-message delivery counts: heuristics):
+  dlq          bound (directly or through exchange-to-exchange bindings) to an exchange
+               that some queue names as its dead-letter exchange; for the default
+               exchange, the queue named by the dead-letter routing key. Retry wait
+               queues (message TTL + dead-letter exchange, no consumer) do not count
+               as sources.
+  clogged      consumers, messages (ready or unacked: a poison message may sit in the
+               consumer's prefetch), redeliveries >= {qf.MIN_RATE}/s and acks <= {qf.CLOG_ACK_RATIO:g} x
+               redeliveries: a message rejected with requeue in a loop.
+  no-consumer  ready messages and no consumer; DLQs and retry wait queues excepted.
+  no-dlx       no dead-letter exchange in effect (arguments win over policy) and the
+               consumers reject: redeliveries >= {qf.MIN_RATE}/s (rejects with requeue loop),
+               or acks < {qf.REJECT_ACK_RATIO:g} x manual-ack deliveries >= {qf.MIN_RATE}/s (rejects
+               without requeue drop messages).
+  at-limit     quorum queue with a delivery limit (arguments or policy; RabbitMQ 4.x:
+               default {qf.DEFAULT_DELIVERY_LIMIT_4X}), messages, redeliveries >= {qf.MIN_RATE}/s, and
+               estimated deliveries per message, deliver / (deliver - redeliver),
+               >= {qf.AT_LIMIT_FRACTION:g} x the limit (and >= 2): messages will soon be
+               dead-lettered or dropped.
+  Streams get only `dlq`. With -v, the reason for every flag follows the table (stderr);
+  JSON output always carries them ("reasons").
+
+\b
+Examples:
+  dlxtool queues --flag any                      # everything that looks wrong
+  dlxtool queues --all-brokers --flag clogged --sort redeliver-rate
+  dlxtool queues --match 'orders.*' --min-messages 1 --format json
+  dlxtool queues --all-brokers --watch 5         # the incident view (Ctrl-C to stop)
+"""
+
+
+@click.command(help=HELP)
+@click.option("--flag", "flags", multiple=True, type=click.Choice([*qf.FLAGS, "any"]),
+              help="Only queues with this flag (repeat for any of several; 'any': any flag).")
+@click.option("--match", metavar="PATTERN",
+              help="Only queue names matching this glob (e.g. 'orders.*'); no wildcard: substring.")
+@click.option("--min-messages", type=click.IntRange(min=0), default=0, metavar="N",
+              help="Only queues with at least N messages (ready + unacked).")
+@click.option("--sort", type=click.Choice(list(SORT_KEYS)), default="name", show_default=True,
+              help="Order; numbers and rates biggest first.")
+@click.option("--all-brokers", is_flag=True, help="Ask every configured broker, in parallel.")
+@click.option("--all-vhosts", is_flag=True, help="Every vhost the user can see, not only the profile's.")
+@click.option("--watch", type=click.FloatRange(min=0.5), is_flag=False, flag_value=5.0, default=None,
+              metavar="[SECONDS]", help="Refresh every SECONDS (default 5) with changes since the last one.")
+@click.option("--watch-count", type=click.IntRange(min=1), default=None, hidden=True,
+              help="Stop after N refreshes (for tests and scripts).")
+@common_options
+@click.pass_obj
+def queues(app: App, flags: tuple[str, ...], match: str | None, min_messages: int, sort: str,
+           all_brokers: bool, all_vhosts: bool, watch: float | None, watch_count: int | None) -> None:
+    if all_brokers and app.url:
+        raise click.UsageError("--all-brokers uses the configured profiles; it cannot be combined with --url")
+    profiles = configured_profiles(app) if all_brokers else [app.profile()]
+    profiles = with_vhost(sorted(profiles, key=lambda p: p.name), app.vhost)
+    selection = Selection(flags=flags, match=match, min_messages=min_messages, sort=sort)
+
+    def take() -> list[BrokerResult]:
+        return survey(profiles, all_vhosts=all_vhosts)
+
+    fmt = app.output_format("json")
+    if watch is None:
+        [snapshot] = snapshots(take, 0, 1)
+        if not all_brokers and snapshot.failures:
+            raise snapshot.failures[0].error  # one broker: its own error and exit status (3, 2…)
+        render(app, snapshot, None, selection, fmt, show_broker=all_brokers)
+    else:
+        previous = None
+        for snapshot in snapshots(take, watch, watch_count):
+            render(app, snapshot, previous, selection, fmt, show_broker=all_brokers, watch=watch)
+            previous = snapshot
+    _exit_status(snapshot)
+
+
+def configured_profiles(app: App) -> list[BrokerProfile]:
+    """Every profile of the config file; the built-in `local` one only when there is nothing else
+    (a laptop without a local broker would otherwise turn every survey into a partial failure)."""
+    profiles = list(app.config().brokers.values())
+    configured = [p for p in profiles if p.source != LOCAL_SOURCE]
+    return configured or profiles
+
+
+def _exit_status(snapshot: Snapshot) -> None:
+    failed = snapshot.failures
+    if not failed:
+        return
+    names = ", ".join(r.broker for r in failed)
+    if len(failed) == len(snapshot.results):
+        raise ConnectError(f"no broker answered: {names}")
+    raise PartialError(f"{len(failed)} of {len(snapshot.results)} brokers did not answer: {names}")
+
+
+# -- rendering ---------------------------------------------------------------------------------------
+
+
+def render(app: App, snapshot: Snapshot, previous: Snapshot | None, selection: Selection, fmt: str, *,
+           show_broker: bool, watch: float | None = None) -> None:
+    rows = selection.apply(snapshot.rows)
+    changes = deltas(previous, snapshot)
+    if fmt != "table":
+        app.emit_json(_json_rows(snapshot, rows, changes, watch is not None), fmt)
+        _warn_failures(app, snapshot)
+        return
+    on_terminal = watch is not None and app.stdout_is_tty()
+    out = app.stdout
+    if on_terminal:
+        out.write(CLEAR_SCREEN)
+    if watch is not None:
+        stamp = snapshot.taken_at.astimezone().strftime("%H:%M:%S")
+        out.write(f"dlxtool queues · {stamp} · every {watch:g}s · changes since the last refresh"
+                  f"{' · Ctrl-C to stop' if on_terminal else ''}\n")
+    from dlxtool.render import write_table
+
+    headers = (["broker"] if show_broker else []) + [
+        "vhost", "queue", "type", "ready", "unacked", "cons", "pub/s", "dlv/s", "ack/s", "redlv/s",
+        "dead-letter", "flags"]
+    table = [_table_row(row, changes.get(row.key), show_broker) for row in rows]
+    table += [_failure_row(r, len(headers), show_broker) for r in snapshot.failures]
+    if table:
+        write_table(table, headers, out)
+    elif watch is not None:
+        out.write("(no queues match)\n")
+    if on_terminal:  # warnings on stderr would be wiped by the next refresh: keep them on screen
+        for r in snapshot.failures:
+            out.write(f"{r.broker}: {r.error.message if r.error else ''}\n")
+        out.flush()
+    else:
+        _warn_failures(app, snapshot)
+    if not table and watch is None:
+        app.info("no queues match")
+    if app.verbose and not on_terminal:
+        for row in rows:
+            for flag, reason in row.flags.items():
+                app.info(f"{row.queue}: {flag}: {reason}")
+
+
+def _warn_failures(app: App, snapshot: Snapshot) -> None:
+    for r in snapshot.failures:
+        app.warn(f"broker {r.broker!r} not surveyed: {r.error.message if r.error else 'unknown error'}")
+
+
+def _json_rows(snapshot: Snapshot, rows: list[qf.QueueRow], changes: dict[Any, dict[str, int]],
+               watch: bool) -> list[dict[str, Any]]:
+    out = []
+    for row in rows:
+        item = row.to_json()
+        if watch:
+            item["time"] = snapshot.taken_at.isoformat()
+            item["delta"] = changes.get(row.key)
+        out.append(item)
+    for r in snapshot.failures:
+        item = r.error_json()
+        if watch:
+            item["time"] = snapshot.taken_at.isoformat()
+        out.append(item)
+    return out
+
+
+def _table_row(row: qf.QueueRow, change: dict[str, int] | None, show_broker: bool) -> list[str]:
+    change = change or {}
+    r = row.rates
+    cells = [row.vhost, row.queue, row.type,
+             _with_delta(row.ready, change.get("ready")), _with_delta(row.unacked, change.get("unacked")),
+             _with_delta(row.consumers, change.get("consumers")),
+             *(qf.format_rate(v) for v in (r.publish, r.deliver, r.ack, r.redeliver)),
+             _dead_letter(row), ",".join(row.flags)]
+    return ([row.broker] if show_broker else []) + cells
+
+
+def _failure_row(result: BrokerResult, width: int, show_broker: bool) -> list[str]:
+    cells = [""] * width
+    if show_broker:
+        cells[0] = result.broker
+    cells[2 if show_broker else 1] = "(not surveyed: see warning)"
+    cells[-1] = "error"
+    return cells
+
+
+def _with_delta(value: int, delta: int | None) -> str:
+    return f"{value} ({delta:+d})" if delta else str(value)
+
+
+def _dead_letter(row: qf.QueueRow) -> str:
+    if row.dead_letter_exchange is None:
+        return ""
+    text = row.dead_letter_exchange or "(default)"
+    if row.dead_letter_routing_key:
+        text += f" → {row.dead_letter_routing_key}"
+    if "policy" in row.dead_letter_source.values():
+        text += " (policy)"
+    return text

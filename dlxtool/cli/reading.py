@@ -1,0 +1,111 @@
+"""Options and glue shared by the commands that read a queue with peek semantics: peek, history, dump.
+
+The safety rules live in dlxtool/ops/peek.py; this module only turns options into ReadOptions and
+reports on stderr what the read could not check, what it costs and what it did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from dlxtool.cli.app import App
+from dlxtool.errors import PartialError, RefusedError, UsageError
+
+if TYPE_CHECKING:
+    from dlxtool.ops.peek import QueueReader, ReadOptions
+
+F = Callable[..., Any]
+
+SAFETY_HELP = """\b
+What a peek does to the queue (it takes messages and gives them back):
+  classic  basic.get without ack, then one nack(requeue): same messages, same
+           order; only their `redelivered` flag is set. Message k can only be
+           reached while 1..k-1 are held unacked, so more than --max-unacked
+           (config dump_unacked_limit, default 10000) is refused (exit 6).
+  quorum   with a delivery limit every give-back uses one delivery attempt:
+           refused unless --spend-attempts; the read then stops at the first
+           message it brings to the limit. Without a limit (RabbitMQ 3.x) given-
+           back messages go to the back: refused unless --allow-reorder.
+           If the management API is down the limit is unknown: refused.
+  stream   read with a consumer from --offset; nothing is held or changed.
+"""
+
+
+def read_options(f: F) -> F:
+    opts = [
+        click.option("--max-unacked", type=click.IntRange(min=1), metavar="N",
+                     help="Most messages held unacked at once (default: config dump_unacked_limit, 10000)."),
+        click.option("--allow-reorder", is_flag=True,
+                     help="Quorum queue without delivery limit: accept that peeked messages move to the back."),
+        click.option("--spend-attempts", is_flag=True,
+                     help="Quorum queue with a delivery limit: accept using one delivery attempt per message."),
+        click.option("--offset", metavar="WHERE",
+                     help="Streams: first (default), last, next, an offset, an ISO time or an age (30m, 2h)."),
+        click.option("--wait", "stream_wait", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
+                     metavar="SECONDS", help="Streams: stop after this long without a new message."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def make_read_options(app: App, count: int | None, *, max_unacked: int | None, allow_reorder: bool,
+                      spend_attempts: bool, offset: str | None, stream_wait: float) -> ReadOptions:
+    from dlxtool.ops.peek import ReadOptions, parse_offset
+
+    return ReadOptions(
+        count=count,
+        max_unacked=max_unacked or app.config().dump_unacked_limit,
+        allow_reorder=allow_reorder,
+        spend_attempts=spend_attempts,
+        offset=None if offset is None else parse_offset(offset),
+        stream_wait=stream_wait,
+    )
+
+
+@contextmanager
+def read_queue(app: App, queue: str, opts: ReadOptions) -> Iterator[QueueReader]:
+    """Open, check and report; yield the reader. Call finish_read(app, reader) after the output."""
+    from dlxtool.ops.peek import prepare_read
+
+    profile = app.profile()
+    with app.connection(profile) as conn:
+        reader, notes = prepare_read(conn, profile, queue, opts, management=lambda: app.management(profile))
+        for missing in reader.facts.missing_checks:
+            app.warn(f"check not made: {missing}")
+        app.info(reader.facts.describe())
+        for note in notes:
+            app.info(note)
+        yield reader
+
+
+def finish_read(app: App, reader: QueueReader | None) -> None:
+    """Report what the read did to the queue; exit 5 if it dead-lettered, 6 if it stopped for safety."""
+    if reader is None:
+        return
+    for note in reader.notes:
+        app.info(note)
+    if reader.dead_lettered:
+        raise PartialError(
+            f"the message(s) at position {', '.join(map(str, reader.dead_lettered))} had no delivery attempt "
+            f"left; giving them back made the broker dead-letter them"
+            + (f" to {reader.facts.dead_letter_exchange!r}" if reader.facts.dead_letter_exchange else
+               " (the queue has no dead-letter exchange: dropped)"),
+            hint="dlxtool only sees x-delivery-count once a message is delivered; without --spend-attempts "
+                 "a peek of this queue is refused")
+    if reader.stopped_early:
+        wanted = reader.opts.count
+        if wanted is None or reader.shown < wanted:
+            raise RefusedError(reader.stopped_early + f" (showed {reader.shown})",
+                               hint="wait until consumers settle the head of the queue, or drain it "
+                                    "(dump --remove)")
+        app.warn(reader.stopped_early)
+
+
+def check_count(count: int | None, all_: bool) -> None:
+    if all_ and count is not None:
+        raise UsageError("give either -n or --all, not both")

@@ -1,0 +1,80 @@
+"""Death history of messages, one by one or grouped by failure signature ("what fills my DLQ?")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from dlxtool.deaths import MessageHistory, iso, message_history
+from dlxtool.record import MessageRecord
+
+
+@dataclass
+class Entry:
+    record: MessageRecord
+    history: MessageHistory
+
+    @property
+    def type(self) -> str | None:
+        """The message type when known: the AMQP `type` property, else the decoded protobuf type."""
+        if self.record.properties.get("type"):
+            return str(self.record.properties["type"])
+        if self.record.decoded and self.record.decoded.get("type"):
+            return str(self.record.decoded["type"])
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        props = self.record.properties
+        return {"queue": self.record.queue, "position": self.record.position,
+                "message_id": props.get("message_id"), "type": self.type,
+                "routing_key": self.record.routing_key, **self.history.to_json()}
+
+
+def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = ()) -> Iterable[Entry]:
+    names = tuple(error_headers)
+    for record in records:
+        yield Entry(record, message_history(record.headers, error_headers=names))
+
+
+@dataclass
+class Group:
+    origin: str | None
+    reason: str | None
+    type: str | None
+    error: str | None
+    messages: int = 0
+    deaths: int = 0
+    first: datetime | None = None
+    last: datetime | None = None
+    positions: list[int] = field(default_factory=list)
+
+    def add(self, entry: Entry) -> None:
+        self.messages += 1
+        self.deaths += entry.history.history.total
+        self.positions.append(entry.record.position)
+        for death in entry.history.history.deaths:
+            if death.time is None:
+                continue
+            self.first = death.time if self.first is None else min(self.first, death.time)
+            self.last = death.time if self.last is None else max(self.last, death.time)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"origin": self.origin, "reason": self.reason, "type": self.type, "error": self.error,
+                "messages": self.messages, "deaths": self.deaths, "first": iso(self.first),
+                "last": iso(self.last)}
+
+
+def summarize_failures(items: Iterable[Entry]) -> list[Group]:
+    """Group by (origin, reason at the origin, type, error text); biggest groups first.
+
+    `first`/`last` come from x-death `time`, which RabbitMQ sets when an entry is created (the first
+    death for that queue and reason), so `last` is the newest such first death, not the newest death.
+    """
+    groups: dict[tuple[Any, ...], Group] = {}
+    for entry in items:
+        failure = entry.history.failure
+        key = (entry.history.origin.queue, failure.reason if failure else None, entry.type, entry.history.error)
+        groups.setdefault(key, Group(*key)).add(entry)
+    return sorted(groups.values(), key=lambda g: (-g.messages, -g.deaths, str(g.origin)))

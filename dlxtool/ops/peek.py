@@ -1,0 +1,465 @@
+"""Reading messages without taking them away: the reader behind `peek`, `history` and `dump`.
+
+RabbitMQ has no "look" operation, so a peek takes messages and gives them back. What that costs
+depends on the queue type (see shared/DESIGN.md), and this module decides it in one place:
+
+- classic: basic.get without ack, then ONE basic.nack(multiple=True, requeue=True). The broker puts
+  the messages back at their original positions, order kept; only `redelivered` changes. A requeued
+  message is at the head again, so message k+1 can only be reached while messages 1..k are held
+  unacked: the number held is bounded (`max_unacked`, config `dump_unacked_limit`) and a larger read
+  is refused rather than done in pieces that would each see the same head.
+- quorum with a delivery limit: every return is a delivery attempt (x-delivery-count + 1) and the
+  message is dead-lettered when the count passes the limit. Refused unless the caller accepts
+  spending one attempt per message (`spend_attempts`); then messages are read one by one and the
+  read stops at the first one that this return brings to the limit.
+- quorum without a limit (3.x): returned messages go to the back of the queue, so a peek reorders.
+  Refused unless the caller accepts it (`allow_reorder`).
+- stream: basic.get is refused by the broker; read with a consumer (prefetch > 0, x-stream-offset).
+  Nothing is held: acknowledging a stream delivery only grants credit.
+
+The type and delivery limit come from the management API (arguments win over policy). When it cannot
+be reached, the type is probed over AMQP (see `probe_queue_type`); the delivery limit of a quorum
+queue then stays unknown and the read is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from dlxtool.errors import DlxtoolError, NotFoundError, RefusedError, UsageError
+from dlxtool.record import MessageRecord
+
+if TYPE_CHECKING:
+    from dlxtool.broker.management import ManagementClient, QueueInfo
+    from dlxtool.config import BrokerProfile
+
+DEFAULT_BATCH = 500
+STREAM_OFFSET_WORDS = ("first", "last", "next")
+
+
+@dataclass
+class QueueFacts:
+    """What we know about a queue before reading it, and which checks could not be made."""
+
+    name: str
+    vhost: str
+    type: str  # classic | quorum | stream | unknown
+    type_source: str  # "management API" | "AMQP probe"
+    ready: int | None = None
+    unacked: int | None = None
+    consumers: int | None = None
+    delivery_limit: int | None = None
+    dead_letter_exchange: str | None = None
+    bytes_ready: int | None = None
+    missing_checks: list[str] = field(default_factory=list)
+
+    @property
+    def limit_known(self) -> bool:
+        return self.type_source == "management API"
+
+    def describe(self) -> str:
+        """One stderr line: counts a peek cannot see (messages held by consumers)."""
+        parts = [f"{self.name} ({self.type}"]
+        if self.type == "quorum" and self.limit_known:
+            parts[0] += f", delivery limit {self.delivery_limit}" if self.delivery_limit else ", no delivery limit"
+        parts[0] += ")"
+        counts = [f"{self.ready} ready" if self.ready is not None else "ready: ?"]
+        if self.unacked is not None:
+            counts.append(f"{self.unacked} unacked by consumers (invisible to a peek)")
+        else:
+            counts.append("unacked by consumers: unknown (management API not reachable)")
+        counts.append(f"{self.consumers} consumers" if self.consumers is not None else "consumers: ?")
+        return parts[0] + ": " + ", ".join(counts)
+
+
+@dataclass
+class ReadOptions:
+    count: int | None = 10  # None: everything there is (dump --all), still bounded by max_unacked
+    max_unacked: int = 10_000
+    allow_reorder: bool = False
+    spend_attempts: bool = False
+    offset: Any = None  # streams: "first" | "last" | "next" | int | datetime
+    stream_wait: float = 1.0  # streams: stop after this long without a delivery
+    batch_size: int = DEFAULT_BATCH
+
+
+# -- what the queue is -------------------------------------------------------------------------------
+
+
+def queue_facts(profile: BrokerProfile, name: str, *, management: Callable[[], ManagementClient],
+                channel: Any) -> QueueFacts:
+    """Type, limit and counts: management API first, AMQP for what it cannot tell or when it is down."""
+    from dlxtool.ops.purge import passive_declare
+
+    ok = passive_declare(channel, name, profile.vhost)
+    ready, consumers = ok.message_count, ok.consumer_count
+    try:
+        info = management().queue(profile.vhost, name)
+    except NotFoundError:
+        raise NotFoundError(f"queue {name!r} not found in vhost {profile.vhost!r}") from None
+    except DlxtoolError as exc:
+        return _facts_without_management(profile, name, ready, consumers, exc.message)
+    return _facts_from_info(info, ready, consumers)
+
+
+def _facts_from_info(info: QueueInfo, ready: int, consumers: int) -> QueueFacts:
+    return QueueFacts(
+        name=info.name, vhost=info.vhost, type=info.type, type_source="management API",
+        # passive declare is exact now; the API's counts lag by its statistics interval
+        ready=ready if info.type != "stream" else info.messages_ready,
+        unacked=info.messages_unacked, consumers=consumers, delivery_limit=info.delivery_limit,
+        dead_letter_exchange=info.dead_letter_exchange,
+        bytes_ready=_int_or_none(info.raw.get("message_bytes_ready")),
+    )
+
+
+def _facts_without_management(profile: BrokerProfile, name: str, ready: int, consumers: int,
+                              why: str) -> QueueFacts:
+    qtype = probe_queue_type(profile, name)
+    missing = [f"management API not reachable ({why})",
+               "queue type read from an AMQP probe instead of the API",
+               "messages unacked by consumers not counted"]
+    if qtype in ("quorum", "unknown"):
+        missing.append("quorum delivery limit (queue arguments and policy) not checked")
+    return QueueFacts(name=name, vhost=profile.vhost, type=qtype, type_source="AMQP probe",
+                      ready=ready, consumers=consumers, missing_checks=missing)
+
+
+def probe_queue_type(profile: BrokerProfile, name: str) -> str:
+    """classic | quorum | stream, learnt over AMQP without touching a message's position or count.
+
+    A passive declare does not say the type. A consumer asking for a *global* prefetch does: a
+    quorum queue refuses it (540 NOT_IMPLEMENTED "does not support global qos", which closes the
+    connection, hence a connection of its own), a stream refuses it because it wants a per-consumer
+    prefetch (406), a classic queue accepts it. At most one message is delivered to the classic
+    probe and it goes back to its place when the probe's connection closes (requeue in place).
+    """
+    import pika.exceptions as pe
+
+    from dlxtool.broker.connection import close_quietly, connect
+
+    conn = connect(profile)
+    try:
+        ch = conn.channel()
+        ch.basic_qos(prefetch_count=1, global_qos=True)
+        tag = ch.basic_consume(name, lambda *_: None, auto_ack=False)
+        ch.basic_cancel(tag)
+        return "classic"
+    except (pe.ChannelClosedByBroker, pe.ConnectionClosedByBroker) as exc:
+        text = str(exc)
+        if "global qos" in text:
+            return "quorum"
+        if "prefetch count is not set" in text:
+            return "stream"
+        return "unknown"
+    finally:
+        close_quietly(conn)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+# -- may we read it, and what does it cost -------------------------------------------------------------
+
+
+def check_read(facts: QueueFacts, opts: ReadOptions) -> list[str]:
+    """Refuse (RefusedError, exit 6) what could lose, dead-letter or reorder; else the costs to report."""
+    if opts.offset is not None and facts.type != "stream":
+        raise UsageError(f"--offset is for streams; {facts.name!r} is a {facts.type} queue")
+    if facts.type == "stream":
+        return []
+    notes: list[str] = []
+    _check_unacked_bound(facts, opts)
+    if facts.type == "unknown":
+        raise RefusedError(
+            f"cannot tell the type of queue {facts.name!r}: " + "; ".join(facts.missing_checks),
+            hint="make the management API reachable (management_url in the broker profile)")
+    if facts.type == "quorum":
+        notes += _check_quorum(facts, opts)
+    wanted = facts.ready if opts.count is None else min(opts.count, facts.ready or opts.count)
+    if wanted and wanted > 1:
+        notes.append(f"holding up to {wanted} messages unacked until the read ends"
+                     f"{_size_note(facts, opts)}; they are returned with one nack")
+    return notes
+
+
+def _check_unacked_bound(facts: QueueFacts, opts: ReadOptions) -> None:
+    wanted = facts.ready if opts.count is None else opts.count
+    if wanted is None or wanted <= opts.max_unacked:
+        return
+    raise RefusedError(
+        f"reading {wanted} messages of {facts.name!r} without removing them means holding all of them "
+        f"unacked on the broker at once (a requeued message goes back to the head, so later ones "
+        f"cannot be reached otherwise); the bound is {opts.max_unacked}{_size_note(facts, opts, wanted)}",
+        hint="read fewer (-n), raise the bound with --max-unacked or dump_unacked_limit in the config "
+             "if the broker has the memory, or drain the queue into a file instead (dump --remove)")
+
+
+def _size_note(facts: QueueFacts, opts: ReadOptions, wanted: int | None = None) -> str:
+    wanted = wanted or opts.count or facts.ready
+    if not (facts.bytes_ready and facts.ready and wanted):
+        return ""
+    held = facts.bytes_ready / facts.ready * min(wanted, facts.ready)
+    return f" (about {_human_bytes(held)} of message bodies)"
+
+
+def _check_quorum(facts: QueueFacts, opts: ReadOptions) -> list[str]:
+    if not facts.limit_known:
+        raise RefusedError(
+            f"{facts.name!r} is a quorum queue and its delivery limit could not be checked: "
+            + "; ".join(facts.missing_checks)
+            + ". A peek returns messages, which uses a delivery attempt (and can dead-letter a "
+              "message) with a limit, or moves them to the back of the queue without one",
+            hint="make the management API reachable (management_url in the broker profile) and try again")
+    if facts.delivery_limit is None:
+        if not opts.allow_reorder:
+            raise RefusedError(
+                f"{facts.name!r} is a quorum queue without a delivery limit: on RabbitMQ 3.x every message "
+                "a peek gives back goes to the BACK of the queue, so peeking reorders it",
+                hint="pass --allow-reorder to accept that (the peeked messages then sit behind the others)")
+        return ["--allow-reorder: the peeked messages go to the back of the queue"]
+    if not opts.spend_attempts:
+        raise RefusedError(
+            f"{facts.name!r} is a quorum queue with delivery limit {facts.delivery_limit}: a peek gives "
+            "each message back, which uses one of its delivery attempts (x-delivery-count + 1); a message "
+            "past the limit is dead-lettered" + ("" if facts.dead_letter_exchange else " (no dead-letter "
+                                                  "exchange: dropped)"),
+            hint="pass --spend-attempts to use one attempt per peeked message; dlxtool then stops at the "
+                 "first message that would be left with no attempt to spare")
+    return [f"--spend-attempts: each message read uses one of its {facts.delivery_limit} delivery attempts"]
+
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+# -- reading -----------------------------------------------------------------------------------------
+
+
+def decode_hook(record: MessageRecord) -> dict[str, Any] | None:
+    """The decoded protobuf for a record, or None. The one place to wire dlxtool.decoding in:
+
+        return decoding.decode_body(registry, record.body, record.properties)
+    """
+    return None
+
+
+class QueueReader:
+    """Reads messages with peek semantics and yields them in batches of at most `batch_size`.
+
+    Usage: `for batch in reader.batches(): ...`; afterwards `notes` says what the read did to the
+    queue (or why it stopped) and `dead_lettered` lists positions a return pushed past the limit.
+    The held messages are given back in `batches()`'s finally, so stopping early (an exception,
+    a closed pipe, Ctrl-C) still returns them.
+    """
+
+    def __init__(self, channel: Any, facts: QueueFacts, opts: ReadOptions,
+                 decode: Callable[[MessageRecord], dict[str, Any] | None] = decode_hook) -> None:
+        self.channel = channel
+        self.facts = facts
+        self.opts = opts
+        self.decode = decode
+        self.read = 0
+        self.notes: list[str] = []
+        self.stopped_early: str | None = None  # why the read stopped before `count`
+        self.dead_lettered: list[int] = []
+        self.reached_end = False
+        self.hidden = 0  # messages read only to keep the order (quorum with a limit), not yielded
+        self._last_tag: int | None = None
+
+    @property
+    def shown(self) -> int:
+        return self.read - self.hidden
+
+    def batches(self) -> Iterator[list[MessageRecord]]:
+        if self.facts.type == "stream":
+            yield from self._stream_batches()
+        else:
+            yield from self._get_batches()
+
+    def records(self) -> Iterator[MessageRecord]:
+        for batch in self.batches():
+            yield from batch
+
+    # classic and quorum: basic.get, hold, one nack at the end
+    def _get_batches(self) -> Iterator[list[MessageRecord]]:
+        self._last_tag = None
+        batch: list[MessageRecord] = []
+        try:
+            while self._want_more():
+                record = self._get()
+                if record is None:
+                    break
+                batch.append(record)
+                if self._limited_quorum() and self._near_limit(record):
+                    break
+                if len(batch) >= self.opts.batch_size:
+                    yield batch
+                    batch = []
+            if batch:
+                yield batch
+            if self._limited_quorum() and batch:
+                self._take_rest_of_returned_block(batch[-1])
+        finally:
+            if self._last_tag is not None:
+                self.channel.basic_nack(self._last_tag, multiple=True, requeue=True)
+            self._after_return()
+
+    def _get(self) -> MessageRecord | None:
+        method, props, body = self.channel.basic_get(self.facts.name, auto_ack=False)
+        if method is None:
+            self.reached_end = True
+            return None
+        self._last_tag = method.delivery_tag
+        return self._record(method, props, body)
+
+    def _limited_quorum(self) -> bool:
+        return self.facts.type == "quorum" and self.facts.delivery_limit is not None
+
+    def _take_rest_of_returned_block(self, last: MessageRecord) -> None:
+        """Quorum with a limit serves returned messages first, from a queue of their own, and puts
+        each new return at ITS back. Giving back only part of that block would move the part we took
+        behind the rest; so keep taking (not showing) until a never-returned message or the end."""
+        self.hidden = 0
+        record: MessageRecord | None = last
+        while record is not None and delivery_count(record.headers) > 0:
+            if record is not last and delivery_count(record.headers) >= (self.facts.delivery_limit or 0):
+                self.dead_lettered.append(record.position)
+            if self.read >= self.opts.max_unacked:
+                self.notes.append("order of the head may have changed: the block of returned messages "
+                                  "at the head was not read to its end")
+                return
+            record = self._get()
+            self.hidden += record is not None
+        if self.hidden:
+            self.notes.append(f"also took {self.hidden} more previously returned messages (not shown) so that "
+                              "giving them back keeps the order; each used one delivery attempt too")
+
+    def _want_more(self) -> bool:
+        if self.opts.count is not None:
+            return self.read < self.opts.count
+        if self.facts.type == "stream":
+            return True  # nothing is held: read until the stream goes quiet
+        # Everything that was there when the read began (check_read refused more than the bound);
+        # messages published since are not waited for.
+        return self.read < min(self.facts.ready or 0, self.opts.max_unacked)
+
+    def _near_limit(self, record: MessageRecord) -> bool:
+        """Quorum with a limit: stop at the first message this return leaves with no attempt to spare."""
+        limit = self.facts.delivery_limit or 0
+        attempts = delivery_count(record.headers)
+        if attempts >= limit:
+            # Its next return, this one included, dead-letters it; we only learn the count on delivery.
+            self.dead_lettered.append(record.position)
+        if attempts + 1 >= limit:
+            self.stopped_early = (f"stopped at position {record.position}: it has used {attempts} of its "
+                                  f"{limit} delivery attempts; reading further would use more")
+            return True
+        return False
+
+    def _after_return(self) -> None:
+        if self.facts.type != "quorum" or self.read == 0:
+            return
+        if self.facts.delivery_limit is None:
+            if self.reached_end:
+                self.notes.append(f"read the whole queue ({self.read} messages) and gave them back in order; "
+                                  "messages published during the peek are now ahead of them")
+            else:
+                self.notes.append(f"the {self.read} peeked messages are now at the back of the queue")
+        else:
+            self.notes.append(f"used one delivery attempt of each of the {self.read} messages read")
+
+    # streams: consume from an offset; acks only grant credit
+    def _stream_batches(self) -> Iterator[list[MessageRecord]]:
+        prefetch = max(1, min(self.opts.count or self.opts.batch_size, self.opts.batch_size))
+        self.channel.basic_qos(prefetch_count=prefetch)
+        offset = "first" if self.opts.offset is None else self.opts.offset
+        batch: list[MessageRecord] = []
+        try:
+            for method, props, body in self.channel.consume(
+                    self.facts.name, auto_ack=False, arguments={"x-stream-offset": offset},
+                    inactivity_timeout=self.opts.stream_wait):
+                if method is None:
+                    self.reached_end = True
+                    break
+                batch.append(self._record(method, props, body))
+                more = self._want_more()
+                if len(batch) >= prefetch or not more:
+                    # Ack (= grant credit) only when reading on: credit granted at the end would let the
+                    # broker push messages that cancel() then rejects, and streams refuse rejects (540).
+                    if more:
+                        self.channel.basic_ack(method.delivery_tag, multiple=True)
+                    yield batch
+                    batch = []
+                if not more:
+                    break
+            if batch:
+                yield batch
+        finally:
+            self._cancel_stream_consumer()
+
+    def _cancel_stream_consumer(self) -> None:
+        import contextlib
+
+        import pika.exceptions as pe
+
+        # Interrupted mid-chunk, pika rejects what it still buffers and the stream closes the channel
+        # for it. Nothing is lost: reading a stream never removes anything.
+        with contextlib.suppress(pe.ChannelClosedByBroker, pe.ConnectionClosedByBroker,
+                                 pe.ChannelWrongStateError, pe.ConnectionWrongStateError):
+            self.channel.cancel()
+
+    def _record(self, method: Any, props: Any, body: bytes) -> MessageRecord:
+        record = MessageRecord.from_delivery(self.facts.name, method, props, body, position=self.read)
+        record.decoded = self.decode(record)
+        self.read += 1
+        return record
+
+
+def prepare_read(conn: Any, profile: BrokerProfile, name: str, opts: ReadOptions, *,
+                 management: Callable[[], ManagementClient]) -> tuple[QueueReader, list[str]]:
+    """Facts, safety check (raises RefusedError) and a reader on a fresh channel of `conn`."""
+    channel = conn.channel()
+    facts = queue_facts(profile, name, management=management, channel=channel)
+    notes = check_read(facts, opts)
+    return QueueReader(channel, facts, opts), notes
+
+
+def delivery_count(headers: dict[str, Any] | None) -> int:
+    value = (headers or {}).get("x-delivery-count")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+# -- --offset ------------------------------------------------------------------------------------------
+
+_RELATIVE = re.compile(r"^(\d+)([smhd])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def parse_offset(text: str, now: datetime | None = None) -> Any:
+    """first | last | next | N (offset) | ISO timestamp | 30m/2h/1d ago -> x-stream-offset value."""
+    value = text.strip().lower()
+    if value in STREAM_OFFSET_WORDS:
+        return value
+    if value.isdigit():
+        return int(value)
+    match = _RELATIVE.match(value)
+    if match:
+        delta = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+        return (now or datetime.now(UTC)) - delta
+    try:
+        stamp = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"bad --offset {text!r}",
+                         hint="first, last, next, an offset number, an ISO time (2026-01-31T10:00Z) "
+                              "or an age like 30m, 2h, 1d") from None
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)

@@ -1,0 +1,279 @@
+"""Trouble flags for queues, from what the management API reports (pure: no I/O, unit-tested on fake rows).
+
+The API gives queue depths, consumer counts, settings (arguments + policy) and message rates
+averaged over the last statistics interval (`collect_statistics_interval`, 5 s by default). It has no
+per-message delivery counts and no reject counter, so some flags are heuristics; their thresholds
+are the constants below and are printed in `dlxtool queues --help` (keep the two in step).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict, deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlxtool.broker.management import QueueInfo, queue_info
+
+FLAGS = ("dlq", "clogged", "no-consumer", "no-dlx", "at-limit")
+
+# A rate at or above this (events/s) counts as "happening": one event per 10 s. The API's rates are
+# averages over the last 5 s sample, so one redelivery in that window already reads 0.2/s.
+MIN_RATE = 0.1
+# clogged: acks "near zero" means fewer than one ack per 10 redeliveries.
+CLOG_ACK_RATIO = 0.1
+# no-dlx: consumers that ack less than half of what they are given are rejecting (or nacking) it.
+REJECT_ACK_RATIO = 0.5
+# at-limit: estimated deliveries per message reach half the delivery limit (and at least 2).
+AT_LIMIT_FRACTION = 0.5
+# RabbitMQ 4.0+ gives quorum queues a delivery limit of 20 when none is set (-1 means unlimited).
+DEFAULT_DELIVERY_LIMIT_4X = 20
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Messages per second over the last statistics interval; 0 when the API reports nothing."""
+
+    publish: float = 0.0
+    deliver: float = 0.0  # every delivery and basic.get, first or not, acked or auto-acked
+    ack: float = 0.0
+    redeliver: float = 0.0
+    no_ack: float = 0.0  # deliveries/gets in auto-ack mode: they can never be acked
+
+    @property
+    def acked_deliveries(self) -> float:
+        """Deliveries a consumer is expected to ack (manual-ack mode)."""
+        return max(self.deliver - self.no_ack, 0.0)
+
+    def to_json(self) -> dict[str, float]:
+        return {"publish": self.publish, "deliver": self.deliver, "ack": self.ack, "redeliver": self.redeliver}
+
+    @classmethod
+    def from_message_stats(cls, stats: Mapping[str, Any] | None) -> Rates:
+        stats = stats or {}
+
+        def rate(key: str) -> float:
+            details = stats.get(f"{key}_details")
+            value = details.get("rate") if isinstance(details, Mapping) else None
+            return float(value) if isinstance(value, int | float) else 0.0
+
+        return cls(publish=rate("publish"), deliver=rate("deliver_get"), ack=rate("ack"),
+                   redeliver=rate("redeliver"), no_ack=rate("deliver_no_ack") + rate("get_no_ack"))
+
+
+@dataclass
+class QueueRow:
+    """One queue as `dlxtool queues` shows it: the facts, the settings in effect, the flags and why."""
+
+    broker: str
+    vhost: str
+    queue: str
+    type: str
+    ready: int
+    unacked: int
+    consumers: int
+    rates: Rates
+    dead_letter_exchange: str | None
+    dead_letter_routing_key: str | None
+    dead_letter_source: dict[str, str]  # setting -> "arguments" | "policy"
+    delivery_limit: int | None
+    message_ttl: int | None
+    policy: str | None
+    flags: dict[str, str] = field(default_factory=dict)  # flag -> reason, in FLAGS order
+
+    @property
+    def messages(self) -> int:
+        return self.ready + self.unacked
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.broker, self.vhost, self.queue)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "broker": self.broker, "vhost": self.vhost, "queue": self.queue, "type": self.type,
+            "ready": self.ready, "unacked": self.unacked, "messages": self.messages, "consumers": self.consumers,
+            "rates": self.rates.to_json(),
+            "dead_letter_exchange": self.dead_letter_exchange,
+            "dead_letter_routing_key": self.dead_letter_routing_key,
+            "dead_letter_source": self.dead_letter_source,
+            "delivery_limit": self.delivery_limit, "message_ttl": self.message_ttl, "policy": self.policy,
+            "flags": list(self.flags), "reasons": dict(self.flags),
+        }
+
+
+def row_from_api(broker: str, raw: Mapping[str, Any], *, default_delivery_limit: int | None = None) -> QueueRow:
+    """A QueueRow from one item of GET /api/queues (arguments win over policy, setting by setting)."""
+    info = queue_info(dict(raw))
+    sources = {key: src for key in ("exchange", "routing-key")
+               if (src := info.setting_source(f"dead-letter-{key}")) is not None}
+    return QueueRow(
+        broker=broker, vhost=info.vhost, queue=info.name, type=info.type,
+        ready=info.messages_ready, unacked=info.messages_unacked, consumers=info.consumers,
+        rates=Rates.from_message_stats(raw.get("message_stats")),
+        dead_letter_exchange=_text(info.dead_letter_exchange),
+        dead_letter_routing_key=_text(info.dead_letter_routing_key),
+        dead_letter_source={k.replace("-", "_"): v for k, v in sources.items()},
+        delivery_limit=_delivery_limit(info, default_delivery_limit),
+        message_ttl=_int(info.setting("message-ttl")),
+        policy=info.policy,
+    )
+
+
+def default_delivery_limit(version: str | None) -> int | None:
+    """The delivery limit a quorum queue gets when none is set, for this RabbitMQ version."""
+    try:
+        major = int((version or "").split(".")[0])
+    except ValueError:
+        return None
+    return DEFAULT_DELIVERY_LIMIT_4X if major >= 4 else None
+
+
+def _delivery_limit(info: QueueInfo, default: int | None) -> int | None:
+    if info.type != "quorum":
+        return None
+    value = info.setting("delivery-limit")
+    if value is None:
+        return default
+    limit = _int(value)
+    return None if limit is None or limit < 0 else limit  # -1: unlimited (4.x)
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+# -- dlq: which queues receive dead letters ----------------------------------------------------------
+
+
+def is_wait_queue(row: QueueRow) -> bool:
+    """A delay queue of a retry pattern: a message TTL, a dead-letter exchange, nobody consuming.
+
+    What it dead-letters are retries on their way back, not dead letters, and its messages are
+    meant to sit there: neither `dlq` (for its targets) nor `no-consumer` applies.
+    """
+    return row.message_ttl is not None and row.dead_letter_exchange is not None and row.consumers == 0
+
+
+def dead_letter_targets(rows: Iterable[QueueRow], bindings: Iterable[Mapping[str, Any]]
+                        ) -> dict[tuple[str, str], list[str]]:
+    """(vhost, queue) -> the queues whose dead letters can reach it.
+
+    A queue receives dead letters when it is bound, directly or through exchange-to-exchange
+    bindings, to an exchange some queue names as its dead-letter exchange. The default exchange
+    ("") routes by name: the target is the dead-letter routing key. Binding keys are not matched
+    against routing keys: bound is enough (the dead-letter key may be the message's own key).
+    """
+    graph: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+    for b in bindings:
+        source = b.get("source")
+        if not source:  # the default exchange's implicit bindings say nothing
+            continue
+        graph[(b.get("vhost", ""), source)].append((b.get("destination_type", "queue"), b.get("destination", "")))
+    targets: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for row in rows:
+        if row.dead_letter_exchange is None or is_wait_queue(row):
+            continue
+        if row.dead_letter_exchange == "":
+            found = {row.dead_letter_routing_key} if row.dead_letter_routing_key else set()
+        else:
+            found = _bound_queues(graph, row.vhost, row.dead_letter_exchange)
+        for queue in sorted(found):
+            if queue != row.queue and row.queue not in targets[(row.vhost, queue)]:
+                targets[(row.vhost, queue)].append(row.queue)
+    return dict(targets)
+
+
+def _bound_queues(graph: Mapping[tuple[str, str], list[tuple[str, str]]], vhost: str, exchange: str) -> set[str]:
+    queues: set[str] = set()
+    seen = {exchange}
+    todo = deque([exchange])
+    while todo:
+        for kind, dest in graph.get((vhost, todo.popleft()), []):
+            if kind == "queue":
+                queues.add(dest)
+            elif dest not in seen:
+                seen.add(dest)
+                todo.append(dest)
+    return queues
+
+
+# -- the flags ------------------------------------------------------------------------------------------
+
+
+def flag_rows(rows: list[QueueRow], bindings: Iterable[Mapping[str, Any]]) -> list[QueueRow]:
+    """Set `flags` on every row (rows of one broker: dead-letter routing does not cross brokers)."""
+    targets = dead_letter_targets(rows, bindings)
+    for row in rows:
+        row.flags = queue_flags(row, targets.get((row.vhost, row.queue)))
+    return rows
+
+
+def queue_flags(row: QueueRow, dead_letter_sources: list[str] | None = None) -> dict[str, str]:
+    """flag -> reason for one queue; `dead_letter_sources` are the queues that dead-letter into it."""
+    flags: dict[str, str] = {}
+    r = row.rates
+    if dead_letter_sources:
+        flags["dlq"] = "receives dead letters from " + ", ".join(sorted(dead_letter_sources))
+    if row.type == "stream":  # streams keep messages for every reader and never dead-letter
+        return flags
+    redelivering = r.redeliver >= MIN_RATE
+    if row.consumers and row.messages and redelivering and r.ack <= CLOG_ACK_RATIO * r.redeliver:
+        flags["clogged"] = (f"{format_rate(r.redeliver)}/s redelivered, {format_rate(r.ack)}/s acked with "
+                            f"{row.consumers} consumer(s): a message is rejected with requeue in a loop")
+    if row.ready and not row.consumers and not dead_letter_sources and not is_wait_queue(row):
+        flags["no-consumer"] = f"{row.ready} message(s) ready and no consumer"
+    if row.dead_letter_exchange is None:
+        reason = _rejecting(r)
+        if reason:
+            flags["no-dlx"] = f"no dead-letter exchange and {reason}"
+    limit_reason = _near_limit(row)
+    if limit_reason:
+        flags["at-limit"] = limit_reason
+    return {name: flags[name] for name in FLAGS if name in flags}
+
+
+def _rejecting(r: Rates) -> str | None:
+    """Signs that consumers reject: requeued redeliveries, or manual-ack deliveries mostly not acked."""
+    if r.redeliver >= MIN_RATE:
+        return f"consumers reject with requeue ({format_rate(r.redeliver)}/s redelivered): the rejects loop"
+    given = r.acked_deliveries
+    if given >= MIN_RATE and r.ack < REJECT_ACK_RATIO * given:
+        return (f"consumers ack {format_rate(r.ack)}/s of {format_rate(given)}/s delivered: "
+                "the rest is rejected and dropped")
+    return None
+
+
+def deliveries_per_message(r: Rates) -> float:
+    """Mean deliveries per message from the rates: each message is delivered once, then redelivered."""
+    first = r.deliver - r.redeliver
+    return math.inf if first <= 0 else r.deliver / first
+
+
+def _near_limit(row: QueueRow) -> str | None:
+    """Quorum queues count every return. The API has no per-message delivery counts (and reading
+    x-delivery-count would itself be a delivery), so estimate from the rates how many deliveries a
+    message gets, and compare it with the limit."""
+    limit = row.delivery_limit
+    r = row.rates
+    if row.type != "quorum" or limit is None or not row.messages or r.redeliver < MIN_RATE:
+        return None
+    estimate = deliveries_per_message(r)
+    if estimate < max(2.0, AT_LIMIT_FRACTION * limit):
+        return None
+    shown = "every delivery is a redelivery" if math.isinf(estimate) else f"~{estimate:.1f} deliveries per message"
+    return f"{shown} ({format_rate(r.redeliver)}/s redelivered) against a delivery limit of {limit}"
+
+
+def format_rate(value: float) -> str:
+    """A rate for people: whole numbers from 10/s, then one decimal, two below 1/s (no trailing zeros)."""
+    if value >= 10:
+        return f"{value:.0f}"
+    return f"{value:.{1 if value >= 1 else 2}f}".rstrip("0").rstrip(".") or "0"

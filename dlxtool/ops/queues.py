@@ -1,0 +1,175 @@
+"""`dlxtool queues`: survey one broker or all of them through the management API and flag trouble.
+
+Each broker costs three GETs (version, queues page by page with only the columns used, bindings),
+brokers are asked in parallel, and a broker that fails is reported on its own, never stopping others.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from dlxtool.broker.management import ManagementClient
+from dlxtool.config import BrokerProfile
+from dlxtool.errors import DlxtoolError
+from dlxtool.ops.queue_flags import FLAGS, QueueRow, default_delivery_limit, flag_rows, row_from_api
+
+_RATES = ("publish", "deliver_get", "ack", "redeliver", "deliver_no_ack", "get_no_ack")
+QUEUE_COLUMNS = [
+    "name", "vhost", "type", "messages_ready", "messages_unacknowledged", "consumers",
+    "arguments", "policy", "effective_policy_definition",
+    *(f"message_stats.{r}_details.rate" for r in _RATES),
+]
+BINDING_COLUMNS = ["vhost", "source", "destination", "destination_type"]
+
+# --sort keys -> (value, biggest first?)
+SORT_KEYS: dict[str, tuple[Callable[[QueueRow], Any], bool]] = {
+    "name": (lambda r: r.key, False),
+    "ready": (lambda r: r.ready, True),
+    "unacked": (lambda r: r.unacked, True),
+    "messages": (lambda r: r.messages, True),
+    "consumers": (lambda r: r.consumers, True),
+    "publish-rate": (lambda r: r.rates.publish, True),
+    "deliver-rate": (lambda r: r.rates.deliver, True),
+    "ack-rate": (lambda r: r.rates.ack, True),
+    "redeliver-rate": (lambda r: r.rates.redeliver, True),
+    "flags": (lambda r: len(r.flags), True),
+}
+
+
+@dataclass
+class BrokerResult:
+    """One broker's queues, or why it could not be asked."""
+
+    broker: str
+    management_url: str | None
+    rows: list[QueueRow] = field(default_factory=list)
+    error: DlxtoolError | None = None
+
+    def error_json(self) -> dict[str, Any]:
+        return {"broker": self.broker, "management_url": self.management_url,
+                "error": self.error.message if self.error else None}
+
+
+@dataclass
+class Selection:
+    """Which queues to show, in which order (the CLI's filter and sort options)."""
+
+    flags: tuple[str, ...] = ()  # any of these ("any": any flag at all)
+    match: str | None = None
+    min_messages: int = 0
+    sort: str = "name"
+
+    def keep(self, row: QueueRow) -> bool:
+        if self.flags and not any(f in row.flags or (f == "any" and row.flags) for f in self.flags):
+            return False
+        if self.match and not name_matches(row.queue, self.match):
+            return False
+        return row.messages >= self.min_messages
+
+    def apply(self, rows: Sequence[QueueRow]) -> list[QueueRow]:
+        value, descending = SORT_KEYS[self.sort]
+        kept = sorted((r for r in rows if self.keep(r)), key=lambda r: r.key)  # ties: by name
+        return sorted(kept, key=value, reverse=descending)
+
+
+def name_matches(name: str, pattern: str) -> bool:
+    """Shell-style glob (`orders.*`, `*dlq`); a pattern without wildcards matches as a substring."""
+    if any(c in pattern for c in "*?["):
+        return fnmatch.fnmatchcase(name, pattern)
+    return pattern in name
+
+
+def survey_broker(profile: BrokerProfile, vhost: str | None,
+                  client_factory: Callable[[BrokerProfile], ManagementClient] = ManagementClient.for_profile,
+                  ) -> BrokerResult:
+    """All queues of one broker (one vhost, or all when `vhost` is None), flagged."""
+    result = BrokerResult(broker=profile.name, management_url=profile.management_url)
+    try:
+        client = client_factory(profile)
+        result.management_url = client.masked_url
+        version = client.overview(columns=["rabbitmq_version"]).get("rabbitmq_version")
+        limit = default_delivery_limit(version)
+        raw = client.queues(vhost, columns=QUEUE_COLUMNS)
+        rows = [row_from_api(profile.name, item, default_delivery_limit=limit) for item in raw]
+        result.rows = flag_rows(rows, client.bindings(vhost, columns=BINDING_COLUMNS))
+    except DlxtoolError as exc:
+        result.error = exc
+    return result
+
+
+def survey(profiles: Sequence[BrokerProfile], *, all_vhosts: bool = False,
+           client_factory: Callable[[BrokerProfile], ManagementClient] = ManagementClient.for_profile,
+           ) -> list[BrokerResult]:
+    """Every broker asked in parallel: a dead one costs its own timeout, not the sum of them."""
+    if not profiles:
+        return []
+
+    def one(profile: BrokerProfile) -> BrokerResult:
+        return survey_broker(profile, None if all_vhosts else profile.vhost, client_factory)
+
+    with ThreadPoolExecutor(max_workers=min(16, len(profiles))) as pool:
+        return list(pool.map(one, profiles))
+
+
+def with_vhost(profiles: Sequence[BrokerProfile], vhost: str | None) -> list[BrokerProfile]:
+    return [replace(p, vhost=vhost) if vhost else p for p in profiles]
+
+
+# -- watch: snapshots and what changed between them ------------------------------------------------------
+
+
+@dataclass
+class Snapshot:
+    taken_at: datetime
+    results: list[BrokerResult]
+
+    @property
+    def rows(self) -> list[QueueRow]:
+        return [row for r in self.results for row in r.rows]
+
+    @property
+    def failures(self) -> list[BrokerResult]:
+        return [r for r in self.results if r.error is not None]
+
+
+DELTA_FIELDS = ("ready", "unacked", "consumers")
+
+
+def deltas(previous: Snapshot | None, current: Snapshot) -> dict[tuple[str, str, str], dict[str, int]]:
+    """Per queue, how ready/unacked/consumers changed since the previous snapshot (new queues: from 0)."""
+    if previous is None:
+        return {}
+    before = {row.key: row for row in previous.rows}
+    out = {}
+    for row in current.rows:
+        old = before.get(row.key)
+        out[row.key] = {f: getattr(row, f) - (getattr(old, f) if old else 0) for f in DELTA_FIELDS}
+    return out
+
+
+def pause(seconds: float) -> None:
+    """The wait between snapshots (Ctrl-C lands here; tests replace it)."""
+    time.sleep(seconds)
+
+
+def snapshots(take: Callable[[], list[BrokerResult]], interval: float, count: int | None = None,
+              sleep: Callable[[float], None] | None = None) -> Iterator[Snapshot]:
+    """Take a snapshot every `interval` seconds (measured start to start), `count` times or forever."""
+    sleep = sleep or pause
+    taken = 0
+    while count is None or taken < count:
+        started = time.monotonic()
+        yield Snapshot(taken_at=datetime.now(UTC), results=take())
+        taken += 1
+        if count is None or taken < count:
+            sleep(max(0.0, interval - (time.monotonic() - started)))
+
+
+__all__ = ["FLAGS", "SORT_KEYS", "BrokerResult", "Selection", "Snapshot", "deltas", "snapshots", "survey",
+           "survey_broker", "with_vhost", "name_matches"]

@@ -1,0 +1,115 @@
+"""history against broker-made dead letters: the right origin and counts for each topology."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from dlxtool.errors import ExitStatus
+from tests.support import topologies
+
+pytestmark = pytest.mark.broker
+
+
+def history(run, broker, queue: str, *args: str) -> list[dict]:
+    result = run("history", queue, "--url", broker.url, "-f", "json", *args)
+    assert result.exit_code == 0, result.stderr
+    return orjson.loads(result.stdout)
+
+
+def test_reject_to_dlq(run, broker, qname) -> None:
+    topo = topologies.reject_to_dlq(broker, qname, 3, error="NullPointerException: order.id")
+    items = history(run, broker, topo.dlq)
+    assert [i["origin"] for i in items] == [topo.work] * 3
+    assert items[0]["deaths"][0]["reason"] == "rejected" and items[0]["deaths"][0]["count"] == 1
+    assert items[0]["first_death"] == {"queue": topo.work, "reason": "rejected", "exchange": ""}
+    summary = history(run, broker, topo.dlq, "--summary")
+    assert summary == [{"origin": topo.work, "reason": "rejected", "type": "shop.orders.v1.OrderPlaced",
+                        "error": "NullPointerException: order.id", "messages": 3, "deaths": 3,
+                        "first": summary[0]["first"], "last": summary[0]["last"]}]
+    assert summary[0]["first"] is not None
+
+
+def test_ttl_wait_queue_loop_origin_is_the_work_queue(run, broker, qname) -> None:
+    topo = topologies.ttl_retry_loop(broker, qname, n=2, cycles=3)
+    items = history(run, broker, topo.dlq)
+    for item in items:
+        deaths = item["deaths"]
+        assert [(d["queue"], d["reason"], d["count"]) for d in deaths] == [
+            (topo.wait, "expired", 4), (topo.work, "rejected", 3)]
+        assert deaths[0]["original_expiration"] == "50"
+        assert item["origin"] == topo.work and "rejected" in item["origin_why"]
+        assert item["total_deaths"] == 7
+
+
+def test_dead_letter_routing_key_override_does_not_fool_origin(run, broker, qname) -> None:
+    topo = topologies.routing_key_override(broker, qname)
+    items = history(run, broker, topo.dlq)
+    assert [i["routing_key"] for i in items] == ["parked", "parked"]
+    assert items[0]["origin"] == topo.work
+    assert items[0]["deaths"][0]["routing_keys"] == ["order.placed"]
+    assert items[0]["deaths"][0]["exchange"] == topo.exchange
+
+
+def test_quorum_delivery_limit(run, broker, qname) -> None:
+    topo = topologies.quorum_delivery_limit(broker, qname, n=2, limit=1)
+    items = history(run, broker, topo.dlq)
+    assert [(i["origin"], i["deaths"][0]["reason"]) for i in items] == [(topo.work, "delivery_limit")] * 2
+
+
+def test_max_length_overflow(run, broker, qname) -> None:
+    topo = topologies.max_length_overflow(broker, qname, n=5, max_length=2)
+    items = history(run, broker, topo.dlq, "--summary")
+    assert (items[0]["origin"], items[0]["reason"], items[0]["messages"]) == (topo.work, "maxlen", 3)
+
+
+def test_history_from_a_dump_file_and_stdin(run, broker, qname, tmp_path) -> None:
+    topo = topologies.reject_to_dlq(broker, qname, 2)
+    out = tmp_path / "dlq.jsonl"
+    dumped = run("dump", topo.dlq, "--url", broker.url, "-o", str(out))
+    assert dumped.exit_code == 0, dumped.stderr
+    assert "dumped 2 messages" in dumped.stderr and "nothing was removed" in dumped.stderr
+    assert broker.queue_depth(topo.dlq) == 2
+    offline = run("history", "--from", str(out), "--summary", "-f", "json")
+    assert orjson.loads(offline.stdout)[0]["messages"] == 2
+    piped = run("history", "--from", "-", "-f", "jsonl", input=out.read_bytes())
+    assert [orjson.loads(line)["origin"] for line in piped.stdout.splitlines()] == [topo.work] * 2
+
+
+def test_malformed_headers_warn_and_give_the_best_reading(run, tmp_path) -> None:
+    records = [
+        {"queue": "q", "body": "", "headers": {"x-death": "garbage"}},
+        {"queue": "q", "body": "", "headers": {"x-death": {"queue": "a", "reason": "rejected", "count": "7"}}},
+        {"queue": "q", "body": "", "headers": {"x-death": [{"reason": "rejected"}, 5],
+                                               "x-first-death-queue": "b"}},
+    ]
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    result = run("history", "--from", str(path), "-f", "json")
+    assert result.exit_code == 0
+    items = orjson.loads(result.stdout)
+    assert [i["origin"] for i in items] == [None, "a", "b"]
+    assert items[1]["total_deaths"] == 7
+    assert "not an array" in result.stderr and "lacks queue, count" in result.stderr
+    table = run("history", "--from", str(path), "-f", "table")
+    assert table.exit_code == 0 and "origin a" in table.stdout
+
+
+def test_history_needs_a_queue_or_a_file(run) -> None:
+    assert run("history").exit_code == ExitStatus.USAGE
+
+
+def test_dump_refuses_above_the_configured_bound_and_says_the_cost(run, broker, qname, tmp_path) -> None:
+    topo = topologies.max_length_overflow(broker, qname, n=8, max_length=8)  # 8 messages, no deaths
+    config = tmp_path / "config.toml"
+    config.write_text("dump_unacked_limit = 5\n" + broker.config_toml())
+    env = {"DLXTOOL_CONFIG": str(config), "DLXTOOL_TEST_PASSWORD": "guest"}
+    refused = run("dump", topo.work, "-b", "test", "--all", env=env)
+    assert refused.exit_code == ExitStatus.REFUSED
+    assert "bound is 5" in refused.stderr and "dump --remove" in refused.stderr
+    allowed = run("dump", topo.work, "-b", "test", "--all", "--max-unacked", "8", env=env)
+    assert allowed.exit_code == 0, allowed.stderr
+    assert len(allowed.stdout.splitlines()) == 8
+    assert "holding up to 8 messages unacked" in allowed.stderr
+    assert broker.queue_depth(topo.work) == 8
+    assert run("dump", topo.work, "-b", "test", "--all", "-n", "2", env=env).exit_code == ExitStatus.USAGE

@@ -1,0 +1,224 @@
+"""peek against the real broker: the queue is the same afterwards, or the peek is refused (exit 6)."""
+
+from __future__ import annotations
+
+import orjson
+import pika
+import pytest
+
+from dlxtool.errors import ExitStatus
+
+pytestmark = pytest.mark.broker
+
+# Bodies and headers a naive tool mangles: binary, control characters, escapes, unicode.
+BODIES = [b"plain", bytes(range(256)), b"\x1b[31mred\x1b[0m\n\r", "héllo ✓".encode(), b""] * 2
+
+
+def publish_all(broker, queue: str) -> None:
+    with broker.channel() as ch:
+        for i, body in enumerate(BODIES):
+            props = pika.BasicProperties(message_id=f"m-{i}", headers={"n": i, "raw": b"\xff\x00"}, delivery_mode=2)
+            ch.basic_publish("", queue, body, props, mandatory=True)
+
+
+def declare(broker, queue: str, **args) -> str:
+    dlq = queue + ".dlq"
+    with broker.channel() as ch:
+        ch.exchange_declare(dlq, "fanout")
+        ch.queue_declare(dlq)
+        ch.queue_bind(dlq, dlq)
+        ch.queue_declare(queue, durable=True, arguments={"x-dead-letter-exchange": dlq, **args})
+    return dlq
+
+
+def drained(broker, queue: str) -> list[tuple[bytes, dict]]:
+    """Everything in the queue, in order, taken away: the final look for quorum queues."""
+    return [(body, {k: v for k, v in (props.headers or {}).items() if k != "x-delivery-count"})
+            for _m, props, body in broker.drain(queue)]
+
+
+def delivery_counts(broker, queue: str) -> list[int]:
+    return [(props.headers or {}).get("x-delivery-count", 0) for _m, props, _b in broker.drain(queue)]
+
+
+EXPECTED = [(body, {"n": i, "raw": b"\xff\x00"}) for i, body in enumerate(BODIES)]
+
+
+def peek(run, broker, queue: str, *args: str):
+    return run("peek", queue, "--url", broker.url, "-f", "jsonl", *args)
+
+
+def test_classic_five_peeks_leave_queue_byte_for_byte(run, broker, qname) -> None:
+    dlq = declare(broker, qname)
+    publish_all(broker, qname)
+    before = broker.snapshot(qname)
+    for n in ("3", "10", "25", "1", "10"):
+        result = peek(run, broker, qname, "-n", n)
+        assert result.exit_code == 0, result.stderr
+        records = [orjson.loads(line) for line in result.stdout.splitlines()]
+        assert len(records) == min(int(n), len(BODIES))
+        assert [r["position"] for r in records] == list(range(len(records)))
+    assert broker.snapshot(qname) == before
+    assert [(b, h) for b, h in before] == EXPECTED
+    assert broker.queue_depth(dlq) == 0
+    assert "unacked by consumers" in result.stderr and "0 consumers" in result.stderr
+
+
+def test_classic_peek_records_are_exact(run, broker, qname) -> None:
+    declare(broker, qname)
+    publish_all(broker, qname)
+    result = peek(run, broker, qname, "-n", "5")
+    from dlxtool.record import MessageRecord
+
+    records = [MessageRecord.from_json(orjson.loads(line)) for line in result.stdout.splitlines()]
+    assert [(r.body, r.headers) for r in records] == EXPECTED[:5]
+    assert records[0].properties["message_id"] == "m-0"
+
+
+def test_classic_refuses_more_than_the_unacked_bound_and_says_the_cost(run, broker, qname) -> None:
+    declare(broker, qname)
+    publish_all(broker, qname)
+    result = peek(run, broker, qname, "-n", "8", "--max-unacked", "5")
+    assert result.exit_code == ExitStatus.REFUSED
+    assert "holding all of them unacked" in result.stderr and "bound is 5" in result.stderr
+    assert result.stdout == ""
+    assert broker.snapshot(qname) == EXPECTED
+
+
+def test_quorum_with_limit_refuses_five_times_and_nothing_changes(run, broker, qname) -> None:
+    dlq = declare(broker, qname, **{"x-queue-type": "quorum", "x-delivery-limit": 3})
+    publish_all(broker, qname)
+    for _ in range(5):
+        result = peek(run, broker, qname)
+        assert result.exit_code == ExitStatus.REFUSED
+        assert "delivery limit 3" in result.stderr and "--spend-attempts" in result.stderr
+    assert broker.queue_depth(dlq) == 0
+    assert delivery_counts(broker, qname) == [0] * len(BODIES)
+
+
+def test_quorum_with_limit_spend_attempts_keeps_order_and_stops_before_the_limit(run, broker, qname) -> None:
+    dlq = declare(broker, qname, **{"x-queue-type": "quorum", "x-delivery-limit": 3})
+    publish_all(broker, qname)
+    for expected_count in (0, 1):  # safely below the limit: allowed, one attempt each
+        result = peek(run, broker, qname, "-n", "4", "--spend-attempts")
+        assert result.exit_code == 0, result.stderr
+        records = [orjson.loads(line) for line in result.stdout.splitlines()]
+        assert [r["headers"]["x-delivery-count"] for r in records] == [expected_count] * 4
+        assert "used one delivery attempt of each of the" in result.stderr
+    # The head has used 2 of 3: the third peek takes it, sees that, and stops there (exit 6).
+    result = peek(run, broker, qname, "-n", "4", "--spend-attempts")
+    assert result.exit_code == ExitStatus.REFUSED
+    assert "position 0" in result.stderr and "used 2 of its 3" in result.stderr
+    assert broker.queue_depth(dlq) == 0
+    assert "also took 5 more previously returned messages" in result.stderr
+    remaining = broker.drain(qname)
+    assert [(b, {k: v for k, v in (p.headers or {}).items() if k != "x-delivery-count"})
+            for _m, p, b in remaining] == EXPECTED
+    counts = [(p.headers or {}).get("x-delivery-count", 0) for _m, p, _b in remaining]
+    assert counts == [3, 3, 3, 3, 2, 1] + [0] * 4  # the returned block was read to its end
+
+
+def test_quorum_with_limit_partial_peek_of_returned_block_keeps_order(run, broker, qname) -> None:
+    declare(broker, qname, **{"x-queue-type": "quorum", "x-delivery-limit": 5})
+    publish_all(broker, qname)
+    assert peek(run, broker, qname, "-n", "6", "--spend-attempts").exit_code == 0
+    result = peek(run, broker, qname, "-n", "2", "--spend-attempts")  # head block: 6 returned messages
+    assert result.exit_code == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 2
+    assert drained(broker, qname) == EXPECTED
+
+
+def test_quorum_without_limit_refuses_five_times_order_kept(run, broker, qname) -> None:
+    dlq = declare(broker, qname, **{"x-queue-type": "quorum"})
+    publish_all(broker, qname)
+    for _ in range(5):
+        result = peek(run, broker, qname, "-n", "3")
+        assert result.exit_code == ExitStatus.REFUSED
+        assert "BACK of the queue" in result.stderr and "--allow-reorder" in result.stderr
+    assert broker.queue_depth(dlq) == 0
+    assert drained(broker, qname) == EXPECTED
+
+
+@pytest.mark.parametrize("count, note, order", [
+    ("3", "the 3 peeked messages are now at the back", EXPECTED[3:] + EXPECTED[:3]),  # the cost, as announced
+    ("50", "read the whole queue", EXPECTED),  # all of it read and given back: order kept
+])
+def test_quorum_without_limit_allow_reorder_says_what_moved(run, broker, qname, count, note, order) -> None:
+    declare(broker, qname, **{"x-queue-type": "quorum"})
+    publish_all(broker, qname)
+    result = peek(run, broker, qname, "-n", count, "--allow-reorder")
+    assert result.exit_code == 0, result.stderr
+    assert note in result.stderr
+    assert drained(broker, qname) == order
+
+
+def test_stream_reads_from_offsets_without_get(run, broker, qname) -> None:
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True, arguments={"x-queue-type": "stream"})
+    publish_all(broker, qname)
+    first = peek(run, broker, qname, "-n", "3", "--wait", "2")
+    assert first.exit_code == 0, first.stderr
+    assert [orjson.loads(line)["headers"]["n"] for line in first.stdout.splitlines()] == [0, 1, 2]
+    at = peek(run, broker, qname, "--offset", "7", "--wait", "2")
+    assert [orjson.loads(line)["headers"]["n"] for line in at.stdout.splitlines()] == [7, 8, 9]
+    again = peek(run, broker, qname, "-n", "3", "--wait", "2")
+    assert again.stdout == first.stdout  # reading a stream changes nothing
+    refused = peek(run, broker, qname + "x", "--offset", "first")
+    assert refused.exit_code == ExitStatus.NOT_FOUND
+
+
+def test_offset_on_a_classic_queue_is_a_usage_error(run, broker, qname) -> None:
+    declare(broker, qname)
+    result = peek(run, broker, qname, "--offset", "first")
+    assert result.exit_code == ExitStatus.USAGE
+
+
+def test_table_neutralises_control_characters(run, broker, qname) -> None:
+    declare(broker, qname)
+    with broker.channel() as ch:
+        ch.basic_publish("", qname, b"\x1b]0;pwned\x07 text", pika.BasicProperties(type="\x1b[2Jevil"), mandatory=True)
+    result = run("peek", qname, "--url", broker.url, "-f", "table")
+    assert result.exit_code == 0
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "\\x1b[2Jevil" in result.stdout
+    body = run("peek", qname, "--url", broker.url, "-f", "table", "--body")
+    assert "\\x1b]0;pwned\\x07 text" in body.stdout
+
+
+def config_with_dead_management(broker, tmp_path) -> dict[str, str]:
+    path = tmp_path / "config.toml"
+    text = broker.config_toml().replace(broker.management_url, "http://127.0.0.1:9/")
+    path.write_text(text)
+    return {"DLXTOOL_CONFIG": str(path), "DLXTOOL_TEST_PASSWORD": "guest"}
+
+
+def test_management_unreachable_classic_proceeds_and_says_what_was_not_checked(run, broker, qname, tmp_path) -> None:
+    declare(broker, qname)
+    publish_all(broker, qname)
+    env = config_with_dead_management(broker, tmp_path)
+    result = run("peek", qname, "-b", "test", "-f", "jsonl", "-n", "4", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert "check not made: management API not reachable" in result.stderr
+    assert "unacked by consumers not counted" in result.stderr
+    assert len(result.stdout.splitlines()) == 4
+    assert broker.snapshot(qname) == EXPECTED
+
+
+def test_management_unreachable_quorum_is_refused(run, broker, qname, tmp_path) -> None:
+    declare(broker, qname, **{"x-queue-type": "quorum", "x-delivery-limit": 3})
+    publish_all(broker, qname)
+    env = config_with_dead_management(broker, tmp_path)
+    result = run("peek", qname, "-b", "test", "--spend-attempts", env=env)
+    assert result.exit_code == ExitStatus.REFUSED
+    assert "delivery limit could not be checked" in result.stderr
+    assert delivery_counts(broker, qname) == [0] * len(BODIES)
+
+
+def test_management_unreachable_stream_is_probed_and_read(run, broker, qname, tmp_path) -> None:
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True, arguments={"x-queue-type": "stream"})
+    publish_all(broker, qname)
+    env = config_with_dead_management(broker, tmp_path)
+    result = run("peek", qname, "-b", "test", "-f", "jsonl", "-n", "2", "--wait", "2", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 2

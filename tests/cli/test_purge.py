@@ -1,0 +1,59 @@
+import json
+
+import pika
+
+
+def test_purge_needs_yes_without_a_terminal(run, broker, qname) -> None:
+    with broker.channel() as ch:
+        ch.queue_declare(qname)
+    broker.publish(qname, [b"a", b"b", b"c"])
+    result = run("purge", qname, "--url", broker.url)
+    assert result.exit_code == 6
+    assert "--yes" in result.stderr
+    assert broker.queue_depth(qname) == 3
+
+
+def test_dry_run_changes_nothing(run, broker, qname) -> None:
+    with broker.channel() as ch:
+        ch.queue_declare(qname)
+    broker.publish(qname, [b"a", b"b"])
+    result = run("purge", qname, "--url", broker.url, "--dry-run", "--format", "json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["would_purge"] == 2
+    assert broker.queue_depth(qname) == 2
+
+
+def test_purge_reports_count_and_leaves_unacked(run, broker, qname) -> None:
+    with broker.channel() as ch:
+        ch.queue_declare(qname)
+    broker.publish(qname, [b"1", b"2", b"3", b"4"])
+    # A consumer holds one message unacked: queue.purge must not (and cannot) take it.
+    holder = pika.BlockingConnection(pika.ConnectionParameters(
+        broker.host, broker.amqp_port, broker.vhost, pika.PlainCredentials("guest", "guest")))
+    try:
+        hch = holder.channel()
+        method, _, body = hch.basic_get(qname, auto_ack=False)
+        assert body == b"1"
+        result = run("purge", qname, "--url", broker.url, "--yes", "--format", "json")
+        assert result.exit_code == 0, result.stderr
+        summary = json.loads(result.stdout)
+        assert summary["purged"] == 3
+        assert "not purged" in result.stderr
+        hch.basic_nack(method.delivery_tag, requeue=True)
+    finally:
+        holder.close()
+    assert broker.wait_depth(qname, 1) == 1  # the held message came back
+
+
+def test_purge_missing_queue_is_not_found(run, broker) -> None:
+    result = run("purge", "no-such-queue", "--url", broker.url, "--yes")
+    assert result.exit_code == 4
+    assert "no-such-queue" in result.stderr
+
+
+def test_streams_cannot_be_purged(run, broker, qname) -> None:
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True, arguments={"x-queue-type": "stream"})
+    result = run("purge", qname, "--url", broker.url, "--yes")
+    assert result.exit_code == 6
+    assert "stream" in result.stderr

@@ -1,0 +1,327 @@
+"""`dlxtool queues` against real brokers: a clogged queue, a DLQ, an orphan and a healthy one, flagged.
+
+Rates come from the broker's statistics (collected every 5 s), so the fixtures wait for them with a
+bounded poll on the management API itself, not with dlxtool.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pika
+import pytest
+
+from tests.support.broker import BrokerEnv
+
+PASSWORD = "guest"
+RATE_TIMEOUT = 60.0  # seconds to wait for the statistics to show the loops (shared, loaded machine)
+LOOPING = ("clogged", "nodlx", "quorum")
+
+# What each queue of the topology must show, per broker.
+EXPECTED = {
+    "clogged": ["clogged"],  # dead-letter exchange from a policy: not no-dlx
+    "dlq": ["dlq"],  # holds a real dead letter, no consumer: a DLQ, not an orphan
+    "orphan": ["no-consumer"],
+    "healthy": [],
+    "nodlx": ["clogged", "no-dlx"],
+    "quorum": ["clogged", "at-limit"],
+}
+
+
+class Consumers:
+    """A thread with its own connection: rejects (requeue) on the looping queues, acks on `healthy`."""
+
+    def __init__(self, env: BrokerEnv, prefix: str) -> None:
+        self.env, self.prefix = env, prefix
+        self.stop = threading.Event()
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self._stop_consuming: Any = lambda: None
+
+    def _run(self) -> None:
+        try:
+            conn = pika.BlockingConnection(pika.ConnectionParameters(
+                host=self.env.host, port=self.env.amqp_port, virtual_host=self.env.vhost,
+                credentials=pika.PlainCredentials("guest", "guest")))
+            ch = conn.channel()
+            ch.basic_qos(prefetch_count=10)
+
+            def reject(ch: Any, method: Any, _props: Any, _body: bytes) -> None:
+                if self.stop.is_set():  # the redeliveries never pause: stop from inside the stream
+                    ch.stop_consuming()
+                    return
+                time.sleep(0.02)  # a poison loop, but a gentle one: the machine is shared
+                ch.basic_reject(method.delivery_tag, requeue=True)
+
+            for name in LOOPING:
+                ch.basic_consume(f"{self.prefix}.{name}", reject)
+            ch.basic_consume(f"{self.prefix}.healthy", lambda c, m, _p, _b: c.basic_ack(m.delivery_tag))
+            self._stop_consuming = lambda: conn.add_callback_threadsafe(ch.stop_consuming)
+            self.ready.set()
+            ch.start_consuming()
+            conn.close()  # unacked poison messages go back to their queues
+        except BaseException as exc:  # noqa: BLE001 - a failure to start is reported by the fixture
+            self.error = exc  # (a stopped broker also ends up here)
+            self.ready.set()
+
+    def __enter__(self) -> Consumers:
+        self.thread.start()
+        assert self.ready.wait(30) and self.error is None, self.error
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop.set()
+        if self.error is None:
+            self._stop_consuming()  # in case no message arrives to see the flag
+        self.thread.join(30)
+        assert not self.thread.is_alive(), "test consumer did not stop"
+
+
+def build_topology(env: BrokerEnv, p: str) -> None:
+    v = quote(env.vhost, safe="")
+    # The policy gives `clogged` and `healthy` a dead-letter exchange; healthy's own argument wins.
+    env.mgmt.request("PUT", f"policies/{v}/{quote(p, safe='')}-dlx",
+                     {"pattern": f"^{p}\\.(clogged|healthy)$", "apply-to": "queues",
+                      "definition": {"dead-letter-exchange": f"{p}.dlx"}})
+    with env.channel() as ch:
+        ch.exchange_declare(f"{p}.dlx", "fanout")
+        ch.queue_declare(f"{p}.dlq")
+        ch.queue_bind(f"{p}.dlq", f"{p}.dlx")
+        ch.queue_declare(f"{p}.clogged")
+        ch.queue_declare(f"{p}.nodlx")
+        ch.queue_declare(f"{p}.orphan")
+        ch.queue_declare(f"{p}.healthy", arguments={"x-dead-letter-exchange": f"{p}.elsewhere"})
+        ch.queue_declare(f"{p}.quorum", durable=True, arguments={
+            "x-queue-type": "quorum", "x-delivery-limit": 10_000, "x-dead-letter-exchange": f"{p}.dlx"})
+    _wait_policy(env, f"{p}.clogged")
+    # A real dead letter: it expires in `clogged` and the broker moves it through the policy's DLX.
+    env.publish(f"{p}.clogged", [b"expired"], properties=pika.BasicProperties(expiration="1"))
+    assert env.wait_depth(f"{p}.dlq", 1) == 1
+    env.publish(f"{p}.orphan", [b"o1", b"o2", b"o3"])
+    for name in LOOPING:
+        env.publish(f"{p}.{name}", [b"poison-1", b"poison-2"])
+
+
+def _wait_policy(env: BrokerEnv, queue: str) -> None:
+    deadline = time.monotonic() + 30
+    while env.mgmt.queue(env.vhost, queue).policy is None:
+        assert time.monotonic() < deadline, "policy never applied"
+        time.sleep(0.2)
+
+
+def wait_for_rates(env: BrokerEnv, p: str) -> None:
+    """Until the broker's statistics show the reject loops (rates lag by a statistics interval)."""
+    columns = ["name", "message_stats.redeliver_details.rate"]
+    deadline = time.monotonic() + RATE_TIMEOUT
+    while True:
+        rates = {q["name"]: (q.get("message_stats") or {}).get("redeliver_details", {}).get("rate", 0)
+                 for q in env.mgmt.queues(env.vhost, columns=columns)}
+        if all(rates.get(f"{p}.{name}", 0) >= 1 for name in LOOPING):
+            return
+        assert time.monotonic() < deadline, f"no redelivery rates after {RATE_TIMEOUT}s: {rates}"
+        time.sleep(1)
+
+
+@contextmanager
+def running_topology(env: BrokerEnv, prefix: str) -> Iterator[str]:
+    build_topology(env, prefix)
+    with Consumers(env, prefix):
+        env.publish(f"{prefix}.healthy", [b"fine"] * 5)
+        wait_for_rates(env, prefix)
+        yield prefix
+
+
+@pytest.fixture(scope="module")
+def main_topology(broker: BrokerEnv) -> Iterator[str]:
+    with running_topology(broker, f"q7m{os.getpid()}") as prefix:
+        yield prefix
+
+
+@pytest.fixture(scope="module")
+def second_topology(second_broker: BrokerEnv) -> Iterator[str]:
+    with running_topology(second_broker, f"q7s{os.getpid()}") as prefix:
+        yield prefix
+
+
+def config(tmp_path: Path, *sections: str) -> str:
+    path = tmp_path / "dlxtool.toml"
+    path.write_text("".join(sections))
+    path.chmod(0o600)
+    return str(path)
+
+
+DEAD = '[brokers.dead]\nurl = "amqp://guest@127.0.0.1:1/"\nmanagement_url = "http://127.0.0.1:1/"\n'
+ENV = {"DLXTOOL_TEST_PASSWORD": PASSWORD}
+
+
+def flags_by_queue(rows: list[dict[str, Any]], broker: str, prefix: str) -> dict[str, list[str]]:
+    return {r["queue"].removeprefix(prefix + "."): r["flags"] for r in rows
+            if r.get("broker") == broker and r["queue"].startswith(prefix + ".")}
+
+
+def test_topology_flagged_on_both_brokers_one_unreachable(run, broker, second_broker, main_topology,
+                                                         second_topology, tmp_path) -> None:
+    cfg = config(tmp_path, broker.config_toml("main"), second_broker.config_toml("second"), DEAD)
+    result = run("queues", "--all-brokers", "--config", cfg, "--format", "json", env=ENV)
+    assert result.exit_code == 5, result.stderr
+    rows = json.loads(result.stdout)
+    assert flags_by_queue(rows, "main", main_topology) == EXPECTED
+    assert flags_by_queue(rows, "second", second_topology) == EXPECTED
+    [dead] = [r for r in rows if r["broker"] == "dead"]
+    assert "http://127.0.0.1:1/" in dead["error"] and "not reachable" in dead["error"]
+    assert "broker 'dead' not surveyed" in result.stderr
+    assert "1 of 3 brokers did not answer: dead" in result.stderr
+    assert {r["broker"] for r in rows} == {"main", "second", "dead"}  # the built-in `local` is not asked
+
+    by_name = {r["queue"]: r for r in rows if r.get("broker") == "main"}
+    dlq = by_name[f"{main_topology}.dlq"]
+    # The policy names the DLX for `clogged` and `healthy`, but healthy's argument wins: not a source.
+    assert dlq["reasons"]["dlq"] == f"receives dead letters from {main_topology}.clogged, {main_topology}.quorum"
+    assert by_name[f"{main_topology}.clogged"]["dead_letter_source"] == {"exchange": "policy"}
+    healthy = by_name[f"{main_topology}.healthy"]
+    assert healthy["dead_letter_exchange"] == f"{main_topology}.elsewhere"
+    assert healthy["dead_letter_source"] == {"exchange": "arguments"}
+    assert by_name[f"{main_topology}.quorum"]["delivery_limit"] == 10_000
+
+
+def test_table_filters_and_sort(run, broker, main_topology) -> None:
+    result = run("-v", "queues", "--url", broker.url, "--flag", "clogged", "--sort", "redeliver-rate",
+                 "--format", "table")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:4] == ["vhost", "queue", "type", "ready"]  # no broker column for one broker
+    shown = [line.split()[1] for line in lines[2:]]
+    assert sorted(shown) == sorted(f"{main_topology}.{q}" for q in LOOPING)
+    assert "(policy)" in next(line for line in lines if f"{main_topology}.clogged" in line)
+    assert f"{main_topology}.nodlx: no-dlx: no dead-letter exchange and consumers reject with requeue" in result.stderr
+
+    orphans = run("queues", "--url", broker.url, "--match", f"{main_topology}.*", "--min-messages", "3",
+                  "--flag", "no-consumer", "--format", "jsonl")
+    assert [json.loads(line)["queue"] for line in orphans.stdout.splitlines()] == [f"{main_topology}.orphan"]
+
+
+def test_unreachable_management_api_names_the_url_with_password_masked(run, tmp_path) -> None:
+    cfg = config(tmp_path, '[brokers.down]\nurl = "amqp://oncall:Pass-Word-71@127.0.0.1:1/"\n'
+                           'management_url = "http://oncall:Pass-Word-71@127.0.0.1:1/"\n')
+    result = run("queues", "--config", cfg, "--broker", "down")
+    assert result.exit_code == 3
+    assert "management API at http://127.0.0.1:1/ not reachable" in result.stderr
+    assert "Pass-Word-71" not in result.output
+    assert result.stdout == ""
+
+
+def test_watch_without_a_terminal_prints_successive_snapshots(run, broker, main_topology) -> None:
+    result = run("queues", "--url", broker.url, "--match", f"{main_topology}.orphan", "--watch", "0.5",
+                 "--watch-count", "2", "--format", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    first, second = (json.loads(line) for line in result.stdout.splitlines())
+    assert first["queue"] == second["queue"] == f"{main_topology}.orphan"
+    assert first["delta"] is None and second["delta"] == {"ready": 0, "unacked": 0, "consumers": 0}
+    assert first["time"] < second["time"]
+
+    table = run("queues", "--url", broker.url, "--match", f"{main_topology}.orphan", "--watch", "0.5",
+                "--watch-count", "3", "--format", "table")
+    assert table.stdout.count("every 0.5s") == 3 and table.stdout.count(f"{main_topology}.orphan") == 3
+    assert "\x1b" not in table.stdout  # no screen clearing into a pipe
+
+
+def test_watch_on_a_terminal_redraws_in_place_with_deltas(run, broker, main_topology, monkeypatch) -> None:
+    import dlxtool.ops.queues as ops
+    from dlxtool.cli.app import App
+
+    orphan = f"{main_topology}.orphan"
+
+    def one_more_message(_seconds: float) -> None:  # between the two refreshes: the queue grows by one
+        broker.publish(orphan, [b"o4"])
+        deadline = time.monotonic() + RATE_TIMEOUT
+        while broker.mgmt.queue(broker.vhost, orphan).messages_ready != 4:  # the API lags behind AMQP
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+
+    monkeypatch.setattr(App, "stdout_is_tty", lambda self: True)
+    monkeypatch.setattr(ops, "pause", one_more_message)
+    try:
+        result = run("queues", "--url", broker.url, "--match", orphan, "--watch", "1", "--watch-count", "2")
+    finally:
+        broker.drain(orphan)
+        broker.publish(orphan, [b"o1", b"o2", b"o3"])
+    assert result.exit_code == 0, result.stderr
+    screens = result.stdout.split("\x1b[H\x1b[2J")
+    assert len(screens) == 3 and screens[0] == ""
+    assert "Ctrl-C to stop" in screens[1]
+    assert " 3 " in screens[1] and "(+" not in screens[1]
+    assert "4 (+1)" in screens[2]
+
+
+def test_ctrl_c_in_watch_ends_quietly_with_130(broker, main_topology, cli_env) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from dlxtool.cli import main; sys.exit(main())",
+                             "queues", "--url", broker.url, "--match", f"{main_topology}.orphan",
+                             "--watch", "0.5", "--format", "jsonl"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env, text=True)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready and json.loads(proc.stdout.readline())["queue"] == f"{main_topology}.orphan"
+        proc.send_signal(signal.SIGINT)  # mid-watch, like Ctrl-C on a terminal
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130
+    assert err.strip() == "dlxtool: interrupted"
+
+
+@pytest.mark.skipif(os.environ.get("DLXTOOL_TEST_STOP_SECOND") != "1",
+                    reason="stops the shared second node's app: opt in with DLXTOOL_TEST_STOP_SECOND=1")
+def test_second_broker_stopped_and_back(run, broker, second_broker, main_topology, second_topology,
+                                        tmp_path) -> None:
+    node = os.environ.get("DLXTOOL_SECOND_NODE", "dlxtool2@localhost")
+    cfg = config(tmp_path, broker.config_toml("main"), second_broker.config_toml("second"))
+    ctl = [shutil.which("rabbitmqctl") or "/usr/sbin/rabbitmqctl", "-n", node]
+    subprocess.run([*ctl, "stop_app"], check=True, capture_output=True, timeout=60)
+    try:
+        result = run("queues", "--all-brokers", "--config", cfg, "--format", "json", env=ENV)
+    finally:
+        restart_app(ctl, second_broker)
+    assert result.exit_code == 5, result.stderr
+    rows = json.loads(result.stdout)
+    assert flags_by_queue(rows, "main", main_topology) == EXPECTED
+    assert [r["broker"] for r in rows if "error" in r] == ["second"]
+    assert "broker 'second' not surveyed" in result.stderr
+
+
+def restart_app(ctl: list[str], env: BrokerEnv) -> None:
+    """Others share the node: bring it back at once. A start_app that comes while the stop is still
+    winding down fails inside the broker (rabbit_prelaunch: mnesia still running), so retry until
+    the management API answers again."""
+    deadline = time.monotonic() + 120
+    while True:
+        subprocess.run([*ctl, "start_app"], capture_output=True, timeout=60)
+        up_by = time.monotonic() + 10
+        while time.monotonic() < up_by:
+            if _answers(env):
+                return
+            time.sleep(0.5)
+        assert time.monotonic() < deadline, "the second broker did not come back: run scripts/dev-broker second"
+
+
+def _answers(env: BrokerEnv) -> bool:
+    try:
+        env.mgmt.overview(columns=["rabbitmq_version"])
+        return True
+    except Exception:  # noqa: BLE001 - not up yet
+        return False

@@ -1,0 +1,161 @@
+"""Flag rules on fake management-API rows (the real broker proves them in tests/cli/test_queues.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dlxtool.ops import queue_flags as qf
+
+
+def api_row(name: str, *, type_: str = "classic", ready: int = 0, unacked: int = 0, consumers: int = 0,
+            args: dict[str, Any] | None = None, policy: dict[str, Any] | None = None,
+            rates: dict[str, float] | None = None, vhost: str = "v") -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "name": name, "vhost": vhost, "type": type_, "messages_ready": ready, "messages_unacknowledged": unacked,
+        "consumers": consumers, "arguments": args or {}, "policy": "p" if policy else None,
+        "effective_policy_definition": policy or [],  # the API sends [] when no policy applies
+    }
+    if rates is not None:
+        row["message_stats"] = {f"{k}_details": {"rate": v} for k, v in rates.items()}
+    return row
+
+
+def flags_of(*rows: dict[str, Any], bindings: list[dict[str, Any]] | None = None,
+             limit: int | None = None) -> dict[str, dict[str, str]]:
+    parsed = [qf.row_from_api("b", r, default_delivery_limit=limit) for r in rows]
+    return {r.queue: r.flags for r in qf.flag_rows(parsed, bindings or [])}
+
+
+def bind(source: str, dest: str, kind: str = "queue", vhost: str = "v") -> dict[str, str]:
+    return {"vhost": vhost, "source": source, "destination": dest, "destination_type": kind}
+
+
+LOOPING = {"deliver_get": 900.0, "redeliver": 900.0, "ack": 0.0}
+HEALTHY = {"publish": 50.0, "deliver_get": 50.0, "redeliver": 0.0, "ack": 50.0}
+
+
+def test_arguments_win_over_policy_setting_by_setting() -> None:
+    row = qf.row_from_api("b", api_row("q", args={"x-dead-letter-exchange": "from-args"},
+                                       policy={"dead-letter-exchange": "from-policy",
+                                               "dead-letter-routing-key": "rk-policy"}))
+    assert row.dead_letter_exchange == "from-args"
+    assert row.dead_letter_routing_key == "rk-policy"
+    assert row.dead_letter_source == {"exchange": "arguments", "routing_key": "policy"}
+
+
+def test_missing_message_stats_means_zero_rates() -> None:
+    row = qf.row_from_api("b", api_row("q", ready=3))
+    assert row.rates == qf.Rates()
+
+
+def test_dlq_through_exchange_and_exchange_to_exchange_bindings() -> None:
+    flags = flags_of(api_row("work", args={"x-dead-letter-exchange": "dlx"}), api_row("dead", ready=2),
+                     api_row("chained"), api_row("other", ready=1),
+                     bindings=[bind("dlx", "dead"), bind("dlx", "dlx2", "exchange"), bind("dlx2", "chained"),
+                               bind("elsewhere", "other")])
+    assert "dlq" in flags["dead"] and "work" in flags["dead"]["dlq"]
+    assert "dlq" in flags["chained"]
+    assert flags["other"] == {"no-consumer": "1 message(s) ready and no consumer"}
+    assert "no-consumer" not in flags["dead"]  # a DLQ without a consumer is normal
+
+
+def test_dlq_via_policy_and_default_exchange_routing_key() -> None:
+    flags = flags_of(api_row("work", policy={"dead-letter-exchange": "", "dead-letter-routing-key": "parking"}),
+                     api_row("parking"))
+    assert "dlq" in flags["parking"]
+
+
+def test_dlq_is_per_vhost() -> None:
+    flags = flags_of(api_row("work", vhost="a", args={"x-dead-letter-exchange": "dlx"}),
+                     api_row("dead", vhost="b"), bindings=[bind("dlx", "dead", vhost="b")])
+    assert "dlq" not in flags["dead"]
+
+
+def test_retry_wait_queue_targets_are_not_dlqs_and_wait_queue_is_not_orphan() -> None:
+    flags = flags_of(api_row("retry.wait", ready=5, args={"x-message-ttl": 5000, "x-dead-letter-exchange": "work"}),
+                     api_row("work", consumers=1, args={"x-dead-letter-exchange": "retry"}),
+                     bindings=[bind("work", "work"), bind("retry", "retry.wait")])
+    assert flags["work"] == {}
+    assert flags["retry.wait"] == {"dlq": "receives dead letters from work"}
+
+
+def test_clogged_with_the_poison_message_in_the_prefetch() -> None:
+    flags = flags_of(api_row("q", unacked=3, consumers=1, rates=LOOPING,
+                             args={"x-dead-letter-exchange": "dlx"}))
+    assert list(flags["q"]) == ["clogged"]
+
+
+@pytest.mark.parametrize("rates, consumers, messages", [
+    (HEALTHY, 1, 5),  # acks keep up
+    ({"deliver_get": 100.0, "redeliver": 5.0, "ack": 95.0}, 1, 5),  # a few retries, mostly acked
+    (LOOPING, 1, 0),  # nothing left in the queue
+    (LOOPING, 0, 5),  # no consumer (rates lag behind)
+    ({"redeliver": 0.05}, 1, 5),  # below the rate threshold
+])
+def test_not_clogged(rates: dict[str, float], consumers: int, messages: int) -> None:
+    flags = flags_of(api_row("q", ready=messages, consumers=consumers, rates=rates,
+                             args={"x-dead-letter-exchange": "dlx"}))
+    assert "clogged" not in flags["q"]
+
+
+def test_no_dlx_when_rejects_loop_or_drop() -> None:
+    flags = flags_of(api_row("looping", unacked=1, consumers=1, rates=LOOPING),
+                     api_row("dropping", consumers=1, rates={"deliver_get": 20.0, "ack": 1.0}),
+                     api_row("autoack", consumers=1, rates={"deliver_get": 20.0, "deliver_no_ack": 20.0}),
+                     api_row("healthy", consumers=1, rates=HEALTHY),
+                     api_row("has-dlx", consumers=1, rates=LOOPING, args={"x-dead-letter-exchange": "d"}))
+    assert "requeue" in flags["looping"]["no-dlx"]
+    assert "dropped" in flags["dropping"]["no-dlx"]
+    assert "no-dlx" not in flags["autoack"]  # auto-ack deliveries are never acked explicitly
+    assert "no-dlx" not in flags["healthy"]
+    assert "no-dlx" not in flags["has-dlx"]
+
+
+def test_streams_get_no_consumer_side_flags() -> None:
+    flags = flags_of(api_row("s", type_="stream", ready=1000, rates=LOOPING))
+    assert flags["s"] == {}
+
+
+def test_at_limit_from_redelivery_share_against_the_limit() -> None:
+    near = {"deliver_get": 10.0, "redeliver": 9.0}  # ~10 deliveries per message
+    flags = flags_of(api_row("near", type_="quorum", ready=3, consumers=1, rates=near,
+                             args={"x-delivery-limit": 12}),
+                     api_row("far", type_="quorum", ready=3, consumers=1, rates=near,
+                             policy={"delivery-limit": 50}),
+                     api_row("unlimited", type_="quorum", ready=3, consumers=1, rates=near),
+                     api_row("classic", ready=3, consumers=1, rates=near, args={"x-delivery-limit": 12}))
+    assert "~10.0 deliveries per message" in flags["near"]["at-limit"]
+    assert "at-limit" not in flags["far"]
+    assert "at-limit" not in flags["unlimited"]
+    assert "at-limit" not in flags["classic"]
+
+
+def test_at_limit_uses_the_4x_default_limit_unless_unlimited() -> None:
+    looping = {"deliver_get": 5.0, "redeliver": 5.0}
+    assert qf.default_delivery_limit("4.0.5") == 20 and qf.default_delivery_limit("3.10.8") is None
+    flags = flags_of(api_row("q", type_="quorum", unacked=1, consumers=1, rates=looping),
+                     api_row("off", type_="quorum", unacked=1, consumers=1, rates=looping,
+                             args={"x-delivery-limit": -1}),
+                     limit=20)
+    assert "every delivery is a redelivery" in flags["q"]["at-limit"]
+    assert "at-limit" not in flags["off"]
+
+
+def test_deliveries_per_message() -> None:
+    assert qf.deliveries_per_message(qf.Rates(deliver=18, redeliver=15)) == 6
+    assert qf.deliveries_per_message(qf.Rates(deliver=4, redeliver=4)) == float("inf")
+
+
+def test_flags_come_in_a_stable_order_with_json() -> None:
+    [row] = qf.flag_rows([qf.row_from_api("b", api_row("q", unacked=2, consumers=1, rates=LOOPING))], [])
+    data = row.to_json()
+    assert data["flags"] == ["clogged", "no-dlx"]
+    assert set(data["reasons"]) == {"clogged", "no-dlx"}
+    assert data["messages"] == 2 and data["rates"]["redeliver"] == 900.0
+
+
+def test_rates_for_people() -> None:
+    assert [qf.format_rate(v) for v in (0, 0.004, 0.05, 0.2, 1.0, 9.96, 16.4)] == ["0", "0", "0.05", "0.2", "1",
+                                                                                  "10", "16"]

@@ -1,0 +1,78 @@
+"""Survey plumbing without a broker: selection, sorting, deltas, snapshots, failures per broker."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from dlxtool.config import BrokerProfile
+from dlxtool.errors import ConnectError
+from dlxtool.ops import queue_flags as qf
+from dlxtool.ops.queues import QUEUE_COLUMNS, BrokerResult, Selection, Snapshot, deltas, name_matches, snapshots, survey
+
+
+def row(name: str, ready: int = 0, *, redeliver: float = 0.0, flags: dict[str, str] | None = None,
+        broker: str = "b") -> qf.QueueRow:
+    return qf.QueueRow(broker=broker, vhost="/", queue=name, type="classic", ready=ready, unacked=0, consumers=0,
+                       rates=qf.Rates(redeliver=redeliver), dead_letter_exchange=None, dead_letter_routing_key=None,
+                       dead_letter_source={}, delivery_limit=None, message_ttl=None, policy=None,
+                       flags=flags or {})
+
+
+def test_match_is_a_glob_or_a_substring() -> None:
+    assert name_matches("orders.dlq", "orders.*") and not name_matches("xorders.dlq", "orders.*")
+    assert name_matches("orders.dlq", "dlq") and not name_matches("orders", "dlq")
+
+
+def test_selection_filters_then_sorts_biggest_first() -> None:
+    rows = [row("a", 5, flags={"no-consumer": "x"}), row("b", 50, redeliver=3.0, flags={"clogged": "x"}),
+            row("c", 0), row("d", 50)]
+    assert [r.queue for r in Selection(sort="ready").apply(rows)] == ["b", "d", "a", "c"]
+    assert [r.queue for r in Selection(flags=("any",)).apply(rows)] == ["a", "b"]
+    assert [r.queue for r in Selection(flags=("clogged", "dlq")).apply(rows)] == ["b"]
+    assert [r.queue for r in Selection(min_messages=5, sort="redeliver-rate").apply(rows)] == ["b", "a", "d"]
+    assert [r.queue for r in Selection(match="[ab]").apply(rows)] == ["a", "b"]
+
+
+def test_deltas_against_the_previous_snapshot() -> None:
+    def snap(*rows: qf.QueueRow) -> Snapshot:
+        return Snapshot(datetime.now(UTC), [BrokerResult("b", None, list(rows))])
+
+    first, second = snap(row("a", 5), row("gone", 1)), snap(row("a", 8), row("new", 2))
+    assert deltas(None, first) == {}
+    changes = deltas(first, second)
+    assert changes[("b", "/", "a")] == {"ready": 3, "unacked": 0, "consumers": 0}
+    assert changes[("b", "/", "new")]["ready"] == 2
+
+
+def test_snapshots_are_bounded_and_paced() -> None:
+    naps: list[float] = []
+    taken = list(snapshots(lambda: [], 2.0, 3, sleep=naps.append))
+    assert len(taken) == 3 and len(naps) == 2 and all(0 < n <= 2.0 for n in naps)
+
+
+class FakeClient:
+    masked_url = "http://fake:15672/"
+
+    def __init__(self, profile: BrokerProfile) -> None:
+        if profile.name == "dead":
+            raise ConnectError("management API at http://dead:15672/ not reachable: refused")
+        self.asked: dict[str, Any] = {}
+
+    def overview(self, columns: list[str] | None = None) -> dict[str, Any]:
+        return {"rabbitmq_version": "3.10.8"}
+
+    def queues(self, vhost: str | None, *, columns: list[str]) -> list[dict[str, Any]]:
+        assert columns == QUEUE_COLUMNS and vhost == "v"
+        return [{"name": "q", "vhost": "v", "type": "classic", "messages_ready": 2, "consumers": 0}]
+
+    def bindings(self, vhost: str | None, *, columns: list[str]) -> list[dict[str, Any]]:
+        return []
+
+
+def test_one_failing_broker_does_not_stop_the_others() -> None:
+    profiles = [BrokerProfile(name=n, urls=("amqp://h/",), vhost="v") for n in ("dead", "ok")]
+    dead, ok = survey(profiles, client_factory=FakeClient)  # type: ignore[arg-type]
+    assert isinstance(dead.error, ConnectError) and not dead.rows
+    assert dead.error_json()["error"].startswith("management API at http://dead")
+    assert ok.error is None and [r.flags for r in ok.rows] == [{"no-consumer": "2 message(s) ready and no consumer"}]
