@@ -26,7 +26,7 @@ def make_dead_letters(broker, prefix: str, origins: int = 2) -> tuple[str, list[
     all_bodies: list[bytes] = []
     with broker.channel() as ch:
         top = rt.dead_letter_target(ch, prefix)
-        for i, origin in enumerate(names):
+        for origin in names:
             bodies = [f"{origin}-{j:05d}-".encode() + b"x" * 150 for j in range(N // origins)]
             rt.reject_to_dlx(ch, top, origin, bodies)
             all_bodies += bodies
