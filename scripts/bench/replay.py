@@ -97,13 +97,17 @@ def run_shovel(env, n: int) -> float:
     return time.monotonic() - started
 
 
+def make_dead_letters(env, n: int) -> None:
+    setup(env)
+    t = time.monotonic()
+    publish(env, n)
+    dead_letter_all(env, n)
+    print(f"made {n} dead letters in {time.monotonic() - t:.1f}s", file=sys.stderr)
+
+
 def compare(n: int, rounds: int) -> None:
     with open_vhost("localhost", 5672, 15672, f"bench-{uuid.uuid4().hex[:8]}") as env:
-        setup(env)
-        t = time.monotonic()
-        publish(env, n)
-        dead_letter_all(env, n)
-        print(f"made {n} dead letters in {time.monotonic() - t:.1f}s", file=sys.stderr)
+        make_dead_letters(env, n)
         ratios = []
         for r in range(rounds):
             d, _rss, _s = run_dlxtool(env, n)      # DLQ -> origin, history reset
@@ -119,11 +123,7 @@ def compare(n: int, rounds: int) -> None:
 
 def rss(n: int) -> None:
     with open_vhost("localhost", 5672, 15672, f"bench-{uuid.uuid4().hex[:8]}") as env:
-        setup(env)
-        t = time.monotonic()
-        publish(env, n)
-        dead_letter_all(env, n)
-        print(f"made {n} dead letters in {time.monotonic() - t:.1f}s", file=sys.stderr)
+        make_dead_letters(env, n)
         d, rss_kb, _s = run_dlxtool(env, n)
         print(f"{n:,}-message replay: {n / d:,.0f} msg/s, peak RSS {rss_kb / 1024:.1f} MB (target <= 100 MB)")
 
