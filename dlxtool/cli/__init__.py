@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "peek": "dlxtool.cli.peek:peek",
     "purge": "dlxtool.cli.purge:purge",
     "queues": "dlxtool.cli.queues:queues",
+    "replay": "dlxtool.cli.replay:replay",
 }
 
 EPILOG = """\b

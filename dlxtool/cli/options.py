@@ -92,3 +92,55 @@ def yes_option(f: F) -> F:
 
 def dry_run_option(f: F) -> F:
     return click.option("--dry-run", is_flag=True, help="Show what would happen; change nothing.")(f)
+
+
+def selection_options(f: F) -> F:
+    """Message selection shared by replay and purge; passes `selection` (a dlxtool.select.Selection).
+
+    All given filters must hold; repeating one filter means any of its values.
+    """
+    opts = [
+        click.option("--origin", "sel_origins", multiple=True, metavar="QUEUE",
+                     help="Only messages whose origin (the queue they failed in) is QUEUE."),
+        click.option("--reason", "sel_reasons", multiple=True,
+                     type=click.Choice(["rejected", "expired", "maxlen", "delivery_limit"]),
+                     help="Only messages with a death of this reason."),
+        click.option("--min-deaths", "sel_min_deaths", type=click.IntRange(min=1), metavar="N",
+                     help="Only messages that died at least N times (sum of x-death counts)."),
+        click.option("--type", "sel_types", multiple=True, metavar="TYPE",
+                     help="Only messages of this type (AMQP 'type' property)."),
+        click.option("--header", "sel_headers", multiple=True, metavar="NAME=VALUE",
+                     help="Only messages whose header NAME equals VALUE (as text)."),
+        click.option("--routing-key", "sel_routing_keys", multiple=True, metavar="GLOB",
+                     help="Only messages whose routing key (or original one in x-death) matches GLOB."),
+        click.option("--older-than", "sel_older_than", metavar="AGE",
+                     help="Only messages older than AGE (30s, 15m, 2h, 3d; timestamp property, else x-death time)."),
+        click.option("--newer-than", "sel_newer_than", metavar="AGE", help="Only messages newer than AGE."),
+        click.option("--body-contains", "sel_body_contains", multiple=True, metavar="TEXT",
+                     help="Only messages whose body contains TEXT (bytes, UTF-8)."),
+        click.option("--redelivered/--not-redelivered", "sel_redelivered", default=None,
+                     help="Only messages with (or without) the redelivered flag."),
+        click.option("--limit", "sel_limit", type=click.IntRange(min=0), metavar="N",
+                     help="Select at most N messages (the first N that match)."),
+    ]
+
+    import functools
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from dlxtool.select import build_selection
+
+        kwargs["selection"] = build_selection(
+            origins=kwargs.pop("sel_origins"), reasons=kwargs.pop("sel_reasons"),
+            min_deaths=kwargs.pop("sel_min_deaths"), types=kwargs.pop("sel_types"),
+            headers=kwargs.pop("sel_headers"), routing_keys=kwargs.pop("sel_routing_keys"),
+            older_than=kwargs.pop("sel_older_than"), newer_than=kwargs.pop("sel_newer_than"),
+            body_contains=kwargs.pop("sel_body_contains"), redelivered=kwargs.pop("sel_redelivered"),
+            limit=kwargs.pop("sel_limit"),
+        )
+        return f(*args, **kwargs)
+
+    out: F = wrapper
+    for opt in reversed(opts):
+        out = opt(out)
+    return out

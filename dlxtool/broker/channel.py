@@ -1,0 +1,100 @@
+"""Asynchronous channels on a BlockingConnection: pipelined AMQP without a second I/O framework.
+
+Why not `BlockingChannel`: its `basic_publish` after `confirm_delivery()` waits for each confirm (one
+round trip per message), and its consumer callbacks go through an extra event queue. Why not a
+`SelectConnection`: it would bypass `dlxtool.broker.connection.connect` (TLS, node failover, error
+mapping — THE place connections are opened), and its callback-driven ioloop makes Ctrl-C land inside
+pika's frame handling. So we keep the BlockingConnection and open *its underlying* channels
+(`connection._impl.channel(...)`, pika's asynchronous `pika.channel.Channel`): publishes, acks and
+confirms are written without waiting, callbacks only record what happened, and our own loop drives
+I/O with `connection.process_data_events(time_limit)`, which raises when the connection is lost.
+`_impl` is private pika API, stable across pika 1.x; tests/broker exercise it against a real broker.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from dlxtool.errors import ConnectError, DlxtoolError
+
+# How long one idle pump waits for I/O. Short, because pika's timer cannot be woken early by I/O.
+IDLE_WAIT = 0.002
+
+
+def coalesce_output(connection: Any) -> None:
+    """Join pika's pending output chunks into one, so they leave in one send() instead of one per frame.
+
+    pika sends every frame (method, header, body: three per publish) with its own syscall; batching a
+    loop's worth of publishes and acks into one write saves syscalls. Only touches
+    the transport's buffer deque, which pika's writer drains from the front — the bytes are the same.
+    """
+    transport = getattr(connection._impl, "_transport", None)  # noqa: SLF001
+    buffers = getattr(transport, "_tx_buffers", None)
+    if buffers is not None and len(buffers) > 1:
+        joined = b"".join(buffers)
+        buffers.clear()
+        buffers.append(joined)
+
+
+class ChannelClosed(DlxtoolError):
+    """The broker closed the channel (e.g. publishing to an exchange that was deleted)."""
+
+
+class AsyncChannel:
+    """One asynchronous channel plus helpers to wait for replies while pumping the connection."""
+
+    def __init__(self, connection: Any, timeout: float = 30.0) -> None:
+        self.connection = connection
+        self.timeout = timeout
+        self.closed_reason: str | None = None
+        box: list[Any] = []
+        connection._impl.channel(on_open_callback=box.append)  # noqa: SLF001 - see module docstring
+        self.wait_for(lambda: bool(box), "channel.open")
+        self.impl = box[0]
+        self.impl.add_on_close_callback(self._on_close)
+        # BlockingConnection.close() closes every channel through its "cookie" (normally a BlockingChannel).
+        self.impl._set_cookie(self)  # noqa: SLF001
+
+    def _on_close(self, _channel: Any, reason: BaseException) -> None:
+        self.closed_reason = str(reason) or type(reason).__name__
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed_reason is None and self.impl.is_open
+
+    def pump(self, wait: float = 0.0) -> None:
+        """Process pending I/O (and wait up to `wait` seconds for some); raise if the channel died."""
+        coalesce_output(self.connection)
+        self.connection.process_data_events(time_limit=wait)
+        self.check()
+
+    def check(self) -> None:
+        if self.closed_reason is not None:
+            raise ChannelClosed(f"the broker closed the channel: {self.closed_reason}")
+
+    def wait_for(self, ready: Callable[[], bool], what: str, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while not ready():
+            if time.monotonic() > deadline:
+                raise ConnectError(f"no reply to {what} within {self.timeout:g}s")
+            self.connection.process_data_events(time_limit=IDLE_WAIT * 5)
+            if getattr(self, "impl", None) is not None:
+                self.check()
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Call an asynchronous channel method that takes `callback=` and wait for its reply frame."""
+        box: list[Any] = []
+        getattr(self.impl, method)(*args, callback=box.append, **kwargs)
+        self.wait_for(lambda: bool(box), method)
+        return box[0]
+
+    def close(self, *_reason: Any) -> None:
+        """Close politely if still open; never raises (the connection may be gone)."""
+        try:
+            if self.impl.is_open:
+                self.impl.close()
+                self.wait_for(lambda: not self.impl.is_open or self.closed_reason is not None, "channel.close", 5)
+        except Exception:  # noqa: BLE001, S110 - closing must not hide the real outcome
+            pass

@@ -1,0 +1,165 @@
+"""A confirming publisher that pipelines: many publishes in flight, each settled exactly once.
+
+Every publish is `mandatory=True` on a channel in confirm mode. The broker answers each one, in its
+own time, with one of:
+
+- `Outcome.CONFIRMED` — basic.ack and no basic.return: the message is in a queue. Only now may the
+  caller ack (remove) the source message.
+- `Outcome.RETURNED` — basic.return (unroutable: e.g. the queue was deleted), then basic.ack. Without
+  mandatory this message would have been confirmed and silently dropped.
+- `Outcome.NACKED` — basic.nack (e.g. the queue is at x-max-length with overflow reject-publish).
+- `Outcome.LOST` — the channel or connection died before an answer: the broker may or may not have
+  the message (a possible duplicate if the caller keeps the source too, which it must).
+
+A basic.return carries no delivery tag; RabbitMQ sends it before the ack for the same publish. We
+match it to the earliest unsettled publish with the same exchange, routing key and body (preferring
+equal headers). Publishes that match all of those are interchangeable copies, so even a tie cannot
+make a message disappear — at worst two look-alike messages swap places.
+
+Usage (the caller drives I/O, so several publishers and a consumer can share one loop)::
+
+    pub = Publisher(connection, window=1000)
+    pub.publish("", "orders", body, props, token=delivery_tag)   # never blocks
+    while pub.outstanding: pub.pump(0.01); for token, outcome, why in pub.take_settled(): ...
+    pub.flush(timeout)  # everything settled (or LOST on timeout)
+
+`has_room()` says whether the window allows another publish: a bounded number of messages in
+flight keeps memory flat and confirms fast, and is what makes this match the shovel's speed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import itertools
+import time
+from collections import deque
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
+
+
+class Outcome(enum.Enum):
+    CONFIRMED = "confirmed"
+    RETURNED = "returned"
+    NACKED = "nacked"
+    LOST = "lost"
+
+
+@dataclass
+class _Pending:
+    token: Any
+    key: tuple[str, str, bytes]
+    headers: Any
+    returned: str | None = None
+
+
+Settled = tuple[Any, Outcome, str | None]  # (token, outcome, detail)
+
+
+class Publisher:
+    def __init__(self, connection: Any, *, window: int = 1000, timeout: float = 30.0) -> None:
+        self.channel = AsyncChannel(connection, timeout)
+        self.window = max(1, window)
+        self._seq = 0
+        self._pending: dict[int, _Pending] = {}
+        self._by_key: dict[tuple[str, str, bytes], deque[int]] = {}
+        self._settled: deque[Settled] = deque()
+        self.published = 0
+        self.channel.impl.add_on_return_callback(self._on_return)
+        self._select_confirms()
+
+    def _select_confirms(self) -> None:
+        box: list[Any] = []
+        self.channel.impl.confirm_delivery(ack_nack_callback=self._on_ack_nack, callback=box.append)
+        self.channel.wait_for(lambda: bool(box), "confirm.select")
+
+    # -- API --------------------------------------------------------------------------------------
+
+    @property
+    def outstanding(self) -> int:
+        return len(self._pending)
+
+    def has_room(self) -> bool:
+        return len(self._pending) < self.window
+
+    def publish(self, exchange: str, routing_key: str, body: bytes, properties: Any, token: Hashable | Any) -> None:
+        """Send one message (mandatory, confirmed); its outcome comes back later via take_settled()."""
+        self.channel.check()
+        self.channel.impl.basic_publish(exchange, routing_key, body, properties, mandatory=True)
+        self._seq += 1
+        key = (exchange, routing_key, body)
+        self._pending[self._seq] = _Pending(token, key, getattr(properties, "headers", None))
+        self._by_key.setdefault(key, deque()).append(self._seq)
+        self.published += 1
+
+    def pump(self, wait: float = 0.0) -> None:
+        self.channel.pump(wait)
+
+    def take_settled(self) -> list[Settled]:
+        """Outcomes settled since the last call, in the order the broker settled them."""
+        out = list(self._settled)
+        self._settled.clear()
+        return out
+
+    def flush(self, timeout: float | None = None) -> list[Settled]:
+        """Wait until every publish is settled; on timeout or a dead channel the rest become LOST."""
+        deadline = time.monotonic() + (self.channel.timeout if timeout is None else timeout)
+        try:
+            while self._pending and time.monotonic() < deadline:
+                self.pump(IDLE_WAIT)
+        except Exception:  # noqa: BLE001 - the connection died: what is unsettled is unknown
+            pass
+        self.abandon("no confirm before the connection ended")
+        return self.take_settled()
+
+    def abandon(self, why: str) -> None:
+        """Mark every unsettled publish LOST (the channel is gone or we give up waiting)."""
+        for seq in sorted(self._pending):
+            self._settle(seq, Outcome.LOST, why)
+
+    def close(self) -> None:
+        self.channel.close()
+
+    # -- broker callbacks (only record; never call blocking methods here) ---------------------------
+
+    def _on_return(self, _channel: Any, method: Any, properties: Any, body: bytes) -> None:
+        key = (method.exchange or "", method.routing_key or "", bytes(body))
+        seqs = self._by_key.get(key)
+        if not seqs:
+            return  # not ours (cannot happen on our own channel) — nothing to settle
+        candidates = [s for s in seqs if self._pending[s].returned is None]
+        if not candidates:
+            return
+        headers = getattr(properties, "headers", None)
+        chosen = next((s for s in candidates if self._pending[s].headers == headers), candidates[0])
+        self._pending[chosen].returned = f"unroutable ({method.reply_code} {method.reply_text})"
+
+    def _on_ack_nack(self, frame: Any) -> None:
+        method = frame.method
+        nack = type(method).__name__ == "Nack"
+        tag = method.delivery_tag
+        if method.multiple:  # dict order is publish order: the settled ones are at the front
+            seqs = list(itertools.takewhile(lambda s: s <= tag, self._pending))
+        else:
+            seqs = [tag] if tag in self._pending else []
+        for seq in seqs:
+            pending = self._pending[seq]
+            if nack:
+                self._settle(seq, Outcome.NACKED, "rejected by the broker (basic.nack, e.g. queue full)")
+            elif pending.returned is not None:
+                self._settle(seq, Outcome.RETURNED, pending.returned)
+            else:
+                self._settle(seq, Outcome.CONFIRMED, None)
+
+    def _settle(self, seq: int, outcome: Outcome, detail: str | None) -> None:
+        pending = self._pending.pop(seq)
+        seqs = self._by_key.get(pending.key)
+        if seqs is not None:
+            with contextlib.suppress(ValueError):
+                seqs.remove(seq)
+            if not seqs:
+                del self._by_key[pending.key]
+        self._settled.append((pending.token, outcome, detail))

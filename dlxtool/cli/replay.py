@@ -1,0 +1,243 @@
+"""`dlxtool replay DLQ`: dead letters back to the queues they failed in, counts reset, nothing lost."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from typing import Any
+
+import click
+
+from dlxtool.cli.app import App
+from dlxtool.cli.options import common_options, complete_queue, dry_run_option, selection_options, yes_option
+from dlxtool.errors import ConnectError, Interrupted, PartialError, RefusedError
+from dlxtool.select import Selection
+
+HELP = """Send dead letters from DLQ back to the queue each one failed in.
+
+\b
+The origin is read from the death history (the queue the message was
+rejected / hit its delivery limit / overflowed in — not the wait queue of
+a TTL retry loop, not the routing key). Each message is published on the
+default exchange with routing key = origin, mandatory, with publisher
+confirms; the DLQ copy is acked only after a clean confirm. Unroutable
+(origin deleted) or refused (origin full) messages stay in the DLQ and
+are reported. The run covers the messages present at the start only.
+
+\b
+Count reset (default): x-death, x-first-death-*, x-last-death-*, CC, BCC,
+x-delivery-count and the retry headers x-retry-count, x-delivery-attempts
+(+ --reset-header, + the profile's reset_headers) are removed; a header
+`dlxtool-replay` records from, at, count, original exchange/routing key
+and the removed deaths. --keep-history keeps the history headers.
+
+\b
+Messages that stay (not selected, no origin, --max-replays, returned)
+are republished unchanged to the tail of the DLQ and then acked: memory
+stays bounded and their relative order is kept, unlike holding them all
+unacked (unbounded, and a delivery attempt per message on quorum
+queues). They end up behind dead letters that arrive during the run.
+
+\b
+Without --yes, replay first shows the plan (from the first messages,
+given back in order) and asks. Exit 5 when messages were left for a
+reason other than the selection; 3 when the connection was lost (nothing
+is lost; the summary counts possible duplicates); 130 on Ctrl-C.
+
+\b
+Examples:
+  dlxtool replay orders.dlq --dry-run
+  dlxtool replay orders.dlq --origin orders --older-than 10m --yes
+  dlxtool --broker prod-eu replay orders.dlq --target-broker prod-eu-new --save replayed.jsonl
+"""
+
+
+@click.command(help=HELP)
+@click.argument("dlq", shell_complete=complete_queue)
+@click.option("--to", "to_queue", metavar="QUEUE", help="Send everything to QUEUE instead of each origin.")
+@click.option("--keep-history", is_flag=True, help="Keep x-death and retry headers (no count reset).")
+@click.option("--reset-header", "reset_headers", multiple=True, metavar="NAME",
+              help="Also remove this application retry header (repeatable), e.g. count.")
+@click.option("--max-replays", type=click.IntRange(min=1), metavar="N",
+              help="Leave messages already replayed N times in the DLQ (loop guard).")
+@click.option("--keep-routing-key", is_flag=True,
+              help="Publish through a temporary fanout exchange bound only to the origin, so the message "
+                   "keeps its original routing key without reaching other queues.")
+@click.option("--target-broker", metavar="NAME", help="Publish to the origin queues on this broker profile.")
+@click.option("--save", "save_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+              help="Append each replayed message's record (JSON Lines, flushed) before its DLQ ack.")
+@click.option("--rate", type=click.FloatRange(min=0.1), metavar="N", help="At most N messages per second.")
+@click.option("--prefetch", type=click.IntRange(min=1, max=65535), default=2000, show_default=True,
+              help="Unacked DLQ messages held at once (bounds memory).")
+@click.option("--window", type=click.IntRange(min=1, max=65535), default=1000, show_default=True,
+              help="Publishes awaiting a confirm at once.")
+@selection_options
+@dry_run_option
+@yes_option
+@common_options
+@click.pass_obj
+def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_headers: tuple[str, ...],
+           max_replays: int | None, keep_routing_key: bool, target_broker: str | None, save_file: str | None,
+           rate: float | None, prefetch: int, window: int, selection: Selection, dry_run: bool,
+           yes: bool) -> None:
+    from dlxtool.ops.replay import ReplaySettings
+
+    profile = app.profile()
+    target_profile = app.profile(target_broker) if target_broker else None
+    settings = ReplaySettings(
+        source=dlq, selection=selection, to_queue=to_queue, keep_history=keep_history,
+        reset_headers=tuple(dict.fromkeys((*profile.reset_headers, *reset_headers))),
+        max_replays=max_replays, keep_routing_key=keep_routing_key,
+    )
+    info = _queue_info(app, profile, dlq)
+    with ExitStack() as stack:
+        conn = stack.enter_context(app.connection(profile))
+        target_conn = stack.enter_context(app.connection(target_profile)) if target_profile else None
+        if dry_run or not yes:
+            plan = _plan(app, conn, target_conn, settings, info, target_profile or profile)
+            _render_plan(app, plan)
+            if dry_run:
+                return
+            app.confirm(f"Replay the messages of {dlq!r} as planned?", yes=yes)
+        result = _run(app, conn, target_conn, settings, save_file, rate, prefetch, window, profile.timeout)
+    _render_result(app, result)
+    _warn_dead_letter_routing(app, target_profile or profile, result, settings)
+    _exit_for(result)
+
+
+def _queue_info(app: App, profile: Any, dlq: str) -> Any:
+    """Queue type and delivery limit from the management API (None if it cannot be reached)."""
+    from dlxtool.errors import ConnectError as _Connect
+
+    try:
+        info = app.management(profile).queue(profile.vhost, dlq)
+    except _Connect as exc:
+        app.warn(f"cannot check the type of {dlq!r} ({exc.message}); assuming a classic queue")
+        return None
+    if info.type == "stream":
+        raise RefusedError(f"{dlq!r} is a stream: messages cannot be removed from it, so it cannot be replayed",
+                           hint="consume it with a stream consumer and publish with `dlxtool load`")
+    return info
+
+
+def _plan(app: App, conn: Any, target_conn: Any, settings: Any, info: Any, target_profile: Any) -> Any:
+    from dlxtool.ops.replay import dlx_warning, plan
+
+    if info is not None and info.type == "quorum" and info.delivery_limit is not None:
+        raise RefusedError(
+            f"{settings.source!r} is a quorum queue with delivery-limit {info.delivery_limit}: showing a plan "
+            "means reading and returning messages, which counts as a delivery attempt and can dead-letter them",
+            hint="pass --yes to replay without a plan (replay itself never returns messages it has read)")
+    limit = app.config().dump_unacked_limit
+    result = plan(conn, settings, max_messages=limit, target_conn=target_conn, timeout=app.profile().timeout)
+    if not settings.keep_routing_key:
+        try:
+            mgmt = app.management(target_profile)
+            for origin in result.origins:
+                if origin.exists:
+                    origin.warning = dlx_warning(mgmt, target_profile.vhost, origin.queue)
+        except Exception:  # noqa: BLE001 - the warning is advice; no management API, no advice
+            pass
+    return result
+
+
+def _render_plan(app: App, plan: Any) -> None:
+    fmt = app.output_format("json")
+    if fmt != "table":
+        app.emit_json({"plan": plan.to_json()}, fmt)
+        return
+    from dlxtool.render import write_table
+
+    sampled = f" (from the first {plan.looked_at})" if plan.looked_at < plan.snapshot else ""
+    app.info(f"plan for {plan.source}: {plan.snapshot} messages{sampled}")
+    rows = [["replay to", o.queue, o.messages, {True: "yes", False: "NO", None: "?"}[o.exists], o.warning or ""]
+            for o in plan.origins]
+    rows += [["stay", why, n, "", ""] for why, n in sorted(plan.stay.items())]
+    write_table(rows, ["action", "queue / reason", "messages", "exists", "warning"], app.stdout,
+                empty="nothing to replay")
+    for o in plan.origins:
+        if o.exists is False:
+            app.warn(f"queue {o.queue!r} does not exist: its {o.messages} message(s) would stay in the DLQ")
+
+
+def _run(app: App, conn: Any, target_conn: Any, settings: Any, save_file: str | None, rate: float | None,
+         prefetch: int, window: int, timeout: float) -> Any:
+    from dlxtool.ops.replay import replay as run_replay
+    from dlxtool.ops.transfer import RecordSink, TransferOptions
+
+    with ExitStack() as stack:
+        sink = RecordSink(stack.enter_context(open(save_file, "ab"))) if save_file else None  # noqa: SIM115
+        bar = stack.enter_context(_progress_bar(app))
+        options = TransferOptions(prefetch=prefetch, window=window, rate=rate, sink=sink, progress=bar)
+        return run_replay(conn, settings, options, target_conn=target_conn, timeout=timeout)
+
+
+class _progress_bar:  # noqa: N801 - used like a function
+    """A click progress bar on stderr when it is a terminal; otherwise nothing."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.bar: Any = None
+        self.shown = 0
+
+    def __enter__(self) -> Any:
+        from dlxtool.cli.app import _isatty
+
+        return self if _isatty(self.app.stderr) else None
+
+    def __call__(self, progress: Any) -> None:
+        if self.bar is None:
+            self.bar = click.progressbar(length=max(progress.total, 1), file=self.app.stderr, show_eta=True,
+                                         show_pos=True, label="replaying")
+            self.bar.__enter__()
+        rate = progress.done / progress.elapsed if progress.elapsed > 0 else 0
+        self.bar.label = f"replaying ({rate:,.0f}/s)"
+        self.bar.update(progress.done - self.shown)
+        self.shown = progress.done
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+def _render_result(app: App, result: Any) -> None:
+    fmt = app.output_format("json")
+    if fmt != "table":
+        app.emit_json(result.to_json(), fmt)
+        return
+    from dlxtool.render import write_table
+
+    rows = [["replayed", q, n] for q, n in sorted(result.moved.items())]
+    rows += [["left (not selected)", why, n] for why, n in sorted(result.kept.items())]
+    rows += [["LEFT", why, n] for why, n in sorted(result.left.items())]
+    if result.unprocessed:
+        rows.append(["not reached", "", result.unprocessed])
+    write_table(rows, ["outcome", "queue / reason", "messages"], app.stdout, empty="nothing to replay")
+    app.info(f"{result.moved_total} of {result.snapshot} replayed from {result.source} in {result.elapsed:.1f}s"
+             + (f"; {result.possible_duplicates} possible duplicate(s)" if result.possible_duplicates else ""))
+
+
+def _warn_dead_letter_routing(app: App, profile: Any, result: Any, settings: Any) -> None:
+    if settings.keep_routing_key or not result.moved:
+        return
+    from dlxtool.ops.replay import dlx_warning
+
+    try:
+        mgmt = app.management(profile)
+        for queue in sorted(result.moved):
+            warning = dlx_warning(mgmt, profile.vhost, queue)
+            if warning:
+                app.warn(f"{queue}: {warning}")
+    except Exception:  # noqa: BLE001, S110 - advice only
+        pass
+
+
+def _exit_for(result: Any) -> None:
+    dups = f"; {result.possible_duplicates} message(s) may now exist twice" if result.possible_duplicates else ""
+    if result.error:
+        raise ConnectError(f"replay stopped: {result.error}; nothing was lost — unfinished messages are "
+                           f"still in {result.source}{dups}", hint="run the same command again to continue")
+    if result.interrupted:
+        raise Interrupted(f"replay interrupted; the rest is still in {result.source}{dups}")
+    if result.left_total:
+        raise PartialError(f"{result.left_total} message(s) left in {result.source}: "
+                           + ", ".join(f"{why} ({n})" for why, n in sorted(result.left.items())))

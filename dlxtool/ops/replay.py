@@ -1,0 +1,321 @@
+"""Replay: send dead letters back to the queue each one failed in, history reset, nothing lost.
+
+Built on the one-pass engine (dlxtool.ops.transfer): this module only decides, per message, where it
+goes and with which headers; the engine does the confirms, acks, ordering and fault handling.
+
+Where: its origin (dlxtool.deaths.find_origin), or `to_queue`. How: the default exchange with routing
+key = the queue name, so a fanout exchange cannot copy it to every bound queue. With
+`keep_routing_key`, through a temporary fanout exchange bound only to that queue, so consumers see
+the original routing key (and a direct/topic dead-letter exchange still routes the next failure).
+
+Headers: the death history and retry counters are removed (RabbitMQ 3.x keeps a client-sent x-death
+and would keep counting; the reset is the point), and a compact provenance header is added:
+
+    dlxtool-replay = {from, at, count, origin, exchange, routing-key, deaths, removed[, filters]}
+
+`count` also drives the loop guard `max_replays`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from dlxtool.deaths import (
+    FAILURE_REASONS,
+    HISTORY_HEADERS,
+    DeathHistory,
+    find_origin,
+    parse_history,
+    reset_history,
+    summarize,
+)
+from dlxtool.ops.transfer import Action, Decision
+from dlxtool.record import MessageRecord
+from dlxtool.select import Selection
+
+PROVENANCE_HEADER = "dlxtool-replay"
+NO_ORIGIN = "no origin in the death history"
+
+
+@dataclass
+class ReplaySettings:
+    source: str
+    selection: Selection = field(default_factory=Selection)
+    to_queue: str | None = None
+    keep_history: bool = False
+    reset_headers: tuple[str, ...] = ()
+    max_replays: int | None = None
+    keep_routing_key: bool = False
+
+
+def replay_count(headers: dict[str, Any] | None) -> int:
+    """How many times dlxtool has replayed this message before (from its provenance header)."""
+    prov = (headers or {}).get(PROVENANCE_HEADER)
+    if isinstance(prov, dict):
+        try:
+            return int(prov.get("count") or 0)
+        except (TypeError, ValueError):
+            return 0
+    return 0
+
+
+def original_address(history: DeathHistory, origin: str | None) -> tuple[str, str]:
+    """(exchange, routing key) the message had when it entered its origin queue."""
+    for death in history.deaths:
+        if death.queue == origin and death.reason in FAILURE_REASONS:
+            return death.exchange or "", death.routing_keys[0] if death.routing_keys else ""
+    for death in history.deaths:
+        if death.queue == origin:
+            return death.exchange or "", death.routing_keys[0] if death.routing_keys else ""
+    return history.first.get("exchange", ""), ""
+
+
+class ReplayDecider:
+    """decide(record) for the engine. `route_for(origin)` gives the exchange to publish through
+    (default ""; the keep-routing-key mode passes a function that sets up the temporary exchange)."""
+
+    def __init__(self, settings: ReplaySettings, *, route_for: Callable[[str], str | None] | None = None,
+                 now: datetime | None = None) -> None:
+        self.s = settings
+        self.route_for = route_for
+        self.now = now
+        self._filters = settings.selection.describe()
+        self._filters_text = "; ".join(f"{k}={v}" for k, v in self._filters.items())
+        self._reset_names = tuple(settings.reset_headers)
+
+    def __call__(self, record: MessageRecord) -> Decision:
+        s = self.s
+        if not s.selection.matches(record):
+            return Decision.keep()
+        count = replay_count(record.headers)
+        if s.max_replays is not None and count >= s.max_replays:
+            return Decision.leave(f"replayed {count} times already (--max-replays {s.max_replays})")
+        history = parse_history(record.headers)
+        origin = find_origin(record.headers, history).queue
+        target = s.to_queue or origin
+        if not target:
+            return Decision.leave(NO_ORIGIN)
+        orig_exchange, orig_key = original_address(history, origin)
+        if s.keep_history:
+            headers, removed = dict(record.headers), {}
+        else:
+            headers, removed = reset_history(record.headers, self._reset_names)
+        headers.pop(PROVENANCE_HEADER, None)
+        # Compact on purpose: it is encoded into every message (and pika's table codec is slow).
+        provenance: dict[str, Any] = {
+            "from": s.source,
+            "at": self.now or datetime.now(UTC).replace(microsecond=0),
+            "count": count + 1,
+            "exchange": orig_exchange,
+            "routing-key": orig_key or record.routing_key,
+            "deaths": summarize(history.deaths, limit=3),
+        }
+        retry = sorted(k for k in removed if k not in HISTORY_HEADERS)
+        if retry:
+            provenance["reset"] = ", ".join(f"{k}={_short(removed[k])}" for k in retry)
+        if self._filters:
+            provenance["filters"] = self._filters_text
+        headers[PROVENANCE_HEADER] = provenance
+        exchange, routing_key = "", target
+        if s.keep_routing_key:
+            routed = self.route_for(target) if self.route_for else None
+            if routed is None:
+                return Decision.leave(f"cannot bind a temporary exchange to {target!r} (queue missing?)")
+            exchange, routing_key = routed, orig_key or record.routing_key
+        published = MessageRecord(queue=target, body=record.body, exchange=exchange, routing_key=routing_key,
+                                  properties=record.properties, headers=headers)
+        return Decision(Action.MOVE, target, exchange, routing_key, published.pika_properties(), record.body,
+                        published)
+
+
+def _short(value: Any) -> str:
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes | bytearray) else str(value)
+    return text[:40]
+
+
+class TemporaryExchanges:
+    """keep-routing-key mode: one fanout exchange per target queue, bound only to it, deleted at the end.
+
+    Fanout ignores the routing key, so the message keeps its original key yet reaches exactly one
+    queue. Not auto-delete: deleting the queue mid-run must make publishes unroutable (returned),
+    not make the exchange vanish (which would close the channel)."""
+
+    def __init__(self, connection: Any, timeout: float = 30.0) -> None:
+        self.connection = connection
+        self.timeout = timeout
+        self.by_queue: dict[str, str | None] = {}
+        self._tag = uuid.uuid4().hex[:8]
+        self._channel: Any = None
+
+    def _ch(self) -> Any:
+        from dlxtool.broker.channel import AsyncChannel
+
+        if self._channel is None or not self._channel.is_open:
+            self._channel = AsyncChannel(self.connection, self.timeout)
+        return self._channel
+
+    def __call__(self, queue: str) -> str | None:
+        if queue not in self.by_queue:
+            name = f"dlxtool.replay.{self._tag}.{queue}"[:255]
+            try:
+                self._ch().call("exchange_declare", name, exchange_type="fanout", durable=False, auto_delete=False)
+                self.by_queue[queue] = name
+                self._ch().call("queue_bind", queue, name, routing_key="")
+            except Exception:  # noqa: BLE001 - the queue is missing: its messages stay in the DLQ
+                self.by_queue[queue] = None
+        return self.by_queue[queue]
+
+    def delete_all(self) -> None:
+        for name in {n for n in self.by_queue.values() if n}:
+            with contextlib.suppress(Exception):  # best effort; the name says what it was
+                self._ch().call("exchange_delete", name)
+        if self._channel is not None:
+            self._channel.close()
+
+
+# -- plan (dry run) ---------------------------------------------------------------------------------
+
+
+@dataclass
+class OriginPlan:
+    queue: str
+    messages: int
+    exists: bool | None = None
+    warning: str | None = None
+
+
+@dataclass
+class ReplayPlan:
+    source: str
+    snapshot: int
+    looked_at: int
+    origins: list[OriginPlan]
+    stay: Counter[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source, "snapshot": self.snapshot, "looked_at": self.looked_at,
+            "sampled": self.looked_at < self.snapshot,
+            "origins": [{"queue": o.queue, "messages": o.messages, "exists": o.exists, "warning": o.warning}
+                        for o in self.origins],
+            "stay": dict(self.stay),
+        }
+
+
+def plan_from_survey(source: str, snapshot: int, looked_at: int, plan: Counter[tuple[str, str]]) -> ReplayPlan:
+    origins = [OriginPlan(group, n) for (action, group), n in sorted(plan.items()) if action == Action.MOVE.value]
+    stay: Counter[str] = Counter()
+    for (action, group), n in plan.items():
+        if action != Action.MOVE.value:
+            stay[group] += n
+    return ReplayPlan(source, snapshot, looked_at, origins, stay)
+
+
+def dlx_warning(mgmt: Any, vhost: str, queue: str) -> str | None:
+    """Warn when the queue's dead-letter exchange would not route a message whose routing key is now
+    the queue name (DESIGN: the next dead-lettering of a replayed message could be silently dropped)."""
+    from dlxtool.errors import DlxtoolError
+
+    try:
+        info = mgmt.queue(vhost, queue)
+        dlx = info.dead_letter_exchange
+        if dlx is None or info.dead_letter_routing_key:
+            return None  # no DLX, or its routing key is fixed: the new key does not matter
+        if dlx == "":
+            return None if _queue_exists(mgmt, vhost, queue) else f"dead-letter exchange \"\" has no queue {queue!r}"
+        from urllib.parse import quote
+
+        ex = mgmt.get(f"exchanges/{quote(vhost, safe='')}/{quote(dlx, safe='')}")
+        kind = ex.get("type")
+        if kind == "fanout":
+            return None
+        bindings = mgmt.get(f"exchanges/{quote(vhost, safe='')}/{quote(dlx, safe='')}/bindings/source")
+        keys = [b.get("routing_key", "") for b in bindings]
+        if kind == "direct" and queue not in keys:
+            return (f"its dead-letter exchange {dlx!r} (direct) has no binding for routing key {queue!r}: the "
+                    "next dead-lettering of a replayed message would be dropped — consider --keep-routing-key")
+        if kind == "topic" and not any(topic_matches(k, queue) for k in keys):
+            return (f"its dead-letter exchange {dlx!r} (topic) does not route routing key {queue!r}: the next "
+                    "dead-lettering of a replayed message would be dropped — consider --keep-routing-key")
+        if kind not in ("direct", "topic"):
+            return None
+        return None
+    except DlxtoolError:
+        return None
+
+
+def _queue_exists(mgmt: Any, vhost: str, queue: str) -> bool:
+    from dlxtool.errors import NotFoundError
+
+    try:
+        mgmt.queue(vhost, queue)
+        return True
+    except NotFoundError:
+        return False
+
+
+def topic_matches(pattern: str, key: str) -> bool:
+    """AMQP topic matching: words split on '.', '*' = one word, '#' = zero or more."""
+    def match(p: list[str], k: list[str]) -> bool:
+        if not p:
+            return not k
+        if p[0] == "#":
+            return any(match(p[1:], k[i:]) for i in range(len(k) + 1))
+        if not k:
+            return False
+        return (p[0] == "*" or p[0] == k[0]) and match(p[1:], k[1:])
+
+    return match(pattern.split("."), key.split("."))
+
+
+# -- running -----------------------------------------------------------------------------------------
+
+
+def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_conn: Any | None = None,
+           timeout: float = 30.0) -> Any:
+    """Run the replay pass; returns the engine's TransferResult."""
+    from dlxtool.ops.transfer import Transfer
+
+    exchanges = TemporaryExchanges(target_conn or source_conn, timeout) if settings.keep_routing_key else None
+    decider = ReplayDecider(settings, route_for=exchanges)
+    options.limit = settings.selection.limit
+    try:
+        return Transfer(source_conn, settings.source, decider, target_conn=target_conn, options=options,
+                        timeout=timeout).run()
+    finally:
+        if exchanges is not None:
+            exchanges.delete_all()
+
+
+def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, target_conn: Any | None = None,
+         timeout: float = 30.0) -> ReplayPlan:
+    """What a replay would do, from the first max_messages messages (given back in order afterwards)."""
+    from dlxtool.ops.transfer import survey
+
+    decider = ReplayDecider(settings, route_for=lambda _queue: "(temporary exchange)")
+    result = survey(source_conn, settings.source, decider, max_messages=max_messages,
+                    limit=settings.selection.limit, timeout=timeout)
+    out = plan_from_survey(settings.source, result.snapshot, result.looked_at, result.plan)
+    for origin in out.origins:
+        origin.exists = queue_exists(target_conn or source_conn, origin.queue, timeout)
+    return out
+
+
+def queue_exists(conn: Any, queue: str, timeout: float = 30.0) -> bool:
+    """Passive declare on a throwaway channel (a missing queue closes the channel it is asked on)."""
+    from dlxtool.broker.channel import AsyncChannel, ChannelClosed
+
+    channel = AsyncChannel(conn, timeout)
+    try:
+        channel.call("queue_declare", queue, passive=True)
+        return True
+    except ChannelClosed:
+        return False
+    finally:
+        channel.close()

@@ -1,0 +1,646 @@
+"""The one-pass engine under replay, selective purge, `purge --move-to` and `dump --remove`.
+
+It reads a source queue once (a snapshot of the ready count taken at the start, so dead letters that
+arrive — or fail again — during the run are not taken in a loop), asks a `decide(record)` callback
+what to do with each message, and settles every message exactly one way:
+
+    MOVE    publish elsewhere (mandatory, confirmed), optionally write a record to a sink,
+            then ack the source. Returned (unroutable) or nacked publishes stay in the source.
+    REMOVE  write a record to the sink (flushed), then ack the source: purge --backup, dump --remove.
+    KEEP    not selected: stays in the source, relative order kept (see "keeping" below).
+    LEAVE   selected but not movable (no origin, loop guard …): stays in the source, counted by reason.
+
+Nothing is lost: the source is acked only after the copy exists (broker confirm without return, or
+sink flushed). A dropped connection, broker restart or Ctrl-C leaves unacked messages in the source.
+The price is at-least-once: a copy whose source ack may not have reached the broker is a possible
+duplicate, and `TransferResult.possible_duplicates` counts them. To keep that number small, every
+batch of acks is followed by a pipelined basic.qos (a no-op with the same prefetch): the broker
+handles a channel's methods in order, so its qos-ok proves the acks before it were processed.
+
+Keeping non-selected messages in order — the trade-off (also in `dlxtool replay --help`):
+  * nack-requeue at the end would hold every kept message unacked for the whole pass: unbounded
+    for big queues (holding ~1M unacked has crashed brokers) and, on quorum queues, a delivery
+    attempt per kept message (x-delivery-count; with a delivery-limit that can dead-letter them).
+  * so KEEP/LEAVE messages are republished, unchanged, to the tail of the source (default exchange,
+    confirmed) and only then acked. Memory stays bounded by the prefetch window and kept messages
+    keep their relative order. Costs: they end up behind messages that arrive during the run; the
+    delivery's exchange/routing key becomes ""/source (x-death keeps the original ones); a
+    per-message TTL starts again; `redelivered` is cleared.
+  If --limit is reached before anything was kept, the rest is simply not read (it stays in place).
+  If a message must stay but its republish fails (source full/deleted), it is held unacked and
+  requeued at the end instead.
+
+At most `prefetch` messages beyond the snapshot may be delivered to us; they are requeued untouched
+at the end (on quorum queues that counts as a delivery attempt — `TransferResult.requeued` says how many).
+
+Reuse: `purge --backup` = decide() returning REMOVE with a `RecordSink`; `purge --move-to` = MOVE to
+one queue; `load` publishes records without a source queue — use `dlxtool.broker.publisher.Publisher`
+directly (`publish_records` below does the window/settle loop for it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import os
+import signal
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import IO, Any, Protocol
+
+from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
+from dlxtool.broker.publisher import Outcome, Publisher
+from dlxtool.errors import ConnectError
+from dlxtool.record import MessageRecord
+
+
+class Action(enum.Enum):
+    MOVE = "move"
+    REMOVE = "remove"
+    KEEP = "keep"
+    LEAVE = "leave"
+
+
+@dataclass
+class Decision:
+    action: Action
+    group: str = ""              # summary key: the target (MOVE) or the reason (KEEP/LEAVE)
+    exchange: str = ""
+    routing_key: str = ""
+    properties: Any = None       # pika BasicProperties to publish with (MOVE)
+    body: bytes | None = None    # default: the source body
+    record: MessageRecord | None = None  # what the sink writes (default: the source record)
+
+    @classmethod
+    def keep(cls, why: str = "not selected") -> Decision:
+        return cls(Action.KEEP, why)
+
+    @classmethod
+    def leave(cls, why: str) -> Decision:
+        return cls(Action.LEAVE, why)
+
+
+Decide = Callable[[MessageRecord], Decision]
+
+
+class Sink(Protocol):
+    """Where REMOVE (and, if given, MOVE) records go before the source ack: write, then flush."""
+
+    def write(self, record: MessageRecord) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+class RecordSink:
+    """JSON Lines records appended to a binary file; flush() = Python buffer + os.fsync."""
+
+    def __init__(self, stream: IO[bytes], *, fsync: bool = True) -> None:
+        self.stream = stream
+        self.fsync = fsync
+        self.written = 0
+        self._dirty = False
+
+    def write(self, record: MessageRecord) -> None:
+        self.stream.write(record.to_jsonl())
+        self.written += 1
+        self._dirty = True
+
+    def flush(self) -> None:
+        if not self._dirty:
+            return
+        self.stream.flush()
+        if self.fsync:
+            with contextlib.suppress(OSError, ValueError, AttributeError):  # a pipe, an in-memory stream
+                os.fsync(self.stream.fileno())
+        self._dirty = False
+
+
+@dataclass
+class Progress:
+    total: int
+    done: int
+    moved: int
+    elapsed: float
+
+
+@dataclass
+class TransferResult:
+    source: str
+    snapshot: int
+    moved: Counter[str] = field(default_factory=Counter)   # target -> count (confirmed and acked)
+    removed: int = 0                                       # REMOVE: in the sink and acked
+    kept: Counter[str] = field(default_factory=Counter)    # not selected (reason) -> count
+    left: Counter[str] = field(default_factory=Counter)    # selected but stayed (reason) -> count
+    unprocessed: int = 0          # not reached (limit, interrupt, error): still in the source, untouched
+    requeued: int = 0             # delivered to us but returned untouched (beyond the snapshot, or at a stop)
+    possible_duplicates: int = 0  # copies made whose source ack may not have reached the broker
+    interrupted: bool = False
+    error: str | None = None
+    elapsed: float = 0.0
+
+    @property
+    def moved_total(self) -> int:
+        return sum(self.moved.values())
+
+    @property
+    def left_total(self) -> int:
+        return sum(self.left.values())
+
+    @property
+    def complete(self) -> bool:
+        """True when nothing stayed behind for a reason other than the selection."""
+        return not (self.left_total or self.interrupted or self.error)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source, "snapshot": self.snapshot, "moved": dict(self.moved),
+            "moved_total": self.moved_total, "removed": self.removed, "kept": dict(self.kept),
+            "left": dict(self.left), "left_total": self.left_total, "unprocessed": self.unprocessed,
+            "requeued": self.requeued, "possible_duplicates": self.possible_duplicates,
+            "interrupted": self.interrupted, "error": self.error, "elapsed_s": round(self.elapsed, 3),
+        }
+
+
+@dataclass
+class TransferOptions:
+    prefetch: int = 2000          # unacked messages we may hold from the source
+    window: int = 1000            # publishes in flight per publisher
+    limit: int | None = None      # at most this many selected (non-KEEP) messages
+    rate: float | None = None     # messages per second (decisions), None = as fast as possible
+    sink: Sink | None = None      # MOVE and REMOVE records go here before the ack
+    progress: Callable[[Progress], None] | None = None
+    progress_every: float = 0.2
+    settle_timeout: float = 30.0  # how long to wait for outstanding confirms when stopping
+    handle_sigint: bool = True    # turn Ctrl-C into a clean stop (main thread only)
+
+
+# -- per message state ------------------------------------------------------------------------------
+
+_WAIT, _DONE, _HOLD = 0, 1, 2
+
+
+@dataclass
+class _Item:
+    __slots__ = ("tag", "props", "body", "record", "decision", "state", "copy", "outcome_group")
+    tag: int
+    props: Any
+    body: bytes
+    record: MessageRecord | None
+    decision: Decision | None
+    state: int
+    copy: bool            # a copy exists (or may) elsewhere until our ack is certain
+    outcome_group: str | None
+
+
+class Transfer:
+    """One pass over `source` on `source_conn`; MOVEs are published on `target_conn` (may be the same)."""
+
+    def __init__(self, source_conn: Any, source: str, decide: Decide, *, target_conn: Any | None = None,
+                 options: TransferOptions | None = None, timeout: float = 30.0) -> None:
+        self.source_conn = source_conn
+        self.target_conn = target_conn or source_conn
+        self.source = source
+        self.decide = decide
+        self.opts = options or TransferOptions()
+        self.timeout = timeout
+        self.result = TransferResult(source=source, snapshot=0)
+        self._items: deque[_Item] = deque()      # unacked deliveries, in delivery-tag order
+        self._incoming: deque[tuple[Any, Any, bytes]] = deque()
+        self._received = 0
+        self._selected = 0
+        self._held = 0
+        self._waiting = 0                        # items whose copy is not settled yet
+        self._kept_any = False
+        self._lost_copies = 0                    # requeued messages of which a copy may exist elsewhere
+        self._stop_reading = False
+        self._cancelled_by_broker = False
+        self._acked_uncertain = 0                # acked copies not yet proven by a qos-ok
+        self._marker: int | None = None          # acks covered by the qos in flight
+        self._stop = threading.Event()
+
+    # -- public ------------------------------------------------------------------------------------
+
+    def run(self) -> TransferResult:
+        started = time.monotonic()
+        with self._sigint_as_stop():
+            try:
+                self._setup()
+                self._loop(started)
+                self._finish()
+            except Exception as exc:  # noqa: BLE001 - connection/channel loss: settle what we can, report
+                self.result.error = _describe(exc)
+                self._salvage()
+        self.result.interrupted = self._stop.is_set() and self.result.error is None
+        self.result.unprocessed = max(0, self.result.snapshot - self._decided_count())
+        self.result.elapsed = time.monotonic() - started
+        self._report(started, final=True)
+        return self.result
+
+    def stop(self) -> None:
+        """Ask for a clean stop (what Ctrl-C does): finish in-flight work, requeue the rest."""
+        self._stop.set()
+
+    # -- setup -------------------------------------------------------------------------------------
+
+    def _setup(self) -> None:
+        self.channel = AsyncChannel(self.source_conn, self.timeout)
+        declared = self.channel.call("queue_declare", self.source, passive=True)
+        self.result.snapshot = declared.method.message_count
+        self.prefetch = max(1, min(self.opts.prefetch, self.result.snapshot or 1))
+        self.channel.call("basic_qos", prefetch_count=self.prefetch)
+        self.mover = Publisher(self.target_conn, window=self.opts.window, timeout=self.timeout)
+        self.keeper = (self.mover if self.target_conn is self.source_conn
+                       else Publisher(self.source_conn, window=self.opts.window, timeout=self.timeout))
+        self.channel.impl.add_on_cancel_callback(self._on_cancel)
+        if self.result.snapshot:
+            self.consumer_tag = self.channel.impl.basic_consume(self.source, self._on_message, auto_ack=False)
+        else:
+            self._stop_reading = True
+
+    def _on_message(self, _channel: Any, method: Any, props: Any, body: bytes) -> None:
+        self._incoming.append((method, props, body))
+
+    def _on_cancel(self, _frame: Any) -> None:
+        self._cancelled_by_broker = True
+
+    # -- main loop ---------------------------------------------------------------------------------
+
+    def _loop(self, started: float) -> None:
+        last_report = 0.0
+        idle_since = time.monotonic()
+        while not self._stop.is_set():
+            worked = self._take_incoming()
+            self._pump(0.0 if worked else self._idle_wait())
+            self._settle_outcomes()
+            self._ack_ready()
+            now = time.monotonic()
+            if now - last_report >= self.opts.progress_every:
+                self._report(started)
+                last_report = now
+            if self._all_read() and not self._busy():
+                return
+            if self._cancelled_by_broker:
+                raise ConnectError(f"the broker cancelled our consumer on {self.source!r} (queue deleted?)")
+            if worked or self._incoming:
+                idle_since = now
+            elif now - idle_since > 2.0 and not self._busy() and self._source_empty():
+                return  # someone else took the rest of the snapshot
+
+    def _idle_wait(self) -> float:
+        if self.opts.rate and self._rate_delay() > 0:
+            return min(self._rate_delay(), 0.05)
+        return IDLE_WAIT
+
+    def _pump(self, wait: float) -> None:
+        self.channel.pump(wait)
+        if self.target_conn is not self.source_conn:
+            self.mover.pump(0.0)
+
+    def _busy(self) -> bool:
+        return bool(self.mover.outstanding or self.keeper.outstanding or self._waiting)
+
+    def _all_read(self) -> bool:
+        return self._stop_reading or self._received >= self.result.snapshot
+
+    def _decided_count(self) -> int:
+        r = self.result
+        return (r.moved_total + r.removed + sum(r.kept.values()) + r.left_total)
+
+    def _rate_delay(self) -> float:
+        if not self.opts.rate:
+            return 0.0
+        due = self._rate_start + self._received / self.opts.rate
+        return due - time.monotonic()
+
+    # -- deliveries --------------------------------------------------------------------------------
+
+    def _take_incoming(self) -> bool:
+        worked = False
+        if self.opts.rate and not hasattr(self, "_rate_start"):
+            self._rate_start = time.monotonic()
+        while self._incoming:
+            if not (self.mover.has_room() and self.keeper.has_room()):
+                break
+            if self.opts.rate and self._rate_delay() > 0:
+                break
+            method, props, body = self._incoming.popleft()
+            worked = True
+            if self._all_read():  # beyond the snapshot or after --limit: give it back untouched
+                self._items.append(_Item(method.delivery_tag, props, body, None, None, _HOLD, False, None))
+                self._held += 1
+                self.result.requeued += 1
+                continue
+            self._received += 1
+            self._handle(method, props, body)
+        return worked
+
+    def _handle(self, method: Any, props: Any, body: bytes) -> None:
+        record = MessageRecord.from_delivery(self.source, method, props, body, position=self._received - 1)
+        limit_reached = self.opts.limit is not None and self._selected >= self.opts.limit
+        if limit_reached:
+            decision = Decision.keep("beyond --limit")
+        else:
+            decision = self.decide(record)
+            if decision.action is not Action.KEEP:
+                self._selected += 1
+        item = _Item(method.delivery_tag, props, body, record, decision, _WAIT, False, None)
+        self._items.append(item)
+        self._waiting += 1
+        if decision.action is Action.MOVE:
+            item.copy = True
+            self.mover.publish(decision.exchange, decision.routing_key, decision.body if decision.body is not None
+                               else body, decision.properties if decision.properties is not None else props, item)
+        elif decision.action is Action.REMOVE:
+            assert self.opts.sink is not None, "REMOVE needs a sink"
+            self.opts.sink.write(decision.record or record)
+            item.copy = True
+            self._done(item, "removed")
+        else:
+            self._keep(item, decision.group)
+        if self.opts.limit is not None and self._selected >= self.opts.limit and not self._kept_any:
+            # Nothing kept so far: the unread rest can stay where it is, in order.
+            self._stop_reading = True
+
+    def _keep(self, item: _Item, group: str) -> None:
+        """Stay in the source: republish unchanged to its tail, ack the original after the confirm."""
+        item.copy = True
+        item.outcome_group = group
+        self._kept_any = True
+        self.keeper.publish("", self.source, item.body, item.props, ("keep", item))
+
+    # -- outcomes ----------------------------------------------------------------------------------
+
+    def _settle_outcomes(self) -> None:
+        sink_dirty = False
+        for token, outcome, detail in self.mover.take_settled() + (
+                self.keeper.take_settled() if self.keeper is not self.mover else []):
+            if isinstance(token, tuple):  # a keep-republish to the source's tail
+                self._settle_keep(token[1], outcome, detail)
+                continue
+            item: _Item = token
+            if outcome is Outcome.CONFIRMED:
+                if self.opts.sink is not None:
+                    self.opts.sink.write(item.decision.record or item.record)  # type: ignore[union-attr]
+                    sink_dirty = True
+                self._done(item, "moved")
+            else:
+                item.copy = outcome is Outcome.LOST  # a LOST publish may exist at the target
+                if outcome is Outcome.LOST:
+                    self._hold(item, f"{outcome.value}: {detail}")
+                else:
+                    self._keep(item, f"{outcome.value}: {detail}")
+        if sink_dirty and self.opts.sink is not None:
+            self.opts.sink.flush()
+
+    def _settle_keep(self, item: _Item, outcome: Outcome, detail: str | None) -> None:
+        if outcome is Outcome.CONFIRMED:
+            self._done(item, "kept")
+        else:
+            item.copy = outcome is Outcome.LOST
+            self._hold(item, item.outcome_group or f"{outcome.value}: {detail}")
+
+    def _done(self, item: _Item, how: str) -> None:
+        self._waiting -= item.state == _WAIT
+        item.state = _DONE
+        d = item.decision
+        assert d is not None
+        if how == "moved":
+            self.result.moved[d.group] += 1
+        elif how == "removed":
+            self.result.removed += 1
+        else:
+            self._count_stayed(item, item.outcome_group or d.group)
+
+    def _count_stayed(self, item: _Item, why: str) -> None:
+        d = item.decision
+        if d is not None and d.action is Action.KEEP and item.outcome_group in (None, d.group):
+            self.result.kept[d.group] += 1  # not selected: that is the selection, not a failure
+        else:
+            self.result.left[why] += 1
+
+    def _hold(self, item: _Item, why: str) -> None:
+        """Could not copy it back to the tail: keep it unacked, requeue it at the end."""
+        self._waiting -= item.state == _WAIT
+        item.state = _HOLD
+        self._held += 1
+        self._count_stayed(item, why)
+
+    def _ack_ready(self) -> None:
+        """Ack settled messages from the front: one multiple-ack while nothing is held, else one by one."""
+        last = None
+        count = 0
+        acked_copies = 0
+        while self._items and self._items[0].state == _DONE:
+            item = self._items.popleft()
+            count += 1
+            acked_copies += item.copy
+            if self._held:
+                self.channel.impl.basic_ack(item.tag)
+            last = item
+        if self._held and self._items:
+            # Settled messages behind a held one: ack them individually, never past the held tag.
+            for item in [i for i in self._items if i.state == _DONE]:
+                self._items.remove(item)
+                self.channel.impl.basic_ack(item.tag)
+                acked_copies += item.copy
+        elif last is not None:
+            self.channel.impl.basic_ack(last.tag, multiple=True)
+        self._acked_uncertain += acked_copies
+        self._sync_acks()
+
+    def _sync_acks(self) -> None:
+        if self._marker is not None or not self._acked_uncertain:
+            return
+        covered = self._acked_uncertain
+
+        def proven(_frame: Any) -> None:
+            self._acked_uncertain -= covered
+            self._marker = None
+
+        self._marker = covered
+        self.channel.impl.basic_qos(prefetch_count=self.prefetch, callback=proven)
+
+    # -- ending --------------------------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        """Stop reading, settle what is in flight, ack it, give back the rest, prove the acks."""
+        self._cancel_consumer()
+        deadline = time.monotonic() + self.opts.settle_timeout
+        while self._busy_publishing() and time.monotonic() < deadline:
+            self._pump(IDLE_WAIT)
+            self._settle_outcomes()
+            self._ack_ready()
+        for pub in {self.mover, self.keeper}:
+            pub.abandon("no confirm within the settle timeout")
+        self._settle_outcomes()
+        self._ack_ready()
+        self._requeue_rest()
+        self._prove_acks(self.timeout)
+        self.result.possible_duplicates = self._acked_uncertain + self._lost_copies
+
+    def _busy_publishing(self) -> bool:
+        return bool(self.mover.outstanding or self.keeper.outstanding)
+
+    def _cancel_consumer(self) -> None:
+        if getattr(self, "consumer_tag", None) and self.channel.is_open and not self._cancelled_by_broker:
+            self.channel.call("basic_cancel", self.consumer_tag)
+        self._stop_reading = True
+        # Deliveries that arrived before the cancel-ok and were never decided go back untouched.
+        while self._incoming:
+            method, props, body = self._incoming.popleft()
+            self._items.append(_Item(method.delivery_tag, props, body, None, None, _HOLD, False, None))
+            self._held += 1
+            self.result.requeued += 1
+
+    def _requeue_rest(self) -> None:
+        """Every still-unacked delivery (held, undecided) goes back with one nack; classic queues keep order."""
+        for item in self._items:
+            if item.state == _WAIT and item.decision is not None:
+                self._hold(item, "no confirm")  # its publish is unsettled: it stays, maybe twice
+        if self._items:
+            self.channel.impl.basic_nack(0, multiple=True, requeue=True)
+            self._lost_copies += sum(i.copy for i in self._items)
+            self._items.clear()
+            self.channel.call("basic_qos", prefetch_count=self.prefetch)  # the nack is processed once this returns
+
+    def _prove_acks(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while (self._marker is not None or self._acked_uncertain) and time.monotonic() < deadline:
+            self._sync_acks()
+            self.channel.pump(IDLE_WAIT)
+
+    def _salvage(self) -> None:
+        """After an error: the source may still be usable (only the target died) — settle what we can."""
+        try:
+            for pub in {getattr(self, "mover", None), getattr(self, "keeper", None)} - {None}:
+                pub.abandon("connection lost before the confirm")  # type: ignore[union-attr]
+            if getattr(self, "channel", None) is not None and self.channel.is_open and self.source_conn.is_open:
+                self._settle_outcomes()
+                self._ack_ready()
+                self._cancel_consumer()
+                self._requeue_rest()
+                self._prove_acks(5)
+        except Exception:  # noqa: BLE001, S110 - the source is gone too: the broker requeues our unacked
+            pass
+        # Whatever we never acked is back in the source; copies elsewhere of those are duplicates.
+        for item in self._items:
+            if item.state == _WAIT and item.decision is not None:
+                self._hold(item, "connection lost before the confirm")
+            self._lost_copies += item.copy
+        self._items.clear()
+        self.result.possible_duplicates = self._acked_uncertain + self._lost_copies
+
+    def _source_empty(self) -> bool:
+        probe = AsyncChannel(self.source_conn, self.timeout)
+        try:
+            return probe.call("queue_declare", self.source, passive=True).method.message_count == 0
+        except Exception:  # noqa: BLE001 - deleted: nothing left to read
+            return True
+        finally:
+            probe.close()
+
+    def _report(self, started: float, final: bool = False) -> None:
+        if self.opts.progress is None:
+            return
+        done = min(self._decided_count(), self.result.snapshot) if not final else self._decided_count()
+        self.opts.progress(Progress(self.result.snapshot, done, self.result.moved_total,
+                                    time.monotonic() - started))
+
+    @contextmanager
+    def _sigint_as_stop(self) -> Iterator[None]:
+        """Ctrl-C sets a flag the loop checks, so pika is never interrupted half-way through a frame."""
+        if not self.opts.handle_sigint or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.getsignal(signal.SIGINT)
+
+        def handler(_sig: int, _frame: Any) -> None:
+            if self._stop.is_set():  # second Ctrl-C: give up waiting (unacked messages return anyway)
+                signal.signal(signal.SIGINT, previous)
+                raise KeyboardInterrupt
+            self._stop.set()
+
+        signal.signal(signal.SIGINT, handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _describe(exc: BaseException) -> str:
+    from dlxtool import secrets
+
+    text = str(exc) or type(exc).__name__
+    return secrets.scrub(f"{type(exc).__name__}: {text}" if type(exc).__module__.startswith("pika") else text)
+
+
+# -- planning (dry run) and record publishing -------------------------------------------------------
+
+
+@dataclass
+class Survey:
+    """What decide() says about the first `looked_at` messages of a queue, without changing it."""
+
+    snapshot: int
+    looked_at: int
+    plan: Counter[tuple[str, str]] = field(default_factory=Counter)  # (action, group) -> count
+
+
+def survey(conn: Any, source: str, decide: Decide, *, max_messages: int, limit: int | None = None,
+           timeout: float = 30.0) -> Survey:
+    """Read up to max_messages unacked, decide each, then give all back with one nack (order kept on
+    classic queues). Bounded on purpose: holding huge numbers of unacked messages hurts brokers.
+    Callers must refuse this on quorum queues with a delivery limit (a nack is a delivery attempt)."""
+    channel = AsyncChannel(conn, timeout)
+    try:
+        snapshot = channel.call("queue_declare", source, passive=True).method.message_count
+        wanted = min(snapshot, max_messages)
+        result = Survey(snapshot=snapshot, looked_at=0)
+        if not wanted:
+            return result
+        channel.call("basic_qos", prefetch_count=wanted)
+        got: deque[tuple[Any, Any, bytes]] = deque()
+        tag = channel.impl.basic_consume(source, lambda _c, m, p, b: got.append((m, p, b)), auto_ack=False)
+        selected = 0
+        idle_deadline = time.monotonic() + timeout
+        while result.looked_at < wanted and time.monotonic() < idle_deadline:
+            channel.pump(IDLE_WAIT if not got else 0)
+            while got and result.looked_at < wanted:
+                method, props, body = got.popleft()
+                record = MessageRecord.from_delivery(source, method, props, body, position=result.looked_at)
+                result.looked_at += 1
+                idle_deadline = time.monotonic() + 2.0
+                if limit is not None and selected >= limit:
+                    result.plan[(Action.KEEP.value, "beyond --limit")] += 1
+                    continue
+                d = decide(record)
+                selected += d.action is not Action.KEEP
+                result.plan[(d.action.value, d.group)] += 1
+        channel.call("basic_cancel", tag)
+        channel.impl.basic_nack(0, multiple=True, requeue=True)
+        channel.call("basic_qos", prefetch_count=wanted)  # proves the nack was processed
+        return result
+    finally:
+        channel.close()
+
+
+def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]], *, window: int = 1000,
+                    timeout: float = 30.0) -> Iterator[tuple[Any, Outcome, str | None]]:
+    """For `load`: publish (exchange, routing_key, body, properties, token) with a window of confirms,
+    yielding each (token, outcome, detail) as it settles. A seam, not used by replay itself."""
+    pub = Publisher(conn, window=window, timeout=timeout)
+    try:
+        for exchange, routing_key, body, props, token in items:
+            while not pub.has_room():
+                pub.pump(IDLE_WAIT)
+                yield from pub.take_settled()
+            pub.publish(exchange, routing_key, body, props, token)
+            pub.pump(0)
+            yield from pub.take_settled()
+        yield from pub.flush(timeout)
+    finally:
+        pub.close()

@@ -1,0 +1,156 @@
+"""Message selection shared by replay and purge: small predicates over a MessageRecord, no eval.
+
+All given criteria must hold (AND); a repeated criterion of the same kind matches any of its values
+(OR), e.g. `--origin a --origin b`. `--limit` is not a predicate: the operation stops selecting after
+that many matches (`Selection.limit`).
+
+Message type: for now the AMQP `type` property. The protobuf registry (branch `proto`) plugs in
+through `type_of` — a callable record -> type name or None — without changing this module's users.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from dlxtool.deaths import find_origin, parse_history
+from dlxtool.errors import UsageError
+from dlxtool.record import MessageRecord
+
+TypeResolver = Callable[[MessageRecord], "str | None"]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)?\s*$")
+_UNITS = {None: 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def amqp_type(record: MessageRecord) -> str | None:
+    value = record.properties.get("type")
+    return None if value is None else str(value)
+
+
+def parse_duration(text: str) -> float:
+    """'90', '90s', '15m', '2h', '3d', '1w' -> seconds."""
+    match = _DURATION.match(text or "")
+    if not match:
+        raise UsageError(f"bad duration {text!r}", hint="use e.g. 30s, 15m, 2h, 3d")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def parse_header_match(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise UsageError(f"bad header match {text!r}", hint="use NAME=VALUE, e.g. --header tenant=acme")
+    return name, value
+
+
+@dataclass(frozen=True)
+class Selection:
+    origins: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
+    min_deaths: int | None = None
+    types: tuple[str, ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()
+    routing_keys: tuple[str, ...] = ()  # glob patterns
+    older_than: float | None = None     # seconds
+    newer_than: float | None = None
+    body_contains: tuple[bytes, ...] = ()
+    redelivered: bool | None = None
+    limit: int | None = None
+    type_of: TypeResolver = field(default=amqp_type, compare=False, repr=False)
+
+    @property
+    def filters_anything(self) -> bool:
+        return bool(self.describe())
+
+    def matches(self, record: MessageRecord, now: float | None = None) -> bool:
+        return all(check(record, now if now is not None else time.time()) for check in self._checks())
+
+    def _checks(self) -> list[Callable[[MessageRecord, float], bool]]:
+        checks: list[Callable[[MessageRecord, float], bool]] = []
+        if self.origins:
+            checks.append(lambda r, _n: find_origin(r.headers).queue in self.origins)
+        if self.reasons:
+            checks.append(lambda r, _n: any(d.reason in self.reasons for d in r.deaths))
+        if self.min_deaths is not None:
+            checks.append(lambda r, _n: parse_history(r.headers).total >= (self.min_deaths or 0))
+        if self.types:
+            checks.append(lambda r, _n: self.type_of(r) in self.types)
+        if self.headers:
+            checks.append(lambda r, _n: all(_text(r.headers.get(k)) == v for k, v in self.headers))
+        if self.routing_keys:
+            checks.append(self._routing_key_matches)
+        if self.older_than is not None:
+            checks.append(lambda r, n: (age := message_age(r, n)) is not None and age >= (self.older_than or 0))
+        if self.newer_than is not None:
+            checks.append(lambda r, n: (age := message_age(r, n)) is not None and age <= (self.newer_than or 0))
+        if self.body_contains:
+            checks.append(lambda r, _n: any(s in r.body for s in self.body_contains))
+        if self.redelivered is not None:
+            checks.append(lambda r, _n: r.redelivered == self.redelivered)
+        return checks
+
+    def _routing_key_matches(self, record: MessageRecord, _now: float) -> bool:
+        """The delivery's routing key or any routing key in its death history (before a DLX override)."""
+        keys = {record.routing_key, *(k for d in record.deaths for k in d.routing_keys)}
+        return any(fnmatch.fnmatchcase(k, p) for k in keys for p in self.routing_keys)
+
+    def describe(self) -> dict[str, Any]:
+        """The criteria that are set, for plans, summaries and the provenance header."""
+        out: dict[str, Any] = {}
+        for name in ("origins", "reasons", "types", "routing_keys"):
+            if getattr(self, name):
+                out[name] = list(getattr(self, name))
+        if self.headers:
+            out["headers"] = [f"{k}={v}" for k, v in self.headers]
+        if self.body_contains:
+            out["body_contains"] = [b.decode("utf-8", "backslashreplace") for b in self.body_contains]
+        for name in ("min_deaths", "older_than", "newer_than", "redelivered"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+
+def message_age(record: MessageRecord, now: float) -> float | None:
+    """Seconds since the message was created: the timestamp property, else its latest x-death time."""
+    ts = record.properties.get("timestamp")
+    if isinstance(ts, int | float) and not isinstance(ts, bool) and ts > 0:
+        return now - float(ts)
+    times = [d.time for d in record.deaths if d.time is not None]
+    if times:
+        return now - max(times).timestamp()
+    return None
+
+
+def build_selection(*, origins: Sequence[str] = (), reasons: Sequence[str] = (), min_deaths: int | None = None,
+                    types: Sequence[str] = (), headers: Sequence[str] = (), routing_keys: Sequence[str] = (),
+                    older_than: str | None = None, newer_than: str | None = None,
+                    body_contains: Sequence[str] = (), redelivered: bool | None = None,
+                    limit: int | None = None, type_of: TypeResolver | None = None) -> Selection:
+    """A Selection from command-line text (durations and NAME=VALUE parsed, errors as UsageError)."""
+    if limit is not None and limit < 0:
+        raise UsageError("--limit must be >= 0")
+    return Selection(
+        origins=tuple(origins), reasons=tuple(reasons), min_deaths=min_deaths, types=tuple(types),
+        headers=tuple(parse_header_match(h) for h in headers), routing_keys=tuple(routing_keys),
+        older_than=parse_duration(older_than) if older_than else None,
+        newer_than=parse_duration(newer_than) if newer_than else None,
+        body_contains=tuple(s.encode() for s in body_contains), redelivered=redelivered, limit=limit,
+        type_of=type_of or amqp_type,
+    )
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Benchmark: `dlxtool replay` vs the shovel plugin's "Move messages" on the same dead letters.
+
+    .venv/bin/python scripts/bench/replay.py                 # 100,000 messages, rate ratio
+    .venv/bin/python scripts/bench/replay.py --rss 1000000   # also peak RSS of a 1M-message replay
+
+Dead letters are made by the broker (publish to an origin with a DLX, reject in bulk), 200-byte
+bodies, real x-death headers. dlxtool runs as a subprocess (`dlxtool replay DLQ --yes`, count reset,
+to origin); the same messages are then dead-lettered again by the broker and moved by a dynamic
+shovel (src-delete-after queue-length, ack-mode on-confirm). Ratio > 1 means dlxtool was faster.
+Timings on a shared machine are noisy: run it more than once (--rounds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import pika  # noqa: E402
+
+from dlxtool.broker.publisher import Publisher  # noqa: E402
+from tests.support.broker import open_vhost  # noqa: E402
+from tests.support.retry_topologies import reject_all  # noqa: E402
+
+ORIGIN, DLQ, DLX = "bench.orders", "bench.dlq", "bench.dlx"
+
+
+def setup(env) -> None:
+    with env.channel() as ch:
+        ch.exchange_declare(DLX, "fanout")
+        ch.queue_declare(DLQ)
+        ch.queue_bind(DLQ, DLX)
+        ch.queue_declare(ORIGIN, arguments={"x-dead-letter-exchange": DLX})
+
+
+def publish(env, n: int) -> None:
+    conn = pika.BlockingConnection(pika.URLParameters(env.url))
+    pub = Publisher(conn, window=2000)
+    props = pika.BasicProperties(content_type="application/octet-stream", delivery_mode=2,
+                                 headers={"tenant": "acme"})
+    for i in range(n):
+        while not pub.has_room():
+            pub.pump(0.002)
+            pub.take_settled()
+        pub.publish("", ORIGIN, f"{i:012d}".encode().ljust(200, b"."), props, i)
+    pub.flush(60)
+    conn.close()
+
+
+def dead_letter_all(env, n: int) -> None:
+    with env.channel() as ch:
+        reject_all(ch, ORIGIN, n, batch=5000)
+    wait_for(env, DLQ, n)
+
+
+def wait_for(env, queue: str, n: int, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while env.queue_depth(queue) < n:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{queue} never reached {n}")
+        time.sleep(0.02)
+
+
+def run_dlxtool(env, n: int) -> tuple[float, int, dict]:
+    started = time.monotonic()
+    proc = subprocess.run([str(ROOT / ".venv/bin/dlxtool"), "replay", DLQ, "--yes", "--url", env.url,
+                           "--format", "json"], capture_output=True, text=True, check=False)
+    elapsed = time.monotonic() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"dlxtool failed ({proc.returncode}): {proc.stderr}")
+    summary = json.loads(proc.stdout)
+    assert summary["moved_total"] == n, summary
+    rss_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return elapsed, rss_kb, summary
+
+
+def run_shovel(env, n: int) -> float:
+    vhost = quote(env.vhost, safe="")
+    name = f"bench-{uuid.uuid4().hex[:6]}"
+    value = {"src-protocol": "amqp091", "src-uri": f"amqp:///{vhost}", "src-queue": DLQ,
+             "dest-protocol": "amqp091", "dest-uri": f"amqp:///{vhost}", "dest-queue": ORIGIN,
+             "src-delete-after": "queue-length", "ack-mode": "on-confirm"}
+    started = time.monotonic()
+    env.mgmt.request("PUT", f"parameters/shovel/{vhost}/{name}", {"value": value})
+    wait_for(env, ORIGIN, n)
+    return time.monotonic() - started
+
+
+def make_dead_letters(env, n: int) -> None:
+    setup(env)
+    t = time.monotonic()
+    publish(env, n)
+    dead_letter_all(env, n)
+    print(f"made {n} dead letters in {time.monotonic() - t:.1f}s", file=sys.stderr)
+
+
+def compare(n: int, rounds: int) -> None:
+    with open_vhost("localhost", 5672, 15672, f"bench-{uuid.uuid4().hex[:8]}") as env:
+        make_dead_letters(env, n)
+        ratios = []
+        for r in range(rounds):
+            d, _rss, _s = run_dlxtool(env, n)      # DLQ -> origin, history reset
+            dead_letter_all(env, n)                # the broker dead-letters them again (fresh x-death)
+            s = run_shovel(env, n)                 # DLQ -> origin by the shovel
+            dead_letter_all(env, n)
+            ratios.append((n / d) / (n / s))
+            print(f"round {r + 1}: dlxtool {n / d:,.0f} msg/s ({d:.2f}s), shovel {n / s:,.0f} msg/s ({s:.2f}s), "
+                  f"ratio {ratios[-1]:.2f}x")
+        print(f"rate ratio dlxtool/shovel: best {max(ratios):.2f}x, median {sorted(ratios)[len(ratios) // 2]:.2f}x "
+              f"(target >= 1.0x; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+
+
+def rss(n: int) -> None:
+    with open_vhost("localhost", 5672, 15672, f"bench-{uuid.uuid4().hex[:8]}") as env:
+        make_dead_letters(env, n)
+        d, rss_kb, _s = run_dlxtool(env, n)
+        print(f"{n:,}-message replay: {n / d:,.0f} msg/s, peak RSS {rss_kb / 1024:.1f} MB (target <= 100 MB)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-n", type=int, default=100_000, help="messages for the rate comparison")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--rss", type=int, metavar="N", help="also measure peak RSS of an N-message replay")
+    parser.add_argument("--skip-compare", action="store_true")
+    args = parser.parse_args()
+    if not args.skip_compare:
+        compare(args.n, args.rounds)
+    if args.rss:
+        rss(args.rss)
+
+
+if __name__ == "__main__":
+    main()

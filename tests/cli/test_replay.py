@@ -1,0 +1,331 @@
+"""`dlxtool replay` against the real broker, with dead letters the broker made itself."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pika
+import pytest
+
+from dlxtool.record import read_records
+from tests.support import retry_topologies as rt
+
+HISTORY = ("x-death", "x-first-death-queue", "x-first-death-reason", "x-first-death-exchange",
+           "x-last-death-queue", "x-last-death-reason", "x-delivery-count")
+
+
+def bodies(prefix: str, n: int) -> list[bytes]:
+    return [f"{prefix}-{i:05d}".encode() for i in range(n)]
+
+
+def wait_depth(broker, queue: str, n: int) -> None:
+    assert broker.wait_depth(queue, n) == n, f"{queue} should hold {n}"
+
+
+def replay(run, broker, *args: str):
+    return run("replay", *args, "--url", broker.url, "--format", "json")
+
+
+@pytest.fixture
+def mixed(broker, qname):
+    """One DLQ fed by four production retry topologies."""
+    names = {k: f"{qname}.{k}" for k in ("rej", "rk", "ttl", "qq")}
+    data = {k: bodies(k, 3) for k in names}
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        rt.reject_to_dlx(ch, top, names["rej"], data["rej"])
+        rt.routing_key_override(ch, top, names["rk"], data["rk"])
+        rt.ttl_wait_loop(ch, top, names["ttl"], data["ttl"])
+        rt.quorum_delivery_limit(ch, top, names["qq"], data["qq"])
+    wait_depth(broker, top.dlq, 12)
+    return top, names, data
+
+
+def test_each_message_goes_home_with_history_reset(run, broker, mixed) -> None:
+    top, names, data = mixed
+    before = {body: headers for body, headers in broker.snapshot(top.dlq)}
+    assert {d["reason"] for h in before.values() for d in h["x-death"]} >= {"rejected", "expired", "delivery_limit"}
+
+    result = replay(run, broker, top.dlq, "--yes")
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["moved"] == {names[k]: 3 for k in names}
+    assert summary["possible_duplicates"] == 0
+    assert broker.queue_depth(top.dlq) == 0
+
+    for key, queue in names.items():
+        got = broker.snapshot(queue) if key != "qq" else [(b, dict(p.headers or {})) for _m, p, b in
+                                                            broker.drain(queue)]
+        assert sorted(b for b, _h in got) == sorted(data[key]), key
+        for body, headers in got:
+            if key == "qq":  # a quorum queue adds its own, fresh count to every delivery
+                assert headers.pop("x-delivery-count") == 0
+            assert not set(HISTORY) & set(headers), (key, headers)
+            prov = headers["dlxtool-replay"]
+            assert prov["from"] == top.dlq and prov["count"] == 1
+            assert headers["tenant"] == "acme" and headers["i"] == before[body]["i"]
+        if key == "rk":
+            assert {h["dlxtool-replay"]["routing-key"] for _b, h in got} == {"order.created"}
+
+
+def test_properties_and_body_unchanged(run, broker, qname) -> None:
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        rt.reject_to_dlx(ch, top, f"{qname}.o", [b"\x00\xffbinary"])
+    wait_depth(broker, top.dlq, 1)
+    assert replay(run, broker, top.dlq, "--yes").exit_code == 0
+    [(method, props, body)] = broker.drain(f"{qname}.o")
+    assert body == b"\x00\xffbinary"
+    for name, value in rt.PROPS.items():
+        assert getattr(props, name) == (value if name != "message_id" else "m-0"), name
+    assert (method.exchange, method.routing_key) == ("", f"{qname}.o")
+
+
+def test_a_new_rejection_counts_from_one(run, broker, mixed) -> None:
+    """On 3.10 the broker keeps a client-sent x-death: without the reset this count would be 2."""
+    top, names, _data = mixed
+    assert replay(run, broker, top.dlq, "--yes").exit_code == 0
+    with broker.channel() as ch:
+        rt.reject_all(ch, names["rej"], 3)
+        for _ in range(40):  # the quorum queue dead-letters at its delivery limit again
+            method, _p, _b = ch.basic_get(names["qq"])
+            if method is None:
+                break
+            ch.basic_nack(method.delivery_tag, requeue=True)
+    wait_depth(broker, top.dlq, 6)
+    for _body, headers in broker.snapshot(top.dlq):
+        assert [d["count"] for d in headers["x-death"]] == [1], headers["x-death"]
+        assert headers["dlxtool-replay"]["count"] == 1
+
+
+def test_keep_history_keeps_counting(run, broker, qname) -> None:
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        rt.reject_to_dlx(ch, top, f"{qname}.o", [b"a"])
+    wait_depth(broker, top.dlq, 1)
+    assert replay(run, broker, top.dlq, "--yes", "--keep-history").exit_code == 0
+    with broker.channel() as ch:
+        rt.reject_all(ch, f"{qname}.o", 1)
+    wait_depth(broker, top.dlq, 1)
+    [(_b, headers)] = broker.snapshot(top.dlq)
+    assert headers["x-death"][0]["count"] == 2
+
+
+def test_selection_keeps_the_rest_in_order(run, broker, qname) -> None:
+    a, b = f"{qname}.a", f"{qname}.b"
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        ch.queue_declare(a, arguments={"x-dead-letter-exchange": top.dlx})
+        ch.queue_declare(b, arguments={"x-dead-letter-exchange": top.dlx})
+        for i in range(30):  # interleaved origins in the DLQ
+            ch.basic_publish("", a if i % 3 == 0 else b, f"m{i:02d}".encode(), rt.props(i), mandatory=True)
+        rt.reject_all(ch, a, 10)
+        rt.reject_all(ch, b, 20)
+    wait_depth(broker, top.dlq, 30)
+    before = broker.snapshot(top.dlq)
+    kept_before = [(body, h) for body, h in before if h["x-death"][0]["queue"] == b]
+
+    result = replay(run, broker, top.dlq, "--yes", "--origin", a)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["kept"] == {"not selected": 20}
+    assert broker.snapshot(top.dlq) == kept_before  # same order, same headers
+    assert broker.queue_depth(a) == 10
+
+
+def test_limit_leaves_the_unread_rest_in_place(run, broker, qname) -> None:
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        rt.reject_to_dlx(ch, top, f"{qname}.o", bodies("x", 10))
+    wait_depth(broker, top.dlq, 10)
+    before = broker.snapshot(top.dlq)
+    result = replay(run, broker, top.dlq, "--yes", "--limit", "3")
+    assert result.exit_code == 0, result.stderr
+    assert sorted(b for b, _ in broker.snapshot(f"{qname}.o")) == [b for b, _ in before[:3]]
+    assert broker.snapshot(top.dlq) == before[3:]
+
+
+def test_dry_run_shows_the_plan_and_changes_nothing(run, broker, qname) -> None:
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        rt.reject_to_dlx(ch, top, f"{qname}.here", bodies("h", 2))
+        rt.reject_to_dlx(ch, top, f"{qname}.gone", bodies("g", 3))
+        ch.queue_delete(f"{qname}.gone")
+        ch.basic_publish(top.dlx, "", b"no history", mandatory=True)
+    wait_depth(broker, top.dlq, 6)
+    before = broker.snapshot(top.dlq)
+    result = replay(run, broker, top.dlq, "--dry-run")
+    assert result.exit_code == 0, result.stderr
+    plan = json.loads(result.stdout)["plan"]
+    assert {o["queue"]: (o["messages"], o["exists"]) for o in plan["origins"]} == {
+        f"{qname}.here": (2, True), f"{qname}.gone": (3, False)}
+    assert plan["stay"] == {"no origin in the death history": 1}
+    assert broker.snapshot(top.dlq) == before
+
+
+def test_without_yes_and_terminal_it_refuses(run, broker, qname) -> None:
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        rt.reject_to_dlx(ch, top, f"{qname}.o", [b"a"])
+    wait_depth(broker, top.dlq, 1)
+    result = replay(run, broker, top.dlq)
+    assert result.exit_code == 6
+    assert broker.queue_depth(top.dlq) == 1
+
+
+def test_unroutable_and_no_origin_stay_and_exit_5(run, broker, qname) -> None:
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        rt.reject_to_dlx(ch, top, f"{qname}.gone", bodies("g", 4))
+        rt.reject_to_dlx(ch, top, f"{qname}.ok", bodies("k", 2))
+        ch.basic_publish(top.dlx, "", b"no history", mandatory=True)
+    wait_depth(broker, top.dlq, 7)
+    with broker.channel() as ch:
+        ch.queue_delete(f"{qname}.gone")
+    result = replay(run, broker, top.dlq, "--yes")
+    assert result.exit_code == 5, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["moved"] == {f"{qname}.ok": 2}
+    assert summary["left"]["no origin in the death history"] == 1
+    assert sum(n for why, n in summary["left"].items() if why.startswith("returned")) == 4
+    left = broker.snapshot(top.dlq)
+    assert sorted(b for b, _ in left) == sorted([*bodies("g", 4), b"no history"])
+    assert all("x-death" in h for b, h in left if b != b"no history")  # stayed unchanged
+
+
+def test_full_origin_with_reject_publish(run, broker, qname) -> None:
+    origin = f"{qname}.o"
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        rt.reject_to_dlx(ch, top, origin, bodies("x", 8))
+    wait_depth(broker, top.dlq, 8)
+    with broker.channel() as ch:
+        ch.queue_delete(origin)
+        ch.queue_declare(origin, arguments={"x-max-length": 3, "x-overflow": "reject-publish"})
+    result = replay(run, broker, top.dlq, "--yes")
+    assert result.exit_code == 5
+    summary = json.loads(result.stdout)
+    assert summary["moved"] == {origin: 3}
+    assert sum(n for why, n in summary["left"].items() if why.startswith("nacked")) == 5
+    everywhere = [b for b, _ in broker.snapshot(top.dlq)] + [b for b, _ in broker.snapshot(origin)]
+    assert sorted(everywhere) == bodies("x", 8)
+
+
+def test_max_replays_guards_loops(run, broker, qname) -> None:
+    origin = f"{qname}.o"
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        rt.reject_to_dlx(ch, top, origin, [b"poison"])
+    wait_depth(broker, top.dlq, 1)
+    assert replay(run, broker, top.dlq, "--yes", "--max-replays", "1").exit_code == 0
+    with broker.channel() as ch:
+        rt.reject_all(ch, origin, 1)
+    wait_depth(broker, top.dlq, 1)
+    result = replay(run, broker, top.dlq, "--yes", "--max-replays", "1")
+    assert result.exit_code == 5
+    assert "replayed 1 times already" in json.dumps(json.loads(result.stdout)["left"])
+    assert broker.queue_depth(top.dlq) == 1
+
+
+def test_reset_header_save_and_to(run, broker, qname, tmp_path) -> None:
+    other = f"{qname}.other"
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        ch.queue_declare(other)
+        ch.queue_declare(f"{qname}.o", arguments={"x-dead-letter-exchange": top.dlx})
+        ch.basic_publish("", f"{qname}.o", b"a", rt.props(0, count=7, **{"x-retry-count": 3}), mandatory=True)
+        rt.reject_all(ch, f"{qname}.o", 1)
+    wait_depth(broker, top.dlq, 1)
+    save = tmp_path / "replayed.jsonl"
+    result = replay(run, broker, top.dlq, "--yes", "--reset-header", "count", "--to", other, "--save", str(save))
+    assert result.exit_code == 0, result.stderr
+    [(_m, props, _b)] = broker.drain(other)
+    assert "count" not in props.headers and "x-retry-count" not in props.headers
+    assert "count=7" in props.headers["dlxtool-replay"]["reset"]
+    [record] = list(read_records(save.open("rb")))
+    assert record.queue == other and record.headers == props.headers and record.body == b"a"
+
+
+def test_keep_routing_key_reaches_only_the_origin(run, broker, qname) -> None:
+    origin = f"{qname}.o"
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        exchange = rt.routing_key_override(ch, top, origin, [b"a"])
+        ch.queue_declare(f"{qname}.audit")
+        ch.queue_bind(f"{qname}.audit", exchange, "#")  # would get a copy if we went through `exchange`
+        ch.queue_purge(f"{qname}.audit")
+    wait_depth(broker, top.dlq, 1)
+    result = replay(run, broker, top.dlq, "--yes", "--keep-routing-key")
+    assert result.exit_code == 0, result.stderr
+    [(method, _p, body)] = broker.drain(origin)
+    assert (method.routing_key, body) == ("order.created", b"a")
+    assert broker.queue_depth(f"{qname}.audit") == 0
+    exchanges = broker.mgmt.get(f"exchanges/{broker.vhost}")
+    assert not [e for e in exchanges if e["name"].startswith("dlxtool.replay.")]
+
+
+def test_warns_when_the_dead_letter_exchange_would_not_route(run, broker, qname) -> None:
+    origin = f"{qname}.o"
+    with broker.channel() as ch:
+        ch.exchange_declare(f"{qname}.direct-dlx", "direct")
+        ch.queue_declare(f"{qname}.dlq")
+        ch.queue_bind(f"{qname}.dlq", f"{qname}.direct-dlx", "orders.created")
+        ch.queue_declare(origin, arguments={"x-dead-letter-exchange": f"{qname}.direct-dlx"})
+        ch.exchange_declare(f"{qname}.in", "direct")
+        ch.queue_bind(origin, f"{qname}.in", "orders.created")
+        ch.basic_publish(f"{qname}.in", "orders.created", b"a", mandatory=True)
+        rt.reject_all(ch, origin, 1)
+    wait_depth(broker, f"{qname}.dlq", 1)
+    result = replay(run, broker, f"{qname}.dlq", "--yes")
+    assert result.exit_code == 0
+    assert "--keep-routing-key" in result.stderr and "would be dropped" in result.stderr
+
+
+def test_target_broker_profile(run, broker, qname, tmp_path) -> None:
+    """Publishing over a second connection (another profile) — same guarantees."""
+    config = tmp_path / "config.toml"
+    config.write_text(broker.config_toml("src") + broker.config_toml("dst"))
+    env = {"DLXTOOL_CONFIG": str(config), "DLXTOOL_TEST_PASSWORD": "guest"}
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        rt.reject_to_dlx(ch, top, f"{qname}.o", bodies("x", 50))
+    wait_depth(broker, top.dlq, 50)
+    result = run("--broker", "src", "replay", top.dlq, "--target-broker", "dst", "--yes", "--format", "json",
+                 env=env)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["moved"] == {f"{qname}.o": 50}
+    assert broker.queue_depth(f"{qname}.o") == 50
+
+
+def test_stream_is_refused(run, broker, qname) -> None:
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True, arguments={"x-queue-type": "stream"})
+    for _ in range(50):
+        try:
+            broker.mgmt.queue(broker.vhost, qname)
+            break
+        except Exception:  # noqa: BLE001 - management stats lag a moment
+            time.sleep(0.1)
+    result = replay(run, broker, qname, "--yes")
+    assert result.exit_code == 6 and "stream" in result.stderr
+
+
+def test_publisher_settles_returns_and_confirms_separately(broker, qname) -> None:
+    """Look-alike publishes to a live and a missing queue interleaved: each outcome lands on its own token."""
+    from dlxtool.broker.publisher import Outcome, Publisher
+
+    with broker.channel() as ch:
+        ch.queue_declare(qname)
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    try:
+        pub = Publisher(conn, window=50)
+        for i in range(200):
+            pub.publish("", qname if i % 2 else f"{qname}.missing", b"same body", pika.BasicProperties(), i)
+        settled = pub.flush(10)
+    finally:
+        conn.close()
+    outcomes = {token: outcome for token, outcome, _ in settled}
+    assert len(outcomes) == 200
+    assert {t for t, o in outcomes.items() if o is Outcome.CONFIRMED} == set(range(1, 200, 2))
+    assert {t for t, o in outcomes.items() if o is Outcome.RETURNED} == set(range(0, 200, 2))
+    assert broker.queue_depth(qname) == 100
