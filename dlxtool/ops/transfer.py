@@ -33,9 +33,10 @@ Keeping non-selected messages in order — the trade-off (also in `dlxtool repla
 At most `prefetch` messages beyond the snapshot may be delivered to us; they are requeued untouched
 at the end (on quorum queues that counts as a delivery attempt — `TransferResult.requeued` says how many).
 
-Reuse: `purge --backup` = decide() returning REMOVE with a `RecordSink`; `purge --move-to` = MOVE to
-one queue; `load` publishes records without a source queue — use `dlxtool.broker.publisher.Publisher`
-directly (`publish_records` below does the window/settle loop for it).
+Reuse: `purge --backup` and `dump --remove` = decide() returning REMOVE with a `RecordSink` (records
+flushed and fsynced before the acks that follow them); selective purge without a backup = REMOVE
+without a sink; `purge --move-to` = MOVE to one queue (dlxtool.ops.purge); `load` publishes records
+without a source queue through `publish_records` below (dlxtool.ops.load).
 """
 
 from __future__ import annotations
@@ -355,9 +356,9 @@ class Transfer:
             self.mover.publish(decision.exchange, decision.routing_key, decision.body if decision.body is not None
                                else body, decision.properties if decision.properties is not None else props, item)
         elif decision.action is Action.REMOVE:
-            assert self.opts.sink is not None, "REMOVE needs a sink"
-            self.opts.sink.write(decision.record or record)
-            item.copy = True
+            if self.opts.sink is not None:  # no sink: the caller discards on purpose (purge without --backup)
+                self.opts.sink.write(decision.record or record)
+                item.copy = True
             self._done(item, "removed")
         else:
             self._keep(item, decision.group)
@@ -430,7 +431,12 @@ class Transfer:
         self._count_stayed(item, why)
 
     def _ack_ready(self) -> None:
-        """Ack settled messages from the front: one multiple-ack while nothing is held, else one by one."""
+        """Ack settled messages from the front: one multiple-ack while nothing is held, else one by one.
+
+        The sink is flushed (and fsynced) first: a REMOVE'd message's record must be on disk before its
+        ack leaves, so a crash or a cut between the two leaves the message in the queue, never nowhere."""
+        if self.opts.sink is not None:
+            self.opts.sink.flush()  # a no-op when nothing was written since the last flush
         last = None
         count = 0
         acked_copies = 0
@@ -642,5 +648,11 @@ def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]]
             pub.pump(0)
             yield from pub.take_settled()
         yield from pub.flush(timeout)
+    except Exception as exc:
+        # The connection died: what was in flight may or may not be at the broker. Report it as LOST
+        # (so the caller can count possible duplicates) before the error goes on.
+        pub.abandon(f"connection lost before the confirm ({_describe(exc)})")
+        yield from pub.take_settled()
+        raise
     finally:
         pub.close()
