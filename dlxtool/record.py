@@ -189,8 +189,21 @@ def decode_table(table: Mapping[str, Any], where: str = "headers") -> dict[str, 
 # -- files ------------------------------------------------------------------------------------------
 
 
+class TornRecord(UsageError):
+    """The file's last line is cut short (no newline, not valid JSON): a writer stopped mid-record."""
+
+
 def read_records(stream: IO[bytes], name: str = "<stdin>") -> Iterator[MessageRecord]:
     """Records from JSON Lines (or one JSON array, as `peek --format json` writes)."""
+    for _where, record in iter_records(stream, name):
+        yield record
+
+
+def iter_records(stream: IO[bytes], name: str = "<stdin>") -> Iterator[tuple[str, MessageRecord]]:
+    """(where, record) pairs, where = "FILE:LINE" (JSON Lines) or "FILE: record N" (a JSON array).
+
+    A last line without a newline that is not valid JSON raises TornRecord (a UsageError) after the
+    complete records before it: a backup cut short by a crash ends like that."""
     first = stream.read(1)
     while first in (b" ", b"\n", b"\r", b"\t"):
         first = stream.read(1)
@@ -200,7 +213,8 @@ def read_records(stream: IO[bytes], name: str = "<stdin>") -> Iterator[MessageRe
         except orjson.JSONDecodeError as exc:
             raise UsageError(f"{name}: invalid JSON: {exc}") from None
         for i, item in enumerate(items):
-            yield MessageRecord.from_json(item, f"{name}: record {i + 1}")
+            where = f"{name}: record {i + 1}"
+            yield where, MessageRecord.from_json(item, where)
         return
     lineno = 0
     pending = first
@@ -213,11 +227,20 @@ def read_records(stream: IO[bytes], name: str = "<stdin>") -> Iterator[MessageRe
         try:
             data = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
+            if not line.endswith(b"\n"):
+                raise TornRecord(f"{name}:{lineno}: the last line is cut short (no newline, not valid JSON)",
+                                 hint="a writer stopped mid-record; the message it was writing was not acked "
+                                      "away, so it is still in its queue") from None
             raise UsageError(f"{name}:{lineno}: invalid JSON: {exc}",
                              hint="expected JSON Lines of message records (dlxtool dump)") from None
-        yield MessageRecord.from_json(data, f"{name}:{lineno}")
+        yield f"{name}:{lineno}", MessageRecord.from_json(data, f"{name}:{lineno}")
     if pending.strip():
-        yield MessageRecord.from_json(orjson.loads(pending), f"{name}:1")
+        where = f"{name}:1"
+        try:
+            data = orjson.loads(pending)
+        except orjson.JSONDecodeError:
+            raise TornRecord(f"{where}: the only line is cut short (not valid JSON)") from None
+        yield where, MessageRecord.from_json(data, where)
 
 
 def write_records(records: Iterable[MessageRecord], stream: IO[bytes]) -> int:

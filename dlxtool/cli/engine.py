@@ -3,12 +3,16 @@ load): a progress bar on a terminal, and one mapping from a run's result to the 
 
 from __future__ import annotations
 
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
 
 from dlxtool.cli.app import App, _isatty
-from dlxtool.errors import ConnectError, Interrupted, PartialError
+from dlxtool.errors import ConnectError, Interrupted, PartialError, UsageError
 
 
 class progress_bar:  # noqa: N801 - used like a function
@@ -54,3 +58,38 @@ def exit_for(result: Any, what: str, *, saved: str | None = None) -> None:
     if result.left_total:
         raise PartialError(f"{result.left_total} message(s) left in {result.source}: "
                            + ", ".join(f"{why} ({n})" for why, n in sorted(result.left.items())))
+
+
+@contextmanager
+def record_file(app: App, path: str | None) -> Iterator[Any]:
+    """A RecordSink for --backup / dump --remove: FILE opened for APPENDING (it may already hold the
+    only copy of messages: never truncated), or stdout when it is redirected to a regular file."""
+    from dlxtool.ops.transfer import RecordSink
+
+    if path is None or path == "-":
+        out = app.stdout
+        stream = getattr(out, "buffer", out)
+        if not _regular_file(stream):
+            raise UsageError("records of removed messages need a file: stdout is a terminal or a pipe, whose "
+                             "reader may drop them (| head) after their messages are acked away",
+                             hint="give -o FILE (or redirect stdout to a file: > FILE)")
+        yield RecordSink(stream)
+        return
+    try:
+        size = os.path.getsize(path) if os.path.exists(path) else 0
+        stream = open(path, "ab")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    if size:
+        app.info(f"{path} already holds {size} bytes: appending to it")
+    try:
+        yield RecordSink(stream)
+    finally:
+        stream.close()
+
+
+def _regular_file(stream: Any) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):
+        return False

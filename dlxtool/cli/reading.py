@@ -35,7 +35,8 @@ What a peek does to the queue (it takes messages and gives them back):
 """
 
 
-def read_options(f: F) -> F:
+def peek_safety_options(f: F) -> F:
+    """The options that accept a peek's costs (also used by `purge --dry-run`, which peeks)."""
     opts = [
         click.option("--max-unacked", type=click.IntRange(min=1), metavar="N",
                      help="Most messages held unacked at once (default: config dump_unacked_limit, 10000)."),
@@ -43,6 +44,14 @@ def read_options(f: F) -> F:
                      help="Quorum queue without delivery limit: accept that peeked messages move to the back."),
         click.option("--spend-attempts", is_flag=True,
                      help="Quorum queue with a delivery limit: accept using one delivery attempt per message."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def read_options(f: F) -> F:
+    opts = [
         click.option("--offset", metavar="WHERE",
                      help="Streams: first (default), last, next, an offset, an ISO time or an age (30m, 2h)."),
         click.option("--wait", "stream_wait", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
@@ -50,11 +59,11 @@ def read_options(f: F) -> F:
     ]
     for opt in reversed(opts):
         f = opt(f)
-    return f
+    return peek_safety_options(f)
 
 
 def make_read_options(app: App, count: int | None, *, max_unacked: int | None, allow_reorder: bool,
-                      spend_attempts: bool, offset: str | None, stream_wait: float) -> ReadOptions:
+                      spend_attempts: bool, offset: str | None = None, stream_wait: float = 1.0) -> ReadOptions:
     from dlxtool.ops.peek import ReadOptions, parse_offset
 
     return ReadOptions(

@@ -227,13 +227,13 @@ class Transfer:
 
     def run(self) -> TransferResult:
         started = time.monotonic()
-        with self._sigint_as_stop():
+        with sigint_as_stop(self._stop, self.opts.handle_sigint):
             try:
                 self._setup()
                 self._loop(started)
                 self._finish()
             except Exception as exc:  # noqa: BLE001 - connection/channel loss: settle what we can, report
-                self.result.error = _describe(exc)
+                self.result.error = describe_error(exc)
                 self._salvage()
         self.result.interrupted = self._stop.is_set() and self.result.error is None
         self.result.unprocessed = max(0, self.result.snapshot - self._decided_count())
@@ -556,28 +556,30 @@ class Transfer:
         self.opts.progress(Progress(self.result.snapshot, done, self.result.moved_total,
                                     time.monotonic() - started))
 
-    @contextmanager
-    def _sigint_as_stop(self) -> Iterator[None]:
-        """Ctrl-C sets a flag the loop checks, so pika is never interrupted half-way through a frame."""
-        if not self.opts.handle_sigint or threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = signal.getsignal(signal.SIGINT)
 
-        def handler(_sig: int, _frame: Any) -> None:
-            if self._stop.is_set():  # second Ctrl-C: give up waiting (unacked messages return anyway)
-                signal.signal(signal.SIGINT, previous)
-                raise KeyboardInterrupt
-            self._stop.set()
+@contextmanager
+def sigint_as_stop(stop: threading.Event, enabled: bool = True) -> Iterator[None]:
+    """Ctrl-C sets `stop`, which the caller's loop checks, so pika is never interrupted half-way through
+    a frame. A second Ctrl-C gives up waiting (KeyboardInterrupt; unacked messages return anyway)."""
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
 
-        signal.signal(signal.SIGINT, handler)
-        try:
-            yield
-        finally:
+    def handler(_sig: int, _frame: Any) -> None:
+        if stop.is_set():
             signal.signal(signal.SIGINT, previous)
+            raise KeyboardInterrupt
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
     from dlxtool import secrets
 
     text = str(exc) or type(exc).__name__
@@ -651,7 +653,7 @@ def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]]
     except Exception as exc:
         # The connection died: what was in flight may or may not be at the broker. Report it as LOST
         # (so the caller can count possible duplicates) before the error goes on.
-        pub.abandon(f"connection lost before the confirm ({_describe(exc)})")
+        pub.abandon(f"connection lost before the confirm ({describe_error(exc)})")
         yield from pub.take_settled()
         raise
     finally:
