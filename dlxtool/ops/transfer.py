@@ -30,8 +30,12 @@ Keeping non-selected messages in order — the trade-off (also in `dlxtool repla
   If a message must stay but its republish fails (source full/deleted), it is held unacked and
   requeued at the end instead.
 
-At most `prefetch` messages beyond the snapshot may be delivered to us; they are requeued untouched
-at the end (on quorum queues that counts as a delivery attempt — `TransferResult.requeued` says how many).
+Acks are paced so that the broker never has room to deliver more than what is still to be read (see
+`_ack_budget`), and the consumer is cancelled as soon as that is read: our own kept (republished)
+messages and messages published during the run are not delivered to us, so nothing has to be given
+back — which on a quorum queue would be a delivery attempt. Only a stop (Ctrl-C, error) or other
+consumers taking part of the snapshot can still leave deliveries to requeue untouched at the end
+(`TransferResult.requeued` says how many).
 
 Reuse: `purge --backup` and `dump --remove` = decide() returning REMOVE with a `RecordSink` (records
 flushed and fsynced before the acks that follow them); selective purge without a backup = REMOVE
@@ -275,6 +279,8 @@ class Transfer:
         idle_since = time.monotonic()
         while not self._stop.is_set():
             worked = self._take_incoming()
+            if self._all_read() and getattr(self, "consumer_tag", None):
+                self._cancel_consumer()  # before the acks that follow: nothing more may come to us
             self._pump(0.0 if worked else self._idle_wait())
             self._settle_outcomes()
             self._ack_ready()
@@ -437,10 +443,11 @@ class Transfer:
         ack leaves, so a crash or a cut between the two leaves the message in the queue, never nowhere."""
         if self.opts.sink is not None:
             self.opts.sink.flush()  # a no-op when nothing was written since the last flush
+        budget = self._ack_budget()
         last = None
         count = 0
         acked_copies = 0
-        while self._items and self._items[0].state == _DONE:
+        while self._items and self._items[0].state == _DONE and count < budget:
             item = self._items.popleft()
             count += 1
             acked_copies += item.copy
@@ -449,7 +456,7 @@ class Transfer:
             last = item
         if self._held and self._items:
             # Settled messages behind a held one: ack them individually, never past the held tag.
-            for item in [i for i in self._items if i.state == _DONE]:
+            for item in [i for i in self._items if i.state == _DONE][:max(0, budget - count)]:
                 self._items.remove(item)
                 self.channel.impl.basic_ack(item.tag)
                 acked_copies += item.copy
@@ -457,6 +464,25 @@ class Transfer:
             self.channel.impl.basic_ack(last.tag, multiple=True)
         self._acked_uncertain += acked_copies
         self._sync_acks()
+
+    def _ack_budget(self) -> int | float:
+        """How many deliveries may be acked now without letting the broker send us more than we will read.
+
+        Every ack frees a prefetch slot, and the next message in the queue may be one we republished
+        (KEEP) or one that arrived after the snapshot: delivered to us, it would have to be given back,
+        which on a quorum queue is a delivery attempt (and, on 3.x without a limit, a move to the back).
+        So while consuming, keep at least `prefetch - still_to_read` deliveries unacked; once everything
+        wanted is read the consumer is cancelled first, and then all may be acked."""
+        if getattr(self, "consumer_tag", None) is None:
+            return float("inf")
+        hold = self.prefetch - self._still_to_read()
+        return float("inf") if hold <= 0 else max(0, len(self._items) - hold)
+
+    def _still_to_read(self) -> int:
+        left = self.result.snapshot - self._received
+        if self.opts.limit is not None and not self._kept_any:
+            left = min(left, self.opts.limit - self._selected)  # nothing kept yet: the limit may end the read
+        return max(0, left)
 
     def _sync_acks(self) -> None:
         if self._marker is not None or not self._acked_uncertain:
@@ -492,8 +518,9 @@ class Transfer:
         return bool(self.mover.outstanding or self.keeper.outstanding)
 
     def _cancel_consumer(self) -> None:
-        if getattr(self, "consumer_tag", None) and self.channel.is_open and not self._cancelled_by_broker:
-            self.channel.call("basic_cancel", self.consumer_tag)
+        tag, self.consumer_tag = getattr(self, "consumer_tag", None), None
+        if tag and self.channel.is_open and not self._cancelled_by_broker:
+            self.channel.call("basic_cancel", tag)
         self._stop_reading = True
         # Deliveries that arrived before the cancel-ok and were never decided go back untouched.
         while self._incoming:
