@@ -465,7 +465,7 @@ class Transfer:
         self._acked_uncertain += acked_copies
         self._sync_acks()
 
-    def _ack_budget(self) -> int | float:
+    def _ack_budget(self) -> int:
         """How many deliveries may be acked now without letting the broker send us more than we will read.
 
         Every ack frees a prefetch slot, and the next message in the queue may be one we republished
@@ -474,9 +474,9 @@ class Transfer:
         So while consuming, keep at least `prefetch - still_to_read` deliveries unacked; once everything
         wanted is read the consumer is cancelled first, and then all may be acked."""
         if getattr(self, "consumer_tag", None) is None:
-            return float("inf")
+            return len(self._items)
         hold = self.prefetch - self._still_to_read()
-        return float("inf") if hold <= 0 else max(0, len(self._items) - hold)
+        return len(self._items) if hold <= 0 else max(0, len(self._items) - hold)
 
     def _still_to_read(self) -> int:
         left = self.result.snapshot - self._received
