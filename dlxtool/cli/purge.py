@@ -36,7 +36,8 @@ the start are read one by one instead:
                   messages that arrive during the run).
   --move-to Q     matching messages are parked in queue Q unchanged
                   (mandatory, publisher confirms) instead of deleted; one
-                  that Q returns or refuses stays in QUEUE.
+                  that Q returns or refuses stays in QUEUE (re-kept when
+                  the refusal arrives: behind messages kept meanwhile).
 Quorum queues: reading uses no delivery attempt (messages are acked, not
 given back). --dry-run with filters must peek (read and give back), with
 the same safety rules as `dlxtool peek` (--spend-attempts, --allow-reorder).

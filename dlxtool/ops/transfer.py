@@ -62,6 +62,8 @@ from dlxtool.broker.publisher import Outcome, Publisher
 from dlxtool.errors import ConnectError
 from dlxtool.record import MessageRecord
 
+TAKE_BATCH = 200  # deliveries decided per loop turn, between sink flushes and acks
+
 
 class Action(enum.Enum):
     MOVE = "move"
@@ -283,7 +285,8 @@ class Transfer:
                 self._cancel_consumer()  # before the acks that follow: nothing more may come to us
             self._pump(0.0 if worked else self._idle_wait())
             self._settle_outcomes()
-            self._ack_ready()
+            if self._ack_ready() and worked:
+                self.channel.pump(0.0)  # send the acks now, not after the next batch is written
             now = time.monotonic()
             if now - last_report >= self.opts.progress_every:
                 self._report(started)
@@ -329,7 +332,11 @@ class Transfer:
         worked = False
         if self.opts.rate and not hasattr(self, "_rate_start"):
             self._rate_start = time.monotonic()
-        while self._incoming:
+        # At most one batch per loop turn: the sink is flushed and acks go out between batches, so a crash
+        # or a cut leaves fewer written-but-unacked messages (possible duplicates) than a whole prefetch.
+        for _ in range(TAKE_BATCH):
+            if not self._incoming:
+                break
             if not (self.mover.has_room() and self.keeper.has_room()):
                 break
             if self.opts.rate and self._rate_delay() > 0:
@@ -436,7 +443,7 @@ class Transfer:
         self._held += 1
         self._count_stayed(item, why)
 
-    def _ack_ready(self) -> None:
+    def _ack_ready(self) -> int:
         """Ack settled messages from the front: one multiple-ack while nothing is held, else one by one.
 
         The sink is flushed (and fsynced) first: a REMOVE'd message's record must be on disk before its
@@ -460,10 +467,12 @@ class Transfer:
                 self._items.remove(item)
                 self.channel.impl.basic_ack(item.tag)
                 acked_copies += item.copy
+                count += 1
         elif last is not None:
             self.channel.impl.basic_ack(last.tag, multiple=True)
         self._acked_uncertain += acked_copies
         self._sync_acks()
+        return count
 
     def _ack_budget(self) -> int:
         """How many deliveries may be acked now without letting the broker send us more than we will read.
