@@ -70,7 +70,7 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
 
 
 def _drain(app: App, queue: str, count: int | None, output: str | None, yes: bool, read: dict) -> None:
-    from dlxtool.cli.engine import exit_for, progress_bar, record_file
+    from dlxtool.cli.engine import duplicates_note, exit_for, progress_bar, record_file
     from dlxtool.ops.purge import check_purgeable, drain, queue_state, remove_all
     from dlxtool.ops.transfer import TransferOptions
 
@@ -89,8 +89,7 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
             result = drain(conn, queue, remove_all, TransferOptions(sink=sink, progress=bar, limit=count),
                            timeout=profile.timeout)
     app.info(f"removed {result.removed} of {result.snapshot} messages of {queue!r} into {where} (each flushed "
-             f"to disk before its ack) in {result.elapsed:.1f}s"
-             + (f"; {result.possible_duplicates} possible duplicate(s)" if result.possible_duplicates else ""))
+             f"to disk before its ack) in {result.elapsed:.1f}s" + duplicates_note(result))
     exit_for(result, "dump --remove", saved=where)
 
 

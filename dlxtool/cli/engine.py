@@ -93,3 +93,19 @@ def _regular_file(stream: Any) -> bool:
         return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
     except (OSError, ValueError, AttributeError):
         return False
+
+
+def result_rows(result: Any, *, moved: str, kept: str, removed: tuple[str, str] | None = None) -> list[list[Any]]:
+    """Table rows of a TransferResult: moved per target, removed, kept per reason, LEFT, not reached."""
+    rows: list[list[Any]] = [[moved, q, n] for q, n in sorted(result.moved.items())]
+    if removed is not None and result.removed:
+        rows.append([removed[0], removed[1], result.removed])
+    rows += [[kept, why, n] for why, n in sorted(result.kept.items())]
+    rows += [["LEFT", why, n] for why, n in sorted(result.left.items())]
+    if result.unprocessed:
+        rows.append(["not reached", "", result.unprocessed])
+    return rows
+
+
+def duplicates_note(result: Any) -> str:
+    return f"; {result.possible_duplicates} possible duplicate(s)" if result.possible_duplicates else ""

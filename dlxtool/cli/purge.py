@@ -210,16 +210,11 @@ def _render_result(app: App, settings: Any, result: Any, summary: dict[str, Any]
     if fmt != "table":
         app.emit_json(summary, fmt)
         return
+    from dlxtool.cli.engine import duplicates_note, result_rows
     from dlxtool.render import write_table
 
-    rows = [["moved", q, n] for q, n in sorted(result.moved.items())]
-    if result.removed:
-        rows.append(["removed", settings.backup or "(no backup)", result.removed])
-    rows += [["kept (not selected)", why, n] for why, n in sorted(result.kept.items())]
-    rows += [["LEFT", why, n] for why, n in sorted(result.left.items())]
-    if result.unprocessed:
-        rows.append(["not reached", "", result.unprocessed])
+    rows = result_rows(result, moved="moved", kept="kept (not selected)",
+                       removed=("removed", settings.backup or "(no backup)"))
     write_table(rows, ["outcome", "where / reason", "messages"], app.stdout, empty="nothing matched")
     app.info(f"{result.removed + result.moved_total} of {result.snapshot} messages taken from {result.source} "
-             f"in {result.elapsed:.1f}s"
-             + (f"; {result.possible_duplicates} possible duplicate(s)" if result.possible_duplicates else ""))
+             f"in {result.elapsed:.1f}s" + duplicates_note(result))

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.engine import exit_for, progress_bar
+from dlxtool.cli.engine import duplicates_note, exit_for, progress_bar, result_rows
 from dlxtool.cli.options import common_options, complete_queue, dry_run_option, selection_options, yes_option
 from dlxtool.errors import RefusedError
 from dlxtool.select import Selection
@@ -179,14 +179,10 @@ def _render_result(app: App, result: Any) -> None:
         return
     from dlxtool.render import write_table
 
-    rows = [["replayed", q, n] for q, n in sorted(result.moved.items())]
-    rows += [["left (not selected)", why, n] for why, n in sorted(result.kept.items())]
-    rows += [["LEFT", why, n] for why, n in sorted(result.left.items())]
-    if result.unprocessed:
-        rows.append(["not reached", "", result.unprocessed])
+    rows = result_rows(result, moved="replayed", kept="left (not selected)")
     write_table(rows, ["outcome", "queue / reason", "messages"], app.stdout, empty="nothing to replay")
     app.info(f"{result.moved_total} of {result.snapshot} replayed from {result.source} in {result.elapsed:.1f}s"
-             + (f"; {result.possible_duplicates} possible duplicate(s)" if result.possible_duplicates else ""))
+             + duplicates_note(result))
 
 
 def _warn_dead_letter_routing(app: App, profile: Any, result: Any, settings: Any) -> None:

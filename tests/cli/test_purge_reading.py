@@ -23,11 +23,18 @@ def bodies(n: int, prefix: str = "msg") -> list[bytes]:
     return [f"{prefix}-{i:05d}".encode() for i in range(n)]
 
 
-def test_backup_writes_every_message_and_load_undoes_it(run, broker, qname, tmp_path) -> None:
+def queues_with(broker, queues: list[str], n: int) -> list[bytes]:
+    """Declare the queues; fill the first with n messages (props below); return their bodies."""
     with broker.channel() as ch:
-        ch.queue_declare(qname)
-    sent = bodies(50)
-    fill(broker, qname, sent, props)
+        for queue in queues:
+            ch.queue_declare(queue)
+    sent = bodies(n)
+    fill(broker, queues[0], sent, props)
+    return sent
+
+
+def test_backup_writes_every_message_and_load_undoes_it(run, broker, qname, tmp_path) -> None:
+    sent = queues_with(broker, [qname], 50)
     before = broker.snapshot(qname)
     backup = tmp_path / "backup.jsonl"
 
@@ -80,10 +87,7 @@ def test_limit_takes_the_head_and_leaves_the_rest_in_place(run, broker, qname) -
 
 
 def test_filters_select_by_type_header_and_body(run, broker, qname) -> None:
-    with broker.channel() as ch:
-        ch.queue_declare(qname)
-    sent = bodies(30)
-    fill(broker, qname, sent, props)
+    sent = queues_with(broker, [qname], 30)
     assert purge(run, broker, qname, "--type", "bad", "--yes").exit_code == 0
     left = [b for b, _h in broker.snapshot(qname)]
     assert left == [b for i, b in enumerate(sent) if i % 3]
@@ -94,11 +98,7 @@ def test_filters_select_by_type_header_and_body(run, broker, qname) -> None:
 
 def test_move_to_parks_the_selected_messages_unchanged(run, broker, qname) -> None:
     parked = f"{qname}.parked"
-    with broker.channel() as ch:
-        ch.queue_declare(qname)
-        ch.queue_declare(parked)
-    sent = bodies(12)
-    fill(broker, qname, sent, props)
+    sent = queues_with(broker, [qname, parked], 12)
     result = purge(run, broker, qname, "--type", "bad", "--move-to", parked, "--yes")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["moved"] == {parked: 4}
@@ -119,11 +119,7 @@ def test_move_to_a_missing_queue_is_refused_before_anything(run, broker, qname) 
 
 def test_dry_runs_change_nothing(run, broker, qname, tmp_path) -> None:
     parked = f"{qname}.parked"
-    with broker.channel() as ch:
-        ch.queue_declare(qname)
-        ch.queue_declare(parked)
-    sent = bodies(9)
-    fill(broker, qname, sent, props)
+    sent = queues_with(broker, [qname, parked], 9)
     backup = tmp_path / "b.jsonl"
     plain_backup = json.loads(purge(run, broker, qname, "--backup", str(backup), "--dry-run").stdout)
     assert plain_backup["would_remove"] == 9 and plain_backup["looked_at"] == 0

@@ -46,6 +46,14 @@ def file_bodies(path: Path) -> Counter[bytes]:
     return found
 
 
+def queue_of_originals(broker, qname: str) -> list[bytes]:
+    sent = originals(qname)
+    with broker.channel() as ch:
+        ch.queue_declare(qname)
+    fill(broker, qname, sent)
+    return sent
+
+
 def through_proxy(broker, proxy: CuttingProxy) -> pika.BlockingConnection:
     return pika.BlockingConnection(pika.URLParameters(broker.url.replace(f":{broker.amqp_port}/",
                                                                          f":{proxy.port}/")))
@@ -67,10 +75,7 @@ class CuttingSink(RecordSink):
 @pytest.mark.parametrize("seed", range(4))
 def test_backup_cut_at_a_random_record(broker, qname, tmp_path, seed) -> None:
     """Plain --backup (everything REMOVEd): the connection drops while record k is being written."""
-    sent = originals(qname)
-    with broker.channel() as ch:
-        ch.queue_declare(qname)
-    fill(broker, qname, sent)
+    sent = queue_of_originals(broker, qname)
     backup = tmp_path / "backup.jsonl"
     cut_at = random.Random(seed).randint(1, N)
     with CuttingProxy(broker.host, broker.amqp_port) as proxy, open(backup, "ab") as f:
@@ -90,10 +95,7 @@ def test_backup_cut_at_a_random_record(broker, qname, tmp_path, seed) -> None:
 def test_selective_backup_cut_at_a_random_byte(broker, qname, tmp_path, seed) -> None:
     """Selective purge with --backup (2/3 removed, 1/3 republished to the tail): cut after a random number
     of client->broker bytes (a full run sends ~75 B per message, mostly the republishes)."""
-    sent = originals(qname)
-    with broker.channel() as ch:
-        ch.queue_declare(qname)
-    fill(broker, qname, sent)
+    sent = queue_of_originals(broker, qname)
     backup = tmp_path / "backup.jsonl"
     cut_at = random.Random(seed).randint(2_000, N * 70)
     with CuttingProxy(broker.host, broker.amqp_port, cut_after_bytes=cut_at) as proxy, open(backup, "ab") as f:
@@ -114,10 +116,7 @@ def test_selective_backup_cut_at_a_random_byte(broker, qname, tmp_path, seed) ->
 @pytest.mark.parametrize("seed", range(2))
 def test_purge_process_killed_at_a_random_moment(broker, qname, tmp_path, seed) -> None:
     """kill -9 of `dlxtool purge --backup` mid-run: what is not in the file is still in the queue."""
-    sent = originals(qname)
-    with broker.channel() as ch:
-        ch.queue_declare(qname)
-    fill(broker, qname, sent)
+    sent = queue_of_originals(broker, qname)
     backup = tmp_path / "backup.jsonl"
     kill_after = random.Random(seed).randint(50_000, 300 * N // 2)  # bytes of backup written
     env = {k: v for k, v in os.environ.items() if not k.startswith("DLXTOOL_")}
