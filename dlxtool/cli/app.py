@@ -93,12 +93,30 @@ class App:
     def emit_json(self, obj: Any, fmt: str | None = None) -> None:
         render.write_json(obj, self.stdout, fmt=fmt or self.output_format("json"))
 
-    def info(self, message: str) -> None:
-        self.stderr.write(render.safe_text(message, keep_newlines=True) + "\n")
+    def info(self, message: str, *, prefix: str = "") -> None:
+        """A line on stderr; `prefix` may carry colour (it is not sanitised, the message is)."""
+        self.stderr.write(prefix + render.safe_text(message, keep_newlines=True) + "\n")
         self.stderr.flush()
 
     def warn(self, message: str) -> None:
-        self.info(f"warning: {message}")
+        self.info(message, prefix=self.style("warning:", err=True, fg="yellow", bold=True) + " ")
+
+    # -- colour -----------------------------------------------------------------------------------
+
+    def colors(self, stream: IO[str]) -> bool:
+        """Colour only on a terminal, and never with --no-color or NO_COLOR (any non-empty value)."""
+        if self.color is False or self.env.get("NO_COLOR"):
+            return False
+        return _isatty(stream)
+
+    def style(self, text: str, *, err: bool = False, **styles: Any) -> str:
+        """click.style for stdout (or stderr with err=True) when that stream gets colour; else text as is.
+        Style text that is already terminal-safe: the escape codes added here must not be escaped."""
+        if not text or not self.colors(self.stderr if err else self.stdout):
+            return text
+        import click
+
+        return click.style(text, **styles)
 
     def debug_log(self, message: str) -> None:
         if self.verbose or self.debug:

@@ -25,7 +25,7 @@ def _store(attr: str) -> Callable[[click.Context, click.Parameter, Any], None]:
     return callback
 
 
-def _complete_broker(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
+def complete_broker(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
     try:
         app = ctx.find_object(App) or App()
         return [n for n in app.config().brokers if n.startswith(incomplete)]
@@ -56,7 +56,7 @@ def queue_argument(f: F) -> F:
 def connection_options(f: F) -> F:
     opts = [
         click.option("--broker", "-b", metavar="NAME", envvar="DLXTOOL_BROKER", expose_value=False,
-                     callback=_store("broker_name"), shell_complete=_complete_broker,
+                     callback=_store("broker_name"), shell_complete=complete_broker,
                      help="Broker profile from the config file [env DLXTOOL_BROKER]."),
         click.option("--url", metavar="URL", envvar="DLXTOOL_URL", expose_value=False,
                      callback=_store("url"),
