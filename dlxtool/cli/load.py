@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 from contextlib import ExitStack
 from typing import IO, Any
 
@@ -11,7 +10,7 @@ import click
 
 from dlxtool.cli.app import App
 from dlxtool.cli.options import common_options, dry_run_option
-from dlxtool.errors import ConnectError, Interrupted, NotFoundError, PartialError, UsageError
+from dlxtool.errors import ConnectError, Interrupted, PartialError, UsageError
 
 HELP = """Publish the message records in FILE (`-` = stdin) to a broker.
 
@@ -96,16 +95,12 @@ def _opener(app: App, file: str) -> tuple[Any, str]:
         if isinstance(data, str):
             data = data.encode()
         return (lambda: io.BytesIO(data)), "<stdin>"
-    if not os.path.exists(file):
-        raise NotFoundError(f"{file}: no such file")
-    if os.path.isdir(file):
-        raise UsageError(f"{file}: is a directory")
+    from dlxtool.record import open_record_file
+
+    open_record_file(file).close()  # a missing file or a directory: a clear error before anything else
 
     def open_file() -> IO[bytes]:
-        try:
-            return open(file, "rb")  # noqa: SIM115 - the caller closes it
-        except OSError as exc:
-            raise UsageError(f"cannot read {file}: {exc.strerror}") from None
+        return open_record_file(file)
 
     return open_file, file
 

@@ -115,7 +115,7 @@ def test_stdin_to_override_and_torn_last_line(run, broker, qname) -> None:
     data += MessageRecord(queue="elsewhere", body=b"torn").to_jsonl()[:25]  # a writer killed mid-record
     result = load(run, broker, "-", "--to", qname, input=data)
     assert result.exit_code == 0, result.stderr
-    assert "<stdin>:4: the last line is cut short" in result.stderr
+    assert "<stdin>:4: invalid JSON: the last line is cut short" in result.stderr
     assert json.loads(result.stdout)["published"] == {qname: 3}
     assert [b for b, _h in broker.snapshot(qname)] == [b"s0", b"s1", b"s2"]
 
