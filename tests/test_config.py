@@ -146,3 +146,15 @@ def test_literal_password_warns_and_never_shows(tmp_path: Path) -> None:
     path.chmod(0o644)
     assert any("readable by others" in w for w in literal_password_warnings(config))
     assert secrets.scrub("oops Literal-Pw-123 leaked") == "oops **** leaked"
+
+
+def test_external_auth_needs_amqps_and_a_client_certificate(tmp_path: Path) -> None:
+    good = write(tmp_path, '[brokers.x]\nurl = "amqps://h"\nauth = "external"\n[brokers.x.tls]\ncert = "/c.pem"\n')
+    assert load_config(str(good), {}).profile("x").auth == "external"
+    for text, needle in [
+        ('[brokers.x]\nurl = "amqp://h"\nauth = "external"\n[brokers.x.tls]\ncert = "/c.pem"\n', "amqps"),
+        ('[brokers.x]\nurl = "amqps://h"\nauth = "external"\n', "client certificate"),
+        ('[brokers.x]\nurl = "amqps://h"\nauth = "kerberos"\n', "auth must be one of"),
+    ]:
+        with pytest.raises(ConfigError, match=needle):
+            load_config(str(write(tmp_path, text)), {})
