@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dlxtool import secrets
+from dlxtool import record, secrets
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConfigError, ConnectError
 from dlxtool.urls import AmqpUrl
@@ -90,6 +90,7 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
     import pika.exceptions as pe
 
     quiet_pika_logging()
+    record.allow_deep_headers()
     params = connection_parameters(profile)
     errors: list[str] = []
     hints: list[str] = []
@@ -222,6 +223,11 @@ def _describe_connect_failure(exc: BaseException, node: AmqpUrl, profile: Broker
         # With TLS 1.3 the broker judges our certificate after the handshake: its alert only shows
         # up as the text of a lost stream.
         return f"TLS error: the broker sent {alert.group(0)}", _tls_error_hint(alert.group(0), profile)
+    if node.tls and ("SSLEOFError" in text or "EOF occurred in violation of protocol" in text):
+        # The same refusal as above when the broker hangs up before its alert reaches us.
+        hint = (_tls_error_hint("alert bad certificate", profile) if profile.tls.cert
+                else "check the tls settings of the broker profile and the broker's log")
+        return "TLS error: the broker closed the connection during the TLS handshake", hint
     if "timed out" in text.lower():
         return f"timed out after {profile.timeout:g}s", NOT_RUNNING_HINT
     if not node.tls and "connectionreset" in text.replace(" ", "").lower():
