@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -115,7 +114,9 @@ class MessageRecord:
         )
 
     def to_jsonl(self) -> bytes:
-        return orjson.dumps(self.to_json()) + b"\n"
+        from dlxtool.render import dumps
+
+        return dumps(self.to_json()) + b"\n"
 
     # -- pika -------------------------------------------------------------------------------------
 
@@ -188,7 +189,10 @@ def _amqp_decode(data: bytes) -> Any:
     import pika.data
 
     allow_deep_headers()
-    value, end = pika.data.decode_value(data, 0)
+    try:
+        value, end = pika.data.decode_value(data, 0)
+    except Exception as exc:  # noqa: BLE001 - pika raises its own field-type errors, IndexError, struct.error…
+        raise ValueError(f"not an AMQP field value ({type(exc).__name__})") from None
     if end != len(data):
         raise ValueError("trailing bytes")
     return value
@@ -212,8 +216,7 @@ def decode_value(value: Any, where: str = "header") -> Any:
                 return decode_table(inner, where)
             if tag == "$amqp":
                 return _amqp_decode(base64.b64decode(inner, validate=True))
-        except (binascii.Error, ValueError, TypeError, AttributeError, InvalidOperation, IndexError, KeyError,
-                struct.error, UnicodeDecodeError):
+        except (binascii.Error, ValueError, TypeError, AttributeError, InvalidOperation):
             raise UsageError(f"{where}: bad {tag} value {inner!r}") from None
     return decode_table(value, where)
 
@@ -260,14 +263,18 @@ def read_records(stream: IO[bytes], name: str = "<stdin>") -> Iterator[MessageRe
         pending = b""
         if not line.strip():
             continue
-        try:
-            data = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise UsageError(f"{name}:{lineno}: invalid JSON: {exc}",
-                             hint="expected JSON Lines of message records (dlxtool dump)") from None
-        yield MessageRecord.from_json(data, f"{name}:{lineno}")
-    if pending.strip():
-        yield MessageRecord.from_json(orjson.loads(pending), f"{name}:1")
+        yield _record_line(line, f"{name}:{lineno}")
+    if pending.strip():  # a one-byte file: the loop above never ran
+        yield _record_line(pending, f"{name}:1")
+
+
+def _record_line(line: bytes, where: str) -> MessageRecord:
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(f"{where}: invalid JSON: {exc}",
+                         hint="expected JSON Lines of message records (dlxtool dump)") from None
+    return MessageRecord.from_json(data, where)
 
 
 def write_records(records: Iterable[MessageRecord], stream: IO[bytes]) -> int:

@@ -41,7 +41,17 @@ _JSON_UNSAFE = re.compile(
 
 def dumps(obj: Any, *, pretty: bool = False) -> bytes:
     option = orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if pretty else 0)
-    data = orjson.dumps(obj, default=_orjson_default, option=option)
+    try:
+        data = orjson.dumps(obj, default=_orjson_default, option=option)
+    except orjson.JSONEncodeError as exc:
+        if "64-bit" not in str(exc):
+            raise
+        # An integer past 64 bits (a hand-written header in a file, a hostile count): the standard
+        # library writes any integer; slower, and only ever used for such input.
+        import json
+
+        data = json.dumps(obj, default=_orjson_default, ensure_ascii=False, indent=2 if pretty else None,
+                          separators=None if pretty else (",", ":")).encode("utf-8", "surrogatepass")
     if _JSON_UNSAFE.search(data):
         data = _JSON_UNSAFE.sub(lambda m: b"\\u%04x" % ord(m.group().decode()), data)
     return data
