@@ -18,6 +18,7 @@ from dlxtool.broker.management import ManagementClient
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import DlxtoolError
 from dlxtool.ops.queue_flags import FLAGS, QueueRow, default_delivery_limit, flag_rows, row_from_api
+from dlxtool.urls import mask_any_url
 
 _RATES = ("publish", "deliver_get", "ack", "redeliver", "deliver_no_ack", "get_no_ack")
 QUEUE_COLUMNS = [
@@ -89,7 +90,7 @@ def survey_broker(profile: BrokerProfile, vhost: str | None,
                   client_factory: Callable[[BrokerProfile], ManagementClient] = ManagementClient.for_profile,
                   ) -> BrokerResult:
     """All queues of one broker (one vhost, or all when `vhost` is None), flagged."""
-    result = BrokerResult(broker=profile.name, management_url=profile.management_url)
+    result = BrokerResult(broker=profile.name, management_url=mask_any_url(profile.management_url or "") or None)
     try:
         client = client_factory(profile)
         result.management_url = client.masked_url
