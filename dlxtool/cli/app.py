@@ -32,7 +32,9 @@ class App:
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
     config_file: str | None = None
     broker_name: str | None = None
-    url: str | None = None
+    url: str | None = field(default=None, repr=False)  # may hold a password
+    url_from_env: bool = False
+    broker_from_env: bool = False
     vhost: str | None = None
     timeout: float | None = None
     fmt: str | None = None
@@ -64,8 +66,11 @@ class App:
         """The selected broker, or the named one (e.g. `--target-broker`) with the same overrides."""
         if name is not None:
             return select_profile(self.config(), broker=name, timeout=self.timeout, env=self.env)
-        return select_profile(self.config(), broker=self.broker_name, url=self.url, vhost=self.vhost,
-                              timeout=self.timeout or self.config().timeout, env=self.env)
+        url = self.url
+        if self.broker_name and self.url_from_env and not self.broker_from_env:
+            url = None  # `--broker NAME` typed now beats a DLXTOOL_URL left in the environment
+        return select_profile(self.config(), broker=self.broker_name, url=url, vhost=self.vhost,
+                              timeout=self.timeout, env=self.env)
 
     @contextmanager
     def connection(self, profile: BrokerProfile | None = None) -> Iterator[BlockingConnection]:

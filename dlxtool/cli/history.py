@@ -10,7 +10,7 @@ import click
 from dlxtool.cli.app import App
 from dlxtool.cli.options import common_options, complete_queue
 from dlxtool.cli.reading import SAFETY_HELP, finish_read, make_read_options, read_options, read_queue
-from dlxtool.errors import NotFoundError, UsageError
+from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
@@ -89,16 +89,9 @@ def _load(app: App, queue: str | None, count: int, from_file: str | None,
 
 
 def _from_file(app: App, name: str) -> Iterator[MessageRecord]:
-    from dlxtool.record import read_records
+    from dlxtool.record import open_records
 
-    if name == "-":
-        yield from read_records(app.stdin.buffer if hasattr(app.stdin, "buffer") else app.stdin, "<stdin>")
-        return
-    try:
-        with open(name, "rb") as stream:
-            yield from read_records(stream, name)
-    except FileNotFoundError:
-        raise NotFoundError(f"{name}: no such file") from None
+    yield from open_records(name, app.stdin.buffer if hasattr(app.stdin, "buffer") else app.stdin)
 
 
 def _render_timelines(app: App, items: list) -> None:

@@ -18,9 +18,16 @@ F = Callable[..., Any]
 
 
 def _store(attr: str) -> Callable[[click.Context, click.Parameter, Any], None]:
-    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
-        if value is not None:
-            setattr(ctx.ensure_object(App), attr, value)
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if value is None:
+            return
+        app = ctx.ensure_object(App)
+        from_env = ctx.get_parameter_source(param.name or "") == click.core.ParameterSource.ENVIRONMENT
+        if from_env and getattr(app, attr) is not None:
+            return  # the env var is read by every command level; what a user typed wins
+        setattr(app, attr, value)
+        if attr in ("url", "broker_name"):
+            setattr(app, "url_from_env" if attr == "url" else "broker_from_env", from_env)
 
     return callback
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from dlxtool.broker.management import DEFAULT_DELIVERY_LIMIT_4X
 from dlxtool.cli.app import App
 from dlxtool.cli.options import common_options
 from dlxtool.config import BrokerProfile, local_profile
@@ -40,7 +41,7 @@ Flags (the API has no reject counter and no per-message delivery counts: heurist
                or acks < {qf.REJECT_ACK_RATIO:g} x manual-ack deliveries >= {qf.MIN_RATE}/s (rejects
                without requeue drop messages).
   at-limit     quorum queue with a delivery limit (arguments or policy; RabbitMQ 4.x:
-               default {qf.DEFAULT_DELIVERY_LIMIT_4X}), messages, redeliveries >= {qf.MIN_RATE}/s, and
+               default {DEFAULT_DELIVERY_LIMIT_4X}), messages, redeliveries >= {qf.MIN_RATE}/s, and
                estimated deliveries per message, deliver / (deliver - redeliver),
                >= {qf.AT_LIMIT_FRACTION:g} x the limit (and >= 2): messages will soon be
                dead-lettered or dropped.

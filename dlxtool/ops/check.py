@@ -40,7 +40,7 @@ class BrokerCheck:
 
 def check_broker(profile: BrokerProfile) -> BrokerCheck:
     result = BrokerCheck(broker=profile.name, url=", ".join(profile.masked_urls()),
-                         management_url=mask_any_url(profile.management_url or "") or None)
+                         management_url=mask_any_url(profile.management_url or ""))
     try:
         profile.password()
     except ConfigError as exc:
