@@ -92,6 +92,41 @@ def tls_broker() -> Iterator[TlsBroker]:
         yield tls
 
 
+@pytest.fixture(scope="session")
+def faults_node() -> Iterator[object]:
+    """The dedicated node the fault matrix restarts (scripts/dev-broker faults), with a vhost of this run.
+
+    Held under an exclusive lock: two matrices on one machine would restart each other's runs."""
+    import fcntl
+
+    from tests.support.faults import FaultNode
+
+    proc = subprocess.run([str(ROOT / "scripts" / "dev-broker"), "faults"], capture_output=True, text=True,
+                          timeout=300)
+    if proc.returncode != 0:
+        pytest.fail(f"could not start the faults broker: {proc.stderr[-2000:]}")
+    info = dict(kv.split("=", 1) for kv in proc.stdout.split())
+    port = int(info["amqp"].rsplit(":", 1)[1].strip("/"))
+    http_port = int(info["http"].rsplit(":", 1)[1].strip("/"))
+    with open(f"/tmp/dlxtool-faults-{port}.lock", "w") as lock:  # noqa: S108 - a machine-wide lock on purpose
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with open_vhost("localhost", port, http_port, f"dlxtool-faults-{uuid.uuid4().hex[:8]}") as env:
+            yield FaultNode(env=env, node=info["node"])
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dlxtool fault matrix (tests/faults)")
+    group.addoption("--faults-long", action="store_true", default=os.environ.get("DLXTOOL_FAULTS_LONG") == "1",
+                    help="More and bigger runs [env DLXTOOL_FAULTS_LONG=1].")
+    group.addoption("--faults-runs", type=int, default=int(os.environ.get("DLXTOOL_FAULTS_RUNS", "0")) or None,
+                    help="How many runs [env DLXTOOL_FAULTS_RUNS; default 55, long 250].")
+    group.addoption("--faults-base", type=int, default=int(os.environ.get("DLXTOOL_FAULTS_BASE", "1000")),
+                    help="First seed; runs use consecutive seeds [env DLXTOOL_FAULTS_BASE; default 1000].")
+    group.addoption("--faults-seed", type=int, action="append",
+                    default=[int(s) for s in os.environ.get("DLXTOOL_FAULTS_SEED", "").split(",") if s],
+                    help="Run only this seed (repeatable), e.g. to replay a failing run [env DLXTOOL_FAULTS_SEED].")
+
+
 @pytest.fixture(autouse=True)
 def _forget_secrets() -> Iterator[None]:
     """Each test starts with no registered secrets, so one test's secrets cannot hide another's leak."""
@@ -131,3 +166,13 @@ def run(cli_env: dict[str, str]):
                              catch_exceptions=False)
 
     return _run
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The fault matrix's figures, when it ran (tests/faults)."""
+    from tests.support.faults import REPORTS, summary_lines
+
+    if REPORTS:
+        terminalreporter.section("fault matrix")
+        for line in summary_lines(REPORTS):
+            terminalreporter.write_line(line)

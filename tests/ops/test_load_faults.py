@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import random
+import signal
 
 import pika
 import pytest
@@ -43,3 +44,45 @@ def test_load_cut_at_a_random_byte(broker, qname, seed) -> None:
     assert cuts == 1 and result.error
     assert result.published_total + result.failed_total + result.not_sent == N == len(in_failed) + \
         result.published_total
+
+
+class _CtrlCAfter(io.BytesIO):
+    """Record lines that deliver a real SIGINT to this (main) thread after `lines` of them were read."""
+
+    def __init__(self, data: bytes, lines: int) -> None:
+        super().__init__(data)
+        self.left = lines
+
+    def __next__(self) -> bytes:
+        self.left -= 1
+        if self.left == 0:
+            signal.raise_signal(signal.SIGINT)  # load's handler turns it into a clean stop
+        return super().__next__()
+
+
+def test_ctrl_c_leaves_no_record_behind(broker, qname) -> None:
+    """Regression (fault matrix seed 1000): the record read when Ctrl-C's stop was noticed was neither
+    published nor counted as not sent nor written to --failed — one message silently missing."""
+    with broker.channel() as ch:
+        ch.queue_declare(qname)
+    n, stop_at = 500, 200
+    sent = [f"{qname}-{i:05d}".encode() for i in range(n)]
+    data = b"".join(MessageRecord(queue=qname, body=b).to_jsonl() for b in sent)
+    opened = []
+
+    def open_stream() -> io.BytesIO:  # the second opening is the publishing pass
+        opened.append(_CtrlCAfter(data, stop_at) if opened else io.BytesIO(data))
+        return opened[-1]
+
+    open_stream()
+    failed = io.BytesIO()
+    result = load(pika.BlockingConnection(pika.URLParameters(broker.url)), open_stream,
+                  LoadSettings("mem", window=50), total=n, failed=RecordSink(failed))
+    failed.seek(0)
+    in_failed = [r.body for r in read_records(failed)]
+    found = settled_copies(broker, [qname], result.published_total)
+    for body in in_failed:
+        found[body] += 1
+    assert result.interrupted and result.not_sent
+    assert result.published_total + result.failed_total + result.not_sent == n
+    check_nothing_lost(found, sent, result.lost)
