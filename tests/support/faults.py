@@ -113,7 +113,7 @@ class Scenario:
         command, fault = COMBOS[seed % len(COMBOS)]
         rng = random.Random(seed)
         return cls(seed, command, fault, messages=rng.randint(200, 4000 if long else 1200),
-                   at=round(rng.uniform(0.05, 0.9), 3), pause=round(rng.uniform(0.3, 0.9), 2),
+                   at=round(rng.uniform(0.05, 0.9), 3), pause=round(rng.uniform(0.4, 1.2), 2),
                    prefetch=rng.choice((50, 500, 2000)), window=rng.choice((20, 300, 1000)))
 
     @property
@@ -343,6 +343,7 @@ class RunReport:
     duplicates_found: int = 0
     duplicates_reported: int = 0
     deleted_by_operator: int = 0
+    delete_ok: int = 0      # of which the destination's delete-ok counted
     summary: dict[str, Any] | None = None
     stderr: str = ""
     seconds: float = 0.0
@@ -353,7 +354,8 @@ class RunReport:
         return (f"seed={self.seed} {self.command:<12} {self.fault:<12} when={self.when:<22} "
                 f"messages={self.messages:<5} lost={self.lost} duplicates found={self.duplicates_found} "
                 f"reported={self.duplicates_reported} exit={self.exit_code} {self.seconds:.1f}s"
-                + (f" deleted_by_operator={self.deleted_by_operator}" if self.deleted_by_operator else ""))
+                + (f" deleted with the destination={self.deleted_by_operator} (delete-ok {self.delete_ok})"
+                   if self.deleted_by_operator else ""))
 
 
 def cli_env(tmp: Path) -> dict[str, str]:
@@ -490,6 +492,7 @@ def _check(node: FaultNode, stage: Stage, tap: Tap | None, report: RunReport) ->
     if tap is not None:
         found.update(tap.seen)
         report.deleted_by_operator = _deleted_with_destination(tap, report.summary)
+        report.delete_ok = tap.deleted
     in_files = sum(found.values())
     found.update(drain(node, stage.queues, at_least=len(stage.originals) - in_files - report.deleted_by_operator))
     missing = sum(1 for key in stage.originals if not found[key])
