@@ -68,19 +68,24 @@ class TlsBroker:
     client_user: str = "dlxtool-client"  # the CN of certs/client.pem: a user with no password
 
 
+def _dev_broker(target: str) -> tuple[dict[str, str], int, int]:
+    """Start (or reuse) a dev-broker node: its key=value line, AMQP port and management port."""
+    proc = subprocess.run([str(ROOT / "scripts" / "dev-broker"), target], capture_output=True, text=True,
+                          timeout=300)
+    if proc.returncode != 0:
+        pytest.fail(f"could not start the {target} broker: {proc.stderr[-2000:]}")
+    info = dict(kv.split("=", 1) for kv in proc.stdout.split())
+    port = int(info["amqp"].rsplit(":", 1)[1].strip("/"))
+    return info, port, int(info["http"].rsplit(":", 1)[1].strip("/"))
+
+
 @pytest.fixture(scope="session")
 def tls_broker() -> Iterator[TlsBroker]:
     """A node with an amqps listener and a CA made for the tests (scripts/dev-broker tls).
 
     Started once and reused while it runs: the script prints where it is (fast when it is up).
     """
-    proc = subprocess.run([str(ROOT / "scripts" / "dev-broker"), "tls"], capture_output=True, text=True,
-                          timeout=300)
-    if proc.returncode != 0:
-        pytest.fail(f"could not start the tls broker: {proc.stderr[-2000:]}")
-    info = dict(kv.split("=", 1) for kv in proc.stdout.split())
-    port = int(info["amqp"].rsplit(":", 1)[1].strip("/"))
-    http_port = int(info["http"].rsplit(":", 1)[1].strip("/"))
+    info, port, http_port = _dev_broker("tls")
     vhost = f"dlxtool-test-{uuid.uuid4().hex[:8]}"
     with open_vhost("localhost", port, http_port, vhost) as env:
         tls = TlsBroker(env=env, port=port, certs=Path(info["certs"]))
@@ -101,13 +106,7 @@ def faults_node() -> Iterator[object]:
 
     from tests.support.faults import FaultNode
 
-    proc = subprocess.run([str(ROOT / "scripts" / "dev-broker"), "faults"], capture_output=True, text=True,
-                          timeout=300)
-    if proc.returncode != 0:
-        pytest.fail(f"could not start the faults broker: {proc.stderr[-2000:]}")
-    info = dict(kv.split("=", 1) for kv in proc.stdout.split())
-    port = int(info["amqp"].rsplit(":", 1)[1].strip("/"))
-    http_port = int(info["http"].rsplit(":", 1)[1].strip("/"))
+    info, port, http_port = _dev_broker("faults")
     with open(f"/tmp/dlxtool-faults-{port}.lock", "w") as lock:  # noqa: S108 - a machine-wide lock on purpose
         fcntl.flock(lock, fcntl.LOCK_EX)
         with open_vhost("localhost", port, http_port, f"dlxtool-faults-{uuid.uuid4().hex[:8]}") as env:
