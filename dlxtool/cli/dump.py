@@ -28,10 +28,11 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
     """Write QUEUE's messages as message records (JSON Lines), without removing them.
 
     Same reading as `peek`, with the same safety rules (below): the messages
-    are held unacked until the dump ends and then given back with one nack,
-    so a dump bigger than --max-unacked (config dump_unacked_limit) is
-    refused; stderr says how much the dump holds. `load` publishes a dump
-    back; `history --from` explains it.
+    are held unacked until the read ends and given back before anything is
+    written, so a dump bigger than --max-unacked (config dump_unacked_limit)
+    is refused; stderr says how much the dump holds. Reads until the queue
+    is empty; if the bound stops it first, it says how many were left and
+    exits 5. `load` publishes a dump back; `history --from` explains it.
 
     \b
     Examples:

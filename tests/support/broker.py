@@ -59,18 +59,11 @@ class BrokerEnv:
                                  properties=properties, mandatory=True)
 
     def publish_many(self, queue: str, bodies: list[bytes]) -> None:
-        """Many messages fast (no confirm round trip each): waits until the queue holds them all."""
-        before = self.queue_depth(queue)
-        conn = pika.BlockingConnection(pika.ConnectionParameters(
-            host=self.host, port=self.amqp_port, virtual_host=self.vhost,
-            credentials=pika.PlainCredentials("guest", "guest")))
-        try:
-            ch = conn.channel()
+        """Many messages, faster than publish(): no mandatory flag. Confirmed all the same (unconfirmed
+        publishes to a quorum queue can be lost when the connection closes right after)."""
+        with self.channel() as ch:
             for body in bodies:
                 ch.basic_publish("", queue, body)
-        finally:
-            conn.close()
-        assert self.wait_depth(queue, before + len(bodies), timeout=60) == before + len(bodies)
 
     def drain(self, queue: str) -> list[tuple[Any, Any, bytes]]:
         """Take every message out of a queue (acked): [(method, properties, body)]."""
