@@ -449,28 +449,31 @@ class QueueReader:
     def _give_back_quorum(self) -> None:
         while self._returned < len(self._tags):
             end = min(self._returned + QUORUM_RETURN_CHUNK, len(self._tags))
-            before = self._consumer_count()
+            held = len(self._tags) - self._returned
+            before = self._wait_consumers(held)  # fewer than we hold: the queue's stat timed out
             self.channel.basic_nack(self._tags[end - 1], multiple=True, requeue=True)
             chunk, self._returned = end - self._returned, end
-            if not self._wait_applied(before - chunk):
+            if before is None or self._wait_consumers(held - chunk, before - chunk) is None:
                 self.notes.append("could not confirm that the queue applied the give-back in time: "
                                   "the order of the messages read may have changed")
 
-    def _consumer_count(self) -> int:
-        return int(self.channel.queue_declare(self.facts.name, passive=True).method.consumer_count)
+    def _wait_consumers(self, low: int, high: int | None = None) -> int | None:
+        """Poll the consumer count until it is within [low, high] (None after RETURN_WAIT_SECONDS).
 
-    def _wait_applied(self, target: int) -> bool:
-        """Each basic.get on a quorum queue is a consumer of its own until its message comes back, so
-        the consumer count drops as the returns are applied; once applied, the client side has
-        seen it too (the queue notifies the channel before it answers the declare)."""
+        Each basic.get on a quorum queue is a consumer of its own until its message comes back, so
+        the count drops as our returns are applied; once the queue has applied them it has also told
+        the channel (before it answers this declare), so the next chunk is sent with none in flight.
+        A quorum queue answers 0 when its stat times out (250 ms): never fewer than we still hold."""
         import time
 
         deadline = time.monotonic() + RETURN_WAIT_SECONDS
-        while self._consumer_count() > target:
+        while True:
+            count = int(self.channel.queue_declare(self.facts.name, passive=True).method.consumer_count)
+            if count >= low and (high is None or count <= high):
+                return count
             if time.monotonic() > deadline:
-                return False
+                return None
             time.sleep(0.002)
-        return True
 
     def _after_return(self, records: list[MessageRecord]) -> None:
         if self.facts.type != "quorum" or self.read == 0:

@@ -308,3 +308,20 @@ def test_stream_length_is_not_reported_as_zero_and_reading_past_the_end_says_so(
     past = peek(run, broker, qname, "--offset", "100", "--wait", "0.5")
     assert past.exit_code == 0 and past.stdout == ""
     assert "no message" in past.stderr and "offset 100" in past.stderr
+
+
+def test_quorum_message_at_its_limit_is_the_only_one_taken_and_reported(run, broker, qname) -> None:
+    dlq = declare(broker, qname, **{"x-queue-type": "quorum", "x-delivery-limit": 2})
+    broker.publish(qname, numbered(3))
+    with broker.channel() as ch:  # a consumer rejects the head twice: it has no attempt left
+        for _ in range(2):
+            method, _p, _b = ch.basic_get(qname, auto_ack=False)
+            ch.basic_nack(method.delivery_tag, requeue=True)
+    result = peek(run, broker, qname, "-n", "3", "--spend-attempts")
+    assert result.exit_code == ExitStatus.PARTIAL
+    assert "position 0" in result.stderr and "dead-letter" in result.stderr
+    assert "could not confirm" not in result.stderr  # the give-back was seen through
+    assert len(result.stdout.splitlines()) == 1  # nothing read past it
+    assert broker.wait_depth(dlq, 1) == 1
+    assert [(b, (p.headers or {}).get("x-delivery-count", 0)) for _m, p, b in broker.drain(qname)] == \
+        [(b"1", 0), (b"2", 0)]
