@@ -30,7 +30,7 @@ from typing import IO, Any
 import orjson
 
 from dlxtool.deaths import Death, parse_deaths
-from dlxtool.errors import UsageError
+from dlxtool.errors import NotFoundError, UsageError
 
 PROPERTY_NAMES = (
     "content_type", "content_encoding", "delivery_mode", "priority", "correlation_id", "reply_to",
@@ -92,7 +92,7 @@ class MessageRecord:
         return cls(
             queue=str(data.get("queue") or ""),
             body=body,
-            position=int(data.get("position") or 0),
+            position=_int_field(data, "position", where),
             exchange=str(data.get("exchange") or ""),
             routing_key=str(data.get("routing_key") or ""),
             redelivered=bool(data.get("redelivered", False)),
@@ -132,6 +132,13 @@ class MessageRecord:
 
         hdrs = dict(self.headers if headers is None else headers)
         return pika.BasicProperties(headers=hdrs or None, **self.properties)
+
+
+def _int_field(data: Mapping[str, Any], key: str, where: str) -> int:
+    value = data.get(key) or 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(f"{where}: {key!r} must be a whole number, got {value!r}")
+    return value
 
 
 # -- header values ----------------------------------------------------------------------------------
@@ -191,33 +198,47 @@ def decode_table(table: Mapping[str, Any], where: str = "headers") -> dict[str, 
 
 def read_records(stream: IO[bytes], name: str = "<stdin>") -> Iterator[MessageRecord]:
     """Records from JSON Lines (or one JSON array, as `peek --format json` writes)."""
-    first = stream.read(1)
-    while first in (b" ", b"\n", b"\r", b"\t"):
-        first = stream.read(1)
-    if first == b"[":
-        try:
-            items = orjson.loads(first + stream.read())
-        except orjson.JSONDecodeError as exc:
-            raise UsageError(f"{name}: invalid JSON: {exc}") from None
-        for i, item in enumerate(items):
-            yield MessageRecord.from_json(item, f"{name}: record {i + 1}")
-        return
-    lineno = 0
-    pending = first
-    for raw in stream:
-        lineno += 1
-        line = pending + raw
-        pending = b""
+    lines = enumerate(stream, start=1)
+    for lineno, line in lines:
         if not line.strip():
             continue
-        try:
-            data = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise UsageError(f"{name}:{lineno}: invalid JSON: {exc}",
-                             hint="expected JSON Lines of message records (dlxtool dump)") from None
-        yield MessageRecord.from_json(data, f"{name}:{lineno}")
-    if pending.strip():
-        yield MessageRecord.from_json(orjson.loads(pending), f"{name}:1")
+        if line.lstrip().startswith(b"["):
+            yield from _read_array(line + b"".join(rest for _, rest in lines), name)
+            return
+        yield MessageRecord.from_json(_loads(line, f"{name}:{lineno}"), f"{name}:{lineno}")
+
+
+def _read_array(data: bytes, name: str) -> Iterator[MessageRecord]:
+    items = _loads(data, name)
+    if not isinstance(items, list):
+        raise UsageError(f"{name}: expected a JSON array of message records")
+    for i, item in enumerate(items):
+        yield MessageRecord.from_json(item, f"{name}: record {i + 1}")
+
+
+def _loads(data: bytes, where: str) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(f"{where}: invalid JSON: {exc}",
+                         hint="expected JSON Lines of message records (as dlxtool dump writes)") from None
+
+
+def open_records(name: str, stdin: IO[bytes]) -> Iterator[MessageRecord]:
+    """Records from a file name, or `-` for stdin; file errors become clear dlxtool errors."""
+    if name == "-":
+        yield from read_records(stdin, "<stdin>")
+        return
+    try:
+        stream = open(name, "rb")  # noqa: SIM115 - closed below; errors must map before reading
+    except FileNotFoundError:
+        raise NotFoundError(f"{name}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{name} is a directory, not a file of message records") from None
+    except OSError as exc:
+        raise UsageError(f"{name}: cannot open: {exc.strerror}") from None
+    with stream:
+        yield from read_records(stream, name)
 
 
 def write_records(records: Iterable[MessageRecord], stream: IO[bytes]) -> int:

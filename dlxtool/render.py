@@ -7,7 +7,7 @@ streams in so tests can capture them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import IO, Any
 
 import orjson
@@ -76,19 +76,28 @@ def truncate(text: str, width: int) -> str:
 
 
 def write_table(rows: Iterable[Sequence[Any] | Mapping[str, Any]], headers: Sequence[str],
-                out: IO[str], *, empty: str | None = None) -> None:
+                out: IO[str], *, empty: str | None = None,
+                styles: Mapping[int, Callable[[str], str]] | None = None) -> None:
+    """A plain table; `styles` maps a column index to a function colouring that column's (already
+    terminal-safe) cells. tabulate measures widths without the escape codes."""
     from tabulate import tabulate
 
     rows = list(rows)
     if not rows and empty is not None:
         out.write(empty + "\n")
         return
+    styles = styles or {}
     cleaned = [
-        [safe_text(c) if c is not None else "" for c in (r.values() if isinstance(r, Mapping) else r)]
+        [_cell(c, styles.get(i)) for i, c in enumerate(r.values() if isinstance(r, Mapping) else r)]
         for r in rows
     ]
     out.write(tabulate(cleaned, headers=list(headers), tablefmt="simple", disable_numparse=True) + "\n")
     out.flush()
+
+
+def _cell(value: Any, style: Callable[[str], str] | None) -> str:
+    text = safe_text(value) if value is not None else ""
+    return style(text) if style and text else text
 
 
 def write_kv(pairs: Iterable[tuple[str, Any]], out: IO[str]) -> None:

@@ -56,6 +56,16 @@ def second_broker() -> Iterator[BrokerEnv]:
         yield env
 
 
+@pytest.fixture(autouse=True)
+def _forget_secrets() -> Iterator[None]:
+    """Each test starts with no registered secrets, so one test's secrets cannot hide another's leak."""
+    from dlxtool import secrets
+
+    secrets.clear()
+    yield
+    secrets.clear()
+
+
 @pytest.fixture
 def qname(request: pytest.FixtureRequest) -> str:
     """A queue-name prefix unique to this test."""

@@ -8,7 +8,14 @@ from typing import Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import common_options, complete_queue, dry_run_option, selection_options, yes_option
+from dlxtool.cli.options import (
+    common_options,
+    complete_broker,
+    complete_queue,
+    dry_run_option,
+    selection_options,
+    yes_option,
+)
 from dlxtool.errors import ConnectError, Interrupted, PartialError, RefusedError
 from dlxtool.select import Selection
 
@@ -53,7 +60,8 @@ Examples:
 
 @click.command(help=HELP)
 @click.argument("dlq", shell_complete=complete_queue)
-@click.option("--to", "to_queue", metavar="QUEUE", help="Send everything to QUEUE instead of each origin.")
+@click.option("--to", "to_queue", metavar="QUEUE", shell_complete=complete_queue,
+              help="Send everything to QUEUE instead of each origin.")
 @click.option("--keep-history", is_flag=True, help="Keep x-death and retry headers (no count reset).")
 @click.option("--reset-header", "reset_headers", multiple=True, metavar="NAME",
               help="Also remove this application retry header (repeatable), e.g. count.")
@@ -62,7 +70,8 @@ Examples:
 @click.option("--keep-routing-key", is_flag=True,
               help="Publish through a temporary fanout exchange bound only to the origin, so the message "
                    "keeps its original routing key without reaching other queues.")
-@click.option("--target-broker", metavar="NAME", help="Publish to the origin queues on this broker profile.")
+@click.option("--target-broker", metavar="NAME", shell_complete=complete_broker,
+              help="Publish to the origin queues on this broker profile.")
 @click.option("--save", "save_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
               help="Append each replayed message's record (JSON Lines, flushed) before its DLQ ack.")
 @click.option("--rate", type=click.FloatRange(min=0.1), metavar="N", help="At most N messages per second.")

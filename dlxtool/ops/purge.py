@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlxtool.broker.management import ManagementClient
-from dlxtool.errors import DlxtoolError, NotFoundError, RefusedError
+from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError, RefusedError
 
 
 @dataclass
@@ -49,6 +49,12 @@ def passive_declare(channel: Any, queue: str, vhost: str) -> Any:
         if exc.reply_code == 404:
             raise NotFoundError(f"queue {queue!r} not found in vhost {vhost!r}",
                                 hint="list queues with `dlxtool queues`") from None
+        if exc.reply_code == 405:
+            raise DlxtoolError(f"queue {queue!r} is exclusive to another connection; no other connection "
+                               "can read or purge it", hint="it disappears with the connection that owns it") from None
+        if exc.reply_code == 403:
+            raise ConnectError(f"access to queue {queue!r} in vhost {vhost!r} refused: {exc.reply_text}",
+                               hint="the user needs read/configure permissions on it") from None
         raise
 
 
