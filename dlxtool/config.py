@@ -25,6 +25,10 @@ Example::
     ca = "/etc/ssl/certs/internal-ca.pem"
     cert = "~/.config/dlxtool/oncall.pem"
     key = "~/.config/dlxtool/oncall.key"
+
+`auth = "external"` in a broker section logs in with the client certificate (SASL EXTERNAL, the
+rabbitmq_auth_mechanism_ssl plugin) instead of a password; it needs amqps URLs and tls.cert. A
+password given as well is then used for the management API only.
 """
 
 from __future__ import annotations
@@ -48,8 +52,9 @@ DEFAULT_TIMEOUT = 5.0
 _TOP_KEYS = {"default", "timeout", "brokers", "proto_paths", "dump_unacked_limit", "error_headers"}
 _BROKER_KEYS = {
     "url", "urls", "vhost", "user", "password", "password_env", "password_file", "management_url",
-    "tls", "proto_paths", "reset_headers", "timeout", "management_user", "description",
+    "tls", "proto_paths", "reset_headers", "timeout", "management_user", "description", "auth",
 }
+AUTH_MECHANISMS = ("plain", "external")
 _TLS_KEYS = {"ca", "cert", "key", "verify", "server_name"}
 
 
@@ -79,6 +84,7 @@ class BrokerProfile:
     proto_paths: tuple[str, ...] = ()
     reset_headers: tuple[str, ...] = ()
     timeout: float = DEFAULT_TIMEOUT
+    auth: str = "plain"  # plain: user + password; external: the TLS client certificate (SASL EXTERNAL)
     source: str = "built-in"  # where the profile came from, for messages
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -268,6 +274,7 @@ def _parse_broker(name: str, raw: Any, path: Path, env: Mapping[str, str], timeo
         key=_opt_path(_str(tls_raw, "key", f"{where}.tls")), verify=verify,
         server_name=_str(tls_raw, "server_name", f"{where}.tls"),
     )
+    auth = _auth(raw.get("auth", "plain"), nodes, tls, where)
     management_url = _str(raw, "management_url", where)
     if management_url is not None:
         _check_http_url(management_url, f"{where}: management_url")
@@ -285,9 +292,23 @@ def _parse_broker(name: str, raw: Any, path: Path, env: Mapping[str, str], timeo
         proto_paths=tuple(_opt_path(p) or p for p in _strings(raw.get("proto_paths", []), f"{where}: proto_paths")),
         reset_headers=tuple(_strings(raw.get("reset_headers", []), f"{where}: reset_headers")),
         timeout=_number(raw.get("timeout", timeout), f"{where}: timeout"),
+        auth=auth,
         source=str(path),
         env=env,
     )
+
+
+def _auth(value: Any, nodes: list[AmqpUrl], tls: TlsOptions, where: str) -> str:
+    if value not in AUTH_MECHANISMS:
+        raise ConfigError(f"{where}: auth must be one of {', '.join(AUTH_MECHANISMS)}, got {value!r}")
+    if value == "external":
+        if not all(n.tls for n in nodes):
+            raise ConfigError(f"{where}: auth = \"external\" logs in with a TLS client certificate; "
+                              "every url must be amqps://")
+        if not tls.cert:
+            raise ConfigError(f"{where}: auth = \"external\" needs a client certificate",
+                              hint="set cert (and key) in the profile's tls table")
+    return str(value)
 
 
 def _str(table: Mapping[str, Any], key: str, where: str) -> str | None:

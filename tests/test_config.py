@@ -158,6 +158,18 @@ def test_literal_password_warns_and_never_shows(tmp_path: Path) -> None:
     assert secrets.scrub("oops Literal-Pw-123 leaked") == "oops **** leaked"
 
 
+def test_external_auth_needs_amqps_and_a_client_certificate(tmp_path: Path) -> None:
+    good = write(tmp_path, '[brokers.x]\nurl = "amqps://h"\nauth = "external"\n[brokers.x.tls]\ncert = "/c.pem"\n')
+    assert load_config(str(good), {}).profile("x").auth == "external"
+    for text, needle in [
+        ('[brokers.x]\nurl = "amqp://h"\nauth = "external"\n[brokers.x.tls]\ncert = "/c.pem"\n', "amqps"),
+        ('[brokers.x]\nurl = "amqps://h"\nauth = "external"\n', "client certificate"),
+        ('[brokers.x]\nurl = "amqps://h"\nauth = "kerberos"\n', "auth must be one of"),
+    ]:
+        with pytest.raises(ConfigError, match=needle):
+            load_config(str(write(tmp_path, text)), {})
+
+
 @pytest.mark.parametrize("url", ["amqp://guest:pa/ss3cret@localhost:5672/", "amqp://u:pa#ss3cret@h/",
                                  "amqp://u:pa?ss3cret@h/", "amqp://u:p@ss3cret@h:notaport/"])
 def test_passwords_with_url_characters_never_leak(tmp_path: Path, url: str) -> None:

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "decode": "dlxtool.cli.decode:decode",
     "dump": "dlxtool.cli.dump:dump",
     "history": "dlxtool.cli.history:history",
+    "load": "dlxtool.cli.load:load",
     "peek": "dlxtool.cli.peek:peek",
     "purge": "dlxtool.cli.purge:purge",
     "queues": "dlxtool.cli.queues:queues",

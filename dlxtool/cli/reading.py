@@ -22,24 +22,21 @@ F = Callable[..., Any]
 
 SAFETY_HELP = """\b
 What a peek does to the queue (it takes messages and gives them back):
-  classic  basic.get without ack, then all given back at once (the channel
-           closes): same messages, same order; only `redelivered` is set. Message k can only be
+  classic  basic.get without ack, then one nack(requeue): same messages, same
+           order; only their `redelivered` flag is set. Message k can only be
            reached while 1..k-1 are held unacked, so more than --max-unacked
            (config dump_unacked_limit, default 10000) is refused (exit 6).
-           Bodies are decoded after the messages are given back.
   quorum   with a delivery limit every give-back uses one delivery attempt:
-           refused unless --spend-attempts; the read then stops (exit 6) at
-           the first message it would leave with no attempt to spare. A peek
-           learns a message's count only by taking it, so each peek uses an
-           attempt of the head: repeated peeks do exhaust it. Limit 1: refused.
-           Without a limit (RabbitMQ 3.x) given-back messages go to the back,
-           in order: refused unless --allow-reorder.
+           refused unless --spend-attempts; the read then stops at the first
+           message it brings to the limit. Without a limit (RabbitMQ 3.x) given-
+           back messages go to the back: refused unless --allow-reorder.
            If the management API is down the limit is unknown: refused.
   stream   read with a consumer from --offset; nothing is held or changed.
 """
 
 
-def read_options(f: F) -> F:
+def peek_safety_options(f: F) -> F:
+    """The options that accept a peek's costs (also used by `purge --dry-run`, which peeks)."""
     opts = [
         click.option("--max-unacked", type=click.IntRange(min=1), metavar="N",
                      help="Most messages held unacked at once (default: config dump_unacked_limit, 10000)."),
@@ -47,6 +44,14 @@ def read_options(f: F) -> F:
                      help="Quorum queue without delivery limit: accept that peeked messages move to the back."),
         click.option("--spend-attempts", is_flag=True,
                      help="Quorum queue with a delivery limit: accept using one delivery attempt per message."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def read_options(f: F) -> F:
+    opts = [
         click.option("--offset", metavar="WHERE",
                      help="Streams: first (default), last, next, an offset, an ISO time or an age (30m, 2h)."),
         click.option("--wait", "stream_wait", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
@@ -54,11 +59,11 @@ def read_options(f: F) -> F:
     ]
     for opt in reversed(opts):
         f = opt(f)
-    return f
+    return peek_safety_options(f)
 
 
 def make_read_options(app: App, count: int | None, *, max_unacked: int | None, allow_reorder: bool,
-                      spend_attempts: bool, offset: str | None, stream_wait: float) -> ReadOptions:
+                      spend_attempts: bool, offset: str | None = None, stream_wait: float = 1.0) -> ReadOptions:
     from dlxtool.ops.peek import ReadOptions, parse_offset
 
     return ReadOptions(

@@ -58,13 +58,6 @@ class BrokerEnv:
                 ch.basic_publish(exchange, queue if routing_key is None else routing_key, body,
                                  properties=properties, mandatory=True)
 
-    def publish_many(self, queue: str, bodies: list[bytes]) -> None:
-        """Many messages, faster than publish(): no mandatory flag. Confirmed all the same (unconfirmed
-        publishes to a quorum queue can be lost when the connection closes right after)."""
-        with self.channel() as ch:
-            for body in bodies:
-                ch.basic_publish("", queue, body)
-
     def drain(self, queue: str) -> list[tuple[Any, Any, bytes]]:
         """Take every message out of a queue (acked): [(method, properties, body)]."""
         out = []
