@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.errors import PartialError, RefusedError, UsageError
+from dlxtool.errors import UsageError
 
 if TYPE_CHECKING:
     from dlxtool.ops.peek import QueueReader, ReadOptions
@@ -22,15 +22,18 @@ F = Callable[..., Any]
 
 SAFETY_HELP = """\b
 What a peek does to the queue (it takes messages and gives them back):
-  classic  basic.get without ack, then one nack(requeue): same messages, same
-           order; only their `redelivered` flag is set. Message k can only be
-           reached while 1..k-1 are held unacked, so more than --max-unacked
-           (config dump_unacked_limit, default 10000) is refused (exit 6).
+  classic  basic.get without ack, then all are given back at once (the
+           channel closes): same messages, same order; only their
+           `redelivered` flag is set. Message k can only be reached while
+           1..k-1 are held unacked, so more than --max-unacked (config
+           dump_unacked_limit, default 10000) is refused (exit 6).
   quorum   with a delivery limit every give-back uses one delivery attempt:
-           refused unless --spend-attempts; the read then stops at the first
-           message it brings to the limit. Without a limit (RabbitMQ 3.x) given-
-           back messages go to the back: refused unless --allow-reorder.
-           If the management API is down the limit is unknown: refused.
+           refused unless --spend-attempts; the read then stops before any
+           message would be left without a spare attempt (a limit of 1 is
+           always refused). Given back 32 at a time so the order holds.
+           Without a limit (RabbitMQ 3.x) given-back messages go to the
+           back: refused unless --allow-reorder. If the management API is
+           down the limit is unknown: refused.
   stream   read with a consumer from --offset; nothing is held or changed.
 """
 
@@ -97,26 +100,16 @@ def read_queue(app: App, queue: str, opts: ReadOptions) -> Iterator[QueueReader]
 
 
 def finish_read(app: App, reader: QueueReader | None) -> None:
-    """Report what the read did to the queue; exit 5 if it dead-lettered, 6 if it stopped for safety."""
+    """Report what the read did to the queue; raise what it ends with (exit 5 or 6, decided in the core)."""
     if reader is None:
         return
-    for note in reader.notes:
+    outcome = reader.outcome()
+    for note in outcome.notes:
         app.info(note)
-    if reader.dead_lettered:
-        raise PartialError(
-            f"the message(s) at position {', '.join(map(str, reader.dead_lettered))} had no delivery attempt "
-            f"left; giving them back made the broker dead-letter them"
-            + (f" to {reader.facts.dead_letter_exchange!r}" if reader.facts.dead_letter_exchange else
-               " (the queue has no dead-letter exchange: dropped)"),
-            hint="dlxtool only sees x-delivery-count once a message is delivered; without --spend-attempts "
-                 "a peek of this queue is refused")
-    if reader.stopped_early:
-        wanted = reader.opts.count
-        if wanted is None or reader.shown < wanted:
-            raise RefusedError(reader.stopped_early + f" (showed {reader.shown})",
-                               hint="wait until consumers settle the head of the queue, or drain it "
-                                    "(dump --remove)")
-        app.warn(reader.stopped_early)
+    for warning in outcome.warnings:
+        app.warn(warning)
+    if outcome.error is not None:
+        raise outcome.error
 
 
 def check_count(count: int | None, all_: bool) -> None:

@@ -1,4 +1,5 @@
-"""`dlxtool dump --remove`: drain a queue into a file (record written and fsynced, then acked)."""
+"""dump: every message, every time, nothing removed; `dump --remove` drains a queue into a file
+(record written and fsynced, then acked)."""
 
 from __future__ import annotations
 
@@ -85,3 +86,29 @@ def test_remove_to_stdout_redirected_to_a_file(broker, qname, tmp_path, cli_env)
                                broker.url], stdout=f, stderr=subprocess.PIPE, env=cli_env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert bodies_in(out) == sent
+
+
+def test_back_to_back_dumps_of_10000_messages_each_write_all_of_them(run, broker, qname, tmp_path) -> None:
+    """A dump right after another must not stop at a ready count taken while the last one's
+    give-back was still going on (reviewer: 10000, 2679, 10000 lines, the short one exit 0)."""
+    declare_and_fill(broker, qname, 10_000)
+    lines = []
+    for i in range(3):
+        out = tmp_path / f"dump{i}.jsonl"
+        result = run("dump", qname, "--url", broker.url, "-o", str(out))
+        assert result.exit_code == 0, result.stderr
+        lines.append(len(out.read_bytes().splitlines()))
+    assert lines == [10_000] * 3
+    assert broker.queue_depth(qname) == 10_000
+
+
+def test_dump_of_a_quorum_queue_without_limit_keeps_order(run, broker, qname, tmp_path) -> None:
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True, arguments={"x-queue-type": "quorum"})
+    broker.publish(qname, [b"%d" % i for i in range(300)])
+    for i in range(2):
+        out = tmp_path / f"dump{i}.jsonl"
+        result = run("dump", qname, "--url", broker.url, "-o", str(out), "--allow-reorder")
+        assert result.exit_code == 0, result.stderr
+        assert len(out.read_bytes().splitlines()) == 300
+    assert [body for _m, _p, body in broker.drain(qname)] == [b"%d" % i for i in range(300)]
