@@ -43,9 +43,7 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
     the start (or the first -n) are consumed, each record is appended to
     FILE and flushed to disk before the message is acked, so a crash or a
     cut loses nothing and nothing big is held unacked. It needs a file
-    (-o FILE, or stdout redirected to one), never a pipe. With -o FILE the
-    run's summary (removed, possible_duplicates, error…) goes to stdout,
-    as JSON when piped or with --format json.
+    (-o FILE, or stdout redirected to one), never a pipe.
 
     \b
     Examples:
