@@ -68,6 +68,9 @@ class Publisher:
         self._by_key: dict[tuple[str, str, bytes], deque[int]] = {}
         self._settled: deque[Settled] = deque()
         self.published = 0
+        from dlxtool.broker.frames import send_publish
+
+        self._send = send_publish  # pika's basic_publish, with the frames encoded by dlxtool.broker.frames
         self.channel.impl.add_on_return_callback(self._on_return)
         self._select_confirms()
 
@@ -75,6 +78,9 @@ class Publisher:
         box: list[Any] = []
         self.channel.impl.confirm_delivery(ack_nack_callback=self._on_ack_nack, callback=box.append)
         self.channel.wait_for(lambda: bool(box), "confirm.select")
+        from dlxtool.broker.frames import fast_confirms
+
+        fast_confirms(self.channel.connection, self.channel.impl, self._on_ack_nack)
 
     # -- API --------------------------------------------------------------------------------------
 
@@ -88,7 +94,7 @@ class Publisher:
     def publish(self, exchange: str, routing_key: str, body: bytes, properties: Any, token: Hashable | Any) -> None:
         """Send one message (mandatory, confirmed); its outcome comes back later via take_settled()."""
         self.channel.check()
-        self.channel.impl.basic_publish(exchange, routing_key, body, properties, mandatory=True)
+        self._send(self.channel.connection, self.channel.impl, exchange, routing_key, body, properties, mandatory=True)
         self._seq += 1
         key = (exchange, routing_key, body)
         self._pending[self._seq] = _Pending(token, key, getattr(properties, "headers", None))

@@ -19,6 +19,7 @@ and would keep counting; the reset is the point), and a compact provenance heade
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -88,6 +89,8 @@ class ReplayDecider:
         self._filters = settings.selection.describe()
         self._filters_text = "; ".join(f"{k}={v}" for k, v in self._filters.items())
         self._reset_names = tuple(settings.reset_headers)
+        self._stamp_second = -1
+        self._stamp_value = datetime.now(UTC)
 
     def __call__(self, record: MessageRecord) -> Decision:
         s = self.s
@@ -110,7 +113,7 @@ class ReplayDecider:
         # Compact on purpose: it is encoded into every message (and pika's table codec is slow).
         provenance: dict[str, Any] = {
             "from": s.source,
-            "at": self.now or datetime.now(UTC).replace(microsecond=0),
+            "at": self.now or self._stamp(),
             "count": count + 1,
             "exchange": orig_exchange,
             "routing-key": orig_key or record.routing_key,
@@ -132,6 +135,15 @@ class ReplayDecider:
                                   properties=record.properties, headers=headers)
         return Decision(Action.MOVE, target, exchange, routing_key, published.pika_properties(), record.body,
                         published)
+
+
+    def _stamp(self) -> datetime:
+        """Now, to the second (one datetime per second, not one per message)."""
+        second = int(time.time())
+        if second != self._stamp_second:
+            self._stamp_second = second
+            self._stamp_value = datetime.fromtimestamp(second, UTC)
+        return self._stamp_value
 
 
 def _short(value: Any) -> str:

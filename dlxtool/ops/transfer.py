@@ -257,6 +257,9 @@ class Transfer:
                        else Publisher(self.source_conn, window=self.opts.window, timeout=self.timeout))
         self.channel.impl.add_on_cancel_callback(self._on_cancel)
         if self.result.snapshot:
+            from dlxtool.broker.frames import fast_deliveries
+
+            fast_deliveries(self.source_conn, self.channel.impl)  # pika's delivery path, less work per message
             self.consumer_tag = self.channel.impl.basic_consume(self.source, self._on_message, auto_ack=False)
         else:
             self._stop_reading = True
