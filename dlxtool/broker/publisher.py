@@ -31,11 +31,9 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import itertools
 import time
 from collections import deque
 from collections.abc import Hashable
-from dataclasses import dataclass
 from typing import Any
 
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
@@ -48,12 +46,14 @@ class Outcome(enum.Enum):
     LOST = "lost"
 
 
-@dataclass
 class _Pending:
-    token: Any
-    key: tuple[str, str, bytes]
-    headers: Any
-    returned: str | None = None
+    __slots__ = ("token", "key", "headers", "returned")
+
+    def __init__(self, token: Any, key: tuple[str, str, bytes], headers: Any) -> None:
+        self.token = token
+        self.key = key
+        self.headers = headers
+        self.returned: str | None = None
 
 
 Settled = tuple[Any, Outcome, str | None]  # (token, outcome, detail)
@@ -65,7 +65,7 @@ class Publisher:
         self.window = max(1, window)
         self._seq = 0
         self._pending: dict[int, _Pending] = {}
-        self._by_key: dict[tuple[str, str, bytes], deque[int]] = {}
+        self._by_key: dict[tuple[str, str, bytes], list[int]] = {}  # unsettled seqs per message, publish order
         self._settled: deque[Settled] = deque()
         self.published = 0
         from dlxtool.broker.frames import send_publish
@@ -98,7 +98,11 @@ class Publisher:
         self._seq += 1
         key = (exchange, routing_key, body)
         self._pending[self._seq] = _Pending(token, key, getattr(properties, "headers", None))
-        self._by_key.setdefault(key, deque()).append(self._seq)
+        seqs = self._by_key.get(key)
+        if seqs is None:
+            self._by_key[key] = [self._seq]
+        else:
+            seqs.append(self._seq)
         self.published += 1
 
     def pump(self, wait: float = 0.0) -> None:
@@ -148,7 +152,11 @@ class Publisher:
         nack = type(method).__name__ == "Nack"
         tag = method.delivery_tag
         if method.multiple:  # dict order is publish order: the settled ones are at the front
-            seqs = list(itertools.takewhile(lambda s: s <= tag, self._pending))
+            seqs = []
+            for seq in self._pending:
+                if seq > tag:
+                    break
+                seqs.append(seq)
         else:
             seqs = [tag] if tag in self._pending else []
         for seq in seqs:
@@ -164,8 +172,10 @@ class Publisher:
         pending = self._pending.pop(seq)
         seqs = self._by_key.get(pending.key)
         if seqs is not None:
-            with contextlib.suppress(ValueError):
-                seqs.remove(seq)
-            if not seqs:
-                del self._by_key[pending.key]
+            if len(seqs) == 1:
+                if seqs[0] == seq:
+                    del self._by_key[pending.key]
+            else:
+                with contextlib.suppress(ValueError):
+                    seqs.remove(seq)
         self._settled.append((pending.token, outcome, detail))

@@ -91,10 +91,15 @@ class ReplayDecider:
         self._reset_names = tuple(settings.reset_headers)
         self._stamp_second = -1
         self._stamp_value = datetime.now(UTC)
+        # Selection is frozen: with no criteria every record matches, so skip building the checks each time.
+        self._selects = bool(settings.selection._checks())  # noqa: SLF001
+        from pika import BasicProperties
+
+        self._properties = BasicProperties
 
     def __call__(self, record: MessageRecord) -> Decision:
         s = self.s
-        if not s.selection.matches(record):
+        if self._selects and not s.selection.matches(record):
             return Decision.keep()
         count = replay_count(record.headers)
         if s.max_replays is not None and count >= s.max_replays:
@@ -133,9 +138,9 @@ class ReplayDecider:
             exchange, routing_key = routed, orig_key or record.routing_key
         published = MessageRecord(queue=target, body=record.body, exchange=exchange, routing_key=routing_key,
                                   properties=record.properties, headers=headers)
-        return Decision(Action.MOVE, target, exchange, routing_key, published.pika_properties(), record.body,
-                        published)
-
+        # = published.pika_properties(), without copying the headers dict built just above
+        properties = self._properties(headers=headers or None, **record.properties)
+        return Decision(Action.MOVE, target, exchange, routing_key, properties, record.body, published)
 
     def _stamp(self) -> datetime:
         """Now, to the second (one datetime per second, not one per message)."""

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import gc
 import os
 import signal
 import threading
@@ -226,7 +227,7 @@ class Transfer:
 
     def run(self) -> TransferResult:
         started = time.monotonic()
-        with self._sigint_as_stop():
+        with self._sigint_as_stop(), _fewer_gc_passes():
             try:
                 self._setup()
                 self._loop(started)
@@ -572,6 +573,23 @@ class Transfer:
             yield
         finally:
             signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def _fewer_gc_passes(young: int = 20_000) -> Iterator[None]:
+    """Collect cycles less often while messages stream through.
+
+    Every message allocates a few dozen containers (frames, properties, header tables, records)
+    that reference counting frees; with the default threshold (700) the collector runs every ~20
+    messages and walks the up-to-`prefetch` messages in flight each time — about a tenth of the
+    CPU. It still runs (every `young` allocations), so memory stays bounded.
+    """
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], young), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 def _describe(exc: BaseException) -> str:
