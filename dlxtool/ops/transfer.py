@@ -300,9 +300,11 @@ class Transfer:
         return IDLE_WAIT
 
     def _pump(self, wait: float) -> None:
-        self.channel.pump(wait)
         if self.target_conn is not self.source_conn:
-            self.mover.pump(0.0)
+            self.channel.pump(wait, self.target_conn)
+            self.mover.channel.check()  # a closed target channel raises, as the source's does
+        else:
+            self.channel.pump(wait)
 
     def _busy(self) -> bool:
         return bool(self.mover.outstanding or self.keeper.outstanding or self._waiting)
