@@ -13,6 +13,7 @@ I/O with `connection.process_data_events(time_limit)`, which raises when the con
 
 from __future__ import annotations
 
+import contextlib
 import select
 import time
 from collections.abc import Callable
@@ -47,10 +48,8 @@ def wait_readable(connections: tuple[Any, ...], timeout: float) -> None:
         if sock is None or getattr(sock, "pending", lambda: 0)():  # no socket, or TLS bytes already decrypted
             return
         socks.append(sock)
-    try:
+    with contextlib.suppress(OSError, ValueError):  # a closed socket: process_data_events will say so
         select.select(socks, [], [], timeout)
-    except (OSError, ValueError):  # a closed socket: the next process_data_events says what happened
-        pass
 
 
 class ChannelClosed(DlxtoolError):

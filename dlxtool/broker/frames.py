@@ -329,6 +329,9 @@ def decode_table(buf: bytes, o: int) -> tuple[dict[Any, Any], int]:
                 result[key] = raw.decode("utf8")
             except UnicodeDecodeError:
                 result[key] = raw
+        elif kind == 108:  # l, inline: RabbitMQ's integers (x-death count)
+            result[key] = long(_unpack_q(buf, o + 1)[0])
+            o += 9
         else:
             result[key], o = _dvalue(buf, o)
     return result, o
@@ -448,6 +451,11 @@ class FastInput:
                 impl.bytes_received += end + 1 - start + 7
                 if number in channels and self._fast(kind, number, buf, start, end):
                     impl.frames_received += 1
+                    if kind == 1:  # a delivery began: its header and body are usually right behind it
+                        whole = self._rest_of_delivery(number, buf, o, size)
+                        if whole is not None:
+                            o, content, body = whole
+                            self._deliver(number, content, body)
                     continue
                 if kind == 1 and number in self.confirms and _I.unpack_from(buf, start)[0] == _ACK_INDEX:
                     impl.frames_received += 1
@@ -496,6 +504,30 @@ class FastInput:
                 content.chunks.append(chunk)
             return True
         return False
+
+    def _rest_of_delivery(self, number: int, buf: bytes, o: int, size: int) -> tuple[int, _Content, bytes] | None:
+        """Header + one body frame of the delivery just started, when both are complete in buf: decoded
+        in one go (the common case). Returns (offset after them, content, body), or None."""
+        if size - o < 8:
+            return None
+        kind, channel, length = _FRAME_HEAD.unpack_from(buf, o)
+        h_end = o + 7 + length
+        if kind != 2 or channel != number or h_end + 8 >= size or buf[h_end] != FRAME_END:
+            return None
+        body_size = _Q.unpack_from(buf, o + 11)[0]
+        b = h_end + 1
+        b_kind, b_channel, b_length = _FRAME_HEAD.unpack_from(buf, b)
+        b_end = b + 7 + b_length
+        if (b_kind != 3 or b_channel != number or b_length != body_size or body_size == 0 or b_end >= size
+                or buf[b_end] != FRAME_END):
+            return None
+        content = self.content[number]
+        assert content is not None
+        content.size = body_size
+        content.props = decode_properties(buf[o + 19:h_end])
+        self.impl.bytes_received += b_end + 1 - o
+        self.impl.frames_received += 2
+        return b_end + 1, content, buf[b + 7:b_end]
 
     def _deliver(self, number: int, content: _Content, body: bytes) -> None:
         self.content[number] = None
