@@ -135,12 +135,15 @@ def _death(entry: Mapping[str, Any]) -> Death:
     )
 
 
+_FAILED_IN = {reason: f"most recent {reason} death" for reason in FAILURE_REASONS}
+
+
 def find_origin(headers: Mapping[str, Any] | None, history: DeathHistory | None = None) -> Origin:
     """The queue a dead letter failed in: not where it waited out a TTL, not its routing key."""
     history = history or parse_history(headers)
     for death in history.deaths:  # most recent first
         if death.reason in FAILURE_REASONS and death.queue:
-            return Origin(death.queue, f"most recent {death.reason} death")
+            return Origin(death.queue, _FAILED_IN[death.reason])
     if history.first.get("queue"):
         return Origin(history.first["queue"], "x-first-death-queue")
     if history.deaths and history.deaths[-1].queue:

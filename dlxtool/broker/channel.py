@@ -41,15 +41,18 @@ def coalesce_output(connection: Any) -> None:
 
 
 def wait_readable(connections: tuple[Any, ...], timeout: float) -> None:
-    """Sleep until one of the connections' sockets has input, at most `timeout` seconds."""
-    socks = []
+    """Sleep until a connection has input (or can take output it still holds), at most `timeout` s."""
+    readers, writers = [], []
     for conn in connections:
-        sock = getattr(getattr(conn._impl, "_transport", None), "_sock", None)  # noqa: SLF001
+        transport = getattr(conn._impl, "_transport", None)  # noqa: SLF001
+        sock = getattr(transport, "_sock", None)
         if sock is None or getattr(sock, "pending", lambda: 0)():  # no socket, or TLS bytes already decrypted
             return
-        socks.append(sock)
+        readers.append(sock)
+        if getattr(transport, "_tx_buffers", None):
+            writers.append(sock)
     with contextlib.suppress(OSError, ValueError):  # a closed socket: process_data_events will say so
-        select.select(socks, [], [], timeout)
+        select.select(readers, writers, [], timeout)
 
 
 class ChannelClosed(DlxtoolError):
