@@ -25,6 +25,10 @@ Example::
     ca = "/etc/ssl/certs/internal-ca.pem"
     cert = "~/.config/dlxtool/oncall.pem"
     key = "~/.config/dlxtool/oncall.key"
+
+`auth = "external"` in a broker section logs in with the client certificate (SASL EXTERNAL, the
+rabbitmq_auth_mechanism_ssl plugin) instead of a password; it needs amqps URLs and tls.cert. A
+password given as well is then used for the management API only.
 """
 
 from __future__ import annotations
@@ -36,10 +40,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from dlxtool import secrets
 from dlxtool.errors import ConfigError, NotFoundError, UsageError
-from dlxtool.urls import AmqpUrl, derive_management_url, parse_amqp_url
+from dlxtool.urls import AmqpUrl, derive_management_url, mask_any_url, parse_amqp_url
 
 LOCAL_URL = "amqp://guest:guest@localhost:5672/"
 DEFAULT_TIMEOUT = 5.0
@@ -47,8 +52,9 @@ DEFAULT_TIMEOUT = 5.0
 _TOP_KEYS = {"default", "timeout", "brokers", "proto_paths", "dump_unacked_limit", "error_headers"}
 _BROKER_KEYS = {
     "url", "urls", "vhost", "user", "password", "password_env", "password_file", "management_url",
-    "tls", "proto_paths", "reset_headers", "timeout", "management_user", "description",
+    "tls", "proto_paths", "reset_headers", "timeout", "management_user", "description", "auth",
 }
+AUTH_MECHANISMS = ("plain", "external")
 _TLS_KEYS = {"ca", "cert", "key", "verify", "server_name"}
 
 
@@ -66,7 +72,7 @@ class BrokerProfile:
     """One named broker. `password()` resolves the secret only when a connection needs it."""
 
     name: str
-    urls: tuple[str, ...]
+    urls: tuple[str, ...] = field(repr=False)  # may hold passwords: use masked_urls()
     vhost: str = "/"
     user: str | None = None
     password_literal: str | None = field(default=None, repr=False)
@@ -78,6 +84,7 @@ class BrokerProfile:
     proto_paths: tuple[str, ...] = ()
     reset_headers: tuple[str, ...] = ()
     timeout: float = DEFAULT_TIMEOUT
+    auth: str = "plain"  # plain: user + password; external: the TLS client certificate (SASL EXTERNAL)
     source: str = "built-in"  # where the profile came from, for messages
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -142,8 +149,9 @@ class BrokerProfile:
         if node.user is not None:
             changes.update(user=node.user, password_env=None, password_file=None,
                            password_literal=node.password)
-        if self.management_url_derived:
-            changes["management_url"] = derive_management_url(node)
+        # The management API of the broker the URL names, not of the profile's (queue type and limits
+        # must come from the same broker the messages do).
+        changes.update(management_url=derive_management_url(node), management_url_derived=True)
         return replace(self, **changes)
 
 
@@ -205,7 +213,7 @@ def parse_config(data: Mapping[str, Any], path: Path, env: Mapping[str, str]) ->
     brokers = {
         name: _parse_broker(name, raw, path, env, timeout) for name, raw in raw_brokers.items()
     }
-    brokers.setdefault("local", local_profile(env))
+    brokers.setdefault("local", replace(local_profile(env), timeout=timeout))
     default = data.get("default")
     if default is not None and default not in brokers:
         raise ConfigError(
@@ -218,8 +226,7 @@ def parse_config(data: Mapping[str, Any], path: Path, env: Mapping[str, str]) ->
         default=default or "local",
         timeout=timeout,
         proto_paths=tuple(_strings(data.get("proto_paths", []), f"config {path}: proto_paths")),
-        dump_unacked_limit=int(_number(data.get("dump_unacked_limit", 10_000),
-                                       f"config {path}: dump_unacked_limit")),
+        dump_unacked_limit=_whole(data.get("dump_unacked_limit", 10_000), f"config {path}: dump_unacked_limit"),
         error_headers=tuple(_strings(data.get("error_headers", []), f"config {path}: error_headers")),
     )
 
@@ -246,40 +253,80 @@ def _parse_broker(name: str, raw: Any, path: Path, env: Mapping[str, str], timeo
         raise ConfigError(f"{where}: {exc.message}", hint=exc.hint) from None
     for node in nodes:
         secrets.register(node.password)
+    if len({(n.user, n.password) for n in nodes}) > 1:
+        # One set of credentials is sent to whichever node answers; differing ones would be ignored.
+        raise ConfigError(f"{where}: the urls carry different users or passwords",
+                          hint="put the credentials in user and password_env/password_file instead")
     sources = [k for k in ("password", "password_env", "password_file") if k in raw]
     if len(sources) > 1:
         raise ConfigError(f"{where}: give only one of password, password_env, password_file")
     if "password" in raw:
-        secrets.register(str(raw["password"]))
+        secrets.register(_str(raw, "password", where))
     tls_raw = raw.get("tls", {})
     if not isinstance(tls_raw, dict):
         raise ConfigError(f"{where}: tls must be a table")
     _check_keys(tls_raw, _TLS_KEYS, f"{where}.tls")
+    verify = tls_raw.get("verify", True)
+    if not isinstance(verify, bool):
+        raise ConfigError(f"{where}.tls: verify must be true or false (unquoted), got {verify!r}")
     tls = TlsOptions(
-        ca=_opt_path(tls_raw.get("ca")), cert=_opt_path(tls_raw.get("cert")), key=_opt_path(tls_raw.get("key")),
-        verify=bool(tls_raw.get("verify", True)), server_name=tls_raw.get("server_name"),
+        ca=_opt_path(_str(tls_raw, "ca", f"{where}.tls")), cert=_opt_path(_str(tls_raw, "cert", f"{where}.tls")),
+        key=_opt_path(_str(tls_raw, "key", f"{where}.tls")), verify=verify,
+        server_name=_str(tls_raw, "server_name", f"{where}.tls"),
     )
-    vhost = raw.get("vhost")
-    if vhost is None:
-        vhost = nodes[0].vhost or "/"
-    management_url = raw.get("management_url")
+    auth = _auth(raw.get("auth", "plain"), nodes, tls, where)
+    management_url = _str(raw, "management_url", where)
+    if management_url is not None:
+        _check_http_url(management_url, f"{where}: management_url")
     return BrokerProfile(
         name=name,
         urls=tuple(urls),
-        vhost=str(vhost),
-        user=raw.get("user"),
-        password_literal=str(raw["password"]) if "password" in raw else None,
-        password_env=raw.get("password_env"),
-        password_file=_opt_path(raw.get("password_file")),
+        vhost=_str(raw, "vhost", where) or nodes[0].vhost or "/",
+        user=_str(raw, "user", where),
+        password_literal=_str(raw, "password", where),
+        password_env=_str(raw, "password_env", where),
+        password_file=_opt_path(_str(raw, "password_file", where)),
         management_url=management_url or derive_management_url(nodes[0]),
         management_url_derived=management_url is None,
         tls=tls,
         proto_paths=tuple(_opt_path(p) or p for p in _strings(raw.get("proto_paths", []), f"{where}: proto_paths")),
         reset_headers=tuple(_strings(raw.get("reset_headers", []), f"{where}: reset_headers")),
         timeout=_number(raw.get("timeout", timeout), f"{where}: timeout"),
+        auth=auth,
         source=str(path),
         env=env,
     )
+
+
+def _auth(value: Any, nodes: list[AmqpUrl], tls: TlsOptions, where: str) -> str:
+    if value not in AUTH_MECHANISMS:
+        raise ConfigError(f"{where}: auth must be one of {', '.join(AUTH_MECHANISMS)}, got {value!r}")
+    if value == "external":
+        if not all(n.tls for n in nodes):
+            raise ConfigError(f"{where}: auth = \"external\" logs in with a TLS client certificate; "
+                              "every url must be amqps://")
+        if not tls.cert:
+            raise ConfigError(f"{where}: auth = \"external\" needs a client certificate",
+                              hint="set cert (and key) in the profile's tls table")
+    return str(value)
+
+
+def _str(table: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = table.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise ConfigError(f"{where}: {key} must be a string (in quotes), got {type(value).__name__}")
+
+
+def _check_http_url(url: str, where: str) -> None:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise ConfigError(f"{where} {mask_any_url(url)!r} has a bad host or port",
+                          hint="percent-encode / # ? @ : in a password (e.g. / as %2F)") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{where} must be an http:// or https:// URL with a host, got {mask_any_url(url)!r}")
 
 
 def literal_password_warnings(config: Config) -> list[str]:
@@ -312,10 +359,16 @@ def _strings(value: Any, where: str) -> list[str]:
     return list(value)
 
 
-def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ConfigError(f"{where} must be a positive number, got {value!r}")
+def _number(value: Any, where: str, *, most: float = 3600) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= most:
+        raise ConfigError(f"{where} must be a number above 0 and at most {most:g}, got {value!r}")
     return float(value)
+
+
+def _whole(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where} must be a whole number of at least 1, got {value!r}")
+    return value
 
 
 def _opt_path(value: Any) -> str | None:
@@ -336,7 +389,7 @@ def select_profile(
         profile = config.profile(broker)
     elif url:
         # An ad-hoc URL alone must not inherit the default profile's secrets or TLS settings.
-        profile = BrokerProfile(name="(--url)", urls=(url,), source="--url", env=env or {})
+        profile = BrokerProfile(name="(--url)", urls=(url,), source="--url", env=env or {}, timeout=config.timeout)
     else:
         profile = config.profile(config.default or "local")
     if url:

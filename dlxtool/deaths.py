@@ -211,11 +211,9 @@ def error_text(headers: Mapping[str, Any] | None, names: Iterable[str] = ERROR_H
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, bytes | bytearray):
-        return bytes(value).decode("utf-8", "replace")
     if isinstance(value, datetime):
         return iso(value)
-    return value if isinstance(value, int | float | str | bool) or value is None else str(value)
+    return value if isinstance(value, int | float | str | bool) or value is None else _text(value)
 
 
 def summarize(deaths: Iterable[Death], limit: int = 2) -> str:
@@ -258,6 +256,10 @@ def iso(value: datetime | None) -> str | None:
 def _text(value: Any) -> str:
     if isinstance(value, bytes | bytearray):
         return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, Mapping | list | tuple):
+        # A table where text belongs (a hand-made or hostile header): say so rather than str() it,
+        # which recurses in C through however deep it nests.
+        return f"({'table' if isinstance(value, Mapping) else 'array'} of {len(value)})"
     return str(value)
 
 

@@ -29,6 +29,7 @@ from proto_registry.errors import (
 from proto_registry.raw import decode_raw, format_raw
 
 PROTO_PATH_ENV = "DLXTOOL_PROTO_PATH"
+MAX_RECORD_DECODE_BYTES = 1024 * 1024  # bodies read from a queue larger than this are not identified
 MIN_WEAK_BYTES = 4  # payloads this short only count when the candidate is unmistakably binary
 _NOT_PROTOBUF = ("json", "text/", "xml", "yaml", "csv", "html")
 
@@ -377,12 +378,21 @@ def record_decoder(
     nothing. A registry that fails to load (a broken --proto-path) is reported once through
     `on_error` and the read goes on without decoding: a peek must not fail over a schema.
     """
-    state: dict[str, Any] = {"registry": None, "failed": False}
+    state: dict[str, Any] = {"registry": None, "failed": False, "told_size": False}
     paths = list(paths)
 
     def decode(record: MessageRecord) -> dict[str, Any] | None:
         ct = (_str(record.properties.get("content_type")) or "").lower()
         if state["failed"] or not record.body or any(x in ct for x in _NOT_PROTOBUF):
+            return None
+        if len(record.body) > MAX_RECORD_DECODE_BYTES:
+            # Identification costs many times the body in memory (2.5 GB for a 100 MB body, measured):
+            # a peek must stay bounded. `dlxtool decode` still takes any size on purpose.
+            if on_error and not state["told_size"]:
+                state["told_size"] = True
+                on_error(f"bodies over {MAX_RECORD_DECODE_BYTES // 1024 // 1024} MiB are not decoded "
+                         f"(message {record.position} has {len(record.body):,} bytes); "
+                         "dump it and use `dlxtool decode --input binary` to decode it")
             return None
         if state["registry"] is None:
             try:

@@ -83,7 +83,7 @@ def _literal_candidates(line: str) -> Iterator[Candidate]:
     if "b'" in line or 'b"' in line:
         for m in _PYBYTES.finditer(line):
             try:
-                value = ast.literal_eval(m.group())
+                value = _literal(m.group())
             except (ValueError, SyntaxError, MemoryError, RecursionError):
                 continue
             if isinstance(value, bytes):
@@ -102,13 +102,23 @@ def _literal_candidates(line: str) -> Iterator[Candidate]:
                 yield Candidate(m.start(), m.end(), "escaped", data, _key_before(line, m.start()))
 
 
+def _literal(text: str) -> object:
+    """ast.literal_eval without the compiler's warnings about odd escapes (b'\\N…' in a log line),
+    which would otherwise reach the user's terminal (a SyntaxWarning from Python 3.12 on)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.literal_eval(text)
+
+
 def _inside_pybytes(line: str, pos: int) -> bool:
     return any(m.start() < pos < m.end() for m in _PYBYTES.finditer(line))
 
 
 def _unescape(text: str) -> bytes | None:
     try:
-        return ast.literal_eval("b'" + text.replace("'", "\\'") + "'")
+        return _literal("b'" + text.replace("'", "\\'") + "'")
     except (ValueError, SyntaxError):
         return None
 

@@ -12,7 +12,9 @@ and the offline modes of `history` and `decode`. One JSON object per message (JS
 
 Header tagging: bytes → {"$bytes": base64}, timestamps → {"$timestamp": "…Z"},
 decimals → {"$decimal": "1.50"}. A real table whose only key is one of those tag names is wrapped
-as {"$table": {...}} so that decoding stays unambiguous. What pika itself cannot carry: float
+as {"$table": {...}} so that decoding stays unambiguous. Tables and arrays nested deeper than
+MAX_JSON_DEPTH levels (a hostile header can nest thousands deep, JSON writers stop at a few hundred)
+are kept whole as {"$amqp": base64 of their AMQP field-value encoding}. What pika itself cannot carry: float
 header values (pika 1.4 decodes AMQP floats as truncated integers and cannot encode floats), and
 the distinction between the AMQP integer widths (all become int; pika re-encodes as 32/64-bit).
 """
@@ -30,13 +32,14 @@ from typing import IO, Any
 import orjson
 
 from dlxtool.deaths import Death, parse_deaths
-from dlxtool.errors import UsageError
+from dlxtool.errors import NotFoundError, UsageError
 
 PROPERTY_NAMES = (
     "content_type", "content_encoding", "delivery_mode", "priority", "correlation_id", "reply_to",
     "expiration", "message_id", "timestamp", "type", "user_id", "app_id", "cluster_id",
 )
-_TAGS = ("$bytes", "$timestamp", "$decimal", "$table")
+_TAGS = ("$bytes", "$timestamp", "$decimal", "$table", "$amqp")
+MAX_JSON_DEPTH = 32
 
 
 @dataclass
@@ -89,20 +92,27 @@ class MessageRecord:
         headers = data.get("headers") or {}
         if not isinstance(headers, Mapping):
             raise UsageError(f"{where}: 'headers' must be an object")
+        try:
+            decoded_headers = decode_table(headers, where=f"{where}: headers")
+        except RecursionError:
+            raise UsageError(f"{where}: headers nested too deeply",
+                             hint=f"dlxtool writes tables deeper than {MAX_JSON_DEPTH} levels as $amqp") from None
         return cls(
             queue=str(data.get("queue") or ""),
             body=body,
-            position=int(data.get("position") or 0),
+            position=_int_field(data, "position", where),
             exchange=str(data.get("exchange") or ""),
             routing_key=str(data.get("routing_key") or ""),
             redelivered=bool(data.get("redelivered", False)),
             properties=dict(properties),
-            headers=decode_table(headers, where=f"{where}: headers"),
+            headers=decoded_headers,
             decoded=data.get("decoded"),
         )
 
     def to_jsonl(self) -> bytes:
-        return orjson.dumps(self.to_json()) + b"\n"
+        from dlxtool.render import dumps
+
+        return dumps(self.to_json()) + b"\n"
 
     # -- pika -------------------------------------------------------------------------------------
 
@@ -134,10 +144,17 @@ class MessageRecord:
         return pika.BasicProperties(headers=hdrs or None, **self.properties)
 
 
+def _int_field(data: Mapping[str, Any], key: str, where: str) -> int:
+    value = data.get(key) or 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(f"{where}: {key!r} must be a whole number, got {value!r}")
+    return value
+
+
 # -- header values ----------------------------------------------------------------------------------
 
 
-def encode_value(value: Any) -> Any:
+def encode_value(value: Any, depth: int = 0) -> Any:
     if isinstance(value, bool) or value is None or isinstance(value, int | str | float):
         return value
     if isinstance(value, bytes | bytearray):
@@ -147,18 +164,41 @@ def encode_value(value: Any) -> Any:
         return {"$timestamp": ts.astimezone(UTC).isoformat().replace("+00:00", "Z")}
     if isinstance(value, Decimal):
         return {"$decimal": str(value)}
+    if isinstance(value, Mapping | list | tuple) and depth >= MAX_JSON_DEPTH:
+        return {"$amqp": base64.b64encode(_amqp_encode(value)).decode("ascii")}
     if isinstance(value, Mapping):
-        table = encode_table(value)
+        table = encode_table(value, depth + 1)
         if len(table) == 1 and next(iter(table)) in _TAGS:
             return {"$table": table}
         return table
     if isinstance(value, list | tuple):
-        return [encode_value(v) for v in value]
+        return [encode_value(v, depth + 1) for v in value]
     raise TypeError(f"cannot encode header value of type {type(value).__name__}")
 
 
-def encode_table(table: Mapping[str, Any]) -> dict[str, Any]:
-    return {str(k): encode_value(v) for k, v in table.items()}
+def encode_table(table: Mapping[str, Any], depth: int = 0) -> dict[str, Any]:
+    return {str(k): encode_value(v, depth) for k, v in table.items()}
+
+
+def _amqp_encode(value: Any) -> bytes:
+    import pika.data
+
+    pieces: list[bytes] = []
+    pika.data.encode_value(pieces, list(value) if isinstance(value, tuple) else value)
+    return b"".join(pieces)
+
+
+def _amqp_decode(data: bytes) -> Any:
+    import pika.data
+
+    allow_deep_headers()
+    try:
+        value, end = pika.data.decode_value(data, 0)
+    except Exception as exc:  # noqa: BLE001 - pika raises its own field-type errors, IndexError, struct.error…
+        raise ValueError(f"not an AMQP field value ({type(exc).__name__})") from None
+    if end != len(data):
+        raise ValueError("trailing bytes")
+    return value
 
 
 def decode_value(value: Any, where: str = "header") -> Any:
@@ -177,6 +217,8 @@ def decode_value(value: Any, where: str = "header") -> Any:
                 return Decimal(inner)
             if tag == "$table":
                 return decode_table(inner, where)
+            if tag == "$amqp":
+                return _amqp_decode(base64.b64decode(inner, validate=True))
         except (binascii.Error, ValueError, TypeError, AttributeError, InvalidOperation):
             raise UsageError(f"{where}: bad {tag} value {inner!r}") from None
     return decode_table(value, where)
@@ -186,38 +228,91 @@ def decode_table(table: Mapping[str, Any], where: str = "headers") -> dict[str, 
     return {str(k): decode_value(v, f"{where}.{k}") for k, v in table.items()}
 
 
+# pika decodes header tables recursively (two Python frames per level) and a content header frame
+# (frame_max 128 KiB) can nest a table ~18,000 deep; at Python's default limit of 1000, a message with
+# 500 levels kills the connection and can never be peeked. Python >= 3.11 runs Python-to-Python calls
+# without C stack, so a higher limit is safe for that; dlxtool itself never str()s header tables.
+DEEP_HEADER_RECURSION_LIMIT = 40_000
+
+
+def allow_deep_headers() -> None:
+    import sys
+
+    if sys.getrecursionlimit() < DEEP_HEADER_RECURSION_LIMIT:
+        sys.setrecursionlimit(DEEP_HEADER_RECURSION_LIMIT)
+
+
 # -- files ------------------------------------------------------------------------------------------
+
+
+class TornRecord(UsageError):
+    """The file's last line is cut short (no newline, not valid JSON): a writer stopped mid-record."""
 
 
 def read_records(stream: IO[bytes], name: str = "<stdin>") -> Iterator[MessageRecord]:
     """Records from JSON Lines (or one JSON array, as `peek --format json` writes)."""
-    first = stream.read(1)
-    while first in (b" ", b"\n", b"\r", b"\t"):
-        first = stream.read(1)
-    if first == b"[":
-        try:
-            items = orjson.loads(first + stream.read())
-        except orjson.JSONDecodeError as exc:
-            raise UsageError(f"{name}: invalid JSON: {exc}") from None
-        for i, item in enumerate(items):
-            yield MessageRecord.from_json(item, f"{name}: record {i + 1}")
-        return
-    lineno = 0
-    pending = first
-    for raw in stream:
-        lineno += 1
-        line = pending + raw
-        pending = b""
+    for _where, record in iter_records(stream, name):
+        yield record
+
+
+def iter_records(stream: IO[bytes], name: str = "<stdin>") -> Iterator[tuple[str, MessageRecord]]:
+    """(where, record) pairs, where = "FILE:LINE" (JSON Lines) or "FILE: record N" (a JSON array).
+
+    A last line without a newline that is not valid JSON raises TornRecord (a UsageError) after the
+    complete records before it: a backup cut short by a crash ends like that."""
+    lines = enumerate(stream, start=1)
+    for lineno, line in lines:
         if not line.strip():
             continue
-        try:
-            data = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise UsageError(f"{name}:{lineno}: invalid JSON: {exc}",
-                             hint="expected JSON Lines of message records (dlxtool dump)") from None
-        yield MessageRecord.from_json(data, f"{name}:{lineno}")
-    if pending.strip():
-        yield MessageRecord.from_json(orjson.loads(pending), f"{name}:1")
+        if line.lstrip().startswith(b"["):
+            yield from _read_array(line + b"".join(rest for _, rest in lines), name)
+            return
+        where = f"{name}:{lineno}"
+        if not line.endswith(b"\n"):
+            try:
+                orjson.loads(line)
+            except orjson.JSONDecodeError:
+                raise TornRecord(f"{where}: invalid JSON: the last line is cut short (no newline)",
+                                 hint="a writer stopped mid-record; the message it was writing was not acked "
+                                      "away, so it is still in its queue") from None
+        yield where, MessageRecord.from_json(_loads(line, where), where)
+
+
+def _read_array(data: bytes, name: str) -> Iterator[tuple[str, MessageRecord]]:
+    items = _loads(data, name)
+    if not isinstance(items, list):
+        raise UsageError(f"{name}: expected a JSON array of message records")
+    for i, item in enumerate(items):
+        yield f"{name}: record {i + 1}", MessageRecord.from_json(item, f"{name}: record {i + 1}")
+
+
+def _loads(data: bytes, where: str) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(f"{where}: invalid JSON: {exc}",
+                         hint="expected JSON Lines of message records (as dlxtool dump writes)") from None
+
+
+def open_records(name: str, stdin: IO[bytes]) -> Iterator[MessageRecord]:
+    """Records from a file name, or `-` for stdin; file errors become clear dlxtool errors."""
+    if name == "-":
+        yield from read_records(stdin, "<stdin>")
+        return
+    with open_record_file(name) as stream:
+        yield from read_records(stream, name)
+
+
+def open_record_file(name: str) -> IO[bytes]:
+    """A record file opened for reading (binary); errors opening it become clear dlxtool errors."""
+    try:
+        return open(name, "rb")  # noqa: SIM115 - the caller closes it
+    except FileNotFoundError:
+        raise NotFoundError(f"{name}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{name} is a directory, not a file of message records") from None
+    except OSError as exc:
+        raise UsageError(f"{name}: cannot open: {exc.strerror}") from None
 
 
 def write_records(records: Iterable[MessageRecord], stream: IO[bytes]) -> int:

@@ -7,7 +7,7 @@ streams in so tests can capture them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import IO, Any
 
 import orjson
@@ -15,8 +15,12 @@ import orjson
 FORMATS = ("table", "json", "jsonl")
 
 # C0/C1 controls and DEL; ESC starts every terminal escape sequence, so escaping it disarms them all.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_CONTROL_ALL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Also what reorders or hides text without being a control: bidi overrides and isolates (U+202A-E,
+# U+2066-9, "Trojan source"), zero-width characters, line/paragraph separators, BOM; and lone
+# surrogates, which a UTF-8 terminal stream refuses to encode at all.
+_INVISIBLE = "\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff"
+_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_INVISIBLE}]")
+_CONTROL_ALL = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f{_INVISIBLE}]")
 
 
 def _orjson_default(value: Any) -> Any:
@@ -27,9 +31,30 @@ def _orjson_default(value: Any) -> Any:
     return str(value)
 
 
+# The same characters as UTF-8 bytes, plus DEL and C1 (JSON escapes C0 only; orjson writes the rest
+# raw). Lead bytes never occur inside another character, so a match is always a whole character, and in
+# JSON text these can only be inside strings: \uXXXX is an exact substitute. Besides keeping JSON on a
+# terminal safe, it keeps U+2028/9 from splitting JSON Lines for line readers that honour them.
+_JSON_UNSAFE = re.compile(
+    rb"\x7f|\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8b-\x8f\xa8-\xae]|\xe2\x81[\xa0-\xa9]|\xef\xbb\xbf")
+
+
 def dumps(obj: Any, *, pretty: bool = False) -> bytes:
     option = orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if pretty else 0)
-    return orjson.dumps(obj, default=_orjson_default, option=option)
+    try:
+        data = orjson.dumps(obj, default=_orjson_default, option=option)
+    except orjson.JSONEncodeError as exc:
+        if "64-bit" not in str(exc):
+            raise
+        # An integer past 64 bits (a hand-written header in a file, a hostile count): the standard
+        # library writes any integer; slower, and only ever used for such input.
+        import json
+
+        data = json.dumps(obj, default=_orjson_default, ensure_ascii=False, indent=2 if pretty else None,
+                          separators=None if pretty else (",", ":")).encode("utf-8", "surrogatepass")
+    if _JSON_UNSAFE.search(data):
+        data = _JSON_UNSAFE.sub(lambda m: b"\\u%04x" % ord(m.group().decode()), data)
+    return data
 
 
 def write_json(obj: Any, out: IO[str], *, fmt: str = "json") -> None:
@@ -37,15 +62,26 @@ def write_json(obj: Any, out: IO[str], *, fmt: str = "json") -> None:
     if fmt == "jsonl":
         items = obj if isinstance(obj, list) else [obj]
         for item in items:
-            out.write(dumps(item).decode() + "\n")
+            _write_bytes(dumps(item) + b"\n", out)
     else:
-        out.write(dumps(obj, pretty=True).decode() + "\n")
+        _write_bytes(dumps(obj, pretty=True) + b"\n", out)
     out.flush()
+
+
+def _write_bytes(data: bytes, out: IO[str]) -> None:
+    """orjson's bytes straight to the byte stream under `out` when there is one: no decoded copy of
+    what may be hundreds of MB of base64 bodies."""
+    buffer = getattr(out, "buffer", None)
+    if buffer is None:
+        out.write(data.decode())
+        return
+    out.flush()
+    buffer.write(data)
 
 
 def write_json_line(obj: Any, out: IO[str]) -> None:
     """One JSON Lines item, flushed: for streaming commands (decode, tail -f)."""
-    out.write(dumps(obj).decode() + "\n")
+    _write_bytes(dumps(obj) + b"\n", out)
     out.flush()
 
 
@@ -53,7 +89,12 @@ def safe_text(value: Any, *, keep_newlines: bool = False) -> str:
     """Make any text safe to print on a terminal: controls become visible escapes."""
     text = value.decode("utf-8", "backslashreplace") if isinstance(value, bytes | bytearray) else str(value)
     pattern = _CONTROL if keep_newlines else _CONTROL_ALL
-    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return pattern.sub(_escape, text)
+
+
+def _escape(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def preview(body: bytes, width: int = 60) -> str:
@@ -76,19 +117,28 @@ def truncate(text: str, width: int) -> str:
 
 
 def write_table(rows: Iterable[Sequence[Any] | Mapping[str, Any]], headers: Sequence[str],
-                out: IO[str], *, empty: str | None = None) -> None:
+                out: IO[str], *, empty: str | None = None,
+                styles: Mapping[int, Callable[[str], str]] | None = None) -> None:
+    """A plain table; `styles` maps a column index to a function colouring that column's (already
+    terminal-safe) cells. tabulate measures widths without the escape codes."""
     from tabulate import tabulate
 
     rows = list(rows)
     if not rows and empty is not None:
         out.write(empty + "\n")
         return
+    styles = styles or {}
     cleaned = [
-        [safe_text(c) if c is not None else "" for c in (r.values() if isinstance(r, Mapping) else r)]
+        [_cell(c, styles.get(i)) for i, c in enumerate(r.values() if isinstance(r, Mapping) else r)]
         for r in rows
     ]
     out.write(tabulate(cleaned, headers=list(headers), tablefmt="simple", disable_numparse=True) + "\n")
     out.flush()
+
+
+def _cell(value: Any, style: Callable[[str], str] | None) -> str:
+    text = safe_text(value) if value is not None else ""
+    return style(text) if style and text else text
 
 
 def write_kv(pairs: Iterable[tuple[str, Any]], out: IO[str]) -> None:

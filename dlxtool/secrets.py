@@ -12,14 +12,24 @@ from urllib.parse import quote
 _SECRETS: set[str] = set()
 MASK = "****"
 
-# user:password@ in any URL-ish text, whether or not we knew the password.
-_URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]*)@")
+# user:password@ in any URL-ish text, whether or not we knew the password. The password runs to the
+# LAST "@" before white space or a quote: an unencoded "/", "#", "?" or "@" in it must not end it early.
+_URL_PASSWORD = re.compile(
+    r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@\s'\"]*):(?P<pw>[^\s'\"]*)@(?=[^@\s'\"]*(?:[\s'\"]|$))"
+)
+# Passwords too common to be secret; masking them would hide user and queue names in messages.
+_NOT_SECRET = {"guest"}
 
 
 def register(secret: str | None) -> None:
-    if secret and len(secret) >= 3:
+    if secret and len(secret) >= 4 and secret not in _NOT_SECRET:
         _SECRETS.add(secret)
         _SECRETS.add(quote(secret, safe=""))
+
+
+def clear() -> None:
+    """Forget registered secrets (tests: so one test's secrets cannot mask another's leak)."""
+    _SECRETS.clear()
 
 
 def scrub(text: str) -> str:

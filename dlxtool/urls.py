@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+import re
+from dataclasses import dataclass, field
+from urllib.parse import quote, unquote, urlsplit
 
 from dlxtool.errors import UsageError
 from dlxtool.secrets import MASK
@@ -17,7 +18,7 @@ class AmqpUrl:
     host: str
     port: int
     user: str | None
-    password: str | None
+    password: str | None = field(repr=False)
     vhost: str | None  # None when the URL names none (then the profile's, or "/")
 
     @property
@@ -44,9 +45,11 @@ def parse_amqp_url(url: str) -> AmqpUrl:
     try:
         parts = urlsplit(url.strip())
         port = parts.port
-    except ValueError as exc:
-        raise UsageError(f"invalid broker URL {mask_any_url(url)!r}: {exc}",
-                         hint="use amqp://user@host:5672/vhost or amqps://…") from None
+    except ValueError:
+        # urllib's message quotes the part it choked on, which can be a piece of the password.
+        raise UsageError(f"invalid broker URL {mask_any_url(url)!r}: bad host or port",
+                         hint="use amqp://user@host:5672/vhost; percent-encode / # ? @ : in the password "
+                              "(e.g. / as %2F)") from None
     if parts.scheme not in AMQP_SCHEMES:
         raise UsageError(f"invalid broker URL {mask_any_url(url)!r}: scheme must be amqp or amqps",
                          hint="for example amqp://guest@localhost:5672/")
@@ -67,16 +70,12 @@ def parse_amqp_url(url: str) -> AmqpUrl:
 
 
 def mask_any_url(url: str) -> str:
-    """Mask the password of any URL, even one that does not parse as AMQP."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        netloc = parts.netloc.rsplit("@", 1)
-        userinfo = netloc[0].split(":", 1)[0]
-        return urlunsplit(parts._replace(netloc=f"{userinfo}:{MASK}@{netloc[1]}"))
-    except ValueError:
-        return "<unparseable URL>"
+    """Mask the password of any URL, even one that does not parse (an unencoded "/" or "@" in it)."""
+    match = re.match(r"^(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>.*)@(?P<rest>[^@]*)$", url.strip())
+    if not match:
+        return url
+    user, sep, _password = match["userinfo"].partition(":")
+    return f"{match['scheme']}{user}{':' + MASK if sep else ''}@{match['rest']}"
 
 
 def derive_management_url(url: AmqpUrl) -> str:

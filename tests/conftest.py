@@ -12,7 +12,9 @@ import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner, Result
@@ -54,6 +56,50 @@ def second_broker() -> Iterator[BrokerEnv]:
             pytest.fail(f"could not start the second broker: {proc.stderr[-2000:]}")
     with open_vhost("localhost", amqp_port, http_port, f"dlxtool-test-{uuid.uuid4().hex[:8]}") as env:
         yield env
+
+
+@dataclass(frozen=True)
+class TlsBroker:
+    """The dev-broker `tls` node: amqps on `port`, plain management on `http_port`, test certs in `certs`."""
+
+    env: BrokerEnv  # management (plain HTTP, guest) and a fresh vhost; AMQP there only over TLS
+    port: int
+    certs: Path
+    client_user: str = "dlxtool-client"  # the CN of certs/client.pem: a user with no password
+
+
+@pytest.fixture(scope="session")
+def tls_broker() -> Iterator[TlsBroker]:
+    """A node with an amqps listener and a CA made for the tests (scripts/dev-broker tls).
+
+    Started once and reused while it runs: the script prints where it is (fast when it is up).
+    """
+    proc = subprocess.run([str(ROOT / "scripts" / "dev-broker"), "tls"], capture_output=True, text=True,
+                          timeout=300)
+    if proc.returncode != 0:
+        pytest.fail(f"could not start the tls broker: {proc.stderr[-2000:]}")
+    info = dict(kv.split("=", 1) for kv in proc.stdout.split())
+    port = int(info["amqp"].rsplit(":", 1)[1].strip("/"))
+    http_port = int(info["http"].rsplit(":", 1)[1].strip("/"))
+    vhost = f"dlxtool-test-{uuid.uuid4().hex[:8]}"
+    with open_vhost("localhost", port, http_port, vhost) as env:
+        tls = TlsBroker(env=env, port=port, certs=Path(info["certs"]))
+        # A user without a password: only its client certificate (EXTERNAL) can log it in.
+        # Shared by runs, so created idempotently and left in place.
+        env.mgmt.request("PUT", f"users/{tls.client_user}", {"password_hash": "", "tags": ""})
+        env.mgmt.request("PUT", f"permissions/{quote(vhost, safe='')}/{tls.client_user}",
+                         {"configure": ".*", "write": ".*", "read": ".*"})
+        yield tls
+
+
+@pytest.fixture(autouse=True)
+def _forget_secrets() -> Iterator[None]:
+    """Each test starts with no registered secrets, so one test's secrets cannot hide another's leak."""
+    from dlxtool import secrets
+
+    secrets.clear()
+    yield
+    secrets.clear()
 
 
 @pytest.fixture

@@ -130,7 +130,17 @@ def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:
     ('[brokers.a]\nurl = "http://h/"\n', "scheme must be amqp or amqps"),
     ('default = "b"\n[brokers.a]\nurl = "amqp://h/"\n', "names no [brokers.b]"),
     ('[brokers.a]\nurl = "amqp://h/"\npassword = "x"\npassword_env = "Y"\n', "only one of"),
-    ('timeout = -1\n', "positive number"),
+    ('timeout = -1\n', "above 0"),
+    ('timeout = 1e308\n', "at most 3600"),
+    ('dump_unacked_limit = 0.5\n', "whole number"),
+    ('[brokers.a]\nurl = "amqp://h/"\nmanagement_url = 5\n', "management_url must be a string"),
+    ('[brokers.a]\nurl = "amqp://h/"\npassword_env = 5\n', "password_env must be a string"),
+    ('[brokers.a]\nurl = "amqp://h/"\npassword_file = 5\n', "password_file must be a string"),
+    ('[brokers.a]\nurl = "amqp://h/"\nuser = 123\n', "user must be a string"),
+    ('[brokers.a]\nurl = "amqp://h/"\nvhost = ["x"]\n', "vhost must be a string"),
+    ('[brokers.a]\nurl = "amqp://h/"\n[brokers.a.tls]\nverify = "false"\n', "verify must be true or false"),
+    ('[brokers.a]\nurl = "amqp://h/"\nmanagement_url = "localhost:15672"\n', "http:// or https://"),
+    ('[brokers.a]\nurls = ["amqp://u:p1@h1/", "amqp://u:p2@h2/"]\n', "different users or passwords"),
 ])
 def test_config_mistakes_are_named(tmp_path: Path, text: str, needle: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -146,3 +156,53 @@ def test_literal_password_warns_and_never_shows(tmp_path: Path) -> None:
     path.chmod(0o644)
     assert any("readable by others" in w for w in literal_password_warnings(config))
     assert secrets.scrub("oops Literal-Pw-123 leaked") == "oops **** leaked"
+
+
+def test_external_auth_needs_amqps_and_a_client_certificate(tmp_path: Path) -> None:
+    good = write(tmp_path, '[brokers.x]\nurl = "amqps://h"\nauth = "external"\n[brokers.x.tls]\ncert = "/c.pem"\n')
+    assert load_config(str(good), {}).profile("x").auth == "external"
+    for text, needle in [
+        ('[brokers.x]\nurl = "amqp://h"\nauth = "external"\n[brokers.x.tls]\ncert = "/c.pem"\n', "amqps"),
+        ('[brokers.x]\nurl = "amqps://h"\nauth = "external"\n', "client certificate"),
+        ('[brokers.x]\nurl = "amqps://h"\nauth = "kerberos"\n', "auth must be one of"),
+    ]:
+        with pytest.raises(ConfigError, match=needle):
+            load_config(str(write(tmp_path, text)), {})
+
+
+@pytest.mark.parametrize("url", ["amqp://guest:pa/ss3cret@localhost:5672/", "amqp://u:pa#ss3cret@h/",
+                                 "amqp://u:pa?ss3cret@h/", "amqp://u:p@ss3cret@h:notaport/"])
+def test_passwords_with_url_characters_never_leak(tmp_path: Path, url: str) -> None:
+    path = write(tmp_path, f'[brokers.a]\nurl = "{url}"\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(str(path), {})
+    assert "ss3cret" not in str(err.value)
+    assert "bad host or port" in str(err.value) or "scheme" in str(err.value)
+
+
+def test_management_url_with_a_password_is_validated_and_masked(tmp_path: Path) -> None:
+    path = write(tmp_path, '[brokers.a]\nurl = "amqp://h/"\nmanagement_url = "http://guest:wr/ong@localhost:15672/"\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(str(path), {})
+    assert "wr/ong" not in str(err.value) and "ong" not in str(err.value)
+
+
+def test_profile_repr_holds_no_password(config_file: Path) -> None:
+    config = load_config(str(config_file), {})
+    profile = select_profile(config, url="amqp://bob:Repr-Secret-1@h/")
+    assert "Repr-Secret-1" not in repr(profile) and "Repr-Secret-1" not in repr(profile.nodes)
+
+
+def test_per_broker_timeout_is_kept_and_top_level_applies_to_local_and_url(tmp_path: Path) -> None:
+    path = write(tmp_path, 'timeout = 9\n[brokers.a]\nurl = "amqp://h/"\ntimeout = 1\n')
+    config = load_config(str(path), {})
+    assert select_profile(config, broker="a").timeout == 1
+    assert select_profile(config).timeout == 9
+    assert select_profile(config, url="amqp://x/").timeout == 9
+    assert select_profile(config, broker="a", timeout=3).timeout == 3
+
+
+def test_url_with_profile_takes_the_management_api_of_the_url(config_file: Path) -> None:
+    config = load_config(str(config_file), {})
+    profile = select_profile(config, broker="staging", url="amqp://node-2.example/")
+    assert profile.management_url == "http://node-2.example:15672/"

@@ -72,3 +72,27 @@ header_values = st.recursive(
 def test_header_codec_round_trips_any_table(headers: dict) -> None:
     encoded = orjson.loads(orjson.dumps(encode_table(headers)))
     assert decode_table(encoded) == headers
+
+
+def test_line_numbers_count_blank_lines_and_last_line_without_newline() -> None:
+    good = orjson.dumps(sample().to_json())
+    with pytest.raises(UsageError) as err:
+        list(read_records(BytesIO(b"\n\n" + good + b"\n{broken"), "f.jsonl"))
+    assert "f.jsonl:4: invalid JSON" in str(err.value)
+    assert len(list(read_records(BytesIO(b"\n" + good), "f.jsonl"))) == 1
+
+
+@pytest.mark.parametrize("position", ['"abc"', "[1]", "true", "1.5"])
+def test_bad_position_is_named(position: str) -> None:
+    with pytest.raises(UsageError, match="'position' must be a whole number"):
+        list(read_records(BytesIO(b'{"queue": "q", "body": "", "position": ' + position.encode() + b"}\n")))
+
+
+def test_open_records_maps_file_errors(tmp_path) -> None:
+    from dlxtool.errors import NotFoundError
+    from dlxtool.record import open_records
+
+    with pytest.raises(NotFoundError):
+        list(open_records(str(tmp_path / "nope.jsonl"), BytesIO()))
+    with pytest.raises(UsageError, match="is a directory"):
+        list(open_records(str(tmp_path), BytesIO()))

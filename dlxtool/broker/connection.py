@@ -5,12 +5,13 @@ pika is imported inside the functions so that `dlxtool --help` does not pay for 
 
 from __future__ import annotations
 
+import re
 import ssl
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dlxtool import secrets
+from dlxtool import record, secrets
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConfigError, ConnectError
 from dlxtool.urls import AmqpUrl
@@ -49,7 +50,7 @@ def tls_context(profile: BrokerProfile) -> ssl.SSLContext:
 def connection_parameters(profile: BrokerProfile) -> list[pika.ConnectionParameters]:
     import pika
 
-    credentials = pika.PlainCredentials(profile.username, profile.password())
+    credentials = _credentials(profile)
     params = []
     for node in profile.nodes:
         ssl_options = None
@@ -74,18 +75,36 @@ def connection_parameters(profile: BrokerProfile) -> list[pika.ConnectionParamet
     return params
 
 
+def _credentials(profile: BrokerProfile) -> pika.credentials.PlainCredentials | pika.credentials.ExternalCredentials:
+    import pika.credentials
+
+    if profile.auth == "external":
+        # The broker takes the user name from the client certificate; no password goes over the wire.
+        return pika.credentials.ExternalCredentials()
+    return pika.credentials.PlainCredentials(profile.username, profile.password())
+
+
 def connect(profile: BrokerProfile) -> BlockingConnection:
     """Connect to the first node that answers, in the order the profile lists them."""
     import pika
     import pika.exceptions as pe
 
     quiet_pika_logging()
+    record.allow_deep_headers()
     params = connection_parameters(profile)
     errors: list[str] = []
+    hints: list[str] = []
     for node, param in zip(profile.nodes, params, strict=True):
         try:
             return pika.BlockingConnection(param)
         except (pe.ProbableAuthenticationError, pe.AuthenticationError) as exc:
+            if profile.auth == "external":
+                raise ConnectError(
+                    f"broker {profile.name!r}: the broker refused the client certificate as credentials "
+                    f"(EXTERNAL) at {node.masked()} ({_reason(exc)})",
+                    hint="the certificate's common name must be a user on the broker, and the broker needs "
+                         "the rabbitmq_auth_mechanism_ssl plugin with EXTERNAL in auth_mechanisms",
+                ) from None
             raise ConnectError(
                 f"broker {profile.name!r}: authentication failed for user {profile.username!r} "
                 f"at {node.masked()} ({_reason(exc)})",
@@ -93,17 +112,21 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
             ) from None
         except pe.ProbableAccessDeniedError as exc:
             raise ConnectError(
-                f"broker {profile.name!r}: access to vhost {profile.vhost!r} refused for user "
-                f"{profile.username!r} at {node.masked()} ({_reason(exc)})",
+                f"broker {profile.name!r}: access to vhost {profile.vhost!r} refused for "
+                + ("the client certificate's user" if profile.auth == "external" else f"user {profile.username!r}")
+                + f" at {node.masked()} ({_reason(exc)})",
                 hint="check that the vhost exists and the user has permissions on it",
             ) from None
         except Exception as exc:  # noqa: BLE001
             # pika's connection workflow raises exceptions outside its own hierarchy
             # (AMQPConnectorStackTimeout, AMQPConnectorSocketConnectError…); all mean "not this node".
-            errors.append(f"{node.masked()}: {_describe_connect_failure(exc, node, profile)}")
+            text, hint = _describe_connect_failure(exc, node, profile)
+            errors.append(f"{node.masked()}: {text}")
+            if hint not in hints:
+                hints.append(hint)
     raise ConnectError(
         f"broker {profile.name!r}: cannot connect: " + "; ".join(errors),
-        hint="is the broker running and the URL right? (a local one: scripts/dev-broker)",
+        hint="; ".join(hints),
     )
 
 
@@ -156,25 +179,76 @@ def _reason(exc: BaseException) -> str:
     return secrets.scrub(str(exc) or type(exc).__name__)
 
 
-def _describe_connect_failure(exc: BaseException, node: AmqpUrl, profile: BrokerProfile) -> str:
-    """pika wraps socket, TLS and timeout failures in layers of its own exceptions; find the useful one."""
+NOT_RUNNING_HINT = "is the broker running and the URL right? (a local one: scripts/dev-broker)"
+
+# OpenSSL verify codes (X509_V_ERR_*) → what it means for the person at the terminal, and what to do.
+_UNTRUSTED = ("the broker's certificate is not signed by a CA dlxtool trusts",
+              "set tls.ca in the broker profile to the CA that signed the broker's certificate")
+_VERIFY_CODES = {
+    2: _UNTRUSTED, 18: _UNTRUSTED, 19: _UNTRUSTED, 20: _UNTRUSTED, 21: _UNTRUSTED,
+    9: ("the broker's certificate is not valid yet (or this machine's clock is wrong)",
+        "check the clock here and the certificate's dates (openssl x509 -noout -dates)"),
+    10: ("the broker's certificate has expired (or this machine's clock is wrong)",
+         "the broker needs a renewed certificate; check the clock here too"),
+    62: ("the broker's certificate is not valid for the host name dlxtool connected to",
+         "connect by a name the certificate holds (see its subjectAltName), or set tls.server_name"),
+    64: ("the broker's certificate is not valid for the IP address dlxtool connected to",
+         "connect by a name the certificate holds (see its subjectAltName), or set tls.server_name"),
+}
+
+
+def _describe_connect_failure(exc: BaseException, node: AmqpUrl, profile: BrokerProfile) -> tuple[str, str]:
+    """pika wraps socket, TLS and timeout failures in layers of its own exceptions; find the useful one.
+
+    Returns (what happened, what to do)."""
     texts = []
     for inner in _causes(exc):
         if isinstance(inner, ssl.SSLCertVerificationError):
-            return f"TLS certificate verification failed: {inner.verify_message}"
+            what, hint = _VERIFY_CODES.get(inner.verify_code, (
+                "", "check tls.ca and tls.server_name in the broker profile (tls.verify = false only to debug)"))
+            detail = f"TLS certificate verification failed: {inner.verify_message}"
+            return (f"{detail} ({what})" if what else detail), hint
         if isinstance(inner, ssl.SSLError):
-            return f"TLS error: {inner.reason or inner}"
+            return f"TLS error: {inner.reason or inner}", _tls_error_hint(inner.reason or str(inner), profile)
         if isinstance(inner, ConnectionRefusedError):
-            return "connection refused"
+            return "connection refused", NOT_RUNNING_HINT
         if isinstance(inner, TimeoutError) or "Timeout" in type(inner).__name__:
-            return f"timed out after {profile.timeout:g}s"
+            return f"timed out after {profile.timeout:g}s", NOT_RUNNING_HINT
         if isinstance(inner, OSError) and inner.strerror:
-            return inner.strerror
+            return inner.strerror, NOT_RUNNING_HINT
         texts.append(_reason(inner))
     text = " / ".join(t for t in texts if t)
+    alert = _TLS_ALERT.search(text)
+    if alert and node.tls:
+        # With TLS 1.3 the broker judges our certificate after the handshake: its alert only shows
+        # up as the text of a lost stream.
+        return f"TLS error: the broker sent {alert.group(0)}", _tls_error_hint(alert.group(0), profile)
+    if node.tls and ("SSLEOFError" in text or "EOF occurred in violation of protocol" in text):
+        # The same refusal as above when the broker hangs up before its alert reaches us.
+        hint = (_tls_error_hint("alert bad certificate", profile) if profile.tls.cert
+                else "check the tls settings of the broker profile and the broker's log")
+        return "TLS error: the broker closed the connection during the TLS handshake", hint
     if "timed out" in text.lower():
-        return f"timed out after {profile.timeout:g}s"
-    return text or type(exc).__name__
+        return f"timed out after {profile.timeout:g}s", NOT_RUNNING_HINT
+    if not node.tls and "connectionreset" in text.replace(" ", "").lower():
+        return text, NOT_RUNNING_HINT + " (an amqps port spoken to with amqp:// resets the connection)"
+    return text or type(exc).__name__, NOT_RUNNING_HINT
+
+
+_TLS_ALERT = re.compile(r"(?:tlsv1|sslv3|tlsv13) alert [a-z ]+?(?= \(|'|\"|$)", re.IGNORECASE)
+
+
+def _tls_error_hint(reason: str, profile: BrokerProfile) -> str:
+    reason = reason.upper().replace(" ", "_")
+    if "ALERT" in reason and ("UNKNOWN_CA" in reason or "BAD_CERTIFICATE" in reason
+                              or "CERTIFICATE_REQUIRED" in reason or "HANDSHAKE_FAILURE" in reason):
+        if profile.tls.cert:
+            return "the broker did not accept the client certificate (tls.cert / tls.key): is it signed by a CA " \
+                   "the broker trusts, and still valid?"
+        return "the broker wants a client certificate: set tls.cert and tls.key in the broker profile"
+    if "WRONG_VERSION_NUMBER" in reason or "RECORD_LAYER" in reason:
+        return "that port does not speak TLS: use amqp:// or the broker's amqps port (5671 by default)"
+    return "check the tls settings of the broker profile"
 
 
 def _causes(exc: BaseException) -> list[BaseException]:

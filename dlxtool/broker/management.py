@@ -37,22 +37,34 @@ class QueueInfo:
     effective_policy_definition: dict[str, Any]
     raw: dict[str, Any]
 
+    broker_version: str | None = None  # from /api/overview when known: 4.x has a default delivery limit
+
     def setting(self, name: str) -> Any:
-        """Queue arguments win over policy (x-delivery-limit ~ delivery-limit)."""
-        if f"x-{name}" in self.arguments:
-            return self.arguments[f"x-{name}"]
-        return self.effective_policy_definition.get(name)
+        """The value in effect: queue arguments win over policy (x-dead-letter-exchange ~
+        dead-letter-exchange), except numeric limits, where the broker applies the stricter of the two."""
+        arg = self.arguments.get(f"x-{name}")
+        pol = self.effective_policy_definition.get(name)
+        if name in _STRICTER_WINS and _number(arg) is not None and _number(pol) is not None:
+            return min(arg, pol)
+        return arg if f"x-{name}" in self.arguments else pol
 
     def setting_source(self, name: str) -> str | None:
         """Where `setting(name)` comes from: "arguments", "policy", or None when unset."""
         if f"x-{name}" in self.arguments:
+            if name in _STRICTER_WINS and self.setting(name) != self.arguments[f"x-{name}"]:
+                return "policy"
             return "arguments"
         return "policy" if name in self.effective_policy_definition else None
 
     @property
     def delivery_limit(self) -> int | None:
-        value = self.setting("delivery-limit")
-        return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        """Quorum queues only: the limit in effect, None when unlimited (3.x without one; -1 on 4.x)."""
+        if self.type != "quorum":
+            return None
+        value = _number(self.setting("delivery-limit"))
+        if value is None:
+            return default_delivery_limit(self.broker_version)
+        return None if value < 0 else int(value)
 
     @property
     def dead_letter_exchange(self) -> str | None:
@@ -61,6 +73,25 @@ class QueueInfo:
     @property
     def dead_letter_routing_key(self) -> str | None:
         return self.setting("dead-letter-routing-key")
+
+
+# RabbitMQ resolves these with min(argument, policy) (rabbit_queue_type_util:args_policy_lookup with
+# fun min/2); seen on 3.10: x-delivery-limit 10 with a policy delivery-limit 2 dead-letters after 2.
+_STRICTER_WINS = ("delivery-limit", "max-length", "max-length-bytes")
+DEFAULT_DELIVERY_LIMIT_4X = 20  # quorum queues without a limit get 20 from RabbitMQ 4.0
+
+
+def default_delivery_limit(version: str | None) -> int | None:
+    """The delivery limit a quorum queue gets when none is set, for this RabbitMQ version."""
+    try:
+        major = int((version or "").split(".")[0])
+    except ValueError:
+        return None
+    return DEFAULT_DELIVERY_LIMIT_4X if major >= 4 else None
+
+
+def _number(value: Any) -> float | None:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 class ManagementClient:
@@ -73,6 +104,7 @@ class ManagementClient:
         self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         self.timeout = timeout
         self._context = context
+        self._version: str | None = None
         secrets.register(password)
 
     @classmethod
@@ -145,7 +177,13 @@ class ManagementClient:
         except NotFoundError:
             raise NotFoundError(f"queue {name!r} not found in vhost {vhost!r}",
                                 hint="list queues with `dlxtool queues`") from None
-        return queue_info(raw)
+        # Only a quorum queue's delivery limit depends on the version: spare classic reads the request.
+        return queue_info(raw, self.version() if raw.get("type") == "quorum" else None)
+
+    def version(self) -> str | None:
+        if self._version is None:
+            self._version = self.overview(columns=["rabbitmq_version"]).get("rabbitmq_version") or ""
+        return self._version or None
 
     def queues(self, vhost: str | None = None, *, columns: list[str] | None = None,
                page_size: int = 500) -> list[dict[str, Any]]:
@@ -170,7 +208,7 @@ class ManagementClient:
         return result.get("items", []) if isinstance(result, dict) else list(result or [])
 
 
-def queue_info(raw: dict[str, Any]) -> QueueInfo:
+def queue_info(raw: dict[str, Any], broker_version: str | None = None) -> QueueInfo:
     policy_def = raw.get("effective_policy_definition") or {}
     if not isinstance(policy_def, dict):  # older brokers return [] when there is none
         policy_def = {}
@@ -185,6 +223,7 @@ def queue_info(raw: dict[str, Any]) -> QueueInfo:
         policy=raw.get("policy") or None,
         effective_policy_definition=policy_def,
         raw=raw,
+        broker_version=broker_version,
     )
 
 

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "decode": "dlxtool.cli.decode:decode",
     "dump": "dlxtool.cli.dump:dump",
     "history": "dlxtool.cli.history:history",
+    "load": "dlxtool.cli.load:load",
     "peek": "dlxtool.cli.peek:peek",
     "purge": "dlxtool.cli.purge:purge",
     "queues": "dlxtool.cli.queues:queues",
@@ -77,14 +78,19 @@ def report(ctx: click.Context, exc: BaseException) -> None:
     if debug:
         _err(ctx, secrets.scrub("".join(traceback.format_exception(exc))).rstrip())
     if isinstance(exc, DlxtoolError):
-        message = f"dlxtool: error: {exc.message}"
+        prefix, message = "dlxtool: error:", exc.message
         if exc.hint:
             message += f"\n  hint: {exc.hint}"
     else:
-        message = f"dlxtool: internal error: {type(exc).__name__}: {exc}"
+        prefix, message = "dlxtool: internal error:", f"{type(exc).__name__}: {exc}"
         if not debug:
             message += "\n  hint: run again with --debug for a traceback, and report it"
-    _err(ctx, secrets.scrub(message))
+    _err(ctx, _red(ctx, prefix) + " " + secrets.scrub(message))
+
+
+def _red(ctx: click.Context, text: str) -> str:
+    app = ctx.find_object(App) or App()
+    return app.style(text, err=True, fg="red", bold=True)
 
 
 def _err(ctx: click.Context, text: str) -> None:

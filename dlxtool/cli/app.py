@@ -32,7 +32,9 @@ class App:
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
     config_file: str | None = None
     broker_name: str | None = None
-    url: str | None = None
+    url: str | None = field(default=None, repr=False)  # may hold a password
+    url_from_env: bool = False
+    broker_from_env: bool = False
     vhost: str | None = None
     timeout: float | None = None
     fmt: str | None = None
@@ -64,8 +66,11 @@ class App:
         """The selected broker, or the named one (e.g. `--target-broker`) with the same overrides."""
         if name is not None:
             return select_profile(self.config(), broker=name, timeout=self.timeout, env=self.env)
-        return select_profile(self.config(), broker=self.broker_name, url=self.url, vhost=self.vhost,
-                              timeout=self.timeout or self.config().timeout, env=self.env)
+        url = self.url
+        if self.broker_name and self.url_from_env and not self.broker_from_env:
+            url = None  # `--broker NAME` typed now beats a DLXTOOL_URL left in the environment
+        return select_profile(self.config(), broker=self.broker_name, url=url, vhost=self.vhost,
+                              timeout=self.timeout, env=self.env)
 
     @contextmanager
     def connection(self, profile: BrokerProfile | None = None) -> Iterator[BlockingConnection]:
@@ -93,12 +98,30 @@ class App:
     def emit_json(self, obj: Any, fmt: str | None = None) -> None:
         render.write_json(obj, self.stdout, fmt=fmt or self.output_format("json"))
 
-    def info(self, message: str) -> None:
-        self.stderr.write(render.safe_text(message, keep_newlines=True) + "\n")
+    def info(self, message: str, *, prefix: str = "") -> None:
+        """A line on stderr; `prefix` may carry colour (it is not sanitised, the message is)."""
+        self.stderr.write(prefix + render.safe_text(message, keep_newlines=True) + "\n")
         self.stderr.flush()
 
     def warn(self, message: str) -> None:
-        self.info(f"warning: {message}")
+        self.info(message, prefix=self.style("warning:", err=True, fg="yellow", bold=True) + " ")
+
+    # -- colour -----------------------------------------------------------------------------------
+
+    def colors(self, stream: IO[str]) -> bool:
+        """Colour only on a terminal, and never with --no-color or NO_COLOR (any non-empty value)."""
+        if self.color is False or self.env.get("NO_COLOR"):
+            return False
+        return _isatty(stream)
+
+    def style(self, text: str, *, err: bool = False, **styles: Any) -> str:
+        """click.style for stdout (or stderr with err=True) when that stream gets colour; else text as is.
+        Style text that is already terminal-safe: the escape codes added here must not be escaped."""
+        if not text or not self.colors(self.stderr if err else self.stdout):
+            return text
+        import click
+
+        return click.style(text, **styles)
 
     def debug_log(self, message: str) -> None:
         if self.verbose or self.debug:

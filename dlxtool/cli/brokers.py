@@ -8,6 +8,7 @@ from dlxtool.cli.app import App
 from dlxtool.cli.options import common_options
 from dlxtool.config import literal_password_warnings
 from dlxtool.errors import ExitStatus
+from dlxtool.urls import mask_any_url
 
 
 @click.group()
@@ -43,7 +44,7 @@ def list_(app: App) -> None:
             "vhost": p.vhost,
             "user": p.username,
             "password": p.password_source,
-            "management_url": p.management_url,
+            "management_url": mask_any_url(p.management_url) if p.management_url else None,
             "tls": any(n.tls for n in p.nodes),
             "source": p.source,
         }

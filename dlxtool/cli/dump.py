@@ -1,4 +1,5 @@
-"""`dlxtool dump QUEUE`: message records (JSON Lines) of a queue's messages, nothing removed."""
+"""`dlxtool dump QUEUE`: message records (JSON Lines) of a queue's messages; nothing removed, or
+drained with --remove (record written and fsynced, then acked: no unacked bound)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import IO
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import connection_options, queue_argument
+from dlxtool.cli.options import connection_options, queue_argument, yes_option
 from dlxtool.cli.reading import SAFETY_HELP, check_count, finish_read, make_read_options, read_options, read_queue
 from dlxtool.errors import UsageError
 
@@ -21,10 +22,15 @@ from dlxtool.errors import UsageError
 @click.option("-o", "--output", metavar="FILE",
               help="Write to FILE (complete when it appears: written as FILE.partial, then renamed); "
                    "default stdout.")
+@click.option("--remove", is_flag=True,
+              help="Drain: take the messages away, each written and flushed to the file before its ack "
+                   "(no unacked bound; FILE is appended to). Asks first unless --yes.")
+@yes_option
 @read_options
 @connection_options
 @click.pass_obj
-def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None, **read: object) -> None:
+def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None, remove: bool, yes: bool,
+         **read: object) -> None:
     """Write QUEUE's messages as message records (JSON Lines), without removing them.
 
     Same reading as `peek`, with the same safety rules (below): the messages
@@ -33,13 +39,23 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
     refused; stderr says how much the dump holds. `load` publishes a dump
     back; `history --from` explains it.
 
+    --remove drains instead (like `purge --backup`): the messages present at
+    the start (or the first -n) are consumed, each record is appended to
+    FILE and flushed to disk before the message is acked, so a crash or a
+    cut loses nothing and nothing big is held unacked. It needs a file
+    (-o FILE, or stdout redirected to one), never a pipe.
+
     \b
     Examples:
       dlxtool dump orders.dlq -o orders-dlq.jsonl
       dlxtool dump orders.dlq -n 100 | jq -r .routing_key
       dlxtool --broker prod-eu dump audit.stream --offset 2h -o audit.jsonl
+      dlxtool dump orders.dlq --remove -o orders-dlq.jsonl --yes
     """
     check_count(count, all_)
+    if remove:
+        _drain(app, queue, count, output, yes, read)
+        return
     opts = make_read_options(app, count, **read)  # type: ignore[arg-type]
     path = output if output not in (None, "-") else None
     with read_queue(app, queue, opts) as reader, _open(app, path) as stream:
@@ -51,6 +67,30 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
         os.replace(path + ".partial", path)
     app.info(f"dumped {reader.shown} messages of {queue!r} to {path or 'stdout'}; nothing was removed")
     finish_read(app, reader)
+
+
+def _drain(app: App, queue: str, count: int | None, output: str | None, yes: bool, read: dict) -> None:
+    from dlxtool.cli.engine import duplicates_note, exit_for, progress_bar, record_file
+    from dlxtool.ops.purge import check_purgeable, drain, queue_state, remove_all
+    from dlxtool.ops.transfer import TransferOptions
+
+    if read.get("offset") is not None:
+        raise UsageError("--offset is for reading streams; streams cannot be drained (--remove)")
+    profile = app.profile()
+    with app.connection(profile) as conn:
+        state = queue_state(conn.channel(), app.management(profile), profile.vhost, queue)
+        if state.note:
+            app.warn(state.note)
+        check_purgeable(state, "drained (--remove)")
+        n = state.ready if count is None else min(count, state.ready)
+        where = output if output not in (None, "-") else "stdout"
+        app.confirm(f"Take {n} messages out of {queue!r} on {profile.name} into {where}?", yes=yes)
+        with record_file(app, output) as sink, progress_bar(app, "draining") as bar:
+            result = drain(conn, queue, remove_all, TransferOptions(sink=sink, progress=bar, limit=count),
+                           timeout=profile.timeout)
+    app.info(f"removed {result.removed} of {result.snapshot} messages of {queue!r} into {where} (each flushed "
+             f"to disk before its ack) in {result.elapsed:.1f}s" + duplicates_note(result))
+    exit_for(result, "dump --remove", saved=where)
 
 
 class _open:

@@ -10,7 +10,7 @@ import click
 from dlxtool.cli.app import App
 from dlxtool.cli.options import common_options, complete_queue
 from dlxtool.cli.reading import SAFETY_HELP, finish_read, make_read_options, read_options, read_queue
-from dlxtool.errors import NotFoundError, UsageError
+from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
@@ -69,7 +69,9 @@ def history(app: App, queue: str | None, count: int, summary: bool, from_file: s
             write_table([[g.origin, g.reason, g.type, g.error, g.messages, g.deaths,
                           *(v or "" for v in (g.to_json()["first"], g.to_json()["last"]))] for g in groups],
                         ["origin", "reason", "type", "error", "messages", "deaths", "first", "last"],
-                        app.stdout, empty="(no messages)")
+                        app.stdout, empty="(no messages)",
+                        styles={0: lambda cell: app.style(cell, bold=True),
+                                1: lambda cell: app.style(cell, fg="yellow")})
     elif fmt != "table":
         app.emit_json([i.to_json() for i in items], fmt)
     else:
@@ -89,16 +91,9 @@ def _load(app: App, queue: str | None, count: int, from_file: str | None,
 
 
 def _from_file(app: App, name: str) -> Iterator[MessageRecord]:
-    from dlxtool.record import read_records
+    from dlxtool.record import open_records
 
-    if name == "-":
-        yield from read_records(app.stdin.buffer if hasattr(app.stdin, "buffer") else app.stdin, "<stdin>")
-        return
-    try:
-        with open(name, "rb") as stream:
-            yield from read_records(stream, name)
-    except FileNotFoundError:
-        raise NotFoundError(f"{name}: no such file") from None
+    yield from open_records(name, app.stdin.buffer if hasattr(app.stdin, "buffer") else app.stdin)
 
 
 def _render_timelines(app: App, items: list) -> None:
@@ -112,7 +107,7 @@ def _render_timelines(app: App, items: list) -> None:
         line = f"#{r.position} origin {h.origin.queue or '?'} ({h.origin.why}), {h.history.total} deaths"
         if item.type:
             line += f", type {item.type}"
-        out.write(safe_text(line) + "\n")
+        out.write(app.style(safe_text(line), bold=True) + "\n")
         extras = [("first death", _companions(h.history.first)), ("last death", _companions(h.history.last)),
                   ("x-delivery-count", h.delivery_count),
                   *((f"{k}", v) for k, v in h.to_json()["retry_headers"].items()), ("error", h.error)]

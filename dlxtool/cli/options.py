@@ -18,14 +18,21 @@ F = Callable[..., Any]
 
 
 def _store(attr: str) -> Callable[[click.Context, click.Parameter, Any], None]:
-    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
-        if value is not None:
-            setattr(ctx.ensure_object(App), attr, value)
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if value is None:
+            return
+        app = ctx.ensure_object(App)
+        from_env = ctx.get_parameter_source(param.name or "") == click.core.ParameterSource.ENVIRONMENT
+        if from_env and getattr(app, attr) is not None:
+            return  # the env var is read by every command level; what a user typed wins
+        setattr(app, attr, value)
+        if attr in ("url", "broker_name"):
+            setattr(app, "url_from_env" if attr == "url" else "broker_from_env", from_env)
 
     return callback
 
 
-def _complete_broker(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
+def complete_broker(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
     try:
         app = ctx.find_object(App) or App()
         return [n for n in app.config().brokers if n.startswith(incomplete)]
@@ -56,7 +63,7 @@ def queue_argument(f: F) -> F:
 def connection_options(f: F) -> F:
     opts = [
         click.option("--broker", "-b", metavar="NAME", envvar="DLXTOOL_BROKER", expose_value=False,
-                     callback=_store("broker_name"), shell_complete=_complete_broker,
+                     callback=_store("broker_name"), shell_complete=complete_broker,
                      help="Broker profile from the config file [env DLXTOOL_BROKER]."),
         click.option("--url", metavar="URL", envvar="DLXTOOL_URL", expose_value=False,
                      callback=_store("url"),

@@ -61,7 +61,7 @@ def render_table(app: App, records: list[MessageRecord], whole_body: bool) -> No
         return
     render.write_table([table_row(r) for r in records],
                        ["#", "routing key", "exchange", "redeliv", "type", "deaths", "body"],
-                       app.stdout, empty="(queue is empty)")
+                       app.stdout, empty="(queue is empty)", styles={5: lambda cell: app.style(cell, fg="yellow")})
 
 
 def table_row(record: MessageRecord) -> list[object]:

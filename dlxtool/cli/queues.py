@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from dlxtool.broker.management import DEFAULT_DELIVERY_LIMIT_4X
 from dlxtool.cli.app import App
 from dlxtool.cli.options import common_options
 from dlxtool.config import BrokerProfile, local_profile
@@ -40,7 +41,7 @@ Flags (the API has no reject counter and no per-message delivery counts: heurist
                or acks < {qf.REJECT_ACK_RATIO:g} x manual-ack deliveries >= {qf.MIN_RATE}/s (rejects
                without requeue drop messages).
   at-limit     quorum queue with a delivery limit (arguments or policy; RabbitMQ 4.x:
-               default {qf.DEFAULT_DELIVERY_LIMIT_4X}), messages, redeliveries >= {qf.MIN_RATE}/s, and
+               default {DEFAULT_DELIVERY_LIMIT_4X}), messages, redeliveries >= {qf.MIN_RATE}/s, and
                estimated deliveries per message, deliver / (deliver - redeliver),
                >= {qf.AT_LIMIT_FRACTION:g} x the limit (and >= 2): messages will soon be
                dead-lettered or dropped.
@@ -143,7 +144,7 @@ def render(app: App, snapshot: Snapshot, previous: Snapshot | None, selection: S
     table = [_table_row(row, changes.get(row.key), show_broker) for row in rows]
     table += [_failure_row(r, len(headers), show_broker) for r in snapshot.failures]
     if table:
-        write_table(table, headers, out)
+        write_table(table, headers, out, styles={len(headers) - 1: lambda cell: style_flags(app, cell)})
     elif watch is not None:
         out.write("(no queues match)\n")
     if on_terminal:  # warnings on stderr would be wiped by the next refresh: keep them on screen
@@ -158,6 +159,19 @@ def render(app: App, snapshot: Snapshot, previous: Snapshot | None, selection: S
         for row in rows:
             for flag, reason in row.flags.items():
                 app.info(f"{row.queue}: {flag}: {reason}")
+
+
+# What needs a human now is red; what is worth a look is yellow.
+FLAG_COLORS = {"clogged": "red", "no-dlx": "red", "at-limit": "red", "error": "red",
+               "dlq": "yellow", "no-consumer": "yellow"}
+
+
+def style_flags(app: App, cell: str) -> str:
+    def one(flag: str) -> str:
+        color = FLAG_COLORS.get(flag)
+        return app.style(flag, fg=color, bold=color == "red" or None)
+
+    return ",".join(one(f) for f in cell.split(","))
 
 
 def _warn_failures(app: App, snapshot: Snapshot) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.errors import PartialError, RefusedError, UsageError
+from dlxtool.errors import UsageError
 
 if TYPE_CHECKING:
     from dlxtool.ops.peek import QueueReader, ReadOptions
@@ -35,7 +35,8 @@ What a peek does to the queue (it takes messages and gives them back):
 """
 
 
-def read_options(f: F) -> F:
+def peek_safety_options(f: F) -> F:
+    """The options that accept a peek's costs (also used by `purge --dry-run`, which peeks)."""
     opts = [
         click.option("--max-unacked", type=click.IntRange(min=1), metavar="N",
                      help="Most messages held unacked at once (default: config dump_unacked_limit, 10000)."),
@@ -43,6 +44,14 @@ def read_options(f: F) -> F:
                      help="Quorum queue without delivery limit: accept that peeked messages move to the back."),
         click.option("--spend-attempts", is_flag=True,
                      help="Quorum queue with a delivery limit: accept using one delivery attempt per message."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def read_options(f: F) -> F:
+    opts = [
         click.option("--offset", metavar="WHERE",
                      help="Streams: first (default), last, next, an offset, an ISO time or an age (30m, 2h)."),
         click.option("--wait", "stream_wait", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
@@ -50,11 +59,11 @@ def read_options(f: F) -> F:
     ]
     for opt in reversed(opts):
         f = opt(f)
-    return f
+    return peek_safety_options(f)
 
 
 def make_read_options(app: App, count: int | None, *, max_unacked: int | None, allow_reorder: bool,
-                      spend_attempts: bool, offset: str | None, stream_wait: float) -> ReadOptions:
+                      spend_attempts: bool, offset: str | None = None, stream_wait: float = 1.0) -> ReadOptions:
     from dlxtool.ops.peek import ReadOptions, parse_offset
 
     return ReadOptions(
@@ -88,26 +97,16 @@ def read_queue(app: App, queue: str, opts: ReadOptions) -> Iterator[QueueReader]
 
 
 def finish_read(app: App, reader: QueueReader | None) -> None:
-    """Report what the read did to the queue; exit 5 if it dead-lettered, 6 if it stopped for safety."""
+    """Report what the read did to the queue; raise what it ends with (exit 5 or 6, decided in the core)."""
     if reader is None:
         return
-    for note in reader.notes:
+    outcome = reader.outcome()
+    for note in outcome.notes:
         app.info(note)
-    if reader.dead_lettered:
-        raise PartialError(
-            f"the message(s) at position {', '.join(map(str, reader.dead_lettered))} had no delivery attempt "
-            f"left; giving them back made the broker dead-letter them"
-            + (f" to {reader.facts.dead_letter_exchange!r}" if reader.facts.dead_letter_exchange else
-               " (the queue has no dead-letter exchange: dropped)"),
-            hint="dlxtool only sees x-delivery-count once a message is delivered; without --spend-attempts "
-                 "a peek of this queue is refused")
-    if reader.stopped_early:
-        wanted = reader.opts.count
-        if wanted is None or reader.shown < wanted:
-            raise RefusedError(reader.stopped_early + f" (showed {reader.shown})",
-                               hint="wait until consumers settle the head of the queue, or drain it "
-                                    "(dump --remove)")
-        app.warn(reader.stopped_early)
+    for warning in outcome.warnings:
+        app.warn(warning)
+    if outcome.error is not None:
+        raise outcome.error
 
 
 def check_count(count: int | None, all_: bool) -> None:

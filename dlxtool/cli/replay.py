@@ -8,8 +8,16 @@ from typing import Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import common_options, complete_queue, dry_run_option, selection_options, yes_option
-from dlxtool.errors import ConnectError, Interrupted, PartialError, RefusedError
+from dlxtool.cli.engine import duplicates_note, exit_for, progress_bar, result_rows
+from dlxtool.cli.options import (
+    common_options,
+    complete_broker,
+    complete_queue,
+    dry_run_option,
+    selection_options,
+    yes_option,
+)
+from dlxtool.errors import RefusedError
 from dlxtool.select import Selection
 
 HELP = """Send dead letters from DLQ back to the queue each one failed in.
@@ -53,7 +61,8 @@ Examples:
 
 @click.command(help=HELP)
 @click.argument("dlq", shell_complete=complete_queue)
-@click.option("--to", "to_queue", metavar="QUEUE", help="Send everything to QUEUE instead of each origin.")
+@click.option("--to", "to_queue", metavar="QUEUE", shell_complete=complete_queue,
+              help="Send everything to QUEUE instead of each origin.")
 @click.option("--keep-history", is_flag=True, help="Keep x-death and retry headers (no count reset).")
 @click.option("--reset-header", "reset_headers", multiple=True, metavar="NAME",
               help="Also remove this application retry header (repeatable), e.g. count.")
@@ -62,7 +71,8 @@ Examples:
 @click.option("--keep-routing-key", is_flag=True,
               help="Publish through a temporary fanout exchange bound only to the origin, so the message "
                    "keeps its original routing key without reaching other queues.")
-@click.option("--target-broker", metavar="NAME", help="Publish to the origin queues on this broker profile.")
+@click.option("--target-broker", metavar="NAME", shell_complete=complete_broker,
+              help="Publish to the origin queues on this broker profile.")
 @click.option("--save", "save_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
               help="Append each replayed message's record (JSON Lines, flushed) before its DLQ ack.")
 @click.option("--rate", type=click.FloatRange(min=0.1), metavar="N", help="At most N messages per second.")
@@ -101,7 +111,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         result = _run(app, conn, target_conn, settings, save_file, rate, prefetch, window, profile.timeout)
     _render_result(app, result)
     _warn_dead_letter_routing(app, target_profile or profile, result, settings)
-    _exit_for(result)
+    exit_for(result, "replay")
 
 
 def _queue_info(app: App, profile: Any, dlq: str) -> Any:
@@ -166,37 +176,9 @@ def _run(app: App, conn: Any, target_conn: Any, settings: Any, save_file: str | 
 
     with ExitStack() as stack:
         sink = RecordSink(stack.enter_context(open(save_file, "ab"))) if save_file else None  # noqa: SIM115
-        bar = stack.enter_context(_progress_bar(app))
+        bar = stack.enter_context(progress_bar(app, "replaying"))
         options = TransferOptions(prefetch=prefetch, window=window, rate=rate, sink=sink, progress=bar)
         return run_replay(conn, settings, options, target_conn=target_conn, timeout=timeout)
-
-
-class _progress_bar:  # noqa: N801 - used like a function
-    """A click progress bar on stderr when it is a terminal; otherwise nothing."""
-
-    def __init__(self, app: App) -> None:
-        self.app = app
-        self.bar: Any = None
-        self.shown = 0
-
-    def __enter__(self) -> Any:
-        from dlxtool.cli.app import _isatty
-
-        return self if _isatty(self.app.stderr) else None
-
-    def __call__(self, progress: Any) -> None:
-        if self.bar is None:
-            self.bar = click.progressbar(length=max(progress.total, 1), file=self.app.stderr, show_eta=True,
-                                         show_pos=True, label="replaying")
-            self.bar.__enter__()
-        rate = progress.done / progress.elapsed if progress.elapsed > 0 else 0
-        self.bar.label = f"replaying ({rate:,.0f}/s)"
-        self.bar.update(progress.done - self.shown)
-        self.shown = progress.done
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
 
 
 def _render_result(app: App, result: Any) -> None:
@@ -206,14 +188,10 @@ def _render_result(app: App, result: Any) -> None:
         return
     from dlxtool.render import write_table
 
-    rows = [["replayed", q, n] for q, n in sorted(result.moved.items())]
-    rows += [["left (not selected)", why, n] for why, n in sorted(result.kept.items())]
-    rows += [["LEFT", why, n] for why, n in sorted(result.left.items())]
-    if result.unprocessed:
-        rows.append(["not reached", "", result.unprocessed])
+    rows = result_rows(result, moved="replayed", kept="left (not selected)")
     write_table(rows, ["outcome", "queue / reason", "messages"], app.stdout, empty="nothing to replay")
     app.info(f"{result.moved_total} of {result.snapshot} replayed from {result.source} in {result.elapsed:.1f}s"
-             + (f"; {result.possible_duplicates} possible duplicate(s)" if result.possible_duplicates else ""))
+             + duplicates_note(result))
 
 
 def _warn_dead_letter_routing(app: App, profile: Any, result: Any, settings: Any) -> None:
@@ -229,15 +207,3 @@ def _warn_dead_letter_routing(app: App, profile: Any, result: Any, settings: Any
                 app.warn(f"{queue}: {warning}")
     except Exception:  # noqa: BLE001, S110 - advice only
         pass
-
-
-def _exit_for(result: Any) -> None:
-    dups = f"; {result.possible_duplicates} message(s) may now exist twice" if result.possible_duplicates else ""
-    if result.error:
-        raise ConnectError(f"replay stopped: {result.error}; nothing was lost — unfinished messages are "
-                           f"still in {result.source}{dups}", hint="run the same command again to continue")
-    if result.interrupted:
-        raise Interrupted(f"replay interrupted; the rest is still in {result.source}{dups}")
-    if result.left_total:
-        raise PartialError(f"{result.left_total} message(s) left in {result.source}: "
-                           + ", ".join(f"{why} ({n})" for why, n in sorted(result.left.items())))

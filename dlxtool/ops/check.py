@@ -12,6 +12,7 @@ from dlxtool.broker.connection import server_info
 from dlxtool.broker.management import ManagementClient
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConfigError, DlxtoolError
+from dlxtool.urls import mask_any_url
 
 
 @dataclass
@@ -39,7 +40,7 @@ class BrokerCheck:
 
 def check_broker(profile: BrokerProfile) -> BrokerCheck:
     result = BrokerCheck(broker=profile.name, url=", ".join(profile.masked_urls()),
-                         management_url=profile.management_url)
+                         management_url=mask_any_url(profile.management_url or ""))
     try:
         profile.password()
     except ConfigError as exc:

@@ -3,15 +3,22 @@
 RabbitMQ has no "look" operation, so a peek takes messages and gives them back. What that costs
 depends on the queue type (see shared/DESIGN.md), and this module decides it in one place:
 
-- classic: basic.get without ack, then ONE basic.nack(multiple=True, requeue=True). The broker puts
-  the messages back at their original positions, order kept; only `redelivered` changes. A requeued
+- classic: basic.get without ack, then close the channel. The broker puts the messages back at
+  their original positions, all in one step, order kept; only `redelivered` changes. (One
+  basic.nack(multiple=True) does the same but the queue applies it one message at a time.) A requeued
   message is at the head again, so message k+1 can only be reached while messages 1..k are held
   unacked: the number held is bounded (`max_unacked`, config `dump_unacked_limit`) and a larger read
   is refused rather than done in pieces that would each see the same head.
+- quorum: every basic.get is a consumer of its own and every give-back a command of its own;
+  RabbitMQ 3.10's client stashes commands past 32 in flight and sends them later in map order, so
+  a give-back of more than 32 at once scrambles the order. Messages go back 32 at a time, each
+  chunk waited for (see `QUORUM_RETURN_CHUNK`).
 - quorum with a delivery limit: every return is a delivery attempt (x-delivery-count + 1) and the
   message is dead-lettered when the count passes the limit. Refused unless the caller accepts
-  spending one attempt per message (`spend_attempts`); then messages are read one by one and the
-  read stops at the first one that this return brings to the limit.
+  spending one attempt per message (`spend_attempts`); the read then stops at the first message it
+  would leave with no attempt to spare. The count is learnt only by taking the message, so a peek
+  always uses an attempt of the head: repeated peeks exhaust it; dlxtool refuses (exit 6) as soon
+  as it sees that, and refuses a limit of 1 outright.
 - quorum without a limit (3.x): returned messages go to the back of the queue, so a peek reorders.
   Refused unless the caller accepts it (`allow_reorder`).
 - stream: basic.get is refused by the broker; read with a consumer (prefetch > 0, x-stream-offset).
@@ -30,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from dlxtool.errors import DlxtoolError, NotFoundError, RefusedError, UsageError
+from dlxtool.errors import DlxtoolError, NotFoundError, PartialError, RefusedError, UsageError
 from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
@@ -53,7 +60,8 @@ class QueueFacts:
     unacked: int | None = None
     consumers: int | None = None
     delivery_limit: int | None = None
-    dead_letter_exchange: str | None = None
+    dead_letter_exchange: str | None = None  # "" is the default exchange, None is no DLX at all
+    dead_letter_routing_key: str | None = None
     bytes_ready: int | None = None
     missing_checks: list[str] = field(default_factory=list)
 
@@ -67,7 +75,11 @@ class QueueFacts:
         if self.type == "quorum" and self.limit_known:
             parts[0] += f", delivery limit {self.delivery_limit}" if self.delivery_limit else ", no delivery limit"
         parts[0] += ")"
-        counts = [f"{self.ready} ready" if self.ready is not None else "ready: ?"]
+        if self.type == "stream":
+            # Streams keep no ready count: AMQP says 0 and the management API's figure lags.
+            counts = ["length: not known (streams keep no ready count; read from --offset)"]
+        else:
+            counts = [f"{self.ready} ready" if self.ready is not None else "ready: ?"]
         if self.unacked is not None:
             counts.append(f"{self.unacked} unacked by consumers (invisible to a peek)")
         else:
@@ -110,9 +122,9 @@ def _facts_from_info(info: QueueInfo, ready: int, consumers: int) -> QueueFacts:
     return QueueFacts(
         name=info.name, vhost=info.vhost, type=info.type, type_source="management API",
         # passive declare is exact now; the API's counts lag by its statistics interval
-        ready=ready if info.type != "stream" else info.messages_ready,
+        ready=ready if info.type != "stream" else None,
         unacked=info.messages_unacked, consumers=consumers, delivery_limit=info.delivery_limit,
-        dead_letter_exchange=info.dead_letter_exchange,
+        dead_letter_exchange=info.dead_letter_exchange, dead_letter_routing_key=info.dead_letter_routing_key,
         bytes_ready=_int_or_none(info.raw.get("message_bytes_ready")),
     )
 
@@ -183,8 +195,9 @@ def check_read(facts: QueueFacts, opts: ReadOptions) -> list[str]:
         notes += _check_quorum(facts, opts)
     wanted = facts.ready if opts.count is None else min(opts.count, facts.ready or opts.count)
     if wanted and wanted > 1:
+        how = "all at once" if facts.type == "classic" else f"in order, {QUORUM_RETURN_CHUNK} at a time"
         notes.append(f"holding up to {wanted} messages unacked until the read ends"
-                     f"{_size_note(facts, opts)}; they are returned with one nack")
+                     f"{_size_note(facts, opts)}; they are given back {how} before anything is decoded")
     return notes
 
 
@@ -223,14 +236,20 @@ def _check_quorum(facts: QueueFacts, opts: ReadOptions) -> list[str]:
                 "a peek gives back goes to the BACK of the queue, so peeking reorders it",
                 hint="pass --allow-reorder to accept that (the peeked messages then sit behind the others)")
         return ["--allow-reorder: the peeked messages go to the back of the queue"]
+    if facts.delivery_limit <= 1:
+        raise RefusedError(
+            f"{facts.name!r} is a quorum queue with delivery limit {facts.delivery_limit}: a peek gives each "
+            "message back, which uses its only spare delivery attempt; the next read of it (by a consumer "
+            f"or another peek) would be its last, and one more return dead-letters it "
+            f"({dead_letter_target(facts)}). It cannot be peeked safely, even with --spend-attempts",
+            hint="drain it into a file instead (dump --remove), or read it from its dead-letter queue")
     if not opts.spend_attempts:
         raise RefusedError(
             f"{facts.name!r} is a quorum queue with delivery limit {facts.delivery_limit}: a peek gives "
             "each message back, which uses one of its delivery attempts (x-delivery-count + 1); a message "
-            "past the limit is dead-lettered" + ("" if facts.dead_letter_exchange else " (no dead-letter "
-                                                  "exchange: dropped)"),
-            hint="pass --spend-attempts to use one attempt per peeked message; dlxtool then stops at the "
-                 "first message that would be left with no attempt to spare")
+            f"past the limit is dead-lettered ({dead_letter_target(facts)})",
+            hint="pass --spend-attempts to use one attempt per peeked message; dlxtool then stops (exit 6) at "
+                 "the first message that would be left with no attempt to spare")
     return [f"--spend-attempts: each message read uses one of its {facts.delivery_limit} delivery attempts"]
 
 
@@ -244,19 +263,36 @@ def _human_bytes(n: float) -> str:
 
 # -- reading -----------------------------------------------------------------------------------------
 
+# rabbit_fifo_client (3.10) sends at most 32 commands to a quorum queue before it waits for them to be
+# applied; further returns are stashed in a map keyed by consumer and sent later in map order. Every
+# basic.get is a consumer of its own, so a give-back of more than ~32 messages at once comes back
+# scrambled. Give back at most this many, then wait until the queue has applied them.
+QUORUM_RETURN_CHUNK = 32
+RETURN_WAIT_SECONDS = 10.0
+
 
 def no_decode(record: MessageRecord) -> dict[str, Any] | None:
     """The default: leave `decoded` empty (the CLI passes dlxtool.decoding.record_decoder)."""
     return None
 
 
+@dataclass
+class ReadOutcome:
+    """What a finished read means for the caller: notes (stderr), warnings, and the error to raise
+    after the output is written (PartialError 5: dead-lettered or left unread; RefusedError 6)."""
+
+    notes: list[str]
+    warnings: list[str]
+    error: DlxtoolError | None = None
+
+
 class QueueReader:
     """Reads messages with peek semantics and yields them in batches of at most `batch_size`.
 
-    Usage: `for batch in reader.batches(): ...`; afterwards `notes` says what the read did to the
-    queue (or why it stopped) and `dead_lettered` lists positions a return pushed past the limit.
-    The held messages are given back in `batches()`'s finally, so stopping early (an exception,
-    a closed pipe, Ctrl-C) still returns them.
+    Usage: `for batch in reader.batches(): ...`, then `reader.outcome()`. Classic and quorum queues
+    are read whole first (every message held unacked, bounded by `max_unacked`), given back, and
+    only then decoded and yielded: decoding time does not add to how long messages are held. The
+    give-back runs in a finally, so an exception or Ctrl-C during the read still returns them.
     """
 
     def __init__(self, channel: Any, facts: QueueFacts, opts: ReadOptions,
@@ -269,9 +305,12 @@ class QueueReader:
         self.notes: list[str] = []
         self.stopped_early: str | None = None  # why the read stopped before `count`
         self.dead_lettered: list[int] = []
+        self.no_spare: list[int] = []  # positions given back with no delivery attempt to spare
         self.reached_end = False
+        self.left_unread = 0  # --all stopped by max_unacked: what the last get-ok said was left
         self.hidden = 0  # messages read only to keep the order (quorum with a limit), not yielded
-        self._last_tag: int | None = None
+        self._tags: list[int] = []
+        self._returned = 0
 
     @property
     def shown(self) -> int:
@@ -280,90 +319,163 @@ class QueueReader:
     def batches(self) -> Iterator[list[MessageRecord]]:
         if self.facts.type == "stream":
             yield from self._stream_batches()
-        else:
-            yield from self._get_batches()
+            return
+        records = self._read_and_give_back()
+        size = max(1, self.opts.batch_size)
+        for start in range(0, len(records), size):
+            batch = records[start:start + size]
+            for record in batch:
+                record.decoded = self.decode(record)
+            yield batch
 
     def records(self) -> Iterator[MessageRecord]:
         for batch in self.batches():
             yield from batch
 
-    # classic and quorum: basic.get, hold, one nack at the end
-    def _get_batches(self) -> Iterator[list[MessageRecord]]:
-        self._last_tag = None
-        batch: list[MessageRecord] = []
+    # classic and quorum: basic.get everything wanted, holding it, then give it all back in order
+    def _read_and_give_back(self) -> list[MessageRecord]:
+        records: list[MessageRecord] = []
         try:
             while self._want_more():
                 record = self._get()
                 if record is None:
                     break
-                batch.append(record)
-                if self._limited_quorum() and self._near_limit(record):
+                records.append(record)
+                if self._limited_quorum() and not self._safe_to_return(record, shown=True):
                     break
-                if len(batch) >= self.opts.batch_size:
-                    yield batch
-                    batch = []
-            if batch:
-                yield batch
-            if self._limited_quorum() and batch:
-                self._take_rest_of_returned_block(batch[-1])
+            if self._limited_quorum() and records and not self.stopped_early:
+                self._take_rest_of_returned_block(records[-1])
         finally:
-            if self._last_tag is not None:
-                self.channel.basic_nack(self._last_tag, multiple=True, requeue=True)
-            self._after_return()
+            self._give_back()
+            self._after_return(records)
+        return records
 
     def _get(self) -> MessageRecord | None:
         method, props, body = self.channel.basic_get(self.facts.name, auto_ack=False)
         if method is None:
             self.reached_end = True
             return None
-        self._last_tag = method.delivery_tag
-        return self._record(method, props, body)
-
-    def _limited_quorum(self) -> bool:
-        return self.facts.type == "quorum" and self.facts.delivery_limit is not None
-
-    def _take_rest_of_returned_block(self, last: MessageRecord) -> None:
-        """Quorum with a limit serves returned messages first, from a queue of their own, and puts
-        each new return at ITS back. Giving back only part of that block would move the part we took
-        behind the rest; so keep taking (not showing) until a never-returned message or the end."""
-        self.hidden = 0
-        record: MessageRecord | None = last
-        while record is not None and delivery_count(record.headers) > 0:
-            if record is not last and delivery_count(record.headers) >= (self.facts.delivery_limit or 0):
-                self.dead_lettered.append(record.position)
-            if self.read >= self.opts.max_unacked:
-                self.notes.append("order of the head may have changed: the block of returned messages "
-                                  "at the head was not read to its end")
-                return
-            record = self._get()
-            self.hidden += record is not None
-        if self.hidden:
-            self.notes.append(f"also took {self.hidden} more previously returned messages (not shown) so that "
-                              "giving them back keeps the order; each used one delivery attempt too")
+        self._tags.append(method.delivery_tag)
+        if self.opts.count is None and self.read + 1 >= self.opts.max_unacked:
+            self.left_unread = int(getattr(method, "message_count", 0) or 0)
+        record = MessageRecord.from_delivery(self.facts.name, method, props, body, position=self.read)
+        self.read += 1
+        return record
 
     def _want_more(self) -> bool:
         if self.opts.count is not None:
             return self.read < self.opts.count
         if self.facts.type == "stream":
             return True  # nothing is held: read until the stream goes quiet
-        # Everything that was there when the read began (check_read refused more than the bound);
-        # messages published since are not waited for.
-        return self.read < min(self.facts.ready or 0, self.opts.max_unacked)
+        # Until basic.get comes back empty: a ready count taken before the read can be stale (a
+        # give-back still being applied). Still bounded: every message read is held.
+        return self.read < self.opts.max_unacked
 
-    def _near_limit(self, record: MessageRecord) -> bool:
-        """Quorum with a limit: stop at the first message this return leaves with no attempt to spare."""
+    def _limited_quorum(self) -> bool:
+        return self.facts.type == "quorum" and self.facts.delivery_limit is not None
+
+    def _safe_to_return(self, record: MessageRecord, *, shown: bool) -> bool:
+        """Quorum with a limit: does giving this message back leave it an attempt to spare?
+
+        The count is only learnt on delivery, so the message is taken already; when the answer is
+        no, the read takes nothing more. The broker dead-letters a return past the limit."""
         limit = self.facts.delivery_limit or 0
         attempts = delivery_count(record.headers)
-        if attempts >= limit:
-            # Its next return, this one included, dead-letters it; we only learn the count on delivery.
-            self.dead_lettered.append(record.position)
-        if attempts + 1 >= limit:
-            self.stopped_early = (f"stopped at position {record.position}: it has used {attempts} of its "
-                                  f"{limit} delivery attempts; reading further would use more")
+        if attempts + 2 <= limit:
             return True
+        where = f"position {record.position}" + ("" if shown else " (read only to keep the order, not shown)")
+        if attempts >= limit:
+            self.dead_lettered.append(record.position)
+            self.stopped_early = (f"stopped at {where}: it had used all {limit} of its delivery attempts, so "
+                                  "giving it back dead-lettered it")
+        else:
+            self.no_spare.append(record.position)
+            self.stopped_early = (f"stopped at {where}: it has used {attempts} of its {limit} delivery "
+                                  "attempts; giving it back leaves it no attempt to spare (the next read of "
+                                  "it, by a peek or a consumer, is its last)")
         return False
 
-    def _after_return(self) -> None:
+    def _take_rest_of_returned_block(self, last: MessageRecord) -> None:
+        """Quorum with a limit serves returned messages first, from a queue of their own, and puts
+        each new return at ITS back. Giving back only part of that block would move the part we took
+        behind the rest; so keep taking (not showing) until a never-returned message or the end,
+        unless a message taken so has no attempt to spare: then stop there."""
+        record: MessageRecord | None = last
+        while record is not None and delivery_count(record.headers) > 0:
+            if self.read >= self.opts.max_unacked:
+                self.notes.append("order of the head may have changed: the block of returned messages "
+                                  "at the head was not read to its end (--max-unacked)")
+                return
+            record = self._get()
+            if record is None:
+                break
+            self.hidden += 1
+            if not self._safe_to_return(record, shown=False):
+                break
+        if self.hidden:
+            self.notes.append(f"also took {self.hidden} more previously returned messages (not shown) so that "
+                              "giving them back keeps the order; each used one delivery attempt too")
+
+    def _give_back(self) -> None:
+        """Return every held message in order; finish even if Ctrl-C arrives meanwhile (a give-back
+        cut short is completed by the broker when the connection closes, in no particular order)."""
+        interrupted: BaseException | None = None
+        while True:
+            try:
+                if self.facts.type == "quorum":
+                    self._give_back_quorum()
+                else:
+                    self._give_back_classic()
+                break
+            except KeyboardInterrupt as exc:
+                interrupted = exc
+        if interrupted is not None:
+            raise interrupted
+
+    def _give_back_classic(self) -> None:
+        """Close the channel: the queue takes back everything it held in one step, in place.
+
+        A nack would not do: the channel turns it into one requeue per basic.get, which the queue
+        applies one by one (10,000 take seconds), and a passive declare jumps that line (`stat` is
+        served first), so a read right after saw part of the queue and stopped early. On close the
+        queue requeues the channel's messages at once, before anything sent to it later (a basic.get
+        included) is served."""
+        if self._returned == len(self._tags):
+            return
+        self._returned = len(self._tags)
+        if self.channel.is_open:
+            self.channel.close()
+
+    def _give_back_quorum(self) -> None:
+        while self._returned < len(self._tags):
+            end = min(self._returned + QUORUM_RETURN_CHUNK, len(self._tags))
+            held = len(self._tags) - self._returned
+            before = self._wait_consumers(held)  # fewer than we hold: the queue's stat timed out
+            self.channel.basic_nack(self._tags[end - 1], multiple=True, requeue=True)
+            chunk, self._returned = end - self._returned, end
+            if before is None or self._wait_consumers(held - chunk, before - chunk) is None:
+                self.notes.append("could not confirm that the queue applied the give-back in time: "
+                                  "the order of the messages read may have changed")
+
+    def _wait_consumers(self, low: int, high: int | None = None) -> int | None:
+        """Poll the consumer count until it is within [low, high] (None after RETURN_WAIT_SECONDS).
+
+        Each basic.get on a quorum queue is a consumer of its own until its message comes back, so
+        the count drops as our returns are applied; once the queue has applied them it has also told
+        the channel (before it answers this declare), so the next chunk is sent with none in flight.
+        A quorum queue answers 0 when its stat times out (250 ms): never fewer than we still hold."""
+        import time
+
+        deadline = time.monotonic() + RETURN_WAIT_SECONDS
+        while True:
+            count = int(self.channel.queue_declare(self.facts.name, passive=True).method.consumer_count)
+            if count >= low and (high is None or count <= high):
+                return count
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.002)
+
+    def _after_return(self, records: list[MessageRecord]) -> None:
         if self.facts.type != "quorum" or self.read == 0:
             return
         if self.facts.delivery_limit is None:
@@ -371,9 +483,54 @@ class QueueReader:
                 self.notes.append(f"read the whole queue ({self.read} messages) and gave them back in order; "
                                   "messages published during the peek are now ahead of them")
             else:
-                self.notes.append(f"the {self.read} peeked messages are now at the back of the queue")
-        else:
-            self.notes.append(f"used one delivery attempt of each of the {self.read} messages read")
+                self.notes.append(f"the {self.read} peeked messages are now at the back of the queue, "
+                                  "in their order")
+            return
+        returned = self.read - len(self.dead_lettered)
+        self.notes.append(f"used one delivery attempt of each of the {returned} messages given back")
+        if self.stopped_early and records and delivery_count(records[0].headers) > 0:
+            self.notes.append(f"the {returned} messages given back now sit behind the rest of the block of "
+                              "previously returned messages that was at the head (if it had more): "
+                              "RabbitMQ puts each return at the back of that block")
+
+    def outcome(self) -> ReadOutcome:
+        """Notes, warnings and the error (exit 5 or 6) this read ends with."""
+        warnings: list[str] = []
+        error: DlxtoolError | None = None
+        if self.facts.type == "stream":
+            return ReadOutcome(self.notes + self._stream_notes(), warnings)
+        wanted = self.opts.count
+        if self.dead_lettered:
+            error = PartialError(
+                f"the message(s) at position {', '.join(map(str, self.dead_lettered))} had no delivery attempt "
+                f"left; giving them back made the broker dead-letter them ({dead_letter_target(self.facts)})"
+                + (f"; {self.stopped_early}" if self.stopped_early else ""),
+                hint="dlxtool only sees x-delivery-count once a message is delivered, so a peek must take the "
+                     "head to learn it; drain the queue (dump --remove) instead of peeking it again")
+        elif self.stopped_early and (wanted is None or self.shown < wanted):
+            error = RefusedError(self.stopped_early + f" (showed {self.shown})",
+                                 hint="wait until consumers settle the head of the queue, or drain it "
+                                      "(dump --remove); every further peek uses another attempt of the head")
+        elif self.stopped_early:
+            warnings.append(self.stopped_early)
+        elif self.left_unread:
+            error = PartialError(
+                f"read {self.read} messages, the most held at once (--max-unacked {self.opts.max_unacked}); "
+                f"{self.left_unread} more were left unread",
+                hint="raise --max-unacked (config dump_unacked_limit) if the broker has the memory, "
+                     "or drain the queue into a file (dump --remove)")
+        return ReadOutcome(list(self.notes), warnings, error)
+
+    def _stream_notes(self) -> list[str]:
+        wanted = self.opts.count
+        if self.read == 0:
+            where = "the start" if self.opts.offset is None else f"offset {_offset_text(self.opts.offset)}"
+            return [f"no message at or after {where} of the stream (none arrived within "
+                    f"{self.opts.stream_wait:g}s)"]
+        if wanted is not None and self.read < wanted:
+            return [f"the stream ended after {self.read} of the {wanted} messages asked for (none arrived "
+                    f"within {self.opts.stream_wait:g}s)"]
+        return []
 
     # streams: consume from an offset; acks only grant credit
     def _stream_batches(self) -> Iterator[list[MessageRecord]]:
@@ -388,7 +545,7 @@ class QueueReader:
                 if method is None:
                     self.reached_end = True
                     break
-                batch.append(self._record(method, props, body))
+                batch.append(self._stream_record(method, props, body))
                 more = self._want_more()
                 if len(batch) >= prefetch or not more:
                     # Ack (= grant credit) only when reading on: credit granted at the end would let the
@@ -415,11 +572,26 @@ class QueueReader:
                                  pe.ChannelWrongStateError, pe.ConnectionWrongStateError):
             self.channel.cancel()
 
-    def _record(self, method: Any, props: Any, body: bytes) -> MessageRecord:
+    def _stream_record(self, method: Any, props: Any, body: bytes) -> MessageRecord:
+        # Nothing is held on a stream, so decoding here costs the broker nothing.
         record = MessageRecord.from_delivery(self.facts.name, method, props, body, position=self.read)
         record.decoded = self.decode(record)
         self.read += 1
         return record
+
+
+def dead_letter_target(facts: QueueFacts) -> str:
+    """Where the broker sends what this queue dead-letters: `""` is the default exchange, not none."""
+    if facts.dead_letter_exchange is None:
+        return "the queue has no dead-letter exchange: dropped"
+    if facts.dead_letter_exchange == "":
+        key = f" with routing key {facts.dead_letter_routing_key!r}" if facts.dead_letter_routing_key else ""
+        return f"to the default exchange{key}"
+    return f"to exchange {facts.dead_letter_exchange!r}"
+
+
+def _offset_text(offset: Any) -> str:
+    return offset.isoformat() if isinstance(offset, datetime) else str(offset)
 
 
 def prepare_read(conn: Any, profile: BrokerProfile, name: str, opts: ReadOptions, *,

@@ -1,12 +1,37 @@
-"""Plain purge: queue.purge after showing what is there. Backup and selective purge build on the drain engine."""
+"""Purge: plain `queue.purge`, or the reading modes on the one-pass engine (dlxtool.ops.transfer).
+
+Reading modes — `--backup FILE`, any selection filter or `--limit`, `--move-to QUEUE`, and `dump --remove`
+— consume the queue once (the messages present at the start) and settle each message one way:
+
+- selected, no --move-to: REMOVE — its record is written to the backup (if any) and flushed + fsynced,
+  then the message is acked. A crash or a cut before the ack leaves it in the queue (maybe also in the
+  file: at-least-once, counted as a possible duplicate).
+- selected, --move-to: MOVE — published unchanged (body, properties, headers) to that queue on the
+  default exchange, mandatory and confirmed; acked only after a clean confirm. Returned (target
+  deleted) or nacked (target full) messages stay in the source.
+- not selected: KEEP — stays, relative order kept (the engine republishes it to the tail and then acks
+  it: memory bounded, no delivery attempt used on quorum queues; see the engine's notes).
+
+Quorum queues: acks and republishes use no delivery attempt, so the reading modes are safe with a
+delivery limit. Only messages delivered to us beyond the start snapshot (published during the run) are
+given back, which is one attempt each (on 3.x without a limit: to the back); `requeued` counts them.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker.management import ManagementClient
-from dlxtool.errors import DlxtoolError, NotFoundError, RefusedError
+from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError, RefusedError, UsageError
+from dlxtool.ops.transfer import Action, Decision
+from dlxtool.record import MessageRecord
+from dlxtool.select import Selection
+
+if TYPE_CHECKING:
+    from dlxtool.ops.transfer import TransferOptions, TransferResult
 
 
 @dataclass
@@ -49,15 +74,114 @@ def passive_declare(channel: Any, queue: str, vhost: str) -> Any:
         if exc.reply_code == 404:
             raise NotFoundError(f"queue {queue!r} not found in vhost {vhost!r}",
                                 hint="list queues with `dlxtool queues`") from None
+        if exc.reply_code == 405:
+            raise DlxtoolError(f"queue {queue!r} is exclusive to another connection; no other connection "
+                               "can read or purge it", hint="it disappears with the connection that owns it") from None
+        if exc.reply_code == 403:
+            raise ConnectError(f"access to queue {queue!r} in vhost {vhost!r} refused: {exc.reply_text}",
+                               hint="the user needs read/configure permissions on it") from None
         raise
 
 
-def check_purgeable(state: QueueState) -> None:
+def check_purgeable(state: QueueState, what: str = "purged") -> None:
     if state.type == "stream":
-        raise RefusedError(f"{state.name!r} is a stream: streams cannot be purged",
-                           hint="streams are trimmed by retention (x-max-length-bytes, x-max-age), not purged")
+        raise RefusedError(f"{state.name!r} is a stream: streams cannot be {what}",
+                           hint="streams are trimmed by retention (x-max-length-bytes, x-max-age); "
+                                "`dlxtool dump` reads one without removing anything")
 
 
 def purge(channel: Any, queue: str) -> int:
     """queue.purge: removes ready messages only; returns how many the broker says it removed."""
     return channel.queue_purge(queue).method.message_count
+
+
+# -- reading modes ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PurgeSettings:
+    queue: str
+    selection: Selection = field(default_factory=Selection)
+    move_to: str | None = None
+    backup: str | None = None  # a file name, for summaries; the sink itself goes in TransferOptions
+
+    @property
+    def reads_messages(self) -> bool:
+        """Whether this purge must read messages one by one (else queue.purge does it in bulk)."""
+        return bool(self.backup or self.move_to or self.selection.filters_anything
+                    or self.selection.limit is not None)
+
+    def check(self) -> None:
+        if self.move_to is not None and self.move_to == self.queue:
+            raise UsageError("--move-to names the queue being purged")
+
+    def describe(self) -> dict[str, Any]:
+        return {"filters": self.selection.describe(), "limit": self.selection.limit, "move_to": self.move_to,
+                "backup": self.backup}
+
+
+class PurgeDecider:
+    """decide(record) for the engine: not selected → KEEP; selected → MOVE to move_to, else REMOVE."""
+
+    def __init__(self, settings: PurgeSettings) -> None:
+        self.selection = settings.selection
+        self.move_to = settings.move_to
+
+    def __call__(self, record: MessageRecord) -> Decision:
+        if not self.selection.matches(record):
+            return Decision.keep()
+        if self.move_to is None:
+            return Decision(Action.REMOVE, "removed")
+        # Parked unchanged: the engine publishes the source body and properties as they are.
+        return Decision(Action.MOVE, self.move_to, "", self.move_to)
+
+
+def remove_all(_record: MessageRecord) -> Decision:
+    """decide() for `dump --remove`: every message goes to the file."""
+    return Decision(Action.REMOVE, "removed")
+
+
+def run_reading_purge(conn: Any, settings: PurgeSettings, options: TransferOptions, *,
+                      timeout: float = 30.0) -> TransferResult:
+    """One engine pass over settings.queue (the sink for --backup is options.sink)."""
+
+    options.limit = settings.selection.limit
+    return drain(conn, settings.queue, PurgeDecider(settings), options, timeout=timeout)
+
+
+def drain(conn: Any, queue: str, decide: Any, options: TransferOptions, *, timeout: float = 30.0) -> TransferResult:
+    from dlxtool.ops.transfer import Transfer
+
+    if options.limit is not None:
+        # Deliveries beyond the limit would only be given back (on quorum queues, a delivery attempt each).
+        options.prefetch = max(1, min(options.prefetch, options.limit))
+    return Transfer(conn, queue, decide, options=options, timeout=timeout).run()
+
+
+@dataclass
+class PurgePlan:
+    """What a reading purge would do, from the first `looked_at` messages (read with peek semantics)."""
+
+    looked_at: int = 0
+    actions: Counter[str] = field(default_factory=Counter)  # remove | move | keep
+
+    def to_json(self) -> dict[str, Any]:
+        return {"looked_at": self.looked_at, "would_remove": self.actions["remove"],
+                "would_move": self.actions["move"], "would_keep": self.actions["keep"]}
+
+
+def plan(records: Iterable[MessageRecord], settings: PurgeSettings) -> PurgePlan:
+    """Apply the decider to records (from a peek), honouring --limit the way the engine does."""
+    decide = PurgeDecider(settings)
+    limit = settings.selection.limit
+    out = PurgePlan()
+    selected = 0
+    for record in records:
+        out.looked_at += 1
+        if limit is not None and selected >= limit:
+            out.actions["keep"] += 1
+            continue
+        action = decide(record).action
+        selected += action is not Action.KEEP
+        out.actions[action.value] += 1
+    return out

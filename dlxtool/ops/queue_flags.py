@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dlxtool.broker.management import QueueInfo, queue_info
+from dlxtool.broker.management import queue_info
 
 FLAGS = ("dlq", "clogged", "no-consumer", "no-dlx", "at-limit")
 
@@ -28,7 +28,6 @@ REJECT_ACK_RATIO = 0.5
 # at-limit: estimated deliveries per message reach half the delivery limit (and at least 2).
 AT_LIMIT_FRACTION = 0.5
 # RabbitMQ 4.0+ gives quorum queues a delivery limit of 20 when none is set (-1 means unlimited).
-DEFAULT_DELIVERY_LIMIT_4X = 20
 
 
 @dataclass(frozen=True)
@@ -103,9 +102,9 @@ class QueueRow:
         }
 
 
-def row_from_api(broker: str, raw: Mapping[str, Any], *, default_delivery_limit: int | None = None) -> QueueRow:
+def row_from_api(broker: str, raw: Mapping[str, Any], *, broker_version: str | None = None) -> QueueRow:
     """A QueueRow from one item of GET /api/queues (arguments win over policy, setting by setting)."""
-    info = queue_info(dict(raw))
+    info = queue_info(dict(raw), broker_version)
     sources = {key: src for key in ("exchange", "routing-key")
                if (src := info.setting_source(f"dead-letter-{key}")) is not None}
     return QueueRow(
@@ -115,29 +114,10 @@ def row_from_api(broker: str, raw: Mapping[str, Any], *, default_delivery_limit:
         dead_letter_exchange=_text(info.dead_letter_exchange),
         dead_letter_routing_key=_text(info.dead_letter_routing_key),
         dead_letter_source={k.replace("-", "_"): v for k, v in sources.items()},
-        delivery_limit=_delivery_limit(info, default_delivery_limit),
+        delivery_limit=info.delivery_limit,
         message_ttl=_int(info.setting("message-ttl")),
         policy=info.policy,
     )
-
-
-def default_delivery_limit(version: str | None) -> int | None:
-    """The delivery limit a quorum queue gets when none is set, for this RabbitMQ version."""
-    try:
-        major = int((version or "").split(".")[0])
-    except ValueError:
-        return None
-    return DEFAULT_DELIVERY_LIMIT_4X if major >= 4 else None
-
-
-def _delivery_limit(info: QueueInfo, default: int | None) -> int | None:
-    if info.type != "quorum":
-        return None
-    value = info.setting("delivery-limit")
-    if value is None:
-        return default
-    limit = _int(value)
-    return None if limit is None or limit < 0 else limit  # -1: unlimited (4.x)
 
 
 def _int(value: Any) -> int | None:

@@ -17,7 +17,7 @@ from typing import Any
 from dlxtool.broker.management import ManagementClient
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import DlxtoolError
-from dlxtool.ops.queue_flags import FLAGS, QueueRow, default_delivery_limit, flag_rows, row_from_api
+from dlxtool.ops.queue_flags import FLAGS, QueueRow, flag_rows, row_from_api
 
 _RATES = ("publish", "deliver_get", "ack", "redeliver", "deliver_no_ack", "get_no_ack")
 QUEUE_COLUMNS = [
@@ -93,10 +93,9 @@ def survey_broker(profile: BrokerProfile, vhost: str | None,
     try:
         client = client_factory(profile)
         result.management_url = client.masked_url
-        version = client.overview(columns=["rabbitmq_version"]).get("rabbitmq_version")
-        limit = default_delivery_limit(version)
+        version = client.version()
         raw = client.queues(vhost, columns=QUEUE_COLUMNS)
-        rows = [row_from_api(profile.name, item, default_delivery_limit=limit) for item in raw]
+        rows = [row_from_api(profile.name, item, broker_version=version) for item in raw]
         result.rows = flag_rows(rows, client.bindings(vhost, columns=BINDING_COLUMNS))
     except DlxtoolError as exc:
         result.error = exc

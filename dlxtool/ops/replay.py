@@ -109,33 +109,15 @@ class ReplayDecider:
         target = s.to_queue or origin
         if not target:
             return Decision.leave(NO_ORIGIN)
-        orig_exchange, orig_key = original_address(history, origin)
-        if s.keep_history:
-            headers, removed = dict(record.headers), {}
-        else:
-            headers, removed = reset_history(record.headers, self._reset_names)
-        headers.pop(PROVENANCE_HEADER, None)
-        # Compact on purpose: it is encoded into every message (and pika's table codec is slow).
-        provenance: dict[str, Any] = {
-            "from": s.source,
-            "at": self.now or self._stamp(),
-            "count": count + 1,
-            "exchange": orig_exchange,
-            "routing-key": orig_key or record.routing_key,
-            "deaths": summarize(history.deaths, limit=3),
-        }
-        retry = sorted(k for k in removed if k not in HISTORY_HEADERS)
-        if retry:
-            provenance["reset"] = ", ".join(f"{k}={_short(removed[k])}" for k in retry)
-        if self._filters:
-            provenance["filters"] = self._filters_text
-        headers[PROVENANCE_HEADER] = provenance
+        headers = replay_headers(record, source=s.source, history=history, origin=origin,
+                                 reset_names=self._reset_names, keep_history=s.keep_history,
+                                 filters=self._filters_text or None, now=self.now or self._stamp(), count=count)
         exchange, routing_key = "", target
         if s.keep_routing_key:
             routed = self.route_for(target) if self.route_for else None
             if routed is None:
                 return Decision.leave(f"cannot bind a temporary exchange to {target!r} (queue missing?)")
-            exchange, routing_key = routed, orig_key or record.routing_key
+            exchange, routing_key = routed, original_address(history, origin)[1] or record.routing_key
         published = MessageRecord(queue=target, body=record.body, exchange=exchange, routing_key=routing_key,
                                   properties=record.properties, headers=headers)
         # = published.pika_properties(), without copying the headers dict built just above
@@ -149,6 +131,40 @@ class ReplayDecider:
             self._stamp_second = second
             self._stamp_value = datetime.fromtimestamp(second, UTC)
         return self._stamp_value
+
+
+def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory | None = None,
+                   origin: str | None = None, reset_names: tuple[str, ...] = (), keep_history: bool = False,
+                   filters: str | None = None, now: datetime | None = None,
+                   count: int | None = None) -> dict[str, Any]:
+    """The headers a replayed message is published with (replay, and `load --reset-history`): death
+    history and retry counters removed unless keep_history, plus the provenance header.
+    `count`: replay_count(record.headers) when the caller has it already."""
+    if history is None:
+        history = parse_history(record.headers)
+        origin = find_origin(record.headers, history).queue
+    orig_exchange, orig_key = original_address(history, origin)
+    if keep_history:
+        headers, removed = dict(record.headers), {}
+    else:
+        headers, removed = reset_history(record.headers, reset_names)
+    headers.pop(PROVENANCE_HEADER, None)
+    # Compact on purpose: it is encoded into every message (and pika's table codec is slow).
+    provenance: dict[str, Any] = {
+        "from": source,
+        "at": now or datetime.now(UTC).replace(microsecond=0),
+        "count": (replay_count(record.headers) if count is None else count) + 1,
+        "exchange": orig_exchange,
+        "routing-key": orig_key or record.routing_key,
+        "deaths": summarize(history.deaths, limit=3),
+    }
+    retry = sorted(k for k in removed if k not in HISTORY_HEADERS)
+    if retry:
+        provenance["reset"] = ", ".join(f"{k}={_short(removed[k])}" for k in retry)
+    if filters:
+        provenance["filters"] = filters
+    headers[PROVENANCE_HEADER] = provenance
+    return headers
 
 
 def _short(value: Any) -> str:

@@ -30,12 +30,17 @@ Keeping non-selected messages in order — the trade-off (also in `dlxtool repla
   If a message must stay but its republish fails (source full/deleted), it is held unacked and
   requeued at the end instead.
 
-At most `prefetch` messages beyond the snapshot may be delivered to us; they are requeued untouched
-at the end (on quorum queues that counts as a delivery attempt — `TransferResult.requeued` says how many).
+Acks are paced so that the broker never has room to deliver more than what is still to be read (see
+`_ack_budget`), and the consumer is cancelled as soon as that is read: our own kept (republished)
+messages and messages published during the run are not delivered to us, so nothing has to be given
+back — which on a quorum queue would be a delivery attempt. Only a stop (Ctrl-C, error) or other
+consumers taking part of the snapshot can still leave deliveries to requeue untouched at the end
+(`TransferResult.requeued` says how many).
 
-Reuse: `purge --backup` = decide() returning REMOVE with a `RecordSink`; `purge --move-to` = MOVE to
-one queue; `load` publishes records without a source queue — use `dlxtool.broker.publisher.Publisher`
-directly (`publish_records` below does the window/settle loop for it).
+Reuse: `purge --backup` and `dump --remove` = decide() returning REMOVE with a `RecordSink` (records
+flushed and fsynced before the acks that follow them); selective purge without a backup = REMOVE
+without a sink; `purge --move-to` = MOVE to one queue (dlxtool.ops.purge); `load` publishes records
+without a source queue through `publish_records` below (dlxtool.ops.load).
 """
 
 from __future__ import annotations
@@ -57,6 +62,8 @@ from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
 from dlxtool.broker.publisher import Outcome, Publisher
 from dlxtool.errors import ConnectError
 from dlxtool.record import MessageRecord
+
+TAKE_BATCH = 200  # deliveries decided per loop turn, between sink flushes and acks
 
 
 class Action(enum.Enum):
@@ -227,13 +234,13 @@ class Transfer:
 
     def run(self) -> TransferResult:
         started = time.monotonic()
-        with self._sigint_as_stop(), _fewer_gc_passes():
+        with sigint_as_stop(self._stop, self.opts.handle_sigint), _fewer_gc_passes():
             try:
                 self._setup()
                 self._loop(started)
                 self._finish()
             except Exception as exc:  # noqa: BLE001 - connection/channel loss: settle what we can, report
-                self.result.error = _describe(exc)
+                self.result.error = describe_error(exc)
                 self._salvage()
         self.result.interrupted = self._stop.is_set() and self.result.error is None
         self.result.unprocessed = max(0, self.result.snapshot - self._decided_count())
@@ -278,9 +285,12 @@ class Transfer:
         idle_since = time.monotonic()
         while not self._stop.is_set():
             worked = self._take_incoming()
+            if self._all_read() and getattr(self, "consumer_tag", None):
+                self._cancel_consumer()  # before the acks that follow: nothing more may come to us
             self._pump(0.0 if worked else self._idle_wait())
             self._settle_outcomes()
-            self._ack_ready()
+            if self._ack_ready() and worked:
+                self.channel.pump(0.0)  # send the acks now, not after the next batch is written
             now = time.monotonic()
             if now - last_report >= self.opts.progress_every:
                 self._report(started)
@@ -328,7 +338,11 @@ class Transfer:
         worked = False
         if self.opts.rate and not hasattr(self, "_rate_start"):
             self._rate_start = time.monotonic()
-        while self._incoming:
+        # At most one batch per loop turn: the sink is flushed and acks go out between batches, so a crash
+        # or a cut leaves fewer written-but-unacked messages (possible duplicates) than a whole prefetch.
+        for _ in range(TAKE_BATCH):
+            if not self._incoming:
+                break
             if not (self.mover.has_room() and self.keeper.has_room()):
                 break
             if self.opts.rate and self._rate_delay() > 0:
@@ -361,9 +375,9 @@ class Transfer:
             self.mover.publish(decision.exchange, decision.routing_key, decision.body if decision.body is not None
                                else body, decision.properties if decision.properties is not None else props, item)
         elif decision.action is Action.REMOVE:
-            assert self.opts.sink is not None, "REMOVE needs a sink"
-            self.opts.sink.write(decision.record or record)
-            item.copy = True
+            if self.opts.sink is not None:  # no sink: the caller discards on purpose (purge without --backup)
+                self.opts.sink.write(decision.record or record)
+                item.copy = True
             self._done(item, "removed")
         else:
             self._keep(item, decision.group)
@@ -435,12 +449,18 @@ class Transfer:
         self._held += 1
         self._count_stayed(item, why)
 
-    def _ack_ready(self) -> None:
-        """Ack settled messages from the front: one multiple-ack while nothing is held, else one by one."""
+    def _ack_ready(self) -> int:
+        """Ack settled messages from the front: one multiple-ack while nothing is held, else one by one.
+
+        The sink is flushed (and fsynced) first: a REMOVE'd message's record must be on disk before its
+        ack leaves, so a crash or a cut between the two leaves the message in the queue, never nowhere."""
+        if self.opts.sink is not None:
+            self.opts.sink.flush()  # a no-op when nothing was written since the last flush
+        budget = self._ack_budget()
         last = None
         count = 0
         acked_copies = 0
-        while self._items and self._items[0].state == _DONE:
+        while self._items and self._items[0].state == _DONE and count < budget:
             item = self._items.popleft()
             count += 1
             acked_copies += item.copy
@@ -449,14 +469,35 @@ class Transfer:
             last = item
         if self._held and self._items:
             # Settled messages behind a held one: ack them individually, never past the held tag.
-            for item in [i for i in self._items if i.state == _DONE]:
+            for item in [i for i in self._items if i.state == _DONE][:max(0, budget - count)]:
                 self._items.remove(item)
                 self.channel.impl.basic_ack(item.tag)
                 acked_copies += item.copy
+                count += 1
         elif last is not None:
             self.channel.impl.basic_ack(last.tag, multiple=True)
         self._acked_uncertain += acked_copies
         self._sync_acks()
+        return count
+
+    def _ack_budget(self) -> int:
+        """How many deliveries may be acked now without letting the broker send us more than we will read.
+
+        Every ack frees a prefetch slot, and the next message in the queue may be one we republished
+        (KEEP) or one that arrived after the snapshot: delivered to us, it would have to be given back,
+        which on a quorum queue is a delivery attempt (and, on 3.x without a limit, a move to the back).
+        So while consuming, keep at least `prefetch - still_to_read` deliveries unacked; once everything
+        wanted is read the consumer is cancelled first, and then all may be acked."""
+        if getattr(self, "consumer_tag", None) is None:
+            return len(self._items)
+        hold = self.prefetch - self._still_to_read()
+        return len(self._items) if hold <= 0 else max(0, len(self._items) - hold)
+
+    def _still_to_read(self) -> int:
+        left = self.result.snapshot - self._received
+        if self.opts.limit is not None and not self._kept_any:
+            left = min(left, self.opts.limit - self._selected)  # nothing kept yet: the limit may end the read
+        return max(0, left)
 
     def _sync_acks(self) -> None:
         if self._marker is not None or not self._acked_uncertain:
@@ -492,8 +533,9 @@ class Transfer:
         return bool(self.mover.outstanding or self.keeper.outstanding)
 
     def _cancel_consumer(self) -> None:
-        if getattr(self, "consumer_tag", None) and self.channel.is_open and not self._cancelled_by_broker:
-            self.channel.call("basic_cancel", self.consumer_tag)
+        tag, self.consumer_tag = getattr(self, "consumer_tag", None), None
+        if tag and self.channel.is_open and not self._cancelled_by_broker:
+            self.channel.call("basic_cancel", tag)
         self._stop_reading = True
         # Deliveries that arrived before the cancel-ok and were never decided go back untouched.
         while self._incoming:
@@ -556,25 +598,27 @@ class Transfer:
         self.opts.progress(Progress(self.result.snapshot, done, self.result.moved_total,
                                     time.monotonic() - started))
 
-    @contextmanager
-    def _sigint_as_stop(self) -> Iterator[None]:
-        """Ctrl-C sets a flag the loop checks, so pika is never interrupted half-way through a frame."""
-        if not self.opts.handle_sigint or threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = signal.getsignal(signal.SIGINT)
 
-        def handler(_sig: int, _frame: Any) -> None:
-            if self._stop.is_set():  # second Ctrl-C: give up waiting (unacked messages return anyway)
-                signal.signal(signal.SIGINT, previous)
-                raise KeyboardInterrupt
-            self._stop.set()
+@contextmanager
+def sigint_as_stop(stop: threading.Event, enabled: bool = True) -> Iterator[None]:
+    """Ctrl-C sets `stop`, which the caller's loop checks, so pika is never interrupted half-way through
+    a frame. A second Ctrl-C gives up waiting (KeyboardInterrupt; unacked messages return anyway)."""
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
 
-        signal.signal(signal.SIGINT, handler)
-        try:
-            yield
-        finally:
+    def handler(_sig: int, _frame: Any) -> None:
+        if stop.is_set():
             signal.signal(signal.SIGINT, previous)
+            raise KeyboardInterrupt
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextmanager
@@ -594,7 +638,7 @@ def _fewer_gc_passes(young: int = 20_000) -> Iterator[None]:
         gc.set_threshold(*before)
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
     from dlxtool import secrets
 
     text = str(exc) or type(exc).__name__
@@ -665,5 +709,11 @@ def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]]
             pub.pump(0)
             yield from pub.take_settled()
         yield from pub.flush(timeout)
+    except Exception as exc:
+        # The connection died: what was in flight may or may not be at the broker. Report it as LOST
+        # (so the caller can count possible duplicates) before the error goes on.
+        pub.abandon(f"connection lost before the confirm ({describe_error(exc)})")
+        yield from pub.take_settled()
+        raise
     finally:
         pub.close()

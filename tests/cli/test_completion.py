@@ -38,3 +38,13 @@ def test_completion_scripts_for_each_shell(run) -> None:
     for shell, needle in (("bash", "complete -o"), ("zsh", "compdef"), ("fish", "complete --no-files")):
         result = run("completion", shell)
         assert result.exit_code == 0 and needle in result.stdout
+
+
+def test_replay_target_broker_and_to_queue_complete(cli_env, broker, qname, tmp_path) -> None:
+    (tmp_path / "c.toml").write_text('[brokers.prod-eu]\nurl = "amqp://h/"\n[brokers.prod-us]\nurl = "amqp://h/"\n')
+    env = {**cli_env, "DLXTOOL_CONFIG": str(tmp_path / "c.toml")}
+    assert complete("dlxtool replay q --target-broker prod-e", env) == ["prod-eu"]
+    with broker.channel() as ch:
+        ch.queue_declare(qname + "-parking")
+    env = {**cli_env, "DLXTOOL_URL": broker.url}
+    assert complete(f"dlxtool replay q --to {qname}-p", env) == [qname + "-parking"]

@@ -62,3 +62,31 @@ def test_debug_shows_traceback_but_no_password(run) -> None:
 @pytest.mark.parametrize("args", [["brokers", "nosuch"], ["brokers", "check", "--format", "yaml"]])
 def test_click_usage_errors_exit_2(run, args: list[str]) -> None:
     assert run(*args).exit_code == 2
+
+
+def test_management_url_credentials_are_masked_in_brokers_list(run, tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[brokers.a]\nurl = "amqp://h/"\nmanagement_url = "http://admin:MgmtS3cret@localhost:15672/"\n')
+    for fmt in ("json", "table"):
+        result = run("brokers", "list", "--config", str(cfg), "--format", fmt)
+        assert result.exit_code == 0
+        assert "MgmtS3cret" not in result.output and "admin:****@localhost" in result.output
+
+
+@pytest.mark.parametrize("password", ["pa/ss3cret", "pa#ss3cret", "pa?ss3cret", "p@ss3cret", "pa%ss3cret"])
+def test_url_passwords_with_special_characters_never_leak(run, password: str) -> None:
+    for extra in ([], ["--debug"]):
+        result = run(*extra, "brokers", "check", "--url", f"amqp://guest:{password}@localhost:1/", "--timeout", "1")
+        assert result.exit_code in (2, 3)
+        assert "ss3cret" not in result.output
+
+
+def test_typed_broker_beats_url_left_in_the_environment(run, tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[brokers.a]\nurl = "amqp://guest@127.0.0.1:1/"\npassword = "Env-Url-Pw-1"\n')
+    result = run("brokers", "check", "--config", str(cfg), "--broker", "a", "--format", "json", "--timeout", "1",
+                 env={"DLXTOOL_URL": "amqp://guest:guest@127.0.0.1:2/"})
+    assert ":1/" in result.stdout and ":2/" not in result.stdout
+    typed_url = run("brokers", "check", "--config", str(cfg), "--url", "amqp://guest:guest@127.0.0.1:3/",
+                    "--format", "json", "--timeout", "1", env={"DLXTOOL_BROKER": "a"})
+    assert ":3/" in typed_url.stdout

@@ -96,7 +96,7 @@ def test_quorum_with_limit_refuses_five_times_and_nothing_changes(run, broker, q
     assert delivery_counts(broker, qname) == [0] * len(BODIES)
 
 
-def test_quorum_with_limit_spend_attempts_keeps_order_and_stops_before_the_limit(run, broker, qname) -> None:
+def test_quorum_with_limit_spend_attempts_stops_at_the_first_message_left_without_a_spare(run, broker, qname) -> None:
     dlq = declare(broker, qname, **{"x-queue-type": "quorum", "x-delivery-limit": 3})
     publish_all(broker, qname)
     for expected_count in (0, 1):  # safely below the limit: allowed, one attempt each
@@ -105,17 +105,79 @@ def test_quorum_with_limit_spend_attempts_keeps_order_and_stops_before_the_limit
         records = [orjson.loads(line) for line in result.stdout.splitlines()]
         assert [r["headers"]["x-delivery-count"] for r in records] == [expected_count] * 4
         assert "used one delivery attempt of each of the" in result.stderr
-    # The head has used 2 of 3: the third peek takes it, sees that, and stops there (exit 6).
+    # The head has used 2 of 3: giving it back leaves it no attempt to spare. The third peek
+    # takes it, sees that, takes nothing more (no hidden reads) and refuses (exit 6).
     result = peek(run, broker, qname, "-n", "4", "--spend-attempts")
     assert result.exit_code == ExitStatus.REFUSED
     assert "position 0" in result.stderr and "used 2 of its 3" in result.stderr
+    assert "also took" not in result.stderr
+    assert "behind" in result.stderr  # given back alone, it went behind the rest of the returned block
     assert broker.queue_depth(dlq) == 0
-    assert "also took 5 more previously returned messages" in result.stderr
     remaining = broker.drain(qname)
-    assert [(b, {k: v for k, v in (p.headers or {}).items() if k != "x-delivery-count"})
-            for _m, p, b in remaining] == EXPECTED
     counts = [(p.headers or {}).get("x-delivery-count", 0) for _m, p, _b in remaining]
-    assert counts == [3, 3, 3, 3, 2, 1] + [0] * 4  # the returned block was read to its end
+    bodies = [b for _m, _p, b in remaining]
+    assert bodies == BODIES[1:5] + BODIES[:1] + BODIES[5:]
+    assert counts == [2, 2, 2, 1, 3] + [0] * 5  # one message at its limit, every other one has a spare
+
+
+def test_quorum_repeated_spend_attempts_peeks_refuse_and_touch_one_message_each(run, broker, qname) -> None:
+    """Reviewer's repro: limit 3, 5 messages, `peek -n 2 --spend-attempts` again and again."""
+    dlq = declare(broker, qname, **{"x-queue-type": "quorum", "x-delivery-limit": 3})
+    broker.publish(qname, [str(i).encode() for i in range(5)])
+    exits, dead = [], []
+    for _ in range(4):
+        result = peek(run, broker, qname, "-n", "2", "--spend-attempts")
+        exits.append(result.exit_code)
+        dead.append(broker.queue_depth(dlq))
+        if result.exit_code == ExitStatus.REFUSED:
+            assert "no attempt to spare" in result.stderr and "also took" not in result.stderr
+    assert exits == [0, 0, ExitStatus.REFUSED, ExitStatus.REFUSED]
+    assert dead == [0, 0, 0, 0]
+    counts = {b: (p.headers or {}).get("x-delivery-count", 0) for _m, p, b in broker.drain(qname)}
+    assert counts == {b"0": 3, b"1": 3, b"2": 1, b"3": 0, b"4": 0}
+
+
+def test_quorum_delivery_limit_of_one_is_refused_without_reading(run, broker, qname) -> None:
+    dlq = declare(broker, qname, **{"x-queue-type": "quorum", "x-delivery-limit": 1})
+    publish_all(broker, qname)
+    result = peek(run, broker, qname, "-n", "1", "--spend-attempts")
+    assert result.exit_code == ExitStatus.REFUSED
+    assert "delivery limit 1" in result.stderr and result.stdout == ""
+    assert broker.queue_depth(dlq) == 0
+    assert delivery_counts(broker, qname) == [0] * len(BODIES)
+
+
+def numbered(n: int) -> list[bytes]:
+    return [str(i).encode() for i in range(n)]
+
+
+def drained_bodies(broker, queue: str) -> list[bytes]:
+    return [body for _m, _p, body in broker.drain(queue)]
+
+
+def test_quorum_with_limit_peek_of_more_than_32_keeps_order(run, broker, qname) -> None:
+    """rabbit_fifo_client stashes returns past 32 in flight and sends them back in map order."""
+    declare(broker, qname, **{"x-queue-type": "quorum", "x-delivery-limit": 10})
+    broker.publish(qname, numbered(150))
+    result = peek(run, broker, qname, "-n", "100", "--spend-attempts")
+    assert result.exit_code == 0, result.stderr
+    assert [orjson.loads(line)["position"] for line in result.stdout.splitlines()] == list(range(100))
+    remaining = broker.drain(qname)
+    assert [b for _m, _p, b in remaining] == numbered(150)
+    assert [(p.headers or {}).get("x-delivery-count", 0) for _m, p, _b in remaining] == [1] * 100 + [0] * 50
+
+
+@pytest.mark.parametrize("count, order", [
+    ("200", numbered(120)),  # the whole queue read and given back: order kept
+    ("50", numbered(120)[50:] + numbered(120)[:50]),  # the 50 peeked go to the back, in their order
+])
+def test_quorum_without_limit_more_than_32_go_back_in_order(run, broker, qname, count, order) -> None:
+    declare(broker, qname, **{"x-queue-type": "quorum"})
+    broker.publish(qname, numbered(120))
+    result = peek(run, broker, qname, "-n", count, "--allow-reorder")
+    assert result.exit_code == 0, result.stderr
+    assert len(result.stdout.splitlines()) == min(int(count), 120)
+    assert drained_bodies(broker, qname) == order
 
 
 def test_quorum_with_limit_partial_peek_of_returned_block_keeps_order(run, broker, qname) -> None:
@@ -158,9 +220,13 @@ def test_stream_reads_from_offsets_without_get(run, broker, qname) -> None:
     publish_all(broker, qname)
     first = peek(run, broker, qname, "-n", "3", "--wait", "2")
     assert first.exit_code == 0, first.stderr
+    assert "0 ready" not in first.stderr and "length: not known" in first.stderr  # streams keep no count
     assert [orjson.loads(line)["headers"]["n"] for line in first.stdout.splitlines()] == [0, 1, 2]
     at = peek(run, broker, qname, "--offset", "7", "--wait", "2")
     assert [orjson.loads(line)["headers"]["n"] for line in at.stdout.splitlines()] == [7, 8, 9]
+    past = peek(run, broker, qname, "--offset", "100", "--wait", "0.5")
+    assert past.exit_code == 0 and past.stdout == ""
+    assert "no message at or after offset 100" in past.stderr  # not a silent empty read
     again = peek(run, broker, qname, "-n", "3", "--wait", "2")
     assert again.stdout == first.stdout  # reading a stream changes nothing
     refused = peek(run, broker, qname + "x", "--offset", "first")
@@ -222,3 +288,32 @@ def test_management_unreachable_stream_is_probed_and_read(run, broker, qname, tm
     result = run("peek", qname, "-b", "test", "-f", "jsonl", "-n", "2", "--wait", "2", env=env)
     assert result.exit_code == 0, result.stderr
     assert len(result.stdout.splitlines()) == 2
+
+
+def test_default_exchange_as_dead_letter_exchange_is_not_reported_as_dropped(run, broker, qname) -> None:
+    with broker.channel() as ch:
+        ch.queue_declare(qname + ".dlq")
+        ch.queue_declare(qname, durable=True, arguments={
+            "x-queue-type": "quorum", "x-delivery-limit": 3,
+            "x-dead-letter-exchange": "", "x-dead-letter-routing-key": qname + ".dlq"})
+    publish_all(broker, qname)
+    result = peek(run, broker, qname)
+    assert result.exit_code == ExitStatus.REFUSED
+    assert "dropped" not in result.stderr and "default exchange" in result.stderr
+
+
+def test_quorum_message_at_its_limit_is_the_only_one_taken_and_reported(run, broker, qname) -> None:
+    dlq = declare(broker, qname, **{"x-queue-type": "quorum", "x-delivery-limit": 2})
+    broker.publish(qname, numbered(3))
+    with broker.channel() as ch:  # a consumer rejects the head twice: it has no attempt left
+        for _ in range(2):
+            method, _p, _b = ch.basic_get(qname, auto_ack=False)
+            ch.basic_nack(method.delivery_tag, requeue=True)
+    result = peek(run, broker, qname, "-n", "3", "--spend-attempts")
+    assert result.exit_code == ExitStatus.PARTIAL
+    assert "position 0" in result.stderr and "dead-letter" in result.stderr
+    assert "could not confirm" not in result.stderr  # the give-back was seen through
+    assert len(result.stdout.splitlines()) == 1  # nothing read past it
+    assert broker.wait_depth(dlq, 1) == 1
+    assert [(b, (p.headers or {}).get("x-delivery-count", 0)) for _m, p, b in broker.drain(qname)] == \
+        [(b"1", 0), (b"2", 0)]

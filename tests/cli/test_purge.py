@@ -57,3 +57,17 @@ def test_streams_cannot_be_purged(run, broker, qname) -> None:
     result = run("purge", qname, "--url", broker.url, "--yes")
     assert result.exit_code == 6
     assert "stream" in result.stderr
+
+
+def test_exclusive_queue_of_another_connection_is_one_clear_line(run, broker, qname) -> None:
+    owner = pika.BlockingConnection(pika.ConnectionParameters(
+        broker.host, broker.amqp_port, broker.vhost, pika.PlainCredentials("guest", "guest")))
+    try:
+        owner.channel().queue_declare(qname, exclusive=True)
+        for args in (["purge", qname, "--dry-run"], ["peek", qname], ["dump", qname, "-n", "1"]):
+            result = run(*args, "--url", broker.url)
+            assert result.exit_code == 1, (args, result.stderr)
+            assert "exclusive to another connection" in result.stderr
+            assert "internal error" not in result.stderr
+    finally:
+        owner.close()

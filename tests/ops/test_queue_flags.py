@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from dlxtool.broker.management import default_delivery_limit
 from dlxtool.ops import queue_flags as qf
 
 
@@ -23,8 +24,8 @@ def api_row(name: str, *, type_: str = "classic", ready: int = 0, unacked: int =
 
 
 def flags_of(*rows: dict[str, Any], bindings: list[dict[str, Any]] | None = None,
-             limit: int | None = None) -> dict[str, dict[str, str]]:
-    parsed = [qf.row_from_api("b", r, default_delivery_limit=limit) for r in rows]
+             version: str | None = None) -> dict[str, dict[str, str]]:
+    parsed = [qf.row_from_api("b", r, broker_version=version) for r in rows]
     return {r.queue: r.flags for r in qf.flag_rows(parsed, bindings or [])}
 
 
@@ -134,11 +135,11 @@ def test_at_limit_from_redelivery_share_against_the_limit() -> None:
 
 def test_at_limit_uses_the_4x_default_limit_unless_unlimited() -> None:
     looping = {"deliver_get": 5.0, "redeliver": 5.0}
-    assert qf.default_delivery_limit("4.0.5") == 20 and qf.default_delivery_limit("3.10.8") is None
+    assert default_delivery_limit("4.0.5") == 20 and default_delivery_limit("3.10.8") is None
     flags = flags_of(api_row("q", type_="quorum", unacked=1, consumers=1, rates=looping),
                      api_row("off", type_="quorum", unacked=1, consumers=1, rates=looping,
                              args={"x-delivery-limit": -1}),
-                     limit=20)
+                     version="4.0.5")
     assert "every delivery is a redelivery" in flags["q"]["at-limit"]
     assert "at-limit" not in flags["off"]
 

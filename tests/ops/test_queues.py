@@ -59,8 +59,8 @@ class FakeClient:
             raise ConnectError("management API at http://dead:15672/ not reachable: refused")
         self.asked: dict[str, Any] = {}
 
-    def overview(self, columns: list[str] | None = None) -> dict[str, Any]:
-        return {"rabbitmq_version": "3.10.8"}
+    def version(self) -> str:
+        return "3.10.8"
 
     def queues(self, vhost: str | None, *, columns: list[str]) -> list[dict[str, Any]]:
         assert columns == QUEUE_COLUMNS and vhost == "v"

@@ -1,0 +1,111 @@
+"""CLI glue shared by the commands on the one-pass engine (replay, purge's reading modes, dump --remove,
+load): a progress bar on a terminal, and one mapping from a run's result to the exit status."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from dlxtool.cli.app import App, _isatty
+from dlxtool.errors import ConnectError, Interrupted, PartialError, UsageError
+
+
+class progress_bar:  # noqa: N801 - used like a function
+    """A click progress bar on stderr when it is a terminal; otherwise nothing (the context value is None).
+
+    Called with an engine `Progress` (total, done, elapsed)."""
+
+    def __init__(self, app: App, label: str) -> None:
+        self.app = app
+        self.label = label
+        self.bar: Any = None
+        self.shown = 0
+
+    def __enter__(self) -> progress_bar | None:
+        return self if _isatty(self.app.stderr) else None
+
+    def __call__(self, progress: Any) -> None:
+        if self.bar is None:
+            self.bar = click.progressbar(length=max(progress.total, 1), file=self.app.stderr, show_eta=True,
+                                         show_pos=True, label=self.label)
+            self.bar.__enter__()
+        rate = progress.done / progress.elapsed if progress.elapsed > 0 else 0
+        self.bar.label = f"{self.label} ({rate:,.0f}/s)"
+        self.bar.update(progress.done - self.shown)
+        self.shown = progress.done
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+def exit_for(result: Any, what: str, *, saved: str | None = None) -> None:
+    """Exit 3 when the connection was lost, 130 on Ctrl-C, 5 when messages were left for a reason other
+    than the selection. `result` is a dlxtool.ops.transfer.TransferResult; `saved` names the file that
+    holds the records written so far."""
+    dups = f"; {result.possible_duplicates} message(s) may now exist twice" if result.possible_duplicates else ""
+    kept = f"; records written so far are in {saved}" if saved else ""
+    if result.error:
+        raise ConnectError(f"{what} stopped: {result.error}; nothing was lost — unfinished messages are "
+                           f"still in {result.source}{kept}{dups}", hint="run the same command again to continue")
+    if result.interrupted:
+        raise Interrupted(f"{what} interrupted; the rest is still in {result.source}{kept}{dups}")
+    if result.left_total:
+        raise PartialError(f"{result.left_total} message(s) left in {result.source}: "
+                           + ", ".join(f"{why} ({n})" for why, n in sorted(result.left.items())))
+
+
+@contextmanager
+def record_file(app: App, path: str | None) -> Iterator[Any]:
+    """A RecordSink for --backup / dump --remove: FILE opened for APPENDING (it may already hold the
+    only copy of messages: never truncated), or stdout when it is redirected to a regular file."""
+    from dlxtool.ops.transfer import RecordSink
+
+    if path is None or path == "-":
+        out = app.stdout
+        stream = getattr(out, "buffer", out)
+        if not _regular_file(stream):
+            raise UsageError("records of removed messages need a file: stdout is a terminal or a pipe, whose "
+                             "reader may drop them (| head) after their messages are acked away",
+                             hint="give -o FILE (or redirect stdout to a file: > FILE)")
+        yield RecordSink(stream)
+        return
+    try:
+        size = os.path.getsize(path) if os.path.exists(path) else 0
+        stream = open(path, "ab")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    if size:
+        app.info(f"{path} already holds {size} bytes: appending to it")
+    try:
+        yield RecordSink(stream)
+    finally:
+        stream.close()
+
+
+def _regular_file(stream: Any) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def result_rows(result: Any, *, moved: str, kept: str, removed: tuple[str, str] | None = None) -> list[list[Any]]:
+    """Table rows of a TransferResult: moved per target, removed, kept per reason, LEFT, not reached."""
+    rows: list[list[Any]] = [[moved, q, n] for q, n in sorted(result.moved.items())]
+    if removed is not None and result.removed:
+        rows.append([removed[0], removed[1], result.removed])
+    rows += [[kept, why, n] for why, n in sorted(result.kept.items())]
+    rows += [["LEFT", why, n] for why, n in sorted(result.left.items())]
+    if result.unprocessed:
+        rows.append(["not reached", "", result.unprocessed])
+    return rows
+
+
+def duplicates_note(result: Any) -> str:
+    return f"; {result.possible_duplicates} possible duplicate(s)" if result.possible_duplicates else ""

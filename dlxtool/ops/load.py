@@ -1,0 +1,181 @@
+"""Load: publish message records (dump, purge --backup, replay --save files) back to a broker.
+
+Each record goes to its own queue (the record's `queue`) or to `to_queue`, on the default exchange
+(routing key = the queue name, so no exchange fans it out), mandatory and with publisher confirms,
+through the engine's pipelined publisher (dlxtool.ops.transfer.publish_records). A record is counted
+as loaded only on a clean confirm; returned (no such queue), nacked (queue full) and lost (the
+connection died before the answer — maybe published) records are reported and can be written to a
+"failed" file to load again.
+
+The file is read twice: once to check every record (a bad line stops the load before anything is
+published, naming FILE:LINE) and count them per queue, once to publish. A last line cut short (a
+backup interrupted mid-write) is reported and skipped: its message was never acked away.
+
+What a record cannot carry back: the original exchange and routing key (the delivery now shows ""
+and the queue name), `redelivered`, and the queue position (records are published in file order).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from dlxtool.errors import UsageError
+from dlxtool.ops.transfer import Progress, Sink, publish_records, sigint_as_stop
+from dlxtool.record import MessageRecord, TornRecord, iter_records
+
+Opener = Callable[[], IO[bytes]]
+
+
+@dataclass
+class LoadSettings:
+    name: str                           # the file's name, for messages and the provenance header
+    to_queue: str | None = None
+    reset_history: bool = False         # replay's count reset (dlxtool.ops.replay.replay_headers)
+    reset_names: tuple[str, ...] = ()   # extra retry headers to remove with reset_history
+    window: int = 1000
+
+
+@dataclass
+class LoadPlan:
+    records: int = 0
+    targets: Counter[str] = field(default_factory=Counter)   # queue -> records
+    torn: str | None = None                                   # the cut-short last line, if any
+
+    def to_json(self) -> dict[str, Any]:
+        return {"records": self.records, "targets": dict(self.targets), "torn_last_line": self.torn}
+
+
+@dataclass
+class LoadResult:
+    file: str
+    records: int
+    published: Counter[str] = field(default_factory=Counter)  # queue -> confirmed
+    failed: Counter[str] = field(default_factory=Counter)     # "queue: why" -> records
+    lost: int = 0              # no answer before the connection ended: maybe published (possible duplicates)
+    not_sent: int = 0          # never published (stopped by an error or Ctrl-C)
+    interrupted: bool = False
+    error: str | None = None
+    elapsed: float = 0.0
+
+    @property
+    def published_total(self) -> int:
+        return sum(self.published.values())
+
+    @property
+    def failed_total(self) -> int:
+        return sum(self.failed.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file, "records": self.records, "published": dict(self.published),
+            "published_total": self.published_total, "failed": dict(self.failed),
+            "failed_total": self.failed_total, "possible_duplicates": self.lost, "not_sent": self.not_sent,
+            "interrupted": self.interrupted, "error": self.error, "elapsed_s": round(self.elapsed, 3),
+        }
+
+
+def _records(stream: IO[bytes], name: str) -> Iterator[tuple[str, MessageRecord]]:
+    """iter_records without the torn last line (scan() reports it)."""
+    try:
+        yield from iter_records(stream, name)
+    except TornRecord:
+        return
+
+
+def scan(open_stream: Opener, settings: LoadSettings) -> LoadPlan:
+    """Check every record (UsageError naming FILE:LINE) and count them per target queue."""
+    out = LoadPlan()
+    with open_stream() as stream:
+        try:
+            for where, record in iter_records(stream, settings.name):
+                out.targets[_target(record, settings, where)] += 1
+                out.records += 1
+        except TornRecord as exc:
+            out.torn = exc.message
+    return out
+
+
+def _target(record: MessageRecord, settings: LoadSettings, where: str) -> str:
+    target = settings.to_queue or record.queue
+    if not target:
+        raise UsageError(f"{where}: the record names no queue", hint="give --to QUEUE")
+    return target
+
+
+def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int = 0,
+         progress: Callable[[Progress], None] | None = None, failed: Sink | None = None,
+         timeout: float = 30.0, handle_sigint: bool = True) -> LoadResult:
+    """Publish the records; each failed (returned/nacked/lost/not sent) record goes to `failed` if given."""
+    from dlxtool.ops.transfer import describe_error
+
+    result = LoadResult(settings.name, total)
+    stop = threading.Event()
+    started = time.monotonic()
+    inflight: dict[int, MessageRecord] = {}  # yielded to the publisher, not settled yet
+    last_report = 0.0
+
+    def report(final: bool = False) -> None:
+        nonlocal last_report
+        now = time.monotonic()
+        if progress is not None and (final or now - last_report >= 0.2):
+            last_report = now
+            done = result.published_total + result.failed_total
+            progress(Progress(total, done, result.published_total, now - started))
+
+    with open_stream() as stream, sigint_as_stop(stop, handle_sigint):
+        records = _records(stream, settings.name)
+
+        def items() -> Iterator[tuple[str, str, bytes, Any, Any]]:
+            for where, record in records:
+                if stop.is_set():
+                    return
+                target = _target(record, settings, where)
+                inflight[id(record)] = record
+                yield "", target, record.body, record.pika_properties(_headers(record, settings)), (target, record)
+
+        try:
+            for (target, record), outcome, detail in publish_records(conn, items(), window=settings.window,
+                                                                      timeout=timeout):
+                del inflight[id(record)]
+                _count(result, target, outcome, detail, record, failed)
+                report()
+        except Exception as exc:  # noqa: BLE001 - connection lost: report what was and was not published
+            result.error = describe_error(exc)
+        result.interrupted = stop.is_set() and result.error is None
+        # Never published: the one the error hit on its way out, and the rest of the file.
+        for record in [*inflight.values(), *(r for _w, r in records)]:
+            result.not_sent += 1
+            if failed is not None:
+                failed.write(record)
+    if failed is not None:
+        failed.flush()
+    result.elapsed = time.monotonic() - started
+    report(final=True)
+    return result
+
+
+def _headers(record: MessageRecord, settings: LoadSettings) -> dict[str, Any]:
+    if not settings.reset_history:
+        return record.headers
+    from dlxtool.ops.replay import replay_headers
+
+    return replay_headers(record, source=f"file {settings.name}", reset_names=settings.reset_names)
+
+
+def _count(result: LoadResult, target: str, outcome: Any, detail: str | None, record: MessageRecord,
+           failed: Sink | None) -> None:
+    from dlxtool.broker.publisher import Outcome
+
+    if outcome is Outcome.CONFIRMED:
+        result.published[target] += 1
+        return
+    if outcome is Outcome.LOST:
+        result.lost += 1
+    result.failed[f"{target}: {outcome.value} — {detail}"] += 1
+    if failed is not None:
+        failed.write(record)

@@ -1,0 +1,74 @@
+"""scripts/demo plays the whole incident, unattended, in a vhost of its own (so it cannot rot)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.demo
+def test_demo_plays_the_incident_and_leaves_nothing_behind(broker, tmp_path: Path) -> None:
+    vhost = broker.vhost + "-demo"
+    demo_dir, transcript = tmp_path / "demo", tmp_path / "transcript"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DLXTOOL_")}
+    env.update(DLXTOOL_DEMO_VHOST=vhost, DLXTOOL_DEMO_DIR=str(demo_dir), DLXTOOL_DEMO_TRANSCRIPT=str(transcript),
+               DLXTOOL_BROKER_PORT=str(broker.amqp_port), DLXTOOL_BROKER_HTTP_PORT=str(broker.http_port),
+               HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"))
+    if (ROOT / ".venv" / "bin" / "dlxtool").exists():
+        env["DLXTOOL_DEMO_NO_INSTALL"] = "1"  # the suite runs in that venv already
+    try:
+        proc = subprocess.run([str(ROOT / "scripts" / "demo")], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        step = {p.stem.split("-", 1)[1]: p.read_text() for p in transcript.glob("*.txt")}
+
+        assert _row(step["queues"], "orders.work").endswith("clogged")
+        assert _row(step["queues"], "orders.dlq").endswith("dlq")
+        assert "shop.orders.v1.PaymentFailed {" in step["peek"]  # decoded body
+        assert "expired×2 from orders.retry.wait" in step["peek"]
+        summary = _row(step["history"], "orders.work").split()
+        assert summary[:3] == ["orders.work", "rejected", "shop.orders.v1.PaymentFailed"]
+        assert step["decode"].count("shop.orders.v1.PaymentFailed") == 3
+        planned = int(_row(step["replay-dry-run"], "replay to").split()[3])
+        replayed = int(_row(step["replay"], "replayed").split()[2])
+        assert replayed >= planned >= int(summary[3])
+        log = (demo_dir / "fulfilment.log").read_text()
+        assert log.count("(replayed by dlxtool)") == replayed
+
+        backup = [json.loads(line) for line in (demo_dir / "orders-dlq-backup.jsonl").read_text().splitlines()]
+        assert sorted(r["properties"]["type"] for r in backup) == [
+            "shop.orders.v1.OrderPlaced", "shop.orders.v1.PaymentCaptured"]  # the two bodies cut in half
+        assert _depths(broker, vhost) == {"orders.dlq": 0, "orders.work": 0, "orders.retry.wait": 0}
+        assert "Clean up:" in proc.stdout and f"/api/vhosts/{vhost}" in proc.stdout
+    finally:
+        broker.mgmt.request("DELETE", f"vhosts/{quote(vhost, safe='')}")
+
+
+def _row(output: str, cell: str) -> str:
+    """The first table row with this cell, from that cell on (`dlxtool queues` starts with the vhost)."""
+    for line in output.splitlines():
+        m = re.search(rf"(?:^|\s){re.escape(cell)}\s", line)
+        if m:
+            return line[m.start():].strip()
+    raise AssertionError(f"no row with {cell!r} in:\n{output}")
+
+
+def _depths(broker, vhost: str) -> dict[str, int]:
+    import pika
+
+    conn = pika.BlockingConnection(pika.ConnectionParameters(
+        broker.host, broker.amqp_port, vhost, pika.PlainCredentials("guest", "guest")))
+    try:
+        ch = conn.channel()
+        return {q: ch.queue_declare(q, passive=True).method.message_count
+                for q in ("orders.dlq", "orders.work", "orders.retry.wait")}
+    finally:
+        conn.close()
