@@ -34,7 +34,7 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
     """Write QUEUE's messages as message records (JSON Lines), without removing them.
 
     Same reading as `peek`, with the same safety rules (below): the messages
-    are held unacked until the dump ends and then given back with one nack,
+    are held unacked until the dump ends and then given back in place,
     so a dump bigger than --max-unacked (config dump_unacked_limit) is
     refused; stderr says how much the dump holds. `load` publishes a dump
     back; `history --from` explains it.

@@ -22,15 +22,18 @@ F = Callable[..., Any]
 
 SAFETY_HELP = """\b
 What a peek does to the queue (it takes messages and gives them back):
-  classic  basic.get without ack, then one nack(requeue): same messages, same
-           order; only their `redelivered` flag is set. Message k can only be
-           reached while 1..k-1 are held unacked, so more than --max-unacked
-           (config dump_unacked_limit, default 10000) is refused (exit 6).
+  classic  basic.get without ack, then all are given back at once (the
+           channel closes): same messages, same order; only their
+           `redelivered` flag is set. Message k can only be reached while
+           1..k-1 are held unacked, so more than --max-unacked (config
+           dump_unacked_limit, default 10000) is refused (exit 6).
   quorum   with a delivery limit every give-back uses one delivery attempt:
-           refused unless --spend-attempts; the read then stops at the first
-           message it brings to the limit. Without a limit (RabbitMQ 3.x) given-
-           back messages go to the back: refused unless --allow-reorder.
-           If the management API is down the limit is unknown: refused.
+           refused unless --spend-attempts; the read then stops before any
+           message would be left without a spare attempt (a limit of 1 is
+           always refused). Given back 32 at a time so the order holds.
+           Without a limit (RabbitMQ 3.x) given-back messages go to the
+           back: refused unless --allow-reorder. If the management API is
+           down the limit is unknown: refused.
   stream   read with a consumer from --offset; nothing is held or changed.
 """
 
