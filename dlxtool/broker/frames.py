@@ -146,50 +146,32 @@ def encode_table(table: dict[Any, Any] | None) -> bytes:
     return _I.pack(len(joined)) + joined
 
 
+# BasicProperties in AMQP order: (attribute, flag bit, how it is written: short string, table, octet, 64-bit)
+_LAYOUT = (("content_type", 0x8000, "s"), ("content_encoding", 0x4000, "s"), ("headers", 0x2000, "F"),
+           ("delivery_mode", 0x1000, "B"), ("priority", 0x0800, "B"), ("correlation_id", 0x0400, "s"),
+           ("reply_to", 0x0200, "s"), ("expiration", 0x0100, "s"), ("message_id", 0x0080, "s"),
+           ("timestamp", 0x0040, "Q"), ("type", 0x0020, "s"), ("user_id", 0x0010, "s"), ("app_id", 0x0008, "s"),
+           ("cluster_id", 0x0004, "s"))
+
+
 def _properties_fast(p: Any) -> bytes:
     flags = 0
     out: list[bytes] = []
     d = p.__dict__
-    v = d["content_type"]
-    if v is not None:
-        flags |= 0x8000
-        out.append(_short(_string(v)))
-    v = d["content_encoding"]
-    if v is not None:
-        flags |= 0x4000
-        out.append(_short(_string(v)))
-    v = d["headers"]
-    if v is not None:
-        flags |= 0x2000
-        out.append(encode_table(v))
-    v = d["delivery_mode"]
-    if v is not None:
-        flags |= 0x1000
-        out.append(_B.pack(v))
-    v = d["priority"]
-    if v is not None:
-        flags |= 0x0800
-        out.append(_B.pack(v))
-    for name, bit in _SHORT_PROPS_1:
+    for name, bit, how in _LAYOUT:
         v = d[name]
-        if v is not None:
-            flags |= bit
+        if v is None:
+            continue
+        flags |= bit
+        if how == "s":
             out.append(_short(_string(v)))
-    v = d["timestamp"]
-    if v is not None:
-        flags |= 0x0040
-        out.append(_Q.pack(v))
-    for name, bit in _SHORT_PROPS_2:
-        v = d[name]
-        if v is not None:
-            flags |= bit
-            out.append(_short(_string(v)))
+        elif how == "F":
+            out.append(encode_table(v))
+        elif how == "B":
+            out.append(_B.pack(v))
+        else:
+            out.append(_Q.pack(v))
     return _H.pack(flags) + b"".join(out)
-
-
-_SHORT_PROPS_1 = (("correlation_id", 0x0400), ("reply_to", 0x0200), ("expiration", 0x0100),
-                  ("message_id", 0x0080))
-_SHORT_PROPS_2 = (("type", 0x0020), ("user_id", 0x0010), ("app_id", 0x0008), ("cluster_id", 0x0004))
 
 
 class _NotFast(Exception):
@@ -229,14 +211,17 @@ def publish_frames(channel_number: int, exchange: str, routing_key: str, body: b
 # -- decoding ---------------------------------------------------------------------------------------
 
 
-def _dshort(buf: bytes, o: int) -> tuple[Any, int]:
-    n = buf[o]
-    o += 1
-    raw = buf[o:o + n]
+def _utf8(raw: bytes) -> Any:
+    """str if the bytes are UTF-8, else the bytes (pika's rule for short and long strings)."""
     try:
-        return raw.decode("utf8"), o + n
+        return raw.decode("utf8")
     except UnicodeDecodeError:
-        return raw, o + n
+        return raw
+
+
+def _dshort(buf: bytes, o: int) -> tuple[Any, int]:
+    end = o + 1 + buf[o]
+    return _utf8(buf[o + 1:end]), end
 
 
 _unpack_I = _I.unpack_from
@@ -252,13 +237,8 @@ def _dvalue(buf: bytes, o: int) -> tuple[Any, int]:
     kind = buf[o]
     o += 1
     if kind == 83:  # S long string: str if UTF-8, else bytes
-        n = _unpack_I(buf, o)[0]
-        o += 4
-        raw = buf[o:o + n]
-        try:
-            return raw.decode("utf8"), o + n
-        except UnicodeDecodeError:
-            return raw, o + n
+        end = o + 4 + _unpack_I(buf, o)[0]
+        return _utf8(buf[o + 4:end]), end
     if kind == 108 or kind == 76:  # l / L: signed 64-bit, pika's `long` marker type
         return long(_unpack_q(buf, o)[0]), o + 8
     if kind == 84:  # T timestamp (datetimes are immutable: equal seconds can share one)
@@ -337,9 +317,7 @@ def decode_table(buf: bytes, o: int) -> tuple[dict[Any, Any], int]:
     return result, o
 
 
-_PROPS_NONE = dict.fromkeys(("content_type", "content_encoding", "headers", "delivery_mode", "priority",
-                             "correlation_id", "reply_to", "expiration", "message_id", "timestamp", "type",
-                             "user_id", "app_id", "cluster_id"))
+_PROPS_NONE = dict.fromkeys(name for name, _bit, _how in _LAYOUT)
 
 
 def _decode_properties_fast(buf: bytes, o: int) -> Any:
@@ -348,37 +326,19 @@ def _decode_properties_fast(buf: bytes, o: int) -> Any:
     if flags & 1:
         raise _NotFast  # a second flag word: only pika knows what to do with it
     values = dict(_PROPS_NONE)
-    if flags & 0x8000:
-        values["content_type"], o = _dshort(buf, o)
-    if flags & 0x4000:
-        values["content_encoding"], o = _dshort(buf, o)
-    if flags & 0x2000:
-        values["headers"], o = decode_table(buf, o)
-    if flags & 0x1000:
-        values["delivery_mode"] = buf[o]
-        o += 1
-    if flags & 0x0800:
-        values["priority"] = buf[o]
-        o += 1
-    if flags & 0x0400:
-        values["correlation_id"], o = _dshort(buf, o)
-    if flags & 0x0200:
-        values["reply_to"], o = _dshort(buf, o)
-    if flags & 0x0100:
-        values["expiration"], o = _dshort(buf, o)
-    if flags & 0x0080:
-        values["message_id"], o = _dshort(buf, o)
-    if flags & 0x0040:
-        values["timestamp"] = _unpack_Q(buf, o)[0]
-        o += 8
-    if flags & 0x0020:
-        values["type"], o = _dshort(buf, o)
-    if flags & 0x0010:
-        values["user_id"], o = _dshort(buf, o)
-    if flags & 0x0008:
-        values["app_id"], o = _dshort(buf, o)
-    if flags & 0x0004:
-        values["cluster_id"], o = _dshort(buf, o)
+    for name, bit, how in _LAYOUT:
+        if not flags & bit:
+            continue
+        if how == "s":
+            values[name], o = _dshort(buf, o)
+        elif how == "F":
+            values[name], o = decode_table(buf, o)
+        elif how == "B":
+            values[name] = buf[o]
+            o += 1
+        else:
+            values[name] = _unpack_Q(buf, o)[0]
+            o += 8
     props = _BP.__new__(_BP)
     props.__dict__ = values
     return props
