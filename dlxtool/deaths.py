@@ -8,6 +8,7 @@ it can.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -69,15 +70,19 @@ class DeathHistory:
         return sum(d.count for d in self.deaths)
 
 
+_COMPANIONS = tuple((f"{prefix}{key}", which, key) for prefix, which in (("x-first-death-", "first"),
+                                                                     ("x-last-death-", "last"))
+                    for key in ("queue", "reason", "exchange"))
+
+
 def parse_history(headers: Mapping[str, Any] | None) -> DeathHistory:
     headers = headers or {}
     deaths, warnings = _parse_x_death(headers.get("x-death"))
     history = DeathHistory(deaths=deaths, warnings=warnings)
-    for prefix, target in (("x-first-death-", history.first), ("x-last-death-", history.last)):
-        for key in ("queue", "reason", "exchange"):
-            value = headers.get(prefix + key)
-            if value is not None:
-                target[key] = _text(value)
+    for name, which, key in _COMPANIONS:
+        value = headers.get(name)
+        if value is not None:
+            getattr(history, which)[key] = value if type(value) is str else _text(value)
     return history
 
 
@@ -88,6 +93,8 @@ def parse_deaths(headers: Mapping[str, Any] | None) -> list[Death]:
 def _parse_x_death(raw: Any) -> tuple[list[Death], list[str]]:
     if raw is None:
         return [], []
+    if type(raw) is list and all(type(e) is dict and "queue" in e and "reason" in e and "count" in e for e in raw):
+        return [_death(entry) for entry in raw], []  # the broker's shape, no warnings to collect
     if isinstance(raw, Mapping):  # a single table instead of an array of tables
         return [_death(raw)], ["x-death is a table, not an array; read it as one entry"]
     if not isinstance(raw, list | tuple):
@@ -97,31 +104,38 @@ def _parse_x_death(raw: Any) -> tuple[list[Death], list[str]]:
         if not isinstance(entry, Mapping):
             warnings.append(f"x-death[{i}] is a {type(entry).__name__}, not a table; skipped")
             continue
-        missing = [k for k in ("queue", "reason", "count") if k not in entry]
-        if missing:
+        if "queue" not in entry or "reason" not in entry or "count" not in entry:
+            missing = [k for k in ("queue", "reason", "count") if k not in entry]
             warnings.append(f"x-death[{i}] lacks {', '.join(missing)}")
         deaths.append(_death(entry))
     return deaths, warnings
 
 
 def _death(entry: Mapping[str, Any]) -> Death:
-    keys = entry.get("routing-keys")
+    # Called for every dead letter replay moves: the common shapes (str, int, datetime) take no detour.
+    get = entry.get
+    keys = get("routing-keys")
     if isinstance(keys, list | tuple):
-        routing_keys = tuple(_text(k) for k in keys)
+        routing_keys = tuple([k if type(k) is str else _text(k) for k in keys])
     elif keys is None:
         routing_keys = ()
     else:
         routing_keys = (_text(keys),)
-    exp = entry.get("original-expiration")
+    exp = get("original-expiration")
+    queue, reason, exchange, count, when = (get("queue"), get("reason"), get("exchange"), get("count"),
+                                            get("time"))
     return Death(
-        queue=_opt_text(entry.get("queue")),
-        reason=_opt_text(entry.get("reason")),
-        count=_count(entry.get("count")),
-        exchange=_opt_text(entry.get("exchange")),
+        queue=queue if type(queue) is str else _opt_text(queue),
+        reason=reason if type(reason) is str else _opt_text(reason),
+        count=count if type(count) is int else _count(count),
+        exchange=exchange if type(exchange) is str else _opt_text(exchange),
         routing_keys=routing_keys,
-        time=_time(entry.get("time")),
+        time=when if type(when) is datetime and when.tzinfo is not None else _time(when),
         original_expiration=None if exp is None else _text(exp),
     )
+
+
+_FAILED_IN = {reason: f"most recent {reason} death" for reason in FAILURE_REASONS}
 
 
 def find_origin(headers: Mapping[str, Any] | None, history: DeathHistory | None = None) -> Origin:
@@ -129,7 +143,7 @@ def find_origin(headers: Mapping[str, Any] | None, history: DeathHistory | None 
     history = history or parse_history(headers)
     for death in history.deaths:  # most recent first
         if death.reason in FAILURE_REASONS and death.queue:
-            return Origin(death.queue, f"most recent {death.reason} death")
+            return Origin(death.queue, _FAILED_IN[death.reason])
     if history.first.get("queue"):
         return Origin(history.first["queue"], "x-first-death-queue")
     if history.deaths and history.deaths[-1].queue:
@@ -219,11 +233,16 @@ def reset_history(
     headers: Mapping[str, Any] | None, extra: Iterable[str] = ()
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Headers with the death history and retry counters removed, and what was removed."""
-    names = {*HISTORY_HEADERS, *DEFAULT_RETRY_HEADERS, *extra}
+    names = _reset_names(extra) if isinstance(extra, tuple) else {*HISTORY_HEADERS, *DEFAULT_RETRY_HEADERS, *extra}
     kept, removed = {}, {}
     for key, value in (headers or {}).items():
         (removed if key in names else kept)[key] = value
     return kept, removed
+
+
+@functools.lru_cache(maxsize=32)
+def _reset_names(extra: tuple[str, ...]) -> frozenset[str]:
+    return frozenset((*HISTORY_HEADERS, *DEFAULT_RETRY_HEADERS, *extra))
 
 
 def iso(value: datetime | None) -> str | None:

@@ -13,6 +13,8 @@ I/O with `connection.process_data_events(time_limit)`, which raises when the con
 
 from __future__ import annotations
 
+import contextlib
+import select
 import time
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +38,21 @@ def coalesce_output(connection: Any) -> None:
         joined = b"".join(buffers)
         buffers.clear()
         buffers.append(joined)
+
+
+def wait_readable(connections: tuple[Any, ...], timeout: float) -> None:
+    """Sleep until a connection has input (or can take output it still holds), at most `timeout` s."""
+    readers, writers = [], []
+    for conn in connections:
+        transport = getattr(conn._impl, "_transport", None)  # noqa: SLF001
+        sock = getattr(transport, "_sock", None)
+        if sock is None or getattr(sock, "pending", lambda: 0)():  # no socket, or TLS bytes already decrypted
+            return
+        readers.append(sock)
+        if getattr(transport, "_tx_buffers", None):
+            writers.append(sock)
+    with contextlib.suppress(OSError, ValueError):  # a closed socket: process_data_events will say so
+        select.select(readers, writers, [], timeout)
 
 
 class ChannelClosed(DlxtoolError):
@@ -64,10 +81,22 @@ class AsyncChannel:
     def is_open(self) -> bool:
         return self.closed_reason is None and self.impl.is_open
 
-    def pump(self, wait: float = 0.0) -> None:
-        """Process pending I/O (and wait up to `wait` seconds for some); raise if the channel died."""
-        coalesce_output(self.connection)
-        self.connection.process_data_events(time_limit=wait)
+    def pump(self, wait: float = 0.0, *others: Any) -> None:
+        """Process pending I/O (and wait up to `wait` seconds for some); raise if the channel died.
+
+        `others`: more BlockingConnections whose input should end the wait too (e.g. a publisher's)."""
+        connections = (self.connection, *others)
+        if wait > 0:
+            # process_data_events(time_limit) always sleeps the whole time_limit on these channels (its
+            # early exit watches BlockingChannels only). Send what is pending, sleep only until input
+            # arrives, then process it: the pipeline does not stall for `wait` after every idle moment.
+            for conn in connections:
+                coalesce_output(conn)
+                conn.process_data_events(time_limit=0)
+            wait_readable(connections, wait)
+        for conn in connections:
+            coalesce_output(conn)
+            conn.process_data_events(time_limit=0)
         self.check()
 
     def check(self) -> None:

@@ -31,11 +31,9 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import itertools
 import time
 from collections import deque
 from collections.abc import Hashable
-from dataclasses import dataclass
 from typing import Any
 
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
@@ -48,12 +46,14 @@ class Outcome(enum.Enum):
     LOST = "lost"
 
 
-@dataclass
 class _Pending:
-    token: Any
-    key: tuple[str, str, bytes]
-    headers: Any
-    returned: str | None = None
+    __slots__ = ("token", "key", "headers", "returned")
+
+    def __init__(self, token: Any, key: tuple[str, str, bytes], headers: Any) -> None:
+        self.token = token
+        self.key = key
+        self.headers = headers
+        self.returned: str | None = None
 
 
 Settled = tuple[Any, Outcome, str | None]  # (token, outcome, detail)
@@ -65,9 +65,12 @@ class Publisher:
         self.window = max(1, window)
         self._seq = 0
         self._pending: dict[int, _Pending] = {}
-        self._by_key: dict[tuple[str, str, bytes], deque[int]] = {}
+        self._by_key: dict[tuple[str, str, bytes], list[int]] = {}  # unsettled seqs per message, publish order
         self._settled: deque[Settled] = deque()
         self.published = 0
+        from dlxtool.broker.frames import send_publish
+
+        self._send = send_publish  # pika's basic_publish, with the frames encoded by dlxtool.broker.frames
         self.channel.impl.add_on_return_callback(self._on_return)
         self._select_confirms()
 
@@ -75,6 +78,9 @@ class Publisher:
         box: list[Any] = []
         self.channel.impl.confirm_delivery(ack_nack_callback=self._on_ack_nack, callback=box.append)
         self.channel.wait_for(lambda: bool(box), "confirm.select")
+        from dlxtool.broker.frames import fast_confirms
+
+        fast_confirms(self.channel.connection, self.channel.impl, self._on_ack_nack)
 
     # -- API --------------------------------------------------------------------------------------
 
@@ -88,11 +94,15 @@ class Publisher:
     def publish(self, exchange: str, routing_key: str, body: bytes, properties: Any, token: Hashable | Any) -> None:
         """Send one message (mandatory, confirmed); its outcome comes back later via take_settled()."""
         self.channel.check()
-        self.channel.impl.basic_publish(exchange, routing_key, body, properties, mandatory=True)
+        self._send(self.channel.connection, self.channel.impl, exchange, routing_key, body, properties, mandatory=True)
         self._seq += 1
         key = (exchange, routing_key, body)
         self._pending[self._seq] = _Pending(token, key, getattr(properties, "headers", None))
-        self._by_key.setdefault(key, deque()).append(self._seq)
+        seqs = self._by_key.get(key)
+        if seqs is None:
+            self._by_key[key] = [self._seq]
+        else:
+            seqs.append(self._seq)
         self.published += 1
 
     def pump(self, wait: float = 0.0) -> None:
@@ -145,7 +155,11 @@ class Publisher:
         nack = type(method).__name__ == "Nack"
         tag = method.delivery_tag
         if method.multiple:  # dict order is publish order: the settled ones are at the front
-            seqs = list(itertools.takewhile(lambda s: s <= tag, self._pending))
+            seqs = []
+            for seq in self._pending:
+                if seq > tag:
+                    break
+                seqs.append(seq)
         else:
             seqs = [tag] if tag in self._pending else []
         for seq in seqs:
@@ -161,8 +175,10 @@ class Publisher:
         pending = self._pending.pop(seq)
         seqs = self._by_key.get(pending.key)
         if seqs is not None:
-            with contextlib.suppress(ValueError):
-                seqs.remove(seq)
-            if not seqs:
-                del self._by_key[pending.key]
+            if len(seqs) == 1:
+                if seqs[0] == seq:
+                    del self._by_key[pending.key]
+            else:
+                with contextlib.suppress(ValueError):
+                    seqs.remove(seq)
         self._settled.append((pending.token, outcome, detail))

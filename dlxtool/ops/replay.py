@@ -19,6 +19,7 @@ and would keep counting; the reset is the point), and a compact provenance heade
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -88,10 +89,17 @@ class ReplayDecider:
         self._filters = settings.selection.describe()
         self._filters_text = "; ".join(f"{k}={v}" for k, v in self._filters.items())
         self._reset_names = tuple(settings.reset_headers)
+        self._stamp_second = -1
+        self._stamp_value = datetime.now(UTC)
+        # Selection is frozen: with no criteria every record matches, so skip building the checks each time.
+        self._selects = bool(settings.selection._checks())  # noqa: SLF001
+        from pika import BasicProperties
+
+        self._properties = BasicProperties
 
     def __call__(self, record: MessageRecord) -> Decision:
         s = self.s
-        if not s.selection.matches(record):
+        if self._selects and not s.selection.matches(record):
             return Decision.keep()
         count = replay_count(record.headers)
         if s.max_replays is not None and count >= s.max_replays:
@@ -103,7 +111,7 @@ class ReplayDecider:
             return Decision.leave(NO_ORIGIN)
         headers = replay_headers(record, source=s.source, history=history, origin=origin,
                                  reset_names=self._reset_names, keep_history=s.keep_history,
-                                 filters=self._filters_text or None, now=self.now)
+                                 filters=self._filters_text or None, now=self.now or self._stamp(), count=count)
         exchange, routing_key = "", target
         if s.keep_routing_key:
             routed = self.route_for(target) if self.route_for else None
@@ -112,15 +120,26 @@ class ReplayDecider:
             exchange, routing_key = routed, original_address(history, origin)[1] or record.routing_key
         published = MessageRecord(queue=target, body=record.body, exchange=exchange, routing_key=routing_key,
                                   properties=record.properties, headers=headers)
-        return Decision(Action.MOVE, target, exchange, routing_key, published.pika_properties(), record.body,
-                        published)
+        # = published.pika_properties(), without copying the headers dict built just above
+        properties = self._properties(headers=headers or None, **record.properties)
+        return Decision(Action.MOVE, target, exchange, routing_key, properties, record.body, published)
+
+    def _stamp(self) -> datetime:
+        """Now, to the second (one datetime per second, not one per message)."""
+        second = int(time.time())
+        if second != self._stamp_second:
+            self._stamp_second = second
+            self._stamp_value = datetime.fromtimestamp(second, UTC)
+        return self._stamp_value
 
 
 def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory | None = None,
                    origin: str | None = None, reset_names: tuple[str, ...] = (), keep_history: bool = False,
-                   filters: str | None = None, now: datetime | None = None) -> dict[str, Any]:
+                   filters: str | None = None, now: datetime | None = None,
+                   count: int | None = None) -> dict[str, Any]:
     """The headers a replayed message is published with (replay, and `load --reset-history`): death
-    history and retry counters removed unless keep_history, plus the provenance header."""
+    history and retry counters removed unless keep_history, plus the provenance header.
+    `count`: replay_count(record.headers) when the caller has it already."""
     if history is None:
         history = parse_history(record.headers)
         origin = find_origin(record.headers, history).queue
@@ -134,7 +153,7 @@ def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory 
     provenance: dict[str, Any] = {
         "from": source,
         "at": now or datetime.now(UTC).replace(microsecond=0),
-        "count": replay_count(record.headers) + 1,
+        "count": (replay_count(record.headers) if count is None else count) + 1,
         "exchange": orig_exchange,
         "routing-key": orig_key or record.routing_key,
         "deaths": summarize(history.deaths, limit=3),

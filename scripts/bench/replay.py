@@ -72,7 +72,13 @@ def wait_for(env, queue: str, n: int, timeout: float = 600) -> None:
         time.sleep(0.02)
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_dlxtool(env, n: int) -> tuple[float, int, dict]:
+    cpu = _children_cpu()
     started = time.monotonic()
     proc = subprocess.run([str(ROOT / ".venv/bin/dlxtool"), "replay", DLQ, "--yes", "--url", env.url,
                            "--format", "json"], capture_output=True, text=True, check=False)
@@ -82,6 +88,7 @@ def run_dlxtool(env, n: int) -> tuple[float, int, dict]:
     summary = json.loads(proc.stdout)
     assert summary["moved_total"] == n, summary
     rss_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    summary["cpu_us_per_msg"] = (_children_cpu() - cpu) / n * 1e6  # whole process, startup included
     return elapsed, rss_kb, summary
 
 
@@ -108,16 +115,18 @@ def make_dead_letters(env, n: int) -> None:
 def compare(n: int, rounds: int) -> None:
     with open_vhost("localhost", 5672, 15672, f"bench-{uuid.uuid4().hex[:8]}") as env:
         make_dead_letters(env, n)
-        ratios = []
+        ratios, cpus = [], []
         for r in range(rounds):
-            d, _rss, _s = run_dlxtool(env, n)      # DLQ -> origin, history reset
+            d, _rss, summary = run_dlxtool(env, n)      # DLQ -> origin, history reset
             dead_letter_all(env, n)                # the broker dead-letters them again (fresh x-death)
             s = run_shovel(env, n)                 # DLQ -> origin by the shovel
             dead_letter_all(env, n)
             ratios.append((n / d) / (n / s))
-            print(f"round {r + 1}: dlxtool {n / d:,.0f} msg/s ({d:.2f}s), shovel {n / s:,.0f} msg/s ({s:.2f}s), "
-                  f"ratio {ratios[-1]:.2f}x")
-        print(f"rate ratio dlxtool/shovel: best {max(ratios):.2f}x, median {sorted(ratios)[len(ratios) // 2]:.2f}x "
+            cpus.append(summary["cpu_us_per_msg"])
+            print(f"round {r + 1}: dlxtool {n / d:,.0f} msg/s ({d:.2f}s, {cpus[-1]:.1f} µs CPU/msg), "
+                  f"shovel {n / s:,.0f} msg/s ({s:.2f}s), ratio {ratios[-1]:.2f}x", flush=True)
+        print(f"rate ratio dlxtool/shovel: best {max(ratios):.2f}x, median {sorted(ratios)[len(ratios) // 2]:.2f}x, "
+              f"dlxtool CPU median {sorted(cpus)[len(cpus) // 2]:.1f} µs/msg "
               f"(target >= 1.0x; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
 
 

@@ -1,0 +1,348 @@
+"""dlxtool.broker.frames writes the bytes pika writes and reads the values pika reads.
+
+The oracle is pika itself: its frame marshalling (Connection._send_message, run on a stub that captures
+the output), its table/properties encoders and decoders. Equality is strict: same bytes on encode;
+same values *and* types on decode (pika's `long` for 64-bit integers, bytes for non-UTF-8 strings,
+truncated floats …); for invalid input, the same exception type.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+
+import pika
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from pika import data as pika_data
+from pika import frame, spec
+from pika.compat import long
+
+from dlxtool.broker import frames
+from dlxtool.broker.channel import AsyncChannel
+from dlxtool.broker.publisher import Outcome, Publisher
+
+# -- strategies -------------------------------------------------------------------------------------
+
+short_text = st.text(max_size=12)
+keys = st.one_of(short_text, st.text(min_size=80, max_size=90).map(lambda s: s * 3))  # some too long (> 255 B)
+datetimes = st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(2100, 1, 1)).flatmap(
+    lambda d: st.sampled_from([d, d.replace(tzinfo=UTC), d.replace(tzinfo=timezone(timedelta(hours=5)))]))
+scalars = st.one_of(
+    st.text(), st.binary(max_size=20), st.booleans(), st.none(), datetimes,
+    st.integers(min_value=-2**31, max_value=2**31 - 1),
+    st.sampled_from([0, 2**31 - 1, 2**31, -2**31, -2**31 - 1, 2**63 - 1, -2**63, 2**63, -2**63 - 1]),
+    st.integers(min_value=-2**63, max_value=2**63 - 1),
+    st.integers(min_value=-2**63, max_value=2**63 - 1).map(long),
+    st.decimals(places=3, min_value=-10**5, max_value=10**5, allow_nan=False),
+    st.integers(min_value=2**63, max_value=2**70),            # too big: pika raises
+    st.floats(allow_nan=False),                               # pika cannot encode floats: raises
+    st.tuples(st.integers()),                                 # nor tuples
+)
+values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                       st.dictionaries(short_text, inner, max_size=4)),
+                      max_leaves=12)
+tables = st.dictionaries(keys, values, max_size=6)
+valid_scalars = st.one_of(st.text(), st.binary(max_size=20), st.booleans(), st.none(), datetimes,
+                          st.integers(min_value=-2**63, max_value=2**63 - 1),
+                          st.integers(min_value=-2**63, max_value=2**63 - 1).map(long),
+                          st.decimals(places=2, min_value=-10**5, max_value=10**5, allow_nan=False))
+valid_values = st.recursive(valid_scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                                   st.dictionaries(short_text, inner, max_size=4)),
+                            max_leaves=12)
+valid_tables = st.dictionaries(short_text, valid_values, max_size=6)
+
+short_props = ("content_type", "content_encoding", "correlation_id", "reply_to", "expiration", "message_id",
+               "type", "user_id", "app_id", "cluster_id")
+
+
+@st.composite
+def properties(draw: Any, headers: Any = tables) -> Any:
+    kwargs: dict[str, Any] = {}
+    for name in short_props:
+        if draw(st.booleans()):
+            kwargs[name] = draw(st.one_of(short_text, st.binary(max_size=5), st.just("x" * 256), st.integers()))
+    if draw(st.booleans()):
+        kwargs["headers"] = draw(st.one_of(headers, st.just({})))
+    for name in ("delivery_mode", "priority"):
+        if draw(st.booleans()):
+            kwargs[name] = draw(st.integers(min_value=-1, max_value=256))
+    if draw(st.booleans()):
+        kwargs["timestamp"] = draw(st.integers(min_value=-1, max_value=2**64))
+    return pika.BasicProperties(**kwargs)
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+
+
+def outcome(fn: Any, *args: Any, **kwargs: Any) -> tuple[str, Any]:
+    try:
+        return "ok", fn(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - the exception type is what we compare
+        return "raised", type(exc)
+
+
+def pika_publish_bytes(channel_number: int, exchange: Any, routing_key: Any, body: bytes, props: Any,
+                       mandatory: bool, body_max: int) -> bytes:
+    """What pika's own Connection._send_message emits for basic_publish."""
+    out: list[bytes] = []
+
+    class Stub:
+        _body_max_length = body_max
+
+        def _output_marshaled_frames(self, marshaled: list[bytes]) -> None:
+            out.extend(marshaled)
+
+    method = spec.Basic.Publish(exchange=exchange, routing_key=routing_key, mandatory=mandatory)
+    pika.connection.Connection._send_message(Stub(), channel_number, method, (props, body))  # noqa: SLF001
+    return b"".join(out)
+
+
+def strict_equal(a: Any, b: Any) -> bool:
+    """Equal values of identical types, all the way down."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(strict_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(strict_equal(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def pika_encoded_table(table: dict[str, Any]) -> bytes:
+    pieces: list[bytes] = []
+    pika_data.encode_table(pieces, table)
+    return b"".join(pieces)
+
+
+# -- encoding ---------------------------------------------------------------------------------------
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(props=properties(), body=st.binary(max_size=70), channel_number=st.integers(1, 2047),
+       exchange=st.one_of(short_text, st.just("e" * 256)), routing_key=short_text, mandatory=st.booleans(),
+       body_max=st.sampled_from([8, 31, 131064]))
+def test_publish_frames_are_byte_equal_to_pika(props: Any, body: bytes, channel_number: int, exchange: str,
+                                               routing_key: str, mandatory: bool, body_max: int) -> None:
+    expected = outcome(pika_publish_bytes, channel_number, exchange, routing_key, body, props, mandatory, body_max)
+    got = outcome(frames.publish_frames, channel_number, exchange, routing_key, body, props,
+                  mandatory=mandatory, body_max=body_max)
+    assert got == expected
+
+
+BOUNDARIES = {"i32-max": 2**31 - 1, "i32-over": 2**31, "i32-min": -2**31, "i32-under": -2**31 - 1,
+              "i64-max": 2**63 - 1, "i64-min": -2**63, "long-small": long(1), "zero": 0, "true": True}
+
+
+@settings(max_examples=400, deadline=None)
+@given(table=tables)
+@example(table=BOUNDARIES)
+@example(table={"too-big": 2**63})
+def test_tables_encode_byte_equal_to_pika_or_fail_alike(table: dict[str, Any]) -> None:
+    assert outcome(frames.encode_table, table) == outcome(pika_encoded_table, table)
+
+
+def test_the_replay_shapes_encode_byte_equal() -> None:
+    """The properties replay publishes: provenance table with a datetime, ints of both widths, bytes."""
+    at = datetime(2026, 11, 21, 10, 0, 5, tzinfo=UTC)
+    headers = {"tenant": "acme", "i": 7, "big": 2**40, "raw": b"\xff\x00", "dlxtool-replay": {
+        "from": "orders.dlq", "at": at, "count": 1, "exchange": "", "routing-key": "orders",
+        "deaths": "rejected×3 from orders"}, "list": [1, "a", at, None, {"k": Decimal("1.50")}]}
+    props = pika.BasicProperties(content_type="application/json", delivery_mode=2, message_id="m-1",
+                                 timestamp=1763721005, type="shop.OrderPlaced", app_id="orders-svc",
+                                 correlation_id="c-1", headers=headers)
+    for body in (b"", b"x" * 200, bytes(range(256)) * 1100):
+        assert frames.publish_frames(5, "", "orders", body, props, mandatory=True, body_max=131064) == \
+            pika_publish_bytes(5, "", "orders", body, props, True, 131064)
+    # twice: the key/short-string and datetime caches give the same bytes the second time
+    assert frames.encode_properties(props) == b"".join(props.encode()) == frames.encode_properties(props)
+
+
+# -- decoding ---------------------------------------------------------------------------------------
+
+
+@settings(max_examples=400, deadline=None)
+@given(table=valid_tables)
+def test_tables_decode_to_pikas_values_and_types(table: dict[str, Any]) -> None:
+    raw = b"junk" + pika_encoded_table(table)
+    mine, mine_end = frames.decode_table(raw, 4)
+    theirs, their_end = pika_data.decode_table(raw, 4)
+    assert mine_end == their_end
+    assert strict_equal(mine, theirs)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(props=properties(headers=valid_tables))
+def test_properties_decode_to_pikas(props: Any) -> None:
+    try:
+        raw = b"".join(props.encode())
+    except Exception:  # noqa: BLE001 - pika cannot encode it: nothing to decode
+        return
+    mine = frames.decode_properties(raw)
+    theirs = spec.BasicProperties().decode(raw)
+    assert type(mine) is type(theirs)
+    assert mine.__dict__.keys() == theirs.__dict__.keys()
+    assert all(strict_equal(getattr(mine, k), getattr(theirs, k)) for k in theirs.__dict__)
+
+
+def test_rare_kinds_decode_as_pika_does() -> None:
+    """Kinds pika only reads (b B U u i s f d D L) and non-UTF-8 strings/keys."""
+    entries = [b"b\xff", b"B\xff", b"U\xff\xfe", b"u\xff\xfe", b"i\xff\xff\xff\xfe", b"s\x80\x00",
+               b"f" + bytes.fromhex("40490fdb"), b"d" + bytes.fromhex("400921fb54442d18"), b"D\x02\x00\x00\x01\x00",
+               b"L\xff\xff\xff\xff\xff\xff\xff\xfe", b"S\x00\x00\x00\x02\xff\xfe", b"V", b"t\x02"]
+    body = b"".join(bytes((1,)) + bytes((65 + i,)) + e for i, e in enumerate(entries)) + b"\x02\xff\xfeV"
+    raw = len(body).to_bytes(4, "big") + body
+    mine, _ = frames.decode_table(raw, 0)
+    theirs, _ = pika_data.decode_table(raw, 0)
+    assert strict_equal(mine, theirs)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(raw=st.one_of(st.binary(max_size=60),
+                     st.binary(max_size=40).map(lambda b: b"\x20\x00" + len(b).to_bytes(4, "big") + b)))
+def test_garbage_decodes_as_pika_does_or_fails_alike(raw: bytes) -> None:
+    def pika_decode(data: bytes) -> Any:
+        return spec.BasicProperties().decode(data).__dict__
+
+    def mine(data: bytes) -> Any:
+        return frames.decode_properties(data).__dict__
+
+    ours, theirs = outcome(mine, raw), outcome(pika_decode, raw)
+    assert ours[0] == theirs[0]
+    if ours[0] == "ok":
+        assert all(strict_equal(ours[1][k], theirs[1][k]) for k in theirs[1])
+    else:
+        assert ours == theirs
+
+
+# -- input: frames in, deliveries out ---------------------------------------------------------------
+
+
+class FakeChannel:
+    def __init__(self, number: int) -> None:
+        self.channel_number = number
+        self._consumers: dict[str, Any] = {}
+        self._cancelled: set[str] = set()
+
+    def add_on_close_callback(self, _cb: Any) -> None:
+        pass
+
+
+class FakeImpl:
+    """The parts of a pika Connection FastInput touches; slow-path frames are recorded, decoded by pika."""
+
+    def __init__(self) -> None:
+        self._frame_buffer = b""
+        self.bytes_received = 0
+        self.frames_received = 0
+        self.slow: list[Any] = []
+
+    def _process_frame(self, value: Any) -> None:
+        self.frames_received += 1
+        self.slow.append(value)
+
+
+def deliver_frames(number: int, tag: str, delivery_tag: int, props: Any, body: bytes, body_max: int) -> bytes:
+    method = spec.Basic.Deliver(tag, delivery_tag, delivery_tag % 2 == 0, "ex", f"rk.{delivery_tag}")
+    out = [frame.Method(number, method).marshal(), frame.Header(number, len(body), props).marshal()]
+    out += [frame.Body(number, body[i:i + body_max]).marshal() for i in range(0, len(body), body_max)]
+    return b"".join(out)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=st.lists(st.tuples(properties(headers=valid_tables), st.binary(max_size=300)), min_size=1,
+                         max_size=6),
+       seed=st.integers(0, 2**32))
+def test_fast_input_delivers_what_pika_would_across_any_read_boundaries(messages: list[Any], seed: int) -> None:
+    rng = random.Random(seed)
+    impl = FakeImpl()
+    reader = frames.fast_input(type("Conn", (), {"_impl": impl})())
+    channel = FakeChannel(3)
+    got: list[Any] = []
+    channel._consumers["ctag"] = lambda ch, method, props, body: got.append((ch, method, props, body))
+    reader.channels[3] = channel
+    reader.content[3] = None
+    acks: list[Any] = []
+    reader.confirms[4] = acks.append
+    stream, expected, slow_expected = [], [], 0
+    for i, (props, body) in enumerate(messages, 1):
+        try:
+            props.encode()
+        except Exception:  # noqa: BLE001 - pika could not have sent it
+            continue
+        stream.append(deliver_frames(3, "ctag", i, props, body, 64))
+        expected.append((i, props, body))
+        stream.append(frame.Method(4, spec.Basic.Ack(i, i % 2 == 1)).marshal())   # a confirm on another channel
+        stream.append(frame.Method(3, spec.Basic.QosOk()).marshal())               # not ours: pika's path
+        stream.append(frame.Heartbeat().marshal())
+        slow_expected += 2
+    data = b"".join(stream)
+    pos = 0
+    while pos < len(data):  # arbitrary read boundaries, down to single bytes
+        step = rng.choice([1, 2, 7, 13, 100, 4096])
+        reader.on_data(data[pos:pos + step])
+        pos += step
+    assert reader.buffer == b""
+    assert impl.bytes_received == len(data)
+    assert [(m.delivery_tag, m.redelivered, m.exchange, m.routing_key, m.consumer_tag) for _c, m, _p, _b in got] == \
+        [(i, i % 2 == 0, "ex", f"rk.{i}", "ctag") for i, _p, _b in expected]
+    for (_c, _m, props, body), (_i, want_props, want_body) in zip(got, expected, strict=True):
+        assert body == want_body
+        decoded = spec.BasicProperties().decode(b"".join(want_props.encode()))
+        assert all(strict_equal(getattr(props, k), getattr(decoded, k)) for k in decoded.__dict__)
+    assert [(a.method.delivery_tag, a.method.multiple, a.channel_number) for a in acks] == \
+        [(i, i % 2 == 1, 4) for i, _p, _b in expected]
+    assert len(impl.slow) == slow_expected
+    body_frames = sum(len(range(0, len(b), 64)) for _i, _p, b in expected)
+    assert impl.frames_received == len(expected) * 3 + body_frames + slow_expected  # method, header, ack + bodies
+
+
+def test_deliveries_to_a_cancelled_consumer_take_pikas_path() -> None:
+    impl = FakeImpl()
+    reader = frames.fast_input(type("Conn", (), {"_impl": impl})())
+    channel = FakeChannel(1)
+    channel._consumers["ctag"] = lambda *a: pytest.fail("a cancelled consumer must not get deliveries")
+    channel._cancelled.add("ctag")
+    reader.channels[1] = channel
+    reader.content[1] = None
+    reader.on_data(deliver_frames(1, "ctag", 1, pika.BasicProperties(), b"body", 64))
+    assert [type(f).__name__ for f in impl.slow] == ["Method", "Header", "Body"]
+
+
+# -- against the broker -----------------------------------------------------------------------------
+
+
+def test_publisher_and_fast_deliveries_round_trip_through_the_broker(broker, qname) -> None:
+    """Empty, multi-frame (> frame_max) and header-heavy messages: published by Publisher (fast frames),
+    consumed with fast_deliveries, equal to what pika's own basic_get reads of the same messages."""
+    headers = {"s": "héllo", "b": b"\xff\x00", "t": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), "l": 2**40,
+               "i": -5, "d": Decimal("1.25"), "v": None, "f": {"x": [1, "two", True]}, "bool": False}
+    props = pika.BasicProperties(content_type="text/plain", delivery_mode=2, priority=1, message_id="m",
+                                 timestamp=1763721005, headers=headers)
+    bodies = [b"", b"small", bytes(range(256)) * 1200]  # the last one spans several body frames
+    with broker.channel() as ch:
+        ch.queue_declare(qname)
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    try:
+        pub = Publisher(conn, window=10)
+        for i, body in enumerate(bodies):
+            pub.publish("", qname, body, props, i)
+        assert {o for _t, o, _d in pub.flush(10)} == {Outcome.CONFIRMED}
+        with broker.channel() as ch:
+            reference = [ch.basic_get(qname, auto_ack=False) for _ in bodies]
+            ch.basic_nack(0, multiple=True, requeue=True)
+        channel = AsyncChannel(conn)
+        frames.fast_deliveries(conn, channel.impl)
+        got: list[Any] = []
+        channel.impl.basic_consume(qname, lambda _c, m, p, b: got.append((m, p, b)), auto_ack=True)
+        channel.wait_for(lambda: len(got) == len(bodies), "deliveries")
+        for (method, p, body), (ref_method, ref_props, ref_body) in zip(got, reference, strict=True):
+            assert body == ref_body
+            assert all(strict_equal(getattr(p, k), getattr(ref_props, k)) for k in ref_props.__dict__)
+            assert (method.exchange, method.routing_key) == (ref_method.exchange, ref_method.routing_key)
+        assert [b for _m, _p, b in got] == bodies
+    finally:
+        conn.close()
