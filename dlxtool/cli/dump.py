@@ -43,7 +43,9 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
     the start (or the first -n) are consumed, each record is appended to
     FILE and flushed to disk before the message is acked, so a crash or a
     cut loses nothing and nothing big is held unacked. It needs a file
-    (-o FILE, or stdout redirected to one), never a pipe.
+    (-o FILE, or stdout redirected to one), never a pipe. With -o FILE it
+    prints a JSON summary on stdout (removed, possible_duplicates, error…)
+    for scripts, as purge and replay do.
 
     \b
     Examples:
