@@ -68,19 +68,24 @@ class TlsBroker:
     client_user: str = "dlxtool-client"  # the CN of certs/client.pem: a user with no password
 
 
+def _dev_broker(target: str) -> tuple[dict[str, str], int, int]:
+    """Start (or reuse) a dev-broker node: its key=value line, AMQP port and management port."""
+    proc = subprocess.run([str(ROOT / "scripts" / "dev-broker"), target], capture_output=True, text=True,
+                          timeout=300)
+    if proc.returncode != 0:
+        pytest.fail(f"could not start the {target} broker: {proc.stderr[-2000:]}")
+    info = dict(kv.split("=", 1) for kv in proc.stdout.split())
+    port = int(info["amqp"].rsplit(":", 1)[1].strip("/"))
+    return info, port, int(info["http"].rsplit(":", 1)[1].strip("/"))
+
+
 @pytest.fixture(scope="session")
 def tls_broker() -> Iterator[TlsBroker]:
     """A node with an amqps listener and a CA made for the tests (scripts/dev-broker tls).
 
     Started once and reused while it runs: the script prints where it is (fast when it is up).
     """
-    proc = subprocess.run([str(ROOT / "scripts" / "dev-broker"), "tls"], capture_output=True, text=True,
-                          timeout=300)
-    if proc.returncode != 0:
-        pytest.fail(f"could not start the tls broker: {proc.stderr[-2000:]}")
-    info = dict(kv.split("=", 1) for kv in proc.stdout.split())
-    port = int(info["amqp"].rsplit(":", 1)[1].strip("/"))
-    http_port = int(info["http"].rsplit(":", 1)[1].strip("/"))
+    info, port, http_port = _dev_broker("tls")
     vhost = f"dlxtool-test-{uuid.uuid4().hex[:8]}"
     with open_vhost("localhost", port, http_port, vhost) as env:
         tls = TlsBroker(env=env, port=port, certs=Path(info["certs"]))
@@ -90,6 +95,35 @@ def tls_broker() -> Iterator[TlsBroker]:
         env.mgmt.request("PUT", f"permissions/{quote(vhost, safe='')}/{tls.client_user}",
                          {"configure": ".*", "write": ".*", "read": ".*"})
         yield tls
+
+
+@pytest.fixture(scope="session")
+def faults_node() -> Iterator[object]:
+    """The dedicated node the fault matrix restarts (scripts/dev-broker faults), with a vhost of this run.
+
+    Held under an exclusive lock: two matrices on one machine would restart each other's runs."""
+    import fcntl
+
+    from tests.support.faults import FaultNode
+
+    info, port, http_port = _dev_broker("faults")
+    with open(f"/tmp/dlxtool-faults-{port}.lock", "w") as lock:  # noqa: S108 - a machine-wide lock on purpose
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with open_vhost("localhost", port, http_port, f"dlxtool-faults-{uuid.uuid4().hex[:8]}") as env:
+            yield FaultNode(env=env, node=info["node"])
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dlxtool fault matrix (tests/faults)")
+    group.addoption("--faults-long", action="store_true", default=os.environ.get("DLXTOOL_FAULTS_LONG") == "1",
+                    help="More and bigger runs [env DLXTOOL_FAULTS_LONG=1].")
+    group.addoption("--faults-runs", type=int, default=int(os.environ.get("DLXTOOL_FAULTS_RUNS", "0")) or None,
+                    help="How many runs [env DLXTOOL_FAULTS_RUNS; default 55, long 250].")
+    group.addoption("--faults-base", type=int, default=int(os.environ.get("DLXTOOL_FAULTS_BASE", "1000")),
+                    help="First seed; runs use consecutive seeds [env DLXTOOL_FAULTS_BASE; default 1000].")
+    group.addoption("--faults-seed", type=int, action="append",
+                    default=[int(s) for s in os.environ.get("DLXTOOL_FAULTS_SEED", "").split(",") if s],
+                    help="Run only this seed (repeatable), e.g. to replay a failing run [env DLXTOOL_FAULTS_SEED].")
 
 
 @pytest.fixture(autouse=True)
@@ -131,3 +165,13 @@ def run(cli_env: dict[str, str]):
                              catch_exceptions=False)
 
     return _run
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The fault matrix's figures, when it ran (tests/faults)."""
+    from tests.support.faults import REPORTS, summary_lines
+
+    if REPORTS:
+        terminalreporter.section("fault matrix")
+        for line in summary_lines(REPORTS):
+            terminalreporter.write_line(line)

@@ -115,14 +115,17 @@ class Publisher:
         return out
 
     def flush(self, timeout: float | None = None) -> list[Settled]:
-        """Wait until every publish is settled; on timeout or a dead channel the rest become LOST."""
+        """Wait until every publish is settled; on timeout the rest become LOST. If the connection dies
+        meanwhile, the rest become LOST (take_settled() has them) and the error goes on: the caller must
+        not take a dead connection for a finished run."""
         deadline = time.monotonic() + (self.channel.timeout if timeout is None else timeout)
         try:
             while self._pending and time.monotonic() < deadline:
                 self.pump(IDLE_WAIT)
-        except Exception:  # noqa: BLE001 - the connection died: what is unsettled is unknown
-            pass
-        self.abandon("no confirm before the connection ended")
+        except Exception:
+            self.abandon("no confirm before the connection ended")
+            raise
+        self.abandon("no confirm within the timeout")
         return self.take_settled()
 
     def abandon(self, why: str) -> None:

@@ -90,6 +90,10 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
                            timeout=profile.timeout)
     app.info(f"removed {result.removed} of {result.snapshot} messages of {queue!r} into {where} (each flushed "
              f"to disk before its ack) in {result.elapsed:.1f}s" + duplicates_note(result))
+    if where != "stdout" and app.output_format("json") != "table":
+        # Scripts rely on the summary (possible_duplicates above all), like purge's and replay's. Not when
+        # the records themselves go to stdout: they would end up in the record file.
+        app.emit_json({**state.to_json(), **result.to_json(), "file": where})
     exit_for(result, "dump --remove", saved=where)
 
 

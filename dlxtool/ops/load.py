@@ -132,10 +132,12 @@ def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int =
 
         def items() -> Iterator[tuple[str, str, bytes, Any, Any]]:
             for where, record in records:
+                # In `inflight` before anything else: read from the file, it is either settled or, if we
+                # stop now, reported as not sent (and written to --failed) — never silently skipped.
+                inflight[id(record)] = record
                 if stop.is_set():
                     return
                 target = _target(record, settings, where)
-                inflight[id(record)] = record
                 yield "", target, record.body, record.pika_properties(_headers(record, settings)), (target, record)
 
         try:

@@ -33,6 +33,21 @@ def test_remove_drains_without_the_unacked_bound(run, broker, qname, tmp_path) -
     assert broker.queue_depth(qname) == 0
 
 
+def test_remove_prints_a_json_summary_with_possible_duplicates(run, broker, qname, tmp_path) -> None:
+    """Scripts read possible_duplicates from every command that takes messages away (found by the fault
+    matrix: dump --remove printed its summary on stderr only, as prose)."""
+    import json
+
+    declare_and_fill(broker, qname, 12)
+    out = tmp_path / "drained.jsonl"
+    result = run("--format", "json", "dump", qname, "--remove", "-o", str(out), "--yes", "--url", broker.url)
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["removed"] == 12 and summary["possible_duplicates"] == 0 and summary["file"] == str(out)
+    assert summary["error"] is None and not summary["interrupted"]
+    assert len(bodies_in(out)) == 12
+
+
 def test_remove_n_takes_the_head_and_appends(run, broker, qname, tmp_path) -> None:
     sent = declare_and_fill(broker, qname, 20)
     out = tmp_path / "head.jsonl"
