@@ -47,7 +47,8 @@ queues). They end up behind dead letters that arrive during the run.
 
 \b
 Without --yes, replay first shows the plan (from the first messages,
-given back in order) and asks. Exit 5 when messages were left for a
+given back in place and in order, also on quorum queues, where each
+read counts a delivery attempt: refused with a delivery limit) and asks. Exit 5 when messages were left for a
 reason other than the selection; 3 when the connection was lost (nothing
 is lost; the summary counts possible duplicates); 130 on Ctrl-C.
 
@@ -121,7 +122,7 @@ def _queue_info(app: App, profile: Any, dlq: str) -> Any:
     try:
         info = app.management(profile).queue(profile.vhost, dlq)
     except _Connect as exc:
-        app.warn(f"cannot check the type of {dlq!r} ({exc.message}); assuming a classic queue")
+        app.warn(f"cannot check the type of {dlq!r} in the management API ({exc.message})")
         return None
     if info.type == "stream":
         raise RefusedError(f"{dlq!r} is a stream: messages cannot be removed from it, so it cannot be replayed",
@@ -132,13 +133,19 @@ def _queue_info(app: App, profile: Any, dlq: str) -> Any:
 def _plan(app: App, conn: Any, target_conn: Any, settings: Any, info: Any, target_profile: Any) -> Any:
     from dlxtool.ops.replay import dlx_warning, plan
 
-    if info is not None and info.type == "quorum" and info.delivery_limit is not None:
+    qtype = info.type if info is not None else _probe_type(app, settings.source)
+    if qtype == "quorum" and (info is None or info.delivery_limit is not None):
+        limit = "an unknown delivery-limit (management API not reachable)" if info is None else \
+            f"delivery-limit {info.delivery_limit}"
         raise RefusedError(
-            f"{settings.source!r} is a quorum queue with delivery-limit {info.delivery_limit}: showing a plan "
+            f"{settings.source!r} is a quorum queue with {limit}: showing a plan "
             "means reading and returning messages, which counts as a delivery attempt and can dead-letter them",
             hint="pass --yes to replay without a plan (replay itself never returns messages it has read)")
     limit = app.config().dump_unacked_limit
     result = plan(conn, settings, max_messages=limit, target_conn=target_conn, timeout=app.profile().timeout)
+    if qtype == "quorum" and result.looked_at:
+        app.info(f"the plan read {result.looked_at} messages and gave them back in place, in order; on a quorum "
+                 "queue each of them now counts one more delivery attempt (x-delivery-count; no limit is set)")
     if not settings.keep_routing_key:
         try:
             mgmt = app.management(target_profile)
@@ -148,6 +155,12 @@ def _plan(app: App, conn: Any, target_conn: Any, settings: Any, info: Any, targe
         except Exception:  # noqa: BLE001 - the warning is advice; no management API, no advice
             pass
     return result
+
+
+def _probe_type(app: App, queue: str) -> str:
+    from dlxtool.ops.peek import probe_queue_type
+
+    return probe_queue_type(app.profile(), queue)
 
 
 def _render_plan(app: App, plan: Any) -> None:

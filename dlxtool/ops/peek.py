@@ -12,7 +12,7 @@ depends on the queue type (see shared/DESIGN.md), and this module decides it in 
 - quorum: every basic.get is a consumer of its own and every give-back a command of its own;
   RabbitMQ 3.10's client stashes commands past 32 in flight and sends them later in map order, so
   a give-back of more than 32 at once scrambles the order. Messages go back 32 at a time, each
-  chunk waited for (see `QUORUM_RETURN_CHUNK`).
+  chunk waited for (see dlxtool/broker/giveback.py).
 - quorum with a delivery limit: every return is a delivery attempt (x-delivery-count + 1) and the
   message is dead-lettered when the count passes the limit. Refused unless the caller accepts
   spending one attempt per message (`spend_attempts`); the read then stops at the first message it
@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from dlxtool.broker.giveback import QUORUM_RETURN_CHUNK, HeldGets, close_channel, give_back_quorum_gets
 from dlxtool.errors import DlxtoolError, NotFoundError, PartialError, RefusedError, UsageError
 from dlxtool.record import MessageRecord
 
@@ -263,13 +264,6 @@ def _human_bytes(n: float) -> str:
 
 # -- reading -----------------------------------------------------------------------------------------
 
-# rabbit_fifo_client (3.10) sends at most 32 commands to a quorum queue before it waits for them to be
-# applied; further returns are stashed in a map keyed by consumer and sent later in map order. Every
-# basic.get is a consumer of its own, so a give-back of more than ~32 messages at once comes back
-# scrambled. Give back at most this many, then wait until the queue has applied them.
-QUORUM_RETURN_CHUNK = 32
-RETURN_WAIT_SECONDS = 10.0
-
 
 def no_decode(record: MessageRecord) -> dict[str, Any] | None:
     """The default: leave `decoded` empty (the CLI passes dlxtool.decoding.record_decoder)."""
@@ -309,8 +303,8 @@ class QueueReader:
         self.reached_end = False
         self.left_unread = 0  # --all stopped by max_unacked: what the last get-ok said was left
         self.hidden = 0  # messages read only to keep the order (quorum with a limit), not yielded
-        self._tags: list[int] = []
-        self._returned = 0
+        self._held = HeldGets()
+        self._unconfirmed_noted = False
 
     @property
     def shown(self) -> int:
@@ -355,7 +349,7 @@ class QueueReader:
         if method is None:
             self.reached_end = True
             return None
-        self._tags.append(method.delivery_tag)
+        self._held.tags.append(method.delivery_tag)
         if self.opts.count is None and self.read + 1 >= self.opts.max_unacked:
             self.left_unread = int(getattr(method, "message_count", 0) or 0)
         record = MessageRecord.from_delivery(self.facts.name, method, props, body, position=self.read)
@@ -440,40 +434,17 @@ class QueueReader:
         served first), so a read right after saw part of the queue and stopped early. On close the
         queue requeues the channel's messages at once, before anything sent to it later (a basic.get
         included) is served."""
-        if self._returned == len(self._tags):
+        if self._held.all_returned:
             return
-        self._returned = len(self._tags)
-        if self.channel.is_open:
-            self.channel.close()
+        self._held.returned = len(self._held.tags)
+        close_channel(self.channel)
 
     def _give_back_quorum(self) -> None:
-        while self._returned < len(self._tags):
-            end = min(self._returned + QUORUM_RETURN_CHUNK, len(self._tags))
-            held = len(self._tags) - self._returned
-            before = self._wait_consumers(held)  # fewer than we hold: the queue's stat timed out
-            self.channel.basic_nack(self._tags[end - 1], multiple=True, requeue=True)
-            chunk, self._returned = end - self._returned, end
-            if before is None or self._wait_consumers(held - chunk, before - chunk) is None:
-                self.notes.append("could not confirm that the queue applied the give-back in time: "
-                                  "the order of the messages read may have changed")
-
-    def _wait_consumers(self, low: int, high: int | None = None) -> int | None:
-        """Poll the consumer count until it is within [low, high] (None after RETURN_WAIT_SECONDS).
-
-        Each basic.get on a quorum queue is a consumer of its own until its message comes back, so
-        the count drops as our returns are applied; once the queue has applied them it has also told
-        the channel (before it answers this declare), so the next chunk is sent with none in flight.
-        A quorum queue answers 0 when its stat times out (250 ms): never fewer than we still hold."""
-        import time
-
-        deadline = time.monotonic() + RETURN_WAIT_SECONDS
-        while True:
-            count = int(self.channel.queue_declare(self.facts.name, passive=True).method.consumer_count)
-            if count >= low and (high is None or count <= high):
-                return count
-            if time.monotonic() > deadline:
-                return None
-            time.sleep(0.002)
+        give_back_quorum_gets(self.channel, self.facts.name, self._held)
+        if not self._held.confirmed and not self._unconfirmed_noted:
+            self._unconfirmed_noted = True
+            self.notes.append("could not confirm that the queue applied the give-back in time: "
+                              "the order of the messages read may have changed")
 
     def _after_return(self, records: list[MessageRecord]) -> None:
         if self.facts.type != "quorum" or self.read == 0:

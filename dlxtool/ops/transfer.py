@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
+from dlxtool.broker.giveback import close_channel, wait_until_ready
 from dlxtool.broker.publisher import Outcome, Publisher
 from dlxtool.errors import ConnectError
 from dlxtool.record import MessageRecord
@@ -450,7 +451,9 @@ class Transfer:
         self._count_stayed(item, why)
 
     def _ack_ready(self) -> int:
-        """Ack settled messages from the front: one multiple-ack while nothing is held, else one by one.
+        """Ack settled messages: the settled run at the front with one multiple-ack, those behind a held one
+        one by one (never past the held tag). Few frames matter on a quorum queue: past 32 settles in
+        flight its client stashes them, and a stash is dropped when the channel closes (the give-back).
 
         The sink is flushed (and fsynced) first: a REMOVE'd message's record must be on disk before its
         ack leaves, so a crash or a cut between the two leaves the message in the queue, never nowhere."""
@@ -464,18 +467,15 @@ class Transfer:
             item = self._items.popleft()
             count += 1
             acked_copies += item.copy
-            if self._held:
-                self.channel.impl.basic_ack(item.tag)
             last = item
+        if last is not None:  # every earlier tag is acked already: multiple covers exactly this run
+            self.channel.impl.basic_ack(last.tag, multiple=True)
         if self._held and self._items:
-            # Settled messages behind a held one: ack them individually, never past the held tag.
             for item in [i for i in self._items if i.state == _DONE][:max(0, budget - count)]:
                 self._items.remove(item)
                 self.channel.impl.basic_ack(item.tag)
                 acked_copies += item.copy
                 count += 1
-        elif last is not None:
-            self.channel.impl.basic_ack(last.tag, multiple=True)
         self._acked_uncertain += acked_copies
         self._sync_acks()
         return count
@@ -545,19 +545,29 @@ class Transfer:
             self.result.requeued += 1
 
     def _requeue_rest(self) -> None:
-        """Every still-unacked delivery (held, undecided) goes back with one nack; classic queues keep order."""
+        """Every still-unacked delivery (held, undecided) goes back: cancel, then close the channel.
+
+        A multi-nack would do it with one command, but a quorum queue applies that in map order
+        (scrambled past 32 with a delivery limit, sent to the back without one); closing the channel
+        returns what the consumer held in order, at the head, on classic and quorum queues alike
+        (dlxtool/broker/giveback.py). The close-ok also proves every ack sent before it."""
         for item in self._items:
             if item.state == _WAIT and item.decision is not None:
                 self._hold(item, "no confirm")  # its publish is unsettled: it stays, maybe twice
-        if self._items:
-            self.channel.impl.basic_nack(0, multiple=True, requeue=True)
-            self._lost_copies += sum(i.copy for i in self._items)
-            self._items.clear()
-            self.channel.call("basic_qos", prefetch_count=self.prefetch)  # the nack is processed once this returns
+        if not self._items:
+            return
+        self._cancel_consumer()  # a delivery arriving meanwhile is one more to give back, not a lost one
+        self._lost_copies += sum(i.copy for i in self._items)
+        self._items.clear()
+        if close_channel(self.channel):
+            self._acked_uncertain = 0
+            self._marker = None
 
     def _prove_acks(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while (self._marker is not None or self._acked_uncertain) and time.monotonic() < deadline:
+            if not self.channel.is_open:
+                return  # closed without a close-ok: what it proved stays uncertain (possible duplicates)
             self._sync_acks()
             self.channel.pump(IDLE_WAIT)
 
@@ -659,9 +669,13 @@ class Survey:
 
 def survey(conn: Any, source: str, decide: Decide, *, max_messages: int, limit: int | None = None,
            timeout: float = 30.0) -> Survey:
-    """Read up to max_messages unacked, decide each, then give all back with one nack (order kept on
-    classic queues). Bounded on purpose: holding huge numbers of unacked messages hurts brokers.
-    Callers must refuse this on quorum queues with a delivery limit (a nack is a delivery attempt)."""
+    """Read up to max_messages unacked, decide each, then give all back in order and in place.
+
+    The give-back is a cancel and a channel close (dlxtool/broker/giveback.py): classic and quorum
+    queues alike take the messages back at the head, in order. On a quorum queue each one used a
+    delivery attempt: callers must refuse this with a delivery limit unless the user accepts that.
+    Returns once the queue counts them ready again (a replay that follows must see them all).
+    Bounded on purpose: holding huge numbers of unacked messages hurts brokers."""
     channel = AsyncChannel(conn, timeout)
     try:
         snapshot = channel.call("queue_declare", source, passive=True).method.message_count
@@ -672,27 +686,42 @@ def survey(conn: Any, source: str, decide: Decide, *, max_messages: int, limit: 
         channel.call("basic_qos", prefetch_count=wanted)
         got: deque[tuple[Any, Any, bytes]] = deque()
         tag = channel.impl.basic_consume(source, lambda _c, m, p, b: got.append((m, p, b)), auto_ack=False)
-        selected = 0
-        idle_deadline = time.monotonic() + timeout
-        while result.looked_at < wanted and time.monotonic() < idle_deadline:
-            channel.pump(IDLE_WAIT if not got else 0)
-            while got and result.looked_at < wanted:
-                method, props, body = got.popleft()
-                record = MessageRecord.from_delivery(source, method, props, body, position=result.looked_at)
-                result.looked_at += 1
-                idle_deadline = time.monotonic() + 2.0
-                if limit is not None and selected >= limit:
-                    result.plan[(Action.KEEP.value, "beyond --limit")] += 1
-                    continue
-                d = decide(record)
-                selected += d.action is not Action.KEEP
-                result.plan[(d.action.value, d.group)] += 1
+        _survey_loop(channel, got, result, source, decide, wanted, limit, timeout)
         channel.call("basic_cancel", tag)
-        channel.impl.basic_nack(0, multiple=True, requeue=True)
-        channel.call("basic_qos", prefetch_count=wanted)  # proves the nack was processed
+        close_channel(channel)
+        _wait_given_back(conn, source, snapshot, timeout)
         return result
     finally:
         channel.close()
+
+
+def _survey_loop(channel: AsyncChannel, got: deque[tuple[Any, Any, bytes]], result: Survey, source: str,
+                 decide: Decide, wanted: int, limit: int | None, timeout: float) -> None:
+    selected = 0
+    idle_deadline = time.monotonic() + timeout
+    while result.looked_at < wanted and time.monotonic() < idle_deadline:
+        channel.pump(IDLE_WAIT if not got else 0)
+        while got and result.looked_at < wanted:
+            method, props, body = got.popleft()
+            record = MessageRecord.from_delivery(source, method, props, body, position=result.looked_at)
+            result.looked_at += 1
+            idle_deadline = time.monotonic() + 2.0
+            if limit is not None and selected >= limit:
+                result.plan[(Action.KEEP.value, "beyond --limit")] += 1
+                continue
+            d = decide(record)
+            selected += d.action is not Action.KEEP
+            result.plan[(d.action.value, d.group)] += 1
+
+
+def _wait_given_back(conn: Any, source: str, snapshot: int, timeout: float) -> None:
+    """Until the queue counts `snapshot` ready again: a quorum queue applies a close's returns later."""
+    probe = AsyncChannel(conn, timeout)
+    try:
+        wait_until_ready(lambda: probe.call("queue_declare", source, passive=True).method.message_count,
+                         snapshot, timeout=min(timeout, 10.0))
+    finally:
+        probe.close()
 
 
 def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]], *, window: int = 1000,

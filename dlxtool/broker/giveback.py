@@ -1,0 +1,112 @@
+"""Giving held messages back to their queue, in order: the one place that knows how.
+
+Used by the peek reader (basic.get), the replay plan (`survey`, basic.consume) and the transfer
+engine at a stop (basic.consume). What RabbitMQ 3.10.8 does, measured here (tests/ops/test_giveback.py,
+tests/ops/test_peek.py):
+
+- classic, basic.get: a multi-nack becomes one requeue per get, applied one by one (10,000 take
+  seconds). Closing the channel puts everything back in one step, in place, in order.
+- classic, consumer deliveries: a multi-nack is one requeue of the whole list (fast, in order);
+  closing the channel is just as good. We close: one rule for classic queues.
+- quorum, basic.get: every get is a consumer of its own, so a multi-nack is one return command per
+  message; past 32 in flight the client stashes them in a map and sends them later in map order:
+  scrambled. Closing the channel returns each "consumer" on its own, also in map order: scrambled.
+  So: nack at most QUORUM_RETURN_CHUNK, wait until the queue applied them, repeat.
+- quorum, consumer deliveries: a multi-nack is one return command, but the queue applies it in map
+  order too (scrambled past 32 with a delivery limit; without one the returns go to the BACK). When
+  the channel closes, the queue returns everything the consumer held in message order, at the HEAD
+  (where they were), with or without a delivery limit. Each return, either way, counts as a
+  delivery attempt (x-delivery-count + 1). So: cancel the consumer, then close the channel.
+- After a close, a quorum queue applies the returns asynchronously: a passive declare right after
+  can still count 0 (it also answers 0 when its stat times out). Whoever reads the queue next and
+  needs it whole waits with `wait_until_ready`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+# rabbit_fifo_client (3.10) sends at most 32 commands to a quorum queue before it waits for them to be
+# applied; further returns are stashed in a map keyed by consumer and sent later in map order.
+QUORUM_RETURN_CHUNK = 32
+RETURN_WAIT_SECONDS = 10.0
+POLL_SECONDS = 0.002
+
+
+def close_channel(channel: Any) -> bool:
+    """Give back everything `channel` holds by closing it (classic gets, any consumer deliveries).
+
+    Works on a pika BlockingChannel and on dlxtool's AsyncChannel. True when the broker answered the
+    close: every method sent on the channel before (acks included) was processed by then."""
+    if not channel.is_open:
+        return False
+    try:
+        channel.close()
+    except Exception:  # noqa: BLE001 - the connection is gone: the broker returns them anyway
+        return False
+    impl = getattr(channel, "impl", channel)
+    return bool(getattr(impl, "is_closed", not channel.is_open))
+
+
+@dataclass
+class HeldGets:
+    """basic.get deliveries held on one channel, and how many of them are given back already (kept
+    here, not in a local, so a give-back cut short by Ctrl-C resumes where it was)."""
+
+    tags: list[int] = field(default_factory=list)
+    returned: int = 0
+    confirmed: bool = True  # False: a chunk was not seen applied in time (the order may have changed)
+
+    @property
+    def all_returned(self) -> bool:
+        return self.returned == len(self.tags)
+
+
+def give_back_quorum_gets(channel: Any, queue: str, held: HeldGets) -> None:
+    """Nack the held basic.get deliveries of a quorum queue QUORUM_RETURN_CHUNK at a time, each chunk
+    applied before the next is sent (a blocking pika channel).
+
+    The barrier: each basic.get is a consumer of its own until its message comes back, so the
+    passive-declare consumer count drops by the chunk once the queue applied it (and by then it has
+    told the channel, before it answers the declare)."""
+    tags = held.tags
+    while held.returned < len(tags):
+        end = min(held.returned + QUORUM_RETURN_CHUNK, len(tags))
+        still = len(tags) - held.returned
+        before = _wait_consumers(channel, queue, still)  # fewer than we hold: the queue's stat timed out
+        channel.basic_nack(tags[end - 1], multiple=True, requeue=True)
+        chunk, held.returned = end - held.returned, end
+        if before is None or _wait_consumers(channel, queue, still - chunk, before - chunk) is None:
+            held.confirmed = False
+
+
+def _wait_consumers(channel: Any, queue: str, low: int, high: int | None = None) -> int | None:
+    """Poll the consumer count until it is within [low, high] (None after RETURN_WAIT_SECONDS).
+
+    A quorum queue answers 0 when its stat times out (250 ms): never accept fewer than still held."""
+    deadline = time.monotonic() + RETURN_WAIT_SECONDS
+    while True:
+        count = int(channel.queue_declare(queue, passive=True).method.consumer_count)
+        if count >= low and (high is None or count <= high):
+            return count
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(POLL_SECONDS)
+
+
+def wait_until_ready(ready_count: Callable[[], int], at_least: int,
+                     timeout: float = RETURN_WAIT_SECONDS) -> bool:
+    """Poll `ready_count()` (a passive declare's message_count) until it reaches `at_least`.
+
+    After a close the queue applies the returns on its own time; a read that follows (the replay
+    after its plan) must not start on a queue that looks shorter. False after `timeout` (someone
+    else may have taken messages meanwhile: the caller says so, nothing is lost)."""
+    deadline = time.monotonic() + timeout
+    while ready_count() < at_least:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(POLL_SECONDS)
+    return True

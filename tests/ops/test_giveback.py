@@ -1,0 +1,148 @@
+"""Giving messages back to their queue: in order, in place, and (classic) at once.
+
+Transfer (replay, purge, dump --remove) stopped mid-way and survey (the replay plan) both hold
+consumer deliveries; these tests check the queue's order afterwards on classic and quorum queues,
+with and without a delivery limit. The broker's own order is the reference: bodies are numbered.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pika
+import pytest
+
+from dlxtool.ops.transfer import Action, Decision, Transfer, TransferOptions, survey
+from tests.support.fill import fill, take_all
+
+KINDS = {
+    "classic": {},
+    "quorum": {"x-queue-type": "quorum"},
+    "quorum-limit": {"x-queue-type": "quorum", "x-delivery-limit": 5},
+}
+
+
+def numbered(n: int) -> list[bytes]:
+    return [f"m-{i:05d}".encode() for i in range(n)]
+
+
+def declare(broker, name: str, kind: str) -> None:
+    with broker.channel() as ch:
+        ch.queue_declare(name, durable=True, arguments=KINDS[kind])
+
+
+def connection(broker):
+    return pika.BlockingConnection(pika.URLParameters(broker.url))
+
+
+def delivery_counts(props_bodies) -> list[int]:
+    return [int((p.headers or {}).get("x-delivery-count", 0)) for p, _b in props_bodies]
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_stopped_transfer_gives_held_deliveries_back_in_place(broker, qname, kind) -> None:
+    """A replay stopped after 40 decisions holds hundreds of deliveries (prefetch 400): they must
+    come back where they were, in order (a single multi-nack scrambles them on a quorum queue with a
+    delivery limit, and sends them to the back on one without)."""
+    source, target = f"{qname}.src", f"{qname}.dst"
+    declare(broker, source, kind)
+    declare(broker, target, "classic")
+    bodies = numbered(600)
+    fill(broker, source, bodies)
+    conn = connection(broker)
+    try:
+        decided = 0
+
+        def decide(record):
+            nonlocal decided
+            decided += 1
+            if decided == 1:
+                time.sleep(0.5)  # the broker sends the whole prefetch meanwhile: hundreds held at the stop
+            if decided == 40:
+                transfer.stop()
+            return Decision(Action.MOVE, target, "", target)
+
+        transfer = Transfer(conn, source, decide,
+                            options=TransferOptions(prefetch=400, handle_sigint=False))
+        result = transfer.run()
+    finally:
+        conn.close()
+    assert result.interrupted
+    moved = result.moved_total
+    assert result.requeued >= 100, result.to_json()  # the point of the test: many held at the stop
+    assert broker.wait_depth(source, len(bodies) - moved) == len(bodies) - moved, result.to_json()
+    left = take_all(broker, source)
+    assert [b for _p, b in left] == bodies[moved:]
+    assert [b for _p, b in take_all(broker, target)] == bodies[:moved]
+    if kind.startswith("quorum"):
+        assert max(delivery_counts(left)) <= 1  # one return at most: the give-back itself
+
+
+def test_full_pass_on_a_limited_quorum_queue_returns_nothing(broker, qname) -> None:
+    """Paced acks: a whole pass (half removed, half kept) never has a delivery to give back, so no
+    message uses a delivery attempt, even with a prefetch far below the queue's length."""
+    source = f"{qname}.src"
+    declare(broker, source, "quorum-limit")
+    bodies = numbered(300)
+    fill(broker, source, bodies)
+    conn = connection(broker)
+    try:
+        result = Transfer(conn, source,
+                          lambda r: Decision(Action.REMOVE) if r.position % 2 == 0 else Decision.keep(),
+                          options=TransferOptions(prefetch=50, handle_sigint=False)).run()
+    finally:
+        conn.close()
+    assert result.complete and result.requeued == 0, result.to_json()
+    assert result.removed == 150
+    kept = take_all(broker, source)
+    assert [b for _p, b in kept] == bodies[1::2]
+    assert delivery_counts(kept) == [0] * 150
+
+
+def survey_queue(broker, source: str, kind: str, bodies: list[bytes], max_messages: int):
+    """Fill, survey, and count the ready messages right after survey returns (no waiting)."""
+    declare(broker, source, kind)
+    fill(broker, source, bodies)
+    conn = connection(broker)
+    try:
+        plan = survey(conn, source, lambda r: Decision.keep(), max_messages=max_messages)
+        depth = conn.channel().queue_declare(source, passive=True).method.message_count
+    finally:
+        conn.close()
+    return plan, depth
+
+
+def test_survey_of_a_big_classic_queue_gives_back_at_once_in_order(broker, qname) -> None:
+    """10,000 held consumer deliveries: whole again, in order, as soon as survey returns. (With consumer
+    deliveries a classic multi-nack is one requeue too, so this held before the channel close as well;
+    it is the basic.get give-back that a classic queue applies one by one.)"""
+    bodies = numbered(10_000)
+    plan, depth_right_after = survey_queue(broker, f"{qname}.src", "classic", bodies, 10_000)
+    assert plan.looked_at == 10_000
+    assert depth_right_after == 10_000
+    assert [b for _p, b in take_all(broker, f"{qname}.src")] == bodies
+
+
+@pytest.mark.parametrize("kind", ["quorum", "quorum-limit"])
+def test_survey_of_a_quorum_queue_keeps_order_and_place(broker, qname, kind) -> None:
+    """150 read (more than the 32 a multi-nack keeps in order) out of 200: back at the head, in order,
+    each with one delivery attempt used, and all back before survey returns."""
+    bodies = numbered(200)
+    plan, depth_right_after = survey_queue(broker, f"{qname}.src", kind, bodies, 150)
+    assert plan.looked_at == 150
+    assert depth_right_after == 200
+    left = take_all(broker, f"{qname}.src")
+    assert [b for _p, b in left] == bodies
+    assert delivery_counts(left) == [1] * 150 + [0] * 50
+
+
+def test_survey_of_an_empty_quorum_queue(broker, qname) -> None:
+    source = f"{qname}.src"
+    declare(broker, source, "quorum")
+    conn = connection(broker)
+    try:
+        plan = survey(conn, source, lambda r: Decision.keep(), max_messages=10)
+        assert conn.is_open
+    finally:
+        conn.close()
+    assert plan.looked_at == 0 and plan.snapshot == 0
