@@ -194,11 +194,26 @@ def encode_properties(properties: Any) -> bytes:
     return b"".join(properties.encode())
 
 
+class EncodeError(ValueError):
+    """A message that cannot be put on the wire as it is (a header value AMQP cannot carry, a content
+    header larger than a frame). Raised before anything is sent: the channel is untouched."""
+
+
+FRAME_OVERHEAD = 8  # frame type, channel, size, frame-end around every frame payload
+
+
 def publish_frames(channel_number: int, exchange: str, routing_key: str, body: bytes, properties: Any,
                    *, mandatory: bool, body_max: int) -> bytes:
     """Basic.Publish + content header + body frames, as pika's Connection._send_message writes them."""
-    method = _PUBLISH_ID + _short_str(exchange) + _short_str(routing_key) + (b"\x01" if mandatory else b"\x00")
-    props = encode_properties(properties)
+    method = _publish_method(exchange, routing_key, mandatory)  # first, as pika: its errors come first
+    return _frames(channel_number, method, body, encode_properties(properties), body_max)
+
+
+def _publish_method(exchange: str, routing_key: str, mandatory: bool) -> bytes:
+    return _PUBLISH_ID + _short_str(exchange) + _short_str(routing_key) + (b"\x01" if mandatory else b"\x00")
+
+
+def _frames(channel_number: int, method: bytes, body: bytes, props: bytes, body_max: int) -> bytes:
     length = len(body)
     pieces = [_FRAME_HEAD.pack(1, channel_number, len(method)), method, _END,
               _FRAME_HEAD.pack(2, channel_number, len(props) + 12), _CONTENT_HEAD.pack(60, 0, length), props, _END]
@@ -206,6 +221,31 @@ def publish_frames(channel_number: int, exchange: str, routing_key: str, body: b
         chunk = body[start:start + body_max]
         pieces += (_FRAME_HEAD.pack(3, channel_number, len(chunk)), chunk, _END)
     return b"".join(pieces)
+
+
+def encode_for_publish(properties: Any, frame_max: int) -> bytes:
+    """The encoded properties, or EncodeError when they cannot be sent: a value AMQP cannot carry (pika
+    or struct raise), or a content header frame larger than frame_max — which the broker answers by
+    closing the whole connection (FRAME_ERROR), so it must never be sent."""
+    try:
+        props = encode_properties(properties)
+    except Exception as exc:  # noqa: BLE001 - struct.error, OverflowError, TypeError, pika's asserts …
+        raise EncodeError(f"cannot re-encode {_culprit(properties)}: {type(exc).__name__}: {exc}") from exc
+    if frame_max and len(props) + 12 + FRAME_OVERHEAD > frame_max:
+        raise EncodeError(f"headers too large: content header of {len(props) + 12} bytes exceeds "
+                          f"frame_max {frame_max} - {FRAME_OVERHEAD}")
+    return props
+
+
+def _culprit(properties: Any) -> str:
+    """Name the header that does not encode (for the reason a message stays)."""
+    headers = getattr(properties, "headers", None) or {}
+    for key, value in headers.items():
+        try:
+            encode_table({key: value})
+        except Exception:  # noqa: BLE001 - this is the one
+            return f"header {key!r}"
+    return "the properties"
 
 
 # -- decoding ---------------------------------------------------------------------------------------
@@ -543,13 +583,17 @@ def _forget_confirms(reader: FastInput, number: int, on_ack: Any) -> None:
 
 
 def send_publish(connection: Any, channel: Any, exchange: str, routing_key: str, body: bytes, properties: Any,
-                 *, mandatory: bool) -> None:
-    """channel.basic_publish(...) with the frames built here; same checks, same bytes on the wire."""
+                 *, mandatory: bool) -> bytes:
+    """channel.basic_publish(...) with the frames built here; same checks, same bytes on the wire.
+    Returns the encoded properties (the publisher matches a basic.return with them). EncodeError (nothing
+    sent) when the message cannot go on the wire."""
     channel._raise_if_not_open()  # noqa: SLF001 - what basic_publish does first
     impl = connection._impl  # noqa: SLF001
     if not isinstance(body, bytes):
         body = body.encode("UTF-8")  # pika's as_bytes
-    data = publish_frames(channel.channel_number, exchange, routing_key, body,
-                          properties if properties is not None else _BP(), mandatory=mandatory,
-                          body_max=impl._body_max_length)  # noqa: SLF001
+    method = _publish_method(exchange, routing_key, mandatory)
+    props = encode_for_publish(properties if properties is not None else _BP(),
+                               impl._body_max_length + FRAME_OVERHEAD)  # noqa: SLF001 - = negotiated frame_max
+    data = _frames(channel.channel_number, method, body, props, impl._body_max_length)  # noqa: SLF001
     impl._output_marshaled_frames((data,))  # noqa: SLF001
+    return props

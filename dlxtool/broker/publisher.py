@@ -11,10 +11,13 @@ own time, with one of:
 - `Outcome.LOST` — the channel or connection died before an answer: the broker may or may not have
   the message (a possible duplicate if the caller keeps the source too, which it must).
 
-A basic.return carries no delivery tag; RabbitMQ sends it before the ack for the same publish. We
-match it to the earliest unsettled publish with the same exchange, routing key and body (preferring
-equal headers). Publishes that match all of those are interchangeable copies, so even a tie cannot
-make a message disappear — at worst two look-alike messages swap places.
+A basic.return carries no delivery tag; RabbitMQ sends it before the ack for the same publish, but the
+ack of an EARLIER publish may still be waiting (fsync), so the return is not always for the oldest
+unsettled publish. We match it on exchange, routing key, body and the full encoded properties (every
+basic property and header). If several unsettled publishes still tie, we cannot know which one came
+back: every tied one settles RETURNED ("maybe returned", the caller keeps its source) and the copies
+some of them left at the target are counted in `possible_duplicates` — a message that could be the
+returned one is never reported CONFIRMED (its source would be acked: lost).
 
 Usage (the caller drives I/O, so several publishers and a consumer can share one loop)::
 
@@ -47,13 +50,14 @@ class Outcome(enum.Enum):
 
 
 class _Pending:
-    __slots__ = ("token", "key", "headers", "returned")
+    __slots__ = ("token", "key", "props", "returned", "maybe")
 
-    def __init__(self, token: Any, key: tuple[str, str, bytes], headers: Any) -> None:
+    def __init__(self, token: Any, key: tuple[str, str, bytes], props: bytes) -> None:
         self.token = token
         self.key = key
-        self.headers = headers
+        self.props = props              # the encoded properties as sent
         self.returned: str | None = None
+        self.maybe = False              # returned or not: a tie we cannot resolve
 
 
 Settled = tuple[Any, Outcome, str | None]  # (token, outcome, detail)
@@ -68,6 +72,8 @@ class Publisher:
         self._by_key: dict[tuple[str, str, bytes], list[int]] = {}  # unsettled seqs per message, publish order
         self._settled: deque[Settled] = deque()
         self.published = 0
+        self._maybe_marked = 0     # publishes settled "maybe returned" (ties)
+        self._maybe_returns = 0    # returns that landed on such ties (each is one of them, really returned)
         from dlxtool.broker.frames import send_publish
 
         self._send = send_publish  # pika's basic_publish, with the frames encoded by dlxtool.broker.frames
@@ -88,16 +94,24 @@ class Publisher:
     def outstanding(self) -> int:
         return len(self._pending)
 
+    @property
+    def possible_duplicates(self) -> int:
+        """Tied publishes reported RETURNED that in fact reached the target: the caller keeps their source
+        too, so these exist twice (an upper bound: a tied one nacked or lost is counted as well)."""
+        return max(0, self._maybe_marked - self._maybe_returns)
+
     def has_room(self) -> bool:
         return len(self._pending) < self.window
 
     def publish(self, exchange: str, routing_key: str, body: bytes, properties: Any, token: Hashable | Any) -> None:
         """Send one message (mandatory, confirmed); its outcome comes back later via take_settled()."""
         self.channel.check()
-        self._send(self.channel.connection, self.channel.impl, exchange, routing_key, body, properties, mandatory=True)
+        # EncodeError (nothing sent, nothing recorded) when the message cannot go on the wire
+        props = self._send(self.channel.connection, self.channel.impl, exchange, routing_key, body, properties,
+                           mandatory=True)
         self._seq += 1
         key = (exchange, routing_key, body)
-        self._pending[self._seq] = _Pending(token, key, getattr(properties, "headers", None))
+        self._pending[self._seq] = _Pending(token, key, props)
         seqs = self._by_key.get(key)
         if seqs is None:
             self._by_key[key] = [self._seq]
@@ -143,12 +157,24 @@ class Publisher:
         seqs = self._by_key.get(key)
         if not seqs:
             return  # not ours (cannot happen on our own channel) — nothing to settle
-        candidates = [s for s in seqs if self._pending[s].returned is None]
+        why = f"unroutable ({method.reply_code} {method.reply_text})"
+        candidates = [s for s in seqs if self._pending[s].returned is None or self._pending[s].maybe]
+        raw = _encoded(properties)
+        exact = [s for s in candidates if self._pending[s].props == raw]
+        candidates = exact or candidates  # no exact match (re-encoding differs): every look-alike is suspect
         if not candidates:
             return
-        headers = getattr(properties, "headers", None)
-        chosen = next((s for s in candidates if self._pending[s].headers == headers), candidates[0])
-        self._pending[chosen].returned = f"unroutable ({method.reply_code} {method.reply_text})"
+        if len(candidates) == 1 and not self._pending[candidates[0]].maybe:
+            self._pending[candidates[0]].returned = why
+            return
+        # A tie: any of them may be the returned one. All stay at the source; one of them really came back.
+        self._maybe_returns += 1
+        for seq in candidates:
+            pending = self._pending[seq]
+            if not pending.maybe:
+                pending.maybe = True
+                pending.returned = f"maybe {why}: {len(candidates)} identical publishes in flight"
+                self._maybe_marked += 1
 
     def _on_ack_nack(self, frame: Any) -> None:
         method = frame.method
@@ -182,3 +208,12 @@ class Publisher:
                 with contextlib.suppress(ValueError):
                     seqs.remove(seq)
         self._settled.append((pending.token, outcome, detail))
+
+
+def _encoded(properties: Any) -> bytes | None:
+    from dlxtool.broker.frames import encode_properties
+
+    try:
+        return encode_properties(properties)
+    except Exception:  # noqa: BLE001 - cannot compare: treat as matching none exactly
+        return None

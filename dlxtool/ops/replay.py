@@ -11,7 +11,10 @@ the original routing key (and a direct/topic dead-letter exchange still routes t
 Headers: the death history and retry counters are removed (RabbitMQ 3.x keeps a client-sent x-death
 and would keep counting; the reset is the point), and a compact provenance header is added:
 
-    dlxtool-replay = {from, at, count, origin, exchange, routing-key, deaths, removed[, filters]}
+    dlxtool-replay = {from, at, id, count, exchange, routing-key, deaths[, reset][, filters]}
+
+`id` is unique per publish: two dead letters with the same body and death summary replayed in the same
+second would otherwise be byte-identical publishes, and a basic.return could not say which one came back.
 
 `count` also drives the loop guard `max_replays`.
 """
@@ -91,6 +94,8 @@ class ReplayDecider:
         self._reset_names = tuple(settings.reset_headers)
         self._stamp_second = -1
         self._stamp_value = datetime.now(UTC)
+        self._run_id = uuid.uuid4().hex[:12]
+        self._published = 0
         # Selection is frozen: with no criteria every record matches, so skip building the checks each time.
         self._selects = bool(settings.selection._checks())  # noqa: SLF001
         from pika import BasicProperties
@@ -111,7 +116,8 @@ class ReplayDecider:
             return Decision.leave(NO_ORIGIN)
         headers = replay_headers(record, source=s.source, history=history, origin=origin,
                                  reset_names=self._reset_names, keep_history=s.keep_history,
-                                 filters=self._filters_text or None, now=self.now or self._stamp(), count=count)
+                                 filters=self._filters_text or None, now=self.now or self._stamp(), count=count,
+                                 publish_id=self._next_id())
         exchange, routing_key = "", target
         if s.keep_routing_key:
             routed = self.route_for(target) if self.route_for else None
@@ -123,6 +129,10 @@ class ReplayDecider:
         # = published.pika_properties(), without copying the headers dict built just above
         properties = self._properties(headers=headers or None, **record.properties)
         return Decision(Action.MOVE, target, exchange, routing_key, properties, record.body, published)
+
+    def _next_id(self) -> str:
+        self._published += 1
+        return f"{self._run_id}-{self._published}"
 
     def _stamp(self) -> datetime:
         """Now, to the second (one datetime per second, not one per message)."""
@@ -136,7 +146,7 @@ class ReplayDecider:
 def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory | None = None,
                    origin: str | None = None, reset_names: tuple[str, ...] = (), keep_history: bool = False,
                    filters: str | None = None, now: datetime | None = None,
-                   count: int | None = None) -> dict[str, Any]:
+                   count: int | None = None, publish_id: str | None = None) -> dict[str, Any]:
     """The headers a replayed message is published with (replay, and `load --reset-history`): death
     history and retry counters removed unless keep_history, plus the provenance header.
     `count`: replay_count(record.headers) when the caller has it already."""
@@ -153,6 +163,7 @@ def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory 
     provenance: dict[str, Any] = {
         "from": source,
         "at": now or datetime.now(UTC).replace(microsecond=0),
+        "id": publish_id or uuid.uuid4().hex,
         "count": (replay_count(record.headers) if count is None else count) + 1,
         "exchange": orig_exchange,
         "routing-key": orig_key or record.routing_key,

@@ -527,7 +527,7 @@ class Transfer:
         self._ack_ready()
         self._requeue_rest()
         self._prove_acks(self.timeout)
-        self.result.possible_duplicates = self._acked_uncertain + self._lost_copies
+        self.result.possible_duplicates = self._duplicates_now()
 
     def _busy_publishing(self) -> bool:
         return bool(self.mover.outstanding or self.keeper.outstanding)
@@ -590,7 +590,12 @@ class Transfer:
                 self._hold(item, "connection lost before the confirm")
             self._lost_copies += item.copy
         self._items.clear()
-        self.result.possible_duplicates = self._acked_uncertain + self._lost_copies
+        self.result.possible_duplicates = self._duplicates_now()
+
+    def _duplicates_now(self) -> int:
+        """Acks not proven + copies of messages that stay + tied returns that reached the target anyway."""
+        pubs = {getattr(self, "mover", None), getattr(self, "keeper", None)} - {None}
+        return self._acked_uncertain + self._lost_copies + sum(p.possible_duplicates for p in pubs)  # type: ignore[union-attr]
 
     def _source_empty(self) -> bool:
         probe = AsyncChannel(self.source_conn, self.timeout)
