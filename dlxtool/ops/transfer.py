@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
+from dlxtool.broker.frames import EncodeError
 from dlxtool.broker.giveback import close_channel, wait_until_ready
 from dlxtool.broker.publisher import Outcome, Publisher
 from dlxtool.errors import ConnectError
@@ -372,9 +373,13 @@ class Transfer:
         self._items.append(item)
         self._waiting += 1
         if decision.action is Action.MOVE:
-            item.copy = True
-            self.mover.publish(decision.exchange, decision.routing_key, decision.body if decision.body is not None
-                               else body, decision.properties if decision.properties is not None else props, item)
+            try:
+                self.mover.publish(decision.exchange, decision.routing_key,
+                                   decision.body if decision.body is not None else body,
+                                   decision.properties if decision.properties is not None else props, item)
+                item.copy = True
+            except EncodeError as exc:  # nothing sent: it stays in the source, with the reason
+                self._keep(item, f"cannot publish: {exc}")
         elif decision.action is Action.REMOVE:
             if self.opts.sink is not None:  # no sink: the caller discards on purpose (purge without --backup)
                 self.opts.sink.write(decision.record or record)
@@ -388,10 +393,14 @@ class Transfer:
 
     def _keep(self, item: _Item, group: str) -> None:
         """Stay in the source: republish unchanged to its tail, ack the original after the confirm."""
-        item.copy = True
         item.outcome_group = group
         self._kept_any = True
-        self.keeper.publish("", self.source, item.body, item.props, ("keep", item))
+        try:
+            self.keeper.publish("", self.source, item.body, item.props, ("keep", item))
+            item.copy = True
+        except EncodeError:  # cannot be copied to the tail as it is: hold it, give it back in place at the end
+            item.copy = False
+            self._hold(item, group)
 
     # -- outcomes ----------------------------------------------------------------------------------
 
