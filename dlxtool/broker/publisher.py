@@ -47,6 +47,7 @@ class Outcome(enum.Enum):
     RETURNED = "returned"
     NACKED = "nacked"
     LOST = "lost"
+    REFUSED = "not sent"  # could not be encoded (dlxtool.broker.frames.EncodeError): never left this process
 
 
 class _Pending:

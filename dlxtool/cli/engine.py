@@ -50,6 +50,10 @@ def exit_for(result: Any, what: str, *, saved: str | None = None) -> None:
     holds the records written so far."""
     dups = f"; {result.possible_duplicates} message(s) may now exist twice" if result.possible_duplicates else ""
     kept = f"; records written so far are in {saved}" if saved else ""
+    if result.error and not getattr(result, "connection_lost", True):
+        raise PartialError(f"{what} stopped by an error: {result.error}; messages not yet settled are still in "
+                           f"{result.source}{kept}{dups}", hint="fix the cause (disk space, file permissions …) "
+                           "and run the same command again")
     if result.error:
         raise ConnectError(f"{what} stopped: {result.error}; nothing was lost — unfinished messages are "
                            f"still in {result.source}{kept}{dups}", hint="run the same command again to continue")

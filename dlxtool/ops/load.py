@@ -94,10 +94,22 @@ def scan(open_stream: Opener, settings: LoadSettings) -> LoadPlan:
         try:
             for where, record in iter_records(stream, settings.name):
                 out.targets[_target(record, settings, where)] += 1
+                _check_encodes(record, settings, where)
                 out.records += 1
         except TornRecord as exc:
             out.torn = exc.message
     return out
+
+
+def _check_encodes(record: MessageRecord, settings: LoadSettings, where: str) -> None:
+    """Refuse a file with a record AMQP cannot carry before anything is published (frame size is checked
+    per message at publish time: it depends on the connection)."""
+    from dlxtool.broker.frames import EncodeError, encode_for_publish
+
+    try:
+        encode_for_publish(record.pika_properties(_headers(record, settings)), 0)
+    except EncodeError as exc:
+        raise UsageError(f"{where}: {exc}") from None
 
 
 def _target(record: MessageRecord, settings: LoadSettings, where: str) -> str:

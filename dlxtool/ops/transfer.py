@@ -150,6 +150,7 @@ class TransferResult:
     possible_duplicates: int = 0  # copies made whose source ack may not have reached the broker
     interrupted: bool = False
     error: str | None = None
+    connection_lost: bool = False  # error came from the broker connection (else: a local error, e.g. the sink)
     elapsed: float = 0.0
 
     @property
@@ -241,9 +242,13 @@ class Transfer:
                 self._setup()
                 self._loop(started)
                 self._finish()
-            except Exception as exc:  # noqa: BLE001 - connection/channel loss: settle what we can, report
+            except Exception as exc:  # noqa: BLE001 - connection/channel loss or a local error: settle, report
                 self.result.error = describe_error(exc)
+                self.result.connection_lost = _is_connection_error(exc)
                 self._salvage()
+            except KeyboardInterrupt:  # a second Ctrl-C: no more waiting, but count what may exist twice
+                self._stop.set()
+                self._give_up()
         self.result.interrupted = self._stop.is_set() and self.result.error is None
         self.result.unprocessed = max(0, self.result.snapshot - self._decided_count())
         self.result.elapsed = time.monotonic() - started
@@ -601,6 +606,20 @@ class Transfer:
         self._items.clear()
         self.result.possible_duplicates = self._duplicates_now()
 
+    def _give_up(self) -> None:
+        """Stop at once (second Ctrl-C): every unacked message goes back when the connection closes; those
+        with a copy elsewhere (or maybe elsewhere: publish unsettled) and unproven acks are possible duplicates."""
+        for pub in {getattr(self, "mover", None), getattr(self, "keeper", None)} - {None}:
+            with contextlib.suppress(Exception):
+                pub.abandon("interrupted before the confirm")  # type: ignore[union-attr]
+        for item in self._items:
+            if item.state == _WAIT and item.decision is not None:
+                item.copy = item.copy or item.decision.action is Action.MOVE
+                self._hold(item, "interrupted before the confirm")
+            self._lost_copies += item.copy
+        self._items.clear()
+        self.result.possible_duplicates = self._duplicates_now()
+
     def _duplicates_now(self) -> int:
         """Acks not proven + copies of messages that stay + tied returns that reached the target anyway."""
         pubs = {getattr(self, "mover", None), getattr(self, "keeper", None)} - {None}
@@ -660,6 +679,14 @@ def _fewer_gc_passes(young: int = 20_000) -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*before)
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    import pika.exceptions
+
+    from dlxtool.errors import ConnectError as _Connect
+
+    return isinstance(exc, pika.exceptions.AMQPError | _Connect | ConnectionError | TimeoutError)
 
 
 def describe_error(exc: BaseException) -> str:
@@ -748,7 +775,11 @@ def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]]
             while not pub.has_room():
                 pub.pump(IDLE_WAIT)
                 yield from pub.take_settled()
-            pub.publish(exchange, routing_key, body, props, token)
+            try:
+                pub.publish(exchange, routing_key, body, props, token)
+            except EncodeError as exc:  # nothing sent: this record fails, the others go on
+                yield token, Outcome.REFUSED, str(exc)
+                continue
             pub.pump(0)
             yield from pub.take_settled()
         yield from pub.flush(timeout)

@@ -163,3 +163,17 @@ def test_load_of_many_records_keeps_file_order(run, broker, qname, tmp_path) -> 
     result = load(run, broker, str(path), "--window", "100")
     assert result.exit_code == 0, result.stderr
     assert [b for b, _h in broker.snapshot(qname)] == sent
+
+
+def test_a_record_amqp_cannot_carry_refuses_the_file_before_publishing(run, broker, qname, tmp_path) -> None:
+    """A float header (pika cannot encode it): the check names FILE:LINE and the header, nothing is published."""
+    with broker.channel() as ch:
+        ch.queue_declare(qname)
+    lines = [json.dumps({"queue": qname, "properties": {"message_id": str(i)}, "body": "bTA=",
+                         "headers": {"score": 1.5} if i == 2 else {}}) for i in range(4)]
+    path = tmp_path / "float.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    result = load(run, broker, str(path))
+    assert result.exit_code == 2, result.stderr
+    assert f"{path}:3" in result.stderr and "'score'" in result.stderr
+    assert broker.queue_depth(qname) == 0
