@@ -19,7 +19,9 @@ def _dead_letter(ch, origin: str, body: bytes, props: pika.BasicProperties) -> N
 
 
 def _dlq_props_size(ch, dlq: str) -> int:
-    method, props, _b = ch.basic_get(dlq, auto_ack=True)
+    """The dead letter's encoded properties (waiting for the broker to dead-letter it)."""
+    method, props, _b = next(ch.consume(dlq, auto_ack=True, inactivity_timeout=10))
+    ch.cancel()
     assert method is not None
     return len(frames.encode_properties(props))
 
