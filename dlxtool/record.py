@@ -14,9 +14,10 @@ Header tagging: bytes → {"$bytes": base64}, timestamps → {"$timestamp": "…
 decimals → {"$decimal": "1.50"}. A real table whose only key is one of those tag names is wrapped
 as {"$table": {...}} so that decoding stays unambiguous. Tables and arrays nested deeper than
 MAX_JSON_DEPTH levels (a hostile header can nest thousands deep, JSON writers stop at a few hundred)
-are kept whole as {"$amqp": base64 of their AMQP field-value encoding}. What pika itself cannot carry: float
-header values (pika 1.4 decodes AMQP floats as truncated integers and cannot encode floats), and
-the distinction between the AMQP integer widths (all become int; pika re-encodes as 32/64-bit).
+are kept whole as {"$amqp": base64 of their AMQP field-value encoding}. Values pika would change or
+cannot decode (floats, b/B/s/u/i integers, rescaled decimals, timestamps past 9999) arrive as
+dlxtool.broker.amqp_values.RawValue and are stored as {"$amqp": base64, "$value": readable}; $value is
+informational, $amqp is published back byte for byte.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ PROPERTY_NAMES = (
     "expiration", "message_id", "timestamp", "type", "user_id", "app_id", "cluster_id",
 )
 _TAGS = ("$bytes", "$timestamp", "$decimal", "$table", "$amqp")
+_RAW_KEYS = {"$amqp", "$value"}
 MAX_JSON_DEPTH = 32
 
 
@@ -165,11 +167,15 @@ def encode_value(value: Any, depth: int = 0) -> Any:
         return {"$timestamp": ts.astimezone(UTC).isoformat().replace("+00:00", "Z")}
     if isinstance(value, Decimal):
         return {"$decimal": str(value)}
+    if _is_raw(value):  # kept as its AMQP bytes (dlxtool.broker.amqp_values): $value is for people only
+        readable = value.value
+        return {"$amqp": base64.b64encode(value.encoded).decode("ascii"),
+                "$value": str(readable) if isinstance(readable, Decimal) else readable}
     if isinstance(value, Mapping | list | tuple) and depth >= MAX_JSON_DEPTH:
         return {"$amqp": base64.b64encode(_amqp_encode(value)).decode("ascii")}
     if isinstance(value, Mapping):
         table = encode_table(value, depth + 1)
-        if len(table) == 1 and next(iter(table)) in _TAGS:
+        if (len(table) == 1 and next(iter(table)) in _TAGS) or set(table) == _RAW_KEYS:
             return {"$table": table}
         return table
     if isinstance(value, list | tuple):
@@ -181,20 +187,24 @@ def encode_table(table: Mapping[str, Any], depth: int = 0) -> dict[str, Any]:
     return {str(k): encode_value(v, depth) for k, v in table.items()}
 
 
+def _is_raw(value: Any) -> bool:
+    return type(value).__name__ == "RawValue" and hasattr(value, "encoded")  # no pika import for the check
+
+
 def _amqp_encode(value: Any) -> bytes:
-    import pika.data
+    from dlxtool.broker import frames
 
     pieces: list[bytes] = []
-    pika.data.encode_value(pieces, list(value) if isinstance(value, tuple) else value)
+    frames._value(list(value) if isinstance(value, tuple) else value, pieces)  # noqa: SLF001 - one encoder
     return b"".join(pieces)
 
 
 def _amqp_decode(data: bytes) -> Any:
-    import pika.data
+    from dlxtool.broker import frames
 
     allow_deep_headers()
     try:
-        value, end = pika.data.decode_value(data, 0)
+        value, end = frames._dvalue(data, 0)  # noqa: SLF001 - one decoder (raw values stay raw)
     except Exception as exc:  # noqa: BLE001 - pika raises its own field-type errors, IndexError, struct.error…
         raise ValueError(f"not an AMQP field value ({type(exc).__name__})") from None
     if end != len(data):
@@ -207,6 +217,8 @@ def decode_value(value: Any, where: str = "header") -> Any:
         return [decode_value(v, where) for v in value]
     if not isinstance(value, dict):
         return value
+    if set(value) == _RAW_KEYS:
+        value = {"$amqp": value["$amqp"]}  # $value only shows what the bytes mean
     if len(value) == 1:
         tag, inner = next(iter(value.items()))
         try:
