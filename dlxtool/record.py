@@ -14,16 +14,18 @@ Header tagging: bytes → {"$bytes": base64}, timestamps → {"$timestamp": "…
 decimals → {"$decimal": "1.50"}. A real table whose only key is one of those tag names is wrapped
 as {"$table": {...}} so that decoding stays unambiguous. Tables and arrays nested deeper than
 MAX_JSON_DEPTH levels (a hostile header can nest thousands deep, JSON writers stop at a few hundred)
-are kept whole as {"$amqp": base64 of their AMQP field-value encoding}. What pika itself cannot carry: float
-header values (pika 1.4 decodes AMQP floats as truncated integers and cannot encode floats), and
-the distinction between the AMQP integer widths (all become int; pika re-encodes as 32/64-bit).
+are kept whole as {"$amqp": base64 of their AMQP field-value encoding}. Values pika would change or
+cannot decode (floats, b/B/s/u/i integers, rescaled decimals, timestamps past 9999) arrive as
+dlxtool.broker.amqp_values.RawValue and are stored as {"$amqp": base64, "$value": readable}; $value is
+informational, $amqp is published back byte for byte.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable, Iterator, Mapping
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -39,6 +41,7 @@ PROPERTY_NAMES = (
     "expiration", "message_id", "timestamp", "type", "user_id", "app_id", "cluster_id",
 )
 _TAGS = ("$bytes", "$timestamp", "$decimal", "$table", "$amqp")
+_RAW_KEYS = {"$amqp", "$value"}
 MAX_JSON_DEPTH = 32
 
 
@@ -164,11 +167,15 @@ def encode_value(value: Any, depth: int = 0) -> Any:
         return {"$timestamp": ts.astimezone(UTC).isoformat().replace("+00:00", "Z")}
     if isinstance(value, Decimal):
         return {"$decimal": str(value)}
+    if _is_raw(value):  # kept as its AMQP bytes (dlxtool.broker.amqp_values): $value is for people only
+        readable = value.value
+        return {"$amqp": base64.b64encode(value.encoded).decode("ascii"),
+                "$value": str(readable) if isinstance(readable, Decimal) else readable}
     if isinstance(value, Mapping | list | tuple) and depth >= MAX_JSON_DEPTH:
         return {"$amqp": base64.b64encode(_amqp_encode(value)).decode("ascii")}
     if isinstance(value, Mapping):
         table = encode_table(value, depth + 1)
-        if len(table) == 1 and next(iter(table)) in _TAGS:
+        if (len(table) == 1 and next(iter(table)) in _TAGS) or set(table) == _RAW_KEYS:
             return {"$table": table}
         return table
     if isinstance(value, list | tuple):
@@ -180,20 +187,24 @@ def encode_table(table: Mapping[str, Any], depth: int = 0) -> dict[str, Any]:
     return {str(k): encode_value(v, depth) for k, v in table.items()}
 
 
+def _is_raw(value: Any) -> bool:
+    return type(value).__name__ == "RawValue" and hasattr(value, "encoded")  # no pika import for the check
+
+
 def _amqp_encode(value: Any) -> bytes:
-    import pika.data
+    from dlxtool.broker import frames
 
     pieces: list[bytes] = []
-    pika.data.encode_value(pieces, list(value) if isinstance(value, tuple) else value)
+    frames._value(list(value) if isinstance(value, tuple) else value, pieces)  # noqa: SLF001 - one encoder
     return b"".join(pieces)
 
 
 def _amqp_decode(data: bytes) -> Any:
-    import pika.data
+    from dlxtool.broker import frames
 
     allow_deep_headers()
     try:
-        value, end = pika.data.decode_value(data, 0)
+        value, end = frames._dvalue(data, 0)  # noqa: SLF001 - one decoder (raw values stay raw)
     except Exception as exc:  # noqa: BLE001 - pika raises its own field-type errors, IndexError, struct.error…
         raise ValueError(f"not an AMQP field value ({type(exc).__name__})") from None
     if end != len(data):
@@ -206,6 +217,8 @@ def decode_value(value: Any, where: str = "header") -> Any:
         return [decode_value(v, where) for v in value]
     if not isinstance(value, dict):
         return value
+    if set(value) == _RAW_KEYS:
+        value = {"$amqp": value["$amqp"]}  # $value only shows what the bytes mean
     if len(value) == 1:
         tag, inner = next(iter(value.items()))
         try:
@@ -246,20 +259,32 @@ def allow_deep_headers() -> None:
 
 
 class TornRecord(UsageError):
-    """The file's last line is cut short (no newline, not valid JSON): a writer stopped mid-record."""
+    """A record cut short: a writer stopped mid-record (a crash, a full disk). Its message was never acked
+    away (records are written, flushed and fsynced before the ack), so it is still in its queue."""
 
 
-def read_records(stream: IO[bytes], name: str = "<stdin>") -> Iterator[MessageRecord]:
+TornHandler = Callable[[str, int], None]
+# Every record dlxtool writes starts like this (MessageRecord.to_json's first key): where a torn record
+# was followed by a complete one on the same line (an append after a cut, before dlxtool repaired such
+# files), the complete one starts at one of these.
+_RECORD_START = b'{"queue":'
+
+
+def read_records(stream: IO[bytes], name: str = "<stdin>", on_torn: TornHandler | None = None,
+                 ) -> Iterator[MessageRecord]:
     """Records from JSON Lines (or one JSON array, as `peek --format json` writes)."""
-    for _where, record in iter_records(stream, name):
+    for _where, record in iter_records(stream, name, on_torn):
         yield record
 
 
-def iter_records(stream: IO[bytes], name: str = "<stdin>") -> Iterator[tuple[str, MessageRecord]]:
+def iter_records(stream: IO[bytes], name: str = "<stdin>", on_torn: TornHandler | None = None,
+                 ) -> Iterator[tuple[str, MessageRecord]]:
     """(where, record) pairs, where = "FILE:LINE" (JSON Lines) or "FILE: record N" (a JSON array).
 
-    A last line without a newline that is not valid JSON raises TornRecord (a UsageError) after the
-    complete records before it: a backup cut short by a crash ends like that."""
+    A torn record — a last line without a newline that is not valid JSON, or a line that is a cut-short
+    record followed by a complete one — raises TornRecord (a UsageError naming FILE:LINE) after the
+    complete records before it; with `on_torn`, it is called (where, bytes skipped) instead and reading
+    goes on (with the complete record that followed the torn one on its line, if any)."""
     lines = enumerate(stream, start=1)
     for lineno, line in lines:
         if not line.strip():
@@ -268,14 +293,64 @@ def iter_records(stream: IO[bytes], name: str = "<stdin>") -> Iterator[tuple[str
             yield from _read_array(line + b"".join(rest for _, rest in lines), name)
             return
         where = f"{name}:{lineno}"
-        if not line.endswith(b"\n"):
-            try:
-                orjson.loads(line)
-            except orjson.JSONDecodeError:
-                raise TornRecord(f"{where}: invalid JSON: the last line is cut short (no newline)",
-                                 hint="a writer stopped mid-record; the message it was writing was not acked "
-                                      "away, so it is still in its queue") from None
-        yield where, MessageRecord.from_json(_loads(line, where), where)
+        try:
+            data = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            torn = _torn(line)
+            if torn is None:
+                _loads(line, where)  # raises the UsageError naming FILE:LINE
+                raise
+            skipped, data = torn
+            if on_torn is None:
+                raise TornRecord(f"{where}: invalid JSON: a record cut short ({skipped} bytes): a writer "
+                                 "stopped mid-record", hint="its message was not acked away: it is still in its queue; "
+                                 "--allow-torn skips it and reads the rest") from None
+            on_torn(where, skipped)
+            if data is None:
+                continue
+        yield where, MessageRecord.from_json(data, where)
+
+
+def _torn(line: bytes) -> tuple[int, Any] | None:
+    """(bytes of the torn record, the complete record after it on the line or None), or None when the line
+    is plain invalid JSON rather than a record cut short."""
+    start = line.find(_RECORD_START, 1)
+    while start > 0:
+        try:
+            return start, orjson.loads(line[start:])
+        except orjson.JSONDecodeError:
+            start = line.find(_RECORD_START, start + 1)
+    if not line.endswith(b"\n"):
+        return len(line), None
+    return None
+
+
+def repair_torn_tail(fd: int) -> tuple[str, int] | None:
+    """Before appending to a record file: if it does not end in a newline, make it. A tail that is not
+    valid JSON (a record cut short by a crash or a full disk) is cut off — its message was never acked
+    away — so that the next record does not merge with it into one invalid line mid-file; a valid one
+    (a hand-written file without a final newline) gets its newline. Returns ("cut", bytes removed),
+    ("newline", 0) or None when nothing was needed."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return None
+    start = size
+    while start > 0:  # back to just after the last newline
+        chunk_start = max(0, start - 65536)
+        chunk = os.pread(fd, start - chunk_start, chunk_start)
+        nl = chunk.rfind(b"\n")
+        if nl >= 0:
+            start = chunk_start + nl + 1
+            break
+        start = chunk_start
+    tail = os.pread(fd, size - start, start)
+    try:
+        orjson.loads(tail)
+    except orjson.JSONDecodeError:
+        os.ftruncate(fd, start)
+        return "cut", size - start
+    os.write(fd, b"\n")  # the file is opened for appending: this goes to the end
+    return "newline", 0
 
 
 def _read_array(data: bytes, name: str) -> Iterator[tuple[str, MessageRecord]]:
@@ -294,13 +369,13 @@ def _loads(data: bytes, where: str) -> Any:
                          hint="expected JSON Lines of message records (as dlxtool dump writes)") from None
 
 
-def open_records(name: str, stdin: IO[bytes]) -> Iterator[MessageRecord]:
+def open_records(name: str, stdin: IO[bytes], on_torn: TornHandler | None = None) -> Iterator[MessageRecord]:
     """Records from a file name, or `-` for stdin; file errors become clear dlxtool errors."""
     if name == "-":
-        yield from read_records(stdin, "<stdin>")
+        yield from read_records(stdin, "<stdin>", on_torn)
         return
     with open_record_file(name) as stream:
-        yield from read_records(stream, name)
+        yield from read_records(stream, name, on_torn)
 
 
 def open_record_file(name: str) -> IO[bytes]:

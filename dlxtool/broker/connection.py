@@ -96,7 +96,7 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
     hints: list[str] = []
     for node, param in zip(profile.nodes, params, strict=True):
         try:
-            return pika.BlockingConnection(param)
+            conn = pika.BlockingConnection(param)
         except (pe.ProbableAuthenticationError, pe.AuthenticationError) as exc:
             if profile.auth == "external":
                 raise ConnectError(
@@ -124,6 +124,14 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
             errors.append(f"{node.masked()}: {text}")
             if hint not in hints:
                 hints.append(hint)
+            continue
+        from dlxtool.broker.frames import fast_input
+
+        # Every frame through dlxtool's reader, content headers decoded by dlxtool.broker.frames: a header
+        # value pika cannot decode (a timestamp past year 9999) or would change (a float) arrives as a
+        # RawValue instead of killing the connection, on basic_get as on a consumer.
+        fast_input(conn)
+        return conn
     raise ConnectError(
         f"broker {profile.name!r}: cannot connect: " + "; ".join(errors),
         hint="; ".join(hints),

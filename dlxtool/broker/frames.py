@@ -33,6 +33,8 @@ from pika import data as pika_data
 from pika import exceptions, frame, spec
 from pika.compat import long
 
+from dlxtool.broker.amqp_values import RawValue, raw_fixed
+
 FRAME_END = 0xCE
 _END = b"\xce"
 
@@ -121,6 +123,8 @@ def _value(value: Any, out: list[bytes]) -> None:
         out.append(joined)
     elif value is None:
         out.append(b"V")
+    elif kind is RawValue:  # decoded as is (a float, a small integer kind…): back byte for byte
+        out.append(value.encoded)
     else:  # Decimal, subclasses, unsupported types: pika decides (and raises what it raises)
         pika_data.encode_value(out, value)
 
@@ -285,7 +289,10 @@ def _dvalue(buf: bytes, o: int) -> tuple[Any, int]:
         seconds = _unpack_Q(buf, o)[0]
         value = _STAMP_CACHE.get(seconds)
         if value is None:
-            value = datetime.fromtimestamp(seconds, _utc)
+            try:
+                value = datetime.fromtimestamp(seconds, _utc)
+            except (OverflowError, ValueError, OSError):  # beyond year 9999 (RabbitMQ accepts 2^62): as is
+                return RawValue(bytes(buf[o - 1:o + 8])), o + 8
             if len(_STAMP_CACHE) >= 1024:
                 _STAMP_CACHE.clear()
             _STAMP_CACHE[seconds] = value
@@ -311,7 +318,18 @@ def _dvalue(buf: bytes, o: int) -> tuple[Any, int]:
         n = _unpack_I(buf, o)[0]
         o += 4
         return buf[o:o + n], o + n
-    # the rare kinds (b B U u i f d D s) and errors: pika's own decoder from the kind byte
+    # The rare kinds b B u i f d s: pika would change them (floats truncated, widths lost), so they stay
+    # their exact bytes; D too unless pika re-encodes it identically.
+    raw = raw_fixed(buf, o - 1)
+    if raw is not None:
+        if kind == 68:  # D
+            value, end = pika_data.decode_value(buf, o - 1)
+            again: list[bytes] = []
+            pika_data.encode_value(again, value)
+            if b"".join(again) == raw[0].encoded:
+                return value, end
+        return raw
+    # U (pika: signed 64-bit) and errors: pika's own decoder from the kind byte
     return pika_data.decode_value(buf, o - 1)
 
 
@@ -464,7 +482,11 @@ class FastInput:
                     continue
                 if number in channels and self.content.get(number) is not None:
                     self.content[number] = None  # a frame out of sequence: pika sorts it out
-                _consumed, value = frame.decode_frame(buf[start - 7:end + 1])
+                if kind == 2:  # a content header (basic.get-ok, a consumer pika assembles): decoded here
+                    value: Any = frame.Header(number, _Q.unpack_from(buf, start + 4)[0],
+                                              decode_properties(buf[start + 12:end]))
+                else:
+                    _consumed, value = frame.decode_frame(buf[start - 7:end + 1])
                 impl._process_frame(value)  # noqa: SLF001
         finally:
             if o < size:

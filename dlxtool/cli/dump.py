@@ -4,14 +4,20 @@ drained with --remove (record written and fsynced, then acked: no unacked bound)
 from __future__ import annotations
 
 import os
-from typing import IO
+import stat
+from typing import IO, Any
 
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import connection_options, queue_argument, yes_option
+from dlxtool.cli.options import connection_options, format_option, queue_argument, yes_option
 from dlxtool.cli.reading import SAFETY_HELP, check_count, finish_read, make_read_options, read_options, read_queue
 from dlxtool.errors import UsageError
+
+
+def _summary_format(f: Any) -> Any:
+    return format_option(f, help="Format of the --remove -o FILE summary on stdout: json (default), jsonl, or "
+                                 "table for none (the records are always JSON Lines).")
 
 
 @click.command(epilog=SAFETY_HELP)
@@ -20,17 +26,20 @@ from dlxtool.errors import UsageError
               help="How many messages from the head.")
 @click.option("--all", "all_", is_flag=True, help="Every message there is (the default).")
 @click.option("-o", "--output", metavar="FILE",
-              help="Write to FILE (complete when it appears: written as FILE.partial, then renamed); "
-                   "default stdout.")
+              help="Write to FILE (complete when it appears: written as FILE.partial, then renamed; "
+                   "anything but a regular file, e.g. a symlink or a device, is written in place); "
+                   "default stdout. An existing non-empty FILE is refused without --force.")
+@click.option("--force", is_flag=True, help="Replace an existing non-empty FILE (without --remove).")
 @click.option("--remove", is_flag=True,
               help="Drain: take the messages away, each written and flushed to the file before its ack "
                    "(no unacked bound; FILE is appended to). Asks first unless --yes.")
 @yes_option
 @read_options
+@_summary_format
 @connection_options
 @click.pass_obj
-def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None, remove: bool, yes: bool,
-         **read: object) -> None:
+def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None, remove: bool, force: bool,
+         yes: bool, **read: object) -> None:
     """Write QUEUE's messages as message records (JSON Lines), without removing them.
 
     Same reading as `peek`, with the same safety rules (below): the messages
@@ -60,12 +69,13 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
         return
     opts = make_read_options(app, count, **read)  # type: ignore[arg-type]
     path = output if output not in (None, "-") else None
-    with read_queue(app, queue, opts) as reader, _open(app, path) as stream:
+    in_place = path is not None and _check_target(path, force)
+    with read_queue(app, queue, opts) as reader, _open(app, path, in_place) as stream:
         for batch in reader.batches():
             for record in batch:
                 stream.write(record.to_jsonl())
             stream.flush()
-    if path:
+    if path and not in_place:
         os.replace(path + ".partial", path)
     app.info(f"dumped {reader.shown} messages of {queue!r} to {path or 'stdout'}; nothing was removed")
     finish_read(app, reader)
@@ -99,11 +109,29 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
     exit_for(result, "dump --remove", saved=where)
 
 
-class _open:
-    """stdout's byte stream, or FILE.partial (removed again if the dump fails)."""
+def _check_target(path: str, force: bool) -> bool:
+    """Whether to write FILE in place (it exists and is not a regular file: a symlink, a device, a fifo —
+    never renamed over); refuses to replace a non-empty regular file (a purge backup?) without --force."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        return True
+    if st.st_size and not force:
+        raise UsageError(f"{path} already exists and holds {st.st_size} bytes (a backup of removed messages "
+                         "may be the only copy): refusing to replace it",
+                         hint="--force replaces it; or give another -o FILE")
+    return False
 
-    def __init__(self, app: App, path: str | None) -> None:
-        self.app, self.path = app, path
+
+class _open:
+    """stdout's byte stream, FILE.partial (removed again if the dump fails), or FILE itself (in place)."""
+
+    def __init__(self, app: App, path: str | None, in_place: bool = False) -> None:
+        self.app, self.path, self.in_place = app, path, in_place
         self.stream: IO[bytes] | None = None
 
     def __enter__(self) -> IO[bytes]:
@@ -111,7 +139,8 @@ class _open:
             out = self.app.stdout
             return out.buffer if hasattr(out, "buffer") else out  # type: ignore[return-value]
         try:
-            self.stream = open(self.path + ".partial", "wb")  # noqa: SIM115 - closed in __exit__
+            target = self.path if self.in_place else self.path + ".partial"
+            self.stream = open(target, "wb")  # noqa: SIM115 - closed in __exit__
         except OSError as exc:
             raise UsageError(f"cannot write {self.path}: {exc.strerror}") from None
         return self.stream
@@ -120,5 +149,5 @@ class _open:
         if self.stream is None:
             return
         self.stream.close()
-        if exc_type is not None and self.path:
+        if exc_type is not None and self.path and not self.in_place:
             os.unlink(self.path + ".partial")

@@ -66,9 +66,11 @@ def exit_for(result: Any, what: str, *, saved: str | None = None) -> None:
 
 @contextmanager
 def record_file(app: App, path: str | None) -> Iterator[Any]:
-    """A RecordSink for --backup / dump --remove: FILE opened for APPENDING (it may already hold the
-    only copy of messages: never truncated), or stdout when it is redirected to a regular file."""
+    """A RecordSink for --backup / dump --remove / --failed / --save: FILE opened for APPENDING (it may
+    already hold the only copy of messages: never truncated, except for a record cut short at its end), or
+    stdout when it is redirected to a regular file."""
     from dlxtool.ops.transfer import RecordSink
+    from dlxtool.record import repair_torn_tail
 
     if path is None or path == "-":
         out = app.stdout
@@ -77,13 +79,23 @@ def record_file(app: App, path: str | None) -> Iterator[Any]:
             raise UsageError("records of removed messages need a file: stdout is a terminal or a pipe, whose "
                              "reader may drop them (| head) after their messages are acked away",
                              hint="give -o FILE (or redirect stdout to a file: > FILE)")
-        yield RecordSink(stream)
+        stream.flush()
+        with open(stream.fileno(), "ab", buffering=0, closefd=False) as raw:  # no buffer to write a failed record
+            yield RecordSink(raw)
         return
     try:
-        size = os.path.getsize(path) if os.path.exists(path) else 0
-        stream = open(path, "ab")  # noqa: SIM115 - closed below
+        # Unbuffered: after a failed write (a full disk) no Python buffer writes the rest of it on close.
+        stream = open(path, "a+b", buffering=0)  # noqa: SIM115 - closed below
+        repaired = repair_torn_tail(stream.fileno()) if _regular_file(stream) else None
+        size = os.fstat(stream.fileno()).st_size
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    if repaired and repaired[0] == "cut":
+        app.warn(f"{path} ended in a record cut short (a write stopped mid-record, e.g. a full disk): removed "
+                 f"those {repaired[1]} bytes before appending; dlxtool acks a message only after its record "
+                 "is complete on disk, so that message was not taken away")
+    elif repaired:
+        app.info(f"{path} did not end in a newline: added one before appending")
     if size:
         app.info(f"{path} already holds {size} bytes: appending to it")
     try:

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
               help="Group by failure signature: origin, reason, type, error text; count messages and deaths.")
 @click.option("--from", "from_file", metavar="FILE",
               help="Read message records (dump / peek --format jsonl) from FILE, or - for stdin; no broker.")
+@click.option("--allow-torn", is_flag=True,
+              help="With --from: skip records cut short (a writer stopped mid-record) instead of stopping there.")
 @click.option("--error-header", "error_headers", multiple=True, metavar="NAME",
               help="Header carrying the consumer's error text (adds to config error_headers and the "
                    "built-in x-exception-message, x-error, MT-Fault-Message).")
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
 @common_options
 @click.pass_obj
 def history(app: App, queue: str | None, count: int, summary: bool, from_file: str | None,
-            error_headers: tuple[str, ...], **read: object) -> None:
+            allow_torn: bool, error_headers: tuple[str, ...], **read: object) -> None:
     """Show the x-death history of the messages in QUEUE (or in a dump file).
 
     Per message: the deaths, most recent first (queue, reason, count,
@@ -54,7 +56,7 @@ def history(app: App, queue: str | None, count: int, summary: bool, from_file: s
 
     names = (*app.config().error_headers, *error_headers)
     fmt = app.output_format("json" if summary else "jsonl")
-    records, reader = _load(app, queue, count, from_file, read)
+    records, reader = _load(app, queue, count, from_file, read, allow_torn)
     items = list(entries(records, names))
     for item in items:
         for warning in item.history.history.warnings:
@@ -80,20 +82,24 @@ def history(app: App, queue: str | None, count: int, summary: bool, from_file: s
 
 
 def _load(app: App, queue: str | None, count: int, from_file: str | None,
-          read: dict) -> tuple[list[MessageRecord], QueueReader | None]:
+          read: dict, allow_torn: bool = False) -> tuple[list[MessageRecord], QueueReader | None]:
     if (queue is None) == (from_file is None):
         raise UsageError("give a QUEUE or --from FILE (one of them)")
     if from_file is not None:
-        return list(_from_file(app, from_file)), None
+        return list(_from_file(app, from_file, allow_torn)), None
     opts = make_read_options(app, count, **read)
     with read_queue(app, queue or "", opts) as reader:
         return list(reader.records()), reader
 
 
-def _from_file(app: App, name: str) -> Iterator[MessageRecord]:
+def _from_file(app: App, name: str, allow_torn: bool) -> Iterator[MessageRecord]:
     from dlxtool.record import open_records
 
-    yield from open_records(name, app.stdin.buffer if hasattr(app.stdin, "buffer") else app.stdin)
+    def torn(where: str, skipped: int) -> None:
+        app.warn(f"{where}: a record cut short ({skipped} bytes; a writer stopped mid-record): skipped")
+
+    yield from open_records(name, app.stdin.buffer if hasattr(app.stdin, "buffer") else app.stdin,
+                            torn if allow_torn else None)
 
 
 def _render_timelines(app: App, items: list) -> None:

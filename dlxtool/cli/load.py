@@ -25,8 +25,10 @@ into staging.
 
 \b
 FILE is checked completely before anything is published: a bad line stops
-the load and names FILE:LINE. A last line cut short (a backup interrupted
-mid-write) is skipped with a warning: its message was never acked away.
+the load and names FILE:LINE. A record cut short (a backup interrupted
+mid-write, e.g. by a full disk) is skipped and named (FILE:LINE): its
+message was never acked away, it is still in its queue. The summary counts
+them (skipped_torn) and the exit status is 5 unless --allow-torn.
 
 \b
 --reset-history applies replay's count reset (x-death, x-first/last-death-*,
@@ -34,7 +36,8 @@ x-delivery-count, retry headers, + --reset-header and the profile's
 reset_headers) and adds the `dlxtool-replay` provenance header.
 
 \b
-Exit 5 if any record was not confirmed (queue missing → returned, queue
+Exit 5 if a record was cut short (without --allow-torn) or if any record
+was not confirmed (queue missing → returned, queue
 full → nacked): the summary says which, and --failed FILE2 collects those
 records to load again. Exit 3 if the connection was lost (records that
 had no answer may have been published: counted as possible duplicates);
@@ -60,11 +63,13 @@ Examples:
               help="Append the records that were not confirmed to FILE2 (to load again later).")
 @click.option("--window", type=click.IntRange(min=1, max=65535), default=1000, show_default=True,
               help="Publishes awaiting a confirm at once.")
+@click.option("--allow-torn", is_flag=True,
+              help="Exit 0 when records cut short (a writer stopped mid-record) were skipped.")
 @dry_run_option
 @common_options
 @click.pass_obj
 def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_headers: tuple[str, ...],
-         failed_file: str | None, window: int, dry_run: bool) -> None:
+         failed_file: str | None, window: int, allow_torn: bool, dry_run: bool) -> None:
     from dlxtool.ops.load import LoadSettings, scan
 
     if reset_headers and not reset_history:
@@ -75,8 +80,9 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_h
                             reset_names=tuple(dict.fromkeys((*profile.reset_headers, *reset_headers))),
                             window=window)
     plan = scan(open_stream, settings)
-    if plan.torn:
-        app.warn(f"{plan.torn}: skipped (its message was not acked away by the writer)")
+    for where in plan.torn:
+        app.warn(f"{where}: a record cut short (a writer stopped mid-record): skipped; its message was not "
+                 "acked away by the writer, it is still in its queue")
     with app.connection(profile) as conn:
         exists = _check_targets(app, conn, plan, profile)
         if dry_run:
@@ -84,7 +90,7 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_h
             return
         result = _run(app, conn, open_stream, settings, plan.records, failed_file, profile.timeout)
     _render_result(app, result)
-    _exit_for(result, failed_file)
+    _exit_for(result, failed_file, allow_torn)
 
 
 def _opener(app: App, file: str) -> tuple[Any, str]:
@@ -155,7 +161,7 @@ def _render_result(app: App, result: Any) -> None:
              f"in {result.elapsed:.1f}s")
 
 
-def _exit_for(result: Any, failed_file: str | None) -> None:
+def _exit_for(result: Any, failed_file: str | None, allow_torn: bool) -> None:
     again = (f"; they are in {failed_file}: `dlxtool load {failed_file}` loads them again" if failed_file
              else "; --failed FILE2 would collect them to load again")
     dups = (f"; {result.lost} record(s) had no answer and may have been published (loading them again may "
@@ -169,3 +175,7 @@ def _exit_for(result: Any, failed_file: str | None) -> None:
     if result.failed_total:
         raise PartialError(f"{result.failed_total} of {result.records} record(s) not loaded: "
                            + ", ".join(f"{why} ({n})" for why, n in sorted(result.failed.items())) + again + dups)
+    if result.skipped_torn and not allow_torn:
+        raise PartialError(f"{result.skipped_torn} record(s) in {result.file} were cut short and skipped (named "
+                           "above); their messages were never acked away by the writer",
+                           hint="--allow-torn accepts that (exit 0)")

@@ -81,10 +81,10 @@ def connection_options(f: F) -> F:
     return f
 
 
-def format_option(f: F, formats: tuple[str, ...] = FORMATS) -> F:
+def format_option(f: F, formats: tuple[str, ...] = FORMATS,
+                  help: str = "Output format (default: table on a terminal, JSON when piped).") -> F:  # noqa: A002
     return click.option(
-        "--format", "-f", "fmt", type=click.Choice(formats), expose_value=False, callback=_store("fmt"),
-        help="Output format (default: table on a terminal, JSON when piped).",
+        "--format", "-f", "fmt", type=click.Choice(formats), expose_value=False, callback=_store("fmt"), help=help,
     )(f)
 
 

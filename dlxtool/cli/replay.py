@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.engine import duplicates_note, exit_for, progress_bar, result_rows
+from dlxtool.cli.engine import duplicates_note, exit_for, progress_bar, record_file, result_rows
 from dlxtool.cli.options import (
     common_options,
     complete_broker,
@@ -185,10 +185,10 @@ def _render_plan(app: App, plan: Any) -> None:
 def _run(app: App, conn: Any, target_conn: Any, settings: Any, save_file: str | None, rate: float | None,
          prefetch: int, window: int, timeout: float) -> Any:
     from dlxtool.ops.replay import replay as run_replay
-    from dlxtool.ops.transfer import RecordSink, TransferOptions
+    from dlxtool.ops.transfer import TransferOptions
 
     with ExitStack() as stack:
-        sink = RecordSink(stack.enter_context(open(save_file, "ab"))) if save_file else None  # noqa: SIM115
+        sink = stack.enter_context(record_file(app, save_file)) if save_file else None
         bar = stack.enter_context(progress_bar(app, "replaying"))
         options = TransferOptions(prefetch=prefetch, window=window, rate=rate, sink=sink, progress=bar)
         return run_replay(conn, settings, options, target_conn=target_conn, timeout=timeout)

@@ -8,8 +8,10 @@ connection died before the answer — maybe published) records are reported and 
 "failed" file to load again.
 
 The file is read twice: once to check every record (a bad line stops the load before anything is
-published, naming FILE:LINE) and count them per queue, once to publish. A last line cut short (a
-backup interrupted mid-write) is reported and skipped: its message was never acked away.
+published, naming FILE:LINE) and count them per queue, once to publish. A record cut short (a
+backup interrupted mid-write: a last line without a newline, or a torn record merged with the next one
+on a line by an older dlxtool's append) is reported with its FILE:LINE and skipped: its message was
+never acked away. The result counts them (`skipped_torn`) so the CLI can fail unless told they are fine.
 
 What a record cannot carry back: the original exchange and routing key (the delivery now shows ""
 and the queue name), `redelivered`, and the queue position (records are published in file order).
@@ -26,7 +28,7 @@ from typing import IO, Any
 
 from dlxtool.errors import UsageError
 from dlxtool.ops.transfer import Progress, Sink, publish_records, sigint_as_stop
-from dlxtool.record import MessageRecord, TornRecord, iter_records
+from dlxtool.record import MessageRecord, iter_records
 
 Opener = Callable[[], IO[bytes]]
 
@@ -44,10 +46,12 @@ class LoadSettings:
 class LoadPlan:
     records: int = 0
     targets: Counter[str] = field(default_factory=Counter)   # queue -> records
-    torn: str | None = None                                   # the cut-short last line, if any
+    torn: list[str] = field(default_factory=list)             # FILE:LINE of each record cut short
 
     def to_json(self) -> dict[str, Any]:
-        return {"records": self.records, "targets": dict(self.targets), "torn_last_line": self.torn}
+        return {"records": self.records, "targets": dict(self.targets),
+                "torn_last_line": self.torn[-1] if self.torn else None, "torn": self.torn,
+                "skipped_torn": len(self.torn)}
 
 
 @dataclass
@@ -58,6 +62,7 @@ class LoadResult:
     failed: Counter[str] = field(default_factory=Counter)     # "queue: why" -> records
     lost: int = 0              # no answer before the connection ended: maybe published (possible duplicates)
     not_sent: int = 0          # never published (stopped by an error or Ctrl-C)
+    skipped_torn: int = 0      # records cut short in the file (their messages were never acked away)
     interrupted: bool = False
     error: str | None = None
     elapsed: float = 0.0
@@ -75,29 +80,19 @@ class LoadResult:
             "file": self.file, "records": self.records, "published": dict(self.published),
             "published_total": self.published_total, "failed": dict(self.failed),
             "failed_total": self.failed_total, "possible_duplicates": self.lost, "not_sent": self.not_sent,
+            "skipped_torn": self.skipped_torn,
             "interrupted": self.interrupted, "error": self.error, "elapsed_s": round(self.elapsed, 3),
         }
-
-
-def _records(stream: IO[bytes], name: str) -> Iterator[tuple[str, MessageRecord]]:
-    """iter_records without the torn last line (scan() reports it)."""
-    try:
-        yield from iter_records(stream, name)
-    except TornRecord:
-        return
 
 
 def scan(open_stream: Opener, settings: LoadSettings) -> LoadPlan:
     """Check every record (UsageError naming FILE:LINE) and count them per target queue."""
     out = LoadPlan()
     with open_stream() as stream:
-        try:
-            for where, record in iter_records(stream, settings.name):
-                out.targets[_target(record, settings, where)] += 1
-                _check_encodes(record, settings, where)
-                out.records += 1
-        except TornRecord as exc:
-            out.torn = exc.message
+        for where, record in iter_records(stream, settings.name, lambda where, _n: out.torn.append(where)):
+            out.targets[_target(record, settings, where)] += 1
+            _check_encodes(record, settings, where)
+            out.records += 1
     return out
 
 
@@ -140,7 +135,10 @@ def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int =
             progress(Progress(total, done, result.published_total, now - started))
 
     with open_stream() as stream, sigint_as_stop(stop, handle_sigint):
-        records = _records(stream, settings.name)
+        def torn(_where: str, _skipped: int) -> None:
+            result.skipped_torn += 1
+
+        records = iter_records(stream, settings.name, torn)
 
         def items() -> Iterator[tuple[str, str, bytes, Any, Any]]:
             for where, record in records:

@@ -47,9 +47,11 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import errno
 import gc
 import os
 import signal
+import stat
 import threading
 import time
 from collections import Counter, deque
@@ -106,27 +108,72 @@ class Sink(Protocol):
 
 
 class RecordSink:
-    """JSON Lines records appended to a binary file; flush() = Python buffer + os.fsync."""
+    """JSON Lines records appended to a binary file; flush() = write + os.fsync.
+
+    Records are kept here until flush(), and a failed write or flush (a full disk) cuts the file back to
+    where the last successful flush ended: no half-written record stays behind to merge with the next
+    append. Give it an unbuffered stream (buffering=0) where possible, so no copy of a failed write is left
+    in a Python buffer to be written on close."""
 
     def __init__(self, stream: IO[bytes], *, fsync: bool = True) -> None:
         self.stream = stream
         self.fsync = fsync
         self.written = 0
-        self._dirty = False
+        self._pending = bytearray()
+        self._good = _end_offset(stream)  # where the last complete record ends on disk (None: not a file)
 
     def write(self, record: MessageRecord) -> None:
-        self.stream.write(record.to_jsonl())
+        self._pending += record.to_jsonl()
         self.written += 1
-        self._dirty = True
 
     def flush(self) -> None:
-        if not self._dirty:
+        if not self._pending:
             return
-        self.stream.flush()
-        if self.fsync:
-            with contextlib.suppress(OSError, ValueError, AttributeError):  # a pipe, an in-memory stream
-                os.fsync(self.stream.fileno())
-        self._dirty = False
+        try:
+            _write_all(self.stream, bytes(self._pending))
+            self.stream.flush()
+            if self.fsync:
+                _fsync(self.stream)
+        except OSError:
+            self._pending.clear()  # their messages are not acked: the records go, the messages stay
+            self._cut_back()
+            raise
+        self._pending.clear()
+        self._good = _end_offset(self.stream)
+
+    def _cut_back(self) -> None:
+        if self._good is None:
+            return
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.ftruncate(self.stream.fileno(), self._good)
+
+
+def _write_all(stream: IO[bytes], data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = stream.write(view)
+        if n is None or n >= len(view):  # buffered streams write it all (or raise)
+            return
+        view = view[n:]  # a raw file may write part of it
+
+
+def _fsync(stream: IO[bytes]) -> None:
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return  # an in-memory stream
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:  # EINVAL: a pipe or a terminal, nothing to sync
+            raise
+
+
+def _end_offset(stream: IO[bytes]) -> int | None:
+    try:
+        return os.fstat(stream.fileno()).st_size if stat.S_ISREG(os.fstat(stream.fileno()).st_mode) else None
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 @dataclass

@@ -9,6 +9,7 @@ truncated floats …); for invalid input, the same exception type.
 from __future__ import annotations
 
 import random
+import struct
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
@@ -22,6 +23,7 @@ from pika import frame, spec
 from pika.compat import long
 
 from dlxtool.broker import frames
+from dlxtool.broker.amqp_values import RawValue
 from dlxtool.broker.channel import AsyncChannel
 from dlxtool.broker.publisher import Outcome, Publisher
 
@@ -189,15 +191,30 @@ def test_properties_decode_to_pikas(props: Any) -> None:
 
 
 def test_rare_kinds_decode_as_pika_does() -> None:
-    """Kinds pika only reads (b B U u i s f d D L) and non-UTF-8 strings/keys."""
-    entries = [b"b\xff", b"B\xff", b"U\xff\xfe", b"u\xff\xfe", b"i\xff\xff\xff\xfe", b"s\x80\x00",
-               b"f" + bytes.fromhex("40490fdb"), b"d" + bytes.fromhex("400921fb54442d18"), b"D\x02\x00\x00\x01\x00",
+    """Kinds pika only reads (U L D) and non-UTF-8 strings/keys: as pika decodes them."""
+    entries = [b"U\xff\xfe", b"D\x02\x00\x00\x01\x00",
                b"L\xff\xff\xff\xff\xff\xff\xff\xfe", b"S\x00\x00\x00\x02\xff\xfe", b"V", b"t\x02"]
     body = b"".join(bytes((1,)) + bytes((65 + i,)) + e for i, e in enumerate(entries)) + b"\x02\xff\xfeV"
     raw = len(body).to_bytes(4, "big") + body
     mine, _ = frames.decode_table(raw, 0)
     theirs, _ = pika_data.decode_table(raw, 0)
     assert strict_equal(mine, theirs)
+
+
+@pytest.mark.parametrize(("encoded", "value"), [
+    (b"b\xff", -1), (b"B\xff", 255), (b"s\x80\x00", -32768), (b"u\xff\xfe", 65534),
+    (b"i\xee\x6b\x28\x00", 4_000_000_000), (b"f\x3f\xc0\x00\x00", 1.5),
+    (b"d" + struct.pack(">d", 1.1), 1.1), (b"D\x02\x00\x00\x00\x64", Decimal("1.00")),
+    (b"T" + struct.pack(">Q", 2**62), 2**62),
+])
+def test_values_pika_would_change_decode_raw_and_encode_back_byte_for_byte(encoded: bytes, value: Any) -> None:
+    """pika: double 1.1 -> 1, float 1.5 -> 1, b/B/s/u -> I, i 4e9 -> l, D(2,100) -> D(0,1), T 2^62 -> error."""
+    table = b"\x01k" + encoded
+    raw = len(table).to_bytes(4, "big") + table
+    decoded, end = frames.decode_table(raw, 0)
+    assert end == len(raw)
+    assert isinstance(decoded["k"], RawValue) and decoded["k"].value == value
+    assert frames.encode_table(decoded) == raw
 
 
 @settings(max_examples=1500, deadline=None)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 from dlxtool.record import read_records
 from tests.support.fill import fill
 
@@ -112,3 +114,32 @@ def test_dump_of_a_quorum_queue_without_limit_keeps_order(run, broker, qname, tm
         assert result.exit_code == 0, result.stderr
         assert len(out.read_bytes().splitlines()) == 300
     assert [body for _m, _p, body in broker.drain(qname)] == [b"%d" % i for i in range(300)]
+
+
+def test_an_existing_backup_is_not_replaced_without_force(run, broker, qname, tmp_path) -> None:
+    declare_and_fill(broker, qname, 3)
+    backup = tmp_path / "purge-backup.jsonl"
+    backup.write_bytes(b'{"queue": "q", "body": "b25seSBjb3B5"}\n')  # the only copy of a purged message
+    refused = run("dump", qname, "-o", str(backup), "--url", broker.url)
+    assert refused.exit_code == 2 and "refusing to replace it" in refused.stderr and "--force" in refused.stderr
+    assert backup.read_bytes() == b'{"queue": "q", "body": "b25seSBjb3B5"}\n'
+    forced = run("dump", qname, "-o", str(backup), "--force", "--url", broker.url)
+    assert forced.exit_code == 0, forced.stderr
+    assert len(bodies_in(backup)) == 3
+
+
+def test_a_symlink_is_written_through_not_replaced(run, broker, qname, tmp_path) -> None:
+    declare_and_fill(broker, qname, 2)
+    target, link = tmp_path / "target.jsonl", tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    result = run("dump", qname, "-o", str(link), "--url", broker.url)
+    assert result.exit_code == 0, result.stderr
+    assert link.is_symlink() and len(bodies_in(target)) == 2
+
+
+def test_remove_summary_takes_format(run, broker, qname, tmp_path) -> None:
+    declare_and_fill(broker, qname, 2)
+    out = tmp_path / "d.jsonl"
+    result = run("dump", qname, "--remove", "-o", str(out), "--yes", "--format", "jsonl", "--url", broker.url)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["removed"] == 2 and result.stdout.count("\n") == 1

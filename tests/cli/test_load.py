@@ -114,10 +114,26 @@ def test_stdin_to_override_and_torn_last_line(run, broker, qname) -> None:
     data = b"".join(MessageRecord(queue="elsewhere", body=f"s{i}".encode()).to_jsonl() for i in range(3))
     data += MessageRecord(queue="elsewhere", body=b"torn").to_jsonl()[:25]  # a writer killed mid-record
     result = load(run, broker, "-", "--to", qname, input=data)
-    assert result.exit_code == 0, result.stderr
-    assert "<stdin>:4: invalid JSON: the last line is cut short" in result.stderr
-    assert json.loads(result.stdout)["published"] == {qname: 3}
+    assert result.exit_code == 5, result.stderr  # loaded the rest, but a torn record is not a clean load
+    assert "<stdin>:4: a record cut short" in result.stderr and "--allow-torn" in result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["published"] == {qname: 3} and summary["skipped_torn"] == 1
     assert [b for b, _h in broker.snapshot(qname)] == [b"s0", b"s1", b"s2"]
+    allowed = load(run, broker, "-", "--to", qname, "--allow-torn", input=data)
+    assert allowed.exit_code == 0, allowed.stderr
+    assert json.loads(allowed.stdout)["skipped_torn"] == 1
+
+
+def test_history_from_names_a_torn_record_and_skips_it_only_when_allowed(run, tmp_path) -> None:
+    path = tmp_path / "b.jsonl"
+    good = MessageRecord(queue="p1", body=b"ok").to_jsonl()
+    path.write_bytes(good + good[:6] + good + good[:20])
+    refused = run("history", "--from", str(path), "--format", "json")
+    assert refused.exit_code == 2 and f"{path}:2: invalid JSON: a record cut short" in refused.stderr
+    allowed = run("history", "--from", str(path), "--format", "json", "--allow-torn")
+    assert allowed.exit_code == 0, allowed.stderr
+    assert len(json.loads(allowed.stdout)) == 2
+    assert f"{path}:2:" in allowed.stderr and f"{path}:3:" in allowed.stderr
 
 
 def test_reset_history_uses_replays_reset(run, broker, qname, tmp_path) -> None:

@@ -1,0 +1,59 @@
+"""Header values that Python (and pika) cannot carry faithfully, kept as their AMQP bytes.
+
+pika 1.4 decodes an AMQP double 1.1 as the integer 1 (and re-encodes it as a long), a float32 1.5 as 1,
+the small integer kinds b/B/u/s and i as plain ints (re-encoded as I or l), a decimal with a scale of 2
+and value 100 as Decimal("1.00") re-encoded as D(0, 1); a timestamp beyond year 9999 (RabbitMQ accepts
+2^62) does not decode at all. dlxtool.broker.frames decodes those as a RawValue instead: its exact bytes
+(kind byte + payload), written back verbatim by frames' encoder and stored in records as
+{"$amqp": base64, "$value": readable} (dlxtool.record)."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+# kind byte -> (struct format of the payload, what the readable value is)
+_FIXED = {
+    ord("b"): ">b", ord("B"): ">B", ord("s"): ">h", ord("u"): ">H", ord("i"): ">I",
+    ord("f"): ">f", ord("d"): ">d", ord("T"): ">Q",
+}
+
+
+@dataclass(frozen=True)
+class RawValue:
+    """One AMQP field value exactly as on the wire: `encoded` = kind byte + payload."""
+
+    encoded: bytes
+
+    @property
+    def kind(self) -> str:
+        return chr(self.encoded[0])
+
+    @property
+    def value(self) -> Any:
+        """What it means, for people and filters: a float, an int, a Decimal, or seconds (T)."""
+        fmt = _FIXED.get(self.encoded[0])
+        if fmt is not None:
+            return struct.unpack_from(fmt, self.encoded, 1)[0]
+        if self.kind == "D":
+            scale, digits = struct.unpack_from(">Bi", self.encoded, 1)
+            return Decimal(digits).scaleb(-scale)
+        return None
+
+    def __repr__(self) -> str:
+        return f"RawValue({self.kind}:{self.value!r})"
+
+
+def raw_fixed(buf: bytes, o: int) -> tuple[RawValue, int] | None:
+    """The value of a fixed-size kind at buf[o] (its kind byte) as a RawValue, or None for other kinds."""
+    kind = buf[o]
+    fmt = _FIXED.get(kind)
+    size = struct.calcsize(fmt) if fmt is not None else (5 if kind == ord("D") else -1)
+    if size < 0:
+        return None
+    end = o + 1 + size
+    if end > len(buf):
+        raise IndexError("field value runs past the table")
+    return RawValue(bytes(buf[o:end])), end
