@@ -67,6 +67,20 @@ class QueueInfo:
         return None if value < 0 else int(value)
 
     @property
+    def tail_republish_risk(self) -> str | None:
+        """Why republishing kept messages to this queue's tail could push unread ones out, or None.
+
+        Tools that keep messages by republishing them to the tail (replay, selective purge) must not
+        run on a queue with a length limit whose overflow drops (or dead-letters) the head."""
+        limits = [f"{n} {self.setting(n)}" for n in ("max-length", "max-length-bytes")
+                  if _number(self.setting(n)) is not None]
+        overflow = self.setting("overflow") or "drop-head"
+        if not limits or overflow != "drop-head":
+            return None
+        return (f"{self.name!r} has {' and '.join(limits)} with overflow drop-head: messages kept by "
+                "republishing them to its tail could push unread ones off its head")
+
+    @property
     def dead_letter_exchange(self) -> str | None:
         return self.setting("dead-letter-exchange")
 

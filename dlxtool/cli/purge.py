@@ -126,6 +126,11 @@ def _reading_purge(app: App, conn: Any, settings: Any, state: Any, dry_run: bool
                             hint="declare it first (with the arguments your parking queues use)")
     what = _describe(settings)
     app.info(f"mode: {what}")
+    if not dry_run and (settings.move_to or settings.selection.filters_anything):
+        from dlxtool.ops.purge import check_tail_republish
+
+        # Non-matching (or returned) messages are kept by republishing them to the tail.
+        check_tail_republish(state.tail_republish_risk)
     if dry_run:
         _dry_run(app, settings, state, safety)
         return

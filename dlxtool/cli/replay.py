@@ -127,6 +127,9 @@ def _queue_info(app: App, profile: Any, dlq: str) -> Any:
     if info.type == "stream":
         raise RefusedError(f"{dlq!r} is a stream: messages cannot be removed from it, so it cannot be replayed",
                            hint="consume it with a stream consumer and publish with `dlxtool load`")
+    from dlxtool.ops.purge import check_tail_republish
+
+    check_tail_republish(info.tail_republish_risk)
     return info
 
 

@@ -42,6 +42,7 @@ class QueueState:
     unacked: int | None
     consumers: int
     note: str | None = None  # e.g. which check could not be made
+    tail_republish_risk: str | None = None  # see QueueInfo.tail_republish_risk
 
     def to_json(self) -> dict[str, Any]:
         return {"queue": self.name, "type": self.type, "ready": self.ready, "unacked": self.unacked,
@@ -53,16 +54,17 @@ def queue_state(channel: Any, mgmt: ManagementClient | None, vhost: str, queue: 
     type and unacked from the management API, whose figures are sampled every few seconds."""
     ok = passive_declare(channel, queue, vhost)
     note = None
-    qtype, unacked = None, None
+    qtype, unacked, risk = None, None, None
     if mgmt is None:
         note = "no management API: queue type and unacked count unknown"
     else:
         try:
             info = mgmt.queue(vhost, queue)
             qtype, unacked = info.type, info.messages_unacked
+            risk = info.tail_republish_risk
         except DlxtoolError as exc:
             note = f"management API unavailable ({exc.message}): queue type and unacked count unknown"
-    return QueueState(queue, qtype, ok.message_count, unacked, ok.consumer_count, note)
+    return QueueState(queue, qtype, ok.message_count, unacked, ok.consumer_count, note, risk)
 
 
 def passive_declare(channel: Any, queue: str, vhost: str) -> Any:
@@ -81,6 +83,13 @@ def passive_declare(channel: Any, queue: str, vhost: str) -> Any:
             raise ConnectError(f"access to queue {queue!r} in vhost {vhost!r} refused: {exc.reply_text}",
                                hint="the user needs read/configure permissions on it") from None
         raise
+
+
+def check_tail_republish(risk: str | None) -> None:
+    """Refuse a run that keeps messages by republishing them when the queue would drop its head."""
+    if risk:
+        raise RefusedError(risk, hint="lift the length limit for the run, or set overflow to reject-publish "
+                                      "(a kept message that does not fit is then held and given back)")
 
 
 def check_purgeable(state: QueueState, what: str = "purged") -> None:

@@ -45,3 +45,11 @@ def test_delivery_limit_defaults_by_version_and_type() -> None:
     assert queue_info(row(args={"x-delivery-limit": -1}), "4.1.0").delivery_limit is None
     assert queue_info(row(type_="classic", args={"x-delivery-limit": 3})).delivery_limit is None
     assert queue_info(row(policy=[]), "3.10.8").delivery_limit is None  # old brokers send [] for "none"
+
+
+def test_tail_republish_risk_only_for_drop_head_length_limits() -> None:
+    assert queue_info(row(type_="classic", args={"x-max-length": 100})).tail_republish_risk
+    assert queue_info(row(type_="classic", policy={"max-length-bytes": 10_000})).tail_republish_risk
+    assert queue_info(row(type_="classic", args={"x-max-length": 100, "x-overflow": "reject-publish"})
+                      ).tail_republish_risk is None
+    assert queue_info(row(type_="classic")).tail_republish_risk is None

@@ -71,3 +71,19 @@ def test_exclusive_queue_of_another_connection_is_one_clear_line(run, broker, qn
             assert "internal error" not in result.stderr
     finally:
         owner.close()
+
+
+def test_keeping_runs_refuse_a_queue_that_drops_its_head(run, broker, qname, tmp_path) -> None:
+    """Selective purge and replay keep messages by republishing them to the tail: with max-length and
+    drop-head that could push unread messages out, so they refuse (exit 6) and touch nothing."""
+    with broker.channel() as ch:
+        ch.queue_declare(qname, arguments={"x-max-length": 5})
+    broker.publish(qname, [b"1", b"2", b"3"])
+    selective = run("purge", qname, "--url", broker.url, "--yes", "--body-contains", "2")
+    assert selective.exit_code == 6 and "drop-head" in selective.stderr
+    replay = run("replay", qname, "--url", broker.url, "--yes")
+    assert replay.exit_code == 6 and "drop-head" in replay.stderr
+    assert [body for body, _ in broker.snapshot(qname)] == [b"1", b"2", b"3"]
+    plain = run("purge", qname, "--url", broker.url, "--yes", "--backup", str(tmp_path / "backup.jsonl"))
+    assert plain.exit_code == 0, plain.stderr  # keeps nothing: allowed
+    assert len((tmp_path / "backup.jsonl").read_text().splitlines()) == 3
