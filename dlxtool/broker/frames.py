@@ -228,13 +228,17 @@ def _frames(channel_number: int, method: bytes, body: bytes, props: bytes, body_
 
 
 def encode_for_publish(properties: Any, frame_max: int) -> bytes:
-    """The encoded properties, or EncodeError when they cannot be sent: a value AMQP cannot carry (pika
-    or struct raise), or a content header frame larger than frame_max — which the broker answers by
-    closing the whole connection (FRAME_ERROR), so it must never be sent."""
-    try:
-        props = encode_properties(properties)
-    except Exception as exc:  # noqa: BLE001 - struct.error, OverflowError, TypeError, pika's asserts …
-        raise EncodeError(f"cannot re-encode {_culprit(properties)}: {type(exc).__name__}: {exc}") from exc
+    """The encoded properties (of BasicProperties, or bytes encoded already), or EncodeError when they
+    cannot be sent: a value AMQP cannot carry (pika or struct raise), or a content header frame larger
+    than frame_max — which the broker answers by closing the whole connection (FRAME_ERROR), so it must
+    never be sent."""
+    if type(properties) is bytes:  # encoded already (the replay fast path, a delivery's own bytes)
+        props = properties
+    else:
+        try:
+            props = encode_properties(properties)
+        except Exception as exc:  # noqa: BLE001 - struct.error, OverflowError, TypeError, pika's asserts …
+            raise EncodeError(f"cannot re-encode {_culprit(properties)}: {type(exc).__name__}: {exc}") from exc
     if frame_max and len(props) + 12 + FRAME_OVERHEAD > frame_max:
         raise EncodeError(f"headers too large: content header of {len(props) + 12} bytes exceeds "
                           f"frame_max {frame_max} - {FRAME_OVERHEAD}")
@@ -417,6 +421,28 @@ RECV_BYTES = 256 * 1024
 CONSUME_BYTES = 1024 * 1024
 
 
+SEND_BYTES = 1024 * 1024
+
+
+def _coalesce_sends(transport: Any) -> None:
+    """One send() for what is buffered, not one per frame blob: pika's transport sends its buffer chunks
+    one by one, i.e. a system call per published message. Same bytes, same order."""
+    produce = type(transport)._produce  # noqa: SLF001 - the plaintext or TLS transport's own
+    buffers = transport._tx_buffers  # noqa: SLF001
+
+    def coalescing_produce() -> None:
+        if len(buffers) > 1:
+            batch, size = [], 0
+            while buffers and size < SEND_BYTES:
+                chunk = buffers.popleft()
+                batch.append(chunk)
+                size += len(chunk)
+            buffers.appendleft(b"".join(batch))
+        produce(transport)
+
+    transport._produce = coalescing_produce  # noqa: SLF001 - instance attribute shadows the method
+
+
 class _Content:
     """A delivery being assembled on a fast channel: method, then header, then body frames."""
 
@@ -440,11 +466,14 @@ class FastInput:
         self.channels: dict[int, Any] = {}           # channel number -> pika Channel with fast deliveries
         self.content: dict[int, _Content | None] = {}
         self.confirms: dict[int, Any] = {}           # channel number -> its Basic.Ack callback
+        self.raw: set[int] = set()                   # channels whose consumers take the properties encoded
         impl._on_data_available = self.on_data  # noqa: SLF001 - instance attribute shadows the method
         transport = getattr(impl, "_transport", None)
         if transport is not None and hasattr(transport, "_MAX_RECV_BYTES"):
             transport._MAX_RECV_BYTES = RECV_BYTES  # noqa: SLF001
             transport._MAX_CONSUME_BYTES = CONSUME_BYTES  # noqa: SLF001
+        if transport is not None and hasattr(transport, "_tx_buffers"):
+            _coalesce_sends(transport)
 
     def on_data(self, data: bytes) -> None:
         buf = self.buffer + data if self.buffer else data
@@ -454,11 +483,16 @@ class FastInput:
         o = 0
         unpack = _FRAME_HEAD.unpack_from
         channels = self.channels
+        raw = self.raw
         try:
             while size - o >= 8:
                 if buf[o] == 65 and buf[o:o + 4] == b"AMQP":  # a protocol header: pika's business
                     break
                 kind, number, length = unpack(buf, o)
+                if kind == 1 and number in raw and read_deliveries is not None and self.content[number] is None:
+                    o, taken = self._read_deliveries(number, buf, o)
+                    if taken:
+                        continue
                 end = o + 7 + length
                 if end >= size:
                     break
@@ -496,6 +530,25 @@ class FastInput:
             self.buffer = b""
             type(impl)._on_data_available(impl, b"")
 
+    def _read_deliveries(self, number: int, buf: bytes, o: int) -> tuple[int, bool]:
+        """The whole deliveries from buf[o] on, in C, for a raw channel: (offset after them, any taken)."""
+        channel = self.channels[number]
+        tags = tuple(_tag_bytes(t) for t in channel._consumers if t not in channel._cancelled)  # noqa: SLF001
+        end, deliveries, frame_count = read_deliveries(buf, o, number, tags)
+        if not deliveries:
+            return o, False
+        self.impl.bytes_received += end - o
+        self.impl.frames_received += frame_count
+        consumers, cancelled = channel._consumers, channel._cancelled  # noqa: SLF001
+        for method, props, body in deliveries:
+            tag = method.consumer_tag
+            if tag in cancelled or tag not in consumers:  # cancelled by a callback just now: pika's way (reject)
+                channel._on_deliver(_MethodFrame(number, _Deliver(*method)),  # noqa: SLF001
+                                    frame.Header(number, len(body), decode_properties(props)), body)
+            else:
+                consumers[tag](channel, method, props, body)
+        return end, True
+
     def _fast(self, kind: int, number: int, buf: bytes, start: int, end: int) -> bool:
         content = self.content.get(number)
         if kind == 1:
@@ -512,7 +565,7 @@ class FastInput:
             return False
         if kind == 2 and content.size < 0:
             content.size = _Q.unpack_from(buf, start + 4)[0]
-            content.props = decode_properties(buf[start + 12:end])
+            content.props = buf[start + 12:end] if number in self.raw else decode_properties(buf[start + 12:end])
             if content.size == 0:
                 self._deliver(number, content, b"")
             return True
@@ -546,7 +599,7 @@ class FastInput:
         content = self.content[number]
         assert content is not None
         content.size = body_size
-        content.props = decode_properties(buf[o + 19:h_end])
+        content.props = buf[o + 19:h_end] if number in self.raw else decode_properties(buf[o + 19:h_end])
         self.impl.bytes_received += b_end + 1 - o
         self.impl.frames_received += 2
         return b_end + 1, content, buf[b + 7:b_end]
@@ -557,6 +610,16 @@ class FastInput:
         callback = channel._consumers.get(content.method.consumer_tag)  # noqa: SLF001
         if callback is not None:  # as pika's Channel._on_deliver
             callback(channel, content.method, content.props, body)
+
+
+def _tag_bytes(tag: Any) -> bytes:
+    return tag if isinstance(tag, bytes) else tag.encode()
+
+
+try:  # the C reader (dlxtool/broker/_hotpath.c); without it, the Python path below does the same work
+    from dlxtool.broker._hotpath import read_deliveries
+except ImportError:  # pragma: no cover - built by pip install (setup.py); optional
+    read_deliveries = None
 
 
 def _decode_deliver(buf: bytes, o: int) -> Any:
@@ -577,11 +640,17 @@ def fast_input(connection: Any) -> FastInput:
     return existing
 
 
-def fast_deliveries(connection: Any, channel: Any) -> None:
-    """Assemble this (pika, asynchronous) channel's consumer deliveries on the fast path."""
+def fast_deliveries(connection: Any, channel: Any, *, raw: bool = False) -> None:
+    """Assemble this (pika, asynchronous) channel's consumer deliveries on the fast path. raw: the consumer
+    gets the properties as their encoded bytes (decode_properties decodes them) — except for the rare
+    delivery pika assembles itself, which comes with BasicProperties as usual."""
     reader = fast_input(connection)
     reader.channels[channel.channel_number] = channel
     reader.content[channel.channel_number] = None
+    if raw:
+        reader.raw.add(channel.channel_number)
+    else:
+        reader.raw.discard(channel.channel_number)
     channel.add_on_close_callback(lambda ch, _reason: _forget(reader, ch.channel_number, ch))
 
 
@@ -589,6 +658,7 @@ def _forget(reader: FastInput, number: int, channel: Any) -> None:
     if reader.channels.get(number) is channel:
         del reader.channels[number]
         reader.content.pop(number, None)
+        reader.raw.discard(number)
 
 
 def fast_confirms(connection: Any, channel: Any, on_ack: Any) -> None:

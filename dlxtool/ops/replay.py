@@ -21,6 +21,7 @@ second would otherwise be byte-identical publishes, and a basic.return could not
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import time
 import uuid
@@ -31,6 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dlxtool.deaths import (
+    DEFAULT_RETRY_HEADERS,
     FAILURE_REASONS,
     HISTORY_HEADERS,
     DeathHistory,
@@ -101,6 +103,39 @@ class ReplayDecider:
         from pika import BasicProperties
 
         self._properties = BasicProperties
+        self.raw = self._raw_decider()
+
+    def _raw_decider(self) -> Callable[[str, bytes], Decision | None] | None:
+        """decide(routing_key, encoded properties) on the bytes, for the engine's fast path, when the C
+        accelerator is built and nothing here needs the decoded message (filters, routing through a
+        temporary exchange). It answers None for any message it leaves to __call__."""
+        rewrite = _accelerator()
+        s = self.s
+        if rewrite is None or self._selects or s.keep_routing_key:
+            return None
+        from dlxtool.broker.frames import encode_table
+
+        reset = tuple(n.encode() for n in (*DEFAULT_RETRY_HEADERS, *self._reset_names) if n not in HISTORY_HEADERS)
+        history = tuple(n.encode() for n in HISTORY_HEADERS)
+        head = encode_table({"from": s.source})[4:]
+        tail = encode_table({"filters": self._filters_text})[4:] if self._filters_text else b""
+        max_replays, to_queue, keep_history = s.max_replays, s.to_queue, s.keep_history
+        fixed_at = None if self.now is None else calendar.timegm(self.now.utctimetuple())
+
+        def decide_raw(routing_key: str, props: bytes) -> Decision | None:
+            if type(routing_key) is not str:  # not UTF-8: __call__ knows what to do with it
+                return None
+            out = rewrite(props, routing_key.encode(), history, reset, keep_history, head,
+                          fixed_at if fixed_at is not None else int(time.time()), self._next_id().encode(), tail)
+            if out is None:
+                return None
+            origin, count, properties = out
+            if max_replays is not None and count >= max_replays:
+                return Decision.leave(f"replayed {count} times already (--max-replays {max_replays})")
+            target = to_queue or origin
+            return Decision(Action.MOVE, target, "", target, properties)
+
+        return decide_raw
 
     def __call__(self, record: MessageRecord) -> Decision:
         s = self.s
@@ -141,6 +176,15 @@ class ReplayDecider:
             self._stamp_second = second
             self._stamp_value = datetime.fromtimestamp(second, UTC)
         return self._stamp_value
+
+
+def _accelerator() -> Callable[..., Any] | None:
+    """dlxtool.broker._hotpath.replay_properties, or None where the C extension was not built."""
+    try:
+        from dlxtool.broker._hotpath import replay_properties
+    except ImportError:
+        return None
+    return replay_properties
 
 
 def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory | None = None,

@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
-from dlxtool.broker.frames import EncodeError
+from dlxtool.broker.frames import EncodeError, decode_properties
 from dlxtool.broker.giveback import close_channel, wait_until_ready
 from dlxtool.broker.publisher import Outcome, Publisher
 from dlxtool.errors import ConnectError
@@ -264,6 +264,10 @@ class Transfer:
         self.source = source
         self.decide = decide
         self.opts = options or TransferOptions()
+        # decide(routing_key, encoded properties) -> Decision | None (None: decide(record) instead). Only
+        # for MOVEs that need no record: with a sink, every record must be written.
+        self._decide_raw: Callable[[Any, bytes], Decision | None] | None = (
+            getattr(decide, "raw", None) if self.opts.sink is None else None)
         self.timeout = timeout
         self.result = TransferResult(source=source, snapshot=0)
         self._items: deque[_Item] = deque()      # unacked deliveries, in delivery-tag order
@@ -321,7 +325,8 @@ class Transfer:
         if self.result.snapshot:
             from dlxtool.broker.frames import fast_deliveries
 
-            fast_deliveries(self.source_conn, self.channel.impl)  # pika's delivery path, less work per message
+            # pika's delivery path with less work per message; properties stay encoded until needed
+            fast_deliveries(self.source_conn, self.channel.impl, raw=True)
             self.consumer_tag = self.channel.impl.basic_consume(self.source, self._on_message, auto_ack=False)
         else:
             self._stop_reading = True
@@ -413,12 +418,18 @@ class Transfer:
         return worked
 
     def _handle(self, method: Any, props: Any, body: bytes) -> None:
-        record = MessageRecord.from_delivery(self.source, method, props, body, position=self._received - 1)
-        limit_reached = self.opts.limit is not None and self._selected >= self.opts.limit
-        if limit_reached:
+        record = None
+        if self.opts.limit is not None and self._selected >= self.opts.limit:
             decision = Decision.keep("beyond --limit")
         else:
-            decision = self.decide(record)
+            # props are the encoded bytes on the fast delivery path: decide on them when the decider can
+            raw = type(props) is bytes
+            decision = self._decide_raw(method.routing_key, props) if raw and self._decide_raw else None
+            if decision is None:
+                if raw:
+                    props = decode_properties(props)
+                record = MessageRecord.from_delivery(self.source, method, props, body, position=self._received - 1)
+                decision = self.decide(record)
             if decision.action is not Action.KEEP:
                 self._selected += 1
         item = _Item(method.delivery_tag, props, body, record, decision, _WAIT, False, None)

@@ -299,11 +299,16 @@ def deliver_frames(number: int, tag: str, delivery_tag: int, props: Any, body: b
     return b"".join(out)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# decoded: BasicProperties (peek, dump); raw: encoded properties, read by C (the engine) or, where the
+# extension is not built, by the Python path
+@pytest.mark.parametrize("mode", ["decoded", "raw-c", "raw-python"])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
 @given(messages=st.lists(st.tuples(properties(headers=valid_tables), st.binary(max_size=300)), min_size=1,
                          max_size=6),
        seed=st.integers(0, 2**32))
-def test_fast_input_delivers_what_pika_would_across_any_read_boundaries(messages: list[Any], seed: int) -> None:
+def test_fast_input_delivers_what_pika_would_across_any_read_boundaries(mode: str, messages: list[Any], seed: int,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(seed)
     impl = FakeImpl()
     reader = frames.fast_input(type("Conn", (), {"_impl": impl})())
@@ -312,6 +317,12 @@ def test_fast_input_delivers_what_pika_would_across_any_read_boundaries(messages
     channel._consumers["ctag"] = lambda ch, method, props, body: got.append((ch, method, props, body))
     reader.channels[3] = channel
     reader.content[3] = None
+    if mode != "decoded":
+        reader.raw.add(3)
+    if mode == "raw-python":
+        monkeypatch.setattr(frames, "read_deliveries", None)
+    else:
+        assert frames.read_deliveries is not None, "the C extension dlxtool.broker._hotpath is not built"
     acks: list[Any] = []
     reader.confirms[4] = acks.append
     stream, expected, slow_expected = [], [], 0
@@ -338,6 +349,9 @@ def test_fast_input_delivers_what_pika_would_across_any_read_boundaries(messages
         [(i, i % 2 == 0, "ex", f"rk.{i}", "ctag") for i, _p, _b in expected]
     for (_c, _m, props, body), (_i, want_props, want_body) in zip(got, expected, strict=True):
         assert body == want_body
+        if mode != "decoded":
+            assert props == b"".join(want_props.encode())
+            props = frames.decode_properties(props)
         decoded = spec.BasicProperties().decode(b"".join(want_props.encode()))
         assert all(strict_equal(getattr(props, k), getattr(decoded, k)) for k in decoded.__dict__)
     assert [(a.method.delivery_tag, a.method.multiple, a.channel_number) for a in acks] == \
@@ -347,7 +361,8 @@ def test_fast_input_delivers_what_pika_would_across_any_read_boundaries(messages
     assert impl.frames_received == len(expected) * 3 + body_frames + slow_expected  # method, header, ack + bodies
 
 
-def test_deliveries_to_a_cancelled_consumer_take_pikas_path() -> None:
+@pytest.mark.parametrize("raw", [False, True], ids=["decoded", "raw"])
+def test_deliveries_to_a_cancelled_consumer_take_pikas_path(raw: bool) -> None:
     impl = FakeImpl()
     reader = frames.fast_input(type("Conn", (), {"_impl": impl})())
     channel = FakeChannel(1)
@@ -355,8 +370,32 @@ def test_deliveries_to_a_cancelled_consumer_take_pikas_path() -> None:
     channel._cancelled.add("ctag")
     reader.channels[1] = channel
     reader.content[1] = None
+    if raw:
+        reader.raw.add(1)
     reader.on_data(deliver_frames(1, "ctag", 1, pika.BasicProperties(), b"body", 64))
     assert [type(f).__name__ for f in impl.slow] == ["Method", "Header", "Body"]
+
+
+def test_a_consumer_cancelled_by_its_callback_leaves_the_rest_of_a_read_to_pika() -> None:
+    impl = FakeImpl()
+    reader = frames.fast_input(type("Conn", (), {"_impl": impl})())
+    channel = FakeChannel(1)
+    got, pikas = [], []
+
+    def first_only(_ch: Any, method: Any, props: bytes, body: bytes) -> None:
+        got.append(method.delivery_tag)
+        channel._cancelled.add("ctag")
+
+    channel._consumers["ctag"] = first_only
+    channel._on_deliver = lambda method_frame, header, body: pikas.append(
+        (method_frame.method.delivery_tag, header.properties.headers, body))
+    reader.channels[1] = channel
+    reader.content[1] = None
+    reader.raw.add(1)
+    props = pika.BasicProperties(headers={"a": 1})
+    reader.on_data(b"".join(deliver_frames(1, "ctag", i, props, b"body%d" % i, 4096) for i in (1, 2, 3)))
+    assert got == [1]
+    assert pikas == [(2, {"a": 1}, b"body2"), (3, {"a": 1}, b"body3")]
 
 
 # -- against the broker -----------------------------------------------------------------------------

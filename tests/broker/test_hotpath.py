@@ -1,0 +1,230 @@
+"""The C fast path of replay (dlxtool/broker/_hotpath.c) against the Python path it stands in for.
+
+Its contract: for any properties it answers either None (the Python path decides) or exactly what
+ReplayDecider.__call__ publishes — same target, same provenance, the kept headers and properties byte
+for byte. Checked on generated dead letters in the broker's shapes (where it must answer) and on
+mutated/garbage bytes (where it must never crash and, when it answers, agree with the Python path).
+Broker-made dead letters take it in tests/cli/test_replay*.py and scripts/bench/replay.py."""
+
+from __future__ import annotations
+
+import random
+import struct
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pika
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pika.compat import long
+
+from dlxtool.broker.amqp_values import RawValue
+from dlxtool.broker.frames import decode_properties, encode_properties
+from dlxtool.ops.replay import PROVENANCE_HEADER, ReplayDecider, ReplaySettings, _accelerator
+from dlxtool.ops.transfer import Action, Decision
+from dlxtool.record import MessageRecord
+
+NOW = datetime(2026, 11, 21, 14, 30, 5, tzinfo=UTC)
+
+
+def test_the_accelerator_is_built() -> None:
+    # pip install -e . compiles it (setup.py, optional=True); without it replay is correct but ~2x slower.
+    assert _accelerator() is not None, "dlxtool/broker/_hotpath.c was not compiled: pip install -e . with gcc"
+
+
+names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=0, max_size=12)
+queue_names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=0, max_size=30)
+stamps = st.integers(0, 2**32).map(lambda s: datetime.fromtimestamp(s, UTC))
+scalars = (st.text(max_size=50) | st.integers(-2**63, 2**63 - 1) | st.booleans() | st.none() | stamps
+           | st.binary(max_size=20)
+           | st.floats(allow_nan=False).map(lambda f: RawValue(b"d" + struct.pack(">d", f))))
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(names, inner, max_size=3),
+                      max_leaves=8)
+
+
+@st.composite
+def deaths(draw: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {"count": long(draw(st.integers(1, 10**6))),
+                             "reason": draw(st.sampled_from(["rejected", "expired", "maxlen", "delivery_limit",
+                                                             "", "weird"])),
+                             "queue": draw(queue_names), "time": draw(stamps)}
+    if draw(st.booleans()):
+        entry["exchange"] = draw(queue_names)
+    if draw(st.booleans()):
+        entry["routing-keys"] = draw(st.lists(queue_names, max_size=3))
+    if draw(st.booleans()):
+        entry["original-expiration"] = str(draw(st.integers(1, 10**6)))
+    keys = list(entry)
+    draw(st.randoms()).shuffle(keys)
+    return {k: entry[k] for k in keys}
+
+
+@st.composite
+def dead_letters(draw: Any) -> tuple[str, Any]:
+    headers: dict[str, Any] = draw(st.dictionaries(names, values, max_size=5))
+    headers["x-death"] = draw(st.lists(deaths(), min_size=1, max_size=5))
+    for name in draw(st.lists(st.sampled_from(["x-first-death-queue", "x-first-death-reason", "x-last-death-queue",
+                                               "CC", "x-delivery-count", "x-retry-count", "x-delivery-attempts",
+                                               "count", "x-custom-retries"]), max_size=4, unique=True)):
+        headers[name] = draw(st.text(max_size=60) | st.integers(-2**40, 2**40) | st.lists(st.text(max_size=5)))
+    if draw(st.booleans()):
+        headers[PROVENANCE_HEADER] = {"from": "dlq", "count": draw(st.integers(0, 2**31 - 2)),
+                                      "deaths": draw(st.text(max_size=10))}
+    items = list(headers.items())
+    draw(st.randoms()).shuffle(items)
+    props = pika.BasicProperties(
+        headers=dict(items),
+        content_type=draw(st.none() | st.text(max_size=20)), content_encoding=draw(st.none() | st.just("gzip")),
+        delivery_mode=draw(st.none() | st.sampled_from([1, 2])), priority=draw(st.none() | st.integers(0, 9)),
+        correlation_id=draw(st.none() | st.text(max_size=20)), message_id=draw(st.none() | st.text(max_size=20)),
+        timestamp=draw(st.none() | st.integers(0, 2**40)), type=draw(st.none() | st.text(max_size=20)),
+        app_id=draw(st.none() | st.text(max_size=10)), expiration=draw(st.none() | st.just("60000")))
+    return draw(queue_names), props
+
+
+def deciders(**overrides: Any) -> tuple[ReplayDecider, ReplayDecider]:
+    """Two deciders that stamp the same time and ids: one for each path."""
+    settings_ = ReplaySettings(source="orders.dlq", **overrides)
+    a, b = ReplayDecider(settings_, now=NOW), ReplayDecider(settings_, now=NOW)
+    b._run_id = a._run_id  # noqa: SLF001
+    return a, b
+
+
+def python_path(decider: ReplayDecider, routing_key: str, props: Any) -> Decision:
+    method = pika.spec.Basic.Deliver("ctag", 7, False, "dlx", routing_key)
+    return decider(MessageRecord.from_delivery("orders.dlq", method, props, b"body"))
+
+
+def assert_same(python: Decision, fast: Decision) -> None:
+    assert (fast.action, fast.group, fast.exchange, fast.routing_key) == (
+        python.action, python.group, python.exchange, python.routing_key)
+    if python.action is Action.MOVE:
+        assert fast.properties == encode_properties(python.properties)
+
+
+def expects_fast(props: Any, **overrides: Any) -> bool:
+    """Where the C path must answer: a failure death with a queue, retry counters it can render."""
+    headers = props.headers
+    failure = any(d["reason"] in ("rejected", "maxlen", "delivery_limit") and d["queue"] for d in headers["x-death"])
+    reset = {"x-retry-count", "x-delivery-attempts", *overrides.get("reset_headers", ())}
+    renders = all(type(headers[k]) in (int, str) for k in reset if k in headers)
+    return failure and (renders or overrides.get("keep_history", False))
+
+
+@pytest.mark.parametrize("overrides", [{}, {"keep_history": True}, {"reset_headers": ("count", "x-custom-retries")},
+                                       {"to_queue": "elsewhere"}, {"max_replays": 3}],
+                         ids=["default", "keep-history", "reset-header", "to", "max-replays"])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(letter=dead_letters())
+def test_fast_path_publishes_what_the_python_path_publishes(overrides: dict[str, Any], letter: Any) -> None:
+    routing_key, props = letter
+    slow, fast = deciders(**overrides)
+    raw = encode_properties(props)
+    answer = fast.raw(routing_key, raw)
+    if answer is None:
+        assert not expects_fast(props, **overrides), "the fast path declined a canonical dead letter"
+        return
+    assert_same(python_path(slow, routing_key, decode_properties(raw)), answer)
+
+
+def test_a_broker_shaped_dead_letter_is_rewritten_as_documented() -> None:
+    props = pika.BasicProperties(content_type="application/x-protobuf", delivery_mode=2, headers={
+        "tenant": "acme",
+        "x-death": [{"count": long(3), "reason": "expired", "queue": "orders.wait", "time": NOW,
+                     "exchange": "retry", "routing-keys": ["orders.wait"]},
+                    {"count": long(2), "reason": "rejected", "queue": "orders.work", "time": NOW,
+                     "exchange": "orders", "routing-keys": ["order.created"]}],
+        "x-first-death-queue": "orders.work", "x-first-death-reason": "rejected", "x-first-death-exchange": "orders",
+        "x-retry-count": 4,
+    })
+    slow, fast = deciders()
+    answer = fast.raw("orders.work", encode_properties(props))
+    assert answer is not None and answer.routing_key == "orders.work"
+    published = decode_properties(answer.properties)
+    assert published.content_type == "application/x-protobuf" and published.delivery_mode == 2
+    assert list(published.headers) == ["tenant", PROVENANCE_HEADER]
+    prov = published.headers[PROVENANCE_HEADER]
+    assert prov["from"] == "orders.dlq" and prov["at"] == NOW and prov["count"] == 1
+    assert (prov["exchange"], prov["routing-key"]) == ("orders", "order.created")
+    assert prov["deaths"] == "expired×3 from orders.wait, rejected×2 from orders.work"
+    assert prov["reset"] == "x-retry-count=4"
+    assert_same(python_path(slow, "orders.work", props), answer)
+
+
+def test_the_loop_guard_leaves_it_with_the_same_reason() -> None:
+    props = pika.BasicProperties(headers={
+        "x-death": [{"count": long(1), "reason": "rejected", "queue": "q", "time": NOW}],
+        PROVENANCE_HEADER: {"count": 2}})
+    slow, fast = deciders(max_replays=2)
+    answer = fast.raw("q", encode_properties(props))
+    assert answer is not None and answer.action is Action.LEAVE
+    assert_same(python_path(slow, "q", props), answer)
+
+
+@pytest.mark.parametrize("headers", [
+    {"x-death": [{"count": long(1), "reason": "expired", "queue": "wait", "time": NOW}],
+     "x-first-death-queue": "work"},                                    # origin from x-first-death-queue
+    {"x-death": {"count": long(1), "reason": "rejected", "queue": "q"}},  # a table, not an array
+    {"x-death": [{"count": "1", "reason": "rejected", "queue": "q"}]},   # a text count
+    {"x-death": [{"count": long(1), "reason": b"rejected\xff", "queue": "q"}]},
+    {"x-death": [{"count": long(1), "reason": "rejected", "queue": "q"}], "x-retry-count": [1, 2]},
+    {"x-death": [{"count": long(1), "reason": "rejected", "queue": "q"}], PROVENANCE_HEADER: {"count": "2"}},
+    {"tenant": "acme"},
+], ids=["first-death", "table", "text-count", "bad-utf8", "list-retry", "text-replays", "no-x-death"])
+def test_unusual_shapes_are_left_to_the_python_path(headers: dict[str, Any]) -> None:
+    _slow, fast = deciders()
+    assert fast.raw("q", encode_properties(pika.BasicProperties(headers=headers))) is None
+
+
+def test_duplicate_header_names_are_left_to_the_python_path() -> None:
+    raw = bytearray(encode_properties(pika.BasicProperties(headers={
+        "x-death": [{"count": long(1), "reason": "rejected", "queue": "q"}], "aaaaaaa": "x"})))
+    raw[raw.index(b"aaaaaaa"):raw.index(b"aaaaaaa") + 7] = b"x-death"[:7]  # a second key "x-death"
+    _slow, fast = deciders()
+    assert fast.raw("q", bytes(raw)) is None
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(letter=dead_letters(), seed=st.integers(0, 2**32), flips=st.integers(1, 8))
+def test_mutated_bytes_never_crash_and_an_answer_agrees_with_python(letter: Any, seed: int, flips: int) -> None:
+    routing_key, props = letter
+    raw = bytearray(encode_properties(props))
+    rnd = random.Random(seed)
+    for _ in range(flips):
+        what = rnd.random()
+        at = rnd.randrange(len(raw))
+        if what < 0.6:
+            raw[at] = rnd.randrange(256)
+        elif what < 0.8:
+            del raw[at:at + rnd.randint(1, 8)]
+        else:
+            raw[at:at] = bytes(rnd.randrange(256) for _ in range(rnd.randint(1, 8)))
+    slow, fast = deciders()
+    answer = fast.raw(routing_key, bytes(raw))
+    if answer is None:
+        return
+    python = python_path(slow, routing_key, decode_properties(bytes(raw)))  # must decode: the C path took it
+    assert (answer.action, answer.group) == (python.action, python.group)
+    if python.action is Action.MOVE:
+        # kinds Python re-encodes differently (S holding non-UTF-8 bytes -> x) decode to equal values
+        assert vars(decode_properties(answer.properties)) == vars(decode_properties(
+            encode_properties(python.properties)))
+
+
+@given(garbage=st.binary(max_size=300))
+@settings(max_examples=500, deadline=None)
+def test_garbage_is_declined(garbage: bytes) -> None:
+    _slow, fast = deciders()
+    answer = fast.raw("q", garbage)
+    assert answer is None or answer.action in (Action.MOVE, Action.LEAVE)
+
+
+def test_time_of_day_is_stamped_to_the_second() -> None:
+    props = pika.BasicProperties(headers={"x-death": [{"count": long(1), "reason": "rejected", "queue": "q"}]})
+    _slow, fast = deciders()
+    fast.now = None
+    before = datetime.now(UTC).replace(microsecond=0)
+    answer = fast._raw_decider()("q", encode_properties(props))  # noqa: SLF001 - now read at call time
+    stamp = decode_properties(answer.properties).headers[PROVENANCE_HEADER]["at"]
+    assert before <= stamp <= datetime.now(UTC) + timedelta(seconds=1)
