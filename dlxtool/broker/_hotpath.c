@@ -2,6 +2,7 @@
  * built, the Python code it stands in for runs instead, with the same results.
  *
  * read_deliveries: the consumer deliveries in a run of received frames (dlxtool.broker.frames.FastInput).
+ * publish_frames: the frames of one publish (dlxtool.broker.frames._frames).
  *
  * replay_properties: a dead letter's content-header properties in, its replayed properties out.
  * dlxtool.ops.replay.ReplayDecider does this in Python for any message: decode the properties, parse
@@ -602,7 +603,58 @@ done:
     return result;
 }
 
+/* -- publish_frames ----------------------------------------------------------------------------- */
+
+static uint8_t *frame_head(uint8_t *w, uint8_t kind, unsigned channel, Py_ssize_t len) {
+    w[0] = kind; w[1] = channel >> 8; w[2] = channel;
+    w[3] = len >> 24; w[4] = len >> 16; w[5] = len >> 8; w[6] = len;
+    return w + 7;
+}
+
+/* Basic.Publish + content header + body frames in one bytes object, as dlxtool.broker.frames._frames. */
+static PyObject *publish_frames(PyObject *self, PyObject *args) {
+    Py_buffer method, props, body;
+    unsigned int channel;
+    Py_ssize_t body_max;
+    if (!PyArg_ParseTuple(args, "Iy*y*y*n", &channel, &method, &props, &body, &body_max)) return NULL;
+    PyObject *out = NULL;
+    if (body_max <= 0 || channel > 0xFFFF) {
+        PyErr_SetString(PyExc_ValueError, "body_max must be positive, channel a 16-bit number");
+        goto done;
+    }
+    Py_ssize_t nbody = (body.len + body_max - 1) / body_max;
+    out = PyBytes_FromStringAndSize(NULL, 8 + method.len + 8 + 12 + props.len + nbody * 8 + body.len);
+    if (!out) goto done;
+    uint8_t *w = (uint8_t *)PyBytes_AS_STRING(out);
+    w = frame_head(w, 1, channel, method.len);
+    memcpy(w, method.buf, method.len);
+    w += method.len;
+    *w++ = 0xCE;
+    w = frame_head(w, 2, channel, props.len + 12);
+    uint64_t size = body.len;
+    uint8_t head[12] = {0, 60, 0, 0, size >> 56, size >> 48, size >> 40, size >> 32, size >> 24, size >> 16,
+                        size >> 8, size};
+    memcpy(w, head, 12);
+    memcpy(w + 12, props.buf, props.len);
+    w += 12 + props.len;
+    *w++ = 0xCE;
+    for (Py_ssize_t at = 0; at < body.len; at += body_max) {
+        Py_ssize_t n = body.len - at < body_max ? body.len - at : body_max;
+        w = frame_head(w, 3, channel, n);
+        memcpy(w, (const uint8_t *)body.buf + at, n);
+        w += n;
+        *w++ = 0xCE;
+    }
+done:
+    PyBuffer_Release(&method);
+    PyBuffer_Release(&props);
+    PyBuffer_Release(&body);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"publish_frames", publish_frames, METH_VARARGS,
+     "publish_frames(channel, method, props, body, body_max) -> bytes: the frames of one publish"},
     {"read_deliveries", read_deliveries, METH_VARARGS,
      "read_deliveries(buf, offset, channel, consumer_tags) -> (offset after them, [(Deliver, properties, body)], "
      "frames): the whole deliveries on `channel` from `offset` on, up to the first frame that is not part of one"},

@@ -213,11 +213,28 @@ def publish_frames(channel_number: int, exchange: str, routing_key: str, body: b
     return _frames(channel_number, method, body, encode_properties(properties), body_max)
 
 
+_METHODS: dict[tuple[Any, Any, bool], bytes] = {}  # replay publishes to a handful of queues, over and over
+
+
 def _publish_method(exchange: str, routing_key: str, mandatory: bool) -> bytes:
-    return _PUBLISH_ID + _short_str(exchange) + _short_str(routing_key) + (b"\x01" if mandatory else b"\x00")
+    key = (exchange, routing_key, mandatory)
+    method = _METHODS.get(key)
+    if method is None:
+        method = _PUBLISH_ID + _short_str(exchange) + _short_str(routing_key) + (b"\x01" if mandatory else b"\x00")
+        if type(exchange) is str and type(routing_key) is str:
+            if len(_METHODS) >= _SHORT_CACHE_MAX:
+                _METHODS.clear()
+            _METHODS[key] = method
+    return method
 
 
 def _frames(channel_number: int, method: bytes, body: bytes, props: bytes, body_max: int) -> bytes:
+    if _c_publish_frames is not None:
+        return _c_publish_frames(channel_number, method, props, body, body_max)
+    return _py_frames(channel_number, method, body, props, body_max)
+
+
+def _py_frames(channel_number: int, method: bytes, body: bytes, props: bytes, body_max: int) -> bytes:
     length = len(body)
     pieces = [_FRAME_HEAD.pack(1, channel_number, len(method)), method, _END,
               _FRAME_HEAD.pack(2, channel_number, len(props) + 12), _CONTENT_HEAD.pack(60, 0, length), props, _END]
@@ -421,28 +438,6 @@ RECV_BYTES = 256 * 1024
 CONSUME_BYTES = 1024 * 1024
 
 
-SEND_BYTES = 1024 * 1024
-
-
-def _coalesce_sends(transport: Any) -> None:
-    """One send() for what is buffered, not one per frame blob: pika's transport sends its buffer chunks
-    one by one, i.e. a system call per published message. Same bytes, same order."""
-    produce = type(transport)._produce  # noqa: SLF001 - the plaintext or TLS transport's own
-    buffers = transport._tx_buffers  # noqa: SLF001
-
-    def coalescing_produce() -> None:
-        if len(buffers) > 1:
-            batch, size = [], 0
-            while buffers and size < SEND_BYTES:
-                chunk = buffers.popleft()
-                batch.append(chunk)
-                size += len(chunk)
-            buffers.appendleft(b"".join(batch))
-        produce(transport)
-
-    transport._produce = coalescing_produce  # noqa: SLF001 - instance attribute shadows the method
-
-
 class _Content:
     """A delivery being assembled on a fast channel: method, then header, then body frames."""
 
@@ -472,8 +467,6 @@ class FastInput:
         if transport is not None and hasattr(transport, "_MAX_RECV_BYTES"):
             transport._MAX_RECV_BYTES = RECV_BYTES  # noqa: SLF001
             transport._MAX_CONSUME_BYTES = CONSUME_BYTES  # noqa: SLF001
-        if transport is not None and hasattr(transport, "_tx_buffers"):
-            _coalesce_sends(transport)
 
     def on_data(self, data: bytes) -> None:
         buf = self.buffer + data if self.buffer else data
@@ -616,10 +609,11 @@ def _tag_bytes(tag: Any) -> bytes:
     return tag if isinstance(tag, bytes) else tag.encode()
 
 
-try:  # the C reader (dlxtool/broker/_hotpath.c); without it, the Python path below does the same work
+try:  # dlxtool/broker/_hotpath.c; without it, the Python code here does the same work
+    from dlxtool.broker._hotpath import publish_frames as _c_publish_frames
     from dlxtool.broker._hotpath import read_deliveries
 except ImportError:  # pragma: no cover - built by pip install (setup.py); optional
-    read_deliveries = None
+    _c_publish_frames = read_deliveries = None
 
 
 def _decode_deliver(buf: bytes, o: int) -> Any:
@@ -687,5 +681,19 @@ def send_publish(connection: Any, channel: Any, exchange: str, routing_key: str,
     props = encode_for_publish(properties if properties is not None else _BP(),
                                impl._body_max_length + FRAME_OVERHEAD)  # noqa: SLF001 - = negotiated frame_max
     data = _frames(channel.channel_number, method, body, props, impl._body_max_length)  # noqa: SLF001
-    impl._output_marshaled_frames((data,))  # noqa: SLF001
+    _emit(impl, data)
     return props
+
+
+def _emit(impl: Any, data: bytes) -> None:
+    """impl._output_marshaled_frames((data,)), shortened when a send is pending anyway: then pika's transport
+    write only appends to its buffer (its write watcher is on already), and so does this."""
+    transport = impl._transport  # noqa: SLF001
+    buffers = getattr(transport, "_tx_buffers", None)
+    if buffers and transport._state == transport._STATE_ACTIVE:  # noqa: SLF001
+        buffers.append(data)
+        transport._tx_buffered_byte_count += len(data)  # noqa: SLF001
+        impl.bytes_sent += len(data)
+        impl.frames_sent += 1
+    else:
+        impl._output_marshaled_frames((data,))  # noqa: SLF001

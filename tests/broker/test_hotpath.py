@@ -228,3 +228,14 @@ def test_time_of_day_is_stamped_to_the_second() -> None:
     answer = fast._raw_decider()("q", encode_properties(props))  # noqa: SLF001 - now read at call time
     stamp = decode_properties(answer.properties).headers[PROVENANCE_HEADER]["at"]
     assert before <= stamp <= datetime.now(UTC) + timedelta(seconds=1)
+
+
+@given(channel=st.integers(1, 65535), method=st.binary(max_size=300), props=st.binary(max_size=300),
+       body=st.binary(max_size=700), body_max=st.integers(1, 800))
+def test_publish_frames_in_c_are_the_python_frames(channel: int, method: bytes, props: bytes, body: bytes,
+                                                   body_max: int) -> None:
+    from dlxtool.broker import frames
+
+    assert frames._c_publish_frames is not None  # noqa: SLF001
+    assert frames._c_publish_frames(channel, method, props, body, body_max) == frames._py_frames(  # noqa: SLF001
+        channel, method, body, props, body_max)
