@@ -33,6 +33,7 @@ from pika import data as pika_data
 from pika import exceptions, frame, spec
 from pika.compat import long
 
+from dlxtool.broker import hotpath
 from dlxtool.broker.amqp_values import RawValue, raw_fixed
 
 FRAME_END = 0xCE
@@ -609,11 +610,9 @@ def _tag_bytes(tag: Any) -> bytes:
     return tag if isinstance(tag, bytes) else tag.encode()
 
 
-try:  # dlxtool/broker/_hotpath.c; without it, the Python code here does the same work
-    from dlxtool.broker._hotpath import publish_frames as _c_publish_frames
-    from dlxtool.broker._hotpath import read_deliveries
-except ImportError:  # pragma: no cover - built by pip install (setup.py); optional
-    _c_publish_frames = read_deliveries = None
+_hotpath = hotpath.load()  # dlxtool/broker/_hotpath.c; without it, the Python code here does the same work
+_c_publish_frames = _hotpath.publish_frames if _hotpath else None
+read_deliveries = _hotpath.read_deliveries if _hotpath else None
 
 
 def _decode_deliver(buf: bytes, o: int) -> Any:

@@ -179,12 +179,11 @@ class ReplayDecider:
 
 
 def _accelerator() -> Callable[..., Any] | None:
-    """dlxtool.broker._hotpath.replay_properties, or None where the C extension was not built."""
-    try:
-        from dlxtool.broker._hotpath import replay_properties
-    except ImportError:
-        return None
-    return replay_properties
+    """dlxtool.broker._hotpath.replay_properties, or None where the C extension is not built (or is off)."""
+    from dlxtool.broker import hotpath
+
+    module = hotpath.load()
+    return module.replay_properties if module else None
 
 
 def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory | None = None,

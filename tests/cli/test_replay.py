@@ -27,6 +27,32 @@ def replay(run, broker, *args: str):
     return run("replay", *args, "--url", broker.url, "--format", "json")
 
 
+@pytest.fixture(params=["c", "python"])
+def hotpath(request, monkeypatch):
+    """Replay with the C hot path (dlxtool/broker/_hotpath.c), counting the messages it rewrote, or with
+    the Python code it stands in for. Yields (mode, the properties the C rewrite answered with)."""
+    from dlxtool.broker import frames
+    from dlxtool.ops import replay as replay_ops
+
+    answered: list[bytes] = []
+    if request.param == "python":
+        monkeypatch.setattr(frames, "read_deliveries", None)
+        monkeypatch.setattr(frames, "_c_publish_frames", None)
+        monkeypatch.setattr(replay_ops, "_accelerator", lambda: None)
+    else:
+        rewrite = replay_ops._accelerator()
+        assert rewrite is not None and frames.read_deliveries is not None, "the C extension is not built"
+
+        def counting(*args):
+            out = rewrite(*args)
+            if out is not None:
+                answered.append(out[2])
+            return out
+
+        monkeypatch.setattr(replay_ops, "_accelerator", lambda: counting)
+    yield request.param, answered
+
+
 @pytest.fixture
 def mixed(broker, qname):
     """One DLQ fed by four production retry topologies."""
@@ -42,7 +68,7 @@ def mixed(broker, qname):
     return top, names, data
 
 
-def test_each_message_goes_home_with_history_reset(run, broker, mixed) -> None:
+def test_each_message_goes_home_with_history_reset(run, broker, mixed, hotpath) -> None:
     top, names, data = mixed
     before = {body: headers for body, headers in broker.snapshot(top.dlq)}
     assert {d["reason"] for h in before.values() for d in h["x-death"]} >= {"rejected", "expired", "delivery_limit"}
@@ -67,9 +93,11 @@ def test_each_message_goes_home_with_history_reset(run, broker, mixed) -> None:
             assert headers["tenant"] == "acme" and headers["i"] == before[body]["i"]
         if key == "rk":
             assert {h["dlxtool-replay"]["routing-key"] for _b, h in got} == {"order.created"}
+    mode, answered = hotpath
+    assert len(answered) == (12 if mode == "c" else 0)  # with C, every broker-made dead letter took it
 
 
-def test_properties_and_body_unchanged(run, broker, qname) -> None:
+def test_properties_and_body_unchanged(run, broker, qname, hotpath) -> None:
     with broker.channel() as ch:
         top = rt.dead_letter_target(ch, qname)
         rt.reject_to_dlx(ch, top, f"{qname}.o", [b"\x00\xffbinary"])
@@ -82,7 +110,7 @@ def test_properties_and_body_unchanged(run, broker, qname) -> None:
     assert (method.exchange, method.routing_key) == ("", f"{qname}.o")
 
 
-def test_a_new_rejection_counts_from_one(run, broker, mixed) -> None:
+def test_a_new_rejection_counts_from_one(run, broker, mixed, hotpath) -> None:
     """On 3.10 the broker keeps a client-sent x-death: without the reset this count would be 2."""
     top, names, _data = mixed
     assert replay(run, broker, top.dlq, "--yes").exit_code == 0
