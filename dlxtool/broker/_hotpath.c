@@ -60,6 +60,7 @@ static int out_reserve(outbuf *o, Py_ssize_t more) {
 }
 
 static int out_put(outbuf *o, const void *src, Py_ssize_t n) {
+    if (n == 0) return 0;   /* src may be NULL then (an absent exchange) */
     if (out_reserve(o, n) < 0) return -1;
     memcpy(o->p + o->n, src, n);
     o->n += n;

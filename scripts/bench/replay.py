@@ -3,6 +3,7 @@
 
     .venv/bin/python scripts/bench/replay.py                 # 100,000 messages, rate ratio
     .venv/bin/python scripts/bench/replay.py --rss 1000000   # also peak RSS of a 1M-message replay
+    .venv/bin/python scripts/bench/replay.py --python-too    # also without the C hot path
 
 Dead letters are made by the broker (publish to an origin with a DLX, reject in bulk), 200-byte
 bodies, real x-death headers. dlxtool runs as a subprocess (`dlxtool replay DLQ --yes`, count reset,
@@ -77,11 +78,12 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_dlxtool(env, n: int) -> tuple[float, int, dict]:
+def run_dlxtool(env, n: int, *, hotpath: bool = True) -> tuple[float, int, dict]:
     cpu = _children_cpu()
     started = time.monotonic()
     proc = subprocess.run([str(ROOT / ".venv/bin/dlxtool"), "replay", DLQ, "--yes", "--url", env.url,
-                           "--format", "json"], capture_output=True, text=True, check=False)
+                           "--format", "json"], capture_output=True, text=True, check=False,
+                          env={**os.environ, "DLXTOOL_NO_HOTPATH": "" if hotpath else "1"})
     elapsed = time.monotonic() - started
     if proc.returncode != 0:
         raise SystemExit(f"dlxtool failed ({proc.returncode}): {proc.stderr}")
@@ -112,7 +114,7 @@ def make_dead_letters(env, n: int) -> None:
     print(f"made {n} dead letters in {time.monotonic() - t:.1f}s", file=sys.stderr)
 
 
-def compare(n: int, rounds: int) -> None:
+def compare(n: int, rounds: int, python_too: bool) -> None:
     with open_vhost("localhost", 5672, 15672, f"bench-{uuid.uuid4().hex[:8]}") as env:
         make_dead_letters(env, n)
         ratios, cpus = [], []
@@ -123,8 +125,14 @@ def compare(n: int, rounds: int) -> None:
             dead_letter_all(env, n)
             ratios.append((n / d) / (n / s))
             cpus.append(summary["cpu_us_per_msg"])
-            print(f"round {r + 1}: dlxtool {n / d:,.0f} msg/s ({d:.2f}s, {cpus[-1]:.1f} µs CPU/msg), "
-                  f"shovel {n / s:,.0f} msg/s ({s:.2f}s), ratio {ratios[-1]:.2f}x", flush=True)
+            line = (f"round {r + 1}: dlxtool {n / d:,.0f} msg/s ({d:.2f}s, {cpus[-1]:.1f} µs CPU/msg), "
+                    f"shovel {n / s:,.0f} msg/s ({s:.2f}s), ratio {ratios[-1]:.2f}x")
+            if python_too:  # the same without the C extension (DLXTOOL_NO_HOTPATH=1)
+                p, _rss, py_summary = run_dlxtool(env, n, hotpath=False)
+                dead_letter_all(env, n)
+                line += (f"; without the C hot path {n / p:,.0f} msg/s ({py_summary['cpu_us_per_msg']:.1f} µs "
+                         f"CPU/msg), ratio {(n / p) / (n / s):.2f}x")
+            print(line, flush=True)
         print(f"rate ratio dlxtool/shovel: best {max(ratios):.2f}x, median {sorted(ratios)[len(ratios) // 2]:.2f}x, "
               f"dlxtool CPU median {sorted(cpus)[len(cpus) // 2]:.1f} µs/msg "
               f"(target >= 1.0x; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
@@ -143,9 +151,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--rss", type=int, metavar="N", help="also measure peak RSS of an N-message replay")
     parser.add_argument("--skip-compare", action="store_true")
+    parser.add_argument("--python-too", action="store_true",
+                        help="also run dlxtool without its C hot path (DLXTOOL_NO_HOTPATH=1) each round")
     args = parser.parse_args()
     if not args.skip_compare:
-        compare(args.n, args.rounds)
+        compare(args.n, args.rounds, args.python_too)
     if args.rss:
         rss(args.rss)
 

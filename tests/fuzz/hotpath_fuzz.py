@@ -1,0 +1,73 @@
+"""Fuzz driver for the C hot path (dlxtool/broker/_hotpath.c), run by test_hotpath_sanitized.py in a
+process with AddressSanitizer and UBSan preloaded, against a sanitizer build of the extension:
+
+    python -m tests.fuzz.hotpath_fuzz PATH_TO_SO SEED ITERATIONS
+
+Mutates encoded dead-letter properties and delivery frames (bytes flipped, cut, inserted) and feeds
+them to every function of the module. Any out-of-bounds read or undefined behaviour aborts with the
+sanitizer's report; answers are not checked here (tests/broker/test_hotpath.py compares them)."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import sys
+from datetime import UTC, datetime
+
+import pika
+from pika.compat import long
+
+from dlxtool.broker.frames import encode_properties
+from tests.broker.test_frames import deliver_frames
+
+WHEN = datetime(2026, 11, 21, tzinfo=UTC)
+SEEDS = [encode_properties(pika.BasicProperties(content_type="x", delivery_mode=2, message_id="m", headers={
+    "tenant": "acme", "nested": {"a": [1, "x", {"b": None}], "t": WHEN}, "x-retry-count": 3, "count": "7",
+    "x-death": [{"count": long(i), "reason": reason, "queue": f"q{i}", "time": WHEN, "exchange": "e",
+                 "routing-keys": ["k", "k2"]}
+                for i, reason in enumerate(["expired", "rejected", "maxlen", "delivery_limit"])],
+    "dlxtool-replay": {"count": 3, "from": "d"}})),
+    encode_properties(pika.BasicProperties(headers={"x-death": [{"count": long(1), "reason": "rejected",
+                                                                 "queue": "q"}]}))]
+
+
+def mutate(rnd: random.Random, data: bytes) -> bytes:
+    raw = bytearray(data)
+    for _ in range(rnd.randint(1, 6)):
+        at = rnd.randrange(len(raw))
+        what = rnd.random()
+        if what < 0.5:
+            raw[at] = rnd.randrange(256)
+        elif what < 0.7:
+            del raw[at:at + rnd.randint(1, 20)]
+        elif what < 0.85:
+            raw[at:at] = bytes(rnd.randrange(256) for _ in range(rnd.randint(1, 20)))
+        else:
+            raw[at] = rnd.choice([0, 0xFF, ord("F"), ord("A"), ord("S")])
+        if not raw:
+            raw = bytearray(b"\x00")
+    return bytes(raw)
+
+
+def main(path: str, seed: int, iterations: int) -> int:
+    spec = importlib.util.spec_from_file_location("_hotpath", path)
+    assert spec is not None and spec.loader is not None
+    hotpath = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hotpath)
+    rnd = random.Random(seed)
+    answered = 0
+    for i in range(iterations):
+        raw = mutate(rnd, rnd.choice(SEEDS))
+        out = hotpath.replay_properties(raw, b"rk", (b"x-death", b"CC", b"x-first-death-queue"),
+                                        (b"x-retry-count", b"count"), rnd.random() < 0.2,
+                                        b"\x04fromS\x00\x00\x00\x01d", 5, b"id", b"")
+        answered += out is not None
+        frames = mutate(rnd, deliver_frames(1, "ctag", i + 1, pika.BasicProperties(), raw[:50], 16))
+        hotpath.read_deliveries(frames, rnd.randint(0, 5), 1, (b"ctag",))
+        hotpath.publish_frames(rnd.randint(1, 65535), raw[:10], raw, raw[:rnd.randint(0, 300)], rnd.randint(1, 100))
+    print(f"{iterations} inputs, {answered} rewritten")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
