@@ -15,7 +15,7 @@ decimals → {"$decimal": "1.50"}. A real table whose only key is one of those t
 as {"$table": {...}} so that decoding stays unambiguous. Tables and arrays nested deeper than
 MAX_JSON_DEPTH levels (a hostile header can nest thousands deep, JSON writers stop at a few hundred)
 are kept whole as {"$amqp": base64 of their AMQP field-value encoding}. Values pika would change or
-cannot decode (floats, b/B/s/u/i integers, rescaled decimals, timestamps past 9999) arrive as
+cannot decode (floats, b/B/s/u/U/i and L integers, rescaled decimals, timestamps past 9999) arrive as
 dlxtool.broker.amqp_values.RawValue and are stored as {"$amqp": base64, "$value": readable}; $value is
 informational, $amqp is published back byte for byte.
 """

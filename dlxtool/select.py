@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from dlxtool.broker.amqp_values import RawValue
 from dlxtool.deaths import find_origin, parse_history
 from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
@@ -145,6 +146,8 @@ def build_selection(*, origins: Sequence[str] = (), reasons: Sequence[str] = (),
 
 
 def _text(value: Any) -> str | None:
+    if isinstance(value, RawValue):  # a kind kept as its AMQP bytes (a float, an L …): match what it means
+        value = value.value
     if value is None:
         return None
     if isinstance(value, bytes | bytearray):

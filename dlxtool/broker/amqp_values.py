@@ -1,11 +1,18 @@
 """Header values that Python (and pika) cannot carry faithfully, kept as their AMQP bytes.
 
 pika 1.4 decodes an AMQP double 1.1 as the integer 1 (and re-encodes it as a long), a float32 1.5 as 1,
-the small integer kinds b/B/u/s and i as plain ints (re-encoded as I or l), a decimal with a scale of 2
-and value 100 as Decimal("1.00") re-encoded as D(0, 1); a timestamp beyond year 9999 (RabbitMQ accepts
-2^62) does not decode at all. dlxtool.broker.frames decodes those as a RawValue instead: its exact bytes
-(kind byte + payload), written back verbatim by frames' encoder and stored in records as
-{"$amqp": base64, "$value": readable} (dlxtool.record)."""
+the small integer kinds b/B/u/s/U and i as plain ints (re-encoded as I or l), a signed 64-bit L as the
+same long as l (re-encoded as l), a decimal with a scale of 2 and value 100 as Decimal("1.00")
+re-encoded as D(0, 1); a timestamp beyond year 9999 (RabbitMQ accepts 2^62) does not decode at all.
+dlxtool.broker.frames decodes those as a RawValue instead: its exact bytes (kind byte + payload),
+written back verbatim by frames' encoder and stored in records as {"$amqp": base64, "$value": readable}
+(dlxtool.record).
+
+U is the AMQP 0-9-1 spec's short-int (signed 16-bit, as pika reads it; RabbitMQ spells it s). RabbitMQ's
+table parser has no U: a publish carrying one makes it close the whole connection (541 INTERNAL_ERROR,
+seen on 3.10.8), so no message in RabbitMQ holds one. It can only come from a record file, and `load`
+refuses such a record before publishing anything (`rabbitmq_refuses`). L (signed 64-bit) is accepted
+and delivered as sent."""
 
 from __future__ import annotations
 
@@ -16,9 +23,10 @@ from typing import Any
 
 # kind byte -> (struct format of the payload, what the readable value is)
 _FIXED = {
-    ord("b"): ">b", ord("B"): ">B", ord("s"): ">h", ord("u"): ">H", ord("i"): ">I",
-    ord("f"): ">f", ord("d"): ">d", ord("T"): ">Q",
+    ord("b"): ">b", ord("B"): ">B", ord("s"): ">h", ord("u"): ">H", ord("U"): ">h", ord("i"): ">I",
+    ord("L"): ">q", ord("f"): ">f", ord("d"): ">d", ord("T"): ">Q",
 }
+REFUSED_BY_RABBITMQ = frozenset({ord("U")})
 
 
 @dataclass(frozen=True)
@@ -57,3 +65,21 @@ def raw_fixed(buf: bytes, o: int) -> tuple[RawValue, int] | None:
     if end > len(buf):
         raise IndexError("field value runs past the table")
     return RawValue(bytes(buf[o:end])), end
+
+
+def rabbitmq_refuses(value: Any, path: str = "") -> str | None:
+    """Where in a header value (a table, a list, a RawValue) sits a kind RabbitMQ refuses to take (it would
+    close the connection): "name.inner[2]", or None."""
+    if isinstance(value, RawValue):
+        return path if value.encoded[0] in REFUSED_BY_RABBITMQ else None
+    if isinstance(value, dict):
+        items: Any = ((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
+    elif isinstance(value, list | tuple):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for where, inner in items:
+        found = rabbitmq_refuses(inner, where)
+        if found is not None:
+            return found
+    return None

@@ -124,6 +124,8 @@ class AsyncChannel:
         try:
             if self.impl.is_open:
                 self.impl.close()
-                self.wait_for(lambda: not self.impl.is_open or self.closed_reason is not None, "channel.close", 5)
+                # Until the close-ok (is_open is False as soon as the close is *sent*): callers take the close
+                # as proof that the broker processed every method before it (acks; giveback.close_channel).
+                self.wait_for(lambda: self.impl.is_closed or self.closed_reason is not None, "channel.close", 5)
         except Exception:  # noqa: BLE001, S110 - closing must not hide the real outcome
             pass

@@ -305,7 +305,7 @@ def _dvalue(buf: bytes, o: int) -> tuple[Any, int]:
     if kind == 83:  # S long string: str if UTF-8, else bytes
         end = o + 4 + _unpack_I(buf, o)[0]
         return _utf8(buf[o + 4:end]), end
-    if kind == 108 or kind == 76:  # l / L: signed 64-bit, pika's `long` marker type
+    if kind == 108:  # l: signed 64-bit, pika's `long` marker type (L, the same, is kept raw below)
         return long(_unpack_q(buf, o)[0]), o + 8
     if kind == 84:  # T timestamp (datetimes are immutable: equal seconds can share one)
         seconds = _unpack_Q(buf, o)[0]
@@ -340,8 +340,8 @@ def _dvalue(buf: bytes, o: int) -> tuple[Any, int]:
         n = _unpack_I(buf, o)[0]
         o += 4
         return buf[o:o + n], o + n
-    # The rare kinds b B u i f d s: pika would change them (floats truncated, widths lost), so they stay
-    # their exact bytes; D too unless pika re-encodes it identically.
+    # The rare kinds b B s u U i L f d: pika would change them (floats truncated, widths or kind lost), so
+    # they stay their exact bytes; D too unless pika re-encodes it identically.
     raw = raw_fixed(buf, o - 1)
     if raw is not None:
         if kind == 68:  # D
@@ -351,7 +351,7 @@ def _dvalue(buf: bytes, o: int) -> tuple[Any, int]:
             if b"".join(again) == raw[0].encoded:
                 return value, end
         return raw
-    # U (pika: signed 64-bit) and errors: pika's own decoder from the kind byte
+    # anything else (an unknown kind: an error): pika's own decoder from the kind byte
     return pika_data.decode_value(buf, o - 1)
 
 

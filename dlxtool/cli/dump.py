@@ -82,12 +82,13 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
 
 
 def _drain(app: App, queue: str, count: int | None, output: str | None, yes: bool, read: dict) -> None:
-    from dlxtool.cli.engine import duplicates_note, exit_for, progress_bar, record_file
+    from dlxtool.cli.engine import check_record_file, duplicates_note, exit_for, progress_bar, record_file
     from dlxtool.ops.purge import check_purgeable, drain, queue_state, remove_all
     from dlxtool.ops.transfer import TransferOptions
 
     if read.get("offset") is not None:
         raise UsageError("--offset is for reading streams; streams cannot be drained (--remove)")
+    check_record_file(app, output)  # before the question and before anything is read
     profile = app.profile()
     with app.connection(profile) as conn:
         state = queue_state(conn.channel(), app.management(profile), profile.vhost, queue)

@@ -3,6 +3,7 @@ load): a progress bar on a terminal, and one mapping from a run's result to the 
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -64,6 +65,54 @@ def exit_for(result: Any, what: str, *, saved: str | None = None) -> None:
                            + ", ".join(f"{why} ({n})" for why, n in sorted(result.left.items())))
 
 
+RECORD_FILE_HINT = "give a FILE in a directory that exists and that you may write to; nothing was done yet"
+
+
+def cannot_write(path: str, exc: OSError) -> UsageError:
+    """The one error for a record file that cannot be written (the wording of `dump -o`)."""
+    return UsageError(f"cannot write {path}: {exc.strerror or exc}", hint=RECORD_FILE_HINT)
+
+
+def check_record_file(app: App, path: str | None) -> None:
+    """Refuse a record FILE (--save, --backup, dump --remove -o, --failed) that cannot be written, before
+    any plan, question or read: finding out once the run starts is after a plan has read (and, on a
+    quorum queue, spent a delivery attempt of) the messages. Nothing is created here; record_file opens
+    it when the run starts."""
+    if path is None or path == "-":
+        out = app.stdout
+        if not _regular_file(getattr(out, "buffer", out)):
+            raise _stdout_not_a_file()
+        return
+    problem = _unwritable(path)
+    if problem is not None:
+        raise cannot_write(path, problem)
+
+
+def _stdout_not_a_file() -> UsageError:
+    return UsageError("records of removed messages need a file: stdout is a terminal or a pipe, whose reader may "
+                      "drop them (| head) after their messages are acked away",
+                      hint="give -o FILE (or redirect stdout to a file: > FILE)")
+
+
+def _unwritable(path: str) -> OSError | None:
+    """Why `open(path, "a+b")` would fail (None: it should work), without creating anything."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        parent = os.path.dirname(os.path.abspath(path))
+        try:
+            if not stat.S_ISDIR(os.stat(parent).st_mode):
+                return OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        except OSError as exc:
+            return exc
+        return None if os.access(parent, os.W_OK | os.X_OK) else OSError(errno.EACCES, os.strerror(errno.EACCES))
+    except OSError as exc:  # ENOTDIR (a file on the way), EACCES, ELOOP …
+        return exc
+    if stat.S_ISDIR(st.st_mode):
+        return OSError(errno.EISDIR, os.strerror(errno.EISDIR))
+    return None if os.access(path, os.W_OK) else OSError(errno.EACCES, os.strerror(errno.EACCES))
+
+
 @contextmanager
 def record_file(app: App, path: str | None) -> Iterator[Any]:
     """A RecordSink for --backup / dump --remove / --failed / --save: FILE opened for APPENDING (it may
@@ -76,9 +125,7 @@ def record_file(app: App, path: str | None) -> Iterator[Any]:
         out = app.stdout
         stream = getattr(out, "buffer", out)
         if not _regular_file(stream):
-            raise UsageError("records of removed messages need a file: stdout is a terminal or a pipe, whose "
-                             "reader may drop them (| head) after their messages are acked away",
-                             hint="give -o FILE (or redirect stdout to a file: > FILE)")
+            raise _stdout_not_a_file()
         stream.flush()
         with open(stream.fileno(), "ab", buffering=0, closefd=False) as raw:  # no buffer to write a failed record
             yield RecordSink(raw)
@@ -89,7 +136,7 @@ def record_file(app: App, path: str | None) -> Iterator[Any]:
         repaired = repair_torn_tail(stream.fileno()) if _regular_file(stream) else None
         size = os.fstat(stream.fileno()).st_size
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+        raise cannot_write(path, exc) from None
     if repaired and repaired[0] == "cut":
         app.warn(f"{path} ended in a record cut short (a write stopped mid-record, e.g. a full disk): removed "
                  f"those {repaired[1]} bytes before appending; dlxtool acks a message only after its record "
@@ -101,7 +148,13 @@ def record_file(app: App, path: str | None) -> Iterator[Any]:
     try:
         yield RecordSink(stream)
     finally:
-        stream.close()
+        try:
+            stream.close()
+        except OSError as exc:
+            # Not raised: it would hide the run's summary. Each record was flushed and fsynced before the
+            # ack of its message, so nothing the run took away depends on this close.
+            app.warn(f"closing {path} failed ({exc.strerror or exc}); every record of a message taken away "
+                     "had been written and fsynced before that message was acked")
 
 
 def _regular_file(stream: Any) -> bool:

@@ -74,6 +74,10 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_h
 
     if reset_headers and not reset_history:
         raise UsageError("--reset-header needs --reset-history")
+    if failed_file:
+        from dlxtool.cli.engine import check_record_file
+
+        check_record_file(app, failed_file)  # before anything is published
     open_stream, name = _opener(app, file)
     profile = app.profile()
     settings = LoadSettings(name=name, to_queue=to_queue, reset_history=reset_history,

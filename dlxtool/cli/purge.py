@@ -75,6 +75,10 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, selecti
 
     if backup == "-":
         raise click.BadParameter("the backup must be a file", param_hint="--backup")
+    if backup:
+        from dlxtool.cli.engine import check_record_file
+
+        check_record_file(app, backup)  # before anything is peeked, asked or read
     settings = PurgeSettings(queue, selection, move_to, backup)
     settings.check()
     profile = app.profile()

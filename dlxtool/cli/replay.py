@@ -8,7 +8,14 @@ from typing import Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.engine import duplicates_note, exit_for, progress_bar, record_file, result_rows
+from dlxtool.cli.engine import (
+    check_record_file,
+    duplicates_note,
+    exit_for,
+    progress_bar,
+    record_file,
+    result_rows,
+)
 from dlxtool.cli.options import (
     common_options,
     complete_broker,
@@ -92,6 +99,8 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
            yes: bool) -> None:
     from dlxtool.ops.replay import ReplaySettings
 
+    if save_file:
+        check_record_file(app, save_file)  # before the plan reads (and gives back) any message
     profile = app.profile()
     target_profile = app.profile(target_broker) if target_broker else None
     settings = ReplaySettings(

@@ -99,10 +99,18 @@ def scan(open_stream: Opener, settings: LoadSettings) -> LoadPlan:
 def _check_encodes(record: MessageRecord, settings: LoadSettings, where: str) -> None:
     """Refuse a file with a record AMQP cannot carry before anything is published (frame size is checked
     per message at publish time: it depends on the connection)."""
+    from dlxtool.broker.amqp_values import rabbitmq_refuses
     from dlxtool.broker.frames import EncodeError, encode_for_publish
 
+    headers = _headers(record, settings)
+    refused = rabbitmq_refuses(headers)
+    if refused is not None:
+        raise UsageError(f"{where}: header {refused!r} holds an AMQP short-int of kind 'U', which RabbitMQ does "
+                         "not accept: publishing it would make the broker close the connection",
+                         hint="RabbitMQ's short-int is kind 's' (the same two bytes): re-encode that $amqp value "
+                              "with 's', or remove the header")
     try:
-        encode_for_publish(record.pika_properties(_headers(record, settings)), 0)
+        encode_for_publish(record.pika_properties(headers), 0)
     except EncodeError as exc:
         raise UsageError(f"{where}: {exc}") from None
 

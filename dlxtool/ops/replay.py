@@ -236,7 +236,8 @@ class TemporaryExchanges:
     def __init__(self, connection: Any, timeout: float = 30.0) -> None:
         self.connection = connection
         self.timeout = timeout
-        self.by_queue: dict[str, str | None] = {}
+        self.by_queue: dict[str, str | None] = {}  # routing: None = no exchange bound to that queue
+        self.declared: list[str] = []              # every exchange that may exist: all deleted at the end
         self._tag = uuid.uuid4().hex[:8]
         self._channel: Any = None
 
@@ -249,17 +250,29 @@ class TemporaryExchanges:
 
     def __call__(self, queue: str) -> str | None:
         if queue not in self.by_queue:
-            name = f"dlxtool.replay.{self._tag}.{queue}"[:255]
+            name = self._name(queue)
+            # Listed before the declare: a declare-ok lost with the channel may still have created it
+            # (deleting an exchange that does not exist is a no-op).
+            self.declared.append(name)
             try:
                 self._ch().call("exchange_declare", name, exchange_type="fanout", durable=False, auto_delete=False)
-                self.by_queue[queue] = name
                 self._ch().call("queue_bind", queue, name, routing_key="")
             except Exception:  # noqa: BLE001 - the queue is missing: its messages stay in the DLQ
+                # A failed bind (404) closed the channel; _ch() opens a new one for the next queue.
                 self.by_queue[queue] = None
+            else:
+                self.by_queue[queue] = name
         return self.by_queue[queue]
 
+    def _name(self, queue: str) -> str:
+        """Unique per queue (a counter), readable where it fits: a shared, truncated name would bind two
+        long-named queues to one fanout exchange and copy every message to both."""
+        prefix = f"dlxtool.replay.{self._tag}.{len(self.declared)}."
+        room = 255 - len(prefix.encode())
+        return prefix + queue.encode()[:room].decode("utf-8", "ignore")
+
     def delete_all(self) -> None:
-        for name in {n for n in self.by_queue.values() if n}:
+        for name in dict.fromkeys(self.declared):
             with contextlib.suppress(Exception):  # best effort; the name says what it was
                 self._ch().call("exchange_delete", name)
         if self._channel is not None:

@@ -100,7 +100,9 @@ Decide = Callable[[MessageRecord], Decision]
 
 
 class Sink(Protocol):
-    """Where REMOVE (and, if given, MOVE) records go before the source ack: write, then flush."""
+    """Where REMOVE (and, if given, MOVE) records go before the source ack: write, then flush. A flush that
+    failed must fail again when called again (nothing written since may be acked); RecordSink also says
+    which records it dropped (`failed`, `unsaved`), so that the engine can still settle the others."""
 
     def write(self, record: MessageRecord) -> None: ...
 
@@ -113,20 +115,31 @@ class RecordSink:
     Records are kept here until flush(), and a failed write or flush (a full disk) cuts the file back to
     where the last successful flush ended: no half-written record stays behind to merge with the next
     append. Give it an unbuffered stream (buffering=0) where possible, so no copy of a failed write is left
-    in a Python buffer to be written on close."""
+    in a Python buffer to be written on close.
+
+    A failed flush is final: `failed` holds the error, every later flush() raises, and `unsaved` lists the
+    records that flush dropped — their messages must not be acked (the engine keeps them in the source).
+    `unsaved_may_be_written`: the file could not be cut back, so some of them may be in it after all."""
 
     def __init__(self, stream: IO[bytes], *, fsync: bool = True) -> None:
         self.stream = stream
         self.fsync = fsync
         self.written = 0
+        self.failed: BaseException | None = None
+        self.unsaved: list[MessageRecord] = []
+        self.unsaved_may_be_written = False
         self._pending = bytearray()
+        self._records: list[MessageRecord] = []  # those in _pending
         self._good = _end_offset(stream)  # where the last complete record ends on disk (None: not a file)
 
     def write(self, record: MessageRecord) -> None:
         self._pending += record.to_jsonl()
+        self._records.append(record)
         self.written += 1
 
     def flush(self) -> None:
+        if self.failed is not None:
+            raise OSError(f"an earlier write to the record file failed ({self.failed})")
         if not self._pending:
             return
         try:
@@ -134,18 +147,43 @@ class RecordSink:
             self.stream.flush()
             if self.fsync:
                 _fsync(self.stream)
-        except OSError:
-            self._pending.clear()  # their messages are not acked: the records go, the messages stay
-            self._cut_back()
+        except Exception as exc:
+            # Their messages are not acked: the records go, the messages stay.
+            self.failed = exc
+            self.unsaved, self._records = self._records, []
+            self._pending.clear()
+            self.unsaved_may_be_written = not self._cut_back()
             raise
         self._pending.clear()
+        self._records.clear()
         self._good = _end_offset(self.stream)
 
-    def _cut_back(self) -> None:
+    def _cut_back(self) -> bool:
         if self._good is None:
-            return
-        with contextlib.suppress(OSError, ValueError, AttributeError):
+            return False
+        try:
             os.ftruncate(self.stream.fileno(), self._good)
+        except (OSError, ValueError, AttributeError):
+            return False
+        return True
+
+
+class _SetAside:
+    """Stands in for a RecordSink whose flush failed, while the engine settles what is in flight: records
+    written to it are not saved (their messages stay in the source)."""
+
+    def __init__(self, failed: Any) -> None:
+        self.may_be_written = bool(getattr(failed, "unsaved_may_be_written", True))
+        self._records = {id(r): r for r in getattr(failed, "unsaved", ())}
+
+    def holds(self, record: MessageRecord | None) -> bool:
+        return record is not None and self._records.get(id(record)) is record
+
+    def write(self, record: MessageRecord) -> None:
+        self._records[id(record)] = record
+
+    def flush(self) -> None:
+        pass
 
 
 def _write_all(stream: IO[bytes], data: bytes) -> None:
@@ -290,14 +328,15 @@ class Transfer:
         started = time.monotonic()
         with sigint_as_stop(self._stop, self.opts.handle_sigint), _fewer_gc_passes():
             try:
-                self._setup()
-                self._loop(started)
-                self._finish()
-            except Exception as exc:  # noqa: BLE001 - connection/channel loss or a local error: settle, report
-                self.result.error = describe_error(exc)
-                self.result.connection_lost = _is_connection_error(exc)
-                self._salvage()
-            except KeyboardInterrupt:  # a second Ctrl-C: no more waiting, but count what may exist twice
+                try:
+                    self._setup()
+                    self._loop(started)
+                    self._finish()
+                except Exception as exc:  # noqa: BLE001 - connection/channel loss or a local error: settle, report
+                    self.result.error = describe_error(exc)
+                    self.result.connection_lost = _is_connection_error(exc)
+                    self._salvage()
+            except KeyboardInterrupt:  # a second Ctrl-C (also while salvaging): no more waiting, count copies
                 self._stop.set()
                 self._give_up()
         self.result.interrupted = self._stop.is_set() and self.result.error is None
@@ -644,32 +683,86 @@ class Transfer:
             self.channel.pump(IDLE_WAIT)
 
     def _salvage(self) -> None:
-        """After an error: the source may still be usable (only the target died) — settle what we can."""
+        """After an error, settle what we can. A local error (the sink, a decision) leaves the connections
+        usable: wait (settle_timeout at most) for the confirms in flight, so that confirmed messages are
+        acked and counted moved instead of staying behind as possible duplicates. If only the target died,
+        the source is still usable. Then give the rest back."""
+        sink = self.opts.sink
+        failed_sink = sink is not None and getattr(sink, "failed", None) is not None
+        if failed_sink:  # its unflushed records are gone: from now on records go nowhere, messages stay
+            self.opts.sink = _SetAside(sink)
+        why = "connection lost before the confirm" if self.result.connection_lost else "no confirm: stopped by an error"
         try:
-            for pub in {getattr(self, "mover", None), getattr(self, "keeper", None)} - {None}:
-                pub.abandon("connection lost before the confirm")  # type: ignore[union-attr]
+            self._settle_in_flight()
+            self._unsaved_stay()
+            for pub in self._publishers():
+                pub.abandon(why)
             if getattr(self, "channel", None) is not None and self.channel.is_open and self.source_conn.is_open:
                 self._settle_outcomes()
+                self._unsaved_stay()
                 self._ack_ready()
                 self._cancel_consumer()
                 self._requeue_rest()
                 self._prove_acks(5)
         except Exception:  # noqa: BLE001, S110 - the source is gone too: the broker requeues our unacked
             pass
+        finally:
+            self._unsaved_stay()
+            self.opts.sink = sink
         # Whatever we never acked is back in the source; copies elsewhere of those are duplicates.
         for item in self._items:
             if item.state == _WAIT and item.decision is not None:
-                self._hold(item, "connection lost before the confirm")
+                self._hold(item, why)
             self._lost_copies += item.copy
         self._items.clear()
         self.result.possible_duplicates = self._duplicates_now()
 
+    def _publishers(self) -> set[Publisher]:
+        return {getattr(self, "mover", None), getattr(self, "keeper", None)} - {None}  # type: ignore[return-value]
+
+    def _settle_in_flight(self) -> None:
+        """With every connection and channel still open: wait for the outstanding confirms, ack what settles.
+        A Ctrl-C ends the wait (a second one gives up: KeyboardInterrupt)."""
+        pubs = self._publishers()
+        if not pubs or not (self.channel.is_open and self.source_conn.is_open and self.target_conn.is_open
+                            and all(p.channel.is_open for p in pubs)):
+            return
+        with contextlib.suppress(Exception):  # it died meanwhile: the caller abandons what is left
+            self._cancel_consumer()  # first: acks must not make room for deliveries we would give back
+            interrupted = self._stop.is_set()
+            deadline = time.monotonic() + self.opts.settle_timeout
+            while (self._busy_publishing() and time.monotonic() < deadline
+                   and (interrupted or not self._stop.is_set())):
+                self._pump(IDLE_WAIT)
+                self._settle_outcomes()
+                self._unsaved_stay()
+                self._ack_ready()
+
+    def _unsaved_stay(self) -> None:
+        """Settled messages whose records the failed sink dropped stay in the source: not acked, counted as
+        left; a MOVE'd one is at its target too (a possible duplicate), a REMOVE'd one nowhere else."""
+        aside = self.opts.sink
+        if not isinstance(aside, _SetAside):
+            return
+        for item in self._items:
+            d = item.decision
+            if item.state != _DONE or d is None or not aside.holds(d.record or item.record):
+                continue
+            if d.action is Action.MOVE:
+                self.result.moved[d.group] -= 1
+                if not self.result.moved[d.group]:
+                    del self.result.moved[d.group]
+            else:
+                self.result.removed -= 1
+                item.copy = aside.may_be_written
+            self._hold(item, f"record not saved ({self.result.error})")
+
     def _give_up(self) -> None:
         """Stop at once (second Ctrl-C): every unacked message goes back when the connection closes; those
         with a copy elsewhere (or maybe elsewhere: publish unsettled) and unproven acks are possible duplicates."""
-        for pub in {getattr(self, "mover", None), getattr(self, "keeper", None)} - {None}:
+        for pub in self._publishers():
             with contextlib.suppress(Exception):
-                pub.abandon("interrupted before the confirm")  # type: ignore[union-attr]
+                pub.abandon("interrupted before the confirm")
         for item in self._items:
             if item.state == _WAIT and item.decision is not None:
                 item.copy = item.copy or item.decision.action is Action.MOVE

@@ -1,5 +1,6 @@
-"""Header values pika cannot decode or would change (floats, small integer kinds, scaled decimals, a
-timestamp past year 9999) survive peek, dump --remove → load byte for byte, against the real broker."""
+"""Header values pika cannot decode or would change (floats, small integer kinds, L, scaled decimals, a
+timestamp past year 9999) survive peek, dump --remove → load byte for byte, against the real broker; a
+U, which RabbitMQ does not take, is refused by load before anything is published."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import struct
 
 import pika
+import pytest
 
 from dlxtool.broker import frames
 from dlxtool.broker.amqp_values import RawValue
@@ -16,6 +18,7 @@ RAW = {
     "double": b"d" + struct.pack(">d", 1.1), "float": b"f" + struct.pack(">f", 1.5),
     "decimal": b"D\x02\x00\x00\x00\x64", "b": b"b\xff", "B": b"B\xfe", "s": b"s\x80\x01", "u": b"u\xff\xfe",
     "i": b"i" + struct.pack(">I", 4_000_000_000), "stamp": b"T" + struct.pack(">Q", 2**62),
+    "L": b"L" + struct.pack(">q", -2),  # RabbitMQ delivers it as sent; pika would make it an l
 }
 
 
@@ -53,3 +56,26 @@ def test_peek_dump_remove_and_load_keep_every_value_byte_for_byte(run, broker, q
     back = [json.loads(line) for line in again.stdout.splitlines()]
     assert [r["body"] for r in back] == [r["body"] for r in records]
     assert all(raw_headers(r) == RAW for r in back)
+
+
+def test_rabbitmq_refuses_a_u_value_so_load_refuses_it_before_publishing(run, broker, qname, tmp_path) -> None:
+    """U (the spec's short-int) is not in RabbitMQ's table grammar: the broker closes the whole connection
+    on such a publish. A record holding one (kept byte for byte: it can only come from a file) makes load
+    refuse the file, naming where, before publishing anything."""
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    ch = conn.channel()
+    ch.queue_declare(qname)
+    props = pika.BasicProperties(headers={"u": RawValue(b"U\xff\xfe")})
+    frames.send_publish(conn, ch._impl, "", qname, b"u", props, mandatory=False)  # noqa: SLF001
+    with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as closed:
+        ch.queue_declare(qname, passive=True)
+    assert closed.value.reply_code == 541
+    ok = {"queue": qname, "body": base64.b64encode(b"fine").decode(), "headers": {"n": 1}}
+    bad = {"queue": qname, "body": base64.b64encode(b"u").decode(),
+           "headers": {"t": {"inner": [{"$amqp": base64.b64encode(b"U\xff\xfe").decode(), "$value": -2}]}}}
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps(ok) + "\n" + json.dumps(bad) + "\n")
+    result = run("load", str(path), "--url", broker.url)
+    assert result.exit_code == 2, result.stderr
+    assert f"{path}:2: header 't.inner[0]'" in result.stderr and "kind 'U'" in result.stderr
+    assert broker.queue_depth(qname) == 0

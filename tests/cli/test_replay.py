@@ -357,3 +357,41 @@ def test_publisher_settles_returns_and_confirms_separately(broker, qname) -> Non
     assert {t for t, o in outcomes.items() if o is Outcome.CONFIRMED} == set(range(1, 200, 2))
     assert {t for t, o in outcomes.items() if o is Outcome.RETURNED} == set(range(0, 200, 2))
     assert broker.queue_depth(qname) == 100
+
+
+def test_keep_routing_key_deletes_every_temporary_exchange_even_when_a_bind_fails(run, broker, qname) -> None:
+    """The origin of the first dead letters is gone: its exchange is declared, the bind fails (404, which
+    closes that channel), and the exchange must still be deleted; the next origin still gets its own."""
+    gone, ok = f"{qname}.gone", f"{qname}.ok"
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        rt.reject_to_dlx(ch, top, gone, bodies("g", 2))
+        rt.reject_to_dlx(ch, top, ok, bodies("k", 3))
+    wait_depth(broker, top.dlq, 5)
+    with broker.channel() as ch:
+        ch.queue_delete(gone)
+    result = replay(run, broker, top.dlq, "--yes", "--keep-routing-key")
+    assert result.exit_code == 5, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["moved"] == {ok: 3}
+    assert summary["left"] == {f"cannot bind a temporary exchange to {gone!r} (queue missing?)": 2}
+    assert sorted(b for _m, _p, b in broker.drain(ok)) == bodies("k", 3)
+    assert sorted(b for b, _h in broker.snapshot(top.dlq)) == bodies("g", 2)
+    exchanges = broker.mgmt.get(f"exchanges/{broker.vhost}")
+    assert [e["name"] for e in exchanges if e["name"].startswith("dlxtool.replay.")] == []
+
+
+def test_keep_routing_key_gives_long_origin_names_their_own_exchange(run, broker, qname) -> None:
+    """Two origins whose names differ only past the 231st character: each temporary exchange must stay
+    bound to one queue (a shared one would fan every message out to both)."""
+    stem = f"{qname}." + "x" * (250 - len(qname))
+    first, second = f"{stem}.1", f"{stem}.2"
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        rt.reject_to_dlx(ch, top, first, bodies("a", 2))
+        rt.reject_to_dlx(ch, top, second, bodies("b", 2))
+    wait_depth(broker, top.dlq, 4)
+    result = replay(run, broker, top.dlq, "--yes", "--keep-routing-key")
+    assert result.exit_code == 0, result.stderr
+    assert sorted(b for _m, _p, b in broker.drain(first)) == bodies("a", 2)
+    assert sorted(b for _m, _p, b in broker.drain(second)) == bodies("b", 2)

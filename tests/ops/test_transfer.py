@@ -1,0 +1,149 @@
+"""The engine's endings after a local error and after a second Ctrl-C, against the real broker.
+
+Nothing lost, and the possible duplicates cover every message found twice. After a local error (the
+connections still fine) the engine waits for the confirms in flight, so the report is also tight: no more
+possible duplicates than messages really found twice.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pika
+import pytest
+
+from dlxtool.broker.publisher import Publisher
+from dlxtool.ops.purge import PurgeSettings, run_reading_purge
+from dlxtool.ops.replay import ReplayDecider, ReplaySettings, replay
+from dlxtool.ops.transfer import RecordSink, Transfer, TransferOptions
+from dlxtool.select import Selection
+from tests.ops.test_purge_faults import file_bodies, queue_of_originals
+from tests.ops.test_replay_faults import N, check_nothing_lost, make_dead_letters, settled_copies
+from tests.ops.test_transfer_sink import FullDisk
+
+
+def connect(broker) -> pika.BlockingConnection:
+    return pika.BlockingConnection(pika.URLParameters(broker.url))
+
+
+def test_a_local_error_mid_run_waits_for_the_confirms_in_flight(broker, qname) -> None:
+    """A decision fails half-way (a bug, say): the publishes already made are confirmed and acked
+    (moved), not abandoned as possible duplicates."""
+    dlq, origins, originals = make_dead_letters(broker, qname)
+    decider = ReplayDecider(ReplaySettings(dlq))
+    fail_at = N // 2 + 37
+    calls = 0
+
+    def decide(record):
+        nonlocal calls
+        calls += 1
+        if calls == fail_at:
+            raise RuntimeError("a decision failed")
+        return decider(record)
+
+    conn = connect(broker)
+    result = Transfer(conn, dlq, decide, options=TransferOptions(prefetch=500, window=300,
+                                                                 handle_sigint=False)).run()
+    conn.close()
+    assert result.error == "a decision failed" and not result.connection_lost
+    found = settled_copies(broker, [dlq, *origins], len(originals))
+    extra = check_nothing_lost(found, originals, result.possible_duplicates)
+    assert result.moved_total == fail_at - 1  # every message decided before the error
+    assert result.possible_duplicates == extra == 0
+
+
+def test_a_full_disk_during_replay_save_keeps_every_unsaved_message_in_the_dlq(broker, qname, tmp_path) -> None:
+    """replay --save: a message leaves the DLQ only once its record is on disk. The disk fills up
+    mid-run: confirmed publishes whose records could not be saved stay in the DLQ too (duplicates, and
+    reported as such — no more, no less), and the summary counts what is in the file."""
+    dlq, origins, originals = make_dead_letters(broker, qname)
+    save = tmp_path / "replayed.jsonl"
+    disk = FullDisk(save, room=600_000)
+    conn = connect(broker)
+    result = replay(conn, ReplaySettings(dlq), TransferOptions(prefetch=500, window=300, sink=RecordSink(disk),
+                                                               handle_sigint=False))
+    conn.close()
+    disk.close()
+    assert "No space left on device" in result.error and not result.connection_lost
+    saved = file_bodies(save)
+    assert result.moved_total == sum(saved.values()) > 0
+    in_dlq = settled_copies(broker, [dlq], len(originals) - result.moved_total)
+    at_origins = settled_copies(broker, origins, result.moved_total)
+    assert all(saved[b] for b in originals if not in_dlq[b]), "left the DLQ without its record"
+    extra = check_nothing_lost(in_dlq + at_origins, originals, result.possible_duplicates)
+    assert result.possible_duplicates <= extra
+
+
+def test_a_full_disk_during_a_selective_backup_loses_nothing_and_reports_tightly(broker, qname, tmp_path) -> None:
+    """purge --backup with a filter: removed records go to the file, the others are republished to the
+    tail. The disk fills up: the dropped records' messages stay (not counted removed, no duplicates), the
+    republishes in flight are confirmed and acked."""
+    sent = queue_of_originals(broker, qname)
+    backup = tmp_path / "backup.jsonl"
+    disk = FullDisk(backup, room=300_000)
+    conn = connect(broker)
+    settings = PurgeSettings(qname, Selection(body_contains=(b"-drop-",)), backup=str(backup))
+    result = run_reading_purge(conn, settings, TransferOptions(sink=RecordSink(disk), prefetch=500,
+                                                               handle_sigint=False), timeout=10)
+    conn.close()
+    disk.close()
+    assert "No space left on device" in result.error and not result.connection_lost
+    in_file = file_bodies(backup)
+    assert result.removed == sum(in_file.values()) > 0
+    assert sum(n for why, n in result.left.items() if why.startswith("record not saved")) > 0
+    found = settled_copies(broker, [qname], N - result.removed) + in_file
+    extra = check_nothing_lost(found, sent, result.possible_duplicates)
+    assert result.possible_duplicates <= extra
+
+
+@pytest.fixture
+def slow_confirms(monkeypatch):
+    """Confirms are ignored once `gate` says so: the broker has the messages, we never hear of it."""
+    gate = {"closed": lambda: False}
+    real = Publisher._on_ack_nack
+
+    def on_ack_nack(self, frame):
+        if not gate["closed"]():
+            real(self, frame)
+
+    monkeypatch.setattr(Publisher, "_on_ack_nack", on_ack_nack)
+    return gate
+
+
+def test_a_second_ctrl_c_during_the_final_wait_still_ends_in_a_summary(broker, qname, slow_confirms) -> None:
+    """Ctrl-C mid-run, then Ctrl-C again while the engine waits for the last confirms (real SIGINTs
+    through the engine's handler): run() still returns the summary; nothing is lost and every message
+    found twice is counted as a possible duplicate."""
+    dlq, origins, originals = make_dead_letters(broker, qname)
+    decider = ReplayDecider(ReplaySettings(dlq))
+    first_ctrl_c = N // 3
+    calls = 0
+    slow_confirms["closed"] = lambda: calls >= first_ctrl_c - 50  # >= 50 publishes stay unconfirmed
+
+    def decide(record):
+        nonlocal calls
+        calls += 1
+        if calls == first_ctrl_c:
+            os.kill(os.getpid(), signal.SIGINT)
+        return decider(record)
+
+    class SecondCtrlC(Transfer):
+        waited = 0
+
+        def _busy_publishing(self) -> bool:  # the final wait's loop condition (_finish)
+            busy = super()._busy_publishing()
+            if busy:
+                self.waited += 1
+                os.kill(os.getpid(), signal.SIGINT)
+            return busy
+
+    conn = connect(broker)
+    transfer = SecondCtrlC(conn, dlq, decide, options=TransferOptions(prefetch=500, window=300))
+    result = transfer.run()  # handle_sigint: the engine's own handler takes both
+    conn.close()
+    assert transfer.waited == 1  # the second Ctrl-C came during the wait and ended it
+    assert result.interrupted and result.error is None
+    assert 0 < result.moved_total < N and result.possible_duplicates >= 50
+    found = settled_copies(broker, [dlq, *origins], len(originals))
+    check_nothing_lost(found, originals, result.possible_duplicates)
