@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from dlxtool.broker.amqp_values import RawValue
+
 # Reasons that mean "the message failed in this queue" (as opposed to waiting out a TTL there).
 FAILURE_REASONS = ("rejected", "delivery_limit", "maxlen")
 
@@ -254,6 +256,8 @@ def iso(value: datetime | None) -> str | None:
 
 
 def _text(value: Any) -> str:
+    if isinstance(value, RawValue):  # a kind kept as its AMQP bytes (an L, a float …): what it means
+        value = value.value
     if isinstance(value, bytes | bytearray):
         return bytes(value).decode("utf-8", "replace")
     if isinstance(value, Mapping | list | tuple):
@@ -268,6 +272,8 @@ def _opt_text(value: Any) -> str | None:
 
 
 def _count(value: Any) -> int:
+    if isinstance(value, RawValue):
+        value = value.value
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):

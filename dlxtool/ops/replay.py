@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from dlxtool.broker.amqp_values import RawValue
 from dlxtool.deaths import (
     DEFAULT_RETRY_HEADERS,
     FAILURE_REASONS,
@@ -64,8 +65,9 @@ def replay_count(headers: dict[str, Any] | None) -> int:
     """How many times dlxtool has replayed this message before (from its provenance header)."""
     prov = (headers or {}).get(PROVENANCE_HEADER)
     if isinstance(prov, dict):
+        count = prov.get("count")
         try:
-            return int(prov.get("count") or 0)
+            return int((count.value if isinstance(count, RawValue) else count) or 0)
         except (TypeError, ValueError):
             return 0
     return 0
@@ -222,6 +224,8 @@ def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory 
 
 
 def _short(value: Any) -> str:
+    if isinstance(value, RawValue):  # an L, a float …: what it means
+        value = value.value
     text = value.decode("utf-8", "replace") if isinstance(value, bytes | bytearray) else str(value)
     return text[:40]
 
