@@ -66,6 +66,7 @@ class AsyncChannel:
         self.connection = connection
         self.timeout = timeout
         self.closed_reason: str | None = None
+        self.close_answered = False  # our channel.close got its close-ok (see close())
         box: list[Any] = []
         connection._impl.channel(on_open_callback=box.append)  # noqa: SLF001 - see module docstring
         self.wait_for(lambda: bool(box), "channel.open")
@@ -75,7 +76,12 @@ class AsyncChannel:
         self.impl._set_cookie(self)  # noqa: SLF001
 
     def _on_close(self, _channel: Any, reason: BaseException) -> None:
+        from pika.exceptions import ChannelClosedByClient
+
         self.closed_reason = str(reason) or type(reason).__name__
+        # pika reports our own close as ChannelClosedByClient only when the close-ok came; a connection
+        # lost meanwhile (or the broker closing the channel first) replaces the reason.
+        self.close_answered = isinstance(reason, ChannelClosedByClient)
 
     @property
     def is_open(self) -> bool:
@@ -119,8 +125,25 @@ class AsyncChannel:
         self.wait_for(lambda: bool(box), method)
         return box[0]
 
+    def cancel_consumer(self, consumer_tag: str) -> None:
+        """basic.cancel and wait for the cancel-ok; deliveries that arrive meanwhile still go to the
+        consumer's callback, so the caller holds them and gives them back with the rest (close()).
+
+        pika's own basic_cancel rejects (requeue) every delivery that arrives between the cancel and its
+        cancel-ok, one basic.reject each. A quorum queue applies those as returns of their own: past 32
+        in flight in map order (scrambled, with a delivery limit) or at the back (without one), and
+        before the in-order give-back of the channel close. Hundreds of them when acks had just
+        freed prefetch slots (tests/ops/test_giveback.py)."""
+        if consumer_tag not in self.impl._consumers:  # noqa: SLF001 - gone already (cancelled by the broker)
+            return
+        box: list[Any] = []
+        self.impl.basic_cancel(consumer_tag, callback=box.append)
+        self.impl._cancelled.discard(consumer_tag)  # noqa: SLF001 - pika's "reject what still comes" mark
+        self.wait_for(lambda: bool(box), "basic.cancel")
+
     def close(self, *_reason: Any) -> None:
-        """Close politely if still open; never raises (the connection may be gone)."""
+        """Close politely if still open, waiting for the close-ok (`close_answered`: every method sent on
+        the channel before, acks included, was processed); never raises (the connection may be gone)."""
         try:
             if self.impl.is_open:
                 self.impl.close()

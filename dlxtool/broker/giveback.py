@@ -17,6 +17,12 @@ tests/ops/test_peek.py):
   the channel closes, the queue returns everything the consumer held in message order, at the HEAD
   (where they were), with or without a delivery limit. Each return, either way, counts as a
   delivery attempt (x-delivery-count + 1). So: cancel the consumer, then close the channel.
+- ... but only cancel once nothing is on its way to the consumer. Deliveries that reach the channel
+  after its basic.cancel are returned by the channel's queue client itself, one return each (scrambled
+  past 32 with a delivery limit), ahead of what the close gives back; those that reach the client before
+  the cancel-ok, pika's basic_cancel rejects one by one (same effect). Acks free prefetch slots that the
+  queue fills at once, so a stop can hit that: the transfer engine first waits until every slot is
+  taken by a delivery it holds, and cancels with AsyncChannel.cancel_consumer (no rejects).
 - After a close, a quorum queue applies the returns asynchronously: a passive declare right after
   can still count 0 (it also answers 0 when its stat times out). Whoever reads the queue next and
   needs it whole waits with `wait_until_ready`.
@@ -47,8 +53,10 @@ def close_channel(channel: Any) -> bool:
         channel.close()
     except Exception:  # noqa: BLE001 - the connection is gone: the broker returns them anyway
         return False
-    impl = getattr(channel, "impl", channel)
-    return bool(getattr(impl, "is_closed", not channel.is_open))
+    answered = getattr(channel, "close_answered", None)  # AsyncChannel: a close-ok, not a lost connection
+    if answered is not None:
+        return bool(answered)
+    return bool(getattr(channel, "is_closed", not channel.is_open))  # BlockingChannel: close() waited or raised
 
 
 @dataclass

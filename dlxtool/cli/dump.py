@@ -82,7 +82,14 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
 
 
 def _drain(app: App, queue: str, count: int | None, output: str | None, yes: bool, read: dict) -> None:
-    from dlxtool.cli.engine import check_record_file, duplicates_note, exit_for, progress_bar, record_file
+    from dlxtool.cli.engine import (
+        check_record_file,
+        duplicates_note,
+        exit_for,
+        progress_bar,
+        record_file,
+        summary_before_ctrl_c,
+    )
     from dlxtool.ops.purge import check_purgeable, drain, queue_state, remove_all
     from dlxtool.ops.transfer import TransferOptions
 
@@ -90,24 +97,26 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
         raise UsageError("--offset is for reading streams; streams cannot be drained (--remove)")
     check_record_file(app, output)  # before the question and before anything is read
     profile = app.profile()
-    with app.connection(profile) as conn:
-        state = queue_state(conn.channel(), app.management(profile), profile.vhost, queue)
-        if state.note:
-            app.warn(state.note)
-        check_purgeable(state, "drained (--remove)")
-        n = state.ready if count is None else min(count, state.ready)
-        where = output if output not in (None, "-") else "stdout"
-        app.confirm(f"Take {n} messages out of {queue!r} on {profile.name} into {where}?", yes=yes)
-        with record_file(app, output) as sink, progress_bar(app, "draining") as bar:
-            result = drain(conn, queue, remove_all, TransferOptions(sink=sink, progress=bar, limit=count),
-                           timeout=profile.timeout)
-    app.info(f"removed {result.removed} of {result.snapshot} messages of {queue!r} into {where} (each flushed "
-             f"to disk before its ack) in {result.elapsed:.1f}s" + duplicates_note(result))
-    if where != "stdout" and app.output_format("json") != "table":
-        # Scripts rely on the summary (possible_duplicates above all), like purge's and replay's. Not when
-        # the records themselves go to stdout: they would end up in the record file.
-        app.emit_json({**state.to_json(), **result.to_json(), "file": where})
-    exit_for(result, "dump --remove", saved=where)
+    with summary_before_ctrl_c() as ctrl_c:
+        with app.connection(profile) as conn:
+            state = queue_state(conn.channel(), app.management(profile), profile.vhost, queue)
+            if state.note:
+                app.warn(state.note)
+            check_purgeable(state, "drained (--remove)")
+            n = state.ready if count is None else min(count, state.ready)
+            where = output if output not in (None, "-") else "stdout"
+            app.confirm(f"Take {n} messages out of {queue!r} on {profile.name} into {where}?", yes=yes)
+            ctrl_c.arm()
+            with record_file(app, output) as sink, progress_bar(app, "draining") as bar:
+                result = drain(conn, queue, remove_all, TransferOptions(sink=sink, progress=bar, limit=count),
+                               timeout=profile.timeout)
+        app.info(f"removed {result.removed} of {result.snapshot} messages of {queue!r} into {where} (each "
+                 f"flushed to disk before its ack) in {result.elapsed:.1f}s" + duplicates_note(result))
+        if where != "stdout" and app.output_format("json") != "table":
+            # Scripts rely on the summary (possible_duplicates above all), like purge's and replay's. Not when
+            # the records themselves go to stdout: they would end up in the record file.
+            app.emit_json({**state.to_json(), **result.to_json(), "file": where})
+        exit_for(result, "dump --remove", saved=where)
 
 
 def _check_target(path: str, force: bool) -> bool:

@@ -1,13 +1,15 @@
 """CLI glue shared by the commands on the one-pass engine (replay, purge's reading modes, dump --remove,
-load): a progress bar on a terminal, and one mapping from a run's result to the exit status."""
+load): a progress bar on a terminal, one mapping from a run's result to the exit status, and Ctrl-C held
+back until the run's summary is out."""
 
 from __future__ import annotations
 
 import errno
 import os
 import stat
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import click
@@ -43,6 +45,35 @@ class progress_bar:  # noqa: N801 - used like a function
     def __exit__(self, *exc: Any) -> None:
         if self.bar is not None:
             self.bar.__exit__(*exc)
+
+
+class summary_before_ctrl_c:  # noqa: N801 - used like a function
+    """From the engine's start to the end of its summary, Ctrl-C never cuts the summary off.
+
+    The engine turns Ctrl-C into a clean stop while it runs and gives the handler back when it returns;
+    a Ctrl-C just after that (the run had just ended) raised KeyboardInterrupt before the summary was
+    printed: exit 130 without the JSON a script reads `possible_duplicates` from (the fault matrix saw
+    it: dump --remove, Ctrl-C near the end). `arm()` right before the engine starts (Ctrl-C at the
+    confirmation prompt still aborts at once) makes Ctrl-C only take note; leaving the block, once the
+    summary and the run's own exit status are through, a noted Ctrl-C exits 130. A second Ctrl-C still
+    interrupts at once."""
+
+    def __init__(self) -> None:
+        self.pressed = threading.Event()
+        self._handler = ExitStack()
+
+    def __enter__(self) -> summary_before_ctrl_c:
+        return self
+
+    def arm(self) -> None:
+        from dlxtool.ops.transfer import sigint_as_stop
+
+        self._handler.enter_context(sigint_as_stop(self.pressed))  # the engine's own handler nests inside
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        self._handler.close()
+        if exc_type is None and self.pressed.is_set():
+            raise Interrupted("interrupted as the run ended; its summary is complete")
 
 
 def exit_for(result: Any, what: str, *, saved: str | None = None) -> None:

@@ -87,14 +87,18 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_h
     for where in plan.torn:
         app.warn(f"{where}: a record cut short (a writer stopped mid-record): skipped; its message was not "
                  "acked away by the writer, it is still in its queue")
-    with app.connection(profile) as conn:
-        exists = _check_targets(app, conn, plan, profile)
-        if dry_run:
-            _render_plan(app, plan, exists, name)
-            return
-        result = _run(app, conn, open_stream, settings, plan.records, failed_file, profile.timeout)
-    _render_result(app, result)
-    _exit_for(result, failed_file, allow_torn)
+    from dlxtool.cli.engine import summary_before_ctrl_c
+
+    with summary_before_ctrl_c() as ctrl_c:
+        with app.connection(profile) as conn:
+            exists = _check_targets(app, conn, plan, profile)
+            if dry_run:
+                _render_plan(app, plan, exists, name)
+                return
+            ctrl_c.arm()
+            result = _run(app, conn, open_stream, settings, plan.records, failed_file, profile.timeout)
+        _render_result(app, result)
+        _exit_for(result, failed_file, allow_torn)
 
 
 def _opener(app: App, file: str) -> tuple[Any, str]:

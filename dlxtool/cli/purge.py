@@ -139,15 +139,17 @@ def _reading_purge(app: App, conn: Any, settings: Any, state: Any, dry_run: bool
         _dry_run(app, settings, state, safety)
         return
     app.confirm(f"{what[0].upper()}{what[1:]} — queue {settings.queue!r} on {profile.name}?", yes=yes)
-    result = _run(app, conn, settings)
-    summary = {**state.to_json(), **settings.describe(), **result.to_json(), "dry_run": False}
-    _render_result(app, settings, result, summary)
-    if result.requeued and state.type == "quorum":
-        app.warn(f"{result.requeued} message(s) delivered beyond the start snapshot were given back: on a quorum "
-                 "queue that used one delivery attempt each")
-    from dlxtool.cli.engine import exit_for
+    from dlxtool.cli.engine import exit_for, summary_before_ctrl_c
 
-    exit_for(result, "purge", saved=settings.backup)
+    with summary_before_ctrl_c() as ctrl_c:
+        ctrl_c.arm()
+        result = _run(app, conn, settings)
+        summary = {**state.to_json(), **settings.describe(), **result.to_json(), "dry_run": False}
+        _render_result(app, settings, result, summary)
+        if result.requeued and state.type == "quorum":
+            app.warn(f"{result.requeued} message(s) delivered beyond the start snapshot were given back: on a "
+                     "quorum queue that used one delivery attempt each")
+        exit_for(result, "purge", saved=settings.backup)
 
 
 def _describe(settings: Any) -> str:

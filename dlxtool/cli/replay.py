@@ -15,6 +15,7 @@ from dlxtool.cli.engine import (
     progress_bar,
     record_file,
     result_rows,
+    summary_before_ctrl_c,
 )
 from dlxtool.cli.options import (
     common_options,
@@ -109,19 +110,21 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         max_replays=max_replays, keep_routing_key=keep_routing_key,
     )
     info = _queue_info(app, profile, dlq)
-    with ExitStack() as stack:
-        conn = stack.enter_context(app.connection(profile))
-        target_conn = stack.enter_context(app.connection(target_profile)) if target_profile else None
-        if dry_run or not yes:
-            plan = _plan(app, conn, target_conn, settings, info, target_profile or profile)
-            _render_plan(app, plan)
-            if dry_run:
-                return
-            app.confirm(f"Replay the messages of {dlq!r} as planned?", yes=yes)
-        result = _run(app, conn, target_conn, settings, save_file, rate, prefetch, window, profile.timeout)
-    _render_result(app, result)
-    _warn_dead_letter_routing(app, target_profile or profile, result, settings)
-    exit_for(result, "replay")
+    with summary_before_ctrl_c() as ctrl_c:
+        with ExitStack() as stack:
+            conn = stack.enter_context(app.connection(profile))
+            target_conn = stack.enter_context(app.connection(target_profile)) if target_profile else None
+            if dry_run or not yes:
+                plan = _plan(app, conn, target_conn, settings, info, target_profile or profile)
+                _render_plan(app, plan)
+                if dry_run:
+                    return
+                app.confirm(f"Replay the messages of {dlq!r} as planned?", yes=yes)
+            ctrl_c.arm()
+            result = _run(app, conn, target_conn, settings, save_file, rate, prefetch, window, profile.timeout)
+        _render_result(app, result)
+        _warn_dead_letter_routing(app, target_profile or profile, result, settings)
+        exit_for(result, "replay")
 
 
 def _queue_info(app: App, profile: Any, dlq: str) -> Any:

@@ -6,6 +6,8 @@ and nothing lost; a reader that goes away (`| head -1`) ends dlxtool quietly wit
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -121,3 +123,68 @@ def test_shell_pipe_to_head(broker, qname, cli_env) -> None:
     assert proc.stdout.count("\n") == 1
     assert "status=0" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and "Broken pipe" not in proc.stderr and "Exception" not in proc.stderr
+
+
+def _ctrl_c_as_it_returns(monkeypatch, target: str) -> None:
+    """Ctrl-C just after the engine returned (its own Ctrl-C handler given back): the handler then in
+    place runs right here, before the command prints its summary. The fault matrix hit this moment by
+    chance (dump --remove, Ctrl-C as it ended: exit 130 and no summary)."""
+    import importlib
+
+    module_name, name = target.rsplit(".", 1)
+    module = importlib.import_module(module_name)
+    real = getattr(module, name)
+
+    def returns_then_ctrl_c(*args, **kwargs):
+        result = real(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        return result
+
+    monkeypatch.setattr(module, name, returns_then_ctrl_c)
+
+
+def _engine_command(name: str, broker, qname: str, tmp_path: Path) -> tuple[list[str], str]:
+    """Args for one engine command over 30 messages, and the function to cut at its return."""
+    with broker.channel() as ch:
+        ch.queue_declare(qname)
+        ch.queue_declare(f"{qname}.to")
+    if name == "load":
+        records = tmp_path / "in.jsonl"
+        from dlxtool.record import MessageRecord
+
+        records.write_bytes(b"".join(MessageRecord(queue=qname, body=f"m{i}".encode()).to_jsonl()
+                                     for i in range(30)))
+        return ["load", str(records)], "dlxtool.ops.load.load"
+    broker.publish(qname, [f"m{i}".encode() for i in range(30)])
+    return {
+        "dump --remove": (["dump", qname, "--remove", "-o", str(tmp_path / "out.jsonl"), "--yes"],
+                          "dlxtool.ops.purge.drain"),
+        "purge --backup": (["purge", qname, "--backup", str(tmp_path / "b.jsonl"), "--yes"],
+                           "dlxtool.ops.purge.run_reading_purge"),
+        "replay --to": (["replay", qname, "--to", f"{qname}.to", "--yes"], "dlxtool.ops.replay.replay"),
+    }[name]
+
+
+@pytest.mark.parametrize("name", ["dump --remove", "purge --backup", "replay --to", "load"])
+def test_ctrl_c_as_the_run_ends_still_prints_the_summary(run, broker, qname, tmp_path, monkeypatch, name) -> None:
+    args, engine = _engine_command(name, broker, qname, tmp_path)
+    _ctrl_c_as_it_returns(monkeypatch, engine)
+    result = run("--format", "json", *args, "--url", broker.url)
+    assert result.exit_code == 130, result.stderr
+    assert "interrupted" in result.stderr
+    summary = json.loads(result.stdout)  # the whole summary, for scripts (possible_duplicates)
+    assert summary["possible_duplicates"] == 0, summary
+    done = summary.get("removed") or summary.get("moved_total") or summary.get("published_total")
+    assert done == 30, summary
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back after the command
+
+
+def test_ctrl_c_once_the_command_is_over_does_not_change_its_exit_status(cli_env) -> None:
+    """Python restores SIGINT's default action while it shuts down: a Ctrl-C then killed the process
+    (return code -2) after a complete summary and its exit status."""
+    code = ("import os, signal, sys\nfrom dlxtool.cli import main\nstatus = main(['--version'])\n"
+            "os.kill(os.getpid(), signal.SIGINT)\nsys.exit(status)\n")
+    proc = subprocess.run([sys.executable, "-c", code], env={**cli_env, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr

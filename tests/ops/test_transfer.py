@@ -99,14 +99,25 @@ def test_a_full_disk_during_a_selective_backup_loses_nothing_and_reports_tightly
 
 @pytest.fixture
 def slow_confirms(monkeypatch):
-    """Confirms are ignored once `gate` says so: the broker has the messages, we never hear of it."""
-    gate = {"closed": lambda: False}
-    real = Publisher._on_ack_nack
+    """Publishes made once `gate` says closed are never confirmed (the broker has them, we never hear of
+    it); those made before still are, so the window keeps room for the publishes still to come."""
+    gate: dict = {"closed": lambda: False, "from_seq": None}
+    real_publish, real_ack = Publisher.publish, Publisher._on_ack_nack
+
+    def publish(self, *args, **kwargs):
+        if gate["from_seq"] is None and gate["closed"]():
+            gate["from_seq"] = self._seq + 1  # this publish's sequence number and every later one
+        return real_publish(self, *args, **kwargs)
 
     def on_ack_nack(self, frame):
-        if not gate["closed"]():
-            real(self, frame)
+        first, method = gate["from_seq"], frame.method
+        if first is None or method.delivery_tag < first:
+            real_ack(self, frame)
+        elif method.multiple and first > 1:
+            method.delivery_tag = first - 1  # only the part of a multiple ack before the gate
+            real_ack(self, frame)
 
+    monkeypatch.setattr(Publisher, "publish", publish)
     monkeypatch.setattr(Publisher, "_on_ack_nack", on_ack_nack)
     return gate
 
