@@ -32,6 +32,12 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Sizes read off the wire (32-bit, unsigned) are held in Py_ssize_t: where that is 32 bits too, one of 2^31 or
+ * more turns negative and slips past every bounds check. Not built there (setup.py: optional): Python path. */
+#if SIZEOF_SIZE_T < 8
+#error "dlxtool.broker._hotpath needs a 64-bit Py_ssize_t"
+#endif
+
 #define MAX_DEPTH 64           /* nested tables/arrays deeper than this: the Python path */
 #define MAX_KEYS 64            /* top-level headers tracked for duplicates */
 #define MAX_SUMMARY 3          /* deaths named in provenance "deaths" (dlxtool.deaths.summarize limit) */
@@ -118,7 +124,9 @@ static int valid_utf8(const uint8_t *s, Py_ssize_t n) {
 }
 
 /* Offset just past the field value whose kind byte is at b[o] (pika's sizes), or -1 when it is malformed,
- * runs past `end`, or is of a kind pika cannot decode. Nested tables and arrays are checked whole. */
+ * runs past `end`, is of a kind pika cannot decode, or is one that the Python path would not write back byte
+ * for byte (a long string that is not UTF-8, a boolean other than 0/1, a table with a key twice). Nested
+ * tables and arrays are checked whole. */
 static Py_ssize_t skip_table_body(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, int depth);
 
 static Py_ssize_t skip_value(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, int depth) {
@@ -127,7 +135,9 @@ static Py_ssize_t skip_value(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, int
     Py_ssize_t size;
     switch (kind) {
     case 'V': return o;
-    case 't': case 'b': case 'B': size = 1; break;
+    case 't':   /* Python reads any other byte as True and writes it back as 1 */
+        return o < end && b[o] <= 1 ? o + 1 : -1;
+    case 'b': case 'B': size = 1; break;
     case 'U': case 'u': case 's': size = 2; break;
     case 'I': case 'i': case 'f': size = 4; break;
     case 'D': size = 5; break;
@@ -137,6 +147,7 @@ static Py_ssize_t skip_value(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, int
         Py_ssize_t n = u32(b + o);
         o += 4;
         if (n > end - o) return -1;
+        if (kind == 'S' && !valid_utf8(b + o, n)) return -1;   /* Python decodes it as bytes, writes it back as 'x' */
         if (kind == 'F') return skip_table_body(b, o, o + n, depth + 1) < 0 ? -1 : o + n;
         if (kind == 'A') {
             if (depth + 1 > MAX_DEPTH) return -1;
@@ -153,13 +164,19 @@ static Py_ssize_t skip_value(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, int
     return size > end - o ? -1 : o + size;
 }
 
-/* Checks a table's entries between o and end (the 4-byte size already read). 0, or -1. */
+/* Checks a table's entries between o and end (the 4-byte size already read). 0, or -1. A key twice is -1 too:
+ * Python keeps one of them (a dict), so its bytes would not be the ones copied here. */
 static Py_ssize_t skip_table_body(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, int depth) {
     if (depth > MAX_DEPTH) return -1;
+    Py_ssize_t keys[MAX_KEYS], nkeys = 0;   /* offsets of the keys' length bytes */
     while (o < end) {
-        Py_ssize_t klen = b[o];
+        Py_ssize_t at = o, klen = b[o];
         o += 1 + klen;
         if (o >= end) return -1;             /* a key must be followed by a value */
+        if (nkeys == MAX_KEYS) return -1;
+        for (Py_ssize_t i = 0; i < nkeys; i++)
+            if (b[keys[i]] == klen && memcmp(b + keys[i] + 1, b + at + 1, klen) == 0) return -1;
+        keys[nkeys++] = at;
         o = skip_value(b, o, end, depth);
         if (o < 0) return -1;
     }
@@ -589,7 +606,8 @@ static PyObject *read_deliveries(PyObject *self, PyObject *args) {
         }
     PyObject *list = PyList_New(0), *result = NULL;
     Py_ssize_t frames = 0;
-    if (!list || o < 0 || o > buf.len) goto done;
+    if (list && (o < 0 || o > buf.len)) PyErr_SetString(PyExc_ValueError, "offset outside the buffer");
+    if (!list || PyErr_Occurred()) goto done;
     for (;;) {
         PyObject *one = read_delivery(buf.buf, &o, buf.len, channel, tags, &frames);
         if (!one) break;
