@@ -32,6 +32,12 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Sizes read off the wire (32-bit, unsigned) are held in Py_ssize_t: where that is 32 bits too, one of 2^31 or
+ * more turns negative and slips past every bounds check. Not built there (setup.py: optional): Python path. */
+#if SIZEOF_SIZE_T < 8
+#error "dlxtool.broker._hotpath needs a 64-bit Py_ssize_t"
+#endif
+
 #define MAX_DEPTH 64           /* nested tables/arrays deeper than this: the Python path */
 #define MAX_KEYS 64            /* top-level headers tracked for duplicates */
 #define MAX_SUMMARY 3          /* deaths named in provenance "deaths" (dlxtool.deaths.summarize limit) */
@@ -118,16 +124,20 @@ static int valid_utf8(const uint8_t *s, Py_ssize_t n) {
 }
 
 /* Offset just past the field value whose kind byte is at b[o] (pika's sizes), or -1 when it is malformed,
- * runs past `end`, or is of a kind pika cannot decode. Nested tables and arrays are checked whole. */
-static Py_ssize_t skip_table_body(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, int depth);
+ * runs past `end`, or is of a kind pika cannot decode. Nested tables and arrays are checked whole. `strict`
+ * (a value copied to the output): -1 too for what the Python path would not write back byte for byte, a long
+ * string that is not UTF-8 (pika decodes it as bytes, written back as 'x'), a boolean byte other than 0/1
+ * (written back as 1), a table with a key twice (a dict keeps one). */
+static Py_ssize_t skip_table_body(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, int depth, int strict);
 
-static Py_ssize_t skip_value(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, int depth) {
+static Py_ssize_t skip_value(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, int depth, int strict) {
     if (o >= end) return -1;
     uint8_t kind = b[o++];
     Py_ssize_t size;
     switch (kind) {
     case 'V': return o;
-    case 't': case 'b': case 'B': size = 1; break;
+    case 't': if (strict && o < end && b[o] > 1) return -1; size = 1; break;
+    case 'b': case 'B': size = 1; break;
     case 'U': case 'u': case 's': size = 2; break;
     case 'I': case 'i': case 'f': size = 4; break;
     case 'D': size = 5; break;
@@ -137,12 +147,13 @@ static Py_ssize_t skip_value(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, int
         Py_ssize_t n = u32(b + o);
         o += 4;
         if (n > end - o) return -1;
-        if (kind == 'F') return skip_table_body(b, o, o + n, depth + 1) < 0 ? -1 : o + n;
+        if (strict && kind == 'S' && !valid_utf8(b + o, n)) return -1;
+        if (kind == 'F') return skip_table_body(b, o, o + n, depth + 1, strict) < 0 ? -1 : o + n;
         if (kind == 'A') {
             if (depth + 1 > MAX_DEPTH) return -1;
             Py_ssize_t i = o;
             while (i < o + n) {
-                i = skip_value(b, i, o + n, depth + 1);
+                i = skip_value(b, i, o + n, depth + 1, strict);
                 if (i < 0) return -1;
             }
         }
@@ -154,13 +165,20 @@ static Py_ssize_t skip_value(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, int
 }
 
 /* Checks a table's entries between o and end (the 4-byte size already read). 0, or -1. */
-static Py_ssize_t skip_table_body(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, int depth) {
+static Py_ssize_t skip_table_body(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, int depth, int strict) {
     if (depth > MAX_DEPTH) return -1;
+    Py_ssize_t keys[MAX_KEYS], nkeys = 0;   /* offsets of the keys' length bytes */
     while (o < end) {
-        Py_ssize_t klen = b[o];
+        Py_ssize_t at = o, klen = b[o];
         o += 1 + klen;
         if (o >= end) return -1;             /* a key must be followed by a value */
-        o = skip_value(b, o, end, depth);
+        if (strict) {
+            if (nkeys == MAX_KEYS) return -1;
+            for (Py_ssize_t i = 0; i < nkeys; i++)
+                if (b[keys[i]] == klen && memcmp(b + keys[i] + 1, b + at + 1, klen) == 0) return -1;
+            keys[nkeys++] = at;
+        }
+        o = skip_value(b, o, end, depth, strict);
         if (o < 0) return -1;
     }
     return o == end ? 0 : -1;
@@ -247,7 +265,7 @@ static Py_ssize_t read_death(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, dea
                 if (!d->has_key0) { d->key0 = k; d->has_key0 = 1; }
             }
         } else {
-            next = skip_value(b, o, stop, 1);
+            next = skip_value(b, o, stop, 1, 0);
         }
         if (next < 0) return -1;
         o = next;
@@ -356,7 +374,9 @@ static PyObject *replay_properties(PyObject *self, PyObject *args) {
         for (Py_ssize_t i = 0; i < nkeys; i++)
             if (keys[i].n == key.n && memcmp(keys[i].p, key.p, key.n) == 0) FALLBACK;
         keys[nkeys++] = key;
-        Py_ssize_t next = skip_value(b, value, table_end, 0);
+        int kept = !key_is(key, PROVENANCE) &&
+                   (keep_history || !(key_in(key, history_names) || key_in(key, reset_names)));
+        Py_ssize_t next = skip_value(b, value, table_end, 0, kept);   /* kept: copied as is, so as Python writes it */
         if (next < 0) FALLBACK;
         if (key_is(key, "x-death")) xdeath_at = value;
         else if (key_is(key, PROVENANCE)) {
@@ -394,7 +414,7 @@ static PyObject *replay_properties(PyObject *self, PyObject *args) {
             if (key_is(key, "count")) {
                 if (read_int(b, p, pend, &replayed) < 0) FALLBACK;   /* a text or float count: Python */
             }
-            p = skip_value(b, p, pend, 1);
+            p = skip_value(b, p, pend, 1, 0);
             if (p < 0) FALLBACK;
         }
     }
@@ -418,7 +438,7 @@ static PyObject *replay_properties(PyObject *self, PyObject *args) {
     o = headers_at + 4;
     while (o < table_end) {   /* kept headers, byte for byte */
         span key = {b + o + 1, b[o]};
-        Py_ssize_t next = skip_value(b, o + 1 + key.n, table_end, 0);
+        Py_ssize_t next = skip_value(b, o + 1 + key.n, table_end, 0, 0);
         int drop = key_is(key, PROVENANCE) || (!keep_history && (key_in(key, history_names) || key_in(key, reset_names)));
         if (!drop && out_put(&out, b + o, next - o) < 0) goto nomem;
         o = next;
@@ -589,7 +609,8 @@ static PyObject *read_deliveries(PyObject *self, PyObject *args) {
         }
     PyObject *list = PyList_New(0), *result = NULL;
     Py_ssize_t frames = 0;
-    if (!list || o < 0 || o > buf.len) goto done;
+    if (list && (o < 0 || o > buf.len)) PyErr_SetString(PyExc_ValueError, "offset outside the buffer");
+    if (!list || PyErr_Occurred()) goto done;
     for (;;) {
         PyObject *one = read_delivery(buf.buf, &o, buf.len, channel, tags, &frames);
         if (!one) break;

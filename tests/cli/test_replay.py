@@ -110,6 +110,53 @@ def test_properties_and_body_unchanged(run, broker, qname, hotpath) -> None:
     assert (method.exchange, method.routing_key) == ("", f"{qname}.o")
 
 
+def raw_properties(broker, queue: str) -> bytes:
+    """The encoded properties of the message at the head of a queue, as on the wire (it stays in the queue)."""
+    from dlxtool.broker import frames
+    from dlxtool.broker.channel import AsyncChannel
+
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    try:
+        channel = AsyncChannel(conn)
+        frames.fast_deliveries(conn, channel.impl, raw=True)
+        got: list[bytes] = []
+        channel.impl.basic_consume(queue, lambda _c, _m, props, _b: got.append(props), auto_ack=False)
+        channel.wait_for(lambda: bool(got), "a delivery")
+        return got[0]
+    finally:
+        conn.close()  # unacked: it goes back
+
+
+def test_a_long_string_header_that_is_not_utf8_is_replayed_alike_with_and_without_c(run, broker, qname,
+                                                                                     hotpath) -> None:
+    """RabbitMQ passes a long string of any bytes through dead-lettering (the .NET client writes byte[] so). The
+    Python path publishes it back as a byte array (pika decodes it as bytes): the C path must not keep it a
+    long string, or the same replay would publish two different messages depending on the build."""
+    from dlxtool.broker.amqp_values import RawValue
+    from dlxtool.broker.publisher import Outcome, Publisher
+
+    origin = f"{qname}.o"
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        ch.queue_declare(origin, arguments={"x-dead-letter-exchange": top.dlx})
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    try:
+        pub = Publisher(conn, window=1)
+        pub.publish("", origin, b"b", rt.props(0, bin=RawValue(b"S\x00\x00\x00\x02\xff\xfe")), "m")
+        assert [outcome for _t, outcome, _d in pub.flush(10)] == [Outcome.CONFIRMED]
+    finally:
+        conn.close()
+    with broker.channel() as ch:
+        rt.reject_all(ch, origin, 1)
+    wait_depth(broker, top.dlq, 1)
+    assert b"\x03binS\x00\x00\x00\x02\xff\xfe" in raw_properties(broker, top.dlq)  # the dead letter holds it as sent
+
+    assert replay(run, broker, top.dlq, "--yes").exit_code == 0
+    assert b"\x03binx\x00\x00\x00\x02\xff\xfe" in raw_properties(broker, origin)
+    _mode, answered = hotpath
+    assert answered == []  # with C: left to the Python path
+
+
 def test_a_new_rejection_counts_from_one(run, broker, mixed, hotpath) -> None:
     """On 3.10 the broker keeps a client-sent x-death: without the reset this count would be 2."""
     top, names, _data = mixed
