@@ -7,6 +7,7 @@ import errno
 import io
 import json
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -45,6 +46,14 @@ def untouched(broker, queue: str, n: int) -> bool:
     """Still n messages, none of them ever delivered (a plan would have read and given them back)."""
     got = broker.drain(queue)
     return len(got) == n and not any(method.redelivered for method, _p, _b in got)
+
+
+def run_to_completion(run, broker, command: str, queue: str, path) -> Any:
+    """`command` on `queue` with its record file at `path`, asking nothing, JSON summary on stdout."""
+    args = [a.format(q=queue, file=path) for a in SINK_COMMANDS[command]]
+    if command == "dump --remove":
+        args.append("--yes")
+    return run("--format", "json", *args, "--url", broker.url)
 
 
 SINK_COMMANDS = {
@@ -114,10 +123,7 @@ def test_a_full_disk_mid_run_ends_in_the_summary_and_loses_nothing(run, broker, 
     monkeypatch.setattr(FullFile, "room", 400_000)  # several batches of records, then a write cut mid-record
     monkeypatch.setattr(engine, "open", lambda p, mode, buffering=-1: FullFile(p, "a+"), raising=False)
     path = tmp_path / "records.jsonl"
-    args = [a.format(q=dlq, file=path) for a in SINK_COMMANDS[command]]
-    if command == "dump --remove":
-        args.append("--yes")
-    result = run("--format", "json", *args, "--url", broker.url)
+    result = run_to_completion(run, broker, command, dlq, path)
     assert result.exit_code == 5, (result.stdout, result.stderr)
     assert "No space left on device" in result.stderr and "internal error" not in result.stderr
     summary = json.loads(result.stdout)
@@ -144,10 +150,7 @@ def test_a_record_file_that_fails_to_close_still_ends_in_the_summary(run, broker
     monkeypatch.setattr(CloseFails, "failed", False)
     monkeypatch.setattr(engine, "open", lambda p, mode, buffering=-1: CloseFails(p, "a+"), raising=False)
     path = tmp_path / "records.jsonl"
-    args = [a.format(q=dlq, file=path) for a in SINK_COMMANDS[command]]
-    if command == "dump --remove":
-        args.append("--yes")
-    result = run("--format", "json", *args, "--url", broker.url)
+    result = run_to_completion(run, broker, command, dlq, path)
     assert result.exit_code == 0, (result.stdout, result.stderr)
     assert CloseFails.failed and f"closing {path} failed" in result.stderr
     summary = json.loads(result.stdout)

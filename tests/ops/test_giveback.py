@@ -33,6 +33,16 @@ def connection(broker):
     return pika.BlockingConnection(pika.URLParameters(broker.url))
 
 
+def filled_source(broker, qname: str, kind: str) -> tuple[str, str, list[bytes]]:
+    """A source queue of `kind` holding 600 numbered messages, and an empty classic target."""
+    source, target = f"{qname}.src", f"{qname}.dst"
+    declare(broker, source, kind)
+    declare(broker, target, "classic")
+    bodies = numbered(600)
+    fill(broker, source, bodies)
+    return source, target, bodies
+
+
 def delivery_counts(props_bodies) -> list[int]:
     return [int((p.headers or {}).get("x-delivery-count", 0)) for p, _b in props_bodies]
 
@@ -47,11 +57,7 @@ def test_stopped_transfer_gives_held_deliveries_back_in_place(broker, qname, kin
     consumer is cancelled: they are held and given back with the rest too (pika would reject each,
     which a quorum queue applies out of order: tests/broker/test_channel.py makes that happen every
     time), and counted in `requeued`."""
-    source, target = f"{qname}.src", f"{qname}.dst"
-    declare(broker, source, kind)
-    declare(broker, target, "classic")
-    bodies = numbered(600)
-    fill(broker, source, bodies)
+    source, target, bodies = filled_source(broker, qname, kind)
     conn = connection(broker)
     try:
         decided = 0
@@ -111,11 +117,7 @@ def test_a_stop_while_deliveries_are_on_their_way_waits_for_them(broker, qname, 
     by one, ahead of the channel close's in-order give-back (scrambled with a delivery limit), and
     pika rejected those that reached us after the cancel: uncounted, out of place. The engine waits
     until every prefetch slot is taken before it cancels: all back in order, all counted."""
-    source, target = f"{qname}.src", f"{qname}.dst"
-    declare(broker, source, kind)
-    declare(broker, target, "classic")
-    bodies = numbered(600)
-    fill(broker, source, bodies)
+    source, target, bodies = filled_source(broker, qname, kind)
     conn = connection(broker)
     try:
         result = StopAtFirstAck(conn, source, lambda _r: Decision(Action.MOVE, target, "", target),
