@@ -23,6 +23,47 @@ from dlxtool.errors import ConnectError, DlxtoolError
 
 # How long one idle pump waits for I/O. Short, because pika's timer cannot be woken early by I/O.
 IDLE_WAIT = 0.002
+# pump() runs pika's whole event loop at least this often (its timers: heartbeats; deferred callbacks)
+FULL_LOOP_EVERY = 0.05
+
+
+def process_io(connection: Any) -> None:
+    """connection.process_data_events(time_limit=0), with less work in the common case.
+
+    pika's version costs a timer, an epoll round and its dispatch checks on every call, and the engine
+    calls it thousands of times a second; on a busy replay that was a quarter of dlxtool's CPU. When the
+    plain-TCP transport is up and nothing waits for pika's loop, the same I/O is done here by calling the
+    transport's own socket handlers (send what is buffered, read what has arrived, parse it). Anything
+    else — TLS, a transport going down, events only pika's loop dispatches, or FULL_LOOP_EVERY passed —
+    goes through process_data_events, which also raises when the connection is lost."""
+    transport = getattr(connection._impl, "_transport", None)  # noqa: SLF001
+    now = time.monotonic()
+    if (type(transport) is not _PLAIN_TRANSPORT or transport._state != transport._STATE_ACTIVE  # noqa: SLF001
+            or now >= connection.__dict__.get("_dlxtool_full_loop_due", 0.0) or _pika_pending(connection)):
+        connection.process_data_events(time_limit=0)
+        connection._dlxtool_full_loop_due = now + FULL_LOOP_EVERY  # noqa: SLF001
+        return
+    if transport._tx_buffers:  # noqa: SLF001
+        transport._on_socket_writable()  # noqa: SLF001 - sends; would-block keeps the rest buffered
+    transport._on_socket_readable()  # noqa: SLF001 - reads until would-block and hands the bytes to pika
+    if transport._state != transport._STATE_ACTIVE or _pika_pending(connection):  # noqa: SLF001
+        connection.process_data_events(time_limit=0)  # the loss (raised here) or events to dispatch
+
+
+def _pika_pending(connection: Any) -> bool:
+    return bool(connection._closed_result.ready or connection._ready_events  # noqa: SLF001
+                or connection._channels_pending_dispatch)  # noqa: SLF001
+
+
+def _plain_transport() -> type | None:
+    try:
+        from pika.adapters.utils.io_services_utils import _AsyncPlaintextTransport
+    except ImportError:  # another pika layout: always the full loop
+        return None
+    return _AsyncPlaintextTransport
+
+
+_PLAIN_TRANSPORT = _plain_transport()
 
 
 def coalesce_output(connection: Any) -> None:
@@ -98,11 +139,11 @@ class AsyncChannel:
             # arrives, then process it: the pipeline does not stall for `wait` after every idle moment.
             for conn in connections:
                 coalesce_output(conn)
-                conn.process_data_events(time_limit=0)
+                process_io(conn)
             wait_readable(connections, wait)
         for conn in connections:
             coalesce_output(conn)
-            conn.process_data_events(time_limit=0)
+            process_io(conn)
         self.check()
 
     def check(self) -> None:
@@ -114,7 +155,12 @@ class AsyncChannel:
         while not ready():
             if time.monotonic() > deadline:
                 raise ConnectError(f"no reply to {what} within {self.timeout:g}s")
-            self.connection.process_data_events(time_limit=IDLE_WAIT * 5)
+            # Not process_data_events(time_limit): it sleeps the whole limit however soon the reply comes
+            # (see pump), and a command waits for a dozen replies before its first message.
+            self.connection.process_data_events(time_limit=0)
+            if not ready():
+                wait_readable((self.connection,), IDLE_WAIT * 5)
+                self.connection.process_data_events(time_limit=0)
             if getattr(self, "impl", None) is not None:
                 self.check()
 

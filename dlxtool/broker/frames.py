@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import calendar
 import struct
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -463,6 +464,7 @@ class FastInput:
         self.content: dict[int, _Content | None] = {}
         self.confirms: dict[int, Any] = {}           # channel number -> its Basic.Ack callback
         self.raw: set[int] = set()                   # channels whose consumers take the properties encoded
+        self.batches: dict[int, Any] = {}            # channel number -> its consumer's batch callback (raw)
         impl._on_data_available = self.on_data  # noqa: SLF001 - instance attribute shadows the method
         transport = getattr(impl, "_transport", None)
         if transport is not None and hasattr(transport, "_MAX_RECV_BYTES"):
@@ -534,6 +536,10 @@ class FastInput:
         self.impl.bytes_received += end - o
         self.impl.frames_received += frame_count
         consumers, cancelled = channel._consumers, channel._cancelled  # noqa: SLF001
+        batch = self.batches.get(number)
+        if batch is not None and len(consumers) == 1 and not cancelled:  # all for that one consumer
+            batch(deliveries)
+            return end, True
         for method, props, body in deliveries:
             tag = method.consumer_tag
             if tag in cancelled or tag not in consumers:  # cancelled by a callback just now: pika's way (reject)
@@ -633,10 +639,15 @@ def fast_input(connection: Any) -> FastInput:
     return existing
 
 
-def fast_deliveries(connection: Any, channel: Any, *, raw: bool = False) -> None:
+def fast_deliveries(connection: Any, channel: Any, *, raw: bool = False,
+                    batch: Callable[[list[tuple[Any, Any, bytes]]], Any] | None = None) -> None:
     """Assemble this (pika, asynchronous) channel's consumer deliveries on the fast path. raw: the consumer
     gets the properties as their encoded bytes (decode_properties decodes them) — except for the rare
-    delivery pika assembles itself, which comes with BasicProperties as usual."""
+    delivery pika assembles itself, which comes with BasicProperties as usual.
+
+    batch (raw only, for a channel with one consumer): called with a list of (method, properties, body)
+    for each run of deliveries read at once, instead of the consumer callback per delivery. It must not
+    raise (the run would be read again): appending to a queue is what it is for."""
     reader = fast_input(connection)
     reader.channels[channel.channel_number] = channel
     reader.content[channel.channel_number] = None
@@ -644,6 +655,10 @@ def fast_deliveries(connection: Any, channel: Any, *, raw: bool = False) -> None
         reader.raw.add(channel.channel_number)
     else:
         reader.raw.discard(channel.channel_number)
+    if raw and batch is not None:
+        reader.batches[channel.channel_number] = batch
+    else:
+        reader.batches.pop(channel.channel_number, None)
     channel.add_on_close_callback(lambda ch, _reason: _forget(reader, ch.channel_number, ch))
 
 
@@ -652,6 +667,7 @@ def _forget(reader: FastInput, number: int, channel: Any) -> None:
         del reader.channels[number]
         reader.content.pop(number, None)
         reader.raw.discard(number)
+        reader.batches.pop(number, None)
 
 
 def fast_confirms(connection: Any, channel: Any, on_ack: Any) -> None:

@@ -104,6 +104,10 @@ class Publisher:
     def has_room(self) -> bool:
         return len(self._pending) < self.window
 
+    def room(self) -> int:
+        """How many more publishes the window allows now."""
+        return max(0, self.window - len(self._pending))
+
     def publish(self, exchange: str, routing_key: str, body: bytes, properties: Any, token: Hashable | Any) -> None:
         """Send one message (mandatory, confirmed); its outcome comes back later via take_settled()."""
         self.channel.check()

@@ -365,7 +365,7 @@ class Transfer:
             from dlxtool.broker.frames import fast_deliveries
 
             # pika's delivery path with less work per message; properties stay encoded until needed
-            fast_deliveries(self.source_conn, self.channel.impl, raw=True)
+            fast_deliveries(self.source_conn, self.channel.impl, raw=True, batch=self._incoming.extend)
             self.consumer_tag = self.channel.impl.basic_consume(self.source, self._on_message, auto_ack=False)
         else:
             self._stop_reading = True
@@ -433,20 +433,22 @@ class Transfer:
     # -- deliveries --------------------------------------------------------------------------------
 
     def _take_incoming(self) -> bool:
-        worked = False
-        if self.opts.rate and not hasattr(self, "_rate_start"):
+        incoming = self._incoming
+        if not incoming:
+            return False
+        rate = self.opts.rate
+        if rate and not hasattr(self, "_rate_start"):
             self._rate_start = time.monotonic()
         # At most one batch per loop turn: the sink is flushed and acks go out between batches, so a crash
         # or a cut leaves fewer written-but-unacked messages (possible duplicates) than a whole prefetch.
-        for _ in range(TAKE_BATCH):
-            if not self._incoming:
+        # A delivery takes at most one publish slot, of the mover or of the keeper.
+        room = min(TAKE_BATCH, len(incoming), self.mover.room(), self.keeper.room())
+        taken = 0
+        while taken < room:
+            if rate and self._rate_delay() > 0:
                 break
-            if not (self.mover.has_room() and self.keeper.has_room()):
-                break
-            if self.opts.rate and self._rate_delay() > 0:
-                break
-            method, props, body = self._incoming.popleft()
-            worked = True
+            method, props, body = incoming.popleft()
+            taken += 1
             if self._all_read():  # beyond the snapshot or after --limit: give it back untouched
                 self._items.append(_Item(method.delivery_tag, props, body, None, None, _HOLD, False, None))
                 self._held += 1
@@ -460,10 +462,10 @@ class Transfer:
                     # Undecided (decide() raised): it is ours, unacked, and goes back with the rest. Lost
                     # from the count, it would also leave _receive_in_flight waiting for a slot that is
                     # not free.
-                    self._incoming.appendleft((method, props, body))
+                    incoming.appendleft((method, props, body))
                     self._received -= 1
                 raise
-        return worked
+        return taken > 0
 
     def _handle(self, method: Any, props: Any, body: bytes) -> None:
         record = None

@@ -15,6 +15,7 @@ Timings on a shared machine are noisy: run it more than once (--rounds).
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import resource
@@ -169,6 +170,12 @@ def rss(n: int) -> None:
         print(f"{n:,}-message replay: {n / d:,.0f} msg/s, peak RSS {rss_kb / 1024:.1f} MB (target <= 100 MB)")
 
 
+def precompile() -> None:
+    """Byte-compile dlxtool as an installed package is (pip compiles at install). Without it, where
+    PYTHONDONTWRITEBYTECODE is set, every dlxtool run would compile its sources first: ~50 ms."""
+    compileall.compile_dir(ROOT / "dlxtool", quiet=1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=100_000, help="messages for the rate comparison")
@@ -178,6 +185,7 @@ def main() -> None:
     parser.add_argument("--python-too", action="store_true",
                         help="also run dlxtool without its C hot path (DLXTOOL_NO_HOTPATH=1) each round")
     args = parser.parse_args()
+    precompile()
     if not args.skip_compare:
         compare(args.n, args.rounds, args.python_too)
     if args.rss:

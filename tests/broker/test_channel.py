@@ -7,12 +7,13 @@ then cancels. Everything the broker sent is then read while the cancel-ok is awa
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pika
 import pytest
 
-from dlxtool.broker.channel import AsyncChannel
+from dlxtool.broker.channel import AsyncChannel, ChannelClosed
 from dlxtool.broker.frames import fast_deliveries
 from dlxtool.broker.giveback import close_channel
 from tests.support.fill import fill, take_all
@@ -102,3 +103,59 @@ def test_close_waits_for_the_close_ok(broker, qname) -> None:
     finally:
         conn.close()
     assert broker.queue_depth(qname) == 2
+
+
+def test_waiting_for_a_reply_never_sleeps_out_a_time_limit(broker, qname) -> None:
+    """process_data_events(time_limit) sleeps the whole limit on these channels however soon the reply
+    comes; a command waits for a dozen replies before its first message, so wait_for must not use it."""
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    limits: list[Any] = []
+    real = conn.process_data_events
+
+    def recording(time_limit: Any = 0) -> None:
+        limits.append(time_limit)
+        real(time_limit=time_limit)
+
+    conn.process_data_events = recording
+    try:
+        channel = AsyncChannel(conn)
+        channel.call("queue_declare", qname)
+        channel.call("basic_qos", prefetch_count=10)
+        assert limits, "nothing was waited for: the test proves nothing"
+        assert set(limits) == {0}
+    finally:
+        conn.close()
+
+
+def test_pump_reads_deliveries_and_raises_when_the_connection_drops(broker, qname) -> None:
+    """pump() does the plain-TCP I/O itself, outside pika's loop (channel.process_io): it must deliver the
+    same messages, run pika's loop now and then, and still raise on a lost connection."""
+    from tests.support.proxy import CuttingProxy
+
+    bodies = [f"m-{i:04d}".encode() for i in range(500)]
+    with broker.channel() as ch:
+        ch.queue_declare(qname)
+    fill(broker, qname, bodies)
+    with CuttingProxy(broker.host, broker.amqp_port) as proxy:
+        conn = pika.BlockingConnection(pika.URLParameters(
+            broker.url.replace(f":{broker.amqp_port}/", f":{proxy.port}/")))
+        full_loops: list[Any] = []
+        real = conn.process_data_events
+        conn.process_data_events = lambda time_limit=0: (full_loops.append(time_limit), real(time_limit))
+        channel = AsyncChannel(conn)
+        fast_deliveries(conn, channel.impl)
+        got: list[bytes] = []
+        channel.impl.basic_consume(qname, lambda _c, _m, _p, body: got.append(body), auto_ack=True)
+        deadline = time.monotonic() + 30
+        full_loops.clear()
+        pumps = 0
+        while len(got) < len(bodies) and time.monotonic() < deadline:
+            channel.pump(0.002)
+            pumps += 1
+        assert got == bodies
+        assert len(full_loops) < pumps, "every pump ran pika's whole loop: the lean path was never taken"
+        proxy.cut()
+        with pytest.raises(Exception) as lost:  # noqa: PT011 - pika's StreamLostError / ConnectionClosed
+            while time.monotonic() < deadline:
+                channel.pump(0.002)
+        assert isinstance(lost.value, (pika.exceptions.AMQPConnectionError, ChannelClosed)), lost.value

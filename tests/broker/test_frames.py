@@ -368,8 +368,8 @@ def deliver_frames(number: int, tag: str, delivery_tag: int, props: Any, body: b
 
 
 # decoded: BasicProperties (peek, dump); raw: encoded properties, read by C (the engine) or, where the
-# extension is not built, by the Python path
-@pytest.mark.parametrize("mode", ["decoded", "raw-c", "raw-python"])
+# extension is not built, by the Python path; raw-c-batch: C's runs handed over as lists (the engine's way)
+@pytest.mark.parametrize("mode", ["decoded", "raw-c", "raw-python", "raw-c-batch"])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(messages=st.lists(st.tuples(properties(headers=valid_tables), st.binary(max_size=300)), min_size=1,
@@ -387,6 +387,10 @@ def test_fast_input_delivers_what_pika_would_across_any_read_boundaries(mode: st
     reader.content[3] = None
     if mode != "decoded":
         reader.raw.add(3)
+    batches: list[int] = []
+    if mode == "raw-c-batch":
+        reader.batches[3] = lambda runs: (batches.append(len(runs)),
+                                          got.extend((channel, m, p, b) for m, p, b in runs))
     if mode == "raw-python":
         monkeypatch.setattr(frames, "read_deliveries", None)
     else:
@@ -442,6 +446,30 @@ def test_deliveries_to_a_cancelled_consumer_take_pikas_path(raw: bool) -> None:
         reader.raw.add(1)
     reader.on_data(deliver_frames(1, "ctag", 1, pika.BasicProperties(), b"body", 64))
     assert [type(f).__name__ for f in impl.slow] == ["Method", "Header", "Body"]
+
+
+@pytest.mark.parametrize("consumers", [1, 2])
+def test_a_batch_consumer_takes_whole_runs_only_when_it_is_the_channels_one_consumer(consumers: int) -> None:
+    if frames.read_deliveries is None:
+        pytest.skip("the C extension dlxtool.broker._hotpath is not built")
+    impl = FakeImpl()
+    reader = frames.fast_input(type("Conn", (), {"_impl": impl})())
+    channel = FakeChannel(1)
+    one_by_one: list[int] = []
+    runs: list[list[int]] = []
+    channel._consumers["ctag"] = lambda _ch, method, _p, _b: one_by_one.append(method.delivery_tag)
+    if consumers == 2:
+        channel._consumers["other"] = lambda *a: pytest.fail("no delivery is for it")
+    reader.channels[1] = channel
+    reader.content[1] = None
+    reader.raw.add(1)
+    reader.batches[1] = lambda run: runs.append([m.delivery_tag for m, _p, _b in run])
+    props = pika.BasicProperties(headers={"a": 1})
+    reader.on_data(b"".join(deliver_frames(1, "ctag", i, props, b"body", 4096) for i in (1, 2, 3)))
+    if consumers == 1:
+        assert (runs, one_by_one) == ([[1, 2, 3]], [])
+    else:  # whose is each delivery? the per-consumer callbacks say
+        assert (runs, one_by_one) == ([], [1, 2, 3])
 
 
 def test_a_consumer_cancelled_by_its_callback_leaves_the_rest_of_a_read_to_pika() -> None:
