@@ -433,12 +433,12 @@ class Transfer:
     # -- deliveries --------------------------------------------------------------------------------
 
     def _take_incoming(self) -> bool:
-        incoming = self._incoming
-        if not incoming:
-            return False
         rate = self.opts.rate
         if rate and not hasattr(self, "_rate_start"):
             self._rate_start = time.monotonic()
+        incoming = self._incoming
+        if not incoming:
+            return False
         # At most one batch per loop turn: the sink is flushed and acks go out between batches, so a crash
         # or a cut leaves fewer written-but-unacked messages (possible duplicates) than a whole prefetch.
         # A delivery takes at most one publish slot, of the mover or of the keeper.
