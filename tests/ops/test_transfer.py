@@ -16,7 +16,7 @@ import pytest
 from dlxtool.broker.publisher import Publisher
 from dlxtool.ops.purge import PurgeSettings, run_reading_purge
 from dlxtool.ops.replay import ReplayDecider, ReplaySettings, replay
-from dlxtool.ops.transfer import RecordSink, Transfer, TransferOptions
+from dlxtool.ops.transfer import GATHER_MIN_IN_FLIGHT, RecordSink, Transfer, TransferOptions
 from dlxtool.select import Selection
 from tests.ops.test_purge_faults import file_bodies, queue_of_originals
 from tests.ops.test_replay_faults import N, check_nothing_lost, make_dead_letters, settled_copies
@@ -158,3 +158,31 @@ def test_a_second_ctrl_c_during_the_final_wait_still_ends_in_a_summary(broker, q
     assert 0 < result.moved_total < N and result.possible_duplicates >= 50
     found = settled_copies(broker, [dlq, *origins], len(originals))
     check_nothing_lost(found, originals, result.possible_duplicates)
+
+
+@pytest.mark.parametrize("window", [1000, 50])
+def test_input_gathers_only_with_many_publishes_in_flight(broker, qname, monkeypatch, window: int) -> None:
+    """A replay with a deep pipeline lets input gather after idle waits (fewer, larger turns); with a
+    small window it never pauses, which would only leave the broker waiting. Either way all arrive."""
+    from dlxtool.broker import channel as channel_module
+
+    gathers: list[float] = []
+    real = channel_module.wait_readable
+
+    def recording(connections, timeout, gather=0.0):
+        gathers.append(gather)
+        real(connections, timeout, gather)
+
+    monkeypatch.setattr(channel_module, "wait_readable", recording)
+    dlq, origins, originals = make_dead_letters(broker, qname)
+    conn = connect(broker)
+    result = replay(conn, ReplaySettings(dlq), TransferOptions(prefetch=2 * window, window=window,
+                                                               handle_sigint=False))
+    conn.close()
+    assert result.complete and result.moved_total == len(originals)
+    check_nothing_lost(settled_copies(broker, [dlq, *origins], len(originals)), originals, 0)
+    paused = [g for g in gathers if g > 0]
+    if window >= 4 * GATHER_MIN_IN_FLIGHT:
+        assert paused, f"never gathered in {len(gathers)} waits with {window} publishes allowed in flight"
+    else:
+        assert not paused
