@@ -464,7 +464,7 @@ class FastInput:
         self.content: dict[int, _Content | None] = {}
         self.confirms: dict[int, Any] = {}           # channel number -> its Basic.Ack callback
         self.raw: set[int] = set()                   # channels whose consumers take the properties encoded
-        self.batches: dict[int, Any] = {}            # channel number -> its consumer's batch callback (raw)
+        self.batches: dict[int, tuple[Any, Any]] = {}  # channel number -> (consumer callback, its batch callback)
         impl._on_data_available = self.on_data  # noqa: SLF001 - instance attribute shadows the method
         transport = getattr(impl, "_transport", None)
         if transport is not None and hasattr(transport, "_MAX_RECV_BYTES"):
@@ -537,8 +537,9 @@ class FastInput:
         self.impl.frames_received += frame_count
         consumers, cancelled = channel._consumers, channel._cancelled  # noqa: SLF001
         batch = self.batches.get(number)
-        if batch is not None and len(consumers) == 1 and not cancelled:  # all for that one consumer
-            batch(deliveries)
+        # all of them are for the channel's one consumer: is it the one that takes runs?
+        if batch is not None and len(consumers) == 1 and not cancelled and batch[0] == next(iter(consumers.values())):
+            batch[1](deliveries)
             return end, True
         for method, props, body in deliveries:
             tag = method.consumer_tag
@@ -640,14 +641,16 @@ def fast_input(connection: Any) -> FastInput:
 
 
 def fast_deliveries(connection: Any, channel: Any, *, raw: bool = False,
-                    batch: Callable[[list[tuple[Any, Any, bytes]]], Any] | None = None) -> None:
+                    batch: tuple[Callable[..., Any], Callable[[list[tuple[Any, Any, bytes]]], Any]] | None = None,
+                    ) -> None:
     """Assemble this (pika, asynchronous) channel's consumer deliveries on the fast path. raw: the consumer
     gets the properties as their encoded bytes (decode_properties decodes them) — except for the rare
     delivery pika assembles itself, which comes with BasicProperties as usual.
 
-    batch (raw only, for a channel with one consumer): called with a list of (method, properties, body)
-    for each run of deliveries read at once, instead of the consumer callback per delivery. It must not
-    raise (the run would be read again): appending to a queue is what it is for."""
+    batch (raw only): (consumer callback, run callback). While that callback is the channel's one
+    consumer, each run of its deliveries read at once goes to the run callback as a list of (method,
+    properties, body), instead of to the consumer callback one by one. The run callback must not raise
+    (the run would be read again): appending to a queue is what it is for."""
     reader = fast_input(connection)
     reader.channels[channel.channel_number] = channel
     reader.content[channel.channel_number] = None

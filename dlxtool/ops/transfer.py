@@ -370,7 +370,8 @@ class Transfer:
             from dlxtool.broker.frames import fast_deliveries
 
             # pika's delivery path with less work per message; properties stay encoded until needed
-            fast_deliveries(self.source_conn, self.channel.impl, raw=True, batch=self._incoming.extend)
+            fast_deliveries(self.source_conn, self.channel.impl, raw=True,
+                            batch=(self._on_message, self._incoming.extend))
             self.consumer_tag = self.channel.impl.basic_consume(self.source, self._on_message, auto_ack=False)
         else:
             self._stop_reading = True

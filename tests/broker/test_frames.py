@@ -389,8 +389,8 @@ def test_fast_input_delivers_what_pika_would_across_any_read_boundaries(mode: st
         reader.raw.add(3)
     batches: list[int] = []
     if mode == "raw-c-batch":
-        reader.batches[3] = lambda runs: (batches.append(len(runs)),
-                                          got.extend((channel, m, p, b) for m, p, b in runs))
+        reader.batches[3] = (channel._consumers["ctag"], lambda runs: (
+            batches.append(len(runs)), got.extend((channel, m, p, b) for m, p, b in runs)))
     if mode == "raw-python":
         monkeypatch.setattr(frames, "read_deliveries", None)
     else:
@@ -448,8 +448,8 @@ def test_deliveries_to_a_cancelled_consumer_take_pikas_path(raw: bool) -> None:
     assert [type(f).__name__ for f in impl.slow] == ["Method", "Header", "Body"]
 
 
-@pytest.mark.parametrize("consumers", [1, 2])
-def test_a_batch_consumer_takes_whole_runs_only_when_it_is_the_channels_one_consumer(consumers: int) -> None:
+@pytest.mark.parametrize("consumers", [1, 2, "another"])
+def test_a_batch_consumer_takes_whole_runs_only_when_it_is_the_channels_one_consumer(consumers: Any) -> None:
     if frames.read_deliveries is None:
         pytest.skip("the C extension dlxtool.broker._hotpath is not built")
     impl = FakeImpl()
@@ -457,13 +457,18 @@ def test_a_batch_consumer_takes_whole_runs_only_when_it_is_the_channels_one_cons
     channel = FakeChannel(1)
     one_by_one: list[int] = []
     runs: list[list[int]] = []
-    channel._consumers["ctag"] = lambda _ch, method, _p, _b: one_by_one.append(method.delivery_tag)
+    def consumer(_ch: Any, method: Any, _p: Any, _b: Any) -> None:
+        one_by_one.append(method.delivery_tag)
+
+    channel._consumers["ctag"] = consumer
     if consumers == 2:
         channel._consumers["other"] = lambda *a: pytest.fail("no delivery is for it")
     reader.channels[1] = channel
     reader.content[1] = None
     reader.raw.add(1)
-    reader.batches[1] = lambda run: runs.append([m.delivery_tag for m, _p, _b in run])
+    # "another": the runs belong to a consumer that has gone; the channel's one consumer now is someone else
+    owner = (lambda *a: None) if consumers == "another" else consumer
+    reader.batches[1] = (owner, lambda run: runs.append([m.delivery_tag for m, _p, _b in run]))
     props = pika.BasicProperties(headers={"a": 1})
     reader.on_data(b"".join(deliver_frames(1, "ctag", i, props, b"body", 4096) for i in (1, 2, 3)))
     if consumers == 1:
