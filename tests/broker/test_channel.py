@@ -130,6 +130,7 @@ def test_waiting_for_a_reply_never_sleeps_out_a_time_limit(broker, qname) -> Non
 def test_pump_reads_deliveries_and_raises_when_the_connection_drops(broker, qname) -> None:
     """pump() does the plain-TCP I/O itself, outside pika's loop (channel.process_io): it must deliver the
     same messages, run pika's loop now and then, and still raise on a lost connection."""
+    from tests.ops.test_purge_faults import through_proxy
     from tests.support.proxy import CuttingProxy
 
     bodies = [f"m-{i:04d}".encode() for i in range(500)]
@@ -137,8 +138,7 @@ def test_pump_reads_deliveries_and_raises_when_the_connection_drops(broker, qnam
         ch.queue_declare(qname)
     fill(broker, qname, bodies)
     with CuttingProxy(broker.host, broker.amqp_port) as proxy:
-        conn = pika.BlockingConnection(pika.URLParameters(
-            broker.url.replace(f":{broker.amqp_port}/", f":{proxy.port}/")))
+        conn = through_proxy(broker, proxy)
         full_loops: list[Any] = []
         real = conn.process_data_events
         conn.process_data_events = lambda time_limit=0: (full_loops.append(time_limit), real(time_limit))
