@@ -97,7 +97,8 @@ class Capacity:
         depth = f"{self.ready} ready, {self.unacked} unacked" + (
             f", {self.body_bytes} body bytes" if self.max_bytes is not None else "")
         how = "" if self.guarded else ": a publish that does not fit is nacked and stays"
-        return f"room {room} ({self.limits()}; {depth}){how}"
+        note = f"; {self.note}" if self.note else ""
+        return f"room {room} ({self.limits()}; {depth}{note}){how}"
 
     def to_json(self) -> dict[str, Any]:
         return {"queue": self.queue, "max_length": self.max_length, "max_length_bytes": self.max_bytes,
@@ -133,9 +134,39 @@ def read(mgmt: ManagementClient | None, vhost: str, queue: str, ready: Callable[
     if mgmt is None:
         return Capacity(queue, ready=count, known=False, note="no management API: its limits cannot be read")
     try:
-        return from_info(mgmt.queue(vhost, queue), count)
+        info = mgmt.queue(vhost, queue)
+        if _int(info.setting("max-length-bytes")) is not None:
+            info = _current_bytes(mgmt, vhost, queue, info, count)
+        cap = from_info(info, count)
     except DlxtoolError as exc:
         return Capacity(queue, ready=count, known=False, note=f"management API: {exc.message}")
+    if cap.max_bytes is not None and info.messages_ready != count:
+        _estimate_bytes(cap, info)
+    return cap
+
+
+STATS_WAIT = 6.0  # the management API's figures are sampled every 5 s by default
+
+
+def _current_bytes(mgmt: ManagementClient, vhost: str, queue: str, info: QueueInfo, ready: int) -> QueueInfo:
+    """The byte counts are sampled: wait (a little) for a sample that counts the ready messages we count."""
+    deadline = time.monotonic() + STATS_WAIT
+    while info.messages_ready != ready and time.monotonic() < deadline:
+        time.sleep(0.5)
+        info = mgmt.queue(vhost, queue)
+    return info
+
+
+def _estimate_bytes(cap: Capacity, info: QueueInfo) -> None:
+    """The sample still counts other messages than the queue holds now (producers, consumers at work):
+    scale its bytes to the exact count; with no sample to scale, assume the queue is full by bytes."""
+    sampled = info.messages_ready + info.messages_unacked
+    if sampled:
+        cap.body_bytes = -(-cap.body_bytes * cap.depth // sampled)
+        cap.note = f"body bytes estimated from a sample of {sampled} messages"
+    elif cap.depth:
+        cap.body_bytes = cap.max_bytes or 0
+        cap.note = "body bytes unknown (the management API has no sample yet): counted as full"
 
 
 def ready_counter(conn: Any, timeout: float) -> Callable[[str], int | None]:
