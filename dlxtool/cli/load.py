@@ -43,9 +43,9 @@ records to load again. A queue with a length limit and overflow drop-head
 ready - unacked, counted down per record; shown by --dry-run): the rest
 is not published ("full" in the summary, collected by --failed) instead
 of pushing out the queue's oldest messages; exit 6 when no queue had room
-at all. --allow-displace publishes anyway. Exit 3 if the connection was lost (records that
-had no answer may have been published: counted as possible duplicates);
-130 on Ctrl-C.
+at all. --allow-displace publishes anyway. Exit 3 if the connection was
+lost (records that had no answer may have been published: counted as
+possible duplicates); 130 on Ctrl-C.
 
 \b
 Examples:
