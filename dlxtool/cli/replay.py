@@ -213,8 +213,7 @@ def _render_plan(app: App, plan: Any) -> None:
     app.info(f"plan for {plan.source}: {plan.snapshot} messages{sampled}")
     rows = [["replay to", o.queue, o.messages - o.would_stay_full, {True: "yes", False: "NO", None: "?"}[o.exists],
              o.room or "", o.warning or ""] for o in plan.origins]
-    rows += [["stay", f"origin full: {o.queue}", o.would_stay_full, "", "", ""] for o in plan.origins
-             if o.would_stay_full]
+    rows += [["stay", o.full_reason, o.would_stay_full, "", "", ""] for o in plan.origins if o.would_stay_full]
     rows += [["stay", why, n, "", "", ""] for why, n in sorted(plan.stay.items())]
     write_table(rows, ["action", "queue / reason", "messages", "exists", "room", "warning"], app.stdout,
                 empty="nothing to replay")
@@ -222,9 +221,8 @@ def _render_plan(app: App, plan: Any) -> None:
         if o.exists is False:
             app.warn(f"queue {o.queue!r} does not exist: its {o.messages} message(s) would stay in the DLQ")
         if o.would_stay_full:
-            app.warn(f"{o.queue!r} is full ({o.room}): {o.would_stay_full} of its {o.messages} message(s) would "
-                     "stay in the DLQ — origin full (drop-head would push out its head); --allow-displace "
-                     "replays them anyway")
+            app.warn(f"{o.full_reason}: {o.would_stay_full} of its {o.messages} message(s) would stay in the "
+                     f"DLQ ({o.room}); --allow-displace replays them anyway")
 
 
 def _run(app: App, conn: Any, target_conn: Any, settings: Any, save_file: str | None, rate: float | None,

@@ -217,6 +217,12 @@ class Rooms:
             self._read_at[queue] = time.monotonic()
         return cap
 
+    def forget(self) -> None:
+        """Read every queue again at its next message: a plan's figures are old once the user has read it."""
+        self.caps.clear()
+        self._used.clear()
+        self._used_bytes.clear()
+
     def admit(self, queue: str, size: int, in_flight: int = 0) -> str | None:
         cap = self.capacity(queue)
         if self.allow_displace or not cap.guarded:

@@ -318,6 +318,8 @@ def _reading(session: Session, settings: PurgeSettings, out: PurgeOutcome, *, dr
     confirm(f"{out.mode[0].upper()}{out.mode[1:]} — queue {settings.queue!r} on {session.broker}?")
     from dlxtool.ops.transfer import TransferOptions
 
+    if rooms is not None:
+        rooms.forget()  # read again as the run starts: the figures above are as old as the confirmation
     with (open_sink() if open_sink is not None else nullcontext(None)) as sink:
         options = TransferOptions(sink=sink, progress=progress, admit=rooms.admit if rooms is not None else None)
         out.result = run_reading_purge(session.conn, settings, options, timeout=session.timeout)

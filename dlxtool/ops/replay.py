@@ -42,7 +42,7 @@ from dlxtool.deaths import (
     reset_history,
     summarize,
 )
-from dlxtool.ops.capacity import Rooms
+from dlxtool.ops.capacity import Rooms, full_reason
 from dlxtool.ops.transfer import Action, Decision
 from dlxtool.record import MessageRecord
 from dlxtool.select import Selection
@@ -299,6 +299,7 @@ class OriginPlan:
     warning: str | None = None
     room: str | None = None        # capacity.Capacity.describe(): "room 0 (max-length 3, drop-head; …)"
     would_stay_full: int = 0       # of `messages`, how many do not fit the origin's room (by count)
+    full_reason: str | None = None  # why those stay: "origin full (drop-head would push out its head): q"
 
 
 @dataclass
@@ -395,6 +396,7 @@ def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_c
     from dlxtool.ops.transfer import Transfer
 
     if rooms is not None:
+        rooms.forget()  # the plan's figures are as old as the user's reading of it
         options.admit = rooms.admit
 
     exchanges = TemporaryExchanges(target_conn or source_conn, timeout) if settings.keep_routing_key else None
@@ -425,6 +427,7 @@ def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, targe
             origin.room = cap.describe()
             if cap.guarded and not rooms.allow_displace and cap.room is not None:
                 origin.would_stay_full = max(0, origin.messages - cap.room)
+                origin.full_reason = full_reason("origin", cap)
     return out
 
 
