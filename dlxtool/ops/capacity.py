@@ -140,33 +140,49 @@ def read(mgmt: ManagementClient | None, vhost: str, queue: str, ready: Callable[
         cap = from_info(info, count)
     except DlxtoolError as exc:
         return Capacity(queue, ready=count, known=False, note=f"management API: {exc.message}")
-    if cap.max_bytes is not None and info.messages_ready != count:
-        _estimate_bytes(cap, info)
+    if cap.max_bytes is not None:
+        _ready_bytes(cap, info)
     return cap
 
 
 STATS_WAIT = 6.0  # the management API's figures are sampled every 5 s by default
 
 
+def _bytes_sample(info: QueueInfo) -> int | None:
+    """How many ready messages the byte figure counts. The API's messages_ready and message_bytes_ready come
+    from different samples (seen on 3.10: "1 ready, 0 bytes" for 1.6 s); a classic queue's
+    backing_queue_status.len comes with its bytes. Elsewhere messages_ready is the best there is."""
+    if info.raw.get("message_bytes_ready") is None:
+        return None
+    status = info.raw.get("backing_queue_status")
+    if isinstance(status, dict) and isinstance(status.get("len"), int):
+        return int(status["len"])
+    return info.messages_ready
+
+
 def _current_bytes(mgmt: ManagementClient, vhost: str, queue: str, info: QueueInfo, ready: int) -> QueueInfo:
-    """The byte counts are sampled: wait (a little) for a sample that counts the ready messages we count."""
+    """Wait (a little) for a byte sample that counts the ready messages we count."""
     deadline = time.monotonic() + STATS_WAIT
-    while info.messages_ready != ready and time.monotonic() < deadline:
+    while _bytes_sample(info) != ready and time.monotonic() < deadline:
         time.sleep(0.5)
         info = mgmt.queue(vhost, queue)
     return info
 
 
-def _estimate_bytes(cap: Capacity, info: QueueInfo) -> None:
-    """The sample still counts other messages than the queue holds now (producers, consumers at work):
-    scale its bytes to the exact count; with no sample to scale, assume the queue is full by bytes."""
-    sampled = info.messages_ready + info.messages_unacked
+def _ready_bytes(cap: Capacity, info: QueueInfo) -> None:
+    """When the sample still counts other messages than the queue holds now (producers, consumers at work),
+    scale its ready bytes to the exact count; with no sample to scale, count the queue as full by bytes."""
+    sampled = _bytes_sample(info)
+    if sampled == cap.ready:
+        return
+    unacked_bytes = int(info.raw.get("message_bytes_unacknowledged") or 0)
     if sampled:
-        cap.body_bytes = -(-cap.body_bytes * cap.depth // sampled)
+        ready_bytes = int(info.raw.get("message_bytes_ready") or 0)
+        cap.body_bytes = -(-ready_bytes * cap.ready // sampled) + unacked_bytes
         cap.note = f"body bytes estimated from a sample of {sampled} messages"
-    elif cap.depth:
+    elif cap.ready:
         cap.body_bytes = cap.max_bytes or 0
-        cap.note = "body bytes unknown (the management API has no sample yet): counted as full"
+        cap.note = "body bytes unknown (no sample from the management API yet): counted as full"
 
 
 def ready_counter(conn: Any, timeout: float) -> Callable[[str], int | None]:
