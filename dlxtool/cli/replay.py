@@ -127,7 +127,8 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         with ExitStack() as stack:
             conn = stack.enter_context(app.connection(profile))
             target_conn = stack.enter_context(app.connection(target_profile)) if target_profile else None
-            rooms = _rooms(app, target_conn or conn, target_profile or profile, allow_displace)
+            rooms = _rooms(app, target_conn or conn, target_profile or profile, allow_displace,
+                           "--to queue" if to_queue else "origin")
             if dry_run or not yes:
                 plan = _plan(app, conn, target_conn, settings, info, target_profile or profile, rooms)
                 _render_plan(app, plan)
@@ -160,11 +161,11 @@ def _queue_info(app: App, profile: Any, dlq: str) -> Any:
     return info
 
 
-def _rooms(app: App, conn: Any, profile: Any, allow_displace: bool) -> Any:
+def _rooms(app: App, conn: Any, profile: Any, allow_displace: bool, role: str) -> Any:
     """The origins' rooms (limits from the target broker's management API, depth by passive declare)."""
     from dlxtool.ops.capacity import rooms
 
-    return rooms(conn, app.management(profile), profile.vhost, profile.timeout, role="origin",
+    return rooms(conn, app.management(profile), profile.vhost, profile.timeout, role=role,
                  allow_displace=allow_displace)
 
 

@@ -427,7 +427,7 @@ def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, targe
             origin.room = cap.describe()
             if cap.guarded and not rooms.allow_displace and cap.room is not None:
                 origin.would_stay_full = max(0, origin.messages - cap.room)
-                origin.full_reason = full_reason("origin", cap)
+                origin.full_reason = full_reason(rooms.role, cap)
     return out
 
 
