@@ -220,66 +220,73 @@ class Rooms:
     reread: Callable[[str], int | None] | None = None
     allow_displace: bool = False
     caps: dict[str, Capacity] = field(default_factory=dict)
-    admitted: Counter[str] = field(default_factory=Counter)
+    admitted: Counter[str] = field(default_factory=Counter)   # guarded queues only
     refused: Counter[str] = field(default_factory=Counter)
-    _used: Counter[str] = field(default_factory=Counter)       # publishes since the depth was read
-    _used_bytes: Counter[str] = field(default_factory=Counter)
+    _left: dict[str, list[int | None]] = field(default_factory=dict)  # guarded queue -> [messages, bytes] left
     _read_at: dict[str, float] = field(default_factory=dict)
+    _free: set[str] = field(default_factory=set)              # queues that take anything: the per-message fast path
 
     def capacity(self, queue: str) -> Capacity:
         cap = self.caps.get(queue)
         if cap is None:
             cap = self.caps[queue] = self.lookup(queue)
             self._read_at[queue] = time.monotonic()
+            if self.allow_displace or not cap.guarded:
+                self._free.add(queue)
+            else:
+                self._left[queue] = [cap.room, cap.room_bytes]
         return cap
 
     def forget(self) -> None:
         """Read every queue again at its next message: a plan's figures are old once the user has read it."""
         self.caps.clear()
-        self._used.clear()
-        self._used_bytes.clear()
+        self._free.clear()
+        self._left.clear()
 
     def admit(self, queue: str, size: int, in_flight: int = 0) -> str | None:
-        cap = self.capacity(queue)
-        if self.allow_displace or not cap.guarded:
-            self.admitted[queue] += 1
+        if queue in self._free:
             return None
-        if not self._fits(cap, size):
-            self._reread(cap, in_flight)  # consumers may have made room meanwhile
-        if not self._fits(cap, size):
-            self.refused[queue] += 1
-            return full_reason(self.role, cap)
-        self._used[queue] += 1
-        self._used_bytes[queue] += size
+        left = self._left.get(queue)
+        if left is None:
+            self.capacity(queue)
+            return self.admit(queue, size, in_flight)
+        if not _fits(left, size):
+            self._reread(queue, in_flight)  # consumers may have made room meanwhile
+            if not _fits(left, size):
+                self.refused[queue] += 1
+                return full_reason(self.role, self.caps[queue])
+        if left[0] is not None:
+            left[0] -= 1
+        if left[1] is not None:
+            left[1] -= size
         self.admitted[queue] += 1
         return None
 
-    def _fits(self, cap: Capacity, size: int) -> bool:
-        if cap.room is not None and self._used[cap.queue] + 1 > cap.room:
-            return False
-        return cap.room_bytes is None or self._used_bytes[cap.queue] + size <= cap.room_bytes
-
-    def _reread(self, cap: Capacity, in_flight: int) -> bool:
-        """Consumers may have made room: read the ready count again (bytes stay counted down: the byte
-        figures are sampled and could be older than our own publishes). Publishes still in flight may not
-        be counted in it yet: count them as used (maybe twice: conservative)."""
+    def _reread(self, queue: str, in_flight: int) -> None:
+        """Read the ready count again (bytes stay counted down: the byte figures are sampled and could be
+        older than our own publishes). Publishes still in flight may not be counted in it yet: count them as
+        taking room (maybe twice: conservative)."""
+        cap = self.caps[queue]
         now = time.monotonic()
-        if self.reread is None or cap.max_length is None or now - self._read_at.get(cap.queue, 0) < REREAD_EVERY:
-            return False
-        self._read_at[cap.queue] = now
-        ready = self.reread(cap.queue)
+        if self.reread is None or cap.max_length is None or now - self._read_at.get(queue, 0) < REREAD_EVERY:
+            return
+        self._read_at[queue] = now
+        ready = self.reread(queue)
         if ready is None:
-            return False
+            return
         cap.ready = ready
-        self._used[cap.queue] = in_flight
-        return True
+        self._left[queue][0] = max(0, (cap.room or 0) - in_flight)
 
     def stayed(self) -> int:
         return sum(self.refused.values())
 
     def to_json(self) -> dict[str, Any]:
-        return {q: {**c.to_json(), "admitted": self.admitted[q], "stayed_full": self.refused[q]}
-                for q, c in sorted(self.caps.items())}
+        return {q: {**c.to_json(), "admitted": None if q in self._free else self.admitted[q],
+                    "stayed_full": self.refused[q]} for q, c in sorted(self.caps.items())}
+
+
+def _fits(left: list[int | None], size: int) -> bool:
+    return (left[0] is None or left[0] >= 1) and (left[1] is None or left[1] >= size)
 
 
 def refusal(moved: int, left: Counter[str]) -> RefusedError | None:
