@@ -9,7 +9,7 @@ import click
 from dlxtool.cli.app import App
 from dlxtool.cli.options import common_options, dry_run_option, queue_argument, selection_options, yes_option
 from dlxtool.cli.reading import peek_safety_options
-from dlxtool.select import Selection
+from dlxtool.selection import Selection
 
 HELP = """Remove messages from QUEUE: all of them, or only the ones that match.
 

@@ -26,7 +26,7 @@ from dlxtool.cli.options import (
     yes_option,
 )
 from dlxtool.errors import RefusedError
-from dlxtool.select import Selection
+from dlxtool.selection import Selection
 
 HELP = """Send dead letters from DLQ back to the queue each one failed in.
 

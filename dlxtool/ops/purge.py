@@ -28,7 +28,7 @@ from dlxtool.broker.management import ManagementClient
 from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError, RefusedError, UsageError
 from dlxtool.ops.transfer import Action, Decision
 from dlxtool.record import MessageRecord
-from dlxtool.select import Selection
+from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
     from dlxtool.ops.transfer import TransferOptions, TransferResult

@@ -44,7 +44,7 @@ from dlxtool.deaths import (
 )
 from dlxtool.ops.transfer import Action, Decision
 from dlxtool.record import MessageRecord
-from dlxtool.select import Selection
+from dlxtool.selection import Selection
 
 PROVENANCE_HEADER = "dlxtool-replay"
 NO_ORIGIN = "no origin in the death history"

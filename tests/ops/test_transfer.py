@@ -17,7 +17,7 @@ from dlxtool.broker.publisher import Publisher
 from dlxtool.ops.purge import PurgeSettings, run_reading_purge
 from dlxtool.ops.replay import ReplayDecider, ReplaySettings, replay
 from dlxtool.ops.transfer import GATHER_MIN_IN_FLIGHT, RecordSink, Transfer, TransferOptions
-from dlxtool.select import Selection
+from dlxtool.selection import Selection
 from tests.ops.test_purge_faults import file_bodies, queue_of_originals
 from tests.ops.test_replay_faults import N, check_nothing_lost, make_dead_letters, settled_copies
 from tests.ops.test_transfer_sink import FullDisk

@@ -1,4 +1,4 @@
-"""Selection predicates on header values (dlxtool.select)."""
+"""Selection predicates on header values (dlxtool.selection)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from dlxtool.broker.amqp_values import RawValue
 from dlxtool.record import MessageRecord
-from dlxtool.select import build_selection
+from dlxtool.selection import build_selection
 
 
 @pytest.mark.parametrize(("raw", "text"), [
