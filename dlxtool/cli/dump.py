@@ -82,7 +82,7 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
 
 
 def _drain(app: App, queue: str, count: int | None, output: str | None, yes: bool, read: dict) -> None:
-    from dlxtool.cli.engine import (
+    from dlxtool.cli.moving import (
         check_record_file,
         duplicates_note,
         exit_for,

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.engine import (
+from dlxtool.cli.moving import (
     check_record_file,
     duplicates_note,
     exit_for,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dlxtool.cli.app import App
-from dlxtool.cli.engine import record_file
+from dlxtool.cli.moving import record_file
 from dlxtool.errors import UsageError
 from dlxtool.ops.transfer import RecordSink
 from dlxtool.record import MessageRecord, read_records
