@@ -71,7 +71,7 @@ class MessageRecord:
             "routing_key": self.routing_key,
             "redelivered": self.redelivered,
             "properties": dict(self.properties),
-            "headers": encode_table(self.headers),
+            "headers": tag_table(self.headers),
             "deaths": [d.to_json() for d in self.deaths],
             "body": base64.b64encode(self.body).decode("ascii"),
             "decoded": self.decoded,
@@ -96,7 +96,7 @@ class MessageRecord:
         if not isinstance(headers, Mapping):
             raise UsageError(f"{where}: 'headers' must be an object")
         try:
-            decoded_headers = decode_table(headers, where=f"{where}: headers")
+            decoded_headers = untag_table(headers, where=f"{where}: headers")
         except RecursionError:
             raise UsageError(f"{where}: headers nested too deeply",
                              hint=f"dlxtool writes tables deeper than {MAX_JSON_DEPTH} levels as $amqp") from None
@@ -174,7 +174,7 @@ def encode_value(value: Any, depth: int = 0) -> Any:
     if isinstance(value, Mapping | list | tuple) and depth >= MAX_JSON_DEPTH:
         return {"$amqp": base64.b64encode(_amqp_encode(value)).decode("ascii")}
     if isinstance(value, Mapping):
-        table = encode_table(value, depth + 1)
+        table = tag_table(value, depth + 1)
         if (len(table) == 1 and next(iter(table)) in _TAGS) or set(table) == _RAW_KEYS:
             return {"$table": table}
         return table
@@ -183,7 +183,7 @@ def encode_value(value: Any, depth: int = 0) -> Any:
     raise TypeError(f"cannot encode header value of type {type(value).__name__}")
 
 
-def encode_table(table: Mapping[str, Any], depth: int = 0) -> dict[str, Any]:
+def tag_table(table: Mapping[str, Any], depth: int = 0) -> dict[str, Any]:
     return {str(k): encode_value(v, depth) for k, v in table.items()}
 
 
@@ -229,15 +229,15 @@ def decode_value(value: Any, where: str = "header") -> Any:
             if tag == "$decimal":
                 return Decimal(inner)
             if tag == "$table":
-                return decode_table(inner, where)
+                return untag_table(inner, where)
             if tag == "$amqp":
                 return _amqp_decode(base64.b64decode(inner, validate=True))
         except (binascii.Error, ValueError, TypeError, AttributeError, InvalidOperation):
             raise UsageError(f"{where}: bad {tag} value {inner!r}") from None
-    return decode_table(value, where)
+    return untag_table(value, where)
 
 
-def decode_table(table: Mapping[str, Any], where: str = "headers") -> dict[str, Any]:
+def untag_table(table: Mapping[str, Any], where: str = "headers") -> dict[str, Any]:
     return {str(k): decode_value(v, f"{where}.{k}") for k, v in table.items()}
 
 

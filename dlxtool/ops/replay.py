@@ -115,15 +115,15 @@ class ReplayDecider:
         s = self.s
         if rewrite is None or self._selects or s.keep_routing_key:
             return None
-        from dlxtool.broker.frames import encode_table
+        from dlxtool.broker.frames import encode_amqp_table
 
         # surrogatepass: a name from argv bytes that are not UTF-8 ('\udcff') matches no header in Python; its bytes
         # are not UTF-8 either, and a header the C path would remove under such a name sends it to __call__
         reset = tuple(n.encode("utf-8", "surrogatepass")
                       for n in (*DEFAULT_RETRY_HEADERS, *self._reset_names) if n not in HISTORY_HEADERS)
         history = tuple(n.encode() for n in HISTORY_HEADERS)
-        head = encode_table({"from": s.source})[4:]
-        tail = encode_table({"filters": self._filters_text})[4:] if self._filters_text else b""
+        head = encode_amqp_table({"from": s.source})[4:]
+        tail = encode_amqp_table({"filters": self._filters_text})[4:] if self._filters_text else b""
         max_replays, to_queue, keep_history = s.max_replays, s.to_queue, s.keep_history
         fixed_at = None if self.now is None else calendar.timegm(self.now.utctimetuple())
 
