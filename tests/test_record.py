@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dlxtool.errors import UsageError
-from dlxtool.record import MessageRecord, read_records, tag_table, untag_table, write_records
+from dlxtool.ops.record_files import read_records, write_records
+from dlxtool.record import MessageRecord, tag_table, untag_table
 
 TS = datetime(2026, 11, 21, 10, 30, 5, tzinfo=UTC)
 
@@ -90,7 +91,7 @@ def test_bad_position_is_named(position: str) -> None:
 
 def test_open_records_maps_file_errors(tmp_path) -> None:
     from dlxtool.errors import NotFoundError
-    from dlxtool.record import open_records
+    from dlxtool.ops.record_files import open_records
 
     with pytest.raises(NotFoundError):
         list(open_records(str(tmp_path / "nope.jsonl"), BytesIO()))

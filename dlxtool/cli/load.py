@@ -87,7 +87,7 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_h
     for where in plan.torn:
         app.warn(f"{where}: a record cut short (a writer stopped mid-record): skipped; its message was not "
                  "acked away by the writer, it is still in its queue")
-    from dlxtool.cli.moving import summary_before_ctrl_c
+    from dlxtool.ops.interrupts import summary_before_ctrl_c
 
     with summary_before_ctrl_c() as ctrl_c:
         with app.connection(profile) as conn:
@@ -109,7 +109,7 @@ def _opener(app: App, file: str) -> tuple[Any, str]:
         if isinstance(data, str):
             data = data.encode()
         return (lambda: io.BytesIO(data)), "<stdin>"
-    from dlxtool.record import open_record_file
+    from dlxtool.ops.record_files import open_record_file
 
     open_record_file(file).close()  # a missing file or a directory: a clear error before anything else
 

@@ -139,7 +139,8 @@ def _reading_purge(app: App, conn: Any, settings: Any, state: Any, dry_run: bool
         _dry_run(app, settings, state, safety)
         return
     app.confirm(f"{what[0].upper()}{what[1:]} — queue {settings.queue!r} on {profile.name}?", yes=yes)
-    from dlxtool.cli.moving import exit_for, summary_before_ctrl_c
+    from dlxtool.cli.moving import exit_for
+    from dlxtool.ops.interrupts import summary_before_ctrl_c
 
     with summary_before_ctrl_c() as ctrl_c:
         ctrl_c.arm()
@@ -206,8 +207,8 @@ def _run(app: App, conn: Any, settings: Any) -> Any:
     from contextlib import ExitStack
 
     from dlxtool.cli.moving import progress_bar, record_file
+    from dlxtool.ops.engine import TransferOptions
     from dlxtool.ops.purge import run_reading_purge
-    from dlxtool.ops.transfer import TransferOptions
 
     with ExitStack() as stack:
         sink = stack.enter_context(record_file(app, settings.backup)) if settings.backup else None

@@ -1,6 +1,6 @@
 """Replay: send dead letters back to the queue each one failed in, history reset, nothing lost.
 
-Built on the one-pass engine (dlxtool.ops.transfer): this module only decides, per message, where it
+Built on the one-pass engine (dlxtool.ops.engine): this module only decides, per message, where it
 goes and with which headers; the engine does the confirms, acks, ordering and fault handling.
 
 Where: its origin (dlxtool.deaths.find_origin), or `to_queue`. How: the default exchange with routing
@@ -42,7 +42,7 @@ from dlxtool.deaths import (
     reset_history,
     summarize,
 )
-from dlxtool.ops.transfer import Action, Decision
+from dlxtool.ops.engine import Action, Decision
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
 
@@ -387,7 +387,7 @@ def topic_matches(pattern: str, key: str) -> bool:
 def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_conn: Any | None = None,
            timeout: float = 30.0) -> Any:
     """Run the replay pass; returns the engine's TransferResult."""
-    from dlxtool.ops.transfer import Transfer
+    from dlxtool.ops.engine import Transfer
 
     exchanges = TemporaryExchanges(target_conn or source_conn, timeout) if settings.keep_routing_key else None
     decider = ReplayDecider(settings, route_for=exchanges)
@@ -403,7 +403,7 @@ def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_c
 def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, target_conn: Any | None = None,
          timeout: float = 30.0) -> ReplayPlan:
     """What a replay would do, from the first max_messages messages (given back in order afterwards)."""
-    from dlxtool.ops.transfer import survey
+    from dlxtool.ops.survey import survey
 
     decider = ReplayDecider(settings, route_for=lambda _queue: "(temporary exchange)")
     result = survey(source_conn, settings.source, decider, max_messages=max_messages,

@@ -19,7 +19,8 @@ import pytest
 from dlxtool.deaths import message_history, summarize
 from dlxtool.errors import DlxtoolError, UsageError
 from dlxtool.extract import candidates
-from dlxtool.record import read_records, tag_table, untag_table
+from dlxtool.ops.record_files import read_records
+from dlxtool.record import tag_table, untag_table
 from dlxtool.render import dumps
 from tests.fuzz.test_fuzz_config import use
 

@@ -12,7 +12,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from dlxtool.errors import UsageError
-from dlxtool.record import MessageRecord, read_records, tag_table, untag_table
+from dlxtool.ops.record_files import read_records
+from dlxtool.record import MessageRecord, tag_table, untag_table
 from tests.fuzz.strategies import FUZZ, amqp_tables, json_values, text
 
 
