@@ -77,7 +77,8 @@ Examples:
 @click.pass_obj
 def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_headers: tuple[str, ...],
          failed_file: str | None, window: int, allow_displace: bool, allow_torn: bool, dry_run: bool) -> None:
-    from dlxtool.cli.engine import progress_bar, record_file, summary_before_ctrl_c
+    from dlxtool.cli.moving import progress_bar, record_file
+    from dlxtool.ops.interrupts import summary_before_ctrl_c
     from dlxtool.ops.load import LoadSettings, outcome_error
     from dlxtool.ops.load import run as run_load
     from dlxtool.ops.session import Session
@@ -85,7 +86,7 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_h
     if reset_headers and not reset_history:
         raise UsageError("--reset-header needs --reset-history")
     if failed_file:
-        from dlxtool.cli.engine import check_record_file
+        from dlxtool.cli.moving import check_record_file
 
         check_record_file(app, failed_file)  # before anything is published
     open_stream, name = _opener(app, file)
@@ -116,7 +117,7 @@ def _opener(app: App, file: str) -> tuple[Any, str]:
         if isinstance(data, str):
             data = data.encode()
         return (lambda: io.BytesIO(data)), "<stdin>"
-    from dlxtool.record import open_record_file
+    from dlxtool.ops.record_files import open_record_file
 
     open_record_file(file).close()  # a missing file or a directory: a clear error before anything else
 

@@ -9,7 +9,7 @@ import click
 from dlxtool.cli.app import App
 from dlxtool.cli.options import common_options, dry_run_option, queue_argument, selection_options, yes_option
 from dlxtool.cli.reading import peek_safety_options
-from dlxtool.select import Selection
+from dlxtool.selection import Selection
 
 HELP = """Remove messages from QUEUE: all of them, or only the ones that match.
 
@@ -88,7 +88,7 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
     if backup == "-":
         raise click.BadParameter("the backup must be a file", param_hint="--backup")
     if backup:
-        from dlxtool.cli.engine import check_record_file
+        from dlxtool.cli.moving import check_record_file
 
         check_record_file(app, backup)  # before anything is peeked, asked or read
     if allow_displace and not move_to:
@@ -97,7 +97,8 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
     settings.check()
     profile = app.profile()
     safety = dict(max_unacked=max_unacked, allow_reorder=allow_reorder, spend_attempts=spend_attempts)
-    from dlxtool.cli.engine import exit_for, progress_bar, record_file, summary_before_ctrl_c
+    from dlxtool.cli.moving import exit_for, progress_bar, record_file
+    from dlxtool.ops.interrupts import summary_before_ctrl_c
 
     with summary_before_ctrl_c() as ctrl_c:
         with app.connection(profile) as conn, progress_bar(app, "moving" if move_to else "purging") as bar:
@@ -152,7 +153,7 @@ def _render(app: App, outcome: Any) -> None:
         app.info(f"dry run: would {verb} {n} and keep {summary['would_keep']} of {state.ready} messages in "
                  f"{settings.queue}{sampled}{full}; nothing was changed")
         return
-    from dlxtool.cli.engine import duplicates_note, result_rows
+    from dlxtool.cli.moving import duplicates_note, result_rows
     from dlxtool.render import write_table
 
     result = outcome.result

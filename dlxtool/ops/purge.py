@@ -1,4 +1,4 @@
-"""Purge: plain `queue.purge`, or the reading modes on the one-pass engine (dlxtool.ops.transfer).
+"""Purge: plain `queue.purge`, or the reading modes on the one-pass engine (dlxtool.ops.engine).
 
 Reading modes — `--backup FILE`, any selection filter or `--limit`, `--move-to QUEUE`, and `dump --remove`
 — consume the queue once (the messages present at the start) and settle each message one way:
@@ -27,14 +27,15 @@ from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker.management import ManagementClient
 from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError, RefusedError, UsageError
-from dlxtool.ops.transfer import Action, Decision
+from dlxtool.ops.engine import Action, Decision
 from dlxtool.record import MessageRecord
-from dlxtool.select import Selection
+from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
     from dlxtool.ops.capacity import Capacity
+    from dlxtool.ops.engine import Progress, TransferOptions, TransferResult
+    from dlxtool.ops.record_files import Sink
     from dlxtool.ops.session import Reporter, Session
-    from dlxtool.ops.transfer import Progress, Sink, TransferOptions, TransferResult
 
 
 @dataclass
@@ -178,7 +179,7 @@ def run_reading_purge(conn: Any, settings: PurgeSettings, options: TransferOptio
 
 
 def drain(conn: Any, queue: str, decide: Any, options: TransferOptions, *, timeout: float = 30.0) -> TransferResult:
-    from dlxtool.ops.transfer import Transfer
+    from dlxtool.ops.engine import Transfer
 
     if options.limit is not None:
         # Deliveries beyond the limit would only be given back (on quorum queues, a delivery attempt each).
@@ -316,7 +317,7 @@ def _reading(session: Session, settings: PurgeSettings, out: PurgeOutcome, *, dr
     if rooms is not None and out.room is not None:
         capacity.refuse_when_no_room([out.room], rooms.role, settings.allow_displace)
     confirm(f"{out.mode[0].upper()}{out.mode[1:]} — queue {settings.queue!r} on {session.broker}?")
-    from dlxtool.ops.transfer import TransferOptions
+    from dlxtool.ops.engine import TransferOptions
 
     if rooms is not None:
         rooms.forget()  # read again as the run starts: the figures above are as old as the confirmation
