@@ -243,7 +243,11 @@ def _parse_broker(name: str, raw: Any, path: Path, env: Mapping[str, str], timeo
     _check_keys(raw, _BROKER_KEYS, where)
     if "url" in raw and "urls" in raw:
         raise ConfigError(f"{where}: give either url or urls, not both")
-    urls = [raw["url"]] if "url" in raw else raw.get("urls")
+    # Errors name the key the user wrote: url (one string) or urls (a string or a list of them).
+    if "url" in raw:
+        urls = [url] if (url := _str(raw, "url", where)) else []
+    else:
+        urls = raw.get("urls")
     if not urls:
         raise ConfigError(f"{where}: no url", hint='add url = "amqp://user@host:5672/"')
     urls = _strings(urls, f"{where}: urls")
