@@ -244,10 +244,9 @@ def _parse_broker(name: str, raw: Any, path: Path, env: Mapping[str, str], timeo
     if "url" in raw and "urls" in raw:
         raise ConfigError(f"{where}: give either url or urls, not both")
     # Errors name the key the user wrote: url (one string) or urls (a string or a list of them).
+    urls = [raw["url"]] if "url" in raw else raw.get("urls")
     if "url" in raw:
-        urls = [url] if (url := _str(raw, "url", where)) else []
-    else:
-        urls = raw.get("urls")
+        _str(raw, "url", where)
     if not urls:
         raise ConfigError(f"{where}: no url", hint='add url = "amqp://user@host:5672/"')
     urls = _strings(urls, f"{where}: urls")
