@@ -204,6 +204,20 @@ def load_config(explicit: str | None, env: Mapping[str, str]) -> Config:
     return parse_config(data, path, env)
 
 
+def top_level_proto_paths(explicit: str | None, env: Mapping[str, str]) -> tuple[str, ...] | None:
+    """Only the config file's top-level proto_paths, for a command that needs nothing else from it (the
+    offline `decode`) when the rest of the file is wrong: None when the file cannot be read or parsed at
+    all, ConfigError when its proto_paths are wrong."""
+    path, named = config_path(explicit, env)
+    if path is None or not path.exists():
+        return None if named else ()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
+        return None
+    return tuple(_strings(data.get("proto_paths", []), f"config {path}: proto_paths"))
+
+
 def parse_config(data: Mapping[str, Any], path: Path, env: Mapping[str, str]) -> Config:
     _check_keys(data, _TOP_KEYS, f"config {path}")
     timeout = _number(data.get("timeout", DEFAULT_TIMEOUT), f"config {path}: timeout")
