@@ -88,6 +88,18 @@ class QueueFacts:
         counts.append(f"{self.consumers} consumers" if self.consumers is not None else "consumers: ?")
         return parts[0] + ": " + ", ".join(counts)
 
+    def nothing_read(self) -> str:
+        """What a read that found no message says: a queue whose messages are all held by consumers is
+        not empty. The unacked count comes from the management API (AMQP counts ready messages only)."""
+        if self.type == "stream":
+            return "(no message)"
+        ready = f"{self.ready} ready" if self.ready is not None else "ready: ?"
+        if self.unacked is None:
+            return f"({ready}; unacked by consumers: unknown, the management API is not reachable)"
+        if self.unacked:
+            return f"({ready}, {self.unacked} unacked: held by consumers, which a peek cannot see)"
+        return "(queue is empty)"
+
 
 @dataclass
 class ReadOptions:
