@@ -26,8 +26,27 @@ def test_reject_to_dlq(run, broker, qname) -> None:
     summary = history(run, broker, topo.dlq, "--summary")
     assert summary == [{"origin": topo.work, "reason": "rejected", "type": "shop.orders.v1.OrderPlaced",
                         "error": "NullPointerException: order.id", "messages": 3, "deaths": 3,
-                        "first": summary[0]["first"], "last": summary[0]["last"]}]
+                        "first": summary[0]["first"], "last": summary[0]["last"],
+                        "sampled": False, "looked_at": 3, "queue_depth": 3}]
     assert summary[0]["first"] is not None
+
+
+def test_a_summary_of_the_first_messages_says_it_is_a_sample(run, broker, qname) -> None:
+    topo = topologies.reject_to_dlq(broker, qname, 130, error="boom")
+    [group] = history(run, broker, topo.dlq, "--summary", "-n", "40")
+    assert (group["messages"], group["sampled"], group["looked_at"], group["queue_depth"]) == (40, True, 40, 130)
+    table = run("history", topo.dlq, "--url", broker.url, "--summary", "-f", "table")
+    assert table.exit_code == 0, table.stderr
+    assert table.stdout.splitlines()[-1] == "looked at 100 of 130 messages (the first 100; -n N or --all for all)"
+    assert " 100 " in table.stdout.splitlines()[2]  # the group's count is of those 100
+    [group] = history(run, broker, topo.dlq, "--summary", "--all")
+    assert (group["messages"], group["sampled"], group["looked_at"], group["queue_depth"]) == (130, False, 130, 130)
+    whole = run("history", topo.dlq, "--url", broker.url, "--summary", "--all", "-f", "table")
+    assert "looked at" not in whole.stdout and " 130 " in whole.stdout
+    timelines = run("history", topo.dlq, "--url", broker.url, "-n", "2", "-f", "table")
+    assert timelines.stdout.splitlines()[-1] == "looked at 2 of 130 messages (the first 2; -n N or --all for all)"
+    assert run("history", topo.dlq, "--url", broker.url, "-n", "2", "--all").exit_code == ExitStatus.USAGE
+    assert broker.queue_depth(topo.dlq) == 130
 
 
 def test_ttl_wait_queue_loop_origin_is_the_work_queue(run, broker, qname) -> None:
