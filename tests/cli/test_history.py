@@ -88,6 +88,8 @@ def test_history_from_a_dump_file_and_stdin(run, broker, qname, tmp_path) -> Non
     dumped = run("dump", topo.dlq, "--url", broker.url, "-o", str(out))
     assert dumped.exit_code == 0, dumped.stderr
     assert "dumped 2 messages" in dumped.stderr and "nothing was removed" in dumped.stderr
+    first = run("dump", topo.dlq, "--url", broker.url, "-n", "1", "-o", str(tmp_path / "first.jsonl"))
+    assert "dumped 1 of 2 messages of" in first.stderr and "(the first 1; -n N or --all for more)" in first.stderr
     assert broker.queue_depth(topo.dlq) == 2
     offline = run("history", "--from", str(out), "--summary", "-f", "json")
     assert orjson.loads(offline.stdout)[0]["messages"] == 2
