@@ -83,7 +83,7 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
             write_table([[g.origin, g.reason, g.type, g.error, g.messages, g.deaths,
                           *(v or "" for v in (g.to_json()["first"], g.to_json()["last"]))] for g in groups],
                         ["origin", "reason", "type", "error", "messages", "deaths", "first", "last"],
-                        app.stdout, empty="(no messages)",
+                        app.stdout, empty=_nothing(reader),
                         styles={0: lambda cell: app.style(cell, bold=True),
                                 1: lambda cell: app.style(cell, fg="yellow")})
             _footer(app, note)
@@ -92,7 +92,7 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
         if note:
             app.info(note)
     else:
-        _render_timelines(app, items)
+        _render_timelines(app, items, _nothing(reader))
         _footer(app, note)
     finish_read(app, reader)
 
@@ -101,6 +101,11 @@ def _coverage(reader: QueueReader | None, n: int) -> Coverage:
     from dlxtool.ops.peek import Coverage
 
     return reader.coverage() if reader is not None else Coverage(n, None, sampled=False)  # --from: all of it
+
+
+def _nothing(reader: QueueReader | None) -> str:
+    """What an empty read shows: not '(no messages)' when consumers hold them all (see peek)."""
+    return "(no messages)" if reader is None else reader.facts.nothing_read()
 
 
 def _footer(app: App, note: str | None) -> None:
@@ -130,12 +135,12 @@ def _from_file(app: App, name: str, allow_torn: bool) -> Iterator[MessageRecord]
                             torn if allow_torn else None)
 
 
-def _render_timelines(app: App, items: list) -> None:
+def _render_timelines(app: App, items: list, empty: str = "(no messages)") -> None:
     from dlxtool.render import safe_text, write_table
 
     out = app.stdout
     if not items:
-        out.write("(no messages)\n")
+        out.write(empty + "\n")
     for item in items:
         h, r = item.history, item.record
         line = f"#{r.position} origin {h.origin.queue or '?'} ({h.origin.why}), {h.history.total} deaths"

@@ -344,6 +344,9 @@ def test_a_queue_whose_only_message_is_held_by_a_consumer_is_not_called_empty(ru
         assert result.exit_code == 0, result.stderr
         assert "(0 ready, 1 unacked: held by consumers" in result.stdout
         assert "queue is empty" not in result.stdout
+        for args in (["--summary"], []):  # history reads the same way and says the same
+            history = run("history", qname, "--url", broker.url, "-f", "table", *args)
+            assert history.stdout.startswith("(0 ready, 1 unacked: held by consumers"), history.stdout
         # without the management API, AMQP only knows the ready count: say what is not known
         env = config_with_dead_management(broker, tmp_path)
         result = run("peek", qname, "-b", "test", "-f", "table", env=env)
