@@ -59,7 +59,7 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
       dlxtool history orders.dlq -n 5 --format json
       dlxtool dump orders.dlq --all -o dlq.jsonl && dlxtool history --from dlq.jsonl --summary
     """
-    from dlxtool.cli.reading import check_count, sample_note
+    from dlxtool.cli.reading import check_count, sample_note, write_sample_note
     from dlxtool.ops.history import entries, summarize_failures
 
     check_count(count, all_)
@@ -86,14 +86,14 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
                         app.stdout, empty=_nothing(reader),
                         styles={0: lambda cell: app.style(cell, bold=True),
                                 1: lambda cell: app.style(cell, fg="yellow")})
-            _footer(app, note)
+            write_sample_note(app, note)
     elif fmt != "table":
         app.emit_json([i.to_json() for i in items], fmt)
         if note:
             app.info(note)
     else:
         _render_timelines(app, items, _nothing(reader))
-        _footer(app, note)
+        write_sample_note(app, note)
     finish_read(app, reader)
 
 
@@ -106,12 +106,6 @@ def _coverage(reader: QueueReader | None, n: int) -> Coverage:
 def _nothing(reader: QueueReader | None) -> str:
     """What an empty read shows: not '(no messages)' when consumers hold them all (see peek)."""
     return "(no messages)" if reader is None else reader.facts.nothing_read()
-
-
-def _footer(app: App, note: str | None) -> None:
-    if note:
-        app.stdout.write(app.style(note, fg="yellow") + "\n")
-        app.stdout.flush()
 
 
 def _load(app: App, queue: str | None, count: int, from_file: str | None,

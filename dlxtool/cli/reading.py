@@ -123,6 +123,13 @@ def sample_note(coverage: Coverage | None, more: str = "-n N or --all for more")
     return f"looked at {n:,} of {coverage.queue_depth:,} messages (the first {n:,}; {more})"
 
 
+def write_sample_note(app: App, note: str | None) -> None:
+    """The sample note under a table (stdout), where the counts it qualifies are."""
+    if note:
+        app.stdout.write(app.style(note, fg="yellow") + "\n")
+        app.stdout.flush()
+
+
 def check_count(count: int | None, all_: bool) -> None:
     if all_ and count is not None:
         raise UsageError("give either -n or --all, not both")

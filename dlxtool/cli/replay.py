@@ -200,15 +200,12 @@ def _render_plan(app: App, plan: Any) -> None:
 
 def _plan_footer(app: App, plan: Any) -> None:
     """Under the table, not only on stderr: the counts above are of a sample when the DLQ was bigger."""
-    from dlxtool.cli.reading import sample_note
+    from dlxtool.cli.reading import sample_note, write_sample_note
     from dlxtool.ops.peek import Coverage
 
-    note = sample_note(Coverage(plan.looked_at, plan.snapshot, plan.sampled),
-                       "a plan reads at most config dump_unacked_limit; the replay takes all "
-                       f"{plan.snapshot:,}")
-    if note:
-        app.stdout.write(app.style(note, fg="yellow") + "\n")
-        app.stdout.flush()
+    write_sample_note(app, sample_note(Coverage(plan.looked_at, plan.snapshot, plan.sampled),
+                                       "a plan reads at most config dump_unacked_limit; the replay goes "
+                                       f"through all {plan.snapshot:,}"))
 
 
 def _run(app: App, conn: Any, target_conn: Any, settings: Any, save_file: str | None, rate: float | None,
