@@ -347,6 +347,8 @@ def _dry_run_plan(settings: PurgeSettings, out: PurgeOutcome, peek: PeekRecords 
         if figures["sampled"]:
             report.warn(f"looked at the first {result.looked_at} of {ready} messages only (a peek holds what it "
                         "reads unacked; raise --max-unacked to look further)")
+    figures.setdefault("sampled", False)  # counts alone (nothing peeked) cover the whole queue
+    figures["queue_depth"] = ready
     room = out.room
     if room is not None and room.guarded and not settings.allow_displace and room.room is not None:
         # By count only: the byte room depends on each body, known when the run reads it.
