@@ -8,7 +8,9 @@ Reading modes — `--backup FILE`, any selection filter or `--limit`, `--move-to
   file: at-least-once, counted as a possible duplicate).
 - selected, --move-to: MOVE — published unchanged (body, properties, headers) to that queue on the
   default exchange, mandatory and confirmed; acked only after a clean confirm. Returned (target
-  deleted) or nacked (target full) messages stay in the source.
+  deleted) or nacked (target full) messages stay in the source. A target with a length limit and
+  overflow drop-head / reject-publish-dlx takes only what fits (dlxtool.ops.capacity): the rest stays
+  in the source, "full" in the summary, unless allow_displace.
 - not selected: KEEP — stays, relative order kept (the engine republishes it to the tail and then acks
   it: memory bounded, no delivery attempt used on quorum queues; see the engine's notes).
 
