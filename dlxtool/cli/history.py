@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import common_options, complete_queue
+from dlxtool.cli.options import common_options, complete_queue, conventions_in_use, origin_from_option
 from dlxtool.cli.reading import SAFETY_HELP, finish_read, make_read_options, read_options, read_queue
 from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
@@ -37,11 +37,12 @@ DEFAULT_COUNT = 100
 @click.option("--error-header", "error_headers", multiple=True, metavar="NAME",
               help="Header carrying the consumer's error text (adds to config error_headers and the "
                    "built-in x-exception-message, x-error, MT-Fault-Message).")
+@origin_from_option
 @read_options
 @common_options
 @click.pass_obj
 def history(app: App, queue: str | None, count: int | None, all_: bool, summary: bool, from_file: str | None,
-            allow_torn: bool, error_headers: tuple[str, ...], **read: object) -> None:
+            allow_torn: bool, error_headers: tuple[str, ...], origin_from: str | None, **read: object) -> None:
     """Show the x-death history of the messages in QUEUE (or in a dump file).
 
     Per message: the deaths, most recent first (queue, reason, count,
@@ -50,6 +51,13 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
     x-delivery-attempts, count), the error text, and the origin replay would
     send it back to: the queue it failed in (rejected, delivery_limit,
     maxlen), not a wait queue it expired in, not its routing key.
+
+    Dead letters a framework made (no x-death) are read by its convention:
+    Spring's republish recoverer, NServiceBus, MassTransit, rascal, retry
+    headers, Dramatiq's traceback, and the teams' own [conventions.NAME] in
+    the config file. Each message says which convention explained it; when
+    conventions disagree the most recent failure wins, and --origin-from
+    forces one.
 
     Reads the queue like `peek` does (same safety rules, below).
 
@@ -66,12 +74,17 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
     names = (*app.config().error_headers, *error_headers)
     fmt = app.output_format("json" if summary else "jsonl")
     records, reader = _load(app, queue, None if all_ else count or DEFAULT_COUNT, from_file, read, allow_torn)
-    items = list(entries(records, names))
+    known = conventions_in_use(app, origin_from)
+    items = list(entries(records, names, known, origin_from))
     coverage = _coverage(reader, len(items))
     note = sample_note(coverage, "-n N or --all for all")
     for item in items:
         for warning in item.history.history.warnings:
             app.warn(f"{item.record.queue} #{item.record.position}: {warning} (best reading shown)")
+    conflicts = sum(1 for i in items if i.explained.conflict)
+    if conflicts and summary:
+        app.warn(f"{conflicts} message(s): conventions name different origins; the most recent failure won "
+                 "(history without --summary says which and why; --origin-from CONVENTION forces one)")
     if summary:
         groups = summarize_failures(items)
         if fmt != "table":
@@ -80,12 +93,12 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
         else:
             from dlxtool.render import write_table
 
-            write_table([[g.origin, g.reason, g.type, g.error, g.messages, g.deaths,
+            write_table([[g.origin, g.convention, g.reason, g.type, g.error, g.messages, g.deaths,
                           *(v or "" for v in (g.to_json()["first"], g.to_json()["last"]))] for g in groups],
-                        ["origin", "reason", "type", "error", "messages", "deaths", "first", "last"],
+                        ["origin", "convention", "reason", "type", "error", "messages", "deaths", "first", "last"],
                         app.stdout, empty=_nothing(reader),
                         styles={0: lambda cell: app.style(cell, bold=True),
-                                1: lambda cell: app.style(cell, fg="yellow")})
+                                2: lambda cell: app.style(cell, fg="yellow")})
             write_sample_note(app, note)
     elif fmt != "table":
         app.emit_json([i.to_json() for i in items], fmt)
@@ -136,14 +149,19 @@ def _render_timelines(app: App, items: list, empty: str = "(no messages)") -> No
     if not items:
         out.write(empty + "\n")
     for item in items:
-        h, r = item.history, item.record
-        line = f"#{r.position} origin {h.origin.queue or '?'} ({h.origin.why}), {h.history.total} deaths"
+        h, r, x = item.history, item.record, item.explained
+        where = "?" if x.origin is None else x.origin.queue if x.origin.queue is not None else x.origin.describe()
+        by = f"{x.origin_label}: {x.origin_why}" if x.origin_label else x.origin_why
+        line = f"#{r.position} origin {where} ({by}), {h.history.total} deaths"
         if item.type:
             line += f", type {item.type}"
         out.write(app.style(safe_text(line), bold=True) + "\n")
-        extras = [("first death", _companions(h.history.first)), ("last death", _companions(h.history.last)),
+        extras = [("conventions", ", ".join(x.recognised)), ("origin conflict", x.conflict),
+                  ("first death", _companions(h.history.first)), ("last death", _companions(h.history.last)),
                   ("x-delivery-count", h.delivery_count),
-                  *((f"{k}", v) for k, v in h.to_json()["retry_headers"].items()), ("error", h.error)]
+                  *((f"{k}", v) for k, v in h.to_json()["retry_headers"].items()),
+                  ("attempts", f"{x.attempts} ({x.attempts_from})" if x.attempts is not None else None),
+                  ("error", f"{x.error} (from {x.error_from})" if x.error else None)]
         for key, value in extras:
             if value not in (None, ""):
                 out.write(f"  {key}: {safe_text(value)}\n")

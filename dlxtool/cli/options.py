@@ -177,3 +177,21 @@ def selection_options(f: F) -> F:
     for opt in reversed(opts):
         out = opt(out)
     return out
+
+
+def origin_from_option(f: F) -> F:
+    return click.option(
+        "--origin-from", "origin_from", metavar="CONVENTION",
+        help="Take each message's origin from this convention only (x-death, spring, nservicebus, masstransit, "
+             "rascal, or a [conventions.NAME] of the config file); messages it does not explain have none. "
+             "Default: the most recent failure among the conventions that name one.")(f)
+
+
+def conventions_in_use(app: App, origin_from: str | None) -> tuple[Any, ...]:
+    """The built-in conventions and the config file's (the selected broker's first, then global ones)."""
+    from dlxtool.conventions import check_origin_from, conventions
+
+    config = app.config()
+    known = conventions(config.conventions_for(app.profile()))
+    check_origin_from(origin_from, known)
+    return known

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from dlxtool.conventions import BUILT_IN, Convention, Explanation, Message, explain
 from dlxtool.deaths import MessageHistory, iso, message_history
 from dlxtool.record import MessageRecord
 
@@ -14,7 +15,8 @@ from dlxtool.record import MessageRecord
 @dataclass
 class Entry:
     record: MessageRecord
-    history: MessageHistory
+    history: MessageHistory   # the x-death reading (deaths, companions, counters)
+    explained: Explanation    # which convention explains it: origin, error, attempts
 
     @property
     def type(self) -> str | None:
@@ -27,20 +29,29 @@ class Entry:
 
     def to_json(self) -> dict[str, Any]:
         props = self.record.properties
+        x = self.explained
         return {"queue": self.record.queue, "position": self.record.position,
                 "message_id": props.get("message_id"), "type": self.type,
-                "routing_key": self.record.routing_key, **self.history.to_json()}
+                "routing_key": self.record.routing_key, **self.history.to_json(),
+                # origin/origin_why/error now say what the explaining convention found (x-death's as before)
+                "origin": x.origin.queue if x.origin else None, "origin_why": x.origin_why, "error": x.error,
+                **x.to_json()}
 
 
-def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = ()) -> Iterable[Entry]:
+def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = (),
+            known: Sequence[Convention] = BUILT_IN, origin_from: str | None = None) -> Iterable[Entry]:
     names = tuple(error_headers)
     for record in records:
-        yield Entry(record, message_history(record.headers, error_headers=names))
+        headers = record.headers if isinstance(record.headers, dict) else {}
+        explained = explain(Message(headers, record.body, record.queue), known, origin_from=origin_from,
+                            error_headers=names)
+        yield Entry(record, message_history(record.headers, error_headers=names), explained)
 
 
 @dataclass
 class Group:
-    origin: str | None
+    origin: str | None       # a queue, or "exchange → routing key"
+    convention: str | None   # the convention that named the origin
     reason: str | None
     type: str | None
     error: str | None
@@ -61,20 +72,26 @@ class Group:
             self.last = death.time if self.last is None else max(self.last, death.time)
 
     def to_json(self) -> dict[str, Any]:
-        return {"origin": self.origin, "reason": self.reason, "type": self.type, "error": self.error,
+        return {"origin": self.origin, "convention": self.convention, "reason": self.reason, "type": self.type,
+                "error": self.error,
                 "messages": self.messages, "deaths": self.deaths, "first": iso(self.first),
                 "last": iso(self.last)}
 
 
 def summarize_failures(items: Iterable[Entry]) -> list[Group]:
-    """Group by (origin, reason at the origin, type, error text); biggest groups first.
+    """Group by (origin, convention, reason at the origin, type, error text); biggest groups first.
+
+    Across conventions: a Spring parking lot and broker-made dead letters of the same origin make two
+    groups (their conventions differ) that sort next to each other.
 
     `first`/`last` come from x-death `time`, which RabbitMQ sets when an entry is created (the first
     death for that queue and reason), so `last` is the newest such first death, not the newest death.
     """
     groups: dict[tuple[Any, ...], Group] = {}
     for entry in items:
-        failure = entry.history.failure
-        key = (entry.history.origin.queue, failure.reason if failure else None, entry.type, entry.history.error)
+        x = entry.explained
+        failure = entry.history.failure if x.origin_from == "x-death" else None
+        key = (x.origin.key() if x.origin else None, x.origin_from, failure.reason if failure else None,
+               entry.type, x.error)
         groups.setdefault(key, Group(*key)).add(entry)
     return sorted(groups.values(), key=lambda g: (-g.messages, -g.deaths, str(g.origin)))
