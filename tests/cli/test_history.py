@@ -24,8 +24,9 @@ def test_reject_to_dlq(run, broker, qname) -> None:
     assert items[0]["deaths"][0]["reason"] == "rejected" and items[0]["deaths"][0]["count"] == 1
     assert items[0]["first_death"] == {"queue": topo.work, "reason": "rejected", "exchange": ""}
     summary = history(run, broker, topo.dlq, "--summary")
-    assert summary == [{"origin": topo.work, "convention": "x-death", "reason": "rejected", "type": "shop.orders.v1.OrderPlaced",
-                        "error": "NullPointerException: order.id", "messages": 3, "deaths": 3,
+    assert summary == [{"origin": topo.work, "convention": "x-death", "reason": "rejected",
+                        "type": "shop.orders.v1.OrderPlaced", "error": "NullPointerException: order.id",
+                        "messages": 3, "deaths": 3,
                         "first": summary[0]["first"], "last": summary[0]["last"],
                         "sampled": False, "looked_at": 3, "queue_depth": 3}]
     assert summary[0]["first"] is not None
