@@ -50,6 +50,8 @@ def tls_context(profile: BrokerProfile) -> ssl.SSLContext:
 def connection_parameters(profile: BrokerProfile) -> list[pika.ConnectionParameters]:
     import pika
 
+    from dlxtool.broker.identity import connection_name
+
     credentials = _credentials(profile)
     params = []
     for node in profile.nodes:
@@ -69,7 +71,9 @@ def connection_parameters(profile: BrokerProfile) -> list[pika.ConnectionParamet
                 stack_timeout=profile.timeout,
                 blocked_connection_timeout=max(profile.timeout, 30.0),
                 heartbeat=60,
-                client_properties={"connection_name": "dlxtool", "product": "dlxtool"},
+                # A random name: the management API's connection list can then find this very connection
+                # (dlxtool.broker.identity proves which broker the API answers for by it).
+                client_properties={"connection_name": connection_name(), "product": "dlxtool"},
             )
         )
     return params
@@ -151,21 +155,25 @@ def server_info(profile: BrokerProfile) -> ServerInfo:
     """Connect, read what the broker says about itself, disconnect."""
     started = time.monotonic()
     conn = connect(profile)
-    latency = (time.monotonic() - started) * 1000
     try:
-        # pika keeps connection.start's server-properties on the underlying connection only.
-        props: dict[str, Any] = conn._impl.server_properties or {}  # noqa: SLF001
-        node = next((n for n in profile.nodes if n.host == conn._impl.params.host  # noqa: SLF001
-                     and n.port == conn._impl.params.port), profile.nodes[0])  # noqa: SLF001
-        return ServerInfo(
-            version=_text(props.get("version")),
-            cluster_name=_text(props.get("cluster_name")),
-            product=_text(props.get("product")),
-            node_url=node.masked(),
-            latency_ms=round(latency, 1),
-        )
+        return describe_connection(conn, profile, (time.monotonic() - started) * 1000)
     finally:
         close_quietly(conn)
+
+
+def describe_connection(conn: BlockingConnection, profile: BrokerProfile, latency_ms: float) -> ServerInfo:
+    """What the broker said about itself in connection.start, and which node of the profile answered."""
+    # pika keeps connection.start's server-properties on the underlying connection only.
+    props: dict[str, Any] = conn._impl.server_properties or {}  # noqa: SLF001
+    node = next((n for n in profile.nodes if n.host == conn._impl.params.host  # noqa: SLF001
+                 and n.port == conn._impl.params.port), profile.nodes[0])  # noqa: SLF001
+    return ServerInfo(
+        version=_text(props.get("version")),
+        cluster_name=_text(props.get("cluster_name")),
+        product=_text(props.get("product")),
+        node_url=node.masked(),
+        latency_ms=round(latency_ms, 1),
+    )
 
 
 def close_quietly(conn: Any) -> None:

@@ -119,6 +119,7 @@ class ManagementClient:
         self.timeout = timeout
         self._context = context
         self._version: str | None = None
+        self.identity: Any = None  # set by dlxtool.broker.identity once proven to be the AMQP broker's API
         secrets.register(password)
 
     @classmethod

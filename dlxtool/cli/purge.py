@@ -84,7 +84,7 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, selecti
     profile = app.profile()
     with app.connection(profile) as conn:
         channel = conn.channel()
-        state = queue_state(channel, app.management(profile), profile.vhost, queue)
+        state = queue_state(channel, app.management(profile, conn), profile.vhost, queue)
         if state.note:
             app.warn(state.note)
         check_purgeable(state)

@@ -109,13 +109,16 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         reset_headers=tuple(dict.fromkeys((*profile.reset_headers, *reset_headers))),
         max_replays=max_replays, keep_routing_key=keep_routing_key,
     )
-    info = _queue_info(app, profile, dlq)
     with summary_before_ctrl_c() as ctrl_c:
         with ExitStack() as stack:
             conn = stack.enter_context(app.connection(profile))
             target_conn = stack.enter_context(app.connection(target_profile)) if target_profile else None
+            # Each API proven to answer for the broker its connection reached, before any of its data is used.
+            mgmt = app.management(profile, conn)
+            target_mgmt = app.management(target_profile, target_conn) if target_profile else mgmt
+            info = _queue_info(app, mgmt, profile, dlq)
             if dry_run or not yes:
-                plan = _plan(app, conn, target_conn, settings, info, target_profile or profile)
+                plan = _plan(app, conn, target_conn, settings, info, target_profile or profile, target_mgmt)
                 _render_plan(app, plan)
                 if dry_run:
                     return
@@ -123,16 +126,16 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
             ctrl_c.arm()
             result = _run(app, conn, target_conn, settings, save_file, rate, prefetch, window, profile.timeout)
         _render_result(app, result)
-        _warn_dead_letter_routing(app, target_profile or profile, result, settings)
+        _warn_dead_letter_routing(app, target_mgmt, target_profile or profile, result, settings)
         exit_for(result, "replay")
 
 
-def _queue_info(app: App, profile: Any, dlq: str) -> Any:
+def _queue_info(app: App, mgmt: Any, profile: Any, dlq: str) -> Any:
     """Queue type and delivery limit from the management API (None if it cannot be reached)."""
     from dlxtool.errors import ConnectError as _Connect
 
     try:
-        info = app.management(profile).queue(profile.vhost, dlq)
+        info = mgmt.queue(profile.vhost, dlq)
     except _Connect as exc:
         app.warn(f"cannot check the type of {dlq!r} in the management API ({exc.message})")
         return None
@@ -145,7 +148,8 @@ def _queue_info(app: App, profile: Any, dlq: str) -> Any:
     return info
 
 
-def _plan(app: App, conn: Any, target_conn: Any, settings: Any, info: Any, target_profile: Any) -> Any:
+def _plan(app: App, conn: Any, target_conn: Any, settings: Any, info: Any, target_profile: Any,
+          mgmt: Any) -> Any:
     from dlxtool.ops.replay import dlx_warning, plan
 
     qtype = info.type if info is not None else _probe_type(app, settings.source)
@@ -163,7 +167,6 @@ def _plan(app: App, conn: Any, target_conn: Any, settings: Any, info: Any, targe
                  "queue each of them now counts one more delivery attempt (x-delivery-count; no limit is set)")
     if not settings.keep_routing_key:
         try:
-            mgmt = app.management(target_profile)
             for origin in result.origins:
                 if origin.exists:
                     origin.warning = dlx_warning(mgmt, target_profile.vhost, origin.queue)
@@ -222,13 +225,12 @@ def _render_result(app: App, result: Any) -> None:
              + duplicates_note(result))
 
 
-def _warn_dead_letter_routing(app: App, profile: Any, result: Any, settings: Any) -> None:
+def _warn_dead_letter_routing(app: App, mgmt: Any, profile: Any, result: Any, settings: Any) -> None:
     if settings.keep_routing_key or not result.moved:
         return
     from dlxtool.ops.replay import dlx_warning
 
     try:
-        mgmt = app.management(profile)
         for queue in sorted(result.moved):
             warning = dlx_warning(mgmt, profile.vhost, queue)
             if warning:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker.management import ManagementClient
-from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError, RefusedError, UsageError
+from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError, RefusedError, UsageError
 from dlxtool.ops.transfer import Action, Decision
 from dlxtool.record import MessageRecord
 from dlxtool.select import Selection
@@ -62,6 +62,8 @@ def queue_state(channel: Any, mgmt: ManagementClient | None, vhost: str, queue: 
             info = mgmt.queue(vhost, queue)
             qtype, unacked = info.type, info.messages_unacked
             risk = info.tail_republish_risk
+        except ManagementMismatch:
+            raise  # another broker's API: no decision on its data
         except DlxtoolError as exc:
             note = f"management API unavailable ({exc.message}): queue type and unacked count unknown"
     return QueueState(queue, qtype, ok.message_count, unacked, ok.consumer_count, note, risk)
