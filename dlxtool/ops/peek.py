@@ -136,7 +136,8 @@ def _facts_from_info(info: QueueInfo, ready: int, consumers: int) -> QueueFacts:
 def _facts_without_management(profile: BrokerProfile, name: str, ready: int, consumers: int,
                               why: str) -> QueueFacts:
     qtype = probe_queue_type(profile, name)
-    missing = [f"management API not used ({why})",
+    # why: "management API at URL not reachable: …" / "… not used: could not prove that it answers for …"
+    missing = [why if why.startswith("management API") else f"management API not used ({why})",
                "queue type read from an AMQP probe instead of the API",
                "messages unacked by consumers not counted"]
     if qtype in ("quorum", "unknown"):
