@@ -141,6 +141,12 @@ class BrokerProfile:
         secrets.register(value)
         return value
 
+    def describe(self, node: AmqpUrl | None = None) -> str:
+        """The broker as messages name it: the profile and the node (host:port), or the node alone for --url."""
+        node = node or self.nodes[0]
+        where = f"[{node.host}]:{node.port}" if ":" in node.host else f"{node.host}:{node.port}"
+        return where if self.source == "--url" else f"{self.name!r} ({where})"
+
     def masked_urls(self) -> list[str]:
         return [n.masked() for n in self.nodes]
 

@@ -115,6 +115,7 @@ class ManagementClient:
         if url_user is not None:  # credentials written into management_url win over the profile's
             user, password = url_user, url_password if url_password is not None else password
         self.base_url = base_url.rstrip("/") + "/"
+        self.user = user
         self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         self.timeout = timeout
         self._context = context
@@ -170,8 +171,9 @@ class ManagementClient:
         except (orjson.JSONDecodeError, AttributeError, OSError):
             detail = ""
         if exc.code == 401:
-            return ConnectError(f"management API at {self.masked_url}: authentication failed",
-                                hint="check the user and password of the broker profile")
+            return ConnectError(f"authentication failed for user {self.user!r} at the management API "
+                                f"{self.masked_url}",
+                                hint="check the password (and user) of the broker profile or --management-url")
         if exc.code == 403:
             return ConnectError(f"management API at {self.masked_url}: {method} {path} not allowed "
                                 f"({detail or 'forbidden'})",

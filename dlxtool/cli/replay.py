@@ -116,7 +116,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
             # Each API proven to answer for the broker its connection reached, before any of its data is used.
             mgmt = app.management(profile, conn)
             target_mgmt = app.management(target_profile, target_conn) if target_profile else mgmt
-            info = _queue_info(app, mgmt, profile, dlq)
+            info = _queue_info(app, conn, mgmt, profile, dlq)
             if dry_run or not yes:
                 plan = _plan(app, conn, target_conn, settings, info, target_profile or profile, target_mgmt)
                 _render_plan(app, plan)
@@ -130,10 +130,14 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         exit_for(result, "replay")
 
 
-def _queue_info(app: App, mgmt: Any, profile: Any, dlq: str) -> Any:
+def _queue_info(app: App, conn: Any, mgmt: Any, profile: Any, dlq: str) -> Any:
     """Queue type and delivery limit from the management API (None if it cannot be reached)."""
     from dlxtool.errors import ConnectError as _Connect
+    from dlxtool.ops.purge import passive_declare
 
+    channel = conn.channel()
+    passive_declare(channel, dlq, profile.vhost)  # a missing DLQ is "not found" (4), API or no API
+    channel.close()
     try:
         info = mgmt.queue(profile.vhost, dlq)
     except _Connect as exc:

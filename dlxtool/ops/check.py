@@ -25,6 +25,7 @@ class BrokerCheck:
     cluster_name: str | None = None
     latency_ms: float | None = None
     amqp_error: str | None = None
+    amqp_status: int | None = None  # the exit status of the AMQP failure: 3 cannot connect, 4 vhost not found
     management_url: str | None = None
     management_ok: bool = False
     management_version: str | None = None
@@ -60,6 +61,7 @@ def check_broker(profile: BrokerProfile) -> BrokerCheck:
         result.url = info.node_url
     except DlxtoolError as exc:
         result.amqp_error = exc.message
+        result.amqp_status = int(exc.exit_status)
     try:
         client = ManagementClient.for_profile(profile)
         result.management_url = client.masked_url

@@ -114,7 +114,8 @@ def queue_facts(profile: BrokerProfile, name: str, *, management: Callable[[], M
     try:
         info = management().queue(profile.vhost, name)
     except NotFoundError:
-        raise NotFoundError(f"queue {name!r} not found in vhost {profile.vhost!r}") from None
+        raise NotFoundError(f"queue {name!r} not found in vhost {profile.vhost!r}",
+                            hint="list queues with `dlxtool queues`") from None
     except ManagementMismatch:
         raise  # another broker's API: no decision on its data, and no fallback either
     except DlxtoolError as exc:

@@ -16,7 +16,7 @@ from typing import Any
 
 from dlxtool.broker.management import ManagementClient
 from dlxtool.config import BrokerProfile
-from dlxtool.errors import DlxtoolError
+from dlxtool.errors import DlxtoolError, NotFoundError
 from dlxtool.ops.queue_flags import FLAGS, QueueRow, flag_rows, row_from_api
 
 _RATES = ("publish", "deliver_get", "ack", "redeliver", "deliver_no_ack", "get_no_ack")
@@ -94,12 +94,22 @@ def survey_broker(profile: BrokerProfile, vhost: str | None,
         client = client_factory(profile)
         result.management_url = client.masked_url
         version = client.version()
-        raw = client.queues(vhost, columns=QUEUE_COLUMNS)
+        raw = _queues(client, profile, vhost)
         rows = [row_from_api(profile.name, item, broker_version=version) for item in raw]
         result.rows = flag_rows(rows, client.bindings(vhost, columns=BINDING_COLUMNS))
     except DlxtoolError as exc:
         result.error = exc
     return result
+
+
+def _queues(client: ManagementClient, profile: BrokerProfile, vhost: str | None) -> list[dict[str, Any]]:
+    try:
+        return client.queues(vhost, columns=QUEUE_COLUMNS)
+    except NotFoundError:
+        # The API's 404 names a path; the same fault over AMQP says "vhost … not found": say it one way.
+        from dlxtool.broker.connection import vhost_not_found
+
+        raise vhost_not_found(replace(profile, vhost=vhost or profile.vhost)) from None
 
 
 def survey(profiles: Sequence[BrokerProfile], *, all_vhosts: bool = False,
