@@ -156,9 +156,12 @@ class ManagementClient:
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, TimeoutError | socket.timeout):
                 reason = f"timed out after {self.timeout:g}s"
+            elif isinstance(reason, OSError) and reason.strerror:
+                reason = reason.strerror.lower()  # "connection refused", not "[Errno 111] Connection refused"
             raise ConnectError(
                 f"management API at {self.masked_url} not reachable: {secrets.scrub(str(reason))}",
-                hint="is the rabbitmq_management plugin enabled and management_url right?",
+                hint="is the rabbitmq_management plugin enabled, and the URL right (--management-url or "
+                     "management_url in the broker profile)?",
             ) from None
         return orjson.loads(payload) if payload else None
 

@@ -125,7 +125,7 @@ def _check_targets(app: App, conn: Any, plan: Any, profile: Any) -> dict[str, bo
     exists = {q: queue_exists(conn, q, profile.timeout) for q in sorted(plan.targets)}
     for queue, ok in exists.items():
         if not ok:
-            app.warn(f"queue {queue!r} does not exist in vhost {profile.vhost!r} on {profile.name}: its "
+            app.warn(f"queue {queue!r} not found in vhost {profile.vhost!r} on broker {profile.describe()}: its "
                      f"{plan.targets[queue]} record(s) will come back unroutable and count as failed")
     return exists
 

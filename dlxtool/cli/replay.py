@@ -141,7 +141,7 @@ def _queue_info(app: App, conn: Any, mgmt: Any, profile: Any, dlq: str) -> Any:
     try:
         info = mgmt.queue(profile.vhost, dlq)
     except _Connect as exc:
-        app.warn(f"cannot check the type of {dlq!r} in the management API ({exc.message})")
+        app.warn(f"check not made: {exc.message}: type and limits of {dlq!r} unknown")
         return None
     if info.type == "stream":
         raise RefusedError(f"{dlq!r} is a stream: messages cannot be removed from it, so it cannot be replayed",

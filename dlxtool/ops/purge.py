@@ -65,7 +65,7 @@ def queue_state(channel: Any, mgmt: ManagementClient | None, vhost: str, queue: 
         except ManagementMismatch:
             raise  # another broker's API: no decision on its data
         except DlxtoolError as exc:
-            note = f"management API unavailable ({exc.message}): queue type and unacked count unknown"
+            note = f"check not made: {exc.message}: queue type and unacked count unknown"
     return QueueState(queue, qtype, ok.message_count, unacked, ok.consumer_count, note, risk)
 
 
