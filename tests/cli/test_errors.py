@@ -157,3 +157,27 @@ def test_one_fault_one_diagnosis_across_commands(run, broker, qname, tmp_path: P
     assert "Wrong-Pw-8128" not in result.output
     if status not in (0, 5) and command != "brokers check":
         assert diagnosis in one_line_error(result)
+
+
+@pytest.mark.parametrize("command", [["peek", "{q}", "-n", "300"], ["history", "{q}", "-n", "300"],
+                                     ["dump", "{q}"]])
+def test_connection_lost_mid_read_says_so_in_plain_words(run, broker, qname, command: list[str]) -> None:
+    """The proxy drops the connection during the read (after the handshake and the identity check): one
+    line, exit 3, no pika names ("StreamLostError: ('Transport indicated EOF',)"), every message still there."""
+    from tests.support.proxy import CuttingProxy
+
+    bodies = [b"m-%d" % i for i in range(300)]
+    with broker.channel() as ch:
+        ch.queue_declare(qname)
+    broker.publish(qname, bodies)
+    with CuttingProxy("127.0.0.1", broker.amqp_port, cut_after_bytes=4000) as proxy:
+        url = broker.url.replace(f":{broker.amqp_port}/", f":{proxy.port}/")
+        result = run("--url", url, "--management-url", broker.management_url, "--format", "json",
+                     *[a.format(q=qname) for a in command])
+        assert proxy.cuts == 1
+    assert result.exit_code == 3, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("dlxtool: ")]
+    assert errors == ["dlxtool: error: the connection to the broker was lost (the broker or the network closed it)"]
+    assert not LIBRARY_NAMES.search(result.stderr), result.stderr
+    assert broker.wait_depth(qname, len(bodies)) == len(bodies)
+    assert [body for body, _ in broker.snapshot(qname)] == bodies
