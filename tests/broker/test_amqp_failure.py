@@ -4,7 +4,7 @@ import pika.exceptions as pe
 import pytest
 
 from dlxtool.broker.connection import amqp_failure, broker_said
-from dlxtool.ops.transfer import describe_error
+from dlxtool.ops.engine import describe_error
 
 LOST = "the connection to the broker was lost (the broker or the network closed it)"
 
