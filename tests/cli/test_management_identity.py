@@ -81,6 +81,7 @@ def commands(queue: str, tmp: Path) -> dict[str, list[str]]:
         "replay": ["replay", queue, "--yes"],
         "replay --dry-run": ["replay", queue, "--dry-run"],
         "brokers check": ["brokers", "check"],
+        "queues": ["queues"],
     }
 
 
