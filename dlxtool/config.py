@@ -44,7 +44,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from dlxtool import secrets
 from dlxtool.errors import ConfigError, NotFoundError, UsageError
@@ -153,7 +153,8 @@ class BrokerProfile:
     def with_management_url(self, url: str, where: str = "--management-url") -> BrokerProfile:
         """An explicit management API URL (`--management-url`) replaces the profile's or the derived one."""
         _check_http_url(url, where, error=UsageError)
-        secrets.register(urlsplit(url).password)
+        password = urlsplit(url).password
+        secrets.register(unquote(password) if password else None)
         return replace(self, management_url=url, management_url_derived=False, management_url_source=where)
 
     def with_url(self, url: str) -> BrokerProfile:

@@ -181,3 +181,18 @@ def test_connection_lost_mid_read_says_so_in_plain_words(run, broker, qname, com
     assert not LIBRARY_NAMES.search(result.stderr), result.stderr
     assert broker.wait_depth(qname, len(bodies)) == len(bodies)
     assert [body for body, _ in broker.snapshot(qname)] == bodies
+
+
+def test_typed_broker_beats_management_url_left_in_the_environment(run, tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[brokers.a]\nurl = "amqp://guest@127.0.0.1:1/"\nmanagement_url = "http://127.0.0.1:11/"\n')
+    left = {"DLXTOOL_MANAGEMENT_URL": "http://127.0.0.1:12/"}
+    typed = run("brokers", "check", "--config", str(cfg), "--broker", "a", "--format", "json", "--timeout", "1",
+                env=left)
+    assert json.loads(typed.stdout)[0]["management_url"] == "http://127.0.0.1:11/"
+    both = run("brokers", "check", "--config", str(cfg), "--format", "json", "--timeout", "1",
+               env={**left, "DLXTOOL_BROKER": "a"})
+    assert json.loads(both.stdout)[0]["management_url"] == "http://127.0.0.1:12/"
+    flag = run("brokers", "check", "--config", str(cfg), "--broker", "a", "--management-url", "http://127.0.0.1:13/",
+               "--format", "json", "--timeout", "1", env=left)
+    assert json.loads(flag.stdout)[0]["management_url"] == "http://127.0.0.1:13/"
