@@ -104,10 +104,12 @@ def verified_management(conn: Any, profile: BrokerProfile, client: ManagementCli
         node = _probe_queue_node(conn, client, profile.vhost)
     except _NotPermitted as refused:
         return _by_connection_listing(conn, client, profile, api, str(refused))
+    except DlxtoolError as exc:  # the API failed between two requests: not usable, as when unreachable
+        return UnusableManagement(client, exc)
     if node is None:
         raise _mismatch(client, profile, api, f"AMQP {amqp_where(conn)} reached another broker "
                         f"({amqp.describe()}): a queue just declared there over AMQP is unknown to that API")
-    client.identity = Identity(api.cluster_name, api.version, node)  # type: ignore[attr-defined]
+    client.identity = Identity(api.cluster_name, api.version, node)
     return client
 
 
@@ -150,7 +152,7 @@ def _by_connection_listing(conn: Any, client: ManagementClient, profile: BrokerP
             why += f"; the API's connection list cannot be read ({exc.message})"
             break
         if any(isinstance(r, dict) and r.get("user_provided_name") == name for r in rows or []):
-            client.identity = api  # type: ignore[attr-defined]
+            client.identity = api
             return client
         if time.monotonic() >= deadline:
             why += f"; this connection did not show in the API's connection list within {LISTING_WAIT:g}s"
