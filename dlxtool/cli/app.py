@@ -100,7 +100,11 @@ class App:
 
         key = (id(conn), profile.management_url)
         if key not in self._management:
-            self._management[key] = (conn, verified_management(conn, profile))
+            client = verified_management(conn, profile)
+            self._management[key] = (conn, client)
+            if client.identity is not None:
+                self.debug_log(f"management API {client.masked_url} answers for the broker AMQP reached: "
+                               f"{client.identity.describe()}")
         return self._management[key][1]
 
     # -- output -----------------------------------------------------------------------------------
