@@ -176,6 +176,8 @@ def _dry_run(app: App, settings: Any, state: Any, safety: dict[str, Any]) -> Non
                        would_move=n if settings.move_to else 0, would_keep=state.ready - n)
     else:
         summary.update(_peek_plan(app, settings, state, safety))
+    summary.setdefault("sampled", False)  # counts alone (nothing peeked) cover the whole queue
+    summary["queue_depth"] = state.ready
     fmt = app.output_format("json")
     if fmt != "table":
         app.emit_json(summary, fmt)

@@ -199,9 +199,20 @@ def _render_plan(app: App, plan: Any) -> None:
     rows += [["stay", why, n, "", ""] for why, n in sorted(plan.stay.items())]
     write_table(rows, ["action", "queue / reason", "messages", "exists", "warning"], app.stdout,
                 empty="nothing to replay")
+    _plan_footer(app, plan)
     for o in plan.origins:
         if o.exists is False:
             app.warn(f"queue {o.queue!r} does not exist: its {o.messages} message(s) would stay in the DLQ")
+
+
+def _plan_footer(app: App, plan: Any) -> None:
+    """Under the table, not only on stderr: the counts above are of a sample when the DLQ was bigger."""
+    from dlxtool.cli.reading import sample_note, write_sample_note
+    from dlxtool.ops.peek import Coverage
+
+    write_sample_note(app, sample_note(Coverage(plan.looked_at, plan.snapshot, plan.sampled),
+                                       "a plan reads at most config dump_unacked_limit; the replay goes "
+                                       f"through all {plan.snapshot:,}"))
 
 
 def _run(app: App, conn: Any, target_conn: Any, settings: Any, save_file: str | None, rate: float | None,

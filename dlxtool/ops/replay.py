@@ -305,10 +305,15 @@ class ReplayPlan:
     origins: list[OriginPlan]
     stay: Counter[str]
 
+    @property
+    def sampled(self) -> bool:
+        """The counts are of the first `looked_at` messages, not of all `snapshot` (the queue's depth)."""
+        return self.looked_at < self.snapshot
+
     def to_json(self) -> dict[str, Any]:
         return {
             "source": self.source, "snapshot": self.snapshot, "looked_at": self.looked_at,
-            "sampled": self.looked_at < self.snapshot,
+            "sampled": self.sampled, "queue_depth": self.snapshot,
             "origins": [{"queue": o.queue, "messages": o.messages, "exists": o.exists, "warning": o.warning}
                         for o in self.origins],
             "stay": dict(self.stay),
