@@ -169,3 +169,17 @@ def _mismatch_line(text: str) -> str:
     assert len(lines) == 1, text
     assert "Traceback" not in text
     return lines[0]
+
+
+def test_replay_target_broker_api_is_proven_too(run, crossed: Crossed, tmp_path: Path) -> None:
+    """--target-broker: the target's API decides about the origins (dead-letter routing), so it must answer
+    for the target's AMQP broker; here it is the source's API. Nothing moves."""
+    cfg = tmp_path / "c.toml"
+    target = crossed.second.config_toml("target").replace(crossed.second.management_url, crossed.main.management_url)
+    cfg.write_text(crossed.main.config_toml("source") + target)
+    result = run("--config", str(cfg), "--broker", "source", "replay", crossed.queue, "--target-broker", "target",
+                 "--yes", "--format", "json", env={"DLXTOOL_TEST_PASSWORD": "guest"})
+    assert result.exit_code == 3, result.output
+    line = _mismatch_line(result.stderr)
+    assert f"localhost:{crossed.second.amqp_port}" in line and "management_url in" in result.stderr
+    assert_untouched(crossed)
