@@ -82,10 +82,19 @@ def commands(queue: str, tmp: Path) -> dict[str, list[str]]:
         "replay --dry-run": ["replay", queue, "--dry-run"],
         "brokers check": ["brokers", "check"],
         "queues": ["queues"],
+        "load": ["load", str(tmp / "records.in")],
+        "load --dry-run": ["load", str(tmp / "records.in"), "--dry-run"],
     }
 
 
 COMMANDS = list(commands("q", Path("/")))
+
+
+def write_records(c: Crossed, tmp: Path) -> None:
+    """What `load` would publish into q (it reads q's limits from the management API first)."""
+    record = {"queue": c.queue, "position": 0, "exchange": "", "routing_key": c.queue, "redelivered": False,
+              "properties": {}, "headers": {}, "deaths": [], "body": "eA=="}
+    (tmp / "records.in").write_text(json.dumps(record) + "\n")
 
 
 def crossed_args(c: Crossed, amqp_on_second: bool) -> list[str]:
@@ -97,6 +106,7 @@ def crossed_args(c: Crossed, amqp_on_second: bool) -> list[str]:
 @pytest.mark.parametrize("command", COMMANDS)
 def test_crossed_brokers_refuse_with_exit_3_and_touch_nothing(run, crossed: Crossed, tmp_path: Path, command: str,
                                                               amqp_on_second: bool) -> None:
+    write_records(crossed, tmp_path)
     args = [*crossed_args(crossed, amqp_on_second), *commands(crossed.queue, tmp_path)[command]]
     for _ in range(3 if command == "peek" else 1):  # the issue's three runs
         result = run(*args)
@@ -120,6 +130,7 @@ def test_same_cluster_name_and_version_still_told_apart(run, crossed: Crossed, t
     real = identity.amqp_identity
     api_name = crossed.main.mgmt.overview(columns=["cluster_name"])["cluster_name"]
     monkeypatch.setattr(identity, "amqp_identity", lambda conn: identity.Identity(api_name, real(conn).version))
+    write_records(crossed, tmp_path)
     result = run(*crossed_args(crossed, amqp_on_second=True), *commands(crossed.queue, tmp_path)[command])
     assert result.exit_code == 3, result.output
     text = result.stderr if command != "brokers check" else json.loads(result.stdout)[0]["management_error"]
