@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proto_registry.index import BYTES, FIXED, VARINT_ANY, Index, Kind, bits
-from proto_registry.wire import LEN, packed_varints, packed_varints_ok, scan
+from proto_registry.index import BYTES, FIXED, STRING_LAX, VARINT_ANY, Index, Kind, bits
+from proto_registry.wire import I32, I64, LEN, SGROUP, VARINT, packed_varints, packed_varints_ok, scan, varint_size
 
 Field = tuple[int, int, int, int, int, int]  # wire.Field shape: tag, value, start, vstart, vend, end
 
 MAX_DEPTH = 64
-ALWAYS_OK = frozenset({VARINT_ANY, FIXED, BYTES})  # the wire type matching is all they need
+ALWAYS_OK = frozenset({VARINT_ANY, FIXED, BYTES, STRING_LAX})  # the wire type matching is all they need
 SHORT_LIST = 128
 
 
@@ -35,6 +35,8 @@ class PayloadScan:
         self._scans: dict[tuple[int, int], list[Field] | None] = {}
         self._clean: dict[tuple[int, int, int], int] = {}
         self._groups: dict[tuple[int, int], dict[int, list[Field]] | None] = {}
+        self._canon: dict[tuple[int, int, int], int] = {}
+        self._tidy: dict[tuple[int, int], bool] = {}
 
     # -- scanning -----------------------------------------------------------------------------
     def fields(self, start: int, end: int) -> list[Field] | None:
@@ -120,6 +122,145 @@ class PayloadScan:
                 if any(len(o & numbers) > 1 for o in idx.types[tid].oneofs):
                     mask &= ~(1 << tid)
         return mask
+
+    # -- canonical encoding -------------------------------------------------------------------
+    def canonical_mask(self, start: int, end: int, mask: int, depth: int = 0) -> int:
+        """Types among ``mask`` that ``data[start:end]`` is the *canonical* encoding of: it parses
+        cleanly, and a standard serializer (protobuf's own) would write exactly these bytes for the
+        parsed message — fields in number order, each singular field once, no default value of an
+        implicit-presence field, packed or not as the schema says, minimal varints, map entries
+        whole, sub-messages canonical too."""
+        key = (start, end, mask)
+        got = self._canon.get(key)
+        if got is None:
+            got = self._canon[key] = self._canonical_mask(start, end, mask, depth)
+        return got
+
+    def _canonical_mask(self, start: int, end: int, mask: int, depth: int) -> int:
+        mask = self.clean_mask(start, end, mask, depth)
+        if not mask or not self.tidy(start, end):
+            return 0
+        groups = self.grouped(start, end)
+        assert groups is not None  # clean_mask found fields
+        idx = self.index
+        data = self.data
+        for tag, occs in groups.items():
+            mask &= idx.canon.get(tag, 0)
+            if len(occs) > 1:
+                mask &= idx.multi.get(tag, 0)
+            if not mask:
+                return 0
+            implicit = idx.implicit.get(tag, 0) & mask
+            if implicit and any(_is_default(data, tag, f) for f in occs):
+                mask &= ~implicit
+            narrow = idx.narrow.get(tag)
+            if narrow is not None and mask & (narrow[0] | narrow[1] | narrow[2]):
+                mask &= ~self._narrow_misfits(tag, occs, narrow, mask)
+            maps = idx.map_field.get(tag, 0) & mask
+            if maps and len(occs) > 1 and self._repeated_keys(occs):
+                mask &= ~maps  # a map keeps one entry per key: the re-encoding would lose one
+            if tag in idx.parent_any and idx.parent_any[tag] & mask:
+                child_ok = idx.children[tag]
+                for f in occs:
+                    child_ok = self.canonical_mask(f[3], f[4], child_ok, depth + 1)
+                    if not child_ok:
+                        break
+                parents_ok = 0
+                parents = idx.parents[tag]
+                for child in bits(child_ok):
+                    parents_ok |= parents[child]
+                mask &= ~idx.parent_any[tag] | parents_ok
+            if not mask:
+                return 0
+        entries = mask & idx.map_entry_mask
+        if entries:
+            numbers = [f[0] >> 3 for f in self.fields(start, end) or ()]
+            if numbers != [1, 2]:
+                mask &= ~entries
+        return mask
+
+    def _repeated_keys(self, occs: list[Field]) -> bool:
+        """Two map entries with the same key (the entry's first field, as written)."""
+        keys = set()
+        for f in occs:
+            inner = self.fields(f[3], f[4])
+            key = self.data[inner[0][2] : inner[0][5]] if inner and inner[0][0] >> 3 == 1 else b""
+            if key in keys:
+                return True
+            keys.add(key)
+        return False
+
+    def tidy(self, start: int, end: int) -> bool:
+        """Type-independent canonical form of one message span: fields in ascending number order,
+        every varint (tags, values, lengths) in its shortest form and within 64 bits."""
+        key = (start, end)
+        got = self._tidy.get(key)
+        if got is None:
+            got = self._tidy[key] = _tidy(self.fields(start, end) or ())
+        return got
+
+    def _narrow_misfits(self, tag: int, occs: list[Field], narrow: tuple[int, int, int], mask: int) -> int:
+        """Types (bool, int32/enum, uint32/sint32 at this tag) that could not have written these
+        varints: a parser truncates the value, so the re-encoding differs."""
+        if tag & 7 == VARINT:
+            values = [f[1] for f in occs]
+        elif tag & 7 == LEN and self.index.packed_varint.get(tag, 0) & mask:
+            values = []
+            for f in occs:
+                got = _packed_minimal(self.data, f[3], f[4])
+                if got is None:
+                    return narrow[0] | narrow[1] | narrow[2] | self.index.packed_varint[tag]
+                values.extend(got)
+        else:
+            return 0
+        out = 0
+        if any(v > 1 for v in values):
+            out |= narrow[0]
+        if any((1 << 31) <= v < (1 << 64) - (1 << 31) for v in values):
+            out |= narrow[1]
+        if any(v >= 1 << 32 for v in values):
+            out |= narrow[2]
+        return out
+
+    def canonical_defects(self, tid: int, start: int = 0, end: int | None = None, path: str = "") -> list[str]:
+        """Why a clean ``tid`` is not the canonical encoding (empty when it is): what a standard
+        serializer would have written differently."""
+        if end is None:
+            end = len(self.data)
+        bit = 1 << tid
+        if self.canonical_mask(start, end, bit):
+            return []
+        idx = self.index
+        info = idx.types[tid]
+        groups = self.grouped(start, end) or {}
+        out: list[str] = []
+        where = path or "payload"
+        fields = self.fields(start, end) or []
+        numbers = [f[0] >> 3 for f in fields]
+        if numbers != sorted(numbers):
+            out.append(f"{where}: fields out of number order")
+        elif not self.tidy(start, end):
+            out.append(f"{where}: a varint longer than needed")
+        if info.is_map_entry and numbers != [1, 2]:
+            out.append(f"{where}: map entry not written as key then value")
+        for tag, occs in groups.items():
+            number = tag >> 3
+            fd = info.descriptor.fields_by_number.get(number)
+            name = f"field {path}{number} ({fd.name if fd else '?'})"
+            if not idx.canon.get(tag, 0) & bit:
+                out.append(f"{name}: {'not packed' if tag & 7 != LEN else 'packed'}, the schema says otherwise")
+            elif len(occs) > 1 and not idx.multi.get(tag, 0) & bit:
+                out.append(f"{name}: written {len(occs)} times")
+            if idx.implicit.get(tag, 0) & bit and any(_is_default(self.data, tag, f) for f in occs):
+                out.append(f"{name}: default value written (implicit presence leaves it out)")
+            narrow = idx.narrow.get(tag)
+            if narrow is not None and self._narrow_misfits(tag, occs, narrow, bit) & bit:
+                out.append(f"{name}: value out of the field type's range")
+            kind = info.fields.get(tag)
+            if kind is not None and kind[0] in ("m", "g"):
+                for f in occs:
+                    out.extend(self.canonical_defects(kind[1], f[3], f[4], f"{path}{number}."))  # type: ignore[misc]
+        return out or [f"{where}: not the canonical encoding"]
 
     def kind_ok(self, kind: Kind, occs: list[Field]) -> bool:
         k = kind[0]
@@ -263,3 +404,46 @@ class PayloadScan:
         for number in sorted(missing):
             out.append(f"field {path}{number} ({info.descriptor.fields_by_number[number].name}): required, missing")
         return out
+
+
+def _is_default(data: bytes, tag: int, f: Field) -> bool:
+    """The occurrence holds the default value (0, all-zero bits, empty string/bytes/packed list)."""
+    wt = tag & 7
+    if wt == VARINT:
+        return f[1] == 0
+    if wt == LEN:
+        return f[4] == f[3]
+    if wt in (I64, I32):
+        return not any(data[f[3] : f[4]])
+    return False
+
+
+def _tidy(fields: list[Field] | tuple[()]) -> bool:
+    last = 0
+    for tag, value, start, vstart, vend, end in fields:
+        number = tag >> 3
+        if number < last:
+            return False
+        last = number
+        wt = tag & 7
+        head = varint_size(tag)
+        if wt == VARINT:
+            if vstart - start != head or vend - vstart != varint_size(value) or value >> 64:
+                return False
+        elif wt == LEN:
+            if vstart - start != head + varint_size(vend - vstart):
+                return False
+        elif wt == SGROUP:
+            if vstart - start != head or end - vend != varint_size(tag + 1):
+                return False
+        elif vstart - start != head:
+            return False
+    return True
+
+
+def _packed_minimal(data: bytes, start: int, end: int) -> list[int] | None:
+    """Values of a packed varint run, or ``None`` when one is not in its shortest form."""
+    values = packed_varints(data, start, end)
+    if values is None or sum(varint_size(v) for v in values) != end - start or any(v >> 64 for v in values):
+        return None
+    return values
