@@ -123,16 +123,20 @@ def load_files(
 
 
 def _add_missing_well_known(loaded: LoadedFiles) -> None:
-    missing = {dep for f in loaded.files.values() for dep in f.dependency if dep not in loaded.files}
-    if not missing:
-        return
     import importlib
 
-    for mod in _WKT_MODULES:
-        name = f"google/protobuf/{mod}.proto"
-        if name in missing:
-            module = importlib.import_module(f"google.protobuf.{mod}_pb2")
-            loaded.add(descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb), "protobuf")
+    # Until nothing more is missing: api.proto, once added, imports type.proto and source_context.proto.
+    while True:
+        missing = {dep for f in loaded.files.values() for dep in f.dependency if dep not in loaded.files}
+        added = False
+        for mod in _WKT_MODULES:
+            name = f"google/protobuf/{mod}.proto"
+            if name in missing:
+                module = importlib.import_module(f"google.protobuf.{mod}_pb2")
+                loaded.add(descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb), "protobuf")
+                added = True
+        if not added:
+            break
     still = sorted({dep for f in loaded.files.values() for dep in f.dependency if dep not in loaded.files})
     if still:
         users = [n for n, f in loaded.files.items() if still[0] in f.dependency]

@@ -204,9 +204,9 @@ def _has_unknown(msg: Message) -> bool:
         if f.message_type is None:
             continue
         if f.message_type.GetOptions().map_entry:
-            if f.message_type.fields_by_name["value"].message_type is not None:
-                if any(_has_unknown(v) for v in value.values()):
-                    return True
+            has_messages = f.message_type.fields_by_name["value"].message_type is not None
+            if has_messages and any(_has_unknown(v) for v in value.values()):
+                return True
         elif f.is_repeated:
             if any(_has_unknown(v) for v in value):
                 return True
