@@ -70,6 +70,7 @@ class Index:
     tag_cost: dict[int, int] = field(default_factory=dict)  # how costly checking a tag is (order)
     field_counts: list[int] = field(default_factory=list)  # per type id
     parent_memo: dict[tuple[int, int], int] = field(default_factory=dict)  # (tag, clean children) -> parents
+    child_memo: dict[tuple[int, int], int] = field(default_factory=dict)  # (tag, holders) -> their children
     # Canonical-encoder evidence (what a standard serializer writes), per tag: see score.canonical_mask.
     canon: dict[int, int] = field(default_factory=dict)  # types for which this wire type is the one written
     multi: dict[int, int] = field(default_factory=dict)  # types that write this tag more than once

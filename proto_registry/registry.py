@@ -226,7 +226,7 @@ class Registry:
         ambiguity; when there is none, a non-canonical producer wrote it: the types with the fewest
         departures from canonical form are kept, at lower confidence."""
         idx = self.index
-        canon = ps.canonical_mask(0, len(ps.data), clean)
+        canon = ps.canonical_mask(0, len(ps.data), clean, clean=True)
         pool = canon or clean
         count = pool.bit_count()
         hinted_clean = [t for t in hinted if clean >> t & 1]
@@ -314,7 +314,7 @@ class Registry:
             result.status = MALFORMED
             return result
         clean = bool(ps.clean_mask(0, len(data), 1 << tid))
-        canonical = clean and bool(ps.canonical_mask(0, len(data), 1 << tid))
+        canonical = clean and bool(ps.canonical_mask(0, len(data), 1 << tid, clean=True))
         groups = ps.grouped(0, len(data)) or {}
         weights = {tag: sum(f[5] - f[2] for f in occs) for tag, occs in groups.items()}
         score = 1.0 if clean else ps.score_type(tid, groups, weights, len(data))

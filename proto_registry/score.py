@@ -9,16 +9,19 @@ scored one by one on byte coverage.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from proto_registry.index import BYTES, FIXED, STRING_LAX, VARINT_ANY, Index, Kind, bits
-from proto_registry.wire import I32, I64, LEN, SGROUP, VARINT, packed_varints, packed_varints_ok, scan, varint_size
+from proto_registry.wire import I32, I64, LEN, SGROUP, VARINT, packed_varints, scan, varint_size
 
 Field = tuple[int, int, int, int, int, int]  # wire.Field shape: tag, value, start, vstart, vend, end
 
 MAX_DEPTH = 64
 ALWAYS_OK = frozenset({VARINT_ANY, FIXED, BYTES, STRING_LAX})  # the wire type matching is all they need
 SHORT_LIST = 128
+_OVERLONG = re.compile(rb"[\x80-\xff]{10}")  # a varint of 11 bytes or more: not a varint
+_PADDED = re.compile(rb"[\x80-\xff]\x00")  # a varint ending in a zero byte: longer than needed
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,7 @@ class PayloadScan:
         self._groups: dict[tuple[int, int], dict[int, list[Field]] | None] = {}
         self._canon: dict[tuple[int, int, int], int] = {}
         self._tidy: dict[tuple[int, int], bool] = {}
+        self._packed: dict[tuple[int, int], list[int] | None] = {}
 
     # -- scanning -----------------------------------------------------------------------------
     def fields(self, start: int, end: int) -> list[Field] | None:
@@ -81,7 +85,6 @@ class PayloadScan:
                 return 0
         # Most selective tags first: the candidate set shrinks before the costlier checks.
         tags = sorted(groups, key=idx.tag_cost.get) if len(groups) > 1 else groups
-        parent_memo = idx.parent_memo
         for tag in tags:
             occs = groups[tag]
             ok = 0
@@ -95,17 +98,7 @@ class PayloadScan:
                     if not child_ok:
                         break
                 if child_ok:
-                    memo_key = (tag, child_ok)
-                    parents_ok = parent_memo.get(memo_key)
-                    if parents_ok is None:
-                        parents_ok = 0
-                        parents = idx.parents[tag]
-                        for child in bits(child_ok):
-                            parents_ok |= parents[child]
-                        if len(parent_memo) > 50_000:
-                            parent_memo.clear()
-                        parent_memo[memo_key] = parents_ok
-                    ok |= parents_ok
+                    ok |= self._parents(tag, child_ok)
             mask &= ok
             if not mask:
                 return 0
@@ -124,21 +117,24 @@ class PayloadScan:
         return mask
 
     # -- canonical encoding -------------------------------------------------------------------
-    def canonical_mask(self, start: int, end: int, mask: int, depth: int = 0) -> int:
+    def canonical_mask(self, start: int, end: int, mask: int, depth: int = 0, *, clean: bool = False) -> int:
         """Types among ``mask`` that ``data[start:end]`` is the *canonical* encoding of: it parses
         cleanly, and a standard serializer (protobuf's own) would write exactly these bytes for the
         parsed message — fields in number order, each singular field once, no default value of an
         implicit-presence field, packed or not as the schema says, minimal varints, map entries
-        whole, sub-messages canonical too."""
+        whole, sub-messages canonical too. ``clean``: the caller knows every type in ``mask`` is clean."""
         key = (start, end, mask)
         got = self._canon.get(key)
         if got is None:
-            got = self._canon[key] = self._canonical_mask(start, end, mask, depth)
+            got = self._canon[key] = self._canonical_mask(start, end, mask, depth, clean)
         return got
 
-    def _canonical_mask(self, start: int, end: int, mask: int, depth: int) -> int:
-        mask = self.clean_mask(start, end, mask, depth)
-        if not mask or not self.tidy(start, end):
+    def _canonical_mask(self, start: int, end: int, mask: int, depth: int, clean: bool) -> int:
+        if not self.tidy(start, end):
+            return 0
+        if not clean:
+            mask = self.clean_mask(start, end, mask, depth)
+        if not mask:
             return 0
         groups = self.grouped(start, end)
         assert groups is not None  # clean_mask found fields
@@ -159,17 +155,16 @@ class PayloadScan:
             maps = idx.map_field.get(tag, 0) & mask
             if maps and len(occs) > 1 and self._repeated_keys(occs):
                 mask &= ~maps  # a map keeps one entry per key: the re-encoding would lose one
-            if tag in idx.parent_any and idx.parent_any[tag] & mask:
-                child_ok = idx.children[tag]
+            holders = idx.parent_any.get(tag, 0) & mask
+            if holders:
+                # The holders are clean, so each one's own sub-message type is clean on every
+                # occurrence: only canonical form is left to check there.
+                child_ok = self._children_of(tag, holders)
                 for f in occs:
-                    child_ok = self.canonical_mask(f[3], f[4], child_ok, depth + 1)
+                    child_ok = self.canonical_mask(f[3], f[4], child_ok, depth + 1, clean=True)
                     if not child_ok:
                         break
-                parents_ok = 0
-                parents = idx.parents[tag]
-                for child in bits(child_ok):
-                    parents_ok |= parents[child]
-                mask &= ~idx.parent_any[tag] | parents_ok
+                mask &= ~holders | self._parents(tag, child_ok)
             if not mask:
                 return 0
         entries = mask & idx.map_entry_mask
@@ -207,7 +202,9 @@ class PayloadScan:
         elif tag & 7 == LEN and self.index.packed_varint.get(tag, 0) & mask:
             values = []
             for f in occs:
-                got = _packed_minimal(self.data, f[3], f[4])
+                got = self.packed(f[3], f[4])
+                if got and (_PADDED.search(self.data, f[3], f[4]) or max(got) >> 64):
+                    got = None  # a varint longer than needed, or past 64 bits: not re-encoded so
                 if got is None:
                     return narrow[0] | narrow[1] | narrow[2] | self.index.packed_varint[tag]
                 values.extend(got)
@@ -262,6 +259,47 @@ class PayloadScan:
                     out.extend(self.canonical_defects(kind[1], f[3], f[4], f"{path}{number}."))  # type: ignore[misc]
         return out or [f"{where}: not the canonical encoding"]
 
+    def _children_of(self, tag: int, holders: int) -> int:
+        """The sub-message types that the types in ``holders`` have at ``tag``."""
+        idx = self.index
+        memo = idx.child_memo
+        key = (tag, holders)
+        got = memo.get(key)
+        if got is None:
+            got = 0
+            types = idx.types
+            for t in bits(holders):
+                got |= 1 << types[t].fields[tag][1]  # type: ignore[misc]
+            if len(memo) > 50_000:
+                memo.clear()
+            memo[key] = got
+        return got
+
+    def _parents(self, tag: int, children: int) -> int:
+        """Types whose field ``tag`` holds one of the message types in ``children``."""
+        if not children:
+            return 0
+        memo = self.index.parent_memo
+        key = (tag, children)
+        got = memo.get(key)
+        if got is None:
+            got = 0
+            parents = self.index.parents[tag]
+            for child in bits(children):
+                got |= parents[child]
+            if len(memo) > 50_000:
+                memo.clear()
+            memo[key] = got
+        return got
+
+    def packed(self, start: int, end: int) -> list[int] | None:
+        """The varints of a packed run (memoised: several checks read the same run)."""
+        key = (start, end)
+        got = self._packed.get(key, 0)
+        if got == 0:
+            got = self._packed[key] = packed_varints(self.data, start, end)
+        return got  # type: ignore[return-value]
+
     def kind_ok(self, kind: Kind, occs: list[Field]) -> bool:
         k = kind[0]
         data = self.data
@@ -272,8 +310,8 @@ class PayloadScan:
                 except UnicodeDecodeError:
                     return False
             return True
-        if k == "p0":
-            return all(packed_varints_ok(data, f[3], f[4]) for f in occs)
+        if k == "p0":  # whole varints: ends on a last byte, none over 10 bytes (checked in C)
+            return all(f[4] == f[3] or (data[f[4] - 1] < 0x80 and not _OVERLONG.search(data, f[3], f[4])) for f in occs)
         if k == "p1":
             return all((f[4] - f[3]) % 8 == 0 for f in occs)
         if k == "p5":
@@ -284,7 +322,7 @@ class PayloadScan:
         if k == "pe":
             values = self.index.enums[kind[1]]  # type: ignore[misc]
             for f in occs:
-                got = packed_varints(data, f[3], f[4])
+                got = self.packed(f[3], f[4])
                 if got is None or not all(v in values for v in got):
                     return False
             return True
@@ -439,11 +477,3 @@ def _tidy(fields: list[Field] | tuple[()]) -> bool:
         elif vstart - start != head:
             return False
     return True
-
-
-def _packed_minimal(data: bytes, start: int, end: int) -> list[int] | None:
-    """Values of a packed varint run, or ``None`` when one is not in its shortest form."""
-    values = packed_varints(data, start, end)
-    if values is None or sum(varint_size(v) for v in values) != end - start or any(v >> 64 for v in values):
-        return None
-    return values
