@@ -8,14 +8,13 @@ from typing import Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.engine import (
+from dlxtool.cli.moving import (
     check_record_file,
     duplicates_note,
     exit_for,
     progress_bar,
     record_file,
     result_rows,
-    summary_before_ctrl_c,
 )
 from dlxtool.cli.options import (
     common_options,
@@ -26,7 +25,8 @@ from dlxtool.cli.options import (
     yes_option,
 )
 from dlxtool.errors import RefusedError
-from dlxtool.select import Selection
+from dlxtool.ops.interrupts import summary_before_ctrl_c
+from dlxtool.selection import Selection
 
 HELP = """Send dead letters from DLQ back to the queue each one failed in.
 
@@ -199,8 +199,8 @@ def _render_plan(app: App, plan: Any) -> None:
 
 def _run(app: App, conn: Any, target_conn: Any, settings: Any, save_file: str | None, rate: float | None,
          prefetch: int, window: int, timeout: float) -> Any:
+    from dlxtool.ops.engine import TransferOptions
     from dlxtool.ops.replay import replay as run_replay
-    from dlxtool.ops.transfer import TransferOptions
 
     with ExitStack() as stack:
         sink = stack.enter_context(record_file(app, save_file)) if save_file else None

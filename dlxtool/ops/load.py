@@ -2,7 +2,7 @@
 
 Each record goes to its own queue (the record's `queue`) or to `to_queue`, on the default exchange
 (routing key = the queue name, so no exchange fans it out), mandatory and with publisher confirms,
-through the engine's pipelined publisher (dlxtool.ops.transfer.publish_records). A record is counted
+through the engine's pipelined publisher (publish_records, below). A record is counted
 as loaded only on a clean confirm; returned (no such queue), nacked (queue full) and lost (the
 connection died before the answer — maybe published) records are reported and can be written to a
 "failed" file to load again.
@@ -22,13 +22,18 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from dlxtool.broker.channel import IDLE_WAIT
+from dlxtool.broker.frames import EncodeError
+from dlxtool.broker.publisher import Outcome, Publisher
 from dlxtool.errors import UsageError
-from dlxtool.ops.transfer import Progress, Sink, publish_records, sigint_as_stop
-from dlxtool.record import MessageRecord, iter_records
+from dlxtool.ops.engine import Progress, describe_error
+from dlxtool.ops.interrupts import sigint_as_stop
+from dlxtool.ops.record_files import Sink, iter_records
+from dlxtool.record import MessageRecord
 
 Opener = Callable[[], IO[bytes]]
 
@@ -100,7 +105,7 @@ def _check_encodes(record: MessageRecord, settings: LoadSettings, where: str) ->
     """Refuse a file with a record AMQP cannot carry before anything is published (frame size is checked
     per message at publish time: it depends on the connection)."""
     from dlxtool.broker.amqp_values import rabbitmq_refuses
-    from dlxtool.broker.frames import EncodeError, encode_for_publish
+    from dlxtool.broker.frames import encode_for_publish
 
     headers = _headers(record, settings)
     refused = rabbitmq_refuses(headers)
@@ -126,8 +131,6 @@ def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int =
          progress: Callable[[Progress], None] | None = None, failed: Sink | None = None,
          timeout: float = 30.0, handle_sigint: bool = True) -> LoadResult:
     """Publish the records; each failed (returned/nacked/lost/not sent) record goes to `failed` if given."""
-    from dlxtool.ops.transfer import describe_error
-
     result = LoadResult(settings.name, total)
     stop = threading.Event()
     started = time.monotonic()
@@ -189,8 +192,6 @@ def _headers(record: MessageRecord, settings: LoadSettings) -> dict[str, Any]:
 
 def _count(result: LoadResult, target: str, outcome: Any, detail: str | None, record: MessageRecord,
            failed: Sink | None) -> None:
-    from dlxtool.broker.publisher import Outcome
-
     if outcome is Outcome.CONFIRMED:
         result.published[target] += 1
         return
@@ -199,3 +200,31 @@ def _count(result: LoadResult, target: str, outcome: Any, detail: str | None, re
     result.failed[f"{target}: {outcome.value} — {detail}"] += 1
     if failed is not None:
         failed.write(record)
+
+
+def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]], *, window: int = 1000,
+                    timeout: float = 30.0) -> Iterator[tuple[Any, Outcome, str | None]]:
+    """For `load`: publish (exchange, routing_key, body, properties, token) with a window of confirms,
+    yielding each (token, outcome, detail) as it settles. A seam, not used by replay itself."""
+    pub = Publisher(conn, window=window, timeout=timeout)
+    try:
+        for exchange, routing_key, body, props, token in items:
+            while not pub.has_room():
+                pub.pump(IDLE_WAIT)
+                yield from pub.take_settled()
+            try:
+                pub.publish(exchange, routing_key, body, props, token)
+            except EncodeError as exc:  # nothing sent: this record fails, the others go on
+                yield token, Outcome.REFUSED, str(exc)
+                continue
+            pub.pump(0)
+            yield from pub.take_settled()
+        yield from pub.flush(timeout)
+    except Exception as exc:
+        # The connection died: what was in flight may or may not be at the broker. Report it as LOST
+        # (so the caller can count possible duplicates) before the error goes on.
+        pub.abandon(f"connection lost before the confirm ({describe_error(exc)})")
+        yield from pub.take_settled()
+        raise
+    finally:
+        pub.close()

@@ -8,7 +8,7 @@ import time
 import pika
 import pytest
 
-from dlxtool.record import read_records
+from dlxtool.ops.record_files import read_records
 from tests.support import retry_topologies as rt
 
 HISTORY = ("x-death", "x-first-death-queue", "x-first-death-reason", "x-first-death-exchange",
