@@ -7,8 +7,9 @@ Schemas: real public ones installed from PyPI (pip install -e '.[bench]'):
   - dbt-protos and opentelemetry-proto, whose generated *_pb2.py embed serialized file descriptors:
     they are written out as FileDescriptorSet files (.binpb) and loaded as descriptor sets.
 
-Workload: random valid messages of every type, base64 inside realistic log lines (JSON logs, logfmt,
-plain text; standard and URL-safe base64), --lines of them (default 100,000).
+Workload: random valid messages of every type inside realistic log lines, six styles (base64 in JSON
+logs, logfmt and plain text, URL-safe base64, an Elixir <<..>> binary, a Python b'..' repr), --lines
+of them (default 100,000).
 
 Measured in the same run:
   - ours:   dlxtool.decoding.decode_line (extract candidates, identify, decode, JSON mapping)
@@ -255,7 +256,7 @@ class Generator:
 # -- log lines ----------------------------------------------------------------------------------
 def log_line(rng: random.Random, i: int, payload: bytes) -> str:
     b64 = base64.b64encode(payload).decode()
-    style = i % 4
+    style = i % 6
     ts = f"2024-05-01T12:{i // 60 % 60:02d}:{i % 60:02d}.{i % 1000:03d}Z"
     q = rng.choice(["orders", "billing.dlq", "events", "audit"])
     if style == 0:
@@ -275,7 +276,11 @@ def log_line(rng: random.Random, i: int, payload: bytes) -> str:
     if style == 2:
         url = base64.urlsafe_b64encode(payload).decode().rstrip("=")
         return f"{ts} ERROR [worker-{i % 8}] poison message on {q}: {url} (attempt 3)"
-    return f"{ts} WARN dead-lettered message_id=m-{i} bytes={len(payload)} data={b64}"
+    if style == 3:
+        return f"{ts} WARN dead-lettered message_id=m-{i} bytes={len(payload)} data={b64}"
+    if style == 4:  # an Elixir consumer's log: the body as a binary literal
+        return f"{ts} [error] GenServer #PID<0.{i}.0> rejected message: <<{', '.join(map(str, payload))}>>"
+    return f"{ts} ERROR rejecting body={payload!r} queue={q}"  # Python: bytes repr
 
 
 # -- ground truth with protobuf itself ----------------------------------------------------------

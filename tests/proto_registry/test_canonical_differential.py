@@ -146,7 +146,7 @@ def schema_sets(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> di
     _write(edge, "edge/v3/modern.proto", EDGE_CASES_3)
     _write(edge, "edge/ed/event.proto", EDGE_CASES_EDITIONS)
     sets["edge cases"] = Registry.load([edge], include_defaults=False, cache_dir=cache_dir)
-    sets["bundled shop"] = Registry.load(cache_dir=cache_dir)
+    sets["bundled shop"] = Registry.load(include_defaults=True, cache_dir=cache_dir)
     public = _descriptor_set_of(PUBLIC_MODULES, root / "public.binpb")
     if public is not None:
         sets["public packages"] = Registry.load([public], include_defaults=False, cache_dir=cache_dir)

@@ -144,7 +144,7 @@ def test_path_yielding_no_types_is_an_error_naming_it(tmp_path: Path) -> None:
     (empty / "sub").mkdir(parents=True)
     (empty / "README.txt").write_text("nothing here")
     with pytest.raises(SourceNotFoundError) as e:
-        Registry.load([empty], cache_dir=tmp_path / "c")  # even with the bundled schemas loaded
+        Registry.load([empty], include_defaults=True, cache_dir=tmp_path / "c")  # even beside the bundled ones
     assert str(empty) in e.value.message and "no message types" in e.value.message
     enums_only = write(tmp_path / "enums", "e.proto", 'syntax = "proto3";\nenum E { E_UNSPECIFIED = 0; }\n')
     with pytest.raises(SourceNotFoundError) as e:
