@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from operator import gt
 
 from proto_registry.index import BYTES, FIXED, STRING_LAX, VARINT_ANY, Index, Kind, bits
 from proto_registry.wire import I32, I64, LEN, SGROUP, VARINT, packed_varints, scan, varint_size
@@ -22,6 +23,8 @@ ALWAYS_OK = frozenset({VARINT_ANY, FIXED, BYTES, STRING_LAX})  # the wire type m
 SHORT_LIST = 128
 _OVERLONG = re.compile(rb"[\x80-\xff]{10}")  # a varint of 11 bytes or more: not a varint
 _PADDED = re.compile(rb"[\x80-\xff]\x00")  # a varint ending in a zero byte: longer than needed
+_OVER64 = re.compile(rb"[\x80-\xff]{9}[\x02-\x7f]")  # a 10-byte varint past 64 bits
+_LONG = re.compile(rb"[\x80-\xff]{4}")  # a varint of 5 bytes or more (a value >= 2**28)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +152,9 @@ class PayloadScan:
             implicit = idx.implicit.get(tag, 0) & mask
             if implicit and any(_is_default(data, tag, f) for f in occs):
                 mask &= ~implicit
+            packed = idx.packed_varint.get(tag, 0) & mask
+            if packed and not all(_shortest(data, f[3], f[4]) for f in occs):
+                mask &= ~packed  # a padded varint in a packed run: re-encoded shorter
             narrow = idx.narrow.get(tag)
             if narrow is not None and mask & (narrow[0] | narrow[1] | narrow[2]):
                 mask &= ~self._narrow_misfits(tag, occs, narrow, mask)
@@ -191,23 +197,24 @@ class PayloadScan:
         key = (start, end)
         got = self._tidy.get(key)
         if got is None:
-            got = self._tidy[key] = _tidy(self.fields(start, end) or ())
+            got = self._tidy[key] = _tidy(self.data, start, end, self.fields(start, end) or ())
         return got
 
     def _narrow_misfits(self, tag: int, occs: list[Field], narrow: tuple[int, int, int], mask: int) -> int:
         """Types (bool, int32/enum, uint32/sint32 at this tag) that could not have written these
         varints: a parser truncates the value, so the re-encoding differs."""
         if tag & 7 == VARINT:
+            top = max(f[1] for f in occs)
+            if top < 1 << 31:  # the common case: only a bool can be out of range
+                return narrow[0] if top > 1 else 0
             values = [f[1] for f in occs]
         elif tag & 7 == LEN and self.index.packed_varint.get(tag, 0) & mask:
+            data = self.data
+            if not any(_LONG.search(data, f[3], f[4]) for f in occs):  # every value < 2**28
+                return narrow[0] if any(f[4] > f[3] and max(data[f[3] : f[4]]) > 1 for f in occs) else 0
             values = []
             for f in occs:
-                got = self.packed(f[3], f[4])
-                if got and (_PADDED.search(self.data, f[3], f[4]) or max(got) >> 64):
-                    got = None  # a varint longer than needed, or past 64 bits: not re-encoded so
-                if got is None:
-                    return narrow[0] | narrow[1] | narrow[2] | self.index.packed_varint[tag]
-                values.extend(got)
+                values.extend(self.packed(f[3], f[4]) or ())
         else:
             return 0
         out = 0
@@ -456,7 +463,20 @@ def _is_default(data: bytes, tag: int, f: Field) -> bool:
     return False
 
 
-def _tidy(fields: list[Field] | tuple[()]) -> bool:
+def _shortest(data: bytes, start: int, end: int) -> bool:
+    """No varint in ``data[start:end]`` is longer than needed or past 64 bits (checked in C).
+    Only exact for a run of varints; elsewhere a match may be a false alarm."""
+    return not _PADDED.search(data, start, end) and not _OVER64.search(data, start, end)
+
+
+def _tidy(data: bytes, start: int, end: int, fields: list[Field] | tuple[()]) -> bool:
+    tags = [f[0] for f in fields]
+    if any(map(gt, tags, tags[1:])):
+        numbers = [t >> 3 for t in tags]
+        if any(map(gt, numbers, numbers[1:])):
+            return False
+    if _shortest(data, start, end):
+        return True  # no padded varint anywhere in the span, so none among the tags, lengths, values
     last = 0
     for tag, value, start, vstart, vend, end in fields:
         number = tag >> 3

@@ -103,7 +103,12 @@ def rewrites(data: bytes, rng: random.Random) -> list[bytes]:
         if value < 1 << 32:
             out.append(b"".join(chunks[:i] + [data[start:vstart] + _long_varint(value | 1 << 40)] + chunks[i + 1 :]))
     if tag & 7 == wire.LEN:  # the same field empty
-        out.append(b"".join(chunks[:i] + [data[start : start + wire.varint_size(tag)] + b"\x00"] + chunks[i + 1 :]))
+        head = data[start : start + wire.varint_size(tag)]
+        out.append(b"".join(chunks[:i] + [head + b"\x00"] + chunks[i + 1 :]))
+        values = wire.packed_varints(data, vstart, fields[i][4])
+        if values:  # read as packed varints: the first one padded
+            body = _long_varint(values[0]) + data[vstart + wire.varint_size(values[0]) : fields[i][4]]
+            out.append(b"".join(chunks[:i] + [head + _varint(len(body)) + body] + chunks[i + 1 :]))
     return [d for d in out if d != data]
 
 
@@ -116,4 +121,13 @@ def _long_varint(value: int) -> bytes:
         if not value:
             break
     out.append(0)  # one byte more than needed
+    return bytes(out)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
     return bytes(out)
