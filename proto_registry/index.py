@@ -38,6 +38,7 @@ _I64_TYPES = {FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64, Field
 _I32_TYPES = {FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_SFIXED32, FieldDescriptor.TYPE_FLOAT}
 
 Kind = tuple[str] | tuple[str, int]
+NO_FACTS = (0, 0, 0, 0, 0, 0, 0)  # a tag no type knows (never reached: clean_mask rejects it first)
 
 
 @dataclass(slots=True)
@@ -79,6 +80,9 @@ class Index:
     packed_varint: dict[int, int] = field(default_factory=dict)  # LEN tag -> types where it is packed varints
     map_entry_mask: int = 0
     map_field: dict[int, int] = field(default_factory=dict)  # tag -> types where it is a map (keys unique)
+    # All of the above for one tag in one look-up (the canonical check's inner loop): canon, multi,
+    # implicit, packed varint, any narrow varint type, map field, message field (parent_any).
+    facts: dict[int, tuple[int, int, int, int, int, int, int]] = field(default_factory=dict)
 
     @property
     def candidate_count(self) -> int:
@@ -137,6 +141,17 @@ def build_index(descriptors: list[Descriptor], map_entries: set[str]) -> Index:
             info.oneofs = oneofs
             idx.oneof_mask |= bit
     idx.simple = {tag: list(kinds.items()) for tag, kinds in simple.items()}
+    for tag in idx.known:
+        b, i, u = idx.narrow.get(tag, (0, 0, 0))
+        idx.facts[tag] = (
+            idx.canon.get(tag, 0),
+            idx.multi.get(tag, 0),
+            idx.implicit.get(tag, 0),
+            idx.packed_varint.get(tag, 0),
+            b | i | u,
+            idx.map_field.get(tag, 0),
+            idx.parent_any.get(tag, 0),
+        )
     idx.field_counts = [t.field_count for t in idx.types]
     for tag in idx.known:
         idx.tag_cost[tag] = len(idx.simple.get(tag, ())) + (8 if tag in idx.parent_any else 0)

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from operator import gt
 
-from proto_registry.index import BYTES, FIXED, STRING_LAX, VARINT_ANY, Index, Kind, bits
+from proto_registry.index import BYTES, FIXED, NO_FACTS, STRING_LAX, VARINT_ANY, Index, Kind, bits
 from proto_registry.wire import I32, I64, LEN, SGROUP, VARINT, packed_varints, scan, varint_size
 
 Field = tuple[int, int, int, int, int, int]  # wire.Field shape: tag, value, start, vstart, vend, end
@@ -143,25 +143,23 @@ class PayloadScan:
         assert groups is not None  # clean_mask found fields
         idx = self.index
         data = self.data
+        facts = idx.facts
         for tag, occs in groups.items():
-            mask &= idx.canon.get(tag, 0)
+            canon, multi, implicit, packed, narrow_any, maps, holders = facts.get(tag, NO_FACTS)
+            mask &= canon
             if len(occs) > 1:
-                mask &= idx.multi.get(tag, 0)
+                mask &= multi
             if not mask:
                 return 0
-            implicit = idx.implicit.get(tag, 0) & mask
-            if implicit and any(_is_default(data, tag, f) for f in occs):
+            if implicit & mask and any(_is_default(data, tag, f) for f in occs):
                 mask &= ~implicit
-            packed = idx.packed_varint.get(tag, 0) & mask
-            if packed and not all(_shortest(data, f[3], f[4]) for f in occs):
+            if packed & mask and not all(_shortest(data, f[3], f[4]) for f in occs):
                 mask &= ~packed  # a padded varint in a packed run: re-encoded shorter
-            narrow = idx.narrow.get(tag)
-            if narrow is not None and mask & (narrow[0] | narrow[1] | narrow[2]):
-                mask &= ~self._narrow_misfits(tag, occs, narrow, mask)
-            maps = idx.map_field.get(tag, 0) & mask
-            if maps and len(occs) > 1 and self._repeated_keys(occs):
+            if narrow_any & mask:
+                mask &= ~self._narrow_misfits(tag, occs, idx.narrow[tag], mask)
+            if maps & mask and len(occs) > 1 and self._repeated_keys(occs):
                 mask &= ~maps  # a map keeps one entry per key: the re-encoding would lose one
-            holders = idx.parent_any.get(tag, 0) & mask
+            holders &= mask
             if holders:
                 # The holders are clean, so each one's own sub-message type is clean on every
                 # occurrence: only canonical form is left to check there.
