@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlsplit
 
 import orjson
 
-from dlxtool.deaths import FAILURE_REASONS, HISTORY_HEADERS, _text, find_origin, parse_history
+from dlxtool.deaths import FAILURE_REASONS, HISTORY_HEADERS, Origin, _text, find_origin, parse_history
 
 X_DEATH = "x-death"
 
@@ -75,6 +75,9 @@ class Message:
     headers: Mapping[str, Any]
     body: bytes = b""
     queue: str | None = None  # the queue it was read from (MassTransit's `<queue>_error`)
+    # x-death's origin as the caller already resolved it (dlxtool.deaths.message_history, which may follow
+    # a wait queue's way out); None: dlxtool.deaths.find_origin's.
+    x_death_origin: Origin | None = None
 
 
 class Convention(Protocol):
@@ -157,7 +160,7 @@ class XDeath:
         history = parse_history(message.headers)
         if not history.deaths and not history.first:
             return None
-        origin = find_origin(message.headers, history)
+        origin = message.x_death_origin or find_origin(message.headers, history)
         failures = [d for d in history.deaths if d.queue == origin.queue and d.reason in FAILURE_REASONS]
         newest = max((d.time for d in history.deaths if d.time is not None), default=None)
         return Reading(
@@ -186,7 +189,9 @@ class Spring:
         h = message.headers
         exchange, key = _str(_get(h, "x-original-exchange")), _str(_get(h, "x-original-routingKey"))
         error = _str(_get(h, "x-exception-message"))
-        if exchange is None and key is None and error is None and _get(h, "x-exception-stacktrace") is None:
+        # x-exception-message alone is a generic error header many apps write (dlxtool.deaths.ERROR_HEADERS):
+        # Spring's recoverer always writes the stack trace and the received exchange/routing key with it.
+        if exchange is None and key is None and _get(h, "x-exception-stacktrace") is None:
             return None
         origin = Route.to(exchange or "", key) if key is not None else None
         return Reading(self.name, origin, "x-original-exchange/x-original-routingKey" if origin else "",

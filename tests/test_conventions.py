@@ -153,3 +153,8 @@ def test_odd_shapes_never_raise() -> None:
                     {"MT-Fault-InputAddress": "::::"}, {"NServiceBus.TimeOfFailure": b"\xff", "NServiceBus.FailedQ": 3},
                     {"x-death": "nonsense"}, {"x-retry-count": "many"}):
         explain(Message(headers, b'{"actor_name": 1, "options": []}'))
+
+
+def test_x_exception_message_alone_is_not_spring() -> None:
+    x = explain(Message({"x-exception-message": "NullPointerException"}))
+    assert x.recognised == [] and (x.error, x.error_from) == ("NullPointerException", "error header")

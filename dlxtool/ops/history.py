@@ -43,9 +43,10 @@ def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = (),
     names = tuple(error_headers)
     for record in records:
         headers = record.headers if isinstance(record.headers, dict) else {}
-        explained = explain(Message(headers, record.body, record.queue), known, origin_from=origin_from,
-                            error_headers=names)
-        yield Entry(record, message_history(record.headers, error_headers=names), explained)
+        history = message_history(record.headers, error_headers=names)
+        explained = explain(Message(headers, record.body, record.queue, x_death_origin=history.origin), known,
+                            origin_from=origin_from, error_headers=names)
+        yield Entry(record, history, explained)
 
 
 @dataclass
@@ -65,11 +66,14 @@ class Group:
         self.messages += 1
         self.deaths += entry.history.history.total
         self.positions.append(entry.record.position)
-        for death in entry.history.history.deaths:
-            if death.time is None:
+        # x-death times, and the failure times frameworks record (NServiceBus, MassTransit) for theirs.
+        times = [d.time for d in entry.history.history.deaths]
+        times += [r.failed_at for r in entry.explained.readings if r.convention != "x-death"]
+        for when in times:
+            if when is None:
                 continue
-            self.first = death.time if self.first is None else min(self.first, death.time)
-            self.last = death.time if self.last is None else max(self.last, death.time)
+            self.first = when if self.first is None else min(self.first, when)
+            self.last = when if self.last is None else max(self.last, when)
 
     def to_json(self) -> dict[str, Any]:
         return {"origin": self.origin, "convention": self.convention, "reason": self.reason, "type": self.type,

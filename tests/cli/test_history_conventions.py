@@ -142,3 +142,11 @@ def test_history_from_a_file_reads_conventions_too(run, broker, qname, tmp_path)
     [item] = orjson.loads(result.stdout)
     assert item["origin"] == "Sales" and item["origin_from"] == "nservicebus"
 
+
+
+def test_summary_first_and_last_come_from_the_framework_failure_times(run, broker, qname) -> None:
+    lot = f"{qname}.lot"
+    park(broker, lot, NSB)
+    park(broker, lot, {**NSB, "NServiceBus.TimeOfFailure": "2026-11-24 05:00:00:000000 Z"})
+    [group] = history(run, broker, lot, "--summary")
+    assert (group["first"], group["last"]) == ("2026-11-24T04:10:12.123456Z", "2026-11-24T05:00:00Z")
