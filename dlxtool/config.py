@@ -30,6 +30,15 @@ Example::
     cert = "~/.config/dlxtool/oncall.pem"
     key = "~/.config/dlxtool/oncall.key"
 
+A team's own dead-letter convention (its retry library's headers; see dlxtool.conventions), global or
+per broker as `[brokers.NAME.conventions.NAME]`::
+
+    [conventions.acme-retry]
+    origin_queue_header = "x-acme-failed-queue"   # or origin_exchange_header + origin_routing_key_header
+    error_headers = ["x-acme-error"]
+    attempts_header = "x-acme-attempts"
+    reset_headers = ["x-acme-trace"]
+
 `auth = "external"` in a broker section logs in with the client certificate (SASL EXTERNAL, the
 rabbitmq_auth_mechanism_ssl plugin) instead of a password; it needs amqps URLs and tls.cert. A
 password given as well is then used for the management API only.
