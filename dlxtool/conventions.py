@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlsplit
 
 import orjson
 
-from dlxtool.deaths import FAILURE_REASONS, HISTORY_HEADERS, Origin, _text, find_origin, parse_history
+from dlxtool.deaths import FAILURE_REASONS, HISTORY_HEADERS, DeathHistory, Origin, _text, find_origin, parse_history
 
 X_DEATH = "x-death"
 
@@ -78,6 +78,17 @@ class Message:
     # x-death's origin as the caller already resolved it (dlxtool.deaths.message_history, which may follow
     # a wait queue's way out); None: dlxtool.deaths.find_origin's.
     x_death_origin: Origin | None = None
+    x_death: DeathHistory | None = None  # the parsed x-death when the caller has it (parsed once)
+    _lower: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def get(self, name: str) -> Any:
+        """A header by name; names differ in case across clients, so a miss tries case-insensitively."""
+        value = self.headers.get(name)
+        if value is None:
+            if self._lower is None:  # built once per message, on the first miss
+                object.__setattr__(self, "_lower", {str(k).lower(): v for k, v in self.headers.items()})
+            value = self._lower.get(name.lower())  # type: ignore[union-attr]
+        return value
 
 
 class Convention(Protocol):
@@ -85,14 +96,6 @@ class Convention(Protocol):
     label: str   # how a plan says it: "from Spring headers"
 
     def read(self, message: Message) -> Reading | None: ...
-
-
-def _get(headers: Mapping[str, Any], name: str) -> Any:
-    value = headers.get(name)
-    if value is None:  # header names are case-sensitive on the wire; some clients change case
-        lowered = name.lower()
-        value = next((v for k, v in headers.items() if str(k).lower() == lowered), None)
-    return value
 
 
 def _str(value: Any) -> str | None:
@@ -157,7 +160,7 @@ class XDeath:
     label: str = "x-death"
 
     def read(self, message: Message) -> Reading | None:
-        history = parse_history(message.headers)
+        history = message.x_death or parse_history(message.headers)
         if not history.deaths and not history.first:
             return None
         origin = message.x_death_origin or find_origin(message.headers, history)
@@ -187,15 +190,15 @@ class Spring:
 
     def read(self, message: Message) -> Reading | None:
         h = message.headers
-        exchange, key = _str(_get(h, "x-original-exchange")), _str(_get(h, "x-original-routingKey"))
-        error = _str(_get(h, "x-exception-message"))
+        exchange, key = _str(message.get("x-original-exchange")), _str(message.get("x-original-routingKey"))
+        error = _str(message.get("x-exception-message"))
         # x-exception-message alone is a generic error header many apps write (dlxtool.deaths.ERROR_HEADERS):
         # Spring's recoverer always writes the stack trace and the received exchange/routing key with it.
-        if exchange is None and key is None and _get(h, "x-exception-stacktrace") is None:
+        if exchange is None and key is None and message.get("x-exception-stacktrace") is None:
             return None
         origin = Route.to(exchange or "", key) if key is not None else None
         return Reading(self.name, origin, "x-original-exchange/x-original-routingKey" if origin else "",
-                       error=error or _first_line(_get(h, "x-exception-stacktrace")),
+                       error=error or _first_line(message.get("x-exception-stacktrace")),
                        reset=_present(h, SPRING_HEADERS))
 
 
@@ -223,18 +226,19 @@ class NServiceBus:
 
     def read(self, message: Message) -> Reading | None:
         h = message.headers
-        failed_q = _str(_get(h, "NServiceBus.FailedQ"))
-        error = _joined(_str(_get(h, NSB_EXCEPTION + "ExceptionType")), _str(_get(h, NSB_EXCEPTION + "Message")))
+        failed_q = _str(message.get("NServiceBus.FailedQ"))
+        error = _joined(_str(message.get(NSB_EXCEPTION + "ExceptionType")),
+                        _str(message.get(NSB_EXCEPTION + "Message")))
         if failed_q is None and error is None:
             return None
-        delayed = _int(_get(h, "NServiceBus.Retries"))
+        delayed = _int(message.get("NServiceBus.Retries"))
         # On the RabbitMQ transport FailedQ is the input queue's name (MSMQ's "queue@machine" is not).
         return Reading(self.name, Route(queue=failed_q) if failed_q else None,
                        "NServiceBus.FailedQ" if failed_q else "", error=error,
                        attempts=(delayed or 0) + 1,
                        attempts_why="at least NServiceBus.Retries (delayed retries) + 1; immediate retries are "
                                     "not counted in a header",
-                       failed_at=_when(_get(h, "NServiceBus.TimeOfFailure")),
+                       failed_at=_when(message.get("NServiceBus.TimeOfFailure")),
                        reset=_present(h, NSB_RESET, (NSB_EXCEPTION,)))
 
 
@@ -258,21 +262,22 @@ class MassTransit:
 
     def read(self, message: Message) -> Reading | None:
         h = message.headers
-        if not any(str(k).startswith("MT-Fault-") for k in h) and _get(h, "MT-Reason") is None:
+        if not any(str(k).startswith("MT-Fault-") for k in h) and message.get("MT-Reason") is None:
             return None
         origin, why = None, ""
-        address = _str(_get(h, "MT-Fault-InputAddress"))
+        address = _str(message.get("MT-Fault-InputAddress"))
         queue = _address_queue(address) if address else None
         if queue:
             origin, why = Route(queue=queue), "MT-Fault-InputAddress"
         elif message.queue and message.queue.endswith(MT_ERROR_SUFFIX) and len(message.queue) > len(MT_ERROR_SUFFIX):
             origin, why = Route(queue=message.queue[:-len(MT_ERROR_SUFFIX)]), f"queue name {message.queue}"
-        retries = _int(_get(h, "MT-Fault-RetryCount"))
+        retries = _int(message.get("MT-Fault-RetryCount"))
         return Reading(self.name, origin, why,
-                       error=_joined(_str(_get(h, "MT-Fault-ExceptionType")), _str(_get(h, "MT-Fault-Message"))),
+                       error=_joined(_str(message.get("MT-Fault-ExceptionType")),
+                                     _str(message.get("MT-Fault-Message"))),
                        attempts=None if retries is None else retries + 1,
                        attempts_why="MT-Fault-RetryCount + 1" if retries is not None else "",
-                       failed_at=_when(_get(h, "MT-Fault-Timestamp")), reset=_present(h, MT_RESET))
+                       failed_at=_when(message.get("MT-Fault-Timestamp")), reset=_present(h, MT_RESET))
 
 
 def _address_queue(address: str) -> str | None:
@@ -300,7 +305,7 @@ class Rascal:
     label: str = "rascal headers"
 
     def read(self, message: Message) -> Reading | None:
-        table = _get(message.headers, RASCAL)
+        table = message.get(RASCAL)
         if not isinstance(table, Mapping):
             return None
         queue = _str(table.get("originalQueue"))
@@ -395,15 +400,15 @@ class HeaderConvention:
     def read(self, message: Message) -> Reading | None:
         h = message.headers
         origin, why = None, ""
-        if self.origin_queue_header and _str(_get(h, self.origin_queue_header)):
-            origin, why = Route(queue=_str(_get(h, self.origin_queue_header))), self.origin_queue_header
+        if self.origin_queue_header and _str(message.get(self.origin_queue_header)):
+            origin, why = Route(queue=_str(message.get(self.origin_queue_header))), self.origin_queue_header
         elif self.origin_routing_key_header and self.origin_exchange_header:
-            key = _str(_get(h, self.origin_routing_key_header))
+            key = _str(message.get(self.origin_routing_key_header))
             if key is not None:
-                origin = Route.to(_str(_get(h, self.origin_exchange_header)) or "", key)
+                origin = Route.to(_str(message.get(self.origin_exchange_header)) or "", key)
                 why = f"{self.origin_exchange_header}/{self.origin_routing_key_header}"
-        error = next((e for e in (_str(_get(h, n)) for n in self.error_headers) if e), None)
-        attempts = _int(_get(h, self.attempts_header)) if self.attempts_header else None
+        error = next((e for e in (_str(message.get(n)) for n in self.error_headers) if e), None)
+        attempts = _int(message.get(self.attempts_header)) if self.attempts_header else None
         if origin is None and error is None and attempts is None:
             return None
         names = (self.origin_queue_header, self.origin_exchange_header, self.origin_routing_key_header,
@@ -484,7 +489,7 @@ def explain(message: Message, known: Sequence[Convention] = BUILT_IN, *, origin_
         why = chosen.origin_why if chosen else "no convention names an origin"
     if chosen is not None and origin_from is not None:
         why = f"{chosen.origin_why} (--origin-from {origin_from})"
-    error, error_from = _error(message.headers, readings, chosen, error_headers)
+    error, error_from = _error(message, readings, chosen, error_headers)
     attempts_reading = _first(readings, chosen, lambda r: r.attempts is not None)
     return Explanation(
         origin=chosen.origin if chosen else None, origin_from=chosen.convention if chosen else None,
@@ -536,11 +541,11 @@ def _first(readings: list[Reading], chosen: Reading | None, ok: Any) -> Reading 
     return next((r for r in readings if ok(r)), None)
 
 
-def _error(headers: Mapping[str, Any], readings: list[Reading], chosen: Reading | None,
+def _error(message: Message, readings: list[Reading], chosen: Reading | None,
            named: Sequence[str]) -> tuple[str | None, str | None]:
     # Headers the user named (--error-header, config error_headers) come first: they asked for them.
     for name in named:
-        text = _str(_get(headers, name))
+        text = _str(message.get(name))
         if text:
             return text, f"header {name}"
     reading = _first(readings, chosen, lambda r: bool(r.error))
@@ -549,7 +554,7 @@ def _error(headers: Mapping[str, Any], readings: list[Reading], chosen: Reading 
     # Headers some consumers use with no origin convention (x-error; see dlxtool.deaths.ERROR_HEADERS).
     from dlxtool.deaths import ERROR_HEADERS, error_text
 
-    text = error_text(headers, ERROR_HEADERS)
+    text = error_text(message.headers, ERROR_HEADERS)
     return (text, "error header") if text else (None, None)
 
 

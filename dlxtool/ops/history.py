@@ -44,7 +44,8 @@ def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = (),
     for record in records:
         headers = record.headers if isinstance(record.headers, dict) else {}
         history = message_history(record.headers, error_headers=names)
-        explained = explain(Message(headers, record.body, record.queue, x_death_origin=history.origin), known,
+        explained = explain(Message(headers, record.body, record.queue, x_death_origin=history.origin,
+                                     x_death=history.history), known,
                             origin_from=origin_from, error_headers=names)
         yield Entry(record, history, explained)
 
