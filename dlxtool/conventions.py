@@ -444,6 +444,12 @@ class Explanation:
     conflict: str | None = None   # when conventions named different origins: which won and why
     readings: list[Reading] = field(default_factory=list)
 
+    def route_text(self) -> str:
+        """For a replay plan: "exchange orders.ex, routing key order.created, from Spring headers"."""
+        if self.origin is None:
+            return f"no origin: {self.origin_why}"
+        return f"{self.origin.describe()}, from {self.origin_label}"
+
     @property
     def recognised(self) -> list[str]:
         return [r.convention for r in self.readings]

@@ -158,3 +158,10 @@ def test_odd_shapes_never_raise() -> None:
 def test_x_exception_message_alone_is_not_spring() -> None:
     x = explain(Message({"x-exception-message": "NullPointerException"}))
     assert x.recognised == [] and (x.error, x.error_from) == ("NullPointerException", "error header")
+
+
+def test_route_text_for_a_replay_plan() -> None:
+    assert explain(Message(SPRING)).route_text() == ("exchange orders.ex, routing key order.created, "
+                                                     "from Spring headers")
+    assert explain(Message(NSB)).route_text() == "queue Sales, from NServiceBus headers"
+    assert explain(Message({})).route_text() == "no origin: no convention names an origin"
