@@ -347,6 +347,29 @@ class AppRetry:
         return None
 
 
+# -- Celery -----------------------------------------------------------------------------------------------
+
+# celery/celery, celery/app/amqp.py (as_task_v2: task protocol 2 headers lang="py", task, id, retries, …) and
+# celery/app/task.py (Task.retry sends a new message with retries + 1). Celery writes no error text into
+# the message and its dead letters are broker-made (a task raising Reject(requeue=False)): attempts only.
+# The count reset keeps `retries` (Celery needs it; dlxtool.deaths sets it back to 0 where it handles Celery).
+
+
+@dataclass(frozen=True)
+class Celery:
+    name: str = "celery"
+    label: str = "Celery headers"
+
+    def read(self, message: Message) -> Reading | None:
+        h = message.headers
+        retries = h.get("retries")
+        if h.get("lang") != "py" or not isinstance(h.get("task"), str) or not isinstance(h.get("id"), str):
+            return None
+        if not isinstance(retries, int) or isinstance(retries, bool):
+            return None
+        return Reading(self.name, attempts=retries + 1, attempts_why="Celery retries + 1")
+
+
 # -- Dramatiq ----------------------------------------------------------------------------------------------
 
 # Bogdanp/dramatiq, dramatiq/middleware/retries.py: on failure `message.options["traceback"] =
@@ -417,7 +440,8 @@ class HeaderConvention:
                        attempts_why=self.attempts_header or "", reset=_present(h, [n for n in names if n]))
 
 
-BUILT_IN: tuple[Convention, ...] = (XDeath(), Spring(), NServiceBus(), MassTransit(), Rascal(), AppRetry(), Dramatiq())
+BUILT_IN: tuple[Convention, ...] = (XDeath(), Spring(), NServiceBus(), MassTransit(), Rascal(), AppRetry(), Celery(),
+                                     Dramatiq())
 BUILT_IN_NAMES = tuple(c.name for c in BUILT_IN)
 
 
@@ -496,7 +520,10 @@ def explain(message: Message, known: Sequence[Convention] = BUILT_IN, *, origin_
     if chosen is not None and origin_from is not None:
         why = f"{chosen.origin_why} (--origin-from {origin_from})"
     error, error_from = _error(message, readings, chosen, error_headers)
-    attempts_reading = _first(readings, chosen, lambda r: r.attempts is not None)
+    # Every count is "at least": x-death counts broker deaths only, a framework its own retries; the largest
+    # is the best lower bound (a Celery task retried twice then rejected: x-death 1, Celery 3).
+    attempts_reading = max((r for r in readings if r.attempts is not None), key=lambda r: r.attempts or 0,
+                           default=None)
     return Explanation(
         origin=chosen.origin if chosen else None, origin_from=chosen.convention if chosen else None,
         origin_label=labels.get(chosen.convention) if chosen else None, origin_why=why,

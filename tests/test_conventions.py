@@ -165,3 +165,9 @@ def test_route_text_for_a_replay_plan() -> None:
                                                      "from Spring headers")
     assert explain(Message(NSB)).route_text() == "queue Sales, from NServiceBus headers"
     assert explain(Message({})).route_text() == "no origin: no convention names an origin"
+
+
+def test_attempts_are_the_largest_lower_bound() -> None:
+    headers = {**xdeath("q", datetime(2026, 1, 1, tzinfo=UTC)), "x-retry-count": 4}
+    x = explain(Message(headers))
+    assert (x.attempts, x.attempts_from) == (4, "retry-headers: x-retry-count")

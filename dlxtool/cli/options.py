@@ -188,7 +188,7 @@ def origin_from_option(f: F) -> F:
     return click.option(
         "--origin-from", "origin_from", metavar="CONVENTION",
         help="Take each message's origin from this convention only (x-death, spring, nservicebus, masstransit, "
-             "rascal, or a [conventions.NAME] of the config file); messages it does not explain have none. "
+             "rascal, celery, or a [conventions.NAME] of the config file); messages it does not explain have none. "
              "Default: the most recent failure among the conventions that name one.")(f)
 
 

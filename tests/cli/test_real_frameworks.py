@@ -1,4 +1,4 @@
-"""Real dead letters from real framework libraries (Dramatiq from PyPI, rascal on amqplib from npm).
+"""Real dead letters from real framework libraries (Dramatiq and Celery from PyPI, rascal on amqplib from npm).
 
 These need the libraries, which are not test dependencies: installing them is a network install that
 must not happen on every CI run. `scripts/framework-libs DIR` installs both into DIR (a venv and a
@@ -6,6 +6,7 @@ node_modules, ~20 s) and prints the two variables to export; without them these 
 
     DLXTOOL_TEST_DRAMATIQ_PYTHON   a python with dramatiq[rabbitmq] (2.x)
     DLXTOOL_TEST_RASCAL_DIR        a directory with node_modules/rascal and node_modules/amqplib
+    DLXTOOL_TEST_CELERY_PYTHON     a python with celery (5.x)
 """
 
 from __future__ import annotations
@@ -93,3 +94,21 @@ def test_rascal_forwarded_dead_letters_have_origin_error_and_attempts(run, broke
     assert sorted(i["error"] for i in items) == [f"E_BAD: bad payload order {k}" for k in range(n)]
     summary = orjson.loads(run("history", f"{qname}.dlq", "--url", broker.url, "--summary", "-f", "json").stdout)
     assert {(g["origin"], g["convention"]) for g in summary} == {(f"{qname}.work", "rascal")}
+
+
+def test_celery_rejected_tasks_show_their_attempts(run, broker, qname) -> None:
+    python = _needs("DLXTOOL_TEST_CELERY_PYTHON")
+    queue, n = qname, 3
+    env = {"CELERY_TEST_URL": broker.url.replace("amqp://", "pyamqp://"), "CELERY_TEST_QUEUE": queue,
+           "CELERY_TEST_N": str(n), "PYTHONPATH": str(HERE)}
+    celery = str(Path(python).parent / "celery")
+    with broker.channel() as ch:
+        ch.queue_declare(f"{queue}.dlq")  # Celery declares its queue (with our DLX arguments), not the DLQ
+    with running([celery, "-A", "celery_fail", "worker", "--pool=solo", "-Q", queue, "--without-gossip",
+                  "--without-mingle", "--without-heartbeat", "-l", "warning"], env) as worker:
+        subprocess.run([python, str(HERE / "celery_fail.py")], env={**os.environ, **env}, check=True, timeout=60)
+        depth = wait_for(broker, f"{queue}.dlq", n)
+    assert depth == n, worker.stderr.read() if worker.stderr else ""
+    items = orjson.loads(run("history", f"{queue}.dlq", "--url", broker.url, "-f", "json").stdout)
+    assert {(i["origin"], i["origin_from"], i["attempts"], i["attempts_from"]) for i in items} == {
+        (queue, "x-death", 3, "celery: Celery retries + 1")}
