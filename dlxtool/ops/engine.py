@@ -191,9 +191,9 @@ class Transfer:
         self.source = source
         self.decide = decide
         self.opts = options or TransferOptions()
-        # decide(routing_key, encoded properties) -> Decision | None (None: decide(record) instead). Only
+        # decide(routing_key, encoded properties, body) -> Decision | None (None: decide(record) instead). Only
         # for MOVEs that need no record: with a sink, every record must be written.
-        self._decide_raw: Callable[[Any, bytes], Decision | None] | None = (
+        self._decide_raw: Callable[[Any, bytes, bytes], Decision | None] | None = (
             getattr(decide, "raw", None) if self.opts.sink is None else None)
         self.timeout = timeout
         self.result = TransferResult(source=source, snapshot=0)
@@ -380,7 +380,7 @@ class Transfer:
         else:
             # props are the encoded bytes on the fast delivery path: decide on them when the decider can
             raw = type(props) is bytes
-            decision = self._decide_raw(method.routing_key, props) if raw and self._decide_raw else None
+            decision = self._decide_raw(method.routing_key, props, body) if raw and self._decide_raw else None
             if decision is None:
                 if raw:
                     props = decode_properties(props)

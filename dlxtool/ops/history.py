@@ -15,6 +15,7 @@ from dlxtool.record import MessageRecord
 class Entry:
     record: MessageRecord
     history: MessageHistory
+    copy_of: int | None = None  # position of the message this one is a copy of (mark_copies)
 
     @property
     def type(self) -> str | None:
@@ -29,13 +30,43 @@ class Entry:
         props = self.record.properties
         return {"queue": self.record.queue, "position": self.record.position,
                 "message_id": props.get("message_id"), "type": self.type,
-                "routing_key": self.record.routing_key, **self.history.to_json()}
+                "routing_key": self.record.routing_key, **self.history.to_json(), "copy_of": self.copy_of}
 
 
 def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = ()) -> Iterable[Entry]:
     names = tuple(error_headers)
     for record in records:
         yield Entry(record, message_history(record.headers, error_headers=names))
+
+
+def mark_copies(items: list[Entry]) -> int:
+    """Find the copies a kill -9 during a replay left (dlxtool.ops.replay: provenance `src`), set their
+    `copy_of`, and say how many. Two kinds: a copy whose `src` is the fingerprint of a message in view (its
+    source stayed in the DLQ and the copy died again beside it), and two copies of one source made by
+    different replay runs (a rerun republished the source the kill left). Copies of identical sources made
+    in one run are not counted: identical messages are distinct messages."""
+    from dlxtool.ops.replay import PROVENANCE_HEADER, provenance_src, record_fingerprint
+
+    by_fingerprint: dict[str, int] = {}
+    for item in items:
+        fingerprint = record_fingerprint(item.record)
+        if fingerprint is not None:
+            by_fingerprint.setdefault(fingerprint, item.record.position)
+    first_copy: dict[str, tuple[str, int]] = {}  # src -> (run, position) of the first copy seen
+    found = 0
+    for item in items:
+        src = provenance_src(item.record.headers)
+        if src is None:
+            continue
+        run = str(item.record.headers[PROVENANCE_HEADER].get("id", "")).rsplit("-", 1)[0]
+        if src in by_fingerprint:
+            item.copy_of = by_fingerprint[src]
+        elif src in first_copy and first_copy[src][0] != run:
+            item.copy_of = first_copy[src][1]
+        else:
+            first_copy.setdefault(src, (run, item.record.position))
+        found += item.copy_of is not None
+    return found
 
 
 @dataclass

@@ -12,9 +12,22 @@ lost, every extra copy reported as `possible_duplicates`, a summary present, the
 
 from __future__ import annotations
 
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pika
 import pytest
 
 from tests.support.faults import COMMANDS, STOP_SIGNALS, FaultNode, Scenario, run_scenario
+from tests.support.retry_topologies import reject_all
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.broker
 
@@ -47,3 +60,95 @@ def test_stop_signal_loses_nothing_and_reports(node, scenario: Scenario, tmp_pat
         # the terminal was gone: the summary and the stderr lines are in the file, nowhere else
         assert "possible_duplicates" in report.summary_file, where
         assert "hung up (SIGHUP)" in report.summary_file, where
+
+
+# -- kill -9: what it can leave, and recognising it later ------------------------------------------------
+
+
+def _dead_letters(broker, qname: str, n: int) -> tuple[str, str]:
+    """n broker-made dead letters (real rejects) with distinct ids in `dlq`, their origin `work`."""
+    dlx, dlq, work = f"{qname}.dlx", f"{qname}.dlq", f"{qname}.work"
+    with broker.channel() as ch:
+        ch.exchange_declare(dlx, "fanout")
+        ch.queue_declare(dlq)
+        ch.queue_bind(dlq, dlx)
+        ch.queue_declare(work, arguments={"x-dead-letter-exchange": dlx})
+        for i in range(n):
+            ch.basic_publish("", work, f"{qname}-{i}".encode() + b"x" * 200,
+                             pika.BasicProperties(message_id=str(i), delivery_mode=2))
+    assert broker.wait_depth(work, n) == n
+    with broker.channel() as ch:
+        reject_all(ch, work, n)
+    assert broker.wait_depth(dlq, n) == n
+    return dlq, work
+
+
+def _dlxtool(args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "dlxtool", *args], env={**env, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _settled(broker, *queues: str) -> dict[str, int]:
+    """Depths once the broker took back what the killed connection held (they stop changing)."""
+    previous: dict[str, int] = {}
+    for _ in range(60):
+        depths = {q: broker.queue_depth(q) for q in queues}
+        if depths == previous:
+            return depths
+        previous = depths
+        time.sleep(0.25)
+    return previous
+
+
+def _ids(broker, queue: str) -> Counter[str]:
+    found: Counter[str] = Counter()
+    with broker.channel() as ch:
+        while True:
+            method, props, _body = ch.basic_get(queue, auto_ack=True)
+            if method is None:
+                return found
+            found[props.message_id] += 1
+
+
+@pytest.mark.parametrize("seed", [7100, 7101])
+def test_copies_a_kill_9_left_are_recognised_by_history_and_not_replayed_twice(broker, qname, cli_env,
+                                                                                 seed) -> None:
+    n = 1500
+    rng = random.Random(seed)
+    dlq, work = _dead_letters(broker, qname, n)
+    # Kill the replay mid-way: confirmed copies whose source was not acked yet stay in both queues.
+    proc = _dlxtool(["replay", dlq, "--yes", "--window", "1000", "--url", broker.url], cli_env)
+    threshold = int(n * rng.uniform(0.1, 0.7))
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and broker.queue_depth(work) < threshold and time.monotonic() < deadline:
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    depths = _settled(broker, dlq, work)
+    copies = sum(depths.values()) - n
+    print(f"seed={seed} killed at {threshold}/{n}: {depths}, {copies} copies")
+    # The copies fail again and meet their sources in the DLQ (real rejects).
+    with broker.channel() as ch:
+        reject_all(ch, work, depths[work])
+    assert broker.wait_depth(dlq, n + copies) == n + copies
+    history = subprocess.run([sys.executable, "-m", "dlxtool", "history", dlq, "-n", str(2 * n), "--format",
+                              "jsonl", "--url", broker.url], env={**cli_env, "PYTHONPATH": str(ROOT)},
+                             capture_output=True, text=True, timeout=120)
+    assert history.returncode == 0, history.stderr
+    entries = [json.loads(line) for line in history.stdout.splitlines()]
+    by_position = {e["position"]: e for e in entries}
+    marked = [e for e in entries if e["copy_of"] is not None]
+    assert len(marked) == copies, history.stderr
+    assert all(by_position[e["copy_of"]]["message_id"] == e["message_id"] for e in marked)
+    if copies:
+        assert f"{copies} message(s) here are copies" in history.stderr
+    # A replay with the loop guard sends one of each pair, never both: no message twice at the origin.
+    again = subprocess.run([sys.executable, "-m", "dlxtool", "replay", dlq, "--yes", "--max-replays", "5",
+                            "--format", "json", "--url", broker.url], env={**cli_env, "PYTHONPATH": str(ROOT)},
+                           capture_output=True, text=True, timeout=120)
+    summary = json.loads(again.stdout)
+    at_origin, in_dlq = _ids(broker, work), _ids(broker, dlq)
+    assert set(at_origin) | set(in_dlq) == {str(i) for i in range(n)}  # nothing lost
+    assert max(at_origin.values(), default=1) == 1, "a pair was replayed twice"
+    assert summary["moved_total"] == n and sum(in_dlq.values()) == copies, summary
+    assert again.returncode == (5 if copies else 0), again.stderr
