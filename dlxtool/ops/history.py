@@ -40,33 +40,19 @@ def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = ())
 
 
 def mark_copies(items: list[Entry]) -> int:
-    """Find the copies a kill -9 during a replay left (dlxtool.ops.replay: provenance `src`), set their
-    `copy_of`, and say how many. Two kinds: a copy whose `src` is the fingerprint of a message in view (its
-    source stayed in the DLQ and the copy died again beside it), and two copies of one source made by
-    different replay runs (a rerun republished the source the kill left). Copies of identical sources made
-    in one run are not counted: identical messages are distinct messages."""
-    from dlxtool.ops.replay import PROVENANCE_HEADER, provenance_src, record_fingerprint
+    """Find the copies a kill -9 during a replay left (dlxtool.ops.replay.Pairs), set their `copy_of` to
+    the position of the other one of the pair, and say how many."""
+    from dlxtool.ops.replay import Pairs, provenance_src, record_fingerprint
 
-    by_fingerprint: dict[str, int] = {}
-    for item in items:
-        fingerprint = record_fingerprint(item.record)
-        if fingerprint is not None:
-            by_fingerprint.setdefault(fingerprint, item.record.position)
-    first_copy: dict[str, tuple[str, int]] = {}  # src -> (run, position) of the first copy seen
-    found = 0
-    for item in items:
-        src = provenance_src(item.record.headers)
-        if src is None:
-            continue
-        run = str(item.record.headers[PROVENANCE_HEADER].get("id", "")).rsplit("-", 1)[0]
-        if src in by_fingerprint:
-            item.copy_of = by_fingerprint[src]
-        elif src in first_copy and first_copy[src][0] != run:
-            item.copy_of = first_copy[src][1]
-        else:
-            first_copy.setdefault(src, (run, item.record.position))
-        found += item.copy_of is not None
-    return found
+    pairs = Pairs(limit=len(items) + 1)
+    keyed = [(item, record_fingerprint(item.record), provenance_src(item.record.headers)) for item in items]
+    # sources first: a copy pairs with its source wherever the two are in the queue
+    for item, fingerprint, origin in sorted(keyed, key=lambda k: k[2] is not None):
+        partners = pairs.partners(fingerprint, origin)
+        if partners:
+            item.copy_of = partners[0]
+        pairs.add(fingerprint, origin, item.record.position)
+    return sum(item.copy_of is not None for item in items)
 
 
 @dataclass

@@ -83,6 +83,7 @@ def replay_count(headers: dict[str, Any] | None) -> int:
 
 _PROVENANCE_TABLE = b"\x0e" + PROVENANCE_HEADER.encode() + b"F"
 _SRC_ENTRY = b"\x03srcS\x00\x00\x00\x10"  # "src", a long string of 16 bytes
+_ID_ENTRY = b"\x02idS"
 _CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS, _MORE_FLAGS = 0x8000, 0x4000, 0x2000, 0x0001
 
 
@@ -120,16 +121,23 @@ def record_fingerprint(record: MessageRecord) -> str | None:
         return None
 
 
-def provenance_src(headers: dict[str, Any] | None) -> str | None:
-    """The `src` of a message's provenance header: the fingerprint of the delivery it is a copy of."""
+Origin = tuple[str, str]  # (src, run): the source delivery a copy was made from, and the replay run that made it
+
+
+def provenance_src(headers: dict[str, Any] | None) -> Origin | None:
+    """(src, run) of a replayed copy's provenance: the fingerprint of the delivery it was made from, and the
+    run that made it (its `id` without the per-publish number). None for a message never replayed."""
     prov = (headers or {}).get(PROVENANCE_HEADER)
-    src = prov.get("src") if isinstance(prov, dict) else None
-    if isinstance(src, bytes):
-        src = src.decode("ascii", "replace")
-    return src if isinstance(src, str) and len(src) == 16 else None
+    if not isinstance(prov, dict):
+        return None
+    src, publish_id = (v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+                       for v in (prov.get("src"), prov.get("id")))
+    if not isinstance(src, str) or len(src) != 16:
+        return None
+    return src, str(publish_id or "").rsplit("-", 1)[0]
 
 
-def raw_provenance_src(properties: bytes) -> str | None:
+def raw_provenance_src(properties: bytes) -> Origin | None:
     """provenance_src on the encoded properties (the fast path), without decoding them."""
     at = properties.find(_PROVENANCE_TABLE)
     if at < 0:
@@ -137,52 +145,74 @@ def raw_provenance_src(properties: bytes) -> str | None:
     start = at + len(_PROVENANCE_TABLE) + 4
     table = properties[start:start + int.from_bytes(properties[start - 4:start], "big")]
     entry = table.find(_SRC_ENTRY)
-    return table[entry + 9:entry + 25].decode("ascii", "replace") if entry >= 0 else None
+    if entry < 0:
+        return None
+    src = table[entry + 9:entry + 25].decode("ascii", "replace")
+    at = table.find(_ID_ENTRY)
+    run = ""
+    if at >= 0:
+        size = int.from_bytes(table[at + 4:at + 8], "big")
+        run = table[at + 8:at + 8 + size].decode("utf-8", "replace").rsplit("-", 1)[0]
+    return src, run
+
+
+class Pairs:
+    """Which messages are one message twice: a source a kill -9 left in the DLQ and the copy of it made
+    before the kill, or two copies of one source made by different replay runs (a rerun republished the
+    source the kill left). A copy's fingerprint is its source's (same body and properties), and its
+    provenance `src` says it is a copy. Identical messages cannot be told apart: two never-replayed ones,
+    or copies from one run, are never a pair; an identical twin of a replayed message is (a wrong pair)."""
+
+    def __init__(self, limit: int = 1_000_000) -> None:
+        self._sources: dict[str, Any] = {}                 # fingerprint of a never-replayed message -> value
+        self._copies: dict[str, dict[str, Any]] = {}       # src -> run -> value
+        self._limit = limit
+        self._size = 0
+
+    def partners(self, fingerprint: str | None, origin: Origin | None) -> list[Any]:
+        """Values of the messages seen before that this one pairs with."""
+        if origin is None:
+            return list(self._copies.get(fingerprint, {}).values()) if fingerprint is not None else []
+        src, run = origin
+        found = [v for r, v in self._copies.get(src, {}).items() if r != run]
+        if src in self._sources:
+            found.append(self._sources[src])
+        return found
+
+    def add(self, fingerprint: str | None, origin: Origin | None, value: Any) -> None:
+        if self._size >= self._limit:
+            return
+        self._size += 1
+        if origin is None:
+            if fingerprint is not None:
+                self._sources.setdefault(fingerprint, value)
+        else:
+            self._copies.setdefault(origin[0], {}).setdefault(origin[1], value)
 
 
 class Lineage:
-    """--max-replays over one run: a copy a kill -9 left (its `src` names a delivery of this run, or names
-    the same source as one) and its source are one message. Its count is the higher of the two, and once
-    one of them is replayed the other stays (replaying both would make two copies again). It only ever
-    keeps a message in the DLQ with its reason, never loses one; a pair it gets wrong (identical messages
-    cannot be told apart) stays in the DLQ. Bounded: beyond `limit` deliveries it stops remembering."""
+    """--max-replays over one run (Pairs): a copy a kill -9 left and its source are one message. Its count
+    is the higher of the two, and once one of them is replayed the other stays (replaying both would make
+    two copies again). It only ever keeps a message in the DLQ with its reason, never loses one."""
 
-    def __init__(self, limit: int = 1_000_000) -> None:
-        self._fingerprints: dict[str, tuple[int, bool]] = {}  # -> (count, replayed)
-        self._sources: dict[str, tuple[int, bool]] = {}
-        self._limit = limit
+    def __init__(self) -> None:
+        self.pairs = Pairs()
 
-    def pair(self, fingerprint: str | None, src: str | None) -> tuple[int, bool] | None:
-        """(count, replayed) of the deliveries this one pairs with in this run, None if none."""
-        found = [self._fingerprints.get(src), self._sources.get(src)] if src is not None else []
-        if fingerprint is not None:
-            found.append(self._sources.get(fingerprint))
-        partners = [f for f in found if f is not None]
-        if not partners:
-            return None
-        return max(c for c, _ in partners), any(r for _, r in partners)
-
-    def note(self, fingerprint: str | None, src: str | None, count: int, replayed: bool) -> None:
-        if len(self._fingerprints) + len(self._sources) >= self._limit:
-            return
-        for table, key in ((self._fingerprints, fingerprint), (self._sources, src)):
-            if key is not None:
-                before = table.get(key, (0, False))
-                table[key] = (max(count, before[0]), replayed or before[1])
-
-    def decide(self, fingerprint: str | None, src: str | None, count: int, max_replays: int) -> str | None:
+    def decide(self, fingerprint: str | None, origin: Origin | None, count: int, max_replays: int) -> str | None:
         """Why this delivery stays (None: replay it, and it is remembered as replayed)."""
-        partner = self.pair(fingerprint, src)
-        if partner is not None and partner[1]:
-            self.note(fingerprint, src, count, False)
+        partners = self.pairs.partners(fingerprint, origin)
+        if any(p["replayed"] for p in partners):
+            self.pairs.add(fingerprint, origin, {"count": count, "replayed": False})
             return ("a copy of a message replayed in this run (left by an interrupted replay, or an identical "
                     "message): one of them is enough")
-        paired = max(count, partner[0]) if partner else count
+        paired = max([count, *(p["count"] for p in partners)])
+        entry = {"count": paired, "replayed": paired < max_replays}
+        self.pairs.add(fingerprint, origin, entry)
+        for p in partners:
+            p["count"] = max(p["count"], paired)
         if paired >= max_replays:
-            self.note(fingerprint, src, paired, False)
             extra = f", counting its copy left by an interrupted replay (own count {count})" if paired != count else ""
             return f"replayed {paired} times already (--max-replays {max_replays}){extra}"
-        self.note(fingerprint, src, paired + 1, True)
         return None
 
 
