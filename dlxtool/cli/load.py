@@ -41,7 +41,7 @@ was not confirmed (queue missing → returned, queue
 full → nacked): the summary says which, and --failed FILE2 collects those
 records to load again. Exit 3 if the connection was lost (records that
 had no answer may have been published: counted as possible duplicates);
-130 on Ctrl-C.
+130 on Ctrl-C (143 on SIGTERM, 129 on SIGHUP).
 
 \b
 Examples:

@@ -45,7 +45,7 @@ the same safety rules as `dlxtool peek` (--spend-attempts, --allow-reorder).
 \b
 Exit 5 when selected messages stayed (returned/refused by --move-to's
 queue); 3 when the connection was lost (nothing lost; the summary counts
-possible duplicates); 130 on Ctrl-C.
+possible duplicates); 130 on Ctrl-C (143 on SIGTERM, 129 on SIGHUP).
 
 \b
 Examples:

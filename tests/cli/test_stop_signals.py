@@ -156,3 +156,48 @@ def test_copies_a_kill_9_left_are_recognised_by_history_and_not_replayed_twice(n
     assert max(at_origin.values(), default=1) == 1, "a pair was replayed twice"
     assert summary["moved_total"] == n and sum(in_dlq.values()) == copies, summary
     assert again.returncode == (5 if copies else 0), again.stderr
+
+
+# -- readers: what they hold goes back ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("command", "sig"), [(["peek", "-n", "100000"], signal.SIGTERM),
+                                              (["history", "-n", "100000"], signal.SIGHUP)])
+def test_a_reader_stopped_by_a_signal_gives_back_and_says_so(broker, qname, cli_env, command, sig) -> None:
+    # A stream read waits (--wait) for more messages: a long command that is reliably mid-way.
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True, arguments={"x-queue-type": "stream"})
+        for i in range(5):
+            ch.basic_publish("", qname, f"m{i}".encode(), pika.BasicProperties(delivery_mode=2))
+    proc = _dlxtool([command[0], qname, *command[1:], "--url", broker.url, "--wait", "120"], cli_env)
+    seen = ""
+    while "(stream" not in seen:
+        line = proc.stderr.readline().decode()
+        assert line, seen
+        seen += line
+    time.sleep(0.3)
+    proc.send_signal(sig)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, seen + err.decode()
+    assert {signal.SIGTERM: "terminated (SIGTERM)", signal.SIGHUP: "hung up (SIGHUP)"}[sig] in err.decode()
+    assert b"Traceback" not in err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_peek_stopped_mid_read_gives_every_message_back(broker, qname, cli_env, sig) -> None:
+    n = 1500
+    with broker.channel() as ch:
+        ch.queue_declare(qname)
+        for i in range(n):
+            ch.basic_publish("", qname, f"m{i}-".encode() + b"x" * 500)
+    assert broker.wait_depth(qname, n) == n
+    proc = _dlxtool(["peek", qname, "-n", str(n), "--format", "jsonl", "--url", broker.url], cli_env)
+    proc.stderr.readline()  # it is reading
+    time.sleep(random.Random(int(sig)).uniform(0.0, 0.3))
+    proc.send_signal(sig)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode in (0, 128 + sig), err.decode()
+    assert b"Traceback" not in err
+    assert broker.wait_depth(qname, n) == n
+    with broker.channel() as ch:  # all of them ready again, none left unacked
+        assert ch.queue_declare(qname, passive=True).method.message_count == n

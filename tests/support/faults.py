@@ -126,7 +126,7 @@ class Scenario:
     def stop_signal(cls, seed: int, command: str, fault: str) -> Scenario:
         """A stop signal at a random moment of a small run; one run in three gets a second signal."""
         rng = random.Random(seed)
-        return cls(seed, command, fault, messages=rng.randint(300, 900), at=round(rng.uniform(0.05, 0.9), 3),
+        return cls(seed, command, fault, messages=rng.randint(200, 600), at=round(rng.uniform(0.05, 0.9), 3),
                    pause=0.0, prefetch=rng.choice((50, 500)), window=rng.choice((20, 300, 1000)),
                    second=round(rng.uniform(0.0, 0.3), 3) if rng.random() < 1 / 3 else None)
 
