@@ -28,6 +28,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from dlxtool import secrets
 from dlxtool.errors import ExitStatus, Interrupted
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -203,12 +204,15 @@ class _SummaryFile:
         name = f"summary-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}Z-{os.getpid()}.log"
         for folder in (summary_file_dir(), Path.cwd()):  # the working dir if the state dir cannot be made
             try:
-                folder.mkdir(parents=True, exist_ok=True)
-                handle = open(folder / name, "x", encoding="utf-8")  # noqa: SIM115 - open for the process
+                folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+                # 0600: it may hold message data, like the records a dump writes
+                fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                handle = os.fdopen(fd, "w", encoding="utf-8")
             except OSError:
                 continue
             self.path = folder / name
-            handle.write(f"# dlxtool {' '.join(sys.argv[1:])}\n# pid {os.getpid()}, "
+            command = secrets.scrub(" ".join(sys.argv[1:]))  # --url may carry a password
+            handle.write(f"# dlxtool {command}\n# pid {os.getpid()}, "
                          f"{describe() if received() else 'no stop signal'}; output its terminal could not "
                          "take:\n")
             return handle
