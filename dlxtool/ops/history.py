@@ -17,6 +17,7 @@ class Entry:
     record: MessageRecord
     history: MessageHistory   # the x-death reading (deaths, companions, counters)
     explained: Explanation    # which convention explains it: origin, error, attempts
+    copy_of: int | None = None  # position of the message this one is a copy of (mark_copies)
 
     @property
     def type(self) -> str | None:
@@ -35,7 +36,7 @@ class Entry:
                 "routing_key": self.record.routing_key, **self.history.to_json(),
                 # origin/origin_why/error now say what the explaining convention found (x-death's as before)
                 "origin": x.origin.queue if x.origin else None, "origin_why": x.origin_why, "error": x.error,
-                **x.to_json()}
+                **x.to_json(), "copy_of": self.copy_of}
 
 
 def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = (),
@@ -48,6 +49,22 @@ def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = (),
                                      x_death=history.history), known,
                             origin_from=origin_from, error_headers=names)
         yield Entry(record, history, explained)
+
+
+def mark_copies(items: list[Entry]) -> int:
+    """Find the copies a kill -9 during a replay left (dlxtool.ops.replay.Pairs), set their `copy_of` to
+    the position of the other one of the pair, and say how many."""
+    from dlxtool.ops.replay import Pairs, provenance_src, record_fingerprint
+
+    pairs = Pairs(limit=len(items) + 1)
+    keyed = [(item, record_fingerprint(item.record), provenance_src(item.record.headers)) for item in items]
+    # sources first: a copy pairs with its source wherever the two are in the queue
+    for item, fingerprint, origin in sorted(keyed, key=lambda k: k[2] is not None):
+        partners = pairs.partners(fingerprint, origin)
+        if partners:
+            item.copy_of = partners[0]
+        pairs.add(fingerprint, origin, item.record.position)
+    return sum(item.copy_of is not None for item in items)
 
 
 @dataclass
