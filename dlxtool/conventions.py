@@ -511,14 +511,12 @@ def explain(message: Message, known: Sequence[Convention] = BUILT_IN, *, origin_
     labels = {c.name: c.label for c in known}
     with_origin = [r for r in readings if r.origin is not None]
     if origin_from is not None:
-        chosen = next((r for r in with_origin if r.convention == origin_from), None)
-        conflict = None
-        why = "--origin-from " + origin_from if chosen else f"--origin-from {origin_from}: it names no origin here"
+        chosen, conflict = next((r for r in with_origin if r.convention == origin_from), None), None
+        why = (f"{chosen.origin_why} (--origin-from {origin_from})" if chosen
+               else f"--origin-from {origin_from}: it names no origin here")
     else:
         chosen, conflict = _most_recent(with_origin)
         why = chosen.origin_why if chosen else "no convention names an origin"
-    if chosen is not None and origin_from is not None:
-        why = f"{chosen.origin_why} (--origin-from {origin_from})"
     error, error_from = _error(message, readings, chosen, error_headers)
     # Every count is "at least": x-death counts broker deaths only, a framework its own retries; the largest
     # is the best lower bound (a Celery task retried twice then rejected: x-death 1, Celery 3).
