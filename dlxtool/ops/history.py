@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from dlxtool.conventions import BUILT_IN, Convention, Explanation, Message, explain
+from dlxtool.conventions import BUILT_IN, Convention, Explanation, Message, Route, explain
 from dlxtool.deaths import MessageHistory, iso, message_history
 from dlxtool.record import MessageRecord
 
@@ -79,6 +79,7 @@ class Group:
     first: datetime | None = None
     last: datetime | None = None
     positions: list[int] = field(default_factory=list)
+    route: Route | None = None  # the origin as a route (queue, or exchange + routing key)
 
     def add(self, entry: Entry) -> None:
         self.messages += 1
@@ -95,7 +96,7 @@ class Group:
 
     def to_json(self) -> dict[str, Any]:
         return {"origin": self.origin, "convention": self.convention, "reason": self.reason, "type": self.type,
-                "error": self.error,
+                "error": self.error, "origin_route": self.route.to_json() if self.route else None,
                 "messages": self.messages, "deaths": self.deaths, "first": iso(self.first),
                 "last": iso(self.last)}
 
@@ -115,5 +116,5 @@ def summarize_failures(items: Iterable[Entry]) -> list[Group]:
         failure = entry.history.failure if x.origin_from == "x-death" else None
         key = (x.origin.key() if x.origin else None, x.origin_from, failure.reason if failure else None,
                entry.type, x.error)
-        groups.setdefault(key, Group(*key)).add(entry)
+        groups.setdefault(key, Group(*key, route=x.origin)).add(entry)
     return sorted(groups.values(), key=lambda g: (-g.messages, -g.deaths, str(g.origin)))

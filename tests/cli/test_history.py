@@ -26,6 +26,7 @@ def test_reject_to_dlq(run, broker, qname) -> None:
     summary = history(run, broker, topo.dlq, "--summary")
     assert summary == [{"origin": topo.work, "convention": "x-death", "reason": "rejected",
                         "type": "shop.orders.v1.OrderPlaced", "error": "NullPointerException: order.id",
+                        "origin_route": {"queue": topo.work, "exchange": None, "routing_key": None},
                         "messages": 3, "deaths": 3,
                         "first": summary[0]["first"], "last": summary[0]["last"],
                         "sampled": False, "looked_at": 3, "queue_depth": 3}]

@@ -44,6 +44,8 @@ def test_summary_groups_framework_dead_letters_by_origin_and_error(run, broker, 
         ("Sales", "nservicebus", "System.InvalidOperationException: Order 42 has no lines", 2),
         ("submit-order", "masstransit", "System.TimeoutException: db timeout", 1),
         ("/:q1", "rascal", "E_BAD: bad payload", 1)])
+    spring = next(g for g in groups if g["convention"] == "spring")
+    assert spring["origin_route"] == {"queue": None, "exchange": "orders.ex", "routing_key": "order.created"}
     table = run("history", lot, "--url", broker.url, "--summary", "-f", "table")
     assert table.exit_code == 0 and "convention" in table.stdout.splitlines()[0]
     assert broker.queue_depth(lot) == 7
