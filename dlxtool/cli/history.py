@@ -54,10 +54,10 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
 
     Dead letters a framework made (no x-death) are read by its convention:
     Spring's republish recoverer, NServiceBus, MassTransit, rascal, retry
-    headers, Dramatiq's traceback, and the teams' own [conventions.NAME] in
-    the config file. Each message says which convention explained it; when
-    conventions disagree the most recent failure wins, and --origin-from
-    forces one.
+    headers, Celery's retries, Dramatiq's traceback, and the teams' own
+    [conventions.NAME] in the config file. Each message says which
+    convention explained it; when conventions disagree the most recent
+    failure wins, and --origin-from forces one.
 
     Reads the queue like `peek` does (same safety rules, below).
 
