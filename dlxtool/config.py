@@ -154,6 +154,14 @@ class BrokerProfile:
         changes.update(management_url=derive_management_url(node), management_url_derived=True)
         return replace(self, **changes)
 
+    def with_management_url(self, url: str) -> BrokerProfile:
+        """An ad-hoc management API URL (`--management-url`), checked like a config file's."""
+        try:
+            _check_http_url(url, "--management-url")
+        except ConfigError as exc:
+            raise UsageError(exc.message, hint=exc.hint) from None
+        return replace(self, management_url=url, management_url_derived=False)
+
 
 @dataclass(frozen=True)
 class Config:
@@ -383,8 +391,12 @@ def select_profile(
     vhost: str | None = None,
     timeout: float | None = None,
     env: Mapping[str, str] | None = None,
+    management_url: str | None = None,
 ) -> BrokerProfile:
-    """The broker a command talks to: see the module docstring for the order."""
+    """The broker a command talks to: see the module docstring for the order.
+
+    `management_url` names the management API of the broker `url` names (ignored without `url`): needed
+    when it is not on the URL's host at 15672/15671, e.g. behind port forwards or a second local node."""
     if broker:
         profile = config.profile(broker)
     elif url:
@@ -394,6 +406,8 @@ def select_profile(
         profile = config.profile(config.default or "local")
     if url:
         profile = profile.with_url(url)
+        if management_url:
+            profile = profile.with_management_url(management_url)
     if vhost:
         profile = replace(profile, vhost=vhost)
     if timeout:

@@ -3,6 +3,8 @@
 The broker is the one `scripts/dev-broker` starts (or reuses): AMQP on DLXTOOL_TEST_AMQP_PORT
 (5672), management on DLXTOOL_TEST_HTTP_PORT (15672), user guest. Each run creates its own vhost
 and deletes it afterwards, so runs never see each other's queues, even on a shared broker.
+Any node works, e.g. the RabbitMQ 4.x one: DLXTOOL_TEST_AMQP_PORT=5674 DLXTOOL_TEST_HTTP_PORT=15674
+(`scripts/dev-broker v4`); the CLI runner then points `--url` at that node's management API too.
 """
 
 from __future__ import annotations
@@ -32,11 +34,19 @@ def _port_open(port: int, host: str = "127.0.0.1") -> bool:
         return False
 
 
+def test_ports() -> tuple[int, int]:
+    """AMQP and management ports of the broker under test."""
+    return (int(os.environ.get("DLXTOOL_TEST_AMQP_PORT", "5672")),
+            int(os.environ.get("DLXTOOL_TEST_HTTP_PORT", "15672")))
+
+
+test_ports.__test__ = False  # a helper, not a test
+
+
 @pytest.fixture(scope="session")
 def broker() -> Iterator[BrokerEnv]:
     """The main test broker with a fresh vhost for this run."""
-    amqp_port = int(os.environ.get("DLXTOOL_TEST_AMQP_PORT", "5672"))
-    http_port = int(os.environ.get("DLXTOOL_TEST_HTTP_PORT", "15672"))
+    amqp_port, http_port = test_ports()
     if not (_port_open(amqp_port) and _port_open(http_port)):
         pytest.fail(f"no RabbitMQ with management on 127.0.0.1:{amqp_port}/{http_port}: run scripts/dev-broker "
                     "(scripts/test does it for you)")
@@ -144,10 +154,15 @@ def qname(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def cli_env(tmp_path: Path) -> dict[str, str]:
-    """An environment with no user config: HOME and XDG dirs point into the test's tmp dir."""
+    """An environment with no user config: HOME and XDG dirs point into the test's tmp dir.
+
+    `--url` (the tests' usual way to name the broker under test) finds that broker's management API
+    through DLXTOOL_MANAGEMENT_URL: derived from the URL it would be host:15672, which on a machine with
+    several nodes is another broker (asked about a vhost it does not have: "not found")."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DLXTOOL_")}
     env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"),
-               XDG_CACHE_HOME=str(tmp_path / "cache"))
+               XDG_CACHE_HOME=str(tmp_path / "cache"),
+               DLXTOOL_MANAGEMENT_URL=f"http://localhost:{test_ports()[1]}/")
     return env
 
 

@@ -15,7 +15,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from dlxtool import render
 from dlxtool.config import BrokerProfile, Config, load_config, select_profile
-from dlxtool.errors import RefusedError
+from dlxtool.errors import RefusedError, UsageError
 
 if TYPE_CHECKING:
     from pika.adapters.blocking_connection import BlockingConnection
@@ -35,6 +35,8 @@ class App:
     url: str | None = field(default=None, repr=False)  # may hold a password
     url_from_env: bool = False
     broker_from_env: bool = False
+    management_url: str | None = field(default=None, repr=False)  # may hold a password
+    management_url_from_env: bool = False
     vhost: str | None = None
     timeout: float | None = None
     fmt: str | None = None
@@ -69,8 +71,14 @@ class App:
         url = self.url
         if self.broker_name and self.url_from_env and not self.broker_from_env:
             url = None  # `--broker NAME` typed now beats a DLXTOOL_URL left in the environment
+        management_url = self.management_url
+        if url is None and management_url is not None:
+            if not self.management_url_from_env:
+                raise UsageError("--management-url goes with --url (the management API of that URL's broker)",
+                                 hint="a profile's management API is its management_url in the config file")
+            management_url = None  # a DLXTOOL_MANAGEMENT_URL left in the environment belongs to a DLXTOOL_URL
         return select_profile(self.config(), broker=self.broker_name, url=url, vhost=self.vhost,
-                              timeout=self.timeout, env=self.env)
+                              timeout=self.timeout, env=self.env, management_url=management_url)
 
     @contextmanager
     def connection(self, profile: BrokerProfile | None = None) -> Iterator[BlockingConnection]:
