@@ -123,6 +123,19 @@ def faults_node() -> Iterator[object]:
             yield FaultNode(env=env, node=info["node"])
 
 
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Which RabbitMQ the run tests (scripts/test runs the suite on 3.x and on 4.x)."""
+    from dlxtool.broker.management import ManagementClient
+
+    amqp_port, http_port = test_ports()
+    try:
+        version = ManagementClient(f"http://localhost:{http_port}/", "guest", "guest", timeout=3).overview().get(
+            "rabbitmq_version")
+    except Exception:  # noqa: BLE001 - no broker: the broker fixture says so, with what to do
+        return None
+    return f"broker under test: RabbitMQ {version} (AMQP {amqp_port}, HTTP {http_port})"
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("dlxtool fault matrix (tests/faults)")
     group.addoption("--faults-long", action="store_true", default=os.environ.get("DLXTOOL_FAULTS_LONG") == "1",

@@ -21,6 +21,12 @@ class BrokerEnv:
     http_port: int
     vhost: str
     mgmt: ManagementClient
+    version: str = ""  # RabbitMQ's, e.g. "3.10.8" or "4.0.5"
+
+    @property
+    def major(self) -> int:
+        """RabbitMQ's major version: tests assert what that version really does where versions differ."""
+        return int(self.version.split(".")[0])
 
     @property
     def url(self) -> str:
@@ -102,10 +108,12 @@ class BrokerEnv:
 @contextmanager
 def open_vhost(host: str, amqp_port: int, http_port: int, vhost: str) -> Iterator[BrokerEnv]:
     mgmt = ManagementClient(f"http://{host}:{http_port}/", "guest", "guest", timeout=30)
+    version = str(mgmt.overview().get("rabbitmq_version") or "0")
     mgmt.request("PUT", f"vhosts/{quote(vhost, safe='')}", {})
     mgmt.request("PUT", f"permissions/{quote(vhost, safe='')}/guest",
                  {"configure": ".*", "write": ".*", "read": ".*"})
     try:
-        yield BrokerEnv(host=host, amqp_port=amqp_port, http_port=http_port, vhost=vhost, mgmt=mgmt)
+        yield BrokerEnv(host=host, amqp_port=amqp_port, http_port=http_port, vhost=vhost, mgmt=mgmt,
+                        version=version)
     finally:
         mgmt.request("DELETE", f"vhosts/{quote(vhost, safe='')}")
