@@ -14,6 +14,7 @@ from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
+    from dlxtool.deaths import DeathCount
     from dlxtool.ops.peek import QueueReader
 
 
@@ -52,7 +53,7 @@ def history(app: App, queue: str | None, count: int, summary: bool, from_file: s
       dlxtool history orders.dlq -n 5 --format json
       dlxtool dump orders.dlq --all -o dlq.jsonl && dlxtool history --from dlq.jsonl --summary
     """
-    from dlxtool.ops.history import entries, summarize_failures
+    from dlxtool.ops.history import count_notes, entries, summarize_failures
 
     names = (*app.config().error_headers, *error_headers)
     fmt = app.output_format("json" if summary else "jsonl")
@@ -68,7 +69,8 @@ def history(app: App, queue: str | None, count: int, summary: bool, from_file: s
         else:
             from dlxtool.render import write_table
 
-            write_table([[g.origin, g.reason, g.type, g.error, g.messages, g.deaths,
+            write_table([[g.origin, g.reason, g.type, g.error, g.messages,
+                          f"{g.deaths}+" if g.deaths_may_be_low else g.deaths,
                           *(v or "" for v in (g.to_json()["first"], g.to_json()["last"]))] for g in groups],
                         ["origin", "reason", "type", "error", "messages", "deaths", "first", "last"],
                         app.stdout, empty="(no messages)",
@@ -78,6 +80,8 @@ def history(app: App, queue: str | None, count: int, summary: bool, from_file: s
         app.emit_json([i.to_json() for i in items], fmt)
     else:
         _render_timelines(app, items)
+    for note in count_notes(items):
+        app.info(f"note: {note}")
     finish_read(app, reader)
 
 
@@ -110,7 +114,7 @@ def _render_timelines(app: App, items: list) -> None:
         out.write("(no messages)\n")
     for item in items:
         h, r = item.history, item.record
-        line = f"#{r.position} origin {h.origin.queue or '?'} ({h.origin.why}), {h.history.total} deaths"
+        line = f"#{r.position} origin {h.origin.queue or '?'} ({h.origin.why}), {_deaths_text(h.deaths)}"
         if item.type:
             line += f", type {item.type}"
         out.write(app.style(safe_text(line), bold=True) + "\n")
@@ -127,6 +131,12 @@ def _render_timelines(app: App, items: list) -> None:
                         out)
         out.write("\n")
     out.flush()
+
+
+def _deaths_text(count: DeathCount) -> str:
+    if count.evidence:
+        return f"at least {count.at_least} deaths ({count.evidence}, x-death {count.recorded})"
+    return f"{count.recorded}{'+' if count.may_be_low else ''} deaths"
 
 
 def _companions(values: dict[str, str]) -> str:

@@ -7,7 +7,14 @@ from typing import Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import common_options, dry_run_option, queue_argument, selection_options, yes_option
+from dlxtool.cli.options import (
+    common_options,
+    dry_run_option,
+    queue_argument,
+    selection_notes,
+    selection_options,
+    yes_option,
+)
 from dlxtool.cli.reading import peek_safety_options
 from dlxtool.select import Selection
 
@@ -146,6 +153,7 @@ def _reading_purge(app: App, conn: Any, settings: Any, state: Any, dry_run: bool
         result = _run(app, conn, settings)
         summary = {**state.to_json(), **settings.describe(), **result.to_json(), "dry_run": False}
         _render_result(app, settings, result, summary)
+        selection_notes(app, settings.selection)
         if result.requeued and state.type == "quorum":
             app.warn(f"{result.requeued} message(s) delivered beyond the start snapshot were given back: on a "
                      "quorum queue that used one delivery attempt each")
@@ -175,6 +183,7 @@ def _dry_run(app: App, settings: Any, state: Any, safety: dict[str, Any]) -> Non
                        would_move=n if settings.move_to else 0, would_keep=state.ready - n)
     else:
         summary.update(_peek_plan(app, settings, state, safety))
+    selection_notes(app, settings.selection)
     fmt = app.output_format("json")
     if fmt != "table":
         app.emit_json(summary, fmt)

@@ -237,6 +237,13 @@ def _check_quorum(facts: QueueFacts, opts: ReadOptions) -> list[str]:
                 "a peek gives back goes to the BACK of the queue, so peeking reorders it",
                 hint="pass --allow-reorder to accept that (the peeked messages then sit behind the others)")
         return ["--allow-reorder: the peeked messages go to the back of the queue"]
+    if facts.delivery_limit <= 0:
+        raise RefusedError(
+            f"{facts.name!r} is a quorum queue with delivery limit {facts.delivery_limit} (a negative limit "
+            "in the arguments or policy acts as 0 on RabbitMQ 3.x): the broker dead-letters a message at its "
+            f"first return ({dead_letter_target(facts)}), so a peek would take every message it reads. "
+            "It cannot be peeked, even with --spend-attempts or --allow-reorder",
+            hint="drain it into a file instead (dump --remove); on RabbitMQ 4.x a limit of -1 means none")
     if facts.delivery_limit <= 1:
         raise RefusedError(
             f"{facts.name!r} is a quorum queue with delivery limit {facts.delivery_limit}: a peek gives each "
