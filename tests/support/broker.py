@@ -37,6 +37,11 @@ class BrokerEnv:
     def management_url(self) -> str:
         return f"http://{self.host}:{self.http_port}/"
 
+    def quorum_without_limit(self) -> dict[str, Any]:
+        """Arguments of a quorum queue with no delivery limit on this broker: 3.x has none unless one is
+        set; 4.x has 20 unless x-delivery-limit -1 switches it off (on 3.x, -1 drops at the first return)."""
+        return {"x-queue-type": "quorum", **({"x-delivery-limit": -1} if self.major >= 4 else {})}
+
     def config_toml(self, name: str = "test", **extra: str) -> str:
         lines = [f"[brokers.{name}]", f'url = "amqp://guest@{self.host}:{self.amqp_port}/"',
                  f'vhost = "{self.vhost}"', 'password_env = "DLXTOOL_TEST_PASSWORD"',
