@@ -123,6 +123,17 @@ def faults_node() -> Iterator[object]:
             yield FaultNode(env=env, node=info["node"])
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """DLXTOOL_TEST_BROKER_ONLY=1 keeps only the tests that use the broker under test (the `broker`
+    fixture): scripts/test's second pass, on RabbitMQ 4.x, need not rerun what no broker decides."""
+    if os.environ.get("DLXTOOL_TEST_BROKER_ONLY") != "1":
+        return
+    keep = [item for item in items if "broker" in getattr(item, "fixturenames", ())]
+    if len(keep) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
+
+
 def pytest_report_header(config: pytest.Config) -> str | None:
     """Which RabbitMQ the run tests (scripts/test runs the suite on 3.x and on 4.x)."""
     from dlxtool.broker.management import ManagementClient
