@@ -182,7 +182,8 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
 
     `--url` (the tests' usual way to name the broker under test) finds that broker's management API
     through DLXTOOL_MANAGEMENT_URL: derived from the URL it would be host:15672, which on a machine with
-    several nodes is another broker (asked about a vhost it does not have: "not found")."""
+    several nodes is another broker (dlxtool then refuses: the API answers for another broker). A test
+    naming another broker with --url or a profile names its API too (`--broker` typed ignores this)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DLXTOOL_")}
     env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"),
                XDG_CACHE_HOME=str(tmp_path / "cache"),
