@@ -11,12 +11,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dlxtool import extract
 from dlxtool.errors import DlxtoolError, NotFoundError, UsageError
 from dlxtool.record import MessageRecord
-from proto_registry import MALFORMED, MATCH, NO_MATCH, Hints, Identification, Registry
 from proto_registry.errors import (
     CompileError,
     DecodeError,
@@ -26,7 +24,15 @@ from proto_registry.errors import (
     SourceNotFoundError,
     UnknownTypeError,
 )
+from proto_registry.hints import Hints
 from proto_registry.raw import decode_raw, format_raw
+from proto_registry.result import MALFORMED, MATCH, NO_MATCH
+
+# Not imported here: proto_registry.registry (protobuf, the compiler path, the scoring code) loads
+# only when a body is decoded, and dlxtool.extract only when log lines are searched.
+if TYPE_CHECKING:
+    from dlxtool import extract
+    from proto_registry import Identification, Registry
 
 PROTO_PATH_ENV = "DLXTOOL_PROTO_PATH"
 MAX_RECORD_DECODE_BYTES = 1024 * 1024  # bodies read from a queue larger than this are not identified
@@ -221,6 +227,8 @@ def decode_line(
     want_text: bool = False,
 ) -> LineResult | None:
     """The best-decoding payload of ``line``, or ``None`` when the line holds no payload."""
+    from dlxtool import extract
+
     cands = extract.candidates(line)
     if not cands:
         return None
@@ -288,6 +296,8 @@ def registry_errors() -> Iterator[None]:
 
 def load_registry(paths: Iterable[str], *, include_defaults: bool = True) -> Registry:
     """The bundled schemas plus ``paths``; registry errors become dlxtool errors."""
+    from proto_registry import Registry
+
     with registry_errors():
         return Registry.load(list(paths), include_defaults=include_defaults)
 
@@ -356,6 +366,8 @@ def decode_whole_input(
     want_text: bool = False,
 ) -> Outcome:
     """``--input base64|hex|binary``: the whole input is one payload."""
+    from dlxtool import extract
+
     try:
         body = extract.decode_whole(data, encoding)
     except (ValueError, UnicodeDecodeError) as exc:

@@ -52,11 +52,13 @@ class Registry:
         cls,
         paths: Iterable[str | Path] = (),
         *,
-        include_defaults: bool = True,
+        include_defaults: bool = False,
         use_cache: bool = True,
         cache_dir: Path | None = None,
     ) -> Registry:
-        """Load ``.proto`` directories/files and descriptor sets (plus the bundled schemas)."""
+        """Load ``.proto`` directories/files and descriptor sets. The demo's bundled ``shop.*`` schemas
+        only with ``include_defaults=True`` (or ``DEMO_PROTOS`` among the paths): they are example data,
+        and loaded by default they would put demo names on a user's own bytes."""
         loaded = sources.load_files(
             list(paths), include_defaults=include_defaults, use_cache=use_cache, cache_root=cache_dir
         )
