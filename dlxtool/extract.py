@@ -190,6 +190,33 @@ def decode_whole(data: bytes, encoding: str) -> bytes:
     raise ValueError(f"unknown input encoding {encoding!r}")
 
 
+MIN_TEXT = 4  # bytes: shorter printable payloads are not called text
+
+
+def content_kind(data: bytes, *, strong: bool) -> str | None:
+    """"JSON" or "text" when a payload is recognisably one of them rather than protobuf, else None.
+
+    JSON counts for any candidate (a word that happens to be base64 does not decode to a JSON object);
+    plain text only for a strong one (the value of a payload key, a bytes literal), since short base64
+    words decode to printable bytes by chance."""
+    head = data.lstrip()[:1]
+    if head in (b"{", b"["):
+        import orjson
+
+        try:
+            orjson.loads(data)
+            return "JSON"
+        except orjson.JSONDecodeError:
+            pass
+    if not strong or len(data) < MIN_TEXT:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return "text" if all(c.isprintable() or c in "\t\r\n" for c in text) else None
+
+
 def _key_before(line: str, pos: int) -> str | None:
     m = _KEY_BEFORE.search(line[max(0, pos - 80) : pos])
     return m.group(1) if m else None

@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 
 from dlxtool import extract
 from dlxtool.decoding import decode_line
-from proto_registry import Registry
+from proto_registry import DEMO_PROTOS, Registry
 
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Registry:
-    return Registry.load(cache_dir=tmp_path_factory.mktemp("proto-cache"))
+    return Registry.load([DEMO_PROTOS], cache_dir=tmp_path_factory.mktemp("proto-cache"))
 
 
 PAYLOAD = b"\n\x06o-1001\x12\x04c-42\x18\x03*\x0cout of stock"  # an OrderCancelled

@@ -178,7 +178,7 @@ def measure(args: argparse.Namespace, url: str, tmp: Path) -> None:
     (schemas / "benchco" / "orders" / "v1" / "ping.proto").write_text(USER_PROTO)
     cache = tmp / "cache"
     config = tmp / "config.toml"
-    config.write_text(f"proto_paths = [{str(schemas)!r}]\n")
+    config.write_text(f"demo_schemas = true\nproto_paths = [{str(schemas)!r}]\n")
     bare = tmp / "bare.py"
     bare.write_text(BARE_SCRIPT)
     body = make_body(schemas, tmp / "scratch-cache", 42)
