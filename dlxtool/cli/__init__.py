@@ -67,7 +67,8 @@ class DlxtoolGroup(click.Group):
         """click.Group.format_commands, from SUMMARIES instead of from every command's module."""
         names = self.list_commands(ctx)
         limit = formatter.width - 6 - max(len(name) for name in names)
-        rows = [(name, click.utils.make_default_short_help(SUMMARIES[name], limit)) for name in names]
+        # A bare Command per summary shortens it exactly as the real command's help would be shortened.
+        rows = [(name, click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit)) for name in names]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
