@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -115,6 +114,8 @@ class Registry:
         if found:
             listed = ", ".join(self.index.types[t].name for t in found[:5])
             raise UnknownTypeError(f"type name {name!r} is ambiguous: {listed}", "give the full name")
+        import difflib  # only to suggest a name after a miss; not worth its import on every decode
+
         by_short = {n.rsplit(".", 1)[-1]: n for n in self.type_names}
         close = difflib.get_close_matches(name, self.type_names, n=3, cutoff=0.6) or [
             by_short[s] for s in difflib.get_close_matches(name.rsplit(".", 1)[-1], by_short, n=3, cutoff=0.6)
