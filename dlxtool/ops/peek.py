@@ -103,8 +103,44 @@ class ReadOptions:
 # -- what the queue is -------------------------------------------------------------------------------
 
 
-def queue_facts(profile: BrokerProfile, name: str, *, management: Callable[[], ManagementClient],
-                channel: Any) -> QueueFacts:
+class PrefetchedQueueInfo:
+    """The management API's answer about one queue, asked for in a background thread as soon as a read
+    starts, so that its round trip overlaps the AMQP connection's set-up instead of following it.
+
+    Stands in for `management` in queue_facts: calling it returns itself, and `queue(vhost, name)` waits
+    for the answer and returns it, or raises what asking raised (so errors are met where they were)."""
+
+    def __init__(self, management: Callable[[], ManagementClient], vhost: str, name: str) -> None:
+        import threading
+
+        self._management = management
+        self._key = (vhost, name)
+        self._info: QueueInfo | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._fetch, name="dlxtool-queue-info", daemon=True)
+        self._thread.start()
+
+    def _fetch(self) -> None:
+        try:
+            self._info = self._management().queue(*self._key)
+        except BaseException as exc:  # noqa: BLE001 - handed over to the caller of queue()
+            self._error = exc
+
+    def __call__(self) -> PrefetchedQueueInfo:
+        return self
+
+    def queue(self, vhost: str, name: str) -> QueueInfo:
+        self._thread.join()
+        if (vhost, name) != self._key:
+            return self._management().queue(vhost, name)
+        if self._error is not None:
+            raise self._error
+        assert self._info is not None
+        return self._info
+
+
+def queue_facts(profile: BrokerProfile, name: str, *,
+                management: Callable[[], ManagementClient | PrefetchedQueueInfo], channel: Any) -> QueueFacts:
     """Type, limit and counts: management API first, AMQP for what it cannot tell or when it is down."""
     from dlxtool.broker.declare import passive_declare
 
@@ -566,7 +602,7 @@ def _offset_text(offset: Any) -> str:
 
 
 def prepare_read(conn: Any, profile: BrokerProfile, name: str, opts: ReadOptions, *,
-                 management: Callable[[], ManagementClient],
+                 management: Callable[[], ManagementClient | PrefetchedQueueInfo],
                  decode: Callable[[MessageRecord], dict[str, Any] | None] = no_decode,
                  ) -> tuple[QueueReader, list[str]]:
     """Facts, safety check (raises RefusedError) and a reader on a fresh channel of `conn`."""
