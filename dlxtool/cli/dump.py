@@ -77,21 +77,24 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
             stream.flush()
     if path and not in_place:
         os.replace(path + ".partial", path)
-    app.info(f"dumped {reader.shown} messages of {queue!r} to {path or 'stdout'}; nothing was removed")
+    cov = reader.coverage()
+    of = f" of {cov.queue_depth:,}" if cov.sampled and cov.queue_depth is not None else ""
+    part = f" (the first {cov.looked_at:,}; -n N or --all for more)" if cov.sampled else ""
+    app.info(f"dumped {reader.shown:,}{of} messages of {queue!r}{part} to {path or 'stdout'}; nothing was removed")
     finish_read(app, reader)
 
 
 def _drain(app: App, queue: str, count: int | None, output: str | None, yes: bool, read: dict) -> None:
-    from dlxtool.cli.engine import (
+    from dlxtool.cli.moving import (
         check_record_file,
         duplicates_note,
         exit_for,
         progress_bar,
         record_file,
-        summary_before_ctrl_c,
     )
+    from dlxtool.ops.engine import TransferOptions
+    from dlxtool.ops.interrupts import summary_before_ctrl_c
     from dlxtool.ops.purge import check_purgeable, drain, queue_state, remove_all
-    from dlxtool.ops.transfer import TransferOptions
 
     if read.get("offset") is not None:
         raise UsageError("--offset is for reading streams; streams cannot be drained (--remove)")

@@ -31,7 +31,6 @@ queue then stays unknown and the read is refused.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from dlxtool.broker.giveback import QUORUM_RETURN_CHUNK, HeldGets, close_channel, give_back_quorum_gets
 from dlxtool.errors import DlxtoolError, NotFoundError, PartialError, RefusedError, UsageError
 from dlxtool.record import MessageRecord
+from dlxtool.selection import parse_age
 
 if TYPE_CHECKING:
     from dlxtool.broker.management import ManagementClient, QueueInfo
@@ -87,6 +87,18 @@ class QueueFacts:
             counts.append("unacked by consumers: unknown (management API not reachable)")
         counts.append(f"{self.consumers} consumers" if self.consumers is not None else "consumers: ?")
         return parts[0] + ": " + ", ".join(counts)
+
+    def nothing_read(self) -> str:
+        """What a read that found no message says: a queue whose messages are all held by consumers is
+        not empty. The unacked count comes from the management API (AMQP counts ready messages only)."""
+        if self.type == "stream":
+            return "(no message)"
+        ready = f"{self.ready} ready" if self.ready is not None else "ready: ?"
+        if self.unacked is None:
+            return f"({ready}; unacked by consumers: unknown, the management API is not reachable)"
+        if self.unacked:
+            return f"({ready}, {self.unacked} unacked: held by consumers, which a peek cannot see)"
+        return "(queue is empty)"
 
 
 @dataclass
@@ -306,6 +318,18 @@ def no_decode(record: MessageRecord) -> dict[str, Any] | None:
     return None
 
 
+@dataclass(frozen=True)
+class Coverage:
+    """How much of the queue a read looked at: whatever counts a sample must say it is one."""
+
+    looked_at: int
+    queue_depth: int | None  # ready when the read began; None for a stream (it keeps no count)
+    sampled: bool  # messages were left unread: counts made from this read are of a sample
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sampled": self.sampled, "looked_at": self.looked_at, "queue_depth": self.queue_depth}
+
+
 @dataclass
 class ReadOutcome:
     """What a finished read means for the caller: notes (stderr), warnings, and the error to raise
@@ -361,6 +385,15 @@ class QueueReader:
     def records(self) -> Iterator[MessageRecord]:
         for batch in self.batches():
             yield from batch
+
+    def coverage(self) -> Coverage:
+        """After the read: how many messages it yielded, of how many, and whether it left some unread."""
+        depth = self.facts.ready
+        if self.facts.type == "stream":
+            sampled = not self.reached_end  # stopped at -n with the stream still delivering
+        else:
+            sampled = not self.reached_end and (depth is None or self.shown < depth)
+        return Coverage(self.shown, depth, sampled)
 
     # classic and quorum: basic.get everything wanted, holding it, then give it all back in order
     def _read_and_give_back(self) -> list[MessageRecord]:
@@ -619,21 +652,16 @@ def delivery_count(headers: dict[str, Any] | None) -> int:
 
 # -- --offset ------------------------------------------------------------------------------------------
 
-_RELATIVE = re.compile(r"^(\d+)([smhd])$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-
-
 def parse_offset(text: str, now: datetime | None = None) -> Any:
-    """first | last | next | N (offset) | ISO timestamp | 30m/2h/1d ago -> x-stream-offset value."""
+    """first | last | next | N (offset) | ISO timestamp | an age (30m, 2h, 1d: parse_age) ago -> x-stream-offset."""
     value = text.strip().lower()
     if value in STREAM_OFFSET_WORDS:
         return value
     if value.isdigit():
         return int(value)
-    match = _RELATIVE.match(value)
-    if match:
-        delta = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
-        return (now or datetime.now(UTC)) - delta
+    age = parse_age(value)  # after the offset number: a bare "42" is an offset, "42s" an age
+    if age is not None:
+        return (now or datetime.now(UTC)) - timedelta(seconds=age)
     try:
         stamp = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:

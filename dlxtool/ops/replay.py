@@ -1,6 +1,6 @@
 """Replay: send dead letters back to the queue each one failed in, history reset, nothing lost.
 
-Built on the one-pass engine (dlxtool.ops.transfer): this module only decides, per message, where it
+Built on the one-pass engine (dlxtool.ops.engine): this module only decides, per message, where it
 goes and with which headers; the engine does the confirms, acks, ordering and fault handling.
 
 Where: its origin (dlxtool.deaths.find_origin), or `to_queue`. How: the default exchange with routing
@@ -42,9 +42,10 @@ from dlxtool.deaths import (
     reset_history,
     summarize,
 )
-from dlxtool.ops.transfer import Action, Decision
+from dlxtool.ops.capacity import Rooms, full_reason
+from dlxtool.ops.engine import Action, Decision
 from dlxtool.record import MessageRecord
-from dlxtool.select import Selection
+from dlxtool.selection import Selection
 
 PROVENANCE_HEADER = "dlxtool-replay"
 NO_ORIGIN = "no origin in the death history"
@@ -59,6 +60,7 @@ class ReplaySettings:
     reset_headers: tuple[str, ...] = ()
     max_replays: int | None = None
     keep_routing_key: bool = False
+    allow_displace: bool = False  # replay into a full drop-head origin anyway (it pushes out its head)
 
 
 def replay_count(headers: dict[str, Any] | None) -> int:
@@ -115,15 +117,15 @@ class ReplayDecider:
         s = self.s
         if rewrite is None or self._selects or s.keep_routing_key:
             return None
-        from dlxtool.broker.frames import encode_table
+        from dlxtool.broker.frames import encode_amqp_table
 
         # surrogatepass: a name from argv bytes that are not UTF-8 ('\udcff') matches no header in Python; its bytes
         # are not UTF-8 either, and a header the C path would remove under such a name sends it to __call__
         reset = tuple(n.encode("utf-8", "surrogatepass")
                       for n in (*DEFAULT_RETRY_HEADERS, *self._reset_names) if n not in HISTORY_HEADERS)
         history = tuple(n.encode() for n in HISTORY_HEADERS)
-        head = encode_table({"from": s.source})[4:]
-        tail = encode_table({"filters": self._filters_text})[4:] if self._filters_text else b""
+        head = encode_amqp_table({"from": s.source})[4:]
+        tail = encode_amqp_table({"filters": self._filters_text})[4:] if self._filters_text else b""
         max_replays, to_queue, keep_history = s.max_replays, s.to_queue, s.keep_history
         fixed_at = None if self.now is None else calendar.timegm(self.now.utctimetuple())
 
@@ -295,6 +297,9 @@ class OriginPlan:
     messages: int
     exists: bool | None = None
     warning: str | None = None
+    room: str | None = None        # capacity.Capacity.describe(): "room 0 (max-length 3, drop-head; …)"
+    would_stay_full: int = 0       # of `messages`, how many do not fit the origin's room (by count)
+    full_reason: str | None = None  # why those stay: "origin full (drop-head would push out its head): q"
 
 
 @dataclass
@@ -305,12 +310,17 @@ class ReplayPlan:
     origins: list[OriginPlan]
     stay: Counter[str]
 
+    @property
+    def sampled(self) -> bool:
+        """The counts are of the first `looked_at` messages, not of all `snapshot` (the queue's depth)."""
+        return self.looked_at < self.snapshot
+
     def to_json(self) -> dict[str, Any]:
         return {
             "source": self.source, "snapshot": self.snapshot, "looked_at": self.looked_at,
-            "sampled": self.looked_at < self.snapshot,
-            "origins": [{"queue": o.queue, "messages": o.messages, "exists": o.exists, "warning": o.warning}
-                        for o in self.origins],
+            "sampled": self.sampled, "queue_depth": self.snapshot,
+            "origins": [{"queue": o.queue, "messages": o.messages, "exists": o.exists, "warning": o.warning,
+                         "room": o.room, "would_stay_full": o.would_stay_full} for o in self.origins],
             "stay": dict(self.stay),
         }
 
@@ -385,9 +395,14 @@ def topic_matches(pattern: str, key: str) -> bool:
 
 
 def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_conn: Any | None = None,
-           timeout: float = 30.0) -> Any:
-    """Run the replay pass; returns the engine's TransferResult."""
-    from dlxtool.ops.transfer import Transfer
+           timeout: float = 30.0, rooms: Rooms | None = None) -> Any:
+    """Run the replay pass; returns the engine's TransferResult. With `rooms` (dlxtool.ops.capacity), a
+    message whose origin has no room left stays in the DLQ: "origin full (drop-head would push out its head)"."""
+    from dlxtool.ops.engine import Transfer
+
+    if rooms is not None:
+        rooms.forget()  # the plan's figures are as old as the user's reading of it
+        options.admit = rooms.admit
 
     exchanges = TemporaryExchanges(target_conn or source_conn, timeout) if settings.keep_routing_key else None
     decider = ReplayDecider(settings, route_for=exchanges)
@@ -401,9 +416,10 @@ def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_c
 
 
 def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, target_conn: Any | None = None,
-         timeout: float = 30.0) -> ReplayPlan:
-    """What a replay would do, from the first max_messages messages (given back in order afterwards)."""
-    from dlxtool.ops.transfer import survey
+         timeout: float = 30.0, rooms: Rooms | None = None) -> ReplayPlan:
+    """What a replay would do, from the first max_messages messages (given back in order afterwards);
+    with `rooms`, each origin's room and how many of its messages would stay because it is full."""
+    from dlxtool.ops.survey import survey
 
     decider = ReplayDecider(settings, route_for=lambda _queue: "(temporary exchange)")
     result = survey(source_conn, settings.source, decider, max_messages=max_messages,
@@ -411,6 +427,12 @@ def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, targe
     out = plan_from_survey(settings.source, result.snapshot, result.looked_at, result.plan)
     for origin in out.origins:
         origin.exists = queue_exists(target_conn or source_conn, origin.queue, timeout)
+        if rooms is not None and origin.exists:
+            cap = rooms.capacity(origin.queue)
+            origin.room = cap.describe()
+            if cap.guarded and not rooms.allow_displace and cap.room is not None:
+                origin.would_stay_full = max(0, origin.messages - cap.room)
+                origin.full_reason = full_reason(rooms.role, cap)
     return out
 
 
