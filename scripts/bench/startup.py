@@ -20,6 +20,8 @@ load average before and after: on a shared 2-core machine absolute times are noi
 ratios less so.
 
     .venv/bin/python scripts/bench/startup.py [--messages 300000] [--rounds 9] [--keep-vhost]
+        [--baseline DIR]     # also run an older dlxtool source tree (e.g. `git archive REV | tar -x -C DIR`)
+                             # as `python -m dlxtool` in the same rounds: before/after, paired
 """
 
 from __future__ import annotations
@@ -113,11 +115,17 @@ def commands(url: str, bare: Path, line: str) -> dict[str, tuple[list[str], byte
     dlx = str(DLXTOOL)
     return {
         "bare": ([str(PYTHON), str(bare), url, QUEUE], None),
-        "peek": ([dlx, "peek", QUEUE, "-n", "10", "-f", "json"], None),
-        "history": ([dlx, "history", QUEUE, "-n", "10", "-f", "json"], None),
-        "queues": ([dlx, "queues", "-f", "json"], None),
-        "help": ([dlx, "--help"], None),
-        "decode": ([dlx, "decode"], line.encode() + b"\n"),
+        **dlxtool_commands([dlx], line),
+    }
+
+
+def dlxtool_commands(dlx: list[str], line: str, suffix: str = "") -> dict[str, tuple[list[str], bytes | None]]:
+    return {
+        f"peek{suffix}": ([*dlx, "peek", QUEUE, "-n", "10", "-f", "json"], None),
+        f"history{suffix}": ([*dlx, "history", QUEUE, "-n", "10", "-f", "json"], None),
+        f"queues{suffix}": ([*dlx, "queues", "-f", "json"], None),
+        f"help{suffix}": ([*dlx, "--help"], None),
+        f"decode{suffix}": ([*dlx, "decode"], line.encode() + b"\n"),
     }
 
 
@@ -125,7 +133,8 @@ def run(cmd: list[str], stdin: bytes | None, env: dict[str, str]) -> tuple[float
     """Wall and CPU (user + system) seconds of one whole process, and its stdout."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    proc = subprocess.run(cmd, input=stdin, capture_output=True, env=env)
+    # `python -m` puts the working directory first on sys.path: a baseline tree runs from its own.
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, env=env, cwd=env.get("PYTHONPATH") or None)
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -156,6 +165,8 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=300_000)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--keep-vhost", action="store_true", help="do not delete the vhost at the end")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="an older dlxtool source tree to run in the same rounds (before/after)")
     args = parser.parse_args()
     compileall.compile_dir(ROOT / "dlxtool", quiet=1)  # as an install does (pip compiles)
     compileall.compile_dir(ROOT / "proto_registry", quiet=1)
@@ -189,7 +200,17 @@ def measure(args: argparse.Namespace, url: str, tmp: Path) -> None:
         env.pop(key, None)
     print(f"filling {QUEUE!r} with {args.messages:,} messages: {fill(url, args.messages, body):.1f} s", flush=True)
     cmds = commands(url, bare, line)
-    outputs = {name: run(cmd, stdin, env)[2] for name, (cmd, stdin) in cmds.items()}  # warm: cache, page cache
+    envs = {name: env for name in cmds}
+    if args.baseline:
+        # An older tree loads the demo schemas without being asked (and knows no demo_schemas key).
+        base_config = tmp / "baseline.toml"
+        base_config.write_text(f"proto_paths = [{str(schemas)!r}]\n")
+        base_env = {**env, "DLXTOOL_CONFIG": str(base_config), "PYTHONPATH": str(args.baseline)}
+        compileall.compile_dir(args.baseline, quiet=1)
+        base = dlxtool_commands([str(PYTHON), "-m", "dlxtool"], line, "@base")
+        cmds.update(base)
+        envs.update({name: base_env for name in base})
+    outputs = {name: run(cmd, stdin, envs[name])[2] for name, (cmd, stdin) in cmds.items()}  # warm the caches
     check_outputs(outputs)
     walls: dict[str, list[float]] = {name: [] for name in cmds}
     cpus: dict[str, list[float]] = {name: [] for name in cmds}
@@ -203,7 +224,7 @@ def measure(args: argparse.Namespace, url: str, tmp: Path) -> None:
         got: dict[str, tuple[float, float]] = {}
         for name in order:
             cmd, stdin = cmds[name]
-            wall, cpu, _out = run(cmd, stdin, env)
+            wall, cpu, _out = run(cmd, stdin, envs[name])
             got[name] = wall, cpu
             walls[name].append(wall)
             cpus[name].append(cpu)
