@@ -83,15 +83,15 @@ def make_read_options(app: App, count: int | None, *, max_unacked: int | None, a
 def read_queue(app: App, queue: str, opts: ReadOptions) -> Iterator[QueueReader]:
     """Open, check and report; yield the reader. Call finish_read(app, reader) after the output."""
     from dlxtool import decoding
-    from dlxtool.ops.peek import PrefetchedQueueInfo, prepare_read
+    from dlxtool.ops.peek import prepare_read
 
     profile = app.profile()
     config = app.config()
     decode = decoding.record_decoder(decoding.proto_paths((), [*config.proto_paths, *profile.proto_paths]),
                                      demo=config.demo_schemas, on_error=app.warn)
-    info = PrefetchedQueueInfo(lambda: app.management(profile), profile.vhost, queue)
     with app.connection(profile) as conn:
-        reader, notes = prepare_read(conn, profile, queue, opts, management=info, decode=decode)
+        mgmt = app.management(profile, conn)  # proven to be this broker's API before any of it is used
+        reader, notes = prepare_read(conn, profile, queue, opts, management=lambda: mgmt, decode=decode)
         for missing in reader.facts.missing_checks:
             app.warn(f"check not made: {missing}")
         app.info(reader.facts.describe())

@@ -118,7 +118,12 @@ def test_reading_json_bodies_does_not_load_protobuf(tmp_path: Path, cli_env, bro
 
 
 def test_queues_talks_http_only(tmp_path: Path, cli_env, broker) -> None:
-    modules = loaded(tmp_path, config_env(tmp_path, cli_env, broker, None), "queues", "-f", "json")
+    """With a management_url in the profile. (A derived or ad-hoc one is first proven to answer for the
+    AMQP broker over an AMQP connection, dlxtool.broker.identity: that run imports pika, on purpose.)"""
+    config = tmp_path / "config.toml"
+    config.write_text(broker.config_toml())
+    env = {**cli_env, "DLXTOOL_CONFIG": str(config), "DLXTOOL_BROKER": "test", "DLXTOOL_TEST_PASSWORD": "guest"}
+    modules = loaded(tmp_path, env, "queues", "-f", "json")
     assert_none(modules, [*NEVER, *PROTOBUF, "pika", "dlxtool.decoding", "dlxtool.broker.connection",
                           "dlxtool.record", *other_commands("queues"), *foreign_ops("queues", "queue_flags")],
                 "dlxtool queues")
