@@ -36,7 +36,7 @@ PROTOBUF = ("google.protobuf", "proto_registry.registry", "proto_registry.compil
 
 OPS = sorted(p.stem for p in (ROOT / "dlxtool" / "ops").glob("*.py") if p.stem != "__init__")
 # Shared by every command that reads or runs (what is neither a workflow of its own nor heavy).
-SHARED_OPS = ("interrupts",)
+SHARED_OPS = ("interrupts", "provenance")
 
 
 def foreign_ops(*own: str) -> list[str]:
