@@ -156,11 +156,13 @@ def _peak_rss_mib(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
     return int(rss), f"exit {code}, {out_len} bytes out", proc.stderr
 
 
-def test_100_mb_body_is_previewed_in_bounded_memory(broker, qname, cli_env) -> None:
+def test_100_mb_body_is_previewed_in_bounded_memory(broker, qname, cli_env, tmp_path) -> None:
     body = b"A" * (100 * 1024 * 1024)
     _publish(broker, qname, [(body, pika.BasicProperties(message_id="big"))])
     del body
-    env = {**cli_env, "PYTHONPATH": os.getcwd()}
+    config = tmp_path / "config.toml"
+    config.write_text("demo_schemas = true\n")  # schemas to decode with: the size cap is what is tested
+    env = {**cli_env, "PYTHONPATH": os.getcwd(), "DLXTOOL_CONFIG": str(config)}
     rss, what, err = _peak_rss_mib(["peek", qname, "--url", broker.url, "--format", "table"], env)
     print(f"peek table, 100 MiB body: peak RSS {rss} MiB ({what})")
     assert "exit 0" in what, err
