@@ -138,10 +138,12 @@ class ManagementClient:
 
     @classmethod
     def for_profile(cls, profile: BrokerProfile) -> ManagementClient:
-        from dlxtool.broker.connection import tls_context
-
         url = profile.management_url or ""
-        context = tls_context(profile) if url.startswith("https") else None
+        context = None
+        if url.startswith("https"):
+            from dlxtool.broker.connection import tls_context  # the AMQP side's module: only for TLS
+
+            context = tls_context(profile)
         return cls(url, profile.username, profile.password(), timeout=profile.timeout, context=context)
 
     @property

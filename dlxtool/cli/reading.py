@@ -88,8 +88,9 @@ def read_queue(app: App, queue: str, opts: ReadOptions) -> Iterator[QueueReader]
     from dlxtool.ops.peek import prepare_read
 
     profile = app.profile()
-    decode = decoding.record_decoder(
-        decoding.proto_paths((), [*app.config().proto_paths, *profile.proto_paths]), on_error=app.warn)
+    config = app.config()
+    decode = decoding.record_decoder(decoding.proto_paths((), [*config.proto_paths, *profile.proto_paths]),
+                                     demo=config.demo_schemas, on_error=app.warn)
     with app.connection(profile) as conn:
         mgmt = app.management(profile, conn)  # proven to be this broker's API before any of it is used
         reader, notes = prepare_read(conn, profile, queue, opts, management=lambda: mgmt, decode=decode)

@@ -42,7 +42,7 @@ def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = ())
 def mark_copies(items: list[Entry]) -> int:
     """Find the copies a kill -9 during a replay left (dlxtool.ops.replay.Pairs), set their `copy_of` to
     the position of the other one of the pair, and say how many."""
-    from dlxtool.ops.replay import Pairs, provenance_src, record_fingerprint
+    from dlxtool.ops.provenance import Pairs, provenance_src, record_fingerprint
 
     pairs = Pairs(limit=len(items) + 1)
     keyed = [(item, record_fingerprint(item.record), provenance_src(item.record.headers)) for item in items]

@@ -123,7 +123,7 @@ class ReadOptions:
 def queue_facts(profile: BrokerProfile, name: str, *, management: Callable[[], ManagementClient],
                 channel: Any) -> QueueFacts:
     """Type, limit and counts: management API first, AMQP for what it cannot tell or when it is down."""
-    from dlxtool.ops.purge import passive_declare
+    from dlxtool.broker.declare import passive_declare
 
     ok = passive_declare(channel, name, profile.vhost)
     ready, consumers = ok.message_count, ok.consumer_count

@@ -170,12 +170,14 @@ def _biggest_body(broker, qname: str) -> int:
     return MAX_MESSAGE_SIZE_4X
 
 
-def test_100_mb_body_is_previewed_in_bounded_memory(broker, qname, cli_env) -> None:
+def test_100_mb_body_is_previewed_in_bounded_memory(broker, qname, cli_env, tmp_path) -> None:
     size = _biggest_body(broker, qname)
     body = b"A" * size
     _publish(broker, qname, [(body, pika.BasicProperties(message_id="big"))])
     del body
-    env = {**cli_env, "PYTHONPATH": os.getcwd()}
+    config = tmp_path / "config.toml"
+    config.write_text("demo_schemas = true\n")  # schemas to decode with: the size cap is what is tested
+    env = {**cli_env, "PYTHONPATH": os.getcwd(), "DLXTOOL_CONFIG": str(config)}
     rss, what, err = _peak_rss_mib(["peek", qname, "--url", broker.url, "--format", "table"], env)
     print(f"peek table, {size >> 20} MiB body: peak RSS {rss} MiB ({what})")
     assert "exit 0" in what, err
