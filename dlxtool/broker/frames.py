@@ -231,8 +231,9 @@ def _publish_method(exchange: str, routing_key: str, mandatory: bool) -> bytes:
 
 
 def _frames(channel_number: int, method: bytes, body: bytes, props: bytes, body_max: int) -> bytes:
-    if _c_publish_frames is not None:
-        return _c_publish_frames(channel_number, method, props, body, body_max)
+    accelerator = hotpath.active
+    if accelerator is not None:
+        return accelerator.publish_frames(channel_number, method, props, body, body_max)
     return _py_frames(channel_number, method, body, props, body_max)
 
 
@@ -480,13 +481,14 @@ class FastInput:
         unpack = _FRAME_HEAD.unpack_from
         channels = self.channels
         raw = self.raw
+        accelerator = hotpath.active
         try:
             while size - o >= 8:
                 if buf[o] == 65 and buf[o:o + 4] == b"AMQP":  # a protocol header: pika's business
                     break
                 kind, number, length = unpack(buf, o)
-                if kind == 1 and number in raw and read_deliveries is not None and self.content[number] is None:
-                    o, taken = self._read_deliveries(number, buf, o)
+                if kind == 1 and number in raw and accelerator is not None and self.content[number] is None:
+                    o, taken = self._read_deliveries(accelerator.read_deliveries, number, buf, o)
                     if taken:
                         continue
                 end = o + 7 + length
@@ -526,7 +528,8 @@ class FastInput:
             self.buffer = b""
             type(impl)._on_data_available(impl, b"")
 
-    def _read_deliveries(self, number: int, buf: bytes, o: int) -> tuple[int, bool]:
+    def _read_deliveries(self, read_deliveries: Callable[..., Any], number: int, buf: bytes,
+                         o: int) -> tuple[int, bool]:
         """The whole deliveries from buf[o] on, in C, for a raw channel: (offset after them, any taken)."""
         channel = self.channels[number]
         tags = tuple(_tag_bytes(t) for t in channel._consumers if t not in channel._cancelled)  # noqa: SLF001
@@ -617,9 +620,6 @@ def _tag_bytes(tag: Any) -> bytes:
     return tag if isinstance(tag, bytes) else tag.encode()
 
 
-_hotpath = hotpath.load()  # dlxtool/broker/_hotpath.c; without it, the Python code here does the same work
-_c_publish_frames = _hotpath.publish_frames if _hotpath else None
-read_deliveries = _hotpath.read_deliveries if _hotpath else None
 
 
 def _decode_deliver(buf: bytes, o: int) -> Any:

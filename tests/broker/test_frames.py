@@ -22,7 +22,7 @@ from pika import data as pika_data
 from pika import frame, spec
 from pika.compat import long
 
-from dlxtool.broker import frames
+from dlxtool.broker import frames, hotpath
 from dlxtool.broker.amqp_values import RawValue
 from dlxtool.broker.channel import AsyncChannel
 from dlxtool.broker.publisher import Outcome, Publisher
@@ -392,9 +392,9 @@ def test_fast_input_delivers_what_pika_would_across_any_read_boundaries(mode: st
         reader.batches[3] = (channel._consumers["ctag"], lambda runs: (
             batches.append(len(runs)), got.extend((channel, m, p, b) for m, p, b in runs)))
     if mode == "raw-python":
-        monkeypatch.setattr(frames, "read_deliveries", None)
-    else:
-        assert frames.read_deliveries is not None, "the C extension dlxtool.broker._hotpath is not built"
+        monkeypatch.setattr(hotpath, "active", None)
+    elif hotpath.active is None:
+        pytest.skip("the optional C extension dlxtool.broker._hotpath is not built or DLXTOOL_NO_HOTPATH=1")
     acks: list[Any] = []
     reader.confirms[4] = acks.append
     stream, expected, slow_expected = [], [], 0
@@ -450,8 +450,8 @@ def test_deliveries_to_a_cancelled_consumer_take_pikas_path(raw: bool) -> None:
 
 @pytest.mark.parametrize("consumers", [1, 2, "another"])
 def test_a_batch_consumer_takes_whole_runs_only_when_it_is_the_channels_one_consumer(consumers: Any) -> None:
-    if frames.read_deliveries is None:
-        pytest.skip("the C extension dlxtool.broker._hotpath is not built")
+    if hotpath.active is None:
+        pytest.skip("the optional C extension dlxtool.broker._hotpath is not built or DLXTOOL_NO_HOTPATH=1")
     impl = FakeImpl()
     reader = frames.fast_input(type("Conn", (), {"_impl": impl})())
     channel = FakeChannel(1)
@@ -496,7 +496,10 @@ def test_a_consumer_cancelled_by_its_callback_leaves_the_rest_of_a_read_to_pika(
     props = pika.BasicProperties(headers={"a": 1})
     reader.on_data(b"".join(deliver_frames(1, "ctag", i, props, b"body%d" % i, 4096) for i in (1, 2, 3)))
     assert got == [1]
-    assert pikas == [(2, {"a": 1}, b"body2"), (3, {"a": 1}, b"body3")]
+    if hotpath.active is not None:  # read in C as one run: the rest handed to pika's channel as pika would
+        assert pikas == [(2, {"a": 1}, b"body2"), (3, {"a": 1}, b"body3")]
+    else:  # read frame by frame: the rest never leaves pika's own frame path
+        assert [type(f).__name__ for f in impl.slow] == ["Method", "Header", "Body"] * 2
 
 
 # -- against the broker -----------------------------------------------------------------------------
