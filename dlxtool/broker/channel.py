@@ -201,5 +201,5 @@ class AsyncChannel:
                 # Until the close-ok (is_open is False as soon as the close is *sent*): callers take the close
                 # as proof that the broker processed every method before it (acks; giveback.close_channel).
                 self.wait_for(lambda: self.impl.is_closed or self.closed_reason is not None, "channel.close", 5)
-        except Exception:  # noqa: BLE001, S110 - closing must not hide the real outcome
+        except Exception:  # noqa: BLE001 - closing must not hide the real outcome
             pass

@@ -195,7 +195,7 @@ def encode_properties(properties: Any) -> bytes:
     if type(properties) is _BP:
         try:
             return _properties_fast(properties)
-        except Exception:  # noqa: BLE001, S110 - anything odd: pika's encoder gives the bytes or the error
+        except Exception:  # noqa: BLE001 - anything odd: pika's encoder gives the bytes or the error
             pass
     return b"".join(properties.encode())
 
@@ -257,7 +257,7 @@ def encode_for_publish(properties: Any, frame_max: int) -> bytes:
     else:
         try:
             props = encode_properties(properties)
-        except Exception as exc:  # noqa: BLE001 - struct.error, OverflowError, TypeError, pika's asserts …
+        except Exception as exc:  # struct.error, OverflowError, TypeError, pika's asserts …
             raise EncodeError(f"cannot re-encode {_culprit(properties)}: {type(exc).__name__}: {exc}") from exc
     if frame_max and len(props) + 12 + FRAME_OVERHEAD > frame_max:
         raise EncodeError(f"headers too large: content header of {len(props) + 12} bytes exceeds "
@@ -526,7 +526,7 @@ class FastInput:
         if self.buffer and self.buffer[:4] == b"AMQP":  # hand pika what only it understands
             impl._frame_buffer = self.buffer  # noqa: SLF001
             self.buffer = b""
-            type(impl)._on_data_available(impl, b"")
+            type(impl)._on_data_available(impl, b"")  # noqa: SLF001 - pika's own reader (ours shadows it)
 
     def _read_deliveries(self, read_deliveries: Callable[..., Any], number: int, buf: bytes,
                          o: int) -> tuple[int, bool]:

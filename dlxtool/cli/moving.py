@@ -14,7 +14,7 @@ from dlxtool.cli.app import App, _isatty
 from dlxtool.errors import ConnectError, Interrupted, PartialError
 
 
-class progress_bar:  # noqa: N801 - used like a function
+class progress_bar:  # used like a function
     """A click progress bar on stderr when it is a terminal; otherwise nothing (the context value is None).
 
     Called with an engine `Progress` (total, done, elapsed)."""

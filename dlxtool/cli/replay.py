@@ -244,5 +244,5 @@ def _warn_dead_letter_routing(app: App, profile: Any, result: Any, settings: Any
             warning = dlx_warning(mgmt, profile.vhost, queue)
             if warning:
                 app.warn(f"{queue}: {warning}")
-    except Exception:  # noqa: BLE001, S110 - advice only
+    except Exception:  # noqa: BLE001 - advice only
         pass

@@ -647,7 +647,7 @@ class Transfer:
                 self._cancel_consumer()
                 self._requeue_rest()
                 self._prove_acks(5)
-        except Exception:  # noqa: BLE001, S110 - the source is gone too: the broker requeues our unacked
+        except Exception:  # noqa: BLE001 - the source is gone too: the broker requeues our unacked
             pass
         finally:
             self._unsaved_stay()

@@ -39,7 +39,7 @@ def sigint_as_stop(stop: threading.Event, enabled: bool = True) -> Iterator[None
         signal.signal(signal.SIGINT, previous)
 
 
-class summary_before_ctrl_c:  # noqa: N801 - used like a function
+class summary_before_ctrl_c:  # used like a function
     """From the engine's start to the end of its summary, Ctrl-C never cuts the summary off.
 
     The engine turns Ctrl-C into a clean stop while it runs and gives the handler back when it returns;

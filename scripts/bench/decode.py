@@ -47,11 +47,12 @@ sys.path.insert(0, str(ROOT))
 
 try:
     import dbtlabs  # noqa: F401  (namespace package: only checks it is installed)
-    import google.api  # noqa: F401
+    import google.api
     import google.iam.v1  # noqa: F401
     import opentelemetry.proto  # noqa: F401
     from google.protobuf import descriptor_pb2, json_format, unknown_fields
     from google.protobuf.descriptor import FieldDescriptor
+    from google.protobuf.message import DecodeError
 except ImportError as e:  # pragma: no cover
     sys.exit(f"missing benchmark dependency ({e.name}): pip install -e '.[bench]'")
 
@@ -150,20 +151,20 @@ WORDS = [
 ]
 
 
-def _timestamp(rng: random.Random, msg) -> None:  # noqa: ANN001
+def _timestamp(rng: random.Random, msg) -> None:
     msg.seconds = rng.randint(1_500_000_000, 1_800_000_000)
     msg.nanos = rng.choice([0, rng.randint(0, 999_999_999)])
 
 
-def _duration(rng: random.Random, msg) -> None:  # noqa: ANN001
+def _duration(rng: random.Random, msg) -> None:
     msg.seconds = rng.randint(0, 86_400)
 
 
-def _field_mask(rng: random.Random, msg) -> None:  # noqa: ANN001
+def _field_mask(rng: random.Random, msg) -> None:
     msg.paths.extend(rng.sample(["order_id", "customer.name", "items", "status"], 2))
 
 
-def _leave_empty(rng: random.Random, msg) -> None:  # noqa: ANN001
+def _leave_empty(rng: random.Random, msg) -> None:
     msg.SetInParent()
 
 
@@ -182,7 +183,7 @@ class Generator:
         self.fill = fill
         self.max_depth = max_depth
 
-    def fill_message(self, msg, depth: int = 0) -> None:  # noqa: ANN001
+    def fill_message(self, msg, depth: int = 0) -> None:
         d = msg.DESCRIPTOR
         special = WELL_KNOWN.get(d.full_name)
         if special is not None:
@@ -209,7 +210,7 @@ class Generator:
             else:
                 setattr(msg, f.name, self.scalar(f))
 
-    def fill_map(self, msg, f, depth: int) -> None:  # noqa: ANN001
+    def fill_map(self, msg, f, depth: int) -> None:
         key_f = f.message_type.fields_by_name["key"]
         val_f = f.message_type.fields_by_name["value"]
         container = getattr(msg, f.name)
@@ -221,7 +222,7 @@ class Generator:
             else:
                 container[k] = self.scalar(val_f)
 
-    def scalar(self, f):  # noqa: ANN001, ANN201
+    def scalar(self, f):
         t = f.type
         r = self.rng
         if t == FieldDescriptor.TYPE_STRING:
@@ -271,15 +272,15 @@ def log_line(rng: random.Random, i: int, payload: bytes) -> str:
 
 
 # -- ground truth with protobuf itself ----------------------------------------------------------
-def clean_as(cls, payload: bytes) -> bool:  # noqa: ANN001
+def clean_as(cls, payload: bytes) -> bool:
     try:
         msg = cls.FromString(payload)
-    except Exception:
+    except DecodeError:
         return False
     return msg.IsInitialized() and not has_unknown(msg) and not oneof_clash(msg.DESCRIPTOR, payload)
 
 
-def oneof_clash(desc, payload: bytes) -> bool:  # noqa: ANN001
+def oneof_clash(desc, payload: bytes) -> bool:
     """Two members of one oneof on the wire: protobuf keeps the last and silently drops the other
     (unknown fields inside it included), so the parse alone cannot see it."""
     fields = wire.scan(payload)
@@ -297,7 +298,7 @@ def oneof_clash(desc, payload: bytes) -> bool:  # noqa: ANN001
     return False
 
 
-def has_unknown(msg) -> bool:  # noqa: ANN001
+def has_unknown(msg) -> bool:
     """Unknown fields anywhere, or a string field that is not UTF-8 (proto3 rejects those at parse
     time; for proto2 the runtime hands back bytes, which the scorer counts as a defect too)."""
     if len(unknown_fields.UnknownFieldSet(msg)):
@@ -328,10 +329,10 @@ def has_unknown(msg) -> bool:  # noqa: ANN001
     return False
 
 
-def unknown_count(cls, payload: bytes) -> int:  # noqa: ANN001
+def unknown_count(cls, payload: bytes) -> int:
     try:
         msg = cls.FromString(payload)
-    except Exception:
+    except DecodeError:
         return 1 << 30
     return len(unknown_fields.UnknownFieldSet(msg)) + (0 if msg.IsInitialized() else 1)
 
@@ -345,7 +346,7 @@ def oracle_decode(registry: Registry, lines: list[tuple[str, str, bytes]]) -> No
         for cand in extract.candidates(line):
             try:
                 msg = cls.FromString(cand.data)
-            except Exception:
+            except DecodeError:
                 continue
             if not len(unknown_fields.UnknownFieldSet(msg)):
                 chosen = msg
