@@ -236,7 +236,8 @@ def reset_history(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Headers with the death history and retry counters removed, and what was removed."""
     names = _reset_names(extra) if isinstance(extra, tuple) else {*HISTORY_HEADERS, *DEFAULT_RETRY_HEADERS, *extra}
-    kept, removed = {}, {}
+    kept: dict[str, Any] = {}
+    removed: dict[str, Any] = {}
     for key, value in (headers or {}).items():
         (removed if key in names else kept)[key] = value
     return kept, removed

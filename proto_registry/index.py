@@ -14,13 +14,15 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from proto_registry.wire import I32, I64, LEN, SGROUP, VARINT
 
 # Field kinds, as the scorer checks them. A kind is a small tuple so equal kinds share one check.
-VARINT_ANY = ("v",)  # int32/64, uint, sint, bool, open enum: any varint is a valid value
-FIXED = ("f",)  # fixed32/64, sfixed, float, double
-STRING = ("s",)  # must be valid UTF-8
-BYTES = ("b",)  # anything goes
-PACKED_VARINT = ("p0",)
-PACKED_I64 = ("p1",)
-PACKED_I32 = ("p5",)
+Kind = tuple[str] | tuple[str, int]
+
+VARINT_ANY: Kind = ("v",)  # int32/64, uint, sint, bool, open enum: any varint is a valid value
+FIXED: Kind = ("f",)  # fixed32/64, sfixed, float, double
+STRING: Kind = ("s",)  # must be valid UTF-8
+BYTES: Kind = ("b",)  # anything goes
+PACKED_VARINT: Kind = ("p0",)
+PACKED_I64: Kind = ("p1",)
+PACKED_I32: Kind = ("p5",)
 # ("e", enum_id) closed enum value, ("pe", enum_id) packed closed enum,
 # ("m", type_id) message, ("g", type_id) group: these live in Index.children/parents.
 
@@ -36,7 +38,6 @@ _VARINT_TYPES = {
 _I64_TYPES = {FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64, FieldDescriptor.TYPE_DOUBLE}
 _I32_TYPES = {FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_SFIXED32, FieldDescriptor.TYPE_FLOAT}
 
-Kind = tuple[str] | tuple[str, int]
 
 
 @dataclass(slots=True)
@@ -107,7 +108,7 @@ def build_index(descriptors: list[Descriptor], map_entries: set[str]) -> Index:
             for tag, kind in _kinds(f, idx, enum_ids):
                 info.fields[tag] = kind
                 idx.known[tag] = idx.known.get(tag, 0) | bit
-                if kind[0] in ("m", "g"):
+                if kind[0] in ("m", "g") and len(kind) == 2:
                     child = kind[1]
                     idx.children[tag] = idx.children.get(tag, 0) | (1 << child)
                     per_tag = idx.parents.setdefault(tag, {})
@@ -138,12 +139,13 @@ def _kinds(f: FieldDescriptor, idx: Index, enum_ids: dict[str, int]) -> list[tup
         return [(n | LEN, STRING)]
     if t == FieldDescriptor.TYPE_BYTES:
         return [(n | LEN, BYTES)]
-    if t == FieldDescriptor.TYPE_MESSAGE:
-        return [(n | LEN, ("m", idx.by_name[f.message_type.full_name]))]
-    if t == FieldDescriptor.TYPE_GROUP:
-        return [(n | SGROUP, ("g", idx.by_name[f.message_type.full_name]))]
+    if t in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP):
+        assert f.message_type is not None  # a message or group field always has its type
+        child = idx.by_name[f.message_type.full_name]
+        return [(n | LEN, ("m", child))] if t == FieldDescriptor.TYPE_MESSAGE else [(n | SGROUP, ("g", child))]
     if t == FieldDescriptor.TYPE_ENUM:
         e = f.enum_type
+        assert e is not None  # an enum field always has its enum
         if e.is_closed:
             eid = enum_ids.get(e.full_name)
             if eid is None:

@@ -269,8 +269,9 @@ def _causes(exc: BaseException) -> list[BaseException]:
             continue
         seen.append(current)
         todo += [a for a in current.args if isinstance(a, BaseException)]
-        todo += [getattr(current, "exception", None)] if isinstance(getattr(current, "exception", None),
-                                                                     BaseException) else []
+        inner = getattr(current, "exception", None)
+        if isinstance(inner, BaseException):
+            todo.append(inner)
         todo += [e for e in getattr(current, "exceptions", ()) or () if isinstance(e, BaseException)]
         if current.__cause__ is not None:
             todo.append(current.__cause__)

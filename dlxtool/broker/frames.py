@@ -365,7 +365,7 @@ def decode_amqp_table(buf: bytes, o: int) -> tuple[dict[Any, Any], int]:
     size = _unpack_I(buf, o)[0]
     o += 4
     limit = o + size
-    result = {}
+    result: dict[str, Any] = {}
     while o < limit:
         n = buf[o]
         o += 1

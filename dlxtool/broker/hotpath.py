@@ -11,6 +11,7 @@ comparing the two (scripts/bench/replay.py) and as an escape hatch should it eve
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
 
@@ -24,10 +25,9 @@ def _import() -> ModuleType | None:
     if disabled_by_env():
         return None
     try:
-        from dlxtool.broker import _hotpath
+        return importlib.import_module("dlxtool.broker._hotpath")
     except ImportError:  # not built here (no C compiler at install time): the Python path does the work
         return None
-    return _hotpath
 
 
 active: ModuleType | None = _import()

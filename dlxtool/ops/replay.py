@@ -203,7 +203,7 @@ def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory 
         origin = find_origin(record.headers, history).queue
     orig_exchange, orig_key = original_address(history, origin)
     if keep_history:
-        headers, removed = dict(record.headers), {}
+        headers, removed = dict(record.headers), dict[str, Any]()
     else:
         headers, removed = reset_history(record.headers, reset_names)
     headers.pop(PROVENANCE_HEADER, None)
