@@ -40,6 +40,15 @@ confirms; the DLQ copy is acked only after a clean confirm. Unroutable
 are reported. The run covers the messages present at the start only.
 
 \b
+Full origins: an origin with a length limit (x-max-length[-bytes],
+argument or policy) and overflow drop-head (the default) or
+reject-publish-dlx would push out its own oldest messages (or dead-letter
+copies) to make room. Replay moves only what fits (room = limit - ready -
+unacked, counted down per message, shown in the plan); the rest stays in
+the DLQ: "origin full (drop-head would push out its head)". Exit 5, or 6
+when nothing fit. --allow-displace replays anyway.
+
+\b
 Count reset (default): x-death, x-first-death-*, x-last-death-*, CC, BCC,
 x-delivery-count and the retry headers x-retry-count, x-delivery-attempts
 (+ --reset-header, + the profile's reset_headers) are removed; a header
@@ -80,6 +89,9 @@ Examples:
 @click.option("--keep-routing-key", is_flag=True,
               help="Publish through a temporary fanout exchange bound only to the origin, so the message "
                    "keeps its original routing key without reaching other queues.")
+@click.option("--allow-displace", is_flag=True,
+              help="Replay into a full origin with overflow drop-head/reject-publish-dlx anyway (it pushes out its "
+                   "oldest messages or dead-letters copies).")
 @click.option("--target-broker", metavar="NAME", shell_complete=complete_broker,
               help="Publish to the origin queues on this broker profile.")
 @click.option("--save", "save_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
@@ -95,7 +107,8 @@ Examples:
 @common_options
 @click.pass_obj
 def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_headers: tuple[str, ...],
-           max_replays: int | None, keep_routing_key: bool, target_broker: str | None, save_file: str | None,
+           max_replays: int | None, keep_routing_key: bool, allow_displace: bool, target_broker: str | None,
+           save_file: str | None,
            rate: float | None, prefetch: int, window: int, selection: Selection, dry_run: bool,
            yes: bool) -> None:
     from dlxtool.ops.replay import ReplaySettings
@@ -107,21 +120,24 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
     settings = ReplaySettings(
         source=dlq, selection=selection, to_queue=to_queue, keep_history=keep_history,
         reset_headers=tuple(dict.fromkeys((*profile.reset_headers, *reset_headers))),
-        max_replays=max_replays, keep_routing_key=keep_routing_key,
+        max_replays=max_replays, keep_routing_key=keep_routing_key, allow_displace=allow_displace,
     )
     info = _queue_info(app, profile, dlq)
     with summary_before_ctrl_c() as ctrl_c:
         with ExitStack() as stack:
             conn = stack.enter_context(app.connection(profile))
             target_conn = stack.enter_context(app.connection(target_profile)) if target_profile else None
+            rooms = _rooms(app, target_conn or conn, target_profile or profile, allow_displace,
+                           "--to queue" if to_queue else "origin")
             if dry_run or not yes:
-                plan = _plan(app, conn, target_conn, settings, info, target_profile or profile)
+                plan = _plan(app, conn, target_conn, settings, info, target_profile or profile, rooms)
                 _render_plan(app, plan)
                 if dry_run:
                     return
                 app.confirm(f"Replay the messages of {dlq!r} as planned?", yes=yes)
             ctrl_c.arm()
-            result = _run(app, conn, target_conn, settings, save_file, rate, prefetch, window, profile.timeout)
+            result = _run(app, conn, target_conn, settings, save_file, rate, prefetch, window, profile.timeout,
+                          rooms)
         _render_result(app, result)
         _warn_dead_letter_routing(app, target_profile or profile, result, settings)
         exit_for(result, "replay")
@@ -145,7 +161,15 @@ def _queue_info(app: App, profile: Any, dlq: str) -> Any:
     return info
 
 
-def _plan(app: App, conn: Any, target_conn: Any, settings: Any, info: Any, target_profile: Any) -> Any:
+def _rooms(app: App, conn: Any, profile: Any, allow_displace: bool, role: str) -> Any:
+    """The origins' rooms (limits from the target broker's management API, depth by passive declare)."""
+    from dlxtool.ops.capacity import rooms
+
+    return rooms(conn, app.management(profile), profile.vhost, profile.timeout, role=role,
+                 allow_displace=allow_displace)
+
+
+def _plan(app: App, conn: Any, target_conn: Any, settings: Any, info: Any, target_profile: Any, rooms: Any) -> Any:
     from dlxtool.ops.replay import dlx_warning, plan
 
     qtype = info.type if info is not None else _probe_type(app, settings.source)
@@ -157,7 +181,7 @@ def _plan(app: App, conn: Any, target_conn: Any, settings: Any, info: Any, targe
             "means reading and returning messages, which counts as a delivery attempt and can dead-letter them",
             hint="pass --yes to replay without a plan (replay itself never returns messages it has read)")
     result = plan(conn, settings, max_messages=app.config().dump_unacked_limit, target_conn=target_conn,
-                  timeout=app.profile().timeout)
+                  timeout=app.profile().timeout, rooms=rooms)
     if qtype == "quorum" and result.looked_at:
         app.info(f"the plan read {result.looked_at} messages and gave them back in place, in order; on a quorum "
                  "queue each of them now counts one more delivery attempt (x-delivery-count; no limit is set)")
@@ -187,15 +211,19 @@ def _render_plan(app: App, plan: Any) -> None:
 
     sampled = f" (from the first {plan.looked_at})" if plan.looked_at < plan.snapshot else ""
     app.info(f"plan for {plan.source}: {plan.snapshot} messages{sampled}")
-    rows = [["replay to", o.queue, o.messages, {True: "yes", False: "NO", None: "?"}[o.exists], o.warning or ""]
-            for o in plan.origins]
-    rows += [["stay", why, n, "", ""] for why, n in sorted(plan.stay.items())]
-    write_table(rows, ["action", "queue / reason", "messages", "exists", "warning"], app.stdout,
+    rows = [["replay to", o.queue, o.messages - o.would_stay_full, {True: "yes", False: "NO", None: "?"}[o.exists],
+             o.room or "", o.warning or ""] for o in plan.origins]
+    rows += [["stay", o.full_reason, o.would_stay_full, "", "", ""] for o in plan.origins if o.would_stay_full]
+    rows += [["stay", why, n, "", "", ""] for why, n in sorted(plan.stay.items())]
+    write_table(rows, ["action", "queue / reason", "messages", "exists", "room", "warning"], app.stdout,
                 empty="nothing to replay")
     _plan_footer(app, plan)
     for o in plan.origins:
         if o.exists is False:
             app.warn(f"queue {o.queue!r} does not exist: its {o.messages} message(s) would stay in the DLQ")
+        if o.would_stay_full:
+            app.warn(f"{o.full_reason}: {o.would_stay_full} of its {o.messages} message(s) would stay in the "
+                     f"DLQ ({o.room}); --allow-displace replays them anyway")
 
 
 def _plan_footer(app: App, plan: Any) -> None:
@@ -209,7 +237,7 @@ def _plan_footer(app: App, plan: Any) -> None:
 
 
 def _run(app: App, conn: Any, target_conn: Any, settings: Any, save_file: str | None, rate: float | None,
-         prefetch: int, window: int, timeout: float) -> Any:
+         prefetch: int, window: int, timeout: float, rooms: Any) -> Any:
     from dlxtool.ops.engine import TransferOptions
     from dlxtool.ops.replay import replay as run_replay
 
@@ -217,7 +245,7 @@ def _run(app: App, conn: Any, target_conn: Any, settings: Any, save_file: str | 
         sink = stack.enter_context(record_file(app, save_file)) if save_file else None
         bar = stack.enter_context(progress_bar(app, "replaying"))
         options = TransferOptions(prefetch=prefetch, window=window, rate=rate, sink=sink, progress=bar)
-        return run_replay(conn, settings, options, target_conn=target_conn, timeout=timeout)
+        return run_replay(conn, settings, options, target_conn=target_conn, timeout=timeout, rooms=rooms)
 
 
 def _render_result(app: App, result: Any) -> None:

@@ -42,6 +42,7 @@ from dlxtool.deaths import (
     reset_history,
     summarize,
 )
+from dlxtool.ops.capacity import Rooms, full_reason
 from dlxtool.ops.engine import Action, Decision
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
@@ -59,6 +60,7 @@ class ReplaySettings:
     reset_headers: tuple[str, ...] = ()
     max_replays: int | None = None
     keep_routing_key: bool = False
+    allow_displace: bool = False  # replay into a full drop-head origin anyway (it pushes out its head)
 
 
 def replay_count(headers: dict[str, Any] | None) -> int:
@@ -295,6 +297,9 @@ class OriginPlan:
     messages: int
     exists: bool | None = None
     warning: str | None = None
+    room: str | None = None        # capacity.Capacity.describe(): "room 0 (max-length 3, drop-head; …)"
+    would_stay_full: int = 0       # of `messages`, how many do not fit the origin's room (by count)
+    full_reason: str | None = None  # why those stay: "origin full (drop-head would push out its head): q"
 
 
 @dataclass
@@ -314,8 +319,8 @@ class ReplayPlan:
         return {
             "source": self.source, "snapshot": self.snapshot, "looked_at": self.looked_at,
             "sampled": self.sampled, "queue_depth": self.snapshot,
-            "origins": [{"queue": o.queue, "messages": o.messages, "exists": o.exists, "warning": o.warning}
-                        for o in self.origins],
+            "origins": [{"queue": o.queue, "messages": o.messages, "exists": o.exists, "warning": o.warning,
+                         "room": o.room, "would_stay_full": o.would_stay_full} for o in self.origins],
             "stay": dict(self.stay),
         }
 
@@ -390,9 +395,14 @@ def topic_matches(pattern: str, key: str) -> bool:
 
 
 def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_conn: Any | None = None,
-           timeout: float = 30.0) -> Any:
-    """Run the replay pass; returns the engine's TransferResult."""
+           timeout: float = 30.0, rooms: Rooms | None = None) -> Any:
+    """Run the replay pass; returns the engine's TransferResult. With `rooms` (dlxtool.ops.capacity), a
+    message whose origin has no room left stays in the DLQ: "origin full (drop-head would push out its head)"."""
     from dlxtool.ops.engine import Transfer
+
+    if rooms is not None:
+        rooms.forget()  # the plan's figures are as old as the user's reading of it
+        options.admit = rooms.admit
 
     exchanges = TemporaryExchanges(target_conn or source_conn, timeout) if settings.keep_routing_key else None
     decider = ReplayDecider(settings, route_for=exchanges)
@@ -406,8 +416,9 @@ def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_c
 
 
 def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, target_conn: Any | None = None,
-         timeout: float = 30.0) -> ReplayPlan:
-    """What a replay would do, from the first max_messages messages (given back in order afterwards)."""
+         timeout: float = 30.0, rooms: Rooms | None = None) -> ReplayPlan:
+    """What a replay would do, from the first max_messages messages (given back in order afterwards);
+    with `rooms`, each origin's room and how many of its messages would stay because it is full."""
     from dlxtool.ops.survey import survey
 
     decider = ReplayDecider(settings, route_for=lambda _queue: "(temporary exchange)")
@@ -416,6 +427,12 @@ def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, targe
     out = plan_from_survey(settings.source, result.snapshot, result.looked_at, result.plan)
     for origin in out.origins:
         origin.exists = queue_exists(target_conn or source_conn, origin.queue, timeout)
+        if rooms is not None and origin.exists:
+            cap = rooms.capacity(origin.queue)
+            origin.room = cap.describe()
+            if cap.guarded and not rooms.allow_displace and cap.room is not None:
+                origin.would_stay_full = max(0, origin.messages - cap.room)
+                origin.full_reason = full_reason(rooms.role, cap)
     return out
 
 
