@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from dlxtool.broker.amqp_values import RawValue
+from dlxtool.amqp_values import RawValue
 
 # Reasons that mean "the message failed in this queue" (as opposed to waiting out a TTL there).
 FAILURE_REASONS = ("rejected", "delivery_limit", "maxlen")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from dlxtool.broker.amqp_values import RawValue
+from dlxtool.amqp_values import RawValue
 from dlxtool.deaths import find_origin, parse_history
 from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord

@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dlxtool import record, secrets
+from dlxtool import secrets
+from dlxtool.amqp_values import allow_deep_headers
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConfigError, ConnectError
 from dlxtool.urls import AmqpUrl
@@ -90,7 +91,7 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
     import pika.exceptions as pe
 
     quiet_pika_logging()
-    record.allow_deep_headers()
+    allow_deep_headers()  # deep header tables decode on this connection's deliveries
     params = connection_parameters(profile)
     errors: list[str] = []
     hints: list[str] = []

@@ -34,8 +34,8 @@ from pika import data as pika_data
 from pika import exceptions, frame, spec
 from pika.compat import long
 
+from dlxtool.amqp_values import RawValue, raw_fixed
 from dlxtool.broker import hotpath
-from dlxtool.broker.amqp_values import RawValue, raw_fixed
 
 FRAME_END = 0xCE
 _END = b"\xce"
@@ -129,6 +129,13 @@ def _value(value: Any, out: list[bytes]) -> None:
         out.append(value.encoded)
     else:  # Decimal, subclasses, unsupported types: pika decides (and raises what it raises)
         pika_data.encode_value(out, value)
+
+
+def encode_field_value(value: Any) -> bytes:
+    """One AMQP field value (kind byte + payload) as a header table holds it; a tuple as an array."""
+    out: list[bytes] = []
+    _value(list(value) if isinstance(value, tuple) else value, out)
+    return b"".join(out)
 
 
 _TIME_CACHE: dict[datetime, bytes] = {}  # datetimes are immutable; replay stamps the same second over and over
@@ -355,6 +362,18 @@ def _dvalue(buf: bytes, o: int) -> tuple[Any, int]:
         return raw
     # anything else (an unknown kind: an error): pika's own decoder from the kind byte
     return pika_data.decode_value(buf, o - 1)
+
+
+def decode_field_value(data: bytes) -> Any:
+    """The one AMQP field value that is all of `data` (the rare kinds stay RawValue), or ValueError.
+    Deeply nested values need dlxtool.amqp_values.allow_deep_headers() first."""
+    try:
+        value, end = _dvalue(data, 0)
+    except Exception as exc:  # noqa: BLE001 - pika raises its own field-type errors, IndexError, struct.error…
+        raise ValueError(f"not an AMQP field value ({type(exc).__name__})") from None
+    if end != len(data):
+        raise ValueError("trailing bytes")
+    return value
 
 
 _KEY_CACHE: dict[bytes, str] = {}

@@ -127,7 +127,7 @@ def scan(open_stream: Opener, settings: LoadSettings) -> LoadPlan:
 def _check_encodes(record: MessageRecord, settings: LoadSettings, where: str) -> None:
     """Refuse a file with a record AMQP cannot carry before anything is published (frame size is checked
     per message at publish time: it depends on the connection)."""
-    from dlxtool.broker.amqp_values import rabbitmq_refuses
+    from dlxtool.amqp_values import rabbitmq_refuses
     from dlxtool.broker.frames import encode_for_publish
 
     headers = _headers(record, settings)

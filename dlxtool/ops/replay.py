@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from dlxtool.broker.amqp_values import RawValue
+from dlxtool.amqp_values import RawValue
 from dlxtool.deaths import (
     DEFAULT_RETRY_HEADERS,
     FAILURE_REASONS,

@@ -22,8 +22,8 @@ from pika import data as pika_data
 from pika import frame, spec
 from pika.compat import long
 
+from dlxtool.amqp_values import RawValue
 from dlxtool.broker import frames, hotpath
-from dlxtool.broker.amqp_values import RawValue
 from dlxtool.broker.channel import AsyncChannel
 from dlxtool.broker.publisher import Outcome, Publisher
 
@@ -258,7 +258,7 @@ def _wire_table(table: dict[str, Any]) -> bytes:
 @pytest.fixture
 def deep_headers() -> None:
     """What dlxtool sets when it connects or reads an $amqp tag, set before hypothesis watches the limit."""
-    from dlxtool.record import allow_deep_headers
+    from dlxtool.amqp_values import allow_deep_headers
 
     allow_deep_headers()
 
@@ -308,7 +308,7 @@ def test_garbage_decodes_as_pika_does_or_fails_alike(raw: bytes) -> None:
 
 def _as_pika(value: Any) -> Any:
     """What pika would have decoded where we kept a RawValue."""
-    from dlxtool.broker.amqp_values import RawValue
+    from dlxtool.amqp_values import RawValue
 
     if isinstance(value, RawValue):
         if value.kind == "L":
@@ -322,7 +322,7 @@ def _as_pika(value: Any) -> Any:
 
 
 def _holds_raw(value: Any) -> bool:
-    from dlxtool.broker.amqp_values import RawValue
+    from dlxtool.amqp_values import RawValue
 
     if isinstance(value, RawValue):
         return True

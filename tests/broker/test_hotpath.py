@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pika.compat import long
 
+from dlxtool.amqp_values import RawValue
 from dlxtool.broker import hotpath
-from dlxtool.broker.amqp_values import RawValue
 from dlxtool.broker.frames import decode_properties, encode_properties
 from dlxtool.ops.engine import Action, Decision
 from dlxtool.ops.replay import PROVENANCE_HEADER, ReplayDecider, ReplaySettings

@@ -132,7 +132,7 @@ def test_a_long_string_header_that_is_not_utf8_is_replayed_alike_with_and_withou
     """RabbitMQ passes a long string of any bytes through dead-lettering (the .NET client writes byte[] so). The
     Python path publishes it back as a byte array (pika decodes it as bytes): the C path must not keep it a
     long string, or the same replay would publish two different messages depending on the build."""
-    from dlxtool.broker.amqp_values import RawValue
+    from dlxtool.amqp_values import RawValue
     from dlxtool.broker.publisher import Outcome, Publisher
 
     origin = f"{qname}.o"
