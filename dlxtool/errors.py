@@ -50,6 +50,11 @@ class ConnectError(DlxtoolError):
     exit_status = ExitStatus.CONNECT
 
 
+class ManagementMismatch(ConnectError):
+    """The management API answers for another broker than the one the AMQP connection reached: none of its
+    data (queue type, arguments, policies, limits, counts) may be used."""
+
+
 class NotFoundError(DlxtoolError):
     """A queue, broker profile or file does not exist."""
 

@@ -68,6 +68,14 @@ class DlxtoolGroup(click.Group):
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except Exception as exc:  # noqa: BLE001 - last line of defence: one line, no traceback
+            if type(exc).__module__.startswith("pika."):
+                # A lost connection or a broker's refusal mid-command: say what the broker said, not pika.
+                from dlxtool.broker.connection import amqp_failure
+
+                error = amqp_failure(exc)
+                error.__cause__ = exc  # --debug shows where it came from
+                report(ctx, error)
+                ctx.exit(int(error.exit_status))
             report(ctx, exc)
             ctx.exit(int(ExitStatus.ERROR))
 

@@ -96,7 +96,7 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_h
                             window=window, allow_displace=allow_displace)
     with summary_before_ctrl_c() as ctrl_c:
         with app.connection(profile) as conn, progress_bar(app, "loading") as bar:
-            session = Session(conn, profile.vhost, profile.name, profile.timeout, app.management(profile))
+            session = Session(conn, profile.vhost, profile.name, profile.timeout, app.management(profile, conn))
             plan, result = run_load(session, open_stream, settings, dry_run=dry_run, report=app, progress=bar,
                                     starting=ctrl_c.arm,
                                     open_failed=(lambda: record_file(app, failed_file)) if failed_file else None)

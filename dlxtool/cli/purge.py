@@ -102,7 +102,7 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
 
     with summary_before_ctrl_c() as ctrl_c:
         with app.connection(profile) as conn, progress_bar(app, "moving" if move_to else "purging") as bar:
-            session = Session(conn, profile.vhost, profile.name, profile.timeout, app.management(profile))
+            session = Session(conn, profile.vhost, profile.name, profile.timeout, app.management(profile, conn))
 
             def confirm(question: str) -> None:
                 app.confirm(question, yes=yes)

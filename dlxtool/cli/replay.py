@@ -122,15 +122,18 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         reset_headers=tuple(dict.fromkeys((*profile.reset_headers, *reset_headers))),
         max_replays=max_replays, keep_routing_key=keep_routing_key, allow_displace=allow_displace,
     )
-    info = _queue_info(app, profile, dlq)
     with summary_before_ctrl_c() as ctrl_c:
         with ExitStack() as stack:
             conn = stack.enter_context(app.connection(profile))
             target_conn = stack.enter_context(app.connection(target_profile)) if target_profile else None
-            rooms = _rooms(app, target_conn or conn, target_profile or profile, allow_displace,
+            # Each API proven to answer for the broker its connection reached, before any of its data is used.
+            mgmt = app.management(profile, conn)
+            target_mgmt = app.management(target_profile, target_conn) if target_profile else mgmt
+            info = _queue_info(app, conn, mgmt, profile, dlq)
+            rooms = _rooms(target_conn or conn, target_mgmt, target_profile or profile, allow_displace,
                            "--to queue" if to_queue else "origin")
             if dry_run or not yes:
-                plan = _plan(app, conn, target_conn, settings, info, target_profile or profile, rooms)
+                plan = _plan(app, conn, target_conn, settings, info, target_profile or profile, target_mgmt, rooms)
                 _render_plan(app, plan)
                 if dry_run:
                     return
@@ -139,18 +142,22 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
             result = _run(app, conn, target_conn, settings, save_file, rate, prefetch, window, profile.timeout,
                           rooms)
         _render_result(app, result)
-        _warn_dead_letter_routing(app, target_profile or profile, result, settings)
+        _warn_dead_letter_routing(app, target_mgmt, target_profile or profile, result, settings)
         exit_for(result, "replay")
 
 
-def _queue_info(app: App, profile: Any, dlq: str) -> Any:
+def _queue_info(app: App, conn: Any, mgmt: Any, profile: Any, dlq: str) -> Any:
     """Queue type and delivery limit from the management API (None if it cannot be reached)."""
     from dlxtool.errors import ConnectError as _Connect
+    from dlxtool.ops.purge import passive_declare
 
+    channel = conn.channel()
+    passive_declare(channel, dlq, profile.vhost)  # a missing DLQ is "not found" (4), API or no API
+    channel.close()
     try:
-        info = app.management(profile).queue(profile.vhost, dlq)
+        info = mgmt.queue(profile.vhost, dlq)
     except _Connect as exc:
-        app.warn(f"cannot check the type of {dlq!r} in the management API ({exc.message})")
+        app.warn(f"check not made: {exc.message}: type and limits of {dlq!r} unknown")
         return None
     if info.type == "stream":
         raise RefusedError(f"{dlq!r} is a stream: messages cannot be removed from it, so it cannot be replayed",
@@ -161,15 +168,15 @@ def _queue_info(app: App, profile: Any, dlq: str) -> Any:
     return info
 
 
-def _rooms(app: App, conn: Any, profile: Any, allow_displace: bool, role: str) -> Any:
+def _rooms(conn: Any, mgmt: Any, profile: Any, allow_displace: bool, role: str) -> Any:
     """The origins' rooms (limits from the target broker's management API, depth by passive declare)."""
     from dlxtool.ops.capacity import rooms
 
-    return rooms(conn, app.management(profile), profile.vhost, profile.timeout, role=role,
-                 allow_displace=allow_displace)
+    return rooms(conn, mgmt, profile.vhost, profile.timeout, role=role, allow_displace=allow_displace)
 
 
-def _plan(app: App, conn: Any, target_conn: Any, settings: Any, info: Any, target_profile: Any, rooms: Any) -> Any:
+def _plan(app: App, conn: Any, target_conn: Any, settings: Any, info: Any, target_profile: Any, mgmt: Any,
+          rooms: Any) -> Any:
     from dlxtool.ops.replay import dlx_warning, plan
 
     qtype = info.type if info is not None else _probe_type(app, settings.source)
@@ -187,7 +194,6 @@ def _plan(app: App, conn: Any, target_conn: Any, settings: Any, info: Any, targe
                  "queue each of them now counts one more delivery attempt (x-delivery-count; no limit is set)")
     if not settings.keep_routing_key:
         try:
-            mgmt = app.management(target_profile)
             for origin in result.origins:
                 if origin.exists:
                     origin.warning = dlx_warning(mgmt, target_profile.vhost, origin.queue)
@@ -261,13 +267,12 @@ def _render_result(app: App, result: Any) -> None:
              + duplicates_note(result))
 
 
-def _warn_dead_letter_routing(app: App, profile: Any, result: Any, settings: Any) -> None:
+def _warn_dead_letter_routing(app: App, mgmt: Any, profile: Any, result: Any, settings: Any) -> None:
     if settings.keep_routing_key or not result.moved:
         return
     from dlxtool.ops.replay import dlx_warning
 
     try:
-        mgmt = app.management(profile)
         for queue in sorted(result.moved):
             warning = dlx_warning(mgmt, profile.vhost, queue)
             if warning:

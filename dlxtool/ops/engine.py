@@ -798,5 +798,8 @@ def _is_connection_error(exc: BaseException) -> bool:
 def describe_error(exc: BaseException) -> str:
     from dlxtool import secrets
 
-    text = str(exc) or type(exc).__name__
-    return secrets.scrub(f"{type(exc).__name__}: {text}" if type(exc).__module__.startswith("pika") else text)
+    if type(exc).__module__.startswith("pika"):
+        from dlxtool.broker.connection import amqp_failure
+
+        return amqp_failure(exc).message  # what the broker said, or "the connection … was lost": no pika names
+    return secrets.scrub(str(exc) or type(exc).__name__)
