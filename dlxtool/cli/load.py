@@ -45,7 +45,7 @@ is not published ("full" in the summary, collected by --failed) instead
 of pushing out the queue's oldest messages; exit 6 when no queue had room
 at all. --allow-displace publishes anyway. Exit 3 if the connection was
 lost (records that had no answer may have been published: counted as
-possible duplicates); 130 on Ctrl-C.
+possible duplicates); 130 on Ctrl-C (143 on SIGTERM, 129 on SIGHUP).
 
 \b
 Examples:

@@ -52,7 +52,7 @@ the same safety rules as `dlxtool peek` (--spend-attempts, --allow-reorder).
 Exit 5 when selected messages stayed (returned/refused by --move-to's
 queue, or it was full); 6 when its queue had no room at all; 3 when
 the connection was lost (nothing lost; the summary counts possible
-duplicates); 130 on Ctrl-C.
+duplicates); 130 on Ctrl-C (143 on SIGTERM, 129 on SIGHUP).
 
 \b
 Examples:

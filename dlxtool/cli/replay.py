@@ -67,7 +67,7 @@ Without --yes, replay first shows the plan (from the first messages,
 given back in place and in order, also on quorum queues, where each
 read counts a delivery attempt: refused with a delivery limit) and asks. Exit 5 when messages were left for a
 reason other than the selection; 3 when the connection was lost (nothing
-is lost; the summary counts possible duplicates); 130 on Ctrl-C.
+is lost; the summary counts possible duplicates); 130 on Ctrl-C (143 on SIGTERM, 129 on SIGHUP).
 
 \b
 Examples:
@@ -85,7 +85,8 @@ Examples:
 @click.option("--reset-header", "reset_headers", multiple=True, metavar="NAME",
               help="Also remove this application retry header (repeatable), e.g. count.")
 @click.option("--max-replays", type=click.IntRange(min=1), metavar="N",
-              help="Leave messages already replayed N times in the DLQ (loop guard).")
+              help="Leave messages already replayed N times in the DLQ (loop guard). A copy a kill -9 left "
+                   "and its source count as one message: one of them is replayed (README: Stop signals).")
 @click.option("--keep-routing-key", is_flag=True,
               help="Publish through a temporary fanout exchange bound only to the origin, so the message "
                    "keeps its original routing key without reaching other queues.")
