@@ -243,3 +243,27 @@ def test_a_load_stopped_by_two_signals_reports_and_writes_what_it_did_not_confir
     assert both <= summary["possible_duplicates"], (both, summary)
     assert summary["published_total"] <= len(in_queue), summary
     assert summary["published_total"] + summary["failed_total"] + summary["not_sent"] == n, summary
+
+
+# -- between the end of the command and the process's exit ---------------------------------------------
+
+_SIGNAL_WHILE_REPORTING = """
+import os, signal, sys
+import dlxtool.cli as cli
+
+real = cli.report
+def report(ctx, exc):  # the command is over (its handlers gone): a SIGTERM arrives as its error is reported
+    os.kill(os.getpid(), signal.SIGTERM)
+    real(ctx, exc)
+cli.report = report
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_a_signal_after_the_command_ended_does_not_kill_the_process(broker, qname, cli_env) -> None:
+    """The window between leaving the command's signal handlers and main()'s exit: SIGTERM's default action
+    killed the process there (-15) with its error half reported; now the settled status stands."""
+    proc = subprocess.run([sys.executable, "-c", _SIGNAL_WHILE_REPORTING, "peek", f"{qname}-missing", "--url",
+                           broker.url], env={**cli_env, "PYTHONPATH": str(ROOT)}, capture_output=True, timeout=60)
+    assert proc.returncode == 4, (proc.returncode, proc.stderr.decode())
+    assert b"not found" in proc.stderr and b"Traceback" not in proc.stderr
