@@ -21,6 +21,7 @@ from dlxtool.cli.options import (
     complete_broker,
     complete_queue,
     dry_run_option,
+    selection_notes,
     selection_options,
     yes_option,
 )
@@ -136,6 +137,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
             if dry_run or not yes:
                 plan = _plan(app, conn, target_conn, settings, info, target_profile or profile, target_mgmt, rooms)
                 _render_plan(app, plan)
+                selection_notes(app, selection)
                 if dry_run:
                     return
                 app.confirm(f"Replay the messages of {dlq!r} as planned?", yes=yes)
@@ -143,6 +145,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
             result = _run(app, conn, target_conn, settings, save_file, rate, prefetch, window, profile.timeout,
                           rooms)
         _render_result(app, result)
+        selection_notes(app, selection)
         _warn_dead_letter_routing(app, target_mgmt, target_profile or profile, result, settings)
         exit_for(result, "replay")
 
