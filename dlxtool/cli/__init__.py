@@ -209,6 +209,9 @@ def _guard_streams(app: App) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from dlxtool.ops.interrupts import hold_stop_signals_until_exit
+
+    hold_stop_signals_until_exit()  # from the command's end to ignore_ctrl_c_from_now_on() below
     try:
         cli.main(args=argv, prog_name="dlxtool", obj=App(), standalone_mode=True)
     except SystemExit as exc:

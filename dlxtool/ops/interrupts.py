@@ -100,8 +100,25 @@ def catch_stop_signals() -> Iterator[None]:
         yield
     finally:
         for sig, old in previous.items():
-            if old is not None:
+            if _hold_until_exit and _take(sig, old):
+                signal.signal(sig, _note_only)
+            elif old is not None:
                 signal.signal(sig, old)
+
+
+_hold_until_exit = False
+
+
+def hold_stop_signals_until_exit() -> None:
+    """For `main()`: leaving `catch_stop_signals`, a stop signal only takes note until
+    `ignore_ctrl_c_from_now_on`. Restoring SIGTERM's default action there let a signal kill the process (-15)
+    while the command's summary and exit status (143 after an interrupted run) were on their way out."""
+    global _hold_until_exit
+    _hold_until_exit = True
+
+
+def _note_only(signum: int, _frame: Any) -> None:
+    _note(signum)
 
 
 @contextmanager
