@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, cast
 
 import click
 
@@ -130,7 +130,7 @@ def _nothing(reader: QueueReader | None) -> str:
     return "(no messages)" if reader is None else reader.facts.nothing_read()
 
 
-def _load(app: App, queue: str | None, count: int, from_file: str | None,
+def _load(app: App, queue: str | None, count: int | None, from_file: str | None,
           read: dict, allow_torn: bool = False) -> tuple[list[MessageRecord], QueueReader | None]:
     if (queue is None) == (from_file is None):
         raise UsageError("give a QUEUE or --from FILE (one of them)")
@@ -147,7 +147,7 @@ def _from_file(app: App, name: str, allow_torn: bool) -> Iterator[MessageRecord]
     def torn(where: str, skipped: int) -> None:
         app.warn(f"{where}: a record cut short ({skipped} bytes; a writer stopped mid-record): skipped")
 
-    yield from open_records(name, app.stdin.buffer if hasattr(app.stdin, "buffer") else app.stdin,
+    yield from open_records(name, cast(IO[bytes], getattr(app.stdin, "buffer", app.stdin)),
                             torn if allow_torn else None)
 
 

@@ -113,7 +113,7 @@ def connection_options(f: F) -> F:
 
 
 def format_option(f: F, formats: tuple[str, ...] = FORMATS,
-                  help: str = "Output format (default: table on a terminal, JSON when piped).") -> F:  # noqa: A002
+                  help: str = "Output format (default: table on a terminal, JSON when piped).") -> F:
     return click.option(
         "--format", "-f", "fmt", type=click.Choice(formats), expose_value=False, callback=_store("fmt"), help=help,
     )(f)

@@ -191,9 +191,8 @@ def _plan(app: App, conn: Any, target_conn: Any, settings: Any, info: Any, targe
             f"{settings.source!r} is a quorum queue with {limit}: showing a plan "
             "means reading and returning messages, which counts as a delivery attempt and can dead-letter them",
             hint="pass --yes to replay without a plan (replay itself never returns messages it has read)")
-    limit = app.config().dump_unacked_limit
-    result = plan(conn, settings, max_messages=limit, target_conn=target_conn, timeout=app.profile().timeout,
-                  rooms=rooms)
+    result = plan(conn, settings, max_messages=app.config().dump_unacked_limit, target_conn=target_conn,
+                  timeout=app.profile().timeout, rooms=rooms)
     if qtype == "quorum" and result.looked_at:
         app.info(f"the plan read {result.looked_at} messages and gave them back in place, in order; on a quorum "
                  "queue each of them now counts one more delivery attempt (x-delivery-count; no limit is set)")
@@ -282,5 +281,5 @@ def _warn_dead_letter_routing(app: App, mgmt: Any, profile: Any, result: Any, se
             warning = dlx_warning(mgmt, profile.vhost, queue)
             if warning:
                 app.warn(f"{queue}: {warning}")
-    except Exception:  # noqa: BLE001, S110 - advice only
+    except Exception:  # noqa: BLE001 - advice only
         pass

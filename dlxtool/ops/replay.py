@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from dlxtool.broker.amqp_values import RawValue
+from dlxtool.amqp_values import RawValue
 from dlxtool.deaths import (
     DEFAULT_RETRY_HEADERS,
     FAILURE_REASONS,
@@ -51,7 +51,7 @@ from dlxtool.deaths import (
 )
 from dlxtool.ops.capacity import Rooms, full_reason
 from dlxtool.ops.engine import Action, Decision
-from dlxtool.ops.provenance import (  # noqa: F401 - re-exported: replay's names for them
+from dlxtool.ops.provenance import (  # re-exported: replay's names for them
     _SRC_ENTRY,
     PROVENANCE_HEADER,
     Origin,
@@ -259,7 +259,7 @@ def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory 
         origin = find_origin(record.headers, history).queue
     orig_exchange, orig_key = original_address(history, origin)
     if keep_history:
-        headers, removed = dict(record.headers), {}
+        headers, removed = dict(record.headers), dict[str, Any]()
     else:
         headers, removed = reset_history(record.headers, reset_names)
     headers.pop(PROVENANCE_HEADER, None)

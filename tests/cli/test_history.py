@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import orjson
-import pytest
 
 from dlxtool.errors import ExitStatus
 from tests.support import topologies
-
-pytestmark = pytest.mark.broker
 
 
 def history(run, broker, queue: str, *args: str) -> list[dict]:
