@@ -92,8 +92,11 @@ class Message:
 
 
 class Convention(Protocol):
-    name: str    # what --origin-from and the output use
-    label: str   # how a plan says it: "from Spring headers"
+    @property
+    def name(self) -> str: ...  # what --origin-from and the output use
+
+    @property
+    def label(self) -> str: ...  # how a plan says it: "from Spring headers"
 
     def read(self, message: Message) -> Reading | None: ...
 
