@@ -123,6 +123,7 @@ def test_queues_talks_http_only(tmp_path: Path, cli_env, broker) -> None:
     config = tmp_path / "config.toml"
     config.write_text(broker.config_toml())
     env = {**cli_env, "DLXTOOL_CONFIG": str(config), "DLXTOOL_BROKER": "test", "DLXTOOL_TEST_PASSWORD": "guest"}
+    env.pop("DLXTOOL_MANAGEMENT_URL", None)  # the harness's ad-hoc URL would be proven over AMQP (see above)
     modules = loaded(tmp_path, env, "queues", "-f", "json")
     assert_none(modules, [*NEVER, *PROTOBUF, "pika", "dlxtool.decoding", "dlxtool.broker.connection",
                           "dlxtool.record", *other_commands("queues"), *foreign_ops("queues", "queue_flags")],

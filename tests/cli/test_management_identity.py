@@ -54,6 +54,11 @@ def crossed(shared_vhost: tuple[BrokerEnv, BrokerEnv], qname: str) -> Iterator[C
     yield Crossed(main, second, qname)
 
 
+def cluster_name(env: BrokerEnv) -> str:
+    """The node's cluster name as its API says it (the suite runs against 3.x and 4.x nodes alike)."""
+    return str(env.mgmt.get("overview")["cluster_name"])
+
+
 def amqp_url(env: BrokerEnv) -> str:
     return env.url
 
@@ -113,7 +118,8 @@ def test_crossed_brokers_refuse_with_exit_3_and_touch_nothing(run, crossed: Cros
         assert result.exit_code == 3, result.output
         line = _mismatch_line(result.stderr if command != "brokers check" else
                               json.loads(result.stdout)[0]["management_error"])
-        api_cluster, amqp_cluster = ("rabbit@", "dlxtool2@") if amqp_on_second else ("dlxtool2@", "rabbit@")
+        main_cluster, second_cluster = cluster_name(crossed.main), cluster_name(crossed.second)
+        api_cluster, amqp_cluster = (main_cluster, second_cluster) if amqp_on_second else (second_cluster, main_cluster)
         assert api_cluster in line.split(" but ")[0] and amqp_cluster in line.split(" but ")[1]
         assert f"localhost:{(crossed.second if amqp_on_second else crossed.main).amqp_port}" in line
     assert_untouched(crossed)
@@ -211,7 +217,7 @@ def test_queues_proves_an_ad_hoc_api_given_with_a_config_profile(run, crossed: C
                  env={"DLXTOOL_TEST_PASSWORD": "guest", **env})
     assert result.exit_code == 3, result.output
     line = _mismatch_line(result.stderr)
-    assert "dlxtool2@" in line.split(" but ")[0] and f"localhost:{crossed.main.amqp_port}" in line
+    assert cluster_name(crossed.second) in line.split(" but ")[0] and f"localhost:{crossed.main.amqp_port}" in line
     own = run("--config", str(cfg), "-b", "a", "queues", "--format", "json", env={"DLXTOOL_TEST_PASSWORD": "guest"})
     assert own.exit_code == 0, own.output  # the control: the profile's own pairing lists its queues
     assert_untouched(crossed)
