@@ -132,7 +132,9 @@ def test_copies_a_kill_9_left_are_recognised_by_history_and_not_replayed_twice(n
     depths = _settled(broker, dlq, work)
     copies = sum(depths.values()) - n
     print(f"seed={seed} --window {window} killed at {threshold}/{n}: {copies} copies")
-    assert 0 < copies <= 2 * window, "frozen mid-run, some publishes were in flight; never more than that"
+    # Usually some publishes are in flight when it freezes; a freeze between two rate-limited turns (seen under
+    # load) leaves none, and the rest of the test then checks that nothing was lost or doubled all the same.
+    assert 0 <= copies <= 2 * window, "never more copies than publishes in flight (+ unacked confirmed ones)"
     # The copies fail again and meet their sources in the DLQ (real rejects).
     with broker.channel() as ch:
         reject_all(ch, work, depths[work])
