@@ -153,6 +153,16 @@ def find_origin(headers: Mapping[str, Any] | None, history: DeathHistory | None 
     return Origin(None, "no death history")
 
 
+def waited_only(history: DeathHistory) -> Death | None:
+    """The most recent death when a message's deaths are only TTL expiries (no queue it failed in): the
+    queue it expired from may be a wait queue, whose way out leads to the queue that processes it
+    (dlxtool.ops.routes.Router.through_wait_queue). None when a failure names the origin."""
+    if not history.deaths or any(d.reason in FAILURE_REASONS for d in history.deaths):
+        return None
+    latest = history.deaths[0]
+    return latest if latest.reason == "expired" and latest.queue else None
+
+
 @dataclass
 class MessageHistory:
     """Everything `history` shows for one message: deaths, companions, counters, origin, error text."""
