@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -57,7 +57,7 @@ def history(app: App, queue: str | None, count: int, summary: bool, from_file: s
     names = (*app.config().error_headers, *error_headers)
     fmt = app.output_format("json" if summary else "jsonl")
     records, reader = _load(app, queue, count, from_file, read, allow_torn)
-    items = list(entries(records, names))
+    items = list(entries(records, names, through=_through_wait_queues(app, queue) if queue else None))
     for item in items:
         for warning in item.history.history.warnings:
             app.warn(f"{item.record.queue} #{item.record.position}: {warning} (best reading shown)")
@@ -79,6 +79,21 @@ def history(app: App, queue: str | None, count: int, summary: bool, from_file: s
     else:
         _render_timelines(app, items)
     finish_read(app, reader)
+
+
+def _through_wait_queues(app: App, queue: str) -> Any:
+    """Origins of TTL-only histories, followed through the wait queue (management API; None without it:
+    x-first-death-queue, as before)."""
+    from dlxtool.errors import DlxtoolError
+    from dlxtool.ops.history import wait_queue_origins
+
+    profile = app.profile()
+    try:
+        mgmt = app.management(profile)
+        mgmt.overview(columns=["rabbitmq_version"])
+    except DlxtoolError:
+        return None
+    return wait_queue_origins(mgmt, profile.vhost, queue)
 
 
 def _load(app: App, queue: str | None, count: int, from_file: str | None,

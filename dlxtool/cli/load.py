@@ -16,12 +16,15 @@ HELP = """Publish the message records in FILE (`-` = stdin) to a broker.
 
 \b
 Each record goes back to the queue it came from (its `queue` field), or
-to --to QUEUE, on the default exchange (routing key = queue name, so no
-exchange copies it elsewhere), mandatory and with publisher confirms.
-Body, properties and headers are published as recorded; the delivery's
-exchange/routing key become "" / the queue name. Records are published in
-file order. --broker picks the broker: a dump from prod-eu can be loaded
-into staging.
+to --to QUEUE, mandatory and with publisher confirms. It keeps its routing
+key (with --reset-history: the original one, as replay does) and reaches
+only that queue, through a temporary fanout exchange bound only to it
+(deleted at the end). --default-exchange publishes on the default exchange
+instead (routing key = queue name): a queue whose dead-letter exchange
+would not route that key gets none of its records (failed, with the
+reason). Body, properties and headers are published as recorded. Records
+are published in file order. --broker picks the broker: a dump from
+prod-eu can be loaded into staging.
 
 \b
 FILE is checked completely before anything is published: a bad line stops
@@ -59,6 +62,9 @@ Examples:
 @click.option("--reset-history", is_flag=True, help="Remove the death history and retry counters (replay's reset).")
 @click.option("--reset-header", "reset_headers", multiple=True, metavar="NAME",
               help="With --reset-history: also remove this application retry header (repeatable).")
+@click.option("--default-exchange", is_flag=True,
+              help="Publish on the default exchange with routing key = queue name (not the record's key); "
+                   "queues whose dead-letter exchange would not route it get none of their records.")
 @click.option("--failed", "failed_file", metavar="FILE2", type=click.Path(dir_okay=False),
               help="Append the records that were not confirmed to FILE2 (to load again later).")
 @click.option("--window", type=click.IntRange(min=1, max=65535), default=1000, show_default=True,
@@ -69,7 +75,7 @@ Examples:
 @common_options
 @click.pass_obj
 def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_headers: tuple[str, ...],
-         failed_file: str | None, window: int, allow_torn: bool, dry_run: bool) -> None:
+         default_exchange: bool, failed_file: str | None, window: int, allow_torn: bool, dry_run: bool) -> None:
     from dlxtool.ops.load import LoadSettings, scan
 
     if reset_headers and not reset_history:
@@ -82,7 +88,7 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_h
     profile = app.profile()
     settings = LoadSettings(name=name, to_queue=to_queue, reset_history=reset_history,
                             reset_names=tuple(dict.fromkeys((*profile.reset_headers, *reset_headers))),
-                            window=window)
+                            window=window, default_exchange=default_exchange)
     plan = scan(open_stream, settings)
     for where in plan.torn:
         app.warn(f"{where}: a record cut short (a writer stopped mid-record): skipped; its message was not "
@@ -96,7 +102,7 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_h
                 _render_plan(app, plan, exists, name)
                 return
             ctrl_c.arm()
-            result = _run(app, conn, open_stream, settings, plan.records, failed_file, profile.timeout)
+            result = _run(app, conn, open_stream, settings, plan.records, failed_file, profile)
         _render_result(app, result)
         _exit_for(result, failed_file, allow_torn)
 
@@ -126,7 +132,7 @@ def _check_targets(app: App, conn: Any, plan: Any, profile: Any) -> dict[str, bo
     for queue, ok in exists.items():
         if not ok:
             app.warn(f"queue {queue!r} does not exist in vhost {profile.vhost!r} on {profile.name}: its "
-                     f"{plan.targets[queue]} record(s) will come back unroutable and count as failed")
+                     f"{plan.targets[queue]} record(s) will not be published and count as failed")
     return exists
 
 
@@ -143,14 +149,30 @@ def _render_plan(app: App, plan: Any, exists: dict[str, bool], name: str) -> Non
 
 
 def _run(app: App, conn: Any, open_stream: Any, settings: Any, total: int, failed_file: str | None,
-         timeout: float) -> Any:
+         profile: Any) -> Any:
     from dlxtool.cli.engine import progress_bar, record_file
     from dlxtool.ops.load import load as run_load
 
     with ExitStack() as stack:
         failed = stack.enter_context(record_file(app, failed_file)) if failed_file else None
         bar = stack.enter_context(progress_bar(app, "loading"))
-        return run_load(conn, open_stream, settings, total=total, progress=bar, failed=failed, timeout=timeout)
+        return run_load(conn, open_stream, settings, total=total, progress=bar, failed=failed,
+                        timeout=profile.timeout, management=_management(app, profile) if settings.default_exchange
+                        else None, vhost=profile.vhost)
+
+
+def _management(app: App, profile: Any) -> Any:
+    """The management API client when it answers (it checks the default-exchange route), else None."""
+    from dlxtool.errors import DlxtoolError
+
+    try:
+        mgmt = app.management(profile)
+        mgmt.overview(columns=["rabbitmq_version"])
+    except DlxtoolError as exc:
+        app.warn(f"cannot reach the management API ({exc.message}): --default-exchange routes cannot be checked, "
+                 "so no record is published that way")
+        return None
+    return mgmt
 
 
 def _render_result(app: App, result: Any) -> None:

@@ -164,6 +164,9 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         if outcome.result is None:  # --dry-run: the plan was the output
             return
         _render_result(app, outcome)
+        refusal = outcome.refusal()
+        if refusal is not None:
+            raise refusal
         exit_for(outcome.result, "replay")
 
 

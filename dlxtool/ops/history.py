@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from dlxtool.deaths import MessageHistory, iso, message_history
+from dlxtool.deaths import Death, MessageHistory, Origin, iso, message_history
 from dlxtool.record import MessageRecord
 
 
@@ -32,10 +32,27 @@ class Entry:
                 "routing_key": self.record.routing_key, **self.history.to_json()}
 
 
-def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = ()) -> Iterable[Entry]:
+def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = (),
+            through: Callable[[Death], Origin] | None = None) -> Iterable[Entry]:
     names = tuple(error_headers)
     for record in records:
-        yield Entry(record, message_history(record.headers, error_headers=names))
+        yield Entry(record, message_history(record.headers, error_headers=names, through=through))
+
+
+def wait_queue_origins(mgmt: Any, vhost: str, dlq: str) -> Callable[[Death], Origin]:
+    """through() for `entries`: a message that only waited out TTLs has as origin the queue its last wait
+    queue sends it back to (management API: that queue's dead-letter exchange and bindings), as replay
+    sends it; "no origin" with the reason when that cannot be told — never the wait queue itself."""
+    from dlxtool.ops.replay import WaitQueues
+    from dlxtool.ops.routes import Router
+
+    waits = WaitQueues(Router(mgmt, vhost), dlq)
+
+    def through(death: Death) -> Origin:
+        resolved, _address = waits(death.queue or "", death.routing_keys[0] if death.routing_keys else None)
+        return Origin(resolved.queue, resolved.why)
+
+    return through
 
 
 @dataclass

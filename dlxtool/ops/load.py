@@ -1,8 +1,12 @@
 """Load: publish message records (dump, purge --backup, replay --save files) back to a broker.
 
-Each record goes to its own queue (the record's `queue`) or to `to_queue`, on the default exchange
-(routing key = the queue name, so no exchange fans it out), mandatory and with publisher confirms,
-through the engine's pipelined publisher (dlxtool.ops.transfer.publish_records). A record is counted
+Each record goes to its own queue (the record's `queue`) or to `to_queue`, mandatory and with publisher
+confirms, through the engine's pipelined publisher (dlxtool.ops.transfer.publish_records). As replay does
+(dlxtool.ops.replay.Routes), it keeps the record's routing key — the one its queue's consumers saw, or with
+`reset_history` the original one the provenance header records — through a temporary fanout exchange
+bound only to the target queue; `default_exchange` publishes with routing key = the queue name instead,
+and a target whose dead-letter exchange would not route that key gets none of its records (failed, with
+the reason: the next dead-lettering would drop them). A record is counted
 as loaded only on a clean confirm; returned (no such queue), nacked (queue full) and lost (the
 connection died before the answer — maybe published) records are reported and can be written to a
 "failed" file to load again.
@@ -13,8 +17,8 @@ backup interrupted mid-write: a last line without a newline, or a torn record me
 on a line by an older dlxtool's append) is reported with its FILE:LINE and skipped: its message was
 never acked away. The result counts them (`skipped_torn`) so the CLI can fail unless told they are fine.
 
-What a record cannot carry back: the original exchange and routing key (the delivery now shows ""
-and the queue name), `redelivered`, and the queue position (records are published in file order).
+What a record cannot carry back: the original exchange (the delivery shows the temporary exchange, or
+"" with `default_exchange`), `redelivered`, and the queue position (records are published in file order).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class LoadSettings:
     reset_history: bool = False         # replay's count reset (dlxtool.ops.replay.replay_headers)
     reset_names: tuple[str, ...] = ()   # extra retry headers to remove with reset_history
     window: int = 1000
+    default_exchange: bool = False      # routing key = queue name (opt-in), instead of the record's own
 
 
 @dataclass
@@ -124,8 +129,28 @@ def _target(record: MessageRecord, settings: LoadSettings, where: str) -> str:
 
 def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int = 0,
          progress: Callable[[Progress], None] | None = None, failed: Sink | None = None,
-         timeout: float = 30.0, handle_sigint: bool = True) -> LoadResult:
-    """Publish the records; each failed (returned/nacked/lost/not sent) record goes to `failed` if given."""
+         timeout: float = 30.0, handle_sigint: bool = True, management: Any | None = None,
+         vhost: str = "/") -> LoadResult:
+    """Publish the records; each failed (returned/nacked/lost/not sent, or a target whose route is not safe)
+    record goes to `failed` if given. `management`: the broker's management API client (None: unreachable),
+    which checks the default-exchange route."""
+    from dlxtool.ops.replay import Routes, TemporaryExchanges
+    from dlxtool.ops.routes import Router
+
+    exchanges = None if settings.default_exchange else TemporaryExchanges(conn, timeout, "load")
+    routes = Routes(settings.default_exchange, exchanges=exchanges,
+                    router=Router(management, vhost) if management is not None else None)
+    try:
+        return _load(conn, open_stream, settings, routes, total=total, progress=progress, failed=failed,
+                     timeout=timeout, handle_sigint=handle_sigint)
+    finally:
+        if exchanges is not None:
+            exchanges.delete_all()
+
+
+def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *, total: int,
+          progress: Callable[[Progress], None] | None, failed: Sink | None, timeout: float,
+          handle_sigint: bool) -> LoadResult:
     from dlxtool.ops.transfer import describe_error
 
     result = LoadResult(settings.name, total)
@@ -156,7 +181,15 @@ def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int =
                 if stop.is_set():
                     return
                 target = _target(record, settings, where)
-                yield "", target, record.body, record.pika_properties(_headers(record, settings)), (target, record)
+                route = routes(target)
+                if isinstance(route, str):  # not published: it fails with the reason, the others go on
+                    del inflight[id(record)]
+                    _refused(result, target, route, record, failed)
+                    continue
+                exchange, keeps_key = route
+                headers = _headers(record, settings)
+                key = _routing_key(record, headers) if keeps_key else target
+                yield exchange, key, record.body, record.pika_properties(headers), (target, record)
 
         try:
             for (target, record), outcome, detail in publish_records(conn, items(), window=settings.window,
@@ -185,6 +218,21 @@ def _headers(record: MessageRecord, settings: LoadSettings) -> dict[str, Any]:
     from dlxtool.ops.replay import replay_headers
 
     return replay_headers(record, source=f"file {settings.name}", reset_names=settings.reset_names)
+
+
+def _routing_key(record: MessageRecord, headers: dict[str, Any]) -> str:
+    """The record's routing key; after a count reset, the original one its provenance header records."""
+    from dlxtool.ops.replay import PROVENANCE_HEADER
+
+    prov = headers.get(PROVENANCE_HEADER) if headers is not record.headers else None
+    key = prov.get("routing-key") if isinstance(prov, dict) else None
+    return key if isinstance(key, str) else record.routing_key
+
+
+def _refused(result: LoadResult, target: str, why: str, record: MessageRecord, failed: Sink | None) -> None:
+    result.failed[why if why.startswith(f"{target}: ") else f"{target}: {why}"] += 1
+    if failed is not None:
+        failed.write(record)
 
 
 def _count(result: LoadResult, target: str, outcome: Any, detail: str | None, record: MessageRecord,

@@ -47,6 +47,7 @@ from typing import Any
 
 from dlxtool.broker.amqp_values import RawValue
 from dlxtool.deaths import (
+    CELERY_MARKER,
     DEFAULT_RETRY_HEADERS,
     FAILURE_REASONS,
     HISTORY_HEADERS,
@@ -65,8 +66,8 @@ from dlxtool.select import Selection
 
 PROVENANCE_HEADER = "dlxtool-replay"
 NO_ORIGIN = "no origin in the death history"
-ORIGINAL_KEY = "original routing key, through a temporary exchange bound only to it"
-DEFAULT_EXCHANGE = "default exchange, routing key = queue name"
+ORIGINAL_KEY = "original routing key"       # through a temporary exchange bound only to the target
+DEFAULT_EXCHANGE = "default exchange (routing key = queue name)"
 
 
 @dataclass
@@ -146,11 +147,12 @@ class Routes:
     routing key, or why its messages stay in the DLQ.
 
     `exchanges(queue)` gives a temporary exchange bound only to `queue` (None: cannot bind); `router`
-    (the target broker's management API, None when unreachable) checks the default-exchange route."""
+    (the target broker's management API, None when unreachable) checks the default-exchange route.
+    Also load's routes (dlxtool.ops.load)."""
 
-    def __init__(self, settings: ReplaySettings, *, exchanges: Callable[[str], str | None] | None,
+    def __init__(self, default_exchange: bool, *, exchanges: Callable[[str], str | None] | None,
                  router: Router | None) -> None:
-        self.s = settings
+        self.default_exchange = default_exchange
         self.exchanges = exchanges
         self.router = router
         self.routes: dict[str, tuple[str, bool] | str] = {}
@@ -162,15 +164,17 @@ class Routes:
         return route
 
     def describe(self, target: str) -> str:
+        """The route in words (the plan, the summary), or why the target's messages stay."""
         route = self.routes.get(target)
-        return DEFAULT_EXCHANGE if self.s.default_exchange else ORIGINAL_KEY if route is None or \
-            not isinstance(route, str) else route
+        if isinstance(route, str):
+            return route
+        return DEFAULT_EXCHANGE if self.default_exchange else ORIGINAL_KEY
 
     def _decide(self, target: str) -> tuple[str, bool] | str:
-        if not self.s.default_exchange:
+        if not self.default_exchange:
             name = self.exchanges(target) if self.exchanges else None
             if name is None:
-                return f"cannot bind a temporary exchange to {target!r} (queue missing?)"
+                return f"{target}: queue missing (no temporary exchange can be bound to it)"
             return name, True
         if self.router is None:
             return (f"{target}: the default-exchange route needs the management API to check its dead-letter "
@@ -259,9 +263,12 @@ class ReplayDecider:
         max_replays, to_queue, keep_history = s.max_replays, s.to_queue, s.keep_history
         fixed_at = None if self.now is None else calendar.timegm(self.now.utctimetuple())
         routes = self.routes
+        celery = CELERY_MARKER
 
         def decide_raw(routing_key: str, props: bytes) -> Decision | None:
             if type(routing_key) is not str:  # not UTF-8: __call__ knows what to do with it
+                return None
+            if celery in props and not keep_history:  # maybe a Celery task: its `retries` is reset in Python
                 return None
             out = rewrite(props, routing_key.encode(), history, reset, keep_history, head,
                           fixed_at if fixed_at is not None else int(time.time()), self._next_id().encode(), tail)
@@ -390,14 +397,15 @@ def _short(value: Any) -> str:
 
 
 class TemporaryExchanges:
-    """keep-routing-key mode: one fanout exchange per target queue, bound only to it, deleted at the end.
+    """The original-key route: one fanout exchange per target queue, bound only to it, deleted at the end.
 
     Fanout ignores the routing key, so the message keeps its original key yet reaches exactly one
     queue. Not auto-delete: deleting the queue mid-run must make publishes unroutable (returned),
     not make the exchange vanish (which would close the channel)."""
 
-    def __init__(self, connection: Any, timeout: float = 30.0) -> None:
+    def __init__(self, connection: Any, timeout: float = 30.0, purpose: str = "replay") -> None:
         self.connection = connection
+        self.purpose = purpose  # in the names: dlxtool.replay.…, dlxtool.load.…, dlxtool.purge.…
         self.timeout = timeout
         self.by_queue: dict[str, str | None] = {}  # routing: None = no exchange bound to that queue
         self.declared: list[str] = []              # every exchange that may exist: all deleted at the end
@@ -430,7 +438,7 @@ class TemporaryExchanges:
     def _name(self, queue: str) -> str:
         """Unique per queue (a counter), readable where it fits: a shared, truncated name would bind two
         long-named queues to one fanout exchange and copy every message to both."""
-        prefix = f"dlxtool.replay.{self._tag}.{len(self.declared)}."
+        prefix = f"dlxtool.{self.purpose}.{self._tag}.{len(self.declared)}."
         room = 255 - len(prefix.encode())
         return prefix + queue.encode()[:room].decode("utf-8", "ignore")
 
@@ -517,6 +525,16 @@ class ReplayRun:
     plan: ReplayPlan | None = None
     result: TransferResult | None = None
     routes: dict[str, str] = field(default_factory=dict)  # target -> how its messages were published
+    refused: bool = False  # nothing moved, and everything selected stayed because its route was not safe
+
+    def refusal(self) -> RefusedError | None:
+        """Exit 6 when the run moved nothing because no route could be made safe (exit 5 when some moved)."""
+        if not self.refused or self.result is None:
+            return None
+        return RefusedError("nothing replayed, no route is safe: " + ", ".join(
+            f"{why} ({n})" for why, n in sorted(self.result.left.items())) + f"; every message is still in "
+            f"{self.result.source}", hint="fix the cause named above (create the queue, or drop --default-exchange "
+                                         "to keep the original routing key)")
 
 
 def run(session: ReplaySession, settings: ReplaySettings, *, dry_run: bool = False,
@@ -542,6 +560,9 @@ def run(session: ReplaySession, settings: ReplaySettings, *, dry_run: bool = Fal
                         routes=routes, wait_queues=WaitQueues(_router(session.management, session.vhost),
                                                               settings.source))
     out.routes = {t: routes.describe(t) for t in sorted(out.result.moved)}
+    unsafe = {r for r in routes.routes.values() if isinstance(r, str)}
+    r = out.result
+    out.refused = bool(not r.moved_total and r.left and not r.error and not r.interrupted and set(r.left) <= unsafe)
     return out
 
 
@@ -607,7 +628,8 @@ def _router(mgmt: Any | None, vhost: str) -> Router | None:
 
 
 def _routes(session: ReplaySession, settings: ReplaySettings) -> Routes:
-    return Routes(settings, exchanges=None, router=_router(session.target_management, session.target_vhost))
+    return Routes(settings.default_exchange, exchanges=None,
+                  router=_router(session.target_management, session.target_vhost))
 
 
 # -- running -----------------------------------------------------------------------------------------
@@ -619,7 +641,7 @@ def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_c
     exchanges are declared as targets come up and all deleted at the end."""
     from dlxtool.ops.transfer import Transfer
 
-    routes = routes or Routes(settings, exchanges=None, router=None)
+    routes = routes or Routes(settings.default_exchange, exchanges=None, router=None)
     exchanges = None if settings.default_exchange else TemporaryExchanges(target_conn or source_conn, timeout)
     routes.exchanges = exchanges
     decider = ReplayDecider(settings, routes=routes, wait_queues=wait_queues)
@@ -639,7 +661,7 @@ def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, targe
     from dlxtool.ops.transfer import survey
 
     conn = target_conn or source_conn
-    routes = Routes(settings, exchanges=lambda _q: "(temporary exchange)", router=router)
+    routes = Routes(settings.default_exchange, exchanges=lambda _q: "(temporary exchange)", router=router)
     decider = ReplayDecider(settings, routes=routes, wait_queues=WaitQueues(wait_router, settings.source))
     result = survey(source_conn, settings.source, decider, max_messages=max_messages,
                     limit=settings.selection.limit, timeout=timeout)

@@ -99,8 +99,8 @@ class Router:
         if exchange in seen or len(seen) > MAX_HOPS:
             return set()  # RabbitMQ visits an exchange once per publish
         seen.add(exchange)
-        if exchange == "":
-            return {key} if self.queue(key) is not None else set()
+        if exchange == "":  # the default exchange: the queue named by the key, if any
+            return {key} if key and self.queue(key) is not None else set()
         ex = self.exchange(exchange)
         if ex is None:
             return set()

@@ -348,3 +348,20 @@ def test_publish_frames_in_c_are_the_python_frames(channel: int, method: bytes, 
     assert frames._c_publish_frames is not None  # noqa: SLF001
     assert frames._c_publish_frames(channel, method, props, body, body_max) == frames._py_frames(  # noqa: SLF001
         channel, method, body, props, body_max)
+
+
+def test_a_celery_task_gets_its_retries_reset_in_python_not_removed() -> None:
+    """Celery counts attempts in its `retries` header (task protocol 2) and needs the header: it is set back
+    to 0 (recorded in the provenance), and the C path leaves such messages to Python."""
+    celery = {"lang": "py", "task": "orders.charge", "id": "5f0c", "retries": 3, "root_id": "5f0c"}
+    props = pika.BasicProperties(content_type="application/json", headers={
+        **celery, "x-death": [{"count": long(1), "reason": "rejected", "queue": "celery", "time": NOW,
+                               "routing-keys": ["celery"]}]})
+    slow, fast = deciders()
+    assert fast.raw("celery", encode_properties(props)) is None
+    published = python_path(slow, "celery", props)
+    assert published.properties.headers["retries"] == 0
+    assert published.properties.headers["task"] == "orders.charge"
+    assert published.properties.headers[PROVENANCE_HEADER]["reset"] == "retries=3"
+    kept = python_path(deciders(keep_history=True)[0], "celery", props)
+    assert kept.properties.headers["retries"] == 3

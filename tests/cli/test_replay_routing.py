@@ -46,6 +46,11 @@ def test_retry_ladder_premature_replay_parks_again_and_fixed_replay_processes_al
         reasons = {d["reason"] for d in headers["x-death"]}
         assert reasons == ({"expired"} if form == "a" else {"expired", "rejected"})
 
+        history = run("history", ladder.parking, "--url", broker.url, "--format", "json")
+        assert history.exit_code == 0, history.stderr
+        assert {(i["origin"], i["origin_why"].startswith("after waiting in" if form == "a" else "most recent"))
+                for i in json.loads(history.stdout)} == {(ladder.work, True)}  # never the wait queue
+
         plan = replay(run, broker, ladder.parking, "--dry-run")
         assert plan.exit_code == 0, plan.stderr
         assert [(o["queue"], o["messages"]) for o in json.loads(plan.stdout)["plan"]["origins"]] == \
@@ -159,3 +164,19 @@ def test_per_message_ttl_is_restored_and_recorded(run, broker, qname) -> None:
     [(_m, props, body)] = broker.drain(origin)
     assert (body, props.expiration) == (b"t2", None)
     assert props.headers["dlxtool-replay"]["expiration"] == "600000"
+
+
+def test_nothing_moved_because_no_route_is_safe_is_refused_with_exit_6(run, broker, qname) -> None:
+    """The only origin's direct DLX would drop the queue name: with --default-exchange nothing can go, and
+    the run says so with exit 6 (refused), every message still in the DLQ."""
+    with broker.channel() as ch:
+        ex, origin, dlq = topic_to_direct_dlx(ch, qname)
+        for _ in range(3):
+            ch.basic_publish(ex, "order.created", b"x", mandatory=True)
+        rt.reject_all(ch, origin, 3)
+    broker.wait_depth(dlq, 3)
+    result = replay(run, broker, dlq, "--yes", "--default-exchange")
+    assert result.exit_code == 6, result.stderr
+    assert "no route is safe" in result.stderr and "would drop" in result.stderr
+    assert json.loads(result.stdout)["moved"] == {}
+    assert depth(broker, dlq) == 3 and depth(broker, origin) == 0
