@@ -24,17 +24,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
-from typing import IO, Any
-
-import orjson
+from typing import Any
 
 from dlxtool.deaths import Death, parse_deaths
-from dlxtool.errors import NotFoundError, UsageError
+from dlxtool.errors import UsageError
 
 PROPERTY_NAMES = (
     "content_type", "content_encoding", "delivery_mode", "priority", "correlation_id", "reply_to",
@@ -71,7 +68,7 @@ class MessageRecord:
             "routing_key": self.routing_key,
             "redelivered": self.redelivered,
             "properties": dict(self.properties),
-            "headers": encode_table(self.headers),
+            "headers": tag_table(self.headers),
             "deaths": [d.to_json() for d in self.deaths],
             "body": base64.b64encode(self.body).decode("ascii"),
             "decoded": self.decoded,
@@ -96,7 +93,7 @@ class MessageRecord:
         if not isinstance(headers, Mapping):
             raise UsageError(f"{where}: 'headers' must be an object")
         try:
-            decoded_headers = decode_table(headers, where=f"{where}: headers")
+            decoded_headers = untag_table(headers, where=f"{where}: headers")
         except RecursionError:
             raise UsageError(f"{where}: headers nested too deeply",
                              hint=f"dlxtool writes tables deeper than {MAX_JSON_DEPTH} levels as $amqp") from None
@@ -174,7 +171,7 @@ def encode_value(value: Any, depth: int = 0) -> Any:
     if isinstance(value, Mapping | list | tuple) and depth >= MAX_JSON_DEPTH:
         return {"$amqp": base64.b64encode(_amqp_encode(value)).decode("ascii")}
     if isinstance(value, Mapping):
-        table = encode_table(value, depth + 1)
+        table = tag_table(value, depth + 1)
         if (len(table) == 1 and next(iter(table)) in _TAGS) or set(table) == _RAW_KEYS:
             return {"$table": table}
         return table
@@ -183,7 +180,7 @@ def encode_value(value: Any, depth: int = 0) -> Any:
     raise TypeError(f"cannot encode header value of type {type(value).__name__}")
 
 
-def encode_table(table: Mapping[str, Any], depth: int = 0) -> dict[str, Any]:
+def tag_table(table: Mapping[str, Any], depth: int = 0) -> dict[str, Any]:
     return {str(k): encode_value(v, depth) for k, v in table.items()}
 
 
@@ -229,15 +226,15 @@ def decode_value(value: Any, where: str = "header") -> Any:
             if tag == "$decimal":
                 return Decimal(inner)
             if tag == "$table":
-                return decode_table(inner, where)
+                return untag_table(inner, where)
             if tag == "$amqp":
                 return _amqp_decode(base64.b64decode(inner, validate=True))
         except (binascii.Error, ValueError, TypeError, AttributeError, InvalidOperation):
             raise UsageError(f"{where}: bad {tag} value {inner!r}") from None
-    return decode_table(value, where)
+    return untag_table(value, where)
 
 
-def decode_table(table: Mapping[str, Any], where: str = "headers") -> dict[str, Any]:
+def untag_table(table: Mapping[str, Any], where: str = "headers") -> dict[str, Any]:
     return {str(k): decode_value(v, f"{where}.{k}") for k, v in table.items()}
 
 
@@ -253,146 +250,3 @@ def allow_deep_headers() -> None:
 
     if sys.getrecursionlimit() < DEEP_HEADER_RECURSION_LIMIT:
         sys.setrecursionlimit(DEEP_HEADER_RECURSION_LIMIT)
-
-
-# -- files ------------------------------------------------------------------------------------------
-
-
-class TornRecord(UsageError):
-    """A record cut short: a writer stopped mid-record (a crash, a full disk). Its message was never acked
-    away (records are written, flushed and fsynced before the ack), so it is still in its queue."""
-
-
-TornHandler = Callable[[str, int], None]
-# Every record dlxtool writes starts like this (MessageRecord.to_json's first key): where a torn record
-# was followed by a complete one on the same line (an append after a cut, before dlxtool repaired such
-# files), the complete one starts at one of these.
-_RECORD_START = b'{"queue":'
-
-
-def read_records(stream: IO[bytes], name: str = "<stdin>", on_torn: TornHandler | None = None,
-                 ) -> Iterator[MessageRecord]:
-    """Records from JSON Lines (or one JSON array, as `peek --format json` writes)."""
-    for _where, record in iter_records(stream, name, on_torn):
-        yield record
-
-
-def iter_records(stream: IO[bytes], name: str = "<stdin>", on_torn: TornHandler | None = None,
-                 ) -> Iterator[tuple[str, MessageRecord]]:
-    """(where, record) pairs, where = "FILE:LINE" (JSON Lines) or "FILE: record N" (a JSON array).
-
-    A torn record — a last line without a newline that is not valid JSON, or a line that is a cut-short
-    record followed by a complete one — raises TornRecord (a UsageError naming FILE:LINE) after the
-    complete records before it; with `on_torn`, it is called (where, bytes skipped) instead and reading
-    goes on (with the complete record that followed the torn one on its line, if any)."""
-    lines = enumerate(stream, start=1)
-    for lineno, line in lines:
-        if not line.strip():
-            continue
-        if line.lstrip().startswith(b"["):
-            yield from _read_array(line + b"".join(rest for _, rest in lines), name)
-            return
-        where = f"{name}:{lineno}"
-        try:
-            data = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            torn = _torn(line)
-            if torn is None:
-                _loads(line, where)  # raises the UsageError naming FILE:LINE
-                raise
-            skipped, data = torn
-            if on_torn is None:
-                raise TornRecord(f"{where}: invalid JSON: a record cut short ({skipped} bytes): a writer "
-                                 "stopped mid-record", hint="its message was not acked away: it is still in its queue; "
-                                 "--allow-torn skips it and reads the rest") from None
-            on_torn(where, skipped)
-            if data is None:
-                continue
-        yield where, MessageRecord.from_json(data, where)
-
-
-def _torn(line: bytes) -> tuple[int, Any] | None:
-    """(bytes of the torn record, the complete record after it on the line or None), or None when the line
-    is plain invalid JSON rather than a record cut short."""
-    start = line.find(_RECORD_START, 1)
-    while start > 0:
-        try:
-            return start, orjson.loads(line[start:])
-        except orjson.JSONDecodeError:
-            start = line.find(_RECORD_START, start + 1)
-    if not line.endswith(b"\n"):
-        return len(line), None
-    return None
-
-
-def repair_torn_tail(fd: int) -> tuple[str, int] | None:
-    """Before appending to a record file: if it does not end in a newline, make it. A tail that is not
-    valid JSON (a record cut short by a crash or a full disk) is cut off — its message was never acked
-    away — so that the next record does not merge with it into one invalid line mid-file; a valid one
-    (a hand-written file without a final newline) gets its newline. Returns ("cut", bytes removed),
-    ("newline", 0) or None when nothing was needed."""
-    size = os.fstat(fd).st_size
-    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
-        return None
-    start = size
-    while start > 0:  # back to just after the last newline
-        chunk_start = max(0, start - 65536)
-        chunk = os.pread(fd, start - chunk_start, chunk_start)
-        nl = chunk.rfind(b"\n")
-        if nl >= 0:
-            start = chunk_start + nl + 1
-            break
-        start = chunk_start
-    tail = os.pread(fd, size - start, start)
-    try:
-        orjson.loads(tail)
-    except orjson.JSONDecodeError:
-        os.ftruncate(fd, start)
-        return "cut", size - start
-    os.write(fd, b"\n")  # the file is opened for appending: this goes to the end
-    return "newline", 0
-
-
-def _read_array(data: bytes, name: str) -> Iterator[tuple[str, MessageRecord]]:
-    items = _loads(data, name)
-    if not isinstance(items, list):
-        raise UsageError(f"{name}: expected a JSON array of message records")
-    for i, item in enumerate(items):
-        yield f"{name}: record {i + 1}", MessageRecord.from_json(item, f"{name}: record {i + 1}")
-
-
-def _loads(data: bytes, where: str) -> Any:
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise UsageError(f"{where}: invalid JSON: {exc}",
-                         hint="expected JSON Lines of message records (as dlxtool dump writes)") from None
-
-
-def open_records(name: str, stdin: IO[bytes], on_torn: TornHandler | None = None) -> Iterator[MessageRecord]:
-    """Records from a file name, or `-` for stdin; file errors become clear dlxtool errors."""
-    if name == "-":
-        yield from read_records(stdin, "<stdin>", on_torn)
-        return
-    with open_record_file(name) as stream:
-        yield from read_records(stream, name, on_torn)
-
-
-def open_record_file(name: str) -> IO[bytes]:
-    """A record file opened for reading (binary); errors opening it become clear dlxtool errors."""
-    try:
-        return open(name, "rb")  # noqa: SIM115 - the caller closes it
-    except FileNotFoundError:
-        raise NotFoundError(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise UsageError(f"{name} is a directory, not a file of message records") from None
-    except OSError as exc:
-        raise UsageError(f"{name}: cannot open: {exc.strerror}") from None
-
-
-def write_records(records: Iterable[MessageRecord], stream: IO[bytes]) -> int:
-    n = 0
-    for record in records:
-        stream.write(record.to_jsonl())
-        n += 1
-    return n

@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dlxtool.errors import UsageError
-from dlxtool.record import MessageRecord, decode_table, encode_table, read_records, write_records
+from dlxtool.ops.record_files import read_records, write_records
+from dlxtool.record import MessageRecord, tag_table, untag_table
 
 TS = datetime(2026, 11, 21, 10, 30, 5, tzinfo=UTC)
 
@@ -70,8 +71,8 @@ header_values = st.recursive(
 
 @given(st.dictionaries(st.text(max_size=10), header_values, max_size=6))
 def test_header_codec_round_trips_any_table(headers: dict) -> None:
-    encoded = orjson.loads(orjson.dumps(encode_table(headers)))
-    assert decode_table(encoded) == headers
+    encoded = orjson.loads(orjson.dumps(tag_table(headers)))
+    assert untag_table(encoded) == headers
 
 
 def test_line_numbers_count_blank_lines_and_last_line_without_newline() -> None:
@@ -90,7 +91,7 @@ def test_bad_position_is_named(position: str) -> None:
 
 def test_open_records_maps_file_errors(tmp_path) -> None:
     from dlxtool.errors import NotFoundError
-    from dlxtool.record import open_records
+    from dlxtool.ops.record_files import open_records
 
     with pytest.raises(NotFoundError):
         list(open_records(str(tmp_path / "nope.jsonl"), BytesIO()))

@@ -6,13 +6,13 @@ Moving dead letters spends most of its CPU there. This module produces and reads
 bytes and values* as pika, only with less work per message:
 
 - `publish_frames` builds the Basic.Publish method, content header and body frames in one bytes
-  object; `encode_properties` / `encode_table` encode BasicProperties and field tables.
+  object; `encode_properties` / `encode_amqp_table` encode BasicProperties and field tables.
   Equality with pika: any value or property this fast path does not handle itself (a Decimal, a
   subclass, an invalid value) makes it fall back to pika's own encoder for the whole thing, so the
   bytes — and the exceptions for invalid input — are pika's. tests/broker/test_frames.py proves
   byte equality for generated properties/headers (hypothesis) and decode equality (values *and*
   types, e.g. pika's `long` for 64-bit integers, `bytes` for non-UTF-8 strings, truncated floats).
-- `decode_properties` / `decode_table` mirror pika's decoders (same quirks), and fall back to pika
+- `decode_properties` / `decode_amqp_table` mirror pika's decoders (same quirks), and fall back to pika
   on anything malformed so errors are pika's too.
 - `FastInput` replaces a pika connection's input parsing: it reads frames at an offset into the
   received bytes (pika re-slices its whole buffer after every frame) with larger socket reads, and
@@ -102,7 +102,7 @@ def _value(value: Any, out: list[bytes]) -> None:
             out.append(b"l" + _q.pack(value))
     elif kind is dict:
         out.append(b"F")
-        out.append(encode_table(value))
+        out.append(encode_amqp_table(value))
     elif kind is datetime:
         raw = _TIME_CACHE.get(value)
         if raw is None:
@@ -134,7 +134,7 @@ def _value(value: Any, out: list[bytes]) -> None:
 _TIME_CACHE: dict[datetime, bytes] = {}  # datetimes are immutable; replay stamps the same second over and over
 
 
-def encode_table(table: dict[Any, Any] | None) -> bytes:
+def encode_amqp_table(table: dict[Any, Any] | None) -> bytes:
     """A field table with its 4-byte size, as pika.data.encode_table writes it."""
     if not table:
         return b"\x00\x00\x00\x00"
@@ -172,7 +172,7 @@ def _properties_fast(p: Any) -> bytes:
         if how == "s":
             out.append(_short(_string(v)))
         elif how == "F":
-            out.append(encode_table(v))
+            out.append(encode_amqp_table(v))
         elif how == "B":
             out.append(_B.pack(v))
         else:
@@ -269,7 +269,7 @@ def _culprit(properties: Any) -> str:
     headers = getattr(properties, "headers", None) or {}
     for key, value in headers.items():
         try:
-            encode_table({key: value})
+            encode_amqp_table({key: value})
         except Exception:  # noqa: BLE001 - this is the one
             return f"header {key!r}"
     return "the properties"
@@ -321,7 +321,7 @@ def _dvalue(buf: bytes, o: int) -> tuple[Any, int]:
             _STAMP_CACHE[seconds] = value
         return value, o + 8
     if kind == 70:  # F table
-        return decode_table(buf, o)
+        return decode_amqp_table(buf, o)
     if kind == 65:  # A array
         n = _unpack_I(buf, o)[0]
         o += 4
@@ -359,7 +359,7 @@ def _dvalue(buf: bytes, o: int) -> tuple[Any, int]:
 _KEY_CACHE: dict[bytes, str] = {}
 
 
-def decode_table(buf: bytes, o: int) -> tuple[dict[Any, Any], int]:
+def decode_amqp_table(buf: bytes, o: int) -> tuple[dict[Any, Any], int]:
     """(table, offset after it) from the table's 4-byte size at buf[o], as pika.data.decode_table."""
     size = _unpack_I(buf, o)[0]
     o += 4
@@ -413,7 +413,7 @@ def _decode_properties_fast(buf: bytes, o: int) -> Any:
         if how == "s":
             values[name], o = _dshort(buf, o)
         elif how == "F":
-            values[name], o = decode_table(buf, o)
+            values[name], o = decode_amqp_table(buf, o)
         elif how == "B":
             values[name] = buf[o]
             o += 1

@@ -158,16 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     else:
         code = 0
-    _ignore_ctrl_c_from_now_on()
+    from dlxtool.ops.interrupts import ignore_ctrl_c_from_now_on
+
+    ignore_ctrl_c_from_now_on()
     return code
-
-
-def _ignore_ctrl_c_from_now_on() -> None:
-    """The command is over, its output and exit status settled: a Ctrl-C while Python shuts down (after
-    it restored SIGINT's default action) would kill the process and turn that status into 'killed by
-    SIGINT' (seen by the fault matrix as a return code of -2 after a complete summary)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -82,16 +82,16 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
 
 
 def _drain(app: App, queue: str, count: int | None, output: str | None, yes: bool, read: dict) -> None:
-    from dlxtool.cli.engine import (
+    from dlxtool.cli.moving import (
         check_record_file,
         duplicates_note,
         exit_for,
         progress_bar,
         record_file,
-        summary_before_ctrl_c,
     )
+    from dlxtool.ops.engine import TransferOptions
+    from dlxtool.ops.interrupts import summary_before_ctrl_c
     from dlxtool.ops.purge import check_purgeable, drain, queue_state, remove_all
-    from dlxtool.ops.transfer import TransferOptions
 
     if read.get("offset") is not None:
         raise UsageError("--offset is for reading streams; streams cannot be drained (--remove)")

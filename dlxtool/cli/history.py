@@ -108,7 +108,7 @@ def _load(app: App, queue: str | None, count: int, from_file: str | None,
 
 
 def _from_file(app: App, name: str, allow_torn: bool) -> Iterator[MessageRecord]:
-    from dlxtool.record import open_records
+    from dlxtool.ops.record_files import open_records
 
     def torn(where: str, skipped: int) -> None:
         app.warn(f"{where}: a record cut short ({skipped} bytes; a writer stopped mid-record): skipped")

@@ -81,7 +81,7 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_h
     if reset_headers and not reset_history:
         raise UsageError("--reset-header needs --reset-history")
     if failed_file:
-        from dlxtool.cli.engine import check_record_file
+        from dlxtool.cli.moving import check_record_file
 
         check_record_file(app, failed_file)  # before anything is published
     open_stream, name = _opener(app, file)
@@ -93,7 +93,7 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_h
     for where in plan.torn:
         app.warn(f"{where}: a record cut short (a writer stopped mid-record): skipped; its message was not "
                  "acked away by the writer, it is still in its queue")
-    from dlxtool.cli.engine import summary_before_ctrl_c
+    from dlxtool.ops.interrupts import summary_before_ctrl_c
 
     with summary_before_ctrl_c() as ctrl_c:
         with app.connection(profile) as conn:
@@ -115,7 +115,7 @@ def _opener(app: App, file: str) -> tuple[Any, str]:
         if isinstance(data, str):
             data = data.encode()
         return (lambda: io.BytesIO(data)), "<stdin>"
-    from dlxtool.record import open_record_file
+    from dlxtool.ops.record_files import open_record_file
 
     open_record_file(file).close()  # a missing file or a directory: a clear error before anything else
 
@@ -150,7 +150,7 @@ def _render_plan(app: App, plan: Any, exists: dict[str, bool], name: str) -> Non
 
 def _run(app: App, conn: Any, open_stream: Any, settings: Any, total: int, failed_file: str | None,
          profile: Any) -> Any:
-    from dlxtool.cli.engine import progress_bar, record_file
+    from dlxtool.cli.moving import progress_bar, record_file
     from dlxtool.ops.load import load as run_load
 
     with ExitStack() as stack:

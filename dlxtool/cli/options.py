@@ -102,7 +102,7 @@ def dry_run_option(f: F) -> F:
 
 
 def selection_options(f: F) -> F:
-    """Message selection shared by replay and purge; passes `selection` (a dlxtool.select.Selection).
+    """Message selection shared by replay and purge; passes `selection` (a dlxtool.selection.Selection).
 
     All given filters must hold; repeating one filter means any of its values.
     """
@@ -135,7 +135,7 @@ def selection_options(f: F) -> F:
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from dlxtool.select import build_selection
+        from dlxtool.selection import build_selection
 
         kwargs["selection"] = build_selection(
             origins=kwargs.pop("sel_origins"), reasons=kwargs.pop("sel_reasons"),

@@ -9,7 +9,7 @@ import click
 from dlxtool.cli.app import App
 from dlxtool.cli.options import common_options, dry_run_option, queue_argument, selection_options, yes_option
 from dlxtool.cli.reading import peek_safety_options
-from dlxtool.select import Selection
+from dlxtool.selection import Selection
 
 HELP = """Remove messages from QUEUE: all of them, or only the ones that match.
 
@@ -76,7 +76,7 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, selecti
     if backup == "-":
         raise click.BadParameter("the backup must be a file", param_hint="--backup")
     if backup:
-        from dlxtool.cli.engine import check_record_file
+        from dlxtool.cli.moving import check_record_file
 
         check_record_file(app, backup)  # before anything is peeked, asked or read
     settings = PurgeSettings(queue, selection, move_to, backup)
@@ -139,7 +139,8 @@ def _reading_purge(app: App, conn: Any, settings: Any, state: Any, dry_run: bool
         _dry_run(app, settings, state, safety)
         return
     app.confirm(f"{what[0].upper()}{what[1:]} — queue {settings.queue!r} on {profile.name}?", yes=yes)
-    from dlxtool.cli.engine import exit_for, summary_before_ctrl_c
+    from dlxtool.cli.moving import exit_for
+    from dlxtool.ops.interrupts import summary_before_ctrl_c
 
     with summary_before_ctrl_c() as ctrl_c:
         ctrl_c.arm()
@@ -205,9 +206,9 @@ def _peek_plan(app: App, settings: Any, state: Any, safety: dict[str, Any]) -> d
 def _run(app: App, conn: Any, settings: Any) -> Any:
     from contextlib import ExitStack
 
-    from dlxtool.cli.engine import progress_bar, record_file
+    from dlxtool.cli.moving import progress_bar, record_file
+    from dlxtool.ops.engine import TransferOptions
     from dlxtool.ops.purge import run_reading_purge
-    from dlxtool.ops.transfer import TransferOptions
 
     with ExitStack() as stack:
         sink = stack.enter_context(record_file(app, settings.backup)) if settings.backup else None
@@ -221,7 +222,7 @@ def _render_result(app: App, settings: Any, result: Any, summary: dict[str, Any]
     if fmt != "table":
         app.emit_json(summary, fmt)
         return
-    from dlxtool.cli.engine import duplicates_note, result_rows
+    from dlxtool.cli.moving import duplicates_note, result_rows
     from dlxtool.render import write_table
 
     rows = result_rows(result, moved="moved", kept="kept (not selected)",

@@ -8,14 +8,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.engine import (
+from dlxtool.cli.moving import (
     check_record_file,
     duplicates_note,
     exit_for,
     progress_bar,
     record_file,
     result_rows,
-    summary_before_ctrl_c,
 )
 from dlxtool.cli.options import (
     common_options,
@@ -26,10 +25,11 @@ from dlxtool.cli.options import (
     yes_option,
 )
 from dlxtool.errors import DlxtoolError, UsageError
-from dlxtool.select import Selection
+from dlxtool.ops.interrupts import summary_before_ctrl_c
+from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
-    from dlxtool.ops.transfer import TransferOptions
+    from dlxtool.ops.engine import TransferOptions
 
 HELP = """Send dead letters from DLQ back to the queue each one failed in.
 
@@ -151,7 +151,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
                 app.confirm(f"Replay the messages of {dlq!r} as planned?", yes=yes)
 
         def start() -> TransferOptions:
-            from dlxtool.ops.transfer import TransferOptions
+            from dlxtool.ops.engine import TransferOptions
 
             sink = run_stack.enter_context(record_file(app, save_file)) if save_file else None
             bar = run_stack.enter_context(progress_bar(app, "replaying"))

@@ -1,7 +1,7 @@
 """Load: publish message records (dump, purge --backup, replay --save files) back to a broker.
 
 Each record goes to its own queue (the record's `queue`) or to `to_queue`, mandatory and with publisher
-confirms, through the engine's pipelined publisher (dlxtool.ops.transfer.publish_records). As replay does
+confirms, through the engine's pipelined publisher (publish_records, below). As replay does
 (dlxtool.ops.replay.Routes), it keeps the record's routing key — the one its queue's consumers saw, or with
 `reset_history` the original one the provenance header records — through a temporary fanout exchange
 bound only to the target queue; `default_exchange` publishes with routing key = the queue name instead,
@@ -26,13 +26,18 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from dlxtool.broker.channel import IDLE_WAIT
+from dlxtool.broker.frames import EncodeError
+from dlxtool.broker.publisher import Outcome, Publisher
 from dlxtool.errors import UsageError
-from dlxtool.ops.transfer import Progress, Sink, publish_records, sigint_as_stop
-from dlxtool.record import MessageRecord, iter_records
+from dlxtool.ops.engine import Progress, describe_error
+from dlxtool.ops.interrupts import sigint_as_stop
+from dlxtool.ops.record_files import Sink, iter_records
+from dlxtool.record import MessageRecord
 
 Opener = Callable[[], IO[bytes]]
 
@@ -105,7 +110,7 @@ def _check_encodes(record: MessageRecord, settings: LoadSettings, where: str) ->
     """Refuse a file with a record AMQP cannot carry before anything is published (frame size is checked
     per message at publish time: it depends on the connection)."""
     from dlxtool.broker.amqp_values import rabbitmq_refuses
-    from dlxtool.broker.frames import EncodeError, encode_for_publish
+    from dlxtool.broker.frames import encode_for_publish
 
     headers = _headers(record, settings)
     refused = rabbitmq_refuses(headers)
@@ -151,8 +156,6 @@ def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int =
 def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *, total: int,
           progress: Callable[[Progress], None] | None, failed: Sink | None, timeout: float,
           handle_sigint: bool) -> LoadResult:
-    from dlxtool.ops.transfer import describe_error
-
     result = LoadResult(settings.name, total)
     stop = threading.Event()
     started = time.monotonic()
@@ -237,8 +240,6 @@ def _refused(result: LoadResult, target: str, why: str, record: MessageRecord, f
 
 def _count(result: LoadResult, target: str, outcome: Any, detail: str | None, record: MessageRecord,
            failed: Sink | None) -> None:
-    from dlxtool.broker.publisher import Outcome
-
     if outcome is Outcome.CONFIRMED:
         result.published[target] += 1
         return
@@ -247,3 +248,31 @@ def _count(result: LoadResult, target: str, outcome: Any, detail: str | None, re
     result.failed[f"{target}: {outcome.value} — {detail}"] += 1
     if failed is not None:
         failed.write(record)
+
+
+def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]], *, window: int = 1000,
+                    timeout: float = 30.0) -> Iterator[tuple[Any, Outcome, str | None]]:
+    """For `load`: publish (exchange, routing_key, body, properties, token) with a window of confirms,
+    yielding each (token, outcome, detail) as it settles. A seam, not used by replay itself."""
+    pub = Publisher(conn, window=window, timeout=timeout)
+    try:
+        for exchange, routing_key, body, props, token in items:
+            while not pub.has_room():
+                pub.pump(IDLE_WAIT)
+                yield from pub.take_settled()
+            try:
+                pub.publish(exchange, routing_key, body, props, token)
+            except EncodeError as exc:  # nothing sent: this record fails, the others go on
+                yield token, Outcome.REFUSED, str(exc)
+                continue
+            pub.pump(0)
+            yield from pub.take_settled()
+        yield from pub.flush(timeout)
+    except Exception as exc:
+        # The connection died: what was in flight may or may not be at the broker. Report it as LOST
+        # (so the caller can count possible duplicates) before the error goes on.
+        pub.abandon(f"connection lost before the confirm ({describe_error(exc)})")
+        yield from pub.take_settled()
+        raise
+    finally:
+        pub.close()

@@ -31,7 +31,6 @@ queue then stays unknown and the read is refused.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from dlxtool.broker.giveback import QUORUM_RETURN_CHUNK, HeldGets, close_channel, give_back_quorum_gets
 from dlxtool.errors import DlxtoolError, NotFoundError, PartialError, RefusedError, UsageError
 from dlxtool.record import MessageRecord
+from dlxtool.selection import parse_age
 
 if TYPE_CHECKING:
     from dlxtool.broker.management import ManagementClient, QueueInfo
@@ -583,21 +583,16 @@ def delivery_count(headers: dict[str, Any] | None) -> int:
 
 # -- --offset ------------------------------------------------------------------------------------------
 
-_RELATIVE = re.compile(r"^(\d+)([smhd])$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-
-
 def parse_offset(text: str, now: datetime | None = None) -> Any:
-    """first | last | next | N (offset) | ISO timestamp | 30m/2h/1d ago -> x-stream-offset value."""
+    """first | last | next | N (offset) | ISO timestamp | an age (30m, 2h, 1d: parse_age) ago -> x-stream-offset."""
     value = text.strip().lower()
     if value in STREAM_OFFSET_WORDS:
         return value
     if value.isdigit():
         return int(value)
-    match = _RELATIVE.match(value)
-    if match:
-        delta = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
-        return (now or datetime.now(UTC)) - delta
+    age = parse_age(value)  # after the offset number: a bare "42" is an offset, "42s" an age
+    if age is not None:
+        return (now or datetime.now(UTC)) - timedelta(seconds=age)
     try:
         stamp = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:

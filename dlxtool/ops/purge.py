@@ -1,4 +1,4 @@
-"""Purge: plain `queue.purge`, or the reading modes on the one-pass engine (dlxtool.ops.transfer).
+"""Purge: plain `queue.purge`, or the reading modes on the one-pass engine (dlxtool.ops.engine).
 
 Reading modes — `--backup FILE`, any selection filter or `--limit`, `--move-to QUEUE`, and `dump --remove`
 — consume the queue once (the messages present at the start) and settle each message one way:
@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker.management import ManagementClient
 from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError, RefusedError, UsageError
-from dlxtool.ops.transfer import Action, Decision
+from dlxtool.ops.engine import Action, Decision
 from dlxtool.record import MessageRecord
-from dlxtool.select import Selection
+from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
-    from dlxtool.ops.transfer import TransferOptions, TransferResult
+    from dlxtool.ops.engine import TransferOptions, TransferResult
 
 
 @dataclass
@@ -178,7 +178,7 @@ def run_reading_purge(conn: Any, settings: PurgeSettings, options: TransferOptio
 
 
 def drain(conn: Any, queue: str, decide: Any, options: TransferOptions, *, timeout: float = 30.0) -> TransferResult:
-    from dlxtool.ops.transfer import Transfer
+    from dlxtool.ops.engine import Transfer
 
     if options.limit is not None:
         # Deliveries beyond the limit would only be given back (on quorum queues, a delivery attempt each).

@@ -1,6 +1,6 @@
 """Replay: send dead letters back to the queue each one failed in, history reset, nothing lost.
 
-Built on the one-pass engine (dlxtool.ops.transfer): this module decides, per message, where it goes,
+Built on the one-pass engine (dlxtool.ops.engine): this module decides, per message, where it goes,
 through which exchange and with which headers, and holds replay's workflow and refusals (`run`): the
 stream and tail-republish refusals, the plan (refused on a quorum queue with a delivery limit), the
 confirmation, the run. The CLI parses, calls and renders.
@@ -59,10 +59,10 @@ from dlxtool.deaths import (
     waited_only,
 )
 from dlxtool.errors import DlxtoolError, RefusedError
+from dlxtool.ops.engine import Action, Decision, TransferOptions, TransferResult
 from dlxtool.ops.routes import Resolved, Router
-from dlxtool.ops.transfer import Action, Decision, TransferOptions, TransferResult
 from dlxtool.record import MessageRecord
-from dlxtool.select import Selection
+from dlxtool.selection import Selection
 
 PROVENANCE_HEADER = "dlxtool-replay"
 NO_ORIGIN = "no origin in the death history"
@@ -251,15 +251,15 @@ class ReplayDecider:
         s = self.s
         if rewrite is None or self._selects:
             return None
-        from dlxtool.broker.frames import encode_table
+        from dlxtool.broker.frames import encode_amqp_table
 
         # surrogatepass: a name from argv bytes that are not UTF-8 ('\udcff') matches no header in Python; its bytes
         # are not UTF-8 either, and a header the C path would remove under such a name sends it to __call__
         reset = tuple(n.encode("utf-8", "surrogatepass")
                       for n in (*DEFAULT_RETRY_HEADERS, *self._reset_names) if n not in HISTORY_HEADERS)
         history = tuple(n.encode() for n in HISTORY_HEADERS)
-        head = encode_table({"from": s.source})[4:]
-        tail = encode_table({"filters": self._filters_text})[4:] if self._filters_text else b""
+        head = encode_amqp_table({"from": s.source})[4:]
+        tail = encode_amqp_table({"filters": self._filters_text})[4:] if self._filters_text else b""
         max_replays, to_queue, keep_history = s.max_replays, s.to_queue, s.keep_history
         fixed_at = None if self.now is None else calendar.timegm(self.now.utctimetuple())
         routes = self.routes
@@ -639,7 +639,7 @@ def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_c
            timeout: float = 30.0, routes: Routes | None = None, wait_queues: WaitQueues | None = None) -> Any:
     """Run the replay pass; returns the engine's TransferResult. The original-key route's temporary
     exchanges are declared as targets come up and all deleted at the end."""
-    from dlxtool.ops.transfer import Transfer
+    from dlxtool.ops.engine import Transfer
 
     routes = routes or Routes(settings.default_exchange, exchanges=None, router=None)
     exchanges = None if settings.default_exchange else TemporaryExchanges(target_conn or source_conn, timeout)
@@ -658,7 +658,7 @@ def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, targe
          timeout: float = 30.0, router: Router | None = None, wait_router: Router | None = None) -> ReplayPlan:
     """What a replay would do, from the first max_messages messages (given back in order afterwards).
     No temporary exchange is declared; a target that does not exist is shown as such (`exists`)."""
-    from dlxtool.ops.transfer import survey
+    from dlxtool.ops.survey import survey
 
     conn = target_conn or source_conn
     routes = Routes(settings.default_exchange, exchanges=lambda _q: "(temporary exchange)", router=router)

@@ -144,7 +144,7 @@ BOUNDARIES = {"i32-max": 2**31 - 1, "i32-over": 2**31, "i32-min": -2**31, "i32-u
 @example(table=BOUNDARIES)
 @example(table={"too-big": 2**63})
 def test_tables_encode_byte_equal_to_pika_or_fail_alike(table: dict[str, Any]) -> None:
-    assert outcome(frames.encode_table, table) == outcome(pika_encoded_table, table)
+    assert outcome(frames.encode_amqp_table, table) == outcome(pika_encoded_table, table)
 
 
 def test_the_replay_shapes_encode_byte_equal() -> None:
@@ -170,7 +170,7 @@ def test_the_replay_shapes_encode_byte_equal() -> None:
 @given(table=valid_tables)
 def test_tables_decode_to_pikas_values_and_types(table: dict[str, Any]) -> None:
     raw = b"junk" + pika_encoded_table(table)
-    mine, mine_end = frames.decode_table(raw, 4)
+    mine, mine_end = frames.decode_amqp_table(raw, 4)
     theirs, their_end = pika_data.decode_table(raw, 4)
     assert mine_end == their_end
     assert strict_equal(mine, theirs)
@@ -196,7 +196,7 @@ def test_rare_kinds_decode_as_pika_does() -> None:
     entries = [b"D\x02\x00\x00\x01\x00", b"S\x00\x00\x00\x02\xff\xfe", b"V", b"t\x02"]
     body = b"".join(bytes((1,)) + bytes((65 + i,)) + e for i, e in enumerate(entries)) + b"\x02\xff\xfeV"
     raw = len(body).to_bytes(4, "big") + body
-    mine, _ = frames.decode_table(raw, 0)
+    mine, _ = frames.decode_amqp_table(raw, 0)
     theirs, _ = pika_data.decode_table(raw, 0)
     assert strict_equal(mine, theirs)
 
@@ -213,10 +213,10 @@ def test_values_pika_would_change_decode_raw_and_encode_back_byte_for_byte(encod
     T 2^62 -> error."""
     table = b"\x01k" + encoded
     raw = len(table).to_bytes(4, "big") + table
-    decoded, end = frames.decode_table(raw, 0)
+    decoded, end = frames.decode_amqp_table(raw, 0)
     assert end == len(raw)
     assert isinstance(decoded["k"], RawValue) and decoded["k"].value == value
-    assert frames.encode_table(decoded) == raw
+    assert frames.encode_amqp_table(decoded) == raw
 
 
 RAW_KINDS = {"b": 1, "B": 1, "s": 2, "u": 2, "U": 2, "i": 4, "I": 4, "L": 8, "l": 8, "f": 4, "d": 8, "T": 8,
@@ -275,12 +275,12 @@ def test_every_kind_on_the_wire_survives_decode_encode_and_a_record_byte_for_byt
     from dlxtool.record import MessageRecord
 
     raw = _wire_table(table)
-    decoded, end = frames.decode_table(raw, 0)
+    decoded, end = frames.decode_amqp_table(raw, 0)
     assert end == len(raw)
-    assert frames.encode_table(decoded) == raw
+    assert frames.encode_amqp_table(decoded) == raw
     record = MessageRecord(queue="q", body=b"", headers=decoded)
     again = MessageRecord.from_json(orjson.loads(record.to_jsonl()))
-    assert frames.encode_table(again.headers) == raw
+    assert frames.encode_amqp_table(again.headers) == raw
 
 
 @settings(max_examples=1500, deadline=None)

@@ -21,8 +21,8 @@ from pika.compat import long
 
 from dlxtool.broker.amqp_values import RawValue
 from dlxtool.broker.frames import decode_properties, encode_properties
+from dlxtool.ops.engine import Action, Decision
 from dlxtool.ops.replay import PROVENANCE_HEADER, ReplayDecider, ReplaySettings, _accelerator
-from dlxtool.ops.transfer import Action, Decision
 from dlxtool.record import MessageRecord
 
 NOW = datetime(2026, 11, 21, 14, 30, 5, tzinfo=UTC)

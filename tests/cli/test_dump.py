@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from dlxtool.record import read_records
+from dlxtool.ops.record_files import read_records
 from tests.support.fill import fill
 
 

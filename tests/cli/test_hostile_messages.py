@@ -132,7 +132,8 @@ def test_header_nested_thousands_deep_is_readable(run, broker, qname, tmp_path) 
     assert run("dump", qname, "--url", broker.url, "-o", str(dump)).exit_code == 0
     again = run("history", "--from", str(dump), "--format", "json")
     assert again.exit_code == 0, again.stderr
-    from dlxtool.record import MessageRecord, read_records
+    from dlxtool.ops.record_files import read_records
+    from dlxtool.record import MessageRecord
 
     with dump.open("rb") as f:
         (record,) = list(read_records(f))

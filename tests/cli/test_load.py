@@ -8,7 +8,8 @@ from decimal import Decimal
 
 import pika
 
-from dlxtool.record import MessageRecord, read_records
+from dlxtool.ops.record_files import read_records
+from dlxtool.record import MessageRecord
 from tests.support import retry_topologies as rt
 from tests.support.fill import fill
 

@@ -6,7 +6,7 @@ import json
 
 import pika
 
-from dlxtool.record import read_records
+from dlxtool.ops.record_files import read_records
 from tests.support.fill import fill, poison_at_head, take_all
 
 

@@ -9,7 +9,7 @@ import pika
 import pytest
 
 from dlxtool.ops import replay as replay_ops
-from dlxtool.record import read_records
+from dlxtool.ops.record_files import read_records
 from tests.support import retry_topologies as rt
 
 HISTORY = ("x-death", "x-first-death-queue", "x-first-death-reason", "x-first-death-exchange",

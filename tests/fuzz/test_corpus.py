@@ -19,7 +19,8 @@ import pytest
 from dlxtool.deaths import message_history, summarize
 from dlxtool.errors import DlxtoolError, UsageError
 from dlxtool.extract import candidates
-from dlxtool.record import decode_table, encode_table, read_records
+from dlxtool.ops.record_files import read_records
+from dlxtool.record import tag_table, untag_table
 from dlxtool.render import dumps
 from tests.fuzz.test_fuzz_config import use
 
@@ -37,7 +38,7 @@ def test_record_files(path: Path) -> None:
     try:
         for record in read_records(io.BytesIO(path.read_bytes()), path.name):
             dumps(record.to_json())
-            assert decode_table(orjson.loads(dumps(encode_table(record.headers)))) == record.headers
+            assert untag_table(orjson.loads(dumps(tag_table(record.headers)))) == record.headers
     except UsageError:
         pass
 
@@ -45,7 +46,7 @@ def test_record_files(path: Path) -> None:
 @pytest.mark.parametrize("path", _files("headers"), ids=lambda p: p.name)
 def test_header_tables(path: Path) -> None:
     for raw in orjson.loads(path.read_bytes()):
-        item = message_history(decode_table(raw))
+        item = message_history(untag_table(raw))
         dumps(item.to_json())
         summarize(item.history.deaths)
 

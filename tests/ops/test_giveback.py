@@ -10,7 +10,8 @@ from __future__ import annotations
 import pika
 import pytest
 
-from dlxtool.ops.transfer import Action, Decision, Transfer, TransferOptions, survey
+from dlxtool.ops.engine import Action, Decision, Transfer, TransferOptions
+from dlxtool.ops.survey import survey
 from tests.support.fill import fill, take_all
 
 KINDS = {

@@ -11,8 +11,8 @@ import pika
 import pytest
 
 from dlxtool.ops.load import LoadSettings, load
-from dlxtool.ops.transfer import RecordSink
-from dlxtool.record import MessageRecord, read_records
+from dlxtool.ops.record_files import RecordSink, read_records
+from dlxtool.record import MessageRecord
 from tests.ops.test_replay_faults import check_nothing_lost, settled_copies
 from tests.support.proxy import CuttingProxy
 

@@ -46,6 +46,8 @@ def test_parse_offset() -> None:
     assert parse_offset("First") == "first"
     assert parse_offset("42") == 42
     assert parse_offset("30m", now) == datetime(2026, 1, 31, 11, 30, tzinfo=UTC)
+    assert parse_offset("1W", now) == datetime(2026, 1, 24, 12, 0, tzinfo=UTC)  # the one age parser: weeks too
+    assert parse_offset("1.5h", now) == datetime(2026, 1, 31, 10, 30, tzinfo=UTC)
     assert parse_offset("2026-01-31T10:00Z") == datetime(2026, 1, 31, 10, 0, tzinfo=UTC)
     with pytest.raises(UsageError):
         parse_offset("yesterday")

@@ -19,10 +19,10 @@ from pathlib import Path
 import pika
 import pytest
 
+from dlxtool.ops.engine import TransferOptions
 from dlxtool.ops.purge import PurgeSettings, run_reading_purge
-from dlxtool.ops.transfer import RecordSink, TransferOptions
-from dlxtool.record import TornRecord, iter_records
-from dlxtool.select import Selection
+from dlxtool.ops.record_files import RecordSink, TornRecord, iter_records
+from dlxtool.selection import Selection
 from tests.ops.test_replay_faults import check_nothing_lost, settled_copies
 from tests.support.fill import fill, take_all
 from tests.support.proxy import CuttingProxy

@@ -41,7 +41,8 @@ from typing import Any
 import pika
 import pika.exceptions
 
-from dlxtool.record import MessageRecord, TornRecord, iter_records
+from dlxtool.ops.record_files import TornRecord, iter_records
+from dlxtool.record import MessageRecord
 from tests.support.broker import BrokerEnv
 from tests.support.proxy import CuttingProxy
 from tests.support.retry_topologies import reject_all

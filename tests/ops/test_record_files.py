@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from dlxtool.cli.app import App
-from dlxtool.cli.engine import record_file
+from dlxtool.cli.moving import record_file
 from dlxtool.errors import UsageError
-from dlxtool.ops.transfer import RecordSink
-from dlxtool.record import MessageRecord, read_records
+from dlxtool.ops.record_files import RecordSink, read_records
+from dlxtool.record import MessageRecord
 
 
 class FullDisk(io.RawIOBase):

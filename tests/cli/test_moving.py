@@ -1,4 +1,4 @@
-"""One mapping from a run's result to the exit status and its wording (dlxtool.cli.engine.exit_for), and the
+"""One mapping from a run's result to the exit status and its wording (dlxtool.cli.moving.exit_for), and the
 record files of the commands that take messages away (check_record_file, record_file), against the real broker."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from dlxtool.cli.engine import exit_for
+from dlxtool.cli.moving import exit_for
 from dlxtool.errors import ConnectError, PartialError
-from dlxtool.ops.transfer import TransferResult
-from dlxtool.record import read_records
+from dlxtool.ops.engine import TransferResult
+from dlxtool.ops.record_files import read_records
 from tests.support import retry_topologies as rt
 
 
@@ -116,12 +116,12 @@ def file_records(path) -> Counter[bytes]:
 @pytest.mark.parametrize("command", ["dump --remove", "purge --backup", "replay --yes"])
 def test_a_full_disk_mid_run_ends_in_the_summary_and_loses_nothing(run, broker, qname, tmp_path, monkeypatch,
                                                                    command) -> None:
-    import dlxtool.cli.engine as engine
+    import dlxtool.ops.record_files as record_files
 
     n = 3000
     dlq = dead_letters(broker, qname, n)
     monkeypatch.setattr(FullFile, "room", 400_000)  # several batches of records, then a write cut mid-record
-    monkeypatch.setattr(engine, "open", lambda p, mode, buffering=-1: FullFile(p, "a+"), raising=False)
+    monkeypatch.setattr(record_files, "open", lambda p, mode, buffering=-1: FullFile(p, "a+"), raising=False)
     path = tmp_path / "records.jsonl"
     result = run_to_completion(run, broker, command, dlq, path)
     assert result.exit_code == 5, (result.stdout, result.stderr)
@@ -144,11 +144,11 @@ def test_a_record_file_that_fails_to_close_still_ends_in_the_summary(run, broker
                                                                       command) -> None:
     """Every record was flushed and fsynced before its ack: a failing close() loses nothing, says so,
     and does not hide the summary."""
-    import dlxtool.cli.engine as engine
+    import dlxtool.ops.record_files as record_files
 
     dlq = dead_letters(broker, qname, 20)
     monkeypatch.setattr(CloseFails, "failed", False)
-    monkeypatch.setattr(engine, "open", lambda p, mode, buffering=-1: CloseFails(p, "a+"), raising=False)
+    monkeypatch.setattr(record_files, "open", lambda p, mode, buffering=-1: CloseFails(p, "a+"), raising=False)
     path = tmp_path / "records.jsonl"
     result = run_to_completion(run, broker, command, dlq, path)
     assert result.exit_code == 0, (result.stdout, result.stderr)

@@ -14,13 +14,14 @@ import pika
 import pytest
 
 from dlxtool.broker.publisher import Publisher
+from dlxtool.ops.engine import GATHER_MIN_IN_FLIGHT, Transfer, TransferOptions
 from dlxtool.ops.purge import PurgeSettings, run_reading_purge
+from dlxtool.ops.record_files import RecordSink
 from dlxtool.ops.replay import ReplayDecider, ReplaySettings, replay
-from dlxtool.ops.transfer import GATHER_MIN_IN_FLIGHT, RecordSink, Transfer, TransferOptions
-from dlxtool.select import Selection
+from dlxtool.selection import Selection
 from tests.ops.test_purge_faults import file_bodies, queue_of_originals
+from tests.ops.test_record_files import FullDisk
 from tests.ops.test_replay_faults import N, check_nothing_lost, make_dead_letters, settled_copies
-from tests.ops.test_transfer_sink import FullDisk
 
 
 def connect(broker) -> pika.BlockingConnection:

@@ -37,34 +37,33 @@ back — which on a quorum queue would be a delivery attempt. Only a stop (Ctrl-
 consumers taking part of the snapshot can still leave deliveries to requeue untouched at the end
 (`TransferResult.requeued` says how many).
 
-Reuse: `purge --backup` and `dump --remove` = decide() returning REMOVE with a `RecordSink` (records
-flushed and fsynced before the acks that follow them); selective purge without a backup = REMOVE
-without a sink; `purge --move-to` = MOVE to one queue (dlxtool.ops.purge); `load` publishes records
-without a source queue through `publish_records` below (dlxtool.ops.load).
+Reuse: `purge --backup` and `dump --remove` = decide() returning REMOVE with a `RecordSink`
+(dlxtool.ops.record_files: records flushed and fsynced before the acks that follow them); selective purge
+without a backup = REMOVE without a sink; `purge --move-to` = MOVE to one queue (dlxtool.ops.purge);
+`load` publishes records without a source queue (dlxtool.ops.load.publish_records). The dry-run plan is
+dlxtool.ops.survey; Ctrl-C handling is dlxtool.ops.interrupts.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
-import errno
 import gc
-import os
-import signal
-import stat
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO, Any, Protocol
+from typing import Any
 
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
 from dlxtool.broker.frames import EncodeError, decode_properties
-from dlxtool.broker.giveback import close_channel, wait_until_ready
+from dlxtool.broker.giveback import close_channel
 from dlxtool.broker.publisher import Outcome, Publisher
 from dlxtool.errors import ConnectError
+from dlxtool.ops.interrupts import sigint_as_stop
+from dlxtool.ops.record_files import SetAside, Sink
 from dlxtool.record import MessageRecord
 
 TAKE_BATCH = 200  # deliveries decided per loop turn, between sink flushes and acks
@@ -102,121 +101,6 @@ class Decision:
 
 
 Decide = Callable[[MessageRecord], Decision]
-
-
-class Sink(Protocol):
-    """Where REMOVE (and, if given, MOVE) records go before the source ack: write, then flush. A flush that
-    failed must fail again when called again (nothing written since may be acked); RecordSink also says
-    which records it dropped (`failed`, `unsaved`), so that the engine can still settle the others."""
-
-    def write(self, record: MessageRecord) -> None: ...
-
-    def flush(self) -> None: ...
-
-
-class RecordSink:
-    """JSON Lines records appended to a binary file; flush() = write + os.fsync.
-
-    Records are kept here until flush(), and a failed write or flush (a full disk) cuts the file back to
-    where the last successful flush ended: no half-written record stays behind to merge with the next
-    append. Give it an unbuffered stream (buffering=0) where possible, so no copy of a failed write is left
-    in a Python buffer to be written on close.
-
-    A failed flush is final: `failed` holds the error, every later flush() raises, and `unsaved` lists the
-    records that flush dropped — their messages must not be acked (the engine keeps them in the source).
-    `unsaved_may_be_written`: the file could not be cut back, so some of them may be in it after all."""
-
-    def __init__(self, stream: IO[bytes], *, fsync: bool = True) -> None:
-        self.stream = stream
-        self.fsync = fsync
-        self.written = 0
-        self.failed: BaseException | None = None
-        self.unsaved: list[MessageRecord] = []
-        self.unsaved_may_be_written = False
-        self._pending = bytearray()
-        self._records: list[MessageRecord] = []  # those in _pending
-        self._good = _end_offset(stream)  # where the last complete record ends on disk (None: not a file)
-
-    def write(self, record: MessageRecord) -> None:
-        self._pending += record.to_jsonl()
-        self._records.append(record)
-        self.written += 1
-
-    def flush(self) -> None:
-        if self.failed is not None:
-            raise OSError(f"an earlier write to the record file failed ({self.failed})")
-        if not self._pending:
-            return
-        try:
-            _write_all(self.stream, bytes(self._pending))
-            self.stream.flush()
-            if self.fsync:
-                _fsync(self.stream)
-        except Exception as exc:
-            # Their messages are not acked: the records go, the messages stay.
-            self.failed = exc
-            self.unsaved, self._records = self._records, []
-            self._pending.clear()
-            self.unsaved_may_be_written = not self._cut_back()
-            raise
-        self._pending.clear()
-        self._records.clear()
-        self._good = _end_offset(self.stream)
-
-    def _cut_back(self) -> bool:
-        if self._good is None:
-            return False
-        try:
-            os.ftruncate(self.stream.fileno(), self._good)
-        except (OSError, ValueError, AttributeError):
-            return False
-        return True
-
-
-class _SetAside:
-    """Stands in for a RecordSink whose flush failed, while the engine settles what is in flight: records
-    written to it are not saved (their messages stay in the source)."""
-
-    def __init__(self, failed: Any) -> None:
-        self.may_be_written = bool(getattr(failed, "unsaved_may_be_written", True))
-        self._records = {id(r): r for r in getattr(failed, "unsaved", ())}
-
-    def holds(self, record: MessageRecord | None) -> bool:
-        return record is not None and self._records.get(id(record)) is record
-
-    def write(self, record: MessageRecord) -> None:
-        self._records[id(record)] = record
-
-    def flush(self) -> None:
-        pass
-
-
-def _write_all(stream: IO[bytes], data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = stream.write(view)
-        if n is None or n >= len(view):  # buffered streams write it all (or raise)
-            return
-        view = view[n:]  # a raw file may write part of it
-
-
-def _fsync(stream: IO[bytes]) -> None:
-    try:
-        fd = stream.fileno()
-    except (OSError, ValueError, AttributeError):
-        return  # an in-memory stream
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno != errno.EINVAL:  # EINVAL: a pipe or a terminal, nothing to sync
-            raise
-
-
-def _end_offset(stream: IO[bytes]) -> int | None:
-    try:
-        return os.fstat(stream.fileno()).st_size if stat.S_ISREG(os.fstat(stream.fileno()).st_mode) else None
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 @dataclass
@@ -326,6 +210,13 @@ class Transfer:
         self._acked_uncertain = 0                # acked copies not yet proven by a qos-ok
         self._marker: int | None = None          # acks covered by the qos in flight
         self._stop = threading.Event()
+        # Set by _setup() when the run starts; None before (a run that failed early salvages without them).
+        self.channel: AsyncChannel | None = None
+        self.prefetch = 0                        # our basic.qos: min(opts.prefetch, snapshot), at least 1
+        self.mover: Publisher | None = None      # MOVEs, on target_conn
+        self.keeper: Publisher | None = None     # KEEP/LEAVE to the source's tail (= mover on one connection)
+        self.consumer_tag: str | None = None     # None: not consuming (nothing to read, or cancelled)
+        self._rate_start: float | None = None    # when reading started, for --rate
 
     # -- public ------------------------------------------------------------------------------------
 
@@ -389,7 +280,7 @@ class Transfer:
         idle_since = time.monotonic()
         while not self._stop.is_set():
             worked = self._take_incoming()
-            if self._all_read() and getattr(self, "consumer_tag", None):
+            if self._all_read() and self.consumer_tag:
                 self._cancel_consumer()  # before the acks that follow: nothing more may come to us
             self._pump(0.0 if worked else self._idle_wait(), self._gather())
             self._settle_outcomes()
@@ -449,7 +340,7 @@ class Transfer:
 
     def _take_incoming(self) -> bool:
         rate = self.opts.rate
-        if rate and not hasattr(self, "_rate_start"):
+        if rate and self._rate_start is None:
             self._rate_start = time.monotonic()
         incoming = self._incoming
         if not incoming:
@@ -625,7 +516,7 @@ class Transfer:
         which on a quorum queue is a delivery attempt (and, on 3.x without a limit, a move to the back).
         So while consuming, keep at least `prefetch - still_to_read` deliveries unacked; once everything
         wanted is read the consumer is cancelled first, and then all may be acked."""
-        if getattr(self, "consumer_tag", None) is None:
+        if self.consumer_tag is None:
             return len(self._items)
         hold = self.prefetch - self._still_to_read()
         return len(self._items) if hold <= 0 else max(0, len(self._items) - hold)
@@ -670,7 +561,7 @@ class Transfer:
         return bool(self.mover.outstanding or self.keeper.outstanding)
 
     def _cancel_consumer(self) -> None:
-        tag = getattr(self, "consumer_tag", None)
+        tag = self.consumer_tag
         if tag and self.channel.is_open and not self._cancelled_by_broker:
             self._receive_in_flight()
             self.channel.cancel_consumer(tag)  # what arrives before the cancel-ok is held, not rejected
@@ -742,14 +633,14 @@ class Transfer:
         sink = self.opts.sink
         failed_sink = sink is not None and getattr(sink, "failed", None) is not None
         if failed_sink:  # its unflushed records are gone: from now on records go nowhere, messages stay
-            self.opts.sink = _SetAside(sink)
+            self.opts.sink = SetAside(sink)
         why = "connection lost before the confirm" if self.result.connection_lost else "no confirm: stopped by an error"
         try:
             self._settle_in_flight()
             self._unsaved_stay()
             for pub in self._publishers():
                 pub.abandon(why)
-            if getattr(self, "channel", None) is not None and self.channel.is_open and self.source_conn.is_open:
+            if self.channel is not None and self.channel.is_open and self.source_conn.is_open:
                 self._settle_outcomes()
                 self._unsaved_stay()
                 self._ack_ready()
@@ -770,7 +661,7 @@ class Transfer:
         self.result.possible_duplicates = self._duplicates_now()
 
     def _publishers(self) -> set[Publisher]:
-        return {getattr(self, "mover", None), getattr(self, "keeper", None)} - {None}  # type: ignore[return-value]
+        return {self.mover, self.keeper} - {None}  # type: ignore[return-value]
 
     def _settle_in_flight(self) -> None:
         """With every connection and channel still open: wait for the outstanding confirms, ack what settles.
@@ -794,7 +685,7 @@ class Transfer:
         """Settled messages whose records the failed sink dropped stay in the source: not acked, counted as
         left; a MOVE'd one is at its target too (a possible duplicate), a REMOVE'd one nowhere else."""
         aside = self.opts.sink
-        if not isinstance(aside, _SetAside):
+        if not isinstance(aside, SetAside):
             return
         for item in self._items:
             d = item.decision
@@ -825,7 +716,7 @@ class Transfer:
 
     def _duplicates_now(self) -> int:
         """Acks not proven + copies of messages that stay + tied returns that reached the target anyway."""
-        pubs = {getattr(self, "mover", None), getattr(self, "keeper", None)} - {None}
+        pubs = {self.mover, self.keeper} - {None}
         return self._acked_uncertain + self._lost_copies + sum(p.possible_duplicates for p in pubs)  # type: ignore[union-attr]
 
     def _source_empty(self) -> bool:
@@ -843,28 +734,6 @@ class Transfer:
         done = min(self._decided_count(), self.result.snapshot) if not final else self._decided_count()
         self.opts.progress(Progress(self.result.snapshot, done, self.result.moved_total,
                                     time.monotonic() - started))
-
-
-@contextmanager
-def sigint_as_stop(stop: threading.Event, enabled: bool = True) -> Iterator[None]:
-    """Ctrl-C sets `stop`, which the caller's loop checks, so pika is never interrupted half-way through
-    a frame. A second Ctrl-C gives up waiting (KeyboardInterrupt; unacked messages return anyway)."""
-    if not enabled or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGINT)
-
-    def handler(_sig: int, _frame: Any) -> None:
-        if stop.is_set():
-            signal.signal(signal.SIGINT, previous)
-            raise KeyboardInterrupt
-        stop.set()
-
-    signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 @contextmanager
@@ -897,100 +766,3 @@ def describe_error(exc: BaseException) -> str:
 
     text = str(exc) or type(exc).__name__
     return secrets.scrub(f"{type(exc).__name__}: {text}" if type(exc).__module__.startswith("pika") else text)
-
-
-# -- planning (dry run) and record publishing -------------------------------------------------------
-
-
-@dataclass
-class Survey:
-    """What decide() says about the first `looked_at` messages of a queue, without changing it."""
-
-    snapshot: int
-    looked_at: int
-    plan: Counter[tuple[str, str]] = field(default_factory=Counter)  # (action, group) -> count
-
-
-def survey(conn: Any, source: str, decide: Decide, *, max_messages: int, limit: int | None = None,
-           timeout: float = 30.0) -> Survey:
-    """Read up to max_messages unacked, decide each, then give all back in order and in place.
-
-    The give-back is a cancel and a channel close (dlxtool/broker/giveback.py): classic and quorum
-    queues alike take the messages back at the head, in order. On a quorum queue each one used a
-    delivery attempt: callers must refuse this with a delivery limit unless the user accepts that.
-    Returns once the queue counts them ready again (a replay that follows must see them all).
-    Bounded on purpose: holding huge numbers of unacked messages hurts brokers."""
-    channel = AsyncChannel(conn, timeout)
-    try:
-        snapshot = channel.call("queue_declare", source, passive=True).method.message_count
-        wanted = min(snapshot, max_messages)
-        result = Survey(snapshot=snapshot, looked_at=0)
-        if not wanted:
-            return result
-        channel.call("basic_qos", prefetch_count=wanted)
-        got: deque[tuple[Any, Any, bytes]] = deque()
-        tag = channel.impl.basic_consume(source, lambda _c, m, p, b: got.append((m, p, b)), auto_ack=False)
-        _survey_loop(channel, got, result, source, decide, wanted, limit, timeout)
-        channel.cancel_consumer(tag)
-        close_channel(channel)
-        _wait_given_back(conn, source, snapshot, timeout)
-        return result
-    finally:
-        channel.close()
-
-
-def _survey_loop(channel: AsyncChannel, got: deque[tuple[Any, Any, bytes]], result: Survey, source: str,
-                 decide: Decide, wanted: int, limit: int | None, timeout: float) -> None:
-    selected = 0
-    idle_deadline = time.monotonic() + timeout
-    while result.looked_at < wanted and time.monotonic() < idle_deadline:
-        channel.pump(IDLE_WAIT if not got else 0)
-        while got and result.looked_at < wanted:
-            method, props, body = got.popleft()
-            record = MessageRecord.from_delivery(source, method, props, body, position=result.looked_at)
-            result.looked_at += 1
-            idle_deadline = time.monotonic() + 2.0
-            if limit is not None and selected >= limit:
-                result.plan[(Action.KEEP.value, "beyond --limit")] += 1
-                continue
-            d = decide(record)
-            selected += d.action is not Action.KEEP
-            result.plan[(d.action.value, d.group)] += 1
-
-
-def _wait_given_back(conn: Any, source: str, snapshot: int, timeout: float) -> None:
-    """Until the queue counts `snapshot` ready again: a quorum queue applies a close's returns later."""
-    probe = AsyncChannel(conn, timeout)
-    try:
-        wait_until_ready(lambda: probe.call("queue_declare", source, passive=True).method.message_count,
-                         snapshot, timeout=min(timeout, 10.0))
-    finally:
-        probe.close()
-
-
-def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]], *, window: int = 1000,
-                    timeout: float = 30.0) -> Iterator[tuple[Any, Outcome, str | None]]:
-    """For `load`: publish (exchange, routing_key, body, properties, token) with a window of confirms,
-    yielding each (token, outcome, detail) as it settles. A seam, not used by replay itself."""
-    pub = Publisher(conn, window=window, timeout=timeout)
-    try:
-        for exchange, routing_key, body, props, token in items:
-            while not pub.has_room():
-                pub.pump(IDLE_WAIT)
-                yield from pub.take_settled()
-            try:
-                pub.publish(exchange, routing_key, body, props, token)
-            except EncodeError as exc:  # nothing sent: this record fails, the others go on
-                yield token, Outcome.REFUSED, str(exc)
-                continue
-            pub.pump(0)
-            yield from pub.take_settled()
-        yield from pub.flush(timeout)
-    except Exception as exc:
-        # The connection died: what was in flight may or may not be at the broker. Report it as LOST
-        # (so the caller can count possible duplicates) before the error goes on.
-        pub.abandon(f"connection lost before the confirm ({describe_error(exc)})")
-        yield from pub.take_settled()
-        raise
-    finally:
-        pub.close()

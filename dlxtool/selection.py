@@ -25,8 +25,8 @@ from dlxtool.record import MessageRecord
 
 TypeResolver = Callable[[MessageRecord], "str | None"]
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)?\s*$")
-_UNITS = {None: 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)?\s*$", re.IGNORECASE)
+_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def amqp_type(record: MessageRecord) -> str | None:
@@ -34,12 +34,22 @@ def amqp_type(record: MessageRecord) -> str | None:
     return None if value is None else str(value)
 
 
-def parse_duration(text: str) -> float:
-    """'90', '90s', '15m', '2h', '3d', '1w' -> seconds."""
-    match = _DURATION.match(text or "")
+def parse_age(text: str) -> float | None:
+    """The one age parser (--older-than/--newer-than here, peek's --offset 30m): '90', '90s', '1.5h',
+    '15 min', '2D', '1w' -> seconds (units s/sec, m/min, h, d, w, any case; none = seconds); None when
+    `text` is not an age."""
+    match = _AGE.match(text or "")
     if not match:
+        return None
+    return float(match.group(1)) * _SECONDS[(match.group(2) or "s").lower()]
+
+
+def parse_duration(text: str) -> float:
+    """An age that must be one (parse_age), else a clear error."""
+    seconds = parse_age(text)
+    if seconds is None:
         raise UsageError(f"bad duration {text!r}", hint="use e.g. 30s, 15m, 2h, 3d")
-    return float(match.group(1)) * _UNITS[match.group(2)]
+    return seconds
 
 
 def parse_header_match(text: str) -> tuple[str, str]:
