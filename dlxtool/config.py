@@ -204,6 +204,20 @@ def load_config(explicit: str | None, env: Mapping[str, str]) -> Config:
     return parse_config(data, path, env)
 
 
+def top_level_proto_paths(explicit: str | None, env: Mapping[str, str]) -> tuple[str, ...] | None:
+    """Only the config file's top-level proto_paths, for a command that needs nothing else from it (the
+    offline `decode`) when the rest of the file is wrong: None when the file cannot be read or parsed at
+    all, ConfigError when its proto_paths are wrong."""
+    path, named = config_path(explicit, env)
+    if path is None or not path.exists():
+        return None if named else ()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
+        return None
+    return tuple(_strings(data.get("proto_paths", []), f"config {path}: proto_paths"))
+
+
 def parse_config(data: Mapping[str, Any], path: Path, env: Mapping[str, str]) -> Config:
     _check_keys(data, _TOP_KEYS, f"config {path}")
     timeout = _number(data.get("timeout", DEFAULT_TIMEOUT), f"config {path}: timeout")
@@ -243,7 +257,10 @@ def _parse_broker(name: str, raw: Any, path: Path, env: Mapping[str, str], timeo
     _check_keys(raw, _BROKER_KEYS, where)
     if "url" in raw and "urls" in raw:
         raise ConfigError(f"{where}: give either url or urls, not both")
+    # Errors name the key the user wrote: url (one string) or urls (a string or a list of them).
     urls = [raw["url"]] if "url" in raw else raw.get("urls")
+    if "url" in raw:
+        _str(raw, "url", where)
     if not urls:
         raise ConfigError(f"{where}: no url", hint='add url = "amqp://user@host:5672/"')
     urls = _strings(urls, f"{where}: urls")

@@ -141,6 +141,10 @@ def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:
     ('[brokers.a]\nurl = "amqp://h/"\n[brokers.a.tls]\nverify = "false"\n', "verify must be true or false"),
     ('[brokers.a]\nurl = "amqp://h/"\nmanagement_url = "localhost:15672"\n', "http:// or https://"),
     ('[brokers.a]\nurls = ["amqp://u:p1@h1/", "amqp://u:p2@h2/"]\n', "different users or passwords"),
+    # the key the user wrote, not the one it is turned into
+    ('[brokers.a]\nurl = 5\n', "[brokers.a]: url must be a string"),
+    ('[brokers.a]\nurl = ["amqp://h/"]\n', "[brokers.a]: url must be a string"),
+    ('[brokers.a]\nurls = 5\n', "[brokers.a]: urls must be a string or a list"),
 ])
 def test_config_mistakes_are_named(tmp_path: Path, text: str, needle: str) -> None:
     with pytest.raises(ConfigError) as err:

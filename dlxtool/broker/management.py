@@ -75,10 +75,12 @@ class QueueInfo:
         limits = [f"{n} {self.setting(n)}" for n in ("max-length", "max-length-bytes")
                   if _number(self.setting(n)) is not None]
         overflow = self.setting("overflow") or "drop-head"
-        if not limits or overflow != "drop-head":
+        if not limits or overflow not in ("drop-head", "reject-publish-dlx"):
             return None
-        return (f"{self.name!r} has {' and '.join(limits)} with overflow drop-head: messages kept by "
-                "republishing them to its tail could push unread ones off its head")
+        effect = ("push unread ones off its head" if overflow == "drop-head" else
+                  "be refused and dead-lettered as well (a copy back in the dead-letter queue)")
+        return (f"{self.name!r} has {' and '.join(limits)} with overflow {overflow}: messages kept by "
+                f"republishing them to its tail could {effect}")
 
     @property
     def dead_letter_exchange(self) -> str | None:

@@ -131,13 +131,11 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 @click.group(cls=DlxtoolGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @connection_options
 @format_option
-@click.option("-v", "--verbose", count=True, help="More detail on stderr.")
-@click.option("--debug", is_flag=True, envvar="DLXTOOL_DEBUG", help="Tracebacks on errors [env DLXTOOL_DEBUG=1].")
 @click.option("--no-color", is_flag=True, help="No colour (also when NO_COLOR is set).")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the versions of dlxtool and its key libraries.")
 @click.pass_context
-def cli(ctx: click.Context, verbose: int, debug: bool, no_color: bool) -> None:
+def cli(ctx: click.Context, no_color: bool) -> None:
     """Peek at, decode, explain, replay and purge RabbitMQ dead letters — across named brokers.
 
     \b
@@ -145,9 +143,7 @@ def cli(ctx: click.Context, verbose: int, debug: bool, no_color: bool) -> None:
       dlxtool brokers check --all          # which brokers answer?
       dlxtool --broker prod-eu peek orders.dlq -n 5
     """
-    app = ctx.ensure_object(App)
-    app.verbose = verbose
-    app.debug = debug
+    app = ctx.ensure_object(App)  # -v and --debug are stored by their callbacks (dlxtool/cli/options.py)
     app.color = False if no_color or app.env.get("NO_COLOR") else None
 
 

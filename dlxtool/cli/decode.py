@@ -11,7 +11,7 @@ import click
 from dlxtool import render
 from dlxtool.cli.app import App
 from dlxtool.cli.options import connection_options, format_option
-from dlxtool.errors import NotFoundError
+from dlxtool.errors import DlxtoolError, NotFoundError
 
 DECODE_FORMATS = (*render.FORMATS, "text")
 
@@ -104,11 +104,32 @@ def decode(
 
 
 def _config_proto_paths(app: App) -> list[str]:
-    """proto_paths of the config file, plus the selected broker profile's when one is named."""
-    config = app.config()
+    """proto_paths of the config file, plus the selected broker profile's when one is named.
+
+    Decoding needs no broker: a config file that cannot be read does not stop it (a warning says what
+    is left out), unless a broker profile was typed on the command line (its proto_paths are wanted)."""
+    try:
+        config = app.config()
+    except DlxtoolError as exc:
+        if (app.broker_name and not app.broker_from_env) or (app.url and not app.url_from_env):
+            raise
+        return _despite_config_error(app, exc)
     paths = list(config.proto_paths)
     if app.broker_name or app.url:
         paths += list(app.profile().proto_paths)
+    return paths
+
+
+def _despite_config_error(app: App, exc: DlxtoolError) -> list[str]:
+    from dlxtool.config import top_level_proto_paths
+
+    found = top_level_proto_paths(app.config_file, app.env)  # raises when its proto_paths are wrong
+    if found is None:
+        app.warn(f"{exc.message}; decoding without it (proto_paths it may name are not loaded)")
+        return []
+    paths = list(found)
+    used = f"with its proto_paths ({len(paths)})" if paths else "without it (it names no proto_paths)"
+    app.warn(f"{exc.message}; decoding {used}, which is all decode needs from it")
     return paths
 
 

@@ -77,7 +77,10 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
             stream.flush()
     if path and not in_place:
         os.replace(path + ".partial", path)
-    app.info(f"dumped {reader.shown} messages of {queue!r} to {path or 'stdout'}; nothing was removed")
+    cov = reader.coverage()
+    of = f" of {cov.queue_depth:,}" if cov.sampled and cov.queue_depth is not None else ""
+    part = f" (the first {cov.looked_at:,}; -n N or --all for more)" if cov.sampled else ""
+    app.info(f"dumped {reader.shown:,}{of} messages of {queue!r}{part} to {path or 'stdout'}; nothing was removed")
     finish_read(app, reader)
 
 

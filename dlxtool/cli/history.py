@@ -14,15 +14,22 @@ from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
-    from dlxtool.ops.peek import QueueReader
+    from dlxtool.ops.peek import Coverage, QueueReader
+
+# Not the whole queue by default: every message read is held unacked until the read ends, and on a
+# quorum queue each one read uses a delivery attempt. A count made of the first ones says so.
+DEFAULT_COUNT = 100
 
 
 @click.command(epilog=SAFETY_HELP)
 @click.argument("queue", required=False, shell_complete=complete_queue)
-@click.option("-n", "--count", type=click.IntRange(min=1), default=100, show_default=True,
-              help="How many messages from the head of QUEUE.")
+@click.option("-n", "--count", type=click.IntRange(min=1), default=None,
+              help=f"How many messages from the head of QUEUE [default: {DEFAULT_COUNT}].")
+@click.option("--all", "all_", is_flag=True,
+              help="Every message of QUEUE (still bounded by --max-unacked: all are held until the read ends).")
 @click.option("--summary", is_flag=True,
-              help="Group by failure signature: origin, reason, type, error text; count messages and deaths.")
+              help="Group by failure signature: origin, reason, type, error text; count messages and deaths "
+                   "(of the messages read: when that is not all of QUEUE, the output says so).")
 @click.option("--from", "from_file", metavar="FILE",
               help="Read message records (dump / peek --format jsonl) from FILE, or - for stdin; no broker.")
 @click.option("--allow-torn", is_flag=True,
@@ -33,7 +40,7 @@ if TYPE_CHECKING:
 @read_options
 @common_options
 @click.pass_obj
-def history(app: App, queue: str | None, count: int, summary: bool, from_file: str | None,
+def history(app: App, queue: str | None, count: int | None, all_: bool, summary: bool, from_file: str | None,
             allow_torn: bool, error_headers: tuple[str, ...], **read: object) -> None:
     """Show the x-death history of the messages in QUEUE (or in a dump file).
 
@@ -52,32 +59,41 @@ def history(app: App, queue: str | None, count: int, summary: bool, from_file: s
       dlxtool history orders.dlq -n 5 --format json
       dlxtool dump orders.dlq --all -o dlq.jsonl && dlxtool history --from dlq.jsonl --summary
     """
+    from dlxtool.cli.reading import check_count, sample_note, write_sample_note
     from dlxtool.ops.history import entries, summarize_failures
 
+    check_count(count, all_)
     names = (*app.config().error_headers, *error_headers)
     fmt = app.output_format("json" if summary else "jsonl")
-    records, reader = _load(app, queue, count, from_file, read, allow_torn)
+    records, reader = _load(app, queue, None if all_ else count or DEFAULT_COUNT, from_file, read, allow_torn)
     items = list(entries(records, names, through=_through_wait_queues(app, queue) if queue else None))
+    coverage = _coverage(reader, len(items))
+    note = sample_note(coverage, "-n N or --all for all")
     for item in items:
         for warning in item.history.history.warnings:
             app.warn(f"{item.record.queue} #{item.record.position}: {warning} (best reading shown)")
     if summary:
         groups = summarize_failures(items)
         if fmt != "table":
-            app.emit_json([g.to_json() for g in groups], fmt)
+            # Each group says what it was counted from (a list stays a list for existing scripts).
+            app.emit_json([{**g.to_json(), **coverage.to_json()} for g in groups], fmt)
         else:
             from dlxtool.render import write_table
 
             write_table([[g.origin, g.reason, g.type, g.error, g.messages, g.deaths,
                           *(v or "" for v in (g.to_json()["first"], g.to_json()["last"]))] for g in groups],
                         ["origin", "reason", "type", "error", "messages", "deaths", "first", "last"],
-                        app.stdout, empty="(no messages)",
+                        app.stdout, empty=_nothing(reader),
                         styles={0: lambda cell: app.style(cell, bold=True),
                                 1: lambda cell: app.style(cell, fg="yellow")})
+            write_sample_note(app, note)
     elif fmt != "table":
         app.emit_json([i.to_json() for i in items], fmt)
+        if note:
+            app.info(note)
     else:
-        _render_timelines(app, items)
+        _render_timelines(app, items, _nothing(reader))
+        write_sample_note(app, note)
     finish_read(app, reader)
 
 
@@ -94,6 +110,17 @@ def _through_wait_queues(app: App, queue: str) -> Any:
     except DlxtoolError:
         return None
     return wait_queue_origins(mgmt, profile.vhost, queue)
+
+
+def _coverage(reader: QueueReader | None, n: int) -> Coverage:
+    from dlxtool.ops.peek import Coverage
+
+    return reader.coverage() if reader is not None else Coverage(n, None, sampled=False)  # --from: all of it
+
+
+def _nothing(reader: QueueReader | None) -> str:
+    """What an empty read shows: not '(no messages)' when consumers hold them all (see peek)."""
+    return "(no messages)" if reader is None else reader.facts.nothing_read()
 
 
 def _load(app: App, queue: str | None, count: int, from_file: str | None,
@@ -117,12 +144,12 @@ def _from_file(app: App, name: str, allow_torn: bool) -> Iterator[MessageRecord]
                             torn if allow_torn else None)
 
 
-def _render_timelines(app: App, items: list) -> None:
+def _render_timelines(app: App, items: list, empty: str = "(no messages)") -> None:
     from dlxtool.render import safe_text, write_table
 
     out = app.stdout
     if not items:
-        out.write("(no messages)\n")
+        out.write(empty + "\n")
     for item in items:
         h, r = item.history, item.record
         line = f"#{r.position} origin {h.origin.queue or '?'} ({h.origin.why}), {h.history.total} deaths"

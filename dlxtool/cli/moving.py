@@ -58,6 +58,11 @@ def exit_for(result: Any, what: str, *, saved: str | None = None) -> None:
                            f"still in {result.source}{kept}{dups}", hint="run the same command again to continue")
     if result.interrupted:
         raise Interrupted(f"{what} interrupted; the rest is still in {result.source}{kept}{dups}")
+    from dlxtool.ops.capacity import refusal
+
+    refused = refusal(result.moved_total, result.left)
+    if refused is not None:
+        raise refused
     if result.left_total:
         raise PartialError(f"{result.left_total} message(s) left in {result.source}: "
                            + ", ".join(f"{why} ({n})" for why, n in sorted(result.left.items())))

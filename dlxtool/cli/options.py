@@ -1,6 +1,6 @@
 """Option decorators shared by commands, so every command spells them the same way.
 
-Connection and output options are accepted both before the command (`dlxtool --broker prod peek q`)
+Connection, output, -v and --debug options are accepted both before the command (`dlxtool --broker prod peek q`)
 and after it (`dlxtool peek q --broker prod`); the callbacks store them on the App.
 """
 
@@ -60,7 +60,33 @@ def queue_argument(f: F) -> F:
     return click.argument("queue", shell_complete=complete_queue)(f)
 
 
+def _more_verbose(ctx: click.Context, _param: click.Parameter, value: int) -> None:
+    if value:  # -v counts wherever it is given: `dlxtool -v peek q -v` is -vv
+        app = ctx.ensure_object(App)
+        app.verbose += value
+
+
+def _debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.ensure_object(App).debug = True
+
+
+def diagnostic_options(f: F) -> F:
+    """-v and --debug, before the command name or after it."""
+    opts = [
+        click.option("-v", "--verbose", count=True, expose_value=False, callback=_more_verbose,
+                     help="More detail on stderr."),
+        click.option("--debug", is_flag=True, envvar="DLXTOOL_DEBUG", expose_value=False, callback=_debug,
+                     help="Tracebacks on errors [env DLXTOOL_DEBUG=1]."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
 def connection_options(f: F) -> F:
+    """The broker to talk to (and -v/--debug, which every command takes too)."""
+    f = diagnostic_options(f)
     opts = [
         click.option("--broker", "-b", metavar="NAME", envvar="DLXTOOL_BROKER", expose_value=False,
                      callback=_store("broker_name"), shell_complete=complete_broker,

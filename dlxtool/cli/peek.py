@@ -46,14 +46,16 @@ def peek(app: App, queue: str, count: int, whole_body: bool, **read: object) -> 
     if fmt == "json":
         app.emit_json([r.to_json() for r in records], "json")
     elif fmt == "table":
-        render_table(app, records, whole_body)
+        render_table(app, records, whole_body, empty=reader.facts.nothing_read())
     finish_read(app, reader)
 
 
-def render_table(app: App, records: list[MessageRecord], whole_body: bool) -> None:
+def render_table(app: App, records: list[MessageRecord], whole_body: bool, empty: str = "(queue is empty)") -> None:
     from dlxtool import render
 
     if whole_body:
+        if not records:
+            app.stdout.write(empty + "\n")
         for r in records:
             app.stdout.write(f"--- #{r.position} {render.safe_text(r.routing_key)} ({len(r.body)} bytes)\n")
             app.stdout.write(body_text(r) + "\n")
@@ -61,7 +63,7 @@ def render_table(app: App, records: list[MessageRecord], whole_body: bool) -> No
         return
     render.write_table([table_row(r) for r in records],
                        ["#", "routing key", "exchange", "redeliv", "type", "deaths", "body"],
-                       app.stdout, empty="(queue is empty)", styles={5: lambda cell: app.style(cell, fg="yellow")})
+                       app.stdout, empty=empty, styles={5: lambda cell: app.style(cell, fg="yellow")})
 
 
 def table_row(record: MessageRecord) -> list[object]:

@@ -38,14 +38,21 @@ the start are read one by one instead:
                   (mandatory, publisher confirms) instead of deleted; one
                   that Q returns or refuses stays in QUEUE (re-kept when
                   the refusal arrives: behind messages kept meanwhile).
+                  Q full: if Q has a length limit with overflow drop-head
+                  (the default) or reject-publish-dlx, only what fits is
+                  moved (room = limit - ready - unacked, counted down per
+                  message); the rest stays in QUEUE, "full" in the
+                  summary. --allow-displace accepts that Q pushes out (or
+                  dead-letters copies of) its own messages instead.
 Quorum queues: reading uses no delivery attempt (messages are acked, not
 given back). --dry-run with filters must peek (read and give back), with
 the same safety rules as `dlxtool peek` (--spend-attempts, --allow-reorder).
 
 \b
 Exit 5 when selected messages stayed (returned/refused by --move-to's
-queue); 3 when the connection was lost (nothing lost; the summary counts
-possible duplicates); 130 on Ctrl-C.
+queue, or it was full); 6 when its queue had no room at all; 3 when
+the connection was lost (nothing lost; the summary counts possible
+duplicates); 130 on Ctrl-C.
 
 \b
 Examples:
@@ -62,16 +69,21 @@ Examples:
 @click.option("--backup", metavar="FILE", type=click.Path(dir_okay=False),
               help="Append each removed message's record to FILE (JSON Lines, flushed before its ack).")
 @click.option("--move-to", metavar="QUEUE", help="Move the selected messages to QUEUE instead of deleting them.")
+@click.option("--allow-displace", is_flag=True,
+              help="--move-to a full queue with overflow drop-head/reject-publish-dlx: move anyway (it pushes "
+                   "out its oldest messages or dead-letters copies).")
 @selection_options
 @peek_safety_options
 @yes_option
 @dry_run_option
 @common_options
 @click.pass_obj
-def purge(app: App, queue: str, backup: str | None, move_to: str | None, selection: Selection,
-          max_unacked: int | None, allow_reorder: bool, spend_attempts: bool, yes: bool, dry_run: bool) -> None:
-    from dlxtool.ops.purge import PurgeSettings, check_purgeable, queue_state
-    from dlxtool.ops.purge import purge as purge_queue
+def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_displace: bool,
+          selection: Selection, max_unacked: int | None, allow_reorder: bool, spend_attempts: bool, yes: bool,
+          dry_run: bool) -> None:
+    from dlxtool.ops.purge import PurgeSettings
+    from dlxtool.ops.purge import run as run_purge
+    from dlxtool.ops.session import Session
 
     if backup == "-":
         raise click.BadParameter("the backup must be a file", param_hint="--backup")
@@ -79,152 +91,72 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, selecti
         from dlxtool.cli.moving import check_record_file
 
         check_record_file(app, backup)  # before anything is peeked, asked or read
-    settings = PurgeSettings(queue, selection, move_to, backup)
+    if allow_displace and not move_to:
+        raise click.BadParameter("only means something with --move-to", param_hint="--allow-displace")
+    settings = PurgeSettings(queue, selection, move_to, backup, allow_displace)
     settings.check()
     profile = app.profile()
-    with app.connection(profile) as conn:
-        channel = conn.channel()
-        state = queue_state(channel, app.management(profile), profile.vhost, queue)
-        if state.note:
-            app.warn(state.note)
-        check_purgeable(state)
-        unacked = "unknown" if state.unacked is None else state.unacked
-        app.info(f"{queue}: {state.ready} ready, {unacked} unacked, {state.consumers} consumers "
-                 f"(broker {profile.name}, vhost {profile.vhost}"
-                 + (f", {state.type} queue)" if state.type else ")"))
-        app.info(f"note: messages held unacked by consumers ({unacked}) are not purged; they come back "
-                 "if those consumers reject them or disconnect")
-        if settings.reads_messages:
-            _reading_purge(app, conn, settings, state, dry_run, yes,
-                           dict(max_unacked=max_unacked, allow_reorder=allow_reorder, spend_attempts=spend_attempts))
-            return
-        if dry_run:
-            _report(app, {**state.to_json(), "purged": 0, "would_purge": state.ready, "dry_run": True})
-            return
-        app.confirm(f"Purge {state.ready} ready messages from {queue!r} on {profile.name}?", yes=yes)
-        purged = purge_queue(channel, queue)
-    _report(app, {**state.to_json(), "purged": purged, "dry_run": False})
-
-
-def _report(app: App, summary: dict) -> None:
-    fmt = app.output_format("json")
-    if fmt != "table":
-        app.emit_json(summary, fmt)
-    elif summary["dry_run"]:
-        app.info(f"dry run: would purge {summary['would_purge']} messages from {summary['queue']}")
-    else:
-        app.info(f"purged {summary['purged']} messages from {summary['queue']}")
-
-
-# -- reading modes ------------------------------------------------------------------------------------
-
-
-def _reading_purge(app: App, conn: Any, settings: Any, state: Any, dry_run: bool, yes: bool,
-                   safety: dict[str, Any]) -> None:
-    from dlxtool.errors import NotFoundError
-    from dlxtool.ops.replay import queue_exists
-
-    profile = app.profile()
-    if settings.move_to and not queue_exists(conn, settings.move_to, profile.timeout):
-        raise NotFoundError(f"--move-to queue {settings.move_to!r} not found in vhost {profile.vhost!r}",
-                            hint="declare it first (with the arguments your parking queues use)")
-    what = _describe(settings)
-    app.info(f"mode: {what}")
-    if not dry_run and (settings.move_to or settings.selection.filters_anything):
-        from dlxtool.ops.purge import check_tail_republish
-
-        # Non-matching (or returned) messages are kept by republishing them to the tail.
-        check_tail_republish(state.tail_republish_risk)
-    if dry_run:
-        _dry_run(app, settings, state, safety)
-        return
-    app.confirm(f"{what[0].upper()}{what[1:]} — queue {settings.queue!r} on {profile.name}?", yes=yes)
-    from dlxtool.cli.moving import exit_for
+    safety = dict(max_unacked=max_unacked, allow_reorder=allow_reorder, spend_attempts=spend_attempts)
+    from dlxtool.cli.moving import exit_for, progress_bar, record_file
     from dlxtool.ops.interrupts import summary_before_ctrl_c
 
     with summary_before_ctrl_c() as ctrl_c:
-        ctrl_c.arm()
-        result = _run(app, conn, settings)
-        summary = {**state.to_json(), **settings.describe(), **result.to_json(), "dry_run": False}
-        _render_result(app, settings, result, summary)
-        if result.requeued and state.type == "quorum":
-            app.warn(f"{result.requeued} message(s) delivered beyond the start snapshot were given back: on a "
-                     "quorum queue that used one delivery attempt each")
-        exit_for(result, "purge", saved=settings.backup)
+        with app.connection(profile) as conn, progress_bar(app, "moving" if move_to else "purging") as bar:
+            session = Session(conn, profile.vhost, profile.name, profile.timeout, app.management(profile))
+
+            def confirm(question: str) -> None:
+                app.confirm(question, yes=yes)
+                ctrl_c.arm()  # from here to the summary, Ctrl-C stops the run cleanly
+
+            outcome = run_purge(session, settings, dry_run=dry_run, confirm=confirm, report=app, progress=bar,
+                                open_sink=(lambda: record_file(app, backup)) if backup else None,
+                                peek=_peeker(app, queue, safety),
+                                peek_bound=max_unacked or app.config().dump_unacked_limit)
+        _render(app, outcome)
+        if outcome.result is not None:
+            exit_for(outcome.result, "purge", saved=backup)
 
 
-def _describe(settings: Any) -> str:
-    sel = settings.selection
-    which = "every message present now" if not sel.filters_anything else \
-        "messages matching " + "; ".join(f"{k}={v}" for k, v in sel.describe().items())
-    if sel.limit is not None:
-        which += f" (the first {sel.limit})"
-    action = f"move {which} to {settings.move_to!r}" if settings.move_to else f"remove {which}"
-    if settings.backup:
-        action += f", records appended to {settings.backup} before each ack"
-    if sel.filters_anything:
-        action += "; the others stay in order"
-    return action
+def _peeker(app: App, queue: str, safety: dict[str, Any]) -> Any:
+    """peek(n) for the dry run with filters: read with peek's safety rules, report what the read did."""
+    from contextlib import contextmanager
+
+    from dlxtool.cli.reading import finish_read, make_read_options, read_queue
+
+    @contextmanager
+    def peek(count: int) -> Any:
+        with read_queue(app, queue, make_read_options(app, count, **safety)) as reader:
+            yield reader.records()
+        finish_read(app, reader)
+
+    return peek
 
 
-def _dry_run(app: App, settings: Any, state: Any, safety: dict[str, Any]) -> None:
-    summary: dict[str, Any] = {**state.to_json(), **settings.describe(), "dry_run": True}
-    if not settings.selection.filters_anything:
-        # No per-message decision: the counts say it all, and nothing needs to be peeked.
-        n = state.ready if settings.selection.limit is None else min(state.ready, settings.selection.limit)
-        summary.update(looked_at=0, would_remove=0 if settings.move_to else n,
-                       would_move=n if settings.move_to else 0, would_keep=state.ready - n)
-    else:
-        summary.update(_peek_plan(app, settings, state, safety))
+def _render(app: App, outcome: Any) -> None:
+    summary = outcome.to_json()
     fmt = app.output_format("json")
     if fmt != "table":
         app.emit_json(summary, fmt)
         return
-    sampled = f" (from the first {summary['looked_at']})" if summary.get("sampled") else ""
-    verb, n = ("move", summary["would_move"]) if settings.move_to else ("remove", summary["would_remove"])
-    app.info(f"dry run: would {verb} {n} and keep {summary['would_keep']} of {state.ready} messages in "
-             f"{settings.queue}{sampled}; nothing was changed")
-
-
-def _peek_plan(app: App, settings: Any, state: Any, safety: dict[str, Any]) -> dict[str, Any]:
-    """Peek (read and give back, with peek's safety rules) and apply the selection to each message."""
-    from dlxtool.cli.reading import finish_read, make_read_options, read_queue
-    from dlxtool.ops.purge import plan
-
-    bound = safety["max_unacked"] or app.config().dump_unacked_limit
-    opts = make_read_options(app, max(1, min(state.ready, bound)), **safety)
-    with read_queue(app, settings.queue, opts) as reader:
-        result = plan(reader.records(), settings)
-    finish_read(app, reader)
-    sampled = result.looked_at < state.ready
-    if sampled:
-        app.warn(f"looked at the first {result.looked_at} of {state.ready} messages only (a peek holds what it "
-                 "reads unacked; raise --max-unacked to look further)")
-    return {**result.to_json(), "sampled": sampled}
-
-
-def _run(app: App, conn: Any, settings: Any) -> Any:
-    from contextlib import ExitStack
-
-    from dlxtool.cli.moving import progress_bar, record_file
-    from dlxtool.ops.engine import TransferOptions
-    from dlxtool.ops.purge import run_reading_purge
-
-    with ExitStack() as stack:
-        sink = stack.enter_context(record_file(app, settings.backup)) if settings.backup else None
-        bar = stack.enter_context(progress_bar(app, "moving" if settings.move_to else "purging"))
-        return run_reading_purge(conn, settings, TransferOptions(sink=sink, progress=bar),
-                                 timeout=app.profile().timeout)
-
-
-def _render_result(app: App, settings: Any, result: Any, summary: dict[str, Any]) -> None:
-    fmt = app.output_format("json")
-    if fmt != "table":
-        app.emit_json(summary, fmt)
+    settings, state = outcome.settings, outcome.state
+    if not outcome.reads_messages:
+        if outcome.dry_run:
+            app.info(f"dry run: would purge {summary['would_purge']} messages from {state.name}")
+        else:
+            app.info(f"purged {summary['purged']} messages from {state.name}")
+        return
+    if outcome.dry_run:
+        sampled = f" (from the first {summary['looked_at']})" if summary.get("sampled") else ""
+        verb, n = ("move", summary["would_move"]) if settings.move_to else ("remove", summary["would_remove"])
+        full = (f"; {summary['would_stay_full']} would stay: {settings.move_to} is full"
+                if summary.get("would_stay_full") else "")
+        app.info(f"dry run: would {verb} {n} and keep {summary['would_keep']} of {state.ready} messages in "
+                 f"{settings.queue}{sampled}{full}; nothing was changed")
         return
     from dlxtool.cli.moving import duplicates_note, result_rows
     from dlxtool.render import write_table
 
+    result = outcome.result
     rows = result_rows(result, moved="moved", kept="kept (not selected)",
                        removed=("removed", settings.backup or "(no backup)"))
     write_table(rows, ["outcome", "where / reason", "messages"], app.stdout, empty="nothing matched")

@@ -36,10 +36,14 @@ Flags (the API has no reject counter and no per-message delivery counts: heurist
                consumer's prefetch), redeliveries >= {qf.MIN_RATE}/s and acks <= {qf.CLOG_ACK_RATIO:g} x
                redeliveries: a message rejected with requeue in a loop.
   no-consumer  ready messages and no consumer; DLQs and retry wait queues excepted.
-  no-dlx       no dead-letter exchange in effect (arguments win over policy) and the
-               consumers reject: redeliveries >= {qf.MIN_RATE}/s (rejects with requeue loop),
+  no-dlx       no dead-letter exchange in effect (arguments win over policy), consumers,
+               and they reject: redeliveries >= {qf.MIN_RATE}/s (rejects with requeue loop),
                or acks < {qf.REJECT_ACK_RATIO:g} x manual-ack deliveries >= {qf.MIN_RATE}/s (rejects
                without requeue drop messages).
+  Peeks are not rejects: a peek (dlxtool peek/history/dump, or "Get messages" in the
+  management UI) takes messages with basic.get and gives them back, which the broker
+  counts as deliveries and then redeliveries. clogged and no-dlx discount one
+  redelivery per basic.get and leave basic.gets out of the deliveries to be acked.
   at-limit     quorum queue with a delivery limit (arguments or policy; RabbitMQ 4.x:
                default {DEFAULT_DELIVERY_LIMIT_4X}), messages, redeliveries >= {qf.MIN_RATE}/s, and
                estimated deliveries per message, deliver / (deliver - redeliver),

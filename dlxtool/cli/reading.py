@@ -16,7 +16,7 @@ from dlxtool.cli.app import App
 from dlxtool.errors import UsageError
 
 if TYPE_CHECKING:
-    from dlxtool.ops.peek import QueueReader, ReadOptions
+    from dlxtool.ops.peek import Coverage, QueueReader, ReadOptions
 
 F = Callable[..., Any]
 
@@ -110,6 +110,24 @@ def finish_read(app: App, reader: QueueReader | None) -> None:
         app.warn(warning)
     if outcome.error is not None:
         raise outcome.error
+
+
+def sample_note(coverage: Coverage | None, more: str = "-n N or --all for more") -> str | None:
+    """'looked at 100 of 3,000 messages (the first 100; ...)' when a read left messages unread, else None.
+    Goes with the output it qualifies (stdout), not only to stderr: a count of a sample must say so."""
+    if coverage is None or not coverage.sampled:
+        return None
+    n = coverage.looked_at
+    if coverage.queue_depth is None:  # a stream: no count to compare with
+        return f"looked at the first {n:,} messages from the offset ({more})"
+    return f"looked at {n:,} of {coverage.queue_depth:,} messages (the first {n:,}; {more})"
+
+
+def write_sample_note(app: App, note: str | None) -> None:
+    """The sample note under a table (stdout), where the counts it qualifies are."""
+    if note:
+        app.stdout.write(app.style(note, fg="yellow") + "\n")
+        app.stdout.flush()
 
 
 def check_count(count: int | None, all_: bool) -> None:

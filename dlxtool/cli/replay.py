@@ -56,6 +56,15 @@ messages stay in the DLQ and are reported. The run covers the messages
 present at the start only.
 
 \b
+Full origins: an origin with a length limit (x-max-length[-bytes],
+argument or policy) and overflow drop-head (the default) or
+reject-publish-dlx would push out its own oldest messages (or dead-letter
+copies) to make room. Replay moves only what fits (room = limit - ready -
+unacked, counted down per message, shown in the plan); the rest stays in
+the DLQ: "origin full (drop-head would push out its head)". Exit 5, or 6
+when nothing fit. --allow-displace replays anyway.
+
+\b
 Count reset (default): x-death, x-first-death-*, x-last-death-*, CC, BCC,
 x-delivery-count and the retry headers x-retry-count, x-delivery-attempts
 (+ --reset-header, + the profile's reset_headers) are removed; a header
@@ -103,6 +112,9 @@ Examples:
               help="The default now (kept so that existing scripts run).")
 @click.option("--drop-expiration", is_flag=True,
               help="Do not restore a message's per-message TTL (expiration) from its death history.")
+@click.option("--allow-displace", is_flag=True,
+              help="Replay into a full origin with overflow drop-head/reject-publish-dlx anyway (it pushes out its "
+                   "oldest messages or dead-letters copies).")
 @click.option("--target-broker", metavar="NAME", shell_complete=complete_broker,
               help="Publish to the origin queues on this broker profile.")
 @click.option("--save", "save_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
@@ -119,8 +131,8 @@ Examples:
 @click.pass_obj
 def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_headers: tuple[str, ...],
            max_replays: int | None, default_exchange: bool, keep_routing_key: bool, drop_expiration: bool,
-           target_broker: str | None, save_file: str | None, rate: float | None, prefetch: int, window: int,
-           selection: Selection, dry_run: bool, yes: bool) -> None:
+           allow_displace: bool, target_broker: str | None, save_file: str | None, rate: float | None,
+           prefetch: int, window: int, selection: Selection, dry_run: bool, yes: bool) -> None:
     from dlxtool.ops import replay as ops
 
     if default_exchange and keep_routing_key:
@@ -134,6 +146,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         source=dlq, selection=selection, to_queue=to_queue, keep_history=keep_history,
         reset_headers=tuple(dict.fromkeys((*profile.reset_headers, *reset_headers))),
         max_replays=max_replays, default_exchange=default_exchange, drop_expiration=drop_expiration,
+        allow_displace=allow_displace,
     )
     with summary_before_ctrl_c() as ctrl_c, ExitStack() as stack:
         conn = stack.enter_context(app.connection(profile))
@@ -192,15 +205,30 @@ def _render_plan(app: App, plan: Any) -> None:
 
     sampled = f" (from the first {plan.looked_at})" if plan.looked_at < plan.snapshot else ""
     app.info(f"plan for {plan.source}: {plan.snapshot} messages{sampled}")
-    rows = [["replay to", o.queue, o.messages, {True: "yes", False: "NO", None: "?"}[o.exists], o.route]
-            for o in plan.origins]
-    rows += [["stay", why, n, "", ""] for why, n in sorted(plan.stay.items())]
-    write_table(rows, ["action", "queue / reason", "messages", "exists", "route"], app.stdout,
+    rows = [["replay to", o.queue, o.messages - o.would_stay_full, {True: "yes", False: "NO", None: "?"}[o.exists],
+             o.room or "", o.route] for o in plan.origins]
+    rows += [["stay", o.full_reason, o.would_stay_full, "", "", ""] for o in plan.origins if o.would_stay_full]
+    rows += [["stay", why, n, "", "", ""] for why, n in sorted(plan.stay.items())]
+    write_table(rows, ["action", "queue / reason", "messages", "exists", "room", "route"], app.stdout,
                 empty="nothing to replay")
+    _plan_footer(app, plan)
     app.info(f"route: {plan.route_note}")
     for o in plan.origins:
         if o.exists is False:
             app.warn(f"queue {o.queue!r} does not exist: its {o.messages} message(s) would stay in the DLQ")
+        if o.would_stay_full:
+            app.warn(f"{o.full_reason}: {o.would_stay_full} of its {o.messages} message(s) would stay in the "
+                     f"DLQ ({o.room}); --allow-displace replays them anyway")
+
+
+def _plan_footer(app: App, plan: Any) -> None:
+    """Under the table, not only on stderr: the counts above are of a sample when the DLQ was bigger."""
+    from dlxtool.cli.reading import sample_note, write_sample_note
+    from dlxtool.ops.peek import Coverage
+
+    write_sample_note(app, sample_note(Coverage(plan.looked_at, plan.snapshot, plan.sampled),
+                                       "a plan reads at most config dump_unacked_limit; the replay goes "
+                                       f"through all {plan.snapshot:,}"))
 
 
 def _render_result(app: App, outcome: Any) -> None:

@@ -161,6 +161,9 @@ class TransferOptions:
     progress_every: float = 0.2
     settle_timeout: float = 30.0  # how long to wait for outstanding confirms when stopping
     handle_sigint: bool = True    # turn Ctrl-C into a clean stop (main thread only)
+    # admit(target queue, body size, publishes in flight) -> None, or why a MOVE must stay in the source
+    # instead (dlxtool.ops.capacity.Rooms.admit: the target is full and would displace its own messages)
+    admit: Callable[[str, int, int], str | None] | None = None
 
 
 # -- per message state ------------------------------------------------------------------------------
@@ -388,6 +391,11 @@ class Transfer:
                 decision = self.decide(record)
             if decision.action is not Action.KEEP:
                 self._selected += 1
+            if decision.action is Action.MOVE and self.opts.admit is not None:
+                why = self.opts.admit(decision.group, len(decision.body if decision.body is not None else body),
+                                      self.mover.outstanding)
+                if why is not None:
+                    decision = Decision.leave(why)
         item = _Item(method.delivery_tag, props, body, record, decision, _WAIT, False, None)
         self._items.append(item)
         self._waiting += 1

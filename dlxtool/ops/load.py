@@ -27,17 +27,22 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from dlxtool.broker.channel import IDLE_WAIT
 from dlxtool.broker.frames import EncodeError
 from dlxtool.broker.publisher import Outcome, Publisher
-from dlxtool.errors import UsageError
+from dlxtool.errors import ConnectError, DlxtoolError, Interrupted, PartialError, UsageError
 from dlxtool.ops.engine import Progress, describe_error
 from dlxtool.ops.interrupts import sigint_as_stop
 from dlxtool.ops.record_files import Sink, iter_records
 from dlxtool.record import MessageRecord
+
+if TYPE_CHECKING:
+    from dlxtool.ops.capacity import Capacity, Rooms
+    from dlxtool.ops.session import Reporter, Session
 
 Opener = Callable[[], IO[bytes]]
 
@@ -49,6 +54,7 @@ class LoadSettings:
     reset_history: bool = False         # replay's count reset (dlxtool.ops.replay.replay_headers)
     reset_names: tuple[str, ...] = ()   # extra retry headers to remove with reset_history
     window: int = 1000
+    allow_displace: bool = False        # load into a full drop-head queue anyway (it pushes out its head)
     default_exchange: bool = False      # routing key = queue name (opt-in), instead of the record's own
 
 
@@ -57,11 +63,27 @@ class LoadPlan:
     records: int = 0
     targets: Counter[str] = field(default_factory=Counter)   # queue -> records
     torn: list[str] = field(default_factory=list)             # FILE:LINE of each record cut short
+    exists: dict[str, bool] = field(default_factory=dict)     # queue -> exists (run/dry run)
+    rooms: dict[str, Capacity] = field(default_factory=dict)  # queue -> its room at the start
+    allow_displace: bool = False
+
+    def would_load(self, queue: str) -> int:
+        """Records for `queue` that fit its room by count (the byte room depends on each body)."""
+        cap = self.rooms.get(queue)
+        n = self.targets[queue]
+        if cap is None or not cap.guarded or self.allow_displace or cap.room is None:
+            return n
+        return min(n, cap.room)
 
     def to_json(self) -> dict[str, Any]:
-        return {"records": self.records, "targets": dict(self.targets),
-                "torn_last_line": self.torn[-1] if self.torn else None, "torn": self.torn,
-                "skipped_torn": len(self.torn)}
+        out: dict[str, Any] = {"records": self.records, "targets": dict(self.targets),
+                               "torn_last_line": self.torn[-1] if self.torn else None, "torn": self.torn,
+                               "skipped_torn": len(self.torn)}
+        if self.exists:
+            out["exists"] = self.exists
+        if self.rooms:
+            out["rooms"] = {q: {**c.to_json(), "would_load": self.would_load(q)} for q, c in self.rooms.items()}
+        return out
 
 
 @dataclass
@@ -73,6 +95,7 @@ class LoadResult:
     lost: int = 0              # no answer before the connection ended: maybe published (possible duplicates)
     not_sent: int = 0          # never published (stopped by an error or Ctrl-C)
     skipped_torn: int = 0      # records cut short in the file (their messages were never acked away)
+    stayed_full: Counter[str] = field(default_factory=Counter)  # queue -> records not published: it was full
     interrupted: bool = False
     error: str | None = None
     elapsed: float = 0.0
@@ -90,7 +113,7 @@ class LoadResult:
             "file": self.file, "records": self.records, "published": dict(self.published),
             "published_total": self.published_total, "failed": dict(self.failed),
             "failed_total": self.failed_total, "possible_duplicates": self.lost, "not_sent": self.not_sent,
-            "skipped_torn": self.skipped_torn,
+            "skipped_torn": self.skipped_torn, "stayed_full": dict(self.stayed_full),
             "interrupted": self.interrupted, "error": self.error, "elapsed_s": round(self.elapsed, 3),
         }
 
@@ -134,11 +157,13 @@ def _target(record: MessageRecord, settings: LoadSettings, where: str) -> str:
 
 def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int = 0,
          progress: Callable[[Progress], None] | None = None, failed: Sink | None = None,
-         timeout: float = 30.0, handle_sigint: bool = True, management: Any | None = None,
-         vhost: str = "/") -> LoadResult:
-    """Publish the records; each failed (returned/nacked/lost/not sent, or a target whose route is not safe)
-    record goes to `failed` if given. `management`: the broker's management API client (None: unreachable),
-    which checks the default-exchange route."""
+         timeout: float = 30.0, handle_sigint: bool = True, rooms: Rooms | None = None,
+         management: Any | None = None, vhost: str = "/") -> LoadResult:
+    """Publish the records; each failed (returned/nacked/lost/not sent) record goes to `failed` if given.
+    With `rooms`, a record whose queue has no room left (drop-head would push out its head) is not published:
+    it fails with that reason (and goes to `failed`); so does a record whose route is not safe (the queue is
+    missing, or with default_exchange its dead-letter exchange would drop the queue name: `management`
+    checks that, None = not reachable: nothing goes that way)."""
     from dlxtool.ops.replay import Routes, TemporaryExchanges
     from dlxtool.ops.routes import Router
 
@@ -147,7 +172,7 @@ def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int =
                     router=Router(management, vhost) if management is not None else None)
     try:
         return _load(conn, open_stream, settings, routes, total=total, progress=progress, failed=failed,
-                     timeout=timeout, handle_sigint=handle_sigint)
+                     timeout=timeout, handle_sigint=handle_sigint, rooms=rooms)
     finally:
         if exchanges is not None:
             exchanges.delete_all()
@@ -155,7 +180,7 @@ def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int =
 
 def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *, total: int,
           progress: Callable[[Progress], None] | None, failed: Sink | None, timeout: float,
-          handle_sigint: bool) -> LoadResult:
+          handle_sigint: bool, rooms: Rooms | None) -> LoadResult:
     result = LoadResult(settings.name, total)
     stop = threading.Event()
     started = time.monotonic()
@@ -188,6 +213,14 @@ def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *
                 if isinstance(route, str):  # not published: it fails with the reason, the others go on
                     del inflight[id(record)]
                     _refused(result, target, route, record, failed)
+                    continue
+                why = rooms.admit(target, len(record.body), len(inflight) - 1) if rooms is not None else None
+                if why is not None:
+                    del inflight[id(record)]
+                    result.stayed_full[target] += 1
+                    result.failed[why] += 1
+                    if failed is not None:
+                        failed.write(record)
                     continue
                 exchange, keeps_key = route
                 headers = _headers(record, settings)
@@ -276,3 +309,74 @@ def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]]
         raise
     finally:
         pub.close()
+
+
+# -- the workflow: checks, plan, run, and what its result means -------------------------------------------
+
+
+def run(session: Session, open_stream: Opener, settings: LoadSettings, *, dry_run: bool, report: Reporter,
+        progress: Callable[[Progress], None] | None = None,
+        open_failed: Callable[[], AbstractContextManager[Sink | None]] | None = None,
+        starting: Callable[[], None] | None = None, handle_sigint: bool = True) -> tuple[LoadPlan, LoadResult | None]:
+    """Check the whole file, then each target queue (exists? room?), then publish (unless dry_run);
+    `starting()` is called right before the first publish (the CLI holds Ctrl-C for the summary from there).
+
+    Refused (exit 6) before anything is published when no target queue has room (drop-head or
+    reject-publish-dlx at its limit); a queue with some room takes what fits, the rest fails with the reason."""
+    from dlxtool.ops import capacity
+
+    plan = scan(open_stream, settings)
+    for where in plan.torn:
+        report.warn(f"{where}: a record cut short (a writer stopped mid-record): skipped; its message was not "
+                    "acked away by the writer, it is still in its queue")
+    rooms = capacity.rooms(session.conn, session.management, session.vhost, session.timeout, role="queue",
+                           allow_displace=settings.allow_displace)
+    plan.allow_displace = settings.allow_displace
+    for queue in sorted(plan.targets):
+        cap = rooms.capacity(queue)
+        plan.exists[queue] = cap.note != "queue missing"
+        if not plan.exists[queue]:
+            report.warn(f"queue {queue!r} does not exist in vhost {session.vhost!r} on {session.broker}: its "
+                        f"{plan.targets[queue]} record(s) will not be published and count as failed")
+            continue
+        plan.rooms[queue] = cap
+        if cap.guarded or not cap.known:
+            report.info(f"{queue}: {cap.describe()}")
+    if dry_run:
+        return plan, None
+    capacity.refuse_when_no_room([rooms.capacity(q) for q in sorted(plan.targets)], "queue", settings.allow_displace)
+    if starting is not None:
+        starting()
+    with (open_failed() if open_failed is not None else nullcontext(None)) as failed:
+        result = load(session.conn, open_stream, settings, total=plan.records, progress=progress, failed=failed,
+                      timeout=session.timeout, handle_sigint=handle_sigint, rooms=rooms,
+                      management=session.management if settings.default_exchange else None, vhost=session.vhost)
+    return plan, result
+
+
+def outcome_error(result: LoadResult, failed_file: str | None, allow_torn: bool) -> DlxtoolError | None:
+    """The exit status of a load: 3 connection lost, 130 Ctrl-C, 6 nothing fit, 5 records not loaded or torn."""
+    from dlxtool.ops.capacity import refusal
+
+    again = (f"; they are in {failed_file}: `dlxtool load {failed_file}` loads them again" if failed_file
+             else "; --failed FILE2 would collect them to load again")
+    dups = (f"; {result.lost} record(s) had no answer and may have been published (loading them again may "
+            "duplicate them)" if result.lost else "")
+    if result.error:
+        return ConnectError(f"load stopped: {result.error}; {result.published_total} of {result.records} records "
+                            f"published, {result.not_sent} not sent" + again + dups)
+    if result.interrupted:
+        return Interrupted(f"load interrupted: {result.published_total} of {result.records} records published, "
+                           f"{result.not_sent} not sent" + again + dups)
+    refused = refusal(result.published_total, result.failed)
+    if refused is not None:
+        refused.message += again
+        return refused
+    if result.failed_total:
+        return PartialError(f"{result.failed_total} of {result.records} record(s) not loaded: "
+                            + ", ".join(f"{why} ({n})" for why, n in sorted(result.failed.items())) + again + dups)
+    if result.skipped_torn and not allow_torn:
+        return PartialError(f"{result.skipped_torn} record(s) in {result.file} were cut short and skipped (named "
+                            "above); their messages were never acked away by the writer",
+                            hint="--allow-torn accepts that (exit 0)")
+    return None

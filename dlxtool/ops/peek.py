@@ -88,6 +88,18 @@ class QueueFacts:
         counts.append(f"{self.consumers} consumers" if self.consumers is not None else "consumers: ?")
         return parts[0] + ": " + ", ".join(counts)
 
+    def nothing_read(self) -> str:
+        """What a read that found no message says: a queue whose messages are all held by consumers is
+        not empty. The unacked count comes from the management API (AMQP counts ready messages only)."""
+        if self.type == "stream":
+            return "(no message)"
+        ready = f"{self.ready} ready" if self.ready is not None else "ready: ?"
+        if self.unacked is None:
+            return f"({ready}; unacked by consumers: unknown, the management API is not reachable)"
+        if self.unacked:
+            return f"({ready}, {self.unacked} unacked: held by consumers, which a peek cannot see)"
+        return "(queue is empty)"
+
 
 @dataclass
 class ReadOptions:
@@ -270,6 +282,18 @@ def no_decode(record: MessageRecord) -> dict[str, Any] | None:
     return None
 
 
+@dataclass(frozen=True)
+class Coverage:
+    """How much of the queue a read looked at: whatever counts a sample must say it is one."""
+
+    looked_at: int
+    queue_depth: int | None  # ready when the read began; None for a stream (it keeps no count)
+    sampled: bool  # messages were left unread: counts made from this read are of a sample
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sampled": self.sampled, "looked_at": self.looked_at, "queue_depth": self.queue_depth}
+
+
 @dataclass
 class ReadOutcome:
     """What a finished read means for the caller: notes (stderr), warnings, and the error to raise
@@ -325,6 +349,15 @@ class QueueReader:
     def records(self) -> Iterator[MessageRecord]:
         for batch in self.batches():
             yield from batch
+
+    def coverage(self) -> Coverage:
+        """After the read: how many messages it yielded, of how many, and whether it left some unread."""
+        depth = self.facts.ready
+        if self.facts.type == "stream":
+            sampled = not self.reached_end  # stopped at -n with the stream still delivering
+        else:
+            sampled = not self.reached_end and (depth is None or self.shown < depth)
+        return Coverage(self.shown, depth, sampled)
 
     # classic and quorum: basic.get everything wanted, holding it, then give it all back in order
     def _read_and_give_back(self) -> list[MessageRecord]:

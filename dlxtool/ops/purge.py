@@ -8,7 +8,9 @@ Reading modes — `--backup FILE`, any selection filter or `--limit`, `--move-to
   file: at-least-once, counted as a possible duplicate).
 - selected, --move-to: MOVE — published unchanged (body, properties, headers) to that queue on the
   default exchange, mandatory and confirmed; acked only after a clean confirm. Returned (target
-  deleted) or nacked (target full) messages stay in the source.
+  deleted) or nacked (target full) messages stay in the source. A target with a length limit and
+  overflow drop-head / reject-publish-dlx takes only what fits (dlxtool.ops.capacity): the rest stays
+  in the source, "full" in the summary, unless allow_displace.
 - not selected: KEEP — stays, relative order kept (the engine republishes it to the tail and then acks
   it: memory bounded, no delivery attempt used on quorum queues; see the engine's notes).
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +34,10 @@ from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
-    from dlxtool.ops.engine import TransferOptions, TransferResult
+    from dlxtool.ops.capacity import Capacity
+    from dlxtool.ops.engine import Progress, TransferOptions, TransferResult
+    from dlxtool.ops.record_files import Sink
+    from dlxtool.ops.session import Reporter, Session
 
 
 @dataclass
@@ -113,6 +119,7 @@ class PurgeSettings:
     selection: Selection = field(default_factory=Selection)
     move_to: str | None = None
     backup: str | None = None  # a file name, for summaries; the sink itself goes in TransferOptions
+    allow_displace: bool = False  # --move-to a full drop-head queue: accept that it pushes out its head
 
     @property
     def reads_messages(self) -> bool:
@@ -127,6 +134,20 @@ class PurgeSettings:
     def describe(self) -> dict[str, Any]:
         return {"filters": self.selection.describe(), "limit": self.selection.limit, "move_to": self.move_to,
                 "backup": self.backup}
+
+    def describe_text(self) -> str:
+        """One line for the user: what this purge will do."""
+        sel = self.selection
+        which = "every message present now" if not sel.filters_anything else \
+            "messages matching " + "; ".join(f"{k}={v}" for k, v in sel.describe().items())
+        if sel.limit is not None:
+            which += f" (the first {sel.limit})"
+        action = f"move {which} to {self.move_to!r}" if self.move_to else f"remove {which}"
+        if self.backup:
+            action += f", records appended to {self.backup} before each ack"
+        if sel.filters_anything:
+            action += "; the others stay in order"
+        return action
 
 
 class PurgeDecider:
@@ -164,7 +185,8 @@ def remove_all(_record: MessageRecord) -> Decision:
 
 def run_reading_purge(conn: Any, settings: PurgeSettings, options: TransferOptions, *,
                       timeout: float = 30.0) -> TransferResult:
-    """One engine pass over settings.queue (the sink for --backup is options.sink)."""
+    """One engine pass over settings.queue (the sink for --backup is options.sink; options.admit, if set,
+    keeps --move-to from overfilling its queue)."""
 
     from dlxtool.ops.replay import TemporaryExchanges
 
@@ -213,3 +235,145 @@ def plan(records: Iterable[MessageRecord], settings: PurgeSettings) -> PurgePlan
         selected += action is not Action.KEEP
         out.actions[action.value] += 1
     return out
+
+
+# -- the workflow: checks, plan, confirmation, run -----------------------------------------------------
+
+
+PeekRecords = Callable[[int], AbstractContextManager[Iterable[MessageRecord]]]
+
+
+@dataclass
+class PurgeOutcome:
+    """What `run` did (or, with dry_run, would do); the CLI renders it and maps it to the exit status."""
+
+    state: QueueState
+    settings: PurgeSettings
+    dry_run: bool
+    mode: str = ""                                   # describe_text(), reading modes only
+    purged: int | None = None                        # plain queue.purge
+    plan: dict[str, Any] | None = None               # dry run figures
+    result: TransferResult | None = None
+    room: Capacity | None = None                     # --move-to's queue at the start
+    rooms: dict[str, Any] | None = None              # --move-to's admissions during the run
+
+    @property
+    def reads_messages(self) -> bool:
+        return self.settings.reads_messages
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {**self.state.to_json()}
+        if self.reads_messages:
+            out.update(self.settings.describe())
+        if self.room is not None:
+            out["room"] = self.room.to_json()
+        if self.plan is not None:
+            out.update(self.plan)
+        if self.purged is not None:
+            out["purged"] = self.purged
+        if self.result is not None:
+            out.update(self.result.to_json())
+        if self.rooms is not None:
+            out["rooms"] = self.rooms
+        out["dry_run"] = self.dry_run
+        return out
+
+
+def run(session: Session, settings: PurgeSettings, *, dry_run: bool, confirm: Callable[[str], None],
+        report: Reporter, progress: Callable[[Progress], None] | None = None,
+        open_sink: Callable[[], AbstractContextManager[Sink | None]] | None = None,
+        peek: PeekRecords | None = None, peek_bound: int = 10_000) -> PurgeOutcome:
+    """The purge workflow and its refusals: queue state (stream refused), then plain queue.purge or the
+    reading modes (--move-to's queue must exist and have room, a drop-head source is refused when messages
+    are kept by republishing them), the plan (dry_run) or the confirmation, and the run.
+
+    `confirm(question)` raises to abort; `peek(n)` gives up to n records read with peek semantics (dry run
+    with filters); `open_sink()` opens --backup's record file right before the run."""
+    settings.check()
+    channel = session.conn.channel()
+    state = queue_state(channel, session.management, session.vhost, settings.queue)
+    if state.note:
+        report.warn(state.note)
+    check_purgeable(state)
+    unacked = "unknown" if state.unacked is None else state.unacked
+    report.info(f"{settings.queue}: {state.ready} ready, {unacked} unacked, {state.consumers} consumers "
+                f"(broker {session.broker}, vhost {session.vhost}" + (f", {state.type} queue)" if state.type else ")"))
+    report.info(f"note: messages held unacked by consumers ({unacked}) are not purged; they come back "
+                "if those consumers reject them or disconnect")
+    out = PurgeOutcome(state, settings, dry_run)
+    if not settings.reads_messages:
+        if dry_run:
+            out.plan = {"purged": 0, "would_purge": state.ready}
+            return out
+        confirm(f"Purge {state.ready} ready messages from {settings.queue!r} on {session.broker}?")
+        out.purged = purge(channel, settings.queue)
+        return out
+    return _reading(session, settings, out, dry_run=dry_run, confirm=confirm, report=report, progress=progress,
+                    open_sink=open_sink, peek=peek, peek_bound=peek_bound)
+
+
+def _reading(session: Session, settings: PurgeSettings, out: PurgeOutcome, *, dry_run: bool,
+             confirm: Callable[[str], None], report: Reporter, progress: Callable[[Progress], None] | None,
+             open_sink: Callable[[], AbstractContextManager[Sink | None]] | None, peek: PeekRecords | None,
+             peek_bound: int) -> PurgeOutcome:
+    from dlxtool.ops import capacity
+
+    rooms = None
+    if settings.move_to:
+        rooms = capacity.rooms(session.conn, session.management, session.vhost, session.timeout,
+                               role="--move-to queue", allow_displace=settings.allow_displace)
+        out.room = rooms.capacity(settings.move_to)
+        if out.room.note == "queue missing":
+            raise NotFoundError(f"--move-to queue {settings.move_to!r} not found in vhost {session.vhost!r}",
+                                hint="declare it first (with the arguments your parking queues use)")
+        report.info(f"{settings.move_to}: {out.room.describe()}")
+    out.mode = settings.describe_text()
+    report.info(f"mode: {out.mode}")
+    if dry_run:
+        out.plan = _dry_run_plan(settings, out, peek, peek_bound, report)
+        return out
+    if settings.move_to or settings.selection.filters_anything:
+        # Non-matching (or returned) messages are kept by republishing them to the tail.
+        check_tail_republish(out.state.tail_republish_risk)
+    if rooms is not None and out.room is not None:
+        capacity.refuse_when_no_room([out.room], rooms.role, settings.allow_displace)
+    confirm(f"{out.mode[0].upper()}{out.mode[1:]} — queue {settings.queue!r} on {session.broker}?")
+    from dlxtool.ops.engine import TransferOptions
+
+    if rooms is not None:
+        rooms.forget()  # read again as the run starts: the figures above are as old as the confirmation
+    with (open_sink() if open_sink is not None else nullcontext(None)) as sink:
+        options = TransferOptions(sink=sink, progress=progress, admit=rooms.admit if rooms is not None else None)
+        out.result = run_reading_purge(session.conn, settings, options, timeout=session.timeout)
+    if rooms is not None:
+        out.rooms = rooms.to_json()
+    if out.result.requeued and out.state.type == "quorum":
+        report.warn(f"{out.result.requeued} message(s) delivered beyond the start snapshot were given back: on a "
+                    "quorum queue that used one delivery attempt each")
+    return out
+
+
+def _dry_run_plan(settings: PurgeSettings, out: PurgeOutcome, peek: PeekRecords | None, peek_bound: int,
+                  report: Reporter) -> dict[str, Any]:
+    ready = out.state.ready
+    if not settings.selection.filters_anything or peek is None:
+        # No per-message decision: the counts say it all, and nothing needs to be peeked.
+        n = ready if settings.selection.limit is None else min(ready, settings.selection.limit)
+        figures = {"looked_at": 0, "would_remove": 0 if settings.move_to else n,
+                   "would_move": n if settings.move_to else 0, "would_keep": ready - n}
+    else:
+        with peek(max(1, min(ready, peek_bound))) as records:
+            result = plan(records, settings)
+        figures = {**result.to_json(), "sampled": result.looked_at < ready}
+        if figures["sampled"]:
+            report.warn(f"looked at the first {result.looked_at} of {ready} messages only (a peek holds what it "
+                        "reads unacked; raise --max-unacked to look further)")
+    figures.setdefault("sampled", False)  # counts alone (nothing peeked) cover the whole queue
+    figures["queue_depth"] = ready
+    room = out.room
+    if room is not None and room.guarded and not settings.allow_displace and room.room is not None:
+        # By count only: the byte room depends on each body, known when the run reads it.
+        fits = min(figures["would_move"], room.room)
+        figures["would_stay_full"] = figures["would_move"] - fits
+        figures["would_move"] = fits
+    return figures

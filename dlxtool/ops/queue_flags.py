@@ -39,11 +39,19 @@ class Rates:
     ack: float = 0.0
     redeliver: float = 0.0
     no_ack: float = 0.0  # deliveries/gets in auto-ack mode: they can never be acked
+    get: float = 0.0  # basic.get in manual-ack mode: peeks (dlxtool's, the UI's "Get messages") among them
 
     @property
     def acked_deliveries(self) -> float:
-        """Deliveries a consumer is expected to ack (manual-ack mode)."""
-        return max(self.deliver - self.no_ack, 0.0)
+        """Deliveries a consumer is expected to ack (manual-ack mode). Not basic.get: a peek (dlxtool's,
+        or "Get messages" in the management UI) takes a message and gives it back, never acks it."""
+        return max(self.deliver - self.no_ack - self.get, 0.0)
+
+    @property
+    def consumer_redeliver(self) -> float:
+        """Redeliveries that were not basic.gets. A message peeked again is redelivered to the peek, and
+        the API does not say to whom a redelivery went: discount one per get (at most what peeks cause)."""
+        return max(self.redeliver - self.get, 0.0)
 
     def to_json(self) -> dict[str, float]:
         return {"publish": self.publish, "deliver": self.deliver, "ack": self.ack, "redeliver": self.redeliver}
@@ -58,7 +66,8 @@ class Rates:
             return float(value) if isinstance(value, int | float) else 0.0
 
         return cls(publish=rate("publish"), deliver=rate("deliver_get"), ack=rate("ack"),
-                   redeliver=rate("redeliver"), no_ack=rate("deliver_no_ack") + rate("get_no_ack"))
+                   redeliver=rate("redeliver"), no_ack=rate("deliver_no_ack") + rate("get_no_ack"),
+                   get=rate("get"))
 
 
 @dataclass
@@ -204,13 +213,13 @@ def queue_flags(row: QueueRow, dead_letter_sources: list[str] | None = None) -> 
         flags["dlq"] = "receives dead letters from " + ", ".join(sorted(dead_letter_sources))
     if row.type == "stream":  # streams keep messages for every reader and never dead-letter
         return flags
-    redelivering = r.redeliver >= MIN_RATE
-    if row.consumers and row.messages and redelivering and r.ack <= CLOG_ACK_RATIO * r.redeliver:
-        flags["clogged"] = (f"{format_rate(r.redeliver)}/s redelivered, {format_rate(r.ack)}/s acked with "
+    looping = r.consumer_redeliver
+    if row.consumers and row.messages and looping >= MIN_RATE and r.ack <= CLOG_ACK_RATIO * looping:
+        flags["clogged"] = (f"{format_rate(looping)}/s redelivered, {format_rate(r.ack)}/s acked with "
                             f"{row.consumers} consumer(s): a message is rejected with requeue in a loop")
     if row.ready and not row.consumers and not dead_letter_sources and not is_wait_queue(row):
         flags["no-consumer"] = f"{row.ready} message(s) ready and no consumer"
-    if row.dead_letter_exchange is None:
+    if row.dead_letter_exchange is None and row.consumers:  # without consumers only peeks take and give back
         reason = _rejecting(r)
         if reason:
             flags["no-dlx"] = f"no dead-letter exchange and {reason}"
@@ -221,9 +230,11 @@ def queue_flags(row: QueueRow, dead_letter_sources: list[str] | None = None) -> 
 
 
 def _rejecting(r: Rates) -> str | None:
-    """Signs that consumers reject: requeued redeliveries, or manual-ack deliveries mostly not acked."""
-    if r.redeliver >= MIN_RATE:
-        return f"consumers reject with requeue ({format_rate(r.redeliver)}/s redelivered): the rejects loop"
+    """Signs that consumers reject: requeued redeliveries, or manual-ack deliveries mostly not acked
+    (basic.gets discounted: peeks give messages back, which is not a consumer's reject)."""
+    if r.consumer_redeliver >= MIN_RATE:
+        return (f"consumers reject with requeue ({format_rate(r.consumer_redeliver)}/s redelivered): "
+                "the rejects loop")
     given = r.acked_deliveries
     if given >= MIN_RATE and r.ack < REJECT_ACK_RATIO * given:
         return (f"consumers ack {format_rate(r.ack)}/s of {format_rate(given)}/s delivered: "

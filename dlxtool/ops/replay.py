@@ -59,6 +59,7 @@ from dlxtool.deaths import (
     waited_only,
 )
 from dlxtool.errors import DlxtoolError, RefusedError
+from dlxtool.ops.capacity import Rooms, full_reason, is_full_reason
 from dlxtool.ops.engine import Action, Decision, TransferOptions, TransferResult
 from dlxtool.ops.routes import Resolved, Router
 from dlxtool.record import MessageRecord
@@ -80,6 +81,7 @@ class ReplaySettings:
     max_replays: int | None = None
     default_exchange: bool = False   # opt-in: routing key = queue name (see the module docstring)
     drop_expiration: bool = False    # do not restore a per-message TTL from x-death original-expiration
+    allow_displace: bool = False     # replay into a full drop-head origin anyway (it pushes out its head)
 
 
 def provenance(headers: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -459,6 +461,9 @@ class OriginPlan:
     messages: int
     exists: bool | None = None
     route: str = ORIGINAL_KEY
+    room: str | None = None        # capacity.Capacity.describe(): "room 0 (max-length 3, drop-head; …)"
+    would_stay_full: int = 0       # of `messages`, how many do not fit the origin's room (by count)
+    full_reason: str | None = None  # why those stay: "origin full (drop-head would push out its head): q"
 
 
 @dataclass
@@ -470,12 +475,17 @@ class ReplayPlan:
     stay: Counter[str]
     default_exchange: bool = False
 
+    @property
+    def sampled(self) -> bool:
+        """The counts are of the first `looked_at` messages, not of all `snapshot` (the queue's depth)."""
+        return self.looked_at < self.snapshot
+
     def to_json(self) -> dict[str, Any]:
         return {
             "source": self.source, "snapshot": self.snapshot, "looked_at": self.looked_at,
-            "sampled": self.looked_at < self.snapshot,
-            "origins": [{"queue": o.queue, "messages": o.messages, "exists": o.exists, "route": o.route}
-                        for o in self.origins],
+            "sampled": self.sampled, "queue_depth": self.snapshot,
+            "origins": [{"queue": o.queue, "messages": o.messages, "exists": o.exists, "route": o.route,
+                         "room": o.room, "would_stay_full": o.would_stay_full} for o in self.origins],
             "stay": dict(self.stay),
         }
 
@@ -518,6 +528,7 @@ class ReplaySession:
     plan_limit: int = 10_000                       # messages a plan may hold unacked
     management_error: str | None = None
     probe_type: Callable[[str], str] | None = None  # classic/quorum/stream over AMQP when the API is unreachable
+    rooms: Rooms | None = None                      # the origins' capacity guard (dlxtool.ops.capacity)
 
 
 @dataclass
@@ -528,13 +539,14 @@ class ReplayRun:
     refused: bool = False  # nothing moved, and everything selected stayed because its route was not safe
 
     def refusal(self) -> RefusedError | None:
-        """Exit 6 when the run moved nothing because no route could be made safe (exit 5 when some moved)."""
+        """Exit 6 when the run moved nothing because no route could be made safe (exit 5 when some moved). A
+        run where every message stayed because its origin is full is refused by dlxtool.ops.capacity."""
         if not self.refused or self.result is None:
             return None
         return RefusedError("nothing replayed, no route is safe: " + ", ".join(
             f"{why} ({n})" for why, n in sorted(self.result.left.items())) + f"; every message is still in "
             f"{self.result.source}", hint="fix the cause named above (create the queue, or drop --default-exchange "
-                                         "to keep the original routing key)")
+                                         "to keep the original routing key; --allow-displace for a full origin)")
 
 
 def run(session: ReplaySession, settings: ReplaySettings, *, dry_run: bool = False,
@@ -547,6 +559,12 @@ def run(session: ReplaySession, settings: ReplaySettings, *, dry_run: bool = Fal
     gets notes for the operator (stderr)."""
     info = _queue_info(session, settings.source, report)
     _check_target_management(session, report)
+    if session.rooms is None:
+        from dlxtool.ops.capacity import rooms
+
+        session.rooms = rooms(session.target_conn or session.conn, session.target_management, session.target_vhost,
+                              session.timeout, role="--to queue" if settings.to_queue else "origin",
+                              allow_displace=settings.allow_displace)
     out = ReplayRun()
     if dry_run or confirm is not None:
         out.plan = plan_for(session, settings, info, report)
@@ -556,13 +574,15 @@ def run(session: ReplaySession, settings: ReplaySettings, *, dry_run: bool = Fal
             return out
     options = start() if start is not None else TransferOptions()
     routes = _routes(session, settings)
+    waits = WaitQueues(_router(session.management, session.vhost), settings.source)
     out.result = replay(session.conn, settings, options, target_conn=session.target_conn, timeout=session.timeout,
-                        routes=routes, wait_queues=WaitQueues(_router(session.management, session.vhost),
-                                                              settings.source))
+                        routes=routes, rooms=session.rooms, wait_queues=waits)
     out.routes = {t: routes.describe(t) for t in sorted(out.result.moved)}
     unsafe = {r for r in routes.routes.values() if isinstance(r, str)}
     r = out.result
-    out.refused = bool(not r.moved_total and r.left and not r.error and not r.interrupted and set(r.left) <= unsafe)
+    route_or_full = all(why in unsafe or is_full_reason(why) for why in r.left)
+    out.refused = bool(not r.moved_total and r.left and not r.error and not r.interrupted and route_or_full
+                       and set(r.left) & unsafe)
     return out
 
 
@@ -615,7 +635,8 @@ def plan_for(session: ReplaySession, settings: ReplaySettings, info: Any, report
             "means reading and returning messages, which counts as a delivery attempt and can dead-letter them",
             hint="pass --yes to replay without a plan (replay itself never returns messages it has read)")
     result = plan(session.conn, settings, max_messages=session.plan_limit, target_conn=session.target_conn,
-                  timeout=session.timeout, router=_router(session.target_management, session.target_vhost),
+                  timeout=session.timeout, rooms=session.rooms,
+                  router=_router(session.target_management, session.target_vhost),
                   wait_router=_router(session.management, session.vhost))
     if qtype == "quorum" and result.looked_at:
         report(f"the plan read {result.looked_at} messages and gave them back in place, in order; on a quorum "
@@ -636,10 +657,17 @@ def _routes(session: ReplaySession, settings: ReplaySettings) -> Routes:
 
 
 def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_conn: Any | None = None,
-           timeout: float = 30.0, routes: Routes | None = None, wait_queues: WaitQueues | None = None) -> Any:
+           timeout: float = 30.0, routes: Routes | None = None, wait_queues: WaitQueues | None = None,
+           rooms: Rooms | None = None) -> Any:
     """Run the replay pass; returns the engine's TransferResult. The original-key route's temporary
-    exchanges are declared as targets come up and all deleted at the end."""
+    exchanges are declared as targets come up and all deleted at the end. With `rooms`
+    (dlxtool.ops.capacity), a message whose origin has no room left stays in the DLQ: "origin full
+    (drop-head would push out its head)"."""
     from dlxtool.ops.engine import Transfer
+
+    if rooms is not None:
+        rooms.forget()  # the plan's figures are as old as the user's reading of it
+        options.admit = rooms.admit
 
     routes = routes or Routes(settings.default_exchange, exchanges=None, router=None)
     exchanges = None if settings.default_exchange else TemporaryExchanges(target_conn or source_conn, timeout)
@@ -655,9 +683,11 @@ def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_c
 
 
 def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, target_conn: Any | None = None,
-         timeout: float = 30.0, router: Router | None = None, wait_router: Router | None = None) -> ReplayPlan:
+         timeout: float = 30.0, rooms: Rooms | None = None, router: Router | None = None,
+         wait_router: Router | None = None) -> ReplayPlan:
     """What a replay would do, from the first max_messages messages (given back in order afterwards).
-    No temporary exchange is declared; a target that does not exist is shown as such (`exists`)."""
+    No temporary exchange is declared; a target that does not exist is shown as such (`exists`). With
+    `rooms`, each origin's room and how many of its messages would stay because it is full."""
     from dlxtool.ops.survey import survey
 
     conn = target_conn or source_conn
@@ -670,6 +700,12 @@ def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, targe
     for origin in out.origins:
         origin.exists = queue_exists(conn, origin.queue, timeout)
         origin.route = routes.describe(origin.queue)
+        if rooms is not None and origin.exists:
+            cap = rooms.capacity(origin.queue)
+            origin.room = cap.describe()
+            if cap.guarded and not rooms.allow_displace and cap.room is not None:
+                origin.would_stay_full = max(0, origin.messages - cap.room)
+                origin.full_reason = full_reason(rooms.role, cap)
     return out
 
 

@@ -35,9 +35,16 @@ EXTRAS: dict[str, str] = {
     "version": "dlxtool --version",
     "brokers-list": "dlxtool brokers list -f table",
     "brokers-check": "dlxtool brokers check -f table",
+    "dump": "dlxtool dump orders.dlq -o .demo/orders-dlq.jsonl",
     "history-from": "dlxtool history --from .demo/orders-dlq-backup.jsonl -f table",
     "record": "head -n 1 .demo/orders-dlq-backup.jsonl | python3 -m json.tool",
     "completion": "dlxtool completion bash",
+}
+
+# Commands run around an extra, not shown: the demo ends with an empty DLQ, so the dump example first
+# loads the demo's backup back into it, and empties it again afterwards.
+AROUND: dict[str, tuple[str, str]] = {
+    "dump": ("dlxtool load .demo/orders-dlq-backup.jsonl -f json", "dlxtool purge orders.dlq --yes -f json"),
 }
 
 
@@ -122,12 +129,46 @@ def play_demo(transcript: Path) -> dict[str, str]:
     env.update(NO_COLOR="1", COLUMNS=str(WIDTH), DLXTOOL_URL=f"amqp://guest:guest@localhost:5672/{vhost}",
                PATH=f"{ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}")
     for name, command in EXTRAS.items():
+        before, after = AROUND.get(name, ("true", "true"))
+        subprocess.run(before, shell=True, cwd=ROOT, env=env, check=True, capture_output=True)
         proc = subprocess.run(command, shell=True, cwd=ROOT, env=env, capture_output=True, text=True)
+        subprocess.run(after, shell=True, cwd=ROOT, env=env, check=True, capture_output=True)
         output = proc.stdout + proc.stderr
         if name == "completion":  # the script is long; its first lines show what it is
             output = "\n".join(output.splitlines()[:6]) + "\n…\n"
         examples[name] = f"$ {command}\n{output}"
     return examples
+
+
+def _shape(line: str) -> str:
+    """A line without what changes from run to run: numbers (counts, sizes, times, rates) and spacing."""
+    shape = re.sub(r"\d+(?:[.,:]\d+)*", "#", line)
+    shape = re.sub(r"# (?:KiB|MiB|GiB)\b", "# B", shape)  # a size's unit follows its number
+    return " ".join(shape.split())
+
+
+def _prose(line: str) -> bool:
+    """A sentence dlxtool wrote (a note, a warning, a summary), not a table row, JSON or a command line."""
+    body = line.strip()
+    if not body or body.startswith(("$ ", "{", "[", '"', "-", "#")) or "  " in body:
+        return False
+    return sum(word.isalpha() for word in re.split(r"[\s,;:()]+", body)) >= 5
+
+
+def stale_examples(text: str, examples: dict[str, str]) -> list[str]:
+    """Sentences in README's example blocks that the same steps no longer print (`examples`: name ->
+    output of a fresh run, e.g. the demo's transcript). Numbers and spacing may differ; wording may not:
+    text the code stopped printing (or prints differently) stays in README until --examples is run."""
+    out = []
+    for m in EXAMPLE.finditer(text):
+        name = m.group("name")
+        if name not in examples:
+            continue
+        now = {_shape(line) for line in examples[name].splitlines()}
+        for line in m.group("body").splitlines():
+            if _prose(line) and _shape(line) not in now:
+                out.append(f"example {name!r}: {line.strip()!r} is no longer printed")
+    return out
 
 
 def render_examples(text: str, examples: dict[str, str]) -> str:

@@ -49,6 +49,9 @@ def test_delivery_limit_defaults_by_version_and_type() -> None:
 
 def test_tail_republish_risk_only_for_drop_head_length_limits() -> None:
     assert queue_info(row(type_="classic", args={"x-max-length": 100})).tail_republish_risk
+    # reject-publish-dlx dead-letters a copy of what it refuses (seen on 3.10): a kept message would come back
+    assert "dead-lettered" in queue_info(row(type_="classic", args={
+        "x-max-length": 100, "x-overflow": "reject-publish-dlx"})).tail_republish_risk
     assert queue_info(row(type_="classic", policy={"max-length-bytes": 10_000})).tail_republish_risk
     assert queue_info(row(type_="classic", args={"x-max-length": 100, "x-overflow": "reject-publish"})
                       ).tail_republish_risk is None

@@ -112,3 +112,47 @@ def test_errors_are_one_line_with_exit_status(run, tmp_path: Path) -> None:
     assert result.exit_code == 4
     result = run("decode", "--input", "hex", input="zz\n")
     assert result.exit_code == 2 and "hex" in result.stderr
+
+
+def _ping_protos(tmp_path: Path) -> tuple[Path, str]:
+    protos = tmp_path / "protos"
+    (protos / "acme").mkdir(parents=True)
+    (protos / "acme" / "ping.proto").write_text(
+        'syntax = "proto3";\npackage acme;\nmessage Ping { string id = 1; sfixed64 at = 9; bool urgent = 12; }\n'
+    )
+    payload = b"\x0a\x02p1\x49" + (5).to_bytes(8, "little") + b"\x60\x01"
+    return protos, f"payload={base64.b64encode(payload).decode()}\n"
+
+
+def test_a_config_that_cannot_be_read_does_not_stop_the_offline_decode(run, tmp_path: Path) -> None:
+    protos, line = _ping_protos(tmp_path)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[brokers.a\n")  # not TOML: nothing can be taken from it
+    result = run("decode", "--config", str(cfg), "-I", str(protos), input=line)
+    assert result.exit_code == 0, result.stderr
+    (row,) = jsonl(result.stdout)
+    assert row["type"] == "acme.Ping"
+    assert "invalid TOML" in result.stderr and "decoding without it" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_config_wrong_elsewhere_still_gives_decode_its_proto_paths(run, tmp_path: Path) -> None:
+    protos, line = _ping_protos(tmp_path)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'proto_paths = ["{protos}"]\n[brokers.a]\nurl = 5\n')
+    result = run("decode", input=line, env={"DLXTOOL_CONFIG": str(cfg)})
+    assert result.exit_code == 0, result.stderr
+    (row,) = jsonl(result.stdout)
+    assert row["type"] == "acme.Ping"
+    assert "url must be a string" in result.stderr and "with its proto_paths (1)" in result.stderr
+
+
+def test_a_broken_config_still_stops_decode_when_it_needs_it(run, tmp_path: Path) -> None:
+    _protos, line = _ping_protos(tmp_path)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('proto_paths = 5\n')  # the one thing decode needs from it is wrong
+    result = run("decode", "--config", str(cfg), input=line)
+    assert result.exit_code == 2 and "proto_paths must be" in result.stderr
+    cfg.write_text("[brokers.a\n")  # a profile typed on the command line: its proto_paths are wanted
+    result = run("decode", "--config", str(cfg), "--broker", "a", input=line)
+    assert result.exit_code == 2 and "invalid TOML" in result.stderr

@@ -90,3 +90,19 @@ def test_typed_broker_beats_url_left_in_the_environment(run, tmp_path: Path) -> 
     typed_url = run("brokers", "check", "--config", str(cfg), "--url", "amqp://guest:guest@127.0.0.1:3/",
                     "--format", "json", "--timeout", "1", env={"DLXTOOL_BROKER": "a"})
     assert ":3/" in typed_url.stdout
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_debug_works_before_and_after_the_command_name(run, where: str) -> None:
+    args = ["brokers", "check", "--url", "amqq://u:Sekrit-123@h/"]
+    result = run(*(["--debug", *args] if where == "before" else [*args, "--debug"]))
+    assert result.exit_code == 2
+    assert "Traceback" in result.stderr
+    assert "Sekrit-123" not in result.output
+
+
+@pytest.mark.parametrize("args", [["-v", "decode"], ["decode", "-v"], ["decode", "--verbose"]])
+def test_verbose_works_before_and_after_the_command_name(run, args: list[str]) -> None:
+    result = run(*args, "-f", "json", input="payload=CgRvLTQy\n")
+    assert result.exit_code == 0, result.output
+    assert "debug: decode:" in result.stderr

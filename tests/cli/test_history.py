@@ -26,8 +26,27 @@ def test_reject_to_dlq(run, broker, qname) -> None:
     summary = history(run, broker, topo.dlq, "--summary")
     assert summary == [{"origin": topo.work, "reason": "rejected", "type": "shop.orders.v1.OrderPlaced",
                         "error": "NullPointerException: order.id", "messages": 3, "deaths": 3,
-                        "first": summary[0]["first"], "last": summary[0]["last"]}]
+                        "first": summary[0]["first"], "last": summary[0]["last"],
+                        "sampled": False, "looked_at": 3, "queue_depth": 3}]
     assert summary[0]["first"] is not None
+
+
+def test_a_summary_of_the_first_messages_says_it_is_a_sample(run, broker, qname) -> None:
+    topo = topologies.reject_to_dlq(broker, qname, 130, error="boom")
+    [group] = history(run, broker, topo.dlq, "--summary", "-n", "40")
+    assert (group["messages"], group["sampled"], group["looked_at"], group["queue_depth"]) == (40, True, 40, 130)
+    table = run("history", topo.dlq, "--url", broker.url, "--summary", "-f", "table")
+    assert table.exit_code == 0, table.stderr
+    assert table.stdout.splitlines()[-1] == "looked at 100 of 130 messages (the first 100; -n N or --all for all)"
+    assert " 100 " in table.stdout.splitlines()[2]  # the group's count is of those 100
+    [group] = history(run, broker, topo.dlq, "--summary", "--all")
+    assert (group["messages"], group["sampled"], group["looked_at"], group["queue_depth"]) == (130, False, 130, 130)
+    whole = run("history", topo.dlq, "--url", broker.url, "--summary", "--all", "-f", "table")
+    assert "looked at" not in whole.stdout and " 130 " in whole.stdout
+    timelines = run("history", topo.dlq, "--url", broker.url, "-n", "2", "-f", "table")
+    assert timelines.stdout.splitlines()[-1] == "looked at 2 of 130 messages (the first 2; -n N or --all for all)"
+    assert run("history", topo.dlq, "--url", broker.url, "-n", "2", "--all").exit_code == ExitStatus.USAGE
+    assert broker.queue_depth(topo.dlq) == 130
 
 
 def test_ttl_wait_queue_loop_origin_is_the_work_queue(run, broker, qname) -> None:
@@ -69,6 +88,8 @@ def test_history_from_a_dump_file_and_stdin(run, broker, qname, tmp_path) -> Non
     dumped = run("dump", topo.dlq, "--url", broker.url, "-o", str(out))
     assert dumped.exit_code == 0, dumped.stderr
     assert "dumped 2 messages" in dumped.stderr and "nothing was removed" in dumped.stderr
+    first = run("dump", topo.dlq, "--url", broker.url, "-n", "1", "-o", str(tmp_path / "first.jsonl"))
+    assert "dumped 1 of 2 messages of" in first.stderr and "(the first 1; -n N or --all for more)" in first.stderr
     assert broker.queue_depth(topo.dlq) == 2
     offline = run("history", "--from", str(out), "--summary", "-f", "json")
     assert orjson.loads(offline.stdout)[0]["messages"] == 2

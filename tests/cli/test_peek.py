@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import orjson
 import pika
 import pytest
@@ -317,3 +319,41 @@ def test_quorum_message_at_its_limit_is_the_only_one_taken_and_reported(run, bro
     assert broker.wait_depth(dlq, 1) == 1
     assert [(b, (p.headers or {}).get("x-delivery-count", 0)) for _m, p, b in broker.drain(qname)] == \
         [(b"1", 0), (b"2", 0)]
+
+
+def _hold_the_only_message(broker, queue: str):
+    """A pika connection whose consumer holds the queue's one message unacked (close it to give it back)."""
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    ch = conn.channel()
+    ch.basic_qos(prefetch_count=10)
+    ch.basic_consume(queue, lambda *_: None, auto_ack=False)
+    deadline = time.monotonic() + 15
+    # The management API's counts lag by its statistics interval: wait until it sees the consumer's message.
+    while broker.mgmt.queue(broker.vhost, queue).messages_unacked != 1 and time.monotonic() < deadline:
+        conn.process_data_events(time_limit=0.2)
+    return conn
+
+
+def test_a_queue_whose_only_message_is_held_by_a_consumer_is_not_called_empty(run, broker, qname,
+                                                                               tmp_path) -> None:
+    declare(broker, qname)
+    broker.publish(qname, [b"held"])
+    conn = _hold_the_only_message(broker, qname)
+    try:
+        result = run("peek", qname, "--url", broker.url, "-f", "table")
+        assert result.exit_code == 0, result.stderr
+        assert "(0 ready, 1 unacked: held by consumers" in result.stdout
+        assert "queue is empty" not in result.stdout
+        for args in (["--summary"], []):  # history reads the same way and says the same
+            history = run("history", qname, "--url", broker.url, "-f", "table", *args)
+            assert history.stdout.startswith("(0 ready, 1 unacked: held by consumers"), history.stdout
+        # without the management API, AMQP only knows the ready count: say what is not known
+        env = config_with_dead_management(broker, tmp_path)
+        result = run("peek", qname, "-b", "test", "-f", "table", env=env)
+        assert result.exit_code == 0, result.stderr
+        assert "(0 ready; unacked by consumers: unknown" in result.stdout
+    finally:
+        conn.close()
+    assert broker.queue_depth(qname) == 1
+    empty = run("peek", qname + ".dlq", "--url", broker.url, "-f", "table")
+    assert "(queue is empty)" in empty.stdout

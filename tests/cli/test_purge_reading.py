@@ -149,6 +149,9 @@ def test_dry_runs_change_nothing(run, broker, qname, tmp_path) -> None:
     assert plain_backup["would_remove"] == 9 and plain_backup["looked_at"] == 0
     selective = json.loads(purge(run, broker, qname, "--type", "bad", "--dry-run").stdout)
     assert (selective["would_remove"], selective["would_keep"], selective["looked_at"]) == (3, 6, 9)
+    assert (selective["sampled"], selective["queue_depth"]) == (False, 9)
+    first = json.loads(purge(run, broker, qname, "--type", "bad", "--dry-run", "--max-unacked", "4").stdout)
+    assert (first["sampled"], first["looked_at"], first["queue_depth"]) == (True, 4, 9)
     moving = json.loads(purge(run, broker, qname, "--type", "good", "--limit", "2", "--move-to", parked,
                               "--dry-run").stdout)
     assert (moving["would_move"], moving["would_remove"], moving["would_keep"]) == (2, 0, 7)

@@ -325,3 +325,29 @@ def _answers(env: BrokerEnv) -> bool:
         return True
     except Exception:  # noqa: BLE001 - not up yet
         return False
+
+
+def test_a_dlq_peeked_again_and_again_is_not_flagged_as_a_reject_loop(run, broker, qname) -> None:
+    """Real peeks (basic.get, given back): the broker counts them as deliveries and redeliveries."""
+    dlq = f"{qname}.dlq"
+    with broker.channel() as ch:
+        ch.exchange_declare(f"{qname}.dlx", "fanout")
+        ch.queue_declare(dlq)  # no dead-letter exchange of its own, no consumer: a plain DLQ
+        ch.queue_bind(dlq, f"{qname}.dlx")
+        ch.queue_declare(qname, arguments={"x-dead-letter-exchange": f"{qname}.dlx"})
+    broker.publish(dlq, [b"dead letter %d" % i for i in range(5)])
+    columns = ["name", "message_stats.get_details.rate", "message_stats.redeliver_details.rate"]
+    deadline = time.monotonic() + RATE_TIMEOUT
+    while True:  # peek until the statistics show the peeks' gets and redeliveries
+        assert run("peek", dlq, "--url", broker.url, "-f", "json").exit_code == 0
+        [stats] = [q.get("message_stats") or {} for q in broker.mgmt.queues(broker.vhost, columns=columns)
+                   if q["name"] == dlq]
+        if all(stats.get(f"{k}_details", {}).get("rate", 0) >= 0.5 for k in ("get", "redeliver")):
+            break
+        assert time.monotonic() < deadline, f"no get/redeliver rates after {RATE_TIMEOUT}s: {stats}"
+        time.sleep(0.2)
+    result = run("queues", "--url", broker.url, "--match", dlq, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    [row] = json.loads(result.stdout)
+    assert row["rates"]["redeliver"] >= 0.5  # the broker did count redeliveries ...
+    assert row["flags"] == ["dlq"], row["reasons"]  # ... and they are not taken for a reject loop

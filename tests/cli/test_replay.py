@@ -241,6 +241,28 @@ def test_dry_run_shows_the_plan_and_changes_nothing(run, broker, qname) -> None:
     assert broker.snapshot(top.dlq) == before
 
 
+def test_a_plan_from_the_first_messages_says_so_in_the_table_and_the_json(run, broker, qname, tmp_path) -> None:
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        rt.reject_to_dlx(ch, top, f"{qname}.o", bodies("o", 10))
+    wait_depth(broker, top.dlq, 10)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("dump_unacked_limit = 4\n" + broker.config_toml("t"))  # a plan reads at most 4
+    env = {"DLXTOOL_CONFIG": str(cfg), "DLXTOOL_TEST_PASSWORD": "guest"}
+    table = run("replay", top.dlq, "--dry-run", "-b", "t", "-f", "table", env=env)
+    assert table.exit_code == 0, table.stderr
+    assert f"replay to  {qname}.o" in table.stdout and "  4  " in table.stdout
+    assert table.stdout.splitlines()[-1] == ("looked at 4 of 10 messages (the first 4; a plan reads at most config "
+                                             "dump_unacked_limit; the replay goes through all 10)")
+    plan = json.loads(run("replay", top.dlq, "--dry-run", "-b", "t", "-f", "json", env=env).stdout)["plan"]
+    assert (plan["sampled"], plan["looked_at"], plan["queue_depth"], plan["snapshot"]) == (True, 4, 10, 10)
+    whole = run("replay", top.dlq, "--dry-run", "--url", broker.url, "-f", "table")
+    assert "looked at" not in whole.stdout and "  10  " in whole.stdout
+    plan = json.loads(run("replay", top.dlq, "--dry-run", "--url", broker.url, "-f", "json").stdout)["plan"]
+    assert (plan["sampled"], plan["looked_at"], plan["queue_depth"]) == (False, 10, 10)
+    assert broker.queue_depth(top.dlq) == 10
+
+
 def test_without_yes_and_terminal_it_refuses(run, broker, qname) -> None:
     with broker.channel() as ch:
         top = rt.dead_letter_target(ch, qname)

@@ -114,6 +114,25 @@ def test_no_dlx_when_rejects_loop_or_drop() -> None:
     assert "no-dlx" not in flags["has-dlx"]
 
 
+PEEKED = {"deliver_get": 3.0, "get": 3.0, "redeliver": 2.8, "ack": 0.0}  # basic.get, given back, again
+
+
+def test_peeks_are_not_rejects() -> None:
+    flags = flags_of(api_row("work", args={"x-dead-letter-exchange": "dlx"}),
+                     api_row("dead", ready=40, rates=PEEKED),
+                     api_row("served", ready=5, consumers=1,
+                             rates={"deliver_get": 53.0, "get": 3.0, "redeliver": 2.8, "ack": 50.0}),
+                     api_row("looping-and-peeked", unacked=1, consumers=1,
+                             rates={"deliver_get": 903.0, "get": 3.0, "redeliver": 902.0, "ack": 0.0}),
+                     api_row("dropping", consumers=1, rates={"deliver_get": 23.0, "get": 3.0, "ack": 1.0}),
+                     bindings=[bind("dlx", "dead")])
+    assert list(flags["dead"]) == ["dlq"]  # no consumer: nobody rejects, the redeliveries are peeks
+    assert flags["served"] == {}  # a consumer acks all it gets; the peeks' redeliveries are discounted
+    assert list(flags["looping-and-peeked"]) == ["clogged", "no-dlx"]
+    assert "899/s redelivered" in flags["looping-and-peeked"]["no-dlx"]
+    assert "ack 1/s of 20/s delivered" in flags["dropping"]["no-dlx"]
+
+
 def test_streams_get_no_consumer_side_flags() -> None:
     flags = flags_of(api_row("s", type_="stream", ready=1000, rates=LOOPING))
     assert flags["s"] == {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -12,6 +13,10 @@ from urllib.parse import quote
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("readme", ROOT / "scripts" / "docs" / "readme.py")
+assert _spec and _spec.loader
+readme = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(readme)
 
 
 @pytest.mark.demo
@@ -29,6 +34,12 @@ def test_demo_plays_the_incident_and_leaves_nothing_behind(broker, tmp_path: Pat
                               timeout=300)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         step = {p.stem.split("-", 1)[1]: p.read_text() for p in transcript.glob("*.txt")}
+        # README's examples come from this demo (scripts/docs/readme.py --examples): what they say must
+        # still be what the demo prints (as a user's run would show it: vhost dlxtool-demo, .demo/).
+        as_shown = {name: text.replace(vhost, "dlxtool-demo").replace(str(demo_dir), ".demo")
+                    for name, text in step.items()}
+        assert readme.stale_examples((ROOT / "README.md").read_text(), as_shown) == [], \
+            "README examples are stale: run python scripts/docs/readme.py --examples"
 
         assert _row(step["queues"], "orders.work").endswith("clogged")
         assert _row(step["queues"], "orders.dlq").endswith("dlq")

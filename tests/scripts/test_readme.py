@@ -40,3 +40,18 @@ def test_the_demo_steps_are_all_shown() -> None:
     assert {"queues", "peek", "history", "decode", "replay-dry-run", "replay", "purge"} <= shown
     for m in readme.EXAMPLE.finditer(TEXT):
         assert m.group("body").startswith("```console\n$ "), f"example {m.group('name')!r} was never generated"
+
+
+def test_stale_example_wording_is_found_whatever_the_numbers() -> None:
+    block = ("<!-- example: peek -->\n```console\n$ dlxtool peek orders.dlq\n"
+             "holding up to 4 messages unacked until the read ends (about 296 B of message bodies); "
+             "they are returned with one nack\n"
+             "#  routing key  body\n-- ----------- ----\n0  order.placed  {}\n```\n<!-- /example -->\n")
+    same_wording = ("holding up to 17 messages unacked until the read ends (about 1.2 KiB of message bodies); "
+                    "they are returned with one nack\n0    order.placed    {}\n")
+    assert readme.stale_examples(block, {"peek": same_wording}) == []  # counts, sizes, spacing differ: fine
+    reworded = same_wording.replace("returned with one nack", "given back all at once before anything is decoded")
+    assert readme.stale_examples(block, {"peek": reworded}) == [
+        "example 'peek': 'holding up to 4 messages unacked until the read ends (about 296 B of message bodies); "
+        "they are returned with one nack' is no longer printed"]
+    assert readme.stale_examples(block, {}) == []  # no fresh run of that step: nothing to compare

@@ -1,0 +1,62 @@
+"""scripts/dev-broker stop/status: what 'all' covers, on a state directory of the test's own.
+
+No node is started or stopped here: the records point at a process that is not a RabbitMQ VM, so the
+script takes the "no longer running" path for each target it goes through, and every port is one
+nothing listens on. (The brokers other runs use are never touched.)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+UNUSED = {"DLXTOOL_BROKER_PORT": "1", "DLXTOOL_BROKER_HTTP_PORT": "1", "DLXTOOL_SECOND_PORT": "1",
+          "DLXTOOL_SECOND_HTTP_PORT": "1", "DLXTOOL_TLS_PORT": "1", "DLXTOOL_TLS_HTTP_PORT": "1",
+          "DLXTOOL_FAULTS_PORT": "1", "DLXTOOL_FAULTS_HTTP_PORT": "1"}
+
+
+@pytest.fixture
+def not_a_node() -> int:
+    proc = subprocess.Popen(["sleep", "300"])
+    yield proc.pid
+    proc.kill()
+    proc.wait()
+
+
+def dev_broker(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **UNUSED, "DLXTOOL_DEV_BROKER_DIR": str(state)}
+    return subprocess.run([str(ROOT / "scripts" / "dev-broker"), *args], env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+def record(state: Path, target: str, pid: int) -> Path:
+    path = state / f"{target}.started"
+    path.write_text(f"node=dlxtool-{target}-test@localhost\npid={pid}\n")
+    return path
+
+
+def test_stop_without_a_target_goes_through_every_node_it_started(tmp_path: Path, not_a_node: int) -> None:
+    tls, faults = record(tmp_path, "tls", not_a_node), record(tmp_path, "faults", not_a_node)
+    status = dev_broker(tmp_path, "status")
+    assert status.returncode == 3  # nothing answers on port 1
+    assert [line.split()[0] for line in status.stdout.splitlines()] == [
+        "broker=main", "broker=second", "broker=tls", "broker=faults"]  # main, second + what it started
+    assert "started_by_dev_broker=yes" in status.stdout.splitlines()[2]
+
+    stopped = dev_broker(tmp_path, "stop")
+    assert stopped.returncode == 0, stopped.stderr
+    for target in ("tls", "faults"):
+        assert (f"{target}: the node dev-broker started (dlxtool-{target}-test@localhost, pid {not_a_node}) "
+                "is no longer running") in stopped.stderr
+    assert "main: nothing to stop" in stopped.stderr and "second: nothing to stop" in stopped.stderr
+    assert not tls.exists() and not faults.exists()
+    assert os.path.exists(f"/proc/{not_a_node}")  # stop only ever asks rabbitmqctl to stop a VM it started
+
+
+def test_status_lists_only_main_and_second_when_it_started_nothing_else(tmp_path: Path) -> None:
+    status = dev_broker(tmp_path, "status")
+    assert [line.split()[0] for line in status.stdout.splitlines()] == ["broker=main", "broker=second"]
