@@ -173,7 +173,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
 
         with run_stack:
             outcome = ops.run(session, settings, dry_run=dry_run, confirm=None if yes and not dry_run else confirm,
-                              report=app.warn, start=start)
+                              report=app, start=start)
         if outcome.result is None:  # --dry-run: the plan was the output
             return
         _render_result(app, outcome)

@@ -62,6 +62,7 @@ from dlxtool.errors import DlxtoolError, RefusedError
 from dlxtool.ops.capacity import Rooms, full_reason, is_full_reason
 from dlxtool.ops.engine import Action, Decision, TransferOptions, TransferResult
 from dlxtool.ops.routes import Resolved, Router
+from dlxtool.ops.session import Reporter
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
 
@@ -550,13 +551,14 @@ class ReplayRun:
 
 
 def run(session: ReplaySession, settings: ReplaySettings, *, dry_run: bool = False,
-        confirm: Callable[[ReplayPlan], None] | None = None, report: Callable[[str], None] = lambda _m: None,
+        confirm: Callable[[ReplayPlan], None] | None = None, report: Reporter | None = None,
         start: Callable[[], TransferOptions] | None = None) -> ReplayRun:
     """Replay's workflow: check the DLQ (stream, tail-republish risk); make a plan on `dry_run` or when there
     is a `confirm` (None = --yes: no plan; refused on a quorum queue with a delivery limit, as reading counts
     a delivery attempt) and hand it to `confirm` (shows it, and asks unless dry_run; raises to abort); stop
     there on `dry_run`; else `start()` (the engine's options: sink, progress) and the pass itself. `report`
-    gets notes for the operator (stderr)."""
+    gets notes and warnings for the operator (stderr)."""
+    report = report or _Silent()
     info = _queue_info(session, settings.source, report)
     _check_target_management(session, report)
     if session.rooms is None:
@@ -586,7 +588,15 @@ def run(session: ReplaySession, settings: ReplaySettings, *, dry_run: bool = Fal
     return out
 
 
-def _queue_info(session: ReplaySession, dlq: str, report: Callable[[str], None]) -> Any:
+class _Silent:
+    def info(self, message: str) -> None:
+        pass
+
+    def warn(self, message: str) -> None:
+        pass
+
+
+def _queue_info(session: ReplaySession, dlq: str, report: Reporter) -> Any:
     """The DLQ's type and limits from the management API (None when unreachable); refuses a stream and a
     drop-head length limit (keeping messages republishes them to the tail)."""
     from dlxtool.errors import ConnectError
@@ -597,7 +607,8 @@ def _queue_info(session: ReplaySession, dlq: str, report: Callable[[str], None])
         except ConnectError as exc:
             session.management, session.management_error = None, exc.message
     if session.management is None:
-        report(f"cannot check the type of {dlq!r} in the management API ({session.management_error})")
+        report.warn(f"cannot check the type of {dlq!r} in the management API "
+                    f"({session.management_error or 'none configured'})")
         return None
     if info.type == "stream":
         raise RefusedError(f"{dlq!r} is a stream: messages cannot be removed from it, so it cannot be replayed",
@@ -608,7 +619,7 @@ def _queue_info(session: ReplaySession, dlq: str, report: Callable[[str], None])
     return info
 
 
-def _check_target_management(session: ReplaySession, report: Callable[[str], None]) -> None:
+def _check_target_management(session: ReplaySession, report: Reporter) -> None:
     """Another broker's management API is asked once here: unreachable, it is not asked per target later."""
     from dlxtool.errors import ConnectError
 
@@ -621,10 +632,10 @@ def _check_target_management(session: ReplaySession, report: Callable[[str], Non
         session.target_management.overview(columns=["rabbitmq_version"])
     except ConnectError as exc:
         session.target_management = None
-        report(f"cannot reach the target broker's management API ({exc.message}): routes are not checked there")
+        report.warn(f"cannot reach the target broker's management API ({exc.message}): routes are not checked there")
 
 
-def plan_for(session: ReplaySession, settings: ReplaySettings, info: Any, report: Callable[[str], None]) -> ReplayPlan:
+def plan_for(session: ReplaySession, settings: ReplaySettings, info: Any, report: Reporter) -> ReplayPlan:
     """The plan, refused where reading (and giving back) counts a delivery attempt against a limit."""
     qtype = info.type if info is not None else (session.probe_type(settings.source) if session.probe_type else None)
     if qtype == "quorum" and (info is None or info.delivery_limit is not None):
@@ -639,7 +650,7 @@ def plan_for(session: ReplaySession, settings: ReplaySettings, info: Any, report
                   router=_router(session.target_management, session.target_vhost),
                   wait_router=_router(session.management, session.vhost))
     if qtype == "quorum" and result.looked_at:
-        report(f"the plan read {result.looked_at} messages and gave them back in place, in order; on a quorum "
+        report.info(f"the plan read {result.looked_at} messages and gave them back in place, in order; on a quorum "
                "queue each of them now counts one more delivery attempt (x-delivery-count; no limit is set)")
     return result
 
