@@ -7,6 +7,10 @@ Resolution order for the broker: `--url` (`$DLXTOOL_URL`) overrides the node URL
 profile; the profile is `--broker` (`$DLXTOOL_BROKER`), else the file's `default`, else the built-in
 `local` profile (amqp://guest:guest@localhost:5672/).
 
+Resolution order for the management API: `--management-url` (`$DLXTOOL_MANAGEMENT_URL`), else the profile's
+`management_url`, else host:15672 (https: 15671) of the AMQP URL (`--url`'s when given). Whichever it is,
+dlxtool.broker.identity proves that it answers for the broker the AMQP connection reached before using it.
+
 Example::
 
     default = "staging"
@@ -40,7 +44,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from dlxtool import secrets
 from dlxtool.errors import ConfigError, NotFoundError, UsageError
@@ -80,6 +84,7 @@ class BrokerProfile:
     password_file: str | None = None
     management_url: str | None = None
     management_url_derived: bool = True
+    management_url_source: str | None = None  # where an explicit management_url came from, for messages
     tls: TlsOptions = TlsOptions()
     proto_paths: tuple[str, ...] = ()
     reset_headers: tuple[str, ...] = ()
@@ -136,8 +141,21 @@ class BrokerProfile:
         secrets.register(value)
         return value
 
+    def describe(self, node: AmqpUrl | None = None) -> str:
+        """The broker as messages name it: the profile and the node (host:port), or the node alone for --url."""
+        node = node or self.nodes[0]
+        where = f"[{node.host}]:{node.port}" if ":" in node.host else f"{node.host}:{node.port}"
+        return where if self.source == "--url" else f"{self.name!r} ({where})"
+
     def masked_urls(self) -> list[str]:
         return [n.masked() for n in self.nodes]
+
+    def with_management_url(self, url: str, where: str = "--management-url") -> BrokerProfile:
+        """An explicit management API URL (`--management-url`) replaces the profile's or the derived one."""
+        _check_http_url(url, where, error=UsageError)
+        password = urlsplit(url).password
+        secrets.register(unquote(password) if password else None)
+        return replace(self, management_url=url, management_url_derived=False, management_url_source=where)
 
     def with_url(self, url: str) -> BrokerProfile:
         """An ad-hoc URL (`--url`) replaces the node URLs; a vhost or user in it wins too."""
@@ -305,6 +323,7 @@ def _parse_broker(name: str, raw: Any, path: Path, env: Mapping[str, str], timeo
         password_file=_opt_path(_str(raw, "password_file", where)),
         management_url=management_url or derive_management_url(nodes[0]),
         management_url_derived=management_url is None,
+        management_url_source=f"management_url in {where}" if management_url else None,
         tls=tls,
         proto_paths=tuple(_opt_path(p) or p for p in _strings(raw.get("proto_paths", []), f"{where}: proto_paths")),
         reset_headers=tuple(_strings(raw.get("reset_headers", []), f"{where}: reset_headers")),
@@ -335,15 +354,15 @@ def _str(table: Mapping[str, Any], key: str, where: str) -> str | None:
     raise ConfigError(f"{where}: {key} must be a string (in quotes), got {type(value).__name__}")
 
 
-def _check_http_url(url: str, where: str) -> None:
+def _check_http_url(url: str, where: str, error: type[UsageError] = ConfigError) -> None:
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError:
-        raise ConfigError(f"{where} {mask_any_url(url)!r} has a bad host or port",
+        raise error(f"{where} {mask_any_url(url)!r} has a bad host or port",
                           hint="percent-encode / # ? @ : in a password (e.g. / as %2F)") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{where} must be an http:// or https:// URL with a host, got {mask_any_url(url)!r}")
+        raise error(f"{where} must be an http:// or https:// URL with a host, got {mask_any_url(url)!r}")
 
 
 def literal_password_warnings(config: Config) -> list[str]:

@@ -17,7 +17,9 @@ class ExitStatus(IntEnum):
     NOT_FOUND = 4
     PARTIAL = 5
     REFUSED = 6
-    INTERRUPTED = 130
+    HANGUP = 129       # SIGHUP: the terminal or ssh session went away (128 + 1)
+    INTERRUPTED = 130  # SIGINT: Ctrl-C (128 + 2)
+    TERMINATED = 143   # SIGTERM: kill, timeout, kubectl, CI cancellation (128 + 15)
 
 
 class DlxtoolError(Exception):
@@ -50,6 +52,11 @@ class ConnectError(DlxtoolError):
     exit_status = ExitStatus.CONNECT
 
 
+class ManagementMismatch(ConnectError):
+    """The management API answers for another broker than the one the AMQP connection reached: none of its
+    data (queue type, arguments, policies, limits, counts) may be used."""
+
+
 class NotFoundError(DlxtoolError):
     """A queue, broker profile or file does not exist."""
 
@@ -69,6 +76,7 @@ class RefusedError(DlxtoolError):
 
 
 class Interrupted(DlxtoolError):
-    """Stopped by Ctrl-C; what was done so far has been reported."""
+    """Stopped by a stop signal (Ctrl-C, SIGTERM, SIGHUP); what was done so far has been reported.
+    The CLI exits with the status of the signal that came (dlxtool.ops.interrupts.exit_status)."""
 
     exit_status = ExitStatus.INTERRUPTED

@@ -16,7 +16,8 @@ from proto_registry.wire import I32, I64, LEN, SGROUP, VARINT
 # Field kinds, as the scorer checks them. A kind is a small tuple so equal kinds share one check.
 VARINT_ANY = ("v",)  # int32/64, uint, sint, bool, open enum: any varint is a valid value
 FIXED = ("f",)  # fixed32/64, sfixed, float, double
-STRING = ("s",)  # must be valid UTF-8
+STRING = ("s",)  # must be valid UTF-8 (proto3, editions' utf8_validation VERIFY: the parser rejects it)
+STRING_LAX = ("sl",)  # proto2 string: the parser takes any bytes (invalid UTF-8 only weighs on ranking)
 BYTES = ("b",)  # anything goes
 PACKED_VARINT = ("p0",)
 PACKED_I64 = ("p1",)
@@ -37,6 +38,7 @@ _I64_TYPES = {FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64, Field
 _I32_TYPES = {FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_SFIXED32, FieldDescriptor.TYPE_FLOAT}
 
 Kind = tuple[str] | tuple[str, int]
+NO_FACTS = (0, 0, 0, 0, 0, 0, 0)  # a tag no type knows (never reached: clean_mask rejects it first)
 
 
 @dataclass(slots=True)
@@ -69,6 +71,18 @@ class Index:
     tag_cost: dict[int, int] = field(default_factory=dict)  # how costly checking a tag is (order)
     field_counts: list[int] = field(default_factory=list)  # per type id
     parent_memo: dict[tuple[int, int], int] = field(default_factory=dict)  # (tag, clean children) -> parents
+    child_memo: dict[tuple[int, int], int] = field(default_factory=dict)  # (tag, holders) -> their children
+    # Canonical-encoder evidence (what a standard serializer writes), per tag: see score.canonical_mask.
+    canon: dict[int, int] = field(default_factory=dict)  # types for which this wire type is the one written
+    multi: dict[int, int] = field(default_factory=dict)  # types that write this tag more than once
+    implicit: dict[int, int] = field(default_factory=dict)  # types that never write this tag's default value
+    narrow: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # tag -> (bool, int32, 32-bit) types
+    packed_varint: dict[int, int] = field(default_factory=dict)  # LEN tag -> types where it is packed varints
+    map_entry_mask: int = 0
+    map_field: dict[int, int] = field(default_factory=dict)  # tag -> types where it is a map (keys unique)
+    # All of the above for one tag in one look-up (the canonical check's inner loop): canon, multi,
+    # implicit, packed varint, any narrow varint type, map field, message field (parent_any).
+    facts: dict[int, tuple[int, int, int, int, int, int, int]] = field(default_factory=dict)
 
     @property
     def candidate_count(self) -> int:
@@ -101,9 +115,12 @@ def build_index(descriptors: list[Descriptor], map_entries: set[str]) -> Index:
         required: set[int] = set()
         d = info.descriptor
         info.field_count = len(d.fields)
+        if info.is_map_entry:
+            idx.map_entry_mask |= bit
         for f in d.fields:
             if f.is_required:
                 required.add(f.number)
+            _canonical_facts(f, bit, info.is_map_entry, idx)
             for tag, kind in _kinds(f, idx, enum_ids):
                 info.fields[tag] = kind
                 idx.known[tag] = idx.known.get(tag, 0) | bit
@@ -124,10 +141,65 @@ def build_index(descriptors: list[Descriptor], map_entries: set[str]) -> Index:
             info.oneofs = oneofs
             idx.oneof_mask |= bit
     idx.simple = {tag: list(kinds.items()) for tag, kinds in simple.items()}
+    for tag in idx.known:
+        b, i, u = idx.narrow.get(tag, (0, 0, 0))
+        idx.facts[tag] = (
+            idx.canon.get(tag, 0),
+            idx.multi.get(tag, 0),
+            idx.implicit.get(tag, 0),
+            idx.packed_varint.get(tag, 0),
+            b | i | u,
+            idx.map_field.get(tag, 0),
+            idx.parent_any.get(tag, 0),
+        )
     idx.field_counts = [t.field_count for t in idx.types]
     for tag in idx.known:
         idx.tag_cost[tag] = len(idx.simple.get(tag, ())) + (8 if tag in idx.parent_any else 0)
     return idx
+
+
+_BOOL = {FieldDescriptor.TYPE_BOOL}
+_INT32 = {FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_ENUM}  # negative values: sign-extended to 64 bits
+_U32 = {FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_SINT32}
+_SCALAR_WIRE = {
+    **{t: VARINT for t in (*_VARINT_TYPES, FieldDescriptor.TYPE_ENUM)},
+    **{t: I64 for t in _I64_TYPES},
+    **{t: I32 for t in _I32_TYPES},
+}
+
+
+def _canonical_facts(f: FieldDescriptor, bit: int, in_map_entry: bool, idx: Index) -> None:
+    """What a standard serializer does with ``f``: which wire type it writes, whether it may write
+    the tag several times, whether it leaves a default value out, which varint values it can write."""
+    n = f.number << 3
+    scalar_wt = _SCALAR_WIRE.get(f.type)
+    if f.type == FieldDescriptor.TYPE_GROUP:
+        written = n | SGROUP
+    elif scalar_wt is None or (f.is_repeated and f.is_packed):
+        written = n | LEN
+    else:
+        written = n | scalar_wt
+    idx.canon[written] = idx.canon.get(written, 0) | bit
+    packed = scalar_wt is not None and f.is_repeated and f.is_packed
+    if f.message_type is not None and f.message_type.GetOptions().map_entry:
+        idx.map_field[written] = idx.map_field.get(written, 0) | bit
+    if f.is_repeated and not packed:
+        idx.multi[written] = idx.multi.get(written, 0) | bit
+    # A map entry is always written whole (key and value, defaults included): checked per entry.
+    if packed or (not in_map_entry and not f.is_repeated and not f.has_presence):
+        idx.implicit[written] = idx.implicit.get(written, 0) | bit
+    if scalar_wt == VARINT:
+        if packed:
+            idx.packed_varint[written] = idx.packed_varint.get(written, 0) | bit
+        b, i, u = idx.narrow.get(written, (0, 0, 0))
+        if f.type in _BOOL:
+            b |= bit
+        elif f.type in _INT32:
+            i |= bit
+        elif f.type in _U32:
+            u |= bit
+        if b | i | u:
+            idx.narrow[written] = (b, i, u)
 
 
 def _kinds(f: FieldDescriptor, idx: Index, enum_ids: dict[str, int]) -> list[tuple[int, Kind]]:
@@ -135,7 +207,7 @@ def _kinds(f: FieldDescriptor, idx: Index, enum_ids: dict[str, int]) -> list[tup
     t = f.type
     repeated = f.is_repeated
     if t == FieldDescriptor.TYPE_STRING:
-        return [(n | LEN, STRING)]
+        return [(n | LEN, STRING if _utf8_checked(f) else STRING_LAX)]
     if t == FieldDescriptor.TYPE_BYTES:
         return [(n | LEN, BYTES)]
     if t == FieldDescriptor.TYPE_MESSAGE:
@@ -164,3 +236,11 @@ def _kinds(f: FieldDescriptor, idx: Index, enum_ids: dict[str, int]) -> list[tup
     if t in _I32_TYPES:
         return [(n | I32, FIXED)] + ([(n | LEN, PACKED_I32)] if repeated else [])
     return []
+
+
+def _utf8_checked(f: FieldDescriptor) -> bool:
+    """proto3 and editions (by default) reject invalid UTF-8 in strings; proto2 does not."""
+    try:
+        return f._GetFeatures().utf8_validation != 3  # FeatureSet.NONE
+    except AttributeError:  # older runtimes: no features, go by syntax
+        return getattr(f.file, "syntax", "proto2") == "proto3"

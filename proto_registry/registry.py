@@ -16,7 +16,7 @@ from google.protobuf.message import Message
 from proto_registry import sources
 from proto_registry.errors import DecodeError, UnknownTypeError
 from proto_registry.hints import Hints, unframe
-from proto_registry.index import STRING, Index, bits, build_index
+from proto_registry.index import STRING, STRING_LAX, Index, bits, build_index
 from proto_registry.raw import decode_raw
 from proto_registry.result import EMPTY, MALFORMED, MATCH, NO_MATCH, Identification, Match
 from proto_registry.score import PayloadScan
@@ -26,6 +26,8 @@ MEMO_MAX_BYTES = 8 * 1024  # with MEMO_SIZE entries: at most 32 MiB held
 MIN_SCORE = 0.5  # below this share of explained bytes, a type is not a match
 MAX_EQUIVALENT = 10  # names listed; the count covers them all
 EVIDENCE_BASE = 0.5
+NON_CANONICAL_FACTOR = 0.5  # no type could have written the bytes canonically: at most half as sure
+NON_CANONICAL_SAMPLE = 64  # types whose departures from canonical form are counted one by one
 
 
 def confidence_from_evidence(evidence: float) -> float:
@@ -219,55 +221,80 @@ class Registry:
         limit: int,
         max_equivalent: int,
     ) -> Identification:
+        """Rank the types the payload parses cleanly as. Types it is the canonical encoding of (what
+        protobuf's serializer writes for the parsed message) come first and alone decide the
+        ambiguity; when there is none, a non-canonical producer wrote it: the types with the fewest
+        departures from canonical form are kept, at lower confidence."""
         idx = self.index
-        count = clean.bit_count()
+        canon = ps.canonical_mask(0, len(ps.data), clean, clean=True)
+        pool = canon or clean
+        count = pool.bit_count()
         hinted_clean = [t for t in hinted if clean >> t & 1]
+        hinted_set = set(hinted)
 
         # Rank a bounded sample: very short payloads fit hundreds of types; all are counted.
-        cap = max(max_equivalent, limit)
+        cap = max(max_equivalent, limit) if canon else max(max_equivalent, limit, NON_CANONICAL_SAMPLE)
         sample = list(hinted_clean)
-        if count <= cap:
-            sample += [t for t in bits(clean) if t not in hinted_clean]
-        else:
-            for t in bits(clean):
-                if len(sample) >= cap:
-                    break
-                if t not in hinted_clean:
-                    sample.append(t)
+        for t in bits(pool):
+            if len(sample) >= cap + len(hinted_clean):
+                break
+            if t not in hinted_set:
+                sample.append(t)
+        others = sample[len(hinted_clean) :]
+        departures: dict[int, int] = {}
+        if not canon:
+            departures = {t: len(ps.canonical_defects(t)) for t in sample}
+            if others:
+                fewest = min(departures[t] for t in others)
+                others = [t for t in others if departures[t] == fewest]
+                count = len(others) if count <= cap else count
         # Among equivalents, the type declaring the fewest fields explains the payload most tightly.
-        # Text with control characters in a string field reads better as a sub-message elsewhere.
-        ordered = sample
-        if count > 1:
+        # Text with control characters or invalid UTF-8 in a string field reads better as a
+        # sub-message or bytes elsewhere.
+        if len(others) > 1:
             groups = ps.grouped(0, len(ps.data)) or {}
             data = ps.data
             binary_tags = {
-                tag
-                for tag, occs in groups.items()
-                if tag & 7 == 2 and any(_CONTROL.search(data, f[3], f[4]) for f in occs)
+                tag for tag, occs in groups.items() if tag & 7 == 2 and any(_binary(data, f[3], f[4]) for f in occs)
             }
 
             def key(tid: int) -> tuple[int, int]:
                 fields = idx.types[tid].fields
-                penalty = sum(1 for tag in binary_tags if fields.get(tag) == STRING)
+                penalty = sum(1 for tag in binary_tags if fields.get(tag) in (STRING, STRING_LAX))
                 return (penalty, idx.field_counts[tid])
 
-            ordered = sample[: len(hinted_clean)] + sorted(sample[len(hinted_clean) :], key=key)
-        if hinted_clean:
+            others.sort(key=key)
+        ordered = hinted_clean + others
+        hint_wins = bool(hinted_clean)
+        if hint_wins:
             result.source = "hint"
-            conf_top = 0.5 + 0.5 * base
+            fits = canon >> hinted_clean[0] & 1 or not canon
+            conf_top = 0.5 + 0.5 * base if fits else 0.5
             result.ambiguous = False
-        else:
+        elif canon:
             conf_top = base / count
+            result.ambiguous = count > 1
+        else:
+            conf_top = NON_CANONICAL_FACTOR * base / count
             result.ambiguous = count > 1
         matches = []
         for i, tid in enumerate(ordered[:limit]):
-            conf = conf_top if i == 0 else (base / count if not hinted_clean else (1 - conf_top) / max(count - 1, 1))
-            matches.append(Match(idx.types[tid].name, 1.0, conf, True, tid in hinted))
+            if i == 0:
+                conf = conf_top
+            elif hint_wins:
+                conf = (1 - conf_top) / max(count - 1, 1)
+            else:
+                conf = conf_top if tid in others else 0.0
+            is_canon = bool(canon >> tid & 1)
+            defects = () if is_canon or i >= 3 else tuple(ps.canonical_defects(tid)[:5])
+            matches.append(Match(idx.types[tid].name, 1.0, conf, True, tid in hinted_set, defects, is_canon))
         if hinted and not hinted_clean:
             result.notes.append(f"hinted type {idx.types[hinted[0]].name} does not fit these bytes; guessed instead")
+        if not canon:
+            result.notes.append("not the canonical encoding of any registered type (a non-standard producer?)")
         result.matches = matches
         result.equivalent = [idx.types[t].name for t in ordered[:max_equivalent]]
-        result.equivalent_count = count
+        result.equivalent_count = max(count, len(result.equivalent))
         return result
 
     def identify_as(self, payload: bytes, type_name: str) -> Identification:
@@ -276,8 +303,9 @@ class Registry:
         data, framing = unframe(bytes(payload))
         tid = self.index.by_name[name]
         result = Identification(status=MATCH, framing=framing, payload=data, source="explicit")
-        if not data:
-            result.matches = [Match(name, 1.0, 1.0, True, hinted=True)]
+        if not data:  # every field unset: what protobuf writes for a type with nothing required
+            fits = not self.index.types[tid].required_numbers
+            result.matches = [Match(name, 1.0, 1.0, fits, hinted=True, canonical=fits)]
             result.equivalent = [name]
             result.equivalent_count = 1
             return result
@@ -286,11 +314,15 @@ class Registry:
             result.status = MALFORMED
             return result
         clean = bool(ps.clean_mask(0, len(data), 1 << tid))
+        canonical = clean and bool(ps.canonical_mask(0, len(data), 1 << tid, clean=True))
         groups = ps.grouped(0, len(data)) or {}
         weights = {tag: sum(f[5] - f[2] for f in occs) for tag, occs in groups.items()}
         score = 1.0 if clean else ps.score_type(tid, groups, weights, len(data))
-        defects = () if clean else tuple(ps.defects(tid)[:5])
-        result.matches = [Match(name, score, 1.0 if clean else score, clean, True, defects)]
+        if canonical:
+            defects: tuple[str, ...] = ()
+        else:
+            defects = tuple((ps.canonical_defects(tid) if clean else ps.defects(tid))[:5])
+        result.matches = [Match(name, score, 1.0 if clean else score, clean, True, defects, canonical)]
         result.equivalent = [name]
         result.equivalent_count = 1
         return result
@@ -330,6 +362,17 @@ class Registry:
 
 _NORM = re.compile(r"[^0-9a-z]")
 _CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f]")
+
+
+def _binary(data: bytes, start: int, end: int) -> bool:
+    """Control characters or invalid UTF-8: bytes, not text."""
+    if _CONTROL.search(data, start, end):
+        return True
+    try:
+        data[start:end].decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
 
 
 def _norm(name: str) -> str:

@@ -23,7 +23,11 @@ class Match:
     confidence: float  # 0..1: how sure we are that this is the type
     clean: bool  # parses with no unknown field, mismatch, bad string/enum or missing required
     hinted: bool = False  # named by a hint (type property, content type, --type, Any URL)
-    defects: tuple[str, ...] = ()  # why it is not clean (only for the first few matches)
+    defects: tuple[str, ...] = ()  # why it is not clean, or not canonical (only the first few matches)
+    # The payload is exactly what protobuf's serializer writes for the message it parses as: fields
+    # in number order, singular ones once, no default of an implicit-presence field, packed as the
+    # schema says, shortest varints, map entries whole. Standard producers only write such bytes.
+    canonical: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -31,6 +35,7 @@ class Match:
             "score": round(self.score, 4),
             "confidence": round(self.confidence, 4),
             "clean": self.clean,
+            "canonical": self.canonical,
         }
         if self.hinted:
             d["hinted"] = True

@@ -9,16 +9,22 @@ scored one by one on byte coverage.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from operator import gt
 
-from proto_registry.index import BYTES, FIXED, VARINT_ANY, Index, Kind, bits
-from proto_registry.wire import LEN, packed_varints, packed_varints_ok, scan
+from proto_registry.index import BYTES, FIXED, NO_FACTS, STRING_LAX, VARINT_ANY, Index, Kind, bits
+from proto_registry.wire import I32, I64, LEN, SGROUP, VARINT, packed_varints, scan, varint_size
 
 Field = tuple[int, int, int, int, int, int]  # wire.Field shape: tag, value, start, vstart, vend, end
 
 MAX_DEPTH = 64
-ALWAYS_OK = frozenset({VARINT_ANY, FIXED, BYTES})  # the wire type matching is all they need
+ALWAYS_OK = frozenset({VARINT_ANY, FIXED, BYTES, STRING_LAX})  # the wire type matching is all they need
 SHORT_LIST = 128
+_OVERLONG = re.compile(rb"[\x80-\xff]{10}")  # a varint of 11 bytes or more: not a varint
+_PADDED = re.compile(rb"[\x80-\xff]\x00")  # a varint ending in a zero byte: longer than needed
+_OVER64 = re.compile(rb"[\x80-\xff]{9}[\x02-\x7f]")  # a 10-byte varint past 64 bits
+_LONG = re.compile(rb"[\x80-\xff]{4}")  # a varint of 5 bytes or more (a value >= 2**28)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +41,9 @@ class PayloadScan:
         self._scans: dict[tuple[int, int], list[Field] | None] = {}
         self._clean: dict[tuple[int, int, int], int] = {}
         self._groups: dict[tuple[int, int], dict[int, list[Field]] | None] = {}
+        self._canon: dict[tuple[int, int, int], int] = {}
+        self._tidy: dict[tuple[int, int], bool] = {}
+        self._packed: dict[tuple[int, int], list[int] | None] = {}
 
     # -- scanning -----------------------------------------------------------------------------
     def fields(self, start: int, end: int) -> list[Field] | None:
@@ -79,7 +88,6 @@ class PayloadScan:
                 return 0
         # Most selective tags first: the candidate set shrinks before the costlier checks.
         tags = sorted(groups, key=idx.tag_cost.get) if len(groups) > 1 else groups
-        parent_memo = idx.parent_memo
         for tag in tags:
             occs = groups[tag]
             ok = 0
@@ -93,17 +101,7 @@ class PayloadScan:
                     if not child_ok:
                         break
                 if child_ok:
-                    memo_key = (tag, child_ok)
-                    parents_ok = parent_memo.get(memo_key)
-                    if parents_ok is None:
-                        parents_ok = 0
-                        parents = idx.parents[tag]
-                        for child in bits(child_ok):
-                            parents_ok |= parents[child]
-                        if len(parent_memo) > 50_000:
-                            parent_memo.clear()
-                        parent_memo[memo_key] = parents_ok
-                    ok |= parents_ok
+                    ok |= self._parents(tag, child_ok)
             mask &= ok
             if not mask:
                 return 0
@@ -121,6 +119,192 @@ class PayloadScan:
                     mask &= ~(1 << tid)
         return mask
 
+    # -- canonical encoding -------------------------------------------------------------------
+    def canonical_mask(self, start: int, end: int, mask: int, depth: int = 0, *, clean: bool = False) -> int:
+        """Types among ``mask`` that ``data[start:end]`` is the *canonical* encoding of: it parses
+        cleanly, and a standard serializer (protobuf's own) would write exactly these bytes for the
+        parsed message — fields in number order, each singular field once, no default value of an
+        implicit-presence field, packed or not as the schema says, minimal varints, map entries
+        whole, sub-messages canonical too. ``clean``: the caller knows every type in ``mask`` is clean."""
+        key = (start, end, mask)
+        got = self._canon.get(key)
+        if got is None:
+            got = self._canon[key] = self._canonical_mask(start, end, mask, depth, clean)
+        return got
+
+    def _canonical_mask(self, start: int, end: int, mask: int, depth: int, clean: bool) -> int:
+        if not self.tidy(start, end):
+            return 0
+        if not clean:
+            mask = self.clean_mask(start, end, mask, depth)
+        if not mask:
+            return 0
+        groups = self.grouped(start, end)
+        assert groups is not None  # clean_mask found fields
+        idx = self.index
+        data = self.data
+        facts = idx.facts
+        for tag, occs in groups.items():
+            canon, multi, implicit, packed, narrow_any, maps, holders = facts.get(tag, NO_FACTS)
+            mask &= canon
+            if len(occs) > 1:
+                mask &= multi
+            if not mask:
+                return 0
+            if implicit & mask and any(_is_default(data, tag, f) for f in occs):
+                mask &= ~implicit
+            if packed & mask and not all(_shortest(data, f[3], f[4]) for f in occs):
+                mask &= ~packed  # a padded varint in a packed run: re-encoded shorter
+            if narrow_any & mask:
+                mask &= ~self._narrow_misfits(tag, occs, idx.narrow[tag], mask)
+            if maps & mask and len(occs) > 1 and self._repeated_keys(occs):
+                mask &= ~maps  # a map keeps one entry per key: the re-encoding would lose one
+            holders &= mask
+            if holders:
+                # The holders are clean, so each one's own sub-message type is clean on every
+                # occurrence: only canonical form is left to check there.
+                child_ok = self._children_of(tag, holders)
+                for f in occs:
+                    child_ok = self.canonical_mask(f[3], f[4], child_ok, depth + 1, clean=True)
+                    if not child_ok:
+                        break
+                mask &= ~holders | self._parents(tag, child_ok)
+            if not mask:
+                return 0
+        entries = mask & idx.map_entry_mask
+        if entries:
+            numbers = [f[0] >> 3 for f in self.fields(start, end) or ()]
+            if numbers != [1, 2]:
+                mask &= ~entries
+        return mask
+
+    def _repeated_keys(self, occs: list[Field]) -> bool:
+        """Two map entries with the same key (the entry's first field, as written)."""
+        keys = set()
+        for f in occs:
+            inner = self.fields(f[3], f[4])
+            key = self.data[inner[0][2] : inner[0][5]] if inner and inner[0][0] >> 3 == 1 else b""
+            if key in keys:
+                return True
+            keys.add(key)
+        return False
+
+    def tidy(self, start: int, end: int) -> bool:
+        """Type-independent canonical form of one message span: fields in ascending number order,
+        every varint (tags, values, lengths) in its shortest form and within 64 bits."""
+        key = (start, end)
+        got = self._tidy.get(key)
+        if got is None:
+            got = self._tidy[key] = _tidy(self.data, start, end, self.fields(start, end) or ())
+        return got
+
+    def _narrow_misfits(self, tag: int, occs: list[Field], narrow: tuple[int, int, int], mask: int) -> int:
+        """Types (bool, int32/enum, uint32/sint32 at this tag) that could not have written these
+        varints: a parser truncates the value, so the re-encoding differs."""
+        if tag & 7 == VARINT:
+            top = max(f[1] for f in occs)
+            if top < 1 << 31:  # the common case: only a bool can be out of range
+                return narrow[0] if top > 1 else 0
+            values = [f[1] for f in occs]
+        elif tag & 7 == LEN and self.index.packed_varint.get(tag, 0) & mask:
+            data = self.data
+            if not any(_LONG.search(data, f[3], f[4]) for f in occs):  # every value < 2**28
+                return narrow[0] if any(f[4] > f[3] and max(data[f[3] : f[4]]) > 1 for f in occs) else 0
+            values = []
+            for f in occs:
+                values.extend(self.packed(f[3], f[4]) or ())
+        else:
+            return 0
+        out = 0
+        if any(v > 1 for v in values):
+            out |= narrow[0]
+        if any((1 << 31) <= v < (1 << 64) - (1 << 31) for v in values):
+            out |= narrow[1]
+        if any(v >= 1 << 32 for v in values):
+            out |= narrow[2]
+        return out
+
+    def canonical_defects(self, tid: int, start: int = 0, end: int | None = None, path: str = "") -> list[str]:
+        """Why a clean ``tid`` is not the canonical encoding (empty when it is): what a standard
+        serializer would have written differently."""
+        if end is None:
+            end = len(self.data)
+        bit = 1 << tid
+        if self.canonical_mask(start, end, bit):
+            return []
+        idx = self.index
+        info = idx.types[tid]
+        groups = self.grouped(start, end) or {}
+        out: list[str] = []
+        where = path or "payload"
+        fields = self.fields(start, end) or []
+        numbers = [f[0] >> 3 for f in fields]
+        if numbers != sorted(numbers):
+            out.append(f"{where}: fields out of number order")
+        elif not self.tidy(start, end):
+            out.append(f"{where}: a varint longer than needed")
+        if info.is_map_entry and numbers != [1, 2]:
+            out.append(f"{where}: map entry not written as key then value")
+        for tag, occs in groups.items():
+            number = tag >> 3
+            fd = info.descriptor.fields_by_number.get(number)
+            name = f"field {path}{number} ({fd.name if fd else '?'})"
+            if not idx.canon.get(tag, 0) & bit:
+                out.append(f"{name}: {'not packed' if tag & 7 != LEN else 'packed'}, the schema says otherwise")
+            elif len(occs) > 1 and not idx.multi.get(tag, 0) & bit:
+                out.append(f"{name}: written {len(occs)} times")
+            if idx.implicit.get(tag, 0) & bit and any(_is_default(self.data, tag, f) for f in occs):
+                out.append(f"{name}: default value written (implicit presence leaves it out)")
+            narrow = idx.narrow.get(tag)
+            if narrow is not None and self._narrow_misfits(tag, occs, narrow, bit) & bit:
+                out.append(f"{name}: value out of the field type's range")
+            kind = info.fields.get(tag)
+            if kind is not None and kind[0] in ("m", "g"):
+                for f in occs:
+                    out.extend(self.canonical_defects(kind[1], f[3], f[4], f"{path}{number}."))  # type: ignore[misc]
+        return out or [f"{where}: not the canonical encoding"]
+
+    def _children_of(self, tag: int, holders: int) -> int:
+        """The sub-message types that the types in ``holders`` have at ``tag``."""
+        idx = self.index
+        memo = idx.child_memo
+        key = (tag, holders)
+        got = memo.get(key)
+        if got is None:
+            got = 0
+            types = idx.types
+            for t in bits(holders):
+                got |= 1 << types[t].fields[tag][1]  # type: ignore[misc]
+            if len(memo) > 50_000:
+                memo.clear()
+            memo[key] = got
+        return got
+
+    def _parents(self, tag: int, children: int) -> int:
+        """Types whose field ``tag`` holds one of the message types in ``children``."""
+        if not children:
+            return 0
+        memo = self.index.parent_memo
+        key = (tag, children)
+        got = memo.get(key)
+        if got is None:
+            got = 0
+            parents = self.index.parents[tag]
+            for child in bits(children):
+                got |= parents[child]
+            if len(memo) > 50_000:
+                memo.clear()
+            memo[key] = got
+        return got
+
+    def packed(self, start: int, end: int) -> list[int] | None:
+        """The varints of a packed run (memoised: several checks read the same run)."""
+        key = (start, end)
+        got = self._packed.get(key, 0)
+        if got == 0:
+            got = self._packed[key] = packed_varints(self.data, start, end)
+        return got  # type: ignore[return-value]
+
     def kind_ok(self, kind: Kind, occs: list[Field]) -> bool:
         k = kind[0]
         data = self.data
@@ -131,8 +315,8 @@ class PayloadScan:
                 except UnicodeDecodeError:
                     return False
             return True
-        if k == "p0":
-            return all(packed_varints_ok(data, f[3], f[4]) for f in occs)
+        if k == "p0":  # whole varints: ends on a last byte, none over 10 bytes (checked in C)
+            return all(f[4] == f[3] or (data[f[4] - 1] < 0x80 and not _OVERLONG.search(data, f[3], f[4])) for f in occs)
         if k == "p1":
             return all((f[4] - f[3]) % 8 == 0 for f in occs)
         if k == "p5":
@@ -143,7 +327,7 @@ class PayloadScan:
         if k == "pe":
             values = self.index.enums[kind[1]]  # type: ignore[misc]
             for f in occs:
-                got = packed_varints(data, f[3], f[4])
+                got = self.packed(f[3], f[4])
                 if got is None or not all(v in values for v in got):
                     return False
             return True
@@ -263,3 +447,51 @@ class PayloadScan:
         for number in sorted(missing):
             out.append(f"field {path}{number} ({info.descriptor.fields_by_number[number].name}): required, missing")
         return out
+
+
+def _is_default(data: bytes, tag: int, f: Field) -> bool:
+    """The occurrence holds the default value (0, all-zero bits, empty string/bytes/packed list)."""
+    wt = tag & 7
+    if wt == VARINT:
+        return f[1] == 0
+    if wt == LEN:
+        return f[4] == f[3]
+    if wt in (I64, I32):
+        return not any(data[f[3] : f[4]])
+    return False
+
+
+def _shortest(data: bytes, start: int, end: int) -> bool:
+    """No varint in ``data[start:end]`` is longer than needed or past 64 bits (checked in C).
+    Only exact for a run of varints; elsewhere a match may be a false alarm."""
+    return not _PADDED.search(data, start, end) and not _OVER64.search(data, start, end)
+
+
+def _tidy(data: bytes, start: int, end: int, fields: list[Field] | tuple[()]) -> bool:
+    tags = [f[0] for f in fields]
+    if any(map(gt, tags, tags[1:])):
+        numbers = [t >> 3 for t in tags]
+        if any(map(gt, numbers, numbers[1:])):
+            return False
+    if _shortest(data, start, end):
+        return True  # no padded varint anywhere in the span, so none among the tags, lengths, values
+    last = 0
+    for tag, value, start, vstart, vend, end in fields:
+        number = tag >> 3
+        if number < last:
+            return False
+        last = number
+        wt = tag & 7
+        head = varint_size(tag)
+        if wt == VARINT:
+            if vstart - start != head or vend - vstart != varint_size(value) or value >> 64:
+                return False
+        elif wt == LEN:
+            if vstart - start != head + varint_size(vend - vstart):
+                return False
+        elif wt == SGROUP:
+            if vstart - start != head or end - vend != varint_size(tag + 1):
+                return False
+        elif vstart - start != head:
+            return False
+    return True

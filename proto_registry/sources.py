@@ -1,7 +1,9 @@
 """Turning proto paths into one consistent set of file descriptors, then a descriptor pool.
 
-A source is a directory of ``.proto`` files (compiled with protoc), a ``.proto`` file (its directory
-is used) or a prebuilt descriptor set (``FileDescriptorSet``: ``.desc``, ``.binpb``, ``.pb``). The same
+A source is a directory of ``.proto`` files (compiled with protoc) and of prebuilt descriptor sets
+(``FileDescriptorSet``: ``.desc``, ``.binpb``, ``.pb``, found at any depth), a ``.proto`` file (its
+directory is used) or a descriptor set. A source that yields no message type at all is an error
+naming it: a mistyped directory must not decode silently against the bundled schemas only. The same
 file from several sources is kept once; a file defined differently by two sources, or a type defined
 twice, is a :class:`SchemaConflictError` naming both.
 """
@@ -93,16 +95,22 @@ def load_files(
     loaded = LoadedFiles()
     dirs: list[Path] = [DEFAULT_PROTOS] if include_defaults and DEFAULT_PROTOS.is_dir() else []
     sets: list[Path] = []
+    given: list[tuple[Path, list[Path]]] = []  # each user path, and the descriptor sets it brought
     for raw in paths:
         p = Path(raw).expanduser()
         if not p.exists():
             raise SourceNotFoundError(f"proto path {p} does not exist", "check --proto-path / DLXTOOL_PROTO_PATH")
         if p.is_dir():
             dirs.append(p)
+            found = descriptor_sets_in(p)
+            sets.extend(found)
+            given.append((p, found))
         elif p.suffix == ".proto":
             dirs.append(p.parent)
+            given.append((p, []))
         else:
             sets.append(p)
+            given.append((p, [p]))
     seen: set[Path] = set()
     unique_dirs = [d for d in (x.resolve() for x in dirs) if not (d in seen or seen.add(d))]  # type: ignore[func-returns-value]
     if unique_dirs:
@@ -115,24 +123,71 @@ def load_files(
         for fdp in fds.file:
             origin = str(result.files.get(fdp.name, fdp.name))
             loaded.add(fdp, origin)
-    for s in sets:
-        for fdp in read_descriptor_set(s).file:
+    set_types: dict[Path, int] = {}
+    named = {p for p, found in given if found == [p]}
+    for s in dict.fromkeys(sets):
+        try:
+            fds = read_descriptor_set(s)
+        except DescriptorSetError as e:
+            if s in named:
+                raise
+            # Found by its suffix in a directory (a .pb may be any protobuf data): skipped, said so.
+            loaded.notes.append(f"{s} skipped: {e.message}")
+            continue
+        set_types[s] = sum(_message_count(f) for f in fds.file)
+        for fdp in fds.file:
             loaded.add(fdp, str(s))
     _add_missing_well_known(loaded)
+    for p, found in given:
+        if not _types_from(p, found, set_types, loaded):
+            raise SourceNotFoundError(
+                f"proto path {p} yields no message types",
+                "give a directory holding .proto files or descriptor sets ("
+                + ", ".join(sorted(DESCRIPTOR_SET_SUFFIXES))
+                + "), a .proto file, or a descriptor set",
+            )
     return loaded
 
 
+def descriptor_sets_in(directory: Path) -> list[Path]:
+    """Descriptor-set files anywhere under ``directory`` (by suffix), in a stable order."""
+    return sorted(f for f in directory.rglob("*") if f.suffix in DESCRIPTOR_SET_SUFFIXES and f.is_file())
+
+
+def _message_count(fdp: descriptor_pb2.FileDescriptorProto) -> int:
+    def count(messages: list[descriptor_pb2.DescriptorProto]) -> int:
+        return sum(1 + count(list(m.nested_type)) for m in messages)
+
+    return count(list(fdp.message_type))
+
+
+def _types_from(p: Path, found: list[Path], set_types: dict[Path, int], loaded: LoadedFiles) -> int:
+    """How many message types the user path ``p`` contributed (its .proto files and descriptor sets)."""
+    total = sum(set_types.get(s, 0) for s in found)
+    if p.is_dir():
+        names = [f.relative_to(p).as_posix() for f in p.rglob("*.proto") if f.is_file()]
+    elif p.suffix == ".proto":
+        names = [p.name]  # its import name, relative to its directory
+    else:
+        names = []
+    return total + sum(_message_count(loaded.files[n]) for n in names if n in loaded.files)
+
+
 def _add_missing_well_known(loaded: LoadedFiles) -> None:
-    missing = {dep for f in loaded.files.values() for dep in f.dependency if dep not in loaded.files}
-    if not missing:
-        return
     import importlib
 
-    for mod in _WKT_MODULES:
-        name = f"google/protobuf/{mod}.proto"
-        if name in missing:
-            module = importlib.import_module(f"google.protobuf.{mod}_pb2")
-            loaded.add(descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb), "protobuf")
+    # Until nothing more is missing: api.proto, once added, imports type.proto and source_context.proto.
+    while True:
+        missing = {dep for f in loaded.files.values() for dep in f.dependency if dep not in loaded.files}
+        added = False
+        for mod in _WKT_MODULES:
+            name = f"google/protobuf/{mod}.proto"
+            if name in missing:
+                module = importlib.import_module(f"google.protobuf.{mod}_pb2")
+                loaded.add(descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb), "protobuf")
+                added = True
+        if not added:
+            break
     still = sorted({dep for f in loaded.files.values() for dep in f.dependency if dep not in loaded.files})
     if still:
         users = [n for n, f in loaded.files.items() if still[0] in f.dependency]

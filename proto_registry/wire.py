@@ -116,7 +116,7 @@ def _scan(data: bytes, pos: int, end: int, group_tag: int, depth: int) -> tuple[
             vstart = pos
             _, pos = _scan(data, pos, end, tag, depth + 1)
             # pos is just past the matching end-group tag; the content ends before that tag.
-            vend = pos - _varint_size(((tag >> 3) << 3) | EGROUP)
+            vend = pos - varint_size(((tag >> 3) << 3) | EGROUP)
             append((tag, 0, start, vstart, vend, pos))
         elif wt == EGROUP:
             if group_tag and tag >> 3 == group_tag >> 3:
@@ -129,7 +129,8 @@ def _scan(data: bytes, pos: int, end: int, group_tag: int, depth: int) -> tuple[
     return fields, pos
 
 
-def _varint_size(value: int) -> int:
+def varint_size(value: int) -> int:
+    """Bytes in the shortest varint encoding of ``value``."""
     n = 1
     while value >= 0x80:
         value >>= 7

@@ -122,7 +122,9 @@ class AsyncChannel:
     def _on_close(self, _channel: Any, reason: BaseException) -> None:
         from pika.exceptions import ChannelClosedByClient
 
-        self.closed_reason = str(reason) or type(reason).__name__
+        from dlxtool.broker.connection import broker_said
+
+        self.closed_reason = broker_said(reason)  # "404 NOT_FOUND - no queue 'q' …", not pika's tuple
         # pika reports our own close as ChannelClosedByClient only when the close-ok came; a connection
         # lost meanwhile (or the broker closing the channel first) replaces the reason.
         self.close_answered = isinstance(reason, ChannelClosedByClient)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlxtool import record, secrets
 from dlxtool.config import BrokerProfile
-from dlxtool.errors import ConfigError, ConnectError
+from dlxtool.errors import ConfigError, ConnectError, DlxtoolError, NotFoundError
 from dlxtool.urls import AmqpUrl
 
 if TYPE_CHECKING:
@@ -50,6 +50,8 @@ def tls_context(profile: BrokerProfile) -> ssl.SSLContext:
 def connection_parameters(profile: BrokerProfile) -> list[pika.ConnectionParameters]:
     import pika
 
+    from dlxtool.broker.identity import connection_name
+
     credentials = _credentials(profile)
     params = []
     for node in profile.nodes:
@@ -69,7 +71,9 @@ def connection_parameters(profile: BrokerProfile) -> list[pika.ConnectionParamet
                 stack_timeout=profile.timeout,
                 blocked_connection_timeout=max(profile.timeout, 30.0),
                 heartbeat=60,
-                client_properties={"connection_name": "dlxtool", "product": "dlxtool"},
+                # A random name: the management API's connection list can then find this very connection
+                # (dlxtool.broker.identity proves which broker the API answers for by it).
+                client_properties={"connection_name": connection_name(), "product": "dlxtool"},
             )
         )
     return params
@@ -101,21 +105,24 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
             if profile.auth == "external":
                 raise ConnectError(
                     f"broker {profile.name!r}: the broker refused the client certificate as credentials "
-                    f"(EXTERNAL) at {node.masked()} ({_reason(exc)})",
+                    f"(EXTERNAL) at {node.masked()} ({broker_said(exc)})",
                     hint="the certificate's common name must be a user on the broker, and the broker needs "
                          "the rabbitmq_auth_mechanism_ssl plugin with EXTERNAL in auth_mechanisms",
                 ) from None
             raise ConnectError(
-                f"broker {profile.name!r}: authentication failed for user {profile.username!r} "
-                f"at {node.masked()} ({_reason(exc)})",
+                f"authentication failed for user {profile.username!r} on broker {profile.describe(node)} "
+                f"({broker_said(exc)})",
                 hint=f"check the password ({profile.password_source}) and the user",
             ) from None
         except pe.ProbableAccessDeniedError as exc:
+            said = broker_said(exc)
+            if _VHOST_NOT_FOUND.search(said):
+                raise vhost_not_found(profile, node) from None
             raise ConnectError(
-                f"broker {profile.name!r}: access to vhost {profile.vhost!r} refused for "
+                f"access to vhost {profile.vhost!r} on broker {profile.describe(node)} refused for "
                 + ("the client certificate's user" if profile.auth == "external" else f"user {profile.username!r}")
-                + f" at {node.masked()} ({_reason(exc)})",
-                hint="check that the vhost exists and the user has permissions on it",
+                + f" ({said})",
+                hint="the user needs permissions on the vhost (rabbitmqctl set_permissions -p VHOST USER …)",
             ) from None
         except Exception as exc:  # noqa: BLE001
             # pika's connection workflow raises exceptions outside its own hierarchy
@@ -138,6 +145,56 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
     )
 
 
+def vhost_not_found(profile: BrokerProfile, node: AmqpUrl | None = None) -> NotFoundError:
+    """The one diagnosis of a missing vhost, whichever path (AMQP or management API) finds it."""
+    return NotFoundError(f"vhost {profile.vhost!r} not found on broker {profile.describe(node)}",
+                         hint="--vhost or the URL's path names it (%2F for /); the broker's vhosts: "
+                              "rabbitmqctl list_vhosts, or the management UI")
+
+
+# RabbitMQ 3.x and 4.x: connection.close 530 "NOT_ALLOWED - vhost NAME not found" (rabbit_reader);
+# no permission on an existing vhost is "access to vhost 'NAME' refused for user 'USER'".
+_VHOST_NOT_FOUND = re.compile(r"\bvhost .* not found\b")
+_CLOSED_BY_BROKER = re.compile(r"^\w+: \((\d+)\) ['\"](.*)['\"]$", re.DOTALL)
+
+
+def broker_said(exc: BaseException) -> str:
+    """What the broker said when it closed the connection or channel ("403 ACCESS_REFUSED - …"), without
+    pika's exception names; else the plain text of the failure."""
+    for inner in _causes(exc):
+        code, text = getattr(inner, "reply_code", None), getattr(inner, "reply_text", None)
+        if isinstance(code, int) and text:
+            return secrets.scrub(f"{code} {text}")
+        for arg in inner.args:
+            match = _CLOSED_BY_BROKER.match(str(arg))
+            if match:
+                return secrets.scrub(f"{match.group(1)} {match.group(2)}")
+    return _reason(exc)
+
+
+def amqp_failure(exc: BaseException) -> DlxtoolError:
+    """A pika exception that reached the command line, as one line a person can act on: what the broker
+    said, or that the connection is gone — never pika's class names or its "Transport indicated EOF"."""
+    import pika.exceptions as pe
+
+    lost_hint = ("messages this command held unacked go back to their queue when the connection ends; "
+                 "run it again once the broker answers")
+    if isinstance(exc, pe.ChannelClosedByBroker):
+        said = broker_said(exc)
+        if exc.reply_code == 404:
+            return NotFoundError(f"the broker said: {said}")
+        if exc.reply_code == 403:
+            return ConnectError(f"the broker refused: {said}", hint="the user needs permissions for this")
+        return DlxtoolError(f"the broker refused: {said}")
+    if isinstance(exc, pe.ConnectionClosedByBroker):
+        return ConnectError(f"the broker closed the connection: {broker_said(exc)}", hint=lost_hint)
+    if isinstance(exc, pe.AMQPConnectionError | pe.ConnectionWrongStateError | pe.ChannelWrongStateError
+                  | pe.ConnectionClosed | pe.ChannelClosed):
+        return ConnectError("the connection to the broker was lost (the broker or the network closed it)",
+                            hint=lost_hint)
+    return DlxtoolError(f"the broker refused: {broker_said(exc)}")
+
+
 def quiet_pika_logging() -> None:
     """pika logs every failed attempt at ERROR with a traceback; dlxtool reports failures itself."""
     import logging
@@ -151,21 +208,25 @@ def server_info(profile: BrokerProfile) -> ServerInfo:
     """Connect, read what the broker says about itself, disconnect."""
     started = time.monotonic()
     conn = connect(profile)
-    latency = (time.monotonic() - started) * 1000
     try:
-        # pika keeps connection.start's server-properties on the underlying connection only.
-        props: dict[str, Any] = conn._impl.server_properties or {}  # noqa: SLF001
-        node = next((n for n in profile.nodes if n.host == conn._impl.params.host  # noqa: SLF001
-                     and n.port == conn._impl.params.port), profile.nodes[0])  # noqa: SLF001
-        return ServerInfo(
-            version=_text(props.get("version")),
-            cluster_name=_text(props.get("cluster_name")),
-            product=_text(props.get("product")),
-            node_url=node.masked(),
-            latency_ms=round(latency, 1),
-        )
+        return describe_connection(conn, profile, (time.monotonic() - started) * 1000)
     finally:
         close_quietly(conn)
+
+
+def describe_connection(conn: BlockingConnection, profile: BrokerProfile, latency_ms: float) -> ServerInfo:
+    """What the broker said about itself in connection.start, and which node of the profile answered."""
+    # pika keeps connection.start's server-properties on the underlying connection only.
+    props: dict[str, Any] = conn._impl.server_properties or {}  # noqa: SLF001
+    node = next((n for n in profile.nodes if n.host == conn._impl.params.host  # noqa: SLF001
+                 and n.port == conn._impl.params.port), profile.nodes[0])  # noqa: SLF001
+    return ServerInfo(
+        version=_text(props.get("version")),
+        cluster_name=_text(props.get("cluster_name")),
+        product=_text(props.get("product")),
+        node_url=node.masked(),
+        latency_ms=round(latency_ms, 1),
+    )
 
 
 def close_quietly(conn: Any) -> None:

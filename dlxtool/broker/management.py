@@ -117,10 +117,12 @@ class ManagementClient:
         if url_user is not None:  # credentials written into management_url win over the profile's
             user, password = url_user, url_password if url_password is not None else password
         self.base_url = base_url.rstrip("/") + "/"
+        self.user = user
         self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         self.timeout = timeout
         self._context = context
         self._version: str | None = None
+        self.identity: Any = None  # set by dlxtool.broker.identity once proven to be the AMQP broker's API
         secrets.register(password)
 
     @classmethod
@@ -156,9 +158,12 @@ class ManagementClient:
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, TimeoutError | socket.timeout):
                 reason = f"timed out after {self.timeout:g}s"
+            elif isinstance(reason, OSError) and reason.strerror:
+                reason = reason.strerror.lower()  # "connection refused", not "[Errno 111] Connection refused"
             raise ConnectError(
                 f"management API at {self.masked_url} not reachable: {secrets.scrub(str(reason))}",
-                hint="is the rabbitmq_management plugin enabled and management_url right?",
+                hint="is the rabbitmq_management plugin enabled, and the URL right (--management-url or "
+                     "management_url in the broker profile)?",
             ) from None
         return orjson.loads(payload) if payload else None
 
@@ -171,8 +176,9 @@ class ManagementClient:
         except (orjson.JSONDecodeError, AttributeError, OSError):
             detail = ""
         if exc.code == 401:
-            return ConnectError(f"management API at {self.masked_url}: authentication failed",
-                                hint="check the user and password of the broker profile")
+            return ConnectError(f"authentication failed for user {self.user!r} at the management API "
+                                f"{self.masked_url}",
+                                hint="check the password (and user) of the broker profile or --management-url")
         if exc.code == 403:
             return ConnectError(f"management API at {self.masked_url}: {method} {path} not allowed "
                                 f"({detail or 'forbidden'})",

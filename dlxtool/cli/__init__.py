@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import os
@@ -14,7 +15,7 @@ import click
 from dlxtool import __version__, secrets
 from dlxtool.cli.app import App
 from dlxtool.cli.options import connection_options, format_option
-from dlxtool.errors import DlxtoolError, ExitStatus
+from dlxtool.errors import DlxtoolError, ExitStatus, Interrupted
 
 # name -> "module:attribute"; modules load only when their command runs, so --help stays fast.
 COMMANDS: dict[str, str] = {
@@ -32,7 +33,12 @@ COMMANDS: dict[str, str] = {
 
 EPILOG = """\b
 Exit status: 0 ok · 1 error · 2 usage · 3 cannot connect or authenticate · 4 not found
-             5 partial (some messages left or failed) · 6 refused for safety · 130 interrupted
+             5 partial (some messages left or failed) · 6 refused for safety
+             130 interrupted (Ctrl-C) · 143 terminated (SIGTERM) · 129 hung up (SIGHUP)
+\b
+A stop signal (Ctrl-C, SIGTERM, SIGHUP) ends a move cleanly: in-flight copies are settled, the
+rest is given back, and the summary is printed. Output the terminal could no longer take (SIGHUP)
+is saved to $XDG_STATE_HOME/dlxtool/summary-*.log (~/.local/state/dlxtool; else the working dir).
 """
 
 
@@ -48,14 +54,21 @@ class DlxtoolGroup(click.Group):
         return getattr(importlib.import_module(module), attr)
 
     def invoke(self, ctx: click.Context) -> Any:
+        from dlxtool.ops import interrupts
+
         try:
-            return super().invoke(ctx)
+            with interrupts.catch_stop_signals():  # SIGTERM, SIGHUP: a clean stop, as Ctrl-C
+                return super().invoke(ctx)
+        except Interrupted as exc:  # a run stopped by a signal, its summary printed
+            exc.message += f" [{interrupts.describe()}]"
+            report(ctx, exc)
+            ctx.exit(int(interrupts.exit_status()))
         except DlxtoolError as exc:
             report(ctx, exc)
             ctx.exit(int(exc.exit_status))
-        except KeyboardInterrupt:
-            _err(ctx, "dlxtool: interrupted")
-            ctx.exit(int(ExitStatus.INTERRUPTED))
+        except KeyboardInterrupt:  # Ctrl-C, or a StopSignal (SIGTERM, SIGHUP), outside a run
+            _err(ctx, f"dlxtool: {interrupts.describe()}")
+            ctx.exit(int(interrupts.exit_status()))
         except BrokenPipeError:
             _quiet_broken_pipe()
             ctx.exit(int(ExitStatus.OK))
@@ -68,6 +81,14 @@ class DlxtoolGroup(click.Group):
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except Exception as exc:  # noqa: BLE001 - last line of defence: one line, no traceback
+            if type(exc).__module__.startswith("pika."):
+                # A lost connection or a broker's refusal mid-command: say what the broker said, not pika.
+                from dlxtool.broker.connection import amqp_failure
+
+                error = amqp_failure(exc)
+                error.__cause__ = exc  # --debug shows where it came from
+                report(ctx, error)
+                ctx.exit(int(error.exit_status))
             report(ctx, exc)
             ctx.exit(int(ExitStatus.ERROR))
 
@@ -144,7 +165,19 @@ def cli(ctx: click.Context, no_color: bool) -> None:
       dlxtool --broker prod-eu peek orders.dlq -n 5
     """
     app = ctx.ensure_object(App)  # -v and --debug are stored by their callbacks (dlxtool/cli/options.py)
+    _guard_streams(app)
     app.color = False if no_color or app.env.get("NO_COLOR") else None
+
+
+def _guard_streams(app: App) -> None:
+    """Output a gone terminal (SIGHUP: EIO; through ssh: EPIPE) cannot take goes to a file instead of
+    failing the command half-way through its summary (dlxtool.ops.interrupts.FallbackStream)."""
+    from dlxtool.ops.interrupts import FallbackStream
+
+    if not isinstance(app.err, FallbackStream):
+        app.err = FallbackStream(app.stderr, always=True)
+    if not isinstance(app.out, FallbackStream):
+        app.out = FallbackStream(app.stdout, always=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,7 +187,11 @@ def main(argv: list[str] | None = None) -> int:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     else:
         code = 0
-    from dlxtool.ops.interrupts import ignore_ctrl_c_from_now_on
+    from dlxtool.ops.interrupts import ignore_ctrl_c_from_now_on, summary_file
 
     ignore_ctrl_c_from_now_on()
+    if summary_file.path is not None:  # say where, in case the other stream still reaches someone
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(f"dlxtool: output the terminal could not take is in {summary_file.path}\n")
+            sys.stderr.flush()
     return code

@@ -34,6 +34,8 @@ class App:
     broker_name: str | None = None
     url: str | None = field(default=None, repr=False)  # may hold a password
     url_from_env: bool = False
+    management_url: str | None = field(default=None, repr=False)  # may hold a password
+    management_url_from_env: bool = False
     broker_from_env: bool = False
     vhost: str | None = None
     timeout: float | None = None
@@ -42,6 +44,8 @@ class App:
     debug: bool = False
     color: bool | None = None
     _config: Config | None = field(default=None, repr=False)
+    # (connection id, management URL) -> (the connection, kept so its id is not reused; its verified client)
+    _management: dict[tuple[int, str | None], tuple[Any, ManagementClient]] = field(default_factory=dict, repr=False)
 
     @property
     def stdout(self) -> IO[str]:
@@ -66,11 +70,17 @@ class App:
         """The selected broker, or the named one (e.g. `--target-broker`) with the same overrides."""
         if name is not None:
             return select_profile(self.config(), broker=name, timeout=self.timeout, env=self.env)
-        url = self.url
-        if self.broker_name and self.url_from_env and not self.broker_from_env:
-            url = None  # `--broker NAME` typed now beats a DLXTOOL_URL left in the environment
-        return select_profile(self.config(), broker=self.broker_name, url=url, vhost=self.vhost,
-                              timeout=self.timeout, env=self.env)
+        url, management_url = self.url, self.management_url
+        if self.broker_name and not self.broker_from_env:
+            # `--broker NAME` typed now beats a DLXTOOL_URL / DLXTOOL_MANAGEMENT_URL left in the environment
+            url = None if self.url_from_env else url
+            management_url = None if self.management_url_from_env else management_url
+        profile = select_profile(self.config(), broker=self.broker_name, url=url, vhost=self.vhost,
+                                 timeout=self.timeout, env=self.env)
+        if management_url:
+            where = "DLXTOOL_MANAGEMENT_URL" if self.management_url_from_env else "--management-url"
+            profile = profile.with_management_url(management_url, where)
+        return profile
 
     @contextmanager
     def connection(self, profile: BrokerProfile | None = None) -> Iterator[BlockingConnection]:
@@ -82,10 +92,20 @@ class App:
         finally:
             close_quietly(conn)
 
-    def management(self, profile: BrokerProfile | None = None) -> ManagementClient:
-        from dlxtool.broker.management import ManagementClient
+    def management(self, profile: BrokerProfile, conn: Any) -> ManagementClient:
+        """The management API of `profile`, proven to answer for the broker `conn` reached (exit 3 when it
+        answers for another one); when unreachable or unproven, a client whose every request raises
+        ConnectError, so the AMQP-only paths apply. Proven once per connection."""
+        from dlxtool.broker.identity import verified_management
 
-        return ManagementClient.for_profile(profile or self.profile())
+        key = (id(conn), profile.management_url)
+        if key not in self._management:
+            client = verified_management(conn, profile)
+            self._management[key] = (conn, client)
+            if client.identity is not None:
+                self.debug_log(f"management API {client.masked_url} answers for the broker AMQP reached: "
+                               f"{client.identity.describe()}")
+        return self._management[key][1]
 
     # -- output -----------------------------------------------------------------------------------
 

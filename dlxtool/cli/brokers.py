@@ -76,8 +76,10 @@ def check(app: App, names: tuple[str, ...], all_: bool) -> None:
 
     With no NAME, checks the selected broker (--broker/--url or the default).
     Exit 0 when every checked broker answered on both; 3 when one did not
-    answer over AMQP; 2 when a profile is wrong (e.g. its password_env is
-    unset); 5 when only a management API failed.
+    answer over AMQP, or its management API answers for another broker than
+    the one AMQP reached (see --management-url); 4 when a vhost does not
+    exist; 2 when a profile is wrong (e.g. its password_env is unset); 5 when
+    only a management API failed.
 
     \b
     Examples:
@@ -115,8 +117,11 @@ def check(app: App, names: tuple[str, ...], all_: bool) -> None:
             app.info(f"{r.broker}: AMQP: {r.amqp_error}")
         if r.management_error:
             app.info(f"{r.broker}: management API: {r.management_error}")
-    if any(not r.amqp_ok and not r.config_error for r in results):
+    amqp_failed = [r for r in results if not r.amqp_ok and not r.config_error]
+    if any(r.amqp_status != ExitStatus.NOT_FOUND for r in amqp_failed) or any(r.management_mismatch for r in results):
         raise click.exceptions.Exit(int(ExitStatus.CONNECT))
+    if amqp_failed:  # only vhosts not found
+        raise click.exceptions.Exit(int(ExitStatus.NOT_FOUND))
     if any(r.config_error for r in results):
         raise click.exceptions.Exit(int(ExitStatus.USAGE))
     if any(not r.management_ok for r in results):

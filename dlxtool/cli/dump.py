@@ -102,7 +102,7 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
     profile = app.profile()
     with summary_before_ctrl_c() as ctrl_c:
         with app.connection(profile) as conn:
-            state = queue_state(conn.channel(), app.management(profile), profile.vhost, queue)
+            state = queue_state(conn.channel(), app.management(profile, conn), profile.vhost, queue)
             if state.note:
                 app.warn(state.note)
             check_purgeable(state, "drained (--remove)")

@@ -60,13 +60,18 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
       dlxtool dump orders.dlq --all -o dlq.jsonl && dlxtool history --from dlq.jsonl --summary
     """
     from dlxtool.cli.reading import check_count, sample_note, write_sample_note
-    from dlxtool.ops.history import entries, summarize_failures
+    from dlxtool.ops.history import entries, mark_copies, summarize_failures
 
     check_count(count, all_)
     names = (*app.config().error_headers, *error_headers)
     fmt = app.output_format("json" if summary else "jsonl")
     records, reader = _load(app, queue, None if all_ else count or DEFAULT_COUNT, from_file, read, allow_torn)
     items = list(entries(records, names, through=_through_wait_queues(app, queue) if queue else None))
+    copies = mark_copies(items)
+    if copies:
+        app.warn(f"{copies} message(s) here are copies of another one here (`copy_of`): left by a replay that was "
+                 "killed (kill -9) between a publish and the ack of its source; drop one of each pair "
+                 "(README: Stop signals)")
     coverage = _coverage(reader, len(items))
     note = sample_note(coverage, "-n N or --all for all")
     for item in items:
@@ -98,18 +103,21 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
 
 
 def _through_wait_queues(app: App, queue: str) -> Any:
-    """Origins of TTL-only histories, followed through the wait queue (management API; None without it:
-    x-first-death-queue, as before)."""
-    from dlxtool.errors import DlxtoolError
+    """Origins of TTL-only histories, followed through the wait queue with the management API (proven to be
+    this broker's on a connection of its own, opened only when such a message comes up)."""
     from dlxtool.ops.history import wait_queue_origins
 
-    profile = app.profile()
-    try:
-        mgmt = app.management(profile)
-        mgmt.overview(columns=["rabbitmq_version"])
-    except DlxtoolError:
-        return None
-    return wait_queue_origins(mgmt, profile.vhost, queue)
+    resolver: list[Any] = []
+
+    def through(death: Any) -> Any:
+        if not resolver:
+            profile = app.profile()
+            with app.connection(profile) as conn:
+                mgmt = app.management(profile, conn)
+            resolver.append(wait_queue_origins(mgmt, profile.vhost, queue))
+        return resolver[0](death)
+
+    return through
 
 
 def _coverage(reader: QueueReader | None, n: int) -> Coverage:
@@ -155,6 +163,8 @@ def _render_timelines(app: App, items: list, empty: str = "(no messages)") -> No
         line = f"#{r.position} origin {h.origin.queue or '?'} ({h.origin.why}), {h.history.total} deaths"
         if item.type:
             line += f", type {item.type}"
+        if item.copy_of is not None:
+            line += f", a copy of #{item.copy_of} (interrupted replay)"
         out.write(app.style(safe_text(line), bold=True) + "\n")
         extras = [("first death", _companions(h.history.first)), ("last death", _companions(h.history.last)),
                   ("x-delivery-count", h.delivery_count),

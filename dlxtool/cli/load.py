@@ -48,7 +48,7 @@ is not published ("full" in the summary, collected by --failed) instead
 of pushing out the queue's oldest messages; exit 6 when no queue had room
 at all. --allow-displace publishes anyway. Exit 3 if the connection was
 lost (records that had no answer may have been published: counted as
-possible duplicates); 130 on Ctrl-C.
+possible duplicates); 130 on Ctrl-C (143 on SIGTERM, 129 on SIGHUP).
 
 \b
 Examples:
@@ -103,7 +103,7 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_h
                             window=window, allow_displace=allow_displace, default_exchange=default_exchange)
     with summary_before_ctrl_c() as ctrl_c:
         with app.connection(profile) as conn, progress_bar(app, "loading") as bar:
-            session = Session(conn, profile.vhost, profile.name, profile.timeout, app.management(profile))
+            session = Session(conn, profile.vhost, profile.name, profile.timeout, app.management(profile, conn))
             plan, result = run_load(session, open_stream, settings, dry_run=dry_run, report=app, progress=bar,
                                     starting=ctrl_c.arm,
                                     open_failed=(lambda: record_file(app, failed_file)) if failed_file else None)

@@ -44,7 +44,7 @@ class progress_bar:  # noqa: N801 - used like a function
 
 
 def exit_for(result: Any, what: str, *, saved: str | None = None) -> None:
-    """Exit 3 when the connection was lost, 130 on Ctrl-C, 5 when messages were left for a reason other
+    """Exit 3 when the connection was lost, 130/143/129 on a stop signal, 5 when messages were left for a reason other
     than the selection. `result` is a dlxtool.ops.engine.TransferResult; `saved` names the file that
     holds the records written so far."""
     dups = f"; {result.possible_duplicates} message(s) may now exist twice" if result.possible_duplicates else ""

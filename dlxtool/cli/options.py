@@ -26,8 +26,8 @@ def _store(attr: str) -> Callable[[click.Context, click.Parameter, Any], None]:
         if from_env and getattr(app, attr) is not None:
             return  # the env var is read by every command level; what a user typed wins
         setattr(app, attr, value)
-        if attr in ("url", "broker_name"):
-            setattr(app, "url_from_env" if attr == "url" else "broker_from_env", from_env)
+        if attr in ("url", "broker_name", "management_url"):
+            setattr(app, f"{attr}_from_env" if attr != "broker_name" else "broker_from_env", from_env)
 
     return callback
 
@@ -94,6 +94,11 @@ def connection_options(f: F) -> F:
         click.option("--url", metavar="URL", envvar="DLXTOOL_URL", expose_value=False,
                      callback=_store("url"),
                      help="Ad-hoc amqp(s):// URL; overrides the profile's nodes [env DLXTOOL_URL]."),
+        click.option("--management-url", metavar="URL", envvar="DLXTOOL_MANAGEMENT_URL", expose_value=False,
+                     callback=_store("management_url"),
+                     help="The broker's management API, e.g. http://localhost:15674/ (default: the profile's, "
+                          "else the AMQP host:15672); checked to answer for the broker AMQP reached "
+                          "[env DLXTOOL_MANAGEMENT_URL]."),
         click.option("--vhost", metavar="VHOST", expose_value=False, callback=_store("vhost"),
                      help="Virtual host (default: the profile's, else /)."),
         click.option("--config", "config_file", metavar="FILE", envvar="DLXTOOL_CONFIG", expose_value=False,

@@ -52,7 +52,7 @@ the same safety rules as `dlxtool peek` (--spend-attempts, --allow-reorder).
 Exit 5 when selected messages stayed (returned/refused by --move-to's
 queue, or it was full); 6 when its queue had no room at all; 3 when
 the connection was lost (nothing lost; the summary counts possible
-duplicates); 130 on Ctrl-C.
+duplicates); 130 on Ctrl-C (143 on SIGTERM, 129 on SIGHUP).
 
 \b
 Examples:
@@ -102,7 +102,7 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
 
     with summary_before_ctrl_c() as ctrl_c:
         with app.connection(profile) as conn, progress_bar(app, "moving" if move_to else "purging") as bar:
-            session = Session(conn, profile.vhost, profile.name, profile.timeout, app.management(profile))
+            session = Session(conn, profile.vhost, profile.name, profile.timeout, app.management(profile, conn))
 
             def confirm(question: str) -> None:
                 app.confirm(question, yes=yes)

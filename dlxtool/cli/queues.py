@@ -12,7 +12,17 @@ from dlxtool.cli.options import common_options
 from dlxtool.config import BrokerProfile, local_profile
 from dlxtool.errors import ConnectError, PartialError
 from dlxtool.ops import queue_flags as qf
-from dlxtool.ops.queues import SORT_KEYS, BrokerResult, Selection, Snapshot, deltas, snapshots, survey, with_vhost
+from dlxtool.ops.queues import (
+    SORT_KEYS,
+    BrokerResult,
+    IdentityCheck,
+    Selection,
+    Snapshot,
+    deltas,
+    snapshots,
+    survey,
+    with_vhost,
+)
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 LOCAL_SOURCE = local_profile({}).source
@@ -86,8 +96,10 @@ def queues(app: App, flags: tuple[str, ...], match: str | None, min_messages: in
     profiles = with_vhost(sorted(profiles, key=lambda p: p.name), app.vhost)
     selection = Selection(flags=flags, match=match, min_messages=min_messages, sort=sort)
 
+    identity = IdentityCheck()
+
     def take() -> list[BrokerResult]:
-        return survey(profiles, all_vhosts=all_vhosts)
+        return survey(profiles, all_vhosts=all_vhosts, verify=identity)
 
     fmt = app.output_format("json")
     if watch is None:

@@ -89,8 +89,8 @@ def read_queue(app: App, queue: str, opts: ReadOptions) -> Iterator[QueueReader]
     decode = decoding.record_decoder(
         decoding.proto_paths((), [*app.config().proto_paths, *profile.proto_paths]), on_error=app.warn)
     with app.connection(profile) as conn:
-        reader, notes = prepare_read(conn, profile, queue, opts, management=lambda: app.management(profile),
-                                     decode=decode)
+        mgmt = app.management(profile, conn)  # proven to be this broker's API before any of it is used
+        reader, notes = prepare_read(conn, profile, queue, opts, management=lambda: mgmt, decode=decode)
         for missing in reader.facts.missing_checks:
             app.warn(f"check not made: {missing}")
         app.info(reader.facts.describe())

@@ -24,7 +24,7 @@ from dlxtool.cli.options import (
     selection_options,
     yes_option,
 )
-from dlxtool.errors import DlxtoolError, UsageError
+from dlxtool.errors import UsageError
 from dlxtool.ops.interrupts import summary_before_ctrl_c
 from dlxtool.selection import Selection
 
@@ -86,7 +86,7 @@ first messages, given back in place and in order, also on quorum queues,
 where each read counts a delivery attempt: refused with a delivery limit)
 and asks. Exit 5 when messages were left for a reason other than the
 selection; 3 when the connection was lost (nothing is lost; the summary
-counts possible duplicates); 130 on Ctrl-C.
+counts possible duplicates); 130 on Ctrl-C (143 on SIGTERM, 129 on SIGHUP).
 
 \b
 Examples:
@@ -104,7 +104,8 @@ Examples:
 @click.option("--reset-header", "reset_headers", multiple=True, metavar="NAME",
               help="Also remove this application retry header (repeatable), e.g. count.")
 @click.option("--max-replays", type=click.IntRange(min=1), metavar="N",
-              help="Leave messages already replayed N times in the DLQ (loop guard).")
+              help="Leave messages already replayed N times in the DLQ (loop guard). A copy a kill -9 left "
+                   "and its source count as one message: one of them is replayed (README: Stop signals).")
 @click.option("--default-exchange", is_flag=True,
               help="Publish on the default exchange with routing key = queue name (consumers see the queue "
                    "name, not the original key); origins whose dead-letter exchange would not route it stay.")
@@ -151,9 +152,11 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
     with summary_before_ctrl_c() as ctrl_c, ExitStack() as stack:
         conn = stack.enter_context(app.connection(profile))
         target_conn = stack.enter_context(app.connection(target_profile)) if target_profile else None
+        # Each API proven to answer for the broker its connection reached, before any of its data is used.
+        mgmt = app.management(profile, conn)
         session = ops.ReplaySession(
-            conn=conn, target_conn=target_conn, management=_management(app, profile),
-            target_management=_management(app, target_profile) if target_profile else None,
+            conn=conn, target_conn=target_conn, management=mgmt,
+            target_management=app.management(target_profile, target_conn) if target_profile else mgmt,
             vhost=profile.vhost, target_vhost=(target_profile or profile).vhost, timeout=profile.timeout,
             plan_limit=app.config().dump_unacked_limit, probe_type=lambda queue: _probe_type(app, queue))
         run_stack = ExitStack()  # the record file and the progress bar: opened as the run starts
@@ -181,13 +184,6 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         if refusal is not None:
             raise refusal
         exit_for(outcome.result, "replay")
-
-
-def _management(app: App, profile: Any) -> Any:
-    try:
-        return app.management(profile)
-    except DlxtoolError:
-        return None
 
 
 def _probe_type(app: App, queue: str) -> str:

@@ -45,6 +45,10 @@ DISPLACING = (DROP_HEAD, REJECT_PUBLISH_DLX)  # overflow modes that hurt message
 EFFECT = {DROP_HEAD: "drop-head would push out its head",
           REJECT_PUBLISH_DLX: "reject-publish-dlx would dead-letter a copy of each refused publish"}
 ALLOW_HINT = "--allow-displace accepts that (the queue then pushes out its oldest messages, or dead-letters copies)"
+MISSING = "queue missing"
+# A queue whose limits cannot be read (no management API, or it would not answer) may be a full drop-head
+# queue: publishing into it could push out its head, so nothing goes there unless --allow-displace says so.
+UNREAD = "limits unknown, it may push out its head"
 REREAD_EVERY = 1.0  # seconds between two reads of one queue's depth when its room runs out
 
 
@@ -63,8 +67,15 @@ class Capacity:
     note: str | None = None
 
     @property
+    def unreadable(self) -> bool:
+        """The queue exists but its limits could not be read: it may be a full drop-head queue."""
+        return not self.known and self.note != MISSING
+
+    @property
     def guarded(self) -> bool:
-        """Whether publishing beyond the room would displace or duplicate messages."""
+        """Whether publishing beyond the room would (or, unread, might) displace or duplicate messages."""
+        if self.unreadable:
+            return True  # safe by default: an unread limit is treated as no room (--allow-displace accepts)
         return self.overflow in DISPLACING and (self.max_length is not None or self.max_bytes is not None)
 
     @property
@@ -73,7 +84,9 @@ class Capacity:
 
     @property
     def room(self) -> int | None:
-        """Messages that fit now by count (None: no length limit)."""
+        """Messages that fit now by count (None: no length limit; 0 when the limits could not be read)."""
+        if self.unreadable:
+            return 0
         return None if self.max_length is None else max(0, self.max_length - self.depth)
 
     @property
@@ -130,7 +143,7 @@ def read(mgmt: ManagementClient | None, vhost: str, queue: str, ready: Callable[
     """The queue's capacity; `ready(queue)` is its exact ready count (None: the queue does not exist)."""
     count = ready(queue)
     if count is None:
-        return Capacity(queue, known=False, note="queue missing")
+        return Capacity(queue, known=False, note=MISSING)
     if mgmt is None:
         return Capacity(queue, ready=count, known=False, note="no management API: its limits cannot be read")
     try:
@@ -203,11 +216,13 @@ def ready_counter(conn: Any, timeout: float) -> Callable[[str], int | None]:
 
 def full_reason(role: str, cap: Capacity) -> str:
     """The reason a message stays: "origin full (drop-head would push out its head): small.q"."""
+    if cap.unreadable:
+        return f"{role} {UNREAD} ({cap.note}): {cap.queue}"
     return f"{role} full ({EFFECT.get(cap.overflow, cap.overflow)}): {cap.queue}"
 
 
 def is_full_reason(reason: str) -> bool:
-    return " full (" in reason and any(effect in reason for effect in EFFECT.values())
+    return (" full (" in reason and any(effect in reason for effect in EFFECT.values())) or f" {UNREAD} (" in reason
 
 
 @dataclass

@@ -8,10 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dlxtool.broker.connection import server_info
+from dlxtool.broker.connection import close_quietly, connect, describe_connection
+from dlxtool.broker.identity import verified_management
 from dlxtool.broker.management import ManagementClient
 from dlxtool.config import BrokerProfile
-from dlxtool.errors import ConfigError, DlxtoolError
+from dlxtool.errors import ConfigError, DlxtoolError, ManagementMismatch
 from dlxtool.urls import mask_any_url
 
 
@@ -24,10 +25,12 @@ class BrokerCheck:
     cluster_name: str | None = None
     latency_ms: float | None = None
     amqp_error: str | None = None
+    amqp_status: int | None = None  # the exit status of the AMQP failure: 3 cannot connect, 4 vhost not found
     management_url: str | None = None
     management_ok: bool = False
     management_version: str | None = None
     management_error: str | None = None
+    management_mismatch: bool = False  # the API answers for another broker than the one AMQP reached
     config_error: str | None = None  # e.g. password_env unset: nothing was tried
 
     @property
@@ -46,8 +49,11 @@ def check_broker(profile: BrokerProfile) -> BrokerCheck:
     except ConfigError as exc:
         result.config_error = str(exc)
         return result
+    conn = None
     try:
-        info = server_info(profile)
+        started = time.monotonic()
+        conn = connect(profile)
+        info = describe_connection(conn, profile, (time.monotonic() - started) * 1000)
         result.amqp_ok = True
         result.version = info.version
         result.cluster_name = info.cluster_name
@@ -55,9 +61,12 @@ def check_broker(profile: BrokerProfile) -> BrokerCheck:
         result.url = info.node_url
     except DlxtoolError as exc:
         result.amqp_error = exc.message
+        result.amqp_status = int(exc.exit_status)
     try:
         client = ManagementClient.for_profile(profile)
         result.management_url = client.masked_url
+        if conn is not None:  # the API must answer for the broker AMQP reached, or it is not this broker's
+            client = verified_management(conn, profile, client)
         started = time.monotonic()
         overview = client.overview()
         result.management_ok = True
@@ -66,8 +75,13 @@ def check_broker(profile: BrokerProfile) -> BrokerCheck:
         result.version = result.version or result.management_version
         if result.latency_ms is None:
             result.latency_ms = round((time.monotonic() - started) * 1000, 1)
+    except ManagementMismatch as exc:
+        result.management_error = exc.message
+        result.management_mismatch = True
     except DlxtoolError as exc:
         result.management_error = exc.message
+    finally:
+        close_quietly(conn)
     return result
 
 

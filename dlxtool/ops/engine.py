@@ -194,9 +194,9 @@ class Transfer:
         self.source = source
         self.decide = decide
         self.opts = options or TransferOptions()
-        # decide(routing_key, encoded properties) -> Decision | None (None: decide(record) instead). Only
+        # decide(routing_key, encoded properties, body) -> Decision | None (None: decide(record) instead). Only
         # for MOVEs that need no record: with a sink, every record must be written.
-        self._decide_raw: Callable[[Any, bytes], Decision | None] | None = (
+        self._decide_raw: Callable[[Any, bytes, bytes], Decision | None] | None = (
             getattr(decide, "raw", None) if self.opts.sink is None else None)
         self.timeout = timeout
         self.result = TransferResult(source=source, snapshot=0)
@@ -285,6 +285,8 @@ class Transfer:
             worked = self._take_incoming()
             if self._all_read() and self.consumer_tag:
                 self._cancel_consumer()  # before the acks that follow: nothing more may come to us
+            elif self.consumer_tag and self._all_arrived():
+                self._cancel_consumer(keep=True)  # acks may flow from now on: a smaller kill -9 window
             self._pump(0.0 if worked else self._idle_wait(), self._gather())
             self._settle_outcomes()
             if self._ack_ready() and worked:
@@ -328,6 +330,13 @@ class Transfer:
 
     def _all_read(self) -> bool:
         return self._stop_reading or self._received >= self.result.snapshot
+
+    def _all_arrived(self) -> bool:
+        """Every message of the snapshot is delivered to us (some not yet decided): the consumer can go,
+        and then every settled message may be acked at once. Until then the last `prefetch` of a run stay
+        unacked after their confirm (an ack would make room for a delivery past the snapshot), and a
+        kill -9 then left up to that many copies in both queues instead of about --window."""
+        return self.opts.limit is None and self._received + len(self._incoming) >= self.result.snapshot
 
     def _decided_count(self) -> int:
         r = self.result
@@ -383,7 +392,7 @@ class Transfer:
         else:
             # props are the encoded bytes on the fast delivery path: decide on them when the decider can
             raw = type(props) is bytes
-            decision = self._decide_raw(method.routing_key, props) if raw and self._decide_raw else None
+            decision = self._decide_raw(method.routing_key, props, body) if raw and self._decide_raw else None
             if decision is None:
                 if raw:
                     props = decode_properties(props)
@@ -568,12 +577,22 @@ class Transfer:
     def _busy_publishing(self) -> bool:
         return bool(self.mover.outstanding or self.keeper.outstanding)
 
-    def _cancel_consumer(self) -> None:
+    def _cancel_consumer(self, keep: bool = False) -> None:
+        """Stop consuming. The deliveries not decided yet go back untouched, or with `keep` (the whole
+        snapshot has arrived) those of the snapshot stay to be decided and only any past it go back."""
         tag = self.consumer_tag
         if tag and self.channel.is_open and not self._cancelled_by_broker:
             self._receive_in_flight()
             self.channel.cancel_consumer(tag)  # what arrives before the cancel-ok is held, not rejected
         self.consumer_tag = None
+        if keep:
+            past_snapshot = self._received + len(self._incoming) - self.result.snapshot
+            beyond = [self._incoming.pop() for _ in range(max(0, past_snapshot))][::-1]
+            for method, props, body in beyond:
+                self._items.append(_Item(method.delivery_tag, props, body, None, None, _HOLD, False, None))
+                self._held += 1
+                self.result.requeued += 1
+            return
         self._stop_reading = True
         # Deliveries that arrived before the cancel-ok and were never decided go back untouched.
         while self._incoming:
@@ -772,5 +791,8 @@ def _is_connection_error(exc: BaseException) -> bool:
 def describe_error(exc: BaseException) -> str:
     from dlxtool import secrets
 
-    text = str(exc) or type(exc).__name__
-    return secrets.scrub(f"{type(exc).__name__}: {text}" if type(exc).__module__.startswith("pika") else text)
+    if type(exc).__module__.startswith("pika"):
+        from dlxtool.broker.connection import amqp_failure
+
+        return amqp_failure(exc).message  # what the broker said, or "the connection … was lost": no pika names
+    return secrets.scrub(str(exc) or type(exc).__name__)

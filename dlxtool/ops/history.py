@@ -15,6 +15,7 @@ from dlxtool.record import MessageRecord
 class Entry:
     record: MessageRecord
     history: MessageHistory
+    copy_of: int | None = None  # position of the message this one is a copy of (mark_copies)
 
     @property
     def type(self) -> str | None:
@@ -29,7 +30,7 @@ class Entry:
         props = self.record.properties
         return {"queue": self.record.queue, "position": self.record.position,
                 "message_id": props.get("message_id"), "type": self.type,
-                "routing_key": self.record.routing_key, **self.history.to_json()}
+                "routing_key": self.record.routing_key, **self.history.to_json(), "copy_of": self.copy_of}
 
 
 def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = (),
@@ -53,6 +54,22 @@ def wait_queue_origins(mgmt: Any, vhost: str, dlq: str) -> Callable[[Death], Ori
         return Origin(resolved.queue, resolved.why)
 
     return through
+
+
+def mark_copies(items: list[Entry]) -> int:
+    """Find the copies a kill -9 during a replay left (dlxtool.ops.replay.Pairs), set their `copy_of` to
+    the position of the other one of the pair, and say how many."""
+    from dlxtool.ops.replay import Pairs, provenance_src, record_fingerprint
+
+    pairs = Pairs(limit=len(items) + 1)
+    keyed = [(item, record_fingerprint(item.record), provenance_src(item.record.headers)) for item in items]
+    # sources first: a copy pairs with its source wherever the two are in the queue
+    for item, fingerprint, origin in sorted(keyed, key=lambda k: k[2] is not None):
+        partners = pairs.partners(fingerprint, origin)
+        if partners:
+            item.copy_of = partners[0]
+        pairs.add(fingerprint, origin, item.record.position)
+    return sum(item.copy_of is not None for item in items)
 
 
 @dataclass

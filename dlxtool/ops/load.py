@@ -336,7 +336,7 @@ def run(session: Session, open_stream: Opener, settings: LoadSettings, *, dry_ru
         cap = rooms.capacity(queue)
         plan.exists[queue] = cap.note != "queue missing"
         if not plan.exists[queue]:
-            report.warn(f"queue {queue!r} does not exist in vhost {session.vhost!r} on {session.broker}: its "
+            report.warn(f"queue {queue!r} not found in vhost {session.vhost!r} on broker {session.broker}: its "
                         f"{plan.targets[queue]} record(s) will not be published and count as failed")
             continue
         plan.rooms[queue] = cap

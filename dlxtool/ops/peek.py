@@ -24,8 +24,9 @@ depends on the queue type (see shared/DESIGN.md), and this module decides it in 
 - stream: basic.get is refused by the broker; read with a consumer (prefetch > 0, x-stream-offset).
   Nothing is held: acknowledging a stream delivery only grants credit.
 
-The type and delivery limit come from the management API (arguments win over policy). When it cannot
-be reached, the type is probed over AMQP (see `probe_queue_type`); the delivery limit of a quorum
+The type and delivery limit come from the management API (arguments win over policy), once it is proven
+to answer for the broker the AMQP connection reached (dlxtool.broker.identity). When it cannot be reached
+or proven, the type is probed over AMQP (see `probe_queue_type`); the delivery limit of a quorum
 queue then stays unknown and the read is refused.
 """
 
@@ -37,7 +38,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker.giveback import QUORUM_RETURN_CHUNK, HeldGets, close_channel, give_back_quorum_gets
-from dlxtool.errors import DlxtoolError, NotFoundError, PartialError, RefusedError, UsageError
+from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, PartialError, RefusedError, UsageError
 from dlxtool.record import MessageRecord
 from dlxtool.selection import parse_age
 
@@ -84,7 +85,7 @@ class QueueFacts:
         if self.unacked is not None:
             counts.append(f"{self.unacked} unacked by consumers (invisible to a peek)")
         else:
-            counts.append("unacked by consumers: unknown (management API not reachable)")
+            counts.append("unacked by consumers: unknown (management API not used)")
         counts.append(f"{self.consumers} consumers" if self.consumers is not None else "consumers: ?")
         return parts[0] + ": " + ", ".join(counts)
 
@@ -125,7 +126,10 @@ def queue_facts(profile: BrokerProfile, name: str, *, management: Callable[[], M
     try:
         info = management().queue(profile.vhost, name)
     except NotFoundError:
-        raise NotFoundError(f"queue {name!r} not found in vhost {profile.vhost!r}") from None
+        raise NotFoundError(f"queue {name!r} not found in vhost {profile.vhost!r}",
+                            hint="list queues with `dlxtool queues`") from None
+    except ManagementMismatch:
+        raise  # another broker's API: no decision on its data, and no fallback either
     except DlxtoolError as exc:
         return _facts_without_management(profile, name, ready, consumers, exc.message)
     return _facts_from_info(info, ready, consumers)
@@ -145,7 +149,8 @@ def _facts_from_info(info: QueueInfo, ready: int, consumers: int) -> QueueFacts:
 def _facts_without_management(profile: BrokerProfile, name: str, ready: int, consumers: int,
                               why: str) -> QueueFacts:
     qtype = probe_queue_type(profile, name)
-    missing = [f"management API not reachable ({why})",
+    # why: "management API at URL not reachable: …" / "… not used: could not prove that it answers for …"
+    missing = [why if why.startswith("management API") else f"management API not used ({why})",
                "queue type read from an AMQP probe instead of the API",
                "messages unacked by consumers not counted"]
     if qtype in ("quorum", "unknown"):

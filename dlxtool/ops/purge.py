@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker.management import ManagementClient
-from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError, RefusedError, UsageError
+from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError, RefusedError, UsageError
 from dlxtool.ops.engine import Action, Decision
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
@@ -68,8 +68,10 @@ def queue_state(channel: Any, mgmt: ManagementClient | None, vhost: str, queue: 
             info = mgmt.queue(vhost, queue)
             qtype, unacked = info.type, info.messages_unacked
             risk = info.tail_republish_risk
+        except ManagementMismatch:
+            raise  # another broker's API: no decision on its data
         except DlxtoolError as exc:
-            note = f"management API unavailable ({exc.message}): queue type and unacked count unknown"
+            note = f"check not made: {exc.message}: queue type and unacked count unknown"
     return QueueState(queue, qtype, ok.message_count, unacked, ok.consumer_count, note, risk)
 
 

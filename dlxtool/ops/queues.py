@@ -16,7 +16,7 @@ from typing import Any
 
 from dlxtool.broker.management import ManagementClient
 from dlxtool.config import BrokerProfile
-from dlxtool.errors import DlxtoolError
+from dlxtool.errors import DlxtoolError, NotFoundError
 from dlxtool.ops.queue_flags import FLAGS, QueueRow, flag_rows, row_from_api
 
 _RATES = ("publish", "deliver_get", "ack", "redeliver", "deliver_no_ack", "get_no_ack")
@@ -85,16 +85,48 @@ def name_matches(name: str, pattern: str) -> bool:
     return pattern in name
 
 
+Verify = Callable[[BrokerProfile, ManagementClient], None]
+
+
+class IdentityCheck:
+    """`queues` reads the API only. Where its URL is a guess (derived from the AMQP host) or ad hoc (--url,
+    --management-url), prove that it answers for the broker the AMQP URL names before showing its queues as
+    that broker's (dlxtool.broker.identity; ManagementMismatch, exit 3, when not). Once per profile: --watch
+    asks every few seconds. When AMQP cannot be reached the survey is still the API's, and shown."""
+
+    def __init__(self) -> None:
+        self.proven: set[tuple[str, str | None]] = set()
+
+    def __call__(self, profile: BrokerProfile, client: ManagementClient) -> None:
+        key = (profile.name, profile.management_url)
+        if key in self.proven or not (profile.management_url_derived or profile.source == "--url"):
+            return
+        from dlxtool.broker.connection import close_quietly, connect
+        from dlxtool.broker.identity import verified_management
+
+        try:
+            conn = connect(profile)
+        except DlxtoolError:
+            return
+        try:
+            verified_management(conn, profile, client)
+        finally:
+            close_quietly(conn)
+        self.proven.add(key)
+
+
 def survey_broker(profile: BrokerProfile, vhost: str | None,
                   client_factory: Callable[[BrokerProfile], ManagementClient] = ManagementClient.for_profile,
-                  ) -> BrokerResult:
+                  verify: Verify | None = None) -> BrokerResult:
     """All queues of one broker (one vhost, or all when `vhost` is None), flagged."""
     result = BrokerResult(broker=profile.name, management_url=profile.management_url)
     try:
         client = client_factory(profile)
         result.management_url = client.masked_url
+        if verify is not None:
+            verify(profile, client)
         version = client.version()
-        raw = client.queues(vhost, columns=QUEUE_COLUMNS)
+        raw = _queues(client, profile, vhost)
         rows = [row_from_api(profile.name, item, broker_version=version) for item in raw]
         result.rows = flag_rows(rows, client.bindings(vhost, columns=BINDING_COLUMNS))
     except DlxtoolError as exc:
@@ -102,15 +134,25 @@ def survey_broker(profile: BrokerProfile, vhost: str | None,
     return result
 
 
+def _queues(client: ManagementClient, profile: BrokerProfile, vhost: str | None) -> list[dict[str, Any]]:
+    try:
+        return client.queues(vhost, columns=QUEUE_COLUMNS)
+    except NotFoundError:
+        # The API's 404 names a path; the same fault over AMQP says "vhost … not found": say it one way.
+        from dlxtool.broker.connection import vhost_not_found
+
+        raise vhost_not_found(replace(profile, vhost=vhost or profile.vhost)) from None
+
+
 def survey(profiles: Sequence[BrokerProfile], *, all_vhosts: bool = False,
            client_factory: Callable[[BrokerProfile], ManagementClient] = ManagementClient.for_profile,
-           ) -> list[BrokerResult]:
+           verify: Verify | None = None) -> list[BrokerResult]:
     """Every broker asked in parallel: a dead one costs its own timeout, not the sum of them."""
     if not profiles:
         return []
 
     def one(profile: BrokerProfile) -> BrokerResult:
-        return survey_broker(profile, None if all_vhosts else profile.vhost, client_factory)
+        return survey_broker(profile, None if all_vhosts else profile.vhost, client_factory, verify)
 
     with ThreadPoolExecutor(max_workers=min(16, len(profiles))) as pool:
         return list(pool.map(one, profiles))
@@ -170,5 +212,5 @@ def snapshots(take: Callable[[], list[BrokerResult]], interval: float, count: in
             sleep(max(0.0, interval - (time.monotonic() - started)))
 
 
-__all__ = ["FLAGS", "SORT_KEYS", "BrokerResult", "Selection", "Snapshot", "deltas", "snapshots", "survey",
-           "survey_broker", "with_vhost", "name_matches"]
+__all__ = ["FLAGS", "SORT_KEYS", "BrokerResult", "IdentityCheck", "Selection", "Snapshot", "deltas", "snapshots",
+           "survey", "survey_broker", "with_vhost", "name_matches"]

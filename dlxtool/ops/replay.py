@@ -20,7 +20,7 @@ How (the route, per target queue):
 Headers: the death history and retry counters are removed (RabbitMQ 3.x keeps a client-sent x-death
 and would keep counting; the reset is the point), and a compact provenance header is added:
 
-    dlxtool-replay = {from, at, id, count, exchange, routing-key[, expiration], deaths[, reset][, filters]}
+    dlxtool-replay = {from, at, id, count, exchange, routing-key[, expiration], deaths[, reset][, filters], src}
 
 `exchange`, `routing-key` and `expiration` are the first origin's: a second replay reads them from the
 first one's header (its x-death then names a temporary exchange, long deleted). `expiration` is the
@@ -31,12 +31,20 @@ replayed message unless `drop_expiration`.
 second would otherwise be byte-identical publishes, and a basic.return could not say which one came back.
 
 `count` also drives the loop guard `max_replays`.
+
+`src` names the delivery the copy was made from (`source_fingerprint`: 16 hex digits of a hash of its
+body and encoded properties, its death history included). A kill -9 between a confirm and the source's
+ack leaves a copy at the origin while its source stays in the DLQ; when the two meet again (the copy
+dies again and lands beside its source, or a rerun republishes the source next to the copy), `src`
+pairs them: `history` reports them as copies, and `--max-replays` counts the pair as the one message it
+is (`Lineage`).
 """
 
 from __future__ import annotations
 
 import calendar
 import contextlib
+import hashlib
 import time
 import uuid
 from collections import Counter
@@ -101,6 +109,141 @@ def replay_count(headers: dict[str, Any] | None) -> int:
         except (TypeError, ValueError):
             return 0
     return 0
+
+
+_PROVENANCE_TABLE = b"\x0e" + PROVENANCE_HEADER.encode() + b"F"
+_SRC_ENTRY = b"\x03srcS\x00\x00\x00\x10"  # "src", a long string of 16 bytes
+_ID_ENTRY = b"\x02idS"
+_CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS, _MORE_FLAGS = 0x8000, 0x4000, 0x2000, 0x0001
+
+
+def source_fingerprint(properties: bytes, body: bytes) -> str:
+    """The provenance `src` of a copy made from this delivery: 16 hex digits of a hash of its body and its
+    encoded properties without the headers. Not the headers: the queue adds x-delivery-count to a source
+    a kill left behind when it redelivers it (quorum), and a header value Python would encode back
+    differently (the C fast path copies the bytes) would give the two paths different fingerprints.
+    So a dead letter is told apart from another by its body, message_id, timestamp… — identical messages
+    cannot be told apart, from their copies or from each other."""
+    flags = int.from_bytes(properties[:2], "big")
+    if flags & _HEADERS and not flags & _MORE_FLAGS and len(properties) > 2:
+        at = 2
+        for flag in (_CONTENT_TYPE, _CONTENT_ENCODING):
+            if flags & flag:
+                at += 1 + properties[at]
+            if at >= len(properties):  # malformed: the fast path declines it anyway
+                break
+        end = at + 4 + int.from_bytes(properties[at:at + 4], "big")
+        properties = (flags & ~_HEADERS).to_bytes(2, "big") + properties[2:at] + properties[end:]
+    digest = hashlib.blake2b(len(properties).to_bytes(4, "big"), digest_size=8)
+    digest.update(properties)
+    digest.update(body)
+    return digest.hexdigest()
+
+
+def record_fingerprint(record: MessageRecord) -> str | None:
+    """source_fingerprint of a message read back (history, the Python replay path). None where its
+    properties cannot be encoded again (then it pairs with nothing)."""
+    from dlxtool.broker.frames import encode_properties
+
+    try:
+        return source_fingerprint(encode_properties(record.pika_properties({})), record.body)
+    except Exception:  # noqa: BLE001 - an unencodable value: no fingerprint, no false pair
+        return None
+
+
+Origin = tuple[str, str]  # (src, run): the source delivery a copy was made from, and the replay run that made it
+
+
+def provenance_src(headers: dict[str, Any] | None) -> Origin | None:
+    """(src, run) of a replayed copy's provenance: the fingerprint of the delivery it was made from, and the
+    run that made it (its `id` without the per-publish number). None for a message never replayed."""
+    prov = (headers or {}).get(PROVENANCE_HEADER)
+    if not isinstance(prov, dict):
+        return None
+    src, publish_id = (v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+                       for v in (prov.get("src"), prov.get("id")))
+    if not isinstance(src, str) or len(src) != 16:
+        return None
+    return src, str(publish_id or "").rsplit("-", 1)[0]
+
+
+def raw_provenance_src(properties: bytes) -> Origin | None:
+    """provenance_src on the encoded properties (the fast path), without decoding them."""
+    at = properties.find(_PROVENANCE_TABLE)
+    if at < 0:
+        return None
+    start = at + len(_PROVENANCE_TABLE) + 4
+    table = properties[start:start + int.from_bytes(properties[start - 4:start], "big")]
+    entry = table.find(_SRC_ENTRY)
+    if entry < 0:
+        return None
+    src = table[entry + 9:entry + 25].decode("ascii", "replace")
+    at = table.find(_ID_ENTRY)
+    run = ""
+    if at >= 0:
+        size = int.from_bytes(table[at + 4:at + 8], "big")
+        run = table[at + 8:at + 8 + size].decode("utf-8", "replace").rsplit("-", 1)[0]
+    return src, run
+
+
+class Pairs:
+    """Which messages are one message twice: a source a kill -9 left in the DLQ and the copy of it made
+    before the kill, or two copies of one source made by different replay runs (a rerun republished the
+    source the kill left). A copy's fingerprint is its source's (same body and properties), and its
+    provenance `src` says it is a copy. Identical messages cannot be told apart: two never-replayed ones,
+    or copies from one run, are never a pair; an identical twin of a replayed message is (a wrong pair)."""
+
+    def __init__(self, limit: int = 1_000_000) -> None:
+        self._sources: dict[str, Any] = {}                 # fingerprint of a never-replayed message -> value
+        self._copies: dict[str, dict[str, Any]] = {}       # src -> run -> value
+        self._limit = limit
+        self._size = 0
+
+    def partners(self, fingerprint: str | None, origin: Origin | None) -> list[Any]:
+        """Values of the messages seen before that this one pairs with."""
+        if origin is None:
+            return list(self._copies.get(fingerprint, {}).values()) if fingerprint is not None else []
+        src, run = origin
+        found = [v for r, v in self._copies.get(src, {}).items() if r != run]
+        if src in self._sources:
+            found.append(self._sources[src])
+        return found
+
+    def add(self, fingerprint: str | None, origin: Origin | None, value: Any) -> None:
+        if self._size >= self._limit:
+            return
+        self._size += 1
+        if origin is None:
+            if fingerprint is not None:
+                self._sources.setdefault(fingerprint, value)
+        else:
+            self._copies.setdefault(origin[0], {}).setdefault(origin[1], value)
+
+
+class Lineage:
+    """--max-replays over one run (Pairs): a copy a kill -9 left and its source are one message. Its count
+    is the higher of the two, and once one of them is replayed the other stays (replaying both would make
+    two copies again). It only ever keeps a message in the DLQ with its reason, never loses one."""
+
+    def __init__(self) -> None:
+        self.pairs = Pairs()
+
+    def decide(self, fingerprint: str | None, origin: Origin | None, count: int, max_replays: int) -> str | None:
+        """Why this delivery stays (None: replay it, and it is remembered as replayed)."""
+        partners = self.pairs.partners(fingerprint, origin)
+        if any(p["replayed"] for p in partners):
+            self.pairs.add(fingerprint, origin, {"count": count, "replayed": False})
+            return ("a copy of a message replayed in this run (left by an interrupted replay, or an identical "
+                    "message): one of them is enough")
+        paired = max([count, *(p["count"] for p in partners)])
+        entry = {"count": paired, "replayed": paired < max_replays}
+        self.pairs.add(fingerprint, origin, entry)
+        for p in partners:
+            p["count"] = max(p["count"], paired)
+        if paired >= max_replays:
+            extra = f", counting its copy left by an interrupted replay (own count {count})" if paired != count else ""
+            return f"replayed {paired} times already (--max-replays {max_replays}){extra}"
+        return None
 
 
 @dataclass(frozen=True)
@@ -243,10 +386,11 @@ class ReplayDecider:
         from pika import BasicProperties
 
         self._properties = BasicProperties
+        self.lineage = Lineage()
         self.raw = self._raw_decider()
 
-    def _raw_decider(self) -> Callable[[str, bytes], Decision | None] | None:
-        """decide(routing_key, encoded properties) on the bytes, for the engine's fast path, when the C
+    def _raw_decider(self) -> Callable[[str, bytes, bytes], Decision | None] | None:
+        """decide(routing_key, encoded properties, body) on the bytes, for the engine's fast path, when the C
         accelerator is built and nothing here needs the decoded message (filters). It answers None for any
         message it leaves to __call__ (the C answers None for what it does not handle: an earlier
         provenance header with a TTL, a TTL to restore, an origin not named by a failure …)."""
@@ -267,19 +411,24 @@ class ReplayDecider:
         fixed_at = None if self.now is None else calendar.timegm(self.now.utctimetuple())
         routes = self.routes
         celery = CELERY_MARKER
+        lineage = self.lineage
 
-        def decide_raw(routing_key: str, props: bytes) -> Decision | None:
+        def decide_raw(routing_key: str, props: bytes, body: bytes) -> Decision | None:
             if type(routing_key) is not str:  # not UTF-8: __call__ knows what to do with it
                 return None
             if celery in props and not keep_history:  # maybe a Celery task: its `retries` is reset in Python
                 return None
+            fingerprint = source_fingerprint(props, body)
             out = rewrite(props, routing_key.encode(), history, reset, keep_history, head,
-                          fixed_at if fixed_at is not None else int(time.time()), self._next_id().encode(), tail)
+                          fixed_at if fixed_at is not None else int(time.time()), self._next_id().encode(),
+                          tail + _SRC_ENTRY + fingerprint.encode())
             if out is None:
                 return None
             origin, count, properties, original_key = out
-            if max_replays is not None and count >= max_replays:
-                return Decision.leave(f"replayed {count} times already (--max-replays {max_replays})")
+            if max_replays is not None:
+                why = lineage.decide(fingerprint, raw_provenance_src(props), count, max_replays)
+                if why is not None:
+                    return Decision.leave(why)
             target = to_queue or origin
             route = routes(target)
             if type(route) is str:
@@ -294,8 +443,11 @@ class ReplayDecider:
         if self._selects and not s.selection.matches(record):
             return Decision.keep()
         count = replay_count(record.headers)
-        if s.max_replays is not None and count >= s.max_replays:
-            return Decision.leave(f"replayed {count} times already (--max-replays {s.max_replays})")
+        fingerprint = record_fingerprint(record)
+        if s.max_replays is not None:
+            why = self.lineage.decide(fingerprint, provenance_src(record.headers), count, s.max_replays)
+            if why is not None:
+                return Decision.leave(why)
         history = parse_history(record.headers)
         waited = waited_only(history)
         if waited is not None:
@@ -319,7 +471,7 @@ class ReplayDecider:
         headers = replay_headers(record, source=s.source, history=history, origin=origin, address=address,
                                  reset_names=self._reset_names, keep_history=s.keep_history,
                                  filters=self._filters_text or None, now=self.now or self._stamp(), count=count,
-                                 publish_id=self._next_id())
+                                 publish_id=self._next_id(), src=fingerprint)
         exchange, keeps_key = route
         routing_key = (address.routing_key if address.routing_key is not None else record.routing_key) \
             if keeps_key else target
@@ -356,11 +508,13 @@ def _accelerator() -> Callable[..., Any] | None:
 def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory | None = None,
                    origin: str | None = None, address: Address | None = None, reset_names: tuple[str, ...] = (),
                    keep_history: bool = False, filters: str | None = None, now: datetime | None = None,
-                   count: int | None = None, publish_id: str | None = None) -> dict[str, Any]:
+                   count: int | None = None, publish_id: str | None = None,
+                   src: str | None = None) -> dict[str, Any]:
     """The headers a replayed message is published with (replay, and `load --reset-history`): death
     history and retry counters removed unless keep_history, plus the provenance header.
     `count`: replay_count(record.headers) when the caller has it already; `address`: the original
-    exchange, routing key and TTL when the caller has found them (else from the history here)."""
+    exchange, routing key and TTL when the caller has found them (else from the history here); `src`: the
+    source delivery's fingerprint (record_fingerprint), last in the provenance as the fast path writes it."""
     if history is None:
         history = parse_history(record.headers)
         origin = find_origin(record.headers, history).queue
@@ -388,6 +542,8 @@ def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory 
         prov["reset"] = ", ".join(f"{k}={_short(removed[k])}" for k in retry)
     if filters:
         prov["filters"] = filters
+    if src:
+        prov["src"] = src
     headers[PROVENANCE_HEADER] = prov
     return headers
 
@@ -600,15 +756,19 @@ def _queue_info(session: ReplaySession, dlq: str, report: Reporter) -> Any:
     """The DLQ's type and limits from the management API (None when unreachable); refuses a stream and a
     drop-head length limit (keeping messages republishes them to the tail)."""
     from dlxtool.errors import ConnectError
+    from dlxtool.ops.purge import passive_declare
 
+    channel = session.conn.channel()
+    passive_declare(channel, dlq, session.vhost)  # a missing DLQ is "not found" (4), API or no API
+    channel.close()
     if session.management is not None:
         try:
             info = session.management.queue(session.vhost, dlq)
         except ConnectError as exc:
             session.management, session.management_error = None, exc.message
     if session.management is None:
-        report.warn(f"cannot check the type of {dlq!r} in the management API "
-                    f"({session.management_error or 'none configured'})")
+        report.warn(f"check not made: {session.management_error or 'no management API'}: type and limits of "
+                    f"{dlq!r} unknown")
         return None
     if info.type == "stream":
         raise RefusedError(f"{dlq!r} is a stream: messages cannot be removed from it, so it cannot be replayed",

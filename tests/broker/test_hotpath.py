@@ -26,6 +26,7 @@ from dlxtool.ops.replay import PROVENANCE_HEADER, ReplayDecider, ReplaySettings,
 from dlxtool.record import MessageRecord
 
 NOW = datetime(2026, 11, 21, 14, 30, 5, tzinfo=UTC)
+BODY = b"body"  # what both paths publish, and fingerprint (provenance src)
 
 
 def test_the_accelerator_is_built() -> None:
@@ -111,7 +112,7 @@ def deciders(**overrides: Any) -> tuple[ReplayDecider, ReplayDecider]:
 
 def python_path(decider: ReplayDecider, routing_key: str, props: Any) -> Decision:
     method = pika.spec.Basic.Deliver("ctag", 7, False, "dlx", routing_key)
-    return decider(MessageRecord.from_delivery("orders.dlq", method, props, b"body"))
+    return decider(MessageRecord.from_delivery("orders.dlq", method, props, BODY))
 
 
 def assert_same(python: Decision, fast: Decision) -> None:
@@ -146,7 +147,7 @@ def test_fast_path_publishes_what_the_python_path_publishes(overrides: dict[str,
     routing_key, props = letter
     slow, fast = deciders(**overrides)
     raw = encode_properties(props)
-    answer = fast.raw(routing_key, raw)
+    answer = fast.raw(routing_key, raw, BODY)
     if answer is None:
         assert not expects_fast(props, **overrides), "the fast path declined a canonical dead letter"
         return
@@ -164,7 +165,7 @@ def test_a_broker_shaped_dead_letter_is_rewritten_as_documented() -> None:
         "x-retry-count": 4,
     })
     slow, fast = deciders()
-    answer = fast.raw("orders.work", encode_properties(props))
+    answer = fast.raw("orders.work", encode_properties(props), BODY)
     # the original routing key (x-death at the origin), through the route's exchange
     assert answer is not None and (answer.group, answer.exchange, answer.routing_key) == (
         "orders.work", "(temporary exchange)", "order.created")
@@ -187,7 +188,7 @@ def test_a_second_replay_keeps_the_first_origins_key_in_c_as_in_python() -> None
                      "exchange": "dlxtool.replay.1234.0.orders.work", "routing-keys": ["order.created"]}],
         PROVENANCE_HEADER: {"from": "orders.dlq", "count": 1, "exchange": "orders", "routing-key": "order.placed"}})
     slow, fast = deciders()
-    answer = fast.raw("orders.work", encode_properties(props))
+    answer = fast.raw("orders.work", encode_properties(props), BODY)
     assert answer is not None and answer.routing_key == "order.placed"
     prov = decode_properties(answer.properties).headers[PROVENANCE_HEADER]
     assert (prov["exchange"], prov["routing-key"], prov["count"]) == ("orders", "order.placed", 2)
@@ -199,7 +200,7 @@ def test_a_ttl_to_restore_is_left_to_python_which_restores_it() -> None:
         "x-death": [{"count": long(1), "reason": "rejected", "queue": "q", "time": NOW, "routing-keys": ["k"],
                      "original-expiration": "600000"}]})
     slow, fast = deciders()
-    assert fast.raw("q", encode_properties(props)) is None
+    assert fast.raw("q", encode_properties(props), BODY) is None
     published = python_path(slow, "q", props)
     assert published.properties.expiration == "600000"
     assert published.properties.headers[PROVENANCE_HEADER]["expiration"] == "600000"
@@ -213,7 +214,7 @@ def test_the_loop_guard_leaves_it_with_the_same_reason() -> None:
         "x-death": [{"count": long(1), "reason": "rejected", "queue": "q", "time": NOW}],
         PROVENANCE_HEADER: {"count": 2}})
     slow, fast = deciders(max_replays=2)
-    answer = fast.raw("q", encode_properties(props))
+    answer = fast.raw("q", encode_properties(props), BODY)
     assert answer is not None and answer.action is Action.LEAVE
     assert_same(python_path(slow, "q", props), answer)
 
@@ -230,7 +231,7 @@ def test_the_loop_guard_leaves_it_with_the_same_reason() -> None:
 ], ids=["first-death", "table", "text-count", "bad-utf8", "list-retry", "text-replays", "no-x-death"])
 def test_unusual_shapes_are_left_to_the_python_path(headers: dict[str, Any]) -> None:
     _slow, fast = deciders()
-    assert fast.raw("q", encode_properties(pika.BasicProperties(headers=headers))) is None
+    assert fast.raw("q", encode_properties(pika.BasicProperties(headers=headers)), BODY) is None
 
 
 def test_duplicate_header_names_are_left_to_the_python_path() -> None:
@@ -238,7 +239,7 @@ def test_duplicate_header_names_are_left_to_the_python_path() -> None:
         "x-death": [{"count": long(1), "reason": "rejected", "queue": "q"}], "aaaaaaa": "x"})))
     raw[raw.index(b"aaaaaaa"):raw.index(b"aaaaaaa") + 7] = b"x-death"[:7]  # a second key "x-death"
     _slow, fast = deciders()
-    assert fast.raw("q", bytes(raw)) is None
+    assert fast.raw("q", bytes(raw), BODY) is None
 
 
 def _table(*items: tuple[bytes, bytes]) -> bytes:
@@ -269,7 +270,7 @@ def test_kept_values_the_python_path_writes_back_otherwise_are_left_to_it(header
     # 1, a table with a key twice as one key: copying those bytes as they are would publish something else.
     raw = encode_properties(pika.BasicProperties(headers={"tenant": "acme", "x-death": [FAILED_IN_Q], **headers}))
     slow, fast = deciders(**overrides)
-    answer = fast.raw("q", raw)
+    answer = fast.raw("q", raw, BODY)
     if answer is not None:
         assert_same(python_path(slow, "q", decode_properties(raw)), answer)
 
@@ -278,11 +279,11 @@ def test_a_reset_header_name_that_is_not_utf8_text_agrees_with_the_python_path()
     # click hands argv bytes that are not UTF-8 over as surrogates: `--reset-header $'x-\xff'` is 'x-\udcff'
     slow, fast = deciders(reset_headers=("x-\udcff",))
     props = pika.BasicProperties(headers={"x-death": [FAILED_IN_Q], "x-retry-count": 2})
-    assert_same(python_path(slow, "q", props), fast.raw("q", encode_properties(props)))
+    assert_same(python_path(slow, "q", props), fast.raw("q", encode_properties(props), BODY))
     # a header named by the same bytes (not UTF-8 either): Python keeps it (its name decodes to bytes, not that str)
     slow, fast = deciders(reset_headers=("x-\udcff",))
     raw = encode_properties(pika.BasicProperties(headers={"x-death": [FAILED_IN_Q], b"x-\xed\xb3\xbf": "1"}))
-    answer = fast.raw("q", raw)
+    answer = fast.raw("q", raw, BODY)
     if answer is not None:
         assert_same(python_path(slow, "q", decode_properties(raw)), answer)
 
@@ -312,7 +313,7 @@ def test_mutated_bytes_never_crash_and_an_answer_agrees_with_python(letter: Any,
         else:
             raw[at:at] = bytes(rnd.randrange(256) for _ in range(rnd.randint(1, 8)))
     slow, fast = deciders()
-    answer = fast.raw(routing_key, bytes(raw))
+    answer = fast.raw(routing_key, bytes(raw), BODY)
     if answer is None:
         return
     python = python_path(slow, routing_key, decode_properties(bytes(raw)))  # must decode: the C path took it
@@ -325,7 +326,7 @@ def test_mutated_bytes_never_crash_and_an_answer_agrees_with_python(letter: Any,
 @settings(max_examples=500, deadline=None)
 def test_garbage_is_declined(garbage: bytes) -> None:
     _slow, fast = deciders()
-    answer = fast.raw("q", garbage)
+    answer = fast.raw("q", garbage, BODY)
     assert answer is None or answer.action in (Action.MOVE, Action.LEAVE)
 
 
@@ -334,7 +335,7 @@ def test_time_of_day_is_stamped_to_the_second() -> None:
     _slow, fast = deciders()
     fast.now = None
     before = datetime.now(UTC).replace(microsecond=0)
-    answer = fast._raw_decider()("q", encode_properties(props))  # noqa: SLF001 - now read at call time
+    answer = fast._raw_decider()("q", encode_properties(props), BODY)  # noqa: SLF001 - now read at call time
     stamp = decode_properties(answer.properties).headers[PROVENANCE_HEADER]["at"]
     assert before <= stamp <= datetime.now(UTC) + timedelta(seconds=1)
 
@@ -358,7 +359,7 @@ def test_a_celery_task_gets_its_retries_reset_in_python_not_removed() -> None:
         **celery, "x-death": [{"count": long(1), "reason": "rejected", "queue": "celery", "time": NOW,
                                "routing-keys": ["celery"]}]})
     slow, fast = deciders()
-    assert fast.raw("celery", encode_properties(props)) is None
+    assert fast.raw("celery", encode_properties(props), BODY) is None
     published = python_path(slow, "celery", props)
     assert published.properties.headers["retries"] == 0
     assert published.properties.headers["task"] == "orders.charge"

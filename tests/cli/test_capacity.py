@@ -285,3 +285,27 @@ def test_reject_publish_queues_keep_working_as_before(run, broker, qname, tmp_pa
     summary = json.loads(result.stdout)
     assert summary["published"] == {small: 1} and summary["stayed_full"] == {}
     assert all("nacked" in why for why in summary["failed"])
+
+
+# -- limits that cannot be read ---------------------------------------------------------------------------------
+
+
+def test_replay_without_a_management_api_moves_nothing_into_origins_whose_limits_it_cannot_read(
+        run, broker, qname) -> None:
+    """Safe by default: with no management API the origin's x-max-length/overflow (argument or policy) cannot be
+    read, and a full drop-head origin would push out its head; so nothing moves (exit 6, the reason named) until
+    --allow-displace accepts the risk."""
+    work, dlq = f"{qname}.work", f"{qname}.dlq"
+    bodies = [f"m-{i}".encode() for i in range(4)]
+    _reject_into(broker, work, dlq, bodies)
+    assert broker.wait_depth(dlq, 4) == 4
+    blind = ("--management-url", "http://127.0.0.1:9/")
+
+    refused = replay(run, broker, dlq, "--yes", *blind)
+    assert refused.exit_code == 6, refused.output
+    assert "limits unknown" in refused.stderr and "--allow-displace" in refused.stderr, refused.stderr
+    assert broker.wait_depth(dlq, 4) == 4 and broker.wait_depth(work, 0) == 0
+
+    accepted = replay(run, broker, dlq, "--yes", "--allow-displace", *blind)
+    assert accepted.exit_code == 0, accepted.output
+    assert broker.wait_depth(work, 4) == 4 and broker.wait_depth(dlq, 0) == 0

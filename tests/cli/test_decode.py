@@ -112,6 +112,10 @@ def test_errors_are_one_line_with_exit_status(run, tmp_path: Path) -> None:
     assert result.exit_code == 4
     result = run("decode", "--input", "hex", input="zz\n")
     assert result.exit_code == 2 and "hex" in result.stderr
+    empty = tmp_path / "no-schemas"
+    empty.mkdir()
+    result = run("decode", "-I", str(empty), input="x\n")
+    assert result.exit_code == 4 and str(empty) in result.stderr and "no message types" in result.stderr
 
 
 def _ping_protos(tmp_path: Path) -> tuple[Path, str]:

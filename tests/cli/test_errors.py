@@ -1,6 +1,9 @@
 """Errors: one clear line, the documented exit code, no traceback, no password."""
 
+import json
+import re
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -90,6 +93,109 @@ def test_typed_broker_beats_url_left_in_the_environment(run, tmp_path: Path) -> 
     typed_url = run("brokers", "check", "--config", str(cfg), "--url", "amqp://guest:guest@127.0.0.1:3/",
                     "--format", "json", "--timeout", "1", env={"DLXTOOL_BROKER": "a"})
     assert ":3/" in typed_url.stdout
+
+
+# -- one fault, one diagnosis (issue 19.4): every command × every fault, against the real broker -------------
+
+FAULT_COMMANDS = {
+    "peek": ["peek", "{q}"],
+    "history": ["history", "{q}"],
+    "dump": ["dump", "{q}"],
+    "dump --remove": ["dump", "{q}", "--remove", "--yes", "-o", "{tmp}/drained.jsonl"],
+    "purge --dry-run": ["purge", "{q}", "--dry-run"],
+    "purge": ["purge", "{q}", "--yes"],
+    "replay --dry-run": ["replay", "{q}", "--dry-run"],
+    "replay": ["replay", "{q}", "--yes"],
+    "queues": ["queues"],
+    "load": ["load", "{tmp}/records.jsonl", "--dry-run"],
+    "brokers check": ["brokers", "check"],
+}
+NO_QUEUE_ARGUMENT = ("queues", "brokers check")
+LIBRARY_NAMES = re.compile(r"\b\w+(?:Error|Exception)\b|ClosedBy|Errno|Transport indicated|pika")
+
+
+def _expected(fault: str, command: str, ctx: dict[str, str]) -> tuple[int, str | None]:
+    """(exit status, the diagnosis stderr must contain) of `command` under `fault`."""
+    if fault == "no-vhost":
+        return 4, f"vhost '{ctx['vhost']}' not found on broker localhost:{ctx['port']}"
+    if fault == "wrong-password":
+        return 3, "authentication failed for user 'guest'"
+    if fault == "no-queue":
+        if command == "load":  # a target of records, not the subject: warned, and a real load says exit 5
+            return 0, f"queue '{ctx['q']}' not found in vhost '{ctx['vhost']}'"
+        return 4, f"queue '{ctx['q']}' not found in vhost '{ctx['vhost']}'"
+    # api-down: the AMQP-only path where there is one; queues has none (3); brokers check reports the half (5)
+    phrase = "management API at http://127.0.0.1:9/ not reachable: connection refused"
+    return {"queues": 3, "brokers check": 5}.get(command, 0), None if command == "load" else phrase
+
+
+@pytest.mark.parametrize("command", list(FAULT_COMMANDS))
+@pytest.mark.parametrize("fault", ["no-vhost", "no-queue", "wrong-password", "api-down"])
+def test_one_fault_one_diagnosis_across_commands(run, broker, qname, tmp_path: Path, fault: str,
+                                                 command: str) -> None:
+    if fault == "no-queue" and command in NO_QUEUE_ARGUMENT:
+        pytest.skip("no queue named")
+    queue = qname if fault != "no-queue" else f"nosuch-{qname}"
+    vhost = broker.vhost if fault != "no-vhost" else f"nosuch-{qname}"
+    if fault != "no-queue":
+        with broker.channel() as ch:
+            ch.queue_declare(qname)  # empty: the fault, not the messages, decides the outcome
+    (tmp_path / "records.jsonl").write_text(json.dumps(
+        {"queue": queue, "position": 0, "exchange": "", "routing_key": queue, "redelivered": False,
+         "properties": {}, "headers": {}, "deaths": [], "body": "eA=="}) + "\n")
+    password = "Wrong-Pw-8128" if fault == "wrong-password" else "guest"
+    args = ["--url", f"amqp://guest:{password}@localhost:{broker.amqp_port}/{quote(vhost, safe='')}",
+            "--management-url", "http://127.0.0.1:9/" if fault == "api-down" else broker.management_url,
+            "--format", "json", "--timeout", "3"]
+    args += [a.format(q=queue, tmp=tmp_path) for a in FAULT_COMMANDS[command]]
+    result = run(*args)
+    status, diagnosis = _expected(fault, command, {"vhost": vhost, "q": queue, "port": str(broker.amqp_port)})
+    assert result.exit_code == status, result.output
+    if diagnosis:
+        assert diagnosis in result.stderr, result.stderr
+    assert not LIBRARY_NAMES.search(result.stderr), result.stderr
+    assert "Wrong-Pw-8128" not in result.output
+    if status not in (0, 5) and command != "brokers check":
+        assert diagnosis in one_line_error(result)
+
+
+@pytest.mark.parametrize("command", [["peek", "{q}", "-n", "300"], ["history", "{q}", "-n", "300"],
+                                     ["dump", "{q}"]])
+def test_connection_lost_mid_read_says_so_in_plain_words(run, broker, qname, command: list[str]) -> None:
+    """The proxy drops the connection during the read (after the handshake and the identity check): one
+    line, exit 3, no pika names ("StreamLostError: ('Transport indicated EOF',)"), every message still there."""
+    from tests.support.proxy import CuttingProxy
+
+    bodies = [b"m-%d" % i for i in range(300)]
+    with broker.channel() as ch:
+        ch.queue_declare(qname)
+    broker.publish(qname, bodies)
+    with CuttingProxy("127.0.0.1", broker.amqp_port, cut_after_bytes=4000) as proxy:
+        url = broker.url.replace(f":{broker.amqp_port}/", f":{proxy.port}/")
+        result = run("--url", url, "--management-url", broker.management_url, "--format", "json",
+                     *[a.format(q=qname) for a in command])
+        assert proxy.cuts == 1
+    assert result.exit_code == 3, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("dlxtool: ")]
+    assert errors == ["dlxtool: error: the connection to the broker was lost (the broker or the network closed it)"]
+    assert not LIBRARY_NAMES.search(result.stderr), result.stderr
+    assert broker.wait_depth(qname, len(bodies)) == len(bodies)
+    assert [body for body, _ in broker.snapshot(qname)] == bodies
+
+
+def test_typed_broker_beats_management_url_left_in_the_environment(run, tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[brokers.a]\nurl = "amqp://guest@127.0.0.1:1/"\nmanagement_url = "http://127.0.0.1:11/"\n')
+    left = {"DLXTOOL_MANAGEMENT_URL": "http://127.0.0.1:12/"}
+    typed = run("brokers", "check", "--config", str(cfg), "--broker", "a", "--format", "json", "--timeout", "1",
+                env=left)
+    assert json.loads(typed.stdout)[0]["management_url"] == "http://127.0.0.1:11/"
+    both = run("brokers", "check", "--config", str(cfg), "--format", "json", "--timeout", "1",
+               env={**left, "DLXTOOL_BROKER": "a"})
+    assert json.loads(both.stdout)[0]["management_url"] == "http://127.0.0.1:12/"
+    flag = run("brokers", "check", "--config", str(cfg), "--broker", "a", "--management-url", "http://127.0.0.1:13/",
+               "--format", "json", "--timeout", "1", env=left)
+    assert json.loads(flag.stdout)[0]["management_url"] == "http://127.0.0.1:13/"
 
 
 @pytest.mark.parametrize("where", ["before", "after"])

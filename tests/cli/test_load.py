@@ -114,7 +114,7 @@ def test_deleted_target_queue_exits_5_and_reports(run, broker, qname, tmp_path) 
     assert summary["published"] == {here: 5} and summary["failed_total"] == 5
     [why] = summary["failed"]
     assert why == f"{gone}: queue missing (no temporary exchange can be bound to it)"
-    assert f"queue {gone!r} does not exist" in result.stderr          # said before publishing
+    assert f"queue {gone!r} not found in vhost" in result.stderr          # said before publishing
     assert "5 of 10 record(s) not loaded" in result.stderr and str(failed) in result.stderr
     assert [r.body for r in records_of(failed)] == [b"r0", b"r2", b"r4", b"r6", b"r8"]
     assert [b for b, _h in broker.snapshot(here)] == [b"r1", b"r3", b"r5", b"r7", b"r9"]

@@ -266,7 +266,7 @@ def test_management_unreachable_classic_proceeds_and_says_what_was_not_checked(r
     env = config_with_dead_management(broker, tmp_path)
     result = run("peek", qname, "-b", "test", "-f", "jsonl", "-n", "4", env=env)
     assert result.exit_code == 0, result.stderr
-    assert "check not made: management API not reachable" in result.stderr
+    assert "check not made: management API at http://127.0.0.1:9/ not reachable" in result.stderr
     assert "unacked by consumers not counted" in result.stderr
     assert len(result.stdout.splitlines()) == 4
     assert broker.snapshot(qname) == EXPECTED

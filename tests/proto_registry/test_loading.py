@@ -116,3 +116,37 @@ def test_missing_path_and_bad_descriptor_set(tmp_path: Path) -> None:
     with pytest.raises(DescriptorSetError) as e:
         Registry.load([junk], include_defaults=False, cache_dir=tmp_path / "c")
     assert str(junk) in e.value.message
+
+
+def _descriptor_set(tmp_path: Path, out: Path) -> Path:
+    write(tmp_path / "src", "acme/v1/ping.proto", PROTO)
+    subprocess.run(
+        [sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp_path / 'src'}", "--include_imports"]
+        + [f"--descriptor_set_out={out}", "acme/v1/ping.proto"],
+        check=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    return out
+
+
+def test_directory_holding_descriptor_sets_loads_them(tmp_path: Path) -> None:
+    sets = tmp_path / "sets"
+    (sets / "deep").mkdir(parents=True)
+    _descriptor_set(tmp_path, sets / "deep" / "ping.binpb")
+    (sets / "model.pb").write_bytes(b"\xff\xff\xff\xff")  # some other protobuf data: skipped, noted
+    reg = Registry.load([sets], include_defaults=False, cache_dir=tmp_path / "c")
+    assert "acme.v1.Ping" in reg and "acme.v1.Outer.Inner" in reg
+    assert any("model.pb" in n and "skipped" in n for n in reg.loaded.notes)
+
+
+def test_path_yielding_no_types_is_an_error_naming_it(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    (empty / "README.txt").write_text("nothing here")
+    with pytest.raises(SourceNotFoundError) as e:
+        Registry.load([empty], include_defaults=True, cache_dir=tmp_path / "c")  # even beside the bundled ones
+    assert str(empty) in e.value.message and "no message types" in e.value.message
+    enums_only = write(tmp_path / "enums", "e.proto", 'syntax = "proto3";\nenum E { E_UNSPECIFIED = 0; }\n')
+    with pytest.raises(SourceNotFoundError) as e:
+        Registry.load([enums_only.parent], include_defaults=False, cache_dir=tmp_path / "c")
+    assert str(enums_only.parent) in e.value.message

@@ -8,6 +8,9 @@ fault when that reaches a random fraction of the run:
     reset         every proxied TCP connection dropped with RST
     restart       rabbitmqctl stop_app / start_app of the node (durable queues, persistent messages)
     sigint        Ctrl-C to the dlxtool process
+    sigterm       SIGTERM (kill, timeout, kubectl, CI cancellations) — tests/cli/test_stop_signals.py
+    sighup        SIGHUP with the terminal gone: stdout and stderr on a pty whose master is closed first,
+                  so every write fails (EIO) and the summary must reach a file — tests/cli/test_stop_signals.py
     dest-deleted  the destination queue deleted by "an operator"
     dest-full     the destination declared with x-max-length K and overflow reject-publish (K = the
                   random fraction of what the run would put there): it refuses from then on
@@ -50,6 +53,7 @@ from tests.support.retry_topologies import reject_all
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = ("replay", "purge-backup", "purge-move", "load", "dump-remove")
 FAULTS = ("reset", "restart", "sigint", "dest-deleted", "dest-full")
+STOP_SIGNALS = {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM, "sighup": signal.SIGHUP}
 WITH_DESTINATION = ("replay", "purge-move", "load")  # the others write to a file, not to a queue
 COMBOS = [(c, f) for f in FAULTS for c in COMMANDS if c in WITH_DESTINATION or not f.startswith("dest-")]
 PASSWORD_ENV = "DLXTOOL_FAULTS_PASSWORD"
@@ -107,6 +111,7 @@ class Scenario:
     pause: float    # restart: how long dlxtool stays frozen (SIGSTOP) once stop_app is launched
     prefetch: int   # replay only (--prefetch / --window)
     window: int
+    second: float | None = None  # stop signals: a second one this many seconds after the first
 
     @classmethod
     def from_seed(cls, seed: int, *, long: bool = False) -> Scenario:
@@ -116,6 +121,14 @@ class Scenario:
         return cls(seed, command, fault, messages=rng.randint(200, 4000 if long else 1200),
                    at=round(rng.uniform(0.05, 0.9), 3), pause=round(rng.uniform(0.4, 1.2), 2),
                    prefetch=rng.choice((50, 500, 2000)), window=rng.choice((20, 300, 1000)))
+
+    @classmethod
+    def stop_signal(cls, seed: int, command: str, fault: str) -> Scenario:
+        """A stop signal at a random moment of a small run; one run in three gets a second signal."""
+        rng = random.Random(seed)
+        return cls(seed, command, fault, messages=rng.randint(200, 600), at=round(rng.uniform(0.05, 0.9), 3),
+                   pause=0.0, prefetch=rng.choice((50, 500)), window=rng.choice((20, 300, 1000)),
+                   second=round(rng.uniform(0.0, 0.3), 3) if rng.random() < 1 / 3 else None)
 
     @property
     def prefix(self) -> str:
@@ -349,6 +362,7 @@ class RunReport:
     stderr: str = ""
     seconds: float = 0.0
     injected: bool = False  # the fault hit the command while it ran (not after it ended)
+    summary_file: str = ""  # sighup: what dlxtool saved when its terminal was gone
     notes: list[str] = field(default_factory=list)
 
     def line(self) -> str:
@@ -364,6 +378,7 @@ def cli_env(tmp: Path) -> dict[str, str]:
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("DLXTOOL_")}
     env.update(HOME=str(tmp), XDG_CONFIG_HOME=str(tmp / "config"), XDG_CACHE_HOME=str(tmp / "cache"),
+               XDG_STATE_HOME=str(tmp / "state"),
                PYTHONPATH=str(ROOT), **{PASSWORD_ENV: "guest"})
     return env
 
@@ -403,14 +418,17 @@ def _drive(node: FaultNode, sc: Scenario, stage: Stage, proxy: CuttingProxy, tap
     out, err = tmp / "stdout", tmp / "stderr"
     threshold = max(1, int(stage.expected * sc.at))
     report = RunReport(sc.seed, sc.command, sc.fault, sc.messages, when="", exit_code=None)
-    with open(out, "wb") as fo, open(err, "wb") as fe:
+    with open(out, "wb") as fo, open(err, "wb") as fe, Terminal(fo) as term:
+        streams = {"stdout": term.slave, "stderr": term.slave} if sc.fault == "sighup" else \
+            {"stdout": fo, "stderr": fe}
         proc = subprocess.Popen([sys.executable, "-m", "dlxtool", "--config", str(config), "--broker", "faults",
-                                 "--format", "json", *stage.args], env=cli_env(tmp), stdout=fo, stderr=fe)
+                                 "--format", "json", *stage.args], env=cli_env(tmp), **streams)
+        term.started()
         try:
             if sc.fault == "dest-full":
                 report.injected, report.when = True, f"full at {threshold}/{stage.expected}"
             else:
-                _inject_when_due(node, sc, stage, proxy, tap, proc, threshold, report)
+                _inject_when_due(node, sc, stage, proxy, tap, proc, threshold, report, term)
             proc.wait(timeout=120)
         finally:
             if proc.poll() is None:
@@ -419,14 +437,76 @@ def _drive(node: FaultNode, sc: Scenario, stage: Stage, proxy: CuttingProxy, tap
                 report.notes.append("killed: the command did not end within 120 s")
     report.exit_code = proc.returncode
     report.stderr = err.read_text(errors="replace")
-    report.summary = _summary(out.read_text(errors="replace"))
+    text = out.read_text(errors="replace")
+    if sc.fault == "sighup":  # the terminal took what came before the hang-up; the file has the rest
+        saved = sorted((tmp / "state" / "dlxtool").glob("summary-*.log"))
+        report.summary_file = "".join(p.read_text(errors="replace") for p in saved)
+        report.stderr = text + report.summary_file
+        text = report.summary_file or text
+    report.summary = _summary(text)
     if report.summary is not None:
         report.duplicates_reported = int(report.summary.get("possible_duplicates") or 0)
     return report
 
 
+class Terminal:
+    """A pty for sighup runs: a thread copies what the command shows on it into `copy` (the stdout file)
+    until `hang_up()` closes the master — from then on the command's writes to it fail with EIO."""
+
+    def __init__(self, copy: Any) -> None:
+        self.copy = copy
+        self.master = self.slave = -1
+        self._reader: threading.Thread | None = None
+
+    def __enter__(self) -> Terminal:
+        import os
+        import pty
+
+        self.master, self.slave = pty.openpty()
+        self._os = os
+        return self
+
+    def started(self) -> None:
+        """The command has the slave: close ours, and copy the terminal's output."""
+        self._os.close(self.slave)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self._os.read(self.master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            self.copy.write(data)
+            self.copy.flush()
+
+    def hang_up(self) -> None:
+        if self.master >= 0:
+            self._os.close(self.master)
+            self.master = -1
+        if self._reader is not None:
+            self._reader.join(5)
+
+    def __exit__(self, *_exc: Any) -> None:
+        self.hang_up()
+
+
+def _send_stop_signal(sc: Scenario, proc: subprocess.Popen, term: Terminal | None) -> None:
+    if sc.fault == "sighup" and term is not None:
+        term.hang_up()  # the terminal goes first, then its session is told
+    proc.send_signal(STOP_SIGNALS[sc.fault])
+    if sc.second is not None:
+        time.sleep(sc.second)
+        if proc.poll() is None:
+            proc.send_signal(STOP_SIGNALS[sc.fault])
+
+
 def _inject_when_due(node: FaultNode, sc: Scenario, stage: Stage, proxy: CuttingProxy, tap: Tap | None,
-                     proc: subprocess.Popen, threshold: int, report: RunReport) -> None:
+                     proc: subprocess.Popen, threshold: int, report: RunReport,
+                     term: Terminal | None = None) -> None:
     deadline = time.monotonic() + 120
     progress = 0
     while proc.poll() is None and time.monotonic() < deadline:
@@ -440,9 +520,9 @@ def _inject_when_due(node: FaultNode, sc: Scenario, stage: Stage, proxy: Cutting
                    if running else f"after the end ({progress}/{stage.expected})")
     if sc.fault == "reset":
         proxy.cut()
-    elif sc.fault == "sigint":
+    elif sc.fault in STOP_SIGNALS:
         if running:
-            proc.send_signal(signal.SIGINT)
+            _send_stop_signal(sc, proc, term)
     elif sc.fault == "restart" and running:
         # A whole run takes about as long as rabbitmqctl needs before the node drops its connections: freeze
         # dlxtool where it is, launch stop_app, and let it go on after `pause` s, shortly before or after
@@ -468,19 +548,22 @@ def _inject_when_due(node: FaultNode, sc: Scenario, stage: Stage, proxy: Cutting
 
 
 def _summary(stdout: str) -> dict[str, Any] | None:
-    """The command's JSON summary (the last JSON object on stdout), None if it printed none."""
+    """The command's JSON summary (the last JSON object in the text), None if it printed none. The text
+    may hold other lines around it (a summary file also has the stderr lines and its own header)."""
     text = stdout.strip()
     if not text:
         return None
-    with contextlib.suppress(ValueError):
-        obj = json.loads(text)
-        return obj if isinstance(obj, dict) else None
-    for line in reversed(text.splitlines()):
+    decoder = json.JSONDecoder()
+    found = None
+    at = 0 if text.startswith("{") else text.find("\n{")
+    while at != -1:
+        start = text.index("{", at)
         with contextlib.suppress(ValueError):
-            obj = json.loads(line)
+            obj, _end = decoder.raw_decode(text, start)
             if isinstance(obj, dict):
-                return obj
-    return None
+                found = obj
+        at = text.find("\n{", start)
+    return found
 
 
 # -- the oracle ----------------------------------------------------------------------------------------

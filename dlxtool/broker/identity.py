@@ -1,0 +1,197 @@
+"""Which broker a management API answers for, proven against the AMQP connection before its data is used.
+
+A management URL derived from the AMQP host (host:15672) belongs to another broker as soon as two
+port-forwards share a host, or a load balancer sits in front: a peek that took "classic" from the wrong API
+peeked a quorum queue with a delivery limit and dropped its messages (issue 15). So every command gets its
+management client from `verified_management(conn, profile)`, and nothing else of the API is used before:
+
+1. The cluster name: `connection.start` carries `cluster_name` and `version` (rabbit_reader:server_properties;
+   no node name), `/api/overview` carries `cluster_name`, `node` and `rabbitmq_version`. A different cluster
+   name is another cluster (it is one value for the whole cluster). A different version alone is not: the
+   nodes of one cluster differ during a rolling upgrade, and the API may be served by another node.
+2. The proof, because two clusters can share a name and a version (the same Helm chart in prod and staging,
+   both port-forwarded; the default name is the first node's name): over AMQP declare an exclusive queue
+   with a server-generated name (`amq.gen-` + a 128-bit random id) and ask the API for it. Found: the API
+   sees the AMQP connection's cluster and vhost (its `node` is the node AMQP reached). Not found: another
+   broker. The queue is deleted right after (and goes with the connection anyway).
+3. Without permission to declare it (a read-only user), this connection itself is looked for in the API's
+   connection list by a random connection name. The list is refreshed every statistics interval (5 s by
+   default), so this waits up to LISTING_WAIT; not seen by then proves nothing either way: the API is then
+   not used (the AMQP-only path applies, as when it is unreachable), and the reason is reported.
+
+Not used: the `listeners` of `/api/overview`. They list the ports the nodes listen on, not the port a client
+dialled: behind a port-forward (localhost:5674 -> pod:5672) or a load balancer they never match, and two
+clusters both listen on 5672. They can neither prove nor disprove which broker AMQP reached.
+"""
+
+from __future__ import annotations
+
+import secrets as random_tokens
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from dlxtool.broker.management import ManagementClient
+from dlxtool.config import BrokerProfile
+from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError
+
+PROBE_LOOKUPS = 5  # a 404 is asked again (a follower of the metadata store may answer a moment late)
+PROBE_RETRY_DELAY = 0.2
+LISTING_WAIT = 6.0  # the statistics interval (5 s by default) and a margin
+LISTING_POLL = 0.5
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who answered: the AMQP side from connection.start, the API side from /api/overview."""
+
+    cluster_name: str
+    version: str
+    node: str | None = None
+
+    def describe(self) -> str:
+        extra = f", node {self.node}" if self.node else ""
+        return f"cluster {self.cluster_name or '?'} ({self.version or 'version ?'}{extra})"
+
+
+class UnusableManagement(ManagementClient):
+    """A management client that answers every request with the reason it cannot be used (not reachable,
+    or not proven to answer for the broker AMQP reached): callers take their AMQP-only path at once, without
+    a timeout per request."""
+
+    def __init__(self, client: ManagementClient, error: DlxtoolError) -> None:
+        self.__dict__.update(client.__dict__)
+        self.error = error
+
+    def request(self, method: str, path: str, body: Any = None, *, query: dict[str, Any] | None = None) -> Any:
+        raise ConnectError(self.error.message, hint=self.error.hint)
+
+
+def connection_name() -> str:
+    """The client-provided connection name: "dlxtool" and a random token this connection can be found by."""
+    return f"dlxtool {random_tokens.token_hex(8)}"
+
+
+def amqp_identity(conn: Any) -> Identity:
+    # pika keeps connection.start's server-properties on the underlying connection only.
+    props: dict[str, Any] = conn._impl.server_properties or {}  # noqa: SLF001
+    return Identity(cluster_name=_text(props.get("cluster_name")), version=_text(props.get("version")))
+
+
+def amqp_where(conn: Any) -> str:
+    params = conn._impl.params  # noqa: SLF001
+    host = f"[{params.host}]" if ":" in params.host else params.host
+    return f"{host}:{params.port}"
+
+
+def verified_management(conn: Any, profile: BrokerProfile, client: ManagementClient | None = None,
+                        ) -> ManagementClient:
+    """The management client of `profile`, proven to answer for the broker `conn` reached.
+
+    Raises ManagementMismatch (exit 3) when it answers for another broker. When it cannot be reached or
+    its identity cannot be proven, returns an UnusableManagement (every request raises ConnectError)."""
+    client = client or ManagementClient.for_profile(profile)
+    try:
+        overview = client.overview(columns=["cluster_name", "node", "rabbitmq_version"])
+    except DlxtoolError as exc:
+        return UnusableManagement(client, exc)
+    api = Identity(cluster_name=_text(overview.get("cluster_name")), version=_text(overview.get("rabbitmq_version")),
+                   node=_text(overview.get("node")) or None)
+    amqp = amqp_identity(conn)
+    if amqp.cluster_name and api.cluster_name and amqp.cluster_name != api.cluster_name:
+        raise _mismatch(client, profile, api, f"AMQP {amqp_where(conn)} reached {amqp.describe()}")
+    try:
+        node = _probe_queue_node(conn, client, profile.vhost)
+    except _NotPermitted as refused:
+        return _by_connection_listing(conn, client, profile, api, str(refused))
+    except DlxtoolError as exc:  # the API failed between two requests: not usable, as when unreachable
+        return UnusableManagement(client, exc)
+    if node is None:
+        raise _mismatch(client, profile, api, f"AMQP {amqp_where(conn)} reached another broker "
+                        f"({amqp.describe()}): a queue just declared there over AMQP is unknown to that API")
+    client.identity = Identity(api.cluster_name, api.version, node)
+    return client
+
+
+class _NotPermitted(Exception):
+    pass
+
+
+def _probe_queue_node(conn: Any, client: ManagementClient, vhost: str) -> str | None:
+    """Declare a server-named exclusive queue over AMQP and look it up in the API: the node hosting it,
+    or None when the API does not know it."""
+    import pika.exceptions as pe
+
+    channel = conn.channel()
+    try:
+        name = channel.queue_declare("", exclusive=True, auto_delete=True).method.queue
+    except pe.ChannelClosedByBroker as exc:
+        # 403 without configure permission on amq.gen-*; anything else a channel error refuses: no proof.
+        raise _NotPermitted(f"declaring a probe queue was refused ({exc.reply_code} {exc.reply_text})") from None
+    try:
+        for attempt in range(PROBE_LOOKUPS):
+            try:
+                return _text(client.queue(vhost, name).raw.get("node")) or "?"
+            except NotFoundError:
+                if attempt + 1 < PROBE_LOOKUPS:
+                    time.sleep(PROBE_RETRY_DELAY)
+        return None
+    finally:
+        _delete_quietly(channel, name)
+
+
+def _by_connection_listing(conn: Any, client: ManagementClient, profile: BrokerProfile, api: Identity,
+                           why: str) -> ManagementClient:
+    """Proof for a user who may not declare queues: this connection's random name in the API's list."""
+    name = _text((conn._impl.params.client_properties or {}).get("connection_name"))  # noqa: SLF001
+    deadline = time.monotonic() + LISTING_WAIT
+    while name.startswith("dlxtool "):
+        try:
+            rows = client.get(f"vhosts/{_q(profile.vhost)}/connections", columns="user_provided_name")
+        except DlxtoolError as exc:
+            why += f"; the API's connection list cannot be read ({exc.message})"
+            break
+        if any(isinstance(r, dict) and r.get("user_provided_name") == name for r in rows or []):
+            client.identity = api
+            return client
+        if time.monotonic() >= deadline:
+            why += f"; this connection did not show in the API's connection list within {LISTING_WAIT:g}s"
+            break
+        time.sleep(LISTING_POLL)
+    return UnusableManagement(client, ConnectError(
+        f"management API at {client.masked_url} not used: could not prove that it answers for the broker "
+        f"AMQP {amqp_where(conn)} reached ({why})",
+        hint="give the user configure permission on amq.gen-.* (a probe queue proves it), or check "
+             "--management-url / management_url"))
+
+
+def _mismatch(client: ManagementClient, profile: BrokerProfile, api: Identity, amqp_side: str) -> ManagementMismatch:
+    if profile.management_url_derived:
+        hint = ("the management URL was derived from the AMQP host (host:15672), which port-forwards and load "
+                "balancers break; give it with --management-url or management_url in the broker profile")
+    else:
+        hint = (f"{profile.management_url_source or 'management_url'} names the API of another broker than "
+                "the AMQP URL")
+    return ManagementMismatch(
+        f"management API {client.masked_url} answers for {api.describe()}, but {amqp_side}: pass that broker's "
+        "API with --management-url; nothing was read or changed", hint=hint)
+
+
+def _delete_quietly(channel: Any, name: str) -> None:
+    try:
+        channel.queue_delete(name)
+        channel.close()
+    except Exception:  # noqa: BLE001, S110 - an exclusive queue goes with its connection anyway
+        pass
+
+
+def _q(segment: str) -> str:
+    from urllib.parse import quote
+
+    return quote(segment, safe="")
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)

@@ -1,0 +1,35 @@
+"""pika's exceptions as one plain line (issue 19.4): what the broker said, or that the connection is gone."""
+
+import pika.exceptions as pe
+import pytest
+
+from dlxtool.broker.connection import amqp_failure, broker_said
+from dlxtool.ops.engine import describe_error
+
+LOST = "the connection to the broker was lost (the broker or the network closed it)"
+
+
+@pytest.mark.parametrize(("exc", "status", "message"), [
+    (pe.StreamLostError("Transport indicated EOF"), 3, LOST),
+    (pe.StreamLostError("Stream connection lost: ConnectionResetError(104, 'Connection reset by peer')"), 3, LOST),
+    (pe.ConnectionWrongStateError("Channel is closed."), 3, LOST),
+    (pe.ConnectionClosedByBroker(320, "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'"),
+     3, "the broker closed the connection: 320 CONNECTION_FORCED - broker forced connection closure with reason "
+        "'shutdown'"),
+    (pe.ChannelClosedByBroker(404, "NOT_FOUND - no queue 'q' in vhost '/'"), 4,
+     "the broker said: 404 NOT_FOUND - no queue 'q' in vhost '/'"),
+    (pe.ChannelClosedByBroker(403, "ACCESS_REFUSED - access to queue 'q' refused"), 3,
+     "the broker refused: 403 ACCESS_REFUSED - access to queue 'q' refused"),
+    (pe.ChannelClosedByBroker(406, "PRECONDITION_FAILED - unknown delivery tag 7"), 1,
+     "the broker refused: 406 PRECONDITION_FAILED - unknown delivery tag 7"),
+])
+def test_pika_failures_become_one_plain_line(exc: Exception, status: int, message: str) -> None:
+    error = amqp_failure(exc)
+    assert (int(error.exit_status), error.message) == (status, message)
+    assert describe_error(exc) == message  # the transfer summaries (replay, purge, dump --remove) say the same
+
+
+def test_what_the_broker_said_is_read_from_pikas_wrapped_text() -> None:
+    # connect() gets ProbableAuthenticationError whose only argument is the text of the inner exception
+    exc = pe.ProbableAuthenticationError("ConnectionClosedByBroker: (403) 'ACCESS_REFUSED - Login was refused'")
+    assert broker_said(exc) == "403 ACCESS_REFUSED - Login was refused"

@@ -1,0 +1,123 @@
+"""dlxtool.broker.identity against real brokers: which broker a management API answers for."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from urllib.parse import quote
+
+import pytest
+
+from dlxtool.broker import identity
+from dlxtool.broker.connection import close_quietly, connect
+from dlxtool.broker.management import ManagementClient
+from dlxtool.config import BrokerProfile
+from dlxtool.errors import ConnectError, ManagementMismatch
+from tests.support.broker import BrokerEnv
+
+
+def profile(amqp: BrokerEnv, api: BrokerEnv, user: str = "guest", password: str = "guest") -> BrokerProfile:
+    url = f"amqp://{user}:{password}@{amqp.host}:{amqp.amqp_port}/{quote(amqp.vhost, safe='')}"
+    return BrokerProfile(name="t", urls=(url,), vhost=amqp.vhost).with_management_url(api.management_url)
+
+
+@contextmanager
+def connected(p: BrokerProfile) -> Iterator[object]:
+    conn = connect(p)
+    try:
+        yield conn
+    finally:
+        close_quietly(conn)
+
+
+def probe_queues(env: BrokerEnv) -> list[str]:
+    return [q["name"] for q in env.mgmt.get(f"queues/{quote(env.vhost, safe='')}") if q["name"].startswith("amq.gen-")]
+
+
+def test_own_api_is_proven_with_the_node_amqp_reached(broker: BrokerEnv) -> None:
+    p = profile(broker, broker)
+    with connected(p) as conn:
+        client = identity.verified_management(conn, p)
+        assert not isinstance(client, identity.UnusableManagement)
+        overview = broker.mgmt.overview(columns=["cluster_name", "node"])
+        assert client.identity.cluster_name == overview["cluster_name"]
+        assert client.identity.node == overview["node"]  # the probe queue lives on the node AMQP reached
+        assert probe_queues(broker) == []  # deleted right after the lookup
+
+
+@pytest.mark.second_broker
+def test_other_clusters_api_is_a_mismatch_naming_both(broker: BrokerEnv, second_broker: BrokerEnv) -> None:
+    p = profile(second_broker, broker)
+    with connected(p) as conn, pytest.raises(ManagementMismatch) as err:
+        identity.verified_management(conn, p)
+    assert err.value.exit_status == 3
+    main = broker.mgmt.overview(columns=["cluster_name"])["cluster_name"]
+    second = second_broker.mgmt.overview(columns=["cluster_name"])["cluster_name"]
+    before, after = err.value.message.split(" but ")
+    assert main in before and second in after and f"localhost:{second_broker.amqp_port}" in after
+
+
+@pytest.mark.second_broker
+def test_same_cluster_name_told_apart_by_the_probe_queue(broker: BrokerEnv, second_broker: BrokerEnv) -> None:
+    p = profile(second_broker, broker)
+    main_name = broker.mgmt.overview(columns=["cluster_name"])["cluster_name"]
+    with connected(p) as conn:
+        conn._impl.server_properties["cluster_name"] = main_name  # noqa: SLF001 - two clusters, one name
+        with pytest.raises(ManagementMismatch, match="unknown to that API"):
+            identity.verified_management(conn, p)
+    assert probe_queues(second_broker) == []
+
+
+def test_unreachable_api_gives_a_client_that_fails_at_once(broker: BrokerEnv) -> None:
+    p = replace(profile(broker, broker), management_url="http://127.0.0.1:1/")
+    with connected(p) as conn:
+        client = identity.verified_management(conn, p)
+        assert isinstance(client, identity.UnusableManagement)
+        started = time.monotonic()
+        with pytest.raises(ConnectError, match="not reachable"):
+            client.queue(broker.vhost, "q")
+        assert time.monotonic() - started < 0.1
+
+
+@pytest.fixture
+def read_only_user(broker: BrokerEnv) -> Iterator[tuple[str, str]]:
+    """A user that may read but not declare anything (configure ""), with the management tag."""
+    name, password = f"dlxtool-ro-{uuid.uuid4().hex[:6]}", "ro-pw-" + uuid.uuid4().hex[:8]
+    broker.mgmt.request("PUT", f"users/{name}", {"password": password, "tags": "management"})
+    broker.mgmt.request("PUT", f"permissions/{quote(broker.vhost, safe='')}/{name}",
+                        {"configure": "", "write": "", "read": ".*"})
+    yield name, password
+    broker.mgmt.request("DELETE", f"users/{name}")
+
+
+def test_user_without_configure_permission_is_proven_by_the_connection_list(broker: BrokerEnv,
+                                                                            read_only_user) -> None:
+    p = profile(broker, broker, *read_only_user)
+    with connected(p) as conn:
+        client = identity.verified_management(conn, p)
+        assert not isinstance(client, identity.UnusableManagement), getattr(client, "error", None)
+        assert client.identity.cluster_name
+
+
+def test_connection_not_listed_in_time_proves_nothing(broker: BrokerEnv, read_only_user,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A random connection name that is in no list (as on another cluster with the same name): the API is
+    not used, and not called a mismatch either (a long statistics interval looks the same)."""
+    monkeypatch.setattr(identity, "LISTING_WAIT", 0.5)
+    p = profile(broker, broker, *read_only_user)
+    with connected(p) as conn:
+        conn._impl.params.client_properties["connection_name"] = "dlxtool not-this-one"  # noqa: SLF001
+        client = identity.verified_management(conn, p)
+        assert isinstance(client, identity.UnusableManagement)
+        with pytest.raises(ConnectError, match="could not prove") as err:
+            client.overview()
+        assert "probe queue was refused" in err.value.message and "0.5s" in err.value.message
+
+
+def test_management_client_for_profile_unchanged_for_other_users(broker: BrokerEnv) -> None:
+    """The check needs nothing from ManagementClient but what commands already use."""
+    client = ManagementClient(broker.management_url, "guest", "guest")
+    assert client.identity is None

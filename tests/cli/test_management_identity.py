@@ -1,0 +1,196 @@
+"""Issue 15.0: two brokers crossed the way two port-forwards on one host cross them — the AMQP URL of one,
+the management API of the other. Every command that reads management data must refuse (exit 3, one line
+naming both) before it decides anything, and leave every message of both queues where it was.
+
+The scenario of the issue: vhost V on both nodes; on the second node `q` is a quorum queue with
+x-delivery-limit 2 holding two messages, on the main node `q` is a classic queue. A peek that took "classic"
+from the main node's API dropped both quorum messages in three runs, each exiting 0.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from tests.support.broker import BrokerEnv, open_vhost
+
+pytestmark = pytest.mark.second_broker
+
+CLASSIC = [b"classic-0", b"classic-1"]
+QUORUM = [b"quorum-0", b"quorum-1"]
+
+
+@dataclass
+class Crossed:
+    main: BrokerEnv  # the classic q
+    second: BrokerEnv  # the quorum q with delivery limit 2
+    queue: str
+
+
+@pytest.fixture(scope="module")
+def shared_vhost(broker: BrokerEnv, second_broker: BrokerEnv) -> Iterator[tuple[BrokerEnv, BrokerEnv]]:
+    """One vhost name on both nodes (as prod and staging both have vhost `v`)."""
+    name = f"dlxtool-cross-{uuid.uuid4().hex[:8]}"
+    with open_vhost(broker.host, broker.amqp_port, broker.http_port, name) as main, \
+            open_vhost(second_broker.host, second_broker.amqp_port, second_broker.http_port, name) as second:
+        yield main, second
+
+
+@pytest.fixture
+def crossed(shared_vhost: tuple[BrokerEnv, BrokerEnv], qname: str) -> Iterator[Crossed]:
+    main, second = shared_vhost
+    with main.channel() as ch:
+        ch.queue_declare(qname, durable=True)
+    main.publish(qname, CLASSIC)
+    with second.channel() as ch:
+        ch.queue_declare(qname, durable=True, arguments={"x-queue-type": "quorum", "x-delivery-limit": 2})
+    second.publish(qname, QUORUM)
+    yield Crossed(main, second, qname)
+
+
+def amqp_url(env: BrokerEnv) -> str:
+    return env.url
+
+
+def assert_untouched(c: Crossed) -> None:
+    """Both queues hold their messages; the quorum ones were never given back (no x-delivery-count)."""
+    assert [body for body, _ in c.main.snapshot(c.queue)] == CLASSIC
+    assert c.second.queue_depth(c.queue) == len(QUORUM)
+    drained = c.second.drain(c.queue)  # auto-ack: the end of this test's queue, and the proof of no return
+    assert [body for _, _, body in drained] == QUORUM
+    # 3.10 sends x-delivery-count 0 on a first delivery; a message given back once says 1
+    assert [(props.headers or {}).get("x-delivery-count") or 0 for _, props, _ in drained] == [0, 0]
+
+
+def commands(queue: str, tmp: Path) -> dict[str, list[str]]:
+    return {
+        "peek": ["peek", queue, "-n", "2"],
+        "peek --spend-attempts": ["peek", queue, "-n", "2", "--spend-attempts", "--allow-reorder"],
+        "history": ["history", queue, "-n", "2", "--spend-attempts"],
+        "dump": ["dump", queue, "--spend-attempts", "-o", str(tmp / "dump.jsonl")],
+        "dump --remove": ["dump", queue, "--remove", "--yes", "-o", str(tmp / "drain.jsonl")],
+        "purge": ["purge", queue, "--yes"],
+        "purge --dry-run": ["purge", queue, "--dry-run"],
+        "purge --min-deaths": ["purge", queue, "--min-deaths", "1", "--yes", "--backup", str(tmp / "b.jsonl")],
+        "replay": ["replay", queue, "--yes"],
+        "replay --dry-run": ["replay", queue, "--dry-run"],
+        "brokers check": ["brokers", "check"],
+        "queues": ["queues"],
+        "load": ["load", str(tmp / "records.in")],
+        "load --dry-run": ["load", str(tmp / "records.in"), "--dry-run"],
+    }
+
+
+COMMANDS = list(commands("q", Path("/")))
+
+
+def write_records(c: Crossed, tmp: Path) -> None:
+    """What `load` would publish into q (it reads q's limits from the management API first)."""
+    record = {"queue": c.queue, "position": 0, "exchange": "", "routing_key": c.queue, "redelivered": False,
+              "properties": {}, "headers": {}, "deaths": [], "body": "eA=="}
+    (tmp / "records.in").write_text(json.dumps(record) + "\n")
+
+
+def crossed_args(c: Crossed, amqp_on_second: bool) -> list[str]:
+    amqp, api = (c.second, c.main) if amqp_on_second else (c.main, c.second)
+    return ["--url", amqp_url(amqp), "--management-url", api.management_url, "--format", "json"]
+
+
+@pytest.mark.parametrize("amqp_on_second", [True, False], ids=["amqp-second+api-main", "amqp-main+api-second"])
+@pytest.mark.parametrize("command", COMMANDS)
+def test_crossed_brokers_refuse_with_exit_3_and_touch_nothing(run, crossed: Crossed, tmp_path: Path, command: str,
+                                                              amqp_on_second: bool) -> None:
+    write_records(crossed, tmp_path)
+    args = [*crossed_args(crossed, amqp_on_second), *commands(crossed.queue, tmp_path)[command]]
+    for _ in range(3 if command == "peek" else 1):  # the issue's three runs
+        result = run(*args)
+        assert result.exit_code == 3, result.output
+        line = _mismatch_line(result.stderr if command != "brokers check" else
+                              json.loads(result.stdout)[0]["management_error"])
+        api_cluster, amqp_cluster = ("rabbit@", "dlxtool2@") if amqp_on_second else ("dlxtool2@", "rabbit@")
+        assert api_cluster in line.split(" but ")[0] and amqp_cluster in line.split(" but ")[1]
+        assert f"localhost:{(crossed.second if amqp_on_second else crossed.main).amqp_port}" in line
+    assert_untouched(crossed)
+    assert not list(tmp_path.glob("*.jsonl")), "nothing may have been read into a file"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_same_cluster_name_and_version_still_told_apart(run, crossed: Crossed, tmp_path: Path, command: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two clusters with one name and version (one Helm chart for prod and staging): the AMQP side is made to
+    report the API's cluster name, so only the probe queue can tell them apart."""
+    from dlxtool.broker import identity
+
+    real = identity.amqp_identity
+    api_name = crossed.main.mgmt.overview(columns=["cluster_name"])["cluster_name"]
+    monkeypatch.setattr(identity, "amqp_identity", lambda conn: identity.Identity(api_name, real(conn).version))
+    write_records(crossed, tmp_path)
+    result = run(*crossed_args(crossed, amqp_on_second=True), *commands(crossed.queue, tmp_path)[command])
+    assert result.exit_code == 3, result.output
+    text = result.stderr if command != "brokers check" else json.loads(result.stdout)[0]["management_error"]
+    assert "unknown to that API" in _mismatch_line(text)
+    assert_untouched(crossed)
+    leftovers = [q["name"] for q in crossed.second.mgmt.get(f"queues/{quote(crossed.second.vhost, safe='')}")
+                 if q["name"].startswith("amq.gen-")]
+    assert leftovers == [], "the probe queue is deleted after the check"
+
+
+def test_matching_pair_decides_on_the_right_data(run, crossed: Crossed) -> None:
+    """The control: with each broker's own API the quorum queue is recognised (refused without
+    --spend-attempts, exit 6) and the classic one is peeked (exit 0)."""
+    quorum = run("--url", amqp_url(crossed.second), "--management-url", crossed.second.management_url,
+                 "peek", crossed.queue, "-n", "2")
+    assert quorum.exit_code == 6, quorum.output
+    assert "delivery limit 2" in quorum.stderr
+    classic = run("--url", amqp_url(crossed.main), "--management-url", crossed.main.management_url,
+                  "peek", crossed.queue, "-n", "2", "--format", "json")
+    assert classic.exit_code == 0, classic.output
+    assert f"{crossed.queue} (classic)" in classic.stderr
+    assert_untouched(crossed)
+
+
+def test_management_url_from_the_environment_and_masked(run, crossed: Crossed) -> None:
+    crossed_env = run("--url", amqp_url(crossed.second), "peek", crossed.queue,
+                      env={"DLXTOOL_MANAGEMENT_URL": crossed.main.management_url})
+    assert crossed_env.exit_code == 3, crossed_env.output
+    # The right API with a wrong password in its URL: not usable, so the AMQP-only path refuses the quorum peek.
+    api = crossed.second.management_url.replace("http://", "http://guest:Mgmt-Pw-31415@")
+    wrong_pw = run("--url", amqp_url(crossed.second), "peek", crossed.queue, env={"DLXTOOL_MANAGEMENT_URL": api})
+    assert wrong_pw.exit_code == 6, wrong_pw.output
+    assert "authentication failed" in wrong_pw.stderr
+    assert "Mgmt-Pw-31415" not in wrong_pw.output
+    assert_untouched(crossed)
+
+
+def test_bad_management_url_is_a_usage_error(run, crossed: Crossed) -> None:
+    result = run("--url", amqp_url(crossed.main), "--management-url", "amqp://x:Pw-27182@h/", "peek", crossed.queue)
+    assert result.exit_code == 2
+    assert "--management-url must be an http:// or https:// URL" in result.stderr
+    assert "Pw-27182" not in result.output
+
+
+def _mismatch_line(text: str) -> str:
+    lines = [ln for ln in text.splitlines() if "management API" in ln and " answers for " in ln]
+    assert len(lines) == 1, text
+    assert "Traceback" not in text
+    return lines[0]
+
+
+def test_replay_target_broker_api_is_proven_too(run, crossed: Crossed, tmp_path: Path) -> None:
+    """--target-broker: the target's API decides about the origins (dead-letter routing), so it must answer
+    for the target's AMQP broker; here it is the source's API. Nothing moves."""
+    cfg = tmp_path / "c.toml"
+    target = crossed.second.config_toml("target").replace(crossed.second.management_url, crossed.main.management_url)
+    cfg.write_text(crossed.main.config_toml("source") + target)
+    result = run("--config", str(cfg), "--broker", "source", "replay", crossed.queue, "--target-broker", "target",
+                 "--yes", "--format", "json", env={"DLXTOOL_TEST_PASSWORD": "guest"})
+    assert result.exit_code == 3, result.output
+    line = _mismatch_line(result.stderr)
+    assert f"localhost:{crossed.second.amqp_port}" in line and "management_url in" in result.stderr
+    assert_untouched(crossed)

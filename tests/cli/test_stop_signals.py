@@ -1,0 +1,205 @@
+"""SIGINT, SIGTERM and SIGHUP at random moments of every command that moves or removes messages.
+
+Fault-matrix style (tests/support/faults.py, seeded): broker-made dead letters (real rejects) or filled
+queues, a real `dlxtool` subprocess, the signal sent when the run reaches a random fraction of its work —
+one run in three sends a second signal soon after the first. SIGHUP comes with the terminal gone: the
+command's stdout and stderr are a pty whose master is closed first, so its summary must reach the file
+under $XDG_STATE_HOME/dlxtool/. The oracle then counts every message in every queue and file: nothing
+lost, every extra copy reported as `possible_duplicates`, a summary present, the signal's exit status.
+
+    .venv/bin/pytest -q tests/cli/test_stop_signals.py -s    # one line per run
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pika
+import pytest
+
+from tests.support.faults import COMMANDS, STOP_SIGNALS, FaultNode, Scenario, _take, run_scenario
+from tests.support.retry_topologies import reject_all
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.broker
+
+SIGNALS = ("sigint", "sigterm", "sighup")
+SCENARIOS = [Scenario.stop_signal(7000 + i, command, fault)
+             for i, (command, fault) in enumerate((c, f) for f in SIGNALS for c in COMMANDS)]
+
+
+@pytest.fixture(scope="module")
+def node(broker) -> FaultNode:
+    return FaultNode(broker, node="")  # no restarts here: the main test broker will do
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[f"{s.seed}-{s.command}-{s.fault}" for s in SCENARIOS])
+def test_stop_signal_loses_nothing_and_reports(node, scenario: Scenario, tmp_path) -> None:
+    report = run_scenario(node, scenario, tmp_path)
+    print(report.line() + (f" second after {scenario.second}s" if scenario.second is not None else ""))
+    where = f"{report.line()}\n{report.stderr}"
+    assert "Traceback" not in report.stderr and "internal error" not in report.stderr, where
+    assert not report.notes, report.notes
+    assert report.lost == 0 and report.foreign == 0, where
+    assert report.duplicates_found <= report.duplicates_reported, f"unreported duplicates: {where}"
+    status = 128 + STOP_SIGNALS[scenario.fault]
+    assert report.exit_code in ({status, 0} if report.injected else {0}), where
+    if report.injected:
+        assert report.summary is not None, f"no summary: {where}"
+        assert report.exit_code == 0 or "interrupted" in report.stderr or "terminated" in report.stderr \
+            or "hung up" in report.stderr, where
+    if scenario.fault == "sighup" and report.injected and report.exit_code != 0:
+        # the terminal was gone: the summary and the stderr lines are in the file, nowhere else
+        assert "possible_duplicates" in report.summary_file, where
+        assert "hung up (SIGHUP)" in report.summary_file, where
+
+
+# -- kill -9: what it can leave, and recognising it later ------------------------------------------------
+
+
+def _dead_letters(broker, qname: str, n: int) -> tuple[str, str]:
+    """n broker-made dead letters (real rejects) with distinct ids in `dlq`, their origin `work`."""
+    dlx, dlq, work = f"{qname}.dlx", f"{qname}.dlq", f"{qname}.work"
+    with broker.channel() as ch:  # durable, persistent: a confirm waits for the disk (more of them in flight)
+        ch.exchange_declare(dlx, "fanout", durable=True)
+        ch.queue_declare(dlq, durable=True)
+        ch.queue_bind(dlq, dlx)
+        ch.queue_declare(work, durable=True, arguments={"x-dead-letter-exchange": dlx})
+        for i in range(n):
+            ch.basic_publish("", work, f"{qname}-{i}".encode() + b"x" * 200,
+                             pika.BasicProperties(message_id=str(i), delivery_mode=2))
+    assert broker.wait_depth(work, n) == n
+    with broker.channel() as ch:
+        reject_all(ch, work, n)
+    assert broker.wait_depth(dlq, n) == n
+    return dlq, work
+
+
+def _dlxtool(args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "dlxtool", *args], env={**env, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _settled(broker, *queues: str) -> dict[str, int]:
+    """Depths once the broker took back what the killed connection held (they stop changing)."""
+    previous: dict[str, int] = {}
+    for _ in range(60):
+        depths = {q: broker.queue_depth(q) for q in queues}
+        if depths == previous:
+            return depths
+        previous = depths
+        time.sleep(0.25)
+    return previous
+
+
+def _ids(node: FaultNode, queue: str) -> Counter[str]:
+    """message_id -> how many times it is in the queue (the queue is emptied)."""
+    depth = node.env.queue_depth(queue)
+    conn = node.connection()
+    try:
+        return Counter({mid: n for (_body, mid), n in _take(conn, queue, depth).items()}) if depth else Counter()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("seed", [7100, 7101])
+def test_copies_a_kill_9_left_are_recognised_by_history_and_not_replayed_twice(node, broker, qname, cli_env,
+                                                                                 seed) -> None:
+    n = 600
+    rng = random.Random(seed)
+    dlq, work = _dead_letters(broker, qname, n)
+    # Kill the replay mid-way: confirmed copies whose source was not acked yet stay in both queues.
+    window = rng.choice((100, 300))
+    proc = _dlxtool(["replay", dlq, "--yes", "--window", str(window), "--rate", "1500", "--url", broker.url],
+                    cli_env)
+    threshold = int(n * rng.uniform(0.1, 0.7))
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and broker.queue_depth(work) < threshold and time.monotonic() < deadline:
+        time.sleep(0.002)
+    assert proc.poll() is None, "the replay ended before the kill"
+    proc.send_signal(signal.SIGSTOP)  # frozen wherever it was: confirms arrive, nothing answers them
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    depths = _settled(broker, dlq, work)
+    copies = sum(depths.values()) - n
+    print(f"seed={seed} --window {window} killed at {threshold}/{n}: {copies} copies")
+    assert 0 < copies <= 2 * window, "frozen mid-run, some publishes were in flight; never more than that"
+    # The copies fail again and meet their sources in the DLQ (real rejects).
+    with broker.channel() as ch:
+        reject_all(ch, work, depths[work])
+    assert broker.wait_depth(dlq, n + copies) == n + copies
+    history = subprocess.run([sys.executable, "-m", "dlxtool", "history", dlq, "-n", str(2 * n), "--format",
+                              "jsonl", "--url", broker.url], env={**cli_env, "PYTHONPATH": str(ROOT)},
+                             capture_output=True, text=True, timeout=120)
+    assert history.returncode == 0, history.stderr
+    entries = [json.loads(line) for line in history.stdout.splitlines()]
+    by_position = {e["position"]: e for e in entries}
+    marked = [e for e in entries if e["copy_of"] is not None]
+    assert len(marked) == copies, history.stderr
+    assert all(by_position[e["copy_of"]]["message_id"] == e["message_id"] for e in marked)
+    if copies:
+        assert f"{copies} message(s) here are copies" in history.stderr
+    # A replay with the loop guard sends one of each pair, never both: no message twice at the origin.
+    again = subprocess.run([sys.executable, "-m", "dlxtool", "replay", dlq, "--yes", "--max-replays", "5",
+                            "--format", "json", "--url", broker.url], env={**cli_env, "PYTHONPATH": str(ROOT)},
+                           capture_output=True, text=True, timeout=120)
+    summary = json.loads(again.stdout)
+    at_origin, in_dlq = _ids(node, work), _ids(node, dlq)
+    assert set(at_origin) | set(in_dlq) == {str(i) for i in range(n)}  # nothing lost
+    assert max(at_origin.values(), default=1) == 1, "a pair was replayed twice"
+    assert summary["moved_total"] == n and sum(in_dlq.values()) == copies, summary
+    assert again.returncode == (5 if copies else 0), again.stderr
+
+
+# -- readers: what they hold goes back ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("command", "sig"), [(["peek", "-n", "100000"], signal.SIGTERM),
+                                              (["history", "-n", "100000"], signal.SIGHUP)])
+def test_a_reader_stopped_by_a_signal_gives_back_and_says_so(broker, qname, cli_env, command, sig) -> None:
+    # A stream read waits (--wait) for more messages: a long command that is reliably mid-way.
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True, arguments={"x-queue-type": "stream"})
+        for i in range(5):
+            ch.basic_publish("", qname, f"m{i}".encode(), pika.BasicProperties(delivery_mode=2))
+    proc = _dlxtool([command[0], qname, *command[1:], "--url", broker.url, "--wait", "120"], cli_env)
+    seen = ""
+    while "(stream" not in seen:
+        line = proc.stderr.readline().decode()
+        assert line, seen
+        seen += line
+    time.sleep(0.3)
+    proc.send_signal(sig)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, seen + err.decode()
+    assert {signal.SIGTERM: "terminated (SIGTERM)", signal.SIGHUP: "hung up (SIGHUP)"}[sig] in err.decode()
+    assert b"Traceback" not in err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_peek_stopped_mid_read_gives_every_message_back(broker, qname, cli_env, sig) -> None:
+    n = 1500
+    with broker.channel() as ch:
+        ch.queue_declare(qname)
+        for i in range(n):
+            ch.basic_publish("", qname, f"m{i}-".encode() + b"x" * 500)
+    assert broker.wait_depth(qname, n) == n
+    proc = _dlxtool(["peek", qname, "-n", str(n), "--format", "jsonl", "--url", broker.url], cli_env)
+    proc.stderr.readline()  # it is reading
+    time.sleep(random.Random(int(sig)).uniform(0.0, 0.3))
+    proc.send_signal(sig)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode in (0, 128 + sig), err.decode()
+    assert b"Traceback" not in err
+    assert broker.wait_depth(qname, n) == n
+    with broker.channel() as ch:  # all of them ready again, none left unacked
+        assert ch.queue_declare(qname, passive=True).method.message_count == n
