@@ -180,6 +180,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         if outcome.result is None:  # --dry-run: the plan was the output
             return
         _render_result(app, outcome)
+        outcome.clean_up()  # the temporary exchanges, once the summary is out
         refusal = outcome.refusal()
         if refusal is not None:
             raise refusal

@@ -99,6 +99,7 @@ class LoadResult:
     interrupted: bool = False
     error: str | None = None
     elapsed: float = 0.0
+    clean_up: Callable[[], None] = field(default=lambda: None, repr=False)  # after the summary (load keep_exchanges)
 
     @property
     def published_total(self) -> int:
@@ -158,12 +159,14 @@ def _target(record: MessageRecord, settings: LoadSettings, where: str) -> str:
 def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int = 0,
          progress: Callable[[Progress], None] | None = None, failed: Sink | None = None,
          timeout: float = 30.0, handle_sigint: bool = True, rooms: Rooms | None = None,
-         management: Any | None = None, vhost: str = "/") -> LoadResult:
+         management: Any | None = None, vhost: str = "/", keep_exchanges: bool = False) -> LoadResult:
     """Publish the records; each failed (returned/nacked/lost/not sent) record goes to `failed` if given.
     With `rooms`, a record whose queue has no room left (drop-head would push out its head) is not published:
     it fails with that reason (and goes to `failed`); so does a record whose route is not safe (the queue is
     missing, or with default_exchange its dead-letter exchange would drop the queue name: `management`
-    checks that, None = not reachable: nothing goes that way)."""
+    checks that, None = not reachable: nothing goes that way). `keep_exchanges`: the temporary exchanges
+    are deleted by `result.clean_up()`, which the caller calls once the summary is out (a stop signal during
+    a clean-up before it would cut the summary off); else before returning."""
     from dlxtool.ops.replay import Routes, TemporaryExchanges
     from dlxtool.ops.routes import Router
 
@@ -171,11 +174,18 @@ def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int =
     routes = Routes(settings.default_exchange, exchanges=exchanges,
                     router=Router(management, vhost) if management is not None else None)
     try:
-        return _load(conn, open_stream, settings, routes, total=total, progress=progress, failed=failed,
-                     timeout=timeout, handle_sigint=handle_sigint, rooms=rooms)
-    finally:
+        result = _load(conn, open_stream, settings, routes, total=total, progress=progress, failed=failed,
+                       timeout=timeout, handle_sigint=handle_sigint, rooms=rooms)
+    except BaseException:
         if exchanges is not None:
             exchanges.delete_all()
+        raise
+    if exchanges is not None:
+        if keep_exchanges:
+            result.clean_up = exchanges.delete_all
+        else:
+            exchanges.delete_all()
+    return result
 
 
 def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *, total: int,
@@ -350,7 +360,8 @@ def run(session: Session, open_stream: Opener, settings: LoadSettings, *, dry_ru
     with (open_failed() if open_failed is not None else nullcontext(None)) as failed:
         result = load(session.conn, open_stream, settings, total=plan.records, progress=progress, failed=failed,
                       timeout=session.timeout, handle_sigint=handle_sigint, rooms=rooms,
-                      management=session.management if settings.default_exchange else None, vhost=session.vhost)
+                      management=session.management if settings.default_exchange else None, vhost=session.vhost,
+                      keep_exchanges=True)
     return plan, result
 
 

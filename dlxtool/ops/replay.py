@@ -694,6 +694,9 @@ class ReplayRun:
     result: TransferResult | None = None
     routes: dict[str, str] = field(default_factory=dict)  # target -> how its messages were published
     refused: bool = False  # nothing moved, and everything selected stayed because its route was not safe
+    # Deletes the temporary exchanges: the caller calls it once the summary is out (a stop signal during a
+    # clean-up before it would cut the summary off).
+    clean_up: Callable[[], None] = field(default=lambda: None, repr=False)
 
     def refusal(self) -> RefusedError | None:
         """Exit 6 when the run moved nothing because no route could be made safe (exit 5 when some moved). A
@@ -733,8 +736,18 @@ def run(session: ReplaySession, settings: ReplaySettings, *, dry_run: bool = Fal
     options = start() if start is not None else TransferOptions()
     routes = _routes(session, settings)
     waits = WaitQueues(_router(session.management, session.vhost), settings.source)
-    out.result = replay(session.conn, settings, options, target_conn=session.target_conn, timeout=session.timeout,
-                        routes=routes, rooms=session.rooms, wait_queues=waits)
+    exchanges = None if settings.default_exchange else \
+        TemporaryExchanges(session.target_conn or session.conn, session.timeout)
+    try:
+        out.result = replay(session.conn, settings, options, target_conn=session.target_conn,
+                            timeout=session.timeout, routes=routes, rooms=session.rooms, wait_queues=waits,
+                            exchanges=exchanges)
+    except BaseException:
+        if exchanges is not None:
+            exchanges.delete_all()
+        raise
+    if exchanges is not None:
+        out.clean_up = exchanges.delete_all
     out.routes = {t: routes.describe(t) for t in sorted(out.result.moved)}
     unsafe = {r for r in routes.routes.values() if isinstance(r, str)}
     r = out.result
@@ -829,11 +842,11 @@ def _routes(session: ReplaySession, settings: ReplaySettings) -> Routes:
 
 def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_conn: Any | None = None,
            timeout: float = 30.0, routes: Routes | None = None, wait_queues: WaitQueues | None = None,
-           rooms: Rooms | None = None) -> Any:
+           rooms: Rooms | None = None, exchanges: TemporaryExchanges | None = None) -> Any:
     """Run the replay pass; returns the engine's TransferResult. The original-key route's temporary
     exchanges are declared as targets come up and all deleted at the end. With `rooms`
     (dlxtool.ops.capacity), a message whose origin has no room left stays in the DLQ: "origin full
-    (drop-head would push out its head)"."""
+    (drop-head would push out its head)". `exchanges` given: the caller deletes them."""
     from dlxtool.ops.engine import Transfer
 
     if rooms is not None:
@@ -841,7 +854,9 @@ def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_c
         options.admit = rooms.admit
 
     routes = routes or Routes(settings.default_exchange, exchanges=None, router=None)
-    exchanges = None if settings.default_exchange else TemporaryExchanges(target_conn or source_conn, timeout)
+    owned = exchanges is None
+    if owned and not settings.default_exchange:
+        exchanges = TemporaryExchanges(target_conn or source_conn, timeout)
     routes.exchanges = exchanges
     decider = ReplayDecider(settings, routes=routes, wait_queues=wait_queues)
     options.limit = settings.selection.limit
@@ -849,7 +864,7 @@ def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_c
         return Transfer(source_conn, settings.source, decider, target_conn=target_conn, options=options,
                         timeout=timeout).run()
     finally:
-        if exchanges is not None:
+        if owned and exchanges is not None:
             exchanges.delete_all()
 
 
