@@ -53,7 +53,7 @@ from dlxtool.urls import AmqpUrl, derive_management_url, mask_any_url, parse_amq
 LOCAL_URL = "amqp://guest:guest@localhost:5672/"
 DEFAULT_TIMEOUT = 5.0
 
-_TOP_KEYS = {"default", "timeout", "brokers", "proto_paths", "dump_unacked_limit", "error_headers"}
+_TOP_KEYS = {"default", "timeout", "brokers", "proto_paths", "dump_unacked_limit", "error_headers", "demo_schemas"}
 _BROKER_KEYS = {
     "url", "urls", "vhost", "user", "password", "password_env", "password_file", "management_url",
     "tls", "proto_paths", "reset_headers", "timeout", "management_user", "description", "auth",
@@ -182,6 +182,9 @@ class Config:
     proto_paths: tuple[str, ...] = ()
     dump_unacked_limit: int = 10_000
     error_headers: tuple[str, ...] = ()
+    # Also decode with the demo shop's schemas bundled with dlxtool (shop.*; scripts/demo sets it).
+    # Off by default: loaded everywhere, they would put demo names on a user's own bytes.
+    demo_schemas: bool = False
 
     def profile(self, name: str) -> BrokerProfile:
         try:
@@ -260,6 +263,7 @@ def parse_config(data: Mapping[str, Any], path: Path, env: Mapping[str, str]) ->
         proto_paths=tuple(_strings(data.get("proto_paths", []), f"config {path}: proto_paths")),
         dump_unacked_limit=_whole(data.get("dump_unacked_limit", 10_000), f"config {path}: dump_unacked_limit"),
         error_headers=tuple(_strings(data.get("error_headers", []), f"config {path}: error_headers")),
+        demo_schemas=_bool(data.get("demo_schemas", False), f"config {path}: demo_schemas"),
     )
 
 
@@ -404,6 +408,12 @@ def _number(value: Any, where: str, *, most: float = 3600) -> float:
 def _whole(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{where} must be a whole number of at least 1, got {value!r}")
+    return value
+
+
+def _bool(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where} must be true or false (unquoted), got {value!r}")
     return value
 
 

@@ -172,6 +172,11 @@ class MessageHistory:
     delivery_count: Any = None  # quorum x-delivery-count as found (not validated)
     retry: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    count: DeathCount | None = None  # None: only x-death counted (built by hand)
+
+    @property
+    def deaths(self) -> DeathCount:
+        return self.count or DeathCount(self.history.total, self.history.total)
 
     @property
     def failure(self) -> Death | None:
@@ -186,6 +191,9 @@ class MessageHistory:
             "origin": self.origin.queue,
             "origin_why": self.origin.why,
             "total_deaths": self.history.total,
+            "deaths_at_least": self.deaths.at_least,
+            "deaths_may_be_low": self.deaths.may_be_low,
+            "deaths_note": self.deaths.note,
             "deaths": [d.to_json() for d in self.history.deaths],
             "first_death": dict(self.history.first),
             "last_death": dict(self.history.last),
@@ -210,6 +218,7 @@ def message_history(headers: Mapping[str, Any] | None, *, error_headers: Iterabl
         delivery_count=(headers or {}).get("x-delivery-count"),
         retry=retry_headers(headers),
         error=error_text(headers, (*error_headers, *ERROR_HEADERS)),
+        count=death_count(headers, history),
     )
 
 
@@ -242,6 +251,61 @@ def summarize(deaths: Iterable[Death], limit: int = 2) -> str:
 def retry_headers(headers: Mapping[str, Any] | None, names: Iterable[str] = COMMON_RETRY_HEADERS) -> dict[str, Any]:
     headers = headers or {}
     return {n: headers[n] for n in names if n in headers}
+
+
+# -- how many times, at least -----------------------------------------------------------------------
+#
+# RabbitMQ 4.x (and 3.13.0-3.13.2) ignores an x-death a client publishes: a message an application
+# republishes with the headers it received (a retry loop in the app) starts a fresh x-death at its next
+# death, so it says count 1 however often it died before (rabbitmq-server #10709, #11339; seen on 4.0.5:
+# three reject-republish rounds give count 1 where 3.10 says 3). Deaths the broker makes by itself (a
+# TTL wait queue sending a message back) are still counted. The brokers that restart x-death so write
+# x-last-death-* (3.13 and later; 3.10 does not), which tells even a record read from a file where it
+# was dead-lettered. There, an application's own retry counter is the better count when it says more.
+
+
+@dataclass(frozen=True)
+class DeathCount:
+    """How many times a message died: what x-death says, and the least any of its headers proves."""
+
+    recorded: int  # the sum of the x-death counts
+    at_least: int  # recorded, or an app retry counter where the broker restarts x-death and it says more
+    evidence: str | None = None  # the header behind at_least when it is not x-death, e.g. "x-retry-count 3"
+    may_be_low: bool = False  # the broker restarts x-death on republish and no app counter says otherwise
+
+    @property
+    def note(self) -> str | None:
+        """Why the count is not simply x-death's, in words for the output; None when it is."""
+        if self.evidence:
+            return (f"x-death says {self.recorded}, {self.evidence}: the broker restarts x-death when an "
+                    "application republishes a message (RabbitMQ 4.x, 3.13.0-3.13.2)")
+        if self.may_be_low:
+            return ("dead-lettered by RabbitMQ 3.13+ (x-last-death-*): 4.x and 3.13.0-3.13.2 restart x-death "
+                    "when an application republishes a message, so it may have died more often")
+        return None
+
+
+def restarts_x_death(headers: Mapping[str, Any] | None) -> bool:
+    """Dead-lettered by a broker that may restart x-death at a client's republish (it wrote x-last-death-*)."""
+    return any(isinstance(k, str) and k.startswith("x-last-death-") for k in (headers or {}))
+
+
+def death_count(headers: Mapping[str, Any] | None, history: DeathHistory | None = None) -> DeathCount:
+    """The deaths x-death records and the least the headers prove (see the note above this class)."""
+    if headers is not None and not isinstance(headers, Mapping):
+        headers = {}
+    history = history or parse_history(headers)
+    recorded = history.total
+    if not restarts_x_death(headers):
+        return DeathCount(recorded, recorded)
+    counters = {name: value for name, value in retry_headers(headers, DEFAULT_RETRY_HEADERS).items()
+                if isinstance(value, int) and not isinstance(value, bool) and value >= 0}
+    if not counters:
+        return DeathCount(recorded, recorded, may_be_low=recorded > 0)
+    name, value = max(counters.items(), key=lambda kv: kv[1])
+    if value > recorded:
+        return DeathCount(recorded, value, evidence=f"{name} says {value}")
+    return DeathCount(recorded, recorded)
 
 
 def reset_history(

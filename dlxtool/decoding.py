@@ -11,12 +11,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dlxtool import extract
 from dlxtool.errors import DlxtoolError, NotFoundError, UsageError
 from dlxtool.record import MessageRecord
-from proto_registry import MALFORMED, MATCH, NO_MATCH, Hints, Identification, Registry
 from proto_registry.errors import (
     CompileError,
     DecodeError,
@@ -26,11 +24,23 @@ from proto_registry.errors import (
     SourceNotFoundError,
     UnknownTypeError,
 )
+from proto_registry.hints import Hints
 from proto_registry.raw import decode_raw, format_raw
+from proto_registry.result import HIGH_CONFIDENCE, MALFORMED, MATCH, NO_MATCH
+
+# Not imported here: proto_registry.registry (protobuf, the compiler path, the scoring code) loads
+# only when a body is decoded, and dlxtool.extract only when log lines are searched.
+if TYPE_CHECKING:
+    from dlxtool import extract
+    from proto_registry import Identification, Registry
 
 PROTO_PATH_ENV = "DLXTOOL_PROTO_PATH"
 MAX_RECORD_DECODE_BYTES = 1024 * 1024  # bodies read from a queue larger than this are not identified
 MIN_WEAK_BYTES = 4  # payloads this short only count when the candidate is unmistakably binary
+# How many ranked types to ask the registry for, whatever --top prints: whether the best guess is
+# ambiguous (another type scores the same) must not depend on how many alternatives are shown.
+RANKED = 10
+NOT_PROTOBUF = "not_protobuf"  # status: a payload is there, but it is JSON or text
 _NOT_PROTOBUF = ("json", "text/", "xml", "yaml", "csv", "html")
 
 
@@ -66,6 +76,7 @@ class DecodedBody:
     top: list[dict[str, Any]] = field(default_factory=list)  # --top K: ranked matches with scores
     error: str | None = None
     text: str | None = None  # protobuf text format (or raw text), when asked for
+    content: str | None = None  # not_protobuf: the payload as the JSON or text it is
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -92,7 +103,30 @@ class DecodedBody:
             d["raw"] = self.raw
         if self.error:
             d["error"] = self.error
+        if self.content is not None:
+            d["content"] = self.content
         return d
+
+
+def is_weak(decoded: Mapping[str, Any]) -> bool:
+    """A guess not to be read as a fact: bytes that do not fit the type cleanly, another type that fits
+    as well, or low confidence (e.g. a hinted type that fits, but so would many others)."""
+    return bool(decoded.get("defects") or decoded.get("ambiguous")
+                or (decoded.get("confidence") or 0.0) < HIGH_CONFIDENCE)
+
+
+def match_label(decoded: Mapping[str, Any]) -> str:
+    """The type for a one-line view: the name alone when sure, else marked with ? and why not sure,
+    e.g. ``shop.legacy.v1.StockAdjusted? (0.18, defective, ambiguous)``."""
+    name = str(decoded.get("type") or "?")
+    if not is_weak(decoded):
+        return name
+    why = [f"{decoded.get('confidence') or 0.0:.2f}"]
+    if decoded.get("defects"):
+        why.append("defective")
+    if decoded.get("ambiguous"):
+        why.append("ambiguous")
+    return f"{name}? ({', '.join(why)})"
 
 
 def hints_from_properties(properties: Mapping[str, Any] | None, headers: Mapping[str, Any] | None = None) -> Hints:
@@ -139,7 +173,7 @@ def decode_body(
         with registry_errors():
             ident = registry.identify_as(body, type_name)
     else:
-        ident = registry.identify(body, hints_from_properties(properties, headers), limit=max(top, 1))
+        ident = registry.identify(body, hints_from_properties(properties, headers), limit=max(top, RANKED))
     return from_identification(registry, ident, top=top, want_text=want_text)
 
 
@@ -221,6 +255,8 @@ def decode_line(
     want_text: bool = False,
 ) -> LineResult | None:
     """The best-decoding payload of ``line``, or ``None`` when the line holds no payload."""
+    from dlxtool import extract
+
     cands = extract.candidates(line)
     if not cands:
         return None
@@ -240,11 +276,24 @@ def decode_line(
         return None
     cand, score, decoded = got
     if decoded is None or (score <= 0.5 and (not (type_name or raw) or decoded.status == MALFORMED)):
-        return None
+        return _not_protobuf(cands)
     if want_text:
         decoded = _decode_candidate(registry, cand.data, hints, type_name, raw, top, want_text=True)
         assert decoded is not None
     return LineResult(cand, decoded)
+
+
+def _not_protobuf(cands: list[extract.Candidate]) -> LineResult | None:
+    """A payload that is there but is JSON or text: said so, rather than "no payload found"."""
+    from dlxtool import extract
+
+    for cand in sorted(cands, key=lambda c: (not c.strong, -len(c.data))):
+        kind = extract.content_kind(cand.data, strong=cand.strong)
+        if kind is not None:
+            decoded = DecodedBody(status=NOT_PROTOBUF, error=f"payload is {kind}, not protobuf",
+                                  content=cand.data.decode("utf-8"))
+            return LineResult(cand, decoded)
+    return None
 
 
 def _decode_candidate(
@@ -262,7 +311,7 @@ def _decode_candidate(
         with registry_errors():
             ident = registry.identify_as(data, type_name)
     else:
-        ident = registry.identify(data, hints, limit=max(top, 1))
+        ident = registry.identify(data, hints, limit=max(top, RANKED))
     return from_identification(registry, ident, top=top, want_text=want_text)
 
 
@@ -286,10 +335,13 @@ def registry_errors() -> Iterator[None]:
         raise translate_error(exc) from exc
 
 
-def load_registry(paths: Iterable[str], *, include_defaults: bool = True) -> Registry:
-    """The bundled schemas plus ``paths``; registry errors become dlxtool errors."""
+def load_registry(paths: Iterable[str], *, demo: bool = False) -> Registry:
+    """The schemas of ``paths`` (and the demo's bundled shop.* ones with ``demo``); registry errors
+    become dlxtool errors."""
+    from proto_registry import Registry
+
     with registry_errors():
-        return Registry.load(list(paths), include_defaults=include_defaults)
+        return Registry.load(list(paths), include_defaults=demo)
 
 
 # -- streams of lines -------------------------------------------------------------------------------
@@ -356,6 +408,8 @@ def decode_whole_input(
     want_text: bool = False,
 ) -> Outcome:
     """``--input base64|hex|binary``: the whole input is one payload."""
+    from dlxtool import extract
+
     try:
         body = extract.decode_whole(data, encoding)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -370,7 +424,7 @@ def decode_whole_input(
 
 
 def record_decoder(
-    paths: Iterable[str], *, on_error: Callable[[str], None] | None = None
+    paths: Iterable[str], *, demo: bool = False, on_error: Callable[[str], None] | None = None
 ) -> Callable[[MessageRecord], dict[str, Any] | None]:
     """The `decoded` field for records read from a queue: the match as a dict, or None.
 
@@ -383,6 +437,8 @@ def record_decoder(
 
     def decode(record: MessageRecord) -> dict[str, Any] | None:
         ct = (_str(record.properties.get("content_type")) or "").lower()
+        if not (paths or demo):  # no schema to identify against: not even protobuf is imported
+            return None
         if state["failed"] or not record.body or any(x in ct for x in _NOT_PROTOBUF):
             return None
         if len(record.body) > MAX_RECORD_DECODE_BYTES:
@@ -396,7 +452,7 @@ def record_decoder(
             return None
         if state["registry"] is None:
             try:
-                state["registry"] = load_registry(paths)
+                state["registry"] = load_registry(paths, demo=demo)
             except DlxtoolError as exc:
                 state["failed"] = True
                 if on_error:

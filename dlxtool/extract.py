@@ -9,7 +9,6 @@ candidate that a caller-supplied rating (e.g. "how well does it decode") likes m
 
 from __future__ import annotations
 
-import ast
 import base64
 import binascii
 import re
@@ -105,6 +104,7 @@ def _literal_candidates(line: str) -> Iterator[Candidate]:
 def _literal(text: str) -> object:
     """ast.literal_eval without the compiler's warnings about odd escapes (b'\\N…' in a log line),
     which would otherwise reach the user's terminal (a SyntaxWarning from Python 3.12 on)."""
+    import ast  # only for lines holding b'...' or \\x escapes: ~5 ms of import otherwise paid by every start
     import warnings
 
     with warnings.catch_warnings():
@@ -188,6 +188,33 @@ def decode_whole(data: bytes, encoding: str) -> bytes:
             raise ValueError("not valid base64")
         return got[0]
     raise ValueError(f"unknown input encoding {encoding!r}")
+
+
+MIN_TEXT = 4  # bytes: shorter printable payloads are not called text
+
+
+def content_kind(data: bytes, *, strong: bool) -> str | None:
+    """"JSON" or "text" when a payload is recognisably one of them rather than protobuf, else None.
+
+    JSON counts for any candidate (a word that happens to be base64 does not decode to a JSON object);
+    plain text only for a strong one (the value of a payload key, a bytes literal), since short base64
+    words decode to printable bytes by chance."""
+    head = data.lstrip()[:1]
+    if head in (b"{", b"["):
+        import orjson
+
+        try:
+            orjson.loads(data)
+            return "JSON"
+        except orjson.JSONDecodeError:
+            pass
+    if not strong or len(data) < MIN_TEXT:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return "text" if all(c.isprintable() or c in "\t\r\n" for c in text) else None
 
 
 def _key_before(line: str, pos: int) -> str | None:

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from dlxtool.broker.amqp_values import RawValue
-from dlxtool.deaths import find_origin, parse_history
+from dlxtool.deaths import death_count, find_origin
 from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
 
@@ -59,6 +59,21 @@ def parse_header_match(text: str) -> tuple[str, str]:
     return name, value
 
 
+@dataclass
+class CountTally:
+    """Messages `--min-deaths` left out although their death count may be low (RabbitMQ 4.x restarts
+    x-death when an application republishes a message; see dlxtool.deaths.DeathCount)."""
+
+    maybe_low: int = 0
+
+    def note(self, min_deaths: int | None) -> str | None:
+        if not self.maybe_low:
+            return None
+        return (f"{self.maybe_low} message(s) not selected by --min-deaths {min_deaths} were dead-lettered by "
+                "RabbitMQ 3.13 or later, which restarts x-death (4.x, 3.13.0-3.13.2) when an application "
+                "republishes a message: they may have died more often than x-death says; see `dlxtool history`")
+
+
 @dataclass(frozen=True)
 class Selection:
     origins: tuple[str, ...] = ()
@@ -73,6 +88,7 @@ class Selection:
     redelivered: bool | None = None
     limit: int | None = None
     type_of: TypeResolver = field(default=amqp_type, compare=False, repr=False)
+    tally: CountTally = field(default_factory=CountTally, compare=False, repr=False)
 
     @property
     def filters_anything(self) -> bool:
@@ -87,8 +103,6 @@ class Selection:
             checks.append(lambda r, _n: find_origin(r.headers).queue in self.origins)
         if self.reasons:
             checks.append(lambda r, _n: any(d.reason in self.reasons for d in r.deaths))
-        if self.min_deaths is not None:
-            checks.append(lambda r, _n: parse_history(r.headers).total >= (self.min_deaths or 0))
         if self.types:
             checks.append(lambda r, _n: self.type_of(r) in self.types)
         if self.headers:
@@ -103,7 +117,19 @@ class Selection:
             checks.append(lambda r, _n: any(s in r.body for s in self.body_contains))
         if self.redelivered is not None:
             checks.append(lambda r, _n: r.redelivered == self.redelivered)
+        if self.min_deaths is not None:  # last: a message it leaves out matched everything else
+            checks.append(self._died_often_enough)
         return checks
+
+    def _died_often_enough(self, record: MessageRecord, _now: float) -> bool:
+        """At least min_deaths by x-death, or by an application's retry counter where the broker restarts
+        x-death (4.x); a count that may still be low is tallied, so the command can say so."""
+        count = death_count(record.headers)
+        if count.at_least >= (self.min_deaths or 0):
+            return True
+        if count.may_be_low:
+            self.tally.maybe_low += 1
+        return False
 
     def _routing_key_matches(self, record: MessageRecord, _now: float) -> bool:
         """The delivery's routing key or any routing key in its death history (before a DLX override)."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 CACHE_ENV = "DLXTOOL_CACHE_DIR"
@@ -41,6 +40,7 @@ def read(directory: Path, key: str) -> bytes | None:
 
 def write(directory: Path, key: str, data: bytes) -> bool:
     """Store atomically; a cache that cannot be written is not an error (returns False)."""
+    import tempfile  # only on a miss: a warm start does not pay for it
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{key}.", suffix=".tmp")

@@ -3,17 +3,18 @@
 protoc runs in a child process (``python -m grpc_tools.protoc``) so its diagnostics can be captured
 and turned into a :class:`CompileError` naming the file, line and protoc's message. Results are
 cached on disk, keyed by the content of every input file and the protoc version.
+
+A cache hit must stay cheap (every `dlxtool peek` that decodes a body loads the schemas): it imports
+neither grpc_tools nor importlib.metadata nor subprocess; those come in only when protoc runs.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
+import hashlib
 import importlib.util
 import os
 import re
-import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,20 +33,30 @@ class CompileResult:
     files: dict[str, Path]  # import name (e.g. shop/orders/v1/events.proto) -> file on disk
 
 
-def well_known_include() -> Path | None:
-    """grpc_tools' directory of the well-known types (google/protobuf/*.proto), without importing it."""
+def _grpc_tools_dir() -> Path | None:
+    """Where grpc_tools is installed, without importing it (find_spec of a top-level package does not)."""
     spec = importlib.util.find_spec("grpc_tools")
     if spec is None or not spec.submodule_search_locations:
         return None
-    path = Path(next(iter(spec.submodule_search_locations))) / "_proto"
-    return path if path.is_dir() else None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def well_known_include() -> Path | None:
+    """grpc_tools' directory of the well-known types (google/protobuf/*.proto), without importing it."""
+    root = _grpc_tools_dir()
+    path = root / "_proto" if root else None
+    return path if path and path.is_dir() else None
 
 
 def _protoc_version() -> str:
+    """Which protoc compiles: a digest of grpc_tools' version file (its VERSION line changes with every
+    release), read as bytes; importlib.metadata would cost ~15 ms of imports on every cache hit."""
+    root = _grpc_tools_dir()
     try:
-        return importlib.metadata.version("grpcio-tools")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+        data = (root / "grpc_version.py").read_bytes() if root else b""
+    except OSError:
+        data = b""
+    return hashlib.sha256(data).hexdigest()[:16] if data else "unknown"
 
 
 def collect(dirs: list[Path]) -> tuple[dict[str, Path], dict[str, bytes]]:
@@ -99,6 +110,9 @@ def compile_dirs(dirs: list[Path], *, use_cache: bool = True, cache_root: Path |
 
 
 def _run_protoc(dirs: list[Path], wkt: Path | None, files: dict[str, Path]) -> bytes:
+    import subprocess
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="proto_registry-") as tmp:
         out = Path(tmp) / "set.binpb"
         args = [f"--proto_path={d}" for d in dirs]

@@ -8,7 +8,6 @@ gRPC 5-byte length prefix.
 
 from __future__ import annotations
 
-import gzip
 import zlib
 from dataclasses import dataclass, field
 
@@ -120,6 +119,8 @@ def unframe(payload: bytes) -> tuple[bytes, Framing | None]:
 
 def _decompress(body: bytes) -> bytes:
     try:
+        import gzip  # rare (a gzip-framed payload): not worth its import on every start
+
         return gzip.decompress(body)
     except (OSError, EOFError):
         return zlib.decompress(body)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -54,11 +53,13 @@ class Registry:
         cls,
         paths: Iterable[str | Path] = (),
         *,
-        include_defaults: bool = True,
+        include_defaults: bool = False,
         use_cache: bool = True,
         cache_dir: Path | None = None,
     ) -> Registry:
-        """Load ``.proto`` directories/files and descriptor sets (plus the bundled schemas)."""
+        """Load ``.proto`` directories/files and descriptor sets. The demo's bundled ``shop.*`` schemas
+        only with ``include_defaults=True`` (or ``DEMO_PROTOS`` among the paths): they are example data,
+        and loaded by default they would put demo names on a user's own bytes."""
         loaded = sources.load_files(
             list(paths), include_defaults=include_defaults, use_cache=use_cache, cache_root=cache_dir
         )
@@ -115,6 +116,8 @@ class Registry:
         if found:
             listed = ", ".join(self.index.types[t].name for t in found[:5])
             raise UnknownTypeError(f"type name {name!r} is ambiguous: {listed}", "give the full name")
+        import difflib  # only to suggest a name after a miss; not worth its import on every decode
+
         by_short = {n.rsplit(".", 1)[-1]: n for n in self.type_names}
         close = difflib.get_close_matches(name, self.type_names, n=3, cutoff=0.6) or [
             by_short[s] for s in difflib.get_close_matches(name.rsplit(".", 1)[-1], by_short, n=3, cutoff=0.6)

@@ -19,7 +19,7 @@ from proto_registry.compile import compile_dirs
 from proto_registry.errors import DescriptorSetError, SchemaConflictError, SourceNotFoundError
 
 DESCRIPTOR_SET_SUFFIXES = {".desc", ".binpb", ".pb", ".protoset", ".fds"}
-DEFAULT_PROTOS = Path(__file__).parent / "protos"
+DEFAULT_PROTOS = Path(__file__).parent / "protos"  # the demo's shop.* schemas (proto_registry.DEMO_PROTOS)
 _WKT_MODULES = (
     "any",
     "api",
@@ -88,7 +88,7 @@ def read_descriptor_set(path: Path) -> descriptor_pb2.FileDescriptorSet:
 def load_files(
     paths: list[str | Path],
     *,
-    include_defaults: bool = True,
+    include_defaults: bool = False,
     use_cache: bool = True,
     cache_root: Path | None = None,
 ) -> LoadedFiles:

@@ -123,9 +123,9 @@ def setup() -> None:
 
 
 def registry() -> Any:
-    from proto_registry import Registry
+    from proto_registry import DEMO_PROTOS, Registry
 
-    return Registry.load([])
+    return Registry.load([DEMO_PROTOS])
 
 
 def events(reg: Any, rng: random.Random, start: int) -> Iterator[tuple[str, str, bytes]]:

@@ -3,6 +3,8 @@
 The broker is the one `scripts/dev-broker` starts (or reuses): AMQP on DLXTOOL_TEST_AMQP_PORT
 (5672), management on DLXTOOL_TEST_HTTP_PORT (15672), user guest. Each run creates its own vhost
 and deletes it afterwards, so runs never see each other's queues, even on a shared broker.
+Any node works, e.g. the RabbitMQ 4.x one: DLXTOOL_TEST_AMQP_PORT=5674 DLXTOOL_TEST_HTTP_PORT=15674
+(`scripts/dev-broker v4`); the CLI runner then points `--url` at that node's management API too.
 """
 
 from __future__ import annotations
@@ -32,11 +34,19 @@ def _port_open(port: int, host: str = "127.0.0.1") -> bool:
         return False
 
 
+def test_ports() -> tuple[int, int]:
+    """AMQP and management ports of the broker under test."""
+    return (int(os.environ.get("DLXTOOL_TEST_AMQP_PORT", "5672")),
+            int(os.environ.get("DLXTOOL_TEST_HTTP_PORT", "15672")))
+
+
+test_ports.__test__ = False  # a helper, not a test
+
+
 @pytest.fixture(scope="session")
 def broker() -> Iterator[BrokerEnv]:
     """The main test broker with a fresh vhost for this run."""
-    amqp_port = int(os.environ.get("DLXTOOL_TEST_AMQP_PORT", "5672"))
-    http_port = int(os.environ.get("DLXTOOL_TEST_HTTP_PORT", "15672"))
+    amqp_port, http_port = test_ports()
     if not (_port_open(amqp_port) and _port_open(http_port)):
         pytest.fail(f"no RabbitMQ with management on 127.0.0.1:{amqp_port}/{http_port}: run scripts/dev-broker "
                     "(scripts/test does it for you)")
@@ -113,6 +123,30 @@ def faults_node() -> Iterator[object]:
             yield FaultNode(env=env, node=info["node"])
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """DLXTOOL_TEST_BROKER_ONLY=1 keeps only the tests that use the broker under test (the `broker`
+    fixture): scripts/test's second pass, on RabbitMQ 4.x, need not rerun what no broker decides."""
+    if os.environ.get("DLXTOOL_TEST_BROKER_ONLY") != "1":
+        return
+    keep = [item for item in items if "broker" in getattr(item, "fixturenames", ())]
+    if len(keep) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Which RabbitMQ the run tests (scripts/test runs the suite on 3.x and on 4.x)."""
+    from dlxtool.broker.management import ManagementClient
+
+    amqp_port, http_port = test_ports()
+    try:
+        version = ManagementClient(f"http://localhost:{http_port}/", "guest", "guest", timeout=3).overview().get(
+            "rabbitmq_version")
+    except Exception:  # noqa: BLE001 - no broker: the broker fixture says so, with what to do
+        return None
+    return f"broker under test: RabbitMQ {version} (AMQP {amqp_port}, HTTP {http_port})"
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("dlxtool fault matrix (tests/faults)")
     group.addoption("--faults-long", action="store_true", default=os.environ.get("DLXTOOL_FAULTS_LONG") == "1",
@@ -144,10 +178,16 @@ def qname(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def cli_env(tmp_path: Path) -> dict[str, str]:
-    """An environment with no user config: HOME and XDG dirs point into the test's tmp dir."""
+    """An environment with no user config: HOME and XDG dirs point into the test's tmp dir.
+
+    `--url` (the tests' usual way to name the broker under test) finds that broker's management API
+    through DLXTOOL_MANAGEMENT_URL: derived from the URL it would be host:15672, which on a machine with
+    several nodes is another broker (dlxtool then refuses: the API answers for another broker). A test
+    naming another broker with --url or a profile names its API too (`--broker` typed ignores this)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DLXTOOL_")}
     env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"),
-               XDG_CACHE_HOME=str(tmp_path / "cache"))
+               XDG_CACHE_HOME=str(tmp_path / "cache"),
+               DLXTOOL_MANAGEMENT_URL=f"http://localhost:{test_ports()[1]}/")
     return env
 
 

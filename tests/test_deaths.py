@@ -81,3 +81,36 @@ def test_message_history_collects_companions_counters_and_error_text() -> None:
     assert (h.delivery_count, h.retry, h.error) == (4, {"x-retry-count": 2}, "other")
     assert message_history(headers, error_headers=["mt-fault-message"]).error == "boom at line 3"
     assert message_history(None).origin.queue is None
+
+
+def test_death_count_is_x_death_where_the_broker_keeps_counting() -> None:
+    from dlxtool.deaths import death_count
+
+    # No x-last-death-*: dead-lettered by RabbitMQ < 3.13, which counts a republished message on.
+    count = death_count({"x-death": [entry("q", "rejected", 3)], "x-retry-count": 9})
+    assert (count.recorded, count.at_least, count.may_be_low, count.note) == (3, 3, False, None)
+    assert death_count(None).at_least == 0 and not death_count("not a table").may_be_low  # type: ignore[arg-type]
+
+
+def test_death_count_may_be_low_where_the_broker_restarts_x_death() -> None:
+    from dlxtool.deaths import death_count
+
+    restarted = {"x-death": [entry("q", "rejected", 1)], "x-last-death-queue": "q"}
+    count = death_count(restarted)
+    assert (count.recorded, count.at_least, count.may_be_low) == (1, 1, True)
+    assert "may have died more often" in (count.note or "")
+    assert not death_count({"x-last-death-queue": "q"}).may_be_low  # no death at all: nothing to be low
+
+
+def test_death_count_takes_an_app_retry_counter_where_it_says_more() -> None:
+    from dlxtool.deaths import death_count
+
+    restarted = {"x-death": [entry("q", "rejected", 1)], "x-last-death-queue": "q"}
+    count = death_count({**restarted, "x-retry-count": 4, "x-delivery-attempts": 2})
+    assert (count.recorded, count.at_least, count.evidence, count.may_be_low) == (1, 4, "x-retry-count says 4", False)
+    assert "x-death says 1, x-retry-count says 4" in (count.note or "")
+    # A counter that says no more than x-death: the app counts, so the count is not low either.
+    assert death_count({**restarted, "x-retry-count": 0}).note is None
+    # Not numbers (or booleans, or the too-generic "count") prove nothing.
+    for junk in ({"x-retry-count": "4"}, {"x-retry-count": True}, {"count": 7}, {"x-retry-count": -3}):
+        assert death_count({**restarted, **junk}).at_least == 1

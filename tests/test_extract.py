@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 
 from dlxtool import extract
 from dlxtool.decoding import decode_line
-from proto_registry import Registry
+from proto_registry import DEMO_PROTOS, Registry
 
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Registry:
-    return Registry.load(cache_dir=tmp_path_factory.mktemp("proto-cache"))
+    return Registry.load([DEMO_PROTOS], cache_dir=tmp_path_factory.mktemp("proto-cache"))
 
 
 PAYLOAD = b"\n\x06o-1001\x12\x04c-42\x18\x03*\x0cout of stock"  # an OrderCancelled
@@ -109,3 +109,12 @@ def test_huge_line_is_bounded(registry: Registry) -> None:
     line = "x=" + "A" * (extract.MAX_LINE + 1000)
     extract.candidates(line)  # no exception, bounded work
     decode_line(registry, "payload=" + base64.b64encode(PAYLOAD).decode() + " " + "Q" * 100_000)
+
+
+def test_content_kind_names_json_anywhere_and_text_only_where_a_payload_is_meant() -> None:
+    assert extract.content_kind(b' {"id": 1}', strong=False) == "JSON"
+    assert extract.content_kind(b"[1, 2]", strong=False) == "JSON"
+    assert extract.content_kind(b"{not json", strong=False) is None
+    assert extract.content_kind(b"out of stock", strong=True) == "text"
+    assert extract.content_kind(b"out of stock", strong=False) is None  # a bare word decoding to text: chance
+    assert extract.content_kind(b"\x0a\x02p1", strong=True) is None  # protobuf bytes are not text

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dlxtool import record, secrets
+from dlxtool.broker import pika_import
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConfigError, ConnectError, DlxtoolError, NotFoundError
 from dlxtool.urls import AmqpUrl
@@ -48,7 +49,7 @@ def tls_context(profile: BrokerProfile) -> ssl.SSLContext:
 
 
 def connection_parameters(profile: BrokerProfile) -> list[pika.ConnectionParameters]:
-    import pika
+    pika = pika_import.load()
 
     from dlxtool.broker.identity import connection_name
 
@@ -90,7 +91,7 @@ def _credentials(profile: BrokerProfile) -> pika.credentials.PlainCredentials | 
 
 def connect(profile: BrokerProfile) -> BlockingConnection:
     """Connect to the first node that answers, in the order the profile lists them."""
-    import pika
+    pika = pika_import.load()
     import pika.exceptions as pe
 
     quiet_pika_logging()

@@ -30,12 +30,16 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from pika import data as pika_data
-from pika import exceptions, frame, spec
-from pika.compat import long
+from dlxtool.broker import pika_import
 
-from dlxtool.broker import hotpath
-from dlxtool.broker.amqp_values import RawValue, raw_fixed
+pika_import.load()  # before any `from pika import`: without the asyncio adapter nobody here uses
+
+from pika import data as pika_data  # noqa: E402
+from pika import exceptions, frame, spec  # noqa: E402
+from pika.compat import long  # noqa: E402
+
+from dlxtool.broker import hotpath  # noqa: E402
+from dlxtool.broker.amqp_values import RawValue, raw_fixed  # noqa: E402
 
 FRAME_END = 0xCE
 _END = b"\xce"

@@ -58,13 +58,19 @@ class QueueInfo:
 
     @property
     def delivery_limit(self) -> int | None:
-        """Quorum queues only: the limit in effect, None when unlimited (3.x without one; -1 on 4.x)."""
+        """Quorum queues only: the limit in effect, None when unlimited (3.x without one; -1 on 4.x).
+
+        A negative limit switches the limit off on 4.x only. 3.x has no such switch: it dead-letters (or
+        drops) a message at its first return, as a limit of 0 would (seen on 3.10.8 with -1: every message
+        a peek gave back was gone). So it reads as 0 there, and when the version is not known."""
         if self.type != "quorum":
             return None
         value = _number(self.setting("delivery-limit"))
         if value is None:
             return default_delivery_limit(self.broker_version)
-        return None if value < 0 else int(value)
+        if value < 0:
+            return None if _major(self.broker_version) >= 4 else 0
+        return int(value)
 
     @property
     def tail_republish_risk(self) -> str | None:
@@ -99,11 +105,16 @@ DEFAULT_DELIVERY_LIMIT_4X = 20  # quorum queues without a limit get 20 from Rabb
 
 def default_delivery_limit(version: str | None) -> int | None:
     """The delivery limit a quorum queue gets when none is set, for this RabbitMQ version."""
-    try:
-        major = int((version or "").split(".")[0])
-    except ValueError:
-        return None
+    major = _major(version)
     return DEFAULT_DELIVERY_LIMIT_4X if major >= 4 else None
+
+
+def _major(version: str | None) -> int:
+    """RabbitMQ's major version, 0 when not known."""
+    try:
+        return int((version or "").split(".")[0])
+    except ValueError:
+        return 0
 
 
 def _number(value: Any) -> float | None:
@@ -127,10 +138,12 @@ class ManagementClient:
 
     @classmethod
     def for_profile(cls, profile: BrokerProfile) -> ManagementClient:
-        from dlxtool.broker.connection import tls_context
-
         url = profile.management_url or ""
-        context = tls_context(profile) if url.startswith("https") else None
+        context = None
+        if url.startswith("https"):
+            from dlxtool.broker.connection import tls_context  # the AMQP side's module: only for TLS
+
+            context = tls_context(profile)
         return cls(url, profile.username, profile.password(), timeout=profile.timeout, context=context)
 
     @property

@@ -7,7 +7,6 @@ import errno
 import importlib
 import os
 import sys
-import traceback
 from typing import Any
 
 import click
@@ -18,6 +17,7 @@ from dlxtool.cli.options import connection_options, format_option
 from dlxtool.errors import DlxtoolError, ExitStatus, Interrupted
 
 # name -> "module:attribute"; modules load only when their command runs, so --help stays fast.
+# A command's module imports what that command needs; tests/cli/test_imports.py keeps it so.
 COMMANDS: dict[str, str] = {
     "brokers": "dlxtool.cli.brokers:brokers",
     "completion": "dlxtool.cli.completion:completion",
@@ -29,6 +29,22 @@ COMMANDS: dict[str, str] = {
     "purge": "dlxtool.cli.purge:purge",
     "queues": "dlxtool.cli.queues:queues",
     "replay": "dlxtool.cli.replay:replay",
+}
+
+# The first paragraph of each command's help, for `dlxtool --help`: listing the commands from here
+# instead of from the commands themselves spares importing all ten modules (and pika, the management
+# client…) to print one line each. tests/cli/test_help.py checks that they say the same.
+SUMMARIES: dict[str, str] = {
+    "brokers": "Configured broker profiles: list them, check that they answer.",
+    "completion": "Print the shell completion script for SHELL (command, option, broker and queue names).",
+    "decode": "Decode protobuf payloads found in FILEs (or stdin) — base64 in logs, hex, b'..', <<..>>.",
+    "dump": "Write QUEUE's messages as message records (JSON Lines), without removing them.",
+    "history": "Show the x-death history of the messages in QUEUE (or in a dump file).",
+    "load": "Publish the message records in FILE (`-` = stdin) to a broker.",
+    "peek": "Show the first messages of QUEUE without taking them away.",
+    "purge": "Remove messages from QUEUE: all of them, or only the ones that match.",
+    "queues": "Survey queues through the management API and flag trouble.",
+    "replay": "Send dead letters from DLQ back to the queue each one failed in.",
 }
 
 EPILOG = """\b
@@ -52,6 +68,15 @@ class DlxtoolGroup(click.Group):
             return None
         module, attr = target.split(":")
         return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click.Group.format_commands, from SUMMARIES instead of from every command's module."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        # A bare Command per summary shortens it exactly as the real command's help would be shortened.
+        rows = [(name, click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit)) for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         from dlxtool.ops import interrupts
@@ -97,6 +122,8 @@ def report(ctx: click.Context, exc: BaseException) -> None:
     app = ctx.find_object(App)
     debug = bool(app and app.debug) or os.environ.get("DLXTOOL_DEBUG") in ("1", "true", "yes")
     if debug:
+        import traceback
+
         _err(ctx, secrets.scrub("".join(traceback.format_exception(exc))).rstrip())
     if isinstance(exc, DlxtoolError):
         prefix, message = "dlxtool: error:", exc.message

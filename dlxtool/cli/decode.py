@@ -50,7 +50,10 @@ def _format_option(f: Any) -> Any:
     help="Log lines with payloads inside, or each input is one whole payload.",
 )
 @click.option("--passthrough", is_flag=True, help="Also output lines that hold no payload.")
-@click.option("--no-bundled", is_flag=True, help="Do not load the schemas bundled with dlxtool.")
+@click.option("--demo-schemas", is_flag=True,
+              help="Also load the demo shop's schemas bundled with dlxtool (shop.*); config: demo_schemas = true.")
+@click.option("--no-bundled", is_flag=True, hidden=True,
+              help="Kept for old scripts: the demo schemas are no longer loaded unless asked for.")
 @_format_option
 @connection_options
 @click.pass_obj
@@ -63,6 +66,7 @@ def decode(
     top: int,
     input_kind: str,
     passthrough: bool,
+    demo_schemas: bool,
     no_bundled: bool,
 ) -> None:
     """Decode protobuf payloads found in FILEs (or stdin) — base64 in logs, hex, b'..', <<..>>.
@@ -99,8 +103,13 @@ def decode(
 
     fmt = app.output_format("jsonl")
     paths = decoding.proto_paths(proto_paths, _config_proto_paths(app))
-    registry = decoding.load_registry(paths, include_defaults=not no_bundled)
-    app.debug_log(f"decode: {len(registry)} message types from {len(paths)} proto path(s) and the bundled schemas")
+    demo = (demo_schemas or _config_demo_schemas(app)) and not no_bundled
+    registry = decoding.load_registry(paths, demo=demo)
+    app.debug_log(f"decode: {len(registry)} message types from {len(paths)} proto path(s)"
+                  + (" and the demo schemas" if demo else ""))
+    if not paths and not demo and not raw:
+        app.warn("no schemas loaded: payloads are decoded without types (add --proto-path DIR, "
+                 "$DLXTOOL_PROTO_PATH or proto_paths in the config; --demo-schemas for the demo's)")
     for note in registry.loaded.notes:
         app.info(f"decode: {note}")
     options: dict[str, Any] = {"type_name": type_name, "raw": raw, "top": top, "want_text": fmt == "text"}
@@ -132,6 +141,15 @@ def _config_proto_paths(app: App) -> list[str]:
     if app.broker_name or app.url:
         paths += list(app.profile().proto_paths)
     return paths
+
+
+def _config_demo_schemas(app: App) -> bool:
+    """`demo_schemas = true` in the config; a config that cannot be read (already warned about by
+    _config_proto_paths) asks for nothing."""
+    try:
+        return app.config().demo_schemas
+    except DlxtoolError:
+        return False
 
 
 def _despite_config_error(app: App, exc: DlxtoolError) -> list[str]:
@@ -185,9 +203,13 @@ class _Sink:
         self.app, self.fmt = app, fmt
         self.items: list[dict[str, Any]] = []
         self.count = 0
+        self.not_protobuf = 0
 
     def write(self, outcome: Any) -> None:
+        from dlxtool.decoding import NOT_PROTOBUF
+
         self.count += outcome.decoded is not None
+        self.not_protobuf += outcome.decoded is not None and outcome.decoded.status == NOT_PROTOBUF
         out = self.app.stdout
         if self.fmt == "jsonl":
             render.write_json_line(outcome.to_dict(), out)
@@ -205,6 +227,8 @@ class _Sink:
             self.app.emit_json(self.items, "json")
         if not self.count:
             self.app.info("decode: no payload found")
+        elif self.count == self.not_protobuf:
+            self.app.info("decode: no protobuf payload found (the payloads found are JSON or text)")
 
 
 def _where(outcome: Any) -> str:
@@ -212,8 +236,15 @@ def _where(outcome: Any) -> str:
 
 
 def _summary(decoded: Any) -> str:
+    """The verdict in a few words: a guess is marked (?) and says why (defects, ambiguity)."""
+    from dlxtool.decoding import NOT_PROTOBUF, is_weak
+
+    if decoded.status == NOT_PROTOBUF:
+        return decoded.error or "not protobuf"
     if decoded.type:
-        text = f"{decoded.type} ({decoded.confidence:.2f}"
+        text = f"{decoded.type}{'?' if is_weak(decoded.to_dict()) else ''} ({decoded.confidence:.2f}"
+        if decoded.defects:
+            text += ", does not fit cleanly: " + decoded.defects[0]
         if decoded.ambiguous:
             alts = decoded.alternatives[:3]
             more = decoded.alternatives_count - len(alts)
@@ -230,7 +261,9 @@ def _table_row(outcome: Any) -> str:
         return f"{_where(outcome)}  -  {render.safe_text(outcome.text_line or '')}"
     body: Any = decoded.message if decoded.message is not None else decoded.raw
     shown = render.truncate(render.safe_text(render.dumps(body).decode()), 160) if body is not None else ""
-    if decoded.error:
+    if decoded.content is not None:
+        shown = render.truncate(render.safe_text(decoded.content), 160)
+    elif decoded.error:
         shown = f"error: {decoded.error}"
     row = f"{_where(outcome)}  {render.safe_text(_summary(decoded))}  {shown}"
     for m in decoded.top:
@@ -245,7 +278,7 @@ def _text_block(outcome: Any) -> str:
     head = f"# {_where(outcome)}: {_summary(decoded)}"
     for m in decoded.top:
         head += f"\n#   {m['score']:.3f} {m['confidence']:.3f} {m['type']}"
-    if decoded.error:
+    if decoded.error and decoded.content is None:
         head += f"\n# error: {decoded.error}"
-    body = decoded.text if decoded.text is not None else ""
+    body = decoded.text if decoded.text is not None else (decoded.content or "")
     return head + "\n" + render.safe_text(body, keep_newlines=True)

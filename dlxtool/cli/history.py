@@ -14,6 +14,7 @@ from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
+    from dlxtool.deaths import DeathCount
     from dlxtool.ops.peek import Coverage, QueueReader
 
 # Not the whole queue by default: every message read is held unacked until the read ends, and on a
@@ -60,7 +61,7 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
       dlxtool dump orders.dlq --all -o dlq.jsonl && dlxtool history --from dlq.jsonl --summary
     """
     from dlxtool.cli.reading import check_count, sample_note, write_sample_note
-    from dlxtool.ops.history import entries, mark_copies, summarize_failures
+    from dlxtool.ops.history import count_notes, entries, mark_copies, summarize_failures
 
     check_count(count, all_)
     names = (*app.config().error_headers, *error_headers)
@@ -85,7 +86,8 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
         else:
             from dlxtool.render import write_table
 
-            write_table([[g.origin, g.reason, g.type, g.error, g.messages, g.deaths,
+            write_table([[g.origin, g.reason, g.type, g.error, g.messages,
+                          f"{g.deaths}+" if g.deaths_may_be_low else g.deaths,
                           *(v or "" for v in (g.to_json()["first"], g.to_json()["last"]))] for g in groups],
                         ["origin", "reason", "type", "error", "messages", "deaths", "first", "last"],
                         app.stdout, empty=_nothing(reader),
@@ -99,6 +101,8 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
     else:
         _render_timelines(app, items, _nothing(reader))
         write_sample_note(app, note)
+    for count_note in count_notes(items):
+        app.info(f"note: {count_note}")
     finish_read(app, reader)
 
 
@@ -160,7 +164,7 @@ def _render_timelines(app: App, items: list, empty: str = "(no messages)") -> No
         out.write(empty + "\n")
     for item in items:
         h, r = item.history, item.record
-        line = f"#{r.position} origin {h.origin.queue or '?'} ({h.origin.why}), {h.history.total} deaths"
+        line = f"#{r.position} origin {h.origin.queue or '?'} ({h.origin.why}), {_deaths_text(h.deaths)}"
         if item.type:
             line += f", type {item.type}"
         if item.copy_of is not None:
@@ -179,6 +183,12 @@ def _render_timelines(app: App, items: list, empty: str = "(no messages)") -> No
                         out)
         out.write("\n")
     out.flush()
+
+
+def _deaths_text(count: DeathCount) -> str:
+    if count.evidence:
+        return f"at least {count.at_least} deaths ({count.evidence}, x-death {count.recorded})"
+    return f"{count.recorded}{'+' if count.may_be_low else ''} deaths"
 
 
 def _companions(values: dict[str, str]) -> str:

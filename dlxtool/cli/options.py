@@ -144,7 +144,9 @@ def selection_options(f: F) -> F:
                      type=click.Choice(["rejected", "expired", "maxlen", "delivery_limit"]),
                      help="Only messages with a death of this reason."),
         click.option("--min-deaths", "sel_min_deaths", type=click.IntRange(min=1), metavar="N",
-                     help="Only messages that died at least N times (sum of x-death counts)."),
+                     help="Only messages that died at least N times (sum of x-death counts; where the "
+                          "broker restarts x-death at an app's republish, RabbitMQ 4.x, the app's "
+                          "x-retry-count/x-delivery-attempts when higher)."),
         click.option("--type", "sel_types", multiple=True, metavar="TYPE",
                      help="Only messages of this type (AMQP 'type' property)."),
         click.option("--header", "sel_headers", multiple=True, metavar="NAME=VALUE",
@@ -182,3 +184,11 @@ def selection_options(f: F) -> F:
     for opt in reversed(opts):
         out = opt(out)
     return out
+
+
+def selection_notes(app: App, selection: Any) -> None:
+    """What the output must add about a selection once it has run (e.g. death counts that may be low)."""
+    note = selection.tally.note(selection.min_deaths)
+    selection.tally.maybe_low = 0  # said once per pass (a plan, then the run)
+    if note:
+        app.info(f"note: {note}")

@@ -76,14 +76,20 @@ def table_row(record: MessageRecord) -> list[object]:
 
 
 def body_preview(record: MessageRecord, width: int = 60) -> str:
-    """The decoded message when the registry identified it, else text if printable, else hex."""
+    """The decoded message when the registry identified it, else text if printable, else hex.
+
+    A guess (defective, ambiguous or of low confidence) is marked as one, with its confidence: the
+    same bytes read as a clean, sure match would be a lie (see decoding.match_label)."""
     from dlxtool import render
 
     if record.decoded and record.decoded.get("message") is not None:
-        from dlxtool.render import dumps
+        from dlxtool.decoding import is_weak, match_label
 
-        text = f"{record.decoded.get('type', '?')} " + dumps(record.decoded["message"]).decode()
-        return render.truncate(render.safe_text(text), width)
+        label = match_label(record.decoded)
+        text = f"{label} " + render.dumps(record.decoded["message"]).decode()
+        # A guess keeps its mark in view: the label is not cut for the message's sake.
+        return render.truncate(render.safe_text(text), max(width, len(label) + 12) if is_weak(record.decoded)
+                               else width)
     return render.preview(record.body, width)
 
 

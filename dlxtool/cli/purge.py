@@ -7,7 +7,14 @@ from typing import Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import common_options, dry_run_option, queue_argument, selection_options, yes_option
+from dlxtool.cli.options import (
+    common_options,
+    dry_run_option,
+    queue_argument,
+    selection_notes,
+    selection_options,
+    yes_option,
+)
 from dlxtool.cli.reading import peek_safety_options
 from dlxtool.selection import Selection
 
@@ -113,6 +120,7 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
                                 peek=_peeker(app, queue, safety),
                                 peek_bound=max_unacked or app.config().dump_unacked_limit)
         _render(app, outcome)
+        selection_notes(app, selection)
         if outcome.result is not None:
             exit_for(outcome.result, "purge", saved=backup)
 

@@ -27,13 +27,15 @@ What a peek does to the queue (it takes messages and gives them back):
            `redelivered` flag is set. Message k can only be reached while
            1..k-1 are held unacked, so more than --max-unacked (config
            dump_unacked_limit, default 10000) is refused (exit 6).
-  quorum   with a delivery limit every give-back uses one delivery attempt:
+  quorum   with a delivery limit (on RabbitMQ 4.x 20 unless set) every
+           give-back uses one delivery attempt, on 3.x and 4.x alike:
            refused unless --spend-attempts; the read then stops before any
-           message would be left without a spare attempt (a limit of 1 is
-           always refused). Given back 32 at a time so the order holds.
-           Without a limit (RabbitMQ 3.x) given-back messages go to the
-           back: refused unless --allow-reorder. If the management API is
-           down the limit is unknown: refused.
+           message would be left without a spare attempt (a limit of 1 or
+           less is always refused; a negative one acts as 0 on 3.x). Given
+           back 32 at a time so the order holds. Without a limit (3.x
+           without one, 4.x with -1) given-back messages go to the back:
+           refused unless --allow-reorder. If the management API is down
+           the limit is unknown: refused.
   stream   read with a consumer from --offset; nothing is held or changed.
 """
 
@@ -86,8 +88,9 @@ def read_queue(app: App, queue: str, opts: ReadOptions) -> Iterator[QueueReader]
     from dlxtool.ops.peek import prepare_read
 
     profile = app.profile()
-    decode = decoding.record_decoder(
-        decoding.proto_paths((), [*app.config().proto_paths, *profile.proto_paths]), on_error=app.warn)
+    config = app.config()
+    decode = decoding.record_decoder(decoding.proto_paths((), [*config.proto_paths, *profile.proto_paths]),
+                                     demo=config.demo_schemas, on_error=app.warn)
     with app.connection(profile) as conn:
         mgmt = app.management(profile, conn)  # proven to be this broker's API before any of it is used
         reader, notes = prepare_read(conn, profile, queue, opts, management=lambda: mgmt, decode=decode)

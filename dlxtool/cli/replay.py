@@ -21,6 +21,7 @@ from dlxtool.cli.options import (
     complete_broker,
     complete_queue,
     dry_run_option,
+    selection_notes,
     selection_options,
     yes_option,
 )
@@ -163,6 +164,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
 
         def confirm(plan: ops.ReplayPlan) -> None:
             _render_plan(app, plan)
+            selection_notes(app, selection)
             if not dry_run:
                 app.confirm(f"Replay the messages of {dlq!r} as planned?", yes=yes)
 
@@ -180,6 +182,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         if outcome.result is None:  # --dry-run: the plan was the output
             return
         _render_result(app, outcome)
+        selection_notes(app, selection)
         outcome.clean_up()  # the temporary exchanges, once the summary is out
         refusal = outcome.refusal()
         if refusal is not None:

@@ -59,7 +59,7 @@ def wait_queue_origins(mgmt: Any, vhost: str, dlq: str) -> Callable[[Death], Ori
 def mark_copies(items: list[Entry]) -> int:
     """Find the copies a kill -9 during a replay left (dlxtool.ops.replay.Pairs), set their `copy_of` to
     the position of the other one of the pair, and say how many."""
-    from dlxtool.ops.replay import Pairs, provenance_src, record_fingerprint
+    from dlxtool.ops.provenance import Pairs, provenance_src, record_fingerprint
 
     pairs = Pairs(limit=len(items) + 1)
     keyed = [(item, record_fingerprint(item.record), provenance_src(item.record.headers)) for item in items]
@@ -79,14 +79,19 @@ class Group:
     type: str | None
     error: str | None
     messages: int = 0
-    deaths: int = 0
+    deaths: int = 0  # at least: x-death, or an app retry counter where the broker restarted x-death
+    deaths_recorded: int = 0  # what the x-death headers add up to
+    deaths_may_be_low: int = 0  # messages whose count may be low (see dlxtool.deaths.DeathCount)
     first: datetime | None = None
     last: datetime | None = None
     positions: list[int] = field(default_factory=list)
 
     def add(self, entry: Entry) -> None:
         self.messages += 1
-        self.deaths += entry.history.history.total
+        count = entry.history.deaths
+        self.deaths += count.at_least
+        self.deaths_recorded += count.recorded
+        self.deaths_may_be_low += count.may_be_low
         self.positions.append(entry.record.position)
         for death in entry.history.history.deaths:
             if death.time is None:
@@ -96,8 +101,27 @@ class Group:
 
     def to_json(self) -> dict[str, Any]:
         return {"origin": self.origin, "reason": self.reason, "type": self.type, "error": self.error,
-                "messages": self.messages, "deaths": self.deaths, "first": iso(self.first),
-                "last": iso(self.last)}
+                "messages": self.messages, "deaths": self.deaths, "deaths_recorded": self.deaths_recorded,
+                "deaths_may_be_low": self.deaths_may_be_low, "first": iso(self.first), "last": iso(self.last)}
+
+
+def count_notes(items: Iterable[Entry]) -> list[str]:
+    """What the output must say about its death counts: which may be low, and which come from an
+    application's retry counter rather than x-death (see dlxtool.deaths.DeathCount)."""
+    items = list(items)
+    low = sum(1 for i in items if i.history.deaths.may_be_low)
+    counted = sum(1 for i in items if i.history.deaths.evidence)
+    notes = []
+    if low:
+        notes.append(f"{low} of {len(items)} messages were dead-lettered by RabbitMQ 3.13 or later (x-last-death-*): "
+                     "4.x and 3.13.0-3.13.2 restart x-death when an application republishes a message, so their "
+                     "death counts are a minimum and may be low (marked +); an application retry counter "
+                     "(x-retry-count, x-delivery-attempts) would be used where it says more")
+    if counted:
+        notes.append(f"{counted} of {len(items)} messages: x-death counts fewer deaths than the application's "
+                     "retry counter (x-retry-count, x-delivery-attempts), as RabbitMQ 4.x restarts x-death when an "
+                     "application republishes a message; the counter's number is shown")
+    return notes
 
 
 def summarize_failures(items: Iterable[Entry]) -> list[Group]:

@@ -19,8 +19,12 @@ depends on the queue type (see shared/DESIGN.md), and this module decides it in 
   would leave with no attempt to spare. The count is learnt only by taking the message, so a peek
   always uses an attempt of the head: repeated peeks exhaust it; dlxtool refuses (exit 6) as soon
   as it sees that, and refuses a limit of 1 outright.
-- quorum without a limit (3.x): returned messages go to the back of the queue, so a peek reorders.
-  Refused unless the caller accepts it (`allow_reorder`).
+- quorum without a limit (3.x without one, 4.x with -1): returned messages go to the back of the queue,
+  so a peek reorders. Refused unless the caller accepts it (`allow_reorder`). A negative limit on 3.x is
+  no "off" switch: the message is dead-lettered at its first return, so such a queue is not peeked.
+- Which give-back is cheapest does not differ between 3.10 and 4.0: a channel close, a cancelled
+  consumer, a nack and a reject each count as a delivery attempt on both (tests/cli/test_versions.py),
+  and only the nacks in order keep a quorum queue's order, so both versions take the same path.
 - stream: basic.get is refused by the broker; read with a consumer (prefetch > 0, x-stream-offset).
   Nothing is held: acknowledging a stream delivery only grants credit.
 
@@ -119,7 +123,7 @@ class ReadOptions:
 def queue_facts(profile: BrokerProfile, name: str, *, management: Callable[[], ManagementClient],
                 channel: Any) -> QueueFacts:
     """Type, limit and counts: management API first, AMQP for what it cannot tell or when it is down."""
-    from dlxtool.ops.purge import passive_declare
+    from dlxtool.broker.declare import passive_declare
 
     ok = passive_declare(channel, name, profile.vhost)
     ready, consumers = ok.message_count, ok.consumer_count
@@ -250,10 +254,17 @@ def _check_quorum(facts: QueueFacts, opts: ReadOptions) -> list[str]:
     if facts.delivery_limit is None:
         if not opts.allow_reorder:
             raise RefusedError(
-                f"{facts.name!r} is a quorum queue without a delivery limit: on RabbitMQ 3.x every message "
-                "a peek gives back goes to the BACK of the queue, so peeking reorders it",
+                f"{facts.name!r} is a quorum queue without a delivery limit (RabbitMQ 3.x without one, 4.x "
+                "with -1): every message a peek gives back goes to the BACK of the queue, so peeking reorders it",
                 hint="pass --allow-reorder to accept that (the peeked messages then sit behind the others)")
         return ["--allow-reorder: the peeked messages go to the back of the queue"]
+    if facts.delivery_limit <= 0:
+        raise RefusedError(
+            f"{facts.name!r} is a quorum queue with delivery limit {facts.delivery_limit} (a negative limit "
+            "in the arguments or policy acts as 0 on RabbitMQ 3.x): the broker dead-letters a message at its "
+            f"first return ({dead_letter_target(facts)}), so a peek would take every message it reads. "
+            "It cannot be peeked, even with --spend-attempts or --allow-reorder",
+            hint="drain it into a file instead (dump --remove); on RabbitMQ 4.x a limit of -1 means none")
     if facts.delivery_limit <= 1:
         raise RefusedError(
             f"{facts.name!r} is a quorum queue with delivery limit {facts.delivery_limit}: a peek gives each "

@@ -27,8 +27,9 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dlxtool.broker.declare import passive_declare
 from dlxtool.broker.management import ManagementClient
-from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError, RefusedError, UsageError
+from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, RefusedError, UsageError
 from dlxtool.ops.engine import Action, Decision
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
@@ -73,24 +74,6 @@ def queue_state(channel: Any, mgmt: ManagementClient | None, vhost: str, queue: 
         except DlxtoolError as exc:
             note = f"check not made: {exc.message}: queue type and unacked count unknown"
     return QueueState(queue, qtype, ok.message_count, unacked, ok.consumer_count, note, risk)
-
-
-def passive_declare(channel: Any, queue: str, vhost: str) -> Any:
-    import pika.exceptions as pe
-
-    try:
-        return channel.queue_declare(queue, passive=True).method
-    except pe.ChannelClosedByBroker as exc:
-        if exc.reply_code == 404:
-            raise NotFoundError(f"queue {queue!r} not found in vhost {vhost!r}",
-                                hint="list queues with `dlxtool queues`") from None
-        if exc.reply_code == 405:
-            raise DlxtoolError(f"queue {queue!r} is exclusive to another connection; no other connection "
-                               "can read or purge it", hint="it disappears with the connection that owns it") from None
-        if exc.reply_code == 403:
-            raise ConnectError(f"access to queue {queue!r} in vhost {vhost!r} refused: {exc.reply_text}",
-                               hint="the user needs read/configure permissions on it") from None
-        raise
 
 
 def check_tail_republish(risk: str | None) -> None:

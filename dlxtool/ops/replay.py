@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import calendar
 import contextlib
-import hashlib
 import time
 import uuid
 from collections import Counter
@@ -69,12 +68,21 @@ from dlxtool.deaths import (
 from dlxtool.errors import DlxtoolError, RefusedError
 from dlxtool.ops.capacity import Rooms, full_reason, is_full_reason
 from dlxtool.ops.engine import Action, Decision, TransferOptions, TransferResult
+from dlxtool.ops.provenance import (  # noqa: F401 - re-exported: replay's names for them
+    _SRC_ENTRY,
+    PROVENANCE_HEADER,
+    Origin,
+    Pairs,
+    provenance_src,
+    raw_provenance_src,
+    record_fingerprint,
+    source_fingerprint,
+)
 from dlxtool.ops.routes import Resolved, Router
 from dlxtool.ops.session import Reporter
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
 
-PROVENANCE_HEADER = "dlxtool-replay"
 NO_ORIGIN = "no origin in the death history"
 ORIGINAL_KEY = "original routing key"       # through a temporary exchange bound only to the target
 DEFAULT_EXCHANGE = "default exchange (routing key = queue name)"
@@ -109,115 +117,6 @@ def replay_count(headers: dict[str, Any] | None) -> int:
         except (TypeError, ValueError):
             return 0
     return 0
-
-
-_PROVENANCE_TABLE = b"\x0e" + PROVENANCE_HEADER.encode() + b"F"
-_SRC_ENTRY = b"\x03srcS\x00\x00\x00\x10"  # "src", a long string of 16 bytes
-_ID_ENTRY = b"\x02idS"
-_CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS, _MORE_FLAGS = 0x8000, 0x4000, 0x2000, 0x0001
-
-
-def source_fingerprint(properties: bytes, body: bytes) -> str:
-    """The provenance `src` of a copy made from this delivery: 16 hex digits of a hash of its body and its
-    encoded properties without the headers. Not the headers: the queue adds x-delivery-count to a source
-    a kill left behind when it redelivers it (quorum), and a header value Python would encode back
-    differently (the C fast path copies the bytes) would give the two paths different fingerprints.
-    So a dead letter is told apart from another by its body, message_id, timestamp… — identical messages
-    cannot be told apart, from their copies or from each other."""
-    flags = int.from_bytes(properties[:2], "big")
-    if flags & _HEADERS and not flags & _MORE_FLAGS and len(properties) > 2:
-        at = 2
-        for flag in (_CONTENT_TYPE, _CONTENT_ENCODING):
-            if flags & flag:
-                at += 1 + properties[at]
-            if at >= len(properties):  # malformed: the fast path declines it anyway
-                break
-        end = at + 4 + int.from_bytes(properties[at:at + 4], "big")
-        properties = (flags & ~_HEADERS).to_bytes(2, "big") + properties[2:at] + properties[end:]
-    digest = hashlib.blake2b(len(properties).to_bytes(4, "big"), digest_size=8)
-    digest.update(properties)
-    digest.update(body)
-    return digest.hexdigest()
-
-
-def record_fingerprint(record: MessageRecord) -> str | None:
-    """source_fingerprint of a message read back (history, the Python replay path). None where its
-    properties cannot be encoded again (then it pairs with nothing)."""
-    from dlxtool.broker.frames import encode_properties
-
-    try:
-        return source_fingerprint(encode_properties(record.pika_properties({})), record.body)
-    except Exception:  # noqa: BLE001 - an unencodable value: no fingerprint, no false pair
-        return None
-
-
-Origin = tuple[str, str]  # (src, run): the source delivery a copy was made from, and the replay run that made it
-
-
-def provenance_src(headers: dict[str, Any] | None) -> Origin | None:
-    """(src, run) of a replayed copy's provenance: the fingerprint of the delivery it was made from, and the
-    run that made it (its `id` without the per-publish number). None for a message never replayed."""
-    prov = (headers or {}).get(PROVENANCE_HEADER)
-    if not isinstance(prov, dict):
-        return None
-    src, publish_id = (v.decode("utf-8", "replace") if isinstance(v, bytes) else v
-                       for v in (prov.get("src"), prov.get("id")))
-    if not isinstance(src, str) or len(src) != 16:
-        return None
-    return src, str(publish_id or "").rsplit("-", 1)[0]
-
-
-def raw_provenance_src(properties: bytes) -> Origin | None:
-    """provenance_src on the encoded properties (the fast path), without decoding them."""
-    at = properties.find(_PROVENANCE_TABLE)
-    if at < 0:
-        return None
-    start = at + len(_PROVENANCE_TABLE) + 4
-    table = properties[start:start + int.from_bytes(properties[start - 4:start], "big")]
-    entry = table.find(_SRC_ENTRY)
-    if entry < 0:
-        return None
-    src = table[entry + 9:entry + 25].decode("ascii", "replace")
-    at = table.find(_ID_ENTRY)
-    run = ""
-    if at >= 0:
-        size = int.from_bytes(table[at + 4:at + 8], "big")
-        run = table[at + 8:at + 8 + size].decode("utf-8", "replace").rsplit("-", 1)[0]
-    return src, run
-
-
-class Pairs:
-    """Which messages are one message twice: a source a kill -9 left in the DLQ and the copy of it made
-    before the kill, or two copies of one source made by different replay runs (a rerun republished the
-    source the kill left). A copy's fingerprint is its source's (same body and properties), and its
-    provenance `src` says it is a copy. Identical messages cannot be told apart: two never-replayed ones,
-    or copies from one run, are never a pair; an identical twin of a replayed message is (a wrong pair)."""
-
-    def __init__(self, limit: int = 1_000_000) -> None:
-        self._sources: dict[str, Any] = {}                 # fingerprint of a never-replayed message -> value
-        self._copies: dict[str, dict[str, Any]] = {}       # src -> run -> value
-        self._limit = limit
-        self._size = 0
-
-    def partners(self, fingerprint: str | None, origin: Origin | None) -> list[Any]:
-        """Values of the messages seen before that this one pairs with."""
-        if origin is None:
-            return list(self._copies.get(fingerprint, {}).values()) if fingerprint is not None else []
-        src, run = origin
-        found = [v for r, v in self._copies.get(src, {}).items() if r != run]
-        if src in self._sources:
-            found.append(self._sources[src])
-        return found
-
-    def add(self, fingerprint: str | None, origin: Origin | None, value: Any) -> None:
-        if self._size >= self._limit:
-            return
-        self._size += 1
-        if origin is None:
-            if fingerprint is not None:
-                self._sources.setdefault(fingerprint, value)
-        else:
-            self._copies.setdefault(origin[0], {}).setdefault(origin[1], value)
 
 
 class Lineage:

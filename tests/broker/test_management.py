@@ -43,6 +43,9 @@ def test_delivery_limit_defaults_by_version_and_type() -> None:
     assert queue_info(row(), "3.10.8").delivery_limit is None
     assert queue_info(row(), "4.1.0").delivery_limit == 20
     assert queue_info(row(args={"x-delivery-limit": -1}), "4.1.0").delivery_limit is None
+    # 3.x has no "off" switch: a negative limit dead-letters at the first return, like 0 (seen on 3.10.8)
+    assert queue_info(row(args={"x-delivery-limit": -1}), "3.10.8").delivery_limit == 0
+    assert queue_info(row(args={"x-delivery-limit": -1})).delivery_limit == 0  # version not known: the safe reading
     assert queue_info(row(type_="classic", args={"x-delivery-limit": 3})).delivery_limit is None
     assert queue_info(row(policy=[]), "3.10.8").delivery_limit is None  # old brokers send [] for "none"
 

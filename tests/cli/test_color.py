@@ -59,7 +59,8 @@ def test_queue_flags_coloured_on_a_terminal_never_in_json(cli_env, broker, qname
         ch.queue_declare(qname + ".work", arguments={"x-dead-letter-exchange": qname + ".dlx"})
         ch.queue_declare(qname + ".dlq")
         ch.queue_bind(qname + ".dlq", qname + ".dlx")
-    args = ["--url", broker.url, "queues", "--match", qname + "*"]
+    # cli.main reads option env vars from os.environ, not cli_env: name the management API here
+    args = ["--url", broker.url, "--management-url", broker.management_url, "queues", "--match", qname + "*"]
     code, out, _err = invoke(args, cli_env)
     assert code == 0 and f"{ESC}33mdlq{ESC}0m" in out, out
     code, out, _err = invoke([*args, "--format", "json"], cli_env)

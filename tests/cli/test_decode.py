@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from proto_registry import Registry
+from proto_registry import DEMO_PROTOS, Registry
 
 
 @pytest.fixture(scope="module")
 def shop(tmp_path_factory: pytest.TempPathFactory) -> Registry:
-    return Registry.load(cache_dir=tmp_path_factory.mktemp("proto-cache"))
+    return Registry.load([DEMO_PROTOS], cache_dir=tmp_path_factory.mktemp("proto-cache"))
 
 
 def cancelled(shop: Registry, **fields: object) -> bytes:
@@ -28,7 +28,7 @@ def jsonl(text: str) -> list[dict]:
 def test_decodes_log_lines_from_stdin(run, shop: Registry) -> None:
     b64 = base64.b64encode(cancelled(shop)).decode()
     log = f'INFO consumer up\n{{"level":"error","payload":"{b64}"}}\nWARN rejected {b64} requeue=false\n'
-    result = run("decode", input=log)
+    result = run("decode", "--demo-schemas", input=log)
     assert result.exit_code == 0, result.stderr
     rows = jsonl(result.stdout)
     assert [r["line"] for r in rows] == [2, 3]
@@ -43,7 +43,7 @@ def test_decodes_log_lines_from_stdin(run, shop: Registry) -> None:
 
 def test_ambiguous_payload_lists_alternatives(run, shop: Registry) -> None:
     data = shop.message_class("shop.orders.v1.OrderCancelled")(order_id="o-1", customer_id="c").SerializeToString()
-    result = run("decode", input=f"payload={base64.b64encode(data).decode()}\n")
+    result = run("decode", "--demo-schemas", input=f"payload={base64.b64encode(data).decode()}\n")
     (row,) = jsonl(result.stdout)
     assert row["ambiguous"] is True
     assert "shop.orders.v1.OrderPlaced" in [row["type"], *row["alternatives"]]
@@ -53,11 +53,11 @@ def test_ambiguous_payload_lists_alternatives(run, shop: Registry) -> None:
 def test_forced_type_top_and_text_format(run, shop: Registry, tmp_path: Path) -> None:
     f = tmp_path / "app.log"
     f.write_text(f"body={cancelled(shop).hex()}\n")
-    result = run("decode", str(f), "--type", "OrderCancelled", "--format", "text")
+    result = run("decode", "--demo-schemas", str(f), "--type", "OrderCancelled", "--format", "text")
     assert result.exit_code == 0, result.stderr
     assert 'note: "card declined"' in result.stdout
     assert "shop.orders.v1.OrderCancelled" in result.stdout
-    result = run("decode", str(f), "--top", "3", "--format", "jsonl")
+    result = run("decode", "--demo-schemas", str(f), "--top", "3", "--format", "jsonl")
     (row,) = jsonl(result.stdout)
     assert row["top"][0]["type"] == "shop.orders.v1.OrderCancelled" and "score" in row["top"][0]
 
@@ -116,6 +116,58 @@ def test_errors_are_one_line_with_exit_status(run, tmp_path: Path) -> None:
     empty.mkdir()
     result = run("decode", "-I", str(empty), input="x\n")
     assert result.exit_code == 4 and str(empty) in result.stderr and "no message types" in result.stderr
+
+
+def test_ambiguity_does_not_depend_on_how_many_alternatives_are_shown(run) -> None:
+    """Issue 19: the same line was `ambiguous: false` alone and `true` with --top 3."""
+    line = "payload=CgRvLTQyEAcaAwD/EA==\n"  # fits two demo types equally, each with a defect
+    plain = jsonl(run("decode", "--demo-schemas", input=line).stdout)[0]
+    ranked = jsonl(run("decode", "--demo-schemas", "--top", "12", input=line).stdout)[0]
+    tied = [m["type"] for m in ranked["top"] if m["score"] == ranked["top"][0]["score"]]
+    assert plain["ambiguous"] is (len(tied) > 1)
+    assert sorted([plain["type"], *plain["alternatives"]]) == sorted(tied)
+    for k in ("1", "3"):
+        row = jsonl(run("decode", "--demo-schemas", "--top", k, input=line).stdout)[0]
+        assert (row["ambiguous"], row["alternatives"]) == (plain["ambiguous"], plain["alternatives"])
+        assert len(row["top"]) == int(k)
+
+
+def test_a_payload_that_is_json_is_reported_as_json(run) -> None:
+    body = b'{"order": "o-42", "qty": 2}'
+    line = f'level=error msg="cannot handle" payload={base64.b64encode(body).decode()}\n'
+    result = run("decode", "--demo-schemas", input=line)
+    assert result.exit_code == 0, result.stderr
+    (row,) = jsonl(result.stdout)
+    assert row["status"] == "not_protobuf" and row["error"] == "payload is JSON, not protobuf"
+    assert row["content"] == body.decode() and row["key"] == "payload"
+    assert "no payload found" not in result.stderr and "no protobuf payload" in result.stderr
+    table = run("decode", "--demo-schemas", "-f", "table", input=line).stdout
+    assert "payload is JSON, not protobuf" in table and '"o-42"' in table
+
+
+def test_a_text_payload_under_a_payload_key_is_reported_as_text(run) -> None:
+    line = f"body={base64.b64encode(b'order o-42 failed: out of stock').decode()}\n"
+    (row,) = jsonl(run("decode", input=line).stdout)
+    assert row["status"] == "not_protobuf" and row["error"] == "payload is text, not protobuf"
+
+
+def test_the_demo_schemas_load_only_when_asked_for(run, shop: Registry, tmp_path: Path) -> None:
+    line = f"payload={base64.b64encode(cancelled(shop)).decode()}\n"
+    (row,) = jsonl(run("decode", input=line).stdout)
+    assert row["type"] is None and row["status"] == "no_match"
+    config = tmp_path / "config.toml"
+    config.write_text("demo_schemas = true\n")
+    for args, env in ((["--demo-schemas"], None), ([], {"DLXTOOL_CONFIG": str(config)})):
+        (row,) = jsonl(run("decode", *args, input=line, env=env).stdout)
+        assert row["type"] == "shop.orders.v1.OrderCancelled"
+
+
+def test_a_defective_guess_is_not_shown_like_a_clean_match(run, shop: Registry) -> None:
+    clean = f"payload={base64.b64encode(cancelled(shop)).decode()}\n"
+    defective = "payload=CgRvLTQyEAcaAwD/EA==\n"
+    table = run("decode", "--demo-schemas", "-f", "table", input=clean + defective).stdout.splitlines()
+    assert "shop.orders.v1.OrderCancelled (" in table[0] and "?" not in table[0].split("{")[0]
+    assert "? (" in table[1] and "does not fit cleanly" in table[1]
 
 
 def _ping_protos(tmp_path: Path) -> tuple[Path, str]:

@@ -106,7 +106,7 @@ def test_back_to_back_dumps_of_10000_messages_each_write_all_of_them(run, broker
 
 def test_dump_of_a_quorum_queue_without_limit_keeps_order(run, broker, qname, tmp_path) -> None:
     with broker.channel() as ch:
-        ch.queue_declare(qname, durable=True, arguments={"x-queue-type": "quorum"})
+        ch.queue_declare(qname, durable=True, arguments=broker.quorum_without_limit())
     broker.publish(qname, [b"%d" % i for i in range(300)])
     for i in range(2):
         out = tmp_path / f"dump{i}.jsonl"

@@ -11,7 +11,7 @@ from dlxtool.errors import ConfigError, ConnectError, ExitStatus, NotFoundError,
 
 
 def test_exit_status_table_matches_the_docs() -> None:
-    assert [int(s) for s in ExitStatus] == [0, 1, 2, 3, 4, 5, 6, 130]
+    assert [int(s) for s in ExitStatus] == [0, 1, 2, 3, 4, 5, 6, 129, 130, 143]
     assert ConfigError("x").exit_status == 2 and ConnectError("x").exit_status == 3
     assert NotFoundError("x").exit_status == 4 and PartialError("x").exit_status == 5
     assert RefusedError("x").exit_status == 6

@@ -26,6 +26,9 @@ def test_reject_to_dlq(run, broker, qname) -> None:
     summary = history(run, broker, topo.dlq, "--summary")
     assert summary == [{"origin": topo.work, "reason": "rejected", "type": "shop.orders.v1.OrderPlaced",
                         "error": "NullPointerException: order.id", "messages": 3, "deaths": 3,
+                        "deaths_recorded": 3,
+                        # 4.x restarts x-death when an app republishes: a count of 1 may be low there
+                        "deaths_may_be_low": 3 if broker.major >= 4 else 0,
                         "first": summary[0]["first"], "last": summary[0]["last"],
                         "sampled": False, "looked_at": 3, "queue_depth": 3}]
     assert summary[0]["first"] is not None

@@ -105,7 +105,8 @@ def test_quorum_with_limit_spend_attempts_stops_at_the_first_message_left_withou
         result = peek(run, broker, qname, "-n", "4", "--spend-attempts")
         assert result.exit_code == 0, result.stderr
         records = [orjson.loads(line) for line in result.stdout.splitlines()]
-        assert [r["headers"]["x-delivery-count"] for r in records] == [expected_count] * 4
+        # 4.x sends no x-delivery-count before a message's first return (tests/cli/test_versions.py)
+        assert [r["headers"].get("x-delivery-count", 0) for r in records] == [expected_count] * 4
         assert "used one delivery attempt of each of the" in result.stderr
     # The head has used 2 of 3: giving it back leaves it no attempt to spare. The third peek
     # takes it, sees that, takes nothing more (no hidden reads) and refuses (exit 6).
@@ -174,7 +175,7 @@ def test_quorum_with_limit_peek_of_more_than_32_keeps_order(run, broker, qname) 
     ("50", numbered(120)[50:] + numbered(120)[:50]),  # the 50 peeked go to the back, in their order
 ])
 def test_quorum_without_limit_more_than_32_go_back_in_order(run, broker, qname, count, order) -> None:
-    declare(broker, qname, **{"x-queue-type": "quorum"})
+    declare(broker, qname, **broker.quorum_without_limit())
     broker.publish(qname, numbered(120))
     result = peek(run, broker, qname, "-n", count, "--allow-reorder")
     assert result.exit_code == 0, result.stderr
@@ -193,7 +194,7 @@ def test_quorum_with_limit_partial_peek_of_returned_block_keeps_order(run, broke
 
 
 def test_quorum_without_limit_refuses_five_times_order_kept(run, broker, qname) -> None:
-    dlq = declare(broker, qname, **{"x-queue-type": "quorum"})
+    dlq = declare(broker, qname, **broker.quorum_without_limit())
     publish_all(broker, qname)
     for _ in range(5):
         result = peek(run, broker, qname, "-n", "3")
@@ -208,7 +209,7 @@ def test_quorum_without_limit_refuses_five_times_order_kept(run, broker, qname) 
     ("50", "read the whole queue", EXPECTED),  # all of it read and given back: order kept
 ])
 def test_quorum_without_limit_allow_reorder_says_what_moved(run, broker, qname, count, note, order) -> None:
-    declare(broker, qname, **{"x-queue-type": "quorum"})
+    declare(broker, qname, **broker.quorum_without_limit())
     publish_all(broker, qname)
     result = peek(run, broker, qname, "-n", count, "--allow-reorder")
     assert result.exit_code == 0, result.stderr

@@ -282,7 +282,7 @@ def test_ctrl_c_in_watch_ends_quietly_with_130(broker, main_topology, cli_env) -
             proc.kill()
             proc.wait()
     assert proc.returncode == 130
-    assert err.strip() == "dlxtool: interrupted"
+    assert err.strip() == "dlxtool: interrupted (Ctrl-C)"
 
 
 @pytest.mark.skipif(os.environ.get("DLXTOOL_TEST_STOP_SECOND") != "1",

@@ -86,8 +86,8 @@ def test_each_message_goes_home_with_history_reset(run, broker, mixed, hotpath) 
                                                             broker.drain(queue)]
         assert sorted(b for b, _h in got) == sorted(data[key]), key
         for body, headers in got:
-            if key == "qq":  # a quorum queue adds its own, fresh count to every delivery
-                assert headers.pop("x-delivery-count") == 0
+            if key == "qq":  # a quorum queue adds its own, fresh count to every delivery (4.x: from the 1st return)
+                assert headers.pop("x-delivery-count", None) == (None if broker.major >= 4 else 0)
             assert not set(HISTORY) & set(headers), (key, headers)
             prov = headers["dlxtool-replay"]
             assert prov["from"] == top.dlq and prov["count"] == 1
@@ -187,7 +187,8 @@ def test_keep_history_keeps_counting(run, broker, qname) -> None:
         rt.reject_all(ch, f"{qname}.o", 1)
     wait_depth(broker, top.dlq, 1)
     [(_b, headers)] = broker.snapshot(top.dlq)
-    assert headers["x-death"][0]["count"] == 2
+    # 4.x drops an x-death a client published at the next death and starts afresh (test_versions.py)
+    assert headers["x-death"][0]["count"] == (1 if broker.major >= 4 else 2)
 
 
 def test_selection_keeps_the_rest_in_order(run, broker, qname) -> None:

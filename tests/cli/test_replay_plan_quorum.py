@@ -26,7 +26,7 @@ def quorum_dlq(broker, prefix: str, n: int, **args) -> tuple[rt.Topology, list[b
 
 
 def test_plan_on_a_quorum_dlq_without_limit_keeps_order_and_place(run, broker, qname) -> None:
-    top, bodies = quorum_dlq(broker, qname, 150)
+    top, bodies = quorum_dlq(broker, qname, 150, **broker.quorum_without_limit())
     result = run("replay", top.dlq, "--dry-run", "--url", broker.url, "--format", "json")
     assert result.exit_code == 0, result.stderr
     plan = json.loads(result.stdout)["plan"]

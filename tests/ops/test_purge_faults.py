@@ -120,7 +120,8 @@ def test_purge_process_killed_at_a_random_moment(broker, qname, tmp_path, seed) 
     backup = tmp_path / "backup.jsonl"
     kill_after = random.Random(seed).randint(50_000, 300 * N // 2)  # bytes of backup written
     env = {k: v for k, v in os.environ.items() if not k.startswith("DLXTOOL_")}
-    env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"))
+    env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"),
+               DLXTOOL_MANAGEMENT_URL=broker.management_url)
     proc = subprocess.Popen([sys.executable, "-m", "dlxtool", "purge", qname, "--url", broker.url, "--backup",
                              str(backup), "--yes"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from proto_registry import Registry
+from proto_registry import DEMO_PROTOS, Registry
 
 
 @pytest.fixture(scope="session")
@@ -16,7 +16,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def registry(cache_dir: Path) -> Registry:
     """The bundled demo schemas (shop.*), compiled once per test session."""
-    return Registry.load(cache_dir=cache_dir)
+    return Registry.load([DEMO_PROTOS], cache_dir=cache_dir)
 
 
 @pytest.fixture(autouse=True)

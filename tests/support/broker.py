@@ -21,6 +21,12 @@ class BrokerEnv:
     http_port: int
     vhost: str
     mgmt: ManagementClient
+    version: str = ""  # RabbitMQ's, e.g. "3.10.8" or "4.0.5"
+
+    @property
+    def major(self) -> int:
+        """RabbitMQ's major version: tests assert what that version really does where versions differ."""
+        return int(self.version.split(".")[0])
 
     @property
     def url(self) -> str:
@@ -30,6 +36,11 @@ class BrokerEnv:
     @property
     def management_url(self) -> str:
         return f"http://{self.host}:{self.http_port}/"
+
+    def quorum_without_limit(self) -> dict[str, Any]:
+        """Arguments of a quorum queue with no delivery limit on this broker: 3.x has none unless one is
+        set; 4.x has 20 unless x-delivery-limit -1 switches it off (on 3.x, -1 drops at the first return)."""
+        return {"x-queue-type": "quorum", **({"x-delivery-limit": -1} if self.major >= 4 else {})}
 
     def config_toml(self, name: str = "test", **extra: str) -> str:
         lines = [f"[brokers.{name}]", f'url = "amqp://guest@{self.host}:{self.amqp_port}/"',
@@ -102,10 +113,12 @@ class BrokerEnv:
 @contextmanager
 def open_vhost(host: str, amqp_port: int, http_port: int, vhost: str) -> Iterator[BrokerEnv]:
     mgmt = ManagementClient(f"http://{host}:{http_port}/", "guest", "guest", timeout=30)
+    version = str(mgmt.overview().get("rabbitmq_version") or "0")
     mgmt.request("PUT", f"vhosts/{quote(vhost, safe='')}", {})
     mgmt.request("PUT", f"permissions/{quote(vhost, safe='')}/guest",
                  {"configure": ".*", "write": ".*", "read": ".*"})
     try:
-        yield BrokerEnv(host=host, amqp_port=amqp_port, http_port=http_port, vhost=vhost, mgmt=mgmt)
+        yield BrokerEnv(host=host, amqp_port=amqp_port, http_port=http_port, vhost=vhost, mgmt=mgmt,
+                        version=version)
     finally:
         mgmt.request("DELETE", f"vhosts/{quote(vhost, safe='')}")

@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Whole-process wall time of the incident commands next to a bare 12-line pika script (issue 17).
+
+In a vhost of its own (deleted afterwards) it fills a classic queue with --messages protobuf bodies
+(default 300,000), writes a config that loads the demo schemas and a schema directory of its own
+(both compiled once first: a warm cache, as on an engineer's machine), then runs, in rounds:
+
+    bare    python BARE_SCRIPT URL big           basic_get x10, nack multiple, print JSON (below)
+    peek    dlxtool peek big -n 10 -f json       bodies decoded against both schema sets
+    history dlxtool history big -n 10 -f json
+    queues  dlxtool queues -f json
+    help    dlxtool --help
+    decode  echo 'payload=…' | dlxtool decode    one line, warm cache (target: <= 0.25 s)
+
+Each round runs every command once, in a shuffled order, so a burst of load from the other users
+of a shared machine hits a round, not one command. Per round it takes each command's ratio to the
+bare script of that round; it prints the median wall time of each command, the median of its
+per-round ratios (target <= 1.0 for peek, history, queues and --help), the CPU seconds, and the
+load average before and after: on a shared 2-core machine absolute times are noisy, the paired
+ratios less so.
+
+    .venv/bin/python scripts/bench/startup.py [--messages 300000] [--rounds 9] [--keep-vhost]
+        [--baseline DIR]     # also run an older dlxtool source tree (e.g. `git archive REV | tar -x -C DIR`)
+                             # as `python -m dlxtool` in the same rounds: before/after, paired
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import compileall
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import quote
+
+import pika
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from dlxtool.broker.management import ManagementClient  # noqa: E402
+
+HOST = os.environ.get("DLXTOOL_BENCH_HOST", "127.0.0.1")
+AMQP_PORT = int(os.environ.get("DLXTOOL_TEST_AMQP_PORT", "5672"))
+HTTP_PORT = int(os.environ.get("DLXTOOL_TEST_HTTP_PORT", "15672"))
+PYTHON = ROOT / ".venv" / "bin" / "python"
+DLXTOOL = ROOT / ".venv" / "bin" / "dlxtool"
+QUEUE = "big"
+TYPE = "benchco.orders.v1.Ping"
+
+# What an engineer would write instead of `dlxtool peek QUEUE -n 10 -f json`: 12 lines.
+BARE_SCRIPT = """\
+import json, sys
+import pika
+conn = pika.BlockingConnection(pika.URLParameters(sys.argv[1]))
+ch = conn.channel()
+out, last = [], None
+for _ in range(10):
+    method, props, body = ch.basic_get(sys.argv[2])
+    if method is None:
+        break
+    last = method.delivery_tag
+    out.append({"routing_key": method.routing_key, "type": props.type, "body": body.hex()})
+if last is not None:
+    ch.basic_nack(last, multiple=True, requeue=True)
+conn.close()
+print(json.dumps(out))
+"""
+
+USER_PROTO = """\
+syntax = "proto3";
+package benchco.orders.v1;
+message Ping {
+  string id = 1;
+  int64 seq = 2;
+  string note = 3;
+}
+"""
+
+
+def make_body(schema_dir: Path, cache: Path, seq: int) -> bytes:
+    from proto_registry import Registry
+
+    registry = Registry.load([schema_dir], cache_dir=cache)
+    msg = registry.message_class(TYPE)(id=f"ping-{seq}", seq=seq, note="bench")
+    return msg.SerializeToString()
+
+
+def fill(url: str, n: int, body: bytes) -> float:
+    """Publish n messages fast (no per-message confirm); wait until the queue counts them all."""
+    started = time.monotonic()
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    ch = conn.channel()
+    ch.queue_declare(QUEUE)
+    props = pika.BasicProperties(content_type="application/x-protobuf", type=TYPE)
+    for i in range(n):
+        ch.basic_publish("", QUEUE, body, props)
+        if i % 20_000 == 0:
+            conn.process_data_events(0)  # let heartbeats and flow control through
+    while ch.queue_declare(QUEUE, passive=True).method.message_count < n:
+        time.sleep(0.2)
+    conn.close()
+    return time.monotonic() - started
+
+
+def commands(url: str, bare: Path, line: str) -> dict[str, tuple[list[str], bytes | None]]:
+    dlx = str(DLXTOOL)
+    return {
+        "bare": ([str(PYTHON), str(bare), url, QUEUE], None),
+        **dlxtool_commands([dlx], line),
+    }
+
+
+def dlxtool_commands(dlx: list[str], line: str, suffix: str = "") -> dict[str, tuple[list[str], bytes | None]]:
+    return {
+        f"peek{suffix}": ([*dlx, "peek", QUEUE, "-n", "10", "-f", "json"], None),
+        f"history{suffix}": ([*dlx, "history", QUEUE, "-n", "10", "-f", "json"], None),
+        f"queues{suffix}": ([*dlx, "queues", "-f", "json"], None),
+        f"help{suffix}": ([*dlx, "--help"], None),
+        f"decode{suffix}": ([*dlx, "decode"], line.encode() + b"\n"),
+    }
+
+
+def run(cmd: list[str], stdin: bytes | None, env: dict[str, str]) -> tuple[float, float, bytes]:
+    """Wall and CPU (user + system) seconds of one whole process, and its stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    # `python -m` puts the working directory first on sys.path: a baseline tree runs from its own.
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, env=env, cwd=env.get("PYTHONPATH") or None)
+    wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, proc.stdout
+
+
+def check_outputs(outputs: dict[str, bytes]) -> None:
+    """The commands did the work being timed: ten messages, decoded; the line decoded."""
+    import json
+
+    peeked = json.loads(outputs["peek"])
+    assert len(peeked) == 10, f"peek printed {len(peeked)} records"
+    assert all((r.get("decoded") or {}).get("type") == TYPE for r in peeked), "peek did not decode the bodies"
+    assert len(json.loads(outputs["bare"])) == 10
+    assert len(json.loads(outputs["history"])) == 10
+    assert any(q.get("queue") == QUEUE for q in json.loads(outputs["queues"]))
+    assert json.loads(outputs["decode"].splitlines()[0]).get("type") == TYPE, outputs["decode"]
+
+
+def loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=300_000)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--keep-vhost", action="store_true", help="do not delete the vhost at the end")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="an older dlxtool source tree to run in the same rounds (before/after)")
+    args = parser.parse_args()
+    compileall.compile_dir(ROOT / "dlxtool", quiet=1)  # as an install does (pip compiles)
+    compileall.compile_dir(ROOT / "proto_registry", quiet=1)
+    mgmt = ManagementClient(f"http://{HOST}:{HTTP_PORT}/", "guest", "guest", timeout=120)
+    vhost = f"dlxtool-startup-{uuid.uuid4().hex[:8]}"
+    url = f"amqp://guest:guest@{HOST}:{AMQP_PORT}/{quote(vhost, safe='')}"
+    mgmt.request("PUT", f"vhosts/{quote(vhost, safe='')}", {})
+    mgmt.request("PUT", f"permissions/{quote(vhost, safe='')}/guest", {"configure": ".*", "write": ".*", "read": ".*"})
+    try:
+        with tempfile.TemporaryDirectory(prefix="dlxtool-startup-") as tmp:
+            measure(args, url, Path(tmp))
+    finally:
+        if not args.keep_vhost:
+            mgmt.request("DELETE", f"vhosts/{quote(vhost, safe='')}")
+
+
+def measure(args: argparse.Namespace, url: str, tmp: Path) -> None:
+    schemas = tmp / "schemas"
+    (schemas / "benchco" / "orders" / "v1").mkdir(parents=True)
+    (schemas / "benchco" / "orders" / "v1" / "ping.proto").write_text(USER_PROTO)
+    cache = tmp / "cache"
+    config = tmp / "config.toml"
+    config.write_text(f"demo_schemas = true\nproto_paths = [{str(schemas)!r}]\n")
+    bare = tmp / "bare.py"
+    bare.write_text(BARE_SCRIPT)
+    body = make_body(schemas, tmp / "scratch-cache", 42)
+    line = f"ts=2026-11-24T03:12:09Z level=error msg=\"cannot handle\" payload={base64.b64encode(body).decode()}"
+    env = {**os.environ, "DLXTOOL_CONFIG": str(config), "DLXTOOL_URL": url, "DLXTOOL_CACHE_DIR": str(cache),
+           "NO_COLOR": "1"}
+    for key in ("DLXTOOL_BROKER", "DLXTOOL_PROTO_PATH", "DLXTOOL_DEBUG"):
+        env.pop(key, None)
+    print(f"filling {QUEUE!r} with {args.messages:,} messages: {fill(url, args.messages, body):.1f} s", flush=True)
+    cmds = commands(url, bare, line)
+    envs = {name: env for name in cmds}
+    if args.baseline:
+        # An older tree loads the demo schemas without being asked (and knows no demo_schemas key).
+        base_config = tmp / "baseline.toml"
+        base_config.write_text(f"proto_paths = [{str(schemas)!r}]\n")
+        base_env = {**env, "DLXTOOL_CONFIG": str(base_config), "PYTHONPATH": str(args.baseline)}
+        compileall.compile_dir(args.baseline, quiet=1)
+        base = dlxtool_commands([str(PYTHON), "-m", "dlxtool"], line, "@base")
+        cmds.update(base)
+        envs.update({name: base_env for name in base})
+    outputs = {name: run(cmd, stdin, envs[name])[2] for name, (cmd, stdin) in cmds.items()}  # warm the caches
+    check_outputs(outputs)
+    walls: dict[str, list[float]] = {name: [] for name in cmds}
+    cpus: dict[str, list[float]] = {name: [] for name in cmds}
+    ratios: dict[str, list[float]] = {name: [] for name in cmds if name != "bare"}
+    cpu_ratios: dict[str, list[float]] = {name: [] for name in ratios}
+    load_before = loadavg()
+    rng = random.Random(17)
+    for _ in range(args.rounds):
+        order = list(cmds)
+        rng.shuffle(order)
+        got: dict[str, tuple[float, float]] = {}
+        for name in order:
+            cmd, stdin = cmds[name]
+            wall, cpu, _out = run(cmd, stdin, envs[name])
+            got[name] = wall, cpu
+            walls[name].append(wall)
+            cpus[name].append(cpu)
+        for name in ratios:
+            ratios[name].append(got[name][0] / got["bare"][0])
+            cpu_ratios[name].append(got[name][1] / got["bare"][1])
+    print(f"load average before: {load_before}   after: {loadavg()}   ({os.cpu_count()} CPUs)")
+    print(f"{'command':8} {'wall ms':>8} {'x bare':>7} {'cpu ms':>7} {'x bare':>7}   "
+          f"(medians of {args.rounds} paired rounds; x bare: median of the per-round ratios)")
+    for name in cmds:
+        wall_ratio = f"{statistics.median(ratios[name]):7.2f}" if name in ratios else f"{'1':>7}"
+        cpu_ratio = f"{statistics.median(cpu_ratios[name]):7.2f}" if name in ratios else f"{'1':>7}"
+        print(f"{name:8} {statistics.median(walls[name]) * 1000:8.0f} {wall_ratio} "
+              f"{statistics.median(cpus[name]) * 1000:7.0f} {cpu_ratio}")
+    print("targets: peek, history, queues, help <= 1.0 x bare (wall); decode <= 250 ms")
+
+
+if __name__ == "__main__":
+    main()
