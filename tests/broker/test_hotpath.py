@@ -21,6 +21,7 @@ from pika.compat import long
 
 from dlxtool.broker.amqp_values import RawValue
 from dlxtool.broker.frames import decode_properties, encode_properties
+from dlxtool.deaths import CELERY_MARKER
 from dlxtool.ops.engine import Action, Decision
 from dlxtool.ops.replay import PROVENANCE_HEADER, ReplayDecider, ReplaySettings, _accelerator
 from dlxtool.record import MessageRecord
@@ -129,6 +130,8 @@ def expects_fast(props: Any, **overrides: Any) -> bool:
     origin = next((d for d in headers["x-death"] if d["reason"] in ("rejected", "maxlen", "delivery_limit")
                    and d["queue"]), None)
     failure = origin is not None and "original-expiration" not in origin
+    if CELERY_MARKER in encode_properties(props) and not overrides.get("keep_history"):
+        return False  # the bytes of a header lang="py" (maybe a Celery task, whose retries Python resets)
     reset = {"x-retry-count", "x-delivery-attempts", *overrides.get("reset_headers", ())}
     renders = all(type(headers[k]) in (int, str) or (type(headers[k]) is RawValue and headers[k].kind == "L")
                   for k in reset if k in headers)
