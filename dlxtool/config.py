@@ -30,6 +30,15 @@ Example::
     cert = "~/.config/dlxtool/oncall.pem"
     key = "~/.config/dlxtool/oncall.key"
 
+A team's own dead-letter convention (its retry library's headers; see dlxtool.conventions), global or
+per broker as `[brokers.NAME.conventions.NAME]`::
+
+    [conventions.acme-retry]
+    origin_queue_header = "x-acme-failed-queue"   # or origin_exchange_header + origin_routing_key_header
+    error_headers = ["x-acme-error"]
+    attempts_header = "x-acme-attempts"
+    reset_headers = ["x-acme-trace"]
+
 `auth = "external"` in a broker section logs in with the client certificate (SASL EXTERNAL, the
 rabbitmq_auth_mechanism_ssl plugin) instead of a password; it needs amqps URLs and tls.cert. A
 password given as well is then used for the management API only.
@@ -47,17 +56,21 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from dlxtool import secrets
+from dlxtool.conventions import HeaderConvention
 from dlxtool.errors import ConfigError, NotFoundError, UsageError
 from dlxtool.urls import AmqpUrl, derive_management_url, mask_any_url, parse_amqp_url
 
 LOCAL_URL = "amqp://guest:guest@localhost:5672/"
 DEFAULT_TIMEOUT = 5.0
 
-_TOP_KEYS = {"default", "timeout", "brokers", "proto_paths", "dump_unacked_limit", "error_headers", "demo_schemas"}
+_TOP_KEYS = {"default", "timeout", "brokers", "proto_paths", "dump_unacked_limit", "error_headers", "demo_schemas",
+             "conventions"}
 _BROKER_KEYS = {
     "url", "urls", "vhost", "user", "password", "password_env", "password_file", "management_url",
-    "tls", "proto_paths", "reset_headers", "timeout", "management_user", "description", "auth",
+    "tls", "proto_paths", "reset_headers", "timeout", "management_user", "description", "auth", "conventions",
 }
+_CONVENTION_KEYS = {"origin_queue_header", "origin_exchange_header", "origin_routing_key_header", "error_headers",
+                    "attempts_header", "reset_headers"}
 AUTH_MECHANISMS = ("plain", "external")
 _TLS_KEYS = {"ca", "cert", "key", "verify", "server_name"}
 
@@ -88,6 +101,7 @@ class BrokerProfile:
     tls: TlsOptions = TlsOptions()
     proto_paths: tuple[str, ...] = ()
     reset_headers: tuple[str, ...] = ()
+    conventions: tuple[HeaderConvention, ...] = ()  # this broker's teams' conventions (before the global ones)
     timeout: float = DEFAULT_TIMEOUT
     auth: str = "plain"  # plain: user + password; external: the TLS client certificate (SASL EXTERNAL)
     source: str = "built-in"  # where the profile came from, for messages
@@ -185,6 +199,13 @@ class Config:
     # Also decode with the demo shop's schemas bundled with dlxtool (shop.*; scripts/demo sets it).
     # Off by default: loaded everywhere, they would put demo names on a user's own bytes.
     demo_schemas: bool = False
+    conventions: tuple[HeaderConvention, ...] = ()  # global [conventions.NAME] tables
+
+    def conventions_for(self, profile: BrokerProfile | None) -> tuple[HeaderConvention, ...]:
+        """A broker's own conventions first, then the global ones (a broker's may reuse a global name)."""
+        own = profile.conventions if profile is not None else ()
+        names = {c.name for c in own}
+        return (*own, *(c for c in self.conventions if c.name not in names))
 
     def profile(self, name: str) -> BrokerProfile:
         try:
@@ -264,6 +285,7 @@ def parse_config(data: Mapping[str, Any], path: Path, env: Mapping[str, str]) ->
         dump_unacked_limit=_whole(data.get("dump_unacked_limit", 10_000), f"config {path}: dump_unacked_limit"),
         error_headers=tuple(_strings(data.get("error_headers", []), f"config {path}: error_headers")),
         demo_schemas=_bool(data.get("demo_schemas", False), f"config {path}: demo_schemas"),
+        conventions=parse_conventions(data.get("conventions", {}), f"config {path}: [conventions"),
     )
 
 
@@ -331,11 +353,53 @@ def _parse_broker(name: str, raw: Any, path: Path, env: Mapping[str, str], timeo
         tls=tls,
         proto_paths=tuple(_opt_path(p) or p for p in _strings(raw.get("proto_paths", []), f"{where}: proto_paths")),
         reset_headers=tuple(_strings(raw.get("reset_headers", []), f"{where}: reset_headers")),
+        conventions=parse_conventions(raw.get("conventions", {}), f"config {path}: [brokers.{name}.conventions"),
         timeout=_number(raw.get("timeout", timeout), f"{where}: timeout"),
         auth=auth,
         source=str(path),
         env=env,
     )
+
+
+def parse_conventions(raw: Any, where: str) -> tuple[HeaderConvention, ...]:
+    """[conventions.NAME] tables (global, or [brokers.X.conventions.NAME]): a team's retry headers.
+
+    `where` is the section prefix without its closing bracket ("config FILE: [conventions").
+    """
+    from dlxtool.conventions import BUILT_IN_NAMES
+
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}] must be a table of [….conventions.NAME] sections")
+    found = []
+    for name, table in raw.items():
+        here = f"{where}.{name}]"
+        if not isinstance(table, dict):
+            raise ConfigError(f"{here} must be a table", hint='e.g. origin_queue_header = "x-failed-queue"')
+        if name in BUILT_IN_NAMES:
+            raise ConfigError(f"{here}: {name!r} is a built-in convention",
+                              hint=f"pick another name; built in: {', '.join(BUILT_IN_NAMES)}")
+        _check_keys(table, _CONVENTION_KEYS, here)
+        queue, exchange, key = (_str(table, k, here) for k in ("origin_queue_header", "origin_exchange_header",
+                                                                 "origin_routing_key_header"))
+        if (exchange is None) != (key is None):
+            missing = "origin_routing_key_header" if key is None else "origin_exchange_header"
+            raise ConfigError(f"{here}: {missing} is missing",
+                              hint="an exchange origin needs both origin_exchange_header and "
+                                   "origin_routing_key_header")
+        if queue is not None and exchange is not None:
+            raise ConfigError(f"{here}: give origin_queue_header, or origin_exchange_header + "
+                              "origin_routing_key_header, not both")
+        errors = tuple(_strings(table.get("error_headers", []), f"{here}: error_headers"))
+        attempts = _str(table, "attempts_header", here)
+        if queue is None and exchange is None and not errors and attempts is None:
+            raise ConfigError(f"{here}: names no header to read",
+                              hint="set origin_queue_header (or origin_exchange_header + origin_routing_key_header), "
+                                   "error_headers or attempts_header")
+        found.append(HeaderConvention(
+            name=name, origin_queue_header=queue, origin_exchange_header=exchange, origin_routing_key_header=key,
+            error_headers=errors, attempts_header=attempts,
+            reset_headers=tuple(_strings(table.get("reset_headers", []), f"{here}: reset_headers")), source=here))
+    return tuple(found)
 
 
 def _auth(value: Any, nodes: list[AmqpUrl], tls: TlsOptions, where: str) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from dlxtool.broker.amqp_values import RawValue
+from dlxtool.amqp_values import RawValue
 
 # Reasons that mean "the message failed in this queue" (as opposed to waiting out a TTL there).
 FAILURE_REASONS = ("rejected", "delivery_limit", "maxlen")
@@ -313,7 +313,8 @@ def reset_history(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Headers with the death history and retry counters removed, and what was removed."""
     names = _reset_names(extra) if isinstance(extra, tuple) else {*HISTORY_HEADERS, *DEFAULT_RETRY_HEADERS, *extra}
-    kept, removed = {}, {}
+    kept: dict[str, Any] = {}
+    removed: dict[str, Any] = {}
     for key, value in (headers or {}).items():
         (removed if key in names else kept)[key] = value
     if is_celery_task(kept) and kept["retries"] != 0:

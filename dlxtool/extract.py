@@ -118,7 +118,8 @@ def _inside_pybytes(line: str, pos: int) -> bool:
 
 def _unescape(text: str) -> bytes | None:
     try:
-        return _literal("b'" + text.replace("'", "\\'") + "'")
+        value = _literal("b'" + text.replace("'", "\\'") + "'")
+        return value if isinstance(value, bytes) else None  # a b'…' literal: always bytes
     except (ValueError, SyntaxError):
         return None
 

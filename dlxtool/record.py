@@ -16,7 +16,7 @@ as {"$table": {...}} so that decoding stays unambiguous. Tables and arrays neste
 MAX_JSON_DEPTH levels (a hostile header can nest thousands deep, JSON writers stop at a few hundred)
 are kept whole as {"$amqp": base64 of their AMQP field-value encoding}. Values pika would change or
 cannot decode (floats, b/B/s/u/U/i and L integers, rescaled decimals, timestamps past 9999) arrive as
-dlxtool.broker.amqp_values.RawValue and are stored as {"$amqp": base64, "$value": readable}; $value is
+dlxtool.amqp_values.RawValue and are stored as {"$amqp": base64, "$value": readable}; $value is
 informational, $amqp is published back byte for byte.
 """
 
@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from dlxtool.amqp_values import RawValue, allow_deep_headers
 from dlxtool.deaths import Death, parse_deaths
 from dlxtool.errors import UsageError
 
@@ -164,7 +165,7 @@ def encode_value(value: Any, depth: int = 0) -> Any:
         return {"$timestamp": ts.astimezone(UTC).isoformat().replace("+00:00", "Z")}
     if isinstance(value, Decimal):
         return {"$decimal": str(value)}
-    if _is_raw(value):  # kept as its AMQP bytes (dlxtool.broker.amqp_values): $value is for people only
+    if isinstance(value, RawValue):  # kept as its AMQP bytes (dlxtool.amqp_values): $value is for people only
         readable = value.value
         return {"$amqp": base64.b64encode(value.encoded).decode("ascii"),
                 "$value": str(readable) if isinstance(readable, Decimal) else readable}
@@ -184,29 +185,17 @@ def tag_table(table: Mapping[str, Any], depth: int = 0) -> dict[str, Any]:
     return {str(k): encode_value(v, depth) for k, v in table.items()}
 
 
-def _is_raw(value: Any) -> bool:
-    return type(value).__name__ == "RawValue" and hasattr(value, "encoded")  # no pika import for the check
-
-
 def _amqp_encode(value: Any) -> bytes:
-    from dlxtool.broker import frames
+    from dlxtool.broker import frames  # one AMQP value codec: the one that publishes (pika underneath)
 
-    pieces: list[bytes] = []
-    frames._value(list(value) if isinstance(value, tuple) else value, pieces)  # noqa: SLF001 - one encoder
-    return b"".join(pieces)
+    return frames.encode_field_value(value)
 
 
 def _amqp_decode(data: bytes) -> Any:
     from dlxtool.broker import frames
 
     allow_deep_headers()
-    try:
-        value, end = frames._dvalue(data, 0)  # noqa: SLF001 - one decoder (raw values stay raw)
-    except Exception as exc:  # noqa: BLE001 - pika raises its own field-type errors, IndexError, struct.error…
-        raise ValueError(f"not an AMQP field value ({type(exc).__name__})") from None
-    if end != len(data):
-        raise ValueError("trailing bytes")
-    return value
+    return frames.decode_field_value(data)
 
 
 def decode_value(value: Any, where: str = "header") -> Any:
@@ -236,17 +225,3 @@ def decode_value(value: Any, where: str = "header") -> Any:
 
 def untag_table(table: Mapping[str, Any], where: str = "headers") -> dict[str, Any]:
     return {str(k): decode_value(v, f"{where}.{k}") for k, v in table.items()}
-
-
-# pika decodes header tables recursively (two Python frames per level) and a content header frame
-# (frame_max 128 KiB) can nest a table ~18,000 deep; at Python's default limit of 1000, a message with
-# 500 levels kills the connection and can never be peeked. Python >= 3.11 runs Python-to-Python calls
-# without C stack, so a higher limit is safe for that; dlxtool itself never str()s header tables.
-DEEP_HEADER_RECURSION_LIMIT = 40_000
-
-
-def allow_deep_headers() -> None:
-    import sys
-
-    if sys.getrecursionlimit() < DEEP_HEADER_RECURSION_LIMIT:
-        sys.setrecursionlimit(DEEP_HEADER_RECURSION_LIMIT)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from dlxtool.broker.amqp_values import RawValue
+from dlxtool.amqp_values import RawValue
 from dlxtool.deaths import death_count, find_origin
 from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord

@@ -14,14 +14,16 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from proto_registry.wire import I32, I64, LEN, SGROUP, VARINT
 
 # Field kinds, as the scorer checks them. A kind is a small tuple so equal kinds share one check.
-VARINT_ANY = ("v",)  # int32/64, uint, sint, bool, open enum: any varint is a valid value
-FIXED = ("f",)  # fixed32/64, sfixed, float, double
-STRING = ("s",)  # must be valid UTF-8 (proto3, editions' utf8_validation VERIFY: the parser rejects it)
-STRING_LAX = ("sl",)  # proto2 string: the parser takes any bytes (invalid UTF-8 only weighs on ranking)
-BYTES = ("b",)  # anything goes
-PACKED_VARINT = ("p0",)
-PACKED_I64 = ("p1",)
-PACKED_I32 = ("p5",)
+Kind = tuple[str] | tuple[str, int]
+
+VARINT_ANY: Kind = ("v",)  # int32/64, uint, sint, bool, open enum: any varint is a valid value
+FIXED: Kind = ("f",)  # fixed32/64, sfixed, float, double
+STRING: Kind = ("s",)  # must be valid UTF-8 (proto3, editions' utf8_validation VERIFY: the parser rejects it)
+STRING_LAX: Kind = ("sl",)  # proto2 string: the parser takes any bytes (invalid UTF-8 only weighs on ranking)
+BYTES: Kind = ("b",)  # anything goes
+PACKED_VARINT: Kind = ("p0",)
+PACKED_I64: Kind = ("p1",)
+PACKED_I32: Kind = ("p5",)
 # ("e", enum_id) closed enum value, ("pe", enum_id) packed closed enum,
 # ("m", type_id) message, ("g", type_id) group: these live in Index.children/parents.
 
@@ -37,7 +39,6 @@ _VARINT_TYPES = {
 _I64_TYPES = {FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64, FieldDescriptor.TYPE_DOUBLE}
 _I32_TYPES = {FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_SFIXED32, FieldDescriptor.TYPE_FLOAT}
 
-Kind = tuple[str] | tuple[str, int]
 NO_FACTS = (0, 0, 0, 0, 0, 0, 0)  # a tag no type knows (never reached: clean_mask rejects it first)
 
 
@@ -124,7 +125,7 @@ def build_index(descriptors: list[Descriptor], map_entries: set[str]) -> Index:
             for tag, kind in _kinds(f, idx, enum_ids):
                 info.fields[tag] = kind
                 idx.known[tag] = idx.known.get(tag, 0) | bit
-                if kind[0] in ("m", "g"):
+                if kind[0] in ("m", "g") and len(kind) == 2:
                     child = kind[1]
                     idx.children[tag] = idx.children.get(tag, 0) | (1 << child)
                     per_tag = idx.parents.setdefault(tag, {})
@@ -210,12 +211,13 @@ def _kinds(f: FieldDescriptor, idx: Index, enum_ids: dict[str, int]) -> list[tup
         return [(n | LEN, STRING if _utf8_checked(f) else STRING_LAX)]
     if t == FieldDescriptor.TYPE_BYTES:
         return [(n | LEN, BYTES)]
-    if t == FieldDescriptor.TYPE_MESSAGE:
-        return [(n | LEN, ("m", idx.by_name[f.message_type.full_name]))]
-    if t == FieldDescriptor.TYPE_GROUP:
-        return [(n | SGROUP, ("g", idx.by_name[f.message_type.full_name]))]
+    if t in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP):
+        assert f.message_type is not None  # a message or group field always has its type
+        child = idx.by_name[f.message_type.full_name]
+        return [(n | LEN, ("m", child))] if t == FieldDescriptor.TYPE_MESSAGE else [(n | SGROUP, ("g", child))]
     if t == FieldDescriptor.TYPE_ENUM:
         e = f.enum_type
+        assert e is not None  # an enum field always has its enum
         if e.is_closed:
             eid = enum_ids.get(e.full_name)
             if eid is None:
@@ -241,6 +243,7 @@ def _kinds(f: FieldDescriptor, idx: Index, enum_ids: dict[str, int]) -> list[tup
 def _utf8_checked(f: FieldDescriptor) -> bool:
     """proto3 and editions (by default) reject invalid UTF-8 in strings; proto2 does not."""
     try:
-        return f._GetFeatures().utf8_validation != 3  # FeatureSet.NONE
+        # no public accessor for a field's resolved features; the stubs do not list it either
+        return f._GetFeatures().utf8_validation != 3  # type: ignore[attr-defined]  # noqa: SLF001 - FeatureSet.NONE
     except AttributeError:  # older runtimes: no features, go by syntax
-        return getattr(f.file, "syntax", "proto2") == "proto3"
+        return getattr(getattr(f, "file", None), "syntax", "proto2") == "proto3"  # .file: not in the stubs

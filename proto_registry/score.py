@@ -87,7 +87,7 @@ class PayloadScan:
             if not mask:
                 return 0
         # Most selective tags first: the candidate set shrinks before the costlier checks.
-        tags = sorted(groups, key=idx.tag_cost.get) if len(groups) > 1 else groups
+        tags = sorted(groups, key=idx.tag_cost.__getitem__) if len(groups) > 1 else groups
         for tag in tags:
             occs = groups[tag]
             ok = 0

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 from urllib.parse import quote
 
 import pytest
@@ -24,6 +25,37 @@ from click.testing import CliRunner, Result
 from tests.support.broker import BrokerEnv, open_vhost
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+# A test that uses one of these fixtures (directly or through another fixture) needs a running RabbitMQ:
+# pytest_collection_modifyitems marks it `broker`, so `pytest -m "not broker"` is the offline run.
+BROKER_FIXTURES = frozenset({"broker", "second_broker", "tls_broker", "faults_node"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks (above), and DLXTOOL_TEST_BROKER_ONLY=1 keeps only the tests that use the broker under test
+    (the `broker` fixture): scripts/test's second pass, on RabbitMQ 4.x, need not rerun what no broker
+    decides."""
+    for item in items:
+        used = BROKER_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if used:
+            item.add_marker(pytest.mark.broker)
+        if "second_broker" in used:
+            item.add_marker(pytest.mark.second_broker)
+    if os.environ.get("DLXTOOL_TEST_BROKER_ONLY") != "1":
+        return
+    keep = [item for item in items if "broker" in getattr(item, "fixturenames", ())]
+    if len(keep) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
+
+
+def _no_broker(what: str) -> NoReturn:
+    """No broker answers: skip with how to get one, or fail where the run promised brokers (scripts/test
+    exports DLXTOOL_TEST_REQUIRE_BROKER=1 after starting them: there a missing broker is a broken run)."""
+    if os.environ.get("DLXTOOL_TEST_REQUIRE_BROKER", "") not in ("", "0"):
+        pytest.fail(f"{what} (DLXTOOL_TEST_REQUIRE_BROKER=1: this run needs it)")
+    pytest.skip(f"{what}: start one with scripts/dev-broker, or run offline with -m 'not broker'")
 
 
 def _port_open(port: int, host: str = "127.0.0.1") -> bool:
@@ -48,8 +80,7 @@ def broker() -> Iterator[BrokerEnv]:
     """The main test broker with a fresh vhost for this run."""
     amqp_port, http_port = test_ports()
     if not (_port_open(amqp_port) and _port_open(http_port)):
-        pytest.fail(f"no RabbitMQ with management on 127.0.0.1:{amqp_port}/{http_port}: run scripts/dev-broker "
-                    "(scripts/test does it for you)")
+        _no_broker(f"no RabbitMQ with management on 127.0.0.1:{amqp_port}/{http_port}")
     with open_vhost("localhost", amqp_port, http_port, f"dlxtool-test-{uuid.uuid4().hex[:8]}") as env:
         yield env
 
@@ -63,7 +94,7 @@ def second_broker() -> Iterator[BrokerEnv]:
         proc = subprocess.run([str(ROOT / "scripts" / "dev-broker"), "second"], capture_output=True, text=True,
                               timeout=300)
         if proc.returncode != 0:
-            pytest.fail(f"could not start the second broker: {proc.stderr[-2000:]}")
+            _no_broker(f"could not start the second broker (scripts/dev-broker second): {proc.stderr[-2000:]}")
     with open_vhost("localhost", amqp_port, http_port, f"dlxtool-test-{uuid.uuid4().hex[:8]}") as env:
         yield env
 
@@ -83,7 +114,7 @@ def _dev_broker(target: str) -> tuple[dict[str, str], int, int]:
     proc = subprocess.run([str(ROOT / "scripts" / "dev-broker"), target], capture_output=True, text=True,
                           timeout=300)
     if proc.returncode != 0:
-        pytest.fail(f"could not start the {target} broker: {proc.stderr[-2000:]}")
+        _no_broker(f"could not start the {target} broker (scripts/dev-broker {target}): {proc.stderr[-2000:]}")
     info = dict(kv.split("=", 1) for kv in proc.stdout.split())
     port = int(info["amqp"].rsplit(":", 1)[1].strip("/"))
     return info, port, int(info["http"].rsplit(":", 1)[1].strip("/"))
@@ -117,21 +148,10 @@ def faults_node() -> Iterator[object]:
     from tests.support.faults import FaultNode
 
     info, port, http_port = _dev_broker("faults")
-    with open(f"/tmp/dlxtool-faults-{port}.lock", "w") as lock:  # noqa: S108 - a machine-wide lock on purpose
+    with open(f"/tmp/dlxtool-faults-{port}.lock", "w") as lock:  # a machine-wide lock on purpose
         fcntl.flock(lock, fcntl.LOCK_EX)
         with open_vhost("localhost", port, http_port, f"dlxtool-faults-{uuid.uuid4().hex[:8]}") as env:
             yield FaultNode(env=env, node=info["node"])
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """DLXTOOL_TEST_BROKER_ONLY=1 keeps only the tests that use the broker under test (the `broker`
-    fixture): scripts/test's second pass, on RabbitMQ 4.x, need not rerun what no broker decides."""
-    if os.environ.get("DLXTOOL_TEST_BROKER_ONLY") != "1":
-        return
-    keep = [item for item in items if "broker" in getattr(item, "fixturenames", ())]
-    if len(keep) < len(items):
-        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
-        items[:] = keep
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from dlxtool.broker.amqp_values import RawValue
+from dlxtool.amqp_values import RawValue
 from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
 from dlxtool.selection import build_selection, parse_age, parse_duration

@@ -36,7 +36,7 @@ def process_io(connection: Any) -> None:
     transport's own socket handlers (send what is buffered, read what has arrived, parse it). Anything
     else — TLS, a transport going down, events only pika's loop dispatches, or FULL_LOOP_EVERY passed —
     goes through process_data_events, which also raises when the connection is lost."""
-    transport = getattr(connection._impl, "_transport", None)  # noqa: SLF001
+    transport: Any = getattr(connection._impl, "_transport", None)  # noqa: SLF001
     now = time.monotonic()
     if (type(transport) is not _PLAIN_TRANSPORT or transport._state != transport._STATE_ACTIVE  # noqa: SLF001
             or now >= connection.__dict__.get("_dlxtool_full_loop_due", 0.0) or _pika_pending(connection)):
@@ -55,7 +55,7 @@ def _pika_pending(connection: Any) -> bool:
                 or connection._channels_pending_dispatch)  # noqa: SLF001
 
 
-def _plain_transport() -> type | None:
+def _plain_transport() -> Any:  # pika's transport class (untyped), or None
     try:
         from pika.adapters.utils.io_services_utils import _AsyncPlaintextTransport
     except ImportError:  # another pika layout: always the full loop
@@ -73,7 +73,7 @@ def coalesce_output(connection: Any) -> None:
     loop's worth of publishes and acks into one write saves syscalls. Only touches
     the transport's buffer deque, which pika's writer drains from the front — the bytes are the same.
     """
-    transport = getattr(connection._impl, "_transport", None)  # noqa: SLF001
+    transport: Any = getattr(connection._impl, "_transport", None)  # noqa: SLF001
     buffers = getattr(transport, "_tx_buffers", None)
     if buffers is not None and len(buffers) > 1:
         joined = b"".join(buffers)
@@ -203,5 +203,5 @@ class AsyncChannel:
                 # Until the close-ok (is_open is False as soon as the close is *sent*): callers take the close
                 # as proof that the broker processed every method before it (acks; giveback.close_channel).
                 self.wait_for(lambda: self.impl.is_closed or self.closed_reason is not None, "channel.close", 5)
-        except Exception:  # noqa: BLE001, S110 - closing must not hide the real outcome
+        except Exception:  # noqa: BLE001 - closing must not hide the real outcome
             pass

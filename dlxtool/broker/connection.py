@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dlxtool import record, secrets
+from dlxtool import secrets
+from dlxtool.amqp_values import allow_deep_headers
 from dlxtool.broker import pika_import
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConfigError, ConnectError, DlxtoolError, NotFoundError
@@ -95,7 +96,7 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
     import pika.exceptions as pe
 
     quiet_pika_logging()
-    record.allow_deep_headers()
+    allow_deep_headers()  # deep header tables decode on this connection's deliveries
     params = connection_parameters(profile)
     errors: list[str] = []
     hints: list[str] = []
@@ -331,8 +332,9 @@ def _causes(exc: BaseException) -> list[BaseException]:
             continue
         seen.append(current)
         todo += [a for a in current.args if isinstance(a, BaseException)]
-        todo += [getattr(current, "exception", None)] if isinstance(getattr(current, "exception", None),
-                                                                     BaseException) else []
+        inner = getattr(current, "exception", None)
+        if isinstance(inner, BaseException):
+            todo.append(inner)
         todo += [e for e in getattr(current, "exceptions", ()) or () if isinstance(e, BaseException)]
         if current.__cause__ is not None:
             todo.append(current.__cause__)

@@ -38,8 +38,8 @@ from pika import data as pika_data  # noqa: E402
 from pika import exceptions, frame, spec  # noqa: E402
 from pika.compat import long  # noqa: E402
 
+from dlxtool.amqp_values import RawValue, raw_fixed  # noqa: E402
 from dlxtool.broker import hotpath  # noqa: E402
-from dlxtool.broker.amqp_values import RawValue, raw_fixed  # noqa: E402
 
 FRAME_END = 0xCE
 _END = b"\xce"
@@ -135,6 +135,13 @@ def _value(value: Any, out: list[bytes]) -> None:
         pika_data.encode_value(out, value)
 
 
+def encode_field_value(value: Any) -> bytes:
+    """One AMQP field value (kind byte + payload) as a header table holds it; a tuple as an array."""
+    out: list[bytes] = []
+    _value(list(value) if isinstance(value, tuple) else value, out)
+    return b"".join(out)
+
+
 _TIME_CACHE: dict[datetime, bytes] = {}  # datetimes are immutable; replay stamps the same second over and over
 
 
@@ -199,7 +206,7 @@ def encode_properties(properties: Any) -> bytes:
     if type(properties) is _BP:
         try:
             return _properties_fast(properties)
-        except Exception:  # noqa: BLE001, S110 - anything odd: pika's encoder gives the bytes or the error
+        except Exception:  # noqa: BLE001 - anything odd: pika's encoder gives the bytes or the error
             pass
     return b"".join(properties.encode())
 
@@ -235,8 +242,9 @@ def _publish_method(exchange: str, routing_key: str, mandatory: bool) -> bytes:
 
 
 def _frames(channel_number: int, method: bytes, body: bytes, props: bytes, body_max: int) -> bytes:
-    if _c_publish_frames is not None:
-        return _c_publish_frames(channel_number, method, props, body, body_max)
+    accelerator = hotpath.active
+    if accelerator is not None:
+        return accelerator.publish_frames(channel_number, method, props, body, body_max)
     return _py_frames(channel_number, method, body, props, body_max)
 
 
@@ -260,7 +268,7 @@ def encode_for_publish(properties: Any, frame_max: int) -> bytes:
     else:
         try:
             props = encode_properties(properties)
-        except Exception as exc:  # noqa: BLE001 - struct.error, OverflowError, TypeError, pika's asserts …
+        except Exception as exc:  # struct.error, OverflowError, TypeError, pika's asserts …
             raise EncodeError(f"cannot re-encode {_culprit(properties)}: {type(exc).__name__}: {exc}") from exc
     if frame_max and len(props) + 12 + FRAME_OVERHEAD > frame_max:
         raise EncodeError(f"headers too large: content header of {len(props) + 12} bytes exceeds "
@@ -360,6 +368,18 @@ def _dvalue(buf: bytes, o: int) -> tuple[Any, int]:
     return pika_data.decode_value(buf, o - 1)
 
 
+def decode_field_value(data: bytes) -> Any:
+    """The one AMQP field value that is all of `data` (the rare kinds stay RawValue), or ValueError.
+    Deeply nested values need dlxtool.amqp_values.allow_deep_headers() first."""
+    try:
+        value, end = _dvalue(data, 0)
+    except Exception as exc:  # noqa: BLE001 - pika raises its own field-type errors, IndexError, struct.error…
+        raise ValueError(f"not an AMQP field value ({type(exc).__name__})") from None
+    if end != len(data):
+        raise ValueError("trailing bytes")
+    return value
+
+
 _KEY_CACHE: dict[bytes, str] = {}
 
 
@@ -368,7 +388,7 @@ def decode_amqp_table(buf: bytes, o: int) -> tuple[dict[Any, Any], int]:
     size = _unpack_I(buf, o)[0]
     o += 4
     limit = o + size
-    result = {}
+    result: dict[str, Any] = {}
     while o < limit:
         n = buf[o]
         o += 1
@@ -484,13 +504,14 @@ class FastInput:
         unpack = _FRAME_HEAD.unpack_from
         channels = self.channels
         raw = self.raw
+        accelerator = hotpath.active
         try:
             while size - o >= 8:
                 if buf[o] == 65 and buf[o:o + 4] == b"AMQP":  # a protocol header: pika's business
                     break
                 kind, number, length = unpack(buf, o)
-                if kind == 1 and number in raw and read_deliveries is not None and self.content[number] is None:
-                    o, taken = self._read_deliveries(number, buf, o)
+                if kind == 1 and number in raw and accelerator is not None and self.content[number] is None:
+                    o, taken = self._read_deliveries(accelerator.read_deliveries, number, buf, o)
                     if taken:
                         continue
                 end = o + 7 + length
@@ -528,9 +549,10 @@ class FastInput:
         if self.buffer and self.buffer[:4] == b"AMQP":  # hand pika what only it understands
             impl._frame_buffer = self.buffer  # noqa: SLF001
             self.buffer = b""
-            type(impl)._on_data_available(impl, b"")
+            type(impl)._on_data_available(impl, b"")  # noqa: SLF001 - pika's own reader (ours shadows it)
 
-    def _read_deliveries(self, number: int, buf: bytes, o: int) -> tuple[int, bool]:
+    def _read_deliveries(self, read_deliveries: Callable[..., Any], number: int, buf: bytes,
+                         o: int) -> tuple[int, bool]:
         """The whole deliveries from buf[o] on, in C, for a raw channel: (offset after them, any taken)."""
         channel = self.channels[number]
         tags = tuple(_tag_bytes(t) for t in channel._consumers if t not in channel._cancelled)  # noqa: SLF001
@@ -621,9 +643,6 @@ def _tag_bytes(tag: Any) -> bytes:
     return tag if isinstance(tag, bytes) else tag.encode()
 
 
-_hotpath = hotpath.load()  # dlxtool/broker/_hotpath.c; without it, the Python code here does the same work
-_c_publish_frames = _hotpath.publish_frames if _hotpath else None
-read_deliveries = _hotpath.read_deliveries if _hotpath else None
 
 
 def _decode_deliver(buf: bytes, o: int) -> Any:

@@ -181,7 +181,7 @@ def _delete_quietly(channel: Any, name: str) -> None:
     try:
         channel.queue_delete(name)
         channel.close()
-    except Exception:  # noqa: BLE001, S110 - an exclusive queue goes with its connection anyway
+    except Exception:  # noqa: BLE001 - an exclusive queue goes with its connection anyway
         pass
 
 

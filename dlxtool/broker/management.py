@@ -44,8 +44,9 @@ class QueueInfo:
         dead-letter-exchange), except numeric limits, where the broker applies the stricter of the two."""
         arg = self.arguments.get(f"x-{name}")
         pol = self.effective_policy_definition.get(name)
-        if name in _STRICTER_WINS and _number(arg) is not None and _number(pol) is not None:
-            return min(arg, pol)
+        a, p = _number(arg), _number(pol)
+        if name in _STRICTER_WINS and a is not None and p is not None:
+            return min(a, p)
         return arg if f"x-{name}" in self.arguments else pol
 
     def setting_source(self, name: str) -> str | None:

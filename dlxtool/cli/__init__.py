@@ -7,7 +7,7 @@ import errno
 import importlib
 import os
 import sys
-from typing import Any
+from typing import IO, Any, cast
 
 import click
 
@@ -201,13 +201,17 @@ def _guard_streams(app: App) -> None:
     failing the command half-way through its summary (dlxtool.ops.interrupts.FallbackStream)."""
     from dlxtool.ops.interrupts import FallbackStream
 
+    # A text stream by delegation (FallbackStream.__getattr__), not by class: typed as the IO it wraps.
     if not isinstance(app.err, FallbackStream):
-        app.err = FallbackStream(app.stderr, always=True)
+        app.err = cast(IO[str], FallbackStream(app.stderr, always=True))
     if not isinstance(app.out, FallbackStream):
-        app.out = FallbackStream(app.stdout, always=False)
+        app.out = cast(IO[str], FallbackStream(app.stdout, always=False))
 
 
 def main(argv: list[str] | None = None) -> int:
+    from dlxtool.ops.interrupts import hold_stop_signals_until_exit
+
+    hold_stop_signals_until_exit()  # from the command's end to ignore_ctrl_c_from_now_on() below
     try:
         cli.main(args=argv, prog_name="dlxtool", obj=App(), standalone_mode=True)
     except SystemExit as exc:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from dlxtool.cli.app import App
@@ -36,7 +38,7 @@ def list_(app: App) -> None:
     config = app.config()
     for warning in literal_password_warnings(config):
         app.warn(warning)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "name": p.name,
             "default": p.name == config.default,

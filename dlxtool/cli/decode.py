@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import click
 
@@ -169,17 +169,18 @@ class _open:
     """Open FILE ('-' = stdin) for binary reading, with a dlxtool error when it cannot be read."""
 
     def __init__(self, app: App, name: str) -> None:
-        self.app, self.name, self.fh = app, name, None
+        self.app, self.name = app, name
+        self.fh: IO[bytes] | None = None
 
     def __enter__(self) -> IO[bytes]:
         if self.name == "-":
             stdin = self.app.stdin
-            return getattr(stdin, "buffer", stdin)
+            return cast(IO[bytes], getattr(stdin, "buffer", stdin))
         try:
-            self.fh = Path(self.name).open("rb")
+            fh = self.fh = Path(self.name).open("rb")
         except OSError as exc:
             raise NotFoundError(f"cannot read {self.name}: {exc.strerror}", hint="check the file name") from exc
-        return self.fh
+        return fh
 
     def __exit__(self, *exc: object) -> None:
         if self.fh is not None:

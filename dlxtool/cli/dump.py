@@ -153,7 +153,7 @@ class _open:
             return out.buffer if hasattr(out, "buffer") else out  # type: ignore[return-value]
         try:
             target = self.path if self.in_place else self.path + ".partial"
-            self.stream = open(target, "wb")  # noqa: SIM115 - closed in __exit__
+            self.stream = open(target, "wb")  # closed in __exit__
         except OSError as exc:
             raise UsageError(f"cannot write {self.path}: {exc.strerror}") from None
         return self.stream

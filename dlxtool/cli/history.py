@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import common_options, complete_queue
+from dlxtool.cli.options import common_options, complete_queue, conventions_in_use, origin_from_option
 from dlxtool.cli.reading import SAFETY_HELP, finish_read, make_read_options, read_options, read_queue
 from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
@@ -38,11 +38,12 @@ DEFAULT_COUNT = 100
 @click.option("--error-header", "error_headers", multiple=True, metavar="NAME",
               help="Header carrying the consumer's error text (adds to config error_headers and the "
                    "built-in x-exception-message, x-error, MT-Fault-Message).")
+@origin_from_option
 @read_options
 @common_options
 @click.pass_obj
 def history(app: App, queue: str | None, count: int | None, all_: bool, summary: bool, from_file: str | None,
-            allow_torn: bool, error_headers: tuple[str, ...], **read: object) -> None:
+            allow_torn: bool, error_headers: tuple[str, ...], origin_from: str | None, **read: object) -> None:
     """Show the x-death history of the messages in QUEUE (or in a dump file).
 
     Per message: the deaths, most recent first (queue, reason, count,
@@ -51,6 +52,13 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
     x-delivery-attempts, count), the error text, and the origin replay would
     send it back to: the queue it failed in (rejected, delivery_limit,
     maxlen), not a wait queue it expired in, not its routing key.
+
+    Dead letters a framework made (no x-death) are read by its convention:
+    Spring's republish recoverer, NServiceBus, MassTransit, rascal, retry
+    headers, Celery's retries, Dramatiq's traceback, and the teams' own
+    [conventions.NAME] in the config file. Each message says which
+    convention explained it; when conventions disagree the most recent
+    failure wins, and --origin-from forces one.
 
     Reads the queue like `peek` does (same safety rules, below).
 
@@ -66,8 +74,10 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
     check_count(count, all_)
     names = (*app.config().error_headers, *error_headers)
     fmt = app.output_format("json" if summary else "jsonl")
+    known = conventions_in_use(app, origin_from)  # a wrong --origin-from fails before the queue is read
     records, reader = _load(app, queue, None if all_ else count or DEFAULT_COUNT, from_file, read, allow_torn)
-    items = list(entries(records, names, through=_through_wait_queues(app, queue) if queue else None))
+    items = list(entries(records, names, known, origin_from,
+                         through=_through_wait_queues(app, queue) if queue else None))
     copies = mark_copies(items)
     if copies:
         app.warn(f"{copies} message(s) here are copies of another one here (`copy_of`): left by a replay that was "
@@ -78,6 +88,10 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
     for item in items:
         for warning in item.history.history.warnings:
             app.warn(f"{item.record.queue} #{item.record.position}: {warning} (best reading shown)")
+    conflicts = sum(1 for i in items if i.explained.conflict)
+    if conflicts and summary:
+        app.warn(f"{conflicts} message(s): conventions name different origins; the most recent failure won "
+                 "(history without --summary says which and why; --origin-from CONVENTION forces one)")
     if summary:
         groups = summarize_failures(items)
         if fmt != "table":
@@ -86,13 +100,13 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
         else:
             from dlxtool.render import write_table
 
-            write_table([[g.origin, g.reason, g.type, g.error, g.messages,
+            write_table([[g.origin, g.convention, g.reason, g.type, g.error, g.messages,
                           f"{g.deaths}+" if g.deaths_may_be_low else g.deaths,
                           *(v or "" for v in (g.to_json()["first"], g.to_json()["last"]))] for g in groups],
-                        ["origin", "reason", "type", "error", "messages", "deaths", "first", "last"],
+                        ["origin", "convention", "reason", "type", "error", "messages", "deaths", "first", "last"],
                         app.stdout, empty=_nothing(reader),
                         styles={0: lambda cell: app.style(cell, bold=True),
-                                1: lambda cell: app.style(cell, fg="yellow")})
+                                2: lambda cell: app.style(cell, fg="yellow")})
             write_sample_note(app, note)
     elif fmt != "table":
         app.emit_json([i.to_json() for i in items], fmt)
@@ -135,7 +149,7 @@ def _nothing(reader: QueueReader | None) -> str:
     return "(no messages)" if reader is None else reader.facts.nothing_read()
 
 
-def _load(app: App, queue: str | None, count: int, from_file: str | None,
+def _load(app: App, queue: str | None, count: int | None, from_file: str | None,
           read: dict, allow_torn: bool = False) -> tuple[list[MessageRecord], QueueReader | None]:
     if (queue is None) == (from_file is None):
         raise UsageError("give a QUEUE or --from FILE (one of them)")
@@ -152,7 +166,7 @@ def _from_file(app: App, name: str, allow_torn: bool) -> Iterator[MessageRecord]
     def torn(where: str, skipped: int) -> None:
         app.warn(f"{where}: a record cut short ({skipped} bytes; a writer stopped mid-record): skipped")
 
-    yield from open_records(name, app.stdin.buffer if hasattr(app.stdin, "buffer") else app.stdin,
+    yield from open_records(name, cast(IO[bytes], getattr(app.stdin, "buffer", app.stdin)),
                             torn if allow_torn else None)
 
 
@@ -163,16 +177,21 @@ def _render_timelines(app: App, items: list, empty: str = "(no messages)") -> No
     if not items:
         out.write(empty + "\n")
     for item in items:
-        h, r = item.history, item.record
-        line = f"#{r.position} origin {h.origin.queue or '?'} ({h.origin.why}), {_deaths_text(h.deaths)}"
+        h, r, x = item.history, item.record, item.explained
+        where = "?" if x.origin is None else x.origin.queue if x.origin.queue is not None else x.origin.describe()
+        by = f"{x.origin_label}: {x.origin_why}" if x.origin_label else x.origin_why
+        line = f"#{r.position} origin {where} ({by}), {_deaths_text(h.deaths)}"
         if item.type:
             line += f", type {item.type}"
         if item.copy_of is not None:
             line += f", a copy of #{item.copy_of} (interrupted replay)"
         out.write(app.style(safe_text(line), bold=True) + "\n")
-        extras = [("first death", _companions(h.history.first)), ("last death", _companions(h.history.last)),
+        extras = [("conventions", ", ".join(x.recognised)), ("origin conflict", x.conflict),
+                  ("first death", _companions(h.history.first)), ("last death", _companions(h.history.last)),
                   ("x-delivery-count", h.delivery_count),
-                  *((f"{k}", v) for k, v in h.to_json()["retry_headers"].items()), ("error", h.error)]
+                  *((f"{k}", v) for k, v in h.to_json()["retry_headers"].items()),
+                  ("attempts", f"{x.attempts} ({x.attempts_from})" if x.attempts is not None else None),
+                  ("error", f"{x.error} (from {x.error_from})" if x.error else None)]
         for key, value in extras:
             if value not in (None, ""):
                 out.write(f"  {key}: {safe_text(value)}\n")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TextIO, cast
 
 import click
 
@@ -14,7 +14,7 @@ from dlxtool.cli.app import App, _isatty
 from dlxtool.errors import ConnectError, Interrupted, PartialError
 
 
-class progress_bar:  # noqa: N801 - used like a function
+class progress_bar:  # used like a function
     """A click progress bar on stderr when it is a terminal; otherwise nothing (the context value is None).
 
     Called with an engine `Progress` (total, done, elapsed)."""
@@ -30,8 +30,8 @@ class progress_bar:  # noqa: N801 - used like a function
 
     def __call__(self, progress: Any) -> None:
         if self.bar is None:
-            self.bar = click.progressbar(length=max(progress.total, 1), file=self.app.stderr, show_eta=True,
-                                         show_pos=True, label=self.label)
+            self.bar = click.progressbar(length=max(progress.total, 1), file=cast(TextIO, self.app.stderr),
+                                         show_eta=True, show_pos=True, label=self.label)
             self.bar.__enter__()
         rate = progress.done / progress.elapsed if progress.elapsed > 0 else 0
         self.bar.label = f"{self.label} ({rate:,.0f}/s)"

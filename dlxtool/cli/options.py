@@ -113,7 +113,7 @@ def connection_options(f: F) -> F:
 
 
 def format_option(f: F, formats: tuple[str, ...] = FORMATS,
-                  help: str = "Output format (default: table on a terminal, JSON when piped).") -> F:  # noqa: A002
+                  help: str = "Output format (default: table on a terminal, JSON when piped).") -> F:
     return click.option(
         "--format", "-f", "fmt", type=click.Choice(formats), expose_value=False, callback=_store("fmt"), help=help,
     )(f)
@@ -192,3 +192,21 @@ def selection_notes(app: App, selection: Any) -> None:
     selection.tally.maybe_low = 0  # said once per pass (a plan, then the run)
     if note:
         app.info(f"note: {note}")
+
+
+def origin_from_option(f: F) -> F:
+    return click.option(
+        "--origin-from", "origin_from", metavar="CONVENTION",
+        help="Take each message's origin from this convention only (x-death, spring, nservicebus, masstransit, "
+             "rascal, celery, or a [conventions.NAME] of the config file); messages it does not explain have none. "
+             "Default: the most recent failure among the conventions that name one.")(f)
+
+
+def conventions_in_use(app: App, origin_from: str | None) -> tuple[Any, ...]:
+    """The built-in conventions and the config file's (the selected broker's first, then global ones)."""
+    from dlxtool.conventions import check_origin_from, conventions
+
+    config = app.config()
+    known = conventions(config.conventions_for(app.profile()))
+    check_origin_from(origin_from, known)
+    return known

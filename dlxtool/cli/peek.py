@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import common_options, queue_argument
+from dlxtool.cli.options import common_options, conventions_in_use, origin_from_option, queue_argument
 from dlxtool.cli.reading import SAFETY_HELP, finish_read, make_read_options, read_options, read_queue
 from dlxtool.record import MessageRecord
 
@@ -15,14 +15,17 @@ from dlxtool.record import MessageRecord
 @click.option("-n", "--count", type=click.IntRange(min=1), default=10, show_default=True,
               help="How many messages from the head.")
 @click.option("--body", "whole_body", is_flag=True, help="Print whole bodies instead of a one-line preview.")
+@origin_from_option
 @read_options
 @common_options
 @click.pass_obj
-def peek(app: App, queue: str, count: int, whole_body: bool, **read: object) -> None:
+def peek(app: App, queue: str, count: int, whole_body: bool, origin_from: str | None, **read: object) -> None:
     """Show the first messages of QUEUE without taking them away.
 
     The table shows position, routing key, exchange, redelivered, type (or
-    content type), the death history in one line and a body preview.
+    content type), the death history in one line, the origin and the
+    convention that explained it (x-death, spring, nservicebus, …; see
+    `history`) and a body preview.
     --format json|jsonl prints message records (see README) that `history
     --from` and `load` read. Counts of messages held unacked by consumers
     (which no peek can see) go to stderr.
@@ -34,6 +37,7 @@ def peek(app: App, queue: str, count: int, whole_body: bool, **read: object) -> 
       dlxtool peek orders.q --spend-attempts      # quorum queue with a delivery limit
       dlxtool peek audit.stream --offset 30m
     """
+    known = conventions_in_use(app, origin_from)
     opts = make_read_options(app, count, **read)  # type: ignore[arg-type]
     fmt = app.output_format("jsonl")
     with read_queue(app, queue, opts) as reader:
@@ -46,12 +50,15 @@ def peek(app: App, queue: str, count: int, whole_body: bool, **read: object) -> 
     if fmt == "json":
         app.emit_json([r.to_json() for r in records], "json")
     elif fmt == "table":
-        render_table(app, records, whole_body, empty=reader.facts.nothing_read())
+        render_table(app, records, whole_body, empty=reader.facts.nothing_read(), known=known,
+                     origin_from=origin_from)
     finish_read(app, reader)
 
 
-def render_table(app: App, records: list[MessageRecord], whole_body: bool, empty: str = "(queue is empty)") -> None:
+def render_table(app: App, records: list[MessageRecord], whole_body: bool, empty: str = "(queue is empty)",
+                 known: tuple = (), origin_from: str | None = None) -> None:
     from dlxtool import render
+    from dlxtool.conventions import BUILT_IN
 
     if whole_body:
         if not records:
@@ -61,18 +68,22 @@ def render_table(app: App, records: list[MessageRecord], whole_body: bool, empty
             app.stdout.write(body_text(r) + "\n")
         app.stdout.flush()
         return
-    render.write_table([table_row(r) for r in records],
-                       ["#", "routing key", "exchange", "redeliv", "type", "deaths", "body"],
+    render.write_table([table_row(r, known or BUILT_IN, origin_from) for r in records],
+                       ["#", "routing key", "exchange", "redeliv", "type", "deaths", "origin", "body"],
                        app.stdout, empty=empty, styles={5: lambda cell: app.style(cell, fg="yellow")})
 
 
-def table_row(record: MessageRecord) -> list[object]:
+def table_row(record: MessageRecord, known: tuple = (), origin_from: str | None = None) -> list[object]:
+    from dlxtool.conventions import Message, explain
     from dlxtool.deaths import summarize
 
     props = record.properties
+    headers = record.headers if isinstance(record.headers, dict) else {}
+    x = explain(Message(headers, record.body, record.queue), known, origin_from=origin_from)
+    origin = f"{x.origin.key()} ({x.origin_from})" if x.origin else ""
     return [record.position, record.routing_key, record.exchange or "(default)",
             "yes" if record.redelivered else "", props.get("type") or props.get("content_type") or "",
-            summarize(record.deaths), body_preview(record)]
+            summarize(record.deaths), origin, body_preview(record)]
 
 
 def body_preview(record: MessageRecord, width: int = 60) -> str:

@@ -51,6 +51,11 @@ the start are read one by one instead:
                   message); the rest stays in QUEUE, "full" in the
                   summary. --allow-displace accepts that Q pushes out (or
                   dead-letters copies of) its own messages instead.
+  kept messages   QUEUE's limits unread (no management API): filters
+                  and --move-to refuse (exit 6), as keeping a message
+                  republishes it to QUEUE's tail, which a drop-head
+                  queue at its max-length answers by pushing out its
+                  head; --allow-displace runs anyway.
 Quorum queues: reading uses no delivery attempt (messages are acked, not
 given back). --dry-run with filters must peek (read and give back), with
 the same safety rules as `dlxtool peek` (--spend-attempts, --allow-reorder).
@@ -78,7 +83,8 @@ Examples:
 @click.option("--move-to", metavar="QUEUE", help="Move the selected messages to QUEUE instead of deleting them.")
 @click.option("--allow-displace", is_flag=True,
               help="--move-to a full queue with overflow drop-head/reject-publish-dlx: move anyway (it pushes "
-                   "out its oldest messages or dead-letters copies).")
+                   "out its oldest messages or dead-letters copies). Also: keep messages in QUEUE (filters, "
+                   "--move-to) when its limits cannot be read (no management API).")
 @selection_options
 @peek_safety_options
 @yes_option
@@ -98,8 +104,8 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
         from dlxtool.cli.moving import check_record_file
 
         check_record_file(app, backup)  # before anything is peeked, asked or read
-    if allow_displace and not move_to:
-        raise click.BadParameter("only means something with --move-to", param_hint="--allow-displace")
+    if allow_displace and not (move_to or selection.filters_anything):
+        raise click.BadParameter("only means something with --move-to or filters", param_hint="--allow-displace")
     settings = PurgeSettings(queue, selection, move_to, backup, allow_displace)
     settings.check()
     profile = app.profile()

@@ -105,6 +105,7 @@ def queues(app: App, flags: tuple[str, ...], match: str | None, min_messages: in
     if watch is None:
         [snapshot] = snapshots(take, 0, 1)
         if not all_brokers and snapshot.failures:
+            assert snapshot.failures[0].error is not None  # failures are the results with an error
             raise snapshot.failures[0].error  # one broker: its own error and exit status (3, 2…)
         render(app, snapshot, None, selection, fmt, show_broker=all_brokers)
     else:

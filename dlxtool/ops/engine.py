@@ -184,6 +184,14 @@ class _Item:
     outcome_group: str | None
 
 
+def _sink_record(decision: Decision, record: MessageRecord | None) -> MessageRecord:
+    """What the sink writes for a decided message: the decision's record, else the source record (a raw
+    decision, taken without decoding, always carries its own)."""
+    written = decision.record or record
+    assert written is not None, "a raw decision that moves or removes must carry its record"
+    return written
+
+
 class Transfer:
     """One pass over `source` on `source_conn`; MOVEs are published on `target_conn` (may be the same)."""
 
@@ -220,6 +228,22 @@ class Transfer:
         self.keeper: Publisher | None = None     # KEEP/LEAVE to the source's tail (= mover on one connection)
         self.consumer_tag: str | None = None     # None: not consuming (nothing to read, or cancelled)
         self._rate_start: float | None = None    # when reading started, for --rate
+
+    # What _setup() made; the steps that use these run only after it (the salvage checks `channel` first).
+    @property
+    def _channel(self) -> AsyncChannel:
+        assert self.channel is not None, "used before _setup()"
+        return self.channel
+
+    @property
+    def _mover(self) -> Publisher:
+        assert self.mover is not None, "used before _setup()"
+        return self.mover
+
+    @property
+    def _keeper(self) -> Publisher:
+        assert self.keeper is not None, "used before _setup()"
+        return self.keeper
 
     # -- public ------------------------------------------------------------------------------------
 
@@ -290,7 +314,7 @@ class Transfer:
             self._pump(0.0 if worked else self._idle_wait(), self._gather())
             self._settle_outcomes()
             if self._ack_ready() and worked:
-                self.channel.pump(0.0)  # send the acks now, not after the next batch is written
+                self._channel.pump(0.0)  # send the acks now, not after the next batch is written
             now = time.monotonic()
             if now - last_report >= self.opts.progress_every:
                 self._report(started)
@@ -311,22 +335,22 @@ class Transfer:
 
     def _pump(self, wait: float, gather: float = 0.0) -> None:
         if self.target_conn is not self.source_conn:
-            self.channel.pump(wait, self.target_conn, gather=gather)
-            self.mover.channel.check()  # a closed target channel raises, as the source's does
+            self._channel.pump(wait, self.target_conn, gather=gather)
+            self._mover.channel.check()  # a closed target channel raises, as the source's does
         else:
-            self.channel.pump(wait, gather=gather)
+            self._channel.pump(wait, gather=gather)
 
     def _gather(self) -> float:
         """How long to let input gather after an idle wait (AsyncChannel.pump). Only with many publishes in
         flight: the broker has their confirms (and the deliveries acks free) to work on meanwhile, and each
         turn then handles a larger batch. With few in flight (a small --window or --prefetch, the start,
         the tail) a pause would only leave the broker waiting for us."""
-        if self.mover.outstanding >= max(GATHER_MIN_IN_FLIGHT, self.mover.window // 4):
+        if self._mover.outstanding >= max(GATHER_MIN_IN_FLIGHT, self._mover.window // 4):
             return GATHER
         return 0.0
 
     def _busy(self) -> bool:
-        return bool(self.mover.outstanding or self.keeper.outstanding or self._waiting)
+        return bool(self._mover.outstanding or self._keeper.outstanding or self._waiting)
 
     def _all_read(self) -> bool:
         return self._stop_reading or self._received >= self.result.snapshot
@@ -343,7 +367,7 @@ class Transfer:
         return (r.moved_total + r.removed + sum(r.kept.values()) + r.left_total)
 
     def _rate_delay(self) -> float:
-        if not self.opts.rate:
+        if not self.opts.rate or self._rate_start is None:  # not reading yet: nothing to pace
             return 0.0
         due = self._rate_start + self._received / self.opts.rate
         return due - time.monotonic()
@@ -360,7 +384,7 @@ class Transfer:
         # At most one batch per loop turn: the sink is flushed and acks go out between batches, so a crash
         # or a cut leaves fewer written-but-unacked messages (possible duplicates) than a whole prefetch.
         # A delivery takes at most one publish slot, of the mover or of the keeper.
-        room = min(TAKE_BATCH, len(incoming), self.mover.room(), self.keeper.room())
+        room = min(TAKE_BATCH, len(incoming), self._mover.room(), self._keeper.room())
         taken = 0
         while taken < room:
             if rate and self._rate_delay() > 0:
@@ -387,6 +411,7 @@ class Transfer:
 
     def _handle(self, method: Any, props: Any, body: bytes) -> None:
         record = None
+        decision: Decision | None
         if self.opts.limit is not None and self._selected >= self.opts.limit:
             decision = Decision.keep("beyond --limit")
         else:
@@ -402,7 +427,7 @@ class Transfer:
                 self._selected += 1
             if decision.action is Action.MOVE and self.opts.admit is not None:
                 why = self.opts.admit(decision.group, len(decision.body if decision.body is not None else body),
-                                      self.mover.outstanding)
+                                      self._mover.outstanding)
                 if why is not None:
                     decision = Decision.leave(why)
         item = _Item(method.delivery_tag, props, body, record, decision, _WAIT, False, None)
@@ -410,7 +435,7 @@ class Transfer:
         self._waiting += 1
         if decision.action is Action.MOVE:
             try:
-                self.mover.publish(decision.exchange, decision.routing_key,
+                self._mover.publish(decision.exchange, decision.routing_key,
                                    decision.body if decision.body is not None else body,
                                    decision.properties if decision.properties is not None else props, item)
                 item.copy = True
@@ -418,7 +443,7 @@ class Transfer:
                 self._keep(item, f"cannot publish: {exc}")
         elif decision.action is Action.REMOVE:
             if self.opts.sink is not None:  # no sink: the caller discards on purpose (purge without --backup)
-                self.opts.sink.write(decision.record or record)
+                self.opts.sink.write(_sink_record(decision, record))
                 item.copy = True
             self._done(item, "removed")
         else:
@@ -432,7 +457,7 @@ class Transfer:
         item.outcome_group = group
         self._kept_any = True
         try:
-            self.keeper.publish("", self.source, item.body, item.props, ("keep", item))
+            self._keeper.publish("", self.source, item.body, item.props, ("keep", item))
             item.copy = True
         except EncodeError:  # cannot be copied to the tail as it is: hold it, give it back in place at the end
             item.copy = False
@@ -442,15 +467,16 @@ class Transfer:
 
     def _settle_outcomes(self) -> None:
         sink_dirty = False
-        for token, outcome, detail in self.mover.take_settled() + (
-                self.keeper.take_settled() if self.keeper is not self.mover else []):
+        for token, outcome, detail in self._mover.take_settled() + (
+                self._keeper.take_settled() if self.keeper is not self.mover else []):
             if isinstance(token, tuple):  # a keep-republish to the source's tail
                 self._settle_keep(token[1], outcome, detail)
                 continue
             item: _Item = token
             if outcome is Outcome.CONFIRMED:
                 if self.opts.sink is not None:
-                    self.opts.sink.write(item.decision.record or item.record)  # type: ignore[union-attr]
+                    assert item.decision is not None  # only decided items are published
+                    self.opts.sink.write(_sink_record(item.decision, item.record))
                     sink_dirty = True
                 self._done(item, "moved")
             else:
@@ -514,11 +540,11 @@ class Transfer:
             acked_copies += item.copy
             last = item
         if last is not None:  # every earlier tag is acked already: multiple covers exactly this run
-            self.channel.impl.basic_ack(last.tag, multiple=True)
+            self._channel.impl.basic_ack(last.tag, multiple=True)
         if self._held and self._items:
             for item in [i for i in self._items if i.state == _DONE][:max(0, budget - count)]:
                 self._items.remove(item)
-                self.channel.impl.basic_ack(item.tag)
+                self._channel.impl.basic_ack(item.tag)
                 acked_copies += item.copy
                 count += 1
         self._acked_uncertain += acked_copies
@@ -554,7 +580,7 @@ class Transfer:
             self._marker = None
 
         self._marker = covered
-        self.channel.impl.basic_qos(prefetch_count=self.prefetch, callback=proven)
+        self._channel.impl.basic_qos(prefetch_count=self.prefetch, callback=proven)
 
     # -- ending --------------------------------------------------------------------------------------
 
@@ -566,7 +592,7 @@ class Transfer:
             self._pump(IDLE_WAIT)
             self._settle_outcomes()
             self._ack_ready()
-        for pub in {self.mover, self.keeper}:
+        for pub in self._publishers():
             pub.abandon("no confirm within the settle timeout")
         self._settle_outcomes()
         self._ack_ready()
@@ -575,15 +601,15 @@ class Transfer:
         self.result.possible_duplicates = self._duplicates_now()
 
     def _busy_publishing(self) -> bool:
-        return bool(self.mover.outstanding or self.keeper.outstanding)
+        return bool(self._mover.outstanding or self._keeper.outstanding)
 
     def _cancel_consumer(self, keep: bool = False) -> None:
         """Stop consuming. The deliveries not decided yet go back untouched, or with `keep` (the whole
         snapshot has arrived) those of the snapshot stay to be decided and only any past it go back."""
         tag = self.consumer_tag
-        if tag and self.channel.is_open and not self._cancelled_by_broker:
+        if tag and self._channel.is_open and not self._cancelled_by_broker:
             self._receive_in_flight()
-            self.channel.cancel_consumer(tag)  # what arrives before the cancel-ok is held, not rejected
+            self._channel.cancel_consumer(tag)  # what arrives before the cancel-ok is held, not rejected
         self.consumer_tag = None
         if keep:
             past_snapshot = self._received + len(self._incoming) - self.result.snapshot
@@ -614,9 +640,9 @@ class Transfer:
         ready for us (others took the rest): checked as the main loop does."""
         deadline = time.monotonic() + self.timeout
         idle_since = time.monotonic()
-        while self.prefetch - len(self._items) - len(self._incoming) > 0 and self.channel.is_open:
+        while self.prefetch - len(self._items) - len(self._incoming) > 0 and self._channel.is_open:
             held = len(self._incoming)
-            self.channel.pump(IDLE_WAIT)  # the source only: a target that died must not stop the give-back
+            self._channel.pump(IDLE_WAIT)  # the source only: a target that died must not stop the give-back
             now = time.monotonic()
             if len(self._incoming) != held:
                 idle_since = now
@@ -647,10 +673,10 @@ class Transfer:
     def _prove_acks(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while (self._marker is not None or self._acked_uncertain) and time.monotonic() < deadline:
-            if not self.channel.is_open:
+            if not self._channel.is_open:
                 return  # closed without a close-ok: what it proved stays uncertain (possible duplicates)
             self._sync_acks()
-            self.channel.pump(IDLE_WAIT)
+            self._channel.pump(IDLE_WAIT)
 
     def _salvage(self) -> None:
         """After an error, settle what we can. A local error (the sink, a decision) leaves the connections
@@ -674,7 +700,7 @@ class Transfer:
                 self._cancel_consumer()
                 self._requeue_rest()
                 self._prove_acks(5)
-        except Exception:  # noqa: BLE001, S110 - the source is gone too: the broker requeues our unacked
+        except Exception:  # noqa: BLE001 - the source is gone too: the broker requeues our unacked
             pass
         finally:
             self._unsaved_stay()
@@ -688,13 +714,13 @@ class Transfer:
         self.result.possible_duplicates = self._duplicates_now()
 
     def _publishers(self) -> set[Publisher]:
-        return {self.mover, self.keeper} - {None}  # type: ignore[return-value]
+        return {pub for pub in (self.mover, self.keeper) if pub is not None}
 
     def _settle_in_flight(self) -> None:
         """With every connection and channel still open: wait for the outstanding confirms, ack what settles.
         A Ctrl-C ends the wait (a second one gives up: KeyboardInterrupt)."""
         pubs = self._publishers()
-        if not pubs or not (self.channel.is_open and self.source_conn.is_open and self.target_conn.is_open
+        if not pubs or not (self._channel.is_open and self.source_conn.is_open and self.target_conn.is_open
                             and all(p.channel.is_open for p in pubs)):
             return
         with contextlib.suppress(Exception):  # it died meanwhile: the caller abandons what is left
@@ -743,8 +769,8 @@ class Transfer:
 
     def _duplicates_now(self) -> int:
         """Acks not proven + copies of messages that stay + tied returns that reached the target anyway."""
-        pubs = {self.mover, self.keeper} - {None}
-        return self._acked_uncertain + self._lost_copies + sum(p.possible_duplicates for p in pubs)  # type: ignore[union-attr]
+        pubs = self._publishers()
+        return self._acked_uncertain + self._lost_copies + sum(p.possible_duplicates for p in pubs)
 
     def _source_empty(self) -> bool:
         probe = AsyncChannel(self.source_conn, self.timeout)

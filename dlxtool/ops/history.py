@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from dlxtool.conventions import BUILT_IN, Convention, Explanation, Message, Route, explain
 from dlxtool.deaths import Death, MessageHistory, Origin, iso, message_history
 from dlxtool.record import MessageRecord
 
@@ -14,7 +15,8 @@ from dlxtool.record import MessageRecord
 @dataclass
 class Entry:
     record: MessageRecord
-    history: MessageHistory
+    history: MessageHistory   # the x-death reading (deaths, companions, counters)
+    explained: Explanation    # which convention explains it: origin, error, attempts
     copy_of: int | None = None  # position of the message this one is a copy of (mark_copies)
 
     @property
@@ -28,16 +30,27 @@ class Entry:
 
     def to_json(self) -> dict[str, Any]:
         props = self.record.properties
+        x = self.explained
         return {"queue": self.record.queue, "position": self.record.position,
                 "message_id": props.get("message_id"), "type": self.type,
-                "routing_key": self.record.routing_key, **self.history.to_json(), "copy_of": self.copy_of}
+                "routing_key": self.record.routing_key, **self.history.to_json(),
+                # origin/origin_why/error now say what the explaining convention found (x-death's as before)
+                "origin": x.origin.queue if x.origin else None, "origin_why": x.origin_why, "error": x.error,
+                **x.to_json(), "copy_of": self.copy_of}
 
 
 def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = (),
+            known: Sequence[Convention] = BUILT_IN, origin_from: str | None = None,
             through: Callable[[Death], Origin] | None = None) -> Iterable[Entry]:
+    """`through`: origins of TTL-only histories, followed through the wait queue (wait_queue_origins)."""
     names = tuple(error_headers)
     for record in records:
-        yield Entry(record, message_history(record.headers, error_headers=names, through=through))
+        headers = record.headers if isinstance(record.headers, dict) else {}
+        history = message_history(record.headers, error_headers=names, through=through)
+        explained = explain(Message(headers, record.body, record.queue, x_death_origin=history.origin,
+                                     x_death=history.history), known,
+                            origin_from=origin_from, error_headers=names)
+        yield Entry(record, history, explained)
 
 
 def wait_queue_origins(mgmt: Any, vhost: str, dlq: str) -> Callable[[Death], Origin]:
@@ -74,7 +87,8 @@ def mark_copies(items: list[Entry]) -> int:
 
 @dataclass
 class Group:
-    origin: str | None
+    origin: str | None       # a queue, or "exchange → routing key"
+    convention: str | None   # the convention that named the origin
     reason: str | None
     type: str | None
     error: str | None
@@ -85,6 +99,7 @@ class Group:
     first: datetime | None = None
     last: datetime | None = None
     positions: list[int] = field(default_factory=list)
+    route: Route | None = None  # the origin as a route (queue, or exchange + routing key)
 
     def add(self, entry: Entry) -> None:
         self.messages += 1
@@ -93,14 +108,18 @@ class Group:
         self.deaths_recorded += count.recorded
         self.deaths_may_be_low += count.may_be_low
         self.positions.append(entry.record.position)
-        for death in entry.history.history.deaths:
-            if death.time is None:
+        # x-death times, and the failure times frameworks record (NServiceBus, MassTransit) for theirs.
+        times = [d.time for d in entry.history.history.deaths]
+        times += [r.failed_at for r in entry.explained.readings if r.convention != "x-death"]
+        for when in times:
+            if when is None:
                 continue
-            self.first = death.time if self.first is None else min(self.first, death.time)
-            self.last = death.time if self.last is None else max(self.last, death.time)
+            self.first = when if self.first is None else min(self.first, when)
+            self.last = when if self.last is None else max(self.last, when)
 
     def to_json(self) -> dict[str, Any]:
-        return {"origin": self.origin, "reason": self.reason, "type": self.type, "error": self.error,
+        return {"origin": self.origin, "convention": self.convention, "reason": self.reason, "type": self.type,
+                "error": self.error, "origin_route": self.route.to_json() if self.route else None,
                 "messages": self.messages, "deaths": self.deaths, "deaths_recorded": self.deaths_recorded,
                 "deaths_may_be_low": self.deaths_may_be_low, "first": iso(self.first), "last": iso(self.last)}
 
@@ -125,14 +144,19 @@ def count_notes(items: Iterable[Entry]) -> list[str]:
 
 
 def summarize_failures(items: Iterable[Entry]) -> list[Group]:
-    """Group by (origin, reason at the origin, type, error text); biggest groups first.
+    """Group by (origin, convention, reason at the origin, type, error text); biggest groups first.
+
+    Across conventions: a Spring parking lot and broker-made dead letters of the same origin make two
+    groups (their conventions differ) that sort next to each other.
 
     `first`/`last` come from x-death `time`, which RabbitMQ sets when an entry is created (the first
     death for that queue and reason), so `last` is the newest such first death, not the newest death.
     """
     groups: dict[tuple[Any, ...], Group] = {}
     for entry in items:
-        failure = entry.history.failure
-        key = (entry.history.origin.queue, failure.reason if failure else None, entry.type, entry.history.error)
-        groups.setdefault(key, Group(*key)).add(entry)
+        x = entry.explained
+        failure = entry.history.failure if x.origin_from == "x-death" else None
+        key = (x.origin.key() if x.origin else None, x.origin_from, failure.reason if failure else None,
+               entry.type, x.error)
+        groups.setdefault(key, Group(*key, route=x.origin)).add(entry)
     return sorted(groups.values(), key=lambda g: (-g.messages, -g.deaths, str(g.origin)))

@@ -100,8 +100,25 @@ def catch_stop_signals() -> Iterator[None]:
         yield
     finally:
         for sig, old in previous.items():
-            if old is not None:
+            if _hold_until_exit and _take(sig, old):
+                signal.signal(sig, _note_only)
+            elif old is not None:
                 signal.signal(sig, old)
+
+
+_hold_until_exit = False
+
+
+def hold_stop_signals_until_exit() -> None:
+    """For `main()`: leaving `catch_stop_signals`, a stop signal only takes note until
+    `ignore_ctrl_c_from_now_on`. Restoring SIGTERM's default action there let a signal kill the process (-15)
+    while the command's summary and exit status (143 after an interrupted run) were on their way out."""
+    global _hold_until_exit
+    _hold_until_exit = True
+
+
+def _note_only(signum: int, _frame: Any) -> None:
+    _note(signum)
 
 
 @contextmanager
@@ -136,7 +153,7 @@ def signals_as_stop(stop: threading.Event, enabled: bool = True) -> Iterator[Non
 sigint_as_stop = signals_as_stop  # its name before SIGTERM and SIGHUP joined
 
 
-class summary_before_ctrl_c:  # noqa: N801 - used like a function
+class summary_before_ctrl_c:  # used like a function
     """From the engine's start to the end of its summary, a stop signal never cuts the summary off.
 
     The engine turns a stop signal into a clean stop while it runs and gives the handler back when it
@@ -287,11 +304,11 @@ class _FallbackBuffer:
         if not self._text.diverted:
             try:
                 written = self._raw.write(data)
-                if self._text._may_divert():
+                if self._text._may_divert():  # noqa: SLF001 - the text stream's own byte side
                     self._raw.flush()
                 return written
             except (OSError, ValueError) as exc:
-                if not self._text._gone(exc):
+                if not self._text._gone(exc):  # noqa: SLF001 - the text stream's own byte side
                     raise
                 self._text.diverted = True
         summary_file.write(bytes(data).decode("utf-8", "replace"))

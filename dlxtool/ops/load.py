@@ -36,7 +36,7 @@ from dlxtool.broker.frames import EncodeError
 from dlxtool.broker.publisher import Outcome, Publisher
 from dlxtool.errors import ConnectError, DlxtoolError, Interrupted, PartialError, UsageError
 from dlxtool.ops.engine import Progress, describe_error
-from dlxtool.ops.interrupts import sigint_as_stop
+from dlxtool.ops.interrupts import sigint_as_stop, signals_as_stop
 from dlxtool.ops.record_files import Sink, iter_records
 from dlxtool.record import MessageRecord
 
@@ -133,7 +133,7 @@ def scan(open_stream: Opener, settings: LoadSettings) -> LoadPlan:
 def _check_encodes(record: MessageRecord, settings: LoadSettings, where: str) -> None:
     """Refuse a file with a record AMQP cannot carry before anything is published (frame size is checked
     per message at publish time: it depends on the connection)."""
-    from dlxtool.broker.amqp_values import rabbitmq_refuses
+    from dlxtool.amqp_values import rabbitmq_refuses
     from dlxtool.broker.frames import encode_for_publish
 
     headers = _headers(record, settings)
@@ -195,6 +195,7 @@ def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *
     stop = threading.Event()
     started = time.monotonic()
     inflight: dict[int, MessageRecord] = {}  # yielded to the publisher, not settled yet
+    taken = 0  # records read from the file so far (where a give-up resumes reading it)
     last_report = 0.0
 
     def report(final: bool = False) -> None:
@@ -212,10 +213,12 @@ def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *
         records = iter_records(stream, settings.name, torn)
 
         def items() -> Iterator[tuple[str, str, bytes, Any, Any]]:
+            nonlocal taken
             for where, record in records:
                 # In `inflight` before anything else: read from the file, it is either settled or, if we
                 # stop now, reported as not sent (and written to --failed) — never silently skipped.
                 inflight[id(record)] = record
+                taken += 1
                 if stop.is_set():
                     return
                 target = _target(record, settings, where)
@@ -245,17 +248,45 @@ def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *
                 report()
         except Exception as exc:  # noqa: BLE001 - connection lost: report what was and was not published
             result.error = describe_error(exc)
+        except KeyboardInterrupt:  # a second stop signal: no more waiting for confirms, account for the rest
+            stop.set()
+            _give_up(result, inflight, settings, failed)
+            records = _records_after(open_stream, settings.name, taken)  # the signal may have ended `records`
         result.interrupted = stop.is_set() and result.error is None
-        # Never published: the one the error hit on its way out, and the rest of the file.
-        for record in [*inflight.values(), *(r for _w, r in records)]:
-            result.not_sent += 1
-            if failed is not None:
-                failed.write(record)
+        # Never published: the one the error hit on its way out, and the rest of the file. Writing them to
+        # --failed takes a while (a large file): a signal now (the second one) only takes note of itself.
+        with signals_as_stop(threading.Event(), handle_sigint):
+            for record in [*inflight.values(), *(r for _w, r in records)]:
+                result.not_sent += 1
+                if failed is not None:
+                    failed.write(record)
     if failed is not None:
         failed.flush()
     result.elapsed = time.monotonic() - started
     report(final=True)
     return result
+
+
+def _give_up(result: LoadResult, inflight: dict[int, MessageRecord], settings: LoadSettings,
+             failed: Sink | None) -> None:
+    """Stopped by a second signal while records were in flight: each may be at the broker (published, its
+    confirm not waited for) — counted as a possible duplicate, written to --failed (loading that file again
+    may duplicate it, never lose it)."""
+    for record in inflight.values():
+        target = settings.to_queue or record.queue or "?"
+        result.lost += 1
+        result.failed[f"{target}: lost — stopped before its confirm (maybe published)"] += 1
+        if failed is not None:
+            failed.write(record)
+    inflight.clear()
+
+
+def _records_after(open_stream: Opener, name: str, taken: int) -> Iterator[tuple[str, MessageRecord]]:
+    """The file's records after the first `taken`, read afresh (torn records were counted on the way)."""
+    with open_stream() as stream:
+        for n, item in enumerate(iter_records(stream, name, lambda _w, _n: None)):
+            if n >= taken:
+                yield item
 
 
 def _headers(record: MessageRecord, settings: LoadSettings) -> dict[str, Any]:

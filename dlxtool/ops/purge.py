@@ -50,6 +50,7 @@ class QueueState:
     consumers: int
     note: str | None = None  # e.g. which check could not be made
     tail_republish_risk: str | None = None  # see QueueInfo.tail_republish_risk
+    limits_unknown: str | None = None  # why its limits could not be read (None: read, tail_republish_risk holds)
 
     def to_json(self) -> dict[str, Any]:
         return {"queue": self.name, "type": self.type, "ready": self.ready, "unacked": self.unacked,
@@ -60,10 +61,10 @@ def queue_state(channel: Any, mgmt: ManagementClient | None, vhost: str, queue: 
     """Ready and consumer counts from the broker itself (a passive declare is exact and current);
     type and unacked from the management API, whose figures are sampled every few seconds."""
     ok = passive_declare(channel, queue, vhost)
-    note = None
+    note, unknown = None, None
     qtype, unacked, risk = None, None, None
     if mgmt is None:
-        note = "no management API: queue type and unacked count unknown"
+        note, unknown = "no management API: queue type and unacked count unknown", "no management API"
     else:
         try:
             info = mgmt.queue(vhost, queue)
@@ -73,7 +74,8 @@ def queue_state(channel: Any, mgmt: ManagementClient | None, vhost: str, queue: 
             raise  # another broker's API: no decision on its data
         except DlxtoolError as exc:
             note = f"check not made: {exc.message}: queue type and unacked count unknown"
-    return QueueState(queue, qtype, ok.message_count, unacked, ok.consumer_count, note, risk)
+            unknown = exc.message
+    return QueueState(queue, qtype, ok.message_count, unacked, ok.consumer_count, note, risk, unknown)
 
 
 def check_tail_republish(risk: str | None) -> None:
@@ -81,6 +83,22 @@ def check_tail_republish(risk: str | None) -> None:
     if risk:
         raise RefusedError(risk, hint="lift the length limit for the run, or set overflow to reject-publish "
                                       "(a kept message that does not fit is then held and given back)")
+
+
+def check_keep_by_republish(queue: str, risk: str | None, limits_unknown: str | None, *,
+                            allow_displace: bool = False) -> None:
+    """For a run that keeps messages by republishing them to `queue`'s tail (selective purge, replay):
+    refuse (RefusedError, exit 6) when its limits say that would push unread ones out (`risk`, from
+    QueueInfo.tail_republish_risk), and — safe by default — when its limits could not be read at all
+    (`limits_unknown`: why): it may be a length-limited drop-head queue. `allow_displace` accepts the
+    unknown (the user knows the queue); a known risk has no such flag: lift the limit for the run."""
+    check_tail_republish(risk)
+    if limits_unknown is not None and not allow_displace:
+        raise RefusedError(f"limits of {queue!r} unknown ({limits_unknown}): keeping messages means republishing "
+                           "them to its tail, which a length-limited drop-head queue would answer by pushing "
+                           "out its head",
+                           hint="make the management API reachable (--management-url), or --allow-displace if "
+                                "the queue has no length limit with overflow drop-head/reject-publish-dlx")
 
 
 def check_purgeable(state: QueueState, what: str = "purged") -> None:
@@ -319,7 +337,8 @@ def _reading(session: Session, settings: PurgeSettings, out: PurgeOutcome, *, dr
         return out
     if settings.move_to or settings.selection.filters_anything:
         # Non-matching (or returned) messages are kept by republishing them to the tail.
-        check_tail_republish(out.state.tail_republish_risk)
+        check_keep_by_republish(settings.queue, out.state.tail_republish_risk, out.state.limits_unknown,
+                                allow_displace=settings.allow_displace)
     if rooms is not None and out.room is not None:
         capacity.refuse_when_no_room([out.room], rooms.role, settings.allow_displace)
     confirm(f"{out.mode[0].upper()}{out.mode[1:]} — queue {settings.queue!r} on {session.broker}?")

@@ -88,6 +88,18 @@ def name_matches(name: str, pattern: str) -> bool:
 Verify = Callable[[BrokerProfile, ManagementClient], None]
 
 
+# Where an explicit management URL came from when typed for this run (dlxtool.cli.app), not paired with its
+# AMQP URL in the config file.
+_AD_HOC_SOURCES = ("--management-url", "DLXTOOL_MANAGEMENT_URL")
+
+
+def _ad_hoc(profile: BrokerProfile) -> bool:
+    """The management URL is a guess or was given for this run (a config profile plus --management-url too):
+    not the pairing the config file's author made."""
+    return (profile.management_url_derived or profile.source == "--url"
+            or profile.management_url_source in _AD_HOC_SOURCES)
+
+
 class IdentityCheck:
     """`queues` reads the API only. Where its URL is a guess (derived from the AMQP host) or ad hoc (--url,
     --management-url), prove that it answers for the broker the AMQP URL names before showing its queues as
@@ -99,7 +111,7 @@ class IdentityCheck:
 
     def __call__(self, profile: BrokerProfile, client: ManagementClient) -> None:
         key = (profile.name, profile.management_url)
-        if key in self.proven or not (profile.management_url_derived or profile.source == "--url"):
+        if key in self.proven or not _ad_hoc(profile):
             return
         from dlxtool.broker.connection import close_quietly, connect
         from dlxtool.broker.identity import verified_management

@@ -267,7 +267,7 @@ def open_records(name: str, stdin: IO[bytes], on_torn: TornHandler | None = None
 def open_record_file(name: str) -> IO[bytes]:
     """A record file opened for reading (binary); errors opening it become clear dlxtool errors."""
     try:
-        return open(name, "rb")  # noqa: SIM115 - the caller closes it
+        return open(name, "rb")  # the caller closes it
     except FileNotFoundError:
         raise NotFoundError(f"{name}: no such file") from None
     except IsADirectoryError:

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from dlxtool.broker.amqp_values import RawValue
+from dlxtool.amqp_values import RawValue
 from dlxtool.deaths import (
     CELERY_MARKER,
     DEFAULT_RETRY_HEADERS,
@@ -68,7 +68,7 @@ from dlxtool.deaths import (
 from dlxtool.errors import DlxtoolError, RefusedError
 from dlxtool.ops.capacity import Rooms, full_reason, is_full_reason
 from dlxtool.ops.engine import Action, Decision, TransferOptions, TransferResult
-from dlxtool.ops.provenance import (  # noqa: F401 - re-exported: replay's names for them
+from dlxtool.ops.provenance import (  # re-exported: replay's names for them
     _SRC_ENTRY,
     PROVENANCE_HEADER,
     Origin,
@@ -420,7 +420,7 @@ def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory 
     if address is None:
         address = first_address(provenance(record.headers), original_address(history, origin))
     if keep_history:
-        headers, removed = dict(record.headers), {}
+        headers, removed = dict(record.headers), dict[str, Any]()
     else:
         headers, removed = reset_history(record.headers, reset_names)
     headers.pop(PROVENANCE_HEADER, None)

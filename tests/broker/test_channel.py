@@ -18,8 +18,6 @@ from dlxtool.broker.frames import fast_deliveries
 from dlxtool.broker.giveback import close_channel
 from tests.support.fill import fill, take_all
 
-pytestmark = pytest.mark.broker
-
 KINDS = {
     "classic": {},
     "quorum": {"x-queue-type": "quorum"},
@@ -156,7 +154,7 @@ def test_pump_reads_deliveries_and_raises_when_the_connection_drops(broker, qnam
         # pika's loop runs every FULL_LOOP_EVERY (50 ms) or when needed, not on every pump
         assert len(full_loops) < pumps // 2, "pumps ran pika's whole loop: the lean path was not taken"
         proxy.cut()
-        with pytest.raises(Exception) as lost:  # noqa: PT011 - pika's StreamLostError / ConnectionClosed
+        with pytest.raises(Exception) as lost:  # pika's StreamLostError / ConnectionClosed
             while time.monotonic() < deadline:
                 channel.pump(0.002)
         assert isinstance(lost.value, (pika.exceptions.AMQPConnectionError, ChannelClosed)), lost.value

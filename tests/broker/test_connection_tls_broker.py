@@ -12,12 +12,9 @@ import time
 from pathlib import Path
 
 import pika
-import pytest
 
 from dlxtool.broker.connection import close_quietly, connect
 from dlxtool.config import load_config, select_profile
-
-pytestmark = pytest.mark.broker
 
 
 def _config(tmp_path: Path, tls_broker, *, url_host: str = "localhost", auth: str | None = None,

@@ -22,8 +22,8 @@ from pika import data as pika_data
 from pika import frame, spec
 from pika.compat import long
 
-from dlxtool.broker import frames
-from dlxtool.broker.amqp_values import RawValue
+from dlxtool.amqp_values import RawValue
+from dlxtool.broker import frames, hotpath
 from dlxtool.broker.channel import AsyncChannel
 from dlxtool.broker.publisher import Outcome, Publisher
 
@@ -258,7 +258,7 @@ def _wire_table(table: dict[str, Any]) -> bytes:
 @pytest.fixture
 def deep_headers() -> None:
     """What dlxtool sets when it connects or reads an $amqp tag, set before hypothesis watches the limit."""
-    from dlxtool.record import allow_deep_headers
+    from dlxtool.amqp_values import allow_deep_headers
 
     allow_deep_headers()
 
@@ -308,7 +308,7 @@ def test_garbage_decodes_as_pika_does_or_fails_alike(raw: bytes) -> None:
 
 def _as_pika(value: Any) -> Any:
     """What pika would have decoded where we kept a RawValue."""
-    from dlxtool.broker.amqp_values import RawValue
+    from dlxtool.amqp_values import RawValue
 
     if isinstance(value, RawValue):
         if value.kind == "L":
@@ -322,7 +322,7 @@ def _as_pika(value: Any) -> Any:
 
 
 def _holds_raw(value: Any) -> bool:
-    from dlxtool.broker.amqp_values import RawValue
+    from dlxtool.amqp_values import RawValue
 
     if isinstance(value, RawValue):
         return True
@@ -337,10 +337,18 @@ def _holds_raw(value: Any) -> bool:
 
 
 class FakeChannel:
+    """pika's Channel as frames.py reads it: its private names alias the public ones the tests set."""
+
     def __init__(self, number: int) -> None:
         self.channel_number = number
-        self._consumers: dict[str, Any] = {}
-        self._cancelled: set[str] = set()
+        self.consumers: dict[str, Any] = {}
+        self.cancelled: set[str] = set()
+        self.on_deliver: Any = None  # what pika's Channel._on_deliver would do
+        self._consumers = self.consumers
+        self._cancelled = self.cancelled
+
+    def _on_deliver(self, method_frame: Any, header: Any, body: bytes) -> None:
+        self.on_deliver(method_frame, header, body)
 
     def add_on_close_callback(self, _cb: Any) -> None:
         pass
@@ -382,19 +390,19 @@ def test_fast_input_delivers_what_pika_would_across_any_read_boundaries(mode: st
     reader = frames.fast_input(type("Conn", (), {"_impl": impl})())
     channel = FakeChannel(3)
     got: list[Any] = []
-    channel._consumers["ctag"] = lambda ch, method, props, body: got.append((ch, method, props, body))
+    channel.consumers["ctag"] = lambda ch, method, props, body: got.append((ch, method, props, body))
     reader.channels[3] = channel
     reader.content[3] = None
     if mode != "decoded":
         reader.raw.add(3)
     batches: list[int] = []
     if mode == "raw-c-batch":
-        reader.batches[3] = (channel._consumers["ctag"], lambda runs: (
+        reader.batches[3] = (channel.consumers["ctag"], lambda runs: (
             batches.append(len(runs)), got.extend((channel, m, p, b) for m, p, b in runs)))
     if mode == "raw-python":
-        monkeypatch.setattr(frames, "read_deliveries", None)
-    else:
-        assert frames.read_deliveries is not None, "the C extension dlxtool.broker._hotpath is not built"
+        monkeypatch.setattr(hotpath, "active", None)
+    elif hotpath.active is None:
+        pytest.skip("the optional C extension dlxtool.broker._hotpath is not built or DLXTOOL_NO_HOTPATH=1")
     acks: list[Any] = []
     reader.confirms[4] = acks.append
     stream, expected, slow_expected = [], [], 0
@@ -438,8 +446,8 @@ def test_deliveries_to_a_cancelled_consumer_take_pikas_path(raw: bool) -> None:
     impl = FakeImpl()
     reader = frames.fast_input(type("Conn", (), {"_impl": impl})())
     channel = FakeChannel(1)
-    channel._consumers["ctag"] = lambda *a: pytest.fail("a cancelled consumer must not get deliveries")
-    channel._cancelled.add("ctag")
+    channel.consumers["ctag"] = lambda *a: pytest.fail("a cancelled consumer must not get deliveries")
+    channel.cancelled.add("ctag")
     reader.channels[1] = channel
     reader.content[1] = None
     if raw:
@@ -450,8 +458,8 @@ def test_deliveries_to_a_cancelled_consumer_take_pikas_path(raw: bool) -> None:
 
 @pytest.mark.parametrize("consumers", [1, 2, "another"])
 def test_a_batch_consumer_takes_whole_runs_only_when_it_is_the_channels_one_consumer(consumers: Any) -> None:
-    if frames.read_deliveries is None:
-        pytest.skip("the C extension dlxtool.broker._hotpath is not built")
+    if hotpath.active is None:
+        pytest.skip("the optional C extension dlxtool.broker._hotpath is not built or DLXTOOL_NO_HOTPATH=1")
     impl = FakeImpl()
     reader = frames.fast_input(type("Conn", (), {"_impl": impl})())
     channel = FakeChannel(1)
@@ -460,9 +468,9 @@ def test_a_batch_consumer_takes_whole_runs_only_when_it_is_the_channels_one_cons
     def consumer(_ch: Any, method: Any, _p: Any, _b: Any) -> None:
         one_by_one.append(method.delivery_tag)
 
-    channel._consumers["ctag"] = consumer
+    channel.consumers["ctag"] = consumer
     if consumers == 2:
-        channel._consumers["other"] = lambda *a: pytest.fail("no delivery is for it")
+        channel.consumers["other"] = lambda *a: pytest.fail("no delivery is for it")
     reader.channels[1] = channel
     reader.content[1] = None
     reader.raw.add(1)
@@ -485,10 +493,10 @@ def test_a_consumer_cancelled_by_its_callback_leaves_the_rest_of_a_read_to_pika(
 
     def first_only(_ch: Any, method: Any, props: bytes, body: bytes) -> None:
         got.append(method.delivery_tag)
-        channel._cancelled.add("ctag")
+        channel.cancelled.add("ctag")
 
-    channel._consumers["ctag"] = first_only
-    channel._on_deliver = lambda method_frame, header, body: pikas.append(
+    channel.consumers["ctag"] = first_only
+    channel.on_deliver = lambda method_frame, header, body: pikas.append(
         (method_frame.method.delivery_tag, header.properties.headers, body))
     reader.channels[1] = channel
     reader.content[1] = None
@@ -496,7 +504,10 @@ def test_a_consumer_cancelled_by_its_callback_leaves_the_rest_of_a_read_to_pika(
     props = pika.BasicProperties(headers={"a": 1})
     reader.on_data(b"".join(deliver_frames(1, "ctag", i, props, b"body%d" % i, 4096) for i in (1, 2, 3)))
     assert got == [1]
-    assert pikas == [(2, {"a": 1}, b"body2"), (3, {"a": 1}, b"body3")]
+    if hotpath.active is not None:  # read in C as one run: the rest handed to pika's channel as pika would
+        assert pikas == [(2, {"a": 1}, b"body2"), (3, {"a": 1}, b"body3")]
+    else:  # read frame by frame: the rest never leaves pika's own frame path
+        assert [type(f).__name__ for f in impl.slow] == ["Method", "Header", "Body"] * 2
 
 
 # -- against the broker -----------------------------------------------------------------------------

@@ -11,8 +11,8 @@ import struct
 import pika
 import pytest
 
+from dlxtool.amqp_values import RawValue
 from dlxtool.broker import frames
-from dlxtool.broker.amqp_values import RawValue
 
 RAW = {
     "double": b"d" + struct.pack(">d", 1.1), "float": b"f" + struct.pack(">f", 1.5),

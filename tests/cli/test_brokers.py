@@ -4,8 +4,6 @@ import socket
 import threading
 from pathlib import Path
 
-import pytest
-
 PASSWORD = "guest"
 
 
@@ -101,7 +99,6 @@ def test_silent_host_times_out_with_a_clear_message(run) -> None:
     assert "timed out after 0.5s" in json.loads(result.stdout)[0]["amqp_error"]
 
 
-@pytest.mark.second_broker
 def test_check_two_brokers(run, broker, second_broker, tmp_path) -> None:
     cfg = config(tmp_path, broker.config_toml("one") + second_broker.config_toml("two"))
     result = run("brokers", "check", "one", "two", "--config", cfg, "--format", "json",

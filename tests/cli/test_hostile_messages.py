@@ -14,8 +14,6 @@ import pytest
 
 from dlxtool.render import safe_text
 
-pytestmark = pytest.mark.broker
-
 # What a terminal must never receive raw: ESC (every escape sequence), BEL, CR, backspace, NUL,
 # C1 CSI, bidi override, zero-width space, line separator.
 DANGEROUS = ["\x1b", "\x07", "\r", "\x08", "\x00", "\x9b", "\u202e", "\u200b", "\u2028"]

@@ -17,8 +17,6 @@ from pathlib import Path
 import pika
 import pytest
 
-pytestmark = pytest.mark.broker
-
 ROOT = Path(__file__).resolve().parents[2]
 
 

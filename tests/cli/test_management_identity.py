@@ -194,3 +194,24 @@ def test_replay_target_broker_api_is_proven_too(run, crossed: Crossed, tmp_path:
     line = _mismatch_line(result.stderr)
     assert f"localhost:{crossed.second.amqp_port}" in line and "management_url in" in result.stderr
     assert_untouched(crossed)
+
+
+@pytest.mark.parametrize("how", ["--management-url", "DLXTOOL_MANAGEMENT_URL"])
+def test_queues_proves_an_ad_hoc_api_given_with_a_config_profile(run, crossed: Crossed, tmp_path: Path,
+                                                                 how: str) -> None:
+    """Profile `a` is the main node (AMQP and API); the API typed for this run is the second node's: its
+    queues must not be listed as broker a's (exit 3, as peek does)."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(crossed.main.config_toml("a"))
+    if how == "--management-url":
+        args, env = ["-b", "a", "--management-url", crossed.second.management_url], {}
+    else:  # both from the environment (a typed -b would set DLXTOOL_MANAGEMENT_URL aside)
+        args, env = [], {"DLXTOOL_BROKER": "a", "DLXTOOL_MANAGEMENT_URL": crossed.second.management_url}
+    result = run("--config", str(cfg), *args, "queues", "--format", "json",
+                 env={"DLXTOOL_TEST_PASSWORD": "guest", **env})
+    assert result.exit_code == 3, result.output
+    line = _mismatch_line(result.stderr)
+    assert "dlxtool2@" in line.split(" but ")[0] and f"localhost:{crossed.main.amqp_port}" in line
+    own = run("--config", str(cfg), "-b", "a", "queues", "--format", "json", env={"DLXTOOL_TEST_PASSWORD": "guest"})
+    assert own.exit_code == 0, own.output  # the control: the profile's own pairing lists its queues
+    assert_untouched(crossed)

@@ -16,8 +16,6 @@ from urllib.parse import quote
 import pika
 import pytest
 
-pytestmark = pytest.mark.broker
-
 PASSWORD = "Zq7-dlx pw/ü%40:@secret"  # space, slash, %, :, @ and non-ASCII: all change when URL-encoded
 FORMS = [PASSWORD, quote(PASSWORD, safe=""), quote(PASSWORD), PASSWORD.encode().hex()]
 

@@ -87,3 +87,26 @@ def test_keeping_runs_refuse_a_queue_that_drops_its_head(run, broker, qname, tmp
     plain = run("purge", qname, "--url", broker.url, "--yes", "--backup", str(tmp_path / "backup.jsonl"))
     assert plain.exit_code == 0, plain.stderr  # keeps nothing: allowed
     assert len((tmp_path / "backup.jsonl").read_text().splitlines()) == 3
+
+
+def test_keeping_runs_refuse_a_source_whose_limits_cannot_be_read(run, broker, qname) -> None:
+    """No management API: x-max-length/overflow cannot be read, and a full drop-head queue answers a kept
+    message's republish to its tail by pushing out its head. Safe by default: a selective purge refuses
+    (exit 6, touching nothing) unless --allow-displace says the queue has no such limit."""
+    blind = ("--management-url", "http://127.0.0.1:9/")
+    full, plain = f"{qname}.full", f"{qname}.plain"
+    with broker.channel() as ch:
+        ch.queue_declare(full, arguments={"x-max-length": 3})  # drop-head, at its limit
+        ch.queue_declare(plain)
+    broker.publish(full, [b"1", b"2", b"3"])
+    broker.publish(plain, [b"1", b"2", b"3"])
+    for queue in (full, plain):
+        refused = run("purge", queue, "--url", broker.url, "--yes", "--body-contains", "2", *blind)
+        assert refused.exit_code == 6, refused.output
+        assert f"limits of {queue!r} unknown (management API at http://127.0.0.1:9/ not reachable" in refused.stderr, \
+            refused.stderr
+        assert "pushing out its head" in refused.stderr and "--allow-displace" in refused.stderr
+        assert [body for body, _ in broker.snapshot(queue)] == [b"1", b"2", b"3"]
+    accepted = run("purge", plain, "--url", broker.url, "--yes", "--body-contains", "2", "--allow-displace", *blind)
+    assert accepted.exit_code == 0, accepted.output
+    assert [body for body, _ in broker.snapshot(plain)] == [b"1", b"3"]

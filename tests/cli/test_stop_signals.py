@@ -203,3 +203,67 @@ def test_a_peek_stopped_mid_read_gives_every_message_back(broker, qname, cli_env
     assert broker.wait_depth(qname, n) == n
     with broker.channel() as ch:  # all of them ready again, none left unacked
         assert ch.queue_declare(qname, passive=True).method.message_count == n
+
+
+# -- load: a second signal gives up waiting, and still reports and writes --failed ---------------------
+
+
+@pytest.mark.parametrize(("sig", "gap"), [(signal.SIGTERM, 0.01), (signal.SIGINT, 0.0), (signal.SIGHUP, 0.001)])
+def test_a_load_stopped_by_two_signals_reports_and_writes_what_it_did_not_confirm(broker, qname, cli_env,
+                                                                                    tmp_path, sig, gap) -> None:
+    from dlxtool.ops.record_files import read_records
+    from dlxtool.record import MessageRecord
+
+    n = 60_000
+    with broker.channel() as ch:
+        ch.queue_declare(qname)
+    src, failed = tmp_path / "in.jsonl", tmp_path / "failed.jsonl"
+    src.write_bytes(b"".join(MessageRecord(qname, f"m{i}".encode(), properties={"message_id": str(i)}).to_jsonl()
+                             for i in range(n)))
+    proc = _dlxtool(["load", str(src), "--failed", str(failed), "--window", "50", "--url", broker.url], cli_env)
+    deadline = time.monotonic() + 60
+    while broker.queue_depth(qname) == 0:  # publishing: the summary must cover what is in flight
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()
+        time.sleep(0.01)
+    proc.send_signal(sig)
+    time.sleep(gap)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig, err.decode()
+    assert b"Traceback" not in err
+    summary = json.loads(out)
+    assert summary["interrupted"] is True, summary
+    with failed.open("rb") as f:
+        ids = Counter(r.properties["message_id"] for r in read_records(f))
+    in_queue = _ids(FaultNode(broker, node=""), qname)
+    # Nothing lost: every record is in the queue or in --failed; what is in both was reported.
+    assert set(in_queue) | set(ids) == {str(i) for i in range(n)}
+    assert sum(in_queue.values()) == len(in_queue), "a record published twice"
+    both = len(set(in_queue) & set(ids))
+    assert both <= summary["possible_duplicates"], (both, summary)
+    assert summary["published_total"] <= len(in_queue), summary
+    assert summary["published_total"] + summary["failed_total"] + summary["not_sent"] == n, summary
+
+
+# -- between the end of the command and the process's exit ---------------------------------------------
+
+_SIGNAL_WHILE_REPORTING = """
+import os, signal, sys
+import dlxtool.cli as cli
+
+real = cli.report
+def report(ctx, exc):  # the command is over (its handlers gone): a SIGTERM arrives as its error is reported
+    os.kill(os.getpid(), signal.SIGTERM)
+    real(ctx, exc)
+cli.report = report
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_a_signal_after_the_command_ended_does_not_kill_the_process(broker, qname, cli_env) -> None:
+    """The window between leaving the command's signal handlers and main()'s exit: SIGTERM's default action
+    killed the process there (-15) with its error half reported; now the settled status stands."""
+    proc = subprocess.run([sys.executable, "-c", _SIGNAL_WHILE_REPORTING, "peek", f"{qname}-missing", "--url",
+                           broker.url], env={**cli_env, "PYTHONPATH": str(ROOT)}, capture_output=True, timeout=60)
+    assert proc.returncode == 4, (proc.returncode, proc.stderr.decode())
+    assert b"not found" in proc.stderr and b"Traceback" not in proc.stderr

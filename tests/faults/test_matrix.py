@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.faults import REPORTS, Scenario, run_scenario
 
-pytestmark = [pytest.mark.broker, pytest.mark.faults]
+pytestmark = pytest.mark.faults
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

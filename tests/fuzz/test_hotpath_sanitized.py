@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from dlxtool.broker import hotpath
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -21,6 +23,7 @@ def _runtime(name: str) -> str | None:
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc: the extension is not built here either")
+@pytest.mark.skipif(hotpath.disabled_by_env(), reason="DLXTOOL_NO_HOTPATH=1: the C extension is switched off")
 def test_hotpath_survives_mutated_input_under_sanitizers(tmp_path: Path) -> None:
     asan, ubsan = _runtime("libasan.so"), _runtime("libubsan.so")
     if asan is None or ubsan is None:

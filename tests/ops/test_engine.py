@@ -103,7 +103,7 @@ def slow_confirms(monkeypatch):
     """Publishes made once `gate` says closed are never confirmed (the broker has them, we never hear of
     it); those made before still are, so the window keeps room for the publishes still to come."""
     gate: dict = {"closed": lambda: False, "from_seq": None}
-    real_publish, real_ack = Publisher.publish, Publisher._on_ack_nack
+    real_publish, real_ack = Publisher.publish, Publisher._on_ack_nack  # noqa: SLF001 - the confirm callback, wrapped
 
     def publish(self, *args, **kwargs):
         if gate["from_seq"] is None and gate["closed"]():

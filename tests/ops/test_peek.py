@@ -117,7 +117,6 @@ def read_with(broker, queue_facts: QueueFacts, opts: ReadOptions, decode=None) -
         return list(reader.records())
 
 
-@pytest.mark.broker
 def test_quorum_read_that_fills_a_batch_still_finishes_the_returned_block(broker, qname) -> None:
     with broker.channel() as ch:
         ch.queue_declare(qname, durable=True, arguments={"x-queue-type": "quorum", "x-delivery-limit": 5})
@@ -129,7 +128,6 @@ def test_quorum_read_that_fills_a_batch_still_finishes_the_returned_block(broker
     assert [body for _m, _p, body in broker.drain(qname)] == numbered(6)
 
 
-@pytest.mark.broker
 def test_bodies_are_decoded_after_the_messages_are_given_back(broker, qname) -> None:
     with broker.channel() as ch:
         ch.queue_declare(qname)

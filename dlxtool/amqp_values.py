@@ -6,7 +6,8 @@ same long as l (re-encoded as l), a decimal with a scale of 2 and value 100 as D
 re-encoded as D(0, 1); a timestamp beyond year 9999 (RabbitMQ accepts 2^62) does not decode at all.
 dlxtool.broker.frames decodes those as a RawValue instead: its exact bytes (kind byte + payload),
 written back verbatim by frames' encoder and stored in records as {"$amqp": base64, "$value": readable}
-(dlxtool.record).
+(dlxtool.record). A model-level module (no pika): the broker layer, record, deaths and selection all
+import it.
 
 U is the AMQP 0-9-1 spec's short-int (signed 16-bit, as pika reads it; RabbitMQ spells it s). RabbitMQ's
 table parser has no U: a publish carrying one makes it close the whole connection (541 INTERNAL_ERROR,
@@ -17,6 +18,7 @@ and delivered as sent."""
 from __future__ import annotations
 
 import struct
+import sys
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -65,6 +67,20 @@ def raw_fixed(buf: bytes, o: int) -> tuple[RawValue, int] | None:
     if end > len(buf):
         raise IndexError("field value runs past the table")
     return RawValue(bytes(buf[o:end])), end
+
+
+# pika decodes header tables recursively (two Python frames per level) and a content header frame
+# (frame_max 128 KiB) can nest a table ~18,000 deep; at Python's default limit of 1000, a message with
+# 500 levels kills the connection and can never be peeked. Python >= 3.11 runs Python-to-Python calls
+# without C stack, so a higher limit is safe for that; dlxtool itself never str()s header tables.
+# Raised before anything decodes AMQP values: a connection (broker.connection) or a record file's
+# {"$amqp": …} values (record).
+DEEP_HEADER_RECURSION_LIMIT = 40_000
+
+
+def allow_deep_headers() -> None:
+    if sys.getrecursionlimit() < DEEP_HEADER_RECURSION_LIMIT:
+        sys.setrecursionlimit(DEEP_HEADER_RECURSION_LIMIT)
 
 
 def rabbitmq_refuses(value: Any, path: str = "") -> str | None:

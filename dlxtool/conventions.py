@@ -1,0 +1,608 @@
+"""Conventions: how to read a dead letter's origin, error text and attempts, whoever made it.
+
+RabbitMQ's dead-lettering writes x-death (dlxtool.deaths reads it). Many dead-letter queues are filled
+by the consumer framework instead, which republishes a failed message into a parking-lot or error
+queue with its own headers and no x-death. Each convention here says, for one such maker:
+
+- the origin: a queue (published to through the default exchange), or an exchange + routing key;
+- the error text; the attempt count (at least this many failures);
+- which headers a replay removes with the count reset (kept with --keep-history).
+
+When several conventions name different origins, the most recent failure wins (see `explain`);
+`origin_from` forces one. Teams' own conventions come from the config file (`HeaderConvention`).
+Reading never raises: headers written by other programs can be any shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+from urllib.parse import unquote, urlsplit
+
+import orjson
+
+from dlxtool.deaths import FAILURE_REASONS, HISTORY_HEADERS, DeathHistory, Origin, _text, find_origin, parse_history
+
+X_DEATH = "x-death"
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a replay sends a message: a queue (default exchange), or an exchange + routing key."""
+
+    queue: str | None = None
+    exchange: str | None = None
+    routing_key: str | None = None
+
+    @staticmethod
+    def to(exchange: str, routing_key: str) -> Route:
+        # The default exchange routes by queue name: that is a queue origin, not an exchange one.
+        return Route(queue=routing_key) if exchange == "" else Route(exchange=exchange, routing_key=routing_key)
+
+    def describe(self) -> str:
+        if self.queue is not None:
+            return f"queue {self.queue}"
+        return f"exchange {self.exchange}, routing key {self.routing_key}"
+
+    def key(self) -> str:
+        """One short text for tables and grouping."""
+        return self.queue if self.queue is not None else f"{self.exchange} → {self.routing_key}"
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"queue": self.queue, "exchange": self.exchange, "routing_key": self.routing_key}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What one convention found in one message."""
+
+    convention: str
+    origin: Route | None = None
+    origin_why: str = ""
+    error: str | None = None
+    attempts: int | None = None
+    attempts_why: str = ""
+    failed_at: datetime | None = None  # when the failure was recorded, when the convention says
+    reset: tuple[str, ...] = ()        # headers present that a replay's count reset removes
+
+
+@dataclass(frozen=True)
+class Message:
+    """The parts of a message a convention may read."""
+
+    headers: Mapping[str, Any]
+    body: bytes = b""
+    queue: str | None = None  # the queue it was read from (MassTransit's `<queue>_error`)
+    # x-death's origin as the caller already resolved it (dlxtool.deaths.message_history, which may follow
+    # a wait queue's way out); None: dlxtool.deaths.find_origin's.
+    x_death_origin: Origin | None = None
+    x_death: DeathHistory | None = None  # the parsed x-death when the caller has it (parsed once)
+    _lower: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def get(self, name: str) -> Any:
+        """A header by name; names differ in case across clients, so a miss tries case-insensitively."""
+        value = self.headers.get(name)
+        if value is None:
+            if self._lower is None:  # built once per message, on the first miss
+                object.__setattr__(self, "_lower", {str(k).lower(): v for k, v in self.headers.items()})
+            value = self._lower.get(name.lower())  # type: ignore[union-attr]
+        return value
+
+
+class Convention(Protocol):
+    @property
+    def name(self) -> str: ...  # what --origin-from and the output use
+
+    @property
+    def label(self) -> str: ...  # how a plan says it: "from Spring headers"
+
+    def read(self, message: Message) -> Reading | None: ...
+
+
+def _str(value: Any) -> str | None:
+    if value is None:
+        return None
+    return " ".join(_text(value).split()) if not isinstance(value, Mapping | list | tuple) else None
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return int(_text(value)) if not isinstance(value, int) else value
+    except ValueError:
+        return None
+
+
+def _when(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    text = _str(value)
+    if not text:
+        return None
+    # NServiceBus writes "yyyy-MM-dd HH:mm:ss:ffffff Z" (DateTimeOffsetHelper); ISO 8601 otherwise.
+    for candidate in (text.replace(" Z", "Z"), _nsb_time(text)):
+        try:
+            parsed = datetime.fromisoformat(candidate.replace("Z", "+00:00")) if candidate else None
+        except ValueError:
+            continue
+        if parsed is not None:
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return None
+
+
+def _nsb_time(text: str) -> str | None:
+    parts = text.split(" ")
+    if len(parts) >= 2 and parts[1].count(":") == 3:
+        hms, frac = parts[1].rsplit(":", 1)
+        return f"{parts[0]}T{hms}.{frac}+00:00"
+    return None
+
+
+def _present(headers: Mapping[str, Any], names: Iterable[str], prefixes: Iterable[str] = ()) -> tuple[str, ...]:
+    wanted, starts = set(names), tuple(prefixes)
+    return tuple(k for k in headers if k in wanted or (starts and str(k).startswith(starts)))
+
+
+def _joined(kind: str | None, message: str | None) -> str | None:
+    if kind and message:
+        return f"{kind}: {message}"
+    return message or kind
+
+
+# -- RabbitMQ ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class XDeath:
+    """RabbitMQ's own dead-lettering: dlxtool.deaths' origin rules, unchanged (this only wraps them)."""
+
+    name: str = "x-death"
+    label: str = "x-death"
+
+    def read(self, message: Message) -> Reading | None:
+        history = message.x_death or parse_history(message.headers)
+        if not history.deaths and not history.first:
+            return None
+        origin = message.x_death_origin or find_origin(message.headers, history)
+        failures = [d for d in history.deaths if d.queue == origin.queue and d.reason in FAILURE_REASONS]
+        newest = max((d.time for d in history.deaths if d.time is not None), default=None)
+        return Reading(
+            self.name, Route(queue=origin.queue) if origin.queue else None, origin.why,
+            attempts=sum(d.count for d in failures) or None,
+            attempts_why="x-death counts at the origin" if failures else "",
+            # x-death `time` is when an entry was created (its first death): a lower bound.
+            failed_at=newest, reset=_present(message.headers, HISTORY_HEADERS))
+
+
+# -- Spring AMQP -------------------------------------------------------------------------------------------
+
+# spring-projects/spring-amqp, spring-rabbit/src/main/java/org/springframework/amqp/rabbit/retry/
+# RepublishMessageRecoverer.java: X_EXCEPTION_STACKTRACE = "x-exception-stacktrace", X_EXCEPTION_MESSAGE =
+# "x-exception-message", X_ORIGINAL_EXCHANGE = "x-original-exchange", X_ORIGINAL_ROUTING_KEY =
+# "x-original-routingKey" (the received exchange and routing key); it writes no time and no attempt count.
+SPRING_HEADERS = ("x-exception-stacktrace", "x-exception-message", "x-original-exchange", "x-original-routingKey")
+
+
+@dataclass(frozen=True)
+class Spring:
+    name: str = "spring"
+    label: str = "Spring headers"
+
+    def read(self, message: Message) -> Reading | None:
+        h = message.headers
+        exchange, key = _str(message.get("x-original-exchange")), _str(message.get("x-original-routingKey"))
+        error = _str(message.get("x-exception-message"))
+        # x-exception-message alone is a generic error header many apps write (dlxtool.deaths.ERROR_HEADERS):
+        # Spring's recoverer always writes the stack trace and the received exchange/routing key with it.
+        if exchange is None and key is None and message.get("x-exception-stacktrace") is None:
+            return None
+        origin = Route.to(exchange or "", key) if key is not None else None
+        return Reading(self.name, origin, "x-original-exchange/x-original-routingKey" if origin else "",
+                       error=error or _first_line(message.get("x-exception-stacktrace")),
+                       reset=_present(h, SPRING_HEADERS))
+
+
+def _first_line(value: Any) -> str | None:
+    text = None if value is None else _text(value).strip()
+    return text.splitlines()[0].strip() if text else None
+
+
+# -- NServiceBus -------------------------------------------------------------------------------------------
+
+# Particular/NServiceBus, src/NServiceBus.Core/Headers.cs (FaultsHeaderKeys.FailedQ = "NServiceBus.FailedQ",
+# DelayedRetries = "NServiceBus.Retries", DelayedRetriesTimestamp = "NServiceBus.Retries.Timestamp",
+# TimeOfFailure = "NServiceBus.TimeOfFailure", ExceptionInfo prefix "NServiceBus.ExceptionInfo."
+# with .ExceptionType/.Message/.StackTrace/.Source/.HelpLink/.Data.*). The reset list is ServiceControl's
+# KeysToRemoveWhenRetryingAMessage (what Particular's own retry strips).
+NSB_RESET = ("NServiceBus.FailedQ", "NServiceBus.Retries", "NServiceBus.Retries.Timestamp",
+             "NServiceBus.TimeOfFailure", "NServiceBus.ProcessingEndpoint", "NServiceBus.ProcessingMachine")
+NSB_EXCEPTION = "NServiceBus.ExceptionInfo."
+
+
+@dataclass(frozen=True)
+class NServiceBus:
+    name: str = "nservicebus"
+    label: str = "NServiceBus headers"
+
+    def read(self, message: Message) -> Reading | None:
+        h = message.headers
+        failed_q = _str(message.get("NServiceBus.FailedQ"))
+        error = _joined(_str(message.get(NSB_EXCEPTION + "ExceptionType")),
+                        _str(message.get(NSB_EXCEPTION + "Message")))
+        if failed_q is None and error is None:
+            return None
+        delayed = _int(message.get("NServiceBus.Retries"))
+        # On the RabbitMQ transport FailedQ is the input queue's name (MSMQ's "queue@machine" is not).
+        return Reading(self.name, Route(queue=failed_q) if failed_q else None,
+                       "NServiceBus.FailedQ" if failed_q else "", error=error,
+                       attempts=(delayed or 0) + 1,
+                       attempts_why="at least NServiceBus.Retries (delayed retries) + 1; immediate retries are "
+                                    "not counted in a header",
+                       failed_at=_when(message.get("NServiceBus.TimeOfFailure")),
+                       reset=_present(h, NSB_RESET, (NSB_EXCEPTION,)))
+
+
+# -- MassTransit -------------------------------------------------------------------------------------------
+
+# MassTransit/MassTransit, src/MassTransit.Abstractions/MessageHeaders.cs: Reason = "MT-Reason",
+# FaultExceptionType "MT-Fault-ExceptionType", FaultMessage "MT-Fault-Message", FaultMessageType,
+# FaultConsumerType, FaultTimestamp "MT-Fault-Timestamp", FaultStackTrace, FaultRetryCount
+# "MT-Fault-RetryCount", FaultRedeliveryCount, FaultInputAddress "MT-Fault-InputAddress" (the receive
+# endpoint's address, rabbitmq://host/vhost/queue). Its error queue is `<queue>_error`.
+MT_RESET = ("MT-Reason", "MT-Fault-ExceptionType", "MT-Fault-Message", "MT-Fault-MessageType",
+            "MT-Fault-ConsumerType", "MT-Fault-Timestamp", "MT-Fault-StackTrace", "MT-Fault-RetryCount",
+            "MT-Fault-RedeliveryCount", "MT-Fault-InputAddress")
+MT_ERROR_SUFFIX = "_error"
+
+
+@dataclass(frozen=True)
+class MassTransit:
+    name: str = "masstransit"
+    label: str = "MassTransit headers"
+
+    def read(self, message: Message) -> Reading | None:
+        h = message.headers
+        if not any(str(k).startswith("MT-Fault-") for k in h) and message.get("MT-Reason") is None:
+            return None
+        origin, why = None, ""
+        address = _str(message.get("MT-Fault-InputAddress"))
+        queue = _address_queue(address) if address else None
+        if queue:
+            origin, why = Route(queue=queue), "MT-Fault-InputAddress"
+        elif message.queue and message.queue.endswith(MT_ERROR_SUFFIX) and len(message.queue) > len(MT_ERROR_SUFFIX):
+            origin, why = Route(queue=message.queue[:-len(MT_ERROR_SUFFIX)]), f"queue name {message.queue}"
+        retries = _int(message.get("MT-Fault-RetryCount"))
+        return Reading(self.name, origin, why,
+                       error=_joined(_str(message.get("MT-Fault-ExceptionType")),
+                                     _str(message.get("MT-Fault-Message"))),
+                       attempts=None if retries is None else retries + 1,
+                       attempts_why="MT-Fault-RetryCount + 1" if retries is not None else "",
+                       failed_at=_when(message.get("MT-Fault-Timestamp")), reset=_present(h, MT_RESET))
+
+
+def _address_queue(address: str) -> str | None:
+    """rabbitmq://host/vhost/queue?bind=true → queue (the last path segment, percent-decoded)."""
+    try:
+        path = urlsplit(address).path
+    except ValueError:
+        return None
+    last = path.rstrip("/").rsplit("/", 1)[-1]
+    return unquote(last) or None
+
+
+# -- rascal (npm) ------------------------------------------------------------------------------------------
+
+# onebeyond/rascal, lib/amqp/SubscriberError.js: the republish and forward strategies set, in one nested
+# table header `rascal`: originalQueue (set on receipt by lib/amqp/SubscriberSession.js), originalExchange,
+# originalRoutingKey, error.message (truncated to 1024), error.code, recovery.<originalQueue>.republished /
+# .forwarded (counts), restoreRoutingHeaders, and recovery.<queue>.immediateNack.
+RASCAL = "rascal"
+
+
+@dataclass(frozen=True)
+class Rascal:
+    name: str = "rascal"
+    label: str = "rascal headers"
+
+    def read(self, message: Message) -> Reading | None:
+        table = message.get(RASCAL)
+        if not isinstance(table, Mapping):
+            return None
+        queue = _str(table.get("originalQueue"))
+        error_table = table.get("error")
+        error = None
+        if isinstance(error_table, Mapping):
+            error = _joined(_str(error_table.get("code")), _str(error_table.get("message")))
+        recovery = table.get("recovery")
+        counts = recovery.get(queue) if isinstance(recovery, Mapping) and queue else None
+        attempts = None
+        if isinstance(counts, Mapping):
+            attempts = sum(_int(counts.get(k)) or 0 for k in ("republished", "forwarded")) or None
+        if queue is None and error is None:
+            return None
+        return Reading(self.name, Route(queue=queue) if queue else None, "rascal.originalQueue" if queue else "",
+                       error=error, attempts=attempts,
+                       attempts_why="rascal.recovery.<queue>.republished + forwarded" if attempts else "",
+                       reset=(RASCAL,))
+
+
+# -- application retry headers ----------------------------------------------------------------------------
+
+# The seed patterns' own counters (x-retry-count, x-delivery-attempts, count: see dlxtool.deaths).
+APP_RETRY_HEADERS = ("x-retry-count", "x-delivery-attempts", "count")
+
+
+@dataclass(frozen=True)
+class AppRetry:
+    name: str = "retry-headers"
+    label: str = "retry headers"
+
+    def read(self, message: Message) -> Reading | None:
+        for header in APP_RETRY_HEADERS:
+            value = _int(message.headers.get(header))
+            if value is not None:
+                # `count` is reset only when named (deaths.reset_history), the x- ones always.
+                return Reading(self.name, attempts=value, attempts_why=header,
+                               reset=_present(message.headers, APP_RETRY_HEADERS[:2]))
+        return None
+
+
+# -- Celery -----------------------------------------------------------------------------------------------
+
+# celery/celery, celery/app/amqp.py (as_task_v2: task protocol 2 headers lang="py", task, id, retries, …) and
+# celery/app/task.py (Task.retry sends a new message with retries + 1). Celery writes no error text into
+# the message and its dead letters are broker-made (a task raising Reject(requeue=False)): attempts only.
+# The count reset keeps `retries` (Celery needs it; dlxtool.deaths sets it back to 0 where it handles Celery).
+
+
+@dataclass(frozen=True)
+class Celery:
+    name: str = "celery"
+    label: str = "Celery headers"
+
+    def read(self, message: Message) -> Reading | None:
+        h = message.headers
+        retries = h.get("retries")
+        if h.get("lang") != "py" or not isinstance(h.get("task"), str) or not isinstance(h.get("id"), str):
+            return None
+        if not isinstance(retries, int) or isinstance(retries, bool):
+            return None
+        return Reading(self.name, attempts=retries + 1, attempts_why="Celery retries + 1")
+
+
+# -- Dramatiq ----------------------------------------------------------------------------------------------
+
+# Bogdanp/dramatiq, dramatiq/middleware/retries.py: on failure `message.options["traceback"] =
+# traceback.format_exc(limit=30)` (and options["retries"] += 1); the message is a JSON body
+# (dramatiq/message.py: queue_name, actor_name, args, kwargs, options, message_id, message_timestamp).
+# Its dead letters are broker-made (the .XQ queue), so only the error text comes from here.
+BODY_LIMIT = 1 << 20  # bodies above 1 MiB are not parsed for a traceback
+
+
+@dataclass(frozen=True)
+class Dramatiq:
+    name: str = "dramatiq"
+    label: str = "Dramatiq options"
+
+    def read(self, message: Message) -> Reading | None:
+        body = message.body
+        if not body or body[:1] != b"{" or len(body) > BODY_LIMIT or b'"actor_name"' not in body:
+            return None
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return None
+        options = data.get("options") if isinstance(data, dict) else None
+        trace = options.get("traceback") if isinstance(options, dict) else None
+        if not isinstance(trace, str) or not trace.strip():
+            return None
+        # The last line of a Python traceback is the exception: "ValueError: boom".
+        return Reading(self.name, error=trace.strip().splitlines()[-1].strip())
+
+
+# -- teams' own conventions (config file) -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HeaderConvention:
+    """A team's convention from the config file: plain header names, no code."""
+
+    name: str
+    origin_queue_header: str | None = None
+    origin_exchange_header: str | None = None
+    origin_routing_key_header: str | None = None
+    error_headers: tuple[str, ...] = ()
+    attempts_header: str | None = None
+    reset_headers: tuple[str, ...] = ()
+    source: str = ""  # "config FILE: [conventions.NAME]", for messages
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} headers"
+
+    def read(self, message: Message) -> Reading | None:
+        h = message.headers
+        origin, why = None, ""
+        if self.origin_queue_header and _str(message.get(self.origin_queue_header)):
+            origin, why = Route(queue=_str(message.get(self.origin_queue_header))), self.origin_queue_header
+        elif self.origin_routing_key_header and self.origin_exchange_header:
+            key = _str(message.get(self.origin_routing_key_header))
+            if key is not None:
+                origin = Route.to(_str(message.get(self.origin_exchange_header)) or "", key)
+                why = f"{self.origin_exchange_header}/{self.origin_routing_key_header}"
+        error = next((e for e in (_str(message.get(n)) for n in self.error_headers) if e), None)
+        attempts = _int(message.get(self.attempts_header)) if self.attempts_header else None
+        if origin is None and error is None and attempts is None:
+            return None
+        names = (self.origin_queue_header, self.origin_exchange_header, self.origin_routing_key_header,
+                 *self.error_headers, self.attempts_header, *self.reset_headers)
+        return Reading(self.name, origin, why, error=error, attempts=attempts,
+                       attempts_why=self.attempts_header or "", reset=_present(h, [n for n in names if n]))
+
+
+BUILT_IN: tuple[Convention, ...] = (XDeath(), Spring(), NServiceBus(), MassTransit(), Rascal(), AppRetry(), Celery(),
+                                     Dramatiq())
+BUILT_IN_NAMES = tuple(c.name for c in BUILT_IN)
+
+
+def conventions(custom: Sequence[HeaderConvention] = ()) -> tuple[Convention, ...]:
+    """Teams' own first (they are the most specific), then the built-in ones."""
+    return (*custom, *BUILT_IN)
+
+
+# -- explaining one message --------------------------------------------------------------------------------
+
+
+@dataclass
+class Explanation:
+    """Which convention explains a message: origin, error text, attempts, what a replay resets."""
+
+    origin: Route | None
+    origin_from: str | None       # the convention whose origin won
+    origin_label: str | None      # "Spring headers"
+    origin_why: str
+    error: str | None = None
+    error_from: str | None = None
+    attempts: int | None = None
+    attempts_from: str | None = None
+    conflict: str | None = None   # when conventions named different origins: which won and why
+    readings: list[Reading] = field(default_factory=list)
+
+    def route_text(self) -> str:
+        """For a replay plan: "exchange orders.ex, routing key order.created, from Spring headers"."""
+        if self.origin is None:
+            return f"no origin: {self.origin_why}"
+        return f"{self.origin.describe()}, from {self.origin_label}"
+
+    @property
+    def recognised(self) -> list[str]:
+        return [r.convention for r in self.readings]
+
+    @property
+    def reset(self) -> tuple[str, ...]:
+        """Every failure header of every recognising convention (x-death's history included)."""
+        return tuple(dict.fromkeys(n for r in self.readings for n in r.reset))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"origin_route": self.origin.to_json() if self.origin else None,
+                "origin_from": self.origin_from, "error_from": self.error_from,
+                "attempts": self.attempts, "attempts_from": self.attempts_from,
+                "conventions": self.recognised, "origin_conflict": self.conflict}
+
+
+def explain(message: Message, known: Sequence[Convention] = BUILT_IN, *, origin_from: str | None = None,
+            error_headers: Sequence[str] = ()) -> Explanation:
+    """Read a message with every convention; pick the origin; never raises on odd headers.
+
+    The origin: with `origin_from`, that convention's (none if it does not recognise the message).
+    Otherwise, when conventions disagree, the most recent failure wins: compared by time when both
+    record one (x-death's `time` is the entry's first death, a lower bound); without times a
+    framework's headers beat x-death, because frameworks republish the headers they received, x-death
+    included, so the x-death they carry predates their own failure.
+    """
+    readings: list[Reading] = []
+    for convention in known:
+        try:
+            reading = convention.read(message)
+        except (TypeError, ValueError, AttributeError, KeyError):  # a shape nobody expected: not this one
+            reading = None
+        if reading is not None:
+            readings.append(reading)
+    labels = {c.name: c.label for c in known}
+    with_origin = [r for r in readings if r.origin is not None]
+    if origin_from is not None:
+        chosen, conflict = next((r for r in with_origin if r.convention == origin_from), None), None
+        why = (f"{chosen.origin_why} (--origin-from {origin_from})" if chosen
+               else f"--origin-from {origin_from}: it names no origin here")
+    else:
+        chosen, conflict = _most_recent(with_origin)
+        why = chosen.origin_why if chosen else "no convention names an origin"
+    error, error_from = _error(message, readings, chosen, error_headers)
+    # Every count is "at least": x-death counts broker deaths only, a framework its own retries; the largest
+    # is the best lower bound (a Celery task retried twice then rejected: x-death 1, Celery 3).
+    attempts_reading = max((r for r in readings if r.attempts is not None), key=lambda r: r.attempts or 0,
+                           default=None)
+    return Explanation(
+        origin=chosen.origin if chosen else None, origin_from=chosen.convention if chosen else None,
+        origin_label=labels.get(chosen.convention) if chosen else None, origin_why=why,
+        error=error, error_from=error_from,
+        attempts=attempts_reading.attempts if attempts_reading else None,
+        attempts_from=(f"{attempts_reading.convention}: {attempts_reading.attempts_why}"
+                       if attempts_reading else None),
+        conflict=conflict, readings=readings)
+
+
+def _most_recent(candidates: list[Reading]) -> tuple[Reading | None, str | None]:
+    if not candidates:
+        return None, None
+    distinct = {r.origin for r in candidates}
+    best = candidates[0]
+    reason = "the first to name it"
+    for other in candidates[1:]:
+        if other.origin == best.origin:
+            continue
+        best, reason = _newer(best, other)
+    if len(distinct) == 1:
+        return best, None
+    others = "; ".join(f"{r.convention} says {r.origin.describe()}" for r in candidates  # type: ignore[union-attr]
+                       if r.origin != best.origin)
+    return best, f"{best.convention} ({best.origin.describe()}) wins over {others}: {reason}"  # type: ignore[union-attr]
+
+
+def _newer(a: Reading, b: Reading) -> tuple[Reading, str]:
+    if a.failed_at is not None and b.failed_at is not None:
+        later, earlier = (a, b) if a.failed_at >= b.failed_at else (b, a)
+        return later, (f"most recent failure ({later.convention} at {_iso(later.failed_at)}, "
+                       f"{earlier.convention} at {_iso(earlier.failed_at)})")
+    if X_DEATH in (a.convention, b.convention):
+        framework = b if a.convention == X_DEATH else a
+        return framework, ("most recent failure: a framework republishes the headers it received, "
+                           "x-death included, so the x-death it carries is older than its own")
+    return a, "listed first (teams' conventions, then built-in order); no times to compare"
+
+
+def _iso(value: datetime | None) -> str:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value else "?"
+
+
+def _first(readings: list[Reading], chosen: Reading | None, ok: Any) -> Reading | None:
+    """The chosen convention's reading if it has the part, else the first that has it."""
+    if chosen is not None and ok(chosen):
+        return chosen
+    return next((r for r in readings if ok(r)), None)
+
+
+def _error(message: Message, readings: list[Reading], chosen: Reading | None,
+           named: Sequence[str]) -> tuple[str | None, str | None]:
+    # Headers the user named (--error-header, config error_headers) come first: they asked for them.
+    for name in named:
+        text = _str(message.get(name))
+        if text:
+            return text, f"header {name}"
+    reading = _first(readings, chosen, lambda r: bool(r.error))
+    if reading is not None:
+        return reading.error, reading.convention
+    # Headers some consumers use with no origin convention (x-error; see dlxtool.deaths.ERROR_HEADERS).
+    from dlxtool.deaths import ERROR_HEADERS, error_text
+
+    text = error_text(message.headers, ERROR_HEADERS)
+    return (text, "error header") if text else (None, None)
+
+
+def known_names(custom: Sequence[HeaderConvention] = ()) -> tuple[str, ...]:
+    return tuple(c.name for c in conventions(custom))
+
+
+def check_origin_from(name: str | None, known: Sequence[Convention]) -> None:
+    """--origin-from must name a convention in use; only the ones that can name an origin make sense."""
+    if name is None:
+        return
+    names = [c.name for c in known]
+    if name not in names:
+        from dlxtool.errors import UsageError
+
+        raise UsageError(f"--origin-from {name}: no such convention",
+                         hint=f"known: {', '.join(names)} (teams' own go in the config file as [conventions.NAME])")

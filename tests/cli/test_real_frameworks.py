@@ -1,0 +1,114 @@
+"""Real dead letters from real framework libraries (Dramatiq and Celery from PyPI, rascal on amqplib from npm).
+
+These need the libraries, which are not test dependencies: installing them is a network install that
+must not happen on every CI run. `scripts/framework-libs DIR` installs both into DIR (a venv and a
+node_modules, ~20 s) and prints the two variables to export; without them these tests are skipped:
+
+    DLXTOOL_TEST_DRAMATIQ_PYTHON   a python with dramatiq[rabbitmq] (2.x)
+    DLXTOOL_TEST_RASCAL_DIR        a directory with node_modules/rascal and node_modules/amqplib
+    DLXTOOL_TEST_CELERY_PYTHON     a python with celery (5.x)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import orjson
+import pika
+import pytest
+
+pytestmark = [pytest.mark.broker, pytest.mark.framework]
+HERE = Path(__file__).parent.parent / "support" / "frameworks"
+
+
+def _needs(var: str) -> str:
+    value = os.environ.get(var)
+    if not value or not Path(value).exists():
+        pytest.skip(f"{var} not set: scripts/framework-libs installs the library into a temp dir")
+    return value
+
+
+def wait_for(broker, queue: str, n: int, timeout: float = 60) -> int:
+    """The queue's depth once it holds n messages (or at the timeout); the framework declares it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            depth = broker.queue_depth(queue)
+        except pika.exceptions.ChannelClosedByBroker:  # not declared yet
+            depth = -1
+        if depth >= n or time.monotonic() > deadline:
+            return depth
+        time.sleep(0.2)
+
+
+@contextmanager
+def running(args: list[str], env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_dramatiq_dead_letters_show_the_traceback_as_error(run, broker, qname) -> None:
+    python = _needs("DLXTOOL_TEST_DRAMATIQ_PYTHON")
+    queue, n = qname.replace(".", "_"), 4
+    with running([python, str(HERE / "dramatiq_fail.py"), broker.url, queue, str(n)]) as proc:
+        depth = wait_for(broker, f"{queue}.XQ", n)
+    assert depth == n, proc.stderr.read() if proc.stderr else ""
+    result = run("history", f"{queue}.XQ", "--url", broker.url, "--summary", "-f", "json")
+    assert result.exit_code == 0, result.stderr
+    groups = sorted((g["origin"], g["convention"], g["reason"], g["error"], g["messages"])
+                    for g in orjson.loads(result.stdout))
+    assert groups == [(queue, "x-death", "rejected", "ValueError: card declined for order 0", 2),
+                      (queue, "x-death", "rejected", "ValueError: card declined for order 1", 2)]
+    [item, *_] = orjson.loads(run("history", f"{queue}.XQ", "--url", broker.url, "-f", "json").stdout)
+    assert item["error_from"] == "dramatiq" and item["conventions"] == ["x-death", "dramatiq"]
+
+
+def test_rascal_forwarded_dead_letters_have_origin_error_and_attempts(run, broker, qname) -> None:
+    modules = _needs("DLXTOOL_TEST_RASCAL_DIR")
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    n = 3
+    node_path = str(Path(modules) / "node_modules")
+    with running(["node", str(HERE / "rascal_fail.js"), broker.url, qname, str(n)], {"NODE_PATH": node_path}) as p:
+        depth = wait_for(broker, f"{qname}.dlq", n)
+    assert depth == n, p.stderr.read() if p.stderr else ""
+    result = run("history", f"{qname}.dlq", "--url", broker.url, "-f", "json")
+    assert result.exit_code == 0, result.stderr
+    items = orjson.loads(result.stdout)
+    assert {(i["origin"], i["origin_from"], i["attempts"]) for i in items} == {(f"{qname}.work", "rascal", 3)}
+    assert sorted(i["error"] for i in items) == [f"E_BAD: bad payload order {k}" for k in range(n)]
+    summary = orjson.loads(run("history", f"{qname}.dlq", "--url", broker.url, "--summary", "-f", "json").stdout)
+    assert {(g["origin"], g["convention"]) for g in summary} == {(f"{qname}.work", "rascal")}
+
+
+def test_celery_rejected_tasks_show_their_attempts(run, broker, qname) -> None:
+    python = _needs("DLXTOOL_TEST_CELERY_PYTHON")
+    queue, n = qname, 3
+    env = {"CELERY_TEST_URL": broker.url.replace("amqp://", "pyamqp://"), "CELERY_TEST_QUEUE": queue,
+           "CELERY_TEST_N": str(n), "PYTHONPATH": str(HERE)}
+    celery = str(Path(python).parent / "celery")
+    with broker.channel() as ch:
+        ch.queue_declare(f"{queue}.dlq")  # Celery declares its queue (with our DLX arguments), not the DLQ
+    with running([celery, "-A", "celery_fail", "worker", "--pool=solo", "-Q", queue, "--without-gossip",
+                  "--without-mingle", "--without-heartbeat", "-l", "warning"], env) as worker:
+        subprocess.run([python, str(HERE / "celery_fail.py")], env={**os.environ, **env}, check=True, timeout=60)
+        depth = wait_for(broker, f"{queue}.dlq", n)
+    assert depth == n, worker.stderr.read() if worker.stderr else ""
+    items = orjson.loads(run("history", f"{queue}.dlq", "--url", broker.url, "-f", "json").stdout)
+    assert {(i["origin"], i["origin_from"], i["attempts"], i["attempts_from"]) for i in items} == {
+        (queue, "x-death", 3, "celery: Celery retries + 1")}
