@@ -330,7 +330,7 @@ class ReplayDecider:
                     return Decision.leave(why)
             target = to_queue or origin
             route = routes(target)
-            if type(route) is str:
+            if isinstance(route, str):
                 return Decision.leave(route)
             exchange, keeps_key = route
             return Decision(Action.MOVE, target, exchange, original_key if keeps_key else target, properties)
