@@ -102,17 +102,15 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_h
                             reset_names=tuple(dict.fromkeys((*profile.reset_headers, *reset_headers))),
                             window=window, allow_displace=allow_displace, default_exchange=default_exchange)
     with summary_before_ctrl_c() as ctrl_c:
-        with app.connection(profile) as conn:
-            with progress_bar(app, "loading") as bar:
-                session = Session(conn, profile.vhost, profile.name, profile.timeout, app.management(profile, conn))
-                plan, result = run_load(session, open_stream, settings, dry_run=dry_run, report=app, progress=bar,
-                                        starting=ctrl_c.arm,
-                                        open_failed=(lambda: record_file(app, failed_file)) if failed_file else None)
-            if result is None:
-                _render_plan(app, plan, name)
-                return
-            _render_result(app, result)
-            result.clean_up()  # the temporary exchanges, once the summary is out
+        with app.connection(profile) as conn, progress_bar(app, "loading") as bar:
+            session = Session(conn, profile.vhost, profile.name, profile.timeout, app.management(profile, conn))
+            plan, result = run_load(session, open_stream, settings, dry_run=dry_run, report=app, progress=bar,
+                                    starting=ctrl_c.arm,
+                                    open_failed=(lambda: record_file(app, failed_file)) if failed_file else None)
+        if result is None:
+            _render_plan(app, plan, name)
+            return
+        _render_result(app, result)
         error = outcome_error(result, failed_file, allow_torn)
         if error is not None:
             raise error

@@ -99,7 +99,6 @@ class LoadResult:
     interrupted: bool = False
     error: str | None = None
     elapsed: float = 0.0
-    clean_up: Callable[[], None] = field(default=lambda: None, repr=False)  # after the summary (load keep_exchanges)
 
     @property
     def published_total(self) -> int:
@@ -159,14 +158,14 @@ def _target(record: MessageRecord, settings: LoadSettings, where: str) -> str:
 def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int = 0,
          progress: Callable[[Progress], None] | None = None, failed: Sink | None = None,
          timeout: float = 30.0, handle_sigint: bool = True, rooms: Rooms | None = None,
-         management: Any | None = None, vhost: str = "/", keep_exchanges: bool = False) -> LoadResult:
+         management: Any | None = None, vhost: str = "/") -> LoadResult:
     """Publish the records; each failed (returned/nacked/lost/not sent) record goes to `failed` if given.
     With `rooms`, a record whose queue has no room left (drop-head would push out its head) is not published:
     it fails with that reason (and goes to `failed`); so does a record whose route is not safe (the queue is
     missing, or with default_exchange its dead-letter exchange would drop the queue name: `management`
-    checks that, None = not reachable: nothing goes that way). `keep_exchanges`: the temporary exchanges
-    are deleted by `result.clean_up()`, which the caller calls once the summary is out (a stop signal during
-    a clean-up before it would cut the summary off); else before returning."""
+    checks that, None = not reachable: nothing goes that way). The temporary exchanges are deleted on the
+    publishing channel right after the last publish (no round trip, and ordered after the publishes): work
+    between the run and its summary would let a second stop signal cut the summary off."""
     from dlxtool.ops.replay import Routes, TemporaryExchanges
     from dlxtool.ops.routes import Router
 
@@ -174,23 +173,18 @@ def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int =
     routes = Routes(settings.default_exchange, exchanges=exchanges,
                     router=Router(management, vhost) if management is not None else None)
     try:
-        result = _load(conn, open_stream, settings, routes, total=total, progress=progress, failed=failed,
-                       timeout=timeout, handle_sigint=handle_sigint, rooms=rooms)
-    except BaseException:
+        return _load(conn, open_stream, settings, routes, total=total, progress=progress, failed=failed,
+                     timeout=timeout, handle_sigint=handle_sigint, rooms=rooms,
+                     before_flush=exchanges.delete_on if exchanges is not None else None)
+    finally:
         if exchanges is not None:
-            exchanges.delete_all()
-        raise
-    if exchanges is not None:
-        if keep_exchanges:
-            result.clean_up = exchanges.delete_all
-        else:
-            exchanges.delete_all()
-    return result
+            exchanges.delete_all()  # only what delete_on did not send (a run that stopped on an error)
 
 
 def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *, total: int,
           progress: Callable[[Progress], None] | None, failed: Sink | None, timeout: float,
-          handle_sigint: bool, rooms: Rooms | None) -> LoadResult:
+          handle_sigint: bool, rooms: Rooms | None,
+          before_flush: Callable[[Publisher], None] | None = None) -> LoadResult:
     result = LoadResult(settings.name, total)
     stop = threading.Event()
     started = time.monotonic()
@@ -242,7 +236,7 @@ def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *
 
         try:
             for (target, record), outcome, detail in publish_records(conn, items(), window=settings.window,
-                                                                      timeout=timeout):
+                                                                      timeout=timeout, before_flush=before_flush):
                 del inflight[id(record)]
                 _count(result, target, outcome, detail, record, failed)
                 report()
@@ -325,7 +319,8 @@ def _count(result: LoadResult, target: str, outcome: Any, detail: str | None, re
 
 
 def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]], *, window: int = 1000,
-                    timeout: float = 30.0) -> Iterator[tuple[Any, Outcome, str | None]]:
+                    timeout: float = 30.0, before_flush: Callable[[Publisher], None] | None = None,
+                    ) -> Iterator[tuple[Any, Outcome, str | None]]:
     """For `load`: publish (exchange, routing_key, body, properties, token) with a window of confirms,
     yielding each (token, outcome, detail) as it settles. A seam, not used by replay itself."""
     pub = Publisher(conn, window=window, timeout=timeout)
@@ -341,6 +336,8 @@ def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]]
                 continue
             pub.pump(0)
             yield from pub.take_settled()
+        if before_flush is not None:
+            before_flush(pub)
         yield from pub.flush(timeout)
     except Exception as exc:
         # The connection died: what was in flight may or may not be at the broker. Report it as LOST
@@ -391,8 +388,7 @@ def run(session: Session, open_stream: Opener, settings: LoadSettings, *, dry_ru
     with (open_failed() if open_failed is not None else nullcontext(None)) as failed:
         result = load(session.conn, open_stream, settings, total=plan.records, progress=progress, failed=failed,
                       timeout=session.timeout, handle_sigint=handle_sigint, rooms=rooms,
-                      management=session.management if settings.default_exchange else None, vhost=session.vhost,
-                      keep_exchanges=True)
+                      management=session.management if settings.default_exchange else None, vhost=session.vhost)
     return plan, result
 
 

@@ -500,7 +500,19 @@ class TemporaryExchanges:
         room = 255 - len(prefix.encode())
         return prefix + queue.encode()[:room].decode("utf-8", "ignore")
 
+    def delete_on(self, publisher: Any) -> None:
+        """Delete them on the channel that published through them, right after the last publish (the broker
+        handles a channel's methods in order, so every publish is routed first) and while the run's own stop
+        handling is in force: nothing then comes between the run and its summary. delete_all then has
+        nothing left to do."""
+        channel = publisher.channel
+        for name in dict.fromkeys(self.declared):
+            channel.call("exchange_delete", name)
+        self.declared.clear()
+
     def delete_all(self) -> None:
+        if not self.declared:
+            return  # nothing declared, or delete_on sent the deletes: the connection's close ends the channel
         for name in dict.fromkeys(self.declared):
             with contextlib.suppress(Exception):  # best effort; the name says what it was
                 self._ch().call("exchange_delete", name)
