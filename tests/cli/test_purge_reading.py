@@ -129,7 +129,8 @@ def test_move_to_keeps_the_routing_key_so_a_direct_dlx_still_routes_the_next_fai
         assert (method.routing_key, body) == ("order.created", b"m")
         ch.basic_nack(method.delivery_tag, requeue=False)
     assert broker.wait_depth(dlq, 1) == 1
-    assert not [e for e in broker.mgmt.get(f"exchanges/{broker.vhost}") if e["name"].startswith("dlxtool.")]
+    assert not [e for e in broker.mgmt.get(f"exchanges/{broker.vhost}")
+                if e["name"].startswith("dlxtool.") and qname in e["name"]]
 
 
 def test_move_to_a_missing_queue_is_refused_before_anything(run, broker, qname) -> None:
