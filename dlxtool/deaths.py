@@ -9,7 +9,7 @@ it can.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -153,6 +153,16 @@ def find_origin(headers: Mapping[str, Any] | None, history: DeathHistory | None 
     return Origin(None, "no death history")
 
 
+def waited_only(history: DeathHistory) -> Death | None:
+    """The most recent death when a message's deaths are only TTL expiries (no queue it failed in): the
+    queue it expired from may be a wait queue, whose way out leads to the queue that processes it
+    (dlxtool.ops.routes.Router.through_wait_queue). None when a failure names the origin."""
+    if not history.deaths or any(d.reason in FAILURE_REASONS for d in history.deaths):
+        return None
+    latest = history.deaths[0]
+    return latest if latest.reason == "expired" and latest.queue else None
+
+
 @dataclass
 class MessageHistory:
     """Everything `history` shows for one message: deaths, companions, counters, origin, error text."""
@@ -194,14 +204,17 @@ class MessageHistory:
         }
 
 
-def message_history(headers: Mapping[str, Any] | None, *, error_headers: Iterable[str] = ()) -> MessageHistory:
-    """Parse once, for display: never raises, malformed parts become warnings."""
+def message_history(headers: Mapping[str, Any] | None, *, error_headers: Iterable[str] = (),
+                    through: Callable[[Death], Origin] | None = None) -> MessageHistory:
+    """Parse once, for display: never raises, malformed parts become warnings. `through(death)`: the origin of
+    a message that only waited out TTLs, followed through that wait queue's way out (dlxtool.ops.history)."""
     if headers is not None and not isinstance(headers, Mapping):
         headers = {}
     history = parse_history(headers)
+    waited = waited_only(history) if through is not None else None
     return MessageHistory(
         history=history,
-        origin=find_origin(headers, history),
+        origin=through(waited) if through is not None and waited is not None else find_origin(headers, history),
         delivery_count=(headers or {}).get("x-delivery-count"),
         retry=retry_headers(headers),
         error=error_text(headers, (*error_headers, *ERROR_HEADERS)),
@@ -304,7 +317,21 @@ def reset_history(
     removed: dict[str, Any] = {}
     for key, value in (headers or {}).items():
         (removed if key in names else kept)[key] = value
+    if is_celery_task(kept) and kept["retries"] != 0:
+        # Celery (task protocol 2) counts its attempts in the `retries` header and needs it there: a task
+        # replayed with retries=3 and max_retries=3 would get one attempt instead of four. Set back to 0.
+        removed["retries"], kept["retries"] = kept["retries"], 0
     return kept, removed
+
+
+CELERY_MARKER = b"\x04langS\x00\x00\x00\x02py"  # header lang = "py", as encoded on the wire
+
+
+def is_celery_task(headers: Mapping[str, Any]) -> bool:
+    """A Celery task message (protocol 2): task name, id, lang "py" and an integer `retries` in the headers."""
+    retries = headers.get("retries")
+    return (headers.get("lang") == "py" and isinstance(headers.get("task"), str) and isinstance(headers.get("id"), str)
+            and isinstance(retries, int) and not isinstance(retries, bool))
 
 
 @functools.lru_cache(maxsize=32)

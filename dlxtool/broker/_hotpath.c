@@ -15,7 +15,10 @@
  * the two (tests/broker/test_hotpath.py). All reads are bounds-checked: input comes off the wire.
  *
  * replay_properties(props, routing_key, history_names, reset_names, keep_history,
- *                   prov_head, at, publish_id, prov_tail) -> (origin, replay_count, new_props) | None
+ *                   prov_head, at, publish_id, prov_tail) -> (origin, replay_count, new_props, routing_key) | None
+ *
+ *   routing_key out: the original routing key the replayed message is published with (the one written
+ *                  into the provenance header)
  *
  *   props          property flags + property fields, as in a content header frame after body-size
  *   routing_key    the delivery's routing key (UTF-8), for the provenance when x-death has none
@@ -218,7 +221,7 @@ static Py_ssize_t read_int(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, long 
 
 typedef struct {
     span queue, reason, exchange, key0;
-    int has_exchange, has_key0;
+    int has_exchange, has_key0, has_expiration;
     long long count;
 } death;
 
@@ -265,6 +268,7 @@ static Py_ssize_t read_death(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, dea
                 if (!d->has_key0) { d->key0 = k; d->has_key0 = 1; }
             }
         } else {
+            if (key_is(key, "original-expiration")) d->has_expiration = 1;
             next = skip_value(b, o, stop, 1, 0);
         }
         if (next < 0) return -1;
@@ -402,17 +406,27 @@ static PyObject *replay_properties(PyObject *self, PyObject *args) {
         if (origin < 0 && deaths[ndeaths].queue.n && is_failure(deaths[ndeaths].reason)) origin = ndeaths;
         ndeaths++;
     }
-    if (origin < 0) FALLBACK;   /* origin from x-first-death-* or the oldest entry: the Python path */
+    if (origin < 0) FALLBACK;   /* origin from x-first-death-* or a wait queue's route: the Python path */
+    if (deaths[origin].has_expiration) FALLBACK;   /* a per-message TTL to restore: the Python path */
 
-    /* how many times replayed before: provenance "count" (a table without one: 0) */
+    /* an earlier replay's provenance: how many times replayed before ("count"; a table without one: 0) and the
+     * first origin's exchange and routing key, which win over x-death's (a temporary exchange, or the queue name) */
     long long replayed = 0;
+    span first_exchange = {0}, first_key = {0};
+    int has_first_exchange = 0, has_first_key = 0, seen_count = 0;
     if (prov_at >= 0 && b[prov_at] == 'F') {
         Py_ssize_t p = prov_at + 5, pend = prov_at + 5 + u32(b + prov_at + 1);
         while (p < pend) {
             span key = {b + p + 1, b[p]};
             p += 1 + key.n;
             if (key_is(key, "count")) {
-                if (read_int(b, p, pend, &replayed) < 0) FALLBACK;   /* a text or float count: Python */
+                if (seen_count++ || read_int(b, p, pend, &replayed) < 0) FALLBACK;   /* a text or float count: Python */
+            } else if (key_is(key, "exchange")) {
+                if (has_first_exchange++ || read_text(b, p, pend, &first_exchange) < 0) FALLBACK;
+            } else if (key_is(key, "routing-key")) {
+                if (has_first_key++ || read_text(b, p, pend, &first_key) < 0) FALLBACK;
+            } else if (key_is(key, "expiration")) {
+                FALLBACK;   /* a recorded TTL to restore: the Python path */
             }
             p = skip_value(b, p, pend, 1, 0);
             if (p < 0) FALLBACK;
@@ -453,9 +467,10 @@ static PyObject *replay_properties(PyObject *self, PyObject *args) {
     if (out_shortstr(&out, "count") < 0 || out_byte(&out, 'I') < 0 || out_u32(&out, (uint32_t)(replayed + 1)) < 0)
         goto nomem;
     const death *d = &deaths[origin];
-    if (out_shortstr(&out, "exchange") < 0 || out_longstr(&out, d->exchange.p, d->has_exchange ? d->exchange.n : 0) < 0)
-        goto nomem;
-    span key = d->has_key0 && d->key0.n ? d->key0 : (span){routing_key.buf, routing_key.len};
+    /* dlxtool.ops.replay.first_address: the earlier provenance's fields, else the origin's x-death entry */
+    span exchange = has_first_exchange ? first_exchange : (span){d->exchange.p, d->has_exchange ? d->exchange.n : 0};
+    if (out_shortstr(&out, "exchange") < 0 || out_longstr(&out, exchange.p, exchange.n) < 0) goto nomem;
+    span key = has_first_key ? first_key : d->has_key0 ? d->key0 : (span){routing_key.buf, routing_key.len};
     if (out_shortstr(&out, "routing-key") < 0 || out_longstr(&out, key.p, key.n) < 0) goto nomem;
     if (out_shortstr(&out, "deaths") < 0 || out_longstr(&out, summary.p, summary.n) < 0) goto nomem;
     if (nremoved && (out_shortstr(&out, "reset") < 0 || out_longstr(&out, reset.p, reset.n) < 0)) goto nomem;
@@ -466,7 +481,9 @@ static PyObject *replay_properties(PyObject *self, PyObject *args) {
 
     PyObject *origin_text = PyUnicode_DecodeUTF8((const char *)d->queue.p, d->queue.n, "strict");
     if (origin_text) {
-        result = Py_BuildValue("(NLy#)", origin_text, replayed, (const char *)out.p, out.n);
+        PyObject *key_text = PyUnicode_DecodeUTF8((const char *)key.p, key.n, "strict");
+        if (key_text) result = Py_BuildValue("(NLy#N)", origin_text, replayed, (const char *)out.p, out.n, key_text);
+        else Py_DECREF(origin_text);
     }
     goto done;
 nomem:
@@ -682,7 +699,7 @@ static PyMethodDef methods[] = {
      "frames): the whole deliveries on `channel` from `offset` on, up to the first frame that is not part of one"},
     {"replay_properties", replay_properties, METH_VARARGS,
      "replay_properties(props, routing_key, history_names, reset_names, keep_history, prov_head, at, "
-     "publish_id, prov_tail) -> (origin, replay_count, new_props) or None"},
+     "publish_id, prov_tail) -> (origin, replay_count, new_props, original_routing_key) or None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,12 +15,15 @@ HELP = """Publish the message records in FILE (`-` = stdin) to a broker.
 
 \b
 Each record goes back to the queue it came from (its `queue` field), or
-to --to QUEUE, on the default exchange (routing key = queue name, so no
-exchange copies it elsewhere), mandatory and with publisher confirms.
-Body, properties and headers are published as recorded; the delivery's
-exchange/routing key become "" / the queue name. Records are published in
-file order. --broker picks the broker: a dump from prod-eu can be loaded
-into staging.
+to --to QUEUE, mandatory and with publisher confirms. It keeps its routing
+key (with --reset-history: the original one, as replay does) and reaches
+only that queue, through a temporary fanout exchange bound only to it
+(deleted at the end). --default-exchange publishes on the default exchange
+instead (routing key = queue name): a queue whose dead-letter exchange
+would not route that key gets none of its records (failed, with the
+reason). Body, properties and headers are published as recorded. Records
+are published in file order. --broker picks the broker: a dump from
+prod-eu can be loaded into staging.
 
 \b
 FILE is checked completely before anything is published: a bad line stops
@@ -67,6 +70,9 @@ Examples:
               help="Append the records that were not confirmed to FILE2 (to load again later).")
 @click.option("--window", type=click.IntRange(min=1, max=65535), default=1000, show_default=True,
               help="Publishes awaiting a confirm at once.")
+@click.option("--default-exchange", is_flag=True,
+              help="Publish on the default exchange with routing key = queue name (not the record's key); "
+                   "queues whose dead-letter exchange would not route it get none of their records.")
 @click.option("--allow-displace", is_flag=True,
               help="Publish into a full queue with overflow drop-head/reject-publish-dlx anyway (it pushes out "
                    "its oldest messages or dead-letters copies).")
@@ -76,7 +82,8 @@ Examples:
 @common_options
 @click.pass_obj
 def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_headers: tuple[str, ...],
-         failed_file: str | None, window: int, allow_displace: bool, allow_torn: bool, dry_run: bool) -> None:
+         default_exchange: bool, failed_file: str | None, window: int, allow_displace: bool, allow_torn: bool,
+         dry_run: bool) -> None:
     from dlxtool.cli.moving import progress_bar, record_file
     from dlxtool.ops.interrupts import summary_before_ctrl_c
     from dlxtool.ops.load import LoadSettings, outcome_error
@@ -93,7 +100,7 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_h
     profile = app.profile()
     settings = LoadSettings(name=name, to_queue=to_queue, reset_history=reset_history,
                             reset_names=tuple(dict.fromkeys((*profile.reset_headers, *reset_headers))),
-                            window=window, allow_displace=allow_displace)
+                            window=window, allow_displace=allow_displace, default_exchange=default_exchange)
     with summary_before_ctrl_c() as ctrl_c:
         with app.connection(profile) as conn, progress_bar(app, "loading") as bar:
             session = Session(conn, profile.vhost, profile.name, profile.timeout, app.management(profile, conn))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from dlxtool.conventions import BUILT_IN, Convention, Explanation, Message, Route, explain
-from dlxtool.deaths import MessageHistory, iso, message_history
+from dlxtool.deaths import Death, MessageHistory, Origin, iso, message_history
 from dlxtool.record import MessageRecord
 
 
@@ -40,15 +40,33 @@ class Entry:
 
 
 def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = (),
-            known: Sequence[Convention] = BUILT_IN, origin_from: str | None = None) -> Iterable[Entry]:
+            known: Sequence[Convention] = BUILT_IN, origin_from: str | None = None,
+            through: Callable[[Death], Origin] | None = None) -> Iterable[Entry]:
+    """`through`: origins of TTL-only histories, followed through the wait queue (wait_queue_origins)."""
     names = tuple(error_headers)
     for record in records:
         headers = record.headers if isinstance(record.headers, dict) else {}
-        history = message_history(record.headers, error_headers=names)
+        history = message_history(record.headers, error_headers=names, through=through)
         explained = explain(Message(headers, record.body, record.queue, x_death_origin=history.origin,
                                      x_death=history.history), known,
                             origin_from=origin_from, error_headers=names)
         yield Entry(record, history, explained)
+
+
+def wait_queue_origins(mgmt: Any, vhost: str, dlq: str) -> Callable[[Death], Origin]:
+    """through() for `entries`: a message that only waited out TTLs has as origin the queue its last wait
+    queue sends it back to (management API: that queue's dead-letter exchange and bindings), as replay
+    sends it; "no origin" with the reason when that cannot be told — never the wait queue itself."""
+    from dlxtool.ops.replay import WaitQueues
+    from dlxtool.ops.routes import Router
+
+    waits = WaitQueues(Router(mgmt, vhost), dlq)
+
+    def through(death: Death) -> Origin:
+        resolved, _address = waits(death.queue or "", death.routing_keys[0] if death.routing_keys else None)
+        return Origin(resolved.queue, resolved.why)
+
+    return through
 
 
 def mark_copies(items: list[Entry]) -> int:

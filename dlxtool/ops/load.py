@@ -1,8 +1,12 @@
 """Load: publish message records (dump, purge --backup, replay --save files) back to a broker.
 
-Each record goes to its own queue (the record's `queue`) or to `to_queue`, on the default exchange
-(routing key = the queue name, so no exchange fans it out), mandatory and with publisher confirms,
-through the engine's pipelined publisher (publish_records, below). A record is counted
+Each record goes to its own queue (the record's `queue`) or to `to_queue`, mandatory and with publisher
+confirms, through the engine's pipelined publisher (publish_records, below). As replay does
+(dlxtool.ops.replay.Routes), it keeps the record's routing key — the one its queue's consumers saw, or with
+`reset_history` the original one the provenance header records — through a temporary fanout exchange
+bound only to the target queue; `default_exchange` publishes with routing key = the queue name instead,
+and a target whose dead-letter exchange would not route that key gets none of its records (failed, with
+the reason: the next dead-lettering would drop them). A record is counted
 as loaded only on a clean confirm; returned (no such queue), nacked (queue full) and lost (the
 connection died before the answer — maybe published) records are reported and can be written to a
 "failed" file to load again.
@@ -13,8 +17,8 @@ backup interrupted mid-write: a last line without a newline, or a torn record me
 on a line by an older dlxtool's append) is reported with its FILE:LINE and skipped: its message was
 never acked away. The result counts them (`skipped_torn`) so the CLI can fail unless told they are fine.
 
-What a record cannot carry back: the original exchange and routing key (the delivery now shows ""
-and the queue name), `redelivered`, and the queue position (records are published in file order).
+What a record cannot carry back: the original exchange (the delivery shows the temporary exchange, or
+"" with `default_exchange`), `redelivered`, and the queue position (records are published in file order).
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ class LoadSettings:
     reset_names: tuple[str, ...] = ()   # extra retry headers to remove with reset_history
     window: int = 1000
     allow_displace: bool = False        # load into a full drop-head queue anyway (it pushes out its head)
+    default_exchange: bool = False      # routing key = queue name (opt-in), instead of the record's own
 
 
 @dataclass
@@ -152,10 +157,34 @@ def _target(record: MessageRecord, settings: LoadSettings, where: str) -> str:
 
 def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int = 0,
          progress: Callable[[Progress], None] | None = None, failed: Sink | None = None,
-         timeout: float = 30.0, handle_sigint: bool = True, rooms: Rooms | None = None) -> LoadResult:
+         timeout: float = 30.0, handle_sigint: bool = True, rooms: Rooms | None = None,
+         management: Any | None = None, vhost: str = "/") -> LoadResult:
     """Publish the records; each failed (returned/nacked/lost/not sent) record goes to `failed` if given.
     With `rooms`, a record whose queue has no room left (drop-head would push out its head) is not published:
-    it fails with that reason (and goes to `failed`)."""
+    it fails with that reason (and goes to `failed`); so does a record whose route is not safe (the queue is
+    missing, or with default_exchange its dead-letter exchange would drop the queue name: `management`
+    checks that, None = not reachable: nothing goes that way). The temporary exchanges are deleted on the
+    publishing channel right after the last publish (no round trip, and ordered after the publishes): work
+    between the run and its summary would let a second stop signal cut the summary off."""
+    from dlxtool.ops.replay import Routes, TemporaryExchanges
+    from dlxtool.ops.routes import Router
+
+    exchanges = None if settings.default_exchange else TemporaryExchanges(conn, timeout, "load")
+    routes = Routes(settings.default_exchange, exchanges=exchanges,
+                    router=Router(management, vhost) if management is not None else None)
+    try:
+        return _load(conn, open_stream, settings, routes, total=total, progress=progress, failed=failed,
+                     timeout=timeout, handle_sigint=handle_sigint, rooms=rooms,
+                     before_flush=exchanges.delete_on if exchanges is not None else None)
+    finally:
+        if exchanges is not None:
+            exchanges.delete_all()  # only what delete_on did not send (a run that stopped on an error)
+
+
+def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *, total: int,
+          progress: Callable[[Progress], None] | None, failed: Sink | None, timeout: float,
+          handle_sigint: bool, rooms: Rooms | None,
+          before_flush: Callable[[Publisher], None] | None = None) -> LoadResult:
     result = LoadResult(settings.name, total)
     stop = threading.Event()
     started = time.monotonic()
@@ -187,6 +216,11 @@ def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int =
                 if stop.is_set():
                     return
                 target = _target(record, settings, where)
+                route = routes(target)
+                if isinstance(route, str):  # not published: it fails with the reason, the others go on
+                    del inflight[id(record)]
+                    _refused(result, target, route, record, failed)
+                    continue
                 why = rooms.admit(target, len(record.body), len(inflight) - 1) if rooms is not None else None
                 if why is not None:
                     del inflight[id(record)]
@@ -195,11 +229,14 @@ def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int =
                     if failed is not None:
                         failed.write(record)
                     continue
-                yield "", target, record.body, record.pika_properties(_headers(record, settings)), (target, record)
+                exchange, keeps_key = route
+                headers = _headers(record, settings)
+                key = _routing_key(record, headers) if keeps_key else target
+                yield exchange, key, record.body, record.pika_properties(headers), (target, record)
 
         try:
             for (target, record), outcome, detail in publish_records(conn, items(), window=settings.window,
-                                                                      timeout=timeout):
+                                                                      timeout=timeout, before_flush=before_flush):
                 del inflight[id(record)]
                 _count(result, target, outcome, detail, record, failed)
                 report()
@@ -254,6 +291,21 @@ def _headers(record: MessageRecord, settings: LoadSettings) -> dict[str, Any]:
     return replay_headers(record, source=f"file {settings.name}", reset_names=settings.reset_names)
 
 
+def _routing_key(record: MessageRecord, headers: dict[str, Any]) -> str:
+    """The record's routing key; after a count reset, the original one its provenance header records."""
+    from dlxtool.ops.replay import PROVENANCE_HEADER
+
+    prov = headers.get(PROVENANCE_HEADER) if headers is not record.headers else None
+    key = prov.get("routing-key") if isinstance(prov, dict) else None
+    return key if isinstance(key, str) else record.routing_key
+
+
+def _refused(result: LoadResult, target: str, why: str, record: MessageRecord, failed: Sink | None) -> None:
+    result.failed[why if why.startswith(f"{target}: ") else f"{target}: {why}"] += 1
+    if failed is not None:
+        failed.write(record)
+
+
 def _count(result: LoadResult, target: str, outcome: Any, detail: str | None, record: MessageRecord,
            failed: Sink | None) -> None:
     if outcome is Outcome.CONFIRMED:
@@ -267,7 +319,8 @@ def _count(result: LoadResult, target: str, outcome: Any, detail: str | None, re
 
 
 def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]], *, window: int = 1000,
-                    timeout: float = 30.0) -> Iterator[tuple[Any, Outcome, str | None]]:
+                    timeout: float = 30.0, before_flush: Callable[[Publisher], None] | None = None,
+                    ) -> Iterator[tuple[Any, Outcome, str | None]]:
     """For `load`: publish (exchange, routing_key, body, properties, token) with a window of confirms,
     yielding each (token, outcome, detail) as it settles. A seam, not used by replay itself."""
     pub = Publisher(conn, window=window, timeout=timeout)
@@ -283,6 +336,8 @@ def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]]
                 continue
             pub.pump(0)
             yield from pub.take_settled()
+        if before_flush is not None:
+            before_flush(pub)
         yield from pub.flush(timeout)
     except Exception as exc:
         # The connection died: what was in flight may or may not be at the broker. Report it as LOST
@@ -320,7 +375,7 @@ def run(session: Session, open_stream: Opener, settings: LoadSettings, *, dry_ru
         plan.exists[queue] = cap.note != "queue missing"
         if not plan.exists[queue]:
             report.warn(f"queue {queue!r} not found in vhost {session.vhost!r} on broker {session.broker}: its "
-                        f"{plan.targets[queue]} record(s) will come back unroutable and count as failed")
+                        f"{plan.targets[queue]} record(s) will not be published and count as failed")
             continue
         plan.rooms[queue] = cap
         if cap.guarded or not cap.known:
@@ -332,7 +387,8 @@ def run(session: Session, open_stream: Opener, settings: LoadSettings, *, dry_ru
         starting()
     with (open_failed() if open_failed is not None else nullcontext(None)) as failed:
         result = load(session.conn, open_stream, settings, total=plan.records, progress=progress, failed=failed,
-                      timeout=session.timeout, handle_sigint=handle_sigint, rooms=rooms)
+                      timeout=session.timeout, handle_sigint=handle_sigint, rooms=rooms,
+                      management=session.management if settings.default_exchange else None, vhost=session.vhost)
     return plan, result
 
 

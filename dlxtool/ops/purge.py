@@ -154,11 +154,18 @@ class PurgeSettings:
 
 
 class PurgeDecider:
-    """decide(record) for the engine: not selected → KEEP; selected → MOVE to move_to, else REMOVE."""
+    """decide(record) for the engine: not selected → KEEP; selected → MOVE to move_to, else REMOVE.
 
-    def __init__(self, settings: PurgeSettings) -> None:
+    A moved message keeps its routing key: it goes through `exchanges(move_to)`, a temporary fanout exchange
+    bound only to move_to (dlxtool.ops.replay.TemporaryExchanges), so that a consumer of move_to, or its
+    dead-letter exchange, sees the key it had (on the default exchange it would be move_to's name, which a
+    direct or topic dead-letter exchange may route nowhere: the next dead-lettering would drop it). Without
+    `exchanges` (the plan), the default exchange."""
+
+    def __init__(self, settings: PurgeSettings, *, exchanges: Callable[[str], str | None] | None = None) -> None:
         self.selection = settings.selection
         self.move_to = settings.move_to
+        self.exchanges = exchanges
 
     def __call__(self, record: MessageRecord) -> Decision:
         if not self.selection.matches(record):
@@ -166,7 +173,12 @@ class PurgeDecider:
         if self.move_to is None:
             return Decision(Action.REMOVE, "removed")
         # Parked unchanged: the engine publishes the source body and properties as they are.
-        return Decision(Action.MOVE, self.move_to, "", self.move_to)
+        if self.exchanges is None or type(record.routing_key) is not str:
+            return Decision(Action.MOVE, self.move_to, "", self.move_to)
+        exchange = self.exchanges(self.move_to)
+        if exchange is None:
+            return Decision.leave(f"{self.move_to}: queue missing (no temporary exchange can be bound to it)")
+        return Decision(Action.MOVE, self.move_to, exchange, record.routing_key)
 
 
 def remove_all(_record: MessageRecord) -> Decision:
@@ -179,8 +191,15 @@ def run_reading_purge(conn: Any, settings: PurgeSettings, options: TransferOptio
     """One engine pass over settings.queue (the sink for --backup is options.sink; options.admit, if set,
     keeps --move-to from overfilling its queue)."""
 
+    from dlxtool.ops.replay import TemporaryExchanges
+
     options.limit = settings.selection.limit
-    return drain(conn, settings.queue, PurgeDecider(settings), options, timeout=timeout)
+    exchanges = TemporaryExchanges(conn, timeout, "purge") if settings.move_to else None
+    try:
+        return drain(conn, settings.queue, PurgeDecider(settings, exchanges=exchanges), options, timeout=timeout)
+    finally:
+        if exchanges is not None:
+            exchanges.delete_all()
 
 
 def drain(conn: Any, queue: str, decide: Any, options: TransferOptions, *, timeout: float = 30.0) -> TransferResult:

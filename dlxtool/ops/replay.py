@@ -1,17 +1,31 @@
 """Replay: send dead letters back to the queue each one failed in, history reset, nothing lost.
 
-Built on the one-pass engine (dlxtool.ops.engine): this module only decides, per message, where it
-goes and with which headers; the engine does the confirms, acks, ordering and fault handling.
+Built on the one-pass engine (dlxtool.ops.engine): this module decides, per message, where it goes,
+through which exchange and with which headers, and holds replay's workflow and refusals (`run`): the
+stream and tail-republish refusals, the plan (refused on a quorum queue with a delivery limit), the
+confirmation, the run. The CLI parses, calls and renders.
 
-Where: its origin (dlxtool.deaths.find_origin), or `to_queue`. How: the default exchange with routing
-key = the queue name, so a fanout exchange cannot copy it to every bound queue. With
-`keep_routing_key`, through a temporary fanout exchange bound only to that queue, so consumers see
-the original routing key (and a direct/topic dead-letter exchange still routes the next failure).
+Where: its origin (dlxtool.deaths.find_origin; a message that only waited out TTLs is followed through
+its wait queue's dead-letter route, dlxtool.ops.routes), or `to_queue`.
+
+How (the route, per target queue):
+  * default: the ORIGINAL routing key (from an earlier provenance header, else the origin's x-death
+    entry), through a temporary fanout exchange bound only to that queue. Fanout ignores the key, so it
+    reaches exactly that queue, and consumers that dispatch on the key, a dead-letter exchange that
+    routes on it and an application's own retry ladder see what they saw the first time.
+  * `route="default-exchange"` (opt-in): the default exchange, routing key = the queue name. Targets
+    whose dead-letter exchange would not route that key (the next dead-lettering would drop the
+    message) keep their messages in the DLQ, with the reason.
 
 Headers: the death history and retry counters are removed (RabbitMQ 3.x keeps a client-sent x-death
 and would keep counting; the reset is the point), and a compact provenance header is added:
 
-    dlxtool-replay = {from, at, id, count, exchange, routing-key, deaths[, reset][, filters], src}
+    dlxtool-replay = {from, at, id, count, exchange, routing-key[, expiration], deaths[, reset][, filters], src}
+
+`exchange`, `routing-key` and `expiration` are the first origin's: a second replay reads them from the
+first one's header (its x-death then names a temporary exchange, long deleted). `expiration` is the
+message's per-message TTL, which RabbitMQ moves into x-death's original-expiration: restored on the
+replayed message unless `drop_expiration`.
 
 `id` is unique per publish: two dead letters with the same body and death summary replayed in the same
 second would otherwise be byte-identical publishes, and a basic.return could not say which one came back.
@@ -40,6 +54,7 @@ from typing import Any
 
 from dlxtool.amqp_values import RawValue
 from dlxtool.deaths import (
+    CELERY_MARKER,
     DEFAULT_RETRY_HEADERS,
     FAILURE_REASONS,
     HISTORY_HEADERS,
@@ -48,9 +63,11 @@ from dlxtool.deaths import (
     parse_history,
     reset_history,
     summarize,
+    waited_only,
 )
-from dlxtool.ops.capacity import Rooms, full_reason
-from dlxtool.ops.engine import Action, Decision
+from dlxtool.errors import DlxtoolError, RefusedError
+from dlxtool.ops.capacity import Rooms, full_reason, is_full_reason
+from dlxtool.ops.engine import Action, Decision, TransferOptions, TransferResult
 from dlxtool.ops.provenance import (  # re-exported: replay's names for them
     _SRC_ENTRY,
     PROVENANCE_HEADER,
@@ -61,10 +78,14 @@ from dlxtool.ops.provenance import (  # re-exported: replay's names for them
     record_fingerprint,
     source_fingerprint,
 )
+from dlxtool.ops.routes import Resolved, Router
+from dlxtool.ops.session import Reporter
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
 
 NO_ORIGIN = "no origin in the death history"
+ORIGINAL_KEY = "original routing key"       # through a temporary exchange bound only to the target
+DEFAULT_EXCHANGE = "default exchange (routing key = queue name)"
 
 
 @dataclass
@@ -75,14 +96,21 @@ class ReplaySettings:
     keep_history: bool = False
     reset_headers: tuple[str, ...] = ()
     max_replays: int | None = None
-    keep_routing_key: bool = False
-    allow_displace: bool = False  # replay into a full drop-head origin anyway (it pushes out its head)
+    default_exchange: bool = False   # opt-in: routing key = queue name (see the module docstring)
+    drop_expiration: bool = False    # do not restore a per-message TTL from x-death original-expiration
+    allow_displace: bool = False     # replay into a full drop-head origin anyway (it pushes out its head)
+
+
+def provenance(headers: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An earlier replay's `dlxtool-replay` header (a table), or None."""
+    prov = (headers or {}).get(PROVENANCE_HEADER)
+    return prov if isinstance(prov, dict) else None
 
 
 def replay_count(headers: dict[str, Any] | None) -> int:
     """How many times dlxtool has replayed this message before (from its provenance header)."""
-    prov = (headers or {}).get(PROVENANCE_HEADER)
-    if isinstance(prov, dict):
+    prov = provenance(headers)
+    if prov is not None:
         count = prov.get("count")
         try:
             return int((count.value if isinstance(count, RawValue) else count) or 0)
@@ -117,25 +145,133 @@ class Lineage:
         return None
 
 
-def original_address(history: DeathHistory, origin: str | None) -> tuple[str, str]:
-    """(exchange, routing key) the message had when it entered its origin queue."""
-    for death in history.deaths:
-        if death.queue == origin and death.reason in FAILURE_REASONS:
-            return death.exchange or "", death.routing_keys[0] if death.routing_keys else ""
-    for death in history.deaths:
-        if death.queue == origin:
-            return death.exchange or "", death.routing_keys[0] if death.routing_keys else ""
-    return history.first.get("exchange", ""), ""
+@dataclass(frozen=True)
+class Address:
+    """What the message had when it entered its origin: exchange, routing key (None: not recorded) and
+    per-message TTL (x-death original-expiration)."""
+
+    exchange: str
+    routing_key: str | None
+    expiration: str | None = None
+
+
+def original_address(history: DeathHistory, origin: str | None) -> Address:
+    """From the origin's x-death entry: the failure there, else any death there, else x-first-death-exchange."""
+    for reasons in (FAILURE_REASONS, None):
+        for death in history.deaths:
+            if death.queue == origin and (reasons is None or death.reason in reasons):
+                return Address(death.exchange or "", death.routing_keys[0] if death.routing_keys else None,
+                               death.original_expiration)
+    return Address(history.first.get("exchange", ""), None)
+
+
+def _prov_text(prov: dict[str, Any], name: str) -> str | None:
+    value = prov.get(name)
+    if isinstance(value, RawValue):
+        value = value.value
+    if isinstance(value, bytes | bytearray):
+        value = bytes(value).decode("utf-8", "replace")
+    return value if isinstance(value, str) else None
+
+
+def first_address(prov: dict[str, Any] | None, found: Address) -> Address:
+    """An earlier replay recorded the first origin's address: it wins over what x-death says now (which
+    names a temporary exchange, or the queue name after a default-exchange replay)."""
+    if prov is None:
+        return found
+    exchange, key = _prov_text(prov, "exchange"), _prov_text(prov, "routing-key")
+    if exchange is None and key is None:
+        return found
+    expiration = _prov_text(prov, "expiration")
+    return Address(exchange if exchange is not None else found.exchange, key if key is not None else found.routing_key,
+                   expiration if expiration is not None else found.expiration)
+
+
+class Routes:
+    """Per target queue, once: the exchange to publish through and whether the message keeps its original
+    routing key, or why its messages stay in the DLQ.
+
+    `exchanges(queue)` gives a temporary exchange bound only to `queue` (None: cannot bind); `router`
+    (the target broker's management API, None when unreachable) checks the default-exchange route.
+    Also load's routes (dlxtool.ops.load)."""
+
+    def __init__(self, default_exchange: bool, *, exchanges: Callable[[str], str | None] | None,
+                 router: Router | None) -> None:
+        self.default_exchange = default_exchange
+        self.exchanges = exchanges
+        self.router = router
+        self.routes: dict[str, tuple[str, bool] | str] = {}
+
+    def __call__(self, target: str) -> tuple[str, bool] | str:
+        route = self.routes.get(target)
+        if route is None:
+            route = self.routes[target] = self._decide(target)
+        return route
+
+    def describe(self, target: str) -> str:
+        """The route in words (the plan, the summary), or why the target's messages stay."""
+        route = self.routes.get(target)
+        if isinstance(route, str):
+            return route
+        return DEFAULT_EXCHANGE if self.default_exchange else ORIGINAL_KEY
+
+    def _decide(self, target: str) -> tuple[str, bool] | str:
+        if not self.default_exchange:
+            name = self.exchanges(target) if self.exchanges else None
+            if name is None:
+                return f"{target}: queue missing (no temporary exchange can be bound to it)"
+            return name, True
+        if self.router is None:
+            return (f"{target}: the default-exchange route needs the management API to check its dead-letter "
+                    "exchange, and it is not reachable")
+        try:
+            drop = self.router.dead_letter_drop(target, target)
+        except DlxtoolError as exc:
+            return f"{target}: cannot check its dead-letter exchange ({exc.message})"
+        if drop:
+            return f"{target}: with the default exchange (routing key {target!r}), {drop}"
+        return "", False
+
+
+class WaitQueues:
+    """Origins of messages that only waited out TTLs, followed through the wait queue's dead-letter route
+    (management API), once per (wait queue, routing key)."""
+
+    def __init__(self, router: Router | None, dlq: str) -> None:
+        self.router = router
+        self.dlq = dlq
+        self._seen: dict[tuple[str, str | None], tuple[Resolved, Address | None]] = {}
+
+    def __call__(self, queue: str, key: str | None) -> tuple[Resolved, Address | None]:
+        found = self._seen.get((queue, key))
+        if found is None:
+            found = self._seen[(queue, key)] = self._resolve(queue, key)
+        return found
+
+    def _resolve(self, queue: str, key: str | None) -> tuple[Resolved, Address | None]:
+        if self.router is None:
+            return Resolved(None, f"only TTL expiries, from {queue!r}: telling a wait queue from the queue a message "
+                                  "expired in needs the management API, which is not reachable"), None
+        resolved = self.router.through_wait_queue(queue, key, self.dlq)
+        if resolved.queue is None or resolved.queue == queue:
+            return resolved, None
+        info = self.router.queue(queue)
+        fixed = info.dead_letter_routing_key if info is not None else None
+        # It arrived in the processing queue through the wait queue's dead-letter exchange, with this key.
+        return resolved, Address(str(info.dead_letter_exchange or "") if info is not None else "",
+                                 str(fixed) if fixed is not None else key)
 
 
 class ReplayDecider:
-    """decide(record) for the engine. `route_for(origin)` gives the exchange to publish through
-    (default ""; the keep-routing-key mode passes a function that sets up the temporary exchange)."""
+    """decide(record) for the engine. `routes(target)` says how to publish to a target (Routes: `replay` and
+    `plan` pass one); without one, the default exchange, unchecked (the engine's own tests).
+    `wait_queues` follows TTL-only histories (WaitQueues); without one, they stay with the reason."""
 
-    def __init__(self, settings: ReplaySettings, *, route_for: Callable[[str], str | None] | None = None,
-                 now: datetime | None = None) -> None:
+    def __init__(self, settings: ReplaySettings, *, routes: Callable[[str], tuple[str, bool] | str] | None = None,
+                 wait_queues: WaitQueues | None = None, now: datetime | None = None) -> None:
         self.s = settings
-        self.route_for = route_for
+        self.routes = routes or (lambda _target: ("", False))
+        self.wait_queues = wait_queues or WaitQueues(None, settings.source)
         self.now = now
         self._filters = settings.selection.describe()
         self._filters_text = "; ".join(f"{k}={v}" for k, v in self._filters.items())
@@ -154,11 +290,12 @@ class ReplayDecider:
 
     def _raw_decider(self) -> Callable[[str, bytes, bytes], Decision | None] | None:
         """decide(routing_key, encoded properties, body) on the bytes, for the engine's fast path, when the C
-        accelerator is built and nothing here needs the decoded message (filters, routing through a
-        temporary exchange). It answers None for any message it leaves to __call__."""
+        accelerator is built and nothing here needs the decoded message (filters). It answers None for any
+        message it leaves to __call__ (the C answers None for what it does not handle: an earlier
+        provenance header with a TTL, a TTL to restore, an origin not named by a failure …)."""
         rewrite = _accelerator()
         s = self.s
-        if rewrite is None or self._selects or s.keep_routing_key:
+        if rewrite is None or self._selects:
             return None
         from dlxtool.broker.frames import encode_amqp_table
 
@@ -171,11 +308,14 @@ class ReplayDecider:
         tail = encode_amqp_table({"filters": self._filters_text})[4:] if self._filters_text else b""
         max_replays, to_queue, keep_history = s.max_replays, s.to_queue, s.keep_history
         fixed_at = None if self.now is None else calendar.timegm(self.now.utctimetuple())
-
+        routes = self.routes
+        celery = CELERY_MARKER
         lineage = self.lineage
 
         def decide_raw(routing_key: str, props: bytes, body: bytes) -> Decision | None:
             if type(routing_key) is not str:  # not UTF-8: __call__ knows what to do with it
+                return None
+            if celery in props and not keep_history:  # maybe a Celery task: its `retries` is reset in Python
                 return None
             fingerprint = source_fingerprint(props, body)
             out = rewrite(props, routing_key.encode(), history, reset, keep_history, head,
@@ -183,13 +323,17 @@ class ReplayDecider:
                           tail + _SRC_ENTRY + fingerprint.encode())
             if out is None:
                 return None
-            origin, count, properties = out
+            origin, count, properties, original_key = out
             if max_replays is not None:
                 why = lineage.decide(fingerprint, raw_provenance_src(props), count, max_replays)
                 if why is not None:
                     return Decision.leave(why)
             target = to_queue or origin
-            return Decision(Action.MOVE, target, "", target, properties)
+            route = routes(target)
+            if isinstance(route, str):
+                return Decision.leave(route)
+            exchange, keeps_key = route
+            return Decision(Action.MOVE, target, exchange, original_key if keeps_key else target, properties)
 
         return decide_raw
 
@@ -204,25 +348,40 @@ class ReplayDecider:
             if why is not None:
                 return Decision.leave(why)
         history = parse_history(record.headers)
-        origin = find_origin(record.headers, history).queue
+        waited = waited_only(history)
+        if waited is not None:
+            resolved, address = self.wait_queues(waited.queue or "", waited.routing_keys[0] if waited.routing_keys
+                                                 else None)
+            origin = resolved.queue
+            if origin is None and not s.to_queue:
+                return Decision.leave(f"no origin: {resolved.why}")
+            if address is None:
+                address = original_address(history, origin)
+        else:
+            origin = find_origin(record.headers, history).queue
+            address = original_address(history, origin)
         target = s.to_queue or origin
         if not target:
             return Decision.leave(NO_ORIGIN)
-        headers = replay_headers(record, source=s.source, history=history, origin=origin,
+        route = self.routes(target)
+        if isinstance(route, str):
+            return Decision.leave(route)
+        address = first_address(provenance(record.headers), address)
+        headers = replay_headers(record, source=s.source, history=history, origin=origin, address=address,
                                  reset_names=self._reset_names, keep_history=s.keep_history,
                                  filters=self._filters_text or None, now=self.now or self._stamp(), count=count,
                                  publish_id=self._next_id(), src=fingerprint)
-        exchange, routing_key = "", target
-        if s.keep_routing_key:
-            routed = self.route_for(target) if self.route_for else None
-            if routed is None:
-                return Decision.leave(f"cannot bind a temporary exchange to {target!r} (queue missing?)")
-            exchange, routing_key = routed, original_address(history, origin)[1] or record.routing_key
+        exchange, keeps_key = route
+        routing_key = (address.routing_key if address.routing_key is not None else record.routing_key) \
+            if keeps_key else target
+        properties = dict(record.properties)
+        if address.expiration is not None and not s.drop_expiration:
+            properties["expiration"] = address.expiration  # the sender's TTL, which dead-lettering took off
         published = MessageRecord(queue=target, body=record.body, exchange=exchange, routing_key=routing_key,
-                                  properties=record.properties, headers=headers)
+                                  properties=properties, headers=headers)
         # = published.pika_properties(), without copying the headers dict built just above
-        properties = self._properties(headers=headers or None, **record.properties)
-        return Decision(Action.MOVE, target, exchange, routing_key, properties, record.body, published)
+        pika_properties = self._properties(headers=headers or None, **properties)
+        return Decision(Action.MOVE, target, exchange, routing_key, pika_properties, record.body, published)
 
     def _next_id(self) -> str:
         self._published += 1
@@ -246,41 +405,45 @@ def _accelerator() -> Callable[..., Any] | None:
 
 
 def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory | None = None,
-                   origin: str | None = None, reset_names: tuple[str, ...] = (), keep_history: bool = False,
-                   filters: str | None = None, now: datetime | None = None,
+                   origin: str | None = None, address: Address | None = None, reset_names: tuple[str, ...] = (),
+                   keep_history: bool = False, filters: str | None = None, now: datetime | None = None,
                    count: int | None = None, publish_id: str | None = None,
                    src: str | None = None) -> dict[str, Any]:
     """The headers a replayed message is published with (replay, and `load --reset-history`): death
     history and retry counters removed unless keep_history, plus the provenance header.
-    `count`: replay_count(record.headers) when the caller has it already; `src`: the source delivery's
-    fingerprint (record_fingerprint), last in the provenance as the fast path writes it."""
+    `count`: replay_count(record.headers) when the caller has it already; `address`: the original
+    exchange, routing key and TTL when the caller has found them (else from the history here); `src`: the
+    source delivery's fingerprint (record_fingerprint), last in the provenance as the fast path writes it."""
     if history is None:
         history = parse_history(record.headers)
         origin = find_origin(record.headers, history).queue
-    orig_exchange, orig_key = original_address(history, origin)
+    if address is None:
+        address = first_address(provenance(record.headers), original_address(history, origin))
     if keep_history:
         headers, removed = dict(record.headers), dict[str, Any]()
     else:
         headers, removed = reset_history(record.headers, reset_names)
     headers.pop(PROVENANCE_HEADER, None)
     # Compact on purpose: it is encoded into every message (and pika's table codec is slow).
-    provenance: dict[str, Any] = {
+    prov: dict[str, Any] = {
         "from": source,
         "at": now or datetime.now(UTC).replace(microsecond=0),
         "id": publish_id or uuid.uuid4().hex,
         "count": (replay_count(record.headers) if count is None else count) + 1,
-        "exchange": orig_exchange,
-        "routing-key": orig_key or record.routing_key,
-        "deaths": summarize(history.deaths, limit=3),
+        "exchange": address.exchange,
+        "routing-key": address.routing_key if address.routing_key is not None else record.routing_key,
     }
+    if address.expiration is not None:
+        prov["expiration"] = address.expiration
+    prov["deaths"] = summarize(history.deaths, limit=3)
     retry = sorted(k for k in removed if k not in HISTORY_HEADERS)
     if retry:
-        provenance["reset"] = ", ".join(f"{k}={_short(removed[k])}" for k in retry)
+        prov["reset"] = ", ".join(f"{k}={_short(removed[k])}" for k in retry)
     if filters:
-        provenance["filters"] = filters
+        prov["filters"] = filters
     if src:
-        provenance["src"] = src
-    headers[PROVENANCE_HEADER] = provenance
+        prov["src"] = src
+    headers[PROVENANCE_HEADER] = prov
     return headers
 
 
@@ -292,14 +455,15 @@ def _short(value: Any) -> str:
 
 
 class TemporaryExchanges:
-    """keep-routing-key mode: one fanout exchange per target queue, bound only to it, deleted at the end.
+    """The original-key route: one fanout exchange per target queue, bound only to it, deleted at the end.
 
     Fanout ignores the routing key, so the message keeps its original key yet reaches exactly one
     queue. Not auto-delete: deleting the queue mid-run must make publishes unroutable (returned),
     not make the exchange vanish (which would close the channel)."""
 
-    def __init__(self, connection: Any, timeout: float = 30.0) -> None:
+    def __init__(self, connection: Any, timeout: float = 30.0, purpose: str = "replay") -> None:
         self.connection = connection
+        self.purpose = purpose  # in the names: dlxtool.replay.…, dlxtool.load.…, dlxtool.purge.…
         self.timeout = timeout
         self.by_queue: dict[str, str | None] = {}  # routing: None = no exchange bound to that queue
         self.declared: list[str] = []              # every exchange that may exist: all deleted at the end
@@ -332,11 +496,23 @@ class TemporaryExchanges:
     def _name(self, queue: str) -> str:
         """Unique per queue (a counter), readable where it fits: a shared, truncated name would bind two
         long-named queues to one fanout exchange and copy every message to both."""
-        prefix = f"dlxtool.replay.{self._tag}.{len(self.declared)}."
+        prefix = f"dlxtool.{self.purpose}.{self._tag}.{len(self.declared)}."
         room = 255 - len(prefix.encode())
         return prefix + queue.encode()[:room].decode("utf-8", "ignore")
 
+    def delete_on(self, publisher: Any) -> None:
+        """Delete them on the channel that published through them, right after the last publish (the broker
+        handles a channel's methods in order, so every publish is routed first) and while the run's own stop
+        handling is in force: nothing then comes between the run and its summary. delete_all then has
+        nothing left to do."""
+        channel = publisher.channel
+        for name in dict.fromkeys(self.declared):
+            channel.call("exchange_delete", name)
+        self.declared.clear()
+
     def delete_all(self) -> None:
+        if not self.declared:
+            return  # nothing declared, or delete_on sent the deletes: the connection's close ends the channel
         for name in dict.fromkeys(self.declared):
             with contextlib.suppress(Exception):  # best effort; the name says what it was
                 self._ch().call("exchange_delete", name)
@@ -352,7 +528,7 @@ class OriginPlan:
     queue: str
     messages: int
     exists: bool | None = None
-    warning: str | None = None
+    route: str = ORIGINAL_KEY
     room: str | None = None        # capacity.Capacity.describe(): "room 0 (max-length 3, drop-head; …)"
     would_stay_full: int = 0       # of `messages`, how many do not fit the origin's room (by count)
     full_reason: str | None = None  # why those stay: "origin full (drop-head would push out its head): q"
@@ -365,6 +541,7 @@ class ReplayPlan:
     looked_at: int
     origins: list[OriginPlan]
     stay: Counter[str]
+    default_exchange: bool = False
 
     @property
     def sampled(self) -> bool:
@@ -375,10 +552,21 @@ class ReplayPlan:
         return {
             "source": self.source, "snapshot": self.snapshot, "looked_at": self.looked_at,
             "sampled": self.sampled, "queue_depth": self.snapshot,
-            "origins": [{"queue": o.queue, "messages": o.messages, "exists": o.exists, "warning": o.warning,
+            "origins": [{"queue": o.queue, "messages": o.messages, "exists": o.exists, "route": o.route,
                          "room": o.room, "would_stay_full": o.would_stay_full} for o in self.origins],
             "stay": dict(self.stay),
         }
+
+    @property
+    def route_note(self) -> str:
+        """What the chosen route changes for consumers (shown under the plan)."""
+        if self.default_exchange:
+            return ("--default-exchange: replayed messages arrive with exchange \"\" and routing key = the queue "
+                    "name, not the key they were published with; consumers and retry ladders that route on the key "
+                    "see the queue name, and a queue whose dead-letter exchange would not route it keeps its "
+                    "messages in the DLQ")
+        return ("each message keeps its original routing key and reaches only its origin (a temporary fanout "
+                "exchange bound only to it, deleted at the end)")
 
 
 def plan_from_survey(source: str, snapshot: int, looked_at: int, plan: Counter[tuple[str, str]]) -> ReplayPlan:
@@ -390,99 +578,225 @@ def plan_from_survey(source: str, snapshot: int, looked_at: int, plan: Counter[t
     return ReplayPlan(source, snapshot, looked_at, origins, stay)
 
 
-def dlx_warning(mgmt: Any, vhost: str, queue: str) -> str | None:
-    """Warn when the queue's dead-letter exchange would not route a message whose routing key is now
-    the queue name (DESIGN: the next dead-lettering of a replayed message could be silently dropped)."""
-    from dlxtool.errors import DlxtoolError
+# -- the workflow --------------------------------------------------------------------------------------
 
-    try:
-        info = mgmt.queue(vhost, queue)
-        dlx = info.dead_letter_exchange
-        if dlx is None or info.dead_letter_routing_key:
-            return None  # no DLX, or its routing key is fixed: the new key does not matter
-        if dlx == "":
-            return None if _queue_exists(mgmt, vhost, queue) else f"dead-letter exchange \"\" has no queue {queue!r}"
-        from urllib.parse import quote
 
-        ex = mgmt.get(f"exchanges/{quote(vhost, safe='')}/{quote(dlx, safe='')}")
-        kind = ex.get("type")
-        if kind == "fanout":
+@dataclass
+class ReplaySession:
+    """What a replay talks to. `management`/`target_management`: clients of the source and target brokers'
+    management API, or None when it cannot be reached (`management_error` says why)."""
+
+    conn: Any
+    target_conn: Any | None = None
+    management: Any | None = None
+    target_management: Any | None = None
+    vhost: str = "/"
+    target_vhost: str = "/"
+    timeout: float = 30.0
+    plan_limit: int = 10_000                       # messages a plan may hold unacked
+    management_error: str | None = None
+    probe_type: Callable[[str], str] | None = None  # classic/quorum/stream over AMQP when the API is unreachable
+    rooms: Rooms | None = None                      # the origins' capacity guard (dlxtool.ops.capacity)
+
+
+@dataclass
+class ReplayRun:
+    plan: ReplayPlan | None = None
+    result: TransferResult | None = None
+    routes: dict[str, str] = field(default_factory=dict)  # target -> how its messages were published
+    refused: bool = False  # nothing moved, and everything selected stayed because its route was not safe
+    # Deletes the temporary exchanges: the caller calls it once the summary is out (a stop signal during a
+    # clean-up before it would cut the summary off).
+    clean_up: Callable[[], None] = field(default=lambda: None, repr=False)
+
+    def refusal(self) -> RefusedError | None:
+        """Exit 6 when the run moved nothing because no route could be made safe (exit 5 when some moved). A
+        run where every message stayed because its origin is full is refused by dlxtool.ops.capacity."""
+        if not self.refused or self.result is None:
             return None
-        bindings = mgmt.get(f"exchanges/{quote(vhost, safe='')}/{quote(dlx, safe='')}/bindings/source")
-        keys = [b.get("routing_key", "") for b in bindings]
-        if kind == "direct" and queue not in keys:
-            return (f"its dead-letter exchange {dlx!r} (direct) has no binding for routing key {queue!r}: the "
-                    "next dead-lettering of a replayed message would be dropped — consider --keep-routing-key")
-        if kind == "topic" and not any(topic_matches(k, queue) for k in keys):
-            return (f"its dead-letter exchange {dlx!r} (topic) does not route routing key {queue!r}: the next "
-                    "dead-lettering of a replayed message would be dropped — consider --keep-routing-key")
-        if kind not in ("direct", "topic"):
-            return None
-        return None
-    except DlxtoolError:
-        return None
+        return RefusedError("nothing replayed, no route is safe: " + ", ".join(
+            f"{why} ({n})" for why, n in sorted(self.result.left.items())) + f"; every message is still in "
+            f"{self.result.source}", hint="fix the cause named above (create the queue, or drop --default-exchange "
+                                         "to keep the original routing key; --allow-displace for a full origin)")
 
 
-def _queue_exists(mgmt: Any, vhost: str, queue: str) -> bool:
-    from dlxtool.errors import NotFoundError
+def run(session: ReplaySession, settings: ReplaySettings, *, dry_run: bool = False,
+        confirm: Callable[[ReplayPlan], None] | None = None, report: Reporter | None = None,
+        start: Callable[[], TransferOptions] | None = None) -> ReplayRun:
+    """Replay's workflow: check the DLQ (stream, tail-republish risk); make a plan on `dry_run` or when there
+    is a `confirm` (None = --yes: no plan; refused on a quorum queue with a delivery limit, as reading counts
+    a delivery attempt) and hand it to `confirm` (shows it, and asks unless dry_run; raises to abort); stop
+    there on `dry_run`; else `start()` (the engine's options: sink, progress) and the pass itself. `report`
+    gets notes and warnings for the operator (stderr)."""
+    report = report or _Silent()
+    info = _queue_info(session, settings.source, report)
+    _check_target_management(session, report)
+    if session.rooms is None:
+        from dlxtool.ops.capacity import rooms
 
+        session.rooms = rooms(session.target_conn or session.conn, session.target_management, session.target_vhost,
+                              session.timeout, role="--to queue" if settings.to_queue else "origin",
+                              allow_displace=settings.allow_displace)
+    out = ReplayRun()
+    if dry_run or confirm is not None:
+        out.plan = plan_for(session, settings, info, report)
+        if confirm is not None:
+            confirm(out.plan)
+        if dry_run:
+            return out
+    options = start() if start is not None else TransferOptions()
+    routes = _routes(session, settings)
+    waits = WaitQueues(_router(session.management, session.vhost), settings.source)
+    exchanges = None if settings.default_exchange else \
+        TemporaryExchanges(session.target_conn or session.conn, session.timeout)
     try:
-        mgmt.queue(vhost, queue)
-        return True
-    except NotFoundError:
-        return False
+        out.result = replay(session.conn, settings, options, target_conn=session.target_conn,
+                            timeout=session.timeout, routes=routes, rooms=session.rooms, wait_queues=waits,
+                            exchanges=exchanges)
+    except BaseException:
+        if exchanges is not None:
+            exchanges.delete_all()
+        raise
+    if exchanges is not None:
+        out.clean_up = exchanges.delete_all
+    out.routes = {t: routes.describe(t) for t in sorted(out.result.moved)}
+    unsafe = {r for r in routes.routes.values() if isinstance(r, str)}
+    r = out.result
+    route_or_full = all(why in unsafe or is_full_reason(why) for why in r.left)
+    out.refused = bool(not r.moved_total and r.left and not r.error and not r.interrupted and route_or_full
+                       and set(r.left) & unsafe)
+    return out
 
 
-def topic_matches(pattern: str, key: str) -> bool:
-    """AMQP topic matching: words split on '.', '*' = one word, '#' = zero or more."""
-    def match(p: list[str], k: list[str]) -> bool:
-        if not p:
-            return not k
-        if p[0] == "#":
-            return any(match(p[1:], k[i:]) for i in range(len(k) + 1))
-        if not k:
-            return False
-        return (p[0] == "*" or p[0] == k[0]) and match(p[1:], k[1:])
+class _Silent:
+    def info(self, message: str) -> None:
+        pass
 
-    return match(pattern.split("."), key.split("."))
+    def warn(self, message: str) -> None:
+        pass
+
+
+def _queue_info(session: ReplaySession, dlq: str, report: Reporter) -> Any:
+    """The DLQ's type and limits from the management API (None when unreachable); refuses a stream and a
+    drop-head length limit (keeping messages republishes them to the tail)."""
+    from dlxtool.errors import ConnectError
+    from dlxtool.ops.purge import passive_declare
+
+    channel = session.conn.channel()
+    passive_declare(channel, dlq, session.vhost)  # a missing DLQ is "not found" (4), API or no API
+    channel.close()
+    if session.management is not None:
+        try:
+            info = session.management.queue(session.vhost, dlq)
+        except ConnectError as exc:
+            session.management, session.management_error = None, exc.message
+    if session.management is None:
+        report.warn(f"check not made: {session.management_error or 'no management API'}: type and limits of "
+                    f"{dlq!r} unknown")
+        return None
+    if info.type == "stream":
+        raise RefusedError(f"{dlq!r} is a stream: messages cannot be removed from it, so it cannot be replayed",
+                           hint="consume it with a stream consumer and publish with `dlxtool load`")
+    from dlxtool.ops.purge import check_tail_republish
+
+    check_tail_republish(info.tail_republish_risk)
+    return info
+
+
+def _check_target_management(session: ReplaySession, report: Reporter) -> None:
+    """Another broker's management API is asked once here: unreachable, it is not asked per target later."""
+    from dlxtool.errors import ConnectError
+
+    if session.target_conn is None:
+        session.target_management = session.management
+        return
+    if session.target_management is None:
+        return
+    try:
+        session.target_management.overview(columns=["rabbitmq_version"])
+    except ConnectError as exc:
+        session.target_management = None
+        report.warn(f"cannot reach the target broker's management API ({exc.message}): routes are not checked there")
+
+
+def plan_for(session: ReplaySession, settings: ReplaySettings, info: Any, report: Reporter) -> ReplayPlan:
+    """The plan, refused where reading (and giving back) counts a delivery attempt against a limit."""
+    qtype = info.type if info is not None else (session.probe_type(settings.source) if session.probe_type else None)
+    if qtype == "quorum" and (info is None or info.delivery_limit is not None):
+        limit = "an unknown delivery-limit (management API not reachable)" if info is None else \
+            f"delivery-limit {info.delivery_limit}"
+        raise RefusedError(
+            f"{settings.source!r} is a quorum queue with {limit}: showing a plan "
+            "means reading and returning messages, which counts as a delivery attempt and can dead-letter them",
+            hint="pass --yes to replay without a plan (replay itself never returns messages it has read)")
+    result = plan(session.conn, settings, max_messages=session.plan_limit, target_conn=session.target_conn,
+                  timeout=session.timeout, rooms=session.rooms,
+                  router=_router(session.target_management, session.target_vhost),
+                  wait_router=_router(session.management, session.vhost))
+    if qtype == "quorum" and result.looked_at:
+        report.info(f"the plan read {result.looked_at} messages and gave them back in place, in order; on a quorum "
+               "queue each of them now counts one more delivery attempt (x-delivery-count; no limit is set)")
+    return result
+
+
+def _router(mgmt: Any | None, vhost: str) -> Router | None:
+    return Router(mgmt, vhost) if mgmt is not None else None
+
+
+def _routes(session: ReplaySession, settings: ReplaySettings) -> Routes:
+    return Routes(settings.default_exchange, exchanges=None,
+                  router=_router(session.target_management, session.target_vhost))
 
 
 # -- running -----------------------------------------------------------------------------------------
 
 
 def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_conn: Any | None = None,
-           timeout: float = 30.0, rooms: Rooms | None = None) -> Any:
-    """Run the replay pass; returns the engine's TransferResult. With `rooms` (dlxtool.ops.capacity), a
-    message whose origin has no room left stays in the DLQ: "origin full (drop-head would push out its head)"."""
+           timeout: float = 30.0, routes: Routes | None = None, wait_queues: WaitQueues | None = None,
+           rooms: Rooms | None = None, exchanges: TemporaryExchanges | None = None) -> Any:
+    """Run the replay pass; returns the engine's TransferResult. The original-key route's temporary
+    exchanges are declared as targets come up and all deleted at the end. With `rooms`
+    (dlxtool.ops.capacity), a message whose origin has no room left stays in the DLQ: "origin full
+    (drop-head would push out its head)". `exchanges` given: the caller deletes them."""
     from dlxtool.ops.engine import Transfer
 
     if rooms is not None:
         rooms.forget()  # the plan's figures are as old as the user's reading of it
         options.admit = rooms.admit
 
-    exchanges = TemporaryExchanges(target_conn or source_conn, timeout) if settings.keep_routing_key else None
-    decider = ReplayDecider(settings, route_for=exchanges)
+    routes = routes or Routes(settings.default_exchange, exchanges=None, router=None)
+    owned = exchanges is None
+    if owned and not settings.default_exchange:
+        exchanges = TemporaryExchanges(target_conn or source_conn, timeout)
+    routes.exchanges = exchanges
+    decider = ReplayDecider(settings, routes=routes, wait_queues=wait_queues)
     options.limit = settings.selection.limit
     try:
         return Transfer(source_conn, settings.source, decider, target_conn=target_conn, options=options,
                         timeout=timeout).run()
     finally:
-        if exchanges is not None:
+        if owned and exchanges is not None:
             exchanges.delete_all()
 
 
 def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, target_conn: Any | None = None,
-         timeout: float = 30.0, rooms: Rooms | None = None) -> ReplayPlan:
-    """What a replay would do, from the first max_messages messages (given back in order afterwards);
-    with `rooms`, each origin's room and how many of its messages would stay because it is full."""
+         timeout: float = 30.0, rooms: Rooms | None = None, router: Router | None = None,
+         wait_router: Router | None = None) -> ReplayPlan:
+    """What a replay would do, from the first max_messages messages (given back in order afterwards).
+    No temporary exchange is declared; a target that does not exist is shown as such (`exists`). With
+    `rooms`, each origin's room and how many of its messages would stay because it is full."""
     from dlxtool.ops.survey import survey
 
-    decider = ReplayDecider(settings, route_for=lambda _queue: "(temporary exchange)")
+    conn = target_conn or source_conn
+    routes = Routes(settings.default_exchange, exchanges=lambda _q: "(temporary exchange)", router=router)
+    decider = ReplayDecider(settings, routes=routes, wait_queues=WaitQueues(wait_router, settings.source))
     result = survey(source_conn, settings.source, decider, max_messages=max_messages,
                     limit=settings.selection.limit, timeout=timeout)
     out = plan_from_survey(settings.source, result.snapshot, result.looked_at, result.plan)
+    out.default_exchange = settings.default_exchange
     for origin in out.origins:
-        origin.exists = queue_exists(target_conn or source_conn, origin.queue, timeout)
+        origin.exists = queue_exists(conn, origin.queue, timeout)
+        origin.route = routes.describe(origin.queue)
         if rooms is not None and origin.exists:
             cap = rooms.capacity(origin.queue)
             origin.room = cap.describe()

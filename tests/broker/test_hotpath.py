@@ -22,6 +22,7 @@ from pika.compat import long
 from dlxtool.amqp_values import RawValue
 from dlxtool.broker import hotpath
 from dlxtool.broker.frames import decode_properties, encode_properties
+from dlxtool.deaths import CELERY_MARKER
 from dlxtool.ops.engine import Action, Decision
 from dlxtool.ops.replay import PROVENANCE_HEADER, ReplayDecider, ReplaySettings
 from dlxtool.record import MessageRecord
@@ -78,9 +79,12 @@ def dead_letters(draw: Any) -> tuple[str, Any]:
         headers[name] = draw(st.text(max_size=60) | st.integers(-2**40, 2**40) | big_l(st.integers(-2**40, 2**40))
                              | st.lists(st.text(max_size=5)))
     if draw(st.booleans()):
-        headers[PROVENANCE_HEADER] = {"from": "dlq", "count": draw(st.integers(0, 2**31 - 2)
-                                                                   | big_l(st.integers(0, 2**31 - 2))),
-                                      "deaths": draw(st.text(max_size=10))}
+        prov = {"from": "dlq", "count": draw(st.integers(0, 2**31 - 2) | big_l(st.integers(0, 2**31 - 2))),
+                "deaths": draw(st.text(max_size=10))}
+        # an earlier replay's first-origin address: it wins over x-death's
+        for name in draw(st.lists(st.sampled_from(["exchange", "routing-key"]), unique=True)):
+            prov[name] = draw(queue_names)
+        headers[PROVENANCE_HEADER] = prov
     items = list(headers.items())
     draw(st.randoms()).shuffle(items)
     props = pika.BasicProperties(
@@ -93,10 +97,18 @@ def dead_letters(draw: Any) -> tuple[str, Any]:
     return draw(queue_names), props
 
 
+def default_exchange_route(target: str) -> tuple[str, bool] | str:
+    """Routes for --default-exchange as the management API would answer them: one target's dead-letter
+    exchange would drop the queue name (its messages stay), the others go on the default exchange."""
+    return "elsewhere: with the default exchange, it would drop" if target == "elsewhere" else ("", False)
+
+
 def deciders(**overrides: Any) -> tuple[ReplayDecider, ReplayDecider]:
-    """Two deciders that stamp the same time and ids: one for each path."""
+    """Two deciders that stamp the same time and ids: one for each path. Routes: the original routing key
+    through "(temporary exchange)", or the default exchange for default_exchange=True."""
     settings_ = ReplaySettings(source="orders.dlq", **overrides)
-    a, b = ReplayDecider(settings_, now=NOW), ReplayDecider(settings_, now=NOW)
+    routes = default_exchange_route if settings_.default_exchange else lambda _t: ("(temporary exchange)", True)
+    a, b = ReplayDecider(settings_, now=NOW, routes=routes), ReplayDecider(settings_, now=NOW, routes=routes)
     b._run_id = a._run_id  # noqa: SLF001
     return a, b
 
@@ -114,9 +126,14 @@ def assert_same(python: Decision, fast: Decision) -> None:
 
 
 def expects_fast(props: Any, **overrides: Any) -> bool:
-    """Where the C path must answer: a failure death with a queue, retry counters it can render."""
+    """Where the C path must answer: a failure death with a queue and no TTL to restore, retry counters it can
+    render."""
     headers = props.headers
-    failure = any(d["reason"] in ("rejected", "maxlen", "delivery_limit") and d["queue"] for d in headers["x-death"])
+    origin = next((d for d in headers["x-death"] if d["reason"] in ("rejected", "maxlen", "delivery_limit")
+                   and d["queue"]), None)
+    failure = origin is not None and "original-expiration" not in origin
+    if CELERY_MARKER in encode_properties(props) and not overrides.get("keep_history"):
+        return False  # the bytes of a header lang="py" (maybe a Celery task, whose retries Python resets)
     reset = {"x-retry-count", "x-delivery-attempts", *overrides.get("reset_headers", ())}
     renders = all(type(headers[k]) in (int, str) or (type(headers[k]) is RawValue and headers[k].kind == "L")
                   for k in reset if k in headers)
@@ -124,8 +141,11 @@ def expects_fast(props: Any, **overrides: Any) -> bool:
 
 
 @pytest.mark.parametrize("overrides", [{}, {"keep_history": True}, {"reset_headers": ("count", "x-custom-retries")},
-                                       {"to_queue": "elsewhere"}, {"max_replays": 3}],
-                         ids=["default", "keep-history", "reset-header", "to", "max-replays"])
+                                       {"to_queue": "elsewhere"}, {"max_replays": 3}, {"default_exchange": True},
+                                       {"default_exchange": True, "to_queue": "elsewhere"},
+                                       {"drop_expiration": True}],
+                         ids=["default", "keep-history", "reset-header", "to", "max-replays", "default-exchange",
+                              "default-exchange-stays", "drop-expiration"])
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(letter=dead_letters())
 def test_fast_path_publishes_what_the_python_path_publishes(overrides: dict[str, Any], letter: Any) -> None:
@@ -151,7 +171,9 @@ def test_a_broker_shaped_dead_letter_is_rewritten_as_documented() -> None:
     })
     slow, fast = deciders()
     answer = fast.raw("orders.work", encode_properties(props), BODY)
-    assert answer is not None and answer.routing_key == "orders.work"
+    # the original routing key (x-death at the origin), through the route's exchange
+    assert answer is not None and (answer.group, answer.exchange, answer.routing_key) == (
+        "orders.work", "(temporary exchange)", "order.created")
     published = decode_properties(answer.properties)
     assert published.content_type == "application/x-protobuf" and published.delivery_mode == 2
     assert list(published.headers) == ["tenant", PROVENANCE_HEADER]
@@ -161,6 +183,35 @@ def test_a_broker_shaped_dead_letter_is_rewritten_as_documented() -> None:
     assert prov["deaths"] == "expired×3 from orders.wait, rejected×2 from orders.work"
     assert prov["reset"] == "x-retry-count=4"
     assert_same(python_path(slow, "orders.work", props), answer)
+
+
+def test_a_second_replay_keeps_the_first_origins_key_in_c_as_in_python() -> None:
+    """After one replay through a temporary exchange, x-death names that exchange; the provenance holds the
+    first origin's exchange and routing key, and both paths publish with those."""
+    props = pika.BasicProperties(headers={
+        "x-death": [{"count": long(1), "reason": "rejected", "queue": "orders.work", "time": NOW,
+                     "exchange": "dlxtool.replay.1234.0.orders.work", "routing-keys": ["order.created"]}],
+        PROVENANCE_HEADER: {"from": "orders.dlq", "count": 1, "exchange": "orders", "routing-key": "order.placed"}})
+    slow, fast = deciders()
+    answer = fast.raw("orders.work", encode_properties(props), BODY)
+    assert answer is not None and answer.routing_key == "order.placed"
+    prov = decode_properties(answer.properties).headers[PROVENANCE_HEADER]
+    assert (prov["exchange"], prov["routing-key"], prov["count"]) == ("orders", "order.placed", 2)
+    assert_same(python_path(slow, "orders.work", props), answer)
+
+
+def test_a_ttl_to_restore_is_left_to_python_which_restores_it() -> None:
+    props = pika.BasicProperties(headers={
+        "x-death": [{"count": long(1), "reason": "rejected", "queue": "q", "time": NOW, "routing-keys": ["k"],
+                     "original-expiration": "600000"}]})
+    slow, fast = deciders()
+    assert fast.raw("q", encode_properties(props), BODY) is None
+    published = python_path(slow, "q", props)
+    assert published.properties.expiration == "600000"
+    assert published.properties.headers[PROVENANCE_HEADER]["expiration"] == "600000"
+    dropped = python_path(deciders(drop_expiration=True)[0], "q", props)
+    assert dropped.properties.expiration is None
+    assert dropped.properties.headers[PROVENANCE_HEADER]["expiration"] == "600000"
 
 
 def test_the_loop_guard_leaves_it_with_the_same_reason() -> None:
@@ -301,3 +352,20 @@ def test_publish_frames_in_c_are_the_python_frames(channel: int, method: bytes, 
     assert hotpath.active is not None
     assert hotpath.active.publish_frames(channel, method, props, body, body_max) == frames._py_frames(  # noqa: SLF001
         channel, method, body, props, body_max)
+
+
+def test_a_celery_task_gets_its_retries_reset_in_python_not_removed() -> None:
+    """Celery counts attempts in its `retries` header (task protocol 2) and needs the header: it is set back
+    to 0 (recorded in the provenance), and the C path leaves such messages to Python."""
+    celery = {"lang": "py", "task": "orders.charge", "id": "5f0c", "retries": 3, "root_id": "5f0c"}
+    props = pika.BasicProperties(content_type="application/json", headers={
+        **celery, "x-death": [{"count": long(1), "reason": "rejected", "queue": "celery", "time": NOW,
+                               "routing-keys": ["celery"]}]})
+    slow, fast = deciders()
+    assert fast.raw("celery", encode_properties(props), BODY) is None
+    published = python_path(slow, "celery", props)
+    assert published.properties.headers["retries"] == 0
+    assert published.properties.headers["task"] == "orders.charge"
+    assert published.properties.headers[PROVENANCE_HEADER]["reset"] == "retries=3"
+    kept = python_path(deciders(keep_history=True)[0], "celery", props)
+    assert kept.properties.headers["retries"] == 3

@@ -108,6 +108,31 @@ def test_move_to_parks_the_selected_messages_unchanged(run, broker, qname) -> No
     assert [b for b, _h in broker.snapshot(qname)] == [b for i, b in enumerate(sent) if i % 3]
 
 
+def test_move_to_keeps_the_routing_key_so_a_direct_dlx_still_routes_the_next_failure(run, broker, qname) -> None:
+    """Issue 15 §1 for purge --move-to: the parking queue dead-letters through a direct exchange bound by
+    the original key only; the moved message keeps that key (not the parking queue's name), so rejecting it
+    there lands it in the DLQ instead of dropping it."""
+    parked, dlq, dlx, ex = f"{qname}.parked", f"{qname}.dlq", f"{qname}.dlx", f"{qname}.in"
+    with broker.channel() as ch:
+        ch.exchange_declare(dlx, "direct")
+        ch.queue_declare(dlq)
+        ch.queue_bind(dlq, dlx, "order.created")
+        ch.queue_declare(parked, arguments={"x-dead-letter-exchange": dlx})
+        ch.queue_declare(qname)
+        ch.exchange_declare(ex, "direct")
+        ch.queue_bind(qname, ex, "order.created")
+        ch.basic_publish(ex, "order.created", b"m", pika.BasicProperties(type="bad"), mandatory=True)
+    result = purge(run, broker, qname, "--type", "bad", "--move-to", parked, "--yes")
+    assert result.exit_code == 0, result.stderr
+    with broker.channel() as ch:
+        method, _props, body = ch.basic_get(parked)
+        assert (method.routing_key, body) == ("order.created", b"m")
+        ch.basic_nack(method.delivery_tag, requeue=False)
+    assert broker.wait_depth(dlq, 1) == 1
+    assert not [e for e in broker.mgmt.get(f"exchanges/{broker.vhost}")
+                if e["name"].startswith("dlxtool.") and qname in e["name"]]
+
+
 def test_move_to_a_missing_queue_is_refused_before_anything(run, broker, qname) -> None:
     with broker.channel() as ch:
         ch.queue_declare(qname)

@@ -8,6 +8,7 @@ import time
 import pika
 import pytest
 
+from dlxtool.ops import replay as replay_ops
 from dlxtool.ops.record_files import read_records
 from tests.support import retry_topologies as rt
 
@@ -107,7 +108,9 @@ def test_properties_and_body_unchanged(run, broker, qname, hotpath) -> None:
     assert body == b"\x00\xffbinary"
     for name, value in rt.PROPS.items():
         assert getattr(props, name) == (value if name != "message_id" else "m-0"), name
-    assert (method.exchange, method.routing_key) == ("", f"{qname}.o")
+    # its original routing key (published to the default exchange: the queue name), through the temporary
+    # exchange bound only to the origin
+    assert method.exchange.startswith("dlxtool.replay.") and method.routing_key == f"{qname}.o"
 
 
 def raw_properties(broker, queue: str) -> bytes:
@@ -285,7 +288,8 @@ def test_unroutable_and_no_origin_stay_and_exit_5(run, broker, qname) -> None:
     summary = json.loads(result.stdout)
     assert summary["moved"] == {f"{qname}.ok": 2}
     assert summary["left"]["no origin in the death history"] == 1
-    assert sum(n for why, n in summary["left"].items() if why.startswith("returned")) == 4
+    # the original-key route binds a temporary exchange to the origin: a deleted origin cannot be bound
+    assert summary["left"][f"{qname}.gone: queue missing (no temporary exchange can be bound to it)"] == 4
     left = broker.snapshot(top.dlq)
     assert sorted(b for b, _ in left) == sorted([*bodies("g", 4), b"no history"])
     assert all("x-death" in h for b, h in left if b != b"no history")  # stayed unchanged
@@ -344,7 +348,7 @@ def test_reset_header_save_and_to(run, broker, qname, tmp_path) -> None:
     assert record.queue == other and record.headers == props.headers and record.body == b"a"
 
 
-def test_keep_routing_key_reaches_only_the_origin(run, broker, qname) -> None:
+def test_the_original_routing_key_reaches_only_the_origin(run, broker, qname) -> None:
     origin = f"{qname}.o"
     with broker.channel() as ch:
         top = rt.dead_letter_target(ch, qname)
@@ -353,17 +357,20 @@ def test_keep_routing_key_reaches_only_the_origin(run, broker, qname) -> None:
         ch.queue_bind(f"{qname}.audit", exchange, "#")  # would get a copy if we went through `exchange`
         ch.queue_purge(f"{qname}.audit")
     wait_depth(broker, top.dlq, 1)
-    result = replay(run, broker, top.dlq, "--yes", "--keep-routing-key")
+    result = replay(run, broker, top.dlq, "--yes")  # the default
     assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["routes"] == {origin: replay_ops.ORIGINAL_KEY}
     [(method, _p, body)] = broker.drain(origin)
     assert (method.routing_key, body) == ("order.created", b"a")
     assert broker.queue_depth(f"{qname}.audit") == 0
     exchanges = broker.mgmt.get(f"exchanges/{broker.vhost}")
-    assert not [e for e in exchanges if e["name"].startswith("dlxtool.replay.")]
+    assert not [e for e in exchanges if e["name"].startswith("dlxtool.replay.") and qname in e["name"]]
 
 
-def test_warns_when_the_dead_letter_exchange_would_not_route(run, broker, qname) -> None:
-    origin = f"{qname}.o"
+def test_default_exchange_is_opt_in_and_keeps_what_its_dead_letter_exchange_would_drop(run, broker, qname) -> None:
+    """--default-exchange: an origin whose direct DLX does not route the queue name keeps its messages in
+    the DLQ with the reason (exit 5); an origin with a fanout DLX goes on the default exchange."""
+    origin, fine = f"{qname}.o", f"{qname}.fine"
     with broker.channel() as ch:
         ch.exchange_declare(f"{qname}.direct-dlx", "direct")
         ch.queue_declare(f"{qname}.dlq")
@@ -373,10 +380,26 @@ def test_warns_when_the_dead_letter_exchange_would_not_route(run, broker, qname)
         ch.queue_bind(origin, f"{qname}.in", "orders.created")
         ch.basic_publish(f"{qname}.in", "orders.created", b"a", mandatory=True)
         rt.reject_all(ch, origin, 1)
-    wait_depth(broker, f"{qname}.dlq", 1)
-    result = replay(run, broker, f"{qname}.dlq", "--yes")
-    assert result.exit_code == 0
-    assert "--keep-routing-key" in result.stderr and "would be dropped" in result.stderr
+        ch.exchange_declare(f"{qname}.fan-dlx", "fanout")
+        ch.queue_bind(f"{qname}.dlq", f"{qname}.fan-dlx")
+        ch.queue_declare(fine, arguments={"x-dead-letter-exchange": f"{qname}.fan-dlx"})
+        ch.basic_publish("", fine, b"b", mandatory=True)
+        rt.reject_all(ch, fine, 1)
+    wait_depth(broker, f"{qname}.dlq", 2)
+    plan = replay(run, broker, f"{qname}.dlq", "--dry-run", "--default-exchange")
+    assert plan.exit_code == 0, plan.stderr
+    stay = json.loads(plan.stdout)["plan"]["stay"]
+    [reason] = stay
+    assert stay[reason] == 1 and reason.startswith(f"{origin}: ") and "would drop" in reason
+
+    result = replay(run, broker, f"{qname}.dlq", "--yes", "--default-exchange")
+    assert result.exit_code == 5, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["moved"] == {fine: 1} and summary["left"] == {reason: 1}
+    assert summary["routes"] == {fine: replay_ops.DEFAULT_EXCHANGE}
+    [(method, _p, body)] = broker.drain(fine)
+    assert (method.exchange, method.routing_key, body) == ("", fine, b"b")
+    assert [b for b, _h in broker.snapshot(f"{qname}.dlq")] == [b"a"]
 
 
 def test_target_broker_profile(run, broker, qname, tmp_path) -> None:
@@ -444,11 +467,11 @@ def test_keep_routing_key_deletes_every_temporary_exchange_even_when_a_bind_fail
     assert result.exit_code == 5, result.stderr
     summary = json.loads(result.stdout)
     assert summary["moved"] == {ok: 3}
-    assert summary["left"] == {f"cannot bind a temporary exchange to {gone!r} (queue missing?)": 2}
+    assert summary["left"] == {f"{gone}: queue missing (no temporary exchange can be bound to it)": 2}
     assert sorted(b for _m, _p, b in broker.drain(ok)) == bodies("k", 3)
     assert sorted(b for b, _h in broker.snapshot(top.dlq)) == bodies("g", 2)
     exchanges = broker.mgmt.get(f"exchanges/{broker.vhost}")
-    assert [e["name"] for e in exchanges if e["name"].startswith("dlxtool.replay.")] == []
+    assert [e["name"] for e in exchanges if e["name"].startswith("dlxtool.replay.") and qname in e["name"]] == []
 
 
 def test_keep_routing_key_gives_long_origin_names_their_own_exchange(run, broker, qname) -> None:

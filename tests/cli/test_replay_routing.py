@@ -1,0 +1,184 @@
+"""Replay keeps what the application routes on (issue 20, issue 15 §1), against the real broker.
+
+Every death here is made by the broker: real rejects, real TTL expiry in wait queues, a real consumer
+loop that retries and parks as applications do (tests/support/retry_app.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pika
+import pytest
+
+from tests.support import retry_topologies as rt
+from tests.support.retry_app import Ladder, wait_until
+
+
+def replay(run, broker, *args: str):
+    return run("replay", *args, "--url", broker.url, "--format", "json")
+
+
+def depth(broker, queue: str) -> int:
+    return broker.queue_depth(queue)
+
+
+def no_temporary_exchanges(broker, qname: str) -> bool:
+    """None of this test's (the vhost is shared by the session: killed runs elsewhere may leave theirs)."""
+    return not [e for e in broker.mgmt.get(f"exchanges/{broker.vhost}")
+                if e["name"].startswith("dlxtool.") and qname in e["name"]]
+
+
+@pytest.mark.parametrize("form", ["a", "b"])
+def test_retry_ladder_premature_replay_parks_again_and_fixed_replay_processes_all(run, broker, qname, form) -> None:
+    """(a) the app parks after its last retry: the deaths are only TTL expiries from the wait queues, and the
+    origin is the work queue the last wait queue sends messages back to. (b) the app nacks and the work
+    queue's DLX parks. Either way: a premature replay (app still broken) parks every message again, none
+    lost; after the fix, a replay gets every message processed, with its original routing key."""
+    ladder = Ladder(qname, form, broker.url)
+    bodies = {key: f"{form}-{key}".encode() for key in ("order.created", "order.updated")}
+    with broker.channel() as ch:
+        ladder.declare(ch)
+    ladder.broken.set()
+    ladder.start()
+    try:
+        with broker.channel() as ch:
+            ladder.publish(ch, bodies)
+        wait_until(lambda: depth(broker, ladder.parking) == 2, "the first parking")
+        [(_b, headers)] = broker.snapshot(ladder.parking)[:1]
+        reasons = {d["reason"] for d in headers["x-death"]}
+        assert reasons == ({"expired"} if form == "a" else {"expired", "rejected"})
+
+        history = run("history", ladder.parking, "--url", broker.url, "--format", "json")
+        assert history.exit_code == 0, history.stderr
+        assert {(i["origin"], i["origin_why"].startswith("after waiting in" if form == "a" else "most recent"))
+                for i in json.loads(history.stdout)} == {(ladder.work, True)}  # never the wait queue
+
+        plan = replay(run, broker, ladder.parking, "--dry-run")
+        assert plan.exit_code == 0, plan.stderr
+        assert [(o["queue"], o["messages"]) for o in json.loads(plan.stdout)["plan"]["origins"]] == \
+            [(ladder.work, 2)]
+
+        premature = replay(run, broker, ladder.parking, "--yes")
+        assert premature.exit_code == 0, premature.stderr
+        assert json.loads(premature.stdout)["moved"] == {ladder.work: 2}
+        # the app retries 3 times (its counter was reset) and parks again: nothing dropped on the way
+        wait_until(lambda: depth(broker, ladder.parking) == 2, "the second parking")
+        assert sorted(b for b, _h in broker.snapshot(ladder.parking)) == sorted(bodies.values())
+        assert ladder.processed == []
+
+        ladder.broken.clear()
+        fixed = replay(run, broker, ladder.parking, "--yes")
+        assert fixed.exit_code == 0, fixed.stderr
+        wait_until(lambda: len(ladder.processed) == 2, "processing after the fix")
+        assert sorted(ladder.processed) == sorted(bodies.items())  # each with its original routing key
+        assert depth(broker, ladder.parking) == 0
+        for tier in (1, 2, 3):
+            assert depth(broker, ladder.wait_queue(tier)) == 0
+        assert no_temporary_exchanges(broker, qname)
+    finally:
+        ladder.stop()
+
+
+def test_a_wait_queue_whose_way_out_leads_nowhere_is_no_origin(run, broker, qname) -> None:
+    """Only TTL expiries, and the wait queue's dead-letter route reaches no queue any more: the message stays
+    with the reason (exit 5), and nothing is sent to the wait queue."""
+    ladder = Ladder(qname, "a", broker.url)
+    with broker.channel() as ch:
+        ladder.declare(ch)
+    ladder.broken.set()
+    ladder.start()
+    try:
+        with broker.channel() as ch:
+            ladder.publish(ch, {"order.created": b"lost?"})
+        wait_until(lambda: depth(broker, ladder.parking) == 1, "the parking")
+    finally:
+        ladder.stop()
+    with broker.channel() as ch:
+        ch.queue_unbind(ladder.work, ladder.exchange, "order.created")
+    result = replay(run, broker, ladder.parking, "--yes")
+    assert result.exit_code == 5, result.stderr
+    [(reason, n)] = json.loads(result.stdout)["left"].items()
+    assert n == 1 and reason.startswith("no origin: only TTL expiries") and "routes to no queue" in reason
+    assert ladder.wait_queue(3) in reason
+    assert [b for b, _h in broker.snapshot(ladder.parking)] == [b"lost?"]
+    assert all(depth(broker, ladder.wait_queue(t)) == 0 for t in (1, 2, 3))
+
+
+def topic_to_direct_dlx(ch, qname: str) -> tuple[str, str, str]:
+    """Issue 15 §1: topic exchange `ex` -> o.q by `order.*`; o.q dead-letters to a direct exchange whose only
+    binding, `order.created`, leads to the DLQ."""
+    ex, origin, dlq, dlx = f"{qname}.ex", f"{qname}.o", f"{qname}.dlq", f"{qname}.dlx.direct"
+    ch.exchange_declare(ex, "topic")
+    ch.exchange_declare(dlx, "direct")
+    ch.queue_declare(dlq)
+    ch.queue_bind(dlq, dlx, "order.created")
+    ch.queue_declare(origin, arguments={"x-dead-letter-exchange": dlx})
+    ch.queue_bind(origin, ex, "order.*")
+    return ex, origin, dlq
+
+
+def test_topic_to_direct_dlx_a_replayed_message_that_fails_again_is_still_in_a_queue(run, broker, qname) -> None:
+    """After a replay and a second reject, the message is in the DLQ again (the default-exchange route put
+    it in o.q with routing key o.q, which the direct DLX routes nowhere: gone). A consumer that dispatches
+    on the routing key gets `order.created` after one and after two replays; the provenance keeps the first
+    origin's exchange."""
+    with broker.channel() as ch:
+        ex, origin, dlq = topic_to_direct_dlx(ch, qname)
+        ch.basic_publish(ex, "order.created", b"order-1", mandatory=True)
+        rt.reject_all(ch, origin, 1)
+    broker.wait_depth(dlq, 1)
+    for round_ in (1, 2):
+        result = replay(run, broker, dlq, "--yes")
+        assert result.exit_code == 0, result.stderr
+        assert json.loads(result.stdout)["moved"] == {origin: 1}
+        with broker.channel() as ch:
+            method, props, body = ch.basic_get(origin)
+            assert method is not None and body == b"order-1"
+            assert method.routing_key == "order.created", round_  # what a key-dispatching consumer reads
+            prov = props.headers["dlxtool-replay"]
+            assert (prov["exchange"], prov["routing-key"], prov["count"]) == (ex, "order.created", round_)
+            ch.basic_nack(method.delivery_tag, requeue=False)  # it fails again
+        broker.wait_depth(dlq, 1)
+        assert depth(broker, origin) == 0
+    assert no_temporary_exchanges(broker, qname)
+
+
+def test_per_message_ttl_is_restored_and_recorded(run, broker, qname) -> None:
+    origin = f"{qname}.o"
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        ch.queue_declare(origin, arguments={"x-dead-letter-exchange": top.dlx})
+        for body in (b"t1", b"t2"):
+            ch.basic_publish("", origin, body, pika.BasicProperties(expiration="600000"), mandatory=True)
+        rt.reject_all(ch, origin, 2)
+    broker.wait_depth(top.dlq, 2)
+    [(_b, headers)] = broker.snapshot(top.dlq)[:1]
+    assert headers["x-death"][0]["original-expiration"] == "600000"  # the broker moved it there
+
+    result = replay(run, broker, top.dlq, "--yes", "--limit", "1")
+    assert result.exit_code == 0, result.stderr
+    [(_m, props, body)] = broker.drain(origin)
+    assert (body, props.expiration) == (b"t1", "600000")
+    assert props.headers["dlxtool-replay"]["expiration"] == "600000"
+
+    dropped = replay(run, broker, top.dlq, "--yes", "--drop-expiration")
+    assert dropped.exit_code == 0, dropped.stderr
+    [(_m, props, body)] = broker.drain(origin)
+    assert (body, props.expiration) == (b"t2", None)
+    assert props.headers["dlxtool-replay"]["expiration"] == "600000"
+
+
+def test_nothing_moved_because_no_route_is_safe_is_refused_with_exit_6(run, broker, qname) -> None:
+    """The only origin's direct DLX would drop the queue name: with --default-exchange nothing can go, and
+    the run says so with exit 6 (refused), every message still in the DLQ."""
+    with broker.channel() as ch:
+        ex, origin, dlq = topic_to_direct_dlx(ch, qname)
+        for _ in range(3):
+            ch.basic_publish(ex, "order.created", b"x", mandatory=True)
+        rt.reject_all(ch, origin, 3)
+    broker.wait_depth(dlq, 3)
+    result = replay(run, broker, dlq, "--yes", "--default-exchange")
+    assert result.exit_code == 6, result.stderr
+    assert "no route is safe" in result.stderr and "would drop" in result.stderr
+    assert json.loads(result.stdout)["moved"] == {}
+    assert depth(broker, dlq) == 3 and depth(broker, origin) == 0
