@@ -63,7 +63,10 @@ reject-publish-dlx would push out its own oldest messages (or dead-letter
 copies) to make room. Replay moves only what fits (room = limit - ready -
 unacked, counted down per message, shown in the plan); the rest stays in
 the DLQ: "origin full (drop-head would push out its head)". Exit 5, or 6
-when nothing fit. --allow-displace replays anyway.
+when nothing fit. Without the management API no limit can be read: an
+origin takes nothing, and a non-empty DLQ (what stays is republished to its
+tail) is refused before anything is read (exit 6). --allow-displace
+replays anyway.
 
 \b
 Count reset (default): x-death, x-first-death-*, x-last-death-*, CC, BCC,
@@ -116,7 +119,7 @@ Examples:
               help="Do not restore a message's per-message TTL (expiration) from its death history.")
 @click.option("--allow-displace", is_flag=True,
               help="Replay into a full origin with overflow drop-head/reject-publish-dlx anyway (it pushes out its "
-                   "oldest messages or dead-letters copies).")
+                   "oldest messages or dead-letters copies), or into queues whose limits cannot be read.")
 @click.option("--target-broker", metavar="NAME", shell_complete=complete_broker,
               help="Publish to the origin queues on this broker profile.")
 @click.option("--save", "save_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE",

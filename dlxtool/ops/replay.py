@@ -630,6 +630,8 @@ def run(session: ReplaySession, settings: ReplaySettings, *, dry_run: bool = Fal
     gets notes and warnings for the operator (stderr)."""
     report = report or _Silent()
     info = _queue_info(session, settings.source, report)
+    if info is None and not dry_run:
+        _refuse_unread_dlq_limits(session, settings)
     _check_target_management(session, report)
     if session.rooms is None:
         from dlxtool.ops.capacity import rooms
@@ -701,6 +703,22 @@ def _queue_info(session: ReplaySession, dlq: str, report: Reporter) -> Any:
 
     check_tail_republish(info.tail_republish_risk)
     return info
+
+
+def _refuse_unread_dlq_limits(session: ReplaySession, settings: ReplaySettings) -> None:
+    """Messages that stay are republished to the DLQ's tail; with its limits unread (no management API) it
+    may be a full drop-head queue that would push out its head for each of them. Refused (exit 6) before
+    anything is read, unless --allow-displace; an empty DLQ has nothing to keep."""
+    from dlxtool.ops.purge import check_keep_by_republish, passive_declare
+
+    channel = session.conn.channel()
+    try:
+        ready = int(passive_declare(channel, settings.source, session.vhost).message_count)
+    finally:
+        channel.close()
+    if ready:
+        check_keep_by_republish(settings.source, None, session.management_error or "no management API",
+                                allow_displace=settings.allow_displace)
 
 
 def _check_target_management(session: ReplaySession, report: Reporter) -> None:
