@@ -110,6 +110,7 @@ class AsyncChannel:
         self.connection = connection
         self.timeout = timeout
         self.closed_reason: str | None = None
+        self.connection_lost = False
         self.close_answered = False  # our channel.close got its close-ok (see close())
         box: list[Any] = []
         connection._impl.channel(on_open_callback=box.append)  # noqa: SLF001 - see module docstring
@@ -120,11 +121,15 @@ class AsyncChannel:
         self.impl._set_cookie(self)  # noqa: SLF001
 
     def _on_close(self, _channel: Any, reason: BaseException) -> None:
-        from pika.exceptions import ChannelClosedByClient
+        from pika.exceptions import AMQPConnectionError, ChannelClosedByClient
 
         from dlxtool.broker.connection import broker_said
 
         self.closed_reason = broker_said(reason)  # "404 NOT_FOUND - no queue 'q' …", not pika's tuple
+        # The channel went down with its connection (a broker shutting down sends 320 CONNECTION_FORCED, a
+        # dropped socket closes every channel): that is a lost connection (exit 3, run again), not a refusal
+        # of something this channel did.
+        self.connection_lost = isinstance(reason, AMQPConnectionError) or getattr(reason, "reply_code", None) == 320
         # pika reports our own close as ChannelClosedByClient only when the close-ok came; a connection
         # lost meanwhile (or the broker closing the channel first) replaces the reason.
         self.close_answered = isinstance(reason, ChannelClosedByClient)
@@ -155,6 +160,8 @@ class AsyncChannel:
 
     def check(self) -> None:
         if self.closed_reason is not None:
+            if self.connection_lost:
+                raise ConnectError(f"the connection to the broker was lost: {self.closed_reason}")
             raise ChannelClosed(f"the broker closed the channel: {self.closed_reason}")
 
     def wait_for(self, ready: Callable[[], bool], what: str, timeout: float | None = None) -> None:

@@ -155,7 +155,12 @@ class Router:
                 return Resolved(None, f"only TTL expiries, from {queue!r}, which no longer exists")
             dlx = info.dead_letter_exchange
             if dlx is None:
-                return Resolved(None, f"only TTL expiries, from {queue!r}, which has no dead-letter exchange now")
+                if info.setting("message-ttl") is None:
+                    # Not a wait queue (any more): nothing sends its messages anywhere, and no queue TTL would
+                    # expire them there and drop them (no dead-letter exchange): it is where they belong.
+                    return Resolved(queue, "expired there (it has no TTL and no dead-letter exchange now)")
+                return Resolved(None, f"only TTL expiries, from {queue!r}, which has no dead-letter exchange now "
+                                      "(its TTL would drop a replayed message)")
             fixed = info.dead_letter_routing_key
             use = str(fixed) if fixed is not None else key
             if use is None:

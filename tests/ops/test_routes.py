@@ -91,3 +91,13 @@ def test_through_wait_queue_reaches_the_processing_queue_or_says_why_not() -> No
     assert r.through_wait_queue("w4", "k", "dlq").queue is None
     gone = r.through_wait_queue("gone", "k", "dlq")
     assert gone.queue is None and "no longer exists" in gone.why
+
+
+def test_a_queue_without_a_dead_letter_exchange_is_the_origin_unless_its_ttl_would_drop_the_message() -> None:
+    """Deaths only `expired` from a queue that now has no DLX: not a wait queue (it sends nothing anywhere).
+    Without a TTL it is where the message belongs; with one, a replayed message would expire there and be
+    dropped (no DLX to catch it): no origin, with that reason."""
+    r = router(plain={}, ttl_only={"x-message-ttl": 1000})
+    assert r.through_wait_queue("plain", "k", "dlq").queue == "plain"
+    dropping = r.through_wait_queue("ttl_only", "k", "dlq")
+    assert dropping.queue is None and "would drop" in dropping.why
