@@ -45,8 +45,8 @@ def test_demo_plays_the_incident_and_leaves_nothing_behind(broker, tmp_path: Pat
         assert _row(step["queues"], "orders.dlq").endswith("dlq")
         assert "shop.orders.v1.PaymentFailed {" in step["peek"]  # decoded body
         assert "expired×2 from orders.retry.wait" in step["peek"]
-        summary = _row(step["history"], "orders.work").split()
-        assert summary[:4] == ["orders.work", "x-death", "rejected", "shop.orders.v1.PaymentFailed"]  # origin, convention, …
+        summary = _row(step["history"], "orders.work").split()  # origin, convention, reason, type, messages
+        assert summary[:4] == ["orders.work", "x-death", "rejected", "shop.orders.v1.PaymentFailed"]
         assert step["decode"].count("shop.orders.v1.PaymentFailed") == 3
         planned = int(_row(step["replay-dry-run"], "replay to").split()[3])
         replayed = int(_row(step["replay"], "replayed").split()[2])
