@@ -403,6 +403,46 @@ class Dramatiq:
         return Reading(self.name, error=trace.strip().splitlines()[-1].strip())
 
 
+def dramatiq_message(body: bytes) -> dict[str, Any] | None:
+    """A Dramatiq message (a JSON object with queue_name, actor_name and an options object), or None."""
+    if not body or body[:1] != b"{" or len(body) > BODY_LIMIT or b'"actor_name"' not in body:
+        return None
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("options"), dict):
+        return None
+    if not isinstance(data.get("queue_name"), str) or not isinstance(data.get("actor_name"), str):
+        return None
+    return data
+
+
+def used_body_retries(body: bytes) -> int | None:
+    """Dramatiq's options.retries when it has used some (> 0): what --reset-body-retries would set back to 0."""
+    data = dramatiq_message(body)
+    return None if data is None else _used(data["options"].get("retries"))
+
+
+def _used(retries: Any) -> int | None:
+    return retries if isinstance(retries, int) and not isinstance(retries, bool) and retries > 0 else None
+
+
+def reset_body_retries(body: bytes) -> bytes | None:
+    """The body with Dramatiq's options.retries set to 0, or None (leave the body byte for byte): not a
+    Dramatiq message, or no retries used. Dramatiq's Retries middleware compares options["retries"] with
+    max_retries, so a replayed message that keeps it gets no retry at all. Keys keep their order (orjson
+    keeps a dict's order); the JSON is written compact, as Dramatiq's JSONEncoder does."""
+    data = dramatiq_message(body)
+    if data is None or _used(data["options"].get("retries")) is None:
+        return None
+    data["options"]["retries"] = 0
+    try:
+        return orjson.dumps(data)
+    except (TypeError, orjson.JSONEncodeError):  # e.g. an integer beyond 64 bits: leave it alone
+        return None
+
+
 # -- teams' own conventions (config file) -----------------------------------------------------------------
 
 
