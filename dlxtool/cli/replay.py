@@ -76,9 +76,10 @@ x-delivery-count and the retry headers x-retry-count, x-delivery-attempts
 routing key and per-message TTL, and the removed deaths. The TTL
 (`expiration`, which dead-lettering moves into x-death) is restored unless
 --drop-expiration. --keep-history keeps the history headers. Celery's
-`retries` header (its attempt count) is set back to 0. Dramatiq keeps its
-count in the body (options.retries): --reset-body-retries sets it to 0;
-without it the body is never touched.
+`retries` header (its attempt count) is set back to 0, and Celery tasks
+go through the default exchange (Celery retries to the exchange a task
+came from). Dramatiq keeps its count in the body (options.retries):
+--reset-body-retries sets it to 0; without it the body is never touched.
 
 \b
 Messages that stay (not selected, no origin, --max-replays, returned)

@@ -595,7 +595,8 @@ class ReplayPlan:
                     "see the queue name, and a queue whose dead-letter exchange would not route it keeps its "
                     "messages in the DLQ")
         return ("each message keeps its original routing key and reaches only its origin (a temporary fanout "
-                "exchange bound only to it, deleted at the end)")
+                "exchange bound only to it, deleted at the end); Celery tasks go through the default exchange "
+                "(routing key = queue name): Celery sends a retry to the exchange a task came from")
 
 
 def plan_from_survey(source: str, snapshot: int, looked_at: int, plan: Counter[tuple[str, str]]) -> ReplayPlan:
