@@ -182,3 +182,35 @@ def test_nothing_moved_because_no_route_is_safe_is_refused_with_exit_6(run, brok
     assert "no route is safe" in result.stderr and "would drop" in result.stderr
     assert json.loads(result.stdout)["moved"] == {}
     assert depth(broker, dlq) == 3 and depth(broker, origin) == 0
+
+
+def test_celery_tasks_come_back_through_the_default_exchange_others_keep_their_key(run, broker, qname) -> None:
+    """Celery's Task.retry publishes the retry to the exchange and key the task was delivered with: after a
+    replay through a temporary exchange (deleted at the end) that retry would be lost. A Celery task (headers
+    lang "py", task, id, retries) comes back through the default exchange, routing key = the queue name, which
+    Celery turns into a retry by queue name; a plain message keeps its original key. Both really rejected."""
+    work, dlq, x = f"{qname}.work", f"{qname}.dlq", f"{qname}.x"
+    celery = {"lang": "py", "task": "shop.charge", "id": "t-1", "retries": 2}
+    with broker.channel() as ch:
+        ch.queue_declare(dlq)
+        ch.queue_declare(work, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+        ch.exchange_declare(x, "direct")
+        ch.queue_bind(work, x, "shop.charge")
+        ch.basic_publish(x, "shop.charge", b"task", pika.BasicProperties(headers=celery))
+        ch.basic_publish(x, "shop.charge", b"plain", pika.BasicProperties(headers={"k": 1}))
+        for _ in range(2):
+            method, _props, _body = ch.basic_get(work)
+            ch.basic_reject(method.delivery_tag, requeue=False)
+    wait_until(lambda: depth(broker, dlq) == 2, "the dead letters")
+    result = replay(run, broker, dlq, "--yes")
+    assert result.exit_code == 0, result.stderr
+    seen = {}
+    with broker.channel() as ch:
+        for _ in range(2):
+            method, props, body = ch.basic_get(work, auto_ack=True)
+            exchange = "dlxtool.*" if method.exchange.startswith("dlxtool.") else method.exchange
+            seen[body] = (exchange, method.routing_key, props.headers.get("retries"))
+    assert seen == {b"task": ("", work, 0), b"plain": ("dlxtool.*", "shop.charge", None)}
+    with broker.channel() as ch:
+        method, _p, _b = ch.basic_get(work)
+        assert method is None
