@@ -223,6 +223,9 @@ def _render_plan(app: App, plan: Any) -> None:
                 empty="nothing to replay")
     _plan_footer(app, plan)
     app.info(f"route: {plan.route_note}")
+    if plan.used_body_retries:
+        app.warn(f"{plan.used_body_retries} Dramatiq message(s) have used up retries (options.retries in the body): "
+                 "replayed as they are, Dramatiq retries them no more; --reset-body-retries sets it to 0")
     for o in plan.origins:
         if o.exists is False:
             app.warn(f"queue {o.queue!r} does not exist: its {o.messages} message(s) would stay in the DLQ")

@@ -53,7 +53,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dlxtool.amqp_values import RawValue
-from dlxtool.conventions import reset_body_retries
+from dlxtool.conventions import reset_body_retries, used_body_retries
 from dlxtool.deaths import (
     CELERY_MARKER,
     DEFAULT_RETRY_HEADERS,
@@ -307,6 +307,10 @@ class ReplayDecider:
         self._properties = BasicProperties
         self.lineage = Lineage()
         self.raw = self._raw_decider()
+        # The plan counts Dramatiq messages replayed with their retries used up (a JSON parse per such body,
+        # so only there): replayed as they are, Dramatiq gives them no retry.
+        self.count_used_body_retries = False
+        self.used_body_retries = 0
 
     def _raw_decider(self) -> Callable[[str, bytes, bytes], Decision | None] | None:
         """decide(routing_key, encoded properties, body) on the bytes, for the engine's fast path, when the C
@@ -406,6 +410,8 @@ class ReplayDecider:
         body = record.body
         if s.reset_body_retries:  # only on request: the body is the application's
             body = reset_body_retries(body) or body
+        elif self.count_used_body_retries and used_body_retries(body) is not None:
+            self.used_body_retries += 1
         published = MessageRecord(queue=target, body=body, exchange=exchange, routing_key=routing_key,
                                   properties=properties, headers=headers)
         # = published.pika_properties(), without copying the headers dict built just above
@@ -571,6 +577,7 @@ class ReplayPlan:
     origins: list[OriginPlan]
     stay: Counter[str]
     default_exchange: bool = False
+    used_body_retries: int = 0  # Dramatiq messages to replay whose body says their retries are used up
 
     @property
     def sampled(self) -> bool:
@@ -583,7 +590,7 @@ class ReplayPlan:
             "sampled": self.sampled, "queue_depth": self.snapshot,
             "origins": [{"queue": o.queue, "messages": o.messages, "exists": o.exists, "route": o.route,
                          "room": o.room, "would_stay_full": o.would_stay_full} for o in self.origins],
-            "stay": dict(self.stay),
+            "stay": dict(self.stay), "dramatiq_retries_used": self.used_body_retries,
         }
 
     @property
@@ -838,10 +845,12 @@ def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, targe
     conn = target_conn or source_conn
     routes = Routes(settings.default_exchange, exchanges=lambda _q: "(temporary exchange)", router=router)
     decider = ReplayDecider(settings, routes=routes, wait_queues=WaitQueues(wait_router, settings.source))
+    decider.count_used_body_retries = True
     result = survey(source_conn, settings.source, decider, max_messages=max_messages,
                     limit=settings.selection.limit, timeout=timeout)
     out = plan_from_survey(settings.source, result.snapshot, result.looked_at, result.plan)
     out.default_exchange = settings.default_exchange
+    out.used_body_retries = decider.used_body_retries
     for origin in out.origins:
         origin.exists = queue_exists(conn, origin.queue, timeout)
         origin.route = routes.describe(origin.queue)

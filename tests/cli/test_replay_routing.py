@@ -214,3 +214,45 @@ def test_celery_tasks_come_back_through_the_default_exchange_others_keep_their_k
     with broker.channel() as ch:
         method, _p, _b = ch.basic_get(work)
         assert method is None
+
+
+DRAMATIQ_BODY = (b'{"queue_name":"q","actor_name":"charge","args":[1],"kwargs":{},'
+                 b'"options":{"retries":2,"traceback":"ValueError: x","max_retries":1},"message_id":"m1",'
+                 b'"message_timestamp":1700000000000}')
+
+
+def test_dramatiq_body_retries_are_reset_only_with_reset_body_retries(run, broker, qname) -> None:
+    """Dramatiq keeps its attempt count in the JSON body (options.retries). The plan counts the messages whose
+    retries are used up; without --reset-body-retries bodies are replayed byte for byte; with it a Dramatiq
+    body gets options.retries 0 (the rest as it was) and any other body stays byte for byte."""
+    work, dlq = f"{qname}.work", f"{qname}.dlq"
+    other = b'{"actor_name":"not dramatiq","options":{"retries":2}}'  # no queue_name: not Dramatiq-shaped
+    with broker.channel() as ch:
+        ch.queue_declare(dlq)
+        ch.queue_declare(work, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+
+    def dead_letter() -> None:
+        with broker.channel() as ch:
+            for body in (DRAMATIQ_BODY, other):
+                ch.basic_publish("", work, body)
+            for _ in range(2):
+                method, _props, _body = ch.basic_get(work)
+                ch.basic_reject(method.delivery_tag, requeue=False)
+        wait_until(lambda: depth(broker, dlq) == 2, "the dead letters")
+
+    def replayed(*args: str) -> list[bytes]:
+        result = replay(run, broker, dlq, "--yes", *args)
+        assert result.exit_code == 0, result.stderr
+        with broker.channel() as ch:
+            bodies = [ch.basic_get(work, auto_ack=True)[2] for _ in range(2)]
+            assert ch.basic_get(work)[0] is None
+        return bodies
+
+    dead_letter()
+    plan = replay(run, broker, dlq, "--dry-run")
+    assert json.loads(plan.stdout)["plan"]["dramatiq_retries_used"] == 1
+    with_option = replay(run, broker, dlq, "--dry-run", "--reset-body-retries")
+    assert json.loads(with_option.stdout)["plan"]["dramatiq_retries_used"] == 0
+    assert replayed() == [DRAMATIQ_BODY, other]
+    dead_letter()
+    assert replayed("--reset-body-retries") == [DRAMATIQ_BODY.replace(b'"retries":2', b'"retries":0'), other]
