@@ -15,6 +15,7 @@ Reading never raises: headers written by other programs can be any shape.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -401,6 +402,48 @@ class Dramatiq:
             return None
         # The last line of a Python traceback is the exception: "ValueError: boom".
         return Reading(self.name, error=trace.strip().splitlines()[-1].strip())
+
+
+def dramatiq_message(body: bytes) -> dict[str, Any] | None:
+    """A Dramatiq message (a JSON object with queue_name, actor_name and an options object), or None.
+    Parsed with the standard json module, as Dramatiq's JSONEncoder does (dramatiq/encoder.py): orjson
+    would turn an integer beyond 64 bits into a float, and a rewritten body must keep every other value."""
+    if not body or body[:1] != b"{" or len(body) > BODY_LIMIT or b'"actor_name"' not in body:
+        return None
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, nested too deep
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("options"), dict):
+        return None
+    if not isinstance(data.get("queue_name"), str) or not isinstance(data.get("actor_name"), str):
+        return None
+    return data
+
+
+def used_body_retries(body: bytes) -> int | None:
+    """Dramatiq's options.retries when it has used some (> 0): what --reset-body-retries sets back to 0."""
+    data = dramatiq_message(body)
+    return None if data is None else _used(data["options"].get("retries"))
+
+
+def _used(retries: Any) -> int | None:
+    return retries if isinstance(retries, int) and not isinstance(retries, bool) and retries > 0 else None
+
+
+def reset_body_retries(body: bytes) -> bytes | None:
+    """The body with Dramatiq's options.retries set to 0, or None (leave the body byte for byte): not a
+    Dramatiq message, or no retries used. Dramatiq's Retries middleware compares options["retries"] with
+    max_retries, so a replayed message that keeps it gets no retry at all. Written as Dramatiq's
+    JSONEncoder writes it (json.dumps, compact separators): same keys in the same order, same values."""
+    data = dramatiq_message(body)
+    if data is None or _used(data["options"].get("retries")) is None:
+        return None
+    data["options"]["retries"] = 0
+    try:
+        return json.dumps(data, separators=(",", ":")).encode("utf-8")
+    except ValueError:  # e.g. NaN was parsed and can be written back; anything else: leave it alone
+        return None
 
 
 # -- teams' own conventions (config file) -----------------------------------------------------------------

@@ -9,8 +9,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import orjson
+import pytest
 
-from dlxtool.conventions import BUILT_IN, HeaderConvention, Message, Route, conventions, explain
+from dlxtool.conventions import (
+    BUILT_IN,
+    HeaderConvention,
+    Message,
+    Route,
+    conventions,
+    explain,
+    reset_body_retries,
+    used_body_retries,
+)
 
 # spring-projects/spring-amqp, spring-rabbit/.../retry/RepublishMessageRecoverer.java: recover() puts the
 # stack trace, the cause's message and the received exchange/routing key (Java Strings → AMQP long strings).
@@ -171,3 +181,36 @@ def test_attempts_are_the_largest_lower_bound() -> None:
     headers = {**xdeath("q", datetime(2026, 1, 1, tzinfo=UTC)), "x-retry-count": 4}
     x = explain(Message(headers))
     assert (x.attempts, x.attempts_from) == (4, "retry-headers: x-retry-count")
+
+
+# -- --reset-body-retries (Dramatiq's attempt count lives in its JSON body) ---------------------------------
+
+DRAMATIQ = (b'{"queue_name":"orders","actor_name":"charge","args":[1.5,"\\u00e9",123456789012345678901234567890],'
+            b'"kwargs":{"k":null},'
+            b'"options":{"retries":3,"traceback":"ValueError: x","max_retries":5},"message_id":"m1",'
+            b'"message_timestamp":1700000000000}')
+
+
+def test_reset_body_retries_sets_dramatiq_options_retries_to_0_keeping_the_rest() -> None:
+    out = reset_body_retries(DRAMATIQ)
+    assert out is not None and orjson.loads(out) == {**orjson.loads(DRAMATIQ), "options": {
+        "retries": 0, "traceback": "ValueError: x", "max_retries": 5}}
+    assert list(orjson.loads(out)) == list(orjson.loads(DRAMATIQ))  # key order
+    # compact and ASCII, as Dramatiq's JSONEncoder writes it; a 100-bit integer stays exact
+    assert out == DRAMATIQ.replace(b'"retries":3', b'"retries":0')
+    assert used_body_retries(DRAMATIQ) == 3 and used_body_retries(out) is None
+
+
+@pytest.mark.parametrize("body", [
+    b"", b"not json", b'{"actor_name":"x"', b'["queue_name","actor_name","options"]',
+    b'{"queue_name":"q","actor_name":"a","options":{"retries":0}}',          # nothing used: untouched
+    b'{"queue_name":"q","actor_name":"a","options":{}}',
+    b'{"queue_name":"q","actor_name":"a","options":{"retries":true}}',
+    b'{"queue_name":"q","actor_name":"a","options":"retries=2"}',
+    b'{"actor_name":"a","options":{"retries":2}}',                          # no queue_name: not Dramatiq
+    b'{"queue_name":"q","options":{"retries":2}, "x":"actor_name"}',        # no actor_name
+    b'{"queue_name":"q","actor_name":"a","options":{"retries":2},"s":"\xff"}',  # not UTF-8
+], ids=["empty", "text", "broken", "array", "retries-0", "no-retries", "bool", "options-not-dict", "no-queue",
+        "no-actor", "not-utf8"])
+def test_reset_body_retries_leaves_anything_else_alone(body: bytes) -> None:
+    assert reset_body_retries(body) is None

@@ -75,7 +75,11 @@ x-delivery-count and the retry headers x-retry-count, x-delivery-attempts
 `dlxtool-replay` records from, at, count, the first origin's exchange,
 routing key and per-message TTL, and the removed deaths. The TTL
 (`expiration`, which dead-lettering moves into x-death) is restored unless
---drop-expiration. --keep-history keeps the history headers.
+--drop-expiration. --keep-history keeps the history headers. Celery's
+`retries` header (its attempt count) is set back to 0, and Celery tasks
+go through the default exchange (Celery retries to the exchange a task
+came from). Dramatiq keeps its count in the body (options.retries):
+--reset-body-retries sets it to 0; without it the body is never touched.
 
 \b
 Messages that stay (not selected, no origin, --max-replays, returned)
@@ -117,6 +121,9 @@ Examples:
               help="The default now (kept so that existing scripts run).")
 @click.option("--drop-expiration", is_flag=True,
               help="Do not restore a message's per-message TTL (expiration) from its death history.")
+@click.option("--reset-body-retries", is_flag=True,
+              help="Also rewrite a Dramatiq JSON body's options.retries to 0 (its attempt count, kept in the body: "
+                   "without this a replayed message gets no retry). Other bodies stay byte for byte.")
 @click.option("--allow-displace", is_flag=True,
               help="Replay into a full origin with overflow drop-head/reject-publish-dlx anyway (it pushes out its "
                    "oldest messages or dead-letters copies), or into queues whose limits cannot be read.")
@@ -136,8 +143,8 @@ Examples:
 @click.pass_obj
 def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_headers: tuple[str, ...],
            max_replays: int | None, default_exchange: bool, keep_routing_key: bool, drop_expiration: bool,
-           allow_displace: bool, target_broker: str | None, save_file: str | None, rate: float | None,
-           prefetch: int, window: int, selection: Selection, dry_run: bool, yes: bool) -> None:
+           reset_body_retries: bool, allow_displace: bool, target_broker: str | None, save_file: str | None,
+           rate: float | None, prefetch: int, window: int, selection: Selection, dry_run: bool, yes: bool) -> None:
     from dlxtool.ops import replay as ops
 
     if default_exchange and keep_routing_key:
@@ -151,7 +158,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         source=dlq, selection=selection, to_queue=to_queue, keep_history=keep_history,
         reset_headers=tuple(dict.fromkeys((*profile.reset_headers, *reset_headers))),
         max_replays=max_replays, default_exchange=default_exchange, drop_expiration=drop_expiration,
-        allow_displace=allow_displace,
+        allow_displace=allow_displace, reset_body_retries=reset_body_retries,
     )
     with summary_before_ctrl_c() as ctrl_c, ExitStack() as stack:
         conn = stack.enter_context(app.connection(profile))
@@ -216,6 +223,9 @@ def _render_plan(app: App, plan: Any) -> None:
                 empty="nothing to replay")
     _plan_footer(app, plan)
     app.info(f"route: {plan.route_note}")
+    if plan.used_body_retries:
+        app.warn(f"{plan.used_body_retries} Dramatiq message(s) have used up retries (options.retries in the body): "
+                 "replayed as they are, Dramatiq retries them no more; --reset-body-retries sets it to 0")
     for o in plan.origins:
         if o.exists is False:
             app.warn(f"queue {o.queue!r} does not exist: its {o.messages} message(s) would stay in the DLQ")

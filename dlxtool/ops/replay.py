@@ -53,6 +53,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dlxtool.amqp_values import RawValue
+from dlxtool.conventions import reset_body_retries, used_body_retries
 from dlxtool.deaths import (
     CELERY_MARKER,
     DEFAULT_RETRY_HEADERS,
@@ -60,6 +61,7 @@ from dlxtool.deaths import (
     HISTORY_HEADERS,
     DeathHistory,
     find_origin,
+    is_celery_task,
     parse_history,
     reset_history,
     summarize,
@@ -99,6 +101,7 @@ class ReplaySettings:
     default_exchange: bool = False   # opt-in: routing key = queue name (see the module docstring)
     drop_expiration: bool = False    # do not restore a per-message TTL from x-death original-expiration
     allow_displace: bool = False     # replay into a full drop-head origin anyway (it pushes out its head)
+    reset_body_retries: bool = False  # opt-in body rewrite: Dramatiq's options.retries back to 0
 
 
 def provenance(headers: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -201,6 +204,7 @@ class Routes:
         self.exchanges = exchanges
         self.router = router
         self.routes: dict[str, tuple[str, bool] | str] = {}
+        self._by_name: dict[str, tuple[str, bool] | str] = {}
 
     def __call__(self, target: str) -> tuple[str, bool] | str:
         route = self.routes.get(target)
@@ -215,12 +219,26 @@ class Routes:
             return route
         return DEFAULT_EXCHANGE if self.default_exchange else ORIGINAL_KEY
 
+    def by_queue_name(self, target: str) -> tuple[str, bool] | str:
+        """The default-exchange route (routing key = queue name), checked like --default-exchange, for
+        messages whose consumer republishes to the exchange it received them from: Celery's Task.retry
+        sends the retry to the delivery's exchange and key (celery/app/task.py, signature_from_request),
+        which after a replay through a temporary exchange is deleted once the run ends, and the retry is
+        lost. A delivery from the default exchange Celery retries by queue name instead."""
+        route = self._by_name.get(target)
+        if route is None:
+            route = self._by_name[target] = self._default_exchange_route(target)
+        return route
+
     def _decide(self, target: str) -> tuple[str, bool] | str:
         if not self.default_exchange:
             name = self.exchanges(target) if self.exchanges else None
             if name is None:
                 return f"{target}: queue missing (no temporary exchange can be bound to it)"
             return name, True
+        return self._default_exchange_route(target)
+
+    def _default_exchange_route(self, target: str) -> tuple[str, bool] | str:
         if self.router is None:
             return (f"{target}: the default-exchange route needs the management API to check its dead-letter "
                     "exchange, and it is not reachable")
@@ -271,6 +289,8 @@ class ReplayDecider:
                  wait_queues: WaitQueues | None = None, now: datetime | None = None) -> None:
         self.s = settings
         self.routes = routes or (lambda _target: ("", False))
+        # Celery tasks: see Routes.by_queue_name
+        self.by_queue_name = routes.by_queue_name if isinstance(routes, Routes) else self.routes
         self.wait_queues = wait_queues or WaitQueues(None, settings.source)
         self.now = now
         self._filters = settings.selection.describe()
@@ -287,6 +307,10 @@ class ReplayDecider:
         self._properties = BasicProperties
         self.lineage = Lineage()
         self.raw = self._raw_decider()
+        # The plan counts Dramatiq messages replayed with their retries used up (a JSON parse per such body,
+        # so only there): replayed as they are, Dramatiq gives them no retry.
+        self.count_used_body_retries = False
+        self.used_body_retries = 0
 
     def _raw_decider(self) -> Callable[[str, bytes, bytes], Decision | None] | None:
         """decide(routing_key, encoded properties, body) on the bytes, for the engine's fast path, when the C
@@ -311,11 +335,15 @@ class ReplayDecider:
         routes = self.routes
         celery = CELERY_MARKER
         lineage = self.lineage
+        # The C path never touches a body: a message whose body may be rewritten goes to __call__.
+        body_reset = s.reset_body_retries
 
         def decide_raw(routing_key: str, props: bytes, body: bytes) -> Decision | None:
             if type(routing_key) is not str:  # not UTF-8: __call__ knows what to do with it
                 return None
-            if celery in props and not keep_history:  # maybe a Celery task: its `retries` is reset in Python
+            if celery in props:  # maybe a Celery task: its `retries` is reset and its route chosen in Python
+                return None
+            if body_reset and body[:1] == b"{" and b'"actor_name"' in body:  # maybe Dramatiq: see __call__
                 return None
             fingerprint = source_fingerprint(props, body)
             out = rewrite(props, routing_key.encode(), history, reset, keep_history, head,
@@ -364,6 +392,8 @@ class ReplayDecider:
         if not target:
             return Decision.leave(NO_ORIGIN)
         route = self.routes(target)
+        if not isinstance(route, str) and route[0] and is_celery_task(record.headers):
+            route = self.by_queue_name(target)  # its retries go where it was delivered from
         if isinstance(route, str):
             return Decision.leave(route)
         address = first_address(provenance(record.headers), address)
@@ -377,11 +407,16 @@ class ReplayDecider:
         properties = dict(record.properties)
         if address.expiration is not None and not s.drop_expiration:
             properties["expiration"] = address.expiration  # the sender's TTL, which dead-lettering took off
-        published = MessageRecord(queue=target, body=record.body, exchange=exchange, routing_key=routing_key,
+        body = record.body
+        if s.reset_body_retries:  # only on request: the body is the application's
+            body = reset_body_retries(body) or body
+        elif self.count_used_body_retries and used_body_retries(body) is not None:
+            self.used_body_retries += 1
+        published = MessageRecord(queue=target, body=body, exchange=exchange, routing_key=routing_key,
                                   properties=properties, headers=headers)
         # = published.pika_properties(), without copying the headers dict built just above
         pika_properties = self._properties(headers=headers or None, **properties)
-        return Decision(Action.MOVE, target, exchange, routing_key, pika_properties, record.body, published)
+        return Decision(Action.MOVE, target, exchange, routing_key, pika_properties, body, published)
 
     def _next_id(self) -> str:
         self._published += 1
@@ -542,6 +577,7 @@ class ReplayPlan:
     origins: list[OriginPlan]
     stay: Counter[str]
     default_exchange: bool = False
+    used_body_retries: int = 0  # Dramatiq messages to replay whose body says their retries are used up
 
     @property
     def sampled(self) -> bool:
@@ -554,7 +590,7 @@ class ReplayPlan:
             "sampled": self.sampled, "queue_depth": self.snapshot,
             "origins": [{"queue": o.queue, "messages": o.messages, "exists": o.exists, "route": o.route,
                          "room": o.room, "would_stay_full": o.would_stay_full} for o in self.origins],
-            "stay": dict(self.stay),
+            "stay": dict(self.stay), "dramatiq_retries_used": self.used_body_retries,
         }
 
     @property
@@ -566,7 +602,8 @@ class ReplayPlan:
                     "see the queue name, and a queue whose dead-letter exchange would not route it keeps its "
                     "messages in the DLQ")
         return ("each message keeps its original routing key and reaches only its origin (a temporary fanout "
-                "exchange bound only to it, deleted at the end)")
+                "exchange bound only to it, deleted at the end); Celery tasks go through the default exchange "
+                "(routing key = queue name): Celery sends a retry to the exchange a task came from")
 
 
 def plan_from_survey(source: str, snapshot: int, looked_at: int, plan: Counter[tuple[str, str]]) -> ReplayPlan:
@@ -808,10 +845,12 @@ def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, targe
     conn = target_conn or source_conn
     routes = Routes(settings.default_exchange, exchanges=lambda _q: "(temporary exchange)", router=router)
     decider = ReplayDecider(settings, routes=routes, wait_queues=WaitQueues(wait_router, settings.source))
+    decider.count_used_body_retries = True
     result = survey(source_conn, settings.source, decider, max_messages=max_messages,
                     limit=settings.selection.limit, timeout=timeout)
     out = plan_from_survey(settings.source, result.snapshot, result.looked_at, result.plan)
     out.default_exchange = settings.default_exchange
+    out.used_body_retries = decider.used_body_retries
     for origin in out.origins:
         origin.exists = queue_exists(conn, origin.queue, timeout)
         origin.route = routes.describe(origin.queue)

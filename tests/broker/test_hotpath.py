@@ -132,8 +132,8 @@ def expects_fast(props: Any, **overrides: Any) -> bool:
     origin = next((d for d in headers["x-death"] if d["reason"] in ("rejected", "maxlen", "delivery_limit")
                    and d["queue"]), None)
     failure = origin is not None and "original-expiration" not in origin
-    if CELERY_MARKER in encode_properties(props) and not overrides.get("keep_history"):
-        return False  # the bytes of a header lang="py" (maybe a Celery task, whose retries Python resets)
+    if CELERY_MARKER in encode_properties(props):
+        return False  # the bytes of a header lang="py" (maybe a Celery task: Python resets retries, picks its route)
     reset = {"x-retry-count", "x-delivery-attempts", *overrides.get("reset_headers", ())}
     renders = all(type(headers[k]) in (int, str) or (type(headers[k]) is RawValue and headers[k].kind == "L")
                   for k in reset if k in headers)
@@ -369,3 +369,26 @@ def test_a_celery_task_gets_its_retries_reset_in_python_not_removed() -> None:
     assert published.properties.headers[PROVENANCE_HEADER]["reset"] == "retries=3"
     kept = python_path(deciders(keep_history=True)[0], "celery", props)
     assert kept.properties.headers["retries"] == 3
+
+
+DRAMATIQ_BODY = (b'{"queue_name":"orders","actor_name":"charge","args":[1],"kwargs":{},'
+                 b'"options":{"retries":2,"traceback":"ValueError: x"},"message_id":"m1","message_timestamp":1}')
+
+
+def test_a_dramatiq_body_is_rewritten_in_python_only_with_reset_body_retries() -> None:
+    """--reset-body-retries sets Dramatiq's options.retries back to 0 in the body: the C path never touches a
+    body, so it leaves Dramatiq-shaped bodies to Python then; without the option the body is published as is."""
+    props = pika.BasicProperties(headers={"x-death": [{"count": long(1), "reason": "rejected", "queue": "orders",
+                                                       "time": NOW, "routing-keys": ["orders"]}]})
+    encoded = encode_properties(props)
+    plain, fast_plain = deciders()
+    assert fast_plain.raw is not None and fast_plain.raw("orders", encoded, DRAMATIQ_BODY) is not None
+    method = pika.spec.Basic.Deliver("ctag", 7, False, "dlx", "orders")
+    untouched = plain(MessageRecord.from_delivery("orders.dlq", method, props, DRAMATIQ_BODY))
+    assert untouched.body == DRAMATIQ_BODY
+    slow, fast = deciders(reset_body_retries=True)
+    assert fast.raw is not None and fast.raw("orders", encoded, DRAMATIQ_BODY) is None
+    assert fast.raw("orders", encoded, BODY) is not None  # other bodies keep the fast path
+    reset = slow(MessageRecord.from_delivery("orders.dlq", method, props, DRAMATIQ_BODY))
+    assert reset.body == DRAMATIQ_BODY.replace(b'"retries":2', b'"retries":0')
+    assert reset.record is not None and reset.record.body == reset.body  # what --save writes

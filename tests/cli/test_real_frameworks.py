@@ -112,3 +112,76 @@ def test_celery_rejected_tasks_show_their_attempts(run, broker, qname) -> None:
     items = orjson.loads(run("history", f"{queue}.dlq", "--url", broker.url, "-f", "json").stdout)
     assert {(i["origin"], i["origin_from"], i["attempts"], i["attempts_from"]) for i in items} == {
         (queue, "x-death", 3, "celery: Celery retries + 1")}
+
+
+def attempts(log: Path) -> dict[str, int]:
+    """Attempts per message from the worker's log (and a fresh log for the next round)."""
+    lines = log.read_text().splitlines() if log.exists() else []
+    log.write_text("")
+    counts: dict[str, int] = {}
+    for line in lines:
+        key = line.split()[1]
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def test_dramatiq_replayed_messages_get_their_retries_back_only_with_reset_body_retries(
+        run, broker, qname, tmp_path) -> None:
+    python = _needs("DLXTOOL_TEST_DRAMATIQ_PYTHON")
+    queue, n, log = qname.replace(".", "_"), 2, tmp_path / "attempts.log"
+    xq = f"{queue}.XQ"
+    everyone = {str(i): 2 for i in range(n)}  # max_retries=1: a first attempt and one retry
+    with running([python, str(HERE / "dramatiq_fail.py"), broker.url, queue, str(n)],
+                 {"FRAMEWORK_TEST_LOG": str(log)}) as proc:
+        assert wait_for(broker, xq, n) == n, proc.stderr.read() if proc.stderr else ""
+        assert attempts(log) == everyone
+        # Without the option the body is not touched: options.retries says the retries are used up.
+        result = run("replay", xq, "--url", broker.url, "--yes")
+        assert result.exit_code == 0, result.stderr
+        assert wait_for(broker, xq, n) == n
+        assert attempts(log) == {str(i): 1 for i in range(n)}
+        result = run("replay", xq, "--url", broker.url, "--yes", "--reset-body-retries")
+        assert result.exit_code == 0, result.stderr
+        assert wait_for(broker, xq, n) == n
+        assert attempts(log) == everyone
+    with broker.channel() as ch:
+        method, _, body = ch.basic_get(xq, auto_ack=False)
+        assert method is not None
+        ch.basic_nack(method.delivery_tag, requeue=True)
+    # The rewritten body is Dramatiq's again (its keys in order), and Dramatiq counted from 0: it dead-letters
+    # the body it received, which carries the retries before the last failure (max_retries=1).
+    message = orjson.loads(body)
+    assert list(message)[:2] == ["queue_name", "actor_name"] and message["options"]["retries"] == 1
+
+
+def test_celery_replayed_tasks_get_their_full_attempts_back(run, broker, qname, tmp_path) -> None:
+    python = _needs("DLXTOOL_TEST_CELERY_PYTHON")
+    queue, n, log = qname, 3, tmp_path / "attempts.log"
+    env = {"CELERY_TEST_URL": broker.url.replace("amqp://", "pyamqp://"), "CELERY_TEST_QUEUE": queue,
+           "CELERY_TEST_N": str(n), "PYTHONPATH": str(HERE), "FRAMEWORK_TEST_LOG": str(log)}
+    celery = str(Path(python).parent / "celery")
+    worker_args = [celery, "-A", "celery_fail", "worker", "--pool=solo", "-Q", queue, "--without-gossip",
+                   "--without-mingle", "--without-heartbeat", "-l", "warning"]
+    with broker.channel() as ch:
+        ch.queue_declare(f"{queue}.dlq")
+    with running(worker_args, env) as worker:
+        subprocess.run([python, str(HERE / "celery_fail.py")], env={**os.environ, **env}, check=True, timeout=60)
+        assert wait_for(broker, f"{queue}.dlq", n) == n, worker.stderr.read() if worker.stderr else ""
+        first = log.read_text().splitlines()
+        assert sorted(first) == sorted(f"attempt {i} retries {r}" for i in range(n) for r in range(3))
+        log.write_text("")
+        # A premature replay (the task still fails): each task runs its three attempts again.
+        result = run("replay", f"{queue}.dlq", "--url", broker.url, "--yes")
+        assert result.exit_code == 0, result.stderr
+        assert wait_for(broker, f"{queue}.dlq", n) == n
+        assert sorted(log.read_text().splitlines()) == sorted(first)
+        log.write_text("")
+    # After the fix: every task is processed.
+    with running(worker_args, {**env, "CELERY_TEST_FIXED": "1"}):
+        result = run("replay", f"{queue}.dlq", "--url", broker.url, "--yes")
+        assert result.exit_code == 0, result.stderr
+        deadline = time.monotonic() + 60
+        while len(log.read_text().splitlines()) < n and time.monotonic() < deadline:
+            time.sleep(0.2)
+    assert sorted(log.read_text().splitlines()) == sorted(f"attempt {i} retries 0" for i in range(n))
+    assert broker.queue_depth(f"{queue}.dlq") == 0

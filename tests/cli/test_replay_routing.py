@@ -182,3 +182,77 @@ def test_nothing_moved_because_no_route_is_safe_is_refused_with_exit_6(run, brok
     assert "no route is safe" in result.stderr and "would drop" in result.stderr
     assert json.loads(result.stdout)["moved"] == {}
     assert depth(broker, dlq) == 3 and depth(broker, origin) == 0
+
+
+def test_celery_tasks_come_back_through_the_default_exchange_others_keep_their_key(run, broker, qname) -> None:
+    """Celery's Task.retry publishes the retry to the exchange and key the task was delivered with: after a
+    replay through a temporary exchange (deleted at the end) that retry would be lost. A Celery task (headers
+    lang "py", task, id, retries) comes back through the default exchange, routing key = the queue name, which
+    Celery turns into a retry by queue name; a plain message keeps its original key. Both really rejected."""
+    work, dlq, x = f"{qname}.work", f"{qname}.dlq", f"{qname}.x"
+    celery = {"lang": "py", "task": "shop.charge", "id": "t-1", "retries": 2}
+    with broker.channel() as ch:
+        ch.queue_declare(dlq)
+        ch.queue_declare(work, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+        ch.exchange_declare(x, "direct")
+        ch.queue_bind(work, x, "shop.charge")
+        ch.basic_publish(x, "shop.charge", b"task", pika.BasicProperties(headers=celery))
+        ch.basic_publish(x, "shop.charge", b"plain", pika.BasicProperties(headers={"k": 1}))
+        for _ in range(2):
+            method, _props, _body = ch.basic_get(work)
+            ch.basic_reject(method.delivery_tag, requeue=False)
+    wait_until(lambda: depth(broker, dlq) == 2, "the dead letters")
+    result = replay(run, broker, dlq, "--yes")
+    assert result.exit_code == 0, result.stderr
+    seen = {}
+    with broker.channel() as ch:
+        for _ in range(2):
+            method, props, body = ch.basic_get(work, auto_ack=True)
+            exchange = "dlxtool.*" if method.exchange.startswith("dlxtool.") else method.exchange
+            seen[body] = (exchange, method.routing_key, props.headers.get("retries"))
+    assert seen == {b"task": ("", work, 0), b"plain": ("dlxtool.*", "shop.charge", None)}
+    with broker.channel() as ch:
+        method, _p, _b = ch.basic_get(work)
+        assert method is None
+
+
+DRAMATIQ_BODY = (b'{"queue_name":"q","actor_name":"charge","args":[1],"kwargs":{},'
+                 b'"options":{"retries":2,"traceback":"ValueError: x","max_retries":1},"message_id":"m1",'
+                 b'"message_timestamp":1700000000000}')
+
+
+def test_dramatiq_body_retries_are_reset_only_with_reset_body_retries(run, broker, qname) -> None:
+    """Dramatiq keeps its attempt count in the JSON body (options.retries). The plan counts the messages whose
+    retries are used up; without --reset-body-retries bodies are replayed byte for byte; with it a Dramatiq
+    body gets options.retries 0 (the rest as it was) and any other body stays byte for byte."""
+    work, dlq = f"{qname}.work", f"{qname}.dlq"
+    other = b'{"actor_name":"not dramatiq","options":{"retries":2}}'  # no queue_name: not Dramatiq-shaped
+    with broker.channel() as ch:
+        ch.queue_declare(dlq)
+        ch.queue_declare(work, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+
+    def dead_letter() -> None:
+        with broker.channel() as ch:
+            for body in (DRAMATIQ_BODY, other):
+                ch.basic_publish("", work, body)
+            for _ in range(2):
+                method, _props, _body = ch.basic_get(work)
+                ch.basic_reject(method.delivery_tag, requeue=False)
+        wait_until(lambda: depth(broker, dlq) == 2, "the dead letters")
+
+    def replayed(*args: str) -> list[bytes]:
+        result = replay(run, broker, dlq, "--yes", *args)
+        assert result.exit_code == 0, result.stderr
+        with broker.channel() as ch:
+            bodies = [ch.basic_get(work, auto_ack=True)[2] for _ in range(2)]
+            assert ch.basic_get(work)[0] is None
+        return bodies
+
+    dead_letter()
+    plan = replay(run, broker, dlq, "--dry-run")
+    assert json.loads(plan.stdout)["plan"]["dramatiq_retries_used"] == 1
+    with_option = replay(run, broker, dlq, "--dry-run", "--reset-body-retries")
+    assert json.loads(with_option.stdout)["plan"]["dramatiq_retries_used"] == 0
+    assert replayed() == [DRAMATIQ_BODY, other]
+    dead_letter()
+    assert replayed("--reset-body-retries") == [DRAMATIQ_BODY.replace(b'"retries":2', b'"retries":0'), other]

@@ -1,9 +1,11 @@
 """A Dramatiq 2.x worker whose actor always fails: its RabbitMQ broker dead-letters to <queue>.XQ.
 
 Run with a Python that has dramatiq[rabbitmq] (tests/cli/test_real_frameworks.py): URL QUEUE N [fixed].
-With `fixed` the actor succeeds and prints one line per message it processed.
+With `fixed` the actor succeeds and prints one line per message it processed. With N=0 it sends nothing
+(a worker for replayed messages). Env FRAMEWORK_TEST_LOG: a file each attempt appends "attempt I" to.
 """
 
+import os
 import sys
 import time
 
@@ -18,6 +20,9 @@ dramatiq.set_broker(broker)
 
 @dramatiq.actor(queue_name=queue, max_retries=1, min_backoff=10, max_backoff=20)
 def charge(i: int) -> None:
+    if log := os.environ.get("FRAMEWORK_TEST_LOG"):
+        with open(log, "a") as f:
+            f.write(f"attempt {i}\n")
     if not fixed:
         raise ValueError(f"card declined for order {i % 2}")
     print(f"processed {i}", flush=True)
