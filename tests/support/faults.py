@@ -442,7 +442,9 @@ def _drive(node: FaultNode, sc: Scenario, stage: Stage, proxy: CuttingProxy, tap
         saved = sorted((tmp / "state" / "dlxtool").glob("summary-*.log"))
         report.summary_file = "".join(p.read_text(errors="replace") for p in saved)
         report.stderr = text + report.summary_file
-        text = report.summary_file or text
+        # A hang-up just as the run ended finds the summary already on the terminal; the file then holds
+        # only what came after it (the exit line).
+        text = report.summary_file if _summary(report.summary_file) is not None else text
     report.summary = _summary(text)
     if report.summary is not None:
         report.duplicates_reported = int(report.summary.get("possible_duplicates") or 0)
