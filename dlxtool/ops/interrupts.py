@@ -247,7 +247,9 @@ class FallbackStream:
 
     def __init__(self, stream: IO[str], *, always: bool) -> None:
         self._stream = stream
-        self._always = always
+        # A terminal that hangs up fails our writes with EIO, sometimes before its SIGHUP reaches us (seen:
+        # the summary lost with an internal error as the run ended): on a terminal, divert at once.
+        self._always = always or _is_terminal(stream)
         self.diverted = False
 
     def _may_divert(self) -> bool:
@@ -294,6 +296,13 @@ class FallbackStream:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 class _FallbackBuffer:

@@ -1,0 +1,50 @@
+"""dlxtool.ops.interrupts.FallbackStream: what a write to a terminal that is gone does (pure logic)."""
+
+from __future__ import annotations
+
+import errno
+import io
+
+import pytest
+
+from dlxtool.ops import interrupts
+
+
+class GoneTerminal(io.StringIO):
+    """A terminal whose other side hung up: every write fails with EIO."""
+
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EIO, "Input/output error")
+
+
+@pytest.fixture
+def saved(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    monkeypatch.setattr(interrupts, "summary_file", interrupts._SummaryFile())  # noqa: SLF001 - a fresh file
+    return tmp_path / "dlxtool"
+
+
+def test_a_hung_up_terminal_diverts_stdout_even_before_its_sighup_arrives(saved) -> None:
+    """Seen as the run ended: the pty hung up, the summary's write failed with EIO before the SIGHUP handler
+    ran, and the command died with an internal error and no summary anywhere."""
+    assert interrupts.received() is None
+    out = interrupts.FallbackStream(GoneTerminal(tty=True), always=False)
+    out.write('{"moved_total": 3}\n')
+    assert out.diverted
+    (saved_file,) = saved.glob("summary-*.log")
+    assert '{"moved_total": 3}' in saved_file.read_text()
+
+
+def test_a_pipe_whose_reader_left_still_ends_the_command_quietly(saved) -> None:
+    """Not a terminal (`| head`): without a stop signal the error goes up, as before (a quiet end)."""
+    out = interrupts.FallbackStream(GoneTerminal(tty=False), always=False)
+    with pytest.raises(OSError):
+        out.write("x\n")
+    assert not saved.exists()
