@@ -81,6 +81,7 @@ class DlxtoolGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         from dlxtool.ops import interrupts
 
+        interrupts.forget_signals()
         try:
             with interrupts.catch_stop_signals():  # SIGTERM, SIGHUP: a clean stop, as Ctrl-C
                 return super().invoke(ctx)

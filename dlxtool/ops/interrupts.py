@@ -65,6 +65,13 @@ def describe() -> str:
     return _WHAT[first] if first is not None else "interrupted"
 
 
+def forget_signals() -> None:
+    """A command starts with no stop signal noted. In one process that runs several commands (the test
+    suite's CliRunner, a program embedding dlxtool) an earlier command's Ctrl-C otherwise decided a later
+    one's exit status and sent its output to the summary file."""
+    _received.clear()
+
+
 def _note(signum: int) -> signal.Signals:
     sig = signal.Signals(signum)
     _received.append(sig)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import signal
 import io
 
 import pytest
@@ -28,6 +29,7 @@ class GoneTerminal(io.StringIO):
 def saved(tmp_path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     monkeypatch.setattr(interrupts, "summary_file", interrupts._SummaryFile())  # noqa: SLF001 - a fresh file
+    interrupts.forget_signals()  # an earlier test's in-process command may have noted a Ctrl-C
     return tmp_path / "dlxtool"
 
 
@@ -48,3 +50,14 @@ def test_a_pipe_whose_reader_left_still_ends_the_command_quietly(saved) -> None:
     with pytest.raises(OSError):
         out.write("x\n")
     assert not saved.exists()
+
+
+def test_a_command_does_not_inherit_an_earlier_commands_stop_signal(run, tmp_path) -> None:
+    """In one process (the suite's CliRunner, a program embedding dlxtool) a Ctrl-C noted by one command
+    decided the next one's output: its stdout went to the summary file (seen: this file's tests failed
+    after an in-process interrupted command ran earlier in the same pytest process)."""
+    interrupts._note(signal.SIGINT)  # noqa: SLF001 - what an earlier command's Ctrl-C leaves behind
+    result = run("decode", input="payload=CgJoaQ==\n")
+    assert result.exit_code == 0, result.stderr
+    assert '"string":"hi"' in result.stdout
+    assert interrupts.received() is None
