@@ -129,9 +129,10 @@ def _note_only(signum: int, _frame: Any) -> None:
 
 
 @contextmanager
-def signals_as_stop(stop: threading.Event, enabled: bool = True) -> Iterator[None]:
+def signals_as_stop(stop: threading.Event, enabled: bool = True, *, second_raises: bool = True) -> Iterator[None]:
     """A stop signal sets `stop`, which the caller's loop checks, so pika is never interrupted half-way
-    through a frame. A second one gives up waiting (StopSignal; unacked messages return anyway)."""
+    through a frame. A second one gives up waiting (StopSignal; unacked messages return anyway), unless
+    `second_raises` is False: then every signal only sets `stop`."""
     if not enabled or not _main_thread():
         yield
         return
@@ -139,7 +140,7 @@ def signals_as_stop(stop: threading.Event, enabled: bool = True) -> Iterator[Non
 
     def handler(signum: int, _frame: Any) -> None:
         sig = _note(signum)
-        if stop.is_set():
+        if stop.is_set() and second_raises:
             for s, old in previous.items():
                 if old is not None:
                     signal.signal(s, old)
@@ -167,9 +168,13 @@ class summary_before_ctrl_c:  # used like a function
     returns; a signal just after that (the run had just ended) raised KeyboardInterrupt before the summary
     was printed: exit 130 without the JSON a script reads `possible_duplicates` from (the fault matrix saw
     it: dump --remove, Ctrl-C near the end). `arm()` right before the engine starts (a signal at the
-    confirmation prompt still aborts at once) makes a stop signal only take note; leaving the block, once
-    the summary and the run's own exit status are through, a noted signal exits 130/143/129. A second
-    signal still interrupts at once."""
+    confirmation prompt still aborts at once) makes every stop signal only take note; leaving the block,
+    once the summary and the run's own exit status are through, a noted signal exits 130/143/129.
+
+    While the engine runs, its own handler nests inside this one: there a second signal stops the waiting
+    for confirms at once, and the engine still ends in its summary. Outside it (the run just ended, its
+    summary on the way) a second signal has nothing left to cut short but the summary: it only takes note
+    too (seen under load: SIGHUP as a load finished, a second one 5 ms later, and no summary anywhere)."""
 
     def __init__(self) -> None:
         self.pressed = threading.Event()
@@ -179,7 +184,8 @@ class summary_before_ctrl_c:  # used like a function
         return self
 
     def arm(self) -> None:
-        self._handler.enter_context(signals_as_stop(self.pressed))  # the engine's own handler nests inside
+        # The engine's own handler nests inside.
+        self._handler.enter_context(signals_as_stop(self.pressed, second_raises=False))
 
     def __exit__(self, exc_type: Any, *_: Any) -> None:
         self._handler.close()

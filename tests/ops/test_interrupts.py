@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import errno
-import signal
 import io
+import signal
 
 import pytest
 
@@ -61,3 +61,24 @@ def test_a_command_does_not_inherit_an_earlier_commands_stop_signal(run, tmp_pat
     assert result.exit_code == 0, result.stderr
     assert '"string":"hi"' in result.stdout
     assert interrupts.received() is None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_two_signals_as_a_run_ends_still_let_its_summary_out(sig) -> None:
+    """The run is over and its summary on the way (armed, no engine handler inside): a second signal only
+    takes note too. It used to raise and cut the summary off (fault matrix under load: load, SIGHUP as it
+    finished, a second SIGHUP 5 ms later: exit 129 and no summary)."""
+    import os
+
+    from dlxtool.errors import Interrupted
+
+    interrupts.forget_signals()
+    written = []
+    with pytest.raises(Interrupted), interrupts.catch_stop_signals(), interrupts.summary_before_ctrl_c() as ctrl_c:
+        ctrl_c.arm()
+        os.kill(os.getpid(), sig)
+        os.kill(os.getpid(), sig)
+        written.append("summary")
+    assert written == ["summary"]
+    assert interrupts.received() == sig
+    interrupts.forget_signals()
