@@ -402,11 +402,11 @@ def _reading(session: Session, settings: PurgeSettings, out: PurgeOutcome, *, dr
 def _refuse_unsafe_route(settings: PurgeSettings, router: Router | None) -> None:
     """Before anything is read: refused (exit 6) when no message could go to --move-to whatever its routing key
     (its route is not safe, or cannot be checked without the management API)."""
-    from dlxtool.ops.routes import ROUTE_HINT
+    from dlxtool.ops.routes import route_hint
 
     stays = move_routes(settings, None, router).for_every_key(settings.move_to) if settings.move_to else None
     if stays is not None:
-        raise RefusedError(f"nothing would be moved: {stays}", hint=ROUTE_HINT)
+        raise RefusedError(f"nothing would be moved: {stays}", hint=route_hint([stays]))
 
 
 def _dry_run_plan(settings: PurgeSettings, out: PurgeOutcome, peek: PeekRecords | None, peek_bound: int,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -203,9 +203,26 @@ UNCHECKED = ("its dead-letter exchange cannot be checked (management API not rea
 DROP_FLAG = "--allow-dlx-drop"
 
 
-ROUTE_HINT = (f"fix the cause named above (create the queue; bind its dead-letter exchange for that routing key), "
-              f"or {DROP_FLAG} to move them anyway, knowing that their next dead-lettering there may drop them; "
-              "--allow-displace for a full destination")
+REFUSED = "the broker refused to"  # TemporaryExchanges' reasons start so (after the queue's name)
+
+
+def route_hint(reasons: Iterable[str]) -> str:
+    """What to do about the reasons messages stayed for (a run refused by `route_refusal`)."""
+    from dlxtool.ops.capacity import is_full_reason
+
+    reasons = list(reasons)
+    steps = []
+    if any(QUEUE_MISSING in why for why in reasons):
+        steps.append("create the missing queue")
+    if any(REFUSED in why for why in reasons):
+        steps.append("grant the user configure permission on the vhost, or use --default-exchange (no temporary "
+                     "exchange)")
+    if any("dead-letter" in why for why in reasons):
+        steps.append(f"make the dead-letter exchange route the key, or {DROP_FLAG} to move them anyway (their next "
+                     "dead-lettering there may drop them)")
+    if any(is_full_reason(why) for why in reasons):
+        steps.append("--allow-displace for a full destination")
+    return "; ".join(steps) or "fix the cause named above"
 
 
 def nothing_routed(moved: int, left: Mapping[str, int], unsafe: set[str]) -> bool:
@@ -221,7 +238,7 @@ def route_refusal(done: str, left: Mapping[str, int], still: str) -> RefusedErro
     """Exit 6 for a run where `nothing_routed`; `done` says what did not happen ("nothing replayed"), `still`
     where the messages are."""
     return RefusedError(f"{done}, no route is safe: " + ", ".join(f"{why} ({n})" for why, n in sorted(left.items()))
-                        + f"; {still}", hint=ROUTE_HINT)
+                        + f"; {still}", hint=route_hint(left))
 
 
 class RouteUnavailable(DlxtoolError):
@@ -425,7 +442,7 @@ class TemporaryExchanges:
             if step == "bind" and said.startswith("404 "):
                 return None  # the queue is missing: its messages stay where they are
             what = "declare the temporary exchange" if step == "declare" else "bind the temporary exchange"
-            self.refused[queue] = (f"the broker refused to {what} that keeps the routing key ({said}); "
+            self.refused[queue] = (f"{REFUSED} {what} that keeps the routing key ({said}); "
                                    "--default-exchange publishes without one")
             return None
         return name
