@@ -13,9 +13,10 @@ How (the route, per target queue):
     entry), through a temporary fanout exchange bound only to that queue. Fanout ignores the key, so it
     reaches exactly that queue, and consumers that dispatch on the key, a dead-letter exchange that
     routes on it and an application's own retry ladder see what they saw the first time.
-  * `route="default-exchange"` (opt-in): the default exchange, routing key = the queue name. Targets
-    whose dead-letter exchange would not route that key (the next dead-lettering would drop the
-    message) keep their messages in the DLQ, with the reason.
+  * `route="default-exchange"` (opt-in): the default exchange, routing key = the queue name.
+  Either way the key the message arrives with is checked against the target's dead-letter exchange
+  (dlxtool.ops.routes.Routes): where its next dead-lettering would be dropped, it stays in the DLQ with
+  the reason (unless `allow_dlx_drop`).
 
 Headers: the death history and retry counters are removed (RabbitMQ 3.x keeps a client-sent x-death
 and would keep counting; the reset is the point), and a compact provenance header is added:

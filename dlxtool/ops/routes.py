@@ -11,6 +11,11 @@ Two questions replay (and history) ask:
 Direct, topic and fanout exchanges, the default exchange, exchange-to-exchange bindings and
 alternate exchanges (by argument) are followed. A headers exchange routes on the message's headers,
 which these questions do not have: its answer is "unknown" (None), never a guess.
+
+Below them, the routes of the commands that move messages (replay, load, purge --move-to): `Routes`
+(per target: a temporary exchange that keeps the routing key, or the default exchange; per (target,
+key): the dead-letter check above, so that a moved message's next failure is not dropped) and
+`TemporaryExchanges` (one fanout exchange bound only to each target).
 """
 
 from __future__ import annotations
