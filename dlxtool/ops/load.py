@@ -209,10 +209,9 @@ def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int =
 
 def load_routes(settings: LoadSettings, exchanges: Callable[[str], str | None] | None, management: Any | None,
                 vhost: str) -> Any:
-    from dlxtool.ops.routes import Router, Routes
+    from dlxtool.ops.routes import Routes, usable_router
 
-    return Routes(settings.default_exchange, exchanges=exchanges,
-                  router=Router(management, vhost) if management is not None else None,
+    return Routes(settings.default_exchange, exchanges=exchanges, router=usable_router(management, vhost),
                   allow_drop=settings.allow_dlx_drop)
 
 

@@ -34,7 +34,7 @@ from dlxtool.broker.declare import passive_declare
 from dlxtool.broker.management import ManagementClient
 from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, RefusedError, UsageError
 from dlxtool.ops.engine import Action, Decision
-from dlxtool.ops.routes import Router, Routes
+from dlxtool.ops.routes import Router, Routes, usable_router
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
 
@@ -366,7 +366,7 @@ def _reading(session: Session, settings: PurgeSettings, out: PurgeOutcome, *, dr
             raise NotFoundError(f"--move-to queue {settings.move_to!r} not found in vhost {session.vhost!r}",
                                 hint="declare it first (with the arguments your parking queues use)")
         report.info(f"{settings.move_to}: {out.room.describe()}")
-    router = Router(session.management, session.vhost) if settings.move_to and session.management else None
+    router = usable_router(session.management, session.vhost) if settings.move_to else None
     out.mode = settings.describe_text()
     report.info(f"mode: {out.mode}")
     if dry_run:

@@ -251,6 +251,14 @@ class RouteUnavailable(DlxtoolError):
     queue: a user without configure permission on the vhost (403 ACCESS_REFUSED)."""
 
 
+def usable_router(mgmt: Any | None, vhost: str) -> Router | None:
+    """A Router on `mgmt`, or None when there is no API to ask: none, or one that cannot be used (unreachable, or
+    not proven to answer for the broker AMQP reached), so that routes say so once per target, up front."""
+    from dlxtool.broker.identity import UnusableManagement
+
+    return None if mgmt is None or isinstance(mgmt, UnusableManagement) else Router(mgmt, vhost)
+
+
 class Routes:
     """Per target queue, once: the exchange to publish through and whether the message keeps its original
     routing key, or why its messages stay where they are. Per (target, routing key), once: whether the

@@ -293,3 +293,33 @@ def test_a_last_tier_that_parks_by_expiry_is_never_the_origin(run, broker, qname
     [(reason, n)] = json.loads(result.stdout)["left"].items()
     assert n == 1 and reason.startswith("no origin:") and f"{tier!r} has no consumer" in reason
     assert [b for b, _h in broker.snapshot(dlq)] == [b"parked"] and broker.queue_depth(tier) == 0
+
+
+def test_without_the_management_api_nothing_moves_unless_both_risks_are_accepted(run, broker, qname,
+                                                                                tmp_path) -> None:
+    """No API: neither the destination's limits nor its dead-letter exchange can be read. purge --move-to is
+    refused before anything is read, load publishes nothing (exit 6 both); --allow-displace and --allow-dlx-drop
+    together move them."""
+    blind = ("--management-url", "http://127.0.0.1:9/")
+    src, park = f"{qname}.src", f"{qname}.park"
+    with broker.channel() as ch:
+        ch.queue_declare(src)
+        ch.queue_declare(park)
+    broker.publish(src, [b"m"])
+    refused = cli(run, broker, "purge", src, "--move-to", park, "--yes", "--allow-displace", *blind)
+    assert refused.exit_code == 6, refused.output
+    assert "cannot be checked (management API not reachable)" in refused.stderr and "--allow-dlx-drop" in \
+        refused.stderr
+    assert broker.queue_depth(src) == 1 and broker.queue_depth(park) == 0
+    moved = cli(run, broker, "purge", src, "--move-to", park, "--yes", "--allow-displace", "--allow-dlx-drop", *blind)
+    assert moved.exit_code == 0, moved.output
+    assert broker.queue_depth(park) == 1
+
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(MessageRecord(queue=park, body=b"r", routing_key="k").to_jsonl())
+    held = cli(run, broker, "load", str(path), "--allow-displace", *blind)
+    assert held.exit_code == 6, held.output
+    assert "cannot be checked" in held.stderr and broker.queue_depth(park) == 1
+    loaded = cli(run, broker, "load", str(path), "--allow-displace", "--allow-dlx-drop", *blind)
+    assert loaded.exit_code == 0, loaded.output
+    assert broker.queue_depth(park) == 2
