@@ -339,13 +339,15 @@ class Routes:
         exchange was checked with its target already."""
         from dlxtool.ops.engine import Action, Decision
 
-        move, leave, key = Action.MOVE, Decision.leave, self.key
+        move, leave, key, known = Action.MOVE, Decision.leave, self.key, self._keys
 
-        def check(decision: Any) -> Any:
+        def check(decision: Any) -> Any:  # per message: a dict lookup once the (target, key) pair was checked
             if decision is None or decision.action is not move or not decision.exchange:
                 return decision
-            why = key(decision.group, decision.routing_key)
-            return decision if why is None else leave(why)
+            why = known.get((decision.group, decision.routing_key))
+            if why is None:
+                why = key(decision.group, decision.routing_key) or ""
+            return leave(why) if why else decision
 
         return _Checked(decide, check)
 
@@ -398,7 +400,12 @@ class _Checked:
         self.decide = decide
         self.check = check
         inner = getattr(decide, "raw", None)
-        self.raw = (lambda key, props, body: check(inner(key, props, body))) if inner is not None else None
+        self.raw: Callable[[Any, bytes, bytes], Any] | None = None
+        if inner is not None:
+            def raw(key: Any, props: bytes, body: bytes) -> Any:
+                return check(inner(key, props, body))
+
+            self.raw = raw
 
     def __call__(self, record: Any) -> Any:
         return self.check(self.decide(record))
