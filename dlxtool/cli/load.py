@@ -19,9 +19,14 @@ to --to QUEUE, mandatory and with publisher confirms. It keeps its routing
 key (with --reset-history: the original one, as replay does) and reaches
 only that queue, through a temporary fanout exchange bound only to it
 (deleted at the end). --default-exchange publishes on the default exchange
-instead (routing key = queue name): a queue whose dead-letter exchange
-would not route that key gets none of its records (failed, with the
-reason). Body, properties and headers are published as recorded. Records
+instead (routing key = queue name). Either way the key a record is
+published with is checked against its queue's dead-letter exchange
+(management API): a record whose next dead-lettering there would be
+dropped — routed to no queue — is not published (failed, with the reason;
+exit 5, 6 when nothing was published), nor is any record when that cannot
+be checked (no management API); --allow-dlx-drop publishes them anyway.
+The plan (--dry-run) names each queue's route and what it would hold
+back. Body, properties and headers are published as recorded. Records
 are published in file order. --broker picks the broker: a dump from
 prod-eu can be loaded into staging.
 
@@ -76,14 +81,18 @@ Examples:
 @click.option("--allow-displace", is_flag=True,
               help="Publish into a full queue with overflow drop-head/reject-publish-dlx anyway (it pushes out "
                    "its oldest messages or dead-letters copies).")
+@click.option("--allow-dlx-drop", is_flag=True,
+              help="Publish even where the queue's dead-letter exchange would route a record's routing key to no "
+                   "queue (its next dead-lettering there drops it), or where that cannot be checked (no "
+                   "management API).")
 @click.option("--allow-torn", is_flag=True,
               help="Exit 0 when records cut short (a writer stopped mid-record) were skipped.")
 @dry_run_option
 @common_options
 @click.pass_obj
 def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_headers: tuple[str, ...],
-         default_exchange: bool, failed_file: str | None, window: int, allow_displace: bool, allow_torn: bool,
-         dry_run: bool) -> None:
+         default_exchange: bool, failed_file: str | None, window: int, allow_displace: bool, allow_dlx_drop: bool,
+         allow_torn: bool, dry_run: bool) -> None:
     from dlxtool.cli.moving import progress_bar, record_file
     from dlxtool.ops.interrupts import summary_before_ctrl_c
     from dlxtool.ops.load import LoadSettings, outcome_error
@@ -100,7 +109,8 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_h
     profile = app.profile()
     settings = LoadSettings(name=name, to_queue=to_queue, reset_history=reset_history,
                             reset_names=tuple(dict.fromkeys((*profile.reset_headers, *reset_headers))),
-                            window=window, allow_displace=allow_displace, default_exchange=default_exchange)
+                            window=window, allow_displace=allow_displace, default_exchange=default_exchange,
+                            allow_dlx_drop=allow_dlx_drop)
     with summary_before_ctrl_c() as ctrl_c:
         with app.connection(profile) as conn, progress_bar(app, "loading") as bar:
             session = Session(conn, profile.vhost, profile.name, profile.timeout, app.management(profile, conn))
@@ -142,8 +152,9 @@ def _render_plan(app: App, plan: Any, name: str) -> None:
     from dlxtool.render import write_table
 
     rows = [[q, n, "yes" if plan.exists[q] else "NO", plan.would_load(q) if plan.exists[q] else 0,
-             plan.rooms[q].describe() if q in plan.rooms else ""] for q, n in sorted(plan.targets.items())]
-    write_table(rows, ["queue", "records", "exists", "would load", "room"], app.stdout, empty="no records")
+             plan.rooms[q].describe() if q in plan.rooms else "", plan.routes.get(q, "")]
+            for q, n in sorted(plan.targets.items())]
+    write_table(rows, ["queue", "records", "exists", "would load", "room", "route"], app.stdout, empty="no records")
     app.info(f"dry run: would publish {sum(plan.would_load(q) for q in plan.targets if plan.exists[q])} of "
              f"{plan.records} records from {name}; nothing was published")
 
@@ -155,10 +166,10 @@ def _render_result(app: App, result: Any) -> None:
         return
     from dlxtool.render import write_table
 
-    rows = [["published", q, n] for q, n in sorted(result.published.items())]
-    rows += [["FAILED", why, n] for why, n in sorted(result.failed.items())]
+    rows = [["published", q, n, result.routes.get(q, "")] for q, n in sorted(result.published.items())]
+    rows += [["FAILED", why, n, ""] for why, n in sorted(result.failed.items())]
     if result.not_sent:
-        rows.append(["not sent", "", result.not_sent])
-    write_table(rows, ["outcome", "queue / reason", "records"], app.stdout, empty="no records")
+        rows.append(["not sent", "", result.not_sent, ""])
+    write_table(rows, ["outcome", "queue / reason", "records", "route"], app.stdout, empty="no records")
     app.info(f"{result.published_total} of {result.records} records published from {result.file} "
              f"in {result.elapsed:.1f}s")

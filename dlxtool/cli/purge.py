@@ -45,6 +45,13 @@ the start are read one by one instead:
                   (mandatory, publisher confirms) instead of deleted; one
                   that Q returns or refuses stays in QUEUE (re-kept when
                   the refusal arrives: behind messages kept meanwhile).
+                  Each keeps its routing key (a temporary exchange bound
+                  only to Q; --default-exchange: routing key = Q's name),
+                  checked against Q's dead-letter exchange (management
+                  API): one whose next rejection from Q would be dropped
+                  — routed to no queue — stays in QUEUE with the reason;
+                  without the management API nothing is moved (exit 6).
+                  --allow-dlx-drop moves them anyway.
                   Q full: if Q has a length limit with overflow drop-head
                   (the default) or reject-publish-dlx, only what fits is
                   moved (room = limit - ready - unacked, counted down per
@@ -85,6 +92,13 @@ Examples:
               help="--move-to a full queue with overflow drop-head/reject-publish-dlx: move anyway (it pushes "
                    "out its oldest messages or dead-letters copies). Also: keep messages in QUEUE (filters, "
                    "--move-to) when its limits cannot be read (no management API).")
+@click.option("--default-exchange", is_flag=True,
+              help="With --move-to: publish on the default exchange with routing key = its queue's name (not the "
+                   "message's own key); refused where that queue's dead-letter exchange would not route the name.")
+@click.option("--allow-dlx-drop", is_flag=True,
+              help="With --move-to: move even where its queue's dead-letter exchange would route a message's "
+                   "routing key to no queue (its next rejection there drops it), or where that cannot be checked "
+                   "(no management API).")
 @selection_options
 @peek_safety_options
 @yes_option
@@ -92,7 +106,8 @@ Examples:
 @common_options
 @click.pass_obj
 def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_displace: bool,
-          selection: Selection, max_unacked: int | None, allow_reorder: bool, spend_attempts: bool, yes: bool,
+          default_exchange: bool, allow_dlx_drop: bool, selection: Selection, max_unacked: int | None,
+          allow_reorder: bool, spend_attempts: bool, yes: bool,
           dry_run: bool) -> None:
     from dlxtool.ops.purge import PurgeSettings
     from dlxtool.ops.purge import run as run_purge
@@ -106,7 +121,10 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
         check_record_file(app, backup)  # before anything is peeked, asked or read
     if allow_displace and not (move_to or selection.filters_anything):
         raise click.BadParameter("only means something with --move-to or filters", param_hint="--allow-displace")
-    settings = PurgeSettings(queue, selection, move_to, backup, allow_displace)
+    for flag, given in (("--default-exchange", default_exchange), ("--allow-dlx-drop", allow_dlx_drop)):
+        if given and not move_to:
+            raise click.BadParameter("only means something with --move-to", param_hint=flag)
+    settings = PurgeSettings(queue, selection, move_to, backup, allow_displace, default_exchange, allow_dlx_drop)
     settings.check()
     profile = app.profile()
     safety = dict(max_unacked=max_unacked, allow_reorder=allow_reorder, spend_attempts=spend_attempts)
@@ -128,6 +146,9 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
         _render(app, outcome)
         selection_notes(app, selection)
         if outcome.result is not None:
+            refusal = outcome.refusal()
+            if refusal is not None:
+                raise refusal
             exit_for(outcome.result, "purge", saved=backup)
 
 
@@ -164,8 +185,10 @@ def _render(app: App, outcome: Any) -> None:
         verb, n = ("move", summary["would_move"]) if settings.move_to else ("remove", summary["would_remove"])
         full = (f"; {summary['would_stay_full']} would stay: {settings.move_to} is full"
                 if summary.get("would_stay_full") else "")
-        app.info(f"dry run: would {verb} {n} and keep {summary['would_keep']} of {state.ready} messages in "
-                 f"{settings.queue}{sampled}{full}; nothing was changed")
+        stay = "".join(f"; {n} would stay: {why}" for why, n in sorted(summary.get("stay", {}).items()))
+        route = f" (route: {outcome.route})" if outcome.route and not stay else ""
+        app.info(f"dry run: would {verb} {n}{route} and keep {summary['would_keep']} of {state.ready} messages in "
+                 f"{settings.queue}{sampled}{full}{stay}; nothing was changed")
         return
     from dlxtool.cli.moving import duplicates_note, result_rows
     from dlxtool.render import write_table
@@ -173,6 +196,11 @@ def _render(app: App, outcome: Any) -> None:
     result = outcome.result
     rows = result_rows(result, moved="moved", kept="kept (not selected)",
                        removed=("removed", settings.backup or "(no backup)"))
-    write_table(rows, ["outcome", "where / reason", "messages"], app.stdout, empty="nothing matched")
+    headers = ["outcome", "where / reason", "messages"]
+    if settings.move_to:
+        headers.append("route")
+        for row in rows:
+            row.append((outcome.route or "") if row[0] == "moved" else "")
+    write_table(rows, headers, app.stdout, empty="nothing matched")
     app.info(f"{result.removed + result.moved_total} of {result.snapshot} messages taken from {result.source} "
              f"in {result.elapsed:.1f}s" + duplicates_note(result))

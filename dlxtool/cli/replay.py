@@ -49,8 +49,13 @@ origin, through a temporary fanout exchange bound only to it (deleted at
 the end): consumers that dispatch on the key, a dead-letter exchange that
 routes on it and retry ladders see what they saw the first time.
 --default-exchange publishes on the default exchange instead (routing key
-= queue name); an origin whose dead-letter exchange would not route that
-key keeps its messages in the DLQ, with the reason. Publishes are
+= queue name). Either way the key a message arrives with is checked
+against its origin's (or --to queue's) dead-letter exchange (management
+API: bindings, dead-letter routing key, alternate exchanges): a message
+whose next dead-lettering there would be dropped — routed to no queue —
+stays in the DLQ with the reason, as do all messages when that cannot be
+checked (no management API); exit 5, or 6 when nothing moved.
+--allow-dlx-drop replays them anyway. Publishes are
 mandatory, with publisher confirms; the DLQ copy is acked only after a
 clean confirm. Unroutable (origin deleted) or refused (origin full)
 messages stay in the DLQ and are reported. The run covers the messages
@@ -117,6 +122,10 @@ Examples:
 @click.option("--default-exchange", is_flag=True,
               help="Publish on the default exchange with routing key = queue name (consumers see the queue "
                    "name, not the original key); origins whose dead-letter exchange would not route it stay.")
+@click.option("--allow-dlx-drop", is_flag=True,
+              help="Replay even where the origin's dead-letter exchange would route a message's routing key to no "
+                   "queue (its next dead-lettering there drops it), or where that cannot be checked (no "
+                   "management API).")
 @click.option("--keep-routing-key", is_flag=True, hidden=True,
               help="The default now (kept so that existing scripts run).")
 @click.option("--drop-expiration", is_flag=True,
@@ -142,7 +151,8 @@ Examples:
 @common_options
 @click.pass_obj
 def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_headers: tuple[str, ...],
-           max_replays: int | None, default_exchange: bool, keep_routing_key: bool, drop_expiration: bool,
+           max_replays: int | None, default_exchange: bool, allow_dlx_drop: bool, keep_routing_key: bool,
+           drop_expiration: bool,
            reset_body_retries: bool, allow_displace: bool, target_broker: str | None, save_file: str | None,
            rate: float | None, prefetch: int, window: int, selection: Selection, dry_run: bool, yes: bool) -> None:
     from dlxtool.ops import replay as ops
@@ -158,7 +168,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         source=dlq, selection=selection, to_queue=to_queue, keep_history=keep_history,
         reset_headers=tuple(dict.fromkeys((*profile.reset_headers, *reset_headers))),
         max_replays=max_replays, default_exchange=default_exchange, drop_expiration=drop_expiration,
-        allow_displace=allow_displace, reset_body_retries=reset_body_retries,
+        allow_displace=allow_displace, reset_body_retries=reset_body_retries, allow_dlx_drop=allow_dlx_drop,
     )
     with summary_before_ctrl_c() as ctrl_c, ExitStack() as stack:
         conn = stack.enter_context(app.connection(profile))

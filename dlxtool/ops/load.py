@@ -56,6 +56,7 @@ class LoadSettings:
     window: int = 1000
     allow_displace: bool = False        # load into a full drop-head queue anyway (it pushes out its head)
     default_exchange: bool = False      # routing key = queue name (opt-in), instead of the record's own
+    allow_dlx_drop: bool = False        # publish where the queue's dead-letter exchange would drop the key
 
 
 @dataclass
@@ -66,11 +67,16 @@ class LoadPlan:
     exists: dict[str, bool] = field(default_factory=dict)     # queue -> exists (run/dry run)
     rooms: dict[str, Capacity] = field(default_factory=dict)  # queue -> its room at the start
     allow_displace: bool = False
+    keys: Counter[tuple[str, str]] = field(default_factory=Counter)  # (queue, routing key published with) -> records
+    routes: dict[str, str] = field(default_factory=dict)      # queue -> its route in words (or why none)
+    unsafe: Counter[str] = field(default_factory=Counter)     # why records would not be published -> records
+    unsafe_by_queue: Counter[str] = field(default_factory=Counter)  # queue -> records its route holds back
 
     def would_load(self, queue: str) -> int:
-        """Records for `queue` that fit its room by count (the byte room depends on each body)."""
+        """Records for `queue` whose route is safe and that fit its room by count (the byte room depends on each
+        body)."""
         cap = self.rooms.get(queue)
-        n = self.targets[queue]
+        n = self.targets[queue] - self.unsafe_by_queue[queue]
         if cap is None or not cap.guarded or self.allow_displace or cap.room is None:
             return n
         return min(n, cap.room)
@@ -83,7 +89,21 @@ class LoadPlan:
             out["exists"] = self.exists
         if self.rooms:
             out["rooms"] = {q: {**c.to_json(), "would_load": self.would_load(q)} for q, c in self.rooms.items()}
+        if self.routes:
+            out["routes"] = self.routes
+            out["unsafe"] = dict(self.unsafe)
         return out
+
+    def check_routes(self, routes: Any) -> None:
+        """Each target's route and each (target, routing key)'s dead-letter check (dlxtool.ops.routes.Routes),
+        for the plan: what the run would hold back, and why."""
+        for (queue, key), n in sorted(self.keys.items()):
+            if self.exists.get(queue) is not False:
+                route = routes.with_key(queue, key)
+                if isinstance(route, str):
+                    self.unsafe[route] += n
+                    self.unsafe_by_queue[queue] += n
+        self.routes = {q: routes.describe(q) for q in sorted(self.targets) if self.exists.get(q) is not False}
 
 
 @dataclass
@@ -96,6 +116,8 @@ class LoadResult:
     not_sent: int = 0          # never published (stopped by an error or Ctrl-C)
     skipped_torn: int = 0      # records cut short in the file (their messages were never acked away)
     stayed_full: Counter[str] = field(default_factory=Counter)  # queue -> records not published: it was full
+    routes: dict[str, str] = field(default_factory=dict)      # queue -> how its records were published
+    unsafe: set[str] = field(default_factory=set)             # reasons in `failed` that are routes not safe
     interrupted: bool = False
     error: str | None = None
     elapsed: float = 0.0
@@ -113,7 +135,7 @@ class LoadResult:
             "file": self.file, "records": self.records, "published": dict(self.published),
             "published_total": self.published_total, "failed": dict(self.failed),
             "failed_total": self.failed_total, "possible_duplicates": self.lost, "not_sent": self.not_sent,
-            "skipped_torn": self.skipped_torn, "stayed_full": dict(self.stayed_full),
+            "skipped_torn": self.skipped_torn, "stayed_full": dict(self.stayed_full), "routes": self.routes,
             "interrupted": self.interrupted, "error": self.error, "elapsed_s": round(self.elapsed, 3),
         }
 
@@ -123,19 +145,21 @@ def scan(open_stream: Opener, settings: LoadSettings) -> LoadPlan:
     out = LoadPlan()
     with open_stream() as stream:
         for where, record in iter_records(stream, settings.name, lambda where, _n: out.torn.append(where)):
-            out.targets[_target(record, settings, where)] += 1
-            _check_encodes(record, settings, where)
+            target = _target(record, settings, where)
+            out.targets[target] += 1
+            headers = _headers(record, settings)
+            _check_encodes(record, headers, where)
+            out.keys[(target, target if settings.default_exchange else _routing_key(record, headers))] += 1
             out.records += 1
     return out
 
 
-def _check_encodes(record: MessageRecord, settings: LoadSettings, where: str) -> None:
+def _check_encodes(record: MessageRecord, headers: dict[str, Any], where: str) -> None:
     """Refuse a file with a record AMQP cannot carry before anything is published (frame size is checked
     per message at publish time: it depends on the connection)."""
     from dlxtool.amqp_values import rabbitmq_refuses
     from dlxtool.broker.frames import encode_for_publish
 
-    headers = _headers(record, settings)
     refused = rabbitmq_refuses(headers)
     if refused is not None:
         raise UsageError(f"{where}: header {refused!r} holds an AMQP short-int of kind 'U', which RabbitMQ does "
@@ -162,23 +186,33 @@ def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int =
     """Publish the records; each failed (returned/nacked/lost/not sent) record goes to `failed` if given.
     With `rooms`, a record whose queue has no room left (drop-head would push out its head) is not published:
     it fails with that reason (and goes to `failed`); so does a record whose route is not safe (the queue is
-    missing, or with default_exchange its dead-letter exchange would drop the queue name: `management`
-    checks that, None = not reachable: nothing goes that way). The temporary exchanges are deleted on the
+    missing, or its dead-letter exchange would route the key it is published with — its own, or the queue name
+    with default_exchange — to no queue: `management` checks that, None = not reachable: nothing goes unless
+    settings.allow_dlx_drop; dlxtool.ops.routes.Routes). The temporary exchanges are deleted on the
     publishing channel right after the last publish (no round trip, and ordered after the publishes): work
     between the run and its summary would let a second stop signal cut the summary off."""
-    from dlxtool.ops.replay import Routes, TemporaryExchanges
-    from dlxtool.ops.routes import Router
+    from dlxtool.ops.routes import TemporaryExchanges
 
     exchanges = None if settings.default_exchange else TemporaryExchanges(conn, timeout, "load")
-    routes = Routes(settings.default_exchange, exchanges=exchanges,
-                    router=Router(management, vhost) if management is not None else None)
+    routes = load_routes(settings, exchanges, management, vhost)
     try:
-        return _load(conn, open_stream, settings, routes, total=total, progress=progress, failed=failed,
-                     timeout=timeout, handle_sigint=handle_sigint, rooms=rooms,
-                     before_flush=exchanges.delete_on if exchanges is not None else None)
+        result = _load(conn, open_stream, settings, routes, total=total, progress=progress, failed=failed,
+                       timeout=timeout, handle_sigint=handle_sigint, rooms=rooms,
+                       before_flush=exchanges.delete_on if exchanges is not None else None)
+        result.routes = {q: routes.describe(q) for q in sorted(result.published)}
+        result.unsafe = set(routes.unsafe)
+        return result
     finally:
         if exchanges is not None:
             exchanges.delete_all()  # only what delete_on did not send (a run that stopped on an error)
+
+
+def load_routes(settings: LoadSettings, exchanges: Callable[[str], str | None] | None, management: Any | None,
+                vhost: str) -> Any:
+    from dlxtool.ops.routes import Routes, usable_router
+
+    return Routes(settings.default_exchange, exchanges=exchanges, router=usable_router(management, vhost),
+                  allow_drop=settings.allow_dlx_drop)
 
 
 def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *, total: int,
@@ -216,7 +250,8 @@ def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *
                 if stop.is_set():
                     return
                 target = _target(record, settings, where)
-                route = routes(target)
+                headers = _headers(record, settings)
+                route = routes.with_key(target, _routing_key(record, headers))
                 if isinstance(route, str):  # not published: it fails with the reason, the others go on
                     del inflight[id(record)]
                     _refused(result, target, route, record, failed)
@@ -230,7 +265,6 @@ def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *
                         failed.write(record)
                     continue
                 exchange, keeps_key = route
-                headers = _headers(record, settings)
                 key = _routing_key(record, headers) if keeps_key else target
                 yield exchange, key, record.body, record.pika_properties(headers), (target, record)
 
@@ -380,6 +414,10 @@ def run(session: Session, open_stream: Opener, settings: LoadSettings, *, dry_ru
         plan.rooms[queue] = cap
         if cap.guarded or not cap.known:
             report.info(f"{queue}: {cap.describe()}")
+    plan.check_routes(load_routes(settings, None if settings.default_exchange else _plan_exchange, session.management,
+                                  session.vhost))
+    for why, n in sorted(plan.unsafe.items()):
+        report.warn(f"{why}: {n} record(s) would not be published")
     if dry_run:
         return plan, None
     capacity.refuse_when_no_room([rooms.capacity(q) for q in sorted(plan.targets)], "queue", settings.allow_displace)
@@ -388,13 +426,18 @@ def run(session: Session, open_stream: Opener, settings: LoadSettings, *, dry_ru
     with (open_failed() if open_failed is not None else nullcontext(None)) as failed:
         result = load(session.conn, open_stream, settings, total=plan.records, progress=progress, failed=failed,
                       timeout=session.timeout, handle_sigint=handle_sigint, rooms=rooms,
-                      management=session.management if settings.default_exchange else None, vhost=session.vhost)
+                      management=session.management, vhost=session.vhost)
     return plan, result
+
+
+def _plan_exchange(_queue: str) -> str:
+    return "(temporary exchange)"  # the plan declares none
 
 
 def outcome_error(result: LoadResult, failed_file: str | None, allow_torn: bool) -> DlxtoolError | None:
     """The exit status of a load: 3 connection lost, 130 Ctrl-C, 6 nothing fit, 5 records not loaded or torn."""
     from dlxtool.ops.capacity import refusal
+    from dlxtool.ops.routes import nothing_routed, route_refusal
 
     again = (f"; they are in {failed_file}: `dlxtool load {failed_file}` loads them again" if failed_file
              else "; --failed FILE2 would collect them to load again")
@@ -407,6 +450,8 @@ def outcome_error(result: LoadResult, failed_file: str | None, allow_torn: bool)
         return Interrupted(f"load interrupted: {result.published_total} of {result.records} records published, "
                            f"{result.not_sent} not sent" + again + dups)
     refused = refusal(result.published_total, result.failed)
+    if refused is None and nothing_routed(result.published_total, result.failed, result.unsafe):
+        refused = route_refusal("nothing loaded", result.failed, "no record was published")
     if refused is not None:
         refused.message += again
         return refused

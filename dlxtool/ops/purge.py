@@ -6,11 +6,14 @@ Reading modes — `--backup FILE`, any selection filter or `--limit`, `--move-to
 - selected, no --move-to: REMOVE — its record is written to the backup (if any) and flushed + fsynced,
   then the message is acked. A crash or a cut before the ack leaves it in the queue (maybe also in the
   file: at-least-once, counted as a possible duplicate).
-- selected, --move-to: MOVE — published unchanged (body, properties, headers) to that queue on the
-  default exchange, mandatory and confirmed; acked only after a clean confirm. Returned (target
-  deleted) or nacked (target full) messages stay in the source. A target with a length limit and
-  overflow drop-head / reject-publish-dlx takes only what fits (dlxtool.ops.capacity): the rest stays
-  in the source, "full" in the summary, unless allow_displace.
+- selected, --move-to: MOVE — published unchanged (body, properties, headers, routing key: through a
+  temporary exchange bound only to that queue; `default_exchange`: routing key = its name), mandatory and
+  confirmed; acked only after a clean confirm. Returned (target deleted) or nacked (target full)
+  messages stay in the source. A target with a length limit and overflow drop-head / reject-publish-dlx
+  takes only what fits (dlxtool.ops.capacity): the rest stays in the source, "full" in the summary,
+  unless allow_displace. A message whose routing key the target's dead-letter exchange would route to no
+  queue (its next rejection there would drop it) stays, with the reason, unless allow_dlx_drop
+  (dlxtool.ops.routes.Routes).
 - not selected: KEEP — stays, relative order kept (the engine republishes it to the tail and then acks
   it: memory bounded, no delivery attempt used on quorum queues; see the engine's notes).
 
@@ -31,6 +34,7 @@ from dlxtool.broker.declare import passive_declare
 from dlxtool.broker.management import ManagementClient
 from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, RefusedError, UsageError
 from dlxtool.ops.engine import Action, Decision
+from dlxtool.ops.routes import Router, Routes, usable_router
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
 
@@ -123,6 +127,8 @@ class PurgeSettings:
     move_to: str | None = None
     backup: str | None = None  # a file name, for summaries; the sink itself goes in TransferOptions
     allow_displace: bool = False  # --move-to a full drop-head queue: accept that it pushes out its head
+    default_exchange: bool = False  # --move-to on the default exchange (routing key = its name)
+    allow_dlx_drop: bool = False  # --move-to where its dead-letter exchange would drop the key (or unchecked)
 
     @property
     def reads_messages(self) -> bool:
@@ -156,16 +162,16 @@ class PurgeSettings:
 class PurgeDecider:
     """decide(record) for the engine: not selected → KEEP; selected → MOVE to move_to, else REMOVE.
 
-    A moved message keeps its routing key: it goes through `exchanges(move_to)`, a temporary fanout exchange
-    bound only to move_to (dlxtool.ops.replay.TemporaryExchanges), so that a consumer of move_to, or its
-    dead-letter exchange, sees the key it had (on the default exchange it would be move_to's name, which a
-    direct or topic dead-letter exchange may route nowhere: the next dead-lettering would drop it). Without
-    `exchanges` (the plan), the default exchange."""
+    A moved message keeps its routing key: `routes(move_to)` (dlxtool.ops.routes.Routes) is a temporary fanout
+    exchange bound only to move_to, so that a consumer of move_to, or its dead-letter exchange, sees the key it
+    had (on the default exchange it would be move_to's name, which a direct or topic dead-letter exchange may
+    route nowhere: the next dead-lettering would drop it). Each key is checked against move_to's dead-letter
+    exchange: a message it would drop stays, with the reason."""
 
-    def __init__(self, settings: PurgeSettings, *, exchanges: Callable[[str], str | None] | None = None) -> None:
+    def __init__(self, settings: PurgeSettings, *, routes: Routes | None = None) -> None:
         self.selection = settings.selection
         self.move_to = settings.move_to
-        self.exchanges = exchanges
+        self.routes = routes if routes is not None else move_routes(settings, None)
 
     def __call__(self, record: MessageRecord) -> Decision:
         if not self.selection.matches(record):
@@ -173,12 +179,19 @@ class PurgeDecider:
         if self.move_to is None:
             return Decision(Action.REMOVE, "removed")
         # Parked unchanged: the engine publishes the source body and properties as they are.
-        if self.exchanges is None or type(record.routing_key) is not str:
-            return Decision(Action.MOVE, self.move_to, "", self.move_to)
-        exchange = self.exchanges(self.move_to)
-        if exchange is None:
-            return Decision.leave(f"{self.move_to}: queue missing (no temporary exchange can be bound to it)")
-        return Decision(Action.MOVE, self.move_to, exchange, record.routing_key)
+        key = record.routing_key
+        route = self.routes.with_key(self.move_to, key) if type(key) is str else self.routes.by_queue_name(self.move_to)
+        if isinstance(route, str):
+            return Decision.leave(route)
+        exchange, keeps_key = route
+        return Decision(Action.MOVE, self.move_to, exchange, key if keeps_key else self.move_to)
+
+
+def move_routes(settings: PurgeSettings, exchanges: Callable[[str], str | None] | None,
+                router: Router | None = None) -> Routes:
+    """--move-to's route (dlxtool.ops.routes.Routes); `exchanges` None and not default_exchange: the plan's."""
+    return Routes(settings.default_exchange, exchanges=exchanges or (lambda _q: "(temporary exchange)"),
+                  router=router, allow_drop=settings.allow_dlx_drop)
 
 
 def remove_all(_record: MessageRecord) -> Decision:
@@ -187,16 +200,22 @@ def remove_all(_record: MessageRecord) -> Decision:
 
 
 def run_reading_purge(conn: Any, settings: PurgeSettings, options: TransferOptions, *,
-                      timeout: float = 30.0) -> TransferResult:
+                      timeout: float = 30.0, router: Router | None = None,
+                      routes: list[Routes] | None = None) -> TransferResult:
     """One engine pass over settings.queue (the sink for --backup is options.sink; options.admit, if set,
-    keeps --move-to from overfilling its queue)."""
-
-    from dlxtool.ops.replay import TemporaryExchanges
+    keeps --move-to from overfilling its queue). `router`: the management API's routing answers, for
+    --move-to's dead-letter checks (None: they cannot be made: nothing moves unless allow_dlx_drop); the
+    Routes used is appended to `routes` (the summary names it)."""
+    from dlxtool.ops.routes import TemporaryExchanges
 
     options.limit = settings.selection.limit
-    exchanges = TemporaryExchanges(conn, timeout, "purge") if settings.move_to else None
+    exchanges = TemporaryExchanges(conn, timeout, "purge") if settings.move_to and not settings.default_exchange \
+        else None
+    made = move_routes(settings, exchanges, router)
+    if routes is not None:
+        routes.append(made)
     try:
-        return drain(conn, settings.queue, PurgeDecider(settings, exchanges=exchanges), options, timeout=timeout)
+        return drain(conn, settings.queue, PurgeDecider(settings, routes=made), options, timeout=timeout)
     finally:
         if exchanges is not None:
             exchanges.delete_all()
@@ -216,16 +235,18 @@ class PurgePlan:
     """What a reading purge would do, from the first `looked_at` messages (read with peek semantics)."""
 
     looked_at: int = 0
-    actions: Counter[str] = field(default_factory=Counter)  # remove | move | keep
+    actions: Counter[str] = field(default_factory=Counter)  # remove | move | keep | leave
+    stay: Counter[str] = field(default_factory=Counter)     # why selected messages would stay (leave)
 
     def to_json(self) -> dict[str, Any]:
         return {"looked_at": self.looked_at, "would_remove": self.actions["remove"],
-                "would_move": self.actions["move"], "would_keep": self.actions["keep"]}
+                "would_move": self.actions["move"], "would_keep": self.actions["keep"],
+                "would_stay": self.actions["leave"], "stay": dict(self.stay)}
 
 
-def plan(records: Iterable[MessageRecord], settings: PurgeSettings) -> PurgePlan:
+def plan(records: Iterable[MessageRecord], settings: PurgeSettings, routes: Routes | None = None) -> PurgePlan:
     """Apply the decider to records (from a peek), honouring --limit the way the engine does."""
-    decide = PurgeDecider(settings)
+    decide = PurgeDecider(settings, routes=routes)
     limit = settings.selection.limit
     out = PurgePlan()
     selected = 0
@@ -234,9 +255,11 @@ def plan(records: Iterable[MessageRecord], settings: PurgeSettings) -> PurgePlan
         if limit is not None and selected >= limit:
             out.actions["keep"] += 1
             continue
-        action = decide(record).action
-        selected += action is not Action.KEEP
-        out.actions[action.value] += 1
+        decision = decide(record)
+        selected += decision.action is not Action.KEEP
+        out.actions[decision.action.value] += 1
+        if decision.action is Action.LEAVE:
+            out.stay[decision.group] += 1
     return out
 
 
@@ -259,6 +282,8 @@ class PurgeOutcome:
     result: TransferResult | None = None
     room: Capacity | None = None                     # --move-to's queue at the start
     rooms: dict[str, Any] | None = None              # --move-to's admissions during the run
+    route: str | None = None                         # --move-to's route in words (or why none)
+    unsafe: set[str] = field(default_factory=set)    # reasons messages stayed because their route is not safe
 
     @property
     def reads_messages(self) -> bool:
@@ -278,8 +303,19 @@ class PurgeOutcome:
             out.update(self.result.to_json())
         if self.rooms is not None:
             out["rooms"] = self.rooms
+        if self.route is not None:
+            out["routes"] = {self.settings.move_to: self.route}
         out["dry_run"] = self.dry_run
         return out
+
+    def refusal(self) -> RefusedError | None:
+        """Exit 6 when nothing moved because no route was safe (dlxtool.ops.routes.nothing_routed)."""
+        from dlxtool.ops.routes import nothing_routed, route_refusal
+
+        r = self.result
+        if r is None or r.error or r.interrupted or not nothing_routed(r.moved_total, r.left, self.unsafe):
+            return None
+        return route_refusal("nothing moved", r.left, f"every message is still in {r.source}")
 
 
 def run(session: Session, settings: PurgeSettings, *, dry_run: bool, confirm: Callable[[str], None],
@@ -330,10 +366,11 @@ def _reading(session: Session, settings: PurgeSettings, out: PurgeOutcome, *, dr
             raise NotFoundError(f"--move-to queue {settings.move_to!r} not found in vhost {session.vhost!r}",
                                 hint="declare it first (with the arguments your parking queues use)")
         report.info(f"{settings.move_to}: {out.room.describe()}")
+    router = usable_router(session.management, session.vhost) if settings.move_to else None
     out.mode = settings.describe_text()
     report.info(f"mode: {out.mode}")
     if dry_run:
-        out.plan = _dry_run_plan(settings, out, peek, peek_bound, report)
+        out.plan = _dry_run_plan(settings, out, peek, peek_bound, report, router)
         return out
     if settings.move_to or settings.selection.filters_anything:
         # Non-matching (or returned) messages are kept by republishing them to the tail.
@@ -341,38 +378,65 @@ def _reading(session: Session, settings: PurgeSettings, out: PurgeOutcome, *, dr
                                 allow_displace=settings.allow_displace)
     if rooms is not None and out.room is not None:
         capacity.refuse_when_no_room([out.room], rooms.role, settings.allow_displace)
+    _refuse_unsafe_route(settings, router)
     confirm(f"{out.mode[0].upper()}{out.mode[1:]} — queue {settings.queue!r} on {session.broker}?")
     from dlxtool.ops.engine import TransferOptions
 
     if rooms is not None:
         rooms.forget()  # read again as the run starts: the figures above are as old as the confirmation
+    routes: list[Routes] = []
     with (open_sink() if open_sink is not None else nullcontext(None)) as sink:
         options = TransferOptions(sink=sink, progress=progress, admit=rooms.admit if rooms is not None else None)
-        out.result = run_reading_purge(session.conn, settings, options, timeout=session.timeout)
+        out.result = run_reading_purge(session.conn, settings, options, timeout=session.timeout, router=router,
+                                       routes=routes)
     if rooms is not None:
         out.rooms = rooms.to_json()
+    if settings.move_to:
+        out.route, out.unsafe = routes[0].describe(settings.move_to), set(routes[0].unsafe)
     if out.result.requeued and out.state.type == "quorum":
         report.warn(f"{out.result.requeued} message(s) delivered beyond the start snapshot were given back: on a "
                     "quorum queue that used one delivery attempt each")
     return out
 
 
+def _refuse_unsafe_route(settings: PurgeSettings, router: Router | None) -> None:
+    """Before anything is read: refused (exit 6) when no message could go to --move-to whatever its routing key
+    (its route is not safe, or cannot be checked without the management API)."""
+    from dlxtool.ops.routes import route_hint
+
+    stays = move_routes(settings, None, router).for_every_key(settings.move_to) if settings.move_to else None
+    if stays is not None:
+        raise RefusedError(f"nothing would be moved: {stays}", hint=route_hint([stays]))
+
+
 def _dry_run_plan(settings: PurgeSettings, out: PurgeOutcome, peek: PeekRecords | None, peek_bound: int,
-                  report: Reporter) -> dict[str, Any]:
+                  report: Reporter, router: Router | None) -> dict[str, Any]:
     ready = out.state.ready
+    routes = move_routes(settings, None, router)
     if not settings.selection.filters_anything or peek is None:
-        # No per-message decision: the counts say it all, and nothing needs to be peeked.
+        # No per-message decision: the counts say it all, and nothing needs to be peeked (each message's routing
+        # key is checked against --move-to's dead-letter exchange as the run reads it).
         n = ready if settings.selection.limit is None else min(ready, settings.selection.limit)
-        figures = {"looked_at": 0, "would_remove": 0 if settings.move_to else n,
-                   "would_move": n if settings.move_to else 0, "would_keep": ready - n}
+        figures: dict[str, Any] = {"looked_at": 0, "would_remove": 0 if settings.move_to else n,
+                                   "would_move": n if settings.move_to else 0, "would_keep": ready - n,
+                                   "would_stay": 0, "stay": {}}
+        stays = routes.for_every_key(settings.move_to) if settings.move_to else None
+        if stays is not None:
+            figures.update(would_move=0, would_stay=n, stay={stays: n})
+        elif settings.move_to and routes(settings.move_to)[1] and not settings.allow_dlx_drop:
+            report.info(f"each message's routing key is checked against {settings.move_to}'s dead-letter exchange as "
+                        "the run reads it: one that it would route to no queue stays")
     else:
         with peek(max(1, min(ready, peek_bound))) as records:
-            result = plan(records, settings)
+            result = plan(records, settings, routes)
         figures = {**result.to_json(), "sampled": result.looked_at < ready}
         if figures["sampled"]:
             report.warn(f"looked at the first {result.looked_at} of {ready} messages only (a peek holds what it "
                         "reads unacked; raise --max-unacked to look further)")
     figures.setdefault("sampled", False)  # counts alone (nothing peeked) cover the whole queue
+    if settings.move_to:
+        routes(settings.move_to)
+        out.route = routes.describe(settings.move_to)
     figures["queue_depth"] = ready
     room = out.room
     if room is not None and room.guarded and not settings.allow_displace and room.room is not None:

@@ -13,9 +13,10 @@ How (the route, per target queue):
     entry), through a temporary fanout exchange bound only to that queue. Fanout ignores the key, so it
     reaches exactly that queue, and consumers that dispatch on the key, a dead-letter exchange that
     routes on it and an application's own retry ladder see what they saw the first time.
-  * `route="default-exchange"` (opt-in): the default exchange, routing key = the queue name. Targets
-    whose dead-letter exchange would not route that key (the next dead-lettering would drop the
-    message) keep their messages in the DLQ, with the reason.
+  * `route="default-exchange"` (opt-in): the default exchange, routing key = the queue name.
+  Either way the key the message arrives with is checked against the target's dead-letter exchange
+  (dlxtool.ops.routes.Routes): where its next dead-lettering would be dropped, it stays in the DLQ with
+  the reason (unless `allow_dlx_drop`).
 
 Headers: the death history and retry counters are removed (RabbitMQ 3.x keeps a client-sent x-death
 and would keep counting; the reset is the point), and a compact provenance header is added:
@@ -43,7 +44,6 @@ is (`Lineage`).
 from __future__ import annotations
 
 import calendar
-import contextlib
 import time
 import uuid
 from collections import Counter
@@ -67,8 +67,8 @@ from dlxtool.deaths import (
     summarize,
     waited_only,
 )
-from dlxtool.errors import DlxtoolError, RefusedError
-from dlxtool.ops.capacity import Rooms, full_reason, is_full_reason
+from dlxtool.errors import RefusedError
+from dlxtool.ops.capacity import Rooms, full_reason
 from dlxtool.ops.engine import Action, Decision, TransferOptions, TransferResult
 from dlxtool.ops.provenance import (  # re-exported: replay's names for them
     _SRC_ENTRY,
@@ -80,14 +80,21 @@ from dlxtool.ops.provenance import (  # re-exported: replay's names for them
     record_fingerprint,
     source_fingerprint,
 )
-from dlxtool.ops.routes import Resolved, Router
+from dlxtool.ops.routes import (  # the routes of replay, load and purge --move-to
+    DEFAULT_EXCHANGE,  # noqa: F401 - re-exported: replay's name for it
+    ORIGINAL_KEY,
+    Resolved,
+    Router,
+    Routes,
+    TemporaryExchanges,
+    nothing_routed,
+    route_refusal,
+)
 from dlxtool.ops.session import Reporter
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
 
 NO_ORIGIN = "no origin in the death history"
-ORIGINAL_KEY = "original routing key"       # through a temporary exchange bound only to the target
-DEFAULT_EXCHANGE = "default exchange (routing key = queue name)"
 
 
 @dataclass
@@ -101,6 +108,7 @@ class ReplaySettings:
     default_exchange: bool = False   # opt-in: routing key = queue name (see the module docstring)
     drop_expiration: bool = False    # do not restore a per-message TTL from x-death original-expiration
     allow_displace: bool = False     # replay into a full drop-head origin anyway (it pushes out its head)
+    allow_dlx_drop: bool = False     # replay where the origin's dead-letter exchange would drop the key (or unchecked)
     reset_body_retries: bool = False  # opt-in body rewrite: Dramatiq's options.retries back to 0
 
 
@@ -188,67 +196,6 @@ def first_address(prov: dict[str, Any] | None, found: Address) -> Address:
     expiration = _prov_text(prov, "expiration")
     return Address(exchange if exchange is not None else found.exchange, key if key is not None else found.routing_key,
                    expiration if expiration is not None else found.expiration)
-
-
-class Routes:
-    """Per target queue, once: the exchange to publish through and whether the message keeps its original
-    routing key, or why its messages stay in the DLQ.
-
-    `exchanges(queue)` gives a temporary exchange bound only to `queue` (None: cannot bind); `router`
-    (the target broker's management API, None when unreachable) checks the default-exchange route.
-    Also load's routes (dlxtool.ops.load)."""
-
-    def __init__(self, default_exchange: bool, *, exchanges: Callable[[str], str | None] | None,
-                 router: Router | None) -> None:
-        self.default_exchange = default_exchange
-        self.exchanges = exchanges
-        self.router = router
-        self.routes: dict[str, tuple[str, bool] | str] = {}
-        self._by_name: dict[str, tuple[str, bool] | str] = {}
-
-    def __call__(self, target: str) -> tuple[str, bool] | str:
-        route = self.routes.get(target)
-        if route is None:
-            route = self.routes[target] = self._decide(target)
-        return route
-
-    def describe(self, target: str) -> str:
-        """The route in words (the plan, the summary), or why the target's messages stay."""
-        route = self.routes.get(target)
-        if isinstance(route, str):
-            return route
-        return DEFAULT_EXCHANGE if self.default_exchange else ORIGINAL_KEY
-
-    def by_queue_name(self, target: str) -> tuple[str, bool] | str:
-        """The default-exchange route (routing key = queue name), checked like --default-exchange, for
-        messages whose consumer republishes to the exchange it received them from: Celery's Task.retry
-        sends the retry to the delivery's exchange and key (celery/app/task.py, signature_from_request),
-        which after a replay through a temporary exchange is deleted once the run ends, and the retry is
-        lost. A delivery from the default exchange Celery retries by queue name instead."""
-        route = self._by_name.get(target)
-        if route is None:
-            route = self._by_name[target] = self._default_exchange_route(target)
-        return route
-
-    def _decide(self, target: str) -> tuple[str, bool] | str:
-        if not self.default_exchange:
-            name = self.exchanges(target) if self.exchanges else None
-            if name is None:
-                return f"{target}: queue missing (no temporary exchange can be bound to it)"
-            return name, True
-        return self._default_exchange_route(target)
-
-    def _default_exchange_route(self, target: str) -> tuple[str, bool] | str:
-        if self.router is None:
-            return (f"{target}: the default-exchange route needs the management API to check its dead-letter "
-                    "exchange, and it is not reachable")
-        try:
-            drop = self.router.dead_letter_drop(target, target)
-        except DlxtoolError as exc:
-            return f"{target}: cannot check its dead-letter exchange ({exc.message})"
-        if drop:
-            return f"{target}: with the default exchange (routing key {target!r}), {drop}"
-        return "", False
 
 
 class WaitQueues:
@@ -489,72 +436,6 @@ def _short(value: Any) -> str:
     return text[:40]
 
 
-class TemporaryExchanges:
-    """The original-key route: one fanout exchange per target queue, bound only to it, deleted at the end.
-
-    Fanout ignores the routing key, so the message keeps its original key yet reaches exactly one
-    queue. Not auto-delete: deleting the queue mid-run must make publishes unroutable (returned),
-    not make the exchange vanish (which would close the channel)."""
-
-    def __init__(self, connection: Any, timeout: float = 30.0, purpose: str = "replay") -> None:
-        self.connection = connection
-        self.purpose = purpose  # in the names: dlxtool.replay.…, dlxtool.load.…, dlxtool.purge.…
-        self.timeout = timeout
-        self.by_queue: dict[str, str | None] = {}  # routing: None = no exchange bound to that queue
-        self.declared: list[str] = []              # every exchange that may exist: all deleted at the end
-        self._tag = uuid.uuid4().hex[:8]
-        self._channel: Any = None
-
-    def _ch(self) -> Any:
-        from dlxtool.broker.channel import AsyncChannel
-
-        if self._channel is None or not self._channel.is_open:
-            self._channel = AsyncChannel(self.connection, self.timeout)
-        return self._channel
-
-    def __call__(self, queue: str) -> str | None:
-        if queue not in self.by_queue:
-            name = self._name(queue)
-            # Listed before the declare: a declare-ok lost with the channel may still have created it
-            # (deleting an exchange that does not exist is a no-op).
-            self.declared.append(name)
-            try:
-                self._ch().call("exchange_declare", name, exchange_type="fanout", durable=False, auto_delete=False)
-                self._ch().call("queue_bind", queue, name, routing_key="")
-            except Exception:  # noqa: BLE001 - the queue is missing: its messages stay in the DLQ
-                # A failed bind (404) closed the channel; _ch() opens a new one for the next queue.
-                self.by_queue[queue] = None
-            else:
-                self.by_queue[queue] = name
-        return self.by_queue[queue]
-
-    def _name(self, queue: str) -> str:
-        """Unique per queue (a counter), readable where it fits: a shared, truncated name would bind two
-        long-named queues to one fanout exchange and copy every message to both."""
-        prefix = f"dlxtool.{self.purpose}.{self._tag}.{len(self.declared)}."
-        room = 255 - len(prefix.encode())
-        return prefix + queue.encode()[:room].decode("utf-8", "ignore")
-
-    def delete_on(self, publisher: Any) -> None:
-        """Delete them on the channel that published through them, right after the last publish (the broker
-        handles a channel's methods in order, so every publish is routed first) and while the run's own stop
-        handling is in force: nothing then comes between the run and its summary. delete_all then has
-        nothing left to do."""
-        channel = publisher.channel
-        for name in dict.fromkeys(self.declared):
-            channel.call("exchange_delete", name)
-        self.declared.clear()
-
-    def delete_all(self) -> None:
-        if not self.declared:
-            return  # nothing declared, or delete_on sent the deletes: the connection's close ends the channel
-        for name in dict.fromkeys(self.declared):
-            with contextlib.suppress(Exception):  # best effort; the name says what it was
-                self._ch().call("exchange_delete", name)
-        if self._channel is not None:
-            self._channel.close()
-
-
 # -- plan (dry run) ---------------------------------------------------------------------------------
 
 
@@ -651,10 +532,8 @@ class ReplayRun:
         run where every message stayed because its origin is full is refused by dlxtool.ops.capacity."""
         if not self.refused or self.result is None:
             return None
-        return RefusedError("nothing replayed, no route is safe: " + ", ".join(
-            f"{why} ({n})" for why, n in sorted(self.result.left.items())) + f"; every message is still in "
-            f"{self.result.source}", hint="fix the cause named above (create the queue, or drop --default-exchange "
-                                         "to keep the original routing key; --allow-displace for a full origin)")
+        return route_refusal("nothing replayed", self.result.left,
+                             f"every message is still in {self.result.source}")
 
 
 def run(session: ReplaySession, settings: ReplaySettings, *, dry_run: bool = False,
@@ -699,11 +578,8 @@ def run(session: ReplaySession, settings: ReplaySettings, *, dry_run: bool = Fal
     if exchanges is not None:
         out.clean_up = exchanges.delete_all
     out.routes = {t: routes.describe(t) for t in sorted(out.result.moved)}
-    unsafe = {r for r in routes.routes.values() if isinstance(r, str)}
     r = out.result
-    route_or_full = all(why in unsafe or is_full_reason(why) for why in r.left)
-    out.refused = bool(not r.moved_total and r.left and not r.error and not r.interrupted and route_or_full
-                       and set(r.left) & unsafe)
+    out.refused = nothing_routed(r.moved_total, r.left, routes.unsafe) and not r.error and not r.interrupted
     return out
 
 
@@ -771,7 +647,8 @@ def _check_target_management(session: ReplaySession, report: Reporter) -> None:
         session.target_management.overview(columns=["rabbitmq_version"])
     except ConnectError as exc:
         session.target_management = None
-        report.warn(f"cannot reach the target broker's management API ({exc.message}): routes are not checked there")
+        report.warn(f"cannot reach the target broker's management API ({exc.message}): the origins' dead-letter "
+                    "routes cannot be checked there, so nothing goes there unless --allow-dlx-drop")
 
 
 def plan_for(session: ReplaySession, settings: ReplaySettings, info: Any, report: Reporter) -> ReplayPlan:
@@ -800,7 +677,7 @@ def _router(mgmt: Any | None, vhost: str) -> Router | None:
 
 def _routes(session: ReplaySession, settings: ReplaySettings) -> Routes:
     return Routes(settings.default_exchange, exchanges=None,
-                  router=_router(session.target_management, session.target_vhost))
+                  router=_router(session.target_management, session.target_vhost), allow_drop=settings.allow_dlx_drop)
 
 
 # -- running -----------------------------------------------------------------------------------------
@@ -819,7 +696,8 @@ def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_c
         rooms.forget()  # the plan's figures are as old as the user's reading of it
         options.admit = rooms.admit
 
-    routes = routes or Routes(settings.default_exchange, exchanges=None, router=None)
+    routes = routes or Routes(settings.default_exchange, exchanges=None, router=None,
+                              allow_drop=settings.allow_dlx_drop)
     owned = exchanges is None
     if owned and not settings.default_exchange:
         exchanges = TemporaryExchanges(target_conn or source_conn, timeout)
@@ -827,7 +705,7 @@ def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_c
     decider = ReplayDecider(settings, routes=routes, wait_queues=wait_queues)
     options.limit = settings.selection.limit
     try:
-        return Transfer(source_conn, settings.source, decider, target_conn=target_conn, options=options,
+        return Transfer(source_conn, settings.source, routes.checked(decider), target_conn=target_conn, options=options,
                         timeout=timeout).run()
     finally:
         if owned and exchanges is not None:
@@ -843,10 +721,11 @@ def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, targe
     from dlxtool.ops.survey import survey
 
     conn = target_conn or source_conn
-    routes = Routes(settings.default_exchange, exchanges=lambda _q: "(temporary exchange)", router=router)
+    routes = Routes(settings.default_exchange, exchanges=lambda _q: "(temporary exchange)", router=router,
+                    allow_drop=settings.allow_dlx_drop)
     decider = ReplayDecider(settings, routes=routes, wait_queues=WaitQueues(wait_router, settings.source))
     decider.count_used_body_retries = True
-    result = survey(source_conn, settings.source, decider, max_messages=max_messages,
+    result = survey(source_conn, settings.source, routes.checked(decider), max_messages=max_messages,
                     limit=settings.selection.limit, timeout=timeout)
     out = plan_from_survey(settings.source, result.snapshot, result.looked_at, result.plan)
     out.default_exchange = settings.default_exchange

@@ -11,15 +11,23 @@ Two questions replay (and history) ask:
 Direct, topic and fanout exchanges, the default exchange, exchange-to-exchange bindings and
 alternate exchanges (by argument) are followed. A headers exchange routes on the message's headers,
 which these questions do not have: its answer is "unknown" (None), never a guess.
+
+Below them, the routes of the commands that move messages (replay, load, purge --move-to): `Routes`
+(per target: a temporary exchange that keeps the routing key, or the default exchange; per (target,
+key): the dead-letter check above, so that a moved message's next failure is not dropped) and
+`TemporaryExchanges` (one fanout exchange bound only to each target).
 """
 
 from __future__ import annotations
 
+import contextlib
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from dlxtool.errors import DlxtoolError, NotFoundError
+from dlxtool.errors import DlxtoolError, NotFoundError, RefusedError
 
 MAX_HOPS = 8  # exchange-to-exchange bindings followed at most this deep (and never in a cycle)
 
@@ -146,9 +154,10 @@ class Router:
 
     def through_wait_queue(self, queue: str, key: str | None, dlq: str) -> Resolved:
         """A message expired out of `queue` (with routing key `key` there) and its deaths say nothing else:
-        follow where `queue` dead-letters to. Reaching `dlq` itself means it expired where it was meant
-        to be consumed (a TTL on the work queue): that queue is the origin. Reaching one other queue
-        means `queue` is a wait queue: the queue it sends messages back to is the origin."""
+        follow where `queue` dead-letters to. Reaching one other queue means `queue` is a wait queue: the
+        queue it sends messages back to is the origin. Reaching `dlq` itself: with consumers, `queue` is a
+        work queue with a TTL where the message expired unprocessed (the origin); without, it may as well be
+        a retry ladder's last tier that parks by expiry, which is never an origin: no origin, with the reason."""
         try:
             info = self.queue(queue)
             if info is None:
@@ -173,7 +182,12 @@ class Router:
         if reaches is None:
             return Resolved(None, f"only TTL expiries: {where}, which routes on headers (cannot follow)")
         if dlq in reaches:
-            return Resolved(queue, "expired there (it dead-letters to this DLQ)")
+            if info.consumers:  # consumed there: a work queue with a TTL, where the message expired unprocessed
+                return Resolved(queue, "expired there (it has consumers and dead-letters to this DLQ)")
+            # Never the wait queue: replayed there, the message would only expire back into this DLQ.
+            return Resolved(None, f"only TTL expiries: {where}, which leads back to this DLQ, and {queue!r} has no "
+                                  "consumer: a wait queue that parks by expiry (a retry ladder's last tier), or a work "
+                                  "queue whose consumers are gone; which one cannot be told (--to QUEUE names it)")
         if len(reaches) == 1:
             target = next(iter(reaches))
             return Resolved(target, f"after waiting in {queue!r} (its dead-letter route leads to {target!r})")
@@ -181,3 +195,300 @@ class Router:
             return Resolved(None, f"only TTL expiries: {where}, which routes to no queue")
         return Resolved(None, f"only TTL expiries: {where}, which routes to several queues "
                               f"({', '.join(sorted(reaches))})")
+
+
+# -- the routes of a run: replay, load, purge --move-to ---------------------------------------------------
+
+
+ORIGINAL_KEY = "original routing key"       # through a temporary exchange bound only to the target
+DEFAULT_EXCHANGE = "default exchange (routing key = queue name)"
+QUEUE_MISSING = "queue missing (no temporary exchange can be bound to it)"
+UNCHECKED = ("its dead-letter exchange cannot be checked (management API not reachable): the next dead-lettering "
+             "of a message could drop it")
+DROP_FLAG = "--allow-dlx-drop"
+
+
+REFUSED = "the broker refused to"  # TemporaryExchanges' reasons start so (after the queue's name)
+
+
+def route_hint(reasons: Iterable[str]) -> str:
+    """What to do about the reasons messages stayed for (a run refused by `route_refusal`)."""
+    from dlxtool.ops.capacity import is_full_reason
+
+    reasons = list(reasons)
+    steps = []
+    if any(QUEUE_MISSING in why for why in reasons):
+        steps.append("create the missing queue")
+    if any(REFUSED in why for why in reasons):
+        steps.append("grant the user configure permission on the vhost, or use --default-exchange (no temporary "
+                     "exchange)")
+    if any("dead-letter" in why for why in reasons):
+        steps.append(f"make the dead-letter exchange route the key, or {DROP_FLAG} to move them anyway (their next "
+                     "dead-lettering there may drop them)")
+    if any(is_full_reason(why) for why in reasons):
+        steps.append("--allow-displace for a full destination")
+    return "; ".join(steps) or "fix the cause named above"
+
+
+def nothing_routed(moved: int, left: Mapping[str, int], unsafe: set[str]) -> bool:
+    """Whether a run moved nothing because no route was safe: everything left stayed for its route (`unsafe`:
+    Routes.unsafe) or its full destination, at least some of it for its route."""
+    from dlxtool.ops.capacity import is_full_reason
+
+    return bool(not moved and left and all(why in unsafe or is_full_reason(why) for why in left)
+                and set(left) & unsafe)
+
+
+def route_refusal(done: str, left: Mapping[str, int], still: str) -> RefusedError:
+    """Exit 6 for a run where `nothing_routed`; `done` says what did not happen ("nothing replayed"), `still`
+    where the messages are."""
+    return RefusedError(f"{done}, no route is safe: " + ", ".join(f"{why} ({n})" for why, n in sorted(left.items()))
+                        + f"; {still}", hint=route_hint(left))
+
+
+class RouteUnavailable(DlxtoolError):
+    """The broker refused a temporary exchange (its declare, or its bind) for another reason than a missing
+    queue: a user without configure permission on the vhost (403 ACCESS_REFUSED)."""
+
+
+def usable_router(mgmt: Any | None, vhost: str) -> Router | None:
+    """A Router on `mgmt`, or None when there is no API to ask: none, or one that cannot be used (unreachable, or
+    not proven to answer for the broker AMQP reached), so that routes say so once per target, up front."""
+    from dlxtool.broker.identity import UnusableManagement
+
+    return None if mgmt is None or isinstance(mgmt, UnusableManagement) else Router(mgmt, vhost)
+
+
+class Routes:
+    """Per target queue, once: the exchange to publish through and whether the message keeps its original
+    routing key, or why its messages stay where they are. Per (target, routing key), once: whether the
+    target's dead-letter exchange routes the key a message arrives with — else its next dead-lettering there
+    (a rejection, an expiry) would drop it, and it stays where it is, with the reason.
+
+    `exchanges(queue)` gives a temporary exchange bound only to `queue` (None: the queue is missing; raises
+    RouteUnavailable when the broker refuses it otherwise); `router` (the target broker's management API,
+    None when unreachable) answers the dead-letter questions: unreachable, nothing can be checked and nothing
+    goes. `allow_drop` (--allow-dlx-drop) accepts both risks. Replay's, load's and purge --move-to's routes.
+    `unsafe`: every reason given, so that a run that moved nothing because of them is refused (exit 6)."""
+
+    def __init__(self, default_exchange: bool, *, exchanges: Callable[[str], str | None] | None,
+                 router: Router | None, allow_drop: bool = False) -> None:
+        self.default_exchange = default_exchange
+        self.exchanges = exchanges
+        self.router = router
+        self.allow_drop = allow_drop
+        self.routes: dict[str, tuple[str, bool] | str] = {}
+        self.unsafe: set[str] = set()
+        self._by_name: dict[str, tuple[str, bool] | str] = {}
+        self._keys: dict[tuple[str, str], str] = {}  # "" = the key is routed
+
+    def __call__(self, target: str) -> tuple[str, bool] | str:
+        route = self.routes.get(target)
+        if route is None:
+            route = self.routes[target] = self._noted(self._decide(target))
+        return route
+
+    def with_key(self, target: str, key: str) -> tuple[str, bool] | str:
+        """The route of one message that arrives with routing key `key` if the route keeps it (load's per-record
+        question; the engine's deciders ask through `checked`)."""
+        route = self(target)
+        if isinstance(route, str) or not route[1]:
+            return route
+        return self.key(target, key) or route
+
+    def for_every_key(self, target: str) -> str | None:
+        """Why no message may go to `target` whatever its routing key (None: that depends on the key, or any may)."""
+        route = self(target)
+        if isinstance(route, str):
+            return route
+        if route[1] and self.router is None:
+            return self.key(target, "")  # nothing can be checked (or, allowed, nothing needs to be)
+        return None
+
+    def key(self, target: str, key: str | bytes) -> str | None:
+        """Why a message keeping routing key `key` must not go to `target` (None: it may)."""
+        if not isinstance(key, str):  # not UTF-8: no binding key equals it, and topic patterns match its text
+            key = key.decode("utf-8", "replace")
+        why = self._keys.get((target, key))
+        if why is None:
+            why = self._keys[(target, key)] = self._key_check(target, key)
+            self._noted(why)
+        return why or None
+
+    def describe(self, target: str) -> str:
+        """The route in words (the plan, the summary), or why the target's messages stay."""
+        route = self.routes.get(target)
+        if isinstance(route, str):
+            return route
+        return DEFAULT_EXCHANGE if self.default_exchange else ORIGINAL_KEY
+
+    def by_queue_name(self, target: str) -> tuple[str, bool] | str:
+        """The default-exchange route (routing key = queue name), checked like --default-exchange, for
+        messages whose consumer republishes to the exchange it received them from: Celery's Task.retry
+        sends the retry to the delivery's exchange and key (celery/app/task.py, signature_from_request),
+        which after a replay through a temporary exchange is deleted once the run ends, and the retry is
+        lost. A delivery from the default exchange Celery retries by queue name instead."""
+        route = self._by_name.get(target)
+        if route is None:
+            route = self._by_name[target] = self._noted(self._default_exchange_route(target))
+        return route
+
+    def checked(self, decide: Any) -> Any:
+        """`decide` (an engine decider: record → Decision, maybe with a `.raw` fast path) with each move that
+        keeps its routing key — through a temporary exchange — checked by `key`. A move on the default
+        exchange was checked with its target already."""
+        from dlxtool.ops.engine import Action, Decision
+
+        move, leave, key, known = Action.MOVE, Decision.leave, self.key, self._keys
+
+        def check(decision: Any) -> Any:  # per message: a dict lookup once the (target, key) pair was checked
+            if decision is None or decision.action is not move or not decision.exchange:
+                return decision
+            why = known.get((decision.group, decision.routing_key))
+            if why is None:
+                why = key(decision.group, decision.routing_key) or ""
+            return leave(why) if why else decision
+
+        return _Checked(decide, check)
+
+    def _noted(self, route: Any) -> Any:
+        if isinstance(route, str) and route:
+            self.unsafe.add(route)
+        return route
+
+    def _decide(self, target: str) -> tuple[str, bool] | str:
+        if self.default_exchange:
+            return self._default_exchange_route(target)
+        try:
+            name = self.exchanges(target) if self.exchanges else None
+        except RouteUnavailable as exc:
+            return f"{target}: {exc.message}"
+        if name is None:
+            return f"{target}: {QUEUE_MISSING}"
+        return name, True
+
+    def _key_check(self, target: str, key: str) -> str:
+        if self.allow_drop:
+            return ""
+        if self.router is None:
+            return f"{target}: {UNCHECKED}"
+        try:
+            drop = self.router.dead_letter_drop(target, key)
+        except DlxtoolError as exc:
+            return f"{target}: cannot check its dead-letter exchange ({exc.message})"
+        return f"{target}: {drop}" if drop else ""
+
+    def _default_exchange_route(self, target: str) -> tuple[str, bool] | str:
+        if self.allow_drop:
+            return "", False
+        if self.router is None:
+            return (f"{target}: the default-exchange route needs the management API to check its dead-letter "
+                    "exchange, and it is not reachable")
+        try:
+            drop = self.router.dead_letter_drop(target, target)
+        except DlxtoolError as exc:
+            return f"{target}: cannot check its dead-letter exchange ({exc.message})"
+        if drop:
+            return f"{target}: with the default exchange (routing key {target!r}), {drop}"
+        return "", False
+
+
+class _Checked:
+    """An engine decider behind Routes.checked: the engine reads `raw` (its fast path) when there is one."""
+
+    def __init__(self, decide: Any, check: Callable[[Any], Any]) -> None:
+        self.decide = decide
+        self.check = check
+        inner = getattr(decide, "raw", None)
+        self.raw: Callable[[Any, bytes, bytes], Any] | None = None
+        if inner is not None:
+            def raw(key: Any, props: bytes, body: bytes) -> Any:
+                return check(inner(key, props, body))
+
+            self.raw = raw
+
+    def __call__(self, record: Any) -> Any:
+        return self.check(self.decide(record))
+
+
+class TemporaryExchanges:
+    """The original-key route: one fanout exchange per target queue, bound only to it, deleted at the end.
+
+    Fanout ignores the routing key, so the message keeps its original key yet reaches exactly one
+    queue. Not auto-delete: deleting the queue mid-run must make publishes unroutable (returned),
+    not make the exchange vanish (which would close the channel)."""
+
+    def __init__(self, connection: Any, timeout: float = 30.0, purpose: str = "replay") -> None:
+        self.connection = connection
+        self.purpose = purpose  # in the names: dlxtool.replay.…, dlxtool.load.…, dlxtool.purge.…
+        self.timeout = timeout
+        self.by_queue: dict[str, str | None] = {}  # routing: None = no exchange bound to that queue
+        self.refused: dict[str, str] = {}          # queue -> what the broker said (not a missing queue)
+        self.declared: list[str] = []              # every exchange that may exist: all deleted at the end
+        self._tag = uuid.uuid4().hex[:8]
+        self._channel: Any = None
+
+    def _ch(self) -> Any:
+        from dlxtool.broker.channel import AsyncChannel
+
+        if self._channel is None or not self._channel.is_open:
+            self._channel = AsyncChannel(self.connection, self.timeout)
+        return self._channel
+
+    def __call__(self, queue: str) -> str | None:
+        """The exchange bound only to `queue`; None when the queue does not exist (the bind's 404). Raises
+        RouteUnavailable with the broker's reply when it refuses the declare or the bind otherwise."""
+        if queue not in self.by_queue:
+            self.by_queue[queue] = self._make(queue)
+        if queue in self.refused:
+            raise RouteUnavailable(self.refused[queue])
+        return self.by_queue[queue]
+
+    def _make(self, queue: str) -> str | None:
+        from dlxtool.broker.channel import ChannelClosed
+
+        name = self._name(queue)
+        # Listed before the declare: a declare-ok lost with the channel may still have created it
+        # (deleting an exchange that does not exist is a no-op).
+        self.declared.append(name)
+        step = "declare"
+        try:
+            self._ch().call("exchange_declare", name, exchange_type="fanout", durable=False, auto_delete=False)
+            step = "bind"
+            self._ch().call("queue_bind", queue, name, routing_key="")
+        except ChannelClosed as exc:  # the broker closed the channel; _ch() opens a new one for the next queue
+            said = self._channel.closed_reason if self._channel is not None else None
+            said = said or exc.message
+            if step == "bind" and said.startswith("404 "):
+                return None  # the queue is missing: its messages stay where they are
+            what = "declare the temporary exchange" if step == "declare" else "bind the temporary exchange"
+            self.refused[queue] = (f"{REFUSED} {what} that keeps the routing key ({said}); "
+                                   "--default-exchange publishes without one")
+            return None
+        return name
+
+    def _name(self, queue: str) -> str:
+        """Unique per queue (a counter), readable where it fits: a shared, truncated name would bind two
+        long-named queues to one fanout exchange and copy every message to both."""
+        prefix = f"dlxtool.{self.purpose}.{self._tag}.{len(self.declared)}."
+        room = 255 - len(prefix.encode())
+        return prefix + queue.encode()[:room].decode("utf-8", "ignore")
+
+    def delete_on(self, publisher: Any) -> None:
+        """Delete them on the channel that published through them, right after the last publish (the broker
+        handles a channel's methods in order, so every publish is routed first) and while the run's own stop
+        handling is in force: nothing then comes between the run and its summary. delete_all then has
+        nothing left to do."""
+        channel = publisher.channel
+        for name in dict.fromkeys(self.declared):
+            channel.call("exchange_delete", name)
+        self.declared.clear()
+
+    def delete_all(self) -> None:
+        if not self.declared:
+            return  # nothing declared, or delete_on sent the deletes: the connection's close ends the channel
+        for name in dict.fromkeys(self.declared):
+            with contextlib.suppress(Exception):  # best effort; the name says what it was
+                self._ch().call("exchange_delete", name)
+        if self._channel is not None:
+            self._channel.close()

@@ -11,7 +11,9 @@ from urllib.parse import quote
 
 import pytest
 
+from dlxtool.ops.replay import ORIGINAL_KEY
 from dlxtool.record import MessageRecord
+from tests.support import retry_topologies as rt
 
 FULL = "full (drop-head would push out its head)"
 
@@ -37,6 +39,16 @@ def _reject_into(broker, work: str, dlq: str, bodies: list[bytes], **limits) -> 
 
 def _everything(broker, *queues: str) -> Counter[bytes]:
     return Counter(body for q in queues for body, _h in broker.snapshot(q))
+
+
+def _fail_again(broker, dlq: str, *queues: str) -> None:
+    """Issue 15's proof: every message in `queues` (what was moved there, and what was there) fails once more — a
+    real reject — and must land in `dlq` through its queue's dead-letter exchange, not be dropped."""
+    expected = broker.queue_depth(dlq) + sum(broker.queue_depth(q) for q in queues)
+    with broker.channel() as ch:
+        for queue in queues:
+            rt.reject_all(ch, queue, broker.queue_depth(queue))
+    assert broker.wait_depth(dlq, expected) == expected
 
 
 def _wait_management(broker, queue: str, ready: int, **settings) -> None:
@@ -85,6 +97,7 @@ def test_replay_into_a_full_drop_head_origin_displaces_nothing(run, broker, smal
     origins = {o["queue"]: o for o in json.loads(plan.stdout)["plan"]["origins"]}
     assert origins[small_q]["would_stay_full"] == 5 and origins[small_q]["room"].startswith("room 0 (max-length 3")
     assert origins[big]["would_stay_full"] == 0 and origins[big]["room"] == "no limit"
+    assert {o["route"] for o in origins.values()} == {ORIGINAL_KEY}
 
     result = replay(run, broker, dlq, "--yes")
     assert result.exit_code == 5, result.stderr
@@ -96,16 +109,21 @@ def test_replay_into_a_full_drop_head_origin_displaces_nothing(run, broker, smal
     assert [b for b, _h in broker.snapshot(small_q)] == healthy
     assert sorted(b for b, _h in broker.snapshot(dlq)) == [f"small-{i}".encode() for i in range(5)]
     assert _everything(broker, small_q, dlq, big) == before
+    _fail_again(broker, dlq, big)  # what was replayed fails again: back in the DLQ, none dropped
+    assert _everything(broker, small_q, dlq, big) == before
 
 
 def test_replay_allow_displace_does_what_it_says(run, broker, small) -> None:
-    small_q, dlq, _big = small
+    small_q, dlq, big = small
+    before = _everything(broker, small_q, dlq, big)
     result = replay(run, broker, dlq, "--yes", "--allow-displace")
     assert result.exit_code == 0, result.stderr
     # The overflow pushed out small.q's 3 healthy ones and 2 of the replayed ones, back into dlq: the issue's
     # outcome, now only on request.
     assert broker.wait_depth(dlq, 5) == 5
     assert broker.queue_depth(small_q) == 3
+    _fail_again(broker, dlq, small_q, big)
+    assert _everything(broker, small_q, dlq, big) == before
 
 
 def test_replay_mixed_dlq_moves_what_fits_and_keeps_the_rest(run, broker, qname) -> None:
@@ -120,6 +138,7 @@ def test_replay_mixed_dlq_moves_what_fits_and_keeps_the_rest(run, broker, qname)
     broker.publish(by_bytes, [b"h"])  # 1 byte: room for 9, two 4-byte bodies
     assert broker.wait_depth(dlq, 11) == 11
     _wait_management(broker, by_bytes, 1)
+    before = _everything(broker, free, roomy, by_bytes, dlq)
 
     result = replay(run, broker, dlq, "--yes")
     assert result.exit_code == 5, result.stderr
@@ -129,6 +148,8 @@ def test_replay_mixed_dlq_moves_what_fits_and_keeps_the_rest(run, broker, qname)
     assert [b for b, _h in broker.snapshot(roomy)] == [b"h-0", b"h-1", b"h-2", b"roomy-0", b"roomy-1"]
     assert [b for b, _h in broker.snapshot(by_bytes)] == [b"h", b"bb-0", b"bb-1"]
     assert sorted(b for b, _h in broker.snapshot(dlq)) == [b"bb-2", b"roomy-2", b"roomy-3"]
+    _fail_again(broker, dlq, free, roomy, by_bytes)
+    assert _everything(broker, free, roomy, by_bytes, dlq) == before
 
 
 def test_replay_nothing_fits_exits_6(run, broker, small) -> None:
@@ -176,11 +197,13 @@ def test_purge_move_to_a_full_queue_moves_what_fits(run, broker, qname, kind) ->
     result = purge(run, broker, src, "--move-to", park, "--yes")
     assert result.exit_code == 5, result.stderr
     summary = json.loads(result.stdout)
-    assert summary["moved"] == {park: 2}
+    assert summary["moved"] == {park: 2} and summary["routes"] == {park: ORIGINAL_KEY}
     assert summary["left"] == {f"--move-to queue {FULL}: {park}": 3}
-    assert sorted(b for _m, _p, b in broker.drain(park)) == [b"parked-before", b"s-0", b"s-1"]
+    assert sorted(b for b, _h in broker.snapshot(park)) == [b"parked-before", b"s-0", b"s-1"]
     assert [b for b, _h in broker.snapshot(src)] == [b"s-2", b"s-3", b"s-4"]
     assert broker.queue_depth(park_dlq) == 0
+    _fail_again(broker, park_dlq, park)  # the moved messages fail in park: its dead-letter exchange catches them
+    assert sorted(b for b, _h in broker.snapshot(park_dlq)) == [b"parked-before", b"s-0", b"s-1"]
 
 
 def test_purge_move_to_a_queue_full_by_policy_is_refused(run, broker, qname) -> None:
@@ -237,7 +260,7 @@ def test_load_into_a_full_queue_loads_what_fits(run, broker, qname, tmp_path) ->
     small, small_dlq, other = f"{qname}.small", f"{qname}.small.dlq", f"{qname}.other"
     with broker.channel() as ch:
         _declare_limited(ch, small, small_dlq, **{"x-max-length": 3})
-        ch.queue_declare(other)
+        _declare_limited(ch, other, small_dlq)  # no limit; its failures land in small.dlq too
     broker.publish(small, [b"healthy-0", b"healthy-1"])
     path = tmp_path / "in.jsonl"
     path.write_bytes(b"".join(MessageRecord(queue=small if i % 2 else other, body=f"r{i}".encode()).to_jsonl()
@@ -252,11 +275,15 @@ def test_load_into_a_full_queue_loads_what_fits(run, broker, qname, tmp_path) ->
     assert result.exit_code == 5, result.stderr
     summary = json.loads(result.stdout)
     assert summary["published"] == {other: 4, small: 1}
+    assert summary["routes"] == {other: ORIGINAL_KEY, small: ORIGINAL_KEY}
     assert summary["failed"] == {f"queue {FULL}: {small}": 3} and summary["stayed_full"] == {small: 3}
     assert [b for b, _h in broker.snapshot(small)] == [b"healthy-0", b"healthy-1", b"r1"]
     assert broker.queue_depth(small_dlq) == 0
     assert [MessageRecord.from_json(json.loads(line)).body for line in failed.read_bytes().splitlines()] == \
         [b"r3", b"r5", b"r7"]
+    _fail_again(broker, small_dlq, small, other)  # every loaded record fails once: none dropped
+    assert sorted(b for b, _h in broker.snapshot(small_dlq)) == \
+        [b"healthy-0", b"healthy-1", b"r0", b"r1", b"r2", b"r4", b"r6"]
 
 
 def test_load_into_queues_without_room_publishes_nothing(run, broker, qname, tmp_path) -> None:
@@ -308,6 +335,13 @@ def test_replay_without_a_management_api_moves_nothing_into_origins_whose_limits
     assert "republishing them to its tail" in refused.stderr, refused.stderr
     assert broker.wait_depth(dlq, 4) == 4 and broker.wait_depth(work, 0) == 0
 
-    accepted = replay(run, broker, dlq, "--yes", "--allow-displace", *blind)
+    # Nor can the origin's dead-letter exchange be checked: --allow-displace alone moves nothing (exit 6) …
+    unchecked = replay(run, broker, dlq, "--yes", "--allow-displace", *blind)
+    assert unchecked.exit_code == 6, unchecked.output
+    assert "cannot be checked (management API not reachable)" in unchecked.stderr and "--allow-dlx-drop" in \
+        unchecked.stderr, unchecked.stderr
+    assert broker.wait_depth(dlq, 4) == 4 and broker.wait_depth(work, 0) == 0
+    # … both risks accepted, it replays
+    accepted = replay(run, broker, dlq, "--yes", "--allow-displace", "--allow-dlx-drop", *blind)
     assert accepted.exit_code == 0, accepted.output
     assert broker.wait_depth(work, 4) == 4 and broker.wait_depth(dlq, 0) == 0

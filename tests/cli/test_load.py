@@ -87,7 +87,7 @@ def test_load_default_exchange_is_opt_in_and_holds_back_what_a_direct_dlx_would_
     path = tmp_path / "in.jsonl"
     path.write_bytes(MessageRecord(queue=origin, body=b"o", routing_key="order.created").to_jsonl())
     held = load(run, broker, str(path), "--default-exchange")
-    assert held.exit_code == 5, held.stderr
+    assert held.exit_code == 6, held.stderr  # nothing could be published
     [reason] = json.loads(held.stdout)["failed"]
     assert reason.startswith(f"{origin}: ") and "would drop" in reason
     assert broker.queue_depth(origin) == 0

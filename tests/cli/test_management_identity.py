@@ -221,3 +221,44 @@ def test_queues_proves_an_ad_hoc_api_given_with_a_config_profile(run, crossed: C
     own = run("--config", str(cfg), "-b", "a", "queues", "--format", "json", env={"DLXTOOL_TEST_PASSWORD": "guest"})
     assert own.exit_code == 0, own.output  # the control: the profile's own pairing lists its queues
     assert_untouched(crossed)
+
+
+DERIVED_API_PORT = 15672  # what dlxtool derives from any AMQP URL on localhost without a port of its own
+
+
+@pytest.fixture
+def derived_api_node(crossed: Crossed) -> Iterator[BrokerEnv]:
+    """The node whose API answers at localhost:15672, with vhost V too (the issue: both brokers have `v`). On the
+    3.x suite that is the main test node (where V exists already); on the 4.x suite the 3.x node still listens
+    there, and gets V for this test."""
+    if crossed.main.http_port == DERIVED_API_PORT:
+        yield crossed.main
+        return
+    from tests.conftest import _port_open
+
+    if not _port_open(DERIVED_API_PORT):
+        pytest.skip(f"no management API on localhost:{DERIVED_API_PORT} to be derived")
+    with open_vhost("localhost", 5672, DERIVED_API_PORT, crossed.main.vhost) as env:
+        yield env
+
+
+@pytest.mark.parametrize("command", ["peek", "replay", "purge --min-deaths", "load"])
+def test_derived_management_url_of_the_other_node_refuses(run, cli_env: dict[str, str], crossed: Crossed,
+                                                         derived_api_node: BrokerEnv, tmp_path: Path,
+                                                         command: str) -> None:
+    """The issue's literal case: no --management-url, no DLXTOOL_MANAGEMENT_URL, `--url` names the second node
+    (AMQP localhost:5673, its API on 15673): dlxtool derives http://localhost:15672/, which is another node's API.
+    Exit 3 naming both, nothing read (the quorum messages are never given back), three times for peek."""
+    cli_env.pop("DLXTOOL_MANAGEMENT_URL", None)
+    assert crossed.second.http_port != DERIVED_API_PORT
+    write_records(crossed, tmp_path)
+    url = f"amqp://guest:guest@localhost:{crossed.second.amqp_port}/{quote(crossed.second.vhost, safe='')}"
+    for _ in range(3 if command == "peek" else 1):
+        result = run("--url", url, "--format", "json", *commands(crossed.queue, tmp_path)[command])
+        assert result.exit_code == 3, result.output
+        line = _mismatch_line(result.stderr)
+        api_side, amqp_side = line.split(" but ")[0], line.split(" but ")[1]
+        assert cluster_name(derived_api_node) in api_side and f"localhost:{DERIVED_API_PORT}" in line
+        assert cluster_name(crossed.second) in amqp_side and f"localhost:{crossed.second.amqp_port}" in line
+    assert_untouched(crossed)
+    assert not list(tmp_path.glob("*.jsonl")), "nothing may have been read into a file"

@@ -397,9 +397,14 @@ def test_default_exchange_is_opt_in_and_keeps_what_its_dead_letter_exchange_woul
     summary = json.loads(result.stdout)
     assert summary["moved"] == {fine: 1} and summary["left"] == {reason: 1}
     assert summary["routes"] == {fine: replay_ops.DEFAULT_EXCHANGE}
-    [(method, _p, body)] = broker.drain(fine)
-    assert (method.exchange, method.routing_key, body) == ("", fine, b"b")
     assert [b for b, _h in broker.snapshot(f"{qname}.dlq")] == [b"a"]
+    with broker.channel() as ch:  # the replayed message fails again: its fanout DLX takes it back to the DLQ
+        method, _p, body = ch.basic_get(fine)
+        assert (method.exchange, method.routing_key, body) == ("", fine, b"b")
+        ch.basic_reject(method.delivery_tag, requeue=False)
+    wait_depth(broker, f"{qname}.dlq", 2)
+    assert sorted(b for b, _h in broker.snapshot(f"{qname}.dlq")) == [b"a", b"b"]  # every message in a queue
+    assert broker.queue_depth(origin) == 0 and broker.queue_depth(fine) == 0
 
 
 def test_target_broker_profile(run, broker, qname, tmp_path) -> None:

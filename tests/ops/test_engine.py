@@ -63,7 +63,7 @@ def test_a_full_disk_during_replay_save_keeps_every_unsaved_message_in_the_dlq(b
     disk = FullDisk(save, room=600_000)
     conn = connect(broker)
     result = replay(conn, ReplaySettings(dlq), TransferOptions(prefetch=500, window=300, sink=RecordSink(disk),
-                                                               handle_sigint=False))
+                                                               handle_sigint=False), routes=broker.routes())
     conn.close()
     disk.close()
     assert "No space left on device" in result.error and not result.connection_lost
@@ -178,7 +178,7 @@ def test_input_gathers_only_with_many_publishes_in_flight(broker, qname, monkeyp
     dlq, origins, originals = make_dead_letters(broker, qname)
     conn = connect(broker)
     result = replay(conn, ReplaySettings(dlq), TransferOptions(prefetch=2 * window, window=window,
-                                                               handle_sigint=False))
+                                                               handle_sigint=False), routes=broker.routes())
     conn.close()
     assert result.complete and result.moved_total == len(originals)
     check_nothing_lost(settled_copies(broker, [dlq, *origins], len(originals)), originals, 0)

@@ -31,7 +31,8 @@ def test_load_cut_at_a_random_byte(broker, qname, seed) -> None:
         conn = pika.BlockingConnection(pika.URLParameters(
             broker.url.replace(f":{broker.amqp_port}/", f":{proxy.port}/")))
         result = load(conn, lambda: io.BytesIO(data), LoadSettings("mem", window=200), total=N,
-                      failed=RecordSink(failed), handle_sigint=False, timeout=10)
+                      failed=RecordSink(failed), handle_sigint=False, timeout=10, management=broker.mgmt,
+                      vhost=broker.vhost)
         cuts = proxy.cuts
     failed.seek(0)
     in_failed = [r.body for r in read_records(failed)]
@@ -77,7 +78,8 @@ def test_ctrl_c_leaves_no_record_behind(broker, qname) -> None:
     open_stream()
     failed = io.BytesIO()
     result = load(pika.BlockingConnection(pika.URLParameters(broker.url)), open_stream,
-                  LoadSettings("mem", window=50), total=n, failed=RecordSink(failed))
+                  LoadSettings("mem", window=50), total=n, failed=RecordSink(failed), management=broker.mgmt,
+                  vhost=broker.vhost)
     failed.seek(0)
     in_failed = [r.body for r in read_records(failed)]
     found = settled_copies(broker, [qname], result.published_total)
@@ -122,7 +124,8 @@ def test_cut_while_waiting_for_the_last_confirms_is_a_connection_error(broker, q
             return opened[-1]
 
         result = load(conn, open_stream, LoadSettings("mem", window=1000), total=len(sent),
-                      failed=RecordSink(failed), handle_sigint=False, timeout=10)
+                      failed=RecordSink(failed), handle_sigint=False, timeout=10, management=broker.mgmt,
+                      vhost=broker.vhost)
         cuts = proxy.cuts
     assert cuts == 1
     if result.lost == 0:

@@ -68,7 +68,8 @@ def test_connection_cut_at_a_random_moment(broker, qname, seed) -> None:
     with CuttingProxy(broker.host, broker.amqp_port, cut_after_bytes=cut_at) as proxy:
         params = pika.URLParameters(broker.url.replace(f":{broker.amqp_port}/", f":{proxy.port}/"))
         conn = pika.BlockingConnection(params)
-        result = replay(conn, ReplaySettings(dlq), TransferOptions(prefetch=500, window=300), timeout=10)
+        result = replay(conn, ReplaySettings(dlq), TransferOptions(prefetch=500, window=300), timeout=10,
+                        routes=broker.routes())
         cuts = proxy.cuts
     found = settled_copies(broker, [dlq, *origins], len(originals))
     extra = check_nothing_lost(found, originals, result.possible_duplicates)
@@ -143,7 +144,7 @@ def test_origin_full_with_reject_publish(broker, qname) -> None:
         ch.queue_delete(origins[0])
         ch.queue_declare(origins[0], arguments={"x-max-length": 1000, "x-overflow": "reject-publish"})
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))
-    result = replay(conn, ReplaySettings(dlq), TransferOptions(prefetch=500, window=300))
+    result = replay(conn, ReplaySettings(dlq), TransferOptions(prefetch=500, window=300), routes=broker.routes())
     conn.close()
     nacked = sum(n for why, n in result.left.items() if why.startswith("nacked"))
     assert result.moved_total == 1000 and nacked == N - 1000

@@ -29,7 +29,9 @@ class FakeManagement:
     def queue(self, _vhost: str, name: str) -> Any:
         if name not in self.queues:
             raise NotFoundError(name)
-        return queue_info({"name": name, "arguments": self.queues[name]})
+        arguments = dict(self.queues[name])
+        consumers = arguments.pop("_consumers", 0)  # not an argument: the queue's consumer count
+        return queue_info({"name": name, "arguments": arguments, "consumers": consumers})
 
 
 def to_queue(queue: str, key: str = "", **extra: Any) -> dict[str, Any]:
@@ -87,7 +89,6 @@ def test_through_wait_queue_reaches_the_processing_queue_or_says_why_not() -> No
     assert r.through_wait_queue("w1", None, "dlq").queue is None
     nowhere = r.through_wait_queue("w2", "order.created", "dlq")
     assert nowhere.queue is None and "routes to no queue" in nowhere.why
-    assert r.through_wait_queue("w3", "k", "dlq").queue == "w3"  # it expired where it was (its DLX is the DLQ)
     assert r.through_wait_queue("w4", "k", "dlq").queue is None
     gone = r.through_wait_queue("gone", "k", "dlq")
     assert gone.queue is None and "no longer exists" in gone.why
@@ -101,3 +102,100 @@ def test_a_queue_without_a_dead_letter_exchange_is_the_origin_unless_its_ttl_wou
     assert r.through_wait_queue("plain", "k", "dlq").queue == "plain"
     dropping = r.through_wait_queue("ttl_only", "k", "dlq")
     assert dropping.queue is None and "would drop" in dropping.why
+
+
+def test_a_queue_that_dead_letters_back_to_the_dlq_is_the_origin_only_when_consumed() -> None:
+    """Only TTL expiries, the last from a queue whose dead-letter route leads to this DLQ. With consumers it is a
+    work queue with a TTL where the message expired unprocessed: the origin. Without, it may be a retry ladder's
+    last tier that parks by expiry: never the origin (replayed there, the message would only expire back)."""
+    tier = {"x-message-ttl": 50, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"}
+    r = router(**{"last-tier": tier, "work-ttl": {**tier, "_consumers": 2}, "dlq": {}})
+    parked = r.through_wait_queue("last-tier", "order.created", "dlq")
+    assert parked.queue is None
+    assert "'last-tier' has no consumer" in parked.why and "--to QUEUE" in parked.why
+    consumed = r.through_wait_queue("work-ttl", "order.created", "dlq")
+    assert consumed.queue == "work-ttl" and "consumers" in consumed.why
+
+
+# -- Routes: the route of each (target, routing key) -------------------------------------------------------------
+
+
+def routes(**kwargs: Any) -> Any:
+    from dlxtool.ops.routes import Routes
+
+    r = router(a={"x-dead-letter-exchange": "x"}, fanned={"x-dead-letter-exchange": "ae"}, plain={})
+    return Routes(kwargs.pop("default_exchange", False), exchanges=lambda q: f"tmp.{q}", router=r, **kwargs)
+
+
+def test_the_kept_routing_key_is_checked_against_the_targets_dead_letter_exchange() -> None:
+    """Issue 15 §1 on the original-key route: the key the message keeps is what the target's DLX routes on."""
+    r = routes()
+    assert r.with_key("a", "order.created") == ("tmp.a", True)  # x routes order.created to `work`
+    held = r.with_key("a", "order.updated")
+    assert isinstance(held, str) and held.startswith("a: ") and "'order.updated' to no queue" in held
+    assert "would drop" in held and held in r.unsafe
+    assert r.with_key("fanned", "anything") == ("tmp.fanned", True)  # fanout: every key reaches a queue
+    assert r.with_key("plain", "anything") == ("tmp.plain", True)    # no dead-letter exchange
+    assert r.describe("a") == "original routing key"  # per target; held keys are reasons of their own
+
+
+def test_an_unreachable_management_api_holds_everything_back_unless_allowed() -> None:
+    from dlxtool.ops.routes import Routes
+
+    blind = Routes(False, exchanges=lambda q: f"tmp.{q}", router=None)
+    why = blind.with_key("a", "order.created")
+    assert isinstance(why, str) and "cannot be checked (management API not reachable)" in why
+    assert blind.for_every_key("a") == why
+    allowed = Routes(False, exchanges=lambda q: f"tmp.{q}", router=None, allow_drop=True)
+    assert allowed.with_key("a", "order.updated") == ("tmp.a", True) and not allowed.unsafe
+    assert routes(allow_drop=True).with_key("a", "order.updated") == ("tmp.a", True)
+
+
+def test_checked_turns_a_move_whose_key_would_be_dropped_into_a_leave() -> None:
+    """The engine's deciders (replay, the plan) go through Routes.checked, the fast path too."""
+    from dlxtool.ops.engine import Action, Decision
+
+    r = routes()
+    moves = {"order.created": Decision(Action.MOVE, "a", "tmp.a", "order.created"),
+             "order.updated": Decision(Action.MOVE, "a", "tmp.a", "order.updated"),
+             "default": Decision(Action.MOVE, "a", "", "a")}  # on the default exchange: checked by target already
+
+    class Decide:
+        def __call__(self, record: str) -> Decision:
+            return moves[record]
+
+        def raw(self, key: str, _props: bytes, _body: bytes) -> Decision | None:
+            return moves.get(key)
+
+    checked = r.checked(Decide())
+    assert checked("order.created") is moves["order.created"] and checked("default") is moves["default"]
+    left = checked("order.updated")
+    assert left.action is Action.LEAVE and "'order.updated' to no queue" in left.group
+    assert checked.raw("order.updated", b"", b"").action is Action.LEAVE
+    assert checked.raw("unknown", b"", b"") is None  # the fast path declined: __call__ decides
+
+
+def test_celery_routes_by_queue_name_count_as_unsafe_too() -> None:
+    """by_queue_name's reasons are in `unsafe`: a run where they held everything back is refused (exit 6)."""
+    from dlxtool.ops.routes import nothing_routed
+
+    r = routes()
+    why = r.by_queue_name("a")
+    assert isinstance(why, str) and "with the default exchange (routing key 'a')" in why
+    assert why in r.unsafe and nothing_routed(0, {why: 3}, r.unsafe)
+    assert not nothing_routed(1, {why: 3}, r.unsafe) and not nothing_routed(0, {"no origin": 1, why: 1}, r.unsafe)
+
+
+def test_a_temporary_exchange_the_broker_refuses_is_reported_with_its_reply() -> None:
+    from dlxtool.ops.routes import Routes, RouteUnavailable
+
+    def refused(queue: str) -> str | None:
+        raise RouteUnavailable("the broker refused to declare the temporary exchange that keeps the routing key "
+                               "(403 ACCESS_REFUSED - …); --default-exchange publishes without one")
+
+    r = Routes(False, exchanges=refused, router=None)
+    why = r("a")
+    assert isinstance(why, str) and why.startswith("a: the broker refused") and "403 ACCESS_REFUSED" in why
+    assert "queue missing" not in why and why in r.unsafe
+    assert Routes(False, exchanges=lambda _q: None, router=None)("a") == \
+        "a: queue missing (no temporary exchange can be bound to it)"

@@ -23,6 +23,13 @@ class BrokerEnv:
     mgmt: ManagementClient
     version: str = ""  # RabbitMQ's, e.g. "3.10.8" or "4.0.5"
 
+    def routes(self, default_exchange: bool = False) -> Any:
+        """replay()'s routes as the CLI builds them (dlxtool.ops.routes.Routes): each destination's dead-letter
+        exchange checked through this broker's management API, for tests that call the ops layer directly."""
+        from dlxtool.ops.routes import Router, Routes
+
+        return Routes(default_exchange, exchanges=None, router=Router(self.mgmt, self.vhost))
+
     @property
     def major(self) -> int:
         """RabbitMQ's major version: tests assert what that version really does where versions differ."""

@@ -1,0 +1,325 @@
+"""The routing key a moved message keeps is checked against its DESTINATION's dead-letter exchange (issue 15 §1,
+issue 20): `purge --move-to`, `replay --to`, `load`, and replay to an origin whose bindings changed since. A
+message whose next rejection there would be dropped stays where it is, with the reason (exit 5, 6 when nothing
+moved); --allow-dlx-drop accepts the risk. Proven as the issue asks: every moved message fails a second time
+(a real reject) and every message is still in some queue.
+
+Also: a temporary exchange the broker refuses (a user without configure permission) is reported with the
+broker's reply, not as a missing queue; a retry ladder's last tier that parks by expiry is never an origin."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from urllib.parse import quote
+
+import pika
+import pytest
+
+from dlxtool.ops.routes import ORIGINAL_KEY
+from dlxtool.record import MessageRecord
+from tests.support import retry_topologies as rt
+from tests.support.retry_app import wait_until
+
+
+def cli(run, broker, command: str, *args: str):
+    return run(command, *args, "--url", broker.url, "--format", "json")
+
+
+def bodies(broker, *queues: str) -> Counter[bytes]:
+    return Counter(body for q in queues for body, _h in broker.snapshot(q))
+
+
+def direct_dlx_bound_by(ch, queue: str, dlx: str, dlq: str, *keys: str) -> None:
+    """`queue` dead-letters to a direct exchange that routes only `keys` (to `dlq`)."""
+    ch.exchange_declare(dlx, "direct")
+    ch.queue_declare(dlq)
+    for key in keys:
+        ch.queue_bind(dlq, dlx, key)
+    ch.queue_declare(queue, arguments={"x-dead-letter-exchange": dlx})
+
+
+def fail_again(broker, queue: str) -> None:
+    """A real reject of every message in `queue` (requeue=False)."""
+    with broker.channel() as ch:
+        rt.reject_all(ch, queue, broker.queue_depth(queue))
+
+
+# -- purge --move-to --------------------------------------------------------------------------------------------
+
+
+def test_purge_move_to_keeps_what_the_parking_queues_dead_letter_exchange_would_drop(run, broker, qname) -> None:
+    """The review's case: P's direct DLX is bound only by key P; a message with key `order.created` moved to P
+    would be dropped by P's next rejection. It stays in the source (exit 5); the one with key P moves."""
+    src, park, ex = f"{qname}.src", f"{qname}.park", f"{qname}.in"
+    park_dlx, park_dlq = f"{qname}.park.dlx", f"{qname}.park.dlq"
+    with broker.channel() as ch:
+        direct_dlx_bound_by(ch, park, park_dlx, park_dlq, park)
+        ch.exchange_declare(ex, "direct")
+        ch.queue_declare(src)
+        for key in ("order.created", park):
+            ch.queue_bind(src, ex, key)
+        ch.basic_publish(ex, "order.created", b"keyed", mandatory=True)
+        ch.basic_publish(ex, park, b"named", mandatory=True)
+    before = bodies(broker, src)
+
+    plan = cli(run, broker, "purge", src, "--move-to", park, "--routing-key", "*", "--dry-run")
+    assert plan.exit_code == 0, plan.output
+    figures = json.loads(plan.stdout)
+    assert (figures["would_move"], figures["would_stay"], figures["routes"]) == (1, 1, {park: ORIGINAL_KEY})
+    [reason] = figures["stay"]
+    assert reason.startswith(f"{park}: ") and "'order.created' to no queue" in reason
+
+    result = cli(run, broker, "purge", src, "--move-to", park, "--yes")
+    assert result.exit_code == 5, result.output
+    summary = json.loads(result.stdout)
+    assert summary["moved"] == {park: 1} and summary["left"] == {reason: 1}
+    assert summary["routes"] == {park: ORIGINAL_KEY}
+    fail_again(broker, park)
+    assert broker.wait_depth(park_dlq, 1) == 1
+    assert bodies(broker, src, park, park_dlq) == before  # nothing dropped
+    assert [b for b, _h in broker.snapshot(src)] == [b"keyed"]
+
+    refused = cli(run, broker, "purge", src, "--move-to", park, "--yes")
+    assert refused.exit_code == 6, refused.output  # nothing could move
+    assert "nothing moved, no route is safe" in refused.stderr and "--allow-dlx-drop" in refused.stderr
+    assert [b for b, _h in broker.snapshot(src)] == [b"keyed"] and broker.queue_depth(park) == 0
+
+    accepted = cli(run, broker, "purge", src, "--move-to", park, "--yes", "--allow-dlx-drop")
+    assert accepted.exit_code == 0, accepted.output
+    assert [b for b, _h in broker.snapshot(park)] == [b"keyed"]
+
+
+def test_purge_move_to_default_exchange_routes_by_the_queue_name(run, broker, qname) -> None:
+    """--default-exchange with --move-to: routing key = P's name, which P's DLX routes (bound by P): moved."""
+    src, park = f"{qname}.src", f"{qname}.park"
+    with broker.channel() as ch:
+        direct_dlx_bound_by(ch, park, f"{qname}.park.dlx", f"{qname}.park.dlq", park)
+        ch.queue_declare(src)
+    broker.publish(src, [b"m"])
+    result = cli(run, broker, "purge", src, "--move-to", park, "--default-exchange", "--yes")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["routes"] == {park: "default exchange (routing key = queue name)"}
+    fail_again(broker, park)
+    assert broker.wait_depth(f"{qname}.park.dlq", 1) == 1
+
+
+# -- replay --to, replay after the bindings changed ---------------------------------------------------------------
+
+
+def rejected_with_key(broker, qname: str, key: str, n: int = 1) -> tuple[str, str]:
+    """Dead letters with routing key `key`, really rejected from `origin` into `dlq` (a fanout DLX)."""
+    origin, ex = f"{qname}.o", f"{qname}.in"
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        ch.exchange_declare(ex, "direct")
+        ch.queue_declare(origin, arguments={"x-dead-letter-exchange": top.dlx})
+        ch.queue_bind(origin, ex, key)
+        for i in range(n):
+            ch.basic_publish(ex, key, f"m-{i}".encode(), mandatory=True)
+        rt.reject_all(ch, origin, n)
+    assert broker.wait_depth(top.dlq, n) == n
+    return origin, top.dlq
+
+
+def test_replay_to_a_queue_whose_dead_letter_exchange_would_drop_the_key_moves_nothing(run, broker, qname) -> None:
+    _origin, dlq = rejected_with_key(broker, qname, "order.created", 2)
+    to, to_dlq = f"{qname}.to", f"{qname}.to.dlq"
+    with broker.channel() as ch:
+        direct_dlx_bound_by(ch, to, f"{qname}.to.dlx", to_dlq, to)
+
+    plan = cli(run, broker, "replay", dlq, "--to", to, "--dry-run")
+    assert plan.exit_code == 0, plan.output
+    stay = json.loads(plan.stdout)["plan"]["stay"]
+    [(reason, n)] = stay.items()
+    assert n == 2 and reason.startswith(f"{to}: ") and "'order.created' to no queue" in reason
+
+    result = cli(run, broker, "replay", dlq, "--to", to, "--yes")
+    assert result.exit_code == 6, result.output
+    assert "nothing replayed, no route is safe" in result.stderr and "--allow-dlx-drop" in result.stderr
+    assert json.loads(result.stdout)["left"] == {reason: 2}
+    assert broker.queue_depth(dlq) == 2 and broker.queue_depth(to) == 0
+
+    accepted = cli(run, broker, "replay", dlq, "--to", to, "--yes", "--allow-dlx-drop")
+    assert accepted.exit_code == 0, accepted.output
+    assert broker.queue_depth(to) == 2
+
+
+def test_replay_to_an_origin_whose_dead_letter_binding_changed_keeps_the_messages(run, broker, qname) -> None:
+    """The origin dead-lettered `order.created` into the DLQ when it failed; since then its direct DLX was rebound
+    to another key: replayed, its next rejection would drop the message. It stays (exit 6); once the binding is
+    back, the replay goes through and a second failure lands in the DLQ again."""
+    origin, ex, dlx, dlq = f"{qname}.o", f"{qname}.in", f"{qname}.dlx", f"{qname}.dlq"
+    with broker.channel() as ch:
+        direct_dlx_bound_by(ch, origin, dlx, dlq, "order.created")
+        ch.exchange_declare(ex, "direct")
+        ch.queue_bind(origin, ex, "order.created")
+        ch.basic_publish(ex, "order.created", b"o-1", mandatory=True)
+        rt.reject_all(ch, origin, 1)
+        assert broker.wait_depth(dlq, 1) == 1
+        ch.queue_unbind(dlq, dlx, "order.created")
+        ch.queue_bind(dlq, dlx, "order.placed")
+
+    held = cli(run, broker, "replay", dlq, "--yes")
+    assert held.exit_code == 6, held.output
+    [reason] = json.loads(held.stdout)["left"]
+    assert reason.startswith(f"{origin}: ") and "'order.created' to no queue" in reason
+    assert [b for b, _h in broker.snapshot(dlq)] == [b"o-1"] and broker.queue_depth(origin) == 0
+
+    with broker.channel() as ch:
+        ch.queue_bind(dlq, dlx, "order.created")
+    replayed = cli(run, broker, "replay", dlq, "--yes")
+    assert replayed.exit_code == 0, replayed.output
+    assert json.loads(replayed.stdout)["moved"] == {origin: 1}
+    fail_again(broker, origin)
+    assert broker.wait_depth(dlq, 1) == 1 and [b for b, _h in broker.snapshot(dlq)] == [b"o-1"]
+
+
+def test_celery_tasks_held_back_by_their_default_exchange_route_are_refused_with_exit_6(run, broker, qname) -> None:
+    """Celery tasks go back by queue name (see test_replay_routing); when the origin's direct DLX would drop the
+    queue name, they stay — and a run where that held back everything is refused (exit 6), as for other routes."""
+    work, x, dlx, dlq = f"{qname}.work", f"{qname}.x", f"{qname}.dlx", f"{qname}.dlq"
+    celery = {"lang": "py", "task": "shop.charge", "id": "t-1", "retries": 2}
+    with broker.channel() as ch:
+        direct_dlx_bound_by(ch, work, dlx, dlq, "shop.charge")
+        ch.exchange_declare(x, "direct")
+        ch.queue_bind(work, x, "shop.charge")
+        ch.basic_publish(x, "shop.charge", b"task", pika.BasicProperties(headers=celery))
+        rt.reject_all(ch, work, 1)
+    assert broker.wait_depth(dlq, 1) == 1
+    result = cli(run, broker, "replay", dlq, "--yes")
+    assert result.exit_code == 6, result.output
+    [reason] = json.loads(result.stdout)["left"]
+    assert "with the default exchange" in reason and "would drop" in reason
+    assert "no route is safe" in result.stderr
+    assert broker.queue_depth(dlq) == 1 and broker.queue_depth(work) == 0
+
+
+# -- load ---------------------------------------------------------------------------------------------------------
+
+
+def test_load_keeps_back_records_whose_key_the_queues_dead_letter_exchange_would_drop(run, broker, qname,
+                                                                                    tmp_path) -> None:
+    origin, dlx, dlq = f"{qname}.o", f"{qname}.dlx", f"{qname}.dlq"
+    with broker.channel() as ch:
+        direct_dlx_bound_by(ch, origin, dlx, dlq, "order.created")
+    path, failed = tmp_path / "in.jsonl", tmp_path / "failed.jsonl"
+    path.write_bytes(MessageRecord(queue=origin, body=b"safe", routing_key="order.created").to_jsonl()
+                     + MessageRecord(queue=origin, body=b"unsafe", routing_key="order.placed").to_jsonl())
+
+    plan = cli(run, broker, "load", str(path), "--dry-run")
+    assert plan.exit_code == 0, plan.output
+    figures = json.loads(plan.stdout)
+    assert figures["routes"] == {origin: ORIGINAL_KEY}
+    [(reason, n)] = figures["unsafe"].items()
+    assert n == 1 and reason.startswith(f"{origin}: ") and "'order.placed' to no queue" in reason
+    assert figures["rooms"][origin]["would_load"] == 1
+
+    result = cli(run, broker, "load", str(path), "--failed", str(failed))
+    assert result.exit_code == 5, result.output
+    summary = json.loads(result.stdout)
+    assert summary["published"] == {origin: 1} and summary["failed"] == {reason: 1}
+    assert summary["routes"] == {origin: ORIGINAL_KEY}
+    fail_again(broker, origin)
+    assert broker.wait_depth(dlq, 1) == 1
+    assert [b for b, _h in broker.snapshot(dlq)] == [b"safe"]
+    [kept] = [MessageRecord.from_json(json.loads(line)) for line in failed.read_bytes().splitlines()]
+    assert kept.body == b"unsafe"  # not lost: in --failed, to load again
+
+    refused = cli(run, broker, "load", str(failed))
+    assert refused.exit_code == 6, refused.output
+    assert "nothing loaded, no route is safe" in refused.stderr and "--allow-dlx-drop" in refused.stderr
+    assert broker.queue_depth(origin) == 0
+
+
+# -- a temporary exchange the broker refuses ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_configure_user(broker):
+    """A real user with read and write but no configure permission on the test's vhost (management tag, so
+    that the API still answers for it). Deleted afterwards."""
+    name, password = f"dlxtool-noconf-{uuid.uuid4().hex[:8]}", f"Pw-{uuid.uuid4().hex[:10]}"
+    broker.mgmt.request("PUT", f"users/{name}", {"password": password, "tags": "management"})
+    broker.mgmt.request("PUT", f"permissions/{quote(broker.vhost, safe='')}/{name}",
+                        {"configure": "^$", "write": ".*", "read": ".*"})
+    try:
+        yield name, password
+    finally:
+        broker.mgmt.request("DELETE", f"users/{name}")
+
+
+def test_a_refused_temporary_exchange_is_reported_with_the_brokers_reply(run, broker, qname,
+                                                                         no_configure_user) -> None:
+    """Without configure permission the temporary exchange cannot be declared: that is what the run says (the
+    broker's 403 and --default-exchange), not 'queue missing … create the queue'; nothing moves (exit 6).
+    --default-exchange needs no exchange of its own: the replay goes through."""
+    user, password = no_configure_user
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        rt.reject_to_dlx(ch, top, f"{qname}.o", [b"a", b"b"])
+    assert broker.wait_depth(top.dlq, 2) == 2
+    url = broker.url.replace("guest:guest@", f"{user}:{password}@")
+    assert url != broker.url
+
+    refused = run("replay", top.dlq, "--yes", "--url", url, "--format", "json")
+    assert refused.exit_code == 6, refused.output
+    [reason] = json.loads(refused.stdout)["left"]
+    assert "403" in reason and "ACCESS_REFUSED" in reason and "--default-exchange" in reason, reason
+    assert "queue missing" not in refused.stderr and "create the queue" not in refused.stderr
+    assert broker.queue_depth(top.dlq) == 2 and broker.queue_depth(f"{qname}.o") == 0
+
+    accepted = run("replay", top.dlq, "--yes", "--default-exchange", "--url", url, "--format", "json")
+    assert accepted.exit_code == 0, accepted.output
+    assert broker.queue_depth(f"{qname}.o") == 2
+
+
+# -- the last tier of a retry ladder --------------------------------------------------------------------------------
+
+
+def test_a_last_tier_that_parks_by_expiry_is_never_the_origin(run, broker, qname) -> None:
+    """A wait queue (TTL, no consumer) whose dead-letter route leads to the DLQ itself: its messages' deaths are
+    only `expired` from it. Replayed there, they would only expire back: no origin, with the reason (exit 5)."""
+    tier, dlq = f"{qname}.wait.3", f"{qname}.dlq"
+    with broker.channel() as ch:
+        ch.queue_declare(dlq)
+        ch.queue_declare(tier, arguments={"x-message-ttl": 50, "x-dead-letter-exchange": "",
+                                          "x-dead-letter-routing-key": dlq})
+        ch.basic_publish("", tier, b"parked", mandatory=True)
+    wait_until(lambda: broker.queue_depth(dlq) == 1, "the expiry")
+    result = cli(run, broker, "replay", dlq, "--yes")
+    assert result.exit_code == 5, result.output
+    [(reason, n)] = json.loads(result.stdout)["left"].items()
+    assert n == 1 and reason.startswith("no origin:") and f"{tier!r} has no consumer" in reason
+    assert [b for b, _h in broker.snapshot(dlq)] == [b"parked"] and broker.queue_depth(tier) == 0
+
+
+def test_without_the_management_api_nothing_moves_unless_both_risks_are_accepted(run, broker, qname,
+                                                                                tmp_path) -> None:
+    """No API: neither the destination's limits nor its dead-letter exchange can be read. purge --move-to is
+    refused before anything is read, load publishes nothing (exit 6 both); --allow-displace and --allow-dlx-drop
+    together move them."""
+    blind = ("--management-url", "http://127.0.0.1:9/")
+    src, park = f"{qname}.src", f"{qname}.park"
+    with broker.channel() as ch:
+        ch.queue_declare(src)
+        ch.queue_declare(park)
+    broker.publish(src, [b"m"])
+    refused = cli(run, broker, "purge", src, "--move-to", park, "--yes", "--allow-displace", *blind)
+    assert refused.exit_code == 6, refused.output
+    assert "cannot be checked (management API not reachable)" in refused.stderr and "--allow-dlx-drop" in \
+        refused.stderr
+    assert broker.queue_depth(src) == 1 and broker.queue_depth(park) == 0
+    moved = cli(run, broker, "purge", src, "--move-to", park, "--yes", "--allow-displace", "--allow-dlx-drop", *blind)
+    assert moved.exit_code == 0, moved.output
+    assert broker.queue_depth(park) == 1
+
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(MessageRecord(queue=park, body=b"r", routing_key="k").to_jsonl())
+    held = cli(run, broker, "load", str(path), "--allow-displace", *blind)
+    assert held.exit_code == 6, held.output
+    assert "cannot be checked" in held.stderr and broker.queue_depth(park) == 1
+    loaded = cli(run, broker, "load", str(path), "--allow-displace", "--allow-dlx-drop", *blind)
+    assert loaded.exit_code == 0, loaded.output
+    assert broker.queue_depth(park) == 2
