@@ -150,9 +150,20 @@ def _nsb_time(text: str) -> str | None:
     return None
 
 
-def _present(headers: Mapping[str, Any], names: Iterable[str], prefixes: Iterable[str] = ()) -> tuple[str, ...]:
-    wanted, starts = set(names), tuple(prefixes)
-    return tuple(k for k in headers if k in wanted or (starts and str(k).startswith(starts)))
+def _present(headers: Mapping[str, Any], names: Iterable[str], prefixes: Iterable[str] = (), *,
+             fold: bool = True) -> tuple[str, ...]:
+    """The headers here by these names (or prefixes): in any case where the convention reads them in any case
+    (Message.get), so that a replay resets what was read; exactly for the broker's own (`fold=False`)."""
+    if not fold:
+        wanted, starts = set(names), tuple(prefixes)
+        return tuple(k for k in headers if k in wanted or (starts and str(k).startswith(starts)))
+    wanted, starts = {n.lower() for n in names}, tuple(p.lower() for p in prefixes)
+    out = []
+    for k in headers:
+        key = str(k).lower()
+        if key in wanted or (starts and key.startswith(starts)):
+            out.append(k)
+    return tuple(out)
 
 
 def _joined(kind: str | None, message: str | None) -> str | None:
@@ -184,7 +195,7 @@ class XDeath:
             attempts=sum(d.count for d in failures) or None,
             attempts_why="x-death counts at the origin" if failures else "",
             # x-death `time` is when an entry was created (its first death): a lower bound.
-            failed_at=newest, reset=_present(message.headers, HISTORY_HEADERS))
+            failed_at=newest, reset=_present(message.headers, HISTORY_HEADERS, fold=False))
 
 
 # -- Spring AMQP -------------------------------------------------------------------------------------------
@@ -343,7 +354,7 @@ class Rascal:
         return Reading(self.name, Route(queue=queue) if queue else None, "rascal.originalQueue" if queue else "",
                        error=error, attempts=attempts,
                        attempts_why="rascal.recovery.<queue>.republished + forwarded" if attempts else "",
-                       reset=(RASCAL,), received=received)
+                       reset=_present(message.headers, (RASCAL,)), received=received)
 
 
 # -- application retry headers ----------------------------------------------------------------------------
@@ -364,7 +375,7 @@ class AppRetry:
             if value is not None:
                 # `count` is reset only when named (deaths.reset_history), the x- ones always.
                 return Reading(self.name, attempts=value, attempts_why=header,
-                               reset=_present(message.headers, APP_RETRY_HEADERS[:2]))
+                               reset=_present(message.headers, APP_RETRY_HEADERS[:2], fold=False))
         return None
 
 
@@ -714,7 +725,7 @@ def reset_failure_headers(headers: dict[str, Any], names: Iterable[str]) -> dict
     for name in names:
         if name not in headers:
             continue
-        within = PARTIAL_RESET.get(name)
+        within = PARTIAL_RESET.get(str(name).lower())
         table = headers[name]
         if within is None or not isinstance(table, Mapping):
             removed[name] = headers.pop(name)

@@ -247,6 +247,9 @@ def _render_plan(app: App, plan: Any) -> None:
     if plan.used_body_retries:
         app.warn(f"{plan.used_body_retries} Dramatiq message(s) have used up retries (options.retries in the body): "
                  "replayed as they are, Dramatiq retries them no more; --reset-body-retries sets it to 0")
+    if plan.origin_conflicts:
+        app.warn(f"{plan.origin_conflicts} message(s): conventions name different origins; the most recent failure "
+                 "won (`history` says which and why; --origin-from CONVENTION forces one)")
     for o in plan.origins:
         if o.exists is False:
             app.warn(f"queue {o.queue!r} does not exist: its {o.messages} message(s) would stay in the DLQ")

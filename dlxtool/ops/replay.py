@@ -324,6 +324,7 @@ class ReplayDecider:
         # For the plan: per target (a queue, or an exchange route's Route.key()), which conventions named the
         # origins of its messages (Python path only: the C path takes x-death-only messages)
         self.origins_from: dict[str, Counter[str]] = {}
+        self.conflicts = 0  # messages whose conventions named different origins (Explanation.conflict)
         self.labels = {c.name: c.label for c in settings.conventions}
         self.now = now
         self._filters = settings.selection.describe()
@@ -471,6 +472,7 @@ class ReplayDecider:
         explained = explain(Message(headers, record.body, record.queue, x_death_origin=x_origin, x_death=history),
                             s.conventions, origin_from=s.origin_from)
         origin = explained.origin
+        self.conflicts += explained.conflict is not None
         if origin is not None and origin.exchange is not None:
             origin = _through_temporary(origin)
         if origin is None:
@@ -695,6 +697,7 @@ class ReplayPlan:
     stay: Counter[str]
     default_exchange: bool = False
     used_body_retries: int = 0  # Dramatiq messages to replay whose body says their retries are used up
+    origin_conflicts: int = 0   # messages whose conventions named different origins: the most recent failure won
 
     @property
     def sampled(self) -> bool:
@@ -707,6 +710,7 @@ class ReplayPlan:
             "sampled": self.sampled, "queue_depth": self.snapshot,
             "origins": [o.to_json() for o in self.origins],
             "stay": dict(self.stay), "dramatiq_retries_used": self.used_body_retries,
+            "origin_conflicts": self.origin_conflicts,
         }
 
     @property
@@ -985,6 +989,7 @@ def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, targe
     out = plan_from_survey(settings.source, result.snapshot, result.looked_at, result.plan)
     out.default_exchange = settings.default_exchange
     out.used_body_retries = decider.used_body_retries
+    out.origin_conflicts = decider.conflicts
     for origin in out.origins:
         origin.conventions = dict(decider.origins_from.get(origin.queue, {}))
         origin.labels = {c: decider.labels.get(c, c) for c in origin.conventions if c}
