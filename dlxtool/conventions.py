@@ -693,21 +693,30 @@ def check_origin_from(name: str | None, known: Sequence[Convention]) -> None:
 # -- what a replay needs --------------------------------------------------------------------------------------
 
 
-def fast_path_triggers(known: Sequence[Convention]) -> tuple[tuple[bytes, ...], tuple[bytes, ...]] | None:
-    """(names, prefixes), lowercase ASCII bytes: a message carrying a header by one of these names, in any
-    case, may be explained by something other than x-death (another origin, more headers to reset), so the
-    C fast path of replay declines it. None: a convention here says nothing about its headers (only the
-    Python path is safe then)."""
-    names: list[bytes] = []
-    prefixes: list[bytes] = []
+def fast_path_triggers(known: Sequence[Convention]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(names, prefixes), lowercase: a message carrying a header by one of these names, in any case, may be
+    explained by something other than x-death (another origin, more headers to reset). Without any, x-death
+    alone explains it for a replay: the C fast path of replay declines the others, and its Python path reads
+    them with every convention. None: a convention here says nothing about its headers (read every message)."""
+    names: list[str] = []
+    prefixes: list[str] = []
     for convention in known:
         triggers = getattr(convention, "triggers", None)
         if triggers is None:
             return None
         for trigger in triggers:
-            raw = trigger.lower().encode("utf-8", "surrogatepass")
-            (prefixes if raw.endswith(b"*") else names).append(raw.rstrip(b"*"))
+            lowered = trigger.lower()
+            (prefixes if lowered.endswith("*") else names).append(lowered.rstrip("*"))
     return tuple(dict.fromkeys(names)), tuple(dict.fromkeys(prefixes))
+
+
+def carries_any(headers: Mapping[str, Any], names: frozenset[str], prefixes: tuple[str, ...]) -> bool:
+    """Whether a header's name, lowercased, is one of `names` or starts with one of `prefixes`."""
+    for key in headers:
+        lowered = str(key).lower()
+        if lowered in names or (prefixes and lowered.startswith(prefixes)):
+            return True
+    return False
 
 
 # rascal keeps more than failures in its one `rascal` table: the encryption profile and IV a subscriber needs to

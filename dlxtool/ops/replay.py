@@ -65,6 +65,7 @@ from dlxtool.conventions import (
     Explanation,
     Message,
     Route,
+    carries_any,
     explain,
     fast_path_triggers,
     reset_body_retries,
@@ -326,6 +327,10 @@ class ReplayDecider:
         self.origins_from: dict[str, Counter[str]] = {}
         self.conflicts = 0  # messages whose conventions named different origins (Explanation.conflict)
         self.labels = {c.name: c.label for c in settings.conventions}
+        # Headers that may make a convention other than x-death explain a message: without any, x-death's
+        # reading is the explanation, found without reading the message with every convention
+        triggers = fast_path_triggers(settings.conventions)
+        self._triggers = (frozenset(triggers[0]), triggers[1]) if triggers and settings.origin_from is None else None
         self.now = now
         self._filters = settings.selection.describe()
         self._filters_text = "; ".join(f"{k}={v}" for k, v in self._filters.items())
@@ -357,7 +362,7 @@ class ReplayDecider:
         triggers = fast_path_triggers(s.conventions)
         if rewrite is None or self._selects or s.origin_from not in (None, X_DEATH) or triggers is None:
             return None
-        slow_names, slow_prefixes = triggers
+        slow_names, slow_prefixes = (tuple(t.encode("utf-8", "surrogatepass") for t in names) for names in triggers)
         from dlxtool.broker.frames import encode_amqp_table
 
         # surrogatepass: a name from argv bytes that are not UTF-8 ('\udcff') matches no header in Python; its bytes
@@ -469,8 +474,11 @@ class ReplayDecider:
                                                  else None)
             x_origin = DeathOrigin(resolved.queue, resolved.why)
         headers = record.headers if isinstance(record.headers, dict) else {}
-        explained = explain(Message(headers, record.body, record.queue, x_death_origin=x_origin, x_death=history),
-                            s.conventions, origin_from=s.origin_from)
+        if self._triggers is not None and not carries_any(headers, *self._triggers):
+            explained = _x_death_only(headers, history, x_origin)
+        else:
+            explained = explain(Message(headers, record.body, record.queue, x_death_origin=x_origin, x_death=history),
+                                s.conventions, origin_from=s.origin_from)
         origin = explained.origin
         self.conflicts += explained.conflict is not None
         if origin is not None and origin.exchange is not None:
@@ -500,6 +508,15 @@ class ReplayDecider:
             self._stamp_second = second
             self._stamp_value = datetime.fromtimestamp(second, UTC)
         return self._stamp_value
+
+
+def _x_death_only(headers: dict[str, Any], history: DeathHistory, x_origin: DeathOrigin | None) -> Explanation:
+    """What explain() says of a message no convention but x-death (and the retry-header and body ones, which
+    name no origin and reset nothing more) can read: x-death's origin."""
+    origin = x_origin or find_origin(headers, history)
+    if not origin.queue:
+        return Explanation(None, None, None, "no convention names an origin")
+    return Explanation(Route(queue=origin.queue), X_DEATH, X_DEATH, origin.why)
 
 
 def _accelerator() -> Callable[..., Any] | None:

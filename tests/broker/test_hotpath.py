@@ -136,8 +136,7 @@ def expects_fast(props: Any, **overrides: Any) -> bool:
     if CELERY_MARKER in encode_properties(props):
         return False  # the bytes of a header lang="py" (maybe a Celery task: Python resets retries, picks its route)
     names, prefixes = fast_path_triggers(BUILT_IN) or ((), ())
-    if any(str(k).lower().encode() in names or str(k).lower().encode().startswith(prefixes) or "\u212a" in str(k)
-           for k in headers):
+    if any(str(k).lower() in names or str(k).lower().startswith(prefixes) for k in headers):
         return False  # a header another convention reads: Python explains the message
     reset = {"x-retry-count", "x-delivery-attempts", *overrides.get("reset_headers", ())}
     renders = all(type(headers[k]) in (int, str) or (type(headers[k]) is RawValue and headers[k].kind == "L")
@@ -449,3 +448,18 @@ def test_origin_from_another_convention_turns_the_fast_path_off() -> None:
     assert decided.action is Action.LEAVE and decided.group == "no origin: --origin-from spring: it names no " \
                                                                 "origin here"
     assert deciders(origin_from="x-death")[1].raw is not None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(letter=dead_letters())
+def test_the_python_paths_x_death_shortcut_decides_as_every_convention_would(letter: Any) -> None:
+    """Without another convention's header, the Python path skips reading the message with every convention
+    (ReplayDecider._triggers): the decision must be the one the full reading gives."""
+    routing_key, props = letter
+    quick, full = deciders()
+    full._triggers = None  # noqa: SLF001 - every message read with every convention
+    assert quick._triggers is not None  # noqa: SLF001
+    a, b = python_path(quick, routing_key, props), python_path(full, routing_key, props)
+    assert (a.action, a.group, a.exchange, a.routing_key) == (b.action, b.group, b.exchange, b.routing_key)
+    if a.action is Action.MOVE:
+        assert encode_properties(a.properties) == encode_properties(b.properties)
