@@ -234,3 +234,20 @@ def test_a_team_convention_with_an_exchange_and_routing_key(run, broker, qname, 
     assert result.exit_code == 0, result.stderr
     [(_, props, _)] = broker.drain(f"{q}.orders")
     assert sorted(props.headers) == [PROVENANCE_HEADER, "tenant"]
+
+
+def test_an_exchange_origin_whose_queue_would_drop_its_next_dead_letter_stays(run, broker, qname) -> None:
+    """The queue Spring's exchange and key reach dead-letters through a direct exchange that routes that key
+    nowhere: replayed there, the message's next broker death would be dropped."""
+    lot, q = f"{qname}.lot", qname
+    with broker.channel() as ch:
+        ch.exchange_declare(f"{q}.ex", "topic")
+        ch.exchange_declare(f"{q}.dlx", "direct")
+        ch.queue_declare(f"{q}.orders", arguments={"x-dead-letter-exchange": f"{q}.dlx"})
+        ch.queue_bind(f"{q}.orders", f"{q}.ex", "order.*")
+    park(broker, lot, shapes(q)["spring"])
+    summary = cli(run, broker, "replay", lot, "--yes", code=ExitStatus.REFUSED)
+    [why] = summary["left"]
+    assert why.startswith(f"exchange '{q}.ex', routing key 'order.created': reaches '{q}.orders', whose "
+                          f"dead-letter exchange '{q}.dlx' (direct) routes routing key 'order.created' to no queue")
+    assert broker.queue_depth(lot) == 1 and broker.queue_depth(f"{q}.orders") == 0
