@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 from urllib.parse import unquote, urlsplit
 
 import orjson
@@ -67,6 +67,9 @@ class Reading:
     attempts_why: str = ""
     failed_at: datetime | None = None  # when the failure was recorded, when the convention says
     reset: tuple[str, ...] = ()        # headers present that a replay's count reset removes
+    # (exchange, routing key) the message was delivered with at its origin, where the convention records them:
+    # a queue origin replayed through a temporary exchange keeps that routing key (dlxtool.ops.replay)
+    received: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,11 @@ class Convention(Protocol):
     def label(self) -> str: ...  # how a plan says it: "from Spring headers"
 
     def read(self, message: Message) -> Reading | None: ...
+
+
+# A convention may say which header names it needs to be present before it can name an origin or headers to
+# reset (`triggers`: lowercase; a trailing "*" makes a prefix). Replay's C fast path, which knows x-death only,
+# declines every message that carries one (see fast_path_triggers).
 
 
 def _str(value: Any) -> str | None:
@@ -142,9 +150,20 @@ def _nsb_time(text: str) -> str | None:
     return None
 
 
-def _present(headers: Mapping[str, Any], names: Iterable[str], prefixes: Iterable[str] = ()) -> tuple[str, ...]:
-    wanted, starts = set(names), tuple(prefixes)
-    return tuple(k for k in headers if k in wanted or (starts and str(k).startswith(starts)))
+def _present(headers: Mapping[str, Any], names: Iterable[str], prefixes: Iterable[str] = (), *,
+             fold: bool = True) -> tuple[str, ...]:
+    """The headers here by these names (or prefixes): in any case where the convention reads them in any case
+    (Message.get), so that a replay resets what was read; exactly for the broker's own (`fold=False`)."""
+    if not fold:
+        wanted, starts = set(names), tuple(prefixes)
+        return tuple(k for k in headers if k in wanted or (starts and str(k).startswith(starts)))
+    wanted, starts = {n.lower() for n in names}, tuple(p.lower() for p in prefixes)
+    out = []
+    for k in headers:
+        key = str(k).lower()
+        if key in wanted or (starts and key.startswith(starts)):
+            out.append(k)
+    return tuple(out)
 
 
 def _joined(kind: str | None, message: str | None) -> str | None:
@@ -162,6 +181,7 @@ class XDeath:
 
     name: str = "x-death"
     label: str = "x-death"
+    triggers: ClassVar[tuple[str, ...]] = ()  # the C fast path reads x-death itself
 
     def read(self, message: Message) -> Reading | None:
         history = message.x_death or parse_history(message.headers)
@@ -175,7 +195,7 @@ class XDeath:
             attempts=sum(d.count for d in failures) or None,
             attempts_why="x-death counts at the origin" if failures else "",
             # x-death `time` is when an entry was created (its first death): a lower bound.
-            failed_at=newest, reset=_present(message.headers, HISTORY_HEADERS))
+            failed_at=newest, reset=_present(message.headers, HISTORY_HEADERS, fold=False))
 
 
 # -- Spring AMQP -------------------------------------------------------------------------------------------
@@ -191,6 +211,7 @@ SPRING_HEADERS = ("x-exception-stacktrace", "x-exception-message", "x-original-e
 class Spring:
     name: str = "spring"
     label: str = "Spring headers"
+    triggers: ClassVar[tuple[str, ...]] = ("x-original-exchange", "x-original-routingkey", "x-exception-stacktrace")
 
     def read(self, message: Message) -> Reading | None:
         h = message.headers
@@ -203,7 +224,7 @@ class Spring:
         origin = Route.to(exchange or "", key) if key is not None else None
         return Reading(self.name, origin, "x-original-exchange/x-original-routingKey" if origin else "",
                        error=error or _first_line(message.get("x-exception-stacktrace")),
-                       reset=_present(h, SPRING_HEADERS))
+                       reset=_present(h, SPRING_HEADERS), received=(exchange or "", key) if key is not None else None)
 
 
 def _first_line(value: Any) -> str | None:
@@ -227,6 +248,7 @@ NSB_EXCEPTION = "NServiceBus.ExceptionInfo."
 class NServiceBus:
     name: str = "nservicebus"
     label: str = "NServiceBus headers"
+    triggers: ClassVar[tuple[str, ...]] = ("nservicebus.failedq", "nservicebus.exceptioninfo.*")
 
     def read(self, message: Message) -> Reading | None:
         h = message.headers
@@ -263,6 +285,7 @@ MT_ERROR_SUFFIX = "_error"
 class MassTransit:
     name: str = "masstransit"
     label: str = "MassTransit headers"
+    triggers: ClassVar[tuple[str, ...]] = ("mt-reason", "mt-fault-*")
 
     def read(self, message: Message) -> Reading | None:
         h = message.headers
@@ -307,6 +330,7 @@ RASCAL = "rascal"
 class Rascal:
     name: str = "rascal"
     label: str = "rascal headers"
+    triggers: ClassVar[tuple[str, ...]] = (RASCAL,)
 
     def read(self, message: Message) -> Reading | None:
         table = message.get(RASCAL)
@@ -324,10 +348,13 @@ class Rascal:
             attempts = sum(_int(counts.get(k)) or 0 for k in ("republished", "forwarded")) or None
         if queue is None and error is None:
             return None
+        exchange, key = table.get("originalExchange"), table.get("originalRoutingKey")
+        received = (_text(exchange), _text(key)) if isinstance(exchange, str | bytes) and isinstance(
+            key, str | bytes) else None
         return Reading(self.name, Route(queue=queue) if queue else None, "rascal.originalQueue" if queue else "",
                        error=error, attempts=attempts,
                        attempts_why="rascal.recovery.<queue>.republished + forwarded" if attempts else "",
-                       reset=(RASCAL,))
+                       reset=_present(message.headers, (RASCAL,)), received=received)
 
 
 # -- application retry headers ----------------------------------------------------------------------------
@@ -340,6 +367,7 @@ APP_RETRY_HEADERS = ("x-retry-count", "x-delivery-attempts", "count")
 class AppRetry:
     name: str = "retry-headers"
     label: str = "retry headers"
+    triggers: ClassVar[tuple[str, ...]] = ()  # x-retry-count, x-delivery-attempts: the C path resets them too
 
     def read(self, message: Message) -> Reading | None:
         for header in APP_RETRY_HEADERS:
@@ -347,7 +375,7 @@ class AppRetry:
             if value is not None:
                 # `count` is reset only when named (deaths.reset_history), the x- ones always.
                 return Reading(self.name, attempts=value, attempts_why=header,
-                               reset=_present(message.headers, APP_RETRY_HEADERS[:2]))
+                               reset=_present(message.headers, APP_RETRY_HEADERS[:2], fold=False))
         return None
 
 
@@ -363,6 +391,7 @@ class AppRetry:
 class Celery:
     name: str = "celery"
     label: str = "Celery headers"
+    triggers: ClassVar[tuple[str, ...]] = ()  # no origin, no reset (the C path leaves Celery tasks to Python)
 
     def read(self, message: Message) -> Reading | None:
         h = message.headers
@@ -387,6 +416,7 @@ BODY_LIMIT = 1 << 20  # bodies above 1 MiB are not parsed for a traceback
 class Dramatiq:
     name: str = "dramatiq"
     label: str = "Dramatiq options"
+    triggers: ClassVar[tuple[str, ...]] = ()  # error text only: it changes nothing a replay does
 
     def read(self, message: Message) -> Reading | None:
         body = message.body
@@ -466,24 +496,32 @@ class HeaderConvention:
     def label(self) -> str:
         return f"{self.name} headers"
 
+    @property
+    def triggers(self) -> tuple[str, ...]:
+        return tuple(n.lower() for n in self._names())
+
+    def _names(self) -> tuple[str, ...]:
+        names = (self.origin_queue_header, self.origin_exchange_header, self.origin_routing_key_header,
+                 *self.error_headers, self.attempts_header, *self.reset_headers)
+        return tuple(n for n in names if n)
+
     def read(self, message: Message) -> Reading | None:
         h = message.headers
-        origin, why = None, ""
+        origin, why, received = None, "", None
         if self.origin_queue_header and _str(message.get(self.origin_queue_header)):
             origin, why = Route(queue=_str(message.get(self.origin_queue_header))), self.origin_queue_header
         elif self.origin_routing_key_header and self.origin_exchange_header:
             key = _str(message.get(self.origin_routing_key_header))
             if key is not None:
-                origin = Route.to(_str(message.get(self.origin_exchange_header)) or "", key)
+                exchange = _str(message.get(self.origin_exchange_header)) or ""
+                origin, received = Route.to(exchange, key), (exchange, key)
                 why = f"{self.origin_exchange_header}/{self.origin_routing_key_header}"
         error = next((e for e in (_str(message.get(n)) for n in self.error_headers) if e), None)
         attempts = _int(message.get(self.attempts_header)) if self.attempts_header else None
         if origin is None and error is None and attempts is None:
             return None
-        names = (self.origin_queue_header, self.origin_exchange_header, self.origin_routing_key_header,
-                 *self.error_headers, self.attempts_header, *self.reset_headers)
         return Reading(self.name, origin, why, error=error, attempts=attempts,
-                       attempts_why=self.attempts_header or "", reset=_present(h, [n for n in names if n]))
+                       attempts_why=self.attempts_header or "", reset=_present(h, self._names()), received=received)
 
 
 BUILT_IN: tuple[Convention, ...] = (XDeath(), Spring(), NServiceBus(), MassTransit(), Rascal(), AppRetry(), Celery(),
@@ -513,6 +551,7 @@ class Explanation:
     attempts_from: str | None = None
     conflict: str | None = None   # when conventions named different origins: which won and why
     readings: list[Reading] = field(default_factory=list)
+    received: tuple[str, str] | None = None  # the winning convention's Reading.received
 
     def route_text(self) -> str:
         """For a replay plan: "exchange orders.ex, routing key order.created, from Spring headers"."""
@@ -575,7 +614,7 @@ def explain(message: Message, known: Sequence[Convention] = BUILT_IN, *, origin_
         attempts=attempts_reading.attempts if attempts_reading else None,
         attempts_from=(f"{attempts_reading.convention}: {attempts_reading.attempts_why}"
                        if attempts_reading else None),
-        conflict=conflict, readings=readings)
+        conflict=conflict, readings=readings, received=chosen.received if chosen else None)
 
 
 def _most_recent(candidates: list[Reading]) -> tuple[Reading | None, str | None]:
@@ -649,3 +688,61 @@ def check_origin_from(name: str | None, known: Sequence[Convention]) -> None:
 
         raise UsageError(f"--origin-from {name}: no such convention",
                          hint=f"known: {', '.join(names)} (teams' own go in the config file as [conventions.NAME])")
+
+
+# -- what a replay needs --------------------------------------------------------------------------------------
+
+
+def fast_path_triggers(known: Sequence[Convention]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(names, prefixes), lowercase: a message carrying a header by one of these names, in any case, may be
+    explained by something other than x-death (another origin, more headers to reset). Without any, x-death
+    alone explains it for a replay: the C fast path of replay declines the others, and its Python path reads
+    them with every convention. None: a convention here says nothing about its headers (read every message)."""
+    names: list[str] = []
+    prefixes: list[str] = []
+    for convention in known:
+        triggers = getattr(convention, "triggers", None)
+        if triggers is None:
+            return None
+        for trigger in triggers:
+            lowered = trigger.lower()
+            (prefixes if lowered.endswith("*") else names).append(lowered.rstrip("*"))
+    return tuple(dict.fromkeys(names)), tuple(dict.fromkeys(prefixes))
+
+
+def carries_any(headers: Mapping[str, Any], names: frozenset[str], prefixes: tuple[str, ...]) -> bool:
+    """Whether a header's name, lowercased, is one of `names` or starts with one of `prefixes`."""
+    for key in headers:
+        lowered = str(key).lower()
+        if lowered in names or (prefixes and lowered.startswith(prefixes)):
+            return True
+    return False
+
+
+# rascal keeps more than failures in its one `rascal` table: the encryption profile and IV a subscriber needs to
+# decrypt the body (lib/amqp/Subscription.js getContent) and the original exchange/routing key it restores on
+# receipt (restoreRoutingHeaders). A replay removes only what records the failure: the recovery counts (and an
+# immediateNack flag, which would nack the replayed message at once), the error, the redelivery count, and
+# originalQueue (set again on receipt; left in place it would still name an origin after the failure is gone).
+PARTIAL_RESET = {RASCAL: ("recovery", "error", "redeliveries", "originalQueue")}
+
+
+def reset_failure_headers(headers: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """Remove the conventions' failure headers `names` (Explanation.reset) from `headers`, in place; returns
+    what was removed, by name ("rascal.error" for a part of a table)."""
+    removed: dict[str, Any] = {}
+    for name in names:
+        if name not in headers:
+            continue
+        within = PARTIAL_RESET.get(str(name).lower())
+        table = headers[name]
+        if within is None or not isinstance(table, Mapping):
+            removed[name] = headers.pop(name)
+            continue
+        kept = {k: v for k, v in table.items() if k not in within}
+        removed.update({f"{name}.{k}": v for k, v in table.items() if k in within})
+        if kept:
+            headers[name] = kept
+        else:
+            del headers[name]
+    return removed

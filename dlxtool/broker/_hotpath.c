@@ -15,7 +15,8 @@
  * the two (tests/broker/test_hotpath.py). All reads are bounds-checked: input comes off the wire.
  *
  * replay_properties(props, routing_key, history_names, reset_names, keep_history,
- *                   prov_head, at, publish_id, prov_tail) -> (origin, replay_count, new_props, routing_key) | None
+ *                   prov_head, at, publish_id, prov_tail[, slow_names, slow_prefixes])
+ *                   -> (origin, replay_count, new_props, routing_key) | None
  *
  *   routing_key out: the original routing key the replayed message is published with (the one written
  *                  into the provenance header)
@@ -29,6 +30,10 @@
  *   at             provenance "at", seconds since the epoch
  *   publish_id     provenance "id" (UTF-8)
  *   prov_tail      encoded provenance fields after "reset" ("filters"), or b""
+ *   slow_names     lowercase header names (bytes) that make it answer None when a header has one of them, in
+ *                  any ASCII case: a dead-letter convention other than x-death may explain that message
+ *                  (dlxtool.conventions.fast_path_triggers)
+ *   slow_prefixes  the same for names that start with one of these
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -192,6 +197,31 @@ static int key_is(span key, const char *name) {
     return (size_t)key.n == n && memcmp(key.p, name, n) == 0;
 }
 
+/* key, folded to ASCII lowercase, equals (or, with prefix, starts with) the lowercase `name` */
+static int key_folds_to(span key, PyObject *name, int prefix) {
+    Py_ssize_t n = PyBytes_GET_SIZE(name);
+    if (prefix ? key.n < n : key.n != n) return 0;
+    const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(name);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint8_t c = key.p[i];
+        if ((c >= 'A' && c <= 'Z' ? c + 32 : c) != p[i]) return 0;
+    }
+    return 1;
+}
+
+/* A header a convention other than x-death may read (see slow_names): the Python path decides. */
+static int key_slow(span key, PyObject *names, PyObject *prefixes) {   /* either may be NULL */
+    /* Python's str.lower() folds one more letter to ASCII: KELVIN SIGN (U+212A, E2 84 AA) to 'k' (U+0130 gives
+     * 'i' + a combining dot, never an ASCII name). A name with it may match a trigger there: Python decides. */
+    for (const uint8_t *p = key.p, *end = key.p + key.n; (p = memchr(p, 0xE2, end - p)) != NULL; p++)
+        if (end - p >= 3 && p[1] == 0x84 && p[2] == 0xAA) return 1;
+    for (Py_ssize_t i = 0; names && i < PyTuple_GET_SIZE(names); i++)
+        if (key_folds_to(key, PyTuple_GET_ITEM(names, i), 0)) return 1;
+    for (Py_ssize_t i = 0; prefixes && i < PyTuple_GET_SIZE(prefixes); i++)
+        if (key_folds_to(key, PyTuple_GET_ITEM(prefixes, i), 1)) return 1;
+    return 0;
+}
+
 static int key_in(span key, PyObject *names) {   /* names: tuple of bytes */
     Py_ssize_t count = PyTuple_GET_SIZE(names);
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -330,11 +360,12 @@ static int cmp_removed(const void *a, const void *b) {
 
 static PyObject *replay_properties(PyObject *self, PyObject *args) {
     Py_buffer props, routing_key, prov_head, publish_id, prov_tail;
-    PyObject *history_names, *reset_names;
+    PyObject *history_names, *reset_names, *slow_names = NULL, *slow_prefixes = NULL;
     int keep_history;
     unsigned long long at;
-    if (!PyArg_ParseTuple(args, "y*y*O!O!py*Ky*y*", &props, &routing_key, &PyTuple_Type, &history_names,
-                          &PyTuple_Type, &reset_names, &keep_history, &prov_head, &at, &publish_id, &prov_tail))
+    if (!PyArg_ParseTuple(args, "y*y*O!O!py*Ky*y*|O!O!", &props, &routing_key, &PyTuple_Type, &history_names,
+                          &PyTuple_Type, &reset_names, &keep_history, &prov_head, &at, &publish_id, &prov_tail,
+                          &PyTuple_Type, &slow_names, &PyTuple_Type, &slow_prefixes))
         return NULL;
     PyObject *result = NULL;
     outbuf out = {0}, summary = {0}, reset = {0};
@@ -343,6 +374,12 @@ static PyObject *replay_properties(PyObject *self, PyObject *args) {
         if (!PyBytes_Check(PyTuple_GET_ITEM(history_names, i))) { PyErr_SetString(PyExc_TypeError, "names: bytes"); goto done; }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(reset_names); i++)
         if (!PyBytes_Check(PyTuple_GET_ITEM(reset_names, i))) { PyErr_SetString(PyExc_TypeError, "names: bytes"); goto done; }
+    for (int t = 0; t < 2; t++) {
+        PyObject *names = t ? slow_prefixes : slow_names;
+        for (Py_ssize_t i = 0; names && i < PyTuple_GET_SIZE(names); i++)
+            if (!PyBytes_Check(PyTuple_GET_ITEM(names, i))) { PyErr_SetString(PyExc_TypeError, "names: bytes"); goto done; }
+    }
+    int slow = (slow_names && PyTuple_GET_SIZE(slow_names)) || (slow_prefixes && PyTuple_GET_SIZE(slow_prefixes));
 
     const uint8_t *b = props.buf;
     Py_ssize_t size = props.len, o = 2;
@@ -377,6 +414,7 @@ static PyObject *replay_properties(PyObject *self, PyObject *args) {
         if (value >= table_end || nkeys == MAX_KEYS) FALLBACK;
         for (Py_ssize_t i = 0; i < nkeys; i++)
             if (keys[i].n == key.n && memcmp(keys[i].p, key.p, key.n) == 0) FALLBACK;
+        if (slow && key_slow(key, slow_names, slow_prefixes)) FALLBACK;
         keys[nkeys++] = key;
         int kept = !key_is(key, PROVENANCE) &&
                    (keep_history || !(key_in(key, history_names) || key_in(key, reset_names)));
@@ -699,7 +737,8 @@ static PyMethodDef methods[] = {
      "frames): the whole deliveries on `channel` from `offset` on, up to the first frame that is not part of one"},
     {"replay_properties", replay_properties, METH_VARARGS,
      "replay_properties(props, routing_key, history_names, reset_names, keep_history, prov_head, at, "
-     "publish_id, prov_tail) -> (origin, replay_count, new_props, original_routing_key) or None"},
+     "publish_id, prov_tail[, slow_names, slow_prefixes]) -> (origin, replay_count, new_props, original_routing_key) "
+     "or None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -20,7 +20,9 @@ from dlxtool.cli.options import (
     common_options,
     complete_broker,
     complete_queue,
+    conventions_in_use,
     dry_run_option,
+    origin_from_option,
     selection_notes,
     selection_options,
     yes_option,
@@ -41,6 +43,16 @@ A message that only waited out TTLs (an application's retry ladder) goes
 to the queue its wait queue sends it back to (followed through the
 management API), never to the wait queue; if that cannot be told it
 stays, with the reason.
+
+\b
+Dead letters a framework made are read by its convention, as `history`
+reads them (same origin): Spring's republish recoverer, NServiceBus,
+MassTransit, rascal, and [conventions.NAME] of the config file. When
+conventions disagree the most recent failure wins; --origin-from forces
+one. An origin that is an exchange + routing key (Spring's
+x-original-exchange/x-original-routingKey) is published there; the
+queues it reaches (management API) get the capacity and dead-letter
+checks, it must reach one queue (--allow-fanout: several, each a copy).
 
 \b
 Route (default): each message keeps its ORIGINAL routing key (from an
@@ -78,7 +90,10 @@ Count reset (default): x-death, x-first-death-*, x-last-death-*, CC, BCC,
 x-delivery-count and the retry headers x-retry-count, x-delivery-attempts
 (+ --reset-header, + the profile's reset_headers) are removed; a header
 `dlxtool-replay` records from, at, count, the first origin's exchange,
-routing key and per-message TTL, and the removed deaths. The TTL
+routing key and per-message TTL, and the removed deaths. The failure
+headers of the conventions that explained a message go too
+(x-exception-*, NServiceBus.ExceptionInfo.*, MT-Fault-*, rascal's
+recovery and error, a team's headers). The TTL
 (`expiration`, which dead-lettering moves into x-death) is restored unless
 --drop-expiration. --keep-history keeps the history headers. Celery's
 `retries` header (its attempt count) is set back to 0, and Celery tasks
@@ -133,6 +148,9 @@ Examples:
 @click.option("--reset-body-retries", is_flag=True,
               help="Also rewrite a Dramatiq JSON body's options.retries to 0 (its attempt count, kept in the body: "
                    "without this a replayed message gets no retry). Other bodies stay byte for byte.")
+@click.option("--allow-fanout", is_flag=True,
+              help="Replay to an exchange origin whose routing key reaches several queues anyway (each gets a copy).")
+@origin_from_option
 @click.option("--allow-displace", is_flag=True,
               help="Replay into a full origin with overflow drop-head/reject-publish-dlx anyway (it pushes out its "
                    "oldest messages or dead-letters copies), or into queues whose limits cannot be read.")
@@ -152,14 +170,15 @@ Examples:
 @click.pass_obj
 def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_headers: tuple[str, ...],
            max_replays: int | None, default_exchange: bool, allow_dlx_drop: bool, keep_routing_key: bool,
-           drop_expiration: bool,
-           reset_body_retries: bool, allow_displace: bool, target_broker: str | None, save_file: str | None,
+           drop_expiration: bool, reset_body_retries: bool, allow_fanout: bool, origin_from: str | None,
+           allow_displace: bool, target_broker: str | None, save_file: str | None,
            rate: float | None, prefetch: int, window: int, selection: Selection, dry_run: bool, yes: bool) -> None:
     from dlxtool.ops import replay as ops
 
     if default_exchange and keep_routing_key:
         raise UsageError("--default-exchange and --keep-routing-key contradict each other",
                          hint="keeping the original routing key is the default: drop --keep-routing-key")
+    known = conventions_in_use(app, origin_from)  # a wrong --origin-from fails before anything is read
     if save_file:
         check_record_file(app, save_file)  # before the plan reads (and gives back) any message
     profile = app.profile()
@@ -169,6 +188,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         reset_headers=tuple(dict.fromkeys((*profile.reset_headers, *reset_headers))),
         max_replays=max_replays, default_exchange=default_exchange, drop_expiration=drop_expiration,
         allow_displace=allow_displace, reset_body_retries=reset_body_retries, allow_dlx_drop=allow_dlx_drop,
+        conventions=known, origin_from=origin_from, allow_fanout=allow_fanout,
     )
     with summary_before_ctrl_c() as ctrl_c, ExitStack() as stack:
         conn = stack.enter_context(app.connection(profile))
@@ -226,7 +246,7 @@ def _render_plan(app: App, plan: Any) -> None:
     sampled = f" (from the first {plan.looked_at})" if plan.looked_at < plan.snapshot else ""
     app.info(f"plan for {plan.source}: {plan.snapshot} messages{sampled}")
     rows = [["replay to", o.queue, o.messages - o.would_stay_full, {True: "yes", False: "NO", None: "?"}[o.exists],
-             o.room or "", o.route] for o in plan.origins]
+             o.room or "", o.route_text()] for o in plan.origins]
     rows += [["stay", o.full_reason, o.would_stay_full, "", "", ""] for o in plan.origins if o.would_stay_full]
     rows += [["stay", why, n, "", "", ""] for why, n in sorted(plan.stay.items())]
     write_table(rows, ["action", "queue / reason", "messages", "exists", "room", "route"], app.stdout,
@@ -236,6 +256,9 @@ def _render_plan(app: App, plan: Any) -> None:
     if plan.used_body_retries:
         app.warn(f"{plan.used_body_retries} Dramatiq message(s) have used up retries (options.retries in the body): "
                  "replayed as they are, Dramatiq retries them no more; --reset-body-retries sets it to 0")
+    if plan.origin_conflicts:
+        app.warn(f"{plan.origin_conflicts} message(s): conventions name different origins; the most recent failure "
+                 "won (`history` says which and why; --origin-from CONVENTION forces one)")
     for o in plan.origins:
         if o.exists is False:
             app.warn(f"queue {o.queue!r} does not exist: its {o.messages} message(s) would stay in the DLQ")

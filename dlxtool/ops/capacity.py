@@ -259,22 +259,32 @@ class Rooms:
         self._left.clear()
 
     def admit(self, queue: str, size: int, in_flight: int = 0) -> str | None:
-        if queue in self._free:
+        if queue in self._free:  # the per-message fast path
             return None
-        left = self._left.get(queue)
-        if left is None:
-            self.capacity(queue)
-            return self.admit(queue, size, in_flight)
-        if not _fits(left, size):
-            self._reread(queue, in_flight)  # consumers may have made room meanwhile
+        return self.admit_all((queue,), size, in_flight)
+
+    def admit_all(self, queues: tuple[str, ...], size: int, in_flight: int = 0) -> str | None:
+        """One publish that reaches every queue of `queues` (an exchange route): it goes only if it fits in
+        each of them, and then takes room in each."""
+        guarded = [q for q in queues if q not in self._free]
+        for queue in guarded:
+            if self._left.get(queue) is None:
+                self.capacity(queue)
+        guarded = [q for q in guarded if q not in self._free]
+        for queue in guarded:
+            left = self._left[queue]
             if not _fits(left, size):
-                self.refused[queue] += 1
-                return full_reason(self.role, self.caps[queue])
-        if left[0] is not None:
-            left[0] -= 1
-        if left[1] is not None:
-            left[1] -= size
-        self.admitted[queue] += 1
+                self._reread(queue, in_flight)  # consumers may have made room meanwhile
+                if not _fits(left, size):
+                    self.refused[queue] += 1
+                    return full_reason(self.role, self.caps[queue])
+        for queue in guarded:
+            left = self._left[queue]
+            if left[0] is not None:
+                left[0] -= 1
+            if left[1] is not None:
+                left[1] -= size
+            self.admitted[queue] += 1
         return None
 
     def _reread(self, queue: str, in_flight: int) -> None:

@@ -5,8 +5,11 @@ through which exchange and with which headers, and holds replay's workflow and r
 stream and tail-republish refusals, the plan (refused on a quorum queue with a delivery limit), the
 confirmation, the run. The CLI parses, calls and renders.
 
-Where: its origin (dlxtool.deaths.find_origin; a message that only waited out TTLs is followed through
-its wait queue's dead-letter route, dlxtool.ops.routes), or `to_queue`.
+Where: its origin, read by the conventions as `history` reads it (dlxtool.conventions.explain, with the
+broker's own conventions from the config and `origin_from`): x-death's (dlxtool.deaths.find_origin; a
+message that only waited out TTLs is followed through its wait queue's dead-letter route,
+dlxtool.ops.routes), or a framework's (Spring, NServiceBus, MassTransit, rascal, a team's headers); or
+`to_queue`. An origin that is an exchange + routing key is published there (dlxtool.ops.exchange_routes).
 
 How (the route, per target queue):
   * default: the ORIGINAL routing key (from an earlier provenance header, else the origin's x-death
@@ -19,7 +22,9 @@ How (the route, per target queue):
   the reason (unless `allow_dlx_drop`).
 
 Headers: the death history and retry counters are removed (RabbitMQ 3.x keeps a client-sent x-death
-and would keep counting; the reset is the point), and a compact provenance header is added:
+and would keep counting; the reset is the point), with the failure headers of every convention that
+explained the message (Explanation.reset: left in place, a framework's stale failure would still name
+the origin after the next broker death), and a compact provenance header is added:
 
     dlxtool-replay = {from, at, id, count, exchange, routing-key[, expiration], deaths[, reset][, filters], src}
 
@@ -47,13 +52,26 @@ import calendar
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from dlxtool.amqp_values import RawValue
-from dlxtool.conventions import reset_body_retries, used_body_retries
+from dlxtool.conventions import (
+    BUILT_IN,
+    X_DEATH,
+    Convention,
+    Explanation,
+    Message,
+    Route,
+    carries_any,
+    explain,
+    fast_path_triggers,
+    reset_body_retries,
+    reset_failure_headers,
+    used_body_retries,
+)
 from dlxtool.deaths import (
     CELERY_MARKER,
     DEFAULT_RETRY_HEADERS,
@@ -67,9 +85,11 @@ from dlxtool.deaths import (
     summarize,
     waited_only,
 )
+from dlxtool.deaths import Origin as DeathOrigin
 from dlxtool.errors import RefusedError
-from dlxtool.ops.capacity import Rooms, full_reason
+from dlxtool.ops.capacity import Capacity, Rooms, full_reason
 from dlxtool.ops.engine import Action, Decision, TransferOptions, TransferResult
+from dlxtool.ops.exchange_routes import ExchangeTargets, Reach, exchange_exists
 from dlxtool.ops.provenance import (  # re-exported: replay's names for them
     _SRC_ENTRY,
     PROVENANCE_HEADER,
@@ -82,7 +102,9 @@ from dlxtool.ops.provenance import (  # re-exported: replay's names for them
 )
 from dlxtool.ops.routes import (  # the routes of replay, load and purge --move-to
     DEFAULT_EXCHANGE,  # noqa: F401 - re-exported: replay's name for it
+    MAX_EXCHANGE_NAME,
     ORIGINAL_KEY,
+    TEMPORARY_PREFIX,
     Resolved,
     Router,
     Routes,
@@ -110,6 +132,11 @@ class ReplaySettings:
     allow_displace: bool = False     # replay into a full drop-head origin anyway (it pushes out its head)
     allow_dlx_drop: bool = False     # replay where the origin's dead-letter exchange would drop the key (or unchecked)
     reset_body_retries: bool = False  # opt-in body rewrite: Dramatiq's options.retries back to 0
+    # Where origins are read from (dlxtool.conventions): the built-in conventions and the broker's own from
+    # the config, as `history` reads them; origin_from forces one (--origin-from CONVENTION).
+    conventions: tuple[Convention, ...] = BUILT_IN
+    origin_from: str | None = None
+    allow_fanout: bool = False       # an exchange origin that reaches several queues: publish anyway (copies)
 
 
 def provenance(headers: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -230,15 +257,28 @@ class WaitQueues:
 class ReplayDecider:
     """decide(record) for the engine. `routes(target)` says how to publish to a target (Routes: `replay` and
     `plan` pass one); without one, the default exchange, unchecked (the engine's own tests).
-    `wait_queues` follows TTL-only histories (WaitQueues); without one, they stay with the reason."""
+    `wait_queues` follows TTL-only histories (WaitQueues); without one, they stay with the reason.
+    `exchange_targets` checks exchange + routing key origins (without one: unresolved, they stay unless
+    allow_displace)."""
 
     def __init__(self, settings: ReplaySettings, *, routes: Callable[[str], tuple[str, bool] | str] | None = None,
-                 wait_queues: WaitQueues | None = None, now: datetime | None = None) -> None:
+                 wait_queues: WaitQueues | None = None, now: datetime | None = None,
+                 exchange_targets: ExchangeTargets | None = None) -> None:
         self.s = settings
         self.routes = routes or (lambda _target: ("", False))
         # Celery tasks: see Routes.by_queue_name
         self.by_queue_name = routes.by_queue_name if isinstance(routes, Routes) else self.routes
         self.wait_queues = wait_queues or WaitQueues(None, settings.source)
+        self.exchange_targets = exchange_targets or exchange_targets_for(settings, None, None)
+        # For the plan: per target (a queue, or an exchange route's Route.key()), which conventions named the
+        # origins of its messages (Python path only: the C path takes x-death-only messages)
+        self.origins_from: dict[str, Counter[str]] = {}
+        self.conflicts = 0  # messages whose conventions named different origins (Explanation.conflict)
+        self.labels = {c.name: c.label for c in settings.conventions}
+        # Headers that may make a convention other than x-death explain a message: without any, x-death's
+        # reading is the explanation, found without reading the message with every convention
+        triggers = fast_path_triggers(settings.conventions)
+        self._triggers = (frozenset(triggers[0]), triggers[1]) if triggers and settings.origin_from is None else None
         self.now = now
         self._filters = settings.selection.describe()
         self._filters_text = "; ".join(f"{k}={v}" for k, v in self._filters.items())
@@ -266,8 +306,11 @@ class ReplayDecider:
         provenance header with a TTL, a TTL to restore, an origin not named by a failure …)."""
         rewrite = _accelerator()
         s = self.s
-        if rewrite is None or self._selects:
+        # Another convention forced, or one whose headers are not known: its origins are not x-death's
+        triggers = fast_path_triggers(s.conventions)
+        if rewrite is None or self._selects or s.origin_from not in (None, X_DEATH) or triggers is None:
             return None
+        slow_names, slow_prefixes = (tuple(t.encode("utf-8", "surrogatepass") for t in names) for names in triggers)
         from dlxtool.broker.frames import encode_amqp_table
 
         # surrogatepass: a name from argv bytes that are not UTF-8 ('\udcff') matches no header in Python; its bytes
@@ -295,7 +338,7 @@ class ReplayDecider:
             fingerprint = source_fingerprint(props, body)
             out = rewrite(props, routing_key.encode(), history, reset, keep_history, head,
                           fixed_at if fixed_at is not None else int(time.time()), self._next_id().encode(),
-                          tail + _SRC_ENTRY + fingerprint.encode())
+                          tail + _SRC_ENTRY + fingerprint.encode(), slow_names, slow_prefixes)
             if out is None:
                 return None
             origin, count, properties, original_key = out
@@ -323,34 +366,22 @@ class ReplayDecider:
             if why is not None:
                 return Decision.leave(why)
         history = parse_history(record.headers)
-        waited = waited_only(history)
-        if waited is not None:
-            resolved, address = self.wait_queues(waited.queue or "", waited.routing_keys[0] if waited.routing_keys
-                                                 else None)
-            origin = resolved.queue
-            if origin is None and not s.to_queue:
-                return Decision.leave(f"no origin: {resolved.why}")
-            if address is None:
-                address = original_address(history, origin)
-        else:
-            origin = find_origin(record.headers, history).queue
-            address = original_address(history, origin)
-        target = s.to_queue or origin
-        if not target:
-            return Decision.leave(NO_ORIGIN)
-        route = self.routes(target)
-        if not isinstance(route, str) and route[0] and is_celery_task(record.headers):
-            route = self.by_queue_name(target)  # its retries go where it was delivered from
-        if isinstance(route, str):
-            return Decision.leave(route)
+        found = self._origin(record, history)
+        if isinstance(found, str):
+            return Decision.leave(found)
+        explained, origin, address = found
+        way = self._way(record, origin)
+        if isinstance(way, str):
+            return Decision.leave(way)
+        target, exchange, keeps_key, fixed_key = way
+        self.origins_from.setdefault(target, Counter())[explained.origin_from or ""] += 1
         address = first_address(provenance(record.headers), address)
-        headers = replay_headers(record, source=s.source, history=history, origin=origin, address=address,
+        headers = replay_headers(record, source=s.source, history=history, address=address,
                                  reset_names=self._reset_names, keep_history=s.keep_history,
                                  filters=self._filters_text or None, now=self.now or self._stamp(), count=count,
-                                 publish_id=self._next_id(), src=fingerprint)
-        exchange, keeps_key = route
-        routing_key = (address.routing_key if address.routing_key is not None else record.routing_key) \
-            if keeps_key else target
+                                 publish_id=self._next_id(), src=fingerprint, conventions_reset=explained.reset)
+        routing_key = fixed_key if fixed_key is not None else \
+            (address.routing_key if address.routing_key is not None else record.routing_key) if keeps_key else target
         properties = dict(record.properties)
         if address.expiration is not None and not s.drop_expiration:
             properties["expiration"] = address.expiration  # the sender's TTL, which dead-lettering took off
@@ -365,6 +396,55 @@ class ReplayDecider:
         pika_properties = self._properties(headers=headers or None, **properties)
         return Decision(Action.MOVE, target, exchange, routing_key, pika_properties, body, published)
 
+    def _way(self, record: MessageRecord, origin: Route | None) -> tuple[str, str, bool, str | None] | str:
+        """(target, exchange, keeps the original routing key, fixed routing key) for a publish, or why it stays.
+        The target is a queue, or an exchange origin's Route.key() (the group its messages are counted in)."""
+        queue = self.s.to_queue or (origin.queue if origin is not None else None)
+        if queue is not None:
+            route = self.routes(queue)
+            if not isinstance(route, str) and route[0] and is_celery_task(record.headers):
+                route = self.by_queue_name(queue)  # its retries go where it was delivered from
+            return route if isinstance(route, str) else (queue, route[0], route[1], None)
+        assert origin is not None  # _origin gives none only with --to
+        reach = self.exchange_targets(origin)  # dlxtool.ops.exchange_routes
+        if reach.stay is not None:
+            return reach.stay
+        return origin.key(), str(origin.exchange), True, str(origin.routing_key)
+
+    def _origin(self, record: MessageRecord, history: DeathHistory) -> tuple[Explanation, Route | None, Address] | str:
+        """The message's origin as the conventions explain it (as `history` does), and the address it had there
+        (the routing key a queue origin keeps); or why it stays. The origin is None only with --to."""
+        s = self.s
+        waited = waited_only(history)
+        x_origin, address, resolved = None, None, None
+        if waited is not None:
+            resolved, address = self.wait_queues(waited.queue or "", waited.routing_keys[0] if waited.routing_keys
+                                                 else None)
+            x_origin = DeathOrigin(resolved.queue, resolved.why)
+        headers = record.headers if isinstance(record.headers, dict) else {}
+        if self._triggers is not None and not carries_any(headers, *self._triggers):
+            explained = _x_death_only(headers, history, x_origin)
+        else:
+            explained = explain(Message(headers, record.body, record.queue, x_death_origin=x_origin, x_death=history),
+                                s.conventions, origin_from=s.origin_from)
+        origin = explained.origin
+        self.conflicts += explained.conflict is not None
+        if origin is not None and origin.exchange is not None:
+            origin = _through_temporary(origin)
+        if origin is None:
+            if s.to_queue:
+                return explained, None, original_address(history, None)
+            if resolved is not None and resolved.queue is None and s.origin_from in (None, X_DEATH):
+                return f"no origin: {resolved.why}"
+            return f"no origin: {explained.origin_why}" if s.origin_from else NO_ORIGIN
+        if explained.origin_from == X_DEATH:
+            return explained, origin, address or original_address(history, origin.queue)
+        if explained.received is not None:
+            return explained, origin, Address(*explained.received)
+        # Not recorded (NServiceBus, MassTransit): the key a send to the queue has, as their own retry tools send
+        return explained, origin, Address("", origin.queue) if origin.queue is not None else \
+            Address(str(origin.exchange), origin.routing_key)
+
     def _next_id(self) -> str:
         self._published += 1
         return f"{self._run_id}-{self._published}"
@@ -376,6 +456,15 @@ class ReplayDecider:
             self._stamp_second = second
             self._stamp_value = datetime.fromtimestamp(second, UTC)
         return self._stamp_value
+
+
+def _x_death_only(headers: dict[str, Any], history: DeathHistory, x_origin: DeathOrigin | None) -> Explanation:
+    """What explain() says of a message no convention but x-death (and the retry-header and body ones, which
+    name no origin and reset nothing more) can read: x-death's origin."""
+    origin = x_origin or find_origin(headers, history)
+    if not origin.queue:
+        return Explanation(None, None, None, "no convention names an origin")
+    return Explanation(Route(queue=origin.queue), X_DEATH, X_DEATH, origin.why)
 
 
 def _accelerator() -> Callable[..., Any] | None:
@@ -390,12 +479,14 @@ def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory 
                    origin: str | None = None, address: Address | None = None, reset_names: tuple[str, ...] = (),
                    keep_history: bool = False, filters: str | None = None, now: datetime | None = None,
                    count: int | None = None, publish_id: str | None = None,
-                   src: str | None = None) -> dict[str, Any]:
+                   src: str | None = None, conventions_reset: Sequence[str] = ()) -> dict[str, Any]:
     """The headers a replayed message is published with (replay, and `load --reset-history`): death
     history and retry counters removed unless keep_history, plus the provenance header.
     `count`: replay_count(record.headers) when the caller has it already; `address`: the original
     exchange, routing key and TTL when the caller has found them (else from the history here); `src`: the
-    source delivery's fingerprint (record_fingerprint), last in the provenance as the fast path writes it."""
+    source delivery's fingerprint (record_fingerprint), last in the provenance as the fast path writes it;
+    `conventions_reset`: the failure headers of the conventions that explained it (Explanation.reset),
+    removed with the history and reported in the provenance's "reset" like the retry counters."""
     if history is None:
         history = parse_history(record.headers)
         origin = find_origin(record.headers, history).queue
@@ -405,6 +496,7 @@ def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory 
         headers, removed = dict(record.headers), dict[str, Any]()
     else:
         headers, removed = reset_history(record.headers, reset_names)
+        removed.update(reset_failure_headers(headers, conventions_reset))
     headers.pop(PROVENANCE_HEADER, None)
     # Compact on purpose: it is encoded into every message (and pika's table codec is slow).
     prov: dict[str, Any] = {
@@ -436,18 +528,59 @@ def _short(value: Any) -> str:
     return text[:40]
 
 
+def _through_temporary(origin: Route) -> Route:
+    """An exchange origin that is one of our temporary exchanges (a framework recorded the exchange a replay
+    delivered through: Spring's x-original-exchange) is deleted by now; it was bound only to the queue its
+    name ends with (TemporaryExchanges._name), which is the origin. A name cut at 255 bytes may have lost the
+    end of the queue's name: left as it is (the exchange does not exist: the message stays, with the reason)."""
+    name = str(origin.exchange)
+    parts = name.split(".", 4)
+    if (len(parts) == 5 and name.startswith(TEMPORARY_PREFIX) and parts[1] in ("replay", "load", "purge")
+            and parts[3].isdigit() and parts[4] and len(name.encode()) < MAX_EXCHANGE_NAME):
+        return Route(queue=parts[4])
+    return origin
+
+
 # -- plan (dry run) ---------------------------------------------------------------------------------
 
 
 @dataclass
 class OriginPlan:
-    queue: str
+    queue: str                     # the queue, or an exchange origin's "exchange → routing key" (Route.key)
     messages: int
     exists: bool | None = None
     route: str = ORIGINAL_KEY
     room: str | None = None        # capacity.Capacity.describe(): "room 0 (max-length 3, drop-head; …)"
     would_stay_full: int = 0       # of `messages`, how many do not fit the origin's room (by count)
     full_reason: str | None = None  # why those stay: "origin full (drop-head would push out its head): q"
+    origin_route: Route | None = None  # where it is published: a queue, or an exchange + routing key
+    conventions: dict[str, int] = field(default_factory=dict)  # convention that named the origin -> messages
+    labels: dict[str, str] = field(default_factory=dict)       # convention -> "Spring headers"
+    reaches: list[str] | None = None  # an exchange origin: the queues it reaches (None: unknown)
+
+    @property
+    def convention(self) -> str | None:
+        """The convention that named the origin of most of its messages."""
+        named = {c: n for c, n in self.conventions.items() if c}  # "": no origin (--to)
+        return max(named, key=lambda c: named[c]) if named else None
+
+    def route_text(self) -> str:
+        """The route with the conventions it comes from: "exchange orders.ex, routing key order.created, from
+        Spring headers", "original routing key, from NServiceBus headers (2), x-death (1)"."""
+        named = {c: n for c, n in self.conventions.items() if c}
+        if not named:
+            return self.route
+        labels = [self.labels.get(c, c) for c in named]
+        if len(named) > 1:
+            labels = [f"{self.labels.get(c, c)} ({n})" for c, n in sorted(named.items(), key=lambda i: -i[1])]
+        return f"{self.route}, from {', '.join(labels)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"queue": self.queue, "messages": self.messages, "exists": self.exists, "route": self.route,
+                "room": self.room, "would_stay_full": self.would_stay_full,
+                "origin_route": self.origin_route.to_json() if self.origin_route else None,
+                "convention": self.convention or None, "conventions": {c: n for c, n in self.conventions.items() if c},
+                "route_text": self.route_text(), "reaches": self.reaches}
 
 
 @dataclass
@@ -459,6 +592,7 @@ class ReplayPlan:
     stay: Counter[str]
     default_exchange: bool = False
     used_body_retries: int = 0  # Dramatiq messages to replay whose body says their retries are used up
+    origin_conflicts: int = 0   # messages whose conventions named different origins: the most recent failure won
 
     @property
     def sampled(self) -> bool:
@@ -469,9 +603,9 @@ class ReplayPlan:
         return {
             "source": self.source, "snapshot": self.snapshot, "looked_at": self.looked_at,
             "sampled": self.sampled, "queue_depth": self.snapshot,
-            "origins": [{"queue": o.queue, "messages": o.messages, "exists": o.exists, "route": o.route,
-                         "room": o.room, "would_stay_full": o.would_stay_full} for o in self.origins],
+            "origins": [o.to_json() for o in self.origins],
             "stay": dict(self.stay), "dramatiq_retries_used": self.used_body_retries,
+            "origin_conflicts": self.origin_conflicts,
         }
 
     @property
@@ -544,7 +678,10 @@ def run(session: ReplaySession, settings: ReplaySettings, *, dry_run: bool = Fal
     a delivery attempt) and hand it to `confirm` (shows it, and asks unless dry_run; raises to abort); stop
     there on `dry_run`; else `start()` (the engine's options: sink, progress) and the pass itself. `report`
     gets notes and warnings for the operator (stderr)."""
+    from dlxtool.conventions import check_origin_from
+
     report = report or _Silent()
+    check_origin_from(settings.origin_from, settings.conventions)  # before anything is read
     info = _queue_info(session, settings.source, report)
     if info is None and not dry_run:
         _refuse_unread_dlq_limits(session, settings)
@@ -564,22 +701,24 @@ def run(session: ReplaySession, settings: ReplaySettings, *, dry_run: bool = Fal
             return out
     options = start() if start is not None else TransferOptions()
     routes = _routes(session, settings)
+    targets = _exchange_targets(session, settings)
     waits = WaitQueues(_router(session.management, session.vhost), settings.source)
     exchanges = None if settings.default_exchange else \
         TemporaryExchanges(session.target_conn or session.conn, session.timeout)
     try:
         out.result = replay(session.conn, settings, options, target_conn=session.target_conn,
                             timeout=session.timeout, routes=routes, rooms=session.rooms, wait_queues=waits,
-                            exchanges=exchanges)
+                            exchanges=exchanges, exchange_targets=targets)
     except BaseException:
         if exchanges is not None:
             exchanges.delete_all()
         raise
     if exchanges is not None:
         out.clean_up = exchanges.delete_all
-    out.routes = {t: routes.describe(t) for t in sorted(out.result.moved)}
+    out.routes = {t: targets.describe(t) or routes.describe(t) for t in sorted(out.result.moved)}
     r = out.result
-    out.refused = nothing_routed(r.moved_total, r.left, routes.unsafe) and not r.error and not r.interrupted
+    out.refused = (nothing_routed(r.moved_total, r.left, routes.unsafe | targets.stays())
+                   and not r.error and not r.interrupted)
     return out
 
 
@@ -662,7 +801,7 @@ def plan_for(session: ReplaySession, settings: ReplaySettings, info: Any, report
             "means reading and returning messages, which counts as a delivery attempt and can dead-letter them",
             hint="pass --yes to replay without a plan (replay itself never returns messages it has read)")
     result = plan(session.conn, settings, max_messages=session.plan_limit, target_conn=session.target_conn,
-                  timeout=session.timeout, rooms=session.rooms,
+                  timeout=session.timeout, rooms=session.rooms, exchange_targets=_exchange_targets(session, settings),
                   router=_router(session.target_management, session.target_vhost),
                   wait_router=_router(session.management, session.vhost))
     if qtype == "quorum" and result.looked_at:
@@ -680,12 +819,26 @@ def _routes(session: ReplaySession, settings: ReplaySettings) -> Routes:
                   router=_router(session.target_management, session.target_vhost), allow_drop=settings.allow_dlx_drop)
 
 
+def _exchange_targets(session: ReplaySession, settings: ReplaySettings) -> ExchangeTargets:
+    conn = session.target_conn or session.conn
+    return exchange_targets_for(settings, _router(session.target_management, session.target_vhost),
+                                lambda exchange: exchange_exists(conn, exchange, session.timeout))
+
+
+def exchange_targets_for(settings: ReplaySettings, router: Router | None,
+                         exists: Callable[[str], bool] | None) -> ExchangeTargets:
+    """Exchange origins, with the run's own overrides (the same as for queue origins)."""
+    return ExchangeTargets(router, exists, allow_displace=settings.allow_displace, allow_fanout=settings.allow_fanout,
+                           allow_dlx_drop=settings.allow_dlx_drop)
+
+
 # -- running -----------------------------------------------------------------------------------------
 
 
 def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_conn: Any | None = None,
            timeout: float = 30.0, routes: Routes | None = None, wait_queues: WaitQueues | None = None,
-           rooms: Rooms | None = None, exchanges: TemporaryExchanges | None = None) -> Any:
+           rooms: Rooms | None = None, exchanges: TemporaryExchanges | None = None,
+           exchange_targets: ExchangeTargets | None = None) -> Any:
     """Run the replay pass; returns the engine's TransferResult. The original-key route's temporary
     exchanges are declared as targets come up and all deleted at the end. With `rooms`
     (dlxtool.ops.capacity), a message whose origin has no room left stays in the DLQ: "origin full
@@ -702,7 +855,9 @@ def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_c
     if owned and not settings.default_exchange:
         exchanges = TemporaryExchanges(target_conn or source_conn, timeout)
     routes.exchanges = exchanges
-    decider = ReplayDecider(settings, routes=routes, wait_queues=wait_queues)
+    decider = ReplayDecider(settings, routes=routes, wait_queues=wait_queues, exchange_targets=exchange_targets)
+    if rooms is not None:
+        decider.exchange_targets.guard(options, rooms)  # the queues an exchange origin reaches
     options.limit = settings.selection.limit
     try:
         return Transfer(source_conn, settings.source, routes.checked(decider), target_conn=target_conn, options=options,
@@ -714,7 +869,7 @@ def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_c
 
 def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, target_conn: Any | None = None,
          timeout: float = 30.0, rooms: Rooms | None = None, router: Router | None = None,
-         wait_router: Router | None = None) -> ReplayPlan:
+         wait_router: Router | None = None, exchange_targets: ExchangeTargets | None = None) -> ReplayPlan:
     """What a replay would do, from the first max_messages messages (given back in order afterwards).
     No temporary exchange is declared; a target that does not exist is shown as such (`exists`). With
     `rooms`, each origin's room and how many of its messages would stay because it is full."""
@@ -723,14 +878,25 @@ def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, targe
     conn = target_conn or source_conn
     routes = Routes(settings.default_exchange, exchanges=lambda _q: "(temporary exchange)", router=router,
                     allow_drop=settings.allow_dlx_drop)
-    decider = ReplayDecider(settings, routes=routes, wait_queues=WaitQueues(wait_router, settings.source))
+    targets = exchange_targets or exchange_targets_for(settings, router,
+                                                       lambda exchange: exchange_exists(conn, exchange, timeout))
+    decider = ReplayDecider(settings, routes=routes, wait_queues=WaitQueues(wait_router, settings.source),
+                            exchange_targets=targets)
     decider.count_used_body_retries = True
     result = survey(source_conn, settings.source, routes.checked(decider), max_messages=max_messages,
                     limit=settings.selection.limit, timeout=timeout)
     out = plan_from_survey(settings.source, result.snapshot, result.looked_at, result.plan)
     out.default_exchange = settings.default_exchange
     out.used_body_retries = decider.used_body_retries
+    out.origin_conflicts = decider.conflicts
     for origin in out.origins:
+        origin.conventions = dict(decider.origins_from.get(origin.queue, {}))
+        origin.labels = {c: decider.labels.get(c, c) for c in origin.conventions if c}
+        reach = None if settings.to_queue else targets.reaches.get(origin.queue)
+        if reach is not None:
+            _plan_exchange(origin, reach, rooms)
+            continue
+        origin.origin_route = Route(queue=origin.queue)
         origin.exists = queue_exists(conn, origin.queue, timeout)
         origin.route = routes.describe(origin.queue)
         if rooms is not None and origin.exists:
@@ -740,6 +906,24 @@ def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, targe
                 origin.would_stay_full = max(0, origin.messages - cap.room)
                 origin.full_reason = full_reason(rooms.role, cap)
     return out
+
+
+def _plan_exchange(origin: OriginPlan, reach: Reach, rooms: Rooms | None) -> None:
+    """An exchange origin's plan: the queues it reaches, their room; a message goes only where all have room."""
+    origin.exists = True  # checked before any message was planned to go there
+    origin.origin_route = reach.route
+    origin.route = reach.route.describe()
+    origin.reaches = list(reach.queues) if reach.queues is not None else None
+    if rooms is None or reach.queues is None:
+        origin.room = reach.note
+        return
+    caps = [rooms.capacity(q) for q in reach.queues]
+    origin.room = "; ".join(f"{c.queue}: {c.describe()}" for c in caps)
+    guarded = [c for c in caps if c.guarded and c.room is not None]
+    if guarded and not rooms.allow_displace:
+        tightest: Capacity = min(guarded, key=lambda c: c.room or 0)
+        origin.would_stay_full = max(0, origin.messages - (tightest.room or 0))
+        origin.full_reason = full_reason(rooms.role, tightest)
 
 
 def queue_exists(conn: Any, queue: str, timeout: float = 30.0) -> bool:

@@ -411,6 +411,10 @@ class _Checked:
         return self.check(self.decide(record))
 
 
+TEMPORARY_PREFIX = "dlxtool."
+MAX_EXCHANGE_NAME = 255  # bytes (AMQP short string)
+
+
 class TemporaryExchanges:
     """The original-key route: one fanout exchange per target queue, bound only to it, deleted at the end.
 
@@ -470,8 +474,8 @@ class TemporaryExchanges:
     def _name(self, queue: str) -> str:
         """Unique per queue (a counter), readable where it fits: a shared, truncated name would bind two
         long-named queues to one fanout exchange and copy every message to both."""
-        prefix = f"dlxtool.{self.purpose}.{self._tag}.{len(self.declared)}."
-        room = 255 - len(prefix.encode())
+        prefix = f"{TEMPORARY_PREFIX}{self.purpose}.{self._tag}.{len(self.declared)}."
+        room = MAX_EXCHANGE_NAME - len(prefix.encode())
         return prefix + queue.encode()[:room].decode("utf-8", "ignore")
 
     def delete_on(self, publisher: Any) -> None:

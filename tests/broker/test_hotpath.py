@@ -22,6 +22,7 @@ from pika.compat import long
 from dlxtool.amqp_values import RawValue
 from dlxtool.broker import hotpath
 from dlxtool.broker.frames import decode_properties, encode_properties
+from dlxtool.conventions import BUILT_IN, HeaderConvention, conventions, fast_path_triggers
 from dlxtool.deaths import CELERY_MARKER
 from dlxtool.ops.engine import Action, Decision
 from dlxtool.ops.replay import PROVENANCE_HEADER, ReplayDecider, ReplaySettings
@@ -134,6 +135,9 @@ def expects_fast(props: Any, **overrides: Any) -> bool:
     failure = origin is not None and "original-expiration" not in origin
     if CELERY_MARKER in encode_properties(props):
         return False  # the bytes of a header lang="py" (maybe a Celery task: Python resets retries, picks its route)
+    names, prefixes = fast_path_triggers(BUILT_IN) or ((), ())
+    if any(str(k).lower() in names or str(k).lower().startswith(prefixes) for k in headers):
+        return False  # a header another convention reads: Python explains the message
     reset = {"x-retry-count", "x-delivery-attempts", *overrides.get("reset_headers", ())}
     renders = all(type(headers[k]) in (int, str) or (type(headers[k]) is RawValue and headers[k].kind == "L")
                   for k in reset if k in headers)
@@ -392,3 +396,70 @@ def test_a_dramatiq_body_is_rewritten_in_python_only_with_reset_body_retries() -
     reset = slow(MessageRecord.from_delivery("orders.dlq", method, props, DRAMATIQ_BODY))
     assert reset.body == DRAMATIQ_BODY.replace(b'"retries":2', b'"retries":0')
     assert reset.record is not None and reset.record.body == reset.body  # what --save writes
+
+
+XDEATH = {"x-death": [{"count": long(1), "reason": "rejected", "queue": "orders.work", "time": NOW, "exchange": "",
+                       "routing-keys": ["orders.work"]}]}
+
+
+@pytest.mark.parametrize(("headers", "group"), [
+    ({"x-original-exchange": "orders", "x-original-routingKey": "order.created", "x-exception-message": "boom",
+      "x-exception-stacktrace": "..."}, "orders → order.created"),
+    ({"X-Original-Exchange": "orders", "X-ORIGINAL-ROUTINGKEY": "order.created"}, "orders → order.created"),
+    ({"x-original-routing\u212aey": "orders.q"}, "orders.q"),  # KELVIN SIGN: Python's lower() makes it a 'k'
+    ({"NServiceBus.FailedQ": "Sales", "NServiceBus.ExceptionInfo.Message": "no lines"}, "Sales"),
+    ({"nservicebus.exceptioninfo.Message": "no lines"}, "orders.work"),
+    ({"MT-Fault-InputAddress": "rabbitmq://h/v/submit", "MT-Fault-Message": "timeout"}, "submit"),
+    ({"MT-Reason": "fault"}, "orders.work"),
+    ({"rascal": {"originalQueue": "q1", "error": {"message": "bad"}}}, "q1"),
+], ids=["spring", "spring-case", "spring-kelvin-sign", "nservicebus", "nservicebus-error-only", "masstransit",
+        "masstransit-reason", "rascal"])
+def test_a_dead_letter_another_convention_explains_is_left_to_python(headers: dict[str, Any], group: str) -> None:
+    """x-death and a framework's headers: the framework's failure is the most recent (it republished what it
+    received, x-death included), so its origin wins, and its failure headers go with the count reset: the C path,
+    which reads x-death only, must decline (or it would replay to x-death's origin and keep those headers)."""
+    props = pika.BasicProperties(headers={**XDEATH, **headers})
+    slow, fast = deciders(allow_displace=True)
+    assert fast.raw("orders.work", encode_properties(props), BODY) is None
+    decided = python_path(slow, "orders.work", props)
+    assert decided.group == group, decided
+    assert decided.action is Action.MOVE and list(decided.properties.headers) in (
+        [PROVENANCE_HEADER], ["rascal", PROVENANCE_HEADER]), decided.properties.headers
+
+
+def test_a_team_conventions_headers_are_left_to_python() -> None:
+    team = HeaderConvention("acme", origin_queue_header="acme-origin", attempts_header="acme-tries")
+    props = pika.BasicProperties(headers={**XDEATH, "ACME-Tries": 3})
+    slow, fast = deciders(conventions=conventions([team]))
+    assert fast.raw("orders.work", encode_properties(props), BODY) is None
+    decided = python_path(slow, "orders.work", props)
+    assert decided.group == "orders.work" and "ACME-Tries" not in decided.properties.headers
+    # Built-in conventions only: the same header is a plain one, kept, and the C path answers as Python does.
+    plain_slow, plain_fast = deciders()
+    answer = plain_fast.raw("orders.work", encode_properties(props), BODY)
+    assert answer is not None and "ACME-Tries" in decode_properties(answer.properties).headers
+    assert_same(python_path(plain_slow, "orders.work", props), answer)
+
+
+def test_origin_from_another_convention_turns_the_fast_path_off() -> None:
+    slow, fast = deciders(origin_from="spring")
+    assert fast.raw is None
+    decided = python_path(slow, "orders.work", pika.BasicProperties(headers=XDEATH))
+    assert decided.action is Action.LEAVE and decided.group == "no origin: --origin-from spring: it names no " \
+                                                                "origin here"
+    assert deciders(origin_from="x-death")[1].raw is not None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(letter=dead_letters())
+def test_the_python_paths_x_death_shortcut_decides_as_every_convention_would(letter: Any) -> None:
+    """Without another convention's header, the Python path skips reading the message with every convention
+    (ReplayDecider._triggers): the decision must be the one the full reading gives."""
+    routing_key, props = letter
+    quick, full = deciders()
+    full._triggers = None  # noqa: SLF001 - every message read with every convention
+    assert quick._triggers is not None  # noqa: SLF001
+    a, b = python_path(quick, routing_key, props), python_path(full, routing_key, props)
+    assert (a.action, a.group, a.exchange, a.routing_key) == (b.action, b.group, b.exchange, b.routing_key)
+    if a.action is Action.MOVE:
+        assert encode_properties(a.properties) == encode_properties(b.properties)

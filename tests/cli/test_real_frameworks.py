@@ -185,3 +185,72 @@ def test_celery_replayed_tasks_get_their_full_attempts_back(run, broker, qname, 
             time.sleep(0.2)
     assert sorted(log.read_text().splitlines()) == sorted(f"attempt {i} retries 0" for i in range(n))
     assert broker.queue_depth(f"{queue}.dlq") == 0
+
+
+def _rascal(modules: str, broker, qname: str, n: int, log: Path, *mode: str):
+    return running(["node", str(HERE / "rascal_fail.js"), broker.url, qname, str(n), *mode],
+                   {"NODE_PATH": str(Path(modules) / "node_modules"), "FRAMEWORK_TEST_LOG": str(log)})
+
+
+def _lines(log: Path, n: int, timeout: float = 60) -> list[str]:
+    """The log's lines once it has at least n (or at the timeout), and a fresh log for the next round."""
+    deadline = time.monotonic() + timeout
+    while (len(log.read_text().splitlines()) if log.exists() else 0) < n and time.monotonic() < deadline:
+        time.sleep(0.2)
+    lines = log.read_text().splitlines() if log.exists() else []
+    log.write_text("")
+    return sorted(lines)
+
+
+def test_rascal_history_replay_then_a_fixed_subscriber_processes_every_message(run, broker, qname, tmp_path) -> None:
+    """rascal's own headers name the origin (rascal.originalQueue) and count its recoveries: replay sends each
+    message home with those counts reset (a still-failing subscriber retries it all over again, where stale
+    counts would forward it at once) and keeps what rascal restores on receipt (the original routing)."""
+    modules = _needs("DLXTOOL_TEST_RASCAL_DIR")
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    n, log, dlq = 3, tmp_path / "attempts.log", f"{qname}.dlq"
+    every_attempt = sorted(f"attempt order {i}" for i in range(n) for _ in range(3))  # first + 2 republished
+    with _rascal(modules, broker, qname, n, log) as p:
+        assert wait_for(broker, dlq, n) == n, p.stderr.read() if p.stderr else ""
+        assert _lines(log, 3 * n) == every_attempt
+        items = orjson.loads(run("history", dlq, "--url", broker.url, "-f", "json").stdout)
+        assert {(i["origin"], i["origin_from"]) for i in items} == {(f"{qname}.work", "rascal")}
+        result = run("replay", dlq, "--url", broker.url, "--dry-run", "-f", "json")
+        [origin] = orjson.loads(result.stdout)["plan"]["origins"]
+        assert (origin["queue"], origin["messages"], origin["route_text"]) == (
+            f"{qname}.work", n, "original routing key, from rascal headers")
+        # A premature replay (the handler still fails): every message gets its three attempts again.
+        result = run("replay", dlq, "--url", broker.url, "--yes")
+        assert result.exit_code == 0, result.stderr
+        assert _lines(log, 3 * n) == every_attempt
+        assert wait_for(broker, dlq, n) == n
+    # After the fix: every message processed, as rascal restores its routing (exchange and key it was published to).
+    with _rascal(modules, broker, qname, 0, log, "fixed") as p:
+        result = run("replay", dlq, "--url", broker.url, "--yes")
+        assert result.exit_code == 0, result.stderr
+        processed = _lines(log, n)
+    assert processed == [f"processed order {i} {qname}.ex order.created" for i in range(n)], \
+        p.stderr.read() if p.stderr else ""
+    assert broker.queue_depth(dlq) == 0 and broker.queue_depth(f"{qname}.work") == 0
+
+
+def test_dramatiq_history_replay_then_the_fixed_worker_processes_every_message(run, broker, qname, tmp_path) -> None:
+    python = _needs("DLXTOOL_TEST_DRAMATIQ_PYTHON")
+    queue, n, log = qname.replace(".", "_"), 3, tmp_path / "attempts.log"
+    xq = f"{queue}.XQ"
+    with running([python, str(HERE / "dramatiq_fail.py"), broker.url, queue, str(n)],
+                 {"FRAMEWORK_TEST_LOG": str(log)}) as proc:
+        assert wait_for(broker, xq, n) == n, proc.stderr.read() if proc.stderr else ""
+    items = orjson.loads(run("history", xq, "--url", broker.url, "-f", "json").stdout)
+    assert {(i["origin"], i["origin_from"], i["error_from"]) for i in items} == {(queue, "x-death", "dramatiq")}
+    [origin] = orjson.loads(run("replay", xq, "--url", broker.url, "--dry-run", "-f", "json").stdout)["plan"]["origins"]
+    assert (origin["queue"], origin["messages"], origin["convention"]) == (queue, n, "x-death")
+    log.write_text("")
+    with running([python, str(HERE / "dramatiq_fail.py"), broker.url, queue, "0", "fixed"],
+                 {"FRAMEWORK_TEST_LOG": str(log)}) as worker:
+        result = run("replay", xq, "--url", broker.url, "--yes")
+        assert result.exit_code == 0, result.stderr
+        processed = _lines(log, n)
+    assert processed == [f"attempt {i}" for i in range(n)], worker.stderr.read() if worker.stderr else ""
+    assert broker.queue_depth(xq) == 0 and broker.queue_depth(queue) == 0

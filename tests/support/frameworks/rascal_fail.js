@@ -1,8 +1,14 @@
 // A rascal subscriber whose handler always fails: republish twice (lib/amqp/SubscriberError.js
-// `republish`), then forward to the dead-letter queue (`forward`). Args: URL PREFIX N.
+// `republish`), then forward to the dead-letter queue (`forward`). Args: URL PREFIX N [fixed].
+// With `fixed` the handler succeeds; with N=0 nothing is published (a subscriber for replayed messages).
+// Env FRAMEWORK_TEST_LOG: a file each handler call appends "attempt CONTENT" (or "processed CONTENT EXCHANGE
+// ROUTING_KEY") to.
+const fs = require('fs');
 const Rascal = require('rascal');
 
-const [url, prefix, n] = process.argv.slice(2);
+const [url, prefix, n, mode] = process.argv.slice(2);
+const fixed = mode === 'fixed';
+const log = (line) => { if (process.env.FRAMEWORK_TEST_LOG) fs.appendFileSync(process.env.FRAMEWORK_TEST_LOG, `${line}\n`); };
 const vhost = new URL(url).pathname.slice(1) ? decodeURIComponent(new URL(url).pathname.slice(1)) : '/';
 const ex = `${prefix}.ex`, work = `${prefix}.work`, dlq = `${prefix}.dlq`;
 const config = {
@@ -23,6 +29,12 @@ const config = {
   broker.on('error', (err) => console.error('broker error', err.message));
   const sub = await broker.subscribe('work');
   sub.on('message', (message, content, ackOrNack) => {
+    if (fixed) {
+      // the exchange and routing key as rascal restores them from its headers (restoreRoutingHeaders)
+      log(`processed ${content.toString()} ${message.fields.exchange} ${message.fields.routingKey}`);
+      return ackOrNack();
+    }
+    log(`attempt ${content.toString()}`);
     const err = new Error(`bad payload ${content.toString()}`);
     err.code = 'E_BAD';
     ackOrNack(err, [{ strategy: 'republish', attempts: 2 }, { strategy: 'forward', publication: 'dead' }]);
