@@ -301,8 +301,15 @@ def _describe_connect_failure(exc: BaseException, node: AmqpUrl, profile: Broker
         return "TLS error: the broker closed the connection during the TLS handshake", hint
     if "timed out" in text.lower():
         return f"timed out after {profile.timeout:g}s", NOT_RUNNING_HINT
-    if not node.tls and "connectionreset" in text.replace(" ", "").lower():
-        return text, NOT_RUNNING_HINT + " (an amqps port spoken to with amqp:// resets the connection)"
+    # pika's StreamLostError: the other side hung up before AMQP began. Its text names pika's classes.
+    reset = "connectionreset" in text.replace(" ", "").lower()
+    if reset or "Transport indicated EOF" in text or "Stream connection lost" in text:
+        what = ("the connection was reset before the broker answered" if reset
+                else "the connection was closed before the broker answered")
+        why = " (a proxy or port-forward with no broker behind it, a firewall, or not an AMQP port)"
+        hint = NOT_RUNNING_HINT + (" (an amqps port spoken to with amqp:// resets the connection)"
+                                   if reset and not node.tls else "")
+        return what + why, hint
     return text or type(exc).__name__, NOT_RUNNING_HINT
 
 

@@ -104,8 +104,10 @@ def connection_options(f: F) -> F:
         click.option("--config", "config_file", metavar="FILE", envvar="DLXTOOL_CONFIG", expose_value=False,
                      callback=_store("config_file"),
                      help="Config file [env DLXTOOL_CONFIG; default ~/.config/dlxtool/config.toml]."),
-        click.option("--timeout", type=click.FloatRange(min=0.1), metavar="SECONDS", expose_value=False,
-                     callback=_store("timeout"), help="Connection timeout (default 5)."),
+        click.option("--timeout", type=click.FloatRange(min=0.1), metavar="SECONDS", envvar="DLXTOOL_TIMEOUT",
+                     expose_value=False, callback=_store("timeout"),
+                     help="Seconds to wait for the broker and its management API (default: the config's "
+                          "timeout, else 5) [env DLXTOOL_TIMEOUT]."),
     ]
     for opt in reversed(opts):
         f = opt(f)

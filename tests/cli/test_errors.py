@@ -212,3 +212,37 @@ def test_verbose_works_before_and_after_the_command_name(run, args: list[str]) -
     result = run(*args, "-f", "json", input="payload=CgRvLTQy\n")
     assert result.exit_code == 0, result.output
     assert "debug: decode:" in result.stderr
+
+
+def test_a_port_that_hangs_up_at_once_is_said_in_plain_words(run) -> None:
+    """A port-forward with no broker behind it accepts and closes at once: pika calls that a StreamLostError
+    ('Transport indicated EOF'), which told an operator nothing."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def hang_up() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                server.accept()[0].close()
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=hang_up, daemon=True)
+    thread.start()
+    try:
+        result = run("peek", "q", "--url", f"amqp://guest:guest@127.0.0.1:{port}/", "--timeout", "2")
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+    assert result.exit_code == 3, result.stderr
+    line = one_line_error(result)
+    assert "before the broker answered" in line  # closed or reset, as the kernel tells it
+    assert "StreamLostError" not in result.stderr and "Stream connection lost" not in result.stderr
