@@ -77,7 +77,10 @@ def test_ctrl_c_during_replay_reports_and_loses_nothing(broker, qname, cli_env) 
         ch.queue_delete(work)
         ch.queue_declare(work)
     proc = _spawn(["replay", dlq, "--yes", "--rate", "20", "--url", broker.url, "--format", "json"], cli_env)
-    time.sleep(3)
+    deadline = time.monotonic() + 60
+    while broker.queue_depth(work) < 5:  # mid-run (a fixed sleep landed before the run on a loaded machine)
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()
+        time.sleep(0.1)
     out, err = _interrupt(proc)
     assert proc.returncode == 130, err
     assert "replay interrupted" in err and "Traceback" not in err
