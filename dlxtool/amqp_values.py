@@ -4,7 +4,7 @@ pika 1.4 decodes an AMQP double 1.1 as the integer 1 (and re-encodes it as a lon
 the small integer kinds b/B/u/s/U and i as plain ints (re-encoded as I or l), a signed 64-bit L as the
 same long as l (re-encoded as l), a decimal with a scale of 2 and value 100 as Decimal("1.00")
 re-encoded as D(0, 1); a timestamp beyond year 9999 (RabbitMQ accepts 2^62) does not decode at all.
-dlxtool.broker.frames decodes those as a RawValue instead: its exact bytes (kind byte + payload),
+dlxtool.broker.wire.frames decodes those as a RawValue instead: its exact bytes (kind byte + payload),
 written back verbatim by frames' encoder and stored in records as {"$amqp": base64, "$value": readable}
 (dlxtool.record). A model-level module (no pika): the broker layer, record, deaths and selection all
 import it.

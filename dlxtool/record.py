@@ -186,13 +186,13 @@ def tag_table(table: Mapping[str, Any], depth: int = 0) -> dict[str, Any]:
 
 
 def _amqp_encode(value: Any) -> bytes:
-    from dlxtool.broker import frames  # one AMQP value codec: the one that publishes (pika underneath)
+    from dlxtool.broker.wire import frames  # one AMQP value codec: the one that publishes (pika underneath)
 
     return frames.encode_field_value(value)
 
 
 def _amqp_decode(data: bytes) -> Any:
-    from dlxtool.broker import frames
+    from dlxtool.broker.wire import frames
 
     allow_deep_headers()
     return frames.decode_field_value(data)

@@ -95,6 +95,9 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
     pika = pika_import.load()
     import pika.exceptions as pe
 
+    from dlxtool.broker.wire import codec
+
+    wire = codec.current()  # first: a DLXTOOL_CODEC that names no codec is refused before any connection
     quiet_pika_logging()
     allow_deep_headers()  # deep header tables decode on this connection's deliveries
     params = connection_parameters(profile)
@@ -134,12 +137,7 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
             if hint not in hints:
                 hints.append(hint)
             continue
-        from dlxtool.broker.frames import fast_input
-
-        # Every frame through dlxtool's reader, content headers decoded by dlxtool.broker.frames: a header
-        # value pika cannot decode (a timestamp past year 9999) or would change (a float) arrives as a
-        # RawValue instead of killing the connection, on basic_get as on a consumer.
-        fast_input(conn)
+        wire.install(conn)  # dlxtool's frame reader, or pika's own on the `pika` setting
         return conn
     raise ConnectError(
         f"broker {profile.name!r}: cannot connect: " + "; ".join(errors),

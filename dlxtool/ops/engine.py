@@ -58,9 +58,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
-from dlxtool.broker.frames import EncodeError, decode_properties
 from dlxtool.broker.giveback import close_channel
 from dlxtool.broker.publisher import Outcome, Publisher
+from dlxtool.broker.wire.frames import EncodeError, decode_properties
 from dlxtool.errors import ConnectError
 from dlxtool.ops.interrupts import sigint_as_stop
 from dlxtool.ops.record_files import SetAside, Sink
@@ -285,11 +285,12 @@ class Transfer:
                        else Publisher(self.source_conn, window=self.opts.window, timeout=self.timeout))
         self.channel.impl.add_on_cancel_callback(self._on_cancel)
         if self.result.snapshot:
-            from dlxtool.broker.frames import fast_deliveries
+            from dlxtool.broker.wire import codec
 
-            # pika's delivery path with less work per message; properties stay encoded until needed
-            fast_deliveries(self.source_conn, self.channel.impl, raw=True,
-                            batch=(self._on_message, self._incoming.extend))
+            # dlxtool's delivery path with less work per message, properties encoded until needed (bytes); on
+            # the `pika` codec, pika's deliveries (BasicProperties): _handle takes either
+            codec.current().deliveries(self.source_conn, self.channel.impl, raw=True,
+                                       batch=(self._on_message, self._incoming.extend))
             self.consumer_tag = self.channel.impl.basic_consume(self.source, self._on_message, auto_ack=False)
         else:
             self._stop_reading = True

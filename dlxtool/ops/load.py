@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from dlxtool.broker.channel import IDLE_WAIT
-from dlxtool.broker.frames import EncodeError
 from dlxtool.broker.publisher import Outcome, Publisher
+from dlxtool.broker.wire.frames import EncodeError
 from dlxtool.errors import ConnectError, DlxtoolError, Interrupted, PartialError, UsageError
 from dlxtool.ops.engine import Progress, describe_error
 from dlxtool.ops.interrupts import sigint_as_stop, signals_as_stop
@@ -133,7 +133,7 @@ def _check_encodes(record: MessageRecord, settings: LoadSettings, where: str) ->
     """Refuse a file with a record AMQP cannot carry before anything is published (frame size is checked
     per message at publish time: it depends on the connection)."""
     from dlxtool.amqp_values import rabbitmq_refuses
-    from dlxtool.broker.frames import encode_for_publish
+    from dlxtool.broker.wire.frames import encode_for_publish
 
     headers = _headers(record, settings)
     refused = rabbitmq_refuses(headers)

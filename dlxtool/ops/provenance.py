@@ -46,7 +46,7 @@ def source_fingerprint(properties: bytes, body: bytes) -> str:
 def record_fingerprint(record: MessageRecord) -> str | None:
     """source_fingerprint of a message read back (history, the Python replay path). None where its
     properties cannot be encoded again (then it pairs with nothing)."""
-    from dlxtool.broker.frames import encode_properties
+    from dlxtool.broker.wire.frames import encode_properties
 
     try:
         return source_fingerprint(encode_properties(record.pika_properties({})), record.body)

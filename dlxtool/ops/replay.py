@@ -321,7 +321,7 @@ class ReplayDecider:
         s = self.s
         if rewrite is None or self._selects:
             return None
-        from dlxtool.broker.frames import encode_amqp_table
+        from dlxtool.broker.wire.frames import encode_amqp_table
 
         # surrogatepass: a name from argv bytes that are not UTF-8 ('\udcff') matches no header in Python; its bytes
         # are not UTF-8 either, and a header the C path would remove under such a name sends it to __call__
@@ -432,11 +432,11 @@ class ReplayDecider:
 
 
 def _accelerator() -> Callable[..., Any] | None:
-    """dlxtool.broker._hotpath.replay_properties, or None where the C extension is not built (or is off)."""
-    from dlxtool.broker import hotpath
+    """The C header rewrite (dlxtool.broker.wire._hotpath.replay_properties), or None where the codec is not
+    `c` (the extension not built, or another codec chosen)."""
+    from dlxtool.broker.wire import codec
 
-    module = hotpath.load()
-    return module.replay_properties if module else None
+    return codec.current().replay_rewrite
 
 
 def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory | None = None,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import errno
-import signal
 import io
+import signal
 
 import pytest
 

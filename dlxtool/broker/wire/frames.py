@@ -20,6 +20,10 @@ bytes and values* as pika, only with less work per message:
   `fast_deliveries(channel)`, calling the consumer callback exactly as pika's Channel._on_deliver
   does. Every other frame (and every delivery pika would treat specially: cancelled consumer, a
   Basic.Return, a get-ok …) goes through pika's own frame processing unchanged.
+
+Whether a connection uses any of this is the codec setting's choice (dlxtool.broker.wire.codec): `c`
+and `python` read and write with this module (with or without the C extension), `pika` leaves both to
+pika (pika_publish only checks the encoded size before pika's basic_publish sends it).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import calendar
 import struct
 from collections.abc import Callable
 from datetime import datetime, timezone
+from types import ModuleType
 from typing import Any
 
 from dlxtool.broker import pika_import
@@ -39,7 +44,6 @@ from pika import exceptions, frame, spec  # noqa: E402
 from pika.compat import long  # noqa: E402
 
 from dlxtool.amqp_values import RawValue, raw_fixed  # noqa: E402
-from dlxtool.broker import hotpath  # noqa: E402
 
 FRAME_END = 0xCE
 _END = b"\xce"
@@ -223,7 +227,7 @@ def publish_frames(channel_number: int, exchange: str, routing_key: str, body: b
                    *, mandatory: bool, body_max: int) -> bytes:
     """Basic.Publish + content header + body frames, as pika's Connection._send_message writes them."""
     method = _publish_method(exchange, routing_key, mandatory)  # first, as pika: its errors come first
-    return _frames(channel_number, method, body, encode_properties(properties), body_max)
+    return _frames(channel_number, method, body, encode_properties(properties), body_max, None)
 
 
 _METHODS: dict[tuple[Any, Any, bool], bytes] = {}  # replay publishes to a handful of queues, over and over
@@ -241,8 +245,8 @@ def _publish_method(exchange: str, routing_key: str, mandatory: bool) -> bytes:
     return method
 
 
-def _frames(channel_number: int, method: bytes, body: bytes, props: bytes, body_max: int) -> bytes:
-    accelerator = hotpath.active
+def _frames(channel_number: int, method: bytes, body: bytes, props: bytes, body_max: int,
+            accelerator: ModuleType | None) -> bytes:
     if accelerator is not None:
         return accelerator.publish_frames(channel_number, method, props, body, body_max)
     return _py_frames(channel_number, method, body, props, body_max)
@@ -258,30 +262,37 @@ def _py_frames(channel_number: int, method: bytes, body: bytes, props: bytes, bo
     return b"".join(pieces)
 
 
-def encode_for_publish(properties: Any, frame_max: int) -> bytes:
+def encode_for_publish(properties: Any, frame_max: int, *, pika_codec: bool = False) -> bytes:
     """The encoded properties (of BasicProperties, or bytes encoded already), or EncodeError when they
     cannot be sent: a value AMQP cannot carry (pika or struct raise), or a content header frame larger
     than frame_max — which the broker answers by closing the whole connection (FRAME_ERROR), so it must
-    never be sent."""
+    never be sent. pika_codec: encoded by pika's own encoder (which cannot carry a RawValue)."""
     if type(properties) is bytes:  # encoded already (the replay fast path, a delivery's own bytes)
         props = properties
     else:
         try:
-            props = encode_properties(properties)
+            props = _pika_encode(properties) if pika_codec else encode_properties(properties)
         except Exception as exc:  # struct.error, OverflowError, TypeError, pika's asserts …
-            raise EncodeError(f"cannot re-encode {_culprit(properties)}: {type(exc).__name__}: {exc}") from exc
+            culprit = _culprit(properties, _pika_table if pika_codec else encode_amqp_table)
+            raise EncodeError(f"cannot re-encode {culprit}: {type(exc).__name__}: {exc}") from exc
     if frame_max and len(props) + 12 + FRAME_OVERHEAD > frame_max:
         raise EncodeError(f"headers too large: content header of {len(props) + 12} bytes exceeds "
                           f"frame_max {frame_max} - {FRAME_OVERHEAD}")
     return props
 
 
-def _culprit(properties: Any) -> str:
+def _pika_table(table: dict[Any, Any]) -> bytes:
+    pieces: list[bytes] = []
+    pika_data.encode_table(pieces, table)
+    return b"".join(pieces)
+
+
+def _culprit(properties: Any, encode_table: Callable[[dict[Any, Any]], bytes]) -> str:
     """Name the header that does not encode (for the reason a message stays)."""
     headers = getattr(properties, "headers", None) or {}
     for key, value in headers.items():
         try:
-            encode_amqp_table({key: value})
+            encode_table({key: value})
         except Exception:  # noqa: BLE001 - this is the one
             return f"header {key!r}"
     return "the properties"
@@ -478,10 +489,12 @@ class _Content:
 
 
 class FastInput:
-    """Replaces one pika connection's `_on_data_available` (see module docstring)."""
+    """Replaces one pika connection's `_on_data_available` (see module docstring). accelerator: the C
+    extension reads runs of deliveries for raw channels (the `c` codec), or None (the `python` codec)."""
 
-    def __init__(self, impl: Any) -> None:
+    def __init__(self, impl: Any, accelerator: ModuleType | None) -> None:
         self.impl = impl
+        self.accelerator = accelerator
         self.buffer: bytes = bytes(impl._frame_buffer)  # noqa: SLF001 - take over what pika had not parsed
         impl._frame_buffer = b""  # noqa: SLF001
         self.channels: dict[int, Any] = {}           # channel number -> pika Channel with fast deliveries
@@ -504,7 +517,7 @@ class FastInput:
         unpack = _FRAME_HEAD.unpack_from
         channels = self.channels
         raw = self.raw
-        accelerator = hotpath.active
+        accelerator = self.accelerator
         try:
             while size - o >= 8:
                 if buf[o] == 65 and buf[o:o + 4] == b"AMQP":  # a protocol header: pika's business
@@ -654,18 +667,19 @@ def _decode_deliver(buf: bytes, o: int) -> Any:
     return _Deliver(tag, delivery_tag, redelivered, exchange, routing_key)
 
 
-def fast_input(connection: Any) -> FastInput:
-    """The FastInput of a BlockingConnection (installed on first use)."""
+def fast_input(connection: Any, accelerator: ModuleType | None) -> FastInput:
+    """The FastInput of a BlockingConnection (installed on first use, with `accelerator`; a connection keeps
+    the reader it got first). Only dlxtool.broker.wire.codec calls this: the codec decides."""
     impl = connection._impl  # noqa: SLF001
     existing = impl.__dict__.get("_dlxtool_fast_input")
     if existing is None:
-        existing = impl._dlxtool_fast_input = FastInput(impl)  # noqa: SLF001
+        existing = impl._dlxtool_fast_input = FastInput(impl, accelerator)  # noqa: SLF001
     return existing
 
 
 def fast_deliveries(connection: Any, channel: Any, *, raw: bool = False,
                     batch: tuple[Callable[..., Any], Callable[[list[tuple[Any, Any, bytes]]], Any]] | None = None,
-                    ) -> None:
+                    accelerator: ModuleType | None = None) -> None:
     """Assemble this (pika, asynchronous) channel's consumer deliveries on the fast path. raw: the consumer
     gets the properties as their encoded bytes (decode_properties decodes them) — except for the rare
     delivery pika assembles itself, which comes with BasicProperties as usual.
@@ -673,8 +687,9 @@ def fast_deliveries(connection: Any, channel: Any, *, raw: bool = False,
     batch (raw only): (consumer callback, run callback). While that callback is the channel's one
     consumer, each run of its deliveries read at once goes to the run callback as a list of (method,
     properties, body), instead of to the consumer callback one by one. The run callback must not raise
-    (the run would be read again): appending to a queue is what it is for."""
-    reader = fast_input(connection)
+    (the run would be read again): appending to a queue is what it is for.
+    accelerator: the C extension, for a connection whose reader is installed here (see fast_input)."""
+    reader = fast_input(connection, accelerator)
     reader.channels[channel.channel_number] = channel
     reader.content[channel.channel_number] = None
     if raw:
@@ -696,10 +711,10 @@ def _forget(reader: FastInput, number: int, channel: Any) -> None:
         reader.batches.pop(number, None)
 
 
-def fast_confirms(connection: Any, channel: Any, on_ack: Any) -> None:
+def fast_confirms(connection: Any, channel: Any, on_ack: Any, accelerator: ModuleType | None = None) -> None:
     """Hand this channel's Basic.Ack frames straight to `on_ack` (the ack_nack_callback it gave
     confirm_delivery, and the only Basic.Ack callback on it); Basic.Nack keeps pika's path."""
-    reader = fast_input(connection)
+    reader = fast_input(connection, accelerator)
     reader.confirms[channel.channel_number] = on_ack
     channel.add_on_close_callback(lambda ch, _reason: _forget_confirms(reader, ch.channel_number, on_ack))
 
@@ -710,10 +725,10 @@ def _forget_confirms(reader: FastInput, number: int, on_ack: Any) -> None:
 
 
 def send_publish(connection: Any, channel: Any, exchange: str, routing_key: str, body: bytes, properties: Any,
-                 *, mandatory: bool) -> bytes:
-    """channel.basic_publish(...) with the frames built here; same checks, same bytes on the wire.
-    Returns the encoded properties (the publisher matches a basic.return with them). EncodeError (nothing
-    sent) when the message cannot go on the wire."""
+                 *, mandatory: bool, accelerator: ModuleType | None) -> bytes:
+    """channel.basic_publish(...) with the frames built here (by the C extension when `accelerator` is
+    it); same checks, same bytes on the wire. Returns the encoded properties (the publisher matches a
+    basic.return with them). EncodeError (nothing sent) when the message cannot go on the wire."""
     channel._raise_if_not_open()  # noqa: SLF001 - what basic_publish does first
     impl = connection._impl  # noqa: SLF001
     if not isinstance(body, bytes):
@@ -721,8 +736,39 @@ def send_publish(connection: Any, channel: Any, exchange: str, routing_key: str,
     method = _publish_method(exchange, routing_key, mandatory)
     props = encode_for_publish(properties if properties is not None else _BP(),
                                impl._body_max_length + FRAME_OVERHEAD)  # noqa: SLF001 - = negotiated frame_max
-    data = _frames(channel.channel_number, method, body, props, impl._body_max_length)  # noqa: SLF001
+    data = _frames(channel.channel_number, method, body, props, impl._body_max_length,  # noqa: SLF001
+                   accelerator)
     _emit(impl, data)
+    return props
+
+
+class _Encoded:
+    """Properties encoded already, in the shape pika's frame.Header marshals (its INDEX, encode())."""
+
+    __slots__ = ("raw",)
+    INDEX = _BP.INDEX
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+
+    def encode(self) -> list[bytes]:
+        return [self.raw]
+
+
+def _pika_encode(properties: Any) -> bytes:
+    return b"".join(properties.encode())
+
+
+def pika_publish(connection: Any, channel: Any, exchange: str, routing_key: str, body: bytes, properties: Any,
+                 *, mandatory: bool) -> bytes:
+    """channel.basic_publish(...) as pika does it: pika's property encoder, its frames, its output (the
+    `pika` codec). The properties are encoded first, by pika's encoder, once: to refuse a content header
+    the broker would answer by closing the connection (frame_max), and for the publisher to match a
+    basic.return; pika's Header frame then takes those bytes. Returns them; EncodeError (nothing sent)."""
+    impl = connection._impl  # noqa: SLF001
+    props = encode_for_publish(properties if properties is not None else _BP(),
+                               impl._body_max_length + FRAME_OVERHEAD, pika_codec=True)  # noqa: SLF001
+    channel.basic_publish(exchange, routing_key, body, _Encoded(props), mandatory=mandatory)
     return props
 
 
