@@ -33,7 +33,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from dlxtool.broker.channel import IDLE_WAIT
 from dlxtool.broker.publisher import Outcome, Publisher
-from dlxtool.broker.wire.frames import EncodeError
+from dlxtool.broker.wire.frames import EncodeError, basic_properties
 from dlxtool.errors import ConnectError, DlxtoolError, Interrupted, PartialError, UsageError
 from dlxtool.ops.engine import Progress, describe_error
 from dlxtool.ops.interrupts import sigint_as_stop, signals_as_stop
@@ -143,7 +143,7 @@ def _check_encodes(record: MessageRecord, settings: LoadSettings, where: str) ->
                          hint="RabbitMQ's short-int is kind 's' (the same two bytes): re-encode that $amqp value "
                               "with 's', or remove the header")
     try:
-        encode_for_publish(record.pika_properties(headers), 0)
+        encode_for_publish(basic_properties(record.properties, headers), 0)
     except EncodeError as exc:
         raise UsageError(f"{where}: {exc}") from None
 
@@ -232,7 +232,7 @@ def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *
                 exchange, keeps_key = route
                 headers = _headers(record, settings)
                 key = _routing_key(record, headers) if keeps_key else target
-                yield exchange, key, record.body, record.pika_properties(headers), (target, record)
+                yield exchange, key, record.body, basic_properties(record.properties, dict(headers)), (target, record)
 
         try:
             for (target, record), outcome, detail in publish_records(conn, items(), window=settings.window,
@@ -293,7 +293,7 @@ def _headers(record: MessageRecord, settings: LoadSettings) -> dict[str, Any]:
 
 def _routing_key(record: MessageRecord, headers: dict[str, Any]) -> str:
     """The record's routing key; after a count reset, the original one its provenance header records."""
-    from dlxtool.ops.replay import PROVENANCE_HEADER
+    from dlxtool.ops.provenance import PROVENANCE_HEADER
 
     prov = headers.get(PROVENANCE_HEADER) if headers is not record.headers else None
     key = prov.get("routing-key") if isinstance(prov, dict) else None

@@ -302,9 +302,9 @@ class ReplayDecider:
         self._published = 0
         # Selection is frozen: with no criteria every record matches, so skip building the checks each time.
         self._selects = bool(settings.selection._checks())  # noqa: SLF001
-        from pika import BasicProperties
+        from dlxtool.broker.wire.frames import basic_properties
 
-        self._properties = BasicProperties
+        self._properties = basic_properties
         self.lineage = Lineage()
         self.raw = self._raw_decider()
         # The plan counts Dramatiq messages replayed with their retries used up (a JSON parse per such body,
@@ -414,8 +414,8 @@ class ReplayDecider:
             self.used_body_retries += 1
         published = MessageRecord(queue=target, body=body, exchange=exchange, routing_key=routing_key,
                                   properties=properties, headers=headers)
-        # = published.pika_properties(), without copying the headers dict built just above
-        pika_properties = self._properties(headers=headers or None, **properties)
+        # published's, without copying the headers dict built just above
+        pika_properties = self._properties(properties, headers)
         return Decision(Action.MOVE, target, exchange, routing_key, pika_properties, body, published)
 
     def _next_id(self) -> str:
@@ -718,11 +718,11 @@ class _Silent:
 def _queue_info(session: ReplaySession, dlq: str, report: Reporter) -> Any:
     """The DLQ's type and limits from the management API (None when unreachable); refuses a stream and a
     drop-head length limit (keeping messages republishes them to the tail)."""
+    from dlxtool.broker import queues
     from dlxtool.errors import ConnectError
-    from dlxtool.ops.purge import passive_declare
 
     channel = session.conn.channel()
-    passive_declare(channel, dlq, session.vhost)  # a missing DLQ is "not found" (4), API or no API
+    queues.counts(channel, dlq, session.vhost)  # a missing DLQ is "not found" (4), API or no API
     channel.close()
     if session.management is not None:
         try:
@@ -746,11 +746,12 @@ def _refuse_unread_dlq_limits(session: ReplaySession, settings: ReplaySettings) 
     """Messages that stay are republished to the DLQ's tail; with its limits unread (no management API) it
     may be a full drop-head queue that would push out its head for each of them. Refused (exit 6) before
     anything is read, unless --allow-displace; an empty DLQ has nothing to keep."""
-    from dlxtool.ops.purge import check_keep_by_republish, passive_declare
+    from dlxtool.broker import queues
+    from dlxtool.ops.purge import check_keep_by_republish
 
     channel = session.conn.channel()
     try:
-        ready = int(passive_declare(channel, settings.source, session.vhost).message_count)
+        ready = queues.counts(channel, settings.source, session.vhost).ready
     finally:
         channel.close()
     if ready:
@@ -865,13 +866,6 @@ def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, targe
 
 def queue_exists(conn: Any, queue: str, timeout: float = 30.0) -> bool:
     """Passive declare on a throwaway channel (a missing queue closes the channel it is asked on)."""
-    from dlxtool.broker.channel import AsyncChannel, ChannelClosed
+    from dlxtool.broker import queues
 
-    channel = AsyncChannel(conn, timeout)
-    try:
-        channel.call("queue_declare", queue, passive=True)
-        return True
-    except ChannelClosed:
-        return False
-    finally:
-        channel.close()
+    return queues.exists(conn, queue, timeout)

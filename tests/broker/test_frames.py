@@ -2,7 +2,8 @@
 
 The oracle is pika itself: its frame marshalling (Connection._send_message, run on a stub that captures
 the output), its table/properties encoders and decoders. Equality is strict: same bytes on encode;
-same values *and* types on decode (pika's `long` for 64-bit integers, bytes for non-UTF-8 strings,
+same values *and* types on decode (a marker type for 64-bit integers: pika's `long`, dlxtool's Long; bytes
+for non-UTF-8 strings,
 truncated floats …); for invalid input, the same exception type.
 """
 
@@ -22,7 +23,7 @@ from pika import data as pika_data
 from pika import frame, spec
 from pika.compat import long
 
-from dlxtool.amqp_values import RawValue
+from dlxtool.amqp_values import Long, RawValue
 from dlxtool.broker.channel import AsyncChannel
 from dlxtool.broker.publisher import Outcome, Publisher
 from dlxtool.broker.wire import codec as wire_codec
@@ -106,14 +107,19 @@ def pika_publish_bytes(channel_number: int, exchange: Any, routing_key: Any, bod
 
 
 def strict_equal(a: Any, b: Any) -> bool:
-    """Equal values of identical types, all the way down."""
-    if type(a) is not type(b):
+    """Equal values of identical types, all the way down (dlxtool's Long is pika's `long`: the 64-bit
+    marker)."""
+    if _marker(type(a)) is not _marker(type(b)):
         return False
     if isinstance(a, dict):
         return list(a) == list(b) and all(strict_equal(a[k], b[k]) for k in a)
     if isinstance(a, list):
         return len(a) == len(b) and all(strict_equal(x, y) for x, y in zip(a, b, strict=True))
     return a == b
+
+
+def _marker(kind: type) -> type:
+    return long if kind is Long else kind
 
 
 def pika_encoded_table(table: dict[str, Any]) -> bytes:

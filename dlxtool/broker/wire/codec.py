@@ -34,6 +34,7 @@ NAMES = ("c", "python", "pika")
 ENV = "DLXTOOL_CODEC"
 LEGACY_ENV = "DLXTOOL_NO_HOTPATH"  # =1: the Python path (what it always meant)
 
+# (consumer callback, run callback): see frames.fast_deliveries
 Batch = tuple[Callable[..., Any], Callable[[list[tuple[Any, Any, bytes]]], Any]]
 
 
