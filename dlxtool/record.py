@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from dlxtool.amqp_values import RawValue, allow_deep_headers
+from dlxtool.amqp_values import RawValue, allow_deep_headers, decode_field_value, encode_field_value
 from dlxtool.deaths import Death, parse_deaths
 from dlxtool.errors import UsageError
 
@@ -137,13 +137,6 @@ class MessageRecord:
             headers=dict(getattr(properties, "headers", None) or {}),
         )
 
-    def pika_properties(self, headers: Mapping[str, Any] | None = None) -> Any:
-        """BasicProperties to republish this message with (optionally other headers)."""
-        import pika
-
-        hdrs = dict(self.headers if headers is None else headers)
-        return pika.BasicProperties(headers=hdrs or None, **self.properties)
-
 
 def _int_field(data: Mapping[str, Any], key: str, where: str) -> int:
     value = data.get(key) or 0
@@ -186,16 +179,12 @@ def tag_table(table: Mapping[str, Any], depth: int = 0) -> dict[str, Any]:
 
 
 def _amqp_encode(value: Any) -> bytes:
-    from dlxtool.broker import frames  # one AMQP value codec: the one that publishes (pika underneath)
-
-    return frames.encode_field_value(value)
+    return encode_field_value(value)  # one AMQP value codec: the one the wire codec writes headers with
 
 
 def _amqp_decode(data: bytes) -> Any:
-    from dlxtool.broker import frames
-
     allow_deep_headers()
-    return frames.decode_field_value(data)
+    return decode_field_value(data)
 
 
 def decode_value(value: Any, where: str = "header") -> Any:

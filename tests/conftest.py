@@ -22,7 +22,9 @@ from urllib.parse import quote
 import pytest
 from click.testing import CliRunner, Result
 
+from dlxtool.broker.wire.codec import Codec
 from tests.support.broker import BrokerEnv, open_vhost
+from tests.support.codecs import wire_codec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -188,6 +190,15 @@ def _forget_secrets() -> Iterator[None]:
     secrets.clear()
     yield
     secrets.clear()
+
+
+@pytest.fixture
+def codec(request: pytest.FixtureRequest) -> Iterator[Codec]:
+    """The wire codec this test runs on: parametrize it indirectly with "c", "python" or "pika"
+    (`@pytest.mark.parametrize("codec", CODECS, indirect=True)`); unparametrized, the environment's.
+    The one switch (dlxtool.broker.wire.codec); tests.support.codecs.wire_codec says what skips."""
+    with wire_codec(getattr(request, "param", None)) as chosen:
+        yield chosen
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from dlxtool.broker.wire.codec import Batch
 from dlxtool.errors import ConnectError, DlxtoolError
 
 # How long one idle pump waits for I/O. Short, because pika's timer cannot be woken early by I/O.
@@ -99,8 +100,24 @@ def wait_readable(connections: tuple[Any, ...], timeout: float, gather: float = 
             time.sleep(gather)
 
 
+def cancel_quietly(channel: Any) -> None:
+    """A blocking channel's consumer cancelled (BlockingChannel.cancel), where the broker or the connection
+    may have closed the channel meanwhile: then there is nothing left to cancel."""
+    import pika.exceptions as pe
+
+    with contextlib.suppress(pe.ChannelClosedByBroker, pe.ConnectionClosedByBroker, pe.ChannelWrongStateError,
+                             pe.ConnectionWrongStateError):
+        channel.cancel()
+
+
 class ChannelClosed(DlxtoolError):
-    """The broker closed the channel (e.g. publishing to an exchange that was deleted)."""
+    """The broker closed the channel (e.g. publishing to an exchange that was deleted); reply_code and
+    reply_text are what it said (404, "NOT_FOUND - no queue 'q' …"), None where it said nothing."""
+
+    def __init__(self, message: str, *, reply_code: int | None = None, reply_text: str | None = None) -> None:
+        super().__init__(message)
+        self.reply_code = reply_code
+        self.reply_text = reply_text
 
 
 class AsyncChannel:
@@ -110,6 +127,8 @@ class AsyncChannel:
         self.connection = connection
         self.timeout = timeout
         self.closed_reason: str | None = None
+        self.reply_code: int | None = None     # the broker's close code (404, 406 …), when it closed the channel
+        self.reply_text: str | None = None
         self.connection_lost = False
         self.close_answered = False  # our channel.close got its close-ok (see close())
         box: list[Any] = []
@@ -126,6 +145,9 @@ class AsyncChannel:
         from dlxtool.broker.connection import broker_said
 
         self.closed_reason = broker_said(reason)  # "404 NOT_FOUND - no queue 'q' …", not pika's tuple
+        code = getattr(reason, "reply_code", None)
+        self.reply_code = code if isinstance(code, int) else None
+        self.reply_text = getattr(reason, "reply_text", None)
         # The channel went down with its connection (a broker shutting down sends 320 CONNECTION_FORCED, a
         # dropped socket closes every channel): that is a lost connection (exit 3, run again), not a refusal
         # of something this channel did.
@@ -162,7 +184,8 @@ class AsyncChannel:
         if self.closed_reason is not None:
             if self.connection_lost:
                 raise ConnectError(f"the connection to the broker was lost: {self.closed_reason}")
-            raise ChannelClosed(f"the broker closed the channel: {self.closed_reason}")
+            raise ChannelClosed(f"the broker closed the channel: {self.closed_reason}", reply_code=self.reply_code,
+                                reply_text=self.reply_text)
 
     def wait_for(self, ready: Callable[[], bool], what: str, timeout: float | None = None) -> None:
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
@@ -184,6 +207,32 @@ class AsyncChannel:
         getattr(self.impl, method)(*args, callback=box.append, **kwargs)
         self.wait_for(lambda: bool(box), method)
         return box[0]
+
+    def consume(self, queue: str, on_message: Callable[[Any, Any, Any, bytes], None], *, raw: bool = False,
+                batch: Batch | None = None) -> str:
+        """basic.consume (acks by the caller) without waiting for the consume-ok; returns the consumer tag.
+        Deliveries come to on_message(channel, method, properties, body) as the codec assembles them
+        (dlxtool.broker.wire.codec): raw asks for the properties still encoded (bytes) and batch for runs
+        (frames.fast_deliveries) — on the `pika` codec neither: BasicProperties, one by one. Callers take
+        either."""
+        from dlxtool.broker.wire import codec
+
+        codec.current().deliveries(self.connection, self.impl, raw=raw, batch=batch)
+        tag: str = self.impl.basic_consume(queue, on_message, auto_ack=False)
+        return tag
+
+    def on_cancel(self, callback: Callable[[Any], None]) -> None:
+        """callback(frame) when the broker cancels a consumer of this channel (its queue was deleted …)."""
+        self.impl.add_on_cancel_callback(callback)
+
+    def ack(self, delivery_tag: int, *, multiple: bool = False) -> None:
+        """basic.ack, sent with the next pump."""
+        self.impl.basic_ack(delivery_tag, multiple=multiple)
+
+    def qos(self, prefetch_count: int, callback: Callable[[Any], None] | None = None) -> None:
+        """basic.qos without waiting; `callback(frame)` at its qos-ok (the broker handles a channel's methods
+        in order: the qos-ok proves every ack sent before it)."""
+        self.impl.basic_qos(prefetch_count=prefetch_count, callback=callback)
 
     def cancel_consumer(self, consumer_tag: str) -> None:
         """basic.cancel and wait for the cancel-ok; deliveries that arrive meanwhile still go to the

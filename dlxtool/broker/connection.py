@@ -9,7 +9,7 @@ import re
 import ssl
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dlxtool import secrets
 from dlxtool.amqp_values import allow_deep_headers
@@ -21,6 +21,20 @@ from dlxtool.urls import AmqpUrl
 if TYPE_CHECKING:
     import pika
     from pika.adapters.blocking_connection import BlockingConnection
+
+
+class AmqpConnection(Protocol):
+    """An open AMQP connection as the operations (dlxtool.ops) hold it: what `connect` returns (pika's
+    BlockingConnection). They use a blocking channel for a few synchronous calls and ask whether it is still
+    open; everything else goes through dlxtool.broker (AsyncChannel, Publisher, queues), which alone knows
+    pika's internals."""
+
+    @property
+    def is_open(self) -> bool: ...
+
+    def channel(self) -> Any: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -95,6 +109,9 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
     pika = pika_import.load()
     import pika.exceptions as pe
 
+    from dlxtool.broker.wire import codec
+
+    wire = codec.current()  # first: a DLXTOOL_CODEC that names no codec is refused before any connection
     quiet_pika_logging()
     allow_deep_headers()  # deep header tables decode on this connection's deliveries
     params = connection_parameters(profile)
@@ -134,12 +151,7 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
             if hint not in hints:
                 hints.append(hint)
             continue
-        from dlxtool.broker.frames import fast_input
-
-        # Every frame through dlxtool's reader, content headers decoded by dlxtool.broker.frames: a header
-        # value pika cannot decode (a timestamp past year 9999) or would change (a float) arrives as a
-        # RawValue instead of killing the connection, on basic_get as on a consumer.
-        fast_input(conn)
+        wire.install(conn)  # dlxtool's frame reader, or pika's own on the `pika` setting
         return conn
     raise ConnectError(
         f"broker {profile.name!r}: cannot connect: " + "; ".join(errors),
@@ -195,6 +207,21 @@ def amqp_failure(exc: BaseException) -> DlxtoolError:
         return ConnectError("the connection to the broker was lost (the broker or the network closed it)",
                             hint=lost_hint)
     return DlxtoolError(f"the broker refused: {broker_said(exc)}")
+
+
+def is_connection_failure(exc: BaseException) -> bool:
+    """The error came from the broker connection (pika's, ours, the socket's), not from local work."""
+    import pika.exceptions
+
+    return isinstance(exc, pika.exceptions.AMQPError | ConnectError | ConnectionError | TimeoutError)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line: a pika exception as amqp_failure words it (what the broker said, or that the connection was
+    lost), anything else by its own text; secrets scrubbed."""
+    if type(exc).__module__.startswith("pika"):
+        return amqp_failure(exc).message
+    return secrets.scrub(str(exc) or type(exc).__name__)
 
 
 def quiet_pika_logging() -> None:

@@ -35,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlxtool.broker import queues
+
 # rabbit_fifo_client (3.10) sends at most 32 commands to a quorum queue before it waits for them to be
 # applied; further returns are stashed in a map keyed by consumer and sent later in map order.
 QUORUM_RETURN_CHUNK = 32
@@ -97,7 +99,7 @@ def _wait_consumers(channel: Any, queue: str, low: int, high: int | None = None)
     A quorum queue answers 0 when its stat times out (250 ms): never accept fewer than still held."""
     deadline = time.monotonic() + RETURN_WAIT_SECONDS
     while True:
-        count = int(channel.queue_declare(queue, passive=True).method.consumer_count)
+        count = queues.declare(channel, queue).consumers
         if count >= low and (high is None or count <= high):
             return count
         if time.monotonic() > deadline:

@@ -47,7 +47,7 @@ class Outcome(enum.Enum):
     RETURNED = "returned"
     NACKED = "nacked"
     LOST = "lost"
-    REFUSED = "not sent"  # could not be encoded (dlxtool.broker.frames.EncodeError): never left this process
+    REFUSED = "not sent"  # could not be encoded (dlxtool.broker.wire.frames.EncodeError): never left this process
 
 
 class _Pending:
@@ -75,9 +75,9 @@ class Publisher:
         self.published = 0
         self._maybe_marked = 0     # publishes settled "maybe returned" (ties)
         self._maybe_returns = 0    # returns that landed on such ties (each is one of them, really returned)
-        from dlxtool.broker.frames import send_publish
+        from dlxtool.broker.wire import codec
 
-        self._send = send_publish  # pika's basic_publish, with the frames encoded by dlxtool.broker.frames
+        self._codec = codec.current()  # writes the frames (dlxtool's encoder, or pika's basic_publish)
         self.channel.impl.add_on_return_callback(self._on_return)
         self._select_confirms()
 
@@ -85,9 +85,7 @@ class Publisher:
         box: list[Any] = []
         self.channel.impl.confirm_delivery(ack_nack_callback=self._on_ack_nack, callback=box.append)
         self.channel.wait_for(lambda: bool(box), "confirm.select")
-        from dlxtool.broker.frames import fast_confirms
-
-        fast_confirms(self.channel.connection, self.channel.impl, self._on_ack_nack)
+        self._codec.confirms(self.channel.connection, self.channel.impl, self._on_ack_nack)
 
     # -- API --------------------------------------------------------------------------------------
 
@@ -112,8 +110,8 @@ class Publisher:
         """Send one message (mandatory, confirmed); its outcome comes back later via take_settled()."""
         self.channel.check()
         # EncodeError (nothing sent, nothing recorded) when the message cannot go on the wire
-        props = self._send(self.channel.connection, self.channel.impl, exchange, routing_key, body, properties,
-                           mandatory=True)
+        props = self._codec.publish(self.channel.connection, self.channel.impl, exchange, routing_key, body,
+                                    properties, mandatory=True)
         self._seq += 1
         key = (exchange, routing_key, body)
         self._pending[self._seq] = _Pending(token, key, props)
@@ -216,7 +214,7 @@ class Publisher:
 
 
 def _encoded(properties: Any) -> bytes | None:
-    from dlxtool.broker.frames import encode_properties
+    from dlxtool.broker.wire.frames import encode_properties
 
     try:
         return encode_properties(properties)

@@ -231,9 +231,9 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
 
 
 def _probe_type(app: App, queue: str) -> str:
-    from dlxtool.ops.peek import probe_queue_type
+    from dlxtool.broker.queues import probe_type
 
-    return probe_queue_type(app.profile(), queue)
+    return probe_type(app.profile(), queue)
 
 
 def _render_plan(app: App, plan: Any) -> None:

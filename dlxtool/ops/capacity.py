@@ -33,10 +33,13 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker.management import ManagementClient, QueueInfo
 from dlxtool.errors import DlxtoolError, RefusedError
+
+if TYPE_CHECKING:
+    from dlxtool.broker.connection import AmqpConnection
 
 DROP_HEAD = "drop-head"
 REJECT_PUBLISH = "reject-publish"
@@ -198,20 +201,11 @@ def _ready_bytes(cap: Capacity, info: QueueInfo) -> None:
         cap.note = "body bytes unknown (no sample from the management API yet): counted as full"
 
 
-def ready_counter(conn: Any, timeout: float) -> Callable[[str], int | None]:
-    """ready(queue) by passive declare on a throwaway channel (a missing queue closes the channel)."""
-    def ready(queue: str) -> int | None:
-        from dlxtool.broker.channel import AsyncChannel, ChannelClosed
+def ready_counter(conn: AmqpConnection, timeout: float) -> Callable[[str], int | None]:
+    """ready(queue) by passive declare on a throwaway channel (None: no such queue)."""
+    from dlxtool.broker import queues
 
-        channel = AsyncChannel(conn, timeout)
-        try:
-            return int(channel.call("queue_declare", queue, passive=True).method.message_count)
-        except ChannelClosed:
-            return None
-        finally:
-            channel.close()
-
-    return ready
+    return lambda queue: queues.ready(conn, queue, timeout)
 
 
 def full_reason(role: str, cap: Capacity) -> str:
@@ -333,7 +327,7 @@ def refuse_when_no_room(caps: list[Capacity], role: str, allow_displace: bool) -
                            + ": nothing would be moved", hint=ALLOW_HINT)
 
 
-def rooms(conn: Any, mgmt: ManagementClient | None, vhost: str, timeout: float, *, role: str,
+def rooms(conn: AmqpConnection, mgmt: ManagementClient | None, vhost: str, timeout: float, *, role: str,
           allow_displace: bool = False) -> Rooms:
     """The Rooms of a run whose destinations are on `conn` (limits from `mgmt`, depth by passive declare)."""
     ready = ready_counter(conn, timeout)

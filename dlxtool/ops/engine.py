@@ -55,16 +55,20 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from dlxtool.broker import queues
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
-from dlxtool.broker.frames import EncodeError, decode_properties
 from dlxtool.broker.giveback import close_channel
 from dlxtool.broker.publisher import Outcome, Publisher
+from dlxtool.broker.wire.frames import EncodeError, decode_properties
 from dlxtool.errors import ConnectError
 from dlxtool.ops.interrupts import sigint_as_stop
 from dlxtool.ops.record_files import SetAside, Sink
 from dlxtool.record import MessageRecord
+
+if TYPE_CHECKING:
+    from dlxtool.broker.connection import AmqpConnection
 
 TAKE_BATCH = 200  # deliveries decided per loop turn, between sink flushes and acks
 # With this many publishes in flight, an idle wait lets input gather GATHER s once it starts arriving:
@@ -195,8 +199,9 @@ def _sink_record(decision: Decision, record: MessageRecord | None) -> MessageRec
 class Transfer:
     """One pass over `source` on `source_conn`; MOVEs are published on `target_conn` (may be the same)."""
 
-    def __init__(self, source_conn: Any, source: str, decide: Decide, *, target_conn: Any | None = None,
-                 options: TransferOptions | None = None, timeout: float = 30.0) -> None:
+    def __init__(self, source_conn: AmqpConnection, source: str, decide: Decide, *,
+                 target_conn: AmqpConnection | None = None, options: TransferOptions | None = None,
+                 timeout: float = 30.0) -> None:
         self.source_conn = source_conn
         self.target_conn = target_conn or source_conn
         self.source = source
@@ -276,21 +281,18 @@ class Transfer:
 
     def _setup(self) -> None:
         self.channel = AsyncChannel(self.source_conn, self.timeout)
-        declared = self.channel.call("queue_declare", self.source, passive=True)
-        self.result.snapshot = declared.method.message_count
+        self.result.snapshot = queues.declare(self.channel, self.source).ready
         self.prefetch = max(1, min(self.opts.prefetch, self.result.snapshot or 1))
         self.channel.call("basic_qos", prefetch_count=self.prefetch)
         self.mover = Publisher(self.target_conn, window=self.opts.window, timeout=self.timeout)
         self.keeper = (self.mover if self.target_conn is self.source_conn
                        else Publisher(self.source_conn, window=self.opts.window, timeout=self.timeout))
-        self.channel.impl.add_on_cancel_callback(self._on_cancel)
+        self.channel.on_cancel(self._on_cancel)
         if self.result.snapshot:
-            from dlxtool.broker.frames import fast_deliveries
-
-            # pika's delivery path with less work per message; properties stay encoded until needed
-            fast_deliveries(self.source_conn, self.channel.impl, raw=True,
-                            batch=(self._on_message, self._incoming.extend))
-            self.consumer_tag = self.channel.impl.basic_consume(self.source, self._on_message, auto_ack=False)
+            # properties left encoded until needed (bytes), runs of deliveries at once; on the `pika` codec,
+            # pika's deliveries one by one (BasicProperties): _handle takes either
+            self.consumer_tag = self.channel.consume(self.source, self._on_message, raw=True,
+                                                     batch=(self._on_message, self._incoming.extend))
         else:
             self._stop_reading = True
 
@@ -540,11 +542,11 @@ class Transfer:
             acked_copies += item.copy
             last = item
         if last is not None:  # every earlier tag is acked already: multiple covers exactly this run
-            self._channel.impl.basic_ack(last.tag, multiple=True)
+            self._channel.ack(last.tag, multiple=True)
         if self._held and self._items:
             for item in [i for i in self._items if i.state == _DONE][:max(0, budget - count)]:
                 self._items.remove(item)
-                self._channel.impl.basic_ack(item.tag)
+                self._channel.ack(item.tag)
                 acked_copies += item.copy
                 count += 1
         self._acked_uncertain += acked_copies
@@ -580,7 +582,7 @@ class Transfer:
             self._marker = None
 
         self._marker = covered
-        self._channel.impl.basic_qos(prefetch_count=self.prefetch, callback=proven)
+        self._channel.qos(self.prefetch, callback=proven)
 
     # -- ending --------------------------------------------------------------------------------------
 
@@ -773,13 +775,10 @@ class Transfer:
         return self._acked_uncertain + self._lost_copies + sum(p.possible_duplicates for p in pubs)
 
     def _source_empty(self) -> bool:
-        probe = AsyncChannel(self.source_conn, self.timeout)
         try:
-            return probe.call("queue_declare", self.source, passive=True).method.message_count == 0
-        except Exception:  # noqa: BLE001 - deleted: nothing left to read
+            return not queues.ready(self.source_conn, self.source, self.timeout)  # None: deleted
+        except Exception:  # noqa: BLE001 - the probe failed: nothing left that we could read
             return True
-        finally:
-            probe.close()
 
     def _report(self, started: float, final: bool = False) -> None:
         if self.opts.progress is None:
@@ -807,18 +806,14 @@ def _fewer_gc_passes(young: int = 20_000) -> Iterator[None]:
 
 
 def _is_connection_error(exc: BaseException) -> bool:
-    import pika.exceptions
+    from dlxtool.broker.connection import is_connection_failure
 
-    from dlxtool.errors import ConnectError as _Connect
-
-    return isinstance(exc, pika.exceptions.AMQPError | _Connect | ConnectionError | TimeoutError)
+    return is_connection_failure(exc)
 
 
 def describe_error(exc: BaseException) -> str:
-    from dlxtool import secrets
+    """One line for a transfer summary: what the broker said, or that the connection was lost (never pika's
+    class names), or the local error's text."""
+    from dlxtool.broker.connection import describe_failure
 
-    if type(exc).__module__.startswith("pika"):
-        from dlxtool.broker.connection import amqp_failure
-
-        return amqp_failure(exc).message  # what the broker said, or "the connection … was lost": no pika names
-    return secrets.scrub(str(exc) or type(exc).__name__)
+    return describe_failure(exc)

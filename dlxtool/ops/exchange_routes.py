@@ -26,6 +26,7 @@ from typing import Any
 
 from dlxtool.conventions import Route
 from dlxtool.errors import DlxtoolError
+from dlxtool.ops.capacity import Rooms
 from dlxtool.ops.routes import Router
 
 
@@ -139,20 +140,5 @@ class ExchangeTargets:
             return self._admit_queue(group, size, in_flight)
         if reach.queues is None:  # unknown queues, accepted with --allow-displace
             return None
-        return self._rooms.admit_all(reach.queues, size, in_flight)
-
-
-def exchange_exists(conn: Any, exchange: str, timeout: float = 30.0) -> bool:
-    """Passive declare on a throwaway channel (a missing exchange closes the channel it is asked on)."""
-    from dlxtool.broker.channel import AsyncChannel, ChannelClosed
-
-    if exchange == "":
-        return True  # the default exchange (it cannot be declared, even passively)
-    channel = AsyncChannel(conn, timeout)
-    try:
-        channel.call("exchange_declare", exchange, passive=True)
-        return True
-    except ChannelClosed:
-        return False
-    finally:
-        channel.close()
+        rooms: Rooms = self._rooms
+        return rooms.admit_all(reach.queues, size, in_flight)

@@ -265,18 +265,19 @@ class FallbackStream:
         self._always = always or _is_terminal(stream)
         self.diverted = False
 
-    def _may_divert(self) -> bool:
+    def may_divert(self) -> bool:
+        """A failed write may now mean the terminal is gone: it is one, or a stop signal came."""
         return self._always or received() is not None
 
     def write(self, text: str) -> int:
         if not self.diverted:
             try:
                 written = self._stream.write(text)
-                if self._may_divert():
+                if self.may_divert():
                     self._stream.flush()
                 return written
             except (OSError, ValueError) as exc:
-                if not self._gone(exc):
+                if not self.gone(exc):
                     raise
                 self.diverted = True
         if not text.startswith("\r"):  # a progress bar's redraw means nothing in a file
@@ -289,12 +290,13 @@ class FallbackStream:
         try:
             self._stream.flush()
         except (OSError, ValueError) as exc:
-            if not self._gone(exc):
+            if not self.gone(exc):
                 raise
             self.diverted = True
 
-    def _gone(self, exc: BaseException) -> bool:
-        if not self._may_divert():
+    def gone(self, exc: BaseException) -> bool:
+        """`exc`, from a write or flush, says the stream is gone (divert to the summary file), not a bug."""
+        if not self.may_divert():
             return False
         return isinstance(exc, ValueError) or getattr(exc, "errno", None) in _GONE
 
@@ -325,12 +327,12 @@ class _FallbackBuffer:
     def write(self, data: bytes) -> int:
         if not self._text.diverted:
             try:
-                written = self._raw.write(data)
-                if self._text._may_divert():  # noqa: SLF001 - the text stream's own byte side
+                written: int = self._raw.write(data)
+                if self._text.may_divert():
                     self._raw.flush()
                 return written
             except (OSError, ValueError) as exc:
-                if not self._text._gone(exc):  # noqa: SLF001 - the text stream's own byte side
+                if not self._text.gone(exc):
                     raise
                 self._text.diverted = True
         summary_file.write(bytes(data).decode("utf-8", "replace"))

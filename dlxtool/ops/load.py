@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from dlxtool.broker.channel import IDLE_WAIT
-from dlxtool.broker.frames import EncodeError
 from dlxtool.broker.publisher import Outcome, Publisher
+from dlxtool.broker.wire.frames import EncodeError, basic_properties
 from dlxtool.errors import ConnectError, DlxtoolError, Interrupted, PartialError, UsageError
 from dlxtool.ops.engine import Progress, describe_error
 from dlxtool.ops.interrupts import sigint_as_stop, signals_as_stop
@@ -158,7 +158,7 @@ def _check_encodes(record: MessageRecord, headers: dict[str, Any], where: str) -
     """Refuse a file with a record AMQP cannot carry before anything is published (frame size is checked
     per message at publish time: it depends on the connection)."""
     from dlxtool.amqp_values import rabbitmq_refuses
-    from dlxtool.broker.frames import encode_for_publish
+    from dlxtool.broker.wire.frames import encode_for_publish
 
     refused = rabbitmq_refuses(headers)
     if refused is not None:
@@ -167,7 +167,7 @@ def _check_encodes(record: MessageRecord, headers: dict[str, Any], where: str) -
                          hint="RabbitMQ's short-int is kind 's' (the same two bytes): re-encode that $amqp value "
                               "with 's', or remove the header")
     try:
-        encode_for_publish(record.pika_properties(headers), 0)
+        encode_for_publish(basic_properties(record.properties, headers), 0)
     except EncodeError as exc:
         raise UsageError(f"{where}: {exc}") from None
 
@@ -266,7 +266,7 @@ def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *
                     continue
                 exchange, keeps_key = route
                 key = _routing_key(record, headers) if keeps_key else target
-                yield exchange, key, record.body, record.pika_properties(headers), (target, record)
+                yield exchange, key, record.body, basic_properties(record.properties, dict(headers)), (target, record)
 
         try:
             for (target, record), outcome, detail in publish_records(conn, items(), window=settings.window,
@@ -327,7 +327,7 @@ def _headers(record: MessageRecord, settings: LoadSettings) -> dict[str, Any]:
 
 def _routing_key(record: MessageRecord, headers: dict[str, Any]) -> str:
     """The record's routing key; after a count reset, the original one its provenance header records."""
-    from dlxtool.ops.replay import PROVENANCE_HEADER
+    from dlxtool.ops.provenance import PROVENANCE_HEADER
 
     prov = headers.get(PROVENANCE_HEADER) if headers is not record.headers else None
     key = prov.get("routing-key") if isinstance(prov, dict) else None

@@ -30,7 +30,7 @@ depends on the queue type (see shared/DESIGN.md), and this module decides it in 
 
 The type and delivery limit come from the management API (arguments win over policy), once it is proven
 to answer for the broker the AMQP connection reached (dlxtool.broker.identity). When it cannot be reached
-or proven, the type is probed over AMQP (see `probe_queue_type`); the delivery limit of a quorum
+or proven, the type is probed over AMQP (see `dlxtool.broker.queues.probe_type`); the delivery limit of a quorum
 queue then stays unknown and the read is refused.
 """
 
@@ -47,6 +47,7 @@ from dlxtool.record import MessageRecord
 from dlxtool.selection import parse_age
 
 if TYPE_CHECKING:
+    from dlxtool.broker.connection import AmqpConnection
     from dlxtool.broker.management import ManagementClient, QueueInfo
     from dlxtool.config import BrokerProfile
 
@@ -123,10 +124,10 @@ class ReadOptions:
 def queue_facts(profile: BrokerProfile, name: str, *, management: Callable[[], ManagementClient],
                 channel: Any) -> QueueFacts:
     """Type, limit and counts: management API first, AMQP for what it cannot tell or when it is down."""
-    from dlxtool.broker.declare import passive_declare
+    from dlxtool.broker import queues
 
-    ok = passive_declare(channel, name, profile.vhost)
-    ready, consumers = ok.message_count, ok.consumer_count
+    counted = queues.counts(channel, name, profile.vhost)
+    ready, consumers = counted.ready, counted.consumers
     try:
         info = management().queue(profile.vhost, name)
     except NotFoundError:
@@ -152,7 +153,9 @@ def _facts_from_info(info: QueueInfo, ready: int, consumers: int) -> QueueFacts:
 
 def _facts_without_management(profile: BrokerProfile, name: str, ready: int, consumers: int,
                               why: str) -> QueueFacts:
-    qtype = probe_queue_type(profile, name)
+    from dlxtool.broker import queues
+
+    qtype = queues.probe_type(profile, name)  # a connection of its own: a quorum queue's refusal closes it
     # why: "management API at URL not reachable: …" / "… not used: could not prove that it answers for …"
     missing = [why if why.startswith("management API") else f"management API not used ({why})",
                "queue type read from an AMQP probe instead of the API",
@@ -161,37 +164,6 @@ def _facts_without_management(profile: BrokerProfile, name: str, ready: int, con
         missing.append("quorum delivery limit (queue arguments and policy) not checked")
     return QueueFacts(name=name, vhost=profile.vhost, type=qtype, type_source="AMQP probe",
                       ready=ready, consumers=consumers, missing_checks=missing)
-
-
-def probe_queue_type(profile: BrokerProfile, name: str) -> str:
-    """classic | quorum | stream, learnt over AMQP without touching a message's position or count.
-
-    A passive declare does not say the type. A consumer asking for a *global* prefetch does: a
-    quorum queue refuses it (540 NOT_IMPLEMENTED "does not support global qos", which closes the
-    connection, hence a connection of its own), a stream refuses it because it wants a per-consumer
-    prefetch (406), a classic queue accepts it. At most one message is delivered to the classic
-    probe and it goes back to its place when the probe's connection closes (requeue in place).
-    """
-    import pika.exceptions as pe
-
-    from dlxtool.broker.connection import close_quietly, connect
-
-    conn = connect(profile)
-    try:
-        ch = conn.channel()
-        ch.basic_qos(prefetch_count=1, global_qos=True)
-        tag = ch.basic_consume(name, lambda *_: None, auto_ack=False)
-        ch.basic_cancel(tag)
-        return "classic"
-    except (pe.ChannelClosedByBroker, pe.ConnectionClosedByBroker) as exc:
-        text = str(exc)
-        if "global qos" in text:
-            return "quorum"
-        if "prefetch count is not set" in text:
-            return "stream"
-        return "unknown"
-    finally:
-        close_quietly(conn)
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -582,15 +554,11 @@ class QueueReader:
             self._cancel_stream_consumer()
 
     def _cancel_stream_consumer(self) -> None:
-        import contextlib
-
-        import pika.exceptions as pe
+        from dlxtool.broker.channel import cancel_quietly
 
         # Interrupted mid-chunk, pika rejects what it still buffers and the stream closes the channel
         # for it. Nothing is lost: reading a stream never removes anything.
-        with contextlib.suppress(pe.ChannelClosedByBroker, pe.ConnectionClosedByBroker,
-                                 pe.ChannelWrongStateError, pe.ConnectionWrongStateError):
-            self.channel.cancel()
+        cancel_quietly(self.channel)
 
     def _stream_record(self, method: Any, props: Any, body: bytes) -> MessageRecord:
         # Nothing is held on a stream, so decoding here costs the broker nothing.
@@ -614,7 +582,7 @@ def _offset_text(offset: Any) -> str:
     return offset.isoformat() if isinstance(offset, datetime) else str(offset)
 
 
-def prepare_read(conn: Any, profile: BrokerProfile, name: str, opts: ReadOptions, *,
+def prepare_read(conn: AmqpConnection, profile: BrokerProfile, name: str, opts: ReadOptions, *,
                  management: Callable[[], ManagementClient],
                  decode: Callable[[MessageRecord], dict[str, Any] | None] = no_decode,
                  ) -> tuple[QueueReader, list[str]]:

@@ -46,10 +46,10 @@ def source_fingerprint(properties: bytes, body: bytes) -> str:
 def record_fingerprint(record: MessageRecord) -> str | None:
     """source_fingerprint of a message read back (history, the Python replay path). None where its
     properties cannot be encoded again (then it pairs with nothing)."""
-    from dlxtool.broker.frames import encode_properties
+    from dlxtool.broker.wire.frames import basic_properties, encode_properties
 
     try:
-        return source_fingerprint(encode_properties(record.pika_properties({})), record.body)
+        return source_fingerprint(encode_properties(basic_properties(record.properties, None)), record.body)
     except Exception:  # noqa: BLE001 - an unencodable value: no fingerprint, no false pair
         return None
 

@@ -30,7 +30,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dlxtool.broker.declare import passive_declare
+from dlxtool.broker import queues
 from dlxtool.broker.management import ManagementClient
 from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, RefusedError, UsageError
 from dlxtool.ops.engine import Action, Decision
@@ -64,7 +64,7 @@ class QueueState:
 def queue_state(channel: Any, mgmt: ManagementClient | None, vhost: str, queue: str) -> QueueState:
     """Ready and consumer counts from the broker itself (a passive declare is exact and current);
     type and unacked from the management API, whose figures are sampled every few seconds."""
-    ok = passive_declare(channel, queue, vhost)
+    counted = queues.counts(channel, queue, vhost)
     note, unknown = None, None
     qtype, unacked, risk = None, None, None
     if mgmt is None:
@@ -79,7 +79,7 @@ def queue_state(channel: Any, mgmt: ManagementClient | None, vhost: str, queue: 
         except DlxtoolError as exc:
             note = f"check not made: {exc.message}: queue type and unacked count unknown"
             unknown = exc.message
-    return QueueState(queue, qtype, ok.message_count, unacked, ok.consumer_count, note, risk, unknown)
+    return QueueState(queue, qtype, counted.ready, unacked, counted.consumers, note, risk, unknown)
 
 
 def check_tail_republish(risk: str | None) -> None:
@@ -114,7 +114,8 @@ def check_purgeable(state: QueueState, what: str = "purged") -> None:
 
 def purge(channel: Any, queue: str) -> int:
     """queue.purge: removes ready messages only; returns how many the broker says it removed."""
-    return channel.queue_purge(queue).method.message_count
+    removed: int = channel.queue_purge(queue).method.message_count
+    return removed
 
 
 # -- reading modes ------------------------------------------------------------------------------------

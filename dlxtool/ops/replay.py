@@ -58,6 +58,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dlxtool.amqp_values import RawValue
+from dlxtool.broker.queues import exchange_exists
 from dlxtool.conventions import (
     BUILT_IN,
     X_DEATH,
@@ -89,7 +90,7 @@ from dlxtool.deaths import Origin as DeathOrigin
 from dlxtool.errors import RefusedError
 from dlxtool.ops.capacity import Capacity, Rooms, full_reason
 from dlxtool.ops.engine import Action, Decision, TransferOptions, TransferResult
-from dlxtool.ops.exchange_routes import ExchangeTargets, Reach, exchange_exists
+from dlxtool.ops.exchange_routes import ExchangeTargets, Reach
 from dlxtool.ops.provenance import (  # re-exported: replay's names for them
     _SRC_ENTRY,
     PROVENANCE_HEADER,
@@ -289,9 +290,9 @@ class ReplayDecider:
         self._published = 0
         # Selection is frozen: with no criteria every record matches, so skip building the checks each time.
         self._selects = bool(settings.selection._checks())  # noqa: SLF001
-        from pika import BasicProperties
+        from dlxtool.broker.wire.frames import basic_properties
 
-        self._properties = BasicProperties
+        self._properties = basic_properties
         self.lineage = Lineage()
         self.raw = self._raw_decider()
         # The plan counts Dramatiq messages replayed with their retries used up (a JSON parse per such body,
@@ -311,7 +312,7 @@ class ReplayDecider:
         if rewrite is None or self._selects or s.origin_from not in (None, X_DEATH) or triggers is None:
             return None
         slow_names, slow_prefixes = (tuple(t.encode("utf-8", "surrogatepass") for t in names) for names in triggers)
-        from dlxtool.broker.frames import encode_amqp_table
+        from dlxtool.broker.wire.frames import encode_amqp_table
 
         # surrogatepass: a name from argv bytes that are not UTF-8 ('\udcff') matches no header in Python; its bytes
         # are not UTF-8 either, and a header the C path would remove under such a name sends it to __call__
@@ -392,8 +393,8 @@ class ReplayDecider:
             self.used_body_retries += 1
         published = MessageRecord(queue=target, body=body, exchange=exchange, routing_key=routing_key,
                                   properties=properties, headers=headers)
-        # = published.pika_properties(), without copying the headers dict built just above
-        pika_properties = self._properties(headers=headers or None, **properties)
+        # published's, without copying the headers dict built just above
+        pika_properties = self._properties(properties, headers)
         return Decision(Action.MOVE, target, exchange, routing_key, pika_properties, body, published)
 
     def _way(self, record: MessageRecord, origin: Route | None) -> tuple[str, str, bool, str | None] | str:
@@ -468,11 +469,11 @@ def _x_death_only(headers: dict[str, Any], history: DeathHistory, x_origin: Deat
 
 
 def _accelerator() -> Callable[..., Any] | None:
-    """dlxtool.broker._hotpath.replay_properties, or None where the C extension is not built (or is off)."""
-    from dlxtool.broker import hotpath
+    """The C header rewrite (dlxtool.broker.wire._hotpath.replay_properties), or None where the codec is not
+    `c` (the extension not built, or another codec chosen)."""
+    from dlxtool.broker.wire import codec
 
-    module = hotpath.load()
-    return module.replay_properties if module else None
+    return codec.current().replay_rewrite
 
 
 def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory | None = None,
@@ -733,11 +734,11 @@ class _Silent:
 def _queue_info(session: ReplaySession, dlq: str, report: Reporter) -> Any:
     """The DLQ's type and limits from the management API (None when unreachable); refuses a stream and a
     drop-head length limit (keeping messages republishes them to the tail)."""
+    from dlxtool.broker import queues
     from dlxtool.errors import ConnectError
-    from dlxtool.ops.purge import passive_declare
 
     channel = session.conn.channel()
-    passive_declare(channel, dlq, session.vhost)  # a missing DLQ is "not found" (4), API or no API
+    queues.counts(channel, dlq, session.vhost)  # a missing DLQ is "not found" (4), API or no API
     channel.close()
     if session.management is not None:
         try:
@@ -761,11 +762,12 @@ def _refuse_unread_dlq_limits(session: ReplaySession, settings: ReplaySettings) 
     """Messages that stay are republished to the DLQ's tail; with its limits unread (no management API) it
     may be a full drop-head queue that would push out its head for each of them. Refused (exit 6) before
     anything is read, unless --allow-displace; an empty DLQ has nothing to keep."""
-    from dlxtool.ops.purge import check_keep_by_republish, passive_declare
+    from dlxtool.broker import queues
+    from dlxtool.ops.purge import check_keep_by_republish
 
     channel = session.conn.channel()
     try:
-        ready = int(passive_declare(channel, settings.source, session.vhost).message_count)
+        ready = queues.counts(channel, settings.source, session.vhost).ready
     finally:
         channel.close()
     if ready:
@@ -928,13 +930,6 @@ def _plan_exchange(origin: OriginPlan, reach: Reach, rooms: Rooms | None) -> Non
 
 def queue_exists(conn: Any, queue: str, timeout: float = 30.0) -> bool:
     """Passive declare on a throwaway channel (a missing queue closes the channel it is asked on)."""
-    from dlxtool.broker.channel import AsyncChannel, ChannelClosed
+    from dlxtool.broker import queues
 
-    channel = AsyncChannel(conn, timeout)
-    try:
-        channel.call("queue_declare", queue, passive=True)
-        return True
-    except ChannelClosed:
-        return False
-    finally:
-        channel.close()
+    return queues.exists(conn, queue, timeout)

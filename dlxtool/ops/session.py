@@ -6,14 +6,17 @@ a Reporter (notes and warnings on stderr); the operation decides, the CLI render
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from dlxtool.broker.management import ManagementClient
+
+if TYPE_CHECKING:
+    from dlxtool.broker.connection import AmqpConnection
 
 
 @dataclass
 class Session:
-    conn: Any                             # the open AMQP connection (pika BlockingConnection)
+    conn: AmqpConnection                  # the open AMQP connection (dlxtool.broker.connection.connect)
     vhost: str
     broker: str                           # the profile's name, for messages
     timeout: float = 30.0

@@ -8,12 +8,16 @@ from __future__ import annotations
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from dlxtool.broker import queues
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
 from dlxtool.broker.giveback import close_channel, wait_until_ready
 from dlxtool.ops.engine import Action, Decide
 from dlxtool.record import MessageRecord
+
+if TYPE_CHECKING:
+    from dlxtool.broker.connection import AmqpConnection
 
 
 @dataclass
@@ -25,7 +29,7 @@ class Survey:
     plan: Counter[tuple[str, str]] = field(default_factory=Counter)  # (action, group) -> count
 
 
-def survey(conn: Any, source: str, decide: Decide, *, max_messages: int, limit: int | None = None,
+def survey(conn: AmqpConnection, source: str, decide: Decide, *, max_messages: int, limit: int | None = None,
            timeout: float = 30.0) -> Survey:
     """Read up to max_messages unacked, decide each, then give all back in order and in place.
 
@@ -36,14 +40,14 @@ def survey(conn: Any, source: str, decide: Decide, *, max_messages: int, limit: 
     Bounded on purpose: holding huge numbers of unacked messages hurts brokers."""
     channel = AsyncChannel(conn, timeout)
     try:
-        snapshot = channel.call("queue_declare", source, passive=True).method.message_count
+        snapshot = queues.declare(channel, source).ready
         wanted = min(snapshot, max_messages)
         result = Survey(snapshot=snapshot, looked_at=0)
         if not wanted:
             return result
         channel.call("basic_qos", prefetch_count=wanted)
         got: deque[tuple[Any, Any, bytes]] = deque()
-        tag = channel.impl.basic_consume(source, lambda _c, m, p, b: got.append((m, p, b)), auto_ack=False)
+        tag = channel.consume(source, lambda _c, m, p, b: got.append((m, p, b)))
         _survey_loop(channel, got, result, source, decide, wanted, limit, timeout)
         channel.cancel_consumer(tag)
         close_channel(channel)
@@ -72,11 +76,10 @@ def _survey_loop(channel: AsyncChannel, got: deque[tuple[Any, Any, bytes]], resu
             result.plan[(d.action.value, d.group)] += 1
 
 
-def _wait_given_back(conn: Any, source: str, snapshot: int, timeout: float) -> None:
+def _wait_given_back(conn: AmqpConnection, source: str, snapshot: int, timeout: float) -> None:
     """Until the queue counts `snapshot` ready again: a quorum queue applies a close's returns later."""
     probe = AsyncChannel(conn, timeout)
     try:
-        wait_until_ready(lambda: probe.call("queue_declare", source, passive=True).method.message_count,
-                         snapshot, timeout=min(timeout, 10.0))
+        wait_until_ready(lambda: queues.declare(probe, source).ready, snapshot, timeout=min(timeout, 10.0))
     finally:
         probe.close()

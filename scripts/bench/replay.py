@@ -3,12 +3,14 @@
 
     .venv/bin/python scripts/bench/replay.py                 # 100,000 messages, rate ratio
     .venv/bin/python scripts/bench/replay.py --rss 1000000   # also peak RSS of a 1M-message replay
-    .venv/bin/python scripts/bench/replay.py --python-too    # also without the C hot path
+    .venv/bin/python scripts/bench/replay.py --codecs all    # each wire codec: c, python, pika
 
 Dead letters are made by the broker (publish to an origin with a DLX, reject in bulk), 200-byte
 bodies, real x-death headers. dlxtool runs as a subprocess (`dlxtool replay DLQ --yes`, count reset,
 to origin); the same messages are then dead-lettered again by the broker and moved by a dynamic
 shovel (src-delete-after queue-length, ack-mode on-confirm). Ratio > 1 means dlxtool was faster.
+--codecs runs dlxtool once per wire codec each round (DLXTOOL_CODEC: `c` with the C extension, `python`
+without it, `pika` on pika's own frame reader and basic_publish) against the same round's shovel run.
 Timings on a shared machine are noisy: run it more than once (--rounds).
 """
 
@@ -32,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 import pika  # noqa: E402
 
 from dlxtool.broker.publisher import Publisher  # noqa: E402
+from dlxtool.broker.wire.codec import NAMES as CODECS  # noqa: E402
 from tests.support.broker import open_vhost  # noqa: E402
 from tests.support.retry_topologies import reject_all  # noqa: E402
 
@@ -97,12 +100,15 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_dlxtool(env, n: int, *, hotpath: bool = True) -> tuple[float, int, dict]:
+def run_dlxtool(env, n: int, codec: str | None = None) -> tuple[float, int, dict]:
+    """One replay of the n dead letters on `codec` (None: dlxtool's default)."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("DLXTOOL_CODEC", "DLXTOOL_NO_HOTPATH")}
+    if codec is not None:
+        environ["DLXTOOL_CODEC"] = codec
     cpu = _children_cpu()
     started = time.monotonic()
     proc = subprocess.run([str(ROOT / ".venv/bin/dlxtool"), "replay", DLQ, "--yes", "--url", env.url,
-                           "--format", "json"], capture_output=True, text=True, check=False,
-                          env={**os.environ, "DLXTOOL_NO_HOTPATH": "" if hotpath else "1"})
+                           "--format", "json"], capture_output=True, text=True, check=False, env=environ)
     elapsed = time.monotonic() - started
     if proc.returncode != 0:
         raise SystemExit(f"dlxtool failed ({proc.returncode}): {proc.stderr}")
@@ -133,34 +139,47 @@ def make_dead_letters(env, n: int) -> None:
     print(f"made {n} dead letters in {time.monotonic() - t:.1f}s", file=sys.stderr)
 
 
-def compare(n: int, rounds: int, python_too: bool) -> None:
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def compare(n: int, rounds: int, codecs: list[str | None]) -> None:
+    """Each round: dlxtool on each codec, then the shovel, on the same n dead letters (made again by the
+    broker after every run)."""
     with open_vhost("localhost", 5672, 15672, f"bench-{uuid.uuid4().hex[:8]}") as env:
         make_dead_letters(env, n)
         broker_cpu = broker_cpu_reader(env) or (lambda: float("nan"))
-        ratios, cpus = [], []
+        rates: dict[str | None, list[float]] = {c: [] for c in codecs}
+        ratios: dict[str | None, list[float]] = {c: [] for c in codecs}
+        cpus: dict[str | None, list[float]] = {c: [] for c in codecs}
         for r in range(rounds):
-            b0 = broker_cpu()
-            d, _rss, summary = run_dlxtool(env, n)      # DLQ -> origin, history reset
-            b1 = broker_cpu()
-            dead_letter_all(env, n)                # the broker dead-letters them again (fresh x-death)
+            runs = []
+            for codec in codecs:
+                b0 = broker_cpu()
+                d, _rss, summary = run_dlxtool(env, n, codec)  # DLQ -> origin, history reset
+                b1 = broker_cpu()
+                dead_letter_all(env, n)                      # the broker dead-letters them again (fresh x-death)
+                runs.append((codec, d, summary["cpu_us_per_msg"], (b1 - b0) / n * 1e6))
             b2 = broker_cpu()
-            s = run_shovel(env, n)                 # DLQ -> origin by the shovel
+            s = run_shovel(env, n)                           # DLQ -> origin by the shovel
             b3 = broker_cpu()
             dead_letter_all(env, n)
-            ratios.append((n / d) / (n / s))
-            cpus.append(summary["cpu_us_per_msg"])
-            line = (f"round {r + 1}: dlxtool {n / d:,.0f} msg/s ({d:.2f}s, {cpus[-1]:.1f} µs CPU/msg, broker "
-                    f"{(b1 - b0) / n * 1e6:.0f} µs/msg), shovel {n / s:,.0f} msg/s ({s:.2f}s, broker "
-                    f"{(b3 - b2) / n * 1e6:.0f} µs/msg), ratio {ratios[-1]:.2f}x")
-            if python_too:  # the same without the C extension (DLXTOOL_NO_HOTPATH=1)
-                p, _rss, py_summary = run_dlxtool(env, n, hotpath=False)
-                dead_letter_all(env, n)
-                line += (f"; without the C hot path {n / p:,.0f} msg/s ({py_summary['cpu_us_per_msg']:.1f} µs "
-                         f"CPU/msg), ratio {(n / p) / (n / s):.2f}x")
-            print(line, flush=True)
-        print(f"rate ratio dlxtool/shovel: best {max(ratios):.2f}x, median {sorted(ratios)[len(ratios) // 2]:.2f}x, "
-              f"dlxtool CPU median {sorted(cpus)[len(cpus) // 2]:.1f} µs/msg "
-              f"(target >= 1.0x; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+            parts = []
+            for codec, d, cpu, broker_us in runs:
+                rates[codec].append(n / d)
+                ratios[codec].append((n / d) / (n / s))
+                cpus[codec].append(cpu)
+                parts.append(f"dlxtool{'' if codec is None else f' [{codec}]'} {n / d:,.0f} msg/s ({d:.2f}s, "
+                             f"{cpu:.1f} µs CPU/msg, broker {broker_us:.0f} µs/msg), ratio {ratios[codec][-1]:.2f}x")
+            print(f"round {r + 1}: " + "; ".join(parts) + f"; shovel {n / s:,.0f} msg/s ({s:.2f}s, broker "
+                  f"{(b3 - b2) / n * 1e6:.0f} µs/msg)", flush=True)
+        for codec in codecs:
+            label = "dlxtool" if codec is None else f"dlxtool [{codec}]"
+            print(f"{label}: rate ratio to the shovel best {max(ratios[codec]):.2f}x, median "
+                  f"{median(ratios[codec]):.2f}x ({median(rates[codec]):,.0f} msg/s), CPU median "
+                  f"{median(cpus[codec]):.1f} µs/msg")
+        print(f"(target >= 1.0x on the default codec; load average {os.getloadavg()[0]:.1f} on "
+              f"{os.cpu_count()} cores)")
 
 
 def rss(n: int) -> None:
@@ -176,18 +195,29 @@ def precompile() -> None:
     compileall.compile_dir(ROOT / "dlxtool", quiet=1)
 
 
+def codec_list(parser: argparse.ArgumentParser, value: str | None) -> list[str | None]:
+    if value is None:
+        return [None]
+    names = list(CODECS) if value == "all" else [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [name for name in names if name not in CODECS]
+    if unknown or not names:
+        parser.error(f"--codecs: {', '.join(unknown) or 'empty'}: not a codec (c, python, pika, all)")
+    return list(dict.fromkeys(names))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=100_000, help="messages for the rate comparison")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--rss", type=int, metavar="N", help="also measure peak RSS of an N-message replay")
     parser.add_argument("--skip-compare", action="store_true")
-    parser.add_argument("--python-too", action="store_true",
-                        help="also run dlxtool without its C hot path (DLXTOOL_NO_HOTPATH=1) each round")
+    parser.add_argument("--codecs", metavar="LIST", default=None,
+                        help="run dlxtool on each of these wire codecs every round: comma-separated c, python, "
+                             "pika, or 'all' (default: dlxtool's default codec only)")
     args = parser.parse_args()
     precompile()
     if not args.skip_compare:
-        compare(args.n, args.rounds, args.python_too)
+        compare(args.n, args.rounds, codec_list(parser, args.codecs))
     if args.rss:
         rss(args.rss)
 

@@ -14,8 +14,8 @@ import pika
 import pytest
 
 from dlxtool.broker.channel import AsyncChannel, ChannelClosed
-from dlxtool.broker.frames import fast_deliveries
 from dlxtool.broker.giveback import close_channel
+from dlxtool.broker.wire.frames import fast_deliveries
 from tests.support.fill import fill, take_all
 
 KINDS = {

@@ -1,8 +1,9 @@
-"""dlxtool.broker.frames writes the bytes pika writes and reads the values pika reads.
+"""dlxtool.broker.wire.frames writes the bytes pika writes and reads the values pika reads.
 
 The oracle is pika itself: its frame marshalling (Connection._send_message, run on a stub that captures
 the output), its table/properties encoders and decoders. Equality is strict: same bytes on encode;
-same values *and* types on decode (pika's `long` for 64-bit integers, bytes for non-UTF-8 strings,
+same values *and* types on decode (a marker type for 64-bit integers: pika's `long`, dlxtool's Long; bytes
+for non-UTF-8 strings,
 truncated floats …); for invalid input, the same exception type.
 """
 
@@ -22,10 +23,12 @@ from pika import data as pika_data
 from pika import frame, spec
 from pika.compat import long
 
-from dlxtool.amqp_values import RawValue
-from dlxtool.broker import frames, hotpath
+from dlxtool.amqp_values import Long, RawValue
 from dlxtool.broker.channel import AsyncChannel
 from dlxtool.broker.publisher import Outcome, Publisher
+from dlxtool.broker.wire import codec as wire_codec
+from dlxtool.broker.wire import frames, hotpath
+from tests.support.codecs import CODECS
 
 # -- strategies -------------------------------------------------------------------------------------
 
@@ -104,14 +107,19 @@ def pika_publish_bytes(channel_number: int, exchange: Any, routing_key: Any, bod
 
 
 def strict_equal(a: Any, b: Any) -> bool:
-    """Equal values of identical types, all the way down."""
-    if type(a) is not type(b):
+    """Equal values of identical types, all the way down (dlxtool's Long is pika's `long`: the 64-bit
+    marker)."""
+    if _marker(type(a)) is not _marker(type(b)):
         return False
     if isinstance(a, dict):
         return list(a) == list(b) and all(strict_equal(a[k], b[k]) for k in a)
     if isinstance(a, list):
         return len(a) == len(b) and all(strict_equal(x, y) for x, y in zip(a, b, strict=True))
     return a == b
+
+
+def _marker(kind: type) -> type:
+    return long if kind is Long else kind
 
 
 def pika_encoded_table(table: dict[str, Any]) -> bytes:
@@ -133,6 +141,67 @@ def test_publish_frames_are_byte_equal_to_pika(props: Any, body: bytes, channel_
     got = outcome(frames.publish_frames, channel_number, exchange, routing_key, body, props,
                   mandatory=mandatory, body_max=body_max)
     assert got == expected
+
+
+class CapturingConnection:
+    """A BlockingConnection as the codecs' publish sees it: `_impl` is pika's Connection's own send path
+    (its _send_method/_send_message) on a stub that captures the frames instead of writing them."""
+
+    def __init__(self, body_max: int) -> None:
+        self.out: list[bytes] = []
+        out = self.out
+
+        class Impl:
+            _body_max_length = body_max
+            _transport = None
+            bytes_sent = frames_sent = 0
+            callbacks = None  # pika's Channel keeps a reference; publishing never uses it
+            _send_method = pika.connection.Connection._send_method  # noqa: SLF001
+            _send_message = pika.connection.Connection._send_message  # noqa: SLF001
+
+            def _output_marshaled_frames(self, marshaled: list[bytes]) -> None:
+                out.extend(marshaled)
+
+        self._impl = Impl()
+        self.channel = pika.channel.Channel(self._impl, 1, lambda *_a: None)
+        self.channel._state = self.channel.OPEN  # noqa: SLF001 - as after channel.open-ok
+
+    def sent(self) -> bytes:
+        return b"".join(self.out)
+
+
+def codecs_available() -> list[wire_codec.Codec]:
+    return [wire_codec.make(name) for name in CODECS if name != "c" or hotpath.load() is not None]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(props=properties(headers=valid_tables), body=st.binary(max_size=70), exchange=short_text,
+       routing_key=short_text, mandatory=st.booleans(), body_max=st.sampled_from([31, 200, 131064]))
+def test_every_codec_publishes_the_bytes_pikas_basic_publish_writes(props: Any, body: bytes, exchange: str,
+                                                                     routing_key: str, mandatory: bool,
+                                                                     body_max: int) -> None:
+    """c, python and pika: the same message gives the same frames, and the same encoded properties back (what
+    the publisher matches a basic.return with) — or, for what cannot go on the wire, EncodeError and nothing
+    sent."""
+    expected = outcome(pika_publish_bytes, 1, exchange, routing_key, body, props, mandatory, body_max)
+    if expected[0] == "ok" and len(b"".join(props.encode())) + 12 > body_max:  # frame_max = body_max + 8
+        expected = ("raised", frames.EncodeError)  # the broker would close the connection: never sent
+    for chosen in codecs_available():
+        conn = CapturingConnection(body_max)
+        got = outcome(chosen.publish, conn, conn.channel, exchange, routing_key, body, props, mandatory=mandatory)
+        if expected[0] == "ok":
+            assert (got, conn.sent()) == (("ok", b"".join(props.encode())), expected[1]), chosen
+        else:
+            assert (got, conn.sent()) == (("raised", frames.EncodeError), b""), chosen
+
+
+def test_every_codec_refuses_a_content_header_larger_than_frame_max_before_sending() -> None:
+    props = pika.BasicProperties(headers={"big": "x" * 200})
+    for chosen in codecs_available():
+        conn = CapturingConnection(body_max=100)  # frame_max 108
+        with pytest.raises(frames.EncodeError, match="exceeds frame_max"):
+            chosen.publish(conn, conn.channel, "", "q", b"body", props, mandatory=True)
+        assert conn.sent() == b"", chosen
 
 
 BOUNDARIES = {"i32-max": 2**31 - 1, "i32-over": 2**31, "i32-min": -2**31, "i32-under": -2**31 - 1,
@@ -383,11 +452,15 @@ def deliver_frames(number: int, tag: str, delivery_tag: int, props: Any, body: b
 @given(messages=st.lists(st.tuples(properties(headers=valid_tables), st.binary(max_size=300)), min_size=1,
                          max_size=6),
        seed=st.integers(0, 2**32))
-def test_fast_input_delivers_what_pika_would_across_any_read_boundaries(mode: str, messages: list[Any], seed: int,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fast_input_delivers_what_pika_would_across_any_read_boundaries(mode: str, messages: list[Any],
+                                                                        seed: int) -> None:
     rng = random.Random(seed)
     impl = FakeImpl()
-    reader = frames.fast_input(type("Conn", (), {"_impl": impl})())
+    if mode.startswith("raw-c") and hotpath.load() is None:
+        pytest.skip("the optional C extension dlxtool.broker.wire._hotpath is not built")
+    # the `c` codec's reader, or the `python` codec's (decoded channels never take the C path)
+    accelerator = None if mode == "raw-python" else hotpath.load()
+    reader = frames.fast_input(type("Conn", (), {"_impl": impl})(), accelerator)
     channel = FakeChannel(3)
     got: list[Any] = []
     channel.consumers["ctag"] = lambda ch, method, props, body: got.append((ch, method, props, body))
@@ -399,10 +472,6 @@ def test_fast_input_delivers_what_pika_would_across_any_read_boundaries(mode: st
     if mode == "raw-c-batch":
         reader.batches[3] = (channel.consumers["ctag"], lambda runs: (
             batches.append(len(runs)), got.extend((channel, m, p, b) for m, p, b in runs)))
-    if mode == "raw-python":
-        monkeypatch.setattr(hotpath, "active", None)
-    elif hotpath.active is None:
-        pytest.skip("the optional C extension dlxtool.broker._hotpath is not built or DLXTOOL_NO_HOTPATH=1")
     acks: list[Any] = []
     reader.confirms[4] = acks.append
     stream, expected, slow_expected = [], [], 0
@@ -444,7 +513,7 @@ def test_fast_input_delivers_what_pika_would_across_any_read_boundaries(mode: st
 @pytest.mark.parametrize("raw", [False, True], ids=["decoded", "raw"])
 def test_deliveries_to_a_cancelled_consumer_take_pikas_path(raw: bool) -> None:
     impl = FakeImpl()
-    reader = frames.fast_input(type("Conn", (), {"_impl": impl})())
+    reader = frames.fast_input(type("Conn", (), {"_impl": impl})(), hotpath.load())
     channel = FakeChannel(1)
     channel.consumers["ctag"] = lambda *a: pytest.fail("a cancelled consumer must not get deliveries")
     channel.cancelled.add("ctag")
@@ -458,10 +527,10 @@ def test_deliveries_to_a_cancelled_consumer_take_pikas_path(raw: bool) -> None:
 
 @pytest.mark.parametrize("consumers", [1, 2, "another"])
 def test_a_batch_consumer_takes_whole_runs_only_when_it_is_the_channels_one_consumer(consumers: Any) -> None:
-    if hotpath.active is None:
-        pytest.skip("the optional C extension dlxtool.broker._hotpath is not built or DLXTOOL_NO_HOTPATH=1")
+    if hotpath.load() is None:
+        pytest.skip("the optional C extension dlxtool.broker.wire._hotpath is not built")
     impl = FakeImpl()
-    reader = frames.fast_input(type("Conn", (), {"_impl": impl})())
+    reader = frames.fast_input(type("Conn", (), {"_impl": impl})(), hotpath.load())
     channel = FakeChannel(1)
     one_by_one: list[int] = []
     runs: list[list[int]] = []
@@ -485,9 +554,12 @@ def test_a_batch_consumer_takes_whole_runs_only_when_it_is_the_channels_one_cons
         assert (runs, one_by_one) == ([], [1, 2, 3])
 
 
-def test_a_consumer_cancelled_by_its_callback_leaves_the_rest_of_a_read_to_pika() -> None:
+@pytest.mark.parametrize("reader_codec", ["c", "python"])
+def test_a_consumer_cancelled_by_its_callback_leaves_the_rest_of_a_read_to_pika(reader_codec: str) -> None:
+    if reader_codec == "c" and hotpath.load() is None:
+        pytest.skip("the optional C extension dlxtool.broker.wire._hotpath is not built")
     impl = FakeImpl()
-    reader = frames.fast_input(type("Conn", (), {"_impl": impl})())
+    reader = frames.fast_input(type("Conn", (), {"_impl": impl})(), wire_codec.make(reader_codec).accelerator)
     channel = FakeChannel(1)
     got, pikas = [], []
 
@@ -504,7 +576,7 @@ def test_a_consumer_cancelled_by_its_callback_leaves_the_rest_of_a_read_to_pika(
     props = pika.BasicProperties(headers={"a": 1})
     reader.on_data(b"".join(deliver_frames(1, "ctag", i, props, b"body%d" % i, 4096) for i in (1, 2, 3)))
     assert got == [1]
-    if hotpath.active is not None:  # read in C as one run: the rest handed to pika's channel as pika would
+    if reader_codec == "c":  # read in C as one run: the rest handed to pika's channel as pika would
         assert pikas == [(2, {"a": 1}, b"body2"), (3, {"a": 1}, b"body3")]
     else:  # read frame by frame: the rest never leaves pika's own frame path
         assert [type(f).__name__ for f in impl.slow] == ["Method", "Header", "Body"] * 2
@@ -513,9 +585,11 @@ def test_a_consumer_cancelled_by_its_callback_leaves_the_rest_of_a_read_to_pika(
 # -- against the broker -----------------------------------------------------------------------------
 
 
-def test_publisher_and_fast_deliveries_round_trip_through_the_broker(broker, qname) -> None:
-    """Empty, multi-frame (> frame_max) and header-heavy messages: published by Publisher (fast frames),
-    consumed with fast_deliveries, equal to what pika's own basic_get reads of the same messages."""
+@pytest.mark.parametrize("codec", CODECS, indirect=True)
+def test_publisher_and_deliveries_round_trip_through_the_broker_on_each_codec(broker, qname, codec) -> None:
+    """Empty, multi-frame (> frame_max) and header-heavy messages: published by Publisher, consumed as the
+    engine consumes, on each codec (dlxtool's frames with and without C, pika's own), equal to what pika's
+    own basic_get reads of the same messages."""
     headers = {"s": "héllo", "b": b"\xff\x00", "t": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), "l": 2**40,
                "i": -5, "d": Decimal("1.25"), "v": None, "f": {"x": [1, "two", True]}, "bool": False}
     props = pika.BasicProperties(content_type="text/plain", delivery_mode=2, priority=1, message_id="m",
@@ -533,7 +607,7 @@ def test_publisher_and_fast_deliveries_round_trip_through_the_broker(broker, qna
             reference = [ch.basic_get(qname, auto_ack=False) for _ in bodies]
             ch.basic_nack(0, multiple=True, requeue=True)
         channel = AsyncChannel(conn)
-        frames.fast_deliveries(conn, channel.impl)
+        codec.deliveries(conn, channel.impl)
         got: list[Any] = []
         channel.impl.basic_consume(qname, lambda _c, m, p, b: got.append((m, p, b)), auto_ack=True)
         channel.wait_for(lambda: len(got) == len(bodies), "deliveries")

@@ -1,4 +1,4 @@
-"""The C fast path of replay (dlxtool/broker/_hotpath.c) against the Python path it stands in for.
+"""The C fast path of replay (dlxtool/broker/wire/_hotpath.c) against the Python path it stands in for.
 
 Its contract: for any properties it answers either None (the Python path decides) or exactly what
 ReplayDecider.__call__ publishes — same target, same provenance, the kept headers and properties byte
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import struct
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,22 +21,26 @@ from hypothesis import strategies as st
 from pika.compat import long
 
 from dlxtool.amqp_values import RawValue
-from dlxtool.broker import hotpath
-from dlxtool.broker.frames import decode_properties, encode_properties
+from dlxtool.broker.wire import hotpath
+from dlxtool.broker.wire.frames import decode_properties, encode_properties
 from dlxtool.conventions import BUILT_IN, HeaderConvention, conventions, fast_path_triggers
 from dlxtool.deaths import CELERY_MARKER
 from dlxtool.ops.engine import Action, Decision
 from dlxtool.ops.replay import PROVENANCE_HEADER, ReplayDecider, ReplaySettings
 from dlxtool.record import MessageRecord
+from tests.support.codecs import wire_codec
 
 NOW = datetime(2026, 11, 21, 14, 30, 5, tzinfo=UTC)
 BODY = b"body"  # what both paths publish, and fingerprint (provenance src)
 
 
-# The extension is optional: where it is absent (no C compiler at install time) or switched off
-# (DLXTOOL_NO_HOTPATH=1) there is nothing here to compare, and the Python path is tested on its own.
-pytestmark = pytest.mark.skipif(hotpath.active is None, reason="the optional C extension dlxtool.broker._hotpath "
-                                "is not built (no gcc) or DLXTOOL_NO_HOTPATH=1")
+@pytest.fixture(autouse=True, scope="module")
+def _on_the_c_codec() -> Iterator[None]:
+    """Every test here compares the `c` codec's rewrite with the Python path. The extension is optional:
+    where it is absent (no C compiler at install time), or the environment pins another codec, there is
+    nothing here to compare (skipped), and the Python path is tested on its own."""
+    with wire_codec("c"):
+        yield
 
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=0, max_size=12)
@@ -351,10 +356,11 @@ def test_time_of_day_is_stamped_to_the_second() -> None:
        body=st.binary(max_size=700), body_max=st.integers(1, 800))
 def test_publish_frames_in_c_are_the_python_frames(channel: int, method: bytes, props: bytes, body: bytes,
                                                    body_max: int) -> None:
-    from dlxtool.broker import frames
+    from dlxtool.broker.wire import frames
 
-    assert hotpath.active is not None
-    assert hotpath.active.publish_frames(channel, method, props, body, body_max) == frames._py_frames(  # noqa: SLF001
+    accelerator = hotpath.load()
+    assert accelerator is not None
+    assert accelerator.publish_frames(channel, method, props, body, body_max) == frames._py_frames(  # noqa: SLF001
         channel, method, body, props, body_max)
 
 

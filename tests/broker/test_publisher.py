@@ -11,8 +11,9 @@ from typing import Any
 import pika
 import pytest
 
-from dlxtool.broker import frames, publisher
+from dlxtool.broker import publisher
 from dlxtool.broker.publisher import Outcome, Publisher
+from dlxtool.broker.wire import codec, frames
 
 
 class _FakeImpl:
@@ -21,6 +22,17 @@ class _FakeImpl:
 
     def confirm_delivery(self, ack_nack_callback: Any, callback: Any) -> None:
         callback(None)
+
+
+class _EncodingCodec:
+    """Publishes nowhere: encodes the properties, as every codec returns them."""
+
+    def confirms(self, *_args: Any) -> None:
+        pass
+
+    def publish(self, _conn: Any, _channel: Any, _exchange: str, _rk: str, _body: bytes, props: Any, *,
+                mandatory: bool) -> bytes:
+        return frames.encode_for_publish(props, 131072)
 
 
 class _FakeChannel:
@@ -39,10 +51,8 @@ class _FakeChannel:
 @pytest.fixture
 def pub(monkeypatch: pytest.MonkeyPatch) -> Publisher:
     monkeypatch.setattr(publisher, "AsyncChannel", _FakeChannel)
-    monkeypatch.setattr(frames, "fast_confirms", lambda *_a: None)
-    p = Publisher(object(), window=10)
-    p._send = lambda _c, _i, _e, _r, _b, props, mandatory: frames.encode_for_publish(props, 131072)  # noqa: SLF001
-    return p
+    monkeypatch.setattr(codec, "current", lambda: _EncodingCodec())
+    return Publisher(object(), window=10)
 
 
 def _props(message_id: str) -> Any:

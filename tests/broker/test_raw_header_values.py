@@ -12,7 +12,7 @@ import pika
 import pytest
 
 from dlxtool.amqp_values import RawValue
-from dlxtool.broker import frames
+from dlxtool.broker.wire import frames
 
 RAW = {
     "double": b"d" + struct.pack(">d", 1.1), "float": b"f" + struct.pack(">f", 1.5),
@@ -30,7 +30,8 @@ def publish_raw(broker, queue: str, n: int) -> None:
         ch.queue_declare(queue)
         for i in range(n):
             props = pika.BasicProperties(headers={**{k: RawValue(v) for k, v in RAW.items()}, "n": i})
-            frames.send_publish(conn, ch._impl, "", queue, f"m{i}".encode(), props, mandatory=False)  # noqa: SLF001
+            frames.send_publish(conn, ch._impl, "", queue, f"m{i}".encode(), props, mandatory=False,  # noqa: SLF001
+                                accelerator=None)
         ch.queue_declare(queue, passive=True)  # a round trip: the publishes are through
     finally:
         conn.close()
@@ -77,7 +78,8 @@ def test_rabbitmq_refuses_a_u_value_so_load_refuses_it_before_publishing(run, br
     ch = conn.channel()
     ch.queue_declare(qname)
     props = pika.BasicProperties(headers={"u": RawValue(b"U\xff\xfe")})
-    frames.send_publish(conn, ch._impl, "", qname, b"u", props, mandatory=False)  # noqa: SLF001
+    frames.send_publish(conn, ch._impl, "", qname, b"u", props, mandatory=False,  # noqa: SLF001
+                        accelerator=None)
     with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as closed:
         ch.queue_declare(qname, passive=True)
     assert closed.value.reply_code == 541

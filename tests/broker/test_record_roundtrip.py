@@ -6,6 +6,7 @@ from decimal import Decimal
 import orjson
 import pika
 
+from dlxtool.broker.wire.frames import basic_properties
 from dlxtool.record import MessageRecord
 
 TS = datetime(2026, 11, 21, 10, 30, 5, tzinfo=UTC)
@@ -48,7 +49,7 @@ def test_headers_properties_and_body_survive_json_and_republish(broker, qname) -
     again = MessageRecord.from_json(orjson.loads(first.to_jsonl()))
     assert again == first
     with broker.channel() as ch:
-        ch.basic_publish("", qname, again.body, again.pika_properties(), mandatory=True)
+        ch.basic_publish("", qname, again.body, basic_properties(again.properties, again.headers), mandatory=True)
     second = get_one(broker, qname)
     assert (second.headers, second.properties, second.body) == (HEADERS, PROPS, body)
 

@@ -11,6 +11,7 @@ import pytest
 from dlxtool.ops import replay as replay_ops
 from dlxtool.ops.record_files import read_records
 from tests.support import retry_topologies as rt
+from tests.support.codecs import CODECS, wire_codec
 
 HISTORY = ("x-death", "x-first-death-queue", "x-first-death-reason", "x-first-death-exchange",
            "x-last-death-queue", "x-last-death-reason", "x-delivery-count")
@@ -28,30 +29,25 @@ def replay(run, broker, *args: str):
     return run("replay", *args, "--url", broker.url, "--format", "json")
 
 
-@pytest.fixture(params=["c", "python"])
+@pytest.fixture(params=CODECS)
 def hotpath(request, monkeypatch):
-    """Replay with the C hot path (dlxtool/broker/_hotpath.c), counting the messages it rewrote, or with
-    the Python code it stands in for. Yields (mode, the properties the C rewrite answered with)."""
-    from dlxtool.broker import hotpath
-    from dlxtool.ops import replay as replay_ops
-
+    """Replay on each wire codec (dlxtool.broker.wire.codec): `c`, counting the messages its C rewrite
+    answered, `python` (the code the C stands in for) and `pika` (pika's own frame reader and
+    basic_publish). Yields (codec name, the properties the C rewrite answered with)."""
     answered: list[bytes] = []
-    if request.param == "python":
-        monkeypatch.setattr(hotpath, "active", None)  # the one switch: frames and replay read it per call
-    else:
-        if hotpath.active is None:
-            pytest.skip("the optional C extension dlxtool.broker._hotpath is not built or DLXTOOL_NO_HOTPATH=1")
-        rewrite = replay_ops._accelerator()  # noqa: SLF001 - counts the C rewrite's answers
-        assert rewrite is not None
+    with wire_codec(request.param) as chosen:
+        if chosen.name == "c":
+            rewrite = replay_ops._accelerator()  # noqa: SLF001 - counts the C rewrite's answers
+            assert rewrite is not None
 
-        def counting(*args):
-            out = rewrite(*args)
-            if out is not None:
-                answered.append(out[2])
-            return out
+            def counting(*args):
+                out = rewrite(*args)
+                if out is not None:
+                    answered.append(out[2])
+                return out
 
-        monkeypatch.setattr(replay_ops, "_accelerator", lambda: counting)
-    yield request.param, answered
+            monkeypatch.setattr(replay_ops, "_accelerator", lambda: counting)
+        yield chosen.name, answered
 
 
 @pytest.fixture
@@ -115,8 +111,8 @@ def test_properties_and_body_unchanged(run, broker, qname, hotpath) -> None:
 
 def raw_properties(broker, queue: str) -> bytes:
     """The encoded properties of the message at the head of a queue, as on the wire (it stays in the queue)."""
-    from dlxtool.broker import frames
     from dlxtool.broker.channel import AsyncChannel
+    from dlxtool.broker.wire import frames
 
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))
     try:
@@ -137,6 +133,7 @@ def test_a_long_string_header_that_is_not_utf8_is_replayed_alike_with_and_withou
     long string, or the same replay would publish two different messages depending on the build."""
     from dlxtool.amqp_values import RawValue
     from dlxtool.broker.publisher import Outcome, Publisher
+    from dlxtool.broker.wire import codec
 
     origin = f"{qname}.o"
     with broker.channel() as ch:
@@ -144,7 +141,8 @@ def test_a_long_string_header_that_is_not_utf8_is_replayed_alike_with_and_withou
         ch.queue_declare(origin, arguments={"x-dead-letter-exchange": top.dlx})
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))
     try:
-        pub = Publisher(conn, window=1)
+        with codec.using("python"):  # pika cannot write such a value: dlxtool's encoder sets the test up
+            pub = Publisher(conn, window=1)
         pub.publish("", origin, b"b", rt.props(0, bin=RawValue(b"S\x00\x00\x00\x02\xff\xfe")), "m")
         assert [outcome for _t, outcome, _d in pub.flush(10)] == [Outcome.CONFIRMED]
     finally:
@@ -175,6 +173,33 @@ def test_a_new_rejection_counts_from_one(run, broker, mixed, hotpath) -> None:
     for _body, headers in broker.snapshot(top.dlq):
         assert [d["count"] for d in headers["x-death"]] == [1], headers["x-death"]
         assert headers["dlxtool-replay"]["count"] == 1
+
+
+@pytest.mark.parametrize("codec", ["pika", "python"], indirect=True)
+def test_the_codec_setting_decides_who_writes_the_publishes(run, broker, qname, codec, monkeypatch) -> None:
+    """On `pika` every publish of the run (the replayed messages and the one kept back in the DLQ) goes through
+    pika's own Channel.basic_publish, none through dlxtool's frames; on dlxtool's codec, the other way round."""
+    from dlxtool.broker.wire import frames
+
+    calls = {"pika": 0, "dlxtool": 0}
+
+    def spy(name, real):
+        def counted(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+        return counted
+
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        rt.reject_to_dlx(ch, top, f"{qname}.o", [b"x1", b"x2", b"keep"])
+    wait_depth(broker, top.dlq, 3)
+    monkeypatch.setattr(pika.channel.Channel, "basic_publish", spy("pika", pika.channel.Channel.basic_publish))
+    monkeypatch.setattr(frames, "send_publish", spy("dlxtool", frames.send_publish))
+    result = replay(run, broker, top.dlq, "--yes", "--body-contains", "x")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["moved"] == {f"{qname}.o": 2}
+    assert broker.queue_depth(top.dlq) == 1
+    assert calls == ({"pika": 3, "dlxtool": 0} if codec.name == "pika" else {"pika": 0, "dlxtool": 3})
 
 
 def test_keep_history_keeps_counting(run, broker, qname) -> None:

@@ -6,7 +6,7 @@ import json
 
 import pika
 
-from dlxtool.broker import frames
+from dlxtool.broker.wire import frames
 
 FRAME_MAX = 131072  # RabbitMQ's default, negotiated by pika
 

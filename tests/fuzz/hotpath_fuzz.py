@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 import pika
 from pika.compat import long
 
-from dlxtool.broker.frames import encode_properties
+from dlxtool.broker.wire.frames import encode_properties
 from tests.broker.test_frames import deliver_frames
 
 WHEN = datetime(2026, 11, 21, tzinfo=UTC)

@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from dlxtool.broker import hotpath
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -23,7 +21,6 @@ def _runtime(name: str) -> str | None:
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc: the extension is not built here either")
-@pytest.mark.skipif(hotpath.disabled_by_env(), reason="DLXTOOL_NO_HOTPATH=1: the C extension is switched off")
 def test_hotpath_survives_mutated_input_under_sanitizers(tmp_path: Path) -> None:
     asan, ubsan = _runtime("libasan.so"), _runtime("libubsan.so")
     if asan is None or ubsan is None:
@@ -31,7 +28,8 @@ def test_hotpath_survives_mutated_input_under_sanitizers(tmp_path: Path) -> None
     built = tmp_path / "_hotpath.so"
     subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-g", "-fsanitize=address,undefined",
                     "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer",
-                    f"-I{sysconfig.get_paths()['include']}", str(ROOT / "dlxtool/broker/_hotpath.c"), "-o", str(built)],
+                    f"-I{sysconfig.get_paths()['include']}", str(ROOT / "dlxtool/broker/wire/_hotpath.c"),
+                    "-o", str(built)],
                    check=True)
     iterations = int(os.environ.get("DLXTOOL_FUZZ_EXAMPLES", "0")) * 10 or 30_000
     env = {**os.environ, "LD_PRELOAD": f"{asan}:{ubsan}", "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",

@@ -182,7 +182,7 @@ def test_input_gathers_only_with_many_publishes_in_flight(broker, qname, monkeyp
 
     def pump_recording(self, wait, gather=0.0):
         if wait > 0:
-            idle.append((self._mover.outstanding, gather))  # noqa: SLF001
+            idle.append((self._mover.outstanding, gather))
         return real_pump(self, wait, gather)
 
     monkeypatch.setattr(channel_module, "wait_readable", recording)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pika
 
-from dlxtool.broker.frames import encode_properties
+from dlxtool.broker.wire.frames import encode_properties
 from dlxtool.ops.replay import (
     Lineage,
     Pairs,

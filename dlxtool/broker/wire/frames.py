@@ -6,12 +6,13 @@ Moving dead letters spends most of its CPU there. This module produces and reads
 bytes and values* as pika, only with less work per message:
 
 - `publish_frames` builds the Basic.Publish method, content header and body frames in one bytes
-  object; `encode_properties` / `encode_amqp_table` encode BasicProperties and field tables.
-  Equality with pika: any value or property this fast path does not handle itself (a Decimal, a
-  subclass, an invalid value) makes it fall back to pika's own encoder for the whole thing, so the
-  bytes — and the exceptions for invalid input — are pika's. tests/broker/test_frames.py proves
-  byte equality for generated properties/headers (hypothesis) and decode equality (values *and*
-  types, e.g. pika's `long` for 64-bit integers, `bytes` for non-UTF-8 strings, truncated floats).
+  object; `encode_properties` / `encode_amqp_table` encode BasicProperties and field tables (the field
+  values with dlxtool.amqp_values' codec). Equality with pika: any value or property this fast path
+  does not handle itself (a subclass, an invalid value) makes it fall back to pika's own encoder for
+  the whole thing, so the bytes — and the exceptions for invalid input — are pika's.
+  tests/broker/test_frames.py proves byte equality for generated properties/headers (hypothesis) and
+  decode equality (values *and* types: 64-bit integers as a marker type, amqp_values.Long where pika
+  has its `long`; `bytes` for non-UTF-8 strings; the values pika would change kept as RawValue).
 - `decode_properties` / `decode_amqp_table` mirror pika's decoders (same quirks), and fall back to pika
   on anything malformed so errors are pika's too.
 - `FastInput` replaces a pika connection's input parsing: it reads frames at an offset into the
@@ -20,14 +21,17 @@ bytes and values* as pika, only with less work per message:
   `fast_deliveries(channel)`, calling the consumer callback exactly as pika's Channel._on_deliver
   does. Every other frame (and every delivery pika would treat specially: cancelled consumer, a
   Basic.Return, a get-ok …) goes through pika's own frame processing unchanged.
+
+Whether a connection uses any of this is the codec setting's choice (dlxtool.broker.wire.codec): `c`
+and `python` read and write with this module (with or without the C extension), `pika` leaves both to
+pika (pika_publish only checks the encoded size before pika's basic_publish sends it).
 """
 
 from __future__ import annotations
 
-import calendar
 import struct
-from collections.abc import Callable
-from datetime import datetime, timezone
+from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any
 
 from dlxtool.broker import pika_import
@@ -36,10 +40,14 @@ pika_import.load()  # before any `from pika import`: without the asyncio adapter
 
 from pika import data as pika_data  # noqa: E402
 from pika import exceptions, frame, spec  # noqa: E402
-from pika.compat import long  # noqa: E402
 
-from dlxtool.amqp_values import RawValue, raw_fixed  # noqa: E402
-from dlxtool.broker import hotpath  # noqa: E402
+from dlxtool.amqp_values import (  # noqa: E402
+    FieldError,
+    decode_field_table,
+    encode_field_table,
+    short_string,
+    text_or_bytes,
+)
 
 FRAME_END = 0xCE
 _END = b"\xce"
@@ -65,102 +73,14 @@ _MethodFrame = frame.Method
 # -- encoding ---------------------------------------------------------------------------------------
 
 
-def _short(value: Any) -> bytes:
-    raw = value if isinstance(value, bytes) else value.encode("UTF-8")
-    n = len(raw)
-    if n > 255:
-        raise exceptions.ShortStringTooLong(raw)
-    return bytes((n,)) + raw
-
-
-# Encoded short strings of header names, exchange and queue names: the same few, message after message.
-_SHORT_CACHE: dict[str, bytes] = {}
-_SHORT_CACHE_MAX = 4096
-
-
-def _short_str(value: Any) -> bytes:
-    """_short for a table key or name, remembered when it is a str."""
-    raw = _SHORT_CACHE.get(value) if type(value) is str else None
-    if raw is None:
-        raw = _short(value)
-        if type(value) is str:
-            if len(_SHORT_CACHE) >= _SHORT_CACHE_MAX:
-                _SHORT_CACHE.clear()
-            _SHORT_CACHE[value] = raw
-    return raw
-
-
-def _value(value: Any, out: list[bytes]) -> None:
-    """Append one encoded field value (pika.data.encode_value's choices, dispatched on exact type)."""
-    kind = type(value)
-    if kind is str:
-        raw = value.encode("UTF-8")
-        out.append(b"S" + _I.pack(len(raw)))
-        out.append(raw)
-    elif kind is long:
-        out.append(b"l" + _q.pack(value))
-    elif kind is int:
-        if -0x80000000 <= value <= 0x7FFFFFFF:
-            out.append(b"I" + _i.pack(value))
-        else:
-            out.append(b"l" + _q.pack(value))
-    elif kind is dict:
-        out.append(b"F")
-        out.append(encode_amqp_table(value))
-    elif kind is datetime:
-        raw = _TIME_CACHE.get(value)
-        if raw is None:
-            raw = b"T" + _Q.pack(calendar.timegm(value.utctimetuple()))
-            if len(_TIME_CACHE) >= 64:
-                _TIME_CACHE.clear()
-            _TIME_CACHE[value] = raw
-        out.append(raw)
-    elif kind is bytes:
-        out.append(b"x" + _I.pack(len(value)))
-        out.append(value)
-    elif kind is bool:
-        out.append(b"t\x01" if value else b"t\x00")
-    elif kind is list:
-        parts: list[bytes] = []
-        for item in value:
-            _value(item, parts)
-        joined = b"".join(parts)
-        out.append(b"A" + _I.pack(len(joined)))
-        out.append(joined)
-    elif value is None:
-        out.append(b"V")
-    elif kind is RawValue:  # decoded as is (a float, a small integer kind…): back byte for byte
-        out.append(value.encoded)
-    else:  # Decimal, subclasses, unsupported types: pika decides (and raises what it raises)
-        pika_data.encode_value(out, value)
-
-
-def encode_field_value(value: Any) -> bytes:
-    """One AMQP field value (kind byte + payload) as a header table holds it; a tuple as an array."""
-    out: list[bytes] = []
-    _value(list(value) if isinstance(value, tuple) else value, out)
-    return b"".join(out)
-
-
-_TIME_CACHE: dict[datetime, bytes] = {}  # datetimes are immutable; replay stamps the same second over and over
-
-
 def encode_amqp_table(table: dict[Any, Any] | None) -> bytes:
-    """A field table with its 4-byte size, as pika.data.encode_table writes it."""
-    if not table:
-        return b"\x00\x00\x00\x00"
-    out: list[bytes] = []
-    append = out.append
-    for key, value in table.items():
-        append(_SHORT_CACHE.get(key) or _short_str(key))
-        if type(value) is str:  # the common case, inline
-            raw = value.encode("UTF-8")
-            append(b"S" + _I.pack(len(raw)))
-            append(raw)
-        else:
-            _value(value, out)
-    joined = b"".join(out)
-    return _I.pack(len(joined)) + joined
+    """A field table with its 4-byte size, byte-equal to pika.data.encode_table (dlxtool.amqp_values
+    writes it); a value that codec cannot write (a Decimal subclass, a float …) and pika's encoder decides:
+    its bytes or its exception."""
+    try:
+        return encode_field_table(table)
+    except Exception:  # noqa: BLE001 - pika's answer, whatever it is
+        return _pika_table(table or {})
 
 
 # BasicProperties in AMQP order: (attribute, flag bit, how it is written: short string, table, octet, 64-bit)
@@ -181,9 +101,9 @@ def _properties_fast(p: Any) -> bytes:
             continue
         flags |= bit
         if how == "s":
-            out.append(_short(_string(v)))
+            out.append(short_string(_string(v)))
         elif how == "F":
-            out.append(encode_amqp_table(v))
+            out.append(encode_field_table(v))
         elif how == "B":
             out.append(_B.pack(v))
         else:
@@ -211,6 +131,13 @@ def encode_properties(properties: Any) -> bytes:
     return b"".join(properties.encode())
 
 
+def basic_properties(properties: Mapping[str, Any], headers: Mapping[str, Any] | None) -> Any:
+    """The BasicProperties every codec publishes: AMQP basic properties by name (a record's `properties`),
+    and the headers table (None or empty: none; a dict is taken as it is, another mapping copied)."""
+    table = headers if headers is None or type(headers) is dict else dict(headers)
+    return _BP(headers=table or None, **properties)
+
+
 class EncodeError(ValueError):
     """A message that cannot be put on the wire as it is (a header value AMQP cannot carry, a content
     header larger than a frame). Raised before anything is sent: the channel is untouched."""
@@ -223,26 +150,34 @@ def publish_frames(channel_number: int, exchange: str, routing_key: str, body: b
                    *, mandatory: bool, body_max: int) -> bytes:
     """Basic.Publish + content header + body frames, as pika's Connection._send_message writes them."""
     method = _publish_method(exchange, routing_key, mandatory)  # first, as pika: its errors come first
-    return _frames(channel_number, method, body, encode_properties(properties), body_max)
+    return _frames(channel_number, method, body, encode_properties(properties), body_max, None)
 
 
 _METHODS: dict[tuple[Any, Any, bool], bytes] = {}  # replay publishes to a handful of queues, over and over
+
+
+def _name(value: Any) -> bytes:
+    """A method's name field (exchange, routing key): pika's exception when it is too long."""
+    try:
+        return short_string(value)
+    except FieldError:
+        raise exceptions.ShortStringTooLong(value) from None
 
 
 def _publish_method(exchange: str, routing_key: str, mandatory: bool) -> bytes:
     key = (exchange, routing_key, mandatory)
     method = _METHODS.get(key)
     if method is None:
-        method = _PUBLISH_ID + _short_str(exchange) + _short_str(routing_key) + (b"\x01" if mandatory else b"\x00")
+        method = _PUBLISH_ID + _name(exchange) + _name(routing_key) + (b"\x01" if mandatory else b"\x00")
         if type(exchange) is str and type(routing_key) is str:
-            if len(_METHODS) >= _SHORT_CACHE_MAX:
+            if len(_METHODS) >= 4096:
                 _METHODS.clear()
             _METHODS[key] = method
     return method
 
 
-def _frames(channel_number: int, method: bytes, body: bytes, props: bytes, body_max: int) -> bytes:
-    accelerator = hotpath.active
+def _frames(channel_number: int, method: bytes, body: bytes, props: bytes, body_max: int,
+            accelerator: ModuleType | None) -> bytes:
     if accelerator is not None:
         return accelerator.publish_frames(channel_number, method, props, body, body_max)
     return _py_frames(channel_number, method, body, props, body_max)
@@ -258,30 +193,37 @@ def _py_frames(channel_number: int, method: bytes, body: bytes, props: bytes, bo
     return b"".join(pieces)
 
 
-def encode_for_publish(properties: Any, frame_max: int) -> bytes:
+def encode_for_publish(properties: Any, frame_max: int, *, pika_codec: bool = False) -> bytes:
     """The encoded properties (of BasicProperties, or bytes encoded already), or EncodeError when they
     cannot be sent: a value AMQP cannot carry (pika or struct raise), or a content header frame larger
     than frame_max — which the broker answers by closing the whole connection (FRAME_ERROR), so it must
-    never be sent."""
+    never be sent. pika_codec: encoded by pika's own encoder (which cannot carry a RawValue)."""
     if type(properties) is bytes:  # encoded already (the replay fast path, a delivery's own bytes)
         props = properties
     else:
         try:
-            props = encode_properties(properties)
+            props = _pika_encode(properties) if pika_codec else encode_properties(properties)
         except Exception as exc:  # struct.error, OverflowError, TypeError, pika's asserts …
-            raise EncodeError(f"cannot re-encode {_culprit(properties)}: {type(exc).__name__}: {exc}") from exc
+            culprit = _culprit(properties, _pika_table if pika_codec else encode_amqp_table)
+            raise EncodeError(f"cannot re-encode {culprit}: {type(exc).__name__}: {exc}") from exc
     if frame_max and len(props) + 12 + FRAME_OVERHEAD > frame_max:
         raise EncodeError(f"headers too large: content header of {len(props) + 12} bytes exceeds "
                           f"frame_max {frame_max} - {FRAME_OVERHEAD}")
     return props
 
 
-def _culprit(properties: Any) -> str:
+def _pika_table(table: dict[Any, Any]) -> bytes:
+    pieces: list[bytes] = []
+    pika_data.encode_table(pieces, table)
+    return b"".join(pieces)
+
+
+def _culprit(properties: Any, encode_table: Callable[[dict[Any, Any]], bytes]) -> str:
     """Name the header that does not encode (for the reason a message stays)."""
     headers = getattr(properties, "headers", None) or {}
     for key, value in headers.items():
         try:
-            encode_amqp_table({key: value})
+            encode_table({key: value})
         except Exception:  # noqa: BLE001 - this is the one
             return f"header {key!r}"
     return "the properties"
@@ -290,136 +232,24 @@ def _culprit(properties: Any) -> str:
 # -- decoding ---------------------------------------------------------------------------------------
 
 
-def _utf8(raw: bytes) -> Any:
-    """str if the bytes are UTF-8, else the bytes (pika's rule for short and long strings)."""
-    try:
-        return raw.decode("utf8")
-    except UnicodeDecodeError:
-        return raw
-
-
 def _dshort(buf: bytes, o: int) -> tuple[Any, int]:
     end = o + 1 + buf[o]
-    return _utf8(buf[o + 1:end]), end
+    return text_or_bytes(buf[o + 1:end]), end
 
 
-_unpack_I = _I.unpack_from
-_unpack_i = _i.unpack_from
-_unpack_q = _q.unpack_from
 _unpack_Q = _Q.unpack_from
-_utc = timezone.utc  # noqa: UP017 - the object pika uses
-_STAMP_CACHE: dict[int, datetime] = {}
-
-
-def _dvalue(buf: bytes, o: int) -> tuple[Any, int]:
-    """One field value at buf[o] (pika.data.decode_value, same types and quirks)."""
-    kind = buf[o]
-    o += 1
-    if kind == 83:  # S long string: str if UTF-8, else bytes
-        end = o + 4 + _unpack_I(buf, o)[0]
-        return _utf8(buf[o + 4:end]), end
-    if kind == 108:  # l: signed 64-bit, pika's `long` marker type (L, the same, is kept raw below)
-        return long(_unpack_q(buf, o)[0]), o + 8
-    if kind == 84:  # T timestamp (datetimes are immutable: equal seconds can share one)
-        seconds = _unpack_Q(buf, o)[0]
-        value = _STAMP_CACHE.get(seconds)
-        if value is None:
-            try:
-                value = datetime.fromtimestamp(seconds, _utc)
-            except (OverflowError, ValueError, OSError):  # beyond year 9999 (RabbitMQ accepts 2^62): as is
-                return RawValue(bytes(buf[o - 1:o + 8])), o + 8
-            if len(_STAMP_CACHE) >= 1024:
-                _STAMP_CACHE.clear()
-            _STAMP_CACHE[seconds] = value
-        return value, o + 8
-    if kind == 70:  # F table
-        return decode_amqp_table(buf, o)
-    if kind == 65:  # A array
-        n = _unpack_I(buf, o)[0]
-        o += 4
-        end = o + n
-        items = []
-        while o < end:
-            item, o = _dvalue(buf, o)
-            items.append(item)
-        return items, o
-    if kind == 73:  # I signed 32-bit
-        return _unpack_i(buf, o)[0], o + 4
-    if kind == 116:  # t bool
-        return bool(buf[o]), o + 1
-    if kind == 86:  # V void
-        return None, o
-    if kind == 120:  # x byte array
-        n = _unpack_I(buf, o)[0]
-        o += 4
-        return buf[o:o + n], o + n
-    # The rare kinds b B s u U i L f d: pika would change them (floats truncated, widths or kind lost), so
-    # they stay their exact bytes; D too unless pika re-encodes it identically.
-    raw = raw_fixed(buf, o - 1)
-    if raw is not None:
-        if kind == 68:  # D
-            value, end = pika_data.decode_value(buf, o - 1)
-            again: list[bytes] = []
-            pika_data.encode_value(again, value)
-            if b"".join(again) == raw[0].encoded:
-                return value, end
-        return raw
-    # anything else (an unknown kind: an error): pika's own decoder from the kind byte
-    return pika_data.decode_value(buf, o - 1)
-
-
-def decode_field_value(data: bytes) -> Any:
-    """The one AMQP field value that is all of `data` (the rare kinds stay RawValue), or ValueError.
-    Deeply nested values need dlxtool.amqp_values.allow_deep_headers() first."""
-    try:
-        value, end = _dvalue(data, 0)
-    except Exception as exc:  # noqa: BLE001 - pika raises its own field-type errors, IndexError, struct.error…
-        raise ValueError(f"not an AMQP field value ({type(exc).__name__})") from None
-    if end != len(data):
-        raise ValueError("trailing bytes")
-    return value
-
-
-_KEY_CACHE: dict[bytes, str] = {}
 
 
 def decode_amqp_table(buf: bytes, o: int) -> tuple[dict[Any, Any], int]:
-    """(table, offset after it) from the table's 4-byte size at buf[o], as pika.data.decode_table."""
-    size = _unpack_I(buf, o)[0]
-    o += 4
-    limit = o + size
-    result: dict[str, Any] = {}
-    while o < limit:
-        n = buf[o]
-        o += 1
-        raw = buf[o:o + n]
-        o += n
-        key: Any = _KEY_CACHE.get(raw)
-        if key is None:
-            try:
-                key = raw.decode("utf8")
-            except UnicodeDecodeError:
-                key = raw
-            else:
-                if len(_KEY_CACHE) >= _SHORT_CACHE_MAX:
-                    _KEY_CACHE.clear()
-                _KEY_CACHE[raw] = key
-        kind = buf[o]
-        if kind == 83:  # S, inline: the most common value
-            n = _unpack_I(buf, o + 1)[0]
-            o += 5
-            raw = buf[o:o + n]
-            o += n
-            try:
-                result[key] = raw.decode("utf8")
-            except UnicodeDecodeError:
-                result[key] = raw
-        elif kind == 108:  # l, inline: RabbitMQ's integers (x-death count)
-            result[key] = long(_unpack_q(buf, o + 1)[0])
-            o += 9
-        else:
-            result[key], o = _dvalue(buf, o)
-    return result, o
+    """(table, offset after it) from the table's 4-byte size at buf[o], the values pika.data.decode_table
+    reads (dlxtool.amqp_values decodes it: RawValue and Long, see there); on bytes that codec cannot
+    read, pika's decoder answers, its values or its exception."""
+    try:
+        return decode_field_table(buf, o)
+    except Exception:  # noqa: BLE001 - pika's answer, whatever it is
+        table: dict[Any, Any]
+        table, end = pika_data.decode_table(buf, o)
+        return table, end
 
 
 _PROPS_NONE = dict.fromkeys(name for name, _bit, _how in _LAYOUT)
@@ -437,7 +267,7 @@ def _decode_properties_fast(buf: bytes, o: int) -> Any:
         if how == "s":
             values[name], o = _dshort(buf, o)
         elif how == "F":
-            values[name], o = decode_amqp_table(buf, o)
+            values[name], o = decode_field_table(buf, o)
         elif how == "B":
             values[name] = buf[o]
             o += 1
@@ -478,10 +308,12 @@ class _Content:
 
 
 class FastInput:
-    """Replaces one pika connection's `_on_data_available` (see module docstring)."""
+    """Replaces one pika connection's `_on_data_available` (see module docstring). accelerator: the C
+    extension reads runs of deliveries for raw channels (the `c` codec), or None (the `python` codec)."""
 
-    def __init__(self, impl: Any) -> None:
+    def __init__(self, impl: Any, accelerator: ModuleType | None) -> None:
         self.impl = impl
+        self.accelerator = accelerator
         self.buffer: bytes = bytes(impl._frame_buffer)  # noqa: SLF001 - take over what pika had not parsed
         impl._frame_buffer = b""  # noqa: SLF001
         self.channels: dict[int, Any] = {}           # channel number -> pika Channel with fast deliveries
@@ -504,7 +336,7 @@ class FastInput:
         unpack = _FRAME_HEAD.unpack_from
         channels = self.channels
         raw = self.raw
-        accelerator = hotpath.active
+        accelerator = self.accelerator
         try:
             while size - o >= 8:
                 if buf[o] == 65 and buf[o:o + 4] == b"AMQP":  # a protocol header: pika's business
@@ -654,18 +486,19 @@ def _decode_deliver(buf: bytes, o: int) -> Any:
     return _Deliver(tag, delivery_tag, redelivered, exchange, routing_key)
 
 
-def fast_input(connection: Any) -> FastInput:
-    """The FastInput of a BlockingConnection (installed on first use)."""
+def fast_input(connection: Any, accelerator: ModuleType | None) -> FastInput:
+    """The FastInput of a BlockingConnection (installed on first use, with `accelerator`; a connection keeps
+    the reader it got first). Only dlxtool.broker.wire.codec calls this: the codec decides."""
     impl = connection._impl  # noqa: SLF001
     existing = impl.__dict__.get("_dlxtool_fast_input")
     if existing is None:
-        existing = impl._dlxtool_fast_input = FastInput(impl)  # noqa: SLF001
+        existing = impl._dlxtool_fast_input = FastInput(impl, accelerator)  # noqa: SLF001
     return existing
 
 
 def fast_deliveries(connection: Any, channel: Any, *, raw: bool = False,
                     batch: tuple[Callable[..., Any], Callable[[list[tuple[Any, Any, bytes]]], Any]] | None = None,
-                    ) -> None:
+                    accelerator: ModuleType | None = None) -> None:
     """Assemble this (pika, asynchronous) channel's consumer deliveries on the fast path. raw: the consumer
     gets the properties as their encoded bytes (decode_properties decodes them) — except for the rare
     delivery pika assembles itself, which comes with BasicProperties as usual.
@@ -673,8 +506,9 @@ def fast_deliveries(connection: Any, channel: Any, *, raw: bool = False,
     batch (raw only): (consumer callback, run callback). While that callback is the channel's one
     consumer, each run of its deliveries read at once goes to the run callback as a list of (method,
     properties, body), instead of to the consumer callback one by one. The run callback must not raise
-    (the run would be read again): appending to a queue is what it is for."""
-    reader = fast_input(connection)
+    (the run would be read again): appending to a queue is what it is for.
+    accelerator: the C extension, for a connection whose reader is installed here (see fast_input)."""
+    reader = fast_input(connection, accelerator)
     reader.channels[channel.channel_number] = channel
     reader.content[channel.channel_number] = None
     if raw:
@@ -696,10 +530,10 @@ def _forget(reader: FastInput, number: int, channel: Any) -> None:
         reader.batches.pop(number, None)
 
 
-def fast_confirms(connection: Any, channel: Any, on_ack: Any) -> None:
+def fast_confirms(connection: Any, channel: Any, on_ack: Any, accelerator: ModuleType | None = None) -> None:
     """Hand this channel's Basic.Ack frames straight to `on_ack` (the ack_nack_callback it gave
     confirm_delivery, and the only Basic.Ack callback on it); Basic.Nack keeps pika's path."""
-    reader = fast_input(connection)
+    reader = fast_input(connection, accelerator)
     reader.confirms[channel.channel_number] = on_ack
     channel.add_on_close_callback(lambda ch, _reason: _forget_confirms(reader, ch.channel_number, on_ack))
 
@@ -710,10 +544,10 @@ def _forget_confirms(reader: FastInput, number: int, on_ack: Any) -> None:
 
 
 def send_publish(connection: Any, channel: Any, exchange: str, routing_key: str, body: bytes, properties: Any,
-                 *, mandatory: bool) -> bytes:
-    """channel.basic_publish(...) with the frames built here; same checks, same bytes on the wire.
-    Returns the encoded properties (the publisher matches a basic.return with them). EncodeError (nothing
-    sent) when the message cannot go on the wire."""
+                 *, mandatory: bool, accelerator: ModuleType | None) -> bytes:
+    """channel.basic_publish(...) with the frames built here (by the C extension when `accelerator` is
+    it); same checks, same bytes on the wire. Returns the encoded properties (the publisher matches a
+    basic.return with them). EncodeError (nothing sent) when the message cannot go on the wire."""
     channel._raise_if_not_open()  # noqa: SLF001 - what basic_publish does first
     impl = connection._impl  # noqa: SLF001
     if not isinstance(body, bytes):
@@ -721,8 +555,39 @@ def send_publish(connection: Any, channel: Any, exchange: str, routing_key: str,
     method = _publish_method(exchange, routing_key, mandatory)
     props = encode_for_publish(properties if properties is not None else _BP(),
                                impl._body_max_length + FRAME_OVERHEAD)  # noqa: SLF001 - = negotiated frame_max
-    data = _frames(channel.channel_number, method, body, props, impl._body_max_length)  # noqa: SLF001
+    data = _frames(channel.channel_number, method, body, props, impl._body_max_length,  # noqa: SLF001
+                   accelerator)
     _emit(impl, data)
+    return props
+
+
+class _Encoded:
+    """Properties encoded already, in the shape pika's frame.Header marshals (its INDEX, encode())."""
+
+    __slots__ = ("raw",)
+    INDEX = _BP.INDEX
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+
+    def encode(self) -> list[bytes]:
+        return [self.raw]
+
+
+def _pika_encode(properties: Any) -> bytes:
+    return b"".join(properties.encode())
+
+
+def pika_publish(connection: Any, channel: Any, exchange: str, routing_key: str, body: bytes, properties: Any,
+                 *, mandatory: bool) -> bytes:
+    """channel.basic_publish(...) as pika does it: pika's property encoder, its frames, its output (the
+    `pika` codec). The properties are encoded first, by pika's encoder, once: to refuse a content header
+    the broker would answer by closing the connection (frame_max), and for the publisher to match a
+    basic.return; pika's Header frame then takes those bytes. Returns them; EncodeError (nothing sent)."""
+    impl = connection._impl  # noqa: SLF001
+    props = encode_for_publish(properties if properties is not None else _BP(),
+                               impl._body_max_length + FRAME_OVERHEAD, pika_codec=True)  # noqa: SLF001
+    channel.basic_publish(exchange, routing_key, body, _Encoded(props), mandatory=mandatory)
     return props
 
 

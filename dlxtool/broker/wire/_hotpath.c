@@ -1,8 +1,8 @@
-/* The transfer engine's per-message hot path in C (dlxtool.broker._hotpath). Optional: where it is not
+/* The transfer engine's per-message hot path in C (dlxtool.broker.wire._hotpath). Optional: where it is not
  * built, the Python code it stands in for runs instead, with the same results.
  *
- * read_deliveries: the consumer deliveries in a run of received frames (dlxtool.broker.frames.FastInput).
- * publish_frames: the frames of one publish (dlxtool.broker.frames._frames).
+ * read_deliveries: the consumer deliveries in a run of received frames (dlxtool.broker.wire.frames.FastInput).
+ * publish_frames: the frames of one publish (dlxtool.broker.wire.frames._frames).
  *
  * replay_properties: a dead letter's content-header properties in, its replayed properties out.
  * dlxtool.ops.replay.ReplayDecider does this in Python for any message: decode the properties, parse
@@ -43,7 +43,7 @@
 /* Sizes read off the wire (32-bit, unsigned) are held in Py_ssize_t: where that is 32 bits too, one of 2^31 or
  * more turns negative and slips past every bounds check. Not built there (setup.py: optional): Python path. */
 #if SIZEOF_SIZE_T < 8
-#error "dlxtool.broker._hotpath needs a 64-bit Py_ssize_t"
+#error "dlxtool.broker.wire._hotpath needs a 64-bit Py_ssize_t"
 #endif
 
 #define MAX_DEPTH 64           /* nested tables/arrays deeper than this: the Python path */
@@ -549,7 +549,7 @@ static PyStructSequence_Field deliver_fields[] = {
     {"consumer_tag", NULL}, {"delivery_tag", NULL}, {"redelivered", NULL}, {"exchange", NULL},
     {"routing_key", NULL}, {NULL, NULL}};
 static PyStructSequence_Desc deliver_desc = {
-    "dlxtool.broker._hotpath.Deliver", "Basic.Deliver's fields, as pika's Basic.Deliver names them", deliver_fields, 5};
+    "dlxtool.broker.wire._hotpath.Deliver", "Basic.Deliver's fields, as pika's Basic.Deliver names them", deliver_fields, 5};
 
 /* A short string as pika decodes it: str when UTF-8, else bytes. */
 static PyObject *short_text(const uint8_t *p, Py_ssize_t n) {
@@ -688,7 +688,7 @@ static uint8_t *frame_head(uint8_t *w, uint8_t kind, unsigned channel, Py_ssize_
     return w + 7;
 }
 
-/* Basic.Publish + content header + body frames in one bytes object, as dlxtool.broker.frames._frames. */
+/* Basic.Publish + content header + body frames in one bytes object, as dlxtool.broker.wire.frames._frames. */
 static PyObject *publish_frames(PyObject *self, PyObject *args) {
     Py_buffer method, props, body;
     unsigned int channel;
