@@ -69,6 +69,7 @@ from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
+    from dlxtool.ops.routes import TemporaryExchanges
 
 TAKE_BATCH = 200  # deliveries decided per loop turn, between sink flushes and acks
 # With this many publishes in flight, an idle wait lets input gather GATHER s once it starts arriving:
@@ -130,6 +131,7 @@ class TransferResult:
     error: str | None = None
     connection_lost: bool = False  # error came from the broker connection (else: a local error, e.g. the sink)
     elapsed: float = 0.0
+    notes: list[str] = field(default_factory=list)  # what the operator should know of how the run went
 
     @property
     def moved_total(self) -> int:
@@ -151,6 +153,7 @@ class TransferResult:
             "left": dict(self.left), "left_total": self.left_total, "unprocessed": self.unprocessed,
             "requeued": self.requeued, "possible_duplicates": self.possible_duplicates,
             "interrupted": self.interrupted, "error": self.error, "elapsed_s": round(self.elapsed, 3),
+            "notes": list(self.notes),
         }
 
 
@@ -177,7 +180,7 @@ _WAIT, _DONE, _HOLD = 0, 1, 2
 
 @dataclass
 class _Item:
-    __slots__ = ("tag", "props", "body", "record", "decision", "state", "copy", "outcome_group")
+    __slots__ = ("tag", "props", "body", "record", "decision", "state", "copy", "outcome_group", "routing_key")
     tag: int
     props: Any
     body: bytes
@@ -186,6 +189,7 @@ class _Item:
     state: int
     copy: bool            # a copy exists (or may) elsewhere until our ack is certain
     outcome_group: str | None
+    routing_key: str      # the delivery's: a message kept in the source keeps it (_keep)
 
 
 def _sink_record(decision: Decision, record: MessageRecord | None) -> MessageRecord:
@@ -220,6 +224,8 @@ class Transfer:
         self._held = 0
         self._waiting = 0                        # items whose copy is not settled yet
         self._kept_any = False
+        self._keep_exchanges: TemporaryExchanges | None = None  # kept messages keep their key (_keep_route)
+        self._keep_exchange = ""
         self._lost_copies = 0                    # requeued messages of which a copy may exist elsewhere
         self._stop_reading = False
         self._cancelled_by_broker = False
@@ -260,10 +266,12 @@ class Transfer:
                     self._setup()
                     self._loop(started)
                     self._finish()
+                    self._delete_keep_route(same_channel=True)
                 except Exception as exc:  # noqa: BLE001 - connection/channel loss or a local error: settle, report
                     self.result.error = describe_error(exc)
                     self.result.connection_lost = _is_connection_error(exc)
                     self._salvage()
+                    self._delete_keep_route(same_channel=False)
             except KeyboardInterrupt:  # a second Ctrl-C (also while salvaging): no more waiting, count copies
                 self._stop.set()
                 self._give_up()
@@ -394,7 +402,7 @@ class Transfer:
             method, props, body = incoming.popleft()
             taken += 1
             if self._all_read():  # beyond the snapshot or after --limit: give it back untouched
-                self._items.append(_Item(method.delivery_tag, props, body, None, None, _HOLD, False, None))
+                self._items.append(_Item(method.delivery_tag, props, body, None, None, _HOLD, False, None, ""))
                 self._held += 1
                 self.result.requeued += 1
                 continue
@@ -432,7 +440,7 @@ class Transfer:
                                       self._mover.outstanding)
                 if why is not None:
                     decision = Decision.leave(why)
-        item = _Item(method.delivery_tag, props, body, record, decision, _WAIT, False, None)
+        item = _Item(method.delivery_tag, props, body, record, decision, _WAIT, False, None, method.routing_key)
         self._items.append(item)
         self._waiting += 1
         if decision.action is Action.MOVE:
@@ -455,15 +463,48 @@ class Transfer:
             self._stop_reading = True
 
     def _keep(self, item: _Item, group: str) -> None:
-        """Stay in the source: republish unchanged to its tail, ack the original after the confirm."""
+        """Stay in the source: republish unchanged to its tail, ack the original after the confirm.
+
+        With its own routing key, through an exchange bound only to the source (_keep_route): on the default
+        exchange its key would become the queue's name, and where the source's dead-letter exchange routes
+        on the key (direct/topic) its next failure would be dropped; consumers that dispatch on the key would
+        misread it."""
         item.outcome_group = group
         self._kept_any = True
+        exchange = self._keep_route()
         try:
-            self._keeper.publish("", self.source, item.body, item.props, ("keep", item))
+            self._keeper.publish(exchange, item.routing_key if exchange else self.source, item.body, item.props,
+                                 ("keep", item))
             item.copy = True
         except EncodeError:  # cannot be copied to the tail as it is: hold it, give it back in place at the end
             item.copy = False
             self._hold(item, group)
+
+    def _keep_route(self) -> str:
+        """The exchange that takes kept messages back to the source with their own key, made at the first
+        keep ("" where the broker refuses it: the default exchange then, and the result says so)."""
+        if self._keep_exchanges is None:
+            from dlxtool.ops.routes import RouteUnavailable, TemporaryExchanges
+
+            self._keep_exchanges = TemporaryExchanges(self.source_conn, self.timeout, purpose="keep")
+            try:
+                self._keep_exchange = self._keep_exchanges(self.source) or ""
+            except RouteUnavailable as exc:
+                self._keep_exchange = ""
+                self.result.notes.append(f"messages kept in {self.source} were republished with routing key "
+                                         f"{self.source!r} (the queue's name), not their own: {exc.message}")
+        return self._keep_exchange
+
+    def _delete_keep_route(self, *, same_channel: bool) -> None:
+        """After the last keep was confirmed: on the keeper's channel, after its publishes (same_channel),
+        else on a channel of its own (best effort: a leftover's name says what it was)."""
+        exchanges = self._keep_exchanges
+        if exchanges is None:
+            return
+        with contextlib.suppress(Exception):
+            if same_channel and self.keeper is not None:
+                exchanges.delete_on(self.keeper)
+            exchanges.delete_all()
 
     # -- outcomes ----------------------------------------------------------------------------------
 
@@ -617,7 +658,7 @@ class Transfer:
             past_snapshot = self._received + len(self._incoming) - self.result.snapshot
             beyond = [self._incoming.pop() for _ in range(max(0, past_snapshot))][::-1]
             for method, props, body in beyond:
-                self._items.append(_Item(method.delivery_tag, props, body, None, None, _HOLD, False, None))
+                self._items.append(_Item(method.delivery_tag, props, body, None, None, _HOLD, False, None, ""))
                 self._held += 1
                 self.result.requeued += 1
             return
@@ -625,7 +666,7 @@ class Transfer:
         # Deliveries that arrived before the cancel-ok and were never decided go back untouched.
         while self._incoming:
             method, props, body = self._incoming.popleft()
-            self._items.append(_Item(method.delivery_tag, props, body, None, None, _HOLD, False, None))
+            self._items.append(_Item(method.delivery_tag, props, body, None, None, _HOLD, False, None, ""))
             self._held += 1
             self.result.requeued += 1
 

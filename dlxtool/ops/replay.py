@@ -536,7 +536,7 @@ def _through_temporary(origin: Route) -> Route:
     end of the queue's name: left as it is (the exchange does not exist: the message stays, with the reason)."""
     name = str(origin.exchange)
     parts = name.split(".", 4)
-    if (len(parts) == 5 and name.startswith(TEMPORARY_PREFIX) and parts[1] in ("replay", "load", "purge")
+    if (len(parts) == 5 and name.startswith(TEMPORARY_PREFIX) and parts[1] in ("replay", "load", "purge", "keep")
             and parts[3].isdigit() and parts[4] and len(name.encode()) < MAX_EXCHANGE_NAME):
         return Route(queue=parts[4])
     return origin

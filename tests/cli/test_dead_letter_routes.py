@@ -323,3 +323,37 @@ def test_without_the_management_api_nothing_moves_unless_both_risks_are_accepted
     loaded = cli(run, broker, "load", str(path), "--allow-displace", "--allow-dlx-drop", *blind)
     assert loaded.exit_code == 0, loaded.output
     assert broker.queue_depth(park) == 2
+
+
+# -- what a selective run keeps in its source ---------------------------------------------------------------
+
+
+def test_a_selective_purge_keeps_the_routing_key_of_what_it_keeps(run, broker, qname) -> None:
+    """Messages a selective run keeps are republished to the source's tail. On the default exchange their key
+    became the queue's name: where the queue's dead-letter exchange routes on the key (direct, bound by the
+    original key), their next failure was dropped. They keep their own key now, and the exchange that carried
+    them is gone after the run."""
+    work, ex, dlx, dlq = f"{qname}.work", f"{qname}.ex", f"{qname}.dlx", f"{qname}.dlq"
+    with broker.channel() as ch:
+        direct_dlx_bound_by(ch, work, dlx, dlq, "order.created")
+        ch.exchange_declare(ex, "direct")
+        ch.queue_bind(work, ex, "order.created")
+        for i in range(3):
+            ch.basic_publish(ex, "order.created", f"healthy {i}".encode(), mandatory=True)
+        ch.basic_publish(ex, "order.created", b"poison", mandatory=True)
+    assert broker.wait_depth(work, 4) == 4
+
+    result = cli(run, broker, "purge", work, "--body-contains", "poison", "--yes")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["removed"] == 1
+    with broker.channel() as ch:  # the next failure of each kept message: a real reject
+        kept = []
+        for _ in range(3):
+            method, _props, _body = ch.basic_get(work)
+            kept.append((method.routing_key, method.exchange))
+            ch.basic_reject(method.delivery_tag, requeue=False)
+    assert [k for k, _e in kept] == ["order.created"] * 3
+    assert all(e.startswith("dlxtool.keep.") for _k, e in kept), kept
+    assert broker.wait_depth(dlq, 3) == 3  # none dropped by the direct DLX
+    exchanges = broker.mgmt.request("GET", f"exchanges/{quote(broker.vhost, safe='')}")
+    assert not [e["name"] for e in exchanges if e["name"].startswith("dlxtool.keep.")]
