@@ -116,6 +116,12 @@ def test_errors_are_one_line_with_exit_status(run, tmp_path: Path) -> None:
     empty.mkdir()
     result = run("decode", "-I", str(empty), input="x\n")
     assert result.exit_code == 4 and str(empty) in result.stderr and "no message types" in result.stderr
+    # A model.pb that is not a descriptor set (a TensorFlow GraphDef parses as one): skipped, so this
+    # path yields no types either (not exit 2 from its bogus imports).
+    graph = bytes.fromhex("0a210a0d636f6e76312f77656967687473120a5661726961626c6556321a04696e69742202081b")
+    (empty / "model.pb").write_bytes(graph)
+    result = run("decode", "-I", str(empty), input="x\n")
+    assert result.exit_code == 4 and "model.pb is not a FileDescriptorSet" in result.stderr, result.stderr
 
 
 def test_ambiguity_does_not_depend_on_how_many_alternatives_are_shown(run) -> None:
