@@ -374,6 +374,8 @@ class Registry:
 
 
 _NORM = re.compile(r"[^0-9a-z]")
+
+
 def _tightest(pool: int, penalized: int, levels: list[int], field_counts: list[int], cap: int) -> list[int]:
     """Up to ``cap`` types of ``pool``, fewest declared fields first (``levels``: one mask per field
     count, ascending; ties by type id), the ``penalized`` ones after all the others."""
