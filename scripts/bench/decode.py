@@ -291,6 +291,10 @@ def canonical_as(cls, payload: bytes) -> bool:
         again = msg.SerializeToString()
     except (DecodeError, EncodeError):  # EncodeError when a required field is missing
         return False
+    except UnicodeDecodeError:
+        # A proto2 map<string, ...> key that is not UTF-8: upb parses it, Python cannot iterate the
+        # map. Counted as not this type (protobuf's Python API cannot give it back either).
+        return False
     return again == payload or maps_sorted(cls.DESCRIPTOR, again) == maps_sorted(cls.DESCRIPTOR, payload)
 
 
