@@ -71,6 +71,9 @@ class Index:
     enums: list[frozenset[int]] = field(default_factory=list)
     tag_cost: dict[int, int] = field(default_factory=dict)  # how costly checking a tag is (order)
     field_counts: list[int] = field(default_factory=list)  # per type id
+    # Candidate types by how many fields they declare, fewest first (one mask per count): the order
+    # in which equally fitting types are listed, found without visiting every type of a large pool.
+    by_field_count: list[int] = field(default_factory=list)
     parent_memo: dict[tuple[int, int], int] = field(default_factory=dict)  # (tag, clean children) -> parents
     child_memo: dict[tuple[int, int], int] = field(default_factory=dict)  # (tag, holders) -> their children
     # Canonical-encoder evidence (what a standard serializer writes), per tag: see score.canonical_mask.
@@ -154,6 +157,11 @@ def build_index(descriptors: list[Descriptor], map_entries: set[str]) -> Index:
             idx.parent_any.get(tag, 0),
         )
     idx.field_counts = [t.field_count for t in idx.types]
+    levels: dict[int, int] = {}
+    for t in idx.types:
+        if not t.is_map_entry:
+            levels[t.field_count] = levels.get(t.field_count, 0) | 1 << t.tid
+    idx.by_field_count = [levels[n] for n in sorted(levels)]
     for tag in idx.known:
         idx.tag_cost[tag] = len(idx.simple.get(tag, ())) + (8 if tag in idx.parent_any else 0)
     return idx

@@ -18,7 +18,7 @@ from proto_registry.hints import Hints, unframe
 from proto_registry.index import STRING, STRING_LAX, Index, bits, build_index
 from proto_registry.raw import decode_raw
 from proto_registry.result import EMPTY, MALFORMED, MATCH, NO_MATCH, Identification, Match
-from proto_registry.score import PayloadScan
+from proto_registry.score import PayloadScan, is_binary
 
 MEMO_SIZE = 4096
 MEMO_MAX_BYTES = 8 * 1024  # with MEMO_SIZE entries: at most 32 MiB held
@@ -181,10 +181,10 @@ class Registry:
         if ps.fields(0, len(data)) is None:
             result.status = MALFORMED
             return result
-        base = confidence_from_evidence(ps.evidence())
         clean = ps.clean_mask(0, len(data), idx.candidate_mask)
         if clean:
-            return self._rank_clean(ps, clean, hinted, base, result, limit, max_equivalent)
+            return self._rank_clean(ps, clean, hinted, result, limit, max_equivalent)
+        base = confidence_from_evidence(ps.evidence())
         scored = ps.rank_unclean(idx.candidate_mask)
         hinted_set = set(hinted)
         if hinted:
@@ -219,7 +219,6 @@ class Registry:
         ps: PayloadScan,
         clean: int,
         hinted: list[int],
-        base: float,
         result: Identification,
         limit: int,
         max_equivalent: int,
@@ -235,15 +234,13 @@ class Registry:
         hinted_clean = [t for t in hinted if clean >> t & 1]
         hinted_set = set(hinted)
 
-        # Rank a bounded sample: very short payloads fit hundreds of types; all are counted.
+        # Rank a bounded sample: very short payloads fit hundreds of types; all are counted. The
+        # sample is the tightest fits, chosen from the whole pool (what the user is shown).
         cap = max(max_equivalent, limit) if canon else max(max_equivalent, limit, NON_CANONICAL_SAMPLE)
-        sample = list(hinted_clean)
-        for t in bits(pool):
-            if len(sample) >= cap + len(hinted_clean):
-                break
-            if t not in hinted_set:
-                sample.append(t)
-        others = sample[len(hinted_clean) :]
+        rest = pool & ~sum(1 << t for t in hinted_set)
+        penalized = self._binary_as_string(ps) if rest & (rest - 1) else 0
+        others = _tightest(rest, penalized, idx.by_field_count, idx.field_counts, cap)
+        sample = hinted_clean + others
         departures: dict[int, int] = {}
         if not canon:
             departures = {t: len(ps.canonical_defects(t)) for t in sample}
@@ -254,12 +251,8 @@ class Registry:
         # Among equivalents, the type declaring the fewest fields explains the payload most tightly.
         # Text with control characters or invalid UTF-8 in a string field reads better as a
         # sub-message or bytes elsewhere.
-        if len(others) > 1:
-            groups = ps.grouped(0, len(ps.data)) or {}
-            data = ps.data
-            binary_tags = {
-                tag for tag, occs in groups.items() if tag & 7 == 2 and any(_binary(data, f[3], f[4]) for f in occs)
-            }
+        if len(others) > 1 and penalized & sum(1 << t for t in others):
+            binary_tags = self._binary_tags(ps)
 
             def key(tid: int) -> tuple[int, int]:
                 fields = idx.types[tid].fields
@@ -269,6 +262,7 @@ class Registry:
             others.sort(key=key)
         ordered = hinted_clean + others
         hint_wins = bool(hinted_clean)
+        base = confidence_from_evidence(ps.evidence_for(ordered[0])) if ordered else 0.0
         if hint_wins:
             result.source = "hint"
             fits = canon >> hinted_clean[0] & 1 or not canon
@@ -299,6 +293,22 @@ class Registry:
         result.equivalent = [idx.types[t].name for t in ordered[:max_equivalent]]
         result.equivalent_count = max(count, len(result.equivalent))
         return result
+
+    @staticmethod
+    def _binary_tags(ps: PayloadScan) -> set[int]:
+        """Top-level length-delimited tags holding control characters or invalid UTF-8."""
+        groups = ps.grouped(0, len(ps.data)) or {}
+        data = ps.data
+        return {tag for tag, occs in groups.items() if tag & 7 == 2 and any(is_binary(data, f[3], f[4]) for f in occs)}
+
+    def _binary_as_string(self, ps: PayloadScan) -> int:
+        """Types that declare a string where the payload holds binary data (listed after the others)."""
+        out = 0
+        for tag in self._binary_tags(ps):
+            for kind, kmask in self.index.simple.get(tag, ()):
+                if kind in (STRING, STRING_LAX):
+                    out |= kmask
+        return out
 
     def identify_as(self, payload: bytes, type_name: str) -> Identification:
         """Score ``payload`` as one given type (``--type``): no guessing."""
@@ -364,18 +374,27 @@ class Registry:
 
 
 _NORM = re.compile(r"[^0-9a-z]")
-_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f]")
 
 
-def _binary(data: bytes, start: int, end: int) -> bool:
-    """Control characters or invalid UTF-8: bytes, not text."""
-    if _CONTROL.search(data, start, end):
-        return True
-    try:
-        data[start:end].decode("utf-8")
-    except UnicodeDecodeError:
-        return True
-    return False
+def _tightest(pool: int, penalized: int, levels: list[int], field_counts: list[int], cap: int) -> list[int]:
+    """Up to ``cap`` types of ``pool``, fewest declared fields first (``levels``: one mask per field
+    count, ascending; ties by type id), the ``penalized`` ones after all the others."""
+    out: list[int] = []
+    for tier in (pool & ~penalized, pool & penalized):
+        room = cap - len(out)
+        if not tier or room <= 0:
+            continue
+        if tier.bit_count() <= room:
+            out.extend(sorted(bits(tier), key=field_counts.__getitem__))
+            continue
+        for level in levels:
+            sub = tier & level
+            if sub:
+                for t in bits(sub):
+                    out.append(t)
+                    if len(out) >= cap:
+                        return out
+    return out
 
 
 def _norm(name: str) -> str:

@@ -82,6 +82,15 @@ def read_descriptor_set(path: Path) -> descriptor_pb2.FileDescriptorSet:
         ) from e
     if not fds.file and data:
         raise DescriptorSetError(f"{path} holds no file descriptors", "is it really a descriptor set?")
+    # Other protobuf data can parse as a FileDescriptorSet: a TensorFlow GraphDef's nodes (field 1)
+    # read as files named after the nodes, importing their inputs. Every compiler names a file
+    # descriptor after its .proto file; anything else is not a descriptor set.
+    odd = next((f.name for f in fds.file if not f.name.endswith(".proto")), None)
+    if odd is not None:
+        raise DescriptorSetError(
+            f"{path} is not a FileDescriptorSet (it parses as one, but names a file {odd[:60]!r}, not a .proto)",
+            "build one with: protoc --include_imports --descriptor_set_out=FILE your.proto",
+        )
     return fds
 
 
@@ -125,6 +134,7 @@ def load_files(
             loaded.add(fdp, origin)
     set_types: dict[Path, int] = {}
     named = {p for p, found in given if found == [p]}
+    skipped: dict[Path, str] = {}
     for s in dict.fromkeys(sets):
         try:
             fds = read_descriptor_set(s)
@@ -133,6 +143,7 @@ def load_files(
                 raise
             # Found by its suffix in a directory (a .pb may be any protobuf data): skipped, said so.
             loaded.notes.append(f"{s} skipped: {e.message}")
+            skipped[s] = e.message
             continue
         set_types[s] = sum(_message_count(f) for f in fds.file)
         for fdp in fds.file:
@@ -140,8 +151,9 @@ def load_files(
     _add_missing_well_known(loaded)
     for p, found in given:
         if not _types_from(p, found, set_types, loaded):
+            why = [skipped[s] for s in found if s in skipped]
             raise SourceNotFoundError(
-                f"proto path {p} yields no message types",
+                f"proto path {p} yields no message types" + (f" (skipped: {why[0]})" if why else ""),
                 "give a directory holding .proto files or descriptor sets ("
                 + ", ".join(sorted(DESCRIPTOR_SET_SUFFIXES))
                 + "), a .proto file, or a descriptor set",

@@ -85,12 +85,17 @@ def decode(
     only when exactly one registered type could have written these bytes
     the way protobuf's serializer does (fields in number order, no default
     value of an implicit-presence field, packed as the schema says, ...)
-    and the payload holds enough distinct fields to tell; measured on
-    schemas never tuned on, at least 99% of answers at >= 0.9 are right.
-    When several types fit equally, ambiguous is true, confidence is split
-    among them and the true type (if registered) is among type +
-    alternatives. Bytes no type could have written canonically (a
-    non-standard producer) still decode, at half the confidence at most.
+    and the payload holds enough to tell it from types nobody registered: a
+    flat field adds little (any schema with a field there reads it), a
+    sub-message more; 0.9 takes about seven flat fields or two filled
+    sub-messages. Measured on schemas never tuned on, at least 99% of
+    answers at >= 0.9 are right. When several types fit equally, ambiguous
+    is true, confidence is split among them and the true type (if
+    registered) is among type + alternatives, or among the ones not listed:
+    alternatives lists the 9 that declare the fewest fields, and when more
+    fit, alternatives_count says how many (the table says "+N more") and
+    --top N ranks them all. Bytes no type could have written canonically
+    (a non-standard producer) still decode, at half the confidence at most.
 
     \b
     Examples:
@@ -249,7 +254,7 @@ def _summary(decoded: Any) -> str:
         if decoded.ambiguous:
             alts = decoded.alternatives[:3]
             more = decoded.alternatives_count - len(alts)
-            text += ", ambiguous with " + ", ".join(alts) + (f" +{more}" if more > 0 else "")
+            text += ", ambiguous with " + ", ".join(alts) + (f", +{more} more" if more > 0 else "")
         return text + ")"
     return {"no_match": "no registered type fits", "malformed": "not protobuf", "raw": "schema-less"}.get(
         decoded.status, decoded.status

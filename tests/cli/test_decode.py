@@ -17,7 +17,11 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Registry:
 
 
 def cancelled(shop: Registry, **fields: object) -> bytes:
-    values = {"order_id": "o-77", "customer_id": "c-5", "reason": 2, "note": "card declined", **fields}
+    """An OrderCancelled with enough in it to be told from types nobody registered (its timestamp:
+    four flat fields alone would fit many a schema, and score 0.75)."""
+    at = {"seconds": 1_714_000_000, "nanos": 5}
+    values = {"order_id": "o-77", "customer_id": "c-5", "reason": 2, "cancelled_at": at, "note": "card declined"}
+    values |= fields
     return shop.message_class("shop.orders.v1.OrderCancelled")(**values).SerializeToString()
 
 
@@ -35,7 +39,7 @@ def test_decodes_log_lines_from_stdin(run, shop: Registry) -> None:
     for r in rows:
         assert r["type"] == "shop.orders.v1.OrderCancelled"
         assert r["message"]["reason"] == "CANCEL_REASON_PAYMENT_FAILED"
-        assert r["ambiguous"] is False and r["confidence"] > 0.8
+        assert r["ambiguous"] is False and r["confidence"] >= 0.9
     line2 = log.splitlines()[1]
     start, end = rows[0]["span"]
     assert line2[start:end] == b64 and rows[0]["key"] == "payload"
@@ -45,9 +49,18 @@ def test_ambiguous_payload_lists_alternatives(run, shop: Registry) -> None:
     data = shop.message_class("shop.orders.v1.OrderCancelled")(order_id="o-1", customer_id="c").SerializeToString()
     result = run("decode", "--demo-schemas", input=f"payload={base64.b64encode(data).decode()}\n")
     (row,) = jsonl(result.stdout)
-    assert row["ambiguous"] is True
-    assert "shop.orders.v1.OrderPlaced" in [row["type"], *row["alternatives"]]
-    assert row["confidence"] < 0.8
+    assert row["ambiguous"] is True and row["confidence"] < 0.8
+    # 13 types fit: the 10 that declare the fewest fields are listed, and the output says how many more.
+    assert len(row["alternatives"]) == 9 and row["alternatives_count"] == 12
+    assert "shop.orders.v1.OrderCancelled" in [row["type"], *row["alternatives"]]
+    listed = row["alternatives"]
+    table = run("decode", "--demo-schemas", "-f", "table", input=f"payload={base64.b64encode(data).decode()}\n")
+    assert ", +9 more)" in table.stdout, table.stdout
+    # --top N ranks them all: OrderPlaced (8 fields) is among those not listed.
+    result = run("decode", "--demo-schemas", "--top", "13", input=f"payload={base64.b64encode(data).decode()}\n")
+    (row,) = jsonl(result.stdout)
+    assert row["alternatives"] == listed and "shop.orders.v1.OrderPlaced" not in listed  # whatever --top asks
+    assert "shop.orders.v1.OrderPlaced" in [m["type"] for m in row["top"]] and len(row["top"]) == 13
 
 
 def test_forced_type_top_and_text_format(run, shop: Registry, tmp_path: Path) -> None:
@@ -116,6 +129,12 @@ def test_errors_are_one_line_with_exit_status(run, tmp_path: Path) -> None:
     empty.mkdir()
     result = run("decode", "-I", str(empty), input="x\n")
     assert result.exit_code == 4 and str(empty) in result.stderr and "no message types" in result.stderr
+    # A model.pb that is not a descriptor set (a TensorFlow GraphDef parses as one): skipped, so this
+    # path yields no types either (not exit 2 from its bogus imports).
+    graph = bytes.fromhex("0a210a0d636f6e76312f77656967687473120a5661726961626c6556321a04696e69742202081b")
+    (empty / "model.pb").write_bytes(graph)
+    result = run("decode", "-I", str(empty), input="x\n")
+    assert result.exit_code == 4 and "model.pb is not a FileDescriptorSet" in result.stderr, result.stderr
 
 
 def test_ambiguity_does_not_depend_on_how_many_alternatives_are_shown(run) -> None:

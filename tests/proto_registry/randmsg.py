@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from proto_registry import wire
@@ -82,8 +82,38 @@ def scalar(f: FieldDescriptor, rng: random.Random) -> object:
 
 
 # -- non-standard producers: rewrites of a canonical payload ----------------------------------------
-def rewrites(data: bytes, rng: random.Random) -> list[bytes]:
-    """Variants of ``data`` (top level only) that a parser may accept but protobuf would not write."""
+def rewrites(data: bytes, rng: random.Random, descriptor: Descriptor | None = None) -> list[bytes]:
+    """Variants of ``data`` that a parser may accept but protobuf would not write: at the top level,
+    and, given the payload's ``descriptor``, inside one sub-message (or group, or map entry) at each
+    nesting depth, picked at random."""
+    out = _rewrites_here(data, rng)
+    if descriptor is not None:
+        out.extend(_nested_rewrites(data, rng, descriptor))
+    return [d for d in out if d != data]
+
+
+def _nested_rewrites(data: bytes, rng: random.Random, descriptor: Descriptor) -> list[bytes]:
+    """The rewrites of one randomly chosen sub-message, recursively, spliced back into ``data``
+    (a length-delimited sub-message gets its new length; a group's end tag stays as it is)."""
+    fields = wire.scan(data) or []
+    subs = []
+    for f in fields:
+        fd = descriptor.fields_by_number.get(f[0] >> 3)
+        if fd is not None and fd.message_type is not None and f[0] & 7 in (wire.LEN, wire.SGROUP):
+            subs.append((f, fd.message_type))
+    if not subs:
+        return []
+    (tag, _, start, vstart, vend, end), sub_descriptor = rng.choice(subs)
+    inner = data[vstart:vend]
+    variants = _rewrites_here(inner, rng) + _nested_rewrites(inner, rng, sub_descriptor)
+    if tag & 7 == wire.SGROUP:
+        return [data[:vstart] + v + data[vend:] for v in variants]
+    head = data[start : start + wire.varint_size(tag)]
+    return [data[:start] + head + _varint(len(v)) + v + data[end:] for v in variants]
+
+
+def _rewrites_here(data: bytes, rng: random.Random) -> list[bytes]:
+    """Rewrites of the fields of ``data`` itself (not of its sub-messages)."""
     fields = wire.scan(data)
     if not fields:
         return []
@@ -109,7 +139,7 @@ def rewrites(data: bytes, rng: random.Random) -> list[bytes]:
         if values:  # read as packed varints: the first one padded
             body = _long_varint(values[0]) + data[vstart + wire.varint_size(values[0]) : fields[i][4]]
             out.append(b"".join(chunks[:i] + [head + _varint(len(body)) + body] + chunks[i + 1 :]))
-    return [d for d in out if d != data]
+    return out
 
 
 def _long_varint(value: int) -> bytes:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import base64
 
 import pytest
+from google.protobuf.message import DecodeError as PbDecodeError
 
 from proto_registry import EMPTY, MALFORMED, MATCH, NO_MATCH, Hints, Registry, UnknownTypeError
 from tests.proto_registry.helpers import order_cancelled, order_placed
@@ -44,10 +45,13 @@ def test_indistinguishable_payload_is_flagged_with_equivalents(registry: Registr
     data = registry.message_class("shop.orders.v1.OrderCancelled")(order_id="o-1", customer_id="c").SerializeToString()
     res = registry.identify(data)
     assert res.ambiguous
-    assert "shop.orders.v1.OrderCancelled" in res.equivalent
-    assert "shop.orders.v1.OrderPlaced" in res.equivalent
-    assert res.equivalent_count >= 2
     assert res.best is not None and res.best.confidence < 0.8
+    # Every type that fits, ranked; the default list is its head: the types declaring the fewest fields.
+    everyone = registry.identify(data, max_equivalent=1000).equivalent
+    assert {"shop.orders.v1.OrderCancelled", "shop.orders.v1.OrderPlaced"} <= set(everyone)
+    assert res.equivalent == everyone[:10] and res.equivalent_count == len(everyone) > 10
+    counts = [len(registry.index.types[registry.index.by_name[n]].descriptor.fields) for n in everyone]
+    assert counts == sorted(counts)
 
 
 def test_distinguishing_field_removes_ambiguity(registry: Registry) -> None:
@@ -76,14 +80,72 @@ def test_trailing_garbage_lowers_confidence(registry: Registry) -> None:
     assert any("127" in d for d in res.best.defects)
 
 
-def test_invalid_utf8_in_string_field(registry: Registry) -> None:
-    data = b"\x0a\x03\xff\xfe\xfd"  # field 1 length 3 not UTF-8
-    res = registry.identify(data)
-    assert res.best is None or all("string" not in d for d in res.best.defects) or not res.best.clean
-    for m in res.matches:
-        fd = registry.index.types[registry.index.by_name[m.type]].descriptor.fields_by_number[1]
-        if m.clean:
-            assert fd.type != fd.TYPE_STRING
+UTF8_PROTOS = {
+    "u/v3/text.proto": """syntax = "proto3";
+package u.v3;
+message Label { string name = 2; }
+message Doc { Label label = 1; map<string, string> tags = 3; map<int32, Label> by_id = 4; }
+""",
+    "u/v3/blob.proto": """syntax = "proto3";
+package u.v3;
+message Chunk { bytes name = 2; }
+message Blob { Chunk label = 1; map<string, bytes> tags = 3; map<int32, Chunk> by_id = 4; }
+""",
+    "u/ed/framed.proto": """edition = "2023";
+package u.ed;
+message Line { string text = 6; }
+message Frame { Line line = 5 [features.message_encoding = DELIMITED]; }
+message RawLine { bytes text = 6; }
+message RawFrame { RawLine line = 5 [features.message_encoding = DELIMITED]; }
+""",
+}
+
+BAD = b"\xff\xfe\xfd"  # not UTF-8
+
+
+@pytest.fixture(scope="module")
+def utf8_registry(tmp_path_factory: pytest.TempPathFactory, cache_dir) -> Registry:
+    root = tmp_path_factory.mktemp("utf8")
+    for name, text in UTF8_PROTOS.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return Registry.load([root], include_defaults=False, cache_dir=cache_dir)
+
+
+def _ld(tag: int, body: bytes) -> bytes:
+    return bytes([tag, len(body)]) + body
+
+
+# The text type and its bytes twin read the same bytes; where a string holds invalid UTF-8, protobuf
+# rejects the text type (proto3 and editions verify UTF-8 at any depth), so only the twin fits.
+@pytest.mark.parametrize(
+    ("data", "text_type", "bytes_type", "defect"),
+    [
+        (_ld(0x12, BAD), "u.v3.Label", "u.v3.Chunk", "field 2 (name): invalid UTF-8"),
+        (_ld(0x0A, _ld(0x12, BAD)), "u.v3.Doc", "u.v3.Blob", "field 1.2 (name): invalid UTF-8"),
+        (_ld(0x1A, _ld(0x0A, b"k") + _ld(0x12, BAD)), "u.v3.Doc", "u.v3.Blob", "field 3.2 (value): invalid UTF-8"),
+        (_ld(0x22, b"\x08\x07" + _ld(0x12, _ld(0x12, BAD))), "u.v3.Doc", "u.v3.Blob",
+         "field 4.2.2 (name): invalid UTF-8"),
+        (b"\x2b" + _ld(0x32, BAD) + b"\x2c", "u.ed.Frame", "u.ed.RawFrame", "field 5.6 (text): invalid UTF-8"),
+    ],
+    ids=["top level", "nested message", "map value", "message in a map value", "delimited (group-encoded) message"],
+)
+def test_invalid_utf8_at_depth_rules_out_the_string_type(
+    utf8_registry: Registry, data: bytes, text_type: str, bytes_type: str, defect: str
+) -> None:
+    with pytest.raises(PbDecodeError):  # protobuf's own verdict, for the record
+        utf8_registry.message_class(text_type).FromString(data)
+    as_text = utf8_registry.identify_as(data, text_type).matches[0]
+    assert not as_text.clean and not as_text.canonical
+    assert as_text.defects == (defect,)
+    res = utf8_registry.identify(data)
+    assert res.best is not None
+    assert (res.best.type, res.best.clean, res.best.canonical, res.ambiguous) == (bytes_type, True, True, False)
+    assert res.equivalent == [bytes_type] and res.best.confidence > 0
+    # The same shape with valid UTF-8: both fit, and the payload cannot tell them apart.
+    good = data.replace(BAD, "é!".encode())
+    res = utf8_registry.identify(good)
+    assert res.ambiguous and sorted(res.equivalent) == sorted([text_type, bytes_type])
 
 
 @pytest.mark.parametrize(

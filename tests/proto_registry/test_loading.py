@@ -143,10 +143,46 @@ def test_path_yielding_no_types_is_an_error_naming_it(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     (empty / "sub").mkdir(parents=True)
     (empty / "README.txt").write_text("nothing here")
+    # The demo's bundled schemas are off by default; loaded here on purpose: the types they bring must
+    # not hide that the user's own path brought none.
     with pytest.raises(SourceNotFoundError) as e:
-        Registry.load([empty], include_defaults=True, cache_dir=tmp_path / "c")  # even beside the bundled ones
+        Registry.load([empty], include_defaults=True, cache_dir=tmp_path / "c")
     assert str(empty) in e.value.message and "no message types" in e.value.message
     enums_only = write(tmp_path / "enums", "e.proto", 'syntax = "proto3";\nenum E { E_UNSPECIFIED = 0; }\n')
     with pytest.raises(SourceNotFoundError) as e:
         Registry.load([enums_only.parent], include_defaults=False, cache_dir=tmp_path / "c")
     assert str(enums_only.parent) in e.value.message
+
+
+def _graph_def() -> bytes:
+    """A TensorFlow GraphDef (node {name op input} versions {producer}), the way TF writes a model.pb:
+    its field 1 is length-delimited, so it parses as a FileDescriptorSet holding a "file" named
+    conv1/weights that imports "init"."""
+
+    def ld(tag: int, body: bytes) -> bytes:
+        return bytes([tag, len(body)]) + body
+
+    node = ld(0x0A, b"conv1/weights") + ld(0x12, b"VariableV2") + ld(0x1A, b"init")
+    return ld(0x0A, node) + ld(0x22, b"\x08\x1b")
+
+
+def test_protobuf_data_that_parses_as_a_descriptor_set_is_skipped_in_a_directory(tmp_path: Path) -> None:
+    sets = tmp_path / "sets"
+    sets.mkdir()
+    _descriptor_set(tmp_path, sets / "ping.binpb")
+    (sets / "model.pb").write_bytes(_graph_def())
+    reg = Registry.load([sets], include_defaults=False, cache_dir=tmp_path / "c")
+    assert "acme.v1.Ping" in reg
+    assert [n for n in reg.loaded.notes if "model.pb" in n] == [
+        f"{sets / 'model.pb'} skipped: {sets / 'model.pb'} is not a FileDescriptorSet (it parses as one, but"
+        " names a file 'conv1/weights', not a .proto)"
+    ]
+    # Alone in its directory: that path yields no types, and the error says what was skipped.
+    (sets / "ping.binpb").unlink()
+    with pytest.raises(SourceNotFoundError) as e:
+        Registry.load([sets], include_defaults=False, cache_dir=tmp_path / "c")
+    assert "no message types" in e.value.message and "model.pb is not a FileDescriptorSet" in e.value.message
+    # Named on its own, it is an error about that file.
+    with pytest.raises(DescriptorSetError) as e2:
+        Registry.load([sets / "model.pb"], include_defaults=False, cache_dir=tmp_path / "c")
+    assert str(sets / "model.pb") in e2.value.message and "not a FileDescriptorSet" in e2.value.message
