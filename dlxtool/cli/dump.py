@@ -119,7 +119,7 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
             # Scripts rely on the summary (possible_duplicates above all), like purge's and replay's. Not when
             # the records themselves go to stdout: they would end up in the record file.
             app.emit_json({**state.to_json(), **result.to_json(), "file": where})
-        exit_for(result, "dump --remove", saved=where)
+        exit_for(result, "dump --remove", saved=where, warn=app.warn)
 
 
 def _check_target(path: str, force: bool) -> bool:

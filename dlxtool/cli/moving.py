@@ -43,10 +43,12 @@ class progress_bar:  # used like a function
             self.bar.__exit__(*exc)
 
 
-def exit_for(result: Any, what: str, *, saved: str | None = None) -> None:
+def exit_for(result: Any, what: str, *, saved: str | None = None, warn: Any = None) -> None:
     """Exit 3 when the connection was lost, 130/143/129 on a stop signal, 5 when messages were left for a reason other
     than the selection. `result` is a dlxtool.ops.engine.TransferResult; `saved` names the file that
-    holds the records written so far."""
+    holds the records written so far; `warn` (App.warn) says the run's notes on stderr first."""
+    for note in getattr(result, "notes", ()) if warn is not None else ():
+        warn(note)
     dups = f"; {result.possible_duplicates} message(s) may now exist twice" if result.possible_duplicates else ""
     kept = f"; records written so far are in {saved}" if saved else ""
     if result.error and not getattr(result, "connection_lost", True):

@@ -149,7 +149,7 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
             refusal = outcome.refusal()
             if refusal is not None:
                 raise refusal
-            exit_for(outcome.result, "purge", saved=backup)
+            exit_for(outcome.result, "purge", saved=backup, warn=app.warn)
 
 
 def _peeker(app: App, queue: str, safety: dict[str, Any]) -> Any:

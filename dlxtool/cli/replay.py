@@ -227,7 +227,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         refusal = outcome.refusal()
         if refusal is not None:
             raise refusal
-        exit_for(outcome.result, "replay")
+        exit_for(outcome.result, "replay", warn=app.warn)
 
 
 def _probe_type(app: App, queue: str) -> str:

@@ -357,3 +357,25 @@ def test_a_selective_purge_keeps_the_routing_key_of_what_it_keeps(run, broker, q
     assert broker.wait_depth(dlq, 3) == 3  # none dropped by the direct DLX
     exchanges = broker.mgmt.request("GET", f"exchanges/{quote(broker.vhost, safe='')}")
     assert not [e["name"] for e in exchanges if e["name"].startswith("dlxtool.keep.")]
+
+
+def test_kept_messages_without_configure_permission_are_said_to_lose_their_key(run, broker, qname,
+                                                                                 no_configure_user) -> None:
+    """A user who may not declare the exchange that keeps their key: kept messages go to the tail on the default
+    exchange as before, and the run says so (stderr and the JSON's notes), nothing lost."""
+    user, password = no_configure_user
+    work, ex = f"{qname}.work", f"{qname}.ex"
+    with broker.channel() as ch:
+        ch.exchange_declare(ex, "direct")
+        ch.queue_declare(work)
+        ch.queue_bind(work, ex, "order.created")
+        ch.basic_publish(ex, "order.created", b"healthy", mandatory=True)
+        ch.basic_publish(ex, "order.created", b"poison", mandatory=True)
+    assert broker.wait_depth(work, 2) == 2
+    url = broker.url.replace("guest:guest@", f"{user}:{password}@")
+    result = run("purge", work, "--body-contains", "poison", "--yes", "--url", url, "--format", "json")
+    assert result.exit_code == 0, result.output
+    [note] = json.loads(result.stdout)["notes"]
+    assert "not their own" in note and "403" in note, note
+    assert note in result.stderr
+    assert [b for b, _h in broker.snapshot(work)] == [b"healthy"]
