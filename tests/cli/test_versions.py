@@ -244,3 +244,30 @@ def test_negative_delivery_limit(run, broker, qname) -> None:
     finally:
         conn.close()
     assert deliveries == (25 if broker.major >= 4 else 1)
+
+
+def test_a_quorum_dead_letter_carries_no_delivery_count(run, broker, qname) -> None:
+    """x-delivery-count is added when a quorum queue delivers, not stored with the message: a message that
+    reached its delivery limit arrives in the DLQ without it, on 3.10 and 4.0 alike (its x-death count is 1,
+    not the attempts). So it cannot raise a dead letter's death count; `history` reads it only for messages
+    still in a quorum queue (their attempts there)."""
+    dlq = f"{qname}.dlq"
+    with broker.channel() as ch:
+        ch.queue_declare(dlq)
+    _quorum(broker, qname, **{"x-delivery-limit": 1, "x-dead-letter-exchange": "",
+                              "x-dead-letter-routing-key": dlq})
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    try:
+        seen = [_take_and_give_back(conn, qname, "nack") for _ in range(3)]
+    finally:
+        conn.close()
+    assert "gone" in seen
+    assert broker.wait_depth(dlq, 1) == 1
+    [(_body, headers)] = broker.snapshot(dlq)
+    assert "x-delivery-count" not in headers
+    [death] = headers["x-death"]
+    assert (death["reason"], death["count"]) == ("delivery_limit", 1)
+    result = run("history", dlq, "--url", broker.url, "--format", "json")
+    assert result.exit_code == 0, result.output
+    [entry] = orjson.loads(result.stdout)
+    assert entry["deaths"][0]["reason"] == "delivery_limit"
