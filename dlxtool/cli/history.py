@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import IO, TYPE_CHECKING, cast
 
 import click
 
 from dlxtool.cli.app import App
 from dlxtool.cli.options import common_options, complete_queue, conventions_in_use, origin_from_option
-from dlxtool.cli.reading import SAFETY_HELP, finish_read, make_read_options, read_options, read_queue
+from dlxtool.cli.reading import (
+    SAFETY_HELP,
+    finish_read,
+    make_read_options,
+    read_options,
+    read_queue,
+    through_wait_queues,
+)
 from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
 
@@ -77,7 +84,7 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
     known = conventions_in_use(app, origin_from)  # a wrong --origin-from fails before the queue is read
     records, reader = _load(app, queue, None if all_ else count or DEFAULT_COUNT, from_file, read, allow_torn)
     items = list(entries(records, names, known, origin_from,
-                         through=_through_wait_queues(app, queue) if queue else None))
+                         through=through_wait_queues(app, queue) if queue else None))
     copies = mark_copies(items)
     if copies:
         app.warn(f"{copies} message(s) here are copies of another one here (`copy_of`): left by a replay that was "
@@ -118,24 +125,6 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
     for count_note in count_notes(items):
         app.info(f"note: {count_note}")
     finish_read(app, reader)
-
-
-def _through_wait_queues(app: App, queue: str) -> Any:
-    """Origins of TTL-only histories, followed through the wait queue with the management API (proven to be
-    this broker's on a connection of its own, opened only when such a message comes up)."""
-    from dlxtool.ops.history import wait_queue_origins
-
-    resolver: list[Any] = []
-
-    def through(death: Any) -> Any:
-        if not resolver:
-            profile = app.profile()
-            with app.connection(profile) as conn:
-                mgmt = app.management(profile, conn)
-            resolver.append(wait_queue_origins(mgmt, profile.vhost, queue))
-        return resolver[0](death)
-
-    return through
 
 
 def _coverage(reader: QueueReader | None, n: int) -> Coverage:

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from dlxtool.cli.app import App
 from dlxtool.cli.options import common_options, conventions_in_use, origin_from_option, queue_argument
-from dlxtool.cli.reading import SAFETY_HELP, finish_read, make_read_options, read_options, read_queue
+from dlxtool.cli.reading import (
+    SAFETY_HELP,
+    finish_read,
+    make_read_options,
+    read_options,
+    read_queue,
+    through_wait_queues,
+)
 from dlxtool.record import MessageRecord
 
 
@@ -51,12 +60,12 @@ def peek(app: App, queue: str, count: int, whole_body: bool, origin_from: str | 
         app.emit_json([r.to_json() for r in records], "json")
     elif fmt == "table":
         render_table(app, records, whole_body, empty=reader.facts.nothing_read(), known=known,
-                     origin_from=origin_from)
+                     origin_from=origin_from, through=through_wait_queues(app, queue))
     finish_read(app, reader)
 
 
 def render_table(app: App, records: list[MessageRecord], whole_body: bool, empty: str = "(queue is empty)",
-                 known: tuple = (), origin_from: str | None = None) -> None:
+                 known: tuple = (), origin_from: str | None = None, through: Any = None) -> None:
     from dlxtool import render
     from dlxtool.conventions import BUILT_IN
 
@@ -68,18 +77,23 @@ def render_table(app: App, records: list[MessageRecord], whole_body: bool, empty
             app.stdout.write(body_text(r) + "\n")
         app.stdout.flush()
         return
-    render.write_table([table_row(r, known or BUILT_IN, origin_from) for r in records],
+    render.write_table([table_row(r, known or BUILT_IN, origin_from, through) for r in records],
                        ["#", "routing key", "exchange", "redeliv", "type", "deaths", "origin", "body"],
                        app.stdout, empty=empty, styles={5: lambda cell: app.style(cell, fg="yellow")})
 
 
-def table_row(record: MessageRecord, known: tuple = (), origin_from: str | None = None) -> list[object]:
+def table_row(record: MessageRecord, known: tuple = (), origin_from: str | None = None,
+              through: Any = None) -> list[object]:
+    """`through`: the origin of a message that only waited out TTLs, followed through its wait queue (as
+    `history` and replay resolve it; without it the wait queue itself would show as the origin)."""
     from dlxtool.conventions import Message, explain
-    from dlxtool.deaths import summarize
+    from dlxtool.deaths import message_history, summarize
 
     props = record.properties
     headers = record.headers if isinstance(record.headers, dict) else {}
-    x = explain(Message(headers, record.body, record.queue), known, origin_from=origin_from)
+    history = message_history(headers, through=through)
+    x = explain(Message(headers, record.body, record.queue, x_death_origin=history.origin, x_death=history.history),
+                known, origin_from=origin_from)
     origin = f"{x.origin.key()} ({x.origin_from})" if x.origin else ""
     return [record.position, record.routing_key, record.exchange or "(default)",
             "yes" if record.redelivered else "", props.get("type") or props.get("content_type") or "",

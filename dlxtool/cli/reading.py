@@ -136,3 +136,22 @@ def write_sample_note(app: App, note: str | None) -> None:
 def check_count(count: int | None, all_: bool) -> None:
     if all_ and count is not None:
         raise UsageError("give either -n or --all, not both")
+
+
+def through_wait_queues(app: App, queue: str) -> Callable[[Any], Any]:
+    """Origins of TTL-only histories, followed through the wait queue with the management API (proven to be
+    this broker's on a connection of its own, opened only when such a message comes up): what `history` and
+    `peek` show as origin, as replay resolves it (never the wait queue)."""
+    from dlxtool.ops.history import wait_queue_origins
+
+    resolver: list[Any] = []
+
+    def through(death: Any) -> Any:
+        if not resolver:
+            profile = app.profile()
+            with app.connection(profile) as conn:
+                mgmt = app.management(profile, conn)
+            resolver.append(wait_queue_origins(mgmt, profile.vhost, queue))
+        return resolver[0](death)
+
+    return through

@@ -52,6 +52,10 @@ def test_retry_ladder_premature_replay_parks_again_and_fixed_replay_processes_al
         assert history.exit_code == 0, history.stderr
         assert {(i["origin"], i["origin_why"].startswith("after waiting in" if form == "a" else "most recent"))
                 for i in json.loads(history.stdout)} == {(ladder.work, True)}  # never the wait queue
+        peek = run("peek", ladder.parking, "--url", broker.url, "--format", "table")
+        assert peek.exit_code == 0, peek.stderr
+        assert peek.stdout.count(f"{ladder.work} (x-death)") == 2, peek.stdout  # as history says
+        assert not [t for t in (1, 2, 3) if f"{ladder.wait_queue(t)} (x-death)" in peek.stdout], peek.stdout
 
         plan = replay(run, broker, ladder.parking, "--dry-run")
         assert plan.exit_code == 0, plan.stderr
