@@ -17,6 +17,7 @@ from dlxtool.errors import UsageError
 
 if TYPE_CHECKING:
     from dlxtool.ops.peek import Coverage, QueueReader, ReadOptions
+    from dlxtool.record import MessageRecord
 
 F = Callable[..., Any]
 
@@ -82,8 +83,10 @@ def make_read_options(app: App, count: int | None, *, max_unacked: int | None, a
 
 
 @contextmanager
-def read_queue(app: App, queue: str, opts: ReadOptions) -> Iterator[QueueReader]:
-    """Open, check and report; yield the reader. Call finish_read(app, reader) after the output."""
+def read_queue(app: App, queue: str, opts: ReadOptions,
+               decode_if: Callable[[MessageRecord], bool] | None = None) -> Iterator[QueueReader]:
+    """Open, check and report; yield the reader. Call finish_read(app, reader) after the output.
+    `decode_if`: which records the output needs decoded (default: all of them)."""
     from dlxtool import decoding
     from dlxtool.ops.peek import prepare_read
 
@@ -91,6 +94,11 @@ def read_queue(app: App, queue: str, opts: ReadOptions) -> Iterator[QueueReader]
     config = app.config()
     decode = decoding.record_decoder(decoding.proto_paths((), [*config.proto_paths, *profile.proto_paths]),
                                      demo=config.demo_schemas, on_error=app.warn)
+    if decode_if is not None:
+        decode_all = decode
+
+        def decode(record: MessageRecord) -> dict[str, Any] | None:
+            return decode_all(record) if decode_if(record) else None
     with app.connection(profile) as conn:
         mgmt = app.management(profile, conn)  # proven to be this broker's API before any of it is used
         reader, notes = prepare_read(conn, profile, queue, opts, management=lambda: mgmt, decode=decode)
