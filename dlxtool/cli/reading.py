@@ -99,6 +99,7 @@ def read_queue(app: App, queue: str, opts: ReadOptions,
 
         def decode(record: MessageRecord) -> dict[str, Any] | None:
             return decode_all(record) if decode_if(record) else None
+    app.begin_management(profile, queues=(queue,))  # on its way while AMQP connects
     with app.connection(profile) as conn:
         mgmt = app.management(profile, conn)  # proven to be this broker's API before any of it is used
         reader, notes = prepare_read(conn, profile, queue, opts, management=lambda: mgmt, decode=decode)
