@@ -26,7 +26,7 @@ clusters both listen on 5672. They can neither prove nor disprove which broker A
 
 from __future__ import annotations
 
-import secrets as random_tokens
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -73,7 +73,9 @@ class UnusableManagement(ManagementClient):
 
 def connection_name() -> str:
     """The client-provided connection name: "dlxtool" and a random token this connection can be found by."""
-    return f"dlxtool {random_tokens.token_hex(8)}"
+    # os.urandom is what secrets.token_hex reads; the secrets module would bring hmac and hashlib (OpenSSL)
+    # into every command's start-up for this one line.
+    return f"dlxtool {os.urandom(8).hex()}"
 
 
 def amqp_identity(conn: Any) -> Identity:
