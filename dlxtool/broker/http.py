@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     import ssl
 
 IDEMPOTENT = ("GET", "HEAD", "PUT", "DELETE")  # sent again on a fresh connection when a kept-alive one was gone
+# A connection with nothing to do for this long is closed and its thread ends (a later request opens another):
+# `queues --watch` makes a client per refresh, and an idle socket the server has closed would stay open here.
+IDLE_CLOSE = 15.0
 MAX_HEADER_LINE = 65536
 MAX_HEADERS = 200
 
@@ -117,8 +120,12 @@ class HttpConnection:
         in_flight: deque[Pending] = deque()  # sent, answer not read yet
         while True:
             with self._lock:
-                while not self._queue and not in_flight:
-                    self._lock.wait()
+                if not self._queue and not in_flight:
+                    self._lock.wait(IDLE_CLOSE)
+                    if not self._queue:
+                        self._close()
+                        self._thread = None  # under the lock: submit() starts a new one
+                        return
                 batch = list(self._queue)
                 self._queue.clear()
             try:

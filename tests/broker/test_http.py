@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from urllib.parse import quote
@@ -185,3 +186,28 @@ def test_connection_refused_is_one_line() -> None:
         connection.submit("GET", "/", {}).result()
     with pytest.raises(ConnectError, match="not reachable: connection refused"):
         ManagementClient(f"http://127.0.0.1:{port}/", "u", "p").get("overview")
+
+
+def test_an_idle_connection_is_closed_and_its_thread_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`queues --watch` makes a client per refresh: an idle one must not keep its socket and thread."""
+    from dlxtool.broker import http
+
+    monkeypatch.setattr(http, "IDLE_CLOSE", 0.2)
+    closed = threading.Event()
+
+    def answer(conn: socket.socket, head: bytes, n: int) -> bool:
+        conn.sendall(json_answer(b'{"n": %d}' % n))
+        conn.settimeout(5)
+        if conn.recv(1) == b"":  # the client closed its end
+            closed.set()
+        return False
+
+    with server(answer) as port:
+        client = ManagementClient(f"http://127.0.0.1:{port}/", "u", "p", timeout=5)
+        assert client.get("x") == {"n": 1}
+        assert closed.wait(3)
+        deadline = time.monotonic() + 3
+        while any(t.name == f"http 127.0.0.1:{port}" for t in threading.enumerate()):
+            assert time.monotonic() < deadline, "the idle connection's thread did not end"
+            time.sleep(0.01)
+        assert client.get("x") == {"n": 2} and client.last_connection == 2  # a new connection, a new thread
