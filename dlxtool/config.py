@@ -52,13 +52,16 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from dlxtool import secrets
-from dlxtool.conventions import HeaderConvention
 from dlxtool.errors import ConfigError, NotFoundError, UsageError
 from dlxtool.urls import AmqpUrl, derive_management_url, mask_any_url, parse_amqp_url
+
+# dlxtool.conventions (a dozen dataclasses, and dlxtool.deaths) loads only for a config that names some.
+if TYPE_CHECKING:
+    from dlxtool.conventions import HeaderConvention
 
 LOCAL_URL = "amqp://guest:guest@localhost:5672/"
 DEFAULT_TIMEOUT = 5.0
@@ -366,10 +369,12 @@ def parse_conventions(raw: Any, where: str) -> tuple[HeaderConvention, ...]:
 
     `where` is the section prefix without its closing bracket ("config FILE: [conventions").
     """
-    from dlxtool.conventions import BUILT_IN_NAMES
-
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}] must be a table of [….conventions.NAME] sections")
+    if not raw:
+        return ()
+    from dlxtool.conventions import BUILT_IN_NAMES, HeaderConvention
+
     found = []
     for name, table in raw.items():
         here = f"{where}.{name}]"

@@ -26,12 +26,12 @@ clusters both listen on 5672. They can neither prove nor disprove which broker A
 
 from __future__ import annotations
 
-import secrets as random_tokens
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from dlxtool.broker.management import ManagementClient
+from dlxtool.broker.management import OVERVIEW_COLUMNS, ManagementClient
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError
 
@@ -61,15 +61,21 @@ class UnusableManagement(ManagementClient):
 
     def __init__(self, client: ManagementClient, error: DlxtoolError) -> None:
         self.__dict__.update(client.__dict__)
+        self._prefetched = {}  # answers sent ahead of a proof that failed: never read
         self.error = error
 
     def request(self, method: str, path: str, body: Any = None, *, query: dict[str, Any] | None = None) -> Any:
         raise ConnectError(self.error.message, hint=self.error.hint)
 
+    def prefetch(self, path: str, **query: Any) -> None:
+        pass
+
 
 def connection_name() -> str:
     """The client-provided connection name: "dlxtool" and a random token this connection can be found by."""
-    return f"dlxtool {random_tokens.token_hex(8)}"
+    # os.urandom is what secrets.token_hex reads; the secrets module would bring hmac and hashlib (OpenSSL)
+    # into every command's start-up for this one line.
+    return f"dlxtool {os.urandom(8).hex()}"
 
 
 def amqp_identity(conn: Any) -> Identity:
@@ -84,17 +90,29 @@ def amqp_where(conn: Any) -> str:
     return f"{host}:{params.port}"
 
 
+def begin(client: ManagementClient) -> ManagementClient:
+    """Send the proof's first question (the overview) now, before the AMQP connection is opened: its answer
+    travels meanwhile, and `verified_management(conn, profile, client)` reads it."""
+    client.prefetch_overview()
+    return client
+
+
 def verified_management(conn: Any, profile: BrokerProfile, client: ManagementClient | None = None,
                         ) -> ManagementClient:
     """The management client of `profile`, proven to answer for the broker `conn` reached.
 
     Raises ManagementMismatch (exit 3) when it answers for another broker. When it cannot be reached or
-    its identity cannot be proven, returns an UnusableManagement (every request raises ConnectError)."""
+    its identity cannot be proven, returns an UnusableManagement (every request raises ConnectError).
+
+    Answers `client` was sent ahead for (`begin`, ManagementClient.prefetch) are used afterwards only when
+    they came over the TCP connection the proof came over (ManagementClient.proven_connection); the
+    overview's version too (a quorum queue's default delivery limit depends on it)."""
     client = client or ManagementClient.for_profile(profile)
     try:
-        overview = client.overview(columns=["cluster_name", "node", "rabbitmq_version"])
+        overview = client.overview(columns=OVERVIEW_COLUMNS)
     except DlxtoolError as exc:
         return UnusableManagement(client, exc)
+    overview_on = client.last_connection
     api = Identity(cluster_name=_text(overview.get("cluster_name")), version=_text(overview.get("rabbitmq_version")),
                    node=_text(overview.get("node")) or None)
     amqp = amqp_identity(conn)
@@ -103,14 +121,23 @@ def verified_management(conn: Any, profile: BrokerProfile, client: ManagementCli
     try:
         node = _probe_queue_node(conn, client, profile.vhost)
     except _NotPermitted as refused:
-        return _by_connection_listing(conn, client, profile, api, str(refused))
+        return _by_connection_listing(conn, client, profile, api, str(refused), overview_on)
     except DlxtoolError as exc:  # the API failed between two requests: not usable, as when unreachable
         return UnusableManagement(client, exc)
     if node is None:
         raise _mismatch(client, profile, api, f"AMQP {amqp_where(conn)} reached another broker "
                         f"({amqp.describe()}): a queue just declared there over AMQP is unknown to that API")
     client.identity = Identity(api.cluster_name, api.version, node)
+    _proven(client, overview_on)
     return client
+
+
+def _proven(client: ManagementClient, overview_on: int | None) -> None:
+    """The last answer read proved the API: the connection it came over is the proven one. The overview's
+    version stands only if it came over that connection too (0: urllib, a connection per request)."""
+    client.proven_connection = client.last_connection
+    if overview_on != client.proven_connection or not overview_on:
+        client.forget_version()
 
 
 class _NotPermitted(Exception):
@@ -141,7 +168,7 @@ def _probe_queue_node(conn: Any, client: ManagementClient, vhost: str) -> str | 
 
 
 def _by_connection_listing(conn: Any, client: ManagementClient, profile: BrokerProfile, api: Identity,
-                           why: str) -> ManagementClient:
+                           why: str, overview_on: int | None) -> ManagementClient:
     """Proof for a user who may not declare queues: this connection's random name in the API's list."""
     name = _text((conn._impl.params.client_properties or {}).get("connection_name"))  # noqa: SLF001
     deadline = time.monotonic() + LISTING_WAIT
@@ -153,6 +180,7 @@ def _by_connection_listing(conn: Any, client: ManagementClient, profile: BrokerP
             break
         if any(isinstance(r, dict) and r.get("user_provided_name") == name for r in rows or []):
             client.identity = api
+            _proven(client, overview_on)
             return client
         if time.monotonic() >= deadline:
             why += f"; this connection did not show in the API's connection list within {LISTING_WAIT:g}s"

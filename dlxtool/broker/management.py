@@ -1,25 +1,30 @@
 """Client for RabbitMQ's management HTTP API (queue type, arguments, policies, listing).
 
-Plain urllib: the API is a handful of JSON GETs, and the standard library keeps `--help` fast.
+The API is a handful of JSON GETs over one kept-alive connection (dlxtool.broker.http): a GET the command
+will need can be sent ahead (`prefetch`) and its answer read when asked for.
 """
 
 from __future__ import annotations
 
 import base64
-import socket
-import ssl
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
 import orjson
 
 from dlxtool import secrets
+from dlxtool.broker.http import HttpConnection, Pending, Response, done, proxied, urllib_exchange
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError
 from dlxtool.urls import mask_any_url
+
+if TYPE_CHECKING:
+    import ssl
+
+# What every overview this client asks for carries: the identity proof's fields and the version, so that one
+# answer serves both (dlxtool.broker.identity sends it ahead, before the AMQP connection is open).
+OVERVIEW_COLUMNS = ("cluster_name", "node", "rabbitmq_version")
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,12 @@ class ManagementClient:
         self._context = context
         self._version: str | None = None
         self.identity: Any = None  # set by dlxtool.broker.identity once proven to be the AMQP broker's API
+        # The TCP connection (Response.connection) the identity proof's answer came over: an answer sent ahead
+        # of the proof is used only when it came over that same connection (else it is asked for again).
+        self.proven_connection: int | None = None
+        self.last_connection: int | None = None  # the connection the last answer read came over
+        self._http: HttpConnection | None = None
+        self._prefetched: dict[tuple[str, str], Pending] = {}
         secrets.register(password)
 
     @classmethod
@@ -154,62 +165,121 @@ class ManagementClient:
     # -- raw access -------------------------------------------------------------------------------
 
     def request(self, method: str, path: str, body: Any = None, *, query: dict[str, Any] | None = None) -> Any:
-        url = self.base_url + "api/" + path.lstrip("/")
-        if query:
-            url += "?" + urlencode(query)
-        data = orjson.dumps(body) if body is not None else None
-        req = urllib.request.Request(url, data=data, method=method)
-        req.add_header("Authorization", self._auth)
-        req.add_header("Accept", "application/json")
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout, context=self._context) as resp:
-                payload = resp.read()
-        except urllib.error.HTTPError as exc:
-            raise self._http_error(exc, method, path) from None
-        except (TimeoutError, urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            if isinstance(reason, TimeoutError | socket.timeout):
-                reason = f"timed out after {self.timeout:g}s"
-            elif isinstance(reason, OSError) and reason.strerror:
-                reason = reason.strerror.lower()  # "connection refused", not "[Errno 111] Connection refused"
-            raise ConnectError(
-                f"management API at {self.masked_url} not reachable: {secrets.scrub(str(reason))}",
-                hint="is the rabbitmq_management plugin enabled, and the URL right (--management-url or "
-                     "management_url in the broker profile)?",
-            ) from None
-        return orjson.loads(payload) if payload else None
+        pending = self._prefetched.pop((method, self._target(path, query)), None) if body is None else None
+        if pending is not None:
+            try:
+                return self._answer(pending, method, path, sent_ahead=True)
+            except _AskAgain:
+                pass
+        return self._answer(self.send(method, path, body, query=query), method, path)
 
     def get(self, path: str, **query: Any) -> Any:
         return self.request("GET", path, query=query or None)
 
-    def _http_error(self, exc: urllib.error.HTTPError, method: str, path: str) -> DlxtoolError:
+    def prefetch(self, path: str, **query: Any) -> None:
+        """Send GET `path` now; `get(path, **query)` reads its answer later (once: a second get asks again).
+        Nothing is sent ahead through a proxy: urllib would fetch it at once, on a connection of its own."""
+        key = ("GET", self._target(path, query or None))
+        if key not in self._prefetched and not proxied(urlsplit(self.base_url).scheme):
+            self._prefetched[key] = self.send("GET", path, query=query or None)
+
+    def send(self, method: str, path: str, body: Any = None, *, query: dict[str, Any] | None = None) -> Pending:
+        """Submit a request; its Pending answer is read by `request` (or `get`)."""
+        data = orjson.dumps(body) if body is not None else None
+        headers = {"Authorization": self._auth, "Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        target = self._target(path, query)
         try:
-            detail = orjson.loads(exc.read()).get("reason", "")
-        except (orjson.JSONDecodeError, AttributeError, OSError):
+            parts = urlsplit(self.base_url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise OSError(0, "not an http:// or https:// URL")
+            if proxied(parts.scheme):
+                url = f"{parts.scheme}://{parts.netloc}{target}"
+                return done(urllib_exchange(method, url, headers, data, timeout=self.timeout, context=self._context))
+            if self._http is None:
+                self._http = HttpConnection(parts.scheme, parts.hostname, parts.port or _DEFAULT_PORT[parts.scheme],
+                                            timeout=self.timeout, context=self._context)
+            return self._http.submit(method, target, headers, data)
+        except (OSError, ValueError) as exc:  # ValueError: a port that is no number
+            return done(error=exc if isinstance(exc, OSError) else OSError(0, str(exc)))
+
+    def _target(self, path: str, query: dict[str, Any] | None) -> str:
+        target = (urlsplit(self.base_url).path or "/") + "api/" + path.lstrip("/")
+        return target + "?" + urlencode(query) if query else target
+
+    def _answer(self, pending: Pending, method: str, path: str, *, sent_ahead: bool = False) -> Any:
+        try:
+            response = pending.result()
+        except OSError as exc:
+            if sent_ahead and self.proven_connection is not None:
+                raise _AskAgain from None
+            raise self._unreachable(exc) from None
+        if sent_ahead and self.proven_connection not in (None, response.connection):
+            raise _AskAgain  # sent before the proof, answered over another connection than the proof's
+        self.last_connection = response.connection
+        if not 200 <= response.status < 300:
+            raise self._http_error(response, method, path)
+        return orjson.loads(response.body) if response.body else None
+
+    def _unreachable(self, exc: OSError) -> ConnectError:
+        reason: Any = exc
+        if isinstance(exc, TimeoutError):
+            reason = f"timed out after {self.timeout:g}s"
+        elif exc.strerror:
+            reason = exc.strerror.lower()  # "connection refused", not "[Errno 111] Connection refused"
+        return ConnectError(
+            f"management API at {self.masked_url} not reachable: {secrets.scrub(str(reason))}",
+            hint="is the rabbitmq_management plugin enabled, and the URL right (--management-url or "
+                 "management_url in the broker profile)?",
+        )
+
+    def _http_error(self, response: Response, method: str, path: str) -> DlxtoolError:
+        try:
+            detail = orjson.loads(response.body).get("reason", "")
+        except (orjson.JSONDecodeError, AttributeError):
             detail = ""
-        if exc.code == 401:
+        code = response.status
+        if code == 401:
             return ConnectError(f"authentication failed for user {self.user!r} at the management API "
                                 f"{self.masked_url}",
                                 hint="check the password (and user) of the broker profile or --management-url")
-        if exc.code == 403:
+        if code == 403:
             return ConnectError(f"management API at {self.masked_url}: {method} {path} not allowed "
                                 f"({detail or 'forbidden'})",
                                 hint="the user needs the 'monitoring' or 'management' tag")
-        if exc.code == 404:
+        if code == 404:
             return NotFoundError(f"management API: {path} not found")
+        if 300 <= code < 400:
+            where = mask_any_url(response.headers.get("location", "")) or "elsewhere"
+            return ConnectError(f"management API at {self.masked_url}: {method} {path} answered with a redirect "
+                                f"(HTTP {code}) to {secrets.scrub(where)}",
+                                hint="give the URL the API answers at as --management-url or management_url")
         return DlxtoolError(f"management API at {self.masked_url}: {method} {path} failed with "
-                            f"HTTP {exc.code} {secrets.scrub(str(detail))}")
+                            f"HTTP {code} {secrets.scrub(str(detail))}")
 
     # -- what commands need ------------------------------------------------------------------------
 
-    def overview(self, columns: list[str] | None = None) -> dict[str, Any]:
-        return self.get("overview", **({"columns": ",".join(columns)} if columns else {}))
+    def overview(self, columns: list[str] | tuple[str, ...] | None = None) -> dict[str, Any]:
+        result = self.get("overview", **({"columns": ",".join(columns)} if columns else {}))
+        if isinstance(result, dict) and "rabbitmq_version" in result:
+            self._version = result.get("rabbitmq_version") or ""
+        return result
+
+    def prefetch_overview(self) -> None:
+        """Send ahead the overview that `overview(OVERVIEW_COLUMNS)` and `version()` read."""
+        self.prefetch("overview", columns=",".join(OVERVIEW_COLUMNS))
+
+    def prefetch_queue(self, vhost: str, name: str) -> None:
+        """Send ahead what `queue(vhost, name)` reads."""
+        self.prefetch(queue_path(vhost, name))
+
+    def forget_version(self) -> None:
+        self._version = None
 
     def queue(self, vhost: str, name: str) -> QueueInfo:
         try:
-            raw = self.get(f"queues/{_q(vhost)}/{_q(name)}")
+            raw = self.get(queue_path(vhost, name))
         except NotFoundError:
             raise NotFoundError(f"queue {name!r} not found in vhost {vhost!r}",
                                 hint="list queues with `dlxtool queues`") from None
@@ -218,30 +288,61 @@ class ManagementClient:
 
     def version(self) -> str | None:
         if self._version is None:
-            self._version = self.overview(columns=["rabbitmq_version"]).get("rabbitmq_version") or ""
+            self._version = self.overview(columns=OVERVIEW_COLUMNS).get("rabbitmq_version") or ""
         return self._version or None
 
     def queues(self, vhost: str | None = None, *, columns: list[str] | None = None,
                page_size: int = 500) -> list[dict[str, Any]]:
         """All queues (of one vhost), fetched page by page with only the columns asked for."""
-        path = f"queues/{_q(vhost)}" if vhost else "queues"
         out: list[dict[str, Any]] = []
         page = 1
         while True:
-            query: dict[str, Any] = {"page": page, "page_size": page_size, "disable_stats": "false"}
-            if columns:
-                query["columns"] = ",".join(columns)
+            path, query = _queues_page(vhost, columns, page, page_size)
             result = self.get(path, **query)
             out.extend(result.get("items", []))
             if page >= int(result.get("page_count", 1) or 1):
                 return out
             page += 1
 
+    def prefetch_queues(self, vhost: str | None = None, *, columns: list[str] | None = None,
+                        page_size: int = 500) -> None:
+        """Send ahead the first page `queues()` reads."""
+        path, query = _queues_page(vhost, columns, 1, page_size)
+        self.prefetch(path, **query)
+
     def bindings(self, vhost: str | None = None, *, columns: list[str] | None = None) -> list[dict[str, Any]]:
         """All bindings (of one vhost). The API does not paginate bindings; accept a page anyway."""
-        path = f"bindings/{_q(vhost)}" if vhost else "bindings"
-        result = self.get(path, **({"columns": ",".join(columns)} if columns else {}))
+        result = self.get(*_bindings_path(vhost), **_columns(columns))
         return result.get("items", []) if isinstance(result, dict) else list(result or [])
+
+    def prefetch_bindings(self, vhost: str | None = None, *, columns: list[str] | None = None) -> None:
+        """Send ahead what `bindings()` reads."""
+        self.prefetch(*_bindings_path(vhost), **_columns(columns))
+
+
+def queue_path(vhost: str, name: str) -> str:
+    return f"queues/{_q(vhost)}/{_q(name)}"
+
+
+def _queues_page(vhost: str | None, columns: list[str] | None, page: int,
+                 page_size: int) -> tuple[str, dict[str, Any]]:
+    query: dict[str, Any] = {"page": page, "page_size": page_size, "disable_stats": "false", **_columns(columns)}
+    return (f"queues/{_q(vhost)}" if vhost else "queues"), query
+
+
+def _bindings_path(vhost: str | None) -> tuple[str]:
+    return (f"bindings/{_q(vhost)}" if vhost else "bindings",)
+
+
+def _columns(columns: list[str] | None) -> dict[str, str]:
+    return {"columns": ",".join(columns)} if columns else {}
+
+
+class _AskAgain(Exception):
+    """An answer sent ahead that cannot be used (see ManagementClient.proven_connection)."""
+
+
+_DEFAULT_PORT = {"http": 80, "https": 443}
 
 
 def queue_info(raw: dict[str, Any], broker_version: str | None = None) -> QueueInfo:

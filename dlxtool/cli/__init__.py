@@ -226,4 +226,16 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError, ValueError):
             sys.stderr.write(f"dlxtool: output the terminal could not take is in {summary_file.path}\n")
             sys.stderr.flush()
+    _leave_objects_to_the_os()
     return code
+
+
+def _leave_objects_to_the_os() -> None:
+    """The command is over: spare the interpreter's exit its garbage collections over every object still
+    alive (the loaded modules, protobuf's descriptors): 30-40 ms of a short command's wall time, measured
+    with strace between its last write and exit_group. Nothing is lost by it: the commands close (and sync)
+    their files themselves, standard streams are flushed at exit as always, atexit handlers still run, and
+    objects not in a reference cycle are still freed one by one; only cyclic garbage is left to the OS."""
+    import gc
+
+    gc.freeze()

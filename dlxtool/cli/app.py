@@ -46,6 +46,8 @@ class App:
     _config: Config | None = field(default=None, repr=False)
     # (connection id, management URL) -> (the connection, kept so its id is not reused; its verified client)
     _management: dict[tuple[int, str | None], tuple[Any, ManagementClient]] = field(default_factory=dict, repr=False)
+    # management URL -> a client whose first questions are on their way (begin_management)
+    _begun: dict[str | None, ManagementClient] = field(default_factory=dict, repr=False)
 
     @property
     def stdout(self) -> IO[str]:
@@ -92,6 +94,18 @@ class App:
         finally:
             close_quietly(conn)
 
+    def begin_management(self, profile: BrokerProfile, *, queues: tuple[str, ...] = ()) -> None:
+        """Before opening the AMQP connection: send the management API the identity proof's first question,
+        and ask for `queues` (of the profile's vhost), so that the answers travel while AMQP connects. None
+        of them is used before `management()` has proven the API (dlxtool.broker.identity)."""
+        from dlxtool.broker.identity import begin
+        from dlxtool.broker.management import ManagementClient
+
+        client = begin(ManagementClient.for_profile(profile))
+        for name in queues:
+            client.prefetch_queue(profile.vhost, name)
+        self._begun[profile.management_url] = client
+
     def management(self, profile: BrokerProfile, conn: Any) -> ManagementClient:
         """The management API of `profile`, proven to answer for the broker `conn` reached (exit 3 when it
         answers for another one); when unreachable or unproven, a client whose every request raises
@@ -100,7 +114,7 @@ class App:
 
         key = (id(conn), profile.management_url)
         if key not in self._management:
-            client = verified_management(conn, profile)
+            client = verified_management(conn, profile, self._begun.pop(profile.management_url, None))
             self._management[key] = (conn, client)
             if client.identity is not None:
                 self.debug_log(f"management API {client.masked_url} answers for the broker AMQP reached: "

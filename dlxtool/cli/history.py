@@ -144,8 +144,10 @@ def _load(app: App, queue: str | None, count: int | None, from_file: str | None,
         raise UsageError("give a QUEUE or --from FILE (one of them)")
     if from_file is not None:
         return list(_from_file(app, from_file, allow_torn)), None
+    from dlxtool.ops.history import needs_decoded_type
+
     opts = make_read_options(app, count, **read)
-    with read_queue(app, queue or "", opts) as reader:
+    with read_queue(app, queue or "", opts, decode_if=needs_decoded_type) as reader:
         return list(reader.records()), reader
 
 

@@ -46,9 +46,11 @@ def peek(app: App, queue: str, count: int, whole_body: bool, origin_from: str | 
       dlxtool peek orders.q --spend-attempts      # quorum queue with a delivery limit
       dlxtool peek audit.stream --offset 30m
     """
-    known = conventions_in_use(app, origin_from)
-    opts = make_read_options(app, count, **read)  # type: ignore[arg-type]
     fmt = app.output_format("jsonl")
+    # The conventions explain the table's origin column; message records (json, jsonl) carry no explanation,
+    # so they are loaded for a table, or to check --origin-from.
+    known = conventions_in_use(app, origin_from) if fmt == "table" or origin_from else ()
+    opts = make_read_options(app, count, **read)  # type: ignore[arg-type]
     with read_queue(app, queue, opts) as reader:
         records: list[MessageRecord] = []
         for batch in reader.batches():

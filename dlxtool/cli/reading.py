@@ -17,6 +17,7 @@ from dlxtool.errors import UsageError
 
 if TYPE_CHECKING:
     from dlxtool.ops.peek import Coverage, QueueReader, ReadOptions
+    from dlxtool.record import MessageRecord
 
 F = Callable[..., Any]
 
@@ -82,15 +83,27 @@ def make_read_options(app: App, count: int | None, *, max_unacked: int | None, a
 
 
 @contextmanager
-def read_queue(app: App, queue: str, opts: ReadOptions) -> Iterator[QueueReader]:
-    """Open, check and report; yield the reader. Call finish_read(app, reader) after the output."""
-    from dlxtool import decoding
+def read_queue(app: App, queue: str, opts: ReadOptions,
+               decode_if: Callable[[MessageRecord], bool] | None = None) -> Iterator[QueueReader]:
+    """Open, check and report; yield the reader. Call finish_read(app, reader) after the output.
+    `decode_if`: which records the output needs decoded (default: all of them)."""
     from dlxtool.ops.peek import prepare_read
 
     profile = app.profile()
-    config = app.config()
-    decode = decoding.record_decoder(decoding.proto_paths((), [*config.proto_paths, *profile.proto_paths]),
-                                     demo=config.demo_schemas, on_error=app.warn)
+    decoder: list[Callable[[MessageRecord], dict[str, Any] | None]] = []
+
+    def decode(record: MessageRecord) -> dict[str, Any] | None:
+        if decode_if is not None and not decode_if(record):
+            return None
+        if not decoder:  # dlxtool.decoding (and proto_registry's light modules) only once a body is decoded
+            from dlxtool import decoding
+
+            config = app.config()
+            decoder.append(decoding.record_decoder(
+                decoding.proto_paths((), [*config.proto_paths, *profile.proto_paths]),
+                demo=config.demo_schemas, on_error=app.warn))
+        return decoder[0](record)
+    app.begin_management(profile, queues=(queue,))  # on its way while AMQP connects
     with app.connection(profile) as conn:
         mgmt = app.management(profile, conn)  # proven to be this broker's API before any of it is used
         reader, notes = prepare_read(conn, profile, queue, opts, management=lambda: mgmt, decode=decode)

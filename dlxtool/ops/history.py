@@ -39,6 +39,13 @@ class Entry:
                 **x.to_json(), "copy_of": self.copy_of}
 
 
+def needs_decoded_type(record: MessageRecord) -> bool:
+    """Whether a history of `record` uses its decoded body: for the type only (Entry.type), and only when
+    the AMQP `type` property does not name it. A read for history decodes no other body (no protobuf loaded
+    for typed messages)."""
+    return not record.properties.get("type")
+
+
 def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = (),
             known: Sequence[Convention] = BUILT_IN, origin_from: str | None = None,
             through: Callable[[Death], Origin] | None = None) -> Iterable[Entry]:

@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING, Any
 from dlxtool.broker.giveback import QUORUM_RETURN_CHUNK, HeldGets, close_channel, give_back_quorum_gets
 from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, PartialError, RefusedError, UsageError
 from dlxtool.record import MessageRecord
-from dlxtool.selection import parse_age
 
 if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
@@ -607,6 +606,8 @@ def parse_offset(text: str, now: datetime | None = None) -> Any:
         return value
     if value.isdigit():
         return int(value)
+    from dlxtool.selection import parse_age  # the --where/--older-than module: only for an age here
+
     age = parse_age(value)  # after the offset number: a bare "42" is an offset, "42s" an age
     if age is not None:
         return (now or datetime.now(UTC)) - timedelta(seconds=age)

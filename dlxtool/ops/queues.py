@@ -1,6 +1,7 @@
 """`dlxtool queues`: survey one broker or all of them through the management API and flag trouble.
 
-Each broker costs three GETs (version, queues page by page with only the columns used, bindings),
+Each broker costs three GETs (version, queues page by page with only the columns used, bindings), sent
+together on one connection (pipelined: dlxtool.broker.http) before its identity is proven, read after;
 brokers are asked in parallel, and a broker that fails is reported on its own, never stopping others.
 """
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 import fnmatch
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -135,16 +135,17 @@ def survey_broker(profile: BrokerProfile, vhost: str | None,
     try:
         client = client_factory(profile)
         result.management_url = client.masked_url
+        # Three independent GETs, each a round trip and the broker's work: sent together now, so that they
+        # travel while `verify` opens an AMQP connection; read only once it has proven the API (their
+        # answers come over the connection of the proof, or are asked for again: ManagementClient.prefetch).
+        client.prefetch_overview()
+        client.prefetch_queues(vhost, columns=QUEUE_COLUMNS)
+        client.prefetch_bindings(vhost, columns=BINDING_COLUMNS)
         if verify is not None:
             verify(profile, client)
-        # Three independent GETs, each a round trip and the broker's work: waited for together, not one
-        # after the other (the command's wall time is mostly these waits).
-        with ThreadPoolExecutor(max_workers=3) as pool:
-            version = pool.submit(client.version)
-            raw = pool.submit(_queues, client, profile, vhost)
-            bindings = pool.submit(client.bindings, vhost, columns=BINDING_COLUMNS)
-            rows = [row_from_api(profile.name, item, broker_version=version.result()) for item in raw.result()]
-            result.rows = flag_rows(rows, bindings.result())
+        version = client.version()
+        rows = [row_from_api(profile.name, item, broker_version=version) for item in _queues(client, profile, vhost)]
+        result.rows = flag_rows(rows, client.bindings(vhost, columns=BINDING_COLUMNS))
     except DlxtoolError as exc:
         result.error = exc
     return result
@@ -169,6 +170,10 @@ def survey(profiles: Sequence[BrokerProfile], *, all_vhosts: bool = False,
 
     def one(profile: BrokerProfile) -> BrokerResult:
         return survey_broker(profile, None if all_vhosts else profile.vhost, client_factory, verify)
+
+    if len(profiles) == 1:
+        return [one(profiles[0])]
+    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=min(16, len(profiles))) as pool:
         return list(pool.map(one, profiles))

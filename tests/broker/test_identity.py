@@ -15,7 +15,7 @@ from dlxtool.broker import identity
 from dlxtool.broker.connection import close_quietly, connect
 from dlxtool.broker.management import ManagementClient
 from dlxtool.config import BrokerProfile
-from dlxtool.errors import ConnectError, ManagementMismatch
+from dlxtool.errors import ConnectError, ManagementMismatch, NotFoundError
 from tests.support.broker import BrokerEnv
 
 
@@ -121,3 +121,38 @@ def test_management_client_for_profile_unchanged_for_other_users(broker: BrokerE
     """The check needs nothing from ManagementClient but what commands already use."""
     client = ManagementClient(broker.management_url, "guest", "guest")
     assert client.identity is None
+
+
+def test_a_proof_begun_before_connecting_uses_what_was_sent_ahead(broker: BrokerEnv) -> None:
+    """identity.begin sends the overview before the AMQP connection opens; the queue asked for ahead comes
+    over the connection the proof came over, so it is used as it came."""
+    p = profile(broker, broker)
+    client = identity.begin(ManagementClient.for_profile(p))
+    client.prefetch_queue(broker.vhost, "no-such-queue")
+    with connected(p) as conn:
+        assert identity.verified_management(conn, p, client) is client
+    assert client.proven_connection == 1 and client.version() == broker.version
+    with pytest.raises(NotFoundError):
+        client.queue(broker.vhost, "no-such-queue")
+    assert client.last_connection == 1
+
+
+@pytest.mark.second_broker
+def test_a_proof_begun_against_another_brokers_api_is_a_mismatch(broker: BrokerEnv,
+                                                                  second_broker: BrokerEnv) -> None:
+    p = profile(second_broker, broker)
+    client = identity.begin(ManagementClient.for_profile(p))
+    client.prefetch_queue(second_broker.vhost, "q")
+    with connected(p) as conn, pytest.raises(ManagementMismatch):
+        identity.verified_management(conn, p, client)
+
+
+def test_a_version_read_before_the_proof_stands_only_over_the_proven_connection() -> None:
+    """The overview's version decides a quorum queue's default delivery limit: read over another connection
+    than the proof's (or through urllib, a connection per request), it is asked for again."""
+    client = ManagementClient("http://h:1/", "u", "p")
+    for overview_on, proof_on, kept in ((1, 1, True), (1, 2, False), (0, 0, False)):
+        client._version, client.last_connection = "4.0.5", proof_on  # noqa: SLF001
+        identity._proven(client, overview_on)  # noqa: SLF001
+        assert client.proven_connection == proof_on
+        assert (client._version == "4.0.5") is kept  # noqa: SLF001

@@ -29,9 +29,15 @@ with open(sys.argv[1], "w") as fh:
     json.dump({"code": code, "modules": sorted(sys.modules)}, fh)
 """
 
-# Never at start-up: the version is known at build time; the compiler only when a .proto must be compiled.
-NEVER = ("importlib.metadata", "grpc_tools", "asyncio", "pika.adapters.asyncio_connection")
+# Never at start-up: the version is known at build time; the compiler only when a .proto must be compiled;
+# urllib's HTTP stack (http.client, email…) only through a proxy (dlxtool.broker.http speaks HTTP itself);
+# the secrets module's hmac and hashlib for a random connection name (os.urandom does).
+NEVER = ("importlib.metadata", "grpc_tools", "asyncio", "pika.adapters.asyncio_connection", "urllib.request",
+         "http.client", "email", "secrets")
 PROTOBUF = ("google.protobuf", "proto_registry.registry", "proto_registry.compile", "proto_registry.score")
+# The framework conventions (a dozen dataclasses) explain a history or a table's origin column: not needed
+# for --help, for message records (peek --format json) or for the queue survey.
+CONVENTIONS = ("dlxtool.conventions",)
 
 
 OPS = sorted(p.stem for p in (ROOT / "dlxtool" / "ops").glob("*.py") if p.stem != "__init__")
@@ -65,8 +71,8 @@ def assert_none(modules: set[str], forbidden: list[str] | tuple[str, ...], what:
 
 def test_top_level_help_imports_no_command(tmp_path: Path, cli_env: dict[str, str]) -> None:
     modules = loaded(tmp_path, cli_env, "--help")
-    assert_none(modules, [*NEVER, *PROTOBUF, "pika", "dlxtool.broker", *foreign_ops(), "dlxtool.decoding",
-                          *other_commands(None)], "dlxtool --help")
+    assert_none(modules, [*NEVER, *PROTOBUF, *CONVENTIONS, "pika", "dlxtool.broker", *foreign_ops(),
+                          "dlxtool.decoding", "dlxtool.deaths", *other_commands(None)], "dlxtool --help")
 
 
 @pytest.mark.parametrize("command", ["peek", "history", "queues", "decode"])
@@ -101,8 +107,20 @@ def test_peek_with_a_warm_schema_cache_does_not_compile(tmp_path: Path, cli_env,
     assert "grpc_tools" in first or "subprocess" in first  # a cold cache compiles: the test sees a difference
     modules = loaded(tmp_path, env, "peek", qname, "-f", "json")
     assert "proto_registry.registry" in modules  # the body was decoded
-    assert_none(modules, [*NEVER, "subprocess", *other_commands("peek"), *foreign_ops("peek")],
-                "dlxtool peek (warm cache)")
+    assert_none(modules, [*NEVER, *CONVENTIONS, "subprocess", "concurrent.futures", *other_commands("peek"),
+                          *foreign_ops("peek")], "dlxtool peek (warm cache)")
+
+
+def test_history_of_typed_messages_does_not_load_protobuf(tmp_path: Path, cli_env, broker, qname,
+                                                          schemas) -> None:
+    """History uses a decoded body only for its type, and the AMQP `type` property gives it: no body is
+    decoded (with a schema configured that would match it)."""
+    with broker.channel() as ch:
+        ch.queue_declare(qname)
+        ch.basic_publish("", qname, b"\x0a\x02p1\x10\x07", pika.BasicProperties(type="acme.Ping"), mandatory=True)
+    modules = loaded(tmp_path, config_env(tmp_path, cli_env, broker, schemas), "history", qname, "-f", "json")
+    assert_none(modules, [*NEVER, *PROTOBUF, "dlxtool.decoding", *other_commands("history"),
+                          *foreign_ops("peek", "history")], "dlxtool history of typed messages")
 
 
 @pytest.mark.parametrize("command", ["peek", "history"])
@@ -125,9 +143,20 @@ def test_queues_talks_http_only(tmp_path: Path, cli_env, broker) -> None:
     env = {**cli_env, "DLXTOOL_CONFIG": str(config), "DLXTOOL_BROKER": "test", "DLXTOOL_TEST_PASSWORD": "guest"}
     env.pop("DLXTOOL_MANAGEMENT_URL", None)  # the harness's ad-hoc URL would be proven over AMQP (see above)
     modules = loaded(tmp_path, env, "queues", "-f", "json")
-    assert_none(modules, [*NEVER, *PROTOBUF, "pika", "dlxtool.decoding", "dlxtool.broker.connection",
-                          "dlxtool.record", *other_commands("queues"), *foreign_ops("queues", "queue_flags")],
-                "dlxtool queues")
+    assert_none(modules, [*NEVER, *PROTOBUF, *CONVENTIONS, "pika", "dlxtool.decoding", "dlxtool.broker.connection",
+                          "dlxtool.record", "concurrent.futures", *other_commands("queues"),
+                          *foreign_ops("queues", "queue_flags")], "dlxtool queues")
+
+
+def test_queues_proving_an_ad_hoc_api_imports_no_more(tmp_path: Path, cli_env, broker) -> None:
+    """--url: the API is proven over an AMQP connection first (pika, dlxtool.broker.identity), and still
+    nothing else: no thread pool (the GETs are pipelined), no urllib."""
+    env = {**cli_env, "DLXTOOL_URL": broker.url}
+    modules = loaded(tmp_path, env, "queues", "-f", "json")
+    assert "dlxtool.broker.identity" in modules  # the proof ran
+    assert_none(modules, [*NEVER, *PROTOBUF, *CONVENTIONS, "dlxtool.decoding", "dlxtool.record",
+                          "concurrent.futures", *other_commands("queues"), *foreign_ops("queues", "queue_flags")],
+                "dlxtool --url … queues")
 
 
 def test_decode_with_a_warm_cache(tmp_path: Path, cli_env, schemas) -> None:

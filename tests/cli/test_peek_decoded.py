@@ -85,3 +85,19 @@ def test_table_marks_a_defective_guess_with_its_confidence(run, broker, qname, t
     assert f"{guess['decoded']['type']}? ({confidence}, defective" in guess_row
     clean_row = next(line for line in table.splitlines() if "ord-42" in line)
     assert "shop.orders.v1.OrderPlaced {" in clean_row and "?" not in clean_row
+
+
+def test_history_types_an_untyped_body_by_decoding_it(run, broker, qname, tmp_path) -> None:
+    """history decodes a body for its type only, and only when the AMQP `type` property does not give it
+    (tests/cli/test_imports.py: a typed one loads no protobuf)."""
+    env = demo_config(tmp_path)
+    with broker.channel() as ch:
+        ch.queue_declare(qname)
+        ch.basic_publish("", qname, order_placed_bytes(),
+                         pika.BasicProperties(content_type="application/x-protobuf"), mandatory=True)
+        ch.basic_publish("", qname, order_placed_bytes(), pika.BasicProperties(type="team.Label"), mandatory=True)
+    result = run("history", qname, "--url", broker.url, "-f", "json", env=env)
+    assert result.exit_code == 0, result.stderr
+    untyped, typed = json.loads(result.stdout)
+    assert untyped["type"] == "shop.orders.v1.OrderPlaced"
+    assert typed["type"] == "team.Label"

@@ -59,6 +59,15 @@ class FakeClient:
             raise ConnectError("management API at http://dead:15672/ not reachable: refused")
         self.asked: dict[str, Any] = {}
 
+    def prefetch_overview(self) -> None:  # sending ahead is the real client's business
+        pass
+
+    def prefetch_queues(self, vhost: str | None, *, columns: list[str]) -> None:
+        pass
+
+    def prefetch_bindings(self, vhost: str | None, *, columns: list[str]) -> None:
+        pass
+
     def version(self) -> str:
         return "3.10.8"
 
