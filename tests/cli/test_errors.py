@@ -104,6 +104,7 @@ FAULT_COMMANDS = {
     "dump --remove": ["dump", "{q}", "--remove", "--yes", "-o", "{tmp}/drained.jsonl"],
     "purge --dry-run": ["purge", "{q}", "--dry-run"],
     "purge": ["purge", "{q}", "--yes"],
+    "purge --move-to": ["purge", "{q}", "--move-to", "{q}.park", "--yes"],
     "replay --dry-run": ["replay", "{q}", "--dry-run"],
     "replay": ["replay", "{q}", "--yes"],
     "queues": ["queues"],
@@ -124,9 +125,11 @@ def _expected(fault: str, command: str, ctx: dict[str, str]) -> tuple[int, str |
         if command == "load":  # a target of records, not the subject: warned, and a real load says exit 5
             return 0, f"queue '{ctx['q']}' not found in vhost '{ctx['vhost']}'"
         return 4, f"queue '{ctx['q']}' not found in vhost '{ctx['vhost']}'"
-    # api-down: the AMQP-only path where there is one; queues has none (3); brokers check reports the half (5)
+    # api-down: the AMQP-only path where there is one; queues has none (3); brokers check reports the half (5);
+    # purge --move-to cannot check the limits and dead-letter routes it would rely on: refused (6)
     phrase = "management API at http://127.0.0.1:9/ not reachable: connection refused"
-    return {"queues": 3, "brokers check": 5}.get(command, 0), None if command == "load" else phrase
+    return ({"queues": 3, "brokers check": 5, "purge --move-to": 6}.get(command, 0),
+            None if command == "load" else phrase)
 
 
 @pytest.mark.parametrize("command", list(FAULT_COMMANDS))
@@ -137,9 +140,10 @@ def test_one_fault_one_diagnosis_across_commands(run, broker, qname, tmp_path: P
         pytest.skip("no queue named")
     queue = qname if fault != "no-queue" else f"nosuch-{qname}"
     vhost = broker.vhost if fault != "no-vhost" else f"nosuch-{qname}"
-    if fault != "no-queue":
-        with broker.channel() as ch:
+    with broker.channel() as ch:
+        if fault != "no-queue":
             ch.queue_declare(qname)  # empty: the fault, not the messages, decides the outcome
+        ch.queue_declare(f"{queue}.park")  # purge --move-to's destination: there, so that the fault decides
     (tmp_path / "records.jsonl").write_text(json.dumps(
         {"queue": queue, "position": 0, "exchange": "", "routing_key": queue, "redelivered": False,
          "properties": {}, "headers": {}, "deaths": [], "body": "eA=="}) + "\n")
