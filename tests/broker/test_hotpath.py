@@ -164,6 +164,53 @@ def test_fast_path_publishes_what_the_python_path_publishes(overrides: dict[str,
     assert_same(python_path(slow, routing_key, decode_properties(raw)), answer)
 
 
+@st.composite
+def related_letters(draw: Any) -> list[tuple[str, Any]]:
+    """Dead letters of one DLQ that share most of what the fast path caches (x-death but routing keys, provenance,
+    retry counters), with small variations: one decider replays them all, its caches warm."""
+    templates = draw(st.lists(st.lists(deaths(), min_size=1, max_size=3), min_size=1, max_size=2))
+    keys = st.sampled_from([None, [], ["a"], ["b", "c"], ["é"]])
+    provs = st.sampled_from([None, {"count": 1}, {"count": 2, "exchange": "x", "routing-key": "k"},
+                             {"count": 1, "routing-key": "k2", "src": "0123456789abcdef", "id": "run-1"}, "text"])
+    letters = []
+    for _ in range(draw(st.integers(2, 8))):
+        entries = [dict(e) for e in draw(st.sampled_from(templates))]
+        for entry in entries:
+            entry.pop("routing-keys", None)
+            chosen = draw(keys)
+            if chosen is not None:
+                entry["routing-keys"] = chosen
+        headers: dict[str, Any] = {"x-death": entries, "tenant": "acme"}
+        prov = draw(provs)
+        if prov is not None:
+            headers[PROVENANCE_HEADER] = prov
+        retry = draw(st.sampled_from([None, 1, 3, "3", [1]]))
+        if retry is not None:
+            headers["x-retry-count"] = retry
+        letters.append((draw(st.sampled_from(["q", "r", "ä"])), pika.BasicProperties(headers=headers)))
+    return letters
+
+
+@pytest.mark.parametrize("overrides", [{}, {"max_replays": 2}, {"keep_history": True}, {"default_exchange": True}],
+                         ids=["default", "max-replays", "keep-history", "default-exchange"])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(letters=related_letters())
+def test_one_decider_over_many_dead_letters_answers_as_the_python_path(overrides: dict[str, Any],
+                                                                        letters: list[tuple[str, Any]]) -> None:
+    """What the fast path caches (a reading per x-death, per provenance, per retry counters; encoded parts) never
+    answers for one message what was read for another. Both deciders see the whole sequence, as the engine's:
+    a message the fast path declines goes to the same decider's __call__."""
+    slow, fast = deciders(**overrides)
+    for routing_key, props in letters:
+        raw = encode_properties(props)
+        answer = fast.raw(routing_key, raw, BODY)
+        if answer is None:
+            answer = python_path(fast, routing_key, decode_properties(raw))
+            if answer.action is Action.MOVE:
+                answer.properties = encode_properties(answer.properties)
+        assert_same(python_path(slow, routing_key, decode_properties(raw)), answer)
+
+
 def test_a_broker_shaped_dead_letter_is_rewritten_as_documented() -> None:
     props = pika.BasicProperties(content_type="application/x-protobuf", delivery_mode=2, headers={
         "tenant": "acme",
@@ -317,6 +364,18 @@ def test_a_reset_header_name_that_is_not_utf8_text_agrees_with_the_python_path()
     answer = fast.raw("q", raw, BODY)
     if answer is not None:
         assert_same(python_path(slow, "q", decode_properties(raw)), answer)
+
+
+def test_a_provenance_named_as_a_retry_header_is_reported_as_python_reports_it() -> None:
+    """--reset-header dlxtool-replay: the earlier provenance is removed like a retry counter and shown in "reset"
+    (its count still counts): what the old C rewrite left to Python, read by the same rules on both paths."""
+    props = pika.BasicProperties(headers={"x-death": [FAILED_IN_Q], PROVENANCE_HEADER: {"count": 4, "from": "d"}})
+    slow, fast = deciders(reset_headers=(PROVENANCE_HEADER,))
+    answer = fast.raw("q", encode_properties(props), BODY)
+    assert answer is not None
+    prov = decode_properties(answer.properties).headers[PROVENANCE_HEADER]
+    assert prov["count"] == 5 and prov["reset"] == "dlxtool-replay={'count': 4, 'from': 'd'}"
+    assert_same(python_path(slow, "q", props), answer)
 
 
 def test_read_deliveries_refuses_an_offset_outside_the_buffer() -> None:
