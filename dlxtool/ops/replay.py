@@ -475,7 +475,7 @@ def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory 
     prov["deaths"] = summarize(history.deaths, limit=3)
     retry = sorted(k for k in removed if k not in HISTORY_HEADERS)
     if retry:
-        prov["reset"] = ", ".join(f"{k}={_short(removed[k])}" for k in retry)
+        prov["reset"] = ", ".join(f"{k}={short_value(removed[k])}" for k in retry)
     if filters:
         prov["filters"] = filters
     if src:
@@ -484,7 +484,8 @@ def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory 
     return headers
 
 
-def _short(value: Any) -> str:
+def short_value(value: Any) -> str:
+    """A removed retry counter's value as the provenance's "reset" shows it."""
     if isinstance(value, RawValue):  # an L, a float …: what it means
         value = value.value
     text = value.decode("utf-8", "replace") if isinstance(value, bytes | bytearray) else str(value)

@@ -1,8 +1,8 @@
 """Replay's decision on a dead letter's encoded properties: the transfer engine's fast path on the `c` codec.
 
-ReplayDecider.__call__ decodes a dead letter's properties (~20 µs of Python for its header table), reads
-it and encodes the replayed properties again. Here the C extension (dlxtool.broker.wire._hotpath) does
-the byte work only: `scan_headers` hands over the encoded values of the headers and fields named here
+ReplayDecider.__call__ decodes a dead letter's properties, reads them and encodes the replayed properties
+again: tens of µs of Python per message. Here the C extension (dlxtool.broker.wire._hotpath) does the
+byte work only: `scan_headers` hands over the encoded values of the headers and fields named here
 (x-death's entries, an earlier provenance, the retry counters a reset removes) and `splice_headers`
 copies the properties without the removed headers, with the provenance entry built here appended.
 Every rule is applied here, by the Python path's own functions (dlxtool.deaths, dlxtool.ops.replay) on
@@ -40,7 +40,7 @@ from dlxtool.deaths import (
 )
 from dlxtool.ops.engine import Action, Decision
 from dlxtool.ops.provenance import _SRC_ENTRY, PROVENANCE_HEADER, provenance_src, source_fingerprint
-from dlxtool.ops.replay import Address, _short, first_address, origin_death, original_address, replay_count
+from dlxtool.ops.replay import Address, first_address, origin_death, original_address, replay_count, short_value
 
 if TYPE_CHECKING:
     from dlxtool.ops.replay import ReplayDecider
@@ -60,7 +60,6 @@ Splice = Callable[[bytes, tuple[bytes, ...], bytes], bytes | None]
 Decide = Callable[[str, bytes, bytes], Decision | None]
 
 _CACHE_MAX = 4096
-_UNREAD: Any = object()  # a cache's "not read yet" (None is an answer there: "left to __call__")
 _SIZE = struct.Struct(">I")
 
 
@@ -134,7 +133,7 @@ def _reset(reported: tuple[tuple[bytes, bytes], ...]) -> bytes | None:
                          key=lambda item: item[0])
     except ValueError:  # UnicodeDecodeError included: a name Python does not remove (it is not that str)
         return None
-    return _entries({"reset": ", ".join(f"{name}={_short(value)}" for name, value in removed)})
+    return _entries({"reset": ", ".join(f"{name}={short_value(value)}" for name, value in removed)})
 
 
 class _Cache(dict[Any, Any]):
