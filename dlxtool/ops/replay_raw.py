@@ -27,8 +27,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from dlxtool.amqp_values import decode_field_value
-from dlxtool.broker.wire.frames import encode_amqp_table
+from dlxtool.amqp_values import decode_field_value, encode_field_table
 from dlxtool.deaths import (
     CELERY_MARKER,
     DEFAULT_RETRY_HEADERS,
@@ -64,8 +63,9 @@ _SIZE = struct.Struct(">I")
 
 
 def _entries(fields: dict[str, Any]) -> bytes:
-    """Table entries (name + value each) as the Python codec writes them: a table without its size."""
-    return encode_amqp_table(fields)[4:]
+    """Table entries (name + value each) as the Python codec writes them (text, integers, times: never pika's
+    fallback): a table without its size."""
+    return encode_field_table(fields)[4:]
 
 
 def _name(name: str) -> bytes:
