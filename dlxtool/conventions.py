@@ -199,7 +199,7 @@ class XDeath(_BuiltIn):
 
     name: str = "x-death"
     label: str = "x-death"
-    triggers: ClassVar[tuple[str, ...]] = ()  # the C fast path reads x-death itself
+    triggers: ClassVar[tuple[str, ...]] = ()  # the fast path reads x-death itself (dlxtool.ops.replay_raw)
 
     def read(self, message: Message) -> Reading | None:
         history = message.x_death or parse_history(message.headers)
@@ -390,7 +390,7 @@ class AppRetry(_BuiltIn):
 
     name: str = "retry-headers"
     label: str = "retry headers"
-    triggers: ClassVar[tuple[str, ...]] = ()  # x-retry-count, x-delivery-attempts: the C path resets them too
+    triggers: ClassVar[tuple[str, ...]] = ()  # x-retry-count, x-delivery-attempts: the fast path resets them too
 
     def read(self, message: Message) -> Reading | None:
         for header in APP_RETRY_HEADERS:
@@ -415,7 +415,7 @@ class Celery(_BuiltIn):
 
     name: str = "celery"
     label: str = "Celery headers"
-    triggers: ClassVar[tuple[str, ...]] = ()  # no origin, no reset (the C path leaves Celery tasks to Python)
+    triggers: ClassVar[tuple[str, ...]] = ()  # no origin, no reset (the fast path leaves Celery tasks to __call__)
 
     def read(self, message: Message) -> Reading | None:
         h = message.headers
@@ -721,7 +721,7 @@ def check_origin_from(name: str | None, known: Sequence[Convention]) -> None:
 def fast_path_triggers(known: Sequence[Convention]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     """(names, prefixes), lowercase: a message carrying a header by one of these names, in any case, may be
     explained by something other than x-death (another origin, more headers to reset). Without any, x-death
-    alone explains it for a replay: the C fast path of replay declines the others, and its Python path reads
+    alone explains it for a replay: replay's fast path on the bytes declines the others, and its Python path reads
     them with every convention. None: a convention here says nothing about its headers (read every message)."""
     names: list[str] = []
     prefixes: list[str] = []

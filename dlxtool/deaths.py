@@ -116,13 +116,7 @@ def _parse_x_death(raw: Any) -> tuple[list[Death], list[str]]:
 def _death(entry: Mapping[str, Any]) -> Death:
     # Called for every dead letter replay moves: the common shapes (str, int, datetime) take no detour.
     get = entry.get
-    keys = get("routing-keys")
-    if isinstance(keys, list | tuple):
-        routing_keys = tuple([k if type(k) is str else _text(k) for k in keys])
-    elif keys is None:
-        routing_keys = ()
-    else:
-        routing_keys = (_text(keys),)
+    routing_keys = death_routing_keys(get("routing-keys"))
     exp = get("original-expiration")
     queue, reason, exchange, count, when = (get("queue"), get("reason"), get("exchange"), get("count"),
                                             get("time"))
@@ -137,20 +131,35 @@ def _death(entry: Mapping[str, Any]) -> Death:
     )
 
 
+def death_routing_keys(keys: Any) -> tuple[str, ...]:
+    """An x-death entry's `routing-keys` value as Death.routing_keys holds it."""
+    if isinstance(keys, list | tuple):
+        return tuple([k if type(k) is str else _text(k) for k in keys])
+    return () if keys is None else (_text(keys),)
+
+
 _FAILED_IN = {reason: f"most recent {reason} death" for reason in FAILURE_REASONS}
 
 
 def find_origin(headers: Mapping[str, Any] | None, history: DeathHistory | None = None) -> Origin:
     """The queue a dead letter failed in: not where it waited out a TTL, not its routing key."""
     history = history or parse_history(headers)
-    for death in history.deaths:  # most recent first
-        if death.reason in FAILURE_REASONS and death.queue:
-            return Origin(death.queue, _FAILED_IN[death.reason])
+    failed = failed_in(history)
+    if failed is not None and failed.queue and failed.reason:
+        return Origin(failed.queue, _FAILED_IN[failed.reason])
     if history.first.get("queue"):
         return Origin(history.first["queue"], "x-first-death-queue")
     if history.deaths and history.deaths[-1].queue:
         return Origin(history.deaths[-1].queue, "oldest x-death entry")
     return Origin(None, "no death history")
+
+
+def failed_in(history: DeathHistory) -> Death | None:
+    """The most recent death with a failure reason and a queue: where the message failed (its origin)."""
+    for death in history.deaths:  # most recent first
+        if death.reason in FAILURE_REASONS and death.queue:
+            return death
+    return None
 
 
 def waited_only(history: DeathHistory) -> Death | None:

@@ -14,9 +14,7 @@ if TYPE_CHECKING:
 
 PROVENANCE_HEADER = "dlxtool-replay"
 
-_PROVENANCE_TABLE = b"\x0e" + PROVENANCE_HEADER.encode() + b"F"
 _SRC_ENTRY = b"\x03srcS\x00\x00\x00\x10"  # "src", a long string of 16 bytes
-_ID_ENTRY = b"\x02idS"
 _CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS, _MORE_FLAGS = 0x8000, 0x4000, 0x2000, 0x0001
 
 
@@ -24,7 +22,7 @@ def source_fingerprint(properties: bytes, body: bytes) -> str:
     """The provenance `src` of a copy made from this delivery: 16 hex digits of a hash of its body and its
     encoded properties without the headers. Not the headers: the queue adds x-delivery-count to a source
     a kill left behind when it redelivers it (quorum), and a header value Python would encode back
-    differently (the C fast path copies the bytes) would give the two paths different fingerprints.
+    differently (replay's fast path copies the bytes) would give the two paths different fingerprints.
     So a dead letter is told apart from another by its body, message_id, timestamp… — identical messages
     cannot be told apart, from their copies or from each other."""
     flags = int.from_bytes(properties[:2], "big")
@@ -68,25 +66,6 @@ def provenance_src(headers: dict[str, Any] | None) -> Origin | None:
     if not isinstance(src, str) or len(src) != 16:
         return None
     return src, str(publish_id or "").rsplit("-", 1)[0]
-
-
-def raw_provenance_src(properties: bytes) -> Origin | None:
-    """provenance_src on the encoded properties (the fast path), without decoding them."""
-    at = properties.find(_PROVENANCE_TABLE)
-    if at < 0:
-        return None
-    start = at + len(_PROVENANCE_TABLE) + 4
-    table = properties[start:start + int.from_bytes(properties[start - 4:start], "big")]
-    entry = table.find(_SRC_ENTRY)
-    if entry < 0:
-        return None
-    src = table[entry + 9:entry + 25].decode("ascii", "replace")
-    at = table.find(_ID_ENTRY)
-    run = ""
-    if at >= 0:
-        size = int.from_bytes(table[at + 4:at + 8], "big")
-        run = table[at + 8:at + 8 + size].decode("utf-8", "replace").rsplit("-", 1)[0]
-    return src, run
 
 
 class Pairs:

@@ -48,7 +48,6 @@ is (`Lineage`).
 
 from __future__ import annotations
 
-import calendar
 import time
 import uuid
 from collections import Counter
@@ -74,10 +73,9 @@ from dlxtool.conventions import (
     used_body_retries,
 )
 from dlxtool.deaths import (
-    CELERY_MARKER,
-    DEFAULT_RETRY_HEADERS,
     FAILURE_REASONS,
     HISTORY_HEADERS,
+    Death,
     DeathHistory,
     find_origin,
     is_celery_task,
@@ -92,14 +90,12 @@ from dlxtool.ops.capacity import Capacity, Rooms, full_reason
 from dlxtool.ops.engine import Action, Decision, TransferOptions, TransferResult
 from dlxtool.ops.exchange_routes import ExchangeTargets, Reach
 from dlxtool.ops.provenance import (  # re-exported: replay's names for them
-    _SRC_ENTRY,
     PROVENANCE_HEADER,
     Origin,
     Pairs,
     provenance_src,
-    raw_provenance_src,
     record_fingerprint,
-    source_fingerprint,
+    source_fingerprint,  # noqa: F401 - re-exported
 )
 from dlxtool.ops.routes import (  # the routes of replay, load and purge --move-to
     DEFAULT_EXCHANGE,  # noqa: F401 - re-exported: replay's name for it
@@ -153,7 +149,7 @@ def replay_count(headers: dict[str, Any] | None) -> int:
         count = prov.get("count")
         try:
             return int((count.value if isinstance(count, RawValue) else count) or 0)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
             return 0
     return 0
 
@@ -196,12 +192,20 @@ class Address:
 
 def original_address(history: DeathHistory, origin: str | None) -> Address:
     """From the origin's x-death entry: the failure there, else any death there, else x-first-death-exchange."""
+    death = origin_death(history, origin)
+    if death is not None:
+        return Address(death.exchange or "", death.routing_keys[0] if death.routing_keys else None,
+                       death.original_expiration)
+    return Address(history.first.get("exchange", ""), None)
+
+
+def origin_death(history: DeathHistory, origin: str | None) -> Death | None:
+    """The x-death entry original_address reads: the failure in the origin, else any death there."""
     for reasons in (FAILURE_REASONS, None):
         for death in history.deaths:
             if death.queue == origin and (reasons is None or death.reason in reasons):
-                return Address(death.exchange or "", death.routing_keys[0] if death.routing_keys else None,
-                               death.original_expiration)
-    return Address(history.first.get("exchange", ""), None)
+                return death
+    return None
 
 
 def _prov_text(prov: dict[str, Any], name: str) -> str | None:
@@ -272,7 +276,7 @@ class ReplayDecider:
         self.wait_queues = wait_queues or WaitQueues(None, settings.source)
         self.exchange_targets = exchange_targets or exchange_targets_for(settings, None, None)
         # For the plan: per target (a queue, or an exchange route's Route.key()), which conventions named the
-        # origins of its messages (Python path only: the C path takes x-death-only messages)
+        # origins of its messages (__call__ only: the plan's survey reads decoded messages)
         self.origins_from: dict[str, Counter[str]] = {}
         self.conflicts = 0  # messages whose conventions named different origins (Explanation.conflict)
         self.labels = {c.name: c.label for c in settings.conventions}
@@ -282,7 +286,7 @@ class ReplayDecider:
         self._triggers = (frozenset(triggers[0]), triggers[1]) if triggers and settings.origin_from is None else None
         self.now = now
         self._filters = settings.selection.describe()
-        self._filters_text = "; ".join(f"{k}={v}" for k, v in self._filters.items())
+        self.filters_text = "; ".join(f"{k}={v}" for k, v in self._filters.items())
         self._reset_names = tuple(settings.reset_headers)
         self._stamp_second = -1
         self._stamp_value = datetime.now(UTC)
@@ -301,60 +305,18 @@ class ReplayDecider:
         self.used_body_retries = 0
 
     def _raw_decider(self) -> Callable[[str, bytes, bytes], Decision | None] | None:
-        """decide(routing_key, encoded properties, body) on the bytes, for the engine's fast path, when the C
-        accelerator is built and nothing here needs the decoded message (filters). It answers None for any
-        message it leaves to __call__ (the C answers None for what it does not handle: an earlier
-        provenance header with a TTL, a TTL to restore, an origin not named by a failure …)."""
-        rewrite = _accelerator()
+        """decide(routing_key, encoded properties, body) on the bytes, for the engine's fast path
+        (dlxtool.ops.replay_raw), when the C extension is the codec's and nothing here needs the decoded
+        message (filters, another convention forced or one whose headers are not known). It answers None for
+        any message it leaves to __call__."""
+        c = _accelerator()
         s = self.s
-        # Another convention forced, or one whose headers are not known: its origins are not x-death's
         triggers = fast_path_triggers(s.conventions)
-        if rewrite is None or self._selects or s.origin_from not in (None, X_DEATH) or triggers is None:
+        if c is None or self._selects or s.origin_from not in (None, X_DEATH) or triggers is None:
             return None
-        slow_names, slow_prefixes = (tuple(t.encode("utf-8", "surrogatepass") for t in names) for names in triggers)
-        from dlxtool.broker.wire.frames import encode_amqp_table
+        from dlxtool.ops.replay_raw import raw_decider
 
-        # surrogatepass: a name from argv bytes that are not UTF-8 ('\udcff') matches no header in Python; its bytes
-        # are not UTF-8 either, and a header the C path would remove under such a name sends it to __call__
-        reset = tuple(n.encode("utf-8", "surrogatepass")
-                      for n in (*DEFAULT_RETRY_HEADERS, *self._reset_names) if n not in HISTORY_HEADERS)
-        history = tuple(n.encode() for n in HISTORY_HEADERS)
-        head = encode_amqp_table({"from": s.source})[4:]
-        tail = encode_amqp_table({"filters": self._filters_text})[4:] if self._filters_text else b""
-        max_replays, to_queue, keep_history = s.max_replays, s.to_queue, s.keep_history
-        fixed_at = None if self.now is None else calendar.timegm(self.now.utctimetuple())
-        routes = self.routes
-        celery = CELERY_MARKER
-        lineage = self.lineage
-        # The C path never touches a body: a message whose body may be rewritten goes to __call__.
-        body_reset = s.reset_body_retries
-
-        def decide_raw(routing_key: str, props: bytes, body: bytes) -> Decision | None:
-            if type(routing_key) is not str:  # not UTF-8: __call__ knows what to do with it
-                return None
-            if celery in props:  # maybe a Celery task: its `retries` is reset and its route chosen in Python
-                return None
-            if body_reset and body[:1] == b"{" and b'"actor_name"' in body:  # maybe Dramatiq: see __call__
-                return None
-            fingerprint = source_fingerprint(props, body)
-            out = rewrite(props, routing_key.encode(), history, reset, keep_history, head,
-                          fixed_at if fixed_at is not None else int(time.time()), self._next_id().encode(),
-                          tail + _SRC_ENTRY + fingerprint.encode(), slow_names, slow_prefixes)
-            if out is None:
-                return None
-            origin, count, properties, original_key = out
-            if max_replays is not None:
-                why = lineage.decide(fingerprint, raw_provenance_src(props), count, max_replays)
-                if why is not None:
-                    return Decision.leave(why)
-            target = to_queue or origin
-            route = routes(target)
-            if isinstance(route, str):
-                return Decision.leave(route)
-            exchange, keeps_key = route
-            return Decision(Action.MOVE, target, exchange, original_key if keeps_key else target, properties)
-
-        return decide_raw
+        return raw_decider(self, *c, triggers)
 
     def __call__(self, record: MessageRecord) -> Decision:
         s = self.s
@@ -379,8 +341,8 @@ class ReplayDecider:
         address = first_address(provenance(record.headers), address)
         headers = replay_headers(record, source=s.source, history=history, address=address,
                                  reset_names=self._reset_names, keep_history=s.keep_history,
-                                 filters=self._filters_text or None, now=self.now or self._stamp(), count=count,
-                                 publish_id=self._next_id(), src=fingerprint, conventions_reset=explained.reset)
+                                 filters=self.filters_text or None, now=self.now or self._stamp(), count=count,
+                                 publish_id=self.next_id(), src=fingerprint, conventions_reset=explained.reset)
         routing_key = fixed_key if fixed_key is not None else \
             (address.routing_key if address.routing_key is not None else record.routing_key) if keeps_key else target
         properties = dict(record.properties)
@@ -446,7 +408,7 @@ class ReplayDecider:
         return explained, origin, Address("", origin.queue) if origin.queue is not None else \
             Address(str(origin.exchange), origin.routing_key)
 
-    def _next_id(self) -> str:
+    def next_id(self) -> str:
         self._published += 1
         return f"{self._run_id}-{self._published}"
 
@@ -468,12 +430,12 @@ def _x_death_only(headers: dict[str, Any], history: DeathHistory, x_origin: Deat
     return Explanation(Route(queue=origin.queue), X_DEATH, X_DEATH, origin.why)
 
 
-def _accelerator() -> Callable[..., Any] | None:
-    """The C header rewrite (dlxtool.broker.wire._hotpath.replay_properties), or None where the codec is not
-    `c` (the extension not built, or another codec chosen)."""
+def _accelerator() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
+    """The C extension's (scan_headers, splice_headers) (dlxtool.broker.wire._hotpath), or None where the codec
+    is not `c` (the extension not built, or another codec chosen)."""
     from dlxtool.broker.wire import codec
 
-    return codec.current().replay_rewrite
+    return codec.current().header_splice
 
 
 def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory | None = None,
@@ -513,7 +475,7 @@ def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory 
     prov["deaths"] = summarize(history.deaths, limit=3)
     retry = sorted(k for k in removed if k not in HISTORY_HEADERS)
     if retry:
-        prov["reset"] = ", ".join(f"{k}={_short(removed[k])}" for k in retry)
+        prov["reset"] = ", ".join(f"{k}={short_value(removed[k])}" for k in retry)
     if filters:
         prov["filters"] = filters
     if src:
@@ -522,7 +484,8 @@ def replay_headers(record: MessageRecord, *, source: str, history: DeathHistory 
     return headers
 
 
-def _short(value: Any) -> str:
+def short_value(value: Any) -> str:
+    """A removed retry counter's value as the provenance's "reset" shows it."""
     if isinstance(value, RawValue):  # an L, a float …: what it means
         value = value.value
     text = value.decode("utf-8", "replace") if isinstance(value, bytes | bytearray) else str(value)

@@ -36,12 +36,12 @@ def test_unset_it_is_c_where_the_extension_is_built_else_python(environ: dict[st
 
 def test_the_settings_differ_in_what_they_install() -> None:
     made = {name: wire_codec.make(name) for name in ("python", "pika")}
-    assert [(c.reads_frames, c.accelerator, c.replay_rewrite) for c in made.values()] == [(True, None, None),
-                                                                                          (False, None, None)]
+    assert [(c.reads_frames, c.accelerator, c.header_splice) for c in made.values()] == [(True, None, None),
+                                                                                         (False, None, None)]
     if hotpath.load() is not None:
         c = wire_codec.make("c")
         assert (c.reads_frames, c.accelerator) == (True, hotpath.load())
-        assert c.replay_rewrite is hotpath.load().replay_properties
+        assert c.header_splice == (hotpath.load().scan_headers, hotpath.load().splice_headers)
 
 
 def test_an_unknown_codec_or_c_without_the_extension_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

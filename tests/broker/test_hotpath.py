@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pika.compat import long
 
-from dlxtool.amqp_values import RawValue
+from dlxtool.amqp_values import RawValue, encode_field_value
 from dlxtool.broker.wire import hotpath
-from dlxtool.broker.wire.frames import decode_properties, encode_properties
+from dlxtool.broker.wire.frames import decode_properties, encode_amqp_table, encode_properties
 from dlxtool.conventions import BUILT_IN, HeaderConvention, conventions, fast_path_triggers
 from dlxtool.deaths import CELERY_MARKER
 from dlxtool.ops.engine import Action, Decision
@@ -132,8 +132,7 @@ def assert_same(python: Decision, fast: Decision) -> None:
 
 
 def expects_fast(props: Any, **overrides: Any) -> bool:
-    """Where the C path must answer: a failure death with a queue and no TTL to restore, retry counters it can
-    render."""
+    """Where the C path must answer: a failure death with a queue and no TTL to restore."""
     headers = props.headers
     origin = next((d for d in headers["x-death"] if d["reason"] in ("rejected", "maxlen", "delivery_limit")
                    and d["queue"]), None)
@@ -143,10 +142,7 @@ def expects_fast(props: Any, **overrides: Any) -> bool:
     names, prefixes = fast_path_triggers(BUILT_IN) or ((), ())
     if any(str(k).lower() in names or str(k).lower().startswith(prefixes) for k in headers):
         return False  # a header another convention reads: Python explains the message
-    reset = {"x-retry-count", "x-delivery-attempts", *overrides.get("reset_headers", ())}
-    renders = all(type(headers[k]) in (int, str) or (type(headers[k]) is RawValue and headers[k].kind == "L")
-                  for k in reset if k in headers)
-    return failure and (renders or overrides.get("keep_history", False))
+    return failure  # the retry counters removed are rendered whatever their values (the old C declined lists …)
 
 
 @pytest.mark.parametrize("overrides", [{}, {"keep_history": True}, {"reset_headers": ("count", "x-custom-retries")},
@@ -166,6 +162,53 @@ def test_fast_path_publishes_what_the_python_path_publishes(overrides: dict[str,
         assert not expects_fast(props, **overrides), "the fast path declined a canonical dead letter"
         return
     assert_same(python_path(slow, routing_key, decode_properties(raw)), answer)
+
+
+@st.composite
+def related_letters(draw: Any) -> list[tuple[str, Any]]:
+    """Dead letters of one DLQ that share most of what the fast path caches (x-death but routing keys, provenance,
+    retry counters), with small variations: one decider replays them all, its caches warm."""
+    templates = draw(st.lists(st.lists(deaths(), min_size=1, max_size=3), min_size=1, max_size=2))
+    keys = st.sampled_from([None, [], ["a"], ["b", "c"], ["é"]])
+    provs = st.sampled_from([None, {"count": 1}, {"count": 2, "exchange": "x", "routing-key": "k"},
+                             {"count": 1, "routing-key": "k2", "src": "0123456789abcdef", "id": "run-1"}, "text"])
+    letters = []
+    for _ in range(draw(st.integers(2, 8))):
+        entries = [dict(e) for e in draw(st.sampled_from(templates))]
+        for entry in entries:
+            entry.pop("routing-keys", None)
+            chosen = draw(keys)
+            if chosen is not None:
+                entry["routing-keys"] = chosen
+        headers: dict[str, Any] = {"x-death": entries, "tenant": "acme"}
+        prov = draw(provs)
+        if prov is not None:
+            headers[PROVENANCE_HEADER] = prov
+        retry = draw(st.sampled_from([None, 1, 3, "3", [1]]))
+        if retry is not None:
+            headers["x-retry-count"] = retry
+        letters.append((draw(st.sampled_from(["q", "r", "ä"])), pika.BasicProperties(headers=headers)))
+    return letters
+
+
+@pytest.mark.parametrize("overrides", [{}, {"max_replays": 2}, {"keep_history": True}, {"default_exchange": True}],
+                         ids=["default", "max-replays", "keep-history", "default-exchange"])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(letters=related_letters())
+def test_one_decider_over_many_dead_letters_answers_as_the_python_path(overrides: dict[str, Any],
+                                                                        letters: list[tuple[str, Any]]) -> None:
+    """What the fast path caches (a reading per x-death, per provenance, per retry counters; encoded parts) never
+    answers for one message what was read for another. Both deciders see the whole sequence, as the engine's:
+    a message the fast path declines goes to the same decider's __call__."""
+    slow, fast = deciders(**overrides)
+    for routing_key, props in letters:
+        raw = encode_properties(props)
+        answer = fast.raw(routing_key, raw, BODY)
+        if answer is None:
+            answer = python_path(fast, routing_key, decode_properties(raw))
+            if answer.action is Action.MOVE:
+                answer.properties = encode_properties(answer.properties)
+        assert_same(python_path(slow, routing_key, decode_properties(raw)), answer)
 
 
 def test_a_broker_shaped_dead_letter_is_rewritten_as_documented() -> None:
@@ -237,15 +280,36 @@ def test_the_loop_guard_leaves_it_with_the_same_reason() -> None:
     {"x-death": [{"count": long(1), "reason": "expired", "queue": "wait", "time": NOW}],
      "x-first-death-queue": "work"},                                    # origin from x-first-death-queue
     {"x-death": {"count": long(1), "reason": "rejected", "queue": "q"}},  # a table, not an array
-    {"x-death": [{"count": "1", "reason": "rejected", "queue": "q"}]},   # a text count
-    {"x-death": [{"count": long(1), "reason": b"rejected\xff", "queue": "q"}]},
-    {"x-death": [{"count": long(1), "reason": "rejected", "queue": "q"}], "x-retry-count": [1, 2]},
-    {"x-death": [{"count": long(1), "reason": "rejected", "queue": "q"}], PROVENANCE_HEADER: {"count": "2"}},
+    {"x-death": [{"count": long(1), "reason": b"rejected\xff", "queue": "q"}]},  # no failure reason: as above
+    {"x-death": [{"count": long(1), "reason": "rejected", "queue": "q", "original-expiration": "60"}]},  # a TTL
+    {"x-death": [{"count": long(1), "reason": "rejected", "queue": "q"}],
+     PROVENANCE_HEADER: {"exchange": "", "expiration": "60"}},
     {"tenant": "acme"},
-], ids=["first-death", "table", "text-count", "bad-utf8", "list-retry", "text-replays", "no-x-death"])
-def test_unusual_shapes_are_left_to_the_python_path(headers: dict[str, Any]) -> None:
+], ids=["first-death", "table", "bad-utf8", "ttl", "recorded-ttl", "no-x-death"])
+def test_what_the_fast_path_cannot_do_is_left_to_the_python_path(headers: dict[str, Any]) -> None:
     _slow, fast = deciders()
     assert fast.raw("q", encode_properties(pika.BasicProperties(headers=headers)), BODY) is None
+
+
+@pytest.mark.parametrize("headers", [
+    {"x-death": [{"count": "1", "reason": "rejected", "queue": "q"}]},   # a text count
+    {"x-death": [{"count": RawValue(b"d" + struct.pack(">d", 2.5)), "reason": "rejected", "queue": "q"}]},
+    {"x-death": [{"count": long(1), "reason": "rejected", "queue": "q"}], "x-retry-count": [1, 2]},
+    {"x-death": [{"count": long(1), "reason": "rejected", "queue": "q"}],
+     "x-retry-count": {"n": RawValue(b"d" + struct.pack(">d", 3.5))}},
+    {"x-death": [{"count": long(1), "reason": "rejected", "queue": "q"}], PROVENANCE_HEADER: {"count": "2"}},
+    {"x-death": [{"count": long(1), "reason": "rejected", "queue": "q"}],
+     PROVENANCE_HEADER: {"count": RawValue(b"d" + struct.pack(">d", float("inf")))}},
+    {"x-death": [{"count": long(1), "reason": "rejected", "queue": "q", "routing-keys": [7, b"\xff"]}]},
+], ids=["text-count", "float-count", "list-retry", "table-retry", "text-replays", "infinite-replays", "odd-keys"])
+def test_unusual_values_are_read_by_the_python_paths_own_rules(headers: dict[str, Any]) -> None:
+    """The C only hands the encoded values over; the rules that read them are the Python path's: a value the
+    broker would not write is read the same on both paths (the old C rewrite declined these)."""
+    slow, fast = deciders()
+    raw = encode_properties(pika.BasicProperties(headers=headers))
+    answer = fast.raw("q", raw, BODY)
+    assert answer is not None
+    assert_same(python_path(slow, "q", decode_properties(raw)), answer)
 
 
 def test_duplicate_header_names_are_left_to_the_python_path() -> None:
@@ -302,6 +366,18 @@ def test_a_reset_header_name_that_is_not_utf8_text_agrees_with_the_python_path()
         assert_same(python_path(slow, "q", decode_properties(raw)), answer)
 
 
+def test_a_provenance_named_as_a_retry_header_is_reported_as_python_reports_it() -> None:
+    """--reset-header dlxtool-replay: the earlier provenance is removed like a retry counter and shown in "reset"
+    (its count still counts): what the old C rewrite left to Python, read by the same rules on both paths."""
+    props = pika.BasicProperties(headers={"x-death": [FAILED_IN_Q], PROVENANCE_HEADER: {"count": 4, "from": "d"}})
+    slow, fast = deciders(reset_headers=(PROVENANCE_HEADER,))
+    answer = fast.raw("q", encode_properties(props), BODY)
+    assert answer is not None
+    prov = decode_properties(answer.properties).headers[PROVENANCE_HEADER]
+    assert prov["count"] == 5 and prov["reset"] == "dlxtool-replay={'count': 4, 'from': 'd'}"
+    assert_same(python_path(slow, "q", props), answer)
+
+
 def test_read_deliveries_refuses_an_offset_outside_the_buffer() -> None:
     module = hotpath.load()
     assert module is not None
@@ -350,6 +426,80 @@ def test_time_of_day_is_stamped_to_the_second() -> None:
     answer = fast._raw_decider()("q", encode_properties(props), BODY)  # noqa: SLF001 - now read at call time
     stamp = decode_properties(answer.properties).headers[PROVENANCE_HEADER]["at"]
     assert before <= stamp <= datetime.now(UTC) + timedelta(seconds=1)
+
+
+def _props(headers: dict[str, Any]) -> Any:
+    return pika.BasicProperties(headers=headers, content_type="application/json", delivery_mode=2, message_id="m",
+                                timestamp=1_700_000_000, app_id="a")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(headers=st.dictionaries(names, values, max_size=6), data=st.data())
+def test_splice_copies_the_headers_but_the_dropped_ones_and_appends_the_entries(headers: dict[str, Any],
+                                                                                data: Any) -> None:
+    """splice_headers is a byte operation: the properties Python would encode for the kept headers followed by
+    the appended ones."""
+    accelerator = hotpath.load()
+    assert accelerator is not None
+    drop = data.draw(st.lists(st.sampled_from([*headers, "absent"]), unique=True))
+    extra = {k: v for k, v in data.draw(st.dictionaries(names, values, max_size=3)).items()
+             if k in drop or k not in headers}
+    spliced = accelerator.splice_headers(encode_properties(_props(headers)), tuple(n.encode() for n in drop),
+                                         encode_amqp_table(extra)[4:])
+    kept = {k: v for k, v in headers.items() if k not in drop}
+    assert spliced == encode_properties(_props({**kept, **extra}))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(headers=st.dictionaries(names, values | st.lists(st.dictionaries(names, values, max_size=4), max_size=3),
+                               max_size=6), data=st.data())
+def test_scan_hands_over_the_picked_fields_and_the_reported_values(headers: dict[str, Any], data: Any) -> None:
+    accelerator = hotpath.load()
+    assert accelerator is not None
+    wanted = st.sampled_from([*headers, "absent"])
+    report = data.draw(st.lists(wanted, unique=True))
+    fields_of = {name: sorted({k for v in ([headers[name]] if isinstance(headers.get(name), dict) else
+                                           headers.get(name) if isinstance(headers.get(name), list) else [])
+                               if isinstance(v, dict) for k in v} | {"absent"}) for name in [*headers, "absent"]}
+    picks = [(name, data.draw(st.lists(st.sampled_from(fields_of[name]), unique=True)))
+             for name in data.draw(st.lists(wanted, max_size=4))]
+    drop = tuple(k.encode() for k in headers)  # nothing kept: no value is held to what Python writes back
+    scanned = accelerator.scan_headers(encode_properties(_props(headers)), drop, tuple(n.encode() for n in report),
+                                       tuple((n.encode(), tuple(f.encode() for f in fs)) for n, fs in picks))
+    assert scanned is not None
+
+    def only(table: dict[str, Any], fields: list[str]) -> bytes:
+        return encode_amqp_table({k: v for k, v in table.items() if k in fields})
+
+    expected = []
+    for name, fields in picks:
+        value = headers.get(name) if name in headers else ...
+        if value is ...:
+            expected.append(None)
+        elif isinstance(value, dict):
+            expected.append(only(value, fields))
+        elif isinstance(value, list) and all(isinstance(v, dict) for v in value):
+            expected.append([only(v, fields) for v in value])
+        else:
+            expected.append(False)
+    assert scanned == (tuple(expected), tuple((k.encode(), encode_field_value(headers[k])) for k in headers
+                                              if k in report))
+
+
+def test_scan_and_splice_decline_what_they_cannot_copy_exactly() -> None:
+    accelerator = hotpath.load()
+    assert accelerator is not None
+    twice = b"\x20\x00" + _table((b"b", b"I\x00\x00\x00\x01"), (b"b", b"I\x00\x00\x00\x02"))  # headers only
+    assert accelerator.scan_headers(b"\x20\x00" + _table((b"b", b"I\x00\x00\x00\x01")), (), (), ()) == ((), ())
+    not_utf8 = encode_properties(_props({"h": RawValue(b"S\x00\x00\x00\x01\xff")}))
+    for props in (b"", b"\x00", encode_properties(pika.BasicProperties(message_id="m")),  # no header table
+                  encode_properties(_props({"a": 1})) + b"\x00", twice):
+        assert accelerator.scan_headers(props, (), (), ()) is None
+    assert accelerator.scan_headers(not_utf8, (), (), ()) is None  # kept: Python would write it back as bytes
+    assert accelerator.scan_headers(not_utf8, (b"h",), (), ()) is not None  # dropped: never written back
+    assert accelerator.splice_headers(b"\x20\x00\x00\x00\x00\x09", (), b"") is None  # a table past the end
+    with pytest.raises(TypeError):
+        accelerator.scan_headers(not_utf8, ("h",), (), ())
 
 
 @given(channel=st.integers(1, 65535), method=st.binary(max_size=300), props=st.binary(max_size=300),

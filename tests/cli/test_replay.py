@@ -31,22 +31,23 @@ def replay(run, broker, *args: str):
 
 @pytest.fixture(params=CODECS)
 def hotpath(request, monkeypatch):
-    """Replay on each wire codec (dlxtool.broker.wire.codec): `c`, counting the messages its C rewrite
-    answered, `python` (the code the C stands in for) and `pika` (pika's own frame reader and
-    basic_publish). Yields (codec name, the properties the C rewrite answered with)."""
+    """Replay on each wire codec (dlxtool.broker.wire.codec): `c`, counting the messages its fast path
+    (dlxtool.ops.replay_raw) spliced, `python` (the code the C stands in for) and `pika` (pika's own frame
+    reader and basic_publish). Yields (codec name, the properties the fast path spliced)."""
     answered: list[bytes] = []
     with wire_codec(request.param) as chosen:
         if chosen.name == "c":
-            rewrite = replay_ops._accelerator()  # noqa: SLF001 - counts the C rewrite's answers
-            assert rewrite is not None
+            c = replay_ops._accelerator()  # noqa: SLF001 - counts the messages the C path spliced
+            assert c is not None
+            scan, splice = c
 
             def counting(*args):
-                out = rewrite(*args)
+                out = splice(*args)
                 if out is not None:
-                    answered.append(out[2])
+                    answered.append(out)
                 return out
 
-            monkeypatch.setattr(replay_ops, "_accelerator", lambda: counting)
+            monkeypatch.setattr(replay_ops, "_accelerator", lambda: (scan, counting))
         yield chosen.name, answered
 
 

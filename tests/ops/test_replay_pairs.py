@@ -9,7 +9,6 @@ from dlxtool.ops.replay import (
     Lineage,
     Pairs,
     provenance_src,
-    raw_provenance_src,
     record_fingerprint,
     replay_headers,
     source_fingerprint,
@@ -39,8 +38,7 @@ def test_raw_bytes_and_a_decoded_record_give_the_same_fingerprint_and_src() -> N
     headers = replay_headers(a, source="orders.dlq", publish_id="run1-7", src=record_fingerprint(a))
     raw = encode_properties(pika.BasicProperties(headers=headers, message_id="m1"))
     assert source_fingerprint(raw, a.body) == record_fingerprint(a)
-    assert raw_provenance_src(raw) == provenance_src(headers) == (record_fingerprint(a), "run1")
-    assert raw_provenance_src(encode_properties(pika.BasicProperties(headers=DEATH))) is None
+    assert provenance_src(headers) == (record_fingerprint(a), "run1")
 
 
 def test_pairs_a_source_with_its_copy_and_copies_across_runs_only() -> None:

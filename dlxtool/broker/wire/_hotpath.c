@@ -1,39 +1,40 @@
-/* The transfer engine's per-message hot path in C (dlxtool.broker.wire._hotpath). Optional: where it is not
+/* The transfer engine's per-message work in C (dlxtool.broker.wire._hotpath). Optional: where it is not
  * built, the Python code it stands in for runs instead, with the same results.
  *
  * read_deliveries: the consumer deliveries in a run of received frames (dlxtool.broker.wire.frames.FastInput).
  * publish_frames: the frames of one publish (dlxtool.broker.wire.frames._frames).
+ * scan_headers, splice_headers: reading and splicing the header table of encoded properties, for replay's
+ *   fast path (dlxtool.ops.replay_raw). This file knows the AMQP wire format and nothing else: which headers
+ *   matter, what their values mean and what a replayed message carries are decided in Python, which passes
+ *   every name in and gets encoded values back (tests/broker/test_hotpath.py checks that no such knowledge
+ *   comes back here). Decoding a header table costs Python ~20 us; these walk the bytes in well under 1 us.
+ *   All reads are bounds-checked: input comes off the wire.
  *
- * replay_properties: a dead letter's content-header properties in, its replayed properties out.
- * dlxtool.ops.replay.ReplayDecider does this in Python for any message: decode the properties, parse
- * x-death, find the origin, drop the history headers, add the provenance header, encode again. That
- * costs ~25 us per message; this does the same on the encoded bytes in ~1 us. Every header it does
- * not interpret is copied byte for byte, and it answers None (= "take the Python path") for anything
- * outside the broker's canonical shapes: a malformed or unusual x-death, a duplicate key, a retry
- * header whose text it would have to render, a second property-flags word, trailing bytes. So its
- * answer is either None or exactly what the Python path publishes for canonical input; tests compare
- * the two (tests/broker/test_hotpath.py). All reads are bounds-checked: input comes off the wire.
- *
- * replay_properties(props, routing_key, history_names, reset_names, keep_history,
- *                   prov_head, at, publish_id, prov_tail[, slow_names, slow_prefixes])
- *                   -> (origin, replay_count, new_props, routing_key) | None
- *
- *   routing_key out: the original routing key the replayed message is published with (the one written
- *                  into the provenance header)
+ * scan_headers(props, drop, report, picks[, slow_names, slow_prefixes]) -> (picked, reported) | None
  *
  *   props          property flags + property fields, as in a content header frame after body-size
- *   routing_key    the delivery's routing key (UTF-8), for the provenance when x-death has none
- *   history_names  header names removed that are not reported (x-death, CC, ...), tuple of bytes
- *   reset_names    retry counters removed and reported in provenance "reset", tuple of bytes
- *   keep_history   true: nothing removed (the provenance header is still replaced)
- *   prov_head      the encoded provenance field "from" (constant for a run)
- *   at             provenance "at", seconds since the epoch
- *   publish_id     provenance "id" (UTF-8)
- *   prov_tail      encoded provenance fields after "reset" ("filters"), or b""
- *   slow_names     lowercase header names (bytes) that make it answer None when a header has one of them, in
- *                  any ASCII case: a dead-letter convention other than x-death may explain that message
- *                  (dlxtool.conventions.fast_path_triggers)
+ *   drop           header names (tuple of bytes) splice_headers will remove: every other header is copied byte for
+ *                  byte, so its value must be one the Python codec writes back the same (else None)
+ *   report         header names whose encoded values are returned
+ *   picks          ((name, fields), ...): headers to read fields of, fields a tuple of names
+ *   slow_names     lowercase header names (bytes): a header with one of them, in any ASCII case, makes the
+ *                  answer None (dlxtool.conventions.fast_path_triggers: the message is Python's to read)
  *   slow_prefixes  the same for names that start with one of these
+ *
+ *   picked         per pick: None (absent); when the header is a table, that table with only the entries named in
+ *                  `fields` (in its order, encoded with its 4-byte size: dlxtool.amqp_values.decode_field_table
+ *                  reads it); a list of those when it is an array of tables; else False
+ *   reported       ((name, encoded value), ...) of the `report` headers present, in table order; an encoded
+ *                  value is its kind byte + payload (dlxtool.amqp_values.decode_field_value reads it)
+ *   None           anything outside the shapes this copies exactly: no header table, a second property-flags
+ *                  word, trailing bytes, a header name twice, more than MAX_KEYS headers, a kept value Python
+ *                  would write back otherwise, malformed bytes.
+ *
+ * splice_headers(props, drop, append) -> bytes | None
+ *
+ *   props with the header table's entries named in `drop` left out and `append` (encoded table entries: name +
+ *   value, as many as wanted) added at its end; flags and the other properties as they are. None where the
+ *   properties do not parse (as scan_headers).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -46,61 +47,14 @@
 #error "dlxtool.broker.wire._hotpath needs a 64-bit Py_ssize_t"
 #endif
 
-#define MAX_DEPTH 64           /* nested tables/arrays deeper than this: the Python path */
+#define MAX_DEPTH 64           /* nested tables/arrays deeper than this: None (the Python path) */
 #define MAX_KEYS 64            /* top-level headers tracked for duplicates */
-#define MAX_SUMMARY 3          /* deaths named in provenance "deaths" (dlxtool.deaths.summarize limit) */
-
-static const char PROVENANCE[] = "dlxtool-replay";
+#define MAX_PICKS 8
 
 typedef struct {
     const uint8_t *p;
     Py_ssize_t n;
 } span;
-
-typedef struct {                 /* an output buffer that grows */
-    uint8_t *p;
-    Py_ssize_t n, cap;
-} outbuf;
-
-static int out_reserve(outbuf *o, Py_ssize_t more) {
-    if (o->n + more <= o->cap) return 0;
-    Py_ssize_t cap = o->cap ? o->cap : 512;
-    while (cap < o->n + more) cap *= 2;
-    uint8_t *p = PyMem_Realloc(o->p, cap);
-    if (!p) return -1;
-    o->p = p;
-    o->cap = cap;
-    return 0;
-}
-
-static int out_put(outbuf *o, const void *src, Py_ssize_t n) {
-    if (n == 0) return 0;   /* src may be NULL then (an absent exchange) */
-    if (out_reserve(o, n) < 0) return -1;
-    memcpy(o->p + o->n, src, n);
-    o->n += n;
-    return 0;
-}
-
-static int out_byte(outbuf *o, uint8_t b) { return out_put(o, &b, 1); }
-
-static int out_u32(outbuf *o, uint32_t v) {
-    uint8_t b[4] = {v >> 24, v >> 16, v >> 8, v};
-    return out_put(o, b, 4);
-}
-
-static void put_u32_at(outbuf *o, Py_ssize_t at, uint32_t v) {
-    o->p[at] = v >> 24; o->p[at + 1] = v >> 16; o->p[at + 2] = v >> 8; o->p[at + 3] = v;
-}
-
-static int out_shortstr(outbuf *o, const char *s) {
-    size_t n = strlen(s);
-    return out_byte(o, (uint8_t)n) < 0 ? -1 : out_put(o, s, n);
-}
-
-static int out_longstr(outbuf *o, const uint8_t *s, Py_ssize_t n) {   /* 'S' value */
-    if (out_byte(o, 'S') < 0 || out_u32(o, (uint32_t)n) < 0) return -1;
-    return out_put(o, s, n);
-}
 
 static uint32_t u32(const uint8_t *b) { return ((uint32_t)b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3]; }
 
@@ -192,11 +146,6 @@ static Py_ssize_t skip_table_body(const uint8_t *b, Py_ssize_t o, Py_ssize_t end
     return o == end ? 0 : -1;
 }
 
-static int key_is(span key, const char *name) {
-    size_t n = strlen(name);
-    return (size_t)key.n == n && memcmp(key.p, name, n) == 0;
-}
-
 /* key, folded to ASCII lowercase, equals (or, with prefix, starts with) the lowercase `name` */
 static int key_folds_to(span key, PyObject *name, int prefix) {
     Py_ssize_t n = PyBytes_GET_SIZE(name);
@@ -231,314 +180,226 @@ static int key_in(span key, PyObject *names) {   /* names: tuple of bytes */
     return 0;
 }
 
-/* A long string value 'S' holding valid UTF-8 at b[o]: its text in *out, returns the offset after it. */
-static Py_ssize_t read_text(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, span *out) {
-    if (end - o < 5 || b[o] != 'S') return -1;
-    Py_ssize_t n = u32(b + o + 1);
-    if (n > end - o - 5 || !valid_utf8(b + o + 5, n)) return -1;
-    out->p = b + o + 5;
-    out->n = n;
-    return o + 5 + n;
+
+static int key_eq(span key, PyObject *name) {   /* name: bytes */
+    return PyBytes_GET_SIZE(name) == key.n && memcmp(PyBytes_AS_STRING(name), key.p, key.n) == 0;
 }
 
-/* An integer the Python path reads as int: 'I' (32-bit) or 'l'/'L' (64-bit). */
-static Py_ssize_t read_int(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, long long *out) {
-    if (o >= end) return -1;
-    if (b[o] == 'I' && end - o >= 5) { *out = (int32_t)u32(b + o + 1); return o + 5; }
-    if ((b[o] == 'l' || b[o] == 'L') && end - o >= 9) { *out = (int64_t)u64(b + o + 1); return o + 9; }
-    return -1;
-}
-
-typedef struct {
-    span queue, reason, exchange, key0;
-    int has_exchange, has_key0, has_expiration;
-    long long count;
-} death;
-
-static int is_failure(span reason) {  /* dlxtool.deaths.FAILURE_REASONS */
-    return key_is(reason, "rejected") || key_is(reason, "delivery_limit") || key_is(reason, "maxlen");
-}
-
-/* One x-death entry (a table, 4-byte size at b[o]) in the broker's shape; the offset after it, or -1. */
-static Py_ssize_t read_death(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, death *d) {
-    if (o >= end || b[o] != 'F' || end - o < 5) return -1;
-    Py_ssize_t n = u32(b + o + 1);
-    o += 5;
-    if (n > end - o) return -1;
-    Py_ssize_t stop = o + n;
-    int seen_queue = 0, seen_reason = 0, seen_count = 0, seen_exchange = 0, seen_keys = 0;
-    memset(d, 0, sizeof *d);
-    while (o < stop) {
-        span key = {b + o + 1, b[o]};
-        o += 1 + key.n;
-        if (o >= stop) return -1;
-        Py_ssize_t next;
-        if (key_is(key, "queue")) {
-            if (seen_queue++) return -1;
-            next = read_text(b, o, stop, &d->queue);
-        } else if (key_is(key, "reason")) {
-            if (seen_reason++) return -1;
-            next = read_text(b, o, stop, &d->reason);
-        } else if (key_is(key, "count")) {
-            if (seen_count++) return -1;
-            next = read_int(b, o, stop, &d->count);
-        } else if (key_is(key, "exchange")) {
-            if (seen_exchange++) return -1;
-            next = read_text(b, o, stop, &d->exchange);
-            d->has_exchange = 1;
-        } else if (key_is(key, "routing-keys")) {
-            if (seen_keys++ || b[o] != 'A' || stop - o < 5) return -1;
-            Py_ssize_t len = u32(b + o + 1), i = o + 5;
-            if (len > stop - i) return -1;
-            next = i + len;
-            while (i < next) {   /* every key must be text, as the Python path reads them all */
-                span k;
-                i = read_text(b, i, next, &k);
-                if (i < 0) return -1;
-                if (!d->has_key0) { d->key0 = k; d->has_key0 = 1; }
-            }
-        } else {
-            if (key_is(key, "original-expiration")) d->has_expiration = 1;
-            next = skip_value(b, o, stop, 1, 0);
+static int all_bytes(PyObject *names) {   /* a tuple of bytes, else TypeError */
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++)
+        if (!PyBytes_Check(PyTuple_GET_ITEM(names, i))) {
+            PyErr_SetString(PyExc_TypeError, "header names: a tuple of bytes");
+            return 0;
         }
-        if (next < 0) return -1;
-        o = next;
-    }
-    return (seen_queue && seen_reason && seen_count) ? stop : -1;
+    return 1;
 }
 
-/* Python's str(int) */
-static int out_decimal(outbuf *o, long long v) {
-    char text[32];
-    int n = snprintf(text, sizeof text, "%lld", v);
-    return out_put(o, text, n);
-}
+/* -- scan_headers, splice_headers --------------------------------------------------------------- */
 
-/* "rejected×3 from orders.q, expired×3 from orders.wait, +1 more" (dlxtool.deaths.summarize) */
-static int write_summary(outbuf *o, const death *deaths, Py_ssize_t count) {
-    for (Py_ssize_t i = 0; i < count && i < MAX_SUMMARY; i++) {
-        const death *d = &deaths[i];
-        if (i && out_put(o, ", ", 2) < 0) return -1;
-        if ((d->reason.n ? out_put(o, d->reason.p, d->reason.n) : out_put(o, "?", 1)) < 0) return -1;
-        if (out_put(o, "\xc3\x97", 2) < 0 || out_decimal(o, d->count) < 0 || out_put(o, " from ", 6) < 0) return -1;
-        if ((d->queue.n ? out_put(o, d->queue.p, d->queue.n) : out_put(o, "?", 1)) < 0) return -1;
+/* Where the header table of encoded properties is: the offset of its 4-byte size and the offset after it. The
+ * properties around it are checked too, so that what is copied around the table is exactly what Python decodes
+ * (and encodes again). 0, or -1: no header table, a second flags word, a reserved flag, bytes that do not parse. */
+static int find_headers(const uint8_t *b, Py_ssize_t size, Py_ssize_t *table, Py_ssize_t *table_end) {
+    if (size < 2) return -1;
+    unsigned flags = (b[0] << 8) | b[1];
+    if ((flags & 1) || !(flags & 0x2000) || (flags & 0x0002)) return -1;
+    Py_ssize_t o = 2;
+    for (unsigned bit = 0x8000; bit > 0x2000; bit >>= 1)      /* content-type, content-encoding */
+        if (flags & bit) { if (o >= size) return -1; o += 1 + b[o]; }
+    if (o > size - 4) return -1;
+    Py_ssize_t end = o + 4 + (Py_ssize_t)u32(b + o);
+    if (end > size) return -1;
+    Py_ssize_t rest = end;
+    for (unsigned bit = 0x1000; bit >= 0x0004; bit >>= 1) {   /* delivery-mode .. cluster-id */
+        if (!(flags & bit)) continue;
+        Py_ssize_t n = (bit == 0x1000 || bit == 0x0800) ? 1 : bit == 0x0040 ? 8 : -1;
+        if (n < 0) { if (rest >= size) return -1; n = 1 + b[rest]; }
+        rest += n;
+        if (rest > size) return -1;
     }
-    if (count > MAX_SUMMARY) {
-        if (out_put(o, ", +", 3) < 0 || out_decimal(o, count - MAX_SUMMARY) < 0 || out_put(o, " more", 5) < 0)
-            return -1;
-    }
+    if (rest != size) return -1;
+    *table = o;
+    *table_end = end;
     return 0;
 }
 
-/* A removed retry header's value as dlxtool.ops.replay._short renders it: str(value)[:40]. Only text and
- * integers here; -1 for anything else (the Python path renders it). */
-static int write_short_value(outbuf *o, const uint8_t *b, Py_ssize_t at, Py_ssize_t end) {
-    long long v;
-    if (read_int(b, at, end, &v) >= 0) return out_decimal(o, v);
-    span text;
-    if (read_text(b, at, end, &text) < 0) return -1;
-    Py_ssize_t i = 0;
-    for (int chars = 0; i < text.n && chars < 40; chars++) {   /* 40 code points, not bytes */
-        uint8_t c = text.p[i];
-        i += c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+static PyObject *encoded(const uint8_t *b, Py_ssize_t from, Py_ssize_t to) {   /* bytes b[from:to] */
+    return PyBytes_FromStringAndSize((const char *)b + from, to - from);
+}
+
+/* The table whose entries lie between o and end (checked already) with only the entries named in `fields`, in
+ * its order, as an encoded table (4-byte size first). */
+static PyObject *sub_table(const uint8_t *b, Py_ssize_t o, Py_ssize_t end, PyObject *fields) {
+    Py_ssize_t size = 0;
+    for (Py_ssize_t i = o, next; i < end; i = next) {
+        span key = {b + i + 1, b[i]};
+        next = skip_value(b, i + 1 + key.n, end, 1, 0);
+        if (key_in(key, fields)) size += next - i;
     }
-    return out_put(o, text.p, i);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 4 + size);
+    if (!out) return NULL;
+    uint8_t *w = (uint8_t *)PyBytes_AS_STRING(out);
+    uint8_t head[4] = {size >> 24, size >> 16, size >> 8, size};
+    memcpy(w, head, 4);
+    w += 4;
+    for (Py_ssize_t i = o, next; i < end; i = next) {
+        span key = {b + i + 1, b[i]};
+        next = skip_value(b, i + 1 + key.n, end, 1, 0);
+        if (key_in(key, fields)) {
+            memcpy(w, b + i, next - i);
+            w += next - i;
+        }
+    }
+    return out;
 }
 
-typedef struct {
-    span key;
-    Py_ssize_t value;            /* offset of its kind byte */
-} removed;
-
-static int cmp_removed(const void *a, const void *b) {
-    const span *x = &((const removed *)a)->key, *y = &((const removed *)b)->key;
-    int c = memcmp(x->p, y->p, x->n < y->n ? x->n : y->n);
-    return c ? c : (x->n > y->n) - (x->n < y->n);
+/* A picked header's value (kind byte at b[at], checked up to end): see `picked` above. */
+static PyObject *pick(const uint8_t *b, Py_ssize_t at, Py_ssize_t end, PyObject *fields) {
+    if (b[at] == 'F') return sub_table(b, at + 5, end, fields);
+    if (b[at] != 'A') return Py_NewRef(Py_False);
+    for (Py_ssize_t i = at + 5; i < end; i += 5 + u32(b + i + 1))
+        if (b[i] != 'F') return Py_NewRef(Py_False);
+    PyObject *list = PyList_New(0);
+    for (Py_ssize_t i = at + 5; list && i < end; i += 5 + u32(b + i + 1)) {
+        PyObject *one = sub_table(b, i + 5, i + 5 + u32(b + i + 1), fields);
+        if (!one || PyList_Append(list, one) < 0) Py_CLEAR(list);
+        Py_XDECREF(one);
+    }
+    return list;
 }
 
-#define FALLBACK do { goto fallback; } while (0)
+static int check_picks(PyObject *picks) {
+    if (PyTuple_GET_SIZE(picks) > MAX_PICKS) {
+        PyErr_SetString(PyExc_ValueError, "too many picks");
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(picks); i++) {
+        PyObject *one = PyTuple_GET_ITEM(picks, i);
+        if (!PyTuple_Check(one) || PyTuple_GET_SIZE(one) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(one, 0)) ||
+            !PyTuple_Check(PyTuple_GET_ITEM(one, 1)) || !all_bytes(PyTuple_GET_ITEM(one, 1))) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "picks: ((name, (field, ...)), ...) of bytes");
+            return 0;
+        }
+    }
+    return 1;
+}
 
-static PyObject *replay_properties(PyObject *self, PyObject *args) {
-    Py_buffer props, routing_key, prov_head, publish_id, prov_tail;
-    PyObject *history_names, *reset_names, *slow_names = NULL, *slow_prefixes = NULL;
-    int keep_history;
-    unsigned long long at;
-    if (!PyArg_ParseTuple(args, "y*y*O!O!py*Ky*y*|O!O!", &props, &routing_key, &PyTuple_Type, &history_names,
-                          &PyTuple_Type, &reset_names, &keep_history, &prov_head, &at, &publish_id, &prov_tail,
-                          &PyTuple_Type, &slow_names, &PyTuple_Type, &slow_prefixes))
+static PyObject *scan_headers(PyObject *self, PyObject *args) {
+    Py_buffer props;
+    PyObject *drop, *report, *picks, *slow_names = NULL, *slow_prefixes = NULL;
+    if (!PyArg_ParseTuple(args, "y*O!O!O!|O!O!", &props, &PyTuple_Type, &drop, &PyTuple_Type, &report,
+                          &PyTuple_Type, &picks, &PyTuple_Type, &slow_names, &PyTuple_Type, &slow_prefixes))
         return NULL;
-    PyObject *result = NULL;
-    outbuf out = {0}, summary = {0}, reset = {0};
-    death *deaths = NULL;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(history_names); i++)
-        if (!PyBytes_Check(PyTuple_GET_ITEM(history_names, i))) { PyErr_SetString(PyExc_TypeError, "names: bytes"); goto done; }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(reset_names); i++)
-        if (!PyBytes_Check(PyTuple_GET_ITEM(reset_names, i))) { PyErr_SetString(PyExc_TypeError, "names: bytes"); goto done; }
-    for (int t = 0; t < 2; t++) {
-        PyObject *names = t ? slow_prefixes : slow_names;
-        for (Py_ssize_t i = 0; names && i < PyTuple_GET_SIZE(names); i++)
-            if (!PyBytes_Check(PyTuple_GET_ITEM(names, i))) { PyErr_SetString(PyExc_TypeError, "names: bytes"); goto done; }
-    }
+    PyObject *result = NULL, *picked = NULL, *reported = NULL;
+    if (!all_bytes(drop) || !all_bytes(report) || !check_picks(picks) || (slow_names && !all_bytes(slow_names)) ||
+        (slow_prefixes && !all_bytes(slow_prefixes)))
+        goto done;
     int slow = (slow_names && PyTuple_GET_SIZE(slow_names)) || (slow_prefixes && PyTuple_GET_SIZE(slow_prefixes));
-
     const uint8_t *b = props.buf;
-    Py_ssize_t size = props.len, o = 2;
-    if (size < 2) FALLBACK;
-    unsigned flags = (b[0] << 8) | b[1];
-    if ((flags & 1) || !(flags & 0x2000)) FALLBACK;          /* a second flag word; no headers */
-    for (unsigned bit = 0x8000; bit > 0x2000; bit >>= 1)      /* content-type, content-encoding */
-        if (flags & bit) { if (o >= size) FALLBACK; o += 1 + b[o]; }
-    Py_ssize_t headers_at = o;
-    if (o > size - 4) FALLBACK;
-    Py_ssize_t table_end = o + 4 + (Py_ssize_t)u32(b + o);
-    if (table_end > size) FALLBACK;
-    /* the properties after the headers: checked so that what is copied is exactly what Python decodes */
-    Py_ssize_t rest = table_end;
-    for (unsigned bit = 0x1000; bit >= 0x0004; bit >>= 1) {
-        if (!(flags & bit)) continue;
-        Py_ssize_t n = (bit == 0x1000 || bit == 0x0800) ? 1 : bit == 0x0040 ? 8 : -1;
-        if (n < 0) { if (rest >= size) FALLBACK; n = 1 + b[rest]; }
-        rest += n;
-        if (rest > size) FALLBACK;
-    }
-    if (rest != size || (flags & 0x0002)) FALLBACK;
+    Py_ssize_t table, table_end;
+    if (find_headers(b, props.len, &table, &table_end) < 0) goto decline;
 
-    /* top-level headers: find x-death, the old provenance, the removed ones; refuse duplicates */
     span keys[MAX_KEYS];
-    Py_ssize_t nkeys = 0, xdeath_at = -1, prov_at = -1, nremoved = 0;
-    removed removed_list[MAX_KEYS];
-    o = headers_at + 4;
+    Py_ssize_t nkeys = 0, nreported = 0, reported_at[MAX_KEYS], reported_end[MAX_KEYS];
+    Py_ssize_t npicks = PyTuple_GET_SIZE(picks), pick_at[MAX_PICKS], pick_end[MAX_PICKS];
+    for (Py_ssize_t i = 0; i < npicks; i++) pick_at[i] = -1;
+    Py_ssize_t o = table + 4;
     while (o < table_end) {
         span key = {b + o + 1, b[o]};
         Py_ssize_t value = o + 1 + key.n;
-        if (value >= table_end || nkeys == MAX_KEYS) FALLBACK;
+        if (value >= table_end || nkeys == MAX_KEYS) goto decline;
         for (Py_ssize_t i = 0; i < nkeys; i++)
-            if (keys[i].n == key.n && memcmp(keys[i].p, key.p, key.n) == 0) FALLBACK;
-        if (slow && key_slow(key, slow_names, slow_prefixes)) FALLBACK;
+            if (keys[i].n == key.n && memcmp(keys[i].p, key.p, key.n) == 0) goto decline;
+        if (slow && key_slow(key, slow_names, slow_prefixes)) goto decline;
         keys[nkeys++] = key;
-        int kept = !key_is(key, PROVENANCE) &&
-                   (keep_history || !(key_in(key, history_names) || key_in(key, reset_names)));
-        Py_ssize_t next = skip_value(b, value, table_end, 0, kept);   /* kept: copied as is, so as Python writes it */
-        if (next < 0) FALLBACK;
-        if (key_is(key, "x-death")) xdeath_at = value;
-        else if (key_is(key, PROVENANCE)) {
-            prov_at = value;
-            if (!keep_history && key_in(key, reset_names)) FALLBACK;   /* reported as a reset counter: Python */
+        /* a kept value is copied as it is: only where Python would write it back the same */
+        Py_ssize_t next = skip_value(b, value, table_end, 0, !key_in(key, drop));
+        if (next < 0) goto decline;
+        if (key_in(key, report)) {
+            reported_at[nreported] = o;
+            reported_end[nreported++] = next;
         }
-        if (!keep_history && !key_is(key, PROVENANCE) && !key_in(key, history_names) && key_in(key, reset_names)) {
-            removed_list[nremoved].key = key;
-            removed_list[nremoved++].value = value;
-        }
-        o = next;
-    }
-    if (xdeath_at < 0 || b[xdeath_at] != 'A') FALLBACK;
-
-    /* x-death: deaths, most recent first; the origin is the latest one with a failure reason */
-    Py_ssize_t len = u32(b + xdeath_at + 1), i = xdeath_at + 5, ndeaths = 0, origin = -1;
-    Py_ssize_t deaths_end = i + len;
-    deaths = PyMem_Malloc(sizeof(death) * (len / 5 + 1));
-    if (!deaths) { PyErr_NoMemory(); goto done; }
-    while (i < deaths_end) {
-        i = read_death(b, i, deaths_end, &deaths[ndeaths]);
-        if (i < 0) FALLBACK;
-        if (origin < 0 && deaths[ndeaths].queue.n && is_failure(deaths[ndeaths].reason)) origin = ndeaths;
-        ndeaths++;
-    }
-    if (origin < 0) FALLBACK;   /* origin from x-first-death-* or a wait queue's route: the Python path */
-    if (deaths[origin].has_expiration) FALLBACK;   /* a per-message TTL to restore: the Python path */
-
-    /* an earlier replay's provenance: how many times replayed before ("count"; a table without one: 0) and the
-     * first origin's exchange and routing key, which win over x-death's (a temporary exchange, or the queue name) */
-    long long replayed = 0;
-    span first_exchange = {0}, first_key = {0};
-    int has_first_exchange = 0, has_first_key = 0, seen_count = 0;
-    if (prov_at >= 0 && b[prov_at] == 'F') {
-        Py_ssize_t p = prov_at + 5, pend = prov_at + 5 + u32(b + prov_at + 1);
-        while (p < pend) {
-            span key = {b + p + 1, b[p]};
-            p += 1 + key.n;
-            if (key_is(key, "count")) {
-                if (seen_count++ || read_int(b, p, pend, &replayed) < 0) FALLBACK;   /* a text or float count: Python */
-            } else if (key_is(key, "exchange")) {
-                if (has_first_exchange++ || read_text(b, p, pend, &first_exchange) < 0) FALLBACK;
-            } else if (key_is(key, "routing-key")) {
-                if (has_first_key++ || read_text(b, p, pend, &first_key) < 0) FALLBACK;
-            } else if (key_is(key, "expiration")) {
-                FALLBACK;   /* a recorded TTL to restore: the Python path */
+        for (Py_ssize_t i = 0; i < npicks; i++)
+            if (key_eq(key, PyTuple_GET_ITEM(PyTuple_GET_ITEM(picks, i), 0))) {
+                pick_at[i] = value;
+                pick_end[i] = next;
             }
-            p = skip_value(b, p, pend, 1, 0);
-            if (p < 0) FALLBACK;
-        }
-    }
-    if (replayed >= 0x7FFFFFFF || replayed < -0x80000000LL) FALLBACK;
-
-    /* "reset": the removed retry counters, sorted by name */
-    qsort(removed_list, nremoved, sizeof(removed), cmp_removed);
-    for (Py_ssize_t r = 0; r < nremoved; r++) {
-        if (!valid_utf8(removed_list[r].key.p, removed_list[r].key.n)) FALLBACK;
-        if (r && out_put(&reset, ", ", 2) < 0) goto nomem;
-        if (out_put(&reset, removed_list[r].key.p, removed_list[r].key.n) < 0 || out_byte(&reset, '=') < 0) goto nomem;
-        int w = write_short_value(&reset, b, removed_list[r].value, table_end);
-        if (w < 0) { if (PyErr_Occurred()) goto done; FALLBACK; }
-    }
-    if (write_summary(&summary, deaths, ndeaths) < 0) goto nomem;
-
-    /* out: flags and the properties before the headers, unchanged */
-    if (out_put(&out, b, headers_at) < 0) goto nomem;
-    Py_ssize_t table_size_at = out.n;
-    if (out_u32(&out, 0) < 0) goto nomem;
-    o = headers_at + 4;
-    while (o < table_end) {   /* kept headers, byte for byte */
-        span key = {b + o + 1, b[o]};
-        Py_ssize_t next = skip_value(b, o + 1 + key.n, table_end, 0, 0);
-        int drop = key_is(key, PROVENANCE) || (!keep_history && (key_in(key, history_names) || key_in(key, reset_names)));
-        if (!drop && out_put(&out, b + o, next - o) < 0) goto nomem;
         o = next;
     }
-    /* the provenance table, fields in the order dlxtool.ops.replay.replay_headers writes them */
-    if (out_shortstr(&out, PROVENANCE) < 0 || out_byte(&out, 'F') < 0) goto nomem;
-    Py_ssize_t prov_size_at = out.n;
-    if (out_u32(&out, 0) < 0 || out_put(&out, prov_head.buf, prov_head.len) < 0) goto nomem;
-    uint8_t stamp[9] = {'T', at >> 56, at >> 48, at >> 40, at >> 32, at >> 24, at >> 16, at >> 8, at};
-    if (out_shortstr(&out, "at") < 0 || out_put(&out, stamp, 9) < 0) goto nomem;
-    if (out_shortstr(&out, "id") < 0 || out_longstr(&out, publish_id.buf, publish_id.len) < 0) goto nomem;
-    if (out_shortstr(&out, "count") < 0 || out_byte(&out, 'I') < 0 || out_u32(&out, (uint32_t)(replayed + 1)) < 0)
-        goto nomem;
-    const death *d = &deaths[origin];
-    /* dlxtool.ops.replay.first_address: the earlier provenance's fields, else the origin's x-death entry */
-    span exchange = has_first_exchange ? first_exchange : (span){d->exchange.p, d->has_exchange ? d->exchange.n : 0};
-    if (out_shortstr(&out, "exchange") < 0 || out_longstr(&out, exchange.p, exchange.n) < 0) goto nomem;
-    span key = has_first_key ? first_key : d->has_key0 ? d->key0 : (span){routing_key.buf, routing_key.len};
-    if (out_shortstr(&out, "routing-key") < 0 || out_longstr(&out, key.p, key.n) < 0) goto nomem;
-    if (out_shortstr(&out, "deaths") < 0 || out_longstr(&out, summary.p, summary.n) < 0) goto nomem;
-    if (nremoved && (out_shortstr(&out, "reset") < 0 || out_longstr(&out, reset.p, reset.n) < 0)) goto nomem;
-    if (out_put(&out, prov_tail.buf, prov_tail.len) < 0) goto nomem;
-    put_u32_at(&out, prov_size_at, (uint32_t)(out.n - prov_size_at - 4));
-    put_u32_at(&out, table_size_at, (uint32_t)(out.n - table_size_at - 4));
-    if (out_put(&out, b + table_end, size - table_end) < 0) goto nomem;
 
-    PyObject *origin_text = PyUnicode_DecodeUTF8((const char *)d->queue.p, d->queue.n, "strict");
-    if (origin_text) {
-        PyObject *key_text = PyUnicode_DecodeUTF8((const char *)key.p, key.n, "strict");
-        if (key_text) result = Py_BuildValue("(NLy#N)", origin_text, replayed, (const char *)out.p, out.n, key_text);
-        else Py_DECREF(origin_text);
+    picked = PyTuple_New(npicks);
+    if (!picked) goto done;
+    for (Py_ssize_t i = 0; i < npicks; i++) {
+        PyObject *one = pick_at[i] < 0 ? Py_NewRef(Py_None)
+                        : pick(b, pick_at[i], pick_end[i], PyTuple_GET_ITEM(PyTuple_GET_ITEM(picks, i), 1));
+        if (!one) goto done;
+        PyTuple_SET_ITEM(picked, i, one);
     }
+    reported = PyTuple_New(nreported);
+    if (!reported) goto done;
+    for (Py_ssize_t r = 0; r < nreported; r++) {
+        Py_ssize_t at = reported_at[r], value = at + 1 + b[at];
+        PyObject *name = encoded(b, at + 1, value), *raw = name ? encoded(b, value, reported_end[r]) : NULL;
+        PyObject *one = raw ? PyTuple_Pack(2, name, raw) : NULL;
+        Py_XDECREF(name);
+        Py_XDECREF(raw);
+        if (!one) goto done;
+        PyTuple_SET_ITEM(reported, r, one);
+    }
+    result = PyTuple_Pack(2, picked, reported);
     goto done;
-nomem:
-    PyErr_NoMemory();
-    goto done;
-fallback:
+decline:
     result = Py_NewRef(Py_None);
 done:
-    PyMem_Free(out.p);
-    PyMem_Free(summary.p);
-    PyMem_Free(reset.p);
-    PyMem_Free(deaths);
+    Py_XDECREF(picked);
+    Py_XDECREF(reported);
     PyBuffer_Release(&props);
-    PyBuffer_Release(&routing_key);
-    PyBuffer_Release(&prov_head);
-    PyBuffer_Release(&publish_id);
-    PyBuffer_Release(&prov_tail);
+    return result;
+}
+
+static PyObject *splice_headers(PyObject *self, PyObject *args) {
+    Py_buffer props, append;
+    PyObject *drop;
+    if (!PyArg_ParseTuple(args, "y*O!y*", &props, &PyTuple_Type, &drop, &append)) return NULL;
+    PyObject *result = NULL;
+    if (!all_bytes(drop)) goto done;
+    const uint8_t *b = props.buf;
+    Py_ssize_t table, table_end, kept = 0;
+    if (find_headers(b, props.len, &table, &table_end) < 0) goto decline;
+    for (Py_ssize_t o = table + 4, next; o < table_end; o = next) {
+        span key = {b + o + 1, b[o]};
+        Py_ssize_t value = o + 1 + key.n;
+        next = value < table_end ? skip_value(b, value, table_end, 0, 0) : -1;
+        if (next < 0) goto decline;
+        if (!key_in(key, drop)) kept += next - o;
+    }
+    Py_ssize_t size = kept + append.len;
+    if (size > 0xFFFFFFFF) goto decline;
+    result = PyBytes_FromStringAndSize(NULL, table + 4 + size + (props.len - table_end));
+    if (!result) goto done;
+    uint8_t *w = (uint8_t *)PyBytes_AS_STRING(result);
+    memcpy(w, b, table);
+    w += table;
+    uint8_t head[4] = {size >> 24, size >> 16, size >> 8, size};
+    memcpy(w, head, 4);
+    w += 4;
+    for (Py_ssize_t o = table + 4, next; o < table_end; o = next) {   /* checked above */
+        span key = {b + o + 1, b[o]};
+        next = skip_value(b, o + 1 + key.n, table_end, 0, 0);
+        if (!key_in(key, drop)) {
+            memcpy(w, b + o, next - o);
+            w += next - o;
+        }
+    }
+    memcpy(w, append.buf, append.len);
+    w += append.len;
+    memcpy(w, b + table_end, props.len - table_end);
+    goto done;
+decline:
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&props);
+    PyBuffer_Release(&append);
     return result;
 }
 
@@ -734,11 +595,13 @@ static PyMethodDef methods[] = {
      "publish_frames(channel, method, props, body, body_max) -> bytes: the frames of one publish"},
     {"read_deliveries", read_deliveries, METH_VARARGS,
      "read_deliveries(buf, offset, channel, consumer_tags) -> (offset after them, [(Deliver, properties, body)], "
-     "frames): the whole deliveries on `channel` from `offset` on, up to the first frame that is not part of one"},
-    {"replay_properties", replay_properties, METH_VARARGS,
-     "replay_properties(props, routing_key, history_names, reset_names, keep_history, prov_head, at, "
-     "publish_id, prov_tail[, slow_names, slow_prefixes]) -> (origin, replay_count, new_props, original_routing_key) "
-     "or None"},
+     "frames): the whole deliveries on `channel` starting at `offset`, up to the first frame that is not part of one"},
+    {"scan_headers", scan_headers, METH_VARARGS,
+     "scan_headers(props, drop, report, picks[, slow_names, slow_prefixes]) -> (picked, reported) or None: the "
+     "encoded values of the headers and fields asked for (see _hotpath.c)"},
+    {"splice_headers", splice_headers, METH_VARARGS,
+     "splice_headers(props, drop, append) -> bytes or None: the properties with the `drop` headers left out and "
+     "the encoded entries `append` added to the header table"},
     {NULL, NULL, 0, NULL},
 };
 

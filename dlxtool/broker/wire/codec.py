@@ -4,7 +4,8 @@ One setting per process, chosen here and nowhere else:
 
 - ``c``: dlxtool's frame reader and encoder (dlxtool.broker.wire.frames) with the optional C extension
   (dlxtool.broker.wire.hotpath) doing the engine's per-message work: reading runs of deliveries,
-  replay's header rewrite on the encoded bytes, building publish frames. The default where it is built.
+  scanning and splicing header tables on the encoded bytes (replay), building publish frames. The
+  default where it is built.
 - ``python``: the same reader and encoder without the C: the same results, slower. The default where
   the extension is not built.
 - ``pika``: pika's own frame reader and ``basic_publish``, nothing of dlxtool's on the wire. For
@@ -51,9 +52,11 @@ class Codec:
         return self.name != "pika"
 
     @property
-    def replay_rewrite(self) -> Callable[..., Any] | None:
-        """The C header rewrite of a dead letter on its encoded bytes (dlxtool.ops.replay), or None."""
-        return self.accelerator.replay_properties if self.accelerator is not None else None
+    def header_splice(self) -> tuple[Callable[..., Any], Callable[..., Any]] | None:
+        """The C extension's (scan_headers, splice_headers): replay's fast path reads and splices header tables
+        on the encoded bytes with them (dlxtool.ops.replay_raw). None without the extension."""
+        a = self.accelerator
+        return (a.scan_headers, a.splice_headers) if a is not None else None
 
     def install(self, connection: Any) -> None:
         """On a new BlockingConnection: every frame through dlxtool's reader, so that content headers are

@@ -1,7 +1,7 @@
 """The optional C extension dlxtool.broker.wire._hotpath, or None where it is not built.
 
 It is built by `pip install` (setup.py) where a C compiler is available, and carries the transfer
-engine's per-message work (reading deliveries, replay's header rewrite, publish frames); the Python
+engine's per-message work (reading deliveries, scanning and splicing replay's header tables, publish frames); the Python
 code it stands in for gives the same results, slower. Whether it is *used* is the codec setting's
 business (dlxtool.broker.wire.codec): this module only says whether it is there.
 """
