@@ -150,7 +150,7 @@ def test_one_fault_one_diagnosis_across_commands(run, broker, qname, tmp_path: P
     password = "Wrong-Pw-8128" if fault == "wrong-password" else "guest"
     args = ["--url", f"amqp://guest:{password}@localhost:{broker.amqp_port}/{quote(vhost, safe='')}",
             "--management-url", "http://127.0.0.1:9/" if fault == "api-down" else broker.management_url,
-            "--format", "json", "--timeout", "3"]
+            "--format", "json", "--timeout", "15"]  # 4.x answered a wrong password in > 3 s under load
     args += [a.format(q=queue, tmp=tmp_path) for a in FAULT_COMMANDS[command]]
     result = run(*args)
     status, diagnosis = _expected(fault, command, {"vhost": vhost, "q": queue, "port": str(broker.amqp_port)})
