@@ -100,3 +100,64 @@ class Pairs:
                 self._sources.setdefault(fingerprint, value)
         else:
             self._copies.setdefault(origin[0], {}).setdefault(origin[1], value)
+
+
+COPY_LEFT = ("a copy of a message replayed in this run (a replay killed before its acks left both; "
+             "one of them is enough)")
+
+
+class CopyGuard:
+    """Pairs for every replay, in bounded memory: the second of a pair this run meets stays in the DLQ with
+    COPY_LEFT instead of being replayed too (two deliveries of one message at the origin). --max-replays keeps
+    its own, exact bookkeeping (Lineage).
+
+    Copies are rare (a replayed message that died again), sources are every never-replayed message: the
+    copies are kept exactly, the sources' fingerprints in a Bloom filter (2 MiB, 3 bits each; for a million
+    messages about 1 in 400 false hits). Only a copy consults the filter, so a false hit can only make a copy
+    stay in the DLQ (said, never lost) — never a source. Same limits as Pairs: identical messages cannot be
+    told apart."""
+
+    BITS = 1 << 24
+    _MASK = BITS - 1
+
+    def __init__(self) -> None:
+        self._bloom: bytearray | None = None  # made at the first source: a run of copies only needs none
+        self._copies: dict[str, set[str]] = {}  # src -> the runs whose copies of it were replayed here
+
+    def stays(self, fingerprint: str | None, origin: Origin | None) -> bool:
+        """Whether this delivery pairs with one already replayed in this run (else it is remembered as
+        replayed: call only for a delivery that is about to be replayed)."""
+        if origin is None:
+            if fingerprint is None:
+                return False
+            if fingerprint in self._copies:
+                return True
+            self._add(fingerprint)
+            return False
+        src, run = origin
+        runs = self._copies.get(src)
+        if (runs is not None and any(r != run for r in runs)) or self._seen(src):
+            return True
+        self._copies.setdefault(src, set()).add(run)
+        return False
+
+    def _bits(self, fingerprint: str) -> tuple[int, int, int]:
+        h = int(fingerprint, 16)
+        return h & self._MASK, (h >> 20) & self._MASK, (h >> 40) & self._MASK
+
+    def _add(self, fingerprint: str) -> None:
+        if self._bloom is None:
+            self._bloom = bytearray(self.BITS // 8)
+        bloom = self._bloom
+        for bit in self._bits(fingerprint):
+            bloom[bit >> 3] |= 1 << (bit & 7)
+
+    def _seen(self, fingerprint: str) -> bool:
+        bloom = self._bloom
+        if bloom is None:
+            return False
+        try:
+            bits = self._bits(fingerprint)
+        except ValueError:  # not hex: never one of ours
+            return False
+        return all(bloom[bit >> 3] & (1 << (bit & 7)) for bit in bits)

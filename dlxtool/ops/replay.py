@@ -90,7 +90,9 @@ from dlxtool.ops.capacity import Capacity, Rooms, full_reason
 from dlxtool.ops.engine import Action, Decision, TransferOptions, TransferResult
 from dlxtool.ops.exchange_routes import ExchangeTargets, Reach
 from dlxtool.ops.provenance import (  # re-exported: replay's names for them
+    COPY_LEFT,
     PROVENANCE_HEADER,
+    CopyGuard,
     Origin,
     Pairs,
     provenance_src,
@@ -298,6 +300,7 @@ class ReplayDecider:
 
         self._properties = basic_properties
         self.lineage = Lineage()
+        self.copies = CopyGuard()  # without --max-replays: the second of a pair a kill -9 left stays
         self.raw = self._raw_decider()
         # The plan counts Dramatiq messages replayed with their retries used up (a JSON parse per such body,
         # so only there): replayed as they are, Dramatiq gives them no retry.
@@ -328,6 +331,8 @@ class ReplayDecider:
             why = self.lineage.decide(fingerprint, provenance_src(record.headers), count, s.max_replays)
             if why is not None:
                 return Decision.leave(why)
+        elif self.copies.stays(fingerprint, provenance_src(record.headers)):
+            return Decision.leave(COPY_LEFT)
         history = parse_history(record.headers)
         found = self._origin(record, history)
         if isinstance(found, str):

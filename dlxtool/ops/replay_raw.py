@@ -38,7 +38,7 @@ from dlxtool.deaths import (
     summarize,
 )
 from dlxtool.ops.engine import Action, Decision
-from dlxtool.ops.provenance import _SRC_ENTRY, PROVENANCE_HEADER, provenance_src, source_fingerprint
+from dlxtool.ops.provenance import _SRC_ENTRY, COPY_LEFT, PROVENANCE_HEADER, provenance_src, source_fingerprint
 from dlxtool.ops.replay import Address, first_address, origin_death, original_address, replay_count, short_value
 
 if TYPE_CHECKING:
@@ -180,6 +180,7 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice,
     head, head_second = _entries({"from": source, "at": fixed_now}) if fixed_now is not None else b"", -1
     max_replays, to_queue, body_reset = s.max_replays, s.to_queue, s.reset_body_retries
     routes, lineage, next_id, celery, pack = decider.routes, decider.lineage, decider.next_id, CELERY_MARKER, _SIZE.pack
+    copies = decider.copies
 
     def stamped() -> bytes:
         """"from" and "at" (now, to the second), encoded once a second."""
@@ -227,16 +228,18 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice,
             original_key = routing_key
 
         fingerprint = source_fingerprint(props, body)
+        src = None
+        if type(prov_src) is bytes:
+            try:
+                src = provenance_src({PROVENANCE_HEADER: _decoded(prov_src)})
+            except ValueError:
+                return None
         if max_replays is not None:
-            src = None
-            if type(prov_src) is bytes:
-                try:
-                    src = provenance_src({PROVENANCE_HEADER: _decoded(prov_src)})
-                except ValueError:
-                    return None
             why = lineage.decide(fingerprint, src, count, max_replays)
             if why is not None:
                 return Decision.leave(why)
+        elif copies.stays(fingerprint, src):
+            return Decision.leave(COPY_LEFT)
         target = to_queue or reading.origin
         route = routes(target)
         if isinstance(route, str):
