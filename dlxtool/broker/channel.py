@@ -57,6 +57,9 @@ def _pika_pending(connection: Any) -> bool:
 
 
 def _plain_transport() -> Any:  # pika's transport class (untyped), or None
+    from dlxtool.broker import pika_import
+
+    pika_import.load()  # this may be a command's first pika import: without its asyncio adapter
     try:
         from pika.adapters.utils.io_services_utils import _AsyncPlaintextTransport
     except ImportError:  # another pika layout: always the full loop

@@ -80,6 +80,7 @@ class Publisher:
         self._codec = codec.current()  # writes the frames (dlxtool's encoder, or pika's basic_publish)
         self.channel.impl.add_on_return_callback(self._on_return)
         self._select_confirms()
+        self._send = self._codec.sender(self.channel.connection, self.channel.impl)
 
     def _select_confirms(self) -> None:
         box: list[Any] = []
@@ -110,8 +111,7 @@ class Publisher:
         """Send one message (mandatory, confirmed); its outcome comes back later via take_settled()."""
         self.channel.check()
         # EncodeError (nothing sent, nothing recorded) when the message cannot go on the wire
-        props = self._codec.publish(self.channel.connection, self.channel.impl, exchange, routing_key, body,
-                                    properties, mandatory=True)
+        props = self._send(exchange, routing_key, body, properties)
         self._seq += 1
         key = (exchange, routing_key, body)
         self._pending[self._seq] = _Pending(token, key, props)

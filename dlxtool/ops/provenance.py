@@ -126,13 +126,19 @@ class CopyGuard:
 
     def stays(self, fingerprint: str | None, origin: Origin | None) -> bool:
         """Whether this delivery pairs with one already replayed in this run (else it is remembered as
-        replayed: call only for a delivery that is about to be replayed)."""
+        replayed: call only for a delivery that is about to be replayed). On every replayed message's path:
+        the filter's bits come from the string's own hash (stable within the process, all a run needs)."""
         if origin is None:
             if fingerprint is None:
                 return False
             if fingerprint in self._copies:
                 return True
-            self._add(fingerprint)
+            bloom = self._bloom
+            if bloom is None:
+                bloom = self._bloom = bytearray(self.BITS // 8)
+            h, mask = hash(fingerprint), self._MASK
+            for bit in (h & mask, (h >> 20) & mask, (h >> 40) & mask):
+                bloom[bit >> 3] |= 1 << (bit & 7)
             return False
         src, run = origin
         runs = self._copies.get(src)
@@ -141,23 +147,9 @@ class CopyGuard:
         self._copies.setdefault(src, set()).add(run)
         return False
 
-    def _bits(self, fingerprint: str) -> tuple[int, int, int]:
-        h = int(fingerprint, 16)
-        return h & self._MASK, (h >> 20) & self._MASK, (h >> 40) & self._MASK
-
-    def _add(self, fingerprint: str) -> None:
-        if self._bloom is None:
-            self._bloom = bytearray(self.BITS // 8)
-        bloom = self._bloom
-        for bit in self._bits(fingerprint):
-            bloom[bit >> 3] |= 1 << (bit & 7)
-
     def _seen(self, fingerprint: str) -> bool:
         bloom = self._bloom
         if bloom is None:
             return False
-        try:
-            bits = self._bits(fingerprint)
-        except ValueError:  # not hex: never one of ours
-            return False
-        return all(bloom[bit >> 3] & (1 << (bit & 7)) for bit in bits)
+        h, mask = hash(fingerprint), self._MASK
+        return all(bloom[bit >> 3] & (1 << (bit & 7)) for bit in (h & mask, (h >> 20) & mask, (h >> 40) & mask))
