@@ -30,9 +30,8 @@ class _EncodingCodec:
     def confirms(self, *_args: Any) -> None:
         pass
 
-    def publish(self, _conn: Any, _channel: Any, _exchange: str, _rk: str, _body: bytes, props: Any, *,
-                mandatory: bool) -> bytes:
-        return frames.encode_for_publish(props, 131072)
+    def sender(self, _conn: Any, _channel: Any) -> Any:
+        return lambda _exchange, _rk, _body, props: frames.encode_for_publish(props, 131072)
 
 
 class _FakeChannel:
