@@ -73,7 +73,12 @@ def mask_any_url(url: str) -> str:
     """Mask the password of any URL, even one that does not parse (an unencoded "/" or "@" in it)."""
     match = re.match(r"^(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>.*)@(?P<rest>[^@]*)$", url.strip())
     if not match:
-        return url
+        # A mistyped scheme ("amqp//", "amqp:/", none at all): which part is the user and which the password
+        # cannot be told, so everything before the last "@" but what looks like a scheme is masked.
+        loose = re.match(r"^(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*:?/*)?(?P<userinfo>.*)@(?P<rest>[^@]*)$", url.strip())
+        if not loose or not loose["userinfo"]:
+            return url
+        return f"{loose['scheme'] or ''}{MASK}@{loose['rest']}"
     user, sep, _password = match["userinfo"].partition(":")
     return f"{match['scheme']}{user}{':' + MASK if sep else ''}@{match['rest']}"
 

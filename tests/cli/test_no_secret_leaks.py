@@ -139,3 +139,21 @@ def test_world_readable_config_with_a_literal_password_is_warned_about(run, tmp_
     result = run("brokers", "list", "--config", str(cfg))
     assert "readable by others" not in result.stderr
     assert "literal password" in result.stderr  # still advised to use password_env / password_file
+
+
+@pytest.mark.parametrize("url", ["amqp//guest:{pw}@localhost:5672/v", "amqp:/guest:{pw}@localhost:5672/v",
+                                 "amqp:guest:{pw}@localhost:5672/v", "guest:{pw}@localhost:5672/v"])
+def test_a_mistyped_scheme_does_not_print_the_password(run, url) -> None:
+    """A URL that does not parse is echoed in its error: everything before its last "@" but the scheme is masked
+    (which part was the user cannot be told). From --url, DLXTOOL_URL and --management-url alike."""
+    for pw in (PASSWORD, quote(PASSWORD, safe=""), "S3cr3t"):
+        bad = url.format(pw=pw)
+        for args, env in ((["--url", bad, "peek", "q"], None), (["peek", "q"], {"DLXTOOL_URL": bad}),
+                          (["--url", "amqp://guest@localhost:1/", "--management-url",
+                            "http" + bad.removeprefix("amqp"), "peek", "q"], None)):
+            result = run(*args, env=env)
+            assert result.exit_code == 2, (args, result.stderr)
+            assert "localhost" in result.stderr, result.stderr  # the rest is shown, so the typo can be seen
+            assert pw not in result.stdout + result.stderr, (args, result.stderr)
+            if pw == PASSWORD:
+                _assert_clean(args, result.stdout + result.stderr)
