@@ -26,6 +26,7 @@ clusters both listen on 5672. They can neither prove nor disprove which broker A
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -129,7 +130,49 @@ def verified_management(conn: Any, profile: BrokerProfile, client: ManagementCli
                         f"({amqp.describe()}): a queue just declared there over AMQP is unknown to that API")
     client.identity = Identity(api.cluster_name, api.version, node)
     _proven(client, overview_on)
+    client.reprove = lambda: _reprove(conn, profile, client)
     return client
+
+
+def _reprove(conn: Any, profile: BrokerProfile, client: ManagementClient) -> None:
+    """The proof again, for the connection the client has open now (ManagementClient.reprove), over HTTP only (no
+    AMQP call in the middle of a command's work) and in one request, so that it fits on the same connection as
+    the answer it proves: this AMQP connection's random name is in that API's connection list. ManagementMismatch
+    (exit 3) when it is not (within LISTING_WAIT); nothing proven when the list came over yet another connection.
+    Where the first proof declared a probe queue, finding it is the proof (no wait: the connection list lags)."""
+    if client.probe_queue is not None:  # the first proof's queue, there while this AMQP connection is
+        try:
+            client.queue(profile.vhost, client.probe_queue)
+        except NotFoundError:
+            raise _switched(client, conn) from None
+        client.proven_connection = client.last_connection
+        return
+    name = _text((conn._impl.params.client_properties or {}).get("connection_name"))  # noqa: SLF001
+    deadline = time.monotonic() + LISTING_WAIT
+    first_on: int | None = None
+    while True:
+        rows = client.get(f"vhosts/{_q(profile.vhost)}/connections", columns="user_provided_name")
+        on = client.last_connection
+        if first_on is None:
+            first_on = on
+        if on != first_on:
+            return  # a poll answered over yet another connection: nothing proven
+        if any(isinstance(r, dict) and r.get("user_provided_name") == name for r in rows or []):
+            client.proven_connection = on
+            return
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(LISTING_POLL)
+    raise _switched(client, conn)
+
+
+def _switched(client: ManagementClient, conn: Any) -> ManagementMismatch:
+    return ManagementMismatch(
+        f"management API {client.masked_url} answered over a new HTTP connection for another broker than the one "
+        f"AMQP {amqp_where(conn)} reached (what proved it over an earlier connection is unknown there): nothing "
+        "more was read from it",
+        hint="a load balancer or port-forward in front of the API sends new connections to another broker: give "
+             "one broker's API with --management-url")
 
 
 def _proven(client: ManagementClient, overview_on: int | None) -> None:
@@ -146,7 +189,8 @@ class _NotPermitted(Exception):
 
 def _probe_queue_node(conn: Any, client: ManagementClient, vhost: str) -> str | None:
     """Declare a server-named exclusive queue over AMQP and look it up in the API: the node hosting it,
-    or None when the API does not know it."""
+    or None when the API does not know it. The queue stays while the connection does (ManagementClient.probe_queue:
+    a new HTTP connection is proven by finding it again, _reprove; `queues` leaves it out) and goes with it."""
     import pika.exceptions as pe
 
     channel = conn.channel()
@@ -155,6 +199,7 @@ def _probe_queue_node(conn: Any, client: ManagementClient, vhost: str) -> str | 
     except pe.ChannelClosedByBroker as exc:
         # 403 without configure permission on amq.gen-*; anything else a channel error refuses: no proof.
         raise _NotPermitted(f"declaring a probe queue was refused ({exc.reply_code} {exc.reply_text})") from None
+    client.probe_queue = name
     try:
         for attempt in range(PROBE_LOOKUPS):
             try:
@@ -164,7 +209,7 @@ def _probe_queue_node(conn: Any, client: ManagementClient, vhost: str) -> str | 
                     time.sleep(PROBE_RETRY_DELAY)
         return None
     finally:
-        _delete_quietly(channel, name)
+        _close_quietly(channel)
 
 
 def _by_connection_listing(conn: Any, client: ManagementClient, profile: BrokerProfile, api: Identity,
@@ -181,6 +226,7 @@ def _by_connection_listing(conn: Any, client: ManagementClient, profile: BrokerP
         if any(isinstance(r, dict) and r.get("user_provided_name") == name for r in rows or []):
             client.identity = api
             _proven(client, overview_on)
+            client.reprove = lambda: _reprove(conn, profile, client)
             return client
         if time.monotonic() >= deadline:
             why += f"; this connection did not show in the API's connection list within {LISTING_WAIT:g}s"
@@ -205,12 +251,9 @@ def _mismatch(client: ManagementClient, profile: BrokerProfile, api: Identity, a
         "API with --management-url; nothing was read or changed", hint=hint)
 
 
-def _delete_quietly(channel: Any, name: str) -> None:
-    try:
-        channel.queue_delete(name)
+def _close_quietly(channel: Any) -> None:
+    with contextlib.suppress(Exception):  # it goes with its connection anyway
         channel.close()
-    except Exception:  # noqa: BLE001 - an exclusive queue goes with its connection anyway
-        pass
 
 
 def _q(segment: str) -> str:

@@ -7,6 +7,8 @@ will need can be sent ahead (`prefetch`) and its answer read when asked for.
 from __future__ import annotations
 
 import base64
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
@@ -43,6 +45,10 @@ class QueueInfo:
     raw: dict[str, Any]
 
     broker_version: str | None = None  # from /api/overview when known: 4.x has a default delivery limit
+    # False while the API has no figures for the queue yet (declared moments ago: until its first stats
+    # sample, up to 5 s, the answer lacks effective_policy_definition): a policy's settings (dead-letter
+    # exchange, limits) are then unknown, not absent. Seen on 3.10 for about 4 s, on 4.0 for about 1 s.
+    policies_known: bool = True
 
     def setting(self, name: str) -> Any:
         """The value in effect: queue arguments win over policy (x-dead-letter-exchange ~
@@ -139,11 +145,20 @@ class ManagementClient:
         self.timeout = timeout
         self._context = context
         self._version: str | None = None
+        self._no_stats = False  # a settled queue read found no policies after a whole STATS_WAIT
         self.identity: Any = None  # set by dlxtool.broker.identity once proven to be the AMQP broker's API
         # The TCP connection (Response.connection) the identity proof's answer came over: an answer sent ahead
         # of the proof is used only when it came over that same connection (else it is asked for again).
         self.proven_connection: int | None = None
         self.last_connection: int | None = None  # the connection the last answer read came over
+        # Set by the identity proof: proves the connection open now (dlxtool.broker.identity), for an answer that
+        # came over another TCP connection than the proof's (the kept-alive one closed; a load balancer or a
+        # port-forward may have sent the new one to another broker). Only reads go to the API: an answer is
+        # used once its connection is proven, or asked for again.
+        self.reprove: Callable[[], None] | None = None
+        self.probe_queue: str | None = None  # the identity proof's exclusive queue (dlxtool.broker.identity)
+        self._failed_proof: DlxtoolError | None = None  # a new connection that reached another broker: never used again
+        self._reproving = False
         self._http: HttpConnection | None = None
         self._prefetched: dict[tuple[str, str], Pending] = {}
         secrets.register(password)
@@ -165,13 +180,23 @@ class ManagementClient:
     # -- raw access -------------------------------------------------------------------------------
 
     def request(self, method: str, path: str, body: Any = None, *, query: dict[str, Any] | None = None) -> Any:
+        if self._failed_proof is not None:  # a caller that took the first failure for "unreachable" gets it again
+            raise self._failed_proof
         pending = self._prefetched.pop((method, self._target(path, query)), None) if body is None else None
         if pending is not None:
             try:
                 return self._answer(pending, method, path, sent_ahead=True)
             except _AskAgain:
                 pass
-        return self._answer(self.send(method, path, body, query=query), method, path)
+        for _attempt in range(REPROOFS):
+            try:
+                return self._answer(self.send(method, path, body, query=query), method, path)
+            except _AskAgain:
+                continue
+        raise ConnectError(f"management API at {self.masked_url}: its answers came over a new TCP connection each "
+                           f"time ({REPROOFS} in a row), each to be proven again; not used",
+                           hint="a load balancer or proxy in front of the API may close connections: point "
+                                "--management-url at one node")
 
     def get(self, path: str, **query: Any) -> Any:
         return self.request("GET", path, query=query or None)
@@ -218,9 +243,27 @@ class ManagementClient:
         if sent_ahead and self.proven_connection not in (None, response.connection):
             raise _AskAgain  # sent before the proof, answered over another connection than the proof's
         self.last_connection = response.connection
+        if self.proven_connection and response.connection != self.proven_connection and self.reprove is not None \
+                and not self._reproving:
+            self._reprove(response.connection)
         if not 200 <= response.status < 300:
             raise self._http_error(response, method, path)
         return orjson.loads(response.body) if response.body else None
+
+    def _reprove(self, connection: int) -> None:
+        """Prove the API again before an answer that came over `connection` is used (raises ManagementMismatch
+        when it answers for another broker now); _AskAgain when the proof's answers came over yet another one."""
+        assert self.reprove is not None
+        self._reproving = True
+        try:
+            self.reprove()
+        except DlxtoolError as exc:
+            self._failed_proof = exc
+            raise
+        finally:
+            self._reproving = False
+        if self.proven_connection != connection:
+            raise _AskAgain
 
     def _unreachable(self, exc: OSError) -> ConnectError:
         reason: Any = exc
@@ -277,12 +320,24 @@ class ManagementClient:
     def forget_version(self) -> None:
         self._version = None
 
-    def queue(self, vhost: str, name: str) -> QueueInfo:
-        try:
-            raw = self.get(queue_path(vhost, name))
-        except NotFoundError:
-            raise NotFoundError(f"queue {name!r} not found in vhost {vhost!r}",
-                                hint="list queues with `dlxtool queues`") from None
+    def queue(self, vhost: str, name: str, *, settled: bool = False) -> QueueInfo:
+        """The queue as the API sees it. `settled`: for a decision on its policies (dead-letter exchange,
+        limits), wait up to STATS_WAIT for a queue declared moments ago to get them (QueueInfo.policies_known;
+        still False after that: the caller treats them as unknown)."""
+        # Once one queue had none after a whole wait (a broker whose stats are off), the next ones are not waited for
+        deadline = time.monotonic() + STATS_WAIT if settled and not self._no_stats else 0.0
+        while True:
+            try:
+                raw = self.get(queue_path(vhost, name))
+            except NotFoundError:
+                raise NotFoundError(f"queue {name!r} not found in vhost {vhost!r}",
+                                    hint="list queues with `dlxtool queues`") from None
+            if raw.get("effective_policy_definition") is not None:
+                break
+            if time.monotonic() >= deadline:
+                self._no_stats = self._no_stats or settled
+                break
+            time.sleep(0.5)
         # Only a quorum queue's delivery limit depends on the version: spare classic reads the request.
         return queue_info(raw, self.version() if raw.get("type") == "quorum" else None)
 
@@ -345,7 +400,12 @@ class _AskAgain(Exception):
 _DEFAULT_PORT = {"http": 80, "https": 443}
 
 
+REPROOFS = 3  # answers over a new TCP connection in a row, each proven again, before the API is given up
+STATS_WAIT = 10.0  # the management API samples every 5 s by default; a quorum queue showed its first after 5 s
+
+
 def queue_info(raw: dict[str, Any], broker_version: str | None = None) -> QueueInfo:
+    policies_known = raw.get("effective_policy_definition") is not None
     policy_def = raw.get("effective_policy_definition") or {}
     if not isinstance(policy_def, dict):  # older brokers return [] when there is none
         policy_def = {}
@@ -361,6 +421,7 @@ def queue_info(raw: dict[str, Any], broker_version: str | None = None) -> QueueI
         effective_policy_definition=policy_def,
         raw=raw,
         broker_version=broker_version,
+        policies_known=policies_known,
     )
 
 

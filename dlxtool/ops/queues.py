@@ -153,7 +153,8 @@ def survey_broker(profile: BrokerProfile, vhost: str | None,
 
 def _queues(client: ManagementClient, profile: BrokerProfile, vhost: str | None) -> list[dict[str, Any]]:
     try:
-        return client.queues(vhost, columns=QUEUE_COLUMNS)
+        # not the identity proof's probe queue (exclusive to this command's connection, gone with it)
+        return [q for q in client.queues(vhost, columns=QUEUE_COLUMNS) if q.get("name") != client.probe_queue]
     except NotFoundError:
         # The API's 404 names a path; the same fault over AMQP says "vhost … not found": say it one way.
         from dlxtool.broker.connection import vhost_not_found

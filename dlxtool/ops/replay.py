@@ -52,7 +52,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -275,6 +275,9 @@ class ReplayDecider:
         self.routes = routes or (lambda _target: ("", False))
         # Celery tasks: see Routes.by_queue_name
         self.by_queue_name = routes.by_queue_name if isinstance(routes, Routes) else self.routes
+        # Messages the broker dead-lettered from their origin go back only while it still dead-letters
+        self.died_there: Callable[[str], str | None] = routes.died_there if isinstance(routes, Routes) else \
+            (lambda _target: None)
         self.wait_queues = wait_queues or WaitQueues(None, settings.source)
         self.exchange_targets = exchange_targets or exchange_targets_for(settings, None, None)
         # For the plan: per target (a queue, or an exchange route's Route.key()), which conventions named the
@@ -341,9 +344,15 @@ class ReplayDecider:
         way = self._way(record, origin)
         if isinstance(way, str):
             return Decision.leave(way)
+        if origin is not None and not s.to_queue and explained.origin_from == X_DEATH and waited_only(history) is None:
+            gone = self.died_there(way[0])  # it failed there: the broker dead-lettered it from its origin
+            if gone is not None:
+                return Decision.leave(gone)
         target, exchange, keeps_key, fixed_key = way
         self.origins_from.setdefault(target, Counter())[explained.origin_from or ""] += 1
         address = first_address(provenance(record.headers), address)
+        if s.drop_expiration and address.expiration is not None:  # dropped for good: not in the provenance either
+            address = replace(address, expiration=None)
         headers = replay_headers(record, source=s.source, history=history, address=address,
                                  reset_names=self._reset_names, keep_history=s.keep_history,
                                  filters=self.filters_text or None, now=self.now or self._stamp(), count=count,
@@ -703,7 +712,7 @@ def _queue_info(session: ReplaySession, dlq: str, report: Reporter) -> Any:
     """The DLQ's type and limits from the management API (None when unreachable); refuses a stream and a
     drop-head length limit (keeping messages republishes them to the tail)."""
     from dlxtool.broker import queues
-    from dlxtool.errors import ConnectError
+    from dlxtool.errors import ConnectError, ManagementMismatch
 
     channel = session.conn.channel()
     queues.counts(channel, dlq, session.vhost)  # a missing DLQ is "not found" (4), API or no API
@@ -711,6 +720,8 @@ def _queue_info(session: ReplaySession, dlq: str, report: Reporter) -> Any:
     if session.management is not None:
         try:
             info = session.management.queue(session.vhost, dlq)
+        except ManagementMismatch:
+            raise  # another broker's API: exit 3, as when the first proof finds it
         except ConnectError as exc:
             session.management, session.management_error = None, exc.message
     if session.management is None:
@@ -818,6 +829,7 @@ def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_c
     if rooms is not None:
         rooms.forget()  # the plan's figures are as old as the user's reading of it
         options.admit = rooms.admit
+        options.nack_copies = rooms.nack_copies
 
     routes = routes or Routes(settings.default_exchange, exchanges=None, router=None,
                               allow_drop=settings.allow_dlx_drop)

@@ -17,6 +17,7 @@ from dlxtool.broker.management import ManagementClient
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConnectError, ManagementMismatch, NotFoundError
 from tests.support.broker import BrokerEnv
+from tests.support.retry_app import wait_until
 
 
 def profile(amqp: BrokerEnv, api: BrokerEnv, user: str = "guest", password: str = "guest") -> BrokerProfile:
@@ -45,7 +46,9 @@ def test_own_api_is_proven_with_the_node_amqp_reached(broker: BrokerEnv) -> None
         overview = broker.mgmt.overview(columns=["cluster_name", "node"])
         assert client.identity.cluster_name == overview["cluster_name"]
         assert client.identity.node == overview["node"]  # the probe queue lives on the node AMQP reached
-        assert probe_queues(broker) == []  # deleted right after the lookup
+        # It stays while the connection does: a new HTTP connection is proven by finding it (ManagementClient.reprove)
+        assert probe_queues(broker) == [client.probe_queue]
+    wait_until(lambda: probe_queues(broker) == [], "the probe queue gone with its connection", timeout=10)
 
 
 @pytest.mark.second_broker

@@ -59,3 +59,13 @@ def test_tail_republish_risk_only_for_drop_head_length_limits() -> None:
     assert queue_info(row(type_="classic", args={"x-max-length": 100, "x-overflow": "reject-publish"})
                       ).tail_republish_risk is None
     assert queue_info(row(type_="classic")).tail_republish_risk is None
+
+
+def test_a_queue_without_its_first_stats_sample_has_unknown_policies() -> None:
+    """A queue declared moments ago: the API's answer has no effective_policy_definition (null) until its first
+    stats sample; "no policy" is {} (or [] on old brokers). Unknown is not none."""
+    fresh = queue_info({"name": "q", "vhost": "/", "policy": None, "effective_policy_definition": None,
+                        "arguments": {}})
+    assert not fresh.policies_known and fresh.dead_letter_exchange is None
+    assert queue_info(row(type_="classic")).policies_known
+    assert queue_info({"name": "q", "arguments": {}, "effective_policy_definition": []}).policies_known

@@ -19,6 +19,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.support.broker import BrokerEnv, open_vhost
+from tests.support.http_switch import http_switch
 
 pytestmark = pytest.mark.second_broker
 
@@ -262,3 +263,49 @@ def test_derived_management_url_of_the_other_node_refuses(run, cli_env: dict[str
         assert cluster_name(crossed.second) in amqp_side and f"localhost:{crossed.second.amqp_port}" in line
     assert_untouched(crossed)
     assert not list(tmp_path.glob("*.jsonl")), "nothing may have been read into a file"
+
+
+@pytest.mark.parametrize("close_after", [2, 3])
+@pytest.mark.parametrize("command", ["peek", "history", "replay", "queues"])
+def test_an_api_whose_new_connections_reach_another_broker_is_caught(run, crossed: Crossed, command: str,
+                                                                     close_after: int) -> None:
+    """The proof holds for the HTTP connection it came over. A load balancer (or a port-forward set up again) in
+    front of two brokers sends the first connection to the right one and later ones to the other: an answer over
+    a new connection is used only once that connection is proven too (the proof's probe queue is found there).
+    Whichever request the switch hits, no answer of the other broker is used: exit 3 once one reached it, and
+    the quorum messages were never given back (read as classic, they were dropped at their delivery limit)."""
+    args = {"peek": ["-n", "2"], "history": ["-n", "2"], "replay": ["--dry-run"], "queues": []}[command]
+    with http_switch([crossed.second.http_port, crossed.main.http_port], close_after=close_after) as switch:
+        result = run("--url", amqp_url(crossed.second), "--management-url", switch.url, command,
+                     *([crossed.queue] if command != "queues" else []), *args)
+    reached_other = any(backend == crossed.main.http_port for _n, backend, _r in switch.log)
+    if reached_other:
+        assert result.exit_code == 3, (result.output, switch.log)
+        assert "another broker" in result.stderr, result.stderr
+    else:  # every answer came from the right broker: the quorum queue is seen as it is
+        assert result.exit_code == (0 if command == "queues" else 6), (result.output, switch.log)
+    assert_untouched(crossed)
+
+
+def test_an_answer_over_a_new_connection_to_another_broker_is_not_used(run, crossed: Crossed) -> None:
+    """The case the proof alone missed: the first connection proves the API and closes; the queue's facts are
+    answered over the second, by the other broker. The new connection is proven before its answer is used, and
+    the proof fails there: exit 3 (before this, the quorum queue was read as classic)."""
+    with http_switch([crossed.second.http_port, crossed.main.http_port], close_after=2) as switch:
+        result = run("--url", amqp_url(crossed.second), "--management-url", switch.url, "replay", crossed.queue,
+                     "--dry-run")
+    assert result.exit_code == 3, (result.output, switch.log)
+    assert "answered over a new HTTP connection for another broker" in result.stderr, result.stderr
+    assert_untouched(crossed)
+
+
+def test_an_api_that_closes_connections_but_stays_on_one_broker_still_serves(run, crossed: Crossed) -> None:
+    """The control: the same proxy with both backends the right broker. Each new connection is proven again and
+    the quorum queue is recognised (refused without --spend-attempts, exit 6), as with a direct connection."""
+    with http_switch([crossed.second.http_port], close_after=2) as switch:
+        result = run("--url", amqp_url(crossed.second), "--management-url", switch.url, "peek", crossed.queue,
+                     "-n", "2")
+    assert result.exit_code == 6, (result.output, switch.log)
+    assert "delivery limit 2" in result.stderr
+    assert len({n for n, _b, _r in switch.log}) > 1  # it did answer over several connections
+    assert_untouched(crossed)

@@ -53,6 +53,7 @@ def test_snapshots_are_bounded_and_paced() -> None:
 
 class FakeClient:
     masked_url = "http://fake:15672/"
+    probe_queue = None
 
     def __init__(self, profile: BrokerProfile) -> None:
         if profile.name == "dead":
