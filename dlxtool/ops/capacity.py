@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dlxtool.broker.management import ManagementClient, QueueInfo
+from dlxtool.broker.management import STATS_WAIT, ManagementClient, QueueInfo
 from dlxtool.errors import DlxtoolError, RefusedError
 
 if TYPE_CHECKING:
@@ -123,6 +123,10 @@ class Capacity:
                 "guarded": self.guarded, "known": self.known, "note": self.note}
 
 
+POLICIES_UNKNOWN = (f"its policies are not in the management API yet (a queue declared moments ago: they show "
+                    f"within {STATS_WAIT:.0f} s; run again)")
+
+
 def from_info(info: QueueInfo, ready: int) -> Capacity:
     """Limits from the management API's view of the queue (arguments and effective policy), depth from
     `ready` (a passive declare) and the sampled unacked / body byte counts."""
@@ -150,7 +154,9 @@ def read(mgmt: ManagementClient | None, vhost: str, queue: str, ready: Callable[
     if mgmt is None:
         return Capacity(queue, ready=count, known=False, note="no management API: its limits cannot be read")
     try:
-        info = mgmt.queue(vhost, queue)
+        info = mgmt.queue(vhost, queue, settled=True)
+        if not info.policies_known:
+            return Capacity(queue, ready=count, known=False, note=POLICIES_UNKNOWN)
         if _int(info.setting("max-length-bytes")) is not None:
             info = _current_bytes(mgmt, vhost, queue, info, count)
         cap = from_info(info, count)
@@ -161,7 +167,6 @@ def read(mgmt: ManagementClient | None, vhost: str, queue: str, ready: Callable[
     return cap
 
 
-STATS_WAIT = 6.0  # the management API's figures are sampled every 5 s by default
 
 
 def _bytes_sample(info: QueueInfo) -> int | None:
@@ -298,6 +303,14 @@ class Rooms:
 
     def stayed(self) -> int:
         return sum(self.refused.values())
+
+    def nack_copies(self, queue: str) -> bool:
+        """Whether a publish `queue` nacked may have been dead-lettered by it as well (x-overflow
+        reject-publish-dlx: the broker refuses the publish and dead-letters the message, a copy in its DLX's
+        queues — the DLQ it came from, for a replay), or its limits are not known. Room counted at the start
+        can be taken by producers meanwhile, so such a nack is a possible duplicate."""
+        cap = self.caps.get(queue)
+        return cap is None or cap.unreadable or cap.overflow == "reject-publish-dlx"
 
     def to_json(self) -> dict[str, Any]:
         return {q: {**c.to_json(), "admitted": None if q in self._free else self.admitted[q],

@@ -180,7 +180,7 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice,
     head, head_second = _entries({"from": source, "at": fixed_now}) if fixed_now is not None else b"", -1
     max_replays, to_queue, body_reset = s.max_replays, s.to_queue, s.reset_body_retries
     routes, lineage, next_id, celery, pack = decider.routes, decider.lineage, decider.next_id, CELERY_MARKER, _SIZE.pack
-    copies = decider.copies
+    copies, died_there = decider.copies, decider.died_there
 
     def stamped() -> bytes:
         """"from" and "at" (now, to the second), encoded once a second."""
@@ -244,6 +244,10 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice,
         route = routes(target)
         if isinstance(route, str):
             return Decision.leave(route)
+        if not to_queue:  # the broker dead-lettered it from its origin (a failure there, in x-death)
+            gone = died_there(target)
+            if gone is not None:
+                return Decision.leave(gone)
         publish_id = next_id().encode()
         table = b"".join((head if fixed_now is not None else stamped(), id_key, pack(len(publish_id)),
                           publish_id, counts[count], addresses[(exchange, original_key)], reading.deaths, reset,

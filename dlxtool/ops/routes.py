@@ -29,13 +29,16 @@ from urllib.parse import quote
 
 from dlxtool.errors import DlxtoolError, NotFoundError, RefusedError
 
+# The dead-letter questions of a queue whose policies the management API does not show yet (QueueInfo)
+POLICIES_UNREAD = ("its dead-letter exchange cannot be read yet (a queue declared moments ago: the management API "
+                   "shows its policies within 10 s; run again)")
 MAX_HOPS = 8  # exchange-to-exchange bindings followed at most this deep (and never in a cycle)
 
 
 class Management(Protocol):
     def get(self, path: str, **query: Any) -> Any: ...
 
-    def queue(self, vhost: str, name: str) -> Any: ...
+    def queue(self, vhost: str, name: str, *, settled: bool = False) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,7 @@ class Router:
         """QueueInfo, or None when the queue does not exist."""
         if name not in self._queues:
             try:
-                self._queues[name] = self.mgmt.queue(self.vhost, name)
+                self._queues[name] = self.mgmt.queue(self.vhost, name, settled=True)
             except NotFoundError:
                 self._queues[name] = None
         return self._queues[name]
@@ -139,6 +142,8 @@ class Router:
         info = self.queue(queue)
         if info is None:
             return None  # the publish itself is returned: the message stays where it is
+        if not info.policies_known:
+            return POLICIES_UNREAD
         dlx = info.dead_letter_exchange
         if dlx is None:
             return None
@@ -152,6 +157,20 @@ class Router:
         return (f"its dead-letter exchange {dlx!r} ({kind}) routes routing key {key!r} to no queue: "
                 "the next dead-lettering would drop the message")
 
+    def dead_letter_gone(self, queue: str) -> str | None:
+        """Why a message the broker dead-lettered from `queue` must not go back there: the queue has no
+        dead-letter exchange now (a policy deleted or no longer matching, the queue declared again without
+        one), so its next failure there would drop it. None when it has one, or the queue is missing."""
+        info = self.queue(queue)
+        if info is None:
+            return None
+        if not info.policies_known:
+            return POLICIES_UNREAD
+        if info.dead_letter_exchange is not None:
+            return None
+        return ("it has no dead-letter exchange now, though these messages were dead-lettered from it (a policy "
+                "removed, or the queue declared again without one): the next dead-lettering would drop the message")
+
     def through_wait_queue(self, queue: str, key: str | None, dlq: str) -> Resolved:
         """A message expired out of `queue` (with routing key `key` there) and its deaths say nothing else:
         follow where `queue` dead-letters to. Reaching one other queue means `queue` is a wait queue: the
@@ -162,6 +181,8 @@ class Router:
             info = self.queue(queue)
             if info is None:
                 return Resolved(None, f"only TTL expiries, from {queue!r}, which no longer exists")
+            if not info.policies_known:
+                return Resolved(None, f"only TTL expiries, from {queue!r}; {POLICIES_UNREAD}")
             dlx = info.dead_letter_exchange
             if dlx is None:
                 if info.setting("message-ttl") is None:
@@ -281,6 +302,7 @@ class Routes:
         self.unsafe: set[str] = set()
         self._by_name: dict[str, tuple[str, bool] | str] = {}
         self._keys: dict[tuple[str, str], str] = {}  # "" = the key is routed
+        self._gone: dict[str, str] = {}  # died_there's answers ("" = it still dead-letters)
 
     def __call__(self, target: str) -> tuple[str, bool] | str:
         route = self.routes.get(target)
@@ -304,6 +326,22 @@ class Routes:
         if route[1] and self.router is None:
             return self.key(target, "")  # nothing can be checked (or, allowed, nothing needs to be)
         return None
+
+    def died_there(self, target: str) -> str | None:
+        """Why a message the broker dead-lettered from `target` must not go back to it (Router.dead_letter_gone:
+        it has no dead-letter exchange now), once per target; None: it may (or --allow-dlx-drop, or no API to
+        ask: `key` says so for the routes that need it)."""
+        if self.allow_drop or self.router is None:
+            return None
+        why = self._gone.get(target)
+        if why is None:
+            try:
+                gone = self.router.dead_letter_gone(target)
+            except DlxtoolError as exc:
+                gone = f"cannot check its dead-letter exchange ({exc.message})"
+            why = self._gone[target] = f"{target}: {gone}" if gone else ""
+            self._noted(why)
+        return why or None
 
     def key(self, target: str, key: str | bytes) -> str | None:
         """Why a message keeping routing key `key` must not go to `target` (None: it may)."""

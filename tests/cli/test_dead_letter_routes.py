@@ -176,6 +176,68 @@ def test_replay_to_an_origin_whose_dead_letter_binding_changed_keeps_the_message
     assert broker.wait_depth(dlq, 1) == 1 and [b for b, _h in broker.snapshot(dlq)] == [b"o-1"]
 
 
+@pytest.mark.parametrize("codec", ["c", "python"], indirect=True)
+def test_replay_to_an_origin_that_no_longer_dead_letters_keeps_the_messages(run, broker, qname, codec) -> None:
+    """The broker dead-lettered these messages from the origin; since then the origin was declared again without
+    a dead-letter exchange: replayed, their next rejection there would drop them. They stay (exit 6, on the C
+    path and the Python one); --allow-dlx-drop moves them knowingly. The queue declared moments ago has no
+    policies in the management API yet: dlxtool waits for them instead of reading "none"."""
+    origin, ex, dlx, dlq = f"{qname}.o", f"{qname}.in", f"{qname}.dlx", f"{qname}.dlq"
+    with broker.channel() as ch:
+        direct_dlx_bound_by(ch, origin, dlx, dlq, "order.created")
+        ch.exchange_declare(ex, "direct")
+        ch.queue_bind(origin, ex, "order.created")
+        for body in (b"o-1", b"o-2"):
+            ch.basic_publish(ex, "order.created", body, mandatory=True)
+        rt.reject_all(ch, origin, 2)
+        assert broker.wait_depth(dlq, 2) == 2
+        ch.queue_delete(origin)
+        ch.queue_declare(origin)  # no dead-letter exchange now
+        ch.queue_bind(origin, ex, "order.created")
+
+    held = cli(run, broker, "replay", dlq, "--yes")
+    assert held.exit_code == 6, held.output
+    [(reason, n)] = json.loads(held.stdout)["left"].items()
+    assert n == 2 and reason.startswith(f"{origin}: ") and "no dead-letter exchange now" in reason, reason
+    assert "--allow-dlx-drop" in held.stderr
+    assert sorted(b for b, _h in broker.snapshot(dlq)) == [b"o-1", b"o-2"] and broker.queue_depth(origin) == 0
+
+    moved = cli(run, broker, "replay", dlq, "--yes", "--allow-dlx-drop")
+    assert moved.exit_code == 0, moved.output
+    assert json.loads(moved.stdout)["moved"] == {origin: 2}
+    assert broker.wait_depth(origin, 2) == 2 and broker.queue_depth(dlq) == 0
+
+
+def test_a_dead_letter_exchange_set_by_policy_on_a_queue_declared_moments_ago_is_read(run, broker, qname) -> None:
+    """The management API shows a new queue without its policies until its first stats sample (about 4 s on
+    3.10, 1 s on 4.0): read as "no policy", a --default-exchange replay went through and the next rejection
+    (routing key = queue name, which the policy's direct DLX does not route) dropped every message. dlxtool
+    waits for the policies: the replay is refused (exit 6), nothing lost."""
+    origin, ex, dlx, dlq = f"{qname}.o", f"{qname}.in", f"{qname}.dlx", f"{qname}.dlq"
+    vhost = quote(broker.vhost, safe="")
+    broker.mgmt.request("PUT", f"policies/{vhost}/{qname}-dlx",
+                        {"pattern": f"^{qname}\\.o$", "apply-to": "queues",
+                         "definition": {"dead-letter-exchange": dlx}})
+    try:
+        with broker.channel() as ch:
+            ch.exchange_declare(dlx, "direct")
+            ch.queue_declare(dlq)
+            ch.queue_bind(dlq, dlx, "order.created")
+            ch.exchange_declare(ex, "topic")
+            ch.queue_declare(origin)
+            ch.queue_bind(origin, ex, "order.*")
+            ch.basic_publish(ex, "order.created", b"p-1", mandatory=True)
+            rt.reject_all(ch, origin, 1)
+            assert broker.wait_depth(dlq, 1) == 1
+        result = cli(run, broker, "replay", dlq, "--yes", "--default-exchange")
+        assert result.exit_code == 6, result.output
+        [reason] = json.loads(result.stdout)["left"]
+        assert f"'{origin}' to no queue" in reason, reason
+        assert [b for b, _h in broker.snapshot(dlq)] == [b"p-1"] and broker.queue_depth(origin) == 0
+    finally:
+        broker.mgmt.request("DELETE", f"policies/{vhost}/{qname}-dlx")
+
+
 def test_celery_tasks_held_back_by_their_default_exchange_route_are_refused_with_exit_6(run, broker, qname) -> None:
     """Celery tasks go back by queue name (see test_replay_routing); when the origin's direct DLX would drop the
     queue name, they stay — and a run where that held back everything is refused (exit 6), as for other routes."""

@@ -329,7 +329,9 @@ def test_full_origin_with_reject_publish(run, broker, qname) -> None:
     wait_depth(broker, top.dlq, 8)
     with broker.channel() as ch:
         ch.queue_delete(origin)
-        ch.queue_declare(origin, arguments={"x-max-length": 3, "x-overflow": "reject-publish"})
+        # declared again with its dead-letter exchange: without one, its dead letters would stay (Routes.died_there)
+        ch.queue_declare(origin, arguments={"x-max-length": 3, "x-overflow": "reject-publish",
+                                            "x-dead-letter-exchange": top.dlx})
     result = replay(run, broker, top.dlq, "--yes")
     assert result.exit_code == 5
     summary = json.loads(result.stdout)

@@ -142,7 +142,9 @@ def test_origin_full_with_reject_publish(broker, qname) -> None:
     dlq, origins, originals = make_dead_letters(broker, qname, origins=1)
     with broker.channel() as ch:
         ch.queue_delete(origins[0])
-        ch.queue_declare(origins[0], arguments={"x-max-length": 1000, "x-overflow": "reject-publish"})
+        # declared again with its dead-letter exchange: without one, its dead letters would stay (Routes.died_there)
+        ch.queue_declare(origins[0], arguments={"x-max-length": 1000, "x-overflow": "reject-publish",
+                                                "x-dead-letter-exchange": f"{qname}.dlx"})
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))
     result = replay(conn, ReplaySettings(dlq), TransferOptions(prefetch=500, window=300), routes=broker.routes())
     conn.close()
@@ -150,3 +152,42 @@ def test_origin_full_with_reject_publish(broker, qname) -> None:
     assert result.moved_total == 1000 and nacked == N - 1000
     found = settled_copies(broker, [dlq, *origins], len(originals))
     assert check_nothing_lost(found, originals, result.possible_duplicates) == 0
+
+
+def test_a_producer_filling_a_reject_publish_dlx_origin_mid_replay_leaves_no_silent_duplicate(broker, qname) -> None:
+    """The origin (x-max-length, x-overflow reject-publish-dlx, dead-lettering into the DLQ) has room when replay
+    reads it; a producer fills it before the publishes arrive. The broker nacks them AND dead-letters each one:
+    a copy in the DLQ beside the original, which stays. Those nacks are counted as possible duplicates (before,
+    433 such copies were found with possible_duplicates 0)."""
+    from dlxtool.broker.management import ManagementClient
+    from dlxtool.ops import capacity
+
+    dlq, origins, originals = make_dead_letters(broker, qname, origins=1)
+    origin, room = origins[0], 500
+    with broker.channel() as ch:
+        ch.queue_delete(origin)
+        ch.queue_declare(origin, arguments={"x-max-length": room, "x-overflow": "reject-publish-dlx",
+                                            "x-dead-letter-exchange": f"{qname}.dlx"})
+    mgmt = ManagementClient(broker.management_url, "guest", "guest")
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    rooms = capacity.rooms(conn, mgmt, broker.vhost, 10, role="origin")
+    read = rooms.lookup
+
+    def read_then_fill(queue: str):  # the producer comes in right after the room was read
+        cap = read(queue)
+        with broker.channel() as ch:
+            for i in range(room):
+                ch.basic_publish("", queue, f"producer-{i}".encode())
+        return cap
+
+    rooms.lookup = read_then_fill
+    result = replay(conn, ReplaySettings(dlq), TransferOptions(prefetch=500, window=300), routes=broker.routes(),
+                    rooms=rooms)
+    conn.close()
+    nacked = sum(n for why, n in result.left.items() if why.startswith("nacked"))
+    assert nacked > 0 and all("reject-publish-dlx" in why for why in result.left if why.startswith("nacked"))
+    assert result.possible_duplicates >= nacked
+    found = settled_copies(broker, [dlq, origin], len(originals))
+    found = Counter({body: n for body, n in found.items() if not body.startswith(b"producer-")})
+    extra = check_nothing_lost(found, originals, result.possible_duplicates)
+    assert extra > 0  # the broker did dead-letter the nacked copies: the case is real

@@ -26,12 +26,13 @@ class FakeManagement:
             raise NotFoundError(path)
         return self.exchanges[name]
 
-    def queue(self, _vhost: str, name: str) -> Any:
+    def queue(self, _vhost: str, name: str, *, settled: bool = False) -> Any:
         if name not in self.queues:
             raise NotFoundError(name)
         arguments = dict(self.queues[name])
         consumers = arguments.pop("_consumers", 0)  # not an argument: the queue's consumer count
-        return queue_info({"name": name, "arguments": arguments, "consumers": consumers})
+        return queue_info({"name": name, "arguments": arguments, "consumers": consumers,
+                           "effective_policy_definition": {}})
 
 
 def to_queue(queue: str, key: str = "", **extra: Any) -> dict[str, Any]:
