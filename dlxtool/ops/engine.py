@@ -171,6 +171,9 @@ class TransferOptions:
     # admit(target queue, body size, publishes in flight) -> None, or why a MOVE must stay in the source
     # instead (dlxtool.ops.capacity.Rooms.admit: the target is full and would displace its own messages)
     admit: Callable[[str, int, int], str | None] | None = None
+    # nack_copies(target queue) -> whether a publish it nacked may have been dead-lettered by it too (a copy in its
+    # DLX's queues: dlxtool.ops.capacity.Rooms.nack_copies); such nacks count as possible duplicates
+    nack_copies: Callable[[str], bool] | None = None
 
 
 # -- per message state ------------------------------------------------------------------------------
@@ -190,6 +193,13 @@ class _Item:
     copy: bool            # a copy exists (or may) elsewhere until our ack is certain
     outcome_group: str | None
     routing_key: str      # the delivery's: a message kept in the source keeps it (_keep)
+
+
+def _removes(item: _Item) -> bool:
+    return item.decision is not None and item.decision.action is Action.REMOVE
+
+
+REMOVAL_UNPROVEN = "ack not proven before the end (removed, or still in the source)"
 
 
 def _sink_record(decision: Decision, record: MessageRecord | None) -> MessageRecord:
@@ -230,6 +240,8 @@ class Transfer:
         self._stop_reading = False
         self._cancelled_by_broker = False
         self._acked_uncertain = 0                # acked copies not yet proven by a qos-ok
+        self._nacked_copies = 0                  # nacked publishes the target may have dead-lettered as well
+        self._removals_unproven = 0              # acked removals not yet proven: maybe still in the source
         self._marker: int | None = None          # acks covered by the qos in flight
         self._stop = threading.Event()
         # Set by _setup() when the run starts; None before (a run that failed early salvages without them).
@@ -275,6 +287,7 @@ class Transfer:
             except KeyboardInterrupt:  # a second Ctrl-C (also while salvaging): no more waiting, count copies
                 self._stop.set()
                 self._give_up()
+        self._unproven_removals()
         self.result.interrupted = self._stop.is_set() and self.result.error is None
         self.result.unprocessed = max(0, self.result.snapshot - self._decided_count())
         self.result.elapsed = time.monotonic() - started
@@ -526,8 +539,14 @@ class Transfer:
                 item.copy = outcome is Outcome.LOST  # a LOST publish may exist at the target
                 if outcome is Outcome.LOST:
                     self._hold(item, f"{outcome.value}: {detail}")
-                else:
-                    self._keep(item, f"{outcome.value}: {detail}")
+                    continue
+                why = f"{outcome.value}: {detail}"
+                copies = self.opts.nack_copies
+                if outcome is Outcome.NACKED and copies is not None and item.decision is not None \
+                        and copies(item.decision.group):
+                    self._nacked_copies += 1
+                    why += " (its x-overflow reject-publish-dlx may have dead-lettered a copy as well)"
+                self._keep(item, why)
         if sink_dirty and self.opts.sink is not None:
             self.opts.sink.flush()
 
@@ -576,11 +595,12 @@ class Transfer:
         budget = self._ack_budget()
         last = None
         count = 0
-        acked_copies = 0
+        acked_copies = removals = 0
         while self._items and self._items[0].state == _DONE and count < budget:
             item = self._items.popleft()
             count += 1
             acked_copies += item.copy
+            removals += _removes(item)
             last = item
         if last is not None:  # every earlier tag is acked already: multiple covers exactly this run
             self._channel.ack(last.tag, multiple=True)
@@ -589,8 +609,10 @@ class Transfer:
                 self._items.remove(item)
                 self._channel.ack(item.tag)
                 acked_copies += item.copy
+                removals += _removes(item)
                 count += 1
         self._acked_uncertain += acked_copies
+        self._removals_unproven += removals
         self._sync_acks()
         return count
 
@@ -614,12 +636,13 @@ class Transfer:
         return max(0, left)
 
     def _sync_acks(self) -> None:
-        if self._marker is not None or not self._acked_uncertain:
+        if self._marker is not None or not (self._acked_uncertain or self._removals_unproven):
             return
-        covered = self._acked_uncertain
+        covered, removals = self._acked_uncertain, self._removals_unproven
 
         def proven(_frame: Any) -> None:
             self._acked_uncertain -= covered
+            self._removals_unproven -= removals
             self._marker = None
 
         self._marker = covered
@@ -707,15 +730,18 @@ class Transfer:
         if not self._items:
             return
         self._cancel_consumer()  # a delivery arriving meanwhile is one more to give back, not a lost one
+        for item in self._items:
+            self._not_removed(item, "given back unacked")
         self._lost_copies += sum(i.copy for i in self._items)
         self._items.clear()
         if close_channel(self.channel):
-            self._acked_uncertain = 0
+            self._acked_uncertain = self._removals_unproven = 0
             self._marker = None
 
     def _prove_acks(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        while (self._marker is not None or self._acked_uncertain) and time.monotonic() < deadline:
+        while (self._marker is not None or self._acked_uncertain or self._removals_unproven) \
+                and time.monotonic() < deadline:
             if not self._channel.is_open:
                 return  # closed without a close-ok: what it proved stays uncertain (possible duplicates)
             self._sync_acks()
@@ -796,6 +822,21 @@ class Transfer:
                 item.copy = aside.may_be_written
             self._hold(item, f"record not saved ({self.result.error})")
 
+    def _not_removed(self, item: _Item, why: str) -> None:
+        """A REMOVE settled but never acked goes back to the source with the rest: it was not removed after all
+        (with a --backup its record is on disk too: a copy, item.copy)."""
+        if item.state == _DONE and _removes(item):
+            self.result.removed -= 1
+            self._hold(item, why)
+
+    def _unproven_removals(self) -> None:
+        """Removals whose acks the broker never proved (a cut, a second signal): maybe still in the source. Not
+        counted removed, but said."""
+        if self._removals_unproven:
+            self.result.removed -= self._removals_unproven
+            self.result.left[REMOVAL_UNPROVEN] += self._removals_unproven
+            self._removals_unproven = 0
+
     def _give_up(self) -> None:
         """Stop at once (second Ctrl-C): every unacked message goes back when the connection closes; those
         with a copy elsewhere (or maybe elsewhere: publish unsettled) and unproven acks are possible duplicates."""
@@ -806,6 +847,8 @@ class Transfer:
             if item.state == _WAIT and item.decision is not None:
                 item.copy = item.copy or item.decision.action is Action.MOVE
                 self._hold(item, "interrupted before the confirm")
+            else:
+                self._not_removed(item, "interrupted before the ack")
             self._lost_copies += item.copy
         self._items.clear()
         self.result.possible_duplicates = self._duplicates_now()
@@ -813,7 +856,8 @@ class Transfer:
     def _duplicates_now(self) -> int:
         """Acks not proven + copies of messages that stay + tied returns that reached the target anyway."""
         pubs = self._publishers()
-        return self._acked_uncertain + self._lost_copies + sum(p.possible_duplicates for p in pubs)
+        return (self._acked_uncertain + self._lost_copies + self._nacked_copies
+                + sum(p.possible_duplicates for p in pubs))
 
     def _source_empty(self) -> bool:
         try:

@@ -387,7 +387,8 @@ def _reading(session: Session, settings: PurgeSettings, out: PurgeOutcome, *, dr
         rooms.forget()  # read again as the run starts: the figures above are as old as the confirmation
     routes: list[Routes] = []
     with (open_sink() if open_sink is not None else nullcontext(None)) as sink:
-        options = TransferOptions(sink=sink, progress=progress, admit=rooms.admit if rooms is not None else None)
+        options = TransferOptions(sink=sink, progress=progress, admit=rooms.admit if rooms is not None else None,
+                                  nack_copies=rooms.nack_copies if rooms is not None else None)
         out.result = run_reading_purge(session.conn, settings, options, timeout=session.timeout, router=router,
                                        routes=routes)
     if rooms is not None:
