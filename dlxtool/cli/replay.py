@@ -144,7 +144,8 @@ Examples:
 @click.option("--keep-routing-key", is_flag=True, hidden=True,
               help="The default now (kept so that existing scripts run).")
 @click.option("--drop-expiration", is_flag=True,
-              help="Do not restore a message's per-message TTL (expiration) from its death history.")
+              help="Do not restore a message's per-message TTL (expiration), which RabbitMQ moved into its death "
+                   "history (or an earlier replay recorded); dropped for good, later replays do not restore it.")
 @click.option("--reset-body-retries", is_flag=True,
               help="Also rewrite a Dramatiq JSON body's options.retries to 0 (its attempt count, kept in the body: "
                    "without this a replayed message gets no retry). Other bodies stay byte for byte.")

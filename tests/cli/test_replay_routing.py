@@ -169,7 +169,18 @@ def test_per_message_ttl_is_restored_and_recorded(run, broker, qname) -> None:
     assert dropped.exit_code == 0, dropped.stderr
     [(_m, props, body)] = broker.drain(origin)
     assert (body, props.expiration) == (b"t2", None)
-    assert props.headers["dlxtool-replay"]["expiration"] == "600000"
+    assert "expiration" not in props.headers["dlxtool-replay"]  # dropped for good: not recorded either
+
+    # It fails again and is replayed without the flag: the TTL stays dropped (before, the provenance brought
+    # it back).
+    with broker.channel() as ch:
+        ch.basic_publish("", origin, body, props, mandatory=True)
+        rt.reject_all(ch, origin, 1)
+    broker.wait_depth(top.dlq, 1)
+    again = replay(run, broker, top.dlq, "--yes")
+    assert again.exit_code == 0, again.stderr
+    [(_m, props, body)] = broker.drain(origin)
+    assert (body, props.expiration) == (b"t2", None)
 
 
 def test_nothing_moved_because_no_route_is_safe_is_refused_with_exit_6(run, broker, qname) -> None:
