@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
@@ -146,6 +146,7 @@ class ManagementClient:
         self._context = context
         self._version: str | None = None
         self._no_stats = False  # a settled queue read found no policies after a whole STATS_WAIT
+        self._policy_lists: dict[str, list[dict[str, Any]] | None] = {}  # vhost -> its policies (None: not readable)
         self.identity: Any = None  # set by dlxtool.broker.identity once proven to be the AMQP broker's API
         # The TCP connection (Response.connection) the identity proof's answer came over: an answer sent ahead
         # of the proof is used only when it came over that same connection (else it is asked for again).
@@ -332,14 +333,31 @@ class ManagementClient:
             except NotFoundError:
                 raise NotFoundError(f"queue {name!r} not found in vhost {vhost!r}",
                                     hint="list queues with `dlxtool queues`") from None
-            if raw.get("effective_policy_definition") is not None:
+            sampled = raw.get("effective_policy_definition") is not None
+            fresh = sampled and (not settled or self._policy_current(vhost, raw))
+            if fresh:
                 break
             if time.monotonic() >= deadline:
-                self._no_stats = self._no_stats or settled
+                self._no_stats = self._no_stats or (settled and not sampled)
                 break
             time.sleep(0.5)
         # Only a quorum queue's delivery limit depends on the version: spare classic reads the request.
-        return queue_info(raw, self.version() if raw.get("type") == "quorum" else None)
+        info = queue_info(raw, self.version() if raw.get("type") == "quorum" else None)
+        return info if fresh or not info.policies_known else replace(info, policies_known=False)
+
+    def _policy_current(self, vhost: str, raw: dict[str, Any]) -> bool:
+        """Whether the queue's sampled policy is the one the vhost's policy list applies now (policies.current).
+        The list is read once per command; a user who may not read it (policymaker tag) is not checked."""
+        from dlxtool.broker import policies
+
+        if vhost not in self._policy_lists:
+            try:
+                listed = self.get("policies/" + quote(vhost, safe=""))
+            except DlxtoolError:
+                listed = None
+            self._policy_lists[vhost] = listed if isinstance(listed, list) else None
+        listed = self._policy_lists[vhost]
+        return listed is None or policies.current(raw, listed)
 
     def version(self) -> str | None:
         if self._version is None:
