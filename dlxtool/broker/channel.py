@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from dlxtool import signal_guard
 from dlxtool.broker.wire.codec import Batch
 from dlxtool.errors import ConnectError, DlxtoolError
 
@@ -29,7 +30,15 @@ FULL_LOOP_EVERY = 0.05
 
 
 def process_io(connection: Any) -> None:
-    """connection.process_data_events(time_limit=0), with less work in the common case.
+    """connection.process_data_events(time_limit=0), with less work in the common case; a stop signal that
+    arrives meanwhile is raised when it is done (dlxtool.signal_guard)."""
+    signal_guard.raise_held()
+    with signal_guard.writing():
+        _process_io(connection)
+
+
+def _process_io(connection: Any) -> None:
+    """process_io's work.
 
     pika's version costs a timer, an epoll round and its dispatch checks on every call, and the engine
     calls it thousands of times a second; on a busy replay that was a quarter of dlxtool's CPU. When the
@@ -88,6 +97,7 @@ def coalesce_output(connection: Any) -> None:
 def wait_readable(connections: tuple[Any, ...], timeout: float, gather: float = 0.0) -> None:
     """Sleep until a connection has input (or can take output it still holds), at most `timeout` s.
     gather: when input came, sleep this much longer, so that more of it is read at once."""
+    signal_guard.raise_held()
     readers, writers = [], []
     for conn in connections:
         transport = getattr(conn._impl, "_transport", None)  # noqa: SLF001

@@ -28,7 +28,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from dlxtool import secrets
+from dlxtool import secrets, signal_guard
 from dlxtool.errors import ExitStatus, Interrupted
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -97,7 +97,7 @@ def catch_stop_signals() -> Iterator[None]:
         return
 
     def handler(signum: int, _frame: Any) -> None:
-        raise StopSignal(_note(signum))
+        signal_guard.raise_or_hold(StopSignal(_note(signum)))  # not in the middle of a pika write
 
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     for sig in STOP_SIGNALS:
@@ -144,7 +144,8 @@ def signals_as_stop(stop: threading.Event, enabled: bool = True, *, second_raise
             for s, old in previous.items():
                 if old is not None:
                     signal.signal(s, old)
-            raise StopSignal(sig)
+            signal_guard.raise_or_hold(StopSignal(sig))  # not in the middle of a pika write
+            return
         stop.set()
 
     for sig in STOP_SIGNALS:
