@@ -4,45 +4,54 @@ pika's writer sends the front of its buffer and only then takes the sent bytes o
 (`_AsyncTransportBase._produce`). A second stop signal raises StopSignal from its handler, between any two
 bytecodes: raised in that gap, the bytes stay in the buffer although the broker has them, and the next write
 (the close) sends them again — a publish the broker takes twice (seen once under load: a `load` stopped by
-two signals left one record in its queue twice). While dlxtool drives pika's I/O (channel.process_io) such a
-signal is held and raised as soon as the write is done; nothing there blocks, so it waits microseconds.
+two signals left one record in its queue twice). While dlxtool drives pika's I/O (dlxtool.broker.channel:
+process_io, and the waits of AsyncChannel.wait_for) such a signal is held and raised as soon as that call
+is done; those calls do not block, so it waits microseconds. Held when the call fails instead, it is raised
+by the next I/O call (raise_held), and forgotten when a command installs its handlers again (reset).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from typing import Any
 
-_depth = 0
-_held: BaseException | None = None
+_state: list[Any] = [0, None]  # [depth of guarded calls, the held exception]
 
 
 def raise_or_hold(exc: BaseException) -> None:
-    """From a signal handler: raise `exc` now, or when the write under way is done."""
-    global _held
-    if _depth:
-        _held = exc
+    """From a signal handler: raise `exc` now, or when the guarded I/O call under way is done."""
+    if _state[0]:
+        _state[1] = exc
         return
     raise exc
 
 
-@contextmanager
-def writing() -> Iterator[None]:
-    """Around pika I/O that must not be cut between a send and its bookkeeping (non-blocking code only)."""
-    global _depth, _held
-    _depth += 1
+def guarded(call: Callable[[Any], None], arg: Any) -> None:
+    """call(arg): pika I/O that must not be cut between a send and its bookkeeping (non-blocking calls only).
+    A plain counter, not a context manager: process_io runs thousands of times a second."""
+    held = _state[1]
+    if held is not None and not _state[0]:
+        _state[1] = None
+        raise held
+    _state[0] += 1
     try:
-        yield
+        call(arg)
     finally:
-        _depth -= 1
-    if not _depth and _held is not None:  # reached without an exception: raise the held signal now
-        exc, _held = _held, None
-        raise exc
+        _state[0] -= 1
+    held = _state[1]
+    if held is not None and not _state[0]:  # reached without an exception: raise the held signal now
+        _state[1] = None
+        raise held
 
 
 def raise_held() -> None:
-    """Raise a held signal whose write ended in an exception (the next I/O call comes here first)."""
-    global _held
-    if _held is not None and not _depth:
-        exc, _held = _held, None
-        raise exc
+    """Raise a held signal whose I/O call ended in an exception (before an I/O wait)."""
+    held = _state[1]
+    if held is not None and not _state[0]:
+        _state[1] = None
+        raise held
+
+
+def reset() -> None:
+    """A command's handlers are being installed: nothing held from an earlier run in this process."""
+    _state[0], _state[1] = 0, None

@@ -32,9 +32,11 @@ FULL_LOOP_EVERY = 0.05
 def process_io(connection: Any) -> None:
     """connection.process_data_events(time_limit=0), with less work in the common case; a stop signal that
     arrives meanwhile is raised when it is done (dlxtool.signal_guard)."""
-    signal_guard.raise_held()
-    with signal_guard.writing():
-        _process_io(connection)
+    signal_guard.guarded(_process_io, connection)
+
+
+def _process_events(connection: Any) -> None:
+    connection.process_data_events(time_limit=0)
 
 
 def _process_io(connection: Any) -> None:
@@ -207,10 +209,10 @@ class AsyncChannel:
                 raise ConnectError(f"no reply to {what} within {self.timeout:g}s")
             # Not process_data_events(time_limit): it sleeps the whole limit however soon the reply comes
             # (see pump), and a command waits for a dozen replies before its first message.
-            self.connection.process_data_events(time_limit=0)
+            signal_guard.guarded(_process_events, self.connection)
             if not ready():
                 wait_readable((self.connection,), IDLE_WAIT * 5)
-                self.connection.process_data_events(time_limit=0)
+                signal_guard.guarded(_process_events, self.connection)
             if getattr(self, "impl", None) is not None:
                 self.check()
 

@@ -18,7 +18,7 @@ import orjson
 from dlxtool import secrets
 from dlxtool.broker.http import HttpConnection, Pending, Response, done, proxied, urllib_exchange
 from dlxtool.config import BrokerProfile
-from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError
+from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError
 from dlxtool.urls import mask_any_url
 
 if TYPE_CHECKING:
@@ -146,7 +146,8 @@ class ManagementClient:
         self._context = context
         self._version: str | None = None
         self._no_stats = False  # a settled queue read found no policies after a whole STATS_WAIT
-        self._policy_lists: dict[str, list[dict[str, Any]] | None] = {}  # vhost -> its policies (None: not readable)
+        self._policy_lists: dict[str, list[dict[str, Any]] | None] = {}  # "policies/VHOST" … -> list (None: unreadable)
+        self._reread: set[str] = set()  # vhosts whose policy list was read again (once per queue read)
         self.identity: Any = None  # set by dlxtool.broker.identity once proven to be the AMQP broker's API
         # The TCP connection (Response.connection) the identity proof's answer came over: an answer sent ahead
         # of the proof is used only when it came over that same connection (else it is asked for again).
@@ -258,7 +259,7 @@ class ManagementClient:
         self._reproving = True
         try:
             self.reprove()
-        except DlxtoolError as exc:
+        except ManagementMismatch as exc:  # another broker now: nothing more from this API (a timeout is no such proof)
             self._failed_proof = exc
             raise
         finally:
@@ -327,6 +328,8 @@ class ManagementClient:
         still False after that: the caller treats them as unknown)."""
         # Once one queue had none after a whole wait (a broker whose stats are off), the next ones are not waited for
         deadline = time.monotonic() + STATS_WAIT if settled and not self._no_stats else 0.0
+        stale = False
+        self._reread.discard(vhost)
         while True:
             try:
                 raw = self.get(queue_path(vhost, name))
@@ -334,7 +337,11 @@ class ManagementClient:
                 raise NotFoundError(f"queue {name!r} not found in vhost {vhost!r}",
                                     hint="list queues with `dlxtool queues`") from None
             sampled = raw.get("effective_policy_definition") is not None
-            fresh = sampled and (not settled or self._policy_current(vhost, raw))
+            if settled and not sampled and self._no_policy_applies(vhost, raw):
+                raw = {**raw, "effective_policy_definition": {}}  # declared moments ago, and no policy is for it
+                sampled = True
+            fresh = sampled and (not settled or self._policy_current(vhost, raw, reread=stale))
+            stale = sampled and not fresh  # the list is read again once: it may be the older one
             if fresh:
                 break
             if time.monotonic() >= deadline:
@@ -345,18 +352,40 @@ class ManagementClient:
         info = queue_info(raw, self.version() if raw.get("type") == "quorum" else None)
         return info if fresh or not info.policies_known else replace(info, policies_known=False)
 
-    def _policy_current(self, vhost: str, raw: dict[str, Any]) -> bool:
-        """Whether the queue's sampled policy is the one the vhost's policy list applies now (policies.current).
-        The list is read once per command; a user who may not read it (policymaker tag) is not checked."""
+    def _no_policy_applies(self, vhost: str, raw: dict[str, Any]) -> bool:
+        """Whether neither a policy nor an operator policy of the vhost applies to this queue (both lists readable:
+        an administrator's); then a queue with no sample yet needs none."""
         from dlxtool.broker import policies
 
-        if vhost not in self._policy_lists:
+        name, kind = str(raw.get("name", "")), str(raw.get("type") or "classic")
+        for kind_of_list in ("policies", "operator-policies"):
+            listed = self._listed(kind_of_list, vhost)
+            if listed is None or policies.winner(listed, name, kind) is not None:
+                return False
+        return True
+
+    def _listed(self, which: str, vhost: str) -> list[dict[str, Any]] | None:
+        """The vhost's policies or operator-policies, read once per command (None: not readable by this user)."""
+        key = f"{which}/{vhost}"
+        if key not in self._policy_lists:
             try:
-                listed = self.get("policies/" + quote(vhost, safe=""))
+                listed = self.get(f"{which}/" + quote(vhost, safe=""))
             except DlxtoolError:
                 listed = None
-            self._policy_lists[vhost] = listed if isinstance(listed, list) else None
-        listed = self._policy_lists[vhost]
+            self._policy_lists[key] = listed if isinstance(listed, list) else None
+        return self._policy_lists[key]
+
+    def _policy_current(self, vhost: str, raw: dict[str, Any], *, reread: bool = False) -> bool:
+        """Whether the queue's sampled policy is the one the vhost's policy list applies now (policies.current).
+        The list is read once per command, and again (`reread`) when a sample disagrees with it: a policy changed
+        while the plan was read. A user who may not read it (policymaker tag) is not checked."""
+        from dlxtool.broker import policies
+
+        key = f"policies/{vhost}"
+        if reread and self._policy_lists.get(key) is not None and vhost not in self._reread:
+            self._reread.add(vhost)
+            del self._policy_lists[key]
+        listed = self._listed("policies", vhost)
         return listed is None or policies.current(raw, listed)
 
     def version(self) -> str | None:

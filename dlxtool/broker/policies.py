@@ -18,6 +18,28 @@ from typing import Any
 # apply-to values that cover a queue of each type (3.12+ adds the per-type ones)
 _COVERS = {"classic": ("all", "queues", "classic_queues"), "quorum": ("all", "queues", "quorum_queues"),
            "stream": ("all", "queues", "streams")}
+# A quorum queue takes a policy only if every key of it is one quorum queues apply
+# (rabbit_quorum_queue:is_policy_applicable; classic queues take any): an `ha-mode: all` policy matching
+# everything is not a quorum queue's policy. Keys known either way; any other key: cannot be told here.
+_QUORUM_KEYS = frozenset(("max-length", "max-length-bytes", "overflow", "expires", "message-ttl", "delivery-limit",
+                          "dead-letter-exchange", "dead-letter-routing-key", "dead-letter-strategy",
+                          "queue-leader-locator", "max-in-memory-length", "max-in-memory-bytes",
+                          "target-group-size"))
+_NOT_QUORUM_KEYS = frozenset(("ha-mode", "ha-params", "ha-sync-mode", "ha-sync-batch-size", "ha-promote-on-shutdown",
+                              "ha-promote-on-failure", "queue-mode", "queue-master-locator", "queue-version",
+                              "max-priority", "max-age", "stream-max-segment-size-bytes"))
+
+
+def _applies(policy: dict[str, Any], queue_type: str) -> bool | None:
+    """Whether RabbitMQ applies this (matching) policy to a queue of this type; None: cannot be told."""
+    if queue_type == "classic":
+        return True
+    if queue_type != "quorum":
+        return None  # streams: not followed here (nothing is replayed into a stream)
+    keys = set((policy.get("definition") or {}).keys())
+    if keys & _NOT_QUORUM_KEYS:
+        return False
+    return True if keys <= _QUORUM_KEYS else None
 
 
 def winner(policies: list[dict[str, Any]], queue: str, queue_type: str) -> dict[str, Any] | None | bool:
@@ -33,7 +55,11 @@ def winner(policies: list[dict[str, Any]], queue: str, queue_type: str) -> dict[
                 continue
         except re.error:
             return False
-        matching.append(policy)
+        applies = _applies(policy, queue_type)
+        if applies is None:
+            return False
+        if applies:
+            matching.append(policy)
     if not matching:
         return None
     matching.sort(key=lambda p: int(p.get("priority") or 0), reverse=True)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker.management import STATS_WAIT, ManagementClient, QueueInfo
-from dlxtool.errors import DlxtoolError, RefusedError
+from dlxtool.errors import DlxtoolError, ManagementMismatch, RefusedError
 
 if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
@@ -160,6 +160,8 @@ def read(mgmt: ManagementClient | None, vhost: str, queue: str, ready: Callable[
         if _int(info.setting("max-length-bytes")) is not None:
             info = _current_bytes(mgmt, vhost, queue, info, count)
         cap = from_info(info, count)
+    except ManagementMismatch:
+        raise  # the API answers for another broker now: exit 3, not a reason to stay
     except DlxtoolError as exc:
         return Capacity(queue, ready=count, known=False, note=f"management API: {exc.message}")
     if cap.max_bytes is not None:
@@ -304,13 +306,17 @@ class Rooms:
     def stayed(self) -> int:
         return sum(self.refused.values())
 
-    def nack_copies(self, queue: str) -> bool:
-        """Whether a publish `queue` nacked may have been dead-lettered by it as well (x-overflow
+    def nack_copies(self, queue: str) -> str | None:
+        """Why a publish `queue` nacked may have been dead-lettered by it as well (x-overflow
         reject-publish-dlx: the broker refuses the publish and dead-letters the message, a copy in its DLX's
-        queues — the DLQ it came from, for a replay), or its limits are not known. Room counted at the start
-        can be taken by producers meanwhile, so such a nack is a possible duplicate."""
+        queues — the DLQ it came from, for a replay — or its limits are not known); None when it cannot. Room
+        counted at the start can be taken by producers meanwhile, so such a nack is a possible duplicate."""
         cap = self.caps.get(queue)
-        return cap is None or cap.unreadable or cap.overflow == "reject-publish-dlx"
+        if cap is None or cap.unreadable:
+            return "its limits are not known: it may have dead-lettered a copy as well"
+        if cap.overflow == "reject-publish-dlx":
+            return "its x-overflow reject-publish-dlx dead-letters a refused message: a copy went there as well"
+        return None
 
     def to_json(self) -> dict[str, Any]:
         return {q: {**c.to_json(), "admitted": None if q in self._free else self.admitted[q],

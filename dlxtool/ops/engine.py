@@ -171,9 +171,9 @@ class TransferOptions:
     # admit(target queue, body size, publishes in flight) -> None, or why a MOVE must stay in the source
     # instead (dlxtool.ops.capacity.Rooms.admit: the target is full and would displace its own messages)
     admit: Callable[[str, int, int], str | None] | None = None
-    # nack_copies(target queue) -> whether a publish it nacked may have been dead-lettered by it too (a copy in its
-    # DLX's queues: dlxtool.ops.capacity.Rooms.nack_copies); such nacks count as possible duplicates
-    nack_copies: Callable[[str], bool] | None = None
+    # nack_copies(target queue) -> why a publish it nacked may have been dead-lettered by it too (a copy in its
+    # DLX's queues: dlxtool.ops.capacity.Rooms.nack_copies), or None; such nacks count as possible duplicates
+    nack_copies: Callable[[str], str | None] | None = None
 
 
 # -- per message state ------------------------------------------------------------------------------
@@ -542,10 +542,11 @@ class Transfer:
                     continue
                 why = f"{outcome.value}: {detail}"
                 copies = self.opts.nack_copies
-                if outcome is Outcome.NACKED and copies is not None and item.decision is not None \
-                        and copies(item.decision.group):
+                copy = copies(item.decision.group) if outcome is Outcome.NACKED and copies is not None \
+                    and item.decision is not None else None
+                if copy is not None:
                     self._nacked_copies += 1
-                    why += " (its x-overflow reject-publish-dlx may have dead-lettered a copy as well)"
+                    why += f" ({copy})"
                 self._keep(item, why)
         if sink_dirty and self.opts.sink is not None:
             self.opts.sink.flush()
@@ -778,6 +779,8 @@ class Transfer:
         for item in self._items:
             if item.state == _WAIT and item.decision is not None:
                 self._hold(item, why)
+            else:
+                self._not_removed(item, "given back unacked (the run stopped on an error)")
             self._lost_copies += item.copy
         self._items.clear()
         self.result.possible_duplicates = self._duplicates_now()

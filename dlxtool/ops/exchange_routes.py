@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlxtool.conventions import Route
-from dlxtool.errors import DlxtoolError
+from dlxtool.errors import DlxtoolError, ManagementMismatch
 from dlxtool.ops.capacity import Rooms
 from dlxtool.ops.routes import Router
 
@@ -87,6 +87,8 @@ class ExchangeTargets:
         else:
             try:
                 found = self.router.route(exchange, key)
+            except ManagementMismatch:
+                raise  # the API answers for another broker now: exit 3, not a reason to stay
             except DlxtoolError as exc:
                 found, unknown = None, f"cannot read its bindings ({exc.message})"
             if found is None and unknown is None:
@@ -112,6 +114,8 @@ class ExchangeTargets:
         for queue in queues:
             try:
                 drop = self.router.dead_letter_drop(queue, key)
+            except ManagementMismatch:
+                raise  # the API answers for another broker now: exit 3, not a reason to stay
             except DlxtoolError as exc:
                 return f"cannot check the dead-letter exchange of {queue!r} ({exc.message})"
             if drop:

@@ -99,6 +99,7 @@ def catch_stop_signals() -> Iterator[None]:
     def handler(signum: int, _frame: Any) -> None:
         signal_guard.raise_or_hold(StopSignal(_note(signum)))  # not in the middle of a pika write
 
+    signal_guard.reset()  # a new command: nothing held from an earlier one in this process
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     for sig in STOP_SIGNALS:
         if _take(sig, previous[sig]):

@@ -16,7 +16,7 @@ from typing import Any
 
 from dlxtool.broker.management import ManagementClient
 from dlxtool.config import BrokerProfile
-from dlxtool.errors import DlxtoolError, NotFoundError
+from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError
 from dlxtool.ops.queue_flags import FLAGS, QueueRow, flag_rows, row_from_api
 
 _RATES = ("publish", "deliver_get", "ack", "redeliver", "deliver_no_ack", "get_no_ack")
@@ -113,18 +113,33 @@ class IdentityCheck:
         key = (profile.name, profile.management_url)
         if key in self.proven or not _ad_hoc(profile):
             return
+        if self._prove(profile, client):
+            self.proven.add(key)
+
+    @staticmethod
+    def _prove(profile: BrokerProfile, client: ManagementClient) -> bool:
+        """The proof over an AMQP connection of its own, closed after it (with it goes the probe queue a new
+        HTTP connection would be proven by): so a new HTTP connection (--watch outlives a kept-alive one) is
+        proven the same way again (ManagementClient.reprove). False when AMQP cannot be reached."""
         from dlxtool.broker.connection import close_quietly, connect
         from dlxtool.broker.identity import verified_management
 
         try:
             conn = connect(profile)
         except DlxtoolError:
-            return
+            return False
         try:
             verified_management(conn, profile, client)
         finally:
             close_quietly(conn)
-        self.proven.add(key)
+
+        def again() -> None:
+            if not IdentityCheck._prove(profile, client):
+                raise ConnectError(f"management API at {client.masked_url}: a new HTTP connection cannot be proven "
+                                   f"(the AMQP side of broker {profile.name!r} is not reachable now)")
+
+        client.reprove = again
+        return True
 
 
 def survey_broker(profile: BrokerProfile, vhost: str | None,

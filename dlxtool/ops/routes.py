@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from dlxtool.errors import DlxtoolError, NotFoundError, RefusedError
+from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, RefusedError
 
 # The dead-letter questions of a queue whose policies the management API does not show yet (QueueInfo)
 POLICIES_UNREAD = ("its dead-letter exchange cannot be read yet (a queue declared moments ago: the management API "
@@ -162,7 +162,7 @@ class Router:
         dead-letter exchange now (a policy deleted or no longer matching, the queue declared again without
         one), so its next failure there would drop it. None when it has one, or the queue is missing."""
         info = self.queue(queue)
-        if info is None:
+        if info is None or "x-dead-letter-exchange" in info.arguments:  # an argument wins over any policy
             return None
         if not info.policies_known:
             return POLICIES_UNREAD
@@ -197,6 +197,8 @@ class Router:
                 return Resolved(None, f"only TTL expiries, from {queue!r}; the routing key it had there is not "
                                       "recorded")
             reaches = self.route(str(dlx), use)
+        except ManagementMismatch:
+            raise  # the API answers for another broker now: exit 3, not a reason to stay
         except DlxtoolError as exc:
             return Resolved(None, f"only TTL expiries, from {queue!r}; cannot read its routes ({exc.message})")
         where = f"{queue!r} dead-letters to exchange {dlx!r} with routing key {use!r}"
@@ -337,6 +339,8 @@ class Routes:
         if why is None:
             try:
                 gone = self.router.dead_letter_gone(target)
+            except ManagementMismatch:
+                raise  # the API answers for another broker now: exit 3, not a reason to stay
             except DlxtoolError as exc:
                 gone = f"cannot check its dead-letter exchange ({exc.message})"
             why = self._gone[target] = f"{target}: {gone}" if gone else ""
@@ -412,6 +416,8 @@ class Routes:
             return f"{target}: {UNCHECKED}"
         try:
             drop = self.router.dead_letter_drop(target, key)
+        except ManagementMismatch:
+            raise  # the API answers for another broker now: exit 3, not a reason to stay
         except DlxtoolError as exc:
             return f"{target}: cannot check its dead-letter exchange ({exc.message})"
         return f"{target}: {drop}" if drop else ""
@@ -424,6 +430,8 @@ class Routes:
                     "exchange, and it is not reachable")
         try:
             drop = self.router.dead_letter_drop(target, target)
+        except ManagementMismatch:
+            raise  # the API answers for another broker now: exit 3, not a reason to stay
         except DlxtoolError as exc:
             return f"{target}: cannot check its dead-letter exchange ({exc.message})"
         if drop:

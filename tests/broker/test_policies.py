@@ -29,3 +29,14 @@ def test_a_sample_is_current_only_when_it_shows_the_policy_that_applies() -> Non
     assert current(quorum, [DLX, LIMIT])  # a lower number: an operator policy's, not a stale one
     assert not current({**quorum, "effective_policy_definition": {"max-length": 9, "overflow": "drop-head"}},
                        [DLX, LIMIT])
+
+
+def test_a_policy_a_quorum_queue_does_not_take_is_not_its_policy() -> None:
+    """RabbitMQ applies a policy to a quorum queue only when it has no key quorum queues do not apply: with an
+    `ha-mode: all` policy on everything, a quorum queue shows no policy, and that sample is current."""
+    ha = {"name": "ha", "pattern": ".*", "apply-to": "all", "priority": 0, "definition": {"ha-mode": "all"}}
+    quorum = {"name": "orders.work", "type": "quorum", "policy": None, "effective_policy_definition": {}}
+    assert winner([ha], "orders.work", "quorum") is None and current(quorum, [ha])
+    assert winner([ha], "orders.work", "classic") is ha
+    odd = {**ha, "name": "odd", "definition": {"some-plugin-key": 1}}
+    assert winner([odd], "orders.work", "quorum") is False and current(quorum, [odd])  # unknown: the sample stands

@@ -299,13 +299,21 @@ def test_an_answer_over_a_new_connection_to_another_broker_is_not_used(run, cros
     assert_untouched(crossed)
 
 
-def test_an_api_that_closes_connections_but_stays_on_one_broker_still_serves(run, crossed: Crossed) -> None:
-    """The control: the same proxy with both backends the right broker. Each new connection is proven again and
-    the quorum queue is recognised (refused without --spend-attempts, exit 6), as with a direct connection."""
+@pytest.mark.parametrize("command", ["peek", "queues"])
+def test_an_api_that_closes_connections_but_stays_on_one_broker_still_serves(run, crossed: Crossed,
+                                                                             command: str) -> None:
+    """The control: the same proxy with both backends the right broker. Each new connection is proven again
+    (for `queues`, whose AMQP connection closes after its proof, over a new one) and the quorum queue is
+    recognised: peek refuses without --spend-attempts (exit 6), queues lists it as quorum (exit 0)."""
+    args = ["peek", crossed.queue, "-n", "2"] if command == "peek" else ["queues", "--format", "json"]
     with http_switch([crossed.second.http_port], close_after=2) as switch:
-        result = run("--url", amqp_url(crossed.second), "--management-url", switch.url, "peek", crossed.queue,
-                     "-n", "2")
-    assert result.exit_code == 6, (result.output, switch.log)
-    assert "delivery limit 2" in result.stderr
+        result = run("--url", amqp_url(crossed.second), "--management-url", switch.url, *args)
     assert len({n for n, _b, _r in switch.log}) > 1  # it did answer over several connections
+    if command == "peek":
+        assert result.exit_code == 6, (result.output, switch.log)
+        assert "delivery limit 2" in result.stderr
+    else:
+        assert result.exit_code == 0, (result.output, switch.log)
+        rows = [r for r in json.loads(result.stdout) if r.get("queue") == crossed.queue]
+        assert [r.get("type") for r in rows] == ["quorum"], rows
     assert_untouched(crossed)

@@ -231,3 +231,25 @@ def test_a_second_signal_mid_purge_counts_only_what_left_the_queue(broker, qname
     maybe = sum(n for why, n in result.left.items() if why.startswith("ack not proven"))
     assert result.removed <= gone <= result.removed + maybe, (result.removed, gone, dict(result.left))
     assert all(b"-drop-" in body for body in sent if not found[body])  # nothing kept was lost
+
+
+@pytest.mark.parametrize("cut_at", [60_000, 150_000])
+def test_a_connection_cut_mid_purge_counts_only_what_left_the_queue(broker, qname, cut_at: int) -> None:
+    """The same truth when the connection is cut (a proxy drops it after `cut_at` bytes from dlxtool): settled
+    removals not acked go back with the rest, acks not proven are said as maybe — `removed` never counts a
+    message that is still in the queue."""
+    from tests.ops.test_purge_faults import through_proxy
+    from tests.support.proxy import CuttingProxy
+
+    sent = queue_of_originals(broker, qname)
+    settings = PurgeSettings(qname, Selection(body_contains=(b"-drop-",)))
+    with CuttingProxy(broker.host, broker.amqp_port, cut_after_bytes=cut_at) as proxy:
+        conn = through_proxy(broker, proxy)
+        result = run_reading_purge(conn, settings, TransferOptions(prefetch=1000, handle_sigint=False), timeout=10)
+        assert proxy.cuts, "the connection was not cut: the case did not happen"
+    assert result.connection_lost
+    found = settled_copies(broker, [qname], N - result.removed)
+    gone = sum(1 for body in sent if not found[body])
+    maybe = sum(n for why, n in result.left.items() if why.startswith("ack not proven"))
+    assert result.removed <= gone <= result.removed + maybe, (result.removed, gone, dict(result.left))
+    assert all(b"-drop-" in body for body in sent if not found[body])
