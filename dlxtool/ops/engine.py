@@ -597,11 +597,13 @@ class Transfer:
         last = None
         count = 0
         acked_copies = removals = 0
+        counting = self.result.removed > 0  # removals to prove (a replay has none: off its per-message path)
         while self._items and self._items[0].state == _DONE and count < budget:
             item = self._items.popleft()
             count += 1
             acked_copies += item.copy
-            removals += _removes(item)
+            if counting:
+                removals += _removes(item)
             last = item
         if last is not None:  # every earlier tag is acked already: multiple covers exactly this run
             self._channel.ack(last.tag, multiple=True)
@@ -610,7 +612,8 @@ class Transfer:
                 self._items.remove(item)
                 self._channel.ack(item.tag)
                 acked_copies += item.copy
-                removals += _removes(item)
+                if counting:
+                    removals += _removes(item)
                 count += 1
         self._acked_uncertain += acked_copies
         self._removals_unproven += removals

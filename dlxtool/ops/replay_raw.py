@@ -181,6 +181,7 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice,
     max_replays, to_queue, body_reset = s.max_replays, s.to_queue, s.reset_body_retries
     routes, lineage, next_id, celery, pack = decider.routes, decider.lineage, decider.next_id, CELERY_MARKER, _SIZE.pack
     copies, died_there = decider.copies, decider.died_there
+    gone_from: dict[str, str | None] = {}  # died_there's answer per target, asked once
 
     def stamped() -> bytes:
         """"from" and "at" (now, to the second), encoded once a second."""
@@ -245,7 +246,9 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice,
         if isinstance(route, str):
             return Decision.leave(route)
         if not to_queue:  # the broker dead-lettered it from its origin (a failure there, in x-death)
-            gone = died_there(target)
+            gone = gone_from.get(target, "")
+            if gone == "":  # not asked yet ("" is never a reason)
+                gone = gone_from[target] = died_there(target)
             if gone is not None:
                 return Decision.leave(gone)
         publish_id = next_id().encode()
