@@ -147,23 +147,34 @@ def _reprove(conn: Any, profile: BrokerProfile, client: ManagementClient) -> Non
             raise _switched(client, conn) from None
         client.proven_connection = client.last_connection
         return
-    name = _text((conn._impl.params.client_properties or {}).get("connection_name"))  # noqa: SLF001
+    name = _connection_name(conn)
     deadline = time.monotonic() + LISTING_WAIT
     first_on: int | None = None
     while True:
-        rows = client.get(f"vhosts/{_q(profile.vhost)}/connections", columns="user_provided_name")
+        listed = _lists_connection(client, profile.vhost, name)
         on = client.last_connection
         if first_on is None:
             first_on = on
         if on != first_on:
             return  # a poll answered over yet another connection: nothing proven
-        if any(isinstance(r, dict) and r.get("user_provided_name") == name for r in rows or []):
+        if listed:
             client.proven_connection = on
             return
         if time.monotonic() >= deadline:
             break
         time.sleep(LISTING_POLL)
     raise _switched(client, conn)
+
+
+def _connection_name(conn: Any) -> str:
+    """The random client-provided name this AMQP connection was opened with (connection_name())."""
+    return _text((conn._impl.params.client_properties or {}).get("connection_name"))  # noqa: SLF001
+
+
+def _lists_connection(client: ManagementClient, vhost: str, name: str) -> bool:
+    """Whether the API's connection list of `vhost` holds the connection named `name`."""
+    rows = client.get(f"vhosts/{_q(vhost)}/connections", columns="user_provided_name")
+    return any(isinstance(r, dict) and r.get("user_provided_name") == name for r in rows or [])
 
 
 def _switched(client: ManagementClient, conn: Any) -> ManagementMismatch:
@@ -215,15 +226,15 @@ def _probe_queue_node(conn: Any, client: ManagementClient, vhost: str) -> str | 
 def _by_connection_listing(conn: Any, client: ManagementClient, profile: BrokerProfile, api: Identity,
                            why: str, overview_on: int | None) -> ManagementClient:
     """Proof for a user who may not declare queues: this connection's random name in the API's list."""
-    name = _text((conn._impl.params.client_properties or {}).get("connection_name"))  # noqa: SLF001
+    name = _connection_name(conn)
     deadline = time.monotonic() + LISTING_WAIT
     while name.startswith("dlxtool "):
         try:
-            rows = client.get(f"vhosts/{_q(profile.vhost)}/connections", columns="user_provided_name")
+            listed = _lists_connection(client, profile.vhost, name)
         except DlxtoolError as exc:
             why += f"; the API's connection list cannot be read ({exc.message})"
             break
-        if any(isinstance(r, dict) and r.get("user_provided_name") == name for r in rows or []):
+        if listed:
             client.identity = api
             _proven(client, overview_on)
             client.reprove = lambda: _reprove(conn, profile, client)

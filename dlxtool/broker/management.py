@@ -449,6 +449,9 @@ _DEFAULT_PORT = {"http": 80, "https": 443}
 
 REPROOFS = 3  # answers over a new TCP connection in a row, each proven again, before the API is given up
 STATS_WAIT = 10.0  # the management API samples every 5 s by default; a quorum queue showed its first after 5 s
+# Why a queue's policies count as unknown (QueueInfo.policies_known False): the reasons messages stay for
+POLICIES_PENDING = (f"its policies are not in the management API yet (a queue declared or a policy changed moments "
+                    f"ago: they show within {STATS_WAIT:.0f} s; run again)")
 
 
 def queue_info(raw: dict[str, Any], broker_version: str | None = None) -> QueueInfo:

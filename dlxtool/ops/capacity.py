@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dlxtool.broker.management import STATS_WAIT, ManagementClient, QueueInfo
+from dlxtool.broker.management import POLICIES_PENDING, STATS_WAIT, ManagementClient, QueueInfo
 from dlxtool.errors import DlxtoolError, ManagementMismatch, RefusedError
 
 if TYPE_CHECKING:
@@ -123,8 +123,6 @@ class Capacity:
                 "guarded": self.guarded, "known": self.known, "note": self.note}
 
 
-POLICIES_UNKNOWN = (f"its policies are not in the management API yet (a queue declared moments ago: they show "
-                    f"within {STATS_WAIT:.0f} s; run again)")
 
 
 def from_info(info: QueueInfo, ready: int) -> Capacity:
@@ -156,7 +154,7 @@ def read(mgmt: ManagementClient | None, vhost: str, queue: str, ready: Callable[
     try:
         info = mgmt.queue(vhost, queue, settled=True)
         if not info.policies_known:
-            return Capacity(queue, ready=count, known=False, note=POLICIES_UNKNOWN)
+            return Capacity(queue, ready=count, known=False, note=POLICIES_PENDING)
         if _int(info.setting("max-length-bytes")) is not None:
             info = _current_bytes(mgmt, vhost, queue, info, count)
         cap = from_info(info, count)

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from dlxtool.broker.management import POLICIES_PENDING
 from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, RefusedError
 
 # The dead-letter questions of a queue whose policies the management API does not show yet (QueueInfo)
-POLICIES_UNREAD = ("its dead-letter exchange cannot be read yet (a queue declared moments ago: the management API "
-                   "shows its policies within 10 s; run again)")
+POLICIES_UNREAD = f"its dead-letter exchange cannot be read: {POLICIES_PENDING}"
 MAX_HOPS = 8  # exchange-to-exchange bindings followed at most this deep (and never in a cycle)
 
 
