@@ -63,6 +63,11 @@ def provenance_src(headers: dict[str, Any] | None) -> Origin | None:
         return None
     src, publish_id = (v.decode("utf-8", "replace") if isinstance(v, bytes) else v
                        for v in (prov.get("src"), prov.get("id")))
+    return copy_origin(src, publish_id)
+
+
+def copy_origin(src: Any, publish_id: Any) -> Origin | None:
+    """provenance_src of a provenance's decoded `src` and `id`."""
     if not isinstance(src, str) or len(src) != 16:
         return None
     return src, str(publish_id or "").rsplit("-", 1)[0]
@@ -122,29 +127,37 @@ class CopyGuard:
 
     def __init__(self) -> None:
         self._bloom: bytearray | None = None  # made at the first source: a run of copies only needs none
-        self._copies: dict[str, set[str]] = {}  # src -> the runs whose copies of it were replayed here
+        # src -> the run whose copy of it was replayed here (one: the copy of another run stays, unrecorded)
+        self._copies: dict[str, str] = {}
 
     def stays(self, fingerprint: str | None, origin: Origin | None) -> bool:
         """Whether this delivery pairs with one already replayed in this run (else it is remembered as
-        replayed: call only for a delivery that is about to be replayed). On every replayed message's path:
-        the filter's bits come from the string's own hash (stable within the process, all a run needs)."""
+        replayed: call only for a delivery that is about to be replayed). On every replayed message's path,
+        hence unrolled: the filter's bits come from the string's own hash (stable within the process, all a
+        run needs)."""
         if origin is None:
             if fingerprint is None:
                 return False
-            if fingerprint in self._copies:
+            copies = self._copies
+            if copies and fingerprint in copies:
                 return True
             bloom = self._bloom
             if bloom is None:
                 bloom = self._bloom = bytearray(self.BITS // 8)
             h, mask = hash(fingerprint), self._MASK
-            for bit in (h & mask, (h >> 20) & mask, (h >> 40) & mask):
-                bloom[bit >> 3] |= 1 << (bit & 7)
+            bit = h & mask
+            bloom[bit >> 3] |= 1 << (bit & 7)
+            bit = (h >> 20) & mask
+            bloom[bit >> 3] |= 1 << (bit & 7)
+            bit = (h >> 40) & mask
+            bloom[bit >> 3] |= 1 << (bit & 7)
             return False
         src, run = origin
-        runs = self._copies.get(src)
-        if (runs is not None and any(r != run for r in runs)) or self._seen(src):
+        replayed = self._copies.get(src)
+        if (replayed is not None and replayed != run) or self._seen(src):
             return True
-        self._copies.setdefault(src, set()).add(run)
+        if replayed is None:
+            self._copies[src] = run
         return False
 
     def _seen(self, fingerprint: str) -> bool:
@@ -152,4 +165,11 @@ class CopyGuard:
         if bloom is None:
             return False
         h, mask = hash(fingerprint), self._MASK
-        return all(bloom[bit >> 3] & (1 << (bit & 7)) for bit in (h & mask, (h >> 20) & mask, (h >> 40) & mask))
+        bit = h & mask
+        if not bloom[bit >> 3] & (1 << (bit & 7)):
+            return False
+        bit = (h >> 20) & mask
+        if not bloom[bit >> 3] & (1 << (bit & 7)):
+            return False
+        bit = (h >> 40) & mask
+        return bool(bloom[bit >> 3] & (1 << (bit & 7)))

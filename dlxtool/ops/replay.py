@@ -444,9 +444,9 @@ def _x_death_only(headers: dict[str, Any], history: DeathHistory, x_origin: Deat
     return Explanation(Route(queue=origin.queue), X_DEATH, X_DEATH, origin.why)
 
 
-def _accelerator() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
-    """The C extension's (scan_headers, splice_headers) (dlxtool.broker.wire._hotpath), or None where the codec
-    is not `c` (the extension not built, or another codec chosen)."""
+def _accelerator() -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]] | None:
+    """The C extension's (scan_headers, splice_headers, fingerprint) (dlxtool.broker.wire._hotpath), or None where
+    the codec is not `c` (the extension not built, or another codec chosen)."""
     from dlxtool.broker.wire import codec
 
     return codec.current().header_splice

@@ -11,7 +11,7 @@ the values the Python codec decodes from those bytes, so the two paths cannot di
 What repeats is cached per run: the reading of each distinct x-death (origin, address, the deaths
 summary; `time` is not read, so the dead letters of one failure share one reading), of each distinct
 earlier provenance and retry counters, and the encoded parts of the provenance header. A message then
-costs the two C calls and a few dictionary look-ups.
+costs the three C calls (scan, fingerprint, splice) and a few dictionary look-ups.
 
 It answers None for what it leaves to __call__: properties the scan would not copy exactly, no x-death
 or no failure in it (an origin from x-first-death-*, a wait queue's route), a TTL to restore, a header
@@ -38,7 +38,15 @@ from dlxtool.deaths import (
     summarize,
 )
 from dlxtool.ops.engine import Action, Decision
-from dlxtool.ops.provenance import _SRC_ENTRY, COPY_LEFT, PROVENANCE_HEADER, provenance_src, source_fingerprint
+from dlxtool.ops.provenance import (
+    _SRC_ENTRY,
+    COPY_LEFT,
+    PROVENANCE_HEADER,
+    Origin,
+    copy_origin,
+    provenance_src,
+    source_fingerprint,
+)
 from dlxtool.ops.replay import Address, first_address, origin_death, original_address, replay_count, short_value
 
 if TYPE_CHECKING:
@@ -56,6 +64,7 @@ PROVENANCE_SRC = ("src", "id")
 Table = bytes
 Scan = Callable[..., Any]
 Splice = Callable[[bytes, tuple[bytes, ...], bytes], bytes | None]
+Fingerprint = Callable[[bytes, bytes], str | None]
 Decide = Callable[[str, bytes, bytes], Decision | None]
 
 _CACHE_MAX = 4096
@@ -126,6 +135,21 @@ def _provenance(table: Table) -> tuple[int, dict[str, Any]] | None:
     return replay_count({PROVENANCE_HEADER: recorded}), recorded
 
 
+_ID_ENTRY = b"\x02idS"  # "id", a long string (its size and text follow)
+
+
+def _origin(table: Table) -> Origin | None:
+    """provenance_src of an earlier provenance's `id` and `src` (as picked); ValueError where they do not decode.
+    On every replayed copy's path: the layout replay writes (id, then src, ASCII) is sliced, any other decoded."""
+    if table[4:8] == _ID_ENTRY:
+        end = 12 + int.from_bytes(table[8:12], "big")
+        if len(table) == end + 25 and table[end:end + 9] == _SRC_ENTRY:
+            publish_id, src = table[12:end], table[end + 9:]
+            if publish_id.isascii() and src.isascii():  # decoded, they are these bytes as text
+                return copy_origin(src.decode(), publish_id.decode())
+    return provenance_src({PROVENANCE_HEADER: _decoded(table)})
+
+
 def _reset(reported: tuple[tuple[bytes, bytes], ...]) -> bytes | None:
     """The provenance's "reset" entry for the retry counters removed, as replay_headers writes it."""
     try:
@@ -150,10 +174,10 @@ class _Cache(dict[Any, Any]):
         return value
 
 
-def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice,
+def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice, fingerprint_of: Fingerprint,
                 triggers: tuple[tuple[str, ...], tuple[str, ...]]) -> Decide:
     """decide(routing_key, encoded properties, body) -> Decision | None for one ReplayDecider (its settings,
-    routes, loop guard, ids and clock), with the C extension's scan and splice."""
+    routes, loop guard, ids and clock), with the C extension's scan, splice and fingerprint."""
     s = decider.s
     slow_names, slow_prefixes = (tuple(_name(t) for t in names) for names in triggers)
     reset_names = tuple(n for n in (*DEFAULT_RETRY_HEADERS, *s.reset_headers) if n not in HISTORY_HEADERS)
@@ -183,15 +207,10 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice,
     copies, died_there = decider.copies, decider.died_there
     gone_from: dict[str, str | None] = {}  # died_there's answer per target, asked once
 
-    def stamped() -> bytes:
-        """"from" and "at" (now, to the second), encoded once a second."""
-        nonlocal head, head_second
-        second = int(time.time())
-        if second != head_second:
-            head, head_second = _entries({"from": source, "at": datetime.fromtimestamp(second, UTC)}), second
-        return head
+    clock = time.time
 
     def decide(routing_key: str, props: bytes, body: bytes) -> Decision | None:
+        nonlocal head, head_second
         if type(routing_key) is not str:  # not UTF-8: __call__ knows what to do with it
             return None
         if celery in props:  # maybe a Celery task: its `retries` is reset and its route chosen in Python
@@ -228,11 +247,11 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice,
         if original_key is None:
             original_key = routing_key
 
-        fingerprint = source_fingerprint(props, body)
+        fingerprint = fingerprint_of(props, body) or source_fingerprint(props, body)
         src = None
         if type(prov_src) is bytes:
             try:
-                src = provenance_src({PROVENANCE_HEADER: _decoded(prov_src)})
+                src = _origin(prov_src)
             except ValueError:
                 return None
         if max_replays is not None:
@@ -252,7 +271,11 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice,
             if gone is not None:
                 return Decision.leave(gone)
         publish_id = next_id().encode()
-        table = b"".join((head if fixed_now is not None else stamped(), id_key, pack(len(publish_id)),
+        if fixed_now is None:  # "from" and "at" (now, to the second), encoded once a second
+            second = int(clock())
+            if second != head_second:
+                head, head_second = _entries({"from": source, "at": datetime.fromtimestamp(second, UTC)}), second
+        table = b"".join((head, id_key, pack(len(publish_id)),
                           publish_id, counts[count], addresses[(exchange, original_key)], reading.deaths, reset,
                           tail, fingerprint.encode()))
         properties = splice(props, drop, b"".join((prov_key, pack(len(table)), table)))

@@ -41,7 +41,8 @@ def test_the_settings_differ_in_what_they_install() -> None:
     if hotpath.load() is not None:
         c = wire_codec.make("c")
         assert (c.reads_frames, c.accelerator) == (True, hotpath.load())
-        assert c.header_splice == (hotpath.load().scan_headers, hotpath.load().splice_headers)
+        module = hotpath.load()
+        assert c.header_splice == (module.scan_headers, module.splice_headers, module.fingerprint)
 
 
 def test_an_unknown_codec_or_c_without_the_extension_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

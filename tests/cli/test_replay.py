@@ -39,7 +39,7 @@ def hotpath(request, monkeypatch):
         if chosen.name == "c":
             c = replay_ops._accelerator()  # noqa: SLF001 - counts the messages the C path spliced
             assert c is not None
-            scan, splice = c
+            scan, splice, fingerprint = c
 
             def counting(*args):
                 out = splice(*args)
@@ -47,7 +47,7 @@ def hotpath(request, monkeypatch):
                     answered.append(out)
                 return out
 
-            monkeypatch.setattr(replay_ops, "_accelerator", lambda: (scan, counting))
+            monkeypatch.setattr(replay_ops, "_accelerator", lambda: (scan, counting, fingerprint))
         yield chosen.name, answered
 
 

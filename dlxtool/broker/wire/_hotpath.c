@@ -30,6 +30,13 @@
  *                  word, trailing bytes, a header name twice, more than MAX_KEYS headers, a kept value Python
  *                  would write back otherwise, malformed bytes.
  *
+ * fingerprint(props, body) -> str | None
+ *
+ *   16 hex digits of BLAKE2b with an 8-byte digest of: the size of props without its header table (4 bytes, big
+ *   endian), props without its header table (the headers flag cleared), body. What
+ *   dlxtool.ops.provenance.source_fingerprint computes with hashlib (tests/broker/test_hotpath.py compares them);
+ *   None where props has a header table that does not parse (find_headers), left to that function.
+ *
  * splice_headers(props, drop, append) -> bytes | None
  *
  *   props with the header table's entries named in `drop` left out and `append` (encoded table entries: name +
@@ -403,6 +410,130 @@ done:
     return result;
 }
 
+/* -- fingerprint: BLAKE2b (RFC 7693), unkeyed, 8-byte digest, as hashlib.blake2b(digest_size=8) ------------ */
+
+static const uint64_t B2_IV[8] = {
+    0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL, 0xa54ff53a5f1d36f1ULL,
+    0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL, 0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL};
+static const uint8_t B2_SIGMA[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4}, {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13}, {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11}, {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5}, {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3}};
+
+typedef struct {
+    uint64_t h[8];
+    uint64_t t;        /* bytes compressed so far (inputs here are far below 2^64) */
+    uint8_t buf[128];
+    size_t n;          /* bytes in buf, not compressed yet: the last block is compressed by b2_final */
+} b2_state;
+
+static uint64_t rotr64(uint64_t x, int r) { return (x >> r) | (x << (64 - r)); }
+
+static uint64_t le64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+#define B2_G(a, b, c, d, x, y)                                  \
+    do {                                                        \
+        a = a + b + (x); d = rotr64(d ^ a, 32);                 \
+        c = c + d; b = rotr64(b ^ c, 24);                       \
+        a = a + b + (y); d = rotr64(d ^ a, 16);                 \
+        c = c + d; b = rotr64(b ^ c, 63);                       \
+    } while (0)
+
+static void b2_compress(b2_state *s, int last) {
+    uint64_t m[16], v[16];
+    for (int i = 0; i < 16; i++) m[i] = le64(s->buf + 8 * i);
+    for (int i = 0; i < 8; i++) {
+        v[i] = s->h[i];
+        v[i + 8] = B2_IV[i];
+    }
+    v[12] ^= s->t;
+    if (last) v[14] = ~v[14];
+    for (int r = 0; r < 12; r++) {
+        const uint8_t *z = B2_SIGMA[r];
+        B2_G(v[0], v[4], v[8], v[12], m[z[0]], m[z[1]]);
+        B2_G(v[1], v[5], v[9], v[13], m[z[2]], m[z[3]]);
+        B2_G(v[2], v[6], v[10], v[14], m[z[4]], m[z[5]]);
+        B2_G(v[3], v[7], v[11], v[15], m[z[6]], m[z[7]]);
+        B2_G(v[0], v[5], v[10], v[15], m[z[8]], m[z[9]]);
+        B2_G(v[1], v[6], v[11], v[12], m[z[10]], m[z[11]]);
+        B2_G(v[2], v[7], v[8], v[13], m[z[12]], m[z[13]]);
+        B2_G(v[3], v[4], v[9], v[14], m[z[14]], m[z[15]]);
+    }
+    for (int i = 0; i < 8; i++) s->h[i] ^= v[i] ^ v[i + 8];
+}
+
+static void b2_init(b2_state *s, unsigned digest_size) {
+    memcpy(s->h, B2_IV, sizeof s->h);
+    s->h[0] ^= 0x01010000ULL ^ digest_size;   /* fanout 1, depth 1, no key */
+    s->t = 0;
+    s->n = 0;
+}
+
+static void b2_update(b2_state *s, const uint8_t *p, size_t len) {
+    while (len > 0) {
+        if (s->n == sizeof s->buf) {   /* more input follows: this block is not the last */
+            s->t += sizeof s->buf;
+            b2_compress(s, 0);
+            s->n = 0;
+        }
+        size_t take = sizeof s->buf - s->n < len ? sizeof s->buf - s->n : len;
+        memcpy(s->buf + s->n, p, take);
+        s->n += take;
+        p += take;
+        len -= take;
+    }
+}
+
+static uint64_t b2_final(b2_state *s) {
+    s->t += s->n;
+    memset(s->buf + s->n, 0, sizeof s->buf - s->n);
+    b2_compress(s, 1);
+    return s->h[0];
+}
+
+static PyObject *fingerprint(PyObject *self, PyObject *args) {
+    Py_buffer props, body;
+    if (!PyArg_ParseTuple(args, "y*y*", &props, &body)) return NULL;
+    PyObject *result = NULL;
+    const uint8_t *b = props.buf;
+    Py_ssize_t table = props.len, table_end = props.len;   /* no header table: all of props */
+    if (props.len < 2) goto decline;
+    unsigned flags = (b[0] << 8) | b[1];
+    if ((flags & 0x2000) && !(flags & 1) && props.len > 2 && find_headers(b, props.len, &table, &table_end) < 0)
+        goto decline;
+    Py_ssize_t kept = table == props.len ? props.len : props.len - (table_end - table);
+    uint8_t head[6] = {kept >> 24, kept >> 16, kept >> 8, kept, b[0], b[1]};
+    if (table != props.len) head[4] &= ~0x20;   /* the headers flag, cleared */
+    b2_state s;
+    b2_init(&s, 8);
+    b2_update(&s, head, 6);
+    b2_update(&s, b + 2, table - 2);
+    b2_update(&s, b + table_end, props.len - table_end);
+    b2_update(&s, body.buf, body.len);
+    uint64_t h = b2_final(&s);
+    char hex[16];
+    for (int i = 0; i < 8; i++) {   /* the digest's bytes in order: h[0] little endian */
+        uint8_t byte = (h >> (8 * i)) & 0xFF;
+        hex[2 * i] = "0123456789abcdef"[byte >> 4];
+        hex[2 * i + 1] = "0123456789abcdef"[byte & 15];
+    }
+    result = PyUnicode_FromStringAndSize(hex, 16);
+    goto done;
+decline:
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&props);
+    PyBuffer_Release(&body);
+    return result;
+}
+
 /* -- read_deliveries ---------------------------------------------------------------------------- */
 
 static PyTypeObject DeliverType;
@@ -599,6 +730,9 @@ static PyMethodDef methods[] = {
     {"scan_headers", scan_headers, METH_VARARGS,
      "scan_headers(props, drop, report, picks[, slow_names, slow_prefixes]) -> (picked, reported) or None: the "
      "encoded values of the headers and fields asked for (see _hotpath.c)"},
+    {"fingerprint", fingerprint, METH_VARARGS,
+     "fingerprint(props, body) -> str or None: 16 hex digits of BLAKE2b-64 over props without its header table and "
+     "body (see _hotpath.c)"},
     {"splice_headers", splice_headers, METH_VARARGS,
      "splice_headers(props, drop, append) -> bytes or None: the properties with the `drop` headers left out and "
      "the encoded entries `append` added to the header table"},

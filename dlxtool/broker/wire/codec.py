@@ -52,11 +52,12 @@ class Codec:
         return self.name != "pika"
 
     @property
-    def header_splice(self) -> tuple[Callable[..., Any], Callable[..., Any]] | None:
-        """The C extension's (scan_headers, splice_headers): replay's fast path reads and splices header tables
-        on the encoded bytes with them (dlxtool.ops.replay_raw). None without the extension."""
+    def header_splice(self) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]] | None:
+        """The C extension's (scan_headers, splice_headers, fingerprint): replay's fast path reads and splices
+        header tables and hashes a delivery on the encoded bytes with them (dlxtool.ops.replay_raw). None
+        without the extension."""
         a = self.accelerator
-        return (a.scan_headers, a.splice_headers) if a is not None else None
+        return (a.scan_headers, a.splice_headers, a.fingerprint) if a is not None else None
 
     def install(self, connection: Any) -> None:
         """On a new BlockingConnection: every frame through dlxtool's reader, so that content headers are
