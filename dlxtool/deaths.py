@@ -333,14 +333,14 @@ def reset_history(
     return kept, removed
 
 
-CELERY_MARKER = b"\x04langS\x00\x00\x00\x02py"  # header lang = "py", as encoded on the wire
+CELERY_HEADER = "lang"  # a Celery task (protocol 2) has lang = "py": is_celery_task
 
 
 def is_celery_task(headers: Mapping[str, Any]) -> bool:
     """A Celery task message (protocol 2): task name, id, lang "py" and an integer `retries` in the headers."""
     retries = headers.get("retries")
-    return (headers.get("lang") == "py" and isinstance(headers.get("task"), str) and isinstance(headers.get("id"), str)
-            and isinstance(retries, int) and not isinstance(retries, bool))
+    return (headers.get(CELERY_HEADER) == "py" and isinstance(headers.get("task"), str)
+            and isinstance(headers.get("id"), str) and isinstance(retries, int) and not isinstance(retries, bool))
 
 
 @functools.lru_cache(maxsize=32)

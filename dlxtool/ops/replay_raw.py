@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dlxtool.amqp_values import decode_field_value, encode_field_table
 from dlxtool.deaths import (
-    CELERY_MARKER,
+    CELERY_HEADER,
     DEFAULT_RETRY_HEADERS,
     HISTORY_HEADERS,
     death_routing_keys,
@@ -179,7 +179,9 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice, fingerprint_
     """decide(routing_key, encoded properties, body) -> Decision | None for one ReplayDecider (its settings,
     routes, loop guard, ids and clock), with the C extension's scan, splice and fingerprint."""
     s = decider.s
-    slow_names, slow_prefixes = (tuple(_name(t) for t in names) for names in triggers)
+    # a header `lang` (maybe a Celery task: its `retries` is reset and its route chosen in Python) is __call__'s
+    slow_names, slow_prefixes = (tuple(_name(t) for t in names) for names in ((*triggers[0], CELERY_HEADER),
+                                                                              triggers[1]))
     reset_names = tuple(n for n in (*DEFAULT_RETRY_HEADERS, *s.reset_headers) if n not in HISTORY_HEADERS)
     removed = () if s.keep_history else (*HISTORY_HEADERS, *reset_names)
     drop = tuple(dict.fromkeys(_name(n) for n in (*removed, PROVENANCE_HEADER)))
@@ -203,7 +205,7 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice, fingerprint_
     source, fixed_now = s.source, decider.now
     head, head_second = _entries({"from": source, "at": fixed_now}) if fixed_now is not None else b"", -1
     max_replays, to_queue, body_reset = s.max_replays, s.to_queue, s.reset_body_retries
-    routes, lineage, next_id, celery, pack = decider.routes, decider.lineage, decider.next_id, CELERY_MARKER, _SIZE.pack
+    routes, lineage, next_id, pack = decider.routes, decider.lineage, decider.next_id, _SIZE.pack
     copies, died_there = decider.copies, decider.died_there
     gone_from: dict[str, str | None] = {}  # died_there's answer per target, asked once
 
@@ -212,8 +214,6 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice, fingerprint_
     def decide(routing_key: str, props: bytes, body: bytes) -> Decision | None:
         nonlocal head, head_second
         if type(routing_key) is not str:  # not UTF-8: __call__ knows what to do with it
-            return None
-        if celery in props:  # maybe a Celery task: its `retries` is reset and its route chosen in Python
             return None
         if body_reset and body[:1] == b"{" and b'"actor_name"' in body:  # maybe Dramatiq: see __call__
             return None

@@ -24,7 +24,7 @@ from dlxtool.amqp_values import RawValue, encode_field_value
 from dlxtool.broker.wire import hotpath
 from dlxtool.broker.wire.frames import decode_properties, encode_amqp_table, encode_properties
 from dlxtool.conventions import BUILT_IN, HeaderConvention, conventions, fast_path_triggers
-from dlxtool.deaths import CELERY_MARKER
+from dlxtool.deaths import CELERY_HEADER
 from dlxtool.ops.engine import Action, Decision
 from dlxtool.ops.replay import PROVENANCE_HEADER, ReplayDecider, ReplaySettings
 from dlxtool.record import MessageRecord
@@ -137,8 +137,8 @@ def expects_fast(props: Any, **overrides: Any) -> bool:
     origin = next((d for d in headers["x-death"] if d["reason"] in ("rejected", "maxlen", "delivery_limit")
                    and d["queue"]), None)
     failure = origin is not None and "original-expiration" not in origin
-    if CELERY_MARKER in encode_properties(props):
-        return False  # the bytes of a header lang="py" (maybe a Celery task: Python resets retries, picks its route)
+    if any(str(k).lower() == CELERY_HEADER for k in headers):
+        return False  # a header `lang` (maybe a Celery task: Python resets its retries and picks its route)
     names, prefixes = fast_path_triggers(BUILT_IN) or ((), ())
     if any(str(k).lower() in names or str(k).lower().startswith(prefixes) for k in headers):
         return False  # a header another convention reads: Python explains the message
