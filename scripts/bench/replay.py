@@ -12,6 +12,12 @@ shovel (src-delete-after queue-length, ack-mode on-confirm). Ratio > 1 means dlx
 --codecs runs dlxtool once per wire codec each round (DLXTOOL_CODEC: `c` with the C extension, `python`
 without it, `pika` on pika's own frame reader and basic_publish) against the same round's shovel run.
 Timings on a shared machine are noisy: run it more than once (--rounds).
+
+On a machine whose cores the broker shares with dlxtool (this bench's usual setting), the run is bound by
+total CPU: the broker's work per message plus dlxtool's, against the broker's alone for the shovel (the
+shovel runs inside the broker). The summary prints that bound. --pin (Linux, a local broker) puts the
+broker node on the first CPU and dlxtool on the others, as where dlxtool runs on another machine: the
+broker keeps the same CPU budget in both runs, and dlxtool's own CPU no longer takes from it.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from urllib.parse import quote
 
@@ -95,6 +103,41 @@ def broker_cpu_reader(env):
         return None
 
 
+def node_pid(env) -> int | None:
+    """The local broker node's OS process, from its management API, where /proc shows it is an Erlang VM."""
+    try:
+        pid = int(env.mgmt.get("nodes")[0]["os_pid"])
+        return pid if b"beam" in Path(f"/proc/{pid}/cmdline").read_bytes() else None
+    except Exception:  # noqa: BLE001 - not local, or no /proc
+        return None
+
+
+@contextmanager
+def pinned(env, enabled: bool) -> Iterator[str]:
+    """--pin: the broker node's threads on the first CPU this process may use, this process (and the dlxtool
+    it starts) on the others; put back as they were at the end."""
+    if not enabled:
+        yield ""
+        return
+    pid = node_pid(env)
+    cpus = sorted(os.sched_getaffinity(0))
+    if pid is None or len(cpus) < 2:
+        raise SystemExit("--pin needs a local broker node (its os_pid under /proc) and two CPUs")
+    threads = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    before = {t: os.sched_getaffinity(t) for t in threads}
+    own = os.sched_getaffinity(0)
+    try:
+        for t in threads:
+            os.sched_setaffinity(t, {cpus[0]})
+        os.sched_setaffinity(0, set(cpus[1:]))
+        yield f"--pin: broker node on CPU {cpus[0]}, dlxtool on CPU {','.join(map(str, cpus[1:]))}"
+    finally:
+        for t, mask in before.items():
+            with suppress(OSError):  # a thread that ended meanwhile
+                os.sched_setaffinity(t, mask)
+        os.sched_setaffinity(0, own)
+
+
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -143,15 +186,19 @@ def median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
-def compare(n: int, rounds: int, codecs: list[str | None]) -> None:
+def compare(n: int, rounds: int, codecs: list[str | None], pin: bool = False) -> None:
     """Each round: dlxtool on each codec, then the shovel, on the same n dead letters (made again by the
     broker after every run)."""
-    with open_vhost("localhost", 5672, 15672, f"bench-{uuid.uuid4().hex[:8]}") as env:
+    with open_vhost("localhost", 5672, 15672, f"bench-{uuid.uuid4().hex[:8]}") as env, \
+            pinned(env, pin) as pinning:
+        if pinning:
+            print(pinning, file=sys.stderr)
         make_dead_letters(env, n)
         broker_cpu = broker_cpu_reader(env) or (lambda: float("nan"))
         rates: dict[str | None, list[float]] = {c: [] for c in codecs}
         ratios: dict[str | None, list[float]] = {c: [] for c in codecs}
         cpus: dict[str | None, list[float]] = {c: [] for c in codecs}
+        brokers: dict[str | None, list[float]] = {c: [] for c in [*codecs, "shovel"]}
         for r in range(rounds):
             runs = []
             for codec in codecs:
@@ -169,8 +216,10 @@ def compare(n: int, rounds: int, codecs: list[str | None]) -> None:
                 rates[codec].append(n / d)
                 ratios[codec].append((n / d) / (n / s))
                 cpus[codec].append(cpu)
+                brokers[codec].append(broker_us)
                 parts.append(f"dlxtool{'' if codec is None else f' [{codec}]'} {n / d:,.0f} msg/s ({d:.2f}s, "
                              f"{cpu:.1f} µs CPU/msg, broker {broker_us:.0f} µs/msg), ratio {ratios[codec][-1]:.2f}x")
+            brokers["shovel"].append((b3 - b2) / n * 1e6)
             print(f"round {r + 1}: " + "; ".join(parts) + f"; shovel {n / s:,.0f} msg/s ({s:.2f}s, broker "
                   f"{(b3 - b2) / n * 1e6:.0f} µs/msg)", flush=True)
         for codec in codecs:
@@ -178,6 +227,13 @@ def compare(n: int, rounds: int, codecs: list[str | None]) -> None:
             print(f"{label}: rate ratio to the shovel best {max(ratios[codec]):.2f}x, median "
                   f"{median(ratios[codec]):.2f}x ({median(rates[codec]):,.0f} msg/s), CPU median "
                   f"{median(cpus[codec]):.1f} µs/msg")
+        shovel_us = median(brokers["shovel"])
+        for codec in codecs:
+            total = median(brokers[codec]) + median(cpus[codec])
+            label = "dlxtool" if codec is None else f"dlxtool [{codec}]"
+            print(f"{label}: CPU per message, broker {median(brokers[codec]):.0f} + dlxtool {median(cpus[codec]):.0f} "
+                  f"= {total:.0f} µs against the shovel's {shovel_us:.0f} µs (broker): where they share busy cores, "
+                  f"the ratio tends to {shovel_us / total:.2f}x")
         print(f"(target >= 1.0x on the default codec; load average {os.getloadavg()[0]:.1f} on "
               f"{os.cpu_count()} cores)")
 
@@ -211,13 +267,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--rss", type=int, metavar="N", help="also measure peak RSS of an N-message replay")
     parser.add_argument("--skip-compare", action="store_true")
+    parser.add_argument("--pin", action="store_true",
+                        help="broker node on the first CPU, dlxtool on the others (Linux, local broker)")
     parser.add_argument("--codecs", metavar="LIST", default=None,
                         help="run dlxtool on each of these wire codecs every round: comma-separated c, python, "
                              "pika, or 'all' (default: dlxtool's default codec only)")
     args = parser.parse_args()
     precompile()
     if not args.skip_compare:
-        compare(args.n, args.rounds, codec_list(parser, args.codecs))
+        compare(args.n, args.rounds, codec_list(parser, args.codecs), args.pin)
     if args.rss:
         rss(args.rss)
 
