@@ -107,6 +107,12 @@ class Pairs:
             self._copies.setdefault(origin[0], {}).setdefault(origin[1], value)
 
 
+def _key(src: str) -> int | str:
+    """A fingerprint as CopyGuard keeps it: the number its 16 lowercase hex digits spell (one text per number,
+    unlike int(), which also reads "0x…", "+…" or upper case), else the text as it is (an odd provenance)."""
+    return int(src, 16) if len(src) == 16 and not src.strip("0123456789abcdef") else src
+
+
 COPY_LEFT = ("a copy of a message replayed in this run (a replay killed before its acks left both; "
              "one of them is enough)")
 
@@ -127,8 +133,11 @@ class CopyGuard:
 
     def __init__(self) -> None:
         self._bloom: bytearray | None = None  # made at the first source: a run of copies only needs none
-        # src -> the run whose copy of it was replayed here (one: the copy of another run stays, unrecorded)
-        self._copies: dict[str, str] = {}
+        # src -> the run whose copy of it was replayed here (one: the copy of another run stays, unrecorded).
+        # A re-replay records every message: src as its 64-bit number (36 bytes, not a 65-byte str) and each
+        # run's name once (_runs), about 80 bytes a copy instead of 170.
+        self._copies: dict[int | str, str] = {}
+        self._runs: dict[str, str] = {}
 
     def stays(self, fingerprint: str | None, origin: Origin | None) -> bool:
         """Whether this delivery pairs with one already replayed in this run (else it is remembered as
@@ -139,7 +148,7 @@ class CopyGuard:
             if fingerprint is None:
                 return False
             copies = self._copies
-            if copies and fingerprint in copies:
+            if copies and _key(fingerprint) in copies:
                 return True
             bloom = self._bloom
             if bloom is None:
@@ -153,11 +162,12 @@ class CopyGuard:
             bloom[bit >> 3] |= 1 << (bit & 7)
             return False
         src, run = origin
-        replayed = self._copies.get(src)
+        key = _key(src)
+        replayed = self._copies.get(key)
         if (replayed is not None and replayed != run) or self._seen(src):
             return True
         if replayed is None:
-            self._copies[src] = run
+            self._copies[key] = self._runs.setdefault(run, run)
         return False
 
     def _seen(self, fingerprint: str) -> bool:

@@ -44,3 +44,13 @@ def test_unrelated_copies_pass_among_many_sources() -> None:
     held = sum(guard.stays(fp(i), (fp(i), "run-a")) for i in range(100_000, 110_000))
     assert held <= 5, held
     assert all(guard.stays(fp(i), (fp(i), "run-a")) for i in range(0, 100_000, 997))  # real pairs, every one
+
+
+def test_a_src_is_kept_as_exactly_its_text() -> None:
+    """Kept as a number where it is 16 lowercase hex digits: texts int() would read as the same number
+    (odd provenances from elsewhere) are different sources."""
+    guard = CopyGuard()
+    assert not guard.stays("000000000000001f", ("000000000000001f", "run-a"))
+    for other in ("0x000000000000001f", "000000000000001F", "+00000000000001f", "00_0000000000001f", "short"):
+        assert not guard.stays(other, (other, "run-b")), other
+    assert guard.stays("000000000000001f", ("000000000000001f", "run-b"))
