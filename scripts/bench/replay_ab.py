@@ -41,10 +41,12 @@ def main() -> None:
     for tree in trees.values():
         compileall.compile_dir(tree / "dlxtool", quiet=1)
     rates: dict[str, list[float]] = {name: [] for name in trees}
+    cpus: dict[str, list[float]] = {name: [] for name in trees}
     with open_vhost("localhost", 5672, 15672, f"dlxtool-ab-{uuid.uuid4().hex[:8]}") as env:
         bench.make_dead_letters(env, args.n)
         for round_ in range(args.rounds):
             for name in ("base", "head") if round_ % 2 == 0 else ("head", "base"):
+                cpu = bench._children_cpu()  # noqa: SLF001 - the replay bench's CPU reader
                 started = time.monotonic()
                 proc = subprocess.run([sys.executable, "-m", "dlxtool", "replay", bench.DLQ, "--yes", "--url",
                                        env.url, "--format", "json"], capture_output=True, text=True,
@@ -53,10 +55,14 @@ def main() -> None:
                 if proc.returncode != 0 or json.loads(proc.stdout)["moved_total"] != args.n:
                     raise SystemExit(f"{name}: replay failed ({proc.returncode}): {proc.stderr[-2000:]}")
                 rates[name].append(args.n / elapsed)
+                cpus[name].append((bench._children_cpu() - cpu) / args.n * 1e6)  # noqa: SLF001
                 bench.dead_letter_all(env, args.n)
-            print(f"round {round_ + 1}: " + ", ".join(f"{k} {v[-1]:,.0f} msg/s" for k, v in rates.items()), flush=True)
+            print(f"round {round_ + 1}: " + ", ".join(f"{k} {v[-1]:,.0f} msg/s ({cpus[k][-1]:.1f} µs CPU/msg)"
+                                                      for k, v in rates.items()), flush=True)
     base, head = (statistics.median(rates[k]) for k in ("base", "head"))
-    print(f"median: base {base:,.0f} msg/s, head {head:,.0f} msg/s, head/base {head / base:.3f} "
+    base_cpu, head_cpu = (statistics.median(cpus[k]) for k in ("base", "head"))
+    print(f"median: base {base:,.0f} msg/s, head {head:,.0f} msg/s, head/base {head / base:.3f}; client CPU per "
+          f"message (start-up included) base {base_cpu:.1f} µs, head {head_cpu:.1f} µs "
           f"(load average {os.getloadavg()[0]:.1f})")
 
 
