@@ -115,7 +115,8 @@ def node_pid(env) -> int | None:
 @contextmanager
 def pinned(env, enabled: bool) -> Iterator[str]:
     """--pin: the broker node's threads on the first CPU this process may use, this process (and the dlxtool
-    it starts) on the others; put back as they were at the end."""
+    it starts) on the others; put back as they were at the end (threads the node starts meanwhile keep the
+    first CPU)."""
     if not enabled:
         yield ""
         return
@@ -123,12 +124,20 @@ def pinned(env, enabled: bool) -> Iterator[str]:
     cpus = sorted(os.sched_getaffinity(0))
     if pid is None or len(cpus) < 2:
         raise SystemExit("--pin needs a local broker node (its os_pid under /proc) and two CPUs")
-    threads = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-    before = {t: os.sched_getaffinity(t) for t in threads}
+    before: dict[int, set[int]] = {}
+    for t in (int(t) for t in os.listdir(f"/proc/{pid}/task")):
+        with suppress(ProcessLookupError):  # a thread that ended meanwhile
+            before[t] = os.sched_getaffinity(t)
     own = os.sched_getaffinity(0)
     try:
-        for t in threads:
-            os.sched_setaffinity(t, {cpus[0]})
+        for t in before:
+            try:
+                os.sched_setaffinity(t, {cpus[0]})
+            except ProcessLookupError:
+                continue
+            except PermissionError as exc:
+                raise SystemExit(f"--pin: cannot set the broker node's CPUs ({exc}): run as root or as its user") \
+                    from exc
         os.sched_setaffinity(0, set(cpus[1:]))
         yield f"--pin: broker node on CPU {cpus[0]}, dlxtool on CPU {','.join(map(str, cpus[1:]))}"
     finally:
