@@ -455,12 +455,16 @@ def _drive(node: FaultNode, sc: Scenario, stage: Stage, proxy: CuttingProxy, tap
 
 class Terminal:
     """A pty for sighup runs: a thread copies what the command shows on it into `copy` (the stdout file)
-    until `hang_up()` closes the master — from then on the command's writes to it fail with EIO."""
+    until `hang_up()` closes the master — from then on the command's writes to it fail with EIO. What the
+    command wrote before the hang-up reached the terminal (a terminal reads as it comes): the reader takes it
+    all before the master closes. (Closing first discarded what the reader had not read yet: a summary written
+    whole just before the hang-up arrived cut, and its run looked like one with no summary.)"""
 
     def __init__(self, copy: Any) -> None:
         self.copy = copy
         self.master = self.slave = -1
         self._reader: threading.Thread | None = None
+        self._closing = False
 
     def __enter__(self) -> Terminal:
         import os
@@ -477,22 +481,32 @@ class Terminal:
         self._reader.start()
 
     def _read(self) -> None:
+        import select
+
         while True:
+            closing = self._closing  # read before the wait: what was written until then is taken below
             try:
-                data = self._os.read(self.master, 65536)
+                ready, _, _ = select.select([self.master], [], [], 0 if closing else 0.005)
+                data = self._os.read(self.master, 65536) if ready else b""
             except OSError:
                 return
+            if not ready:
+                if closing:
+                    return
+                continue
             if not data:
                 return
             self.copy.write(data)
             self.copy.flush()
 
     def hang_up(self) -> None:
+        if self._reader is not None:
+            self._closing = True
+            self._reader.join(5)  # it takes what is written so far, then stops
+            self._reader = None
         if self.master >= 0:
             self._os.close(self.master)
             self.master = -1
-        if self._reader is not None:
-            self._reader.join(5)
 
     def __exit__(self, *_exc: Any) -> None:
         self.hang_up()
