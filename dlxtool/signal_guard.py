@@ -44,6 +44,19 @@ def guarded(call: Callable[[Any], None], arg: Any) -> None:
         raise held
 
 
+def hold(exc: BaseException) -> None:
+    """From a signal handler: raise `exc` at the next I/O call (guarded, raise_held), never where the handler
+    happened to interrupt (between two steps of the engine's bookkeeping). A signal held already wins."""
+    if _state[1] is None:
+        _state[1] = exc
+
+
+def drop(exc: BaseException) -> None:
+    """`exc` is no longer to be raised (held by a handler whose run is over)."""
+    if _state[1] is exc:
+        _state[1] = None
+
+
 def raise_held() -> None:
     """Raise a held signal whose I/O call ended in an exception (before an I/O wait)."""
     held = _state[1]

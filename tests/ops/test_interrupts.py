@@ -82,3 +82,47 @@ def test_two_signals_as_a_run_ends_still_let_its_summary_out(sig) -> None:
     assert written == ["summary"]
     assert interrupts.received() == sig
     interrupts.forget_signals()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_second_signal_in_a_run_is_raised_by_the_next_io_call_not_where_it_lands(sig) -> None:
+    """The engine's bookkeeping between two I/O calls is never cut in two: the second signal gives up the
+    waiting at the next I/O call. Raised where the handler ran, it once hit a purge --backup between queuing
+    its multiple-ack and counting those 200 acks as unproven: 200 messages in the queue and in the file,
+    possible_duplicates 0."""
+    import os
+    import threading
+
+    from dlxtool import signal_guard
+
+    interrupts.forget_signals()
+    stop = threading.Event()
+    steps = []
+    with pytest.raises(interrupts.StopSignal), interrupts.catch_stop_signals(), \
+            interrupts.signals_as_stop(stop):
+        os.kill(os.getpid(), sig)
+        assert stop.is_set()
+        os.kill(os.getpid(), sig)
+        steps.append("bookkeeping done")  # the signal was delivered above: nothing raised here
+        signal_guard.guarded(lambda _arg: steps.append("I/O"), None)  # raised as it starts
+    assert steps == ["bookkeeping done"]
+    interrupts.forget_signals()
+
+
+def test_a_second_signal_held_when_the_run_ends_is_forgotten() -> None:
+    """The run ended before any I/O call raised it: nothing is left to give up, and it must not surface in
+    whatever I/O comes next (a temporary exchange's delete: the command died with no summary)."""
+    import os
+    import threading
+
+    from dlxtool import signal_guard
+
+    interrupts.forget_signals()
+    with interrupts.catch_stop_signals():
+        with interrupts.signals_as_stop(threading.Event()):
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGTERM)
+        signal_guard.guarded(lambda _arg: None, None)  # no StopSignal here
+        signal_guard.raise_held()
+    assert interrupts.received() == signal.SIGTERM  # noted: the run's summary says it was stopped
+    interrupts.forget_signals()
