@@ -125,9 +125,9 @@ def test_copies_a_kill_9_left_are_recognised_by_history_and_not_replayed_twice(n
     dlq, work = _dead_letters(broker, qname, n)
     # Kill the replay mid-way: confirmed copies whose source was not acked yet stay in both queues.
     window = rng.choice((100, 300))
-    # --rate 600: about a second of replay, so that a loaded CI machine's depth polls still see it mid-way (at
-    # 1500 one run in CI ended before the poll saw the threshold)
-    proc = _dlxtool(["replay", dlq, "--yes", "--window", str(window), "--rate", "600", "--url", broker.url],
+    # --rate 300: about two seconds of replay, so that a loaded CI machine's depth polls (a new connection each)
+    # still see it mid-way (one CI run each at 1500 and at 600 ended before the poll saw the threshold)
+    proc = _dlxtool(["replay", dlq, "--yes", "--window", str(window), "--rate", "300", "--url", broker.url],
                     cli_env)
     threshold = int(n * rng.uniform(0.1, 0.7))
     deadline = time.monotonic() + 60
