@@ -89,8 +89,10 @@ def broker_cpu_reader(env):
     """A function giving the broker node's CPU seconds so far (from /proc), or None where it cannot be read
     (another machine). On a machine whose cores the broker shares with dlxtool, the run is bound by total
     CPU: broker + client per message, against the broker alone for the shovel."""
+    pid = node_pid(env)
+    if pid is None:
+        return None
     try:
-        pid = int(env.mgmt.get("nodes")[0]["os_pid"])
         tick = os.sysconf("SC_CLK_TCK")
 
         def seconds() -> float:
@@ -147,7 +149,7 @@ def pinned(env, enabled: bool) -> Iterator[str]:
         os.sched_setaffinity(0, own)
 
 
-def _children_cpu() -> float:
+def children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
@@ -157,7 +159,7 @@ def run_dlxtool(env, n: int, codec: str | None = None) -> tuple[float, int, dict
     environ = {k: v for k, v in os.environ.items() if k not in ("DLXTOOL_CODEC", "DLXTOOL_NO_HOTPATH")}
     if codec is not None:
         environ["DLXTOOL_CODEC"] = codec
-    cpu = _children_cpu()
+    cpu = children_cpu()
     started = time.monotonic()
     proc = subprocess.run([str(ROOT / ".venv/bin/dlxtool"), "replay", DLQ, "--yes", "--url", env.url,
                            "--format", "json"], capture_output=True, text=True, check=False, env=environ)
@@ -167,7 +169,7 @@ def run_dlxtool(env, n: int, codec: str | None = None) -> tuple[float, int, dict
     summary = json.loads(proc.stdout)
     assert summary["moved_total"] == n, summary
     rss_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    summary["cpu_us_per_msg"] = (_children_cpu() - cpu) / n * 1e6  # whole process, startup included
+    summary["cpu_us_per_msg"] = (children_cpu() - cpu) / n * 1e6  # whole process, startup included
     return elapsed, rss_kb, summary
 
 

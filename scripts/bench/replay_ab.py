@@ -46,7 +46,7 @@ def main() -> None:
         bench.make_dead_letters(env, args.n)
         for round_ in range(args.rounds):
             for name in ("base", "head") if round_ % 2 == 0 else ("head", "base"):
-                cpu = bench._children_cpu()  # noqa: SLF001 - the replay bench's CPU reader
+                cpu = bench.children_cpu()
                 started = time.monotonic()
                 proc = subprocess.run([sys.executable, "-m", "dlxtool", "replay", bench.DLQ, "--yes", "--url",
                                        env.url, "--format", "json"], capture_output=True, text=True,
@@ -55,7 +55,7 @@ def main() -> None:
                 if proc.returncode != 0 or json.loads(proc.stdout)["moved_total"] != args.n:
                     raise SystemExit(f"{name}: replay failed ({proc.returncode}): {proc.stderr[-2000:]}")
                 rates[name].append(args.n / elapsed)
-                cpus[name].append((bench._children_cpu() - cpu) / args.n * 1e6)  # noqa: SLF001
+                cpus[name].append((bench.children_cpu() - cpu) / args.n * 1e6)
                 bench.dead_letter_all(env, args.n)
             print(f"round {round_ + 1}: " + ", ".join(f"{k} {v[-1]:,.0f} msg/s ({cpus[k][-1]:.1f} µs CPU/msg)"
                                                       for k, v in rates.items()), flush=True)
