@@ -70,7 +70,9 @@ class Publisher:
         self.window = max(1, window)
         self._seq = 0
         self._pending: dict[int, _Pending] = {}
-        self._by_key: dict[tuple[str, str, bytes], list[int]] = {}  # unsettled seqs per message, publish order
+        # unsettled seqs per message, publish order: made at the first basic.return (_returns_index), kept
+        # from then on. Returns are rare, and until one comes nothing reads it: off every publish's path.
+        self._by_key: dict[tuple[str, str, bytes], list[int]] | None = None
         self._settled: deque[Settled] = deque()
         self.published = 0
         self._maybe_marked = 0     # publishes settled "maybe returned" (ties)
@@ -115,11 +117,13 @@ class Publisher:
         self._seq += 1
         key = (exchange, routing_key, body)
         self._pending[self._seq] = _Pending(token, key, props)
-        seqs = self._by_key.get(key)
-        if seqs is None:
-            self._by_key[key] = [self._seq]
-        else:
-            seqs.append(self._seq)
+        by_key = self._by_key
+        if by_key is not None:
+            seqs = by_key.get(key)
+            if seqs is None:
+                by_key[key] = [self._seq]
+            else:
+                seqs.append(self._seq)
         self.published += 1
 
     def pump(self, wait: float = 0.0) -> None:
@@ -157,7 +161,7 @@ class Publisher:
 
     def _on_return(self, _channel: Any, method: Any, properties: Any, body: bytes) -> None:
         key = (method.exchange or "", method.routing_key or "", bytes(body))
-        seqs = self._by_key.get(key)
+        seqs = self._returns_index().get(key)
         if not seqs:
             return  # not ours (cannot happen on our own channel) — nothing to settle
         why = f"unroutable ({method.reply_code} {method.reply_text})"
@@ -179,34 +183,50 @@ class Publisher:
                 pending.returned = f"maybe {why}: {len(candidates)} identical publishes in flight"
                 self._maybe_marked += 1
 
+    def _returns_index(self) -> dict[tuple[str, str, bytes], list[int]]:
+        """_by_key, made from the unsettled publishes at the first return (dict order is publish order)."""
+        by_key = self._by_key
+        if by_key is None:
+            by_key = self._by_key = {}
+            for seq, pending in self._pending.items():
+                by_key.setdefault(pending.key, []).append(seq)
+        return by_key
+
     def _on_ack_nack(self, frame: Any) -> None:
         method = frame.method
         nack = type(method).__name__ == "Nack"
         tag = method.delivery_tag
+        pending = self._pending
         if method.multiple:  # dict order is publish order: the settled ones are at the front
             seqs = []
-            for seq in self._pending:
+            for seq in pending:
                 if seq > tag:
                     break
                 seqs.append(seq)
+            if not nack and self._by_key is None:  # no return yet: none of them was returned
+                pop, settled, confirmed = pending.pop, self._settled.append, Outcome.CONFIRMED
+                for seq in seqs:  # every publish's path (a batch per ack frame): _settle, inlined
+                    settled((pop(seq).token, confirmed, None))
+                return
         else:
-            seqs = [tag] if tag in self._pending else []
+            seqs = [tag] if tag in pending else []
         for seq in seqs:
-            pending = self._pending[seq]
+            entry = pending[seq]
             if nack:
                 self._settle(seq, Outcome.NACKED, "rejected by the broker (basic.nack, e.g. queue full)")
-            elif pending.returned is not None:
-                self._settle(seq, Outcome.RETURNED, pending.returned)
+            elif entry.returned is not None:
+                self._settle(seq, Outcome.RETURNED, entry.returned)
             else:
                 self._settle(seq, Outcome.CONFIRMED, None)
 
     def _settle(self, seq: int, outcome: Outcome, detail: str | None) -> None:
         pending = self._pending.pop(seq)
-        seqs = self._by_key.get(pending.key)
-        if seqs is not None:
+        by_key = self._by_key
+        seqs = by_key.get(pending.key) if by_key is not None else None
+        if by_key is not None and seqs is not None:
             if len(seqs) == 1:
                 if seqs[0] == seq:
-                    del self._by_key[pending.key]
+                    del by_key[pending.key]
             else:
                 with contextlib.suppress(ValueError):
                     seqs.remove(seq)

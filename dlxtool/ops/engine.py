@@ -86,7 +86,7 @@ class Action(enum.Enum):
     LEAVE = "leave"
 
 
-@dataclass
+@dataclass(slots=True)
 class Decision:
     action: Action
     group: str = ""              # summary key: the target (MOVE) or the reason (KEEP/LEAVE)
@@ -523,18 +523,24 @@ class Transfer:
 
     def _settle_outcomes(self) -> None:
         sink_dirty = False
+        sink = self.opts.sink
+        moved, confirmed = self.result.moved, Outcome.CONFIRMED
         for token, outcome, detail in self._mover.take_settled() + (
                 self._keeper.take_settled() if self.keeper is not self.mover else []):
-            if isinstance(token, tuple):  # a keep-republish to the source's tail
+            if type(token) is tuple:  # a keep-republish to the source's tail
                 self._settle_keep(token[1], outcome, detail)
                 continue
             item: _Item = token
-            if outcome is Outcome.CONFIRMED:
-                if self.opts.sink is not None:
-                    assert item.decision is not None  # only decided items are published
-                    self.opts.sink.write(_sink_record(item.decision, item.record))
+            decision = item.decision
+            assert decision is not None  # only decided items are published
+            if outcome is confirmed:
+                if sink is not None:
+                    sink.write(_sink_record(decision, item.record))
                     sink_dirty = True
-                self._done(item, "moved")
+                # _done(item, "moved"), inlined: every moved message's path
+                self._waiting -= item.state == _WAIT
+                item.state = _DONE
+                moved[decision.group] += 1
             else:
                 item.copy = outcome is Outcome.LOST  # a LOST publish may exist at the target
                 if outcome is Outcome.LOST:
@@ -542,8 +548,7 @@ class Transfer:
                     continue
                 why = f"{outcome.value}: {detail}"
                 copies = self.opts.nack_copies
-                copy = copies(item.decision.group) if outcome is Outcome.NACKED and copies is not None \
-                    and item.decision is not None else None
+                copy = copies(decision.group) if outcome is Outcome.NACKED and copies is not None else None
                 if copy is not None:
                     self._nacked_copies += 1
                     why += f" ({copy})"

@@ -303,7 +303,10 @@ class ReplayDecider:
 
         self._properties = basic_properties
         self.lineage = Lineage()
-        self.copies = CopyGuard()  # without --max-replays: the second of a pair a kill -9 left stays
+        from dlxtool.broker.wire import codec
+
+        # without --max-replays: the second of a pair a kill -9 left stays
+        self.copies = CopyGuard(codec.current().bloom)
         self.raw = self._raw_decider()
         # The plan counts Dramatiq messages replayed with their retries used up (a JSON parse per such body,
         # so only there): replayed as they are, Dramatiq gives them no retry.

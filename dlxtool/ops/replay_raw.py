@@ -25,7 +25,7 @@ import struct
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from dlxtool.amqp_values import decode_field_value, encode_field_table
 from dlxtool.deaths import (
@@ -66,6 +66,8 @@ Scan = Callable[..., Any]
 Splice = Callable[[bytes, tuple[bytes, ...], bytes], bytes | None]
 Fingerprint = Callable[[bytes, bytes], str | None]
 Decide = Callable[[str, bytes, bytes], Decision | None]
+# A never-replayed dead letter's plan (raw_decider's _plan): [target, routing key, way, provenance entries], or False
+Plan = list[Any] | Literal[False]
 
 _CACHE_MAX = 4096
 _SIZE = struct.Struct(">I")
@@ -208,11 +210,12 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice, fingerprint_
     routes, lineage, next_id, pack = decider.routes, decider.lineage, decider.next_id, _SIZE.pack
     copies, died_there = decider.copies, decider.died_there
     gone_from: dict[str, str | None] = {}  # died_there's answer per target, asked once
+    # never-replayed dead letters: (routing key, x-death's entries, None, their routing keys, retry counters) -> _plan
+    plans: dict[tuple[Any, ...], Plan] = {}
 
     clock = time.time
 
     def decide(routing_key: str, props: bytes, body: bytes) -> Decision | None:
-        nonlocal head, head_second
         if type(routing_key) is not str:  # not UTF-8: __call__ knows what to do with it
             return None
         if body_reset and body[:1] == b"{" and b'"actor_name"' in body:  # maybe Dramatiq: see __call__
@@ -223,6 +226,30 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice, fingerprint_
         (deaths, keys, prov, prov_src), reported = scanned
         if type(deaths) is not list:  # no x-death, or not an array of tables
             return None
+        if type(prov) is not bytes and type(prov_src) is not bytes:
+            # never replayed (most dead letters; a provenance that is not a table is none, as in Python): what
+            # repeats is one plan, found with one look-up
+            key = (routing_key, *deaths, None, *keys, reported)
+            planned = plans.get(key)
+            if planned is None:
+                if len(plans) >= _CACHE_MAX:
+                    plans.clear()
+                planned = plans[key] = _plan(routing_key, tuple(deaths), keys, reported)
+            if planned is False:
+                return None
+            fingerprint = fingerprint_of(props, body) or source_fingerprint(props, body)
+            if max_replays is not None:
+                why = lineage.decide(fingerprint, None, 0, max_replays)
+                if why is not None:
+                    return Decision.leave(why)
+            elif copies.stays(fingerprint, None):
+                return Decision.leave(COPY_LEFT)
+            way = planned[2]
+            if way is None:  # the first of the plan to go: its route, as below
+                way = planned[2] = _way(planned[0], planned[1])
+            if isinstance(way, str):
+                return Decision.leave(way)
+            return move(planned[0], way, planned[3], props, fingerprint)
         reading = readings[tuple(deaths)]
         if reading is None:
             return None
@@ -239,14 +266,10 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice, fingerprint_
             if address.expiration is not None:  # a TTL to restore: __call__
                 return None
             exchange, original_key = address.exchange, address.routing_key
-        reset = b""
-        if reported:
-            reset = resets[reported]
-            if reset is None:
-                return None
-        if original_key is None:
-            original_key = routing_key
-
+        reset = resets[reported] if reported else b""
+        if reset is None:
+            return None
+        original_key = routing_key if original_key is None else original_key
         fingerprint = fingerprint_of(props, body) or source_fingerprint(props, body)
         src = None
         if type(prov_src) is bytes:
@@ -261,26 +284,54 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice, fingerprint_
         elif copies.stays(fingerprint, src):
             return Decision.leave(COPY_LEFT)
         target = to_queue or reading.origin
+        way = _way(target, original_key)
+        if isinstance(way, str):
+            return Decision.leave(way)
+        return move(target, way, b"".join((counts[count], addresses[(exchange, original_key)], reading.deaths, reset)),
+                    props, fingerprint)
+
+    def _plan(routing_key: str, deaths: tuple[Table, ...], keys: list[Any], reported: Any) -> Plan:
+        """A never-replayed dead letter's plan: [target, original routing key, its way (None until the first of
+        the plan goes: _way), the provenance's entries from count to reset], or False (__call__ decides)."""
+        reading = readings[deaths]
+        if reading is None:
+            return False
+        original_key = first_keys[keys[reading.at]]
+        if original_key is False:
+            return False
+        reset = resets[reported] if reported else b""
+        if reset is None:
+            return False
+        original_key = routing_key if original_key is None else original_key
+        return [to_queue or reading.origin, original_key, None,
+                b"".join((counts[0], addresses[(reading.exchange, original_key)], reading.deaths, reset))]
+
+    def _way(target: str, original_key: str) -> tuple[str, str] | str:
+        """(exchange, routing key) to publish through to `target`, or why the message stays (route, dead-lettering
+        gone). Asked after the loop guard, as __call__ asks: each answer is the run's, kept by Routes."""
         route = routes(target)
         if isinstance(route, str):
-            return Decision.leave(route)
+            return route
         if not to_queue:  # the broker dead-lettered it from its origin (a failure there, in x-death)
             gone = gone_from.get(target, "")
             if gone == "":  # not asked yet ("" is never a reason)
                 gone = gone_from[target] = died_there(target)
             if gone is not None:
-                return Decision.leave(gone)
+                return gone
+        return route[0], original_key if route[1] else target
+
+    def move(target: str, way: tuple[str, str], middle: bytes, props: bytes, fingerprint: str) -> Decision | None:
+        """The MOVE with the provenance header: from, at | id | count … reset (middle) | filters, src."""
+        nonlocal head, head_second
         publish_id = next_id().encode()
         if fixed_now is None:  # "from" and "at" (now, to the second), encoded once a second
             second = int(clock())
             if second != head_second:
                 head, head_second = _entries({"from": source, "at": datetime.fromtimestamp(second, UTC)}), second
-        table = b"".join((head, id_key, pack(len(publish_id)),
-                          publish_id, counts[count], addresses[(exchange, original_key)], reading.deaths, reset,
-                          tail, fingerprint.encode()))
+        table = b"".join((head, id_key, pack(len(publish_id)), publish_id, middle, tail, fingerprint.encode()))
         properties = splice(props, drop, b"".join((prov_key, pack(len(table)), table)))
         if properties is None:  # not after a scan that answered
             return None
-        return Decision(Action.MOVE, target, route[0], original_key if route[1] else target, properties)
+        return Decision(Action.MOVE, target, way[0], way[1], properties)
 
     return decide

@@ -26,6 +26,7 @@ from dlxtool.broker.wire.frames import decode_properties, encode_amqp_table, enc
 from dlxtool.conventions import BUILT_IN, HeaderConvention, conventions, fast_path_triggers
 from dlxtool.deaths import CELERY_HEADER
 from dlxtool.ops.engine import Action, Decision
+from dlxtool.ops.provenance import CopyGuard
 from dlxtool.ops.replay import PROVENANCE_HEADER, ReplayDecider, ReplaySettings
 from dlxtool.record import MessageRecord
 from tests.support.codecs import wire_codec
@@ -485,6 +486,40 @@ def test_fingerprint_in_c_agrees_on_garbage_or_declines(props: bytes, body: byte
     assert accelerator is not None
     answer = accelerator.fingerprint(props, body)
     assert answer is None or answer == source_fingerprint(props, body)
+
+
+class _SmallGuard(CopyGuard):
+    """A copy guard with a 512-bit filter: a few dozen fingerprints already set most of it (partial hits)."""
+
+    BITS = 1 << 9
+    _MASK = BITS - 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(sources=st.lists(st.text(max_size=20), max_size=60), probes=st.lists(st.text(max_size=20), max_size=30))
+def test_the_copy_guards_filter_in_c_holds_the_bits_python_sets(sources: list[str], probes: list[str]) -> None:
+    """CopyGuard's Bloom filter through the C extension's bloom() (the `c` codec's): the same bytes as the Python
+    bits after the same sources, and the same answer for every fingerprint asked after them, hits and misses and
+    partial hits (a small filter). Python's hash() of str is negative about half the time: the shifts agree."""
+    accelerator = hotpath.load()
+    assert accelerator is not None
+    python, c = _SmallGuard(), _SmallGuard(accelerator.bloom)
+    for fingerprint in sources:
+        assert python.stays(fingerprint, None) is c.stays(fingerprint, None) is False
+    assert python._bloom == c._bloom  # noqa: SLF001 - the filter's bytes are what must agree
+    for fingerprint in [*probes, *sources]:
+        assert python._seen(fingerprint) == c._seen(fingerprint)  # noqa: SLF001
+    assert all(c._seen(fingerprint) for fingerprint in sources)  # noqa: SLF001 - no false miss
+
+
+def test_bloom_refuses_a_filter_it_cannot_index() -> None:
+    accelerator = hotpath.load()
+    assert accelerator is not None
+    for filter_ in (bytearray(3), bytearray(0), bytearray(1 << 22)):  # not a power of two bits; none; over 2**24
+        with pytest.raises(ValueError, match="power of two"):
+            accelerator.bloom(filter_, "0123456789abcdef", True)
+    with pytest.raises(BufferError):
+        accelerator.bloom(b"\0" * 8, "0123456789abcdef", True)  # read-only
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

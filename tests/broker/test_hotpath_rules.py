@@ -25,7 +25,7 @@ RULE_WORDS = (
 )
 RULE_LITERALS = ("at", "id")  # too common as words: a literal that is just one of these
 MULTIPLICATION_SIGN = "×".encode()  # the deaths summary's "rejected×3"
-EXPOSED = {"Deliver", "fingerprint", "publish_frames", "read_deliveries", "scan_headers", "splice_headers"}
+EXPOSED = {"Deliver", "bloom", "fingerprint", "publish_frames", "read_deliveries", "scan_headers", "splice_headers"}
 
 _TOKENS = re.compile(r'/\*.*?\*/|//[^\n]*|\'(?:\\.|[^\'\\])*\'|"((?:\\.|[^"\\])*)"|(\s+)|.', re.S)
 _ESCAPE = re.compile(rb"\\(x[0-9a-fA-F]+|[0-7]{1,3}|.)", re.S)

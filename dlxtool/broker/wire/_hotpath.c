@@ -536,6 +536,45 @@ done:
     return result;
 }
 
+/* -- bloom ------------------------------------------------------------------------------------------ */
+
+/* bloom(filter, key, add) -> bool: whether the three bits hash(key) picks were all set in `filter`, a writable
+ * buffer of a power of two bits; with `add` true they are set as well. The bits are hash & mask, hash >> 20 & mask
+ * and hash >> 40 & mask (mask = bits - 1, below 2**24 for the shifts to agree with Python's on a negative hash),
+ * bit i of byte i >> 3 by (1 << (i & 7)): the filter Python fills the same way gets the same bytes. */
+static PyObject *bloom(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "bloom(filter, key, add) takes 3 arguments");
+        return NULL;
+    }
+    Py_hash_t h = PyObject_Hash(args[1]);
+    if (h == -1 && PyErr_Occurred()) return NULL;
+    int add = PyObject_IsTrue(args[2]);
+    if (add < 0) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) return NULL;
+    uint64_t bits = (uint64_t)view.len * 8;
+    if (view.len <= 0 || (bits & (bits - 1)) || bits > ((uint64_t)1 << 24)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "bloom: the filter must hold a power of two bits, at most 2**24");
+        return NULL;
+    }
+    uint64_t mask = bits - 1, u = (uint64_t)h;
+    uint64_t picks[3] = {u & mask, (u >> 20) & mask, (u >> 40) & mask};
+    uint8_t *b = view.buf;
+    int all = 1;
+    for (int i = 0; i < 3; i++) {
+        uint8_t bit = (uint8_t)(1u << (picks[i] & 7));
+        if (!(b[picks[i] >> 3] & bit)) {
+            all = 0;
+            if (!add) break;
+            b[picks[i] >> 3] |= bit;
+        }
+    }
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(all);
+}
+
 /* -- read_deliveries ---------------------------------------------------------------------------- */
 
 static PyTypeObject DeliverType;
@@ -735,6 +774,9 @@ static PyMethodDef methods[] = {
     {"fingerprint", fingerprint, METH_VARARGS,
      "fingerprint(props, body) -> str or None: 16 hex digits of BLAKE2b-64 over props without its header table and "
      "body (see _hotpath.c)"},
+    {"bloom", (PyCFunction)(void (*)(void))bloom, METH_FASTCALL,
+     "bloom(filter, key, add) -> bool: whether the three bits of hash(key) were all set in the filter (a writable "
+     "buffer); add: set them too (see _hotpath.c)"},
     {"splice_headers", splice_headers, METH_VARARGS,
      "splice_headers(props, drop, append) -> bytes or None: the properties with the `drop` headers left out and "
      "the encoded entries `append` added to the header table"},

@@ -59,6 +59,13 @@ class Codec:
         a = self.accelerator
         return (a.scan_headers, a.splice_headers, a.fingerprint) if a is not None else None
 
+    @property
+    def bloom(self) -> Callable[..., bool] | None:
+        """The C extension's bloom(filter, key, add) (dlxtool.ops.provenance.CopyGuard's filter bits, on every
+        replayed message's path); None without the extension: CopyGuard sets the same bits in Python."""
+        a = self.accelerator
+        return a.bloom if a is not None else None
+
     def install(self, connection: Any) -> None:
         """On a new BlockingConnection: every frame through dlxtool's reader, so that content headers are
         decoded by dlxtool.broker.wire.frames (a header value pika cannot decode or would change arrives as
@@ -90,18 +97,13 @@ class Codec:
         sends many: what `publish` does, with the choice made once (it is on every message's path)."""
         from dlxtool.broker.wire import frames
 
-        accelerator = self.accelerator
         if self.reads_frames:
-            send_publish = frames.send_publish
+            return frames.publish_sender(connection, channel, self.accelerator)
+        pika_publish = frames.pika_publish
 
-            def publish(exchange: str, routing_key: str, body: bytes, properties: Any) -> bytes:
-                return send_publish(connection, channel, exchange, routing_key, body, properties, mandatory=True,
-                                    accelerator=accelerator)
-        else:
-            pika_publish = frames.pika_publish
+        def publish(exchange: str, routing_key: str, body: bytes, properties: Any) -> bytes:
+            return pika_publish(connection, channel, exchange, routing_key, body, properties, mandatory=True)
 
-            def publish(exchange: str, routing_key: str, body: bytes, properties: Any) -> bytes:
-                return pika_publish(connection, channel, exchange, routing_key, body, properties, mandatory=True)
         return publish
 
     def publish(self, connection: Any, channel: Any, exchange: str, routing_key: str, body: bytes,

@@ -561,6 +561,29 @@ def send_publish(connection: Any, channel: Any, exchange: str, routing_key: str,
     return props
 
 
+def publish_sender(connection: Any, channel: Any, accelerator: ModuleType | None) -> Callable[..., bytes]:
+    """send_publish(connection, channel, …, mandatory=True, accelerator=accelerator) as one publisher's sender
+    (Publisher: every message's path). Encoded properties and a bytes body, the common case, take the same steps
+    with what does not change looked up once; anything else goes through send_publish."""
+    impl = connection._impl  # noqa: SLF001
+    number = channel.channel_number
+    methods = _METHODS
+    frames = accelerator.publish_frames if accelerator is not None else None
+
+    def publish(exchange: str, routing_key: str, body: bytes, properties: Any) -> bytes:
+        if frames is None or type(properties) is not bytes or type(body) is not bytes:
+            return send_publish(connection, channel, exchange, routing_key, body, properties, mandatory=True,
+                                accelerator=accelerator)
+        channel._raise_if_not_open()  # noqa: SLF001 - what basic_publish does first
+        method = methods.get((exchange, routing_key, True)) or _publish_method(exchange, routing_key, True)
+        body_max = impl._body_max_length  # noqa: SLF001 - = negotiated frame_max - FRAME_OVERHEAD
+        props = encode_for_publish(properties, body_max + FRAME_OVERHEAD)
+        _emit(impl, frames(number, method, props, body, body_max))
+        return props
+
+    return publish
+
+
 class _Encoded:
     """Properties encoded already, in the shape pika's frame.Header marshals (its INDEX, encode())."""
 
