@@ -10,8 +10,10 @@ the values the Python codec decodes from those bytes, so the two paths cannot di
 
 What repeats is cached per run: the reading of each distinct x-death (origin, address, the deaths
 summary; `time` is not read, so the dead letters of one failure share one reading), of each distinct
-earlier provenance and retry counters, and the encoded parts of the provenance header. A message then
-costs the three C calls (scan, fingerprint, splice) and a few dictionary look-ups.
+earlier provenance and retry counters, and the encoded parts of the provenance header; and what all of these
+make of one message, its plan (target, routing key, route, the provenance's entries), per distinct combination.
+A message then costs the three C calls (scan, fingerprint, splice), one look-up of its plan, the loop guard and
+the provenance's id.
 
 It answers None for what it leaves to __call__: properties the scan would not copy exactly, no x-death
 or no failure in it (an origin from x-first-death-*, a wait queue's route), a TTL to restore, a header
@@ -66,7 +68,7 @@ Scan = Callable[..., Any]
 Splice = Callable[[bytes, tuple[bytes, ...], bytes], bytes | None]
 Fingerprint = Callable[[bytes, bytes], str | None]
 Decide = Callable[[str, bytes, bytes], Decision | None]
-# A never-replayed dead letter's plan (raw_decider's _plan): [target, routing key, way, provenance entries], or False
+# A dead letter's plan (raw_decider's _plan): [target, routing key, way, provenance entries, count], or False
 Plan = list[Any] | Literal[False]
 
 _CACHE_MAX = 4096
@@ -210,7 +212,7 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice, fingerprint_
     routes, lineage, next_id, pack = decider.routes, decider.lineage, decider.next_id, _SIZE.pack
     copies, died_there = decider.copies, decider.died_there
     gone_from: dict[str, str | None] = {}  # died_there's answer per target, asked once
-    # never-replayed dead letters: (routing key, x-death's entries, None, their routing keys, retry counters) -> _plan
+    # (routing key, earlier provenance, x-death's entries, None, their routing keys, retry counters) -> _plan
     plans: dict[tuple[Any, ...], Plan] = {}
 
     clock = time.time
@@ -226,50 +228,18 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice, fingerprint_
         (deaths, keys, prov, prov_src), reported = scanned
         if type(deaths) is not list:  # no x-death, or not an array of tables
             return None
-        if type(prov) is not bytes and type(prov_src) is not bytes:
-            # never replayed (most dead letters; a provenance that is not a table is none, as in Python): what
-            # repeats is one plan, found with one look-up
-            key = (routing_key, *deaths, None, *keys, reported)
-            planned = plans.get(key)
-            if planned is None:
-                if len(plans) >= _CACHE_MAX:
-                    plans.clear()
-                planned = plans[key] = _plan(routing_key, tuple(deaths), keys, reported)
-            if planned is False:
-                return None
-            fingerprint = fingerprint_of(props, body) or source_fingerprint(props, body)
-            if max_replays is not None:
-                why = lineage.decide(fingerprint, None, 0, max_replays)
-                if why is not None:
-                    return Decision.leave(why)
-            elif copies.stays(fingerprint, None):
-                return Decision.leave(COPY_LEFT)
-            way = planned[2]
-            if way is None:  # the first of the plan to go: its route, as below
-                way = planned[2] = _way(planned[0], planned[1])
-            if isinstance(way, str):
-                return Decision.leave(way)
-            return move(planned[0], way, planned[3], props, fingerprint)
-        reading = readings[tuple(deaths)]
-        if reading is None:
+        if type(prov) is not bytes:  # an earlier replay's provenance is a table; anything else is none, as in Python
+            prov = None
+        # What repeats is one plan, found with one look-up (x-death's entries are tables: the None after them ends
+        # them); per message only the fingerprint, an earlier replay's src, the loop guard and the provenance's id
+        key = (routing_key, prov, *deaths, None, *keys, reported)
+        planned = plans.get(key)
+        if planned is None:
+            if len(plans) >= _CACHE_MAX:
+                plans.clear()
+            planned = plans[key] = _plan(routing_key, prov, tuple(deaths), keys, reported)
+        if planned is False:
             return None
-        exchange, original_key = reading.exchange, first_keys[keys[reading.at]]
-        if original_key is False:
-            return None
-        count = 0
-        if type(prov) is bytes:  # an earlier replay's provenance (a table; anything else is none, as in Python)
-            known = provenances[prov]
-            if known is None:
-                return None
-            count = known[0]
-            address = recorded_addresses[(prov, exchange, original_key)]
-            if address.expiration is not None:  # a TTL to restore: __call__
-                return None
-            exchange, original_key = address.exchange, address.routing_key
-        reset = resets[reported] if reported else b""
-        if reset is None:
-            return None
-        original_key = routing_key if original_key is None else original_key
         fingerprint = fingerprint_of(props, body) or source_fingerprint(props, body)
         src = None
         if type(prov_src) is bytes:
@@ -278,33 +248,43 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice, fingerprint_
             except ValueError:
                 return None
         if max_replays is not None:
-            why = lineage.decide(fingerprint, src, count, max_replays)
+            why = lineage.decide(fingerprint, src, planned[4], max_replays)
             if why is not None:
                 return Decision.leave(why)
         elif copies.stays(fingerprint, src):
             return Decision.leave(COPY_LEFT)
-        target = to_queue or reading.origin
-        way = _way(target, original_key)
+        way = planned[2]
+        if way is None:  # the first of the plan to go: its route, asked after the loop guard as __call__ asks
+            way = planned[2] = _way(planned[0], planned[1])
         if isinstance(way, str):
             return Decision.leave(way)
-        return move(target, way, b"".join((counts[count], addresses[(exchange, original_key)], reading.deaths, reset)),
-                    props, fingerprint)
+        return move(planned[0], way, planned[3], props, fingerprint)
 
-    def _plan(routing_key: str, deaths: tuple[Table, ...], keys: list[Any], reported: Any) -> Plan:
-        """A never-replayed dead letter's plan: [target, original routing key, its way (None until the first of
-        the plan goes: _way), the provenance's entries from count to reset], or False (__call__ decides)."""
+    def _plan(routing_key: str, prov: Table | None, deaths: tuple[Table, ...], keys: list[Any], reported: Any) -> Plan:
+        """A dead letter's plan: [target, routing key, its way (None until the first of the plan goes: _way), the
+        provenance's entries from count to reset, how many times replayed before], or False (__call__ decides)."""
         reading = readings[deaths]
         if reading is None:
             return False
-        original_key = first_keys[keys[reading.at]]
+        exchange, original_key = reading.exchange, first_keys[keys[reading.at]]
         if original_key is False:
             return False
+        count = 0
+        if prov is not None:  # an earlier replay's: its count, and the first origin's address it recorded
+            known = provenances[prov]
+            if known is None:
+                return False
+            count = known[0]
+            address = recorded_addresses[(prov, exchange, original_key)]
+            if address.expiration is not None:  # a TTL to restore: __call__
+                return False
+            exchange, original_key = address.exchange, address.routing_key
         reset = resets[reported] if reported else b""
         if reset is None:
             return False
         original_key = routing_key if original_key is None else original_key
         return [to_queue or reading.origin, original_key, None,
-                b"".join((counts[0], addresses[(reading.exchange, original_key)], reading.deaths, reset))]
+                b"".join((counts[count], addresses[(exchange, original_key)], reading.deaths, reset)), count]
 
     def _way(target: str, original_key: str) -> tuple[str, str] | str:
         """(exchange, routing key) to publish through to `target`, or why the message stays (route, dead-lettering

@@ -4,11 +4,15 @@
     .venv/bin/python scripts/bench/replay.py                 # 100,000 messages, rate ratio
     .venv/bin/python scripts/bench/replay.py --rss 1000000   # also peak RSS of a 1M-message replay
     .venv/bin/python scripts/bench/replay.py --codecs all    # each wire codec: c, python, pika
+    .venv/bin/python scripts/bench/replay.py --replayed      # dead letters dlxtool replayed before
 
 Dead letters are made by the broker (publish to an origin with a DLX, reject in bulk), 200-byte
 bodies, real x-death headers. dlxtool runs as a subprocess (`dlxtool replay DLQ --yes`, count reset,
-to origin); the same messages are then dead-lettered again by the broker and moved by a dynamic
-shovel (src-delete-after queue-length, ack-mode on-confirm). Ratio > 1 means dlxtool was faster.
+to origin); new dead letters are made the same way and moved by a dynamic shovel (src-delete-after
+queue-length, ack-mode on-confirm). Ratio > 1 means dlxtool was faster. Every run gets new dead letters:
+with --replayed, every run moves the same messages instead, dead-lettered again by the broker after each
+run, so that from the second run on dlxtool replays messages that carry its own provenance (the copy check
+keeps each of them: more work per message) and the shovel moves them with that header too.
 --codecs runs dlxtool once per wire codec each round (DLXTOOL_CODEC: `c` with the C extension, `python`
 without it, `pika` on pika's own frame reader and basic_publish) against the same round's shovel run.
 Timings on a shared machine are noisy: run it more than once (--rounds).
@@ -197,14 +201,27 @@ def median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
-def compare(n: int, rounds: int, codecs: list[str | None], pin: bool = False) -> None:
-    """Each round: dlxtool on each codec, then the shovel, on the same n dead letters (made again by the
-    broker after every run)."""
+def fresh_dead_letters(env, n: int) -> None:
+    """n new dead letters, never replayed: both queues emptied, n messages published to the origin and rejected."""
+    with env.channel() as ch:
+        ch.queue_purge(ORIGIN)
+        ch.queue_purge(DLQ)
+    publish(env, n)
+    dead_letter_all(env, n)
+
+
+def compare(n: int, rounds: int, codecs: list[str | None], pin: bool = False, replayed: bool = False) -> None:
+    """Each round: dlxtool on each codec, then the shovel, each run on n new dead letters; with `replayed`, on the
+    same n messages all along, dead-lettered again by the broker after every run (from the second run on, what
+    dlxtool reads carries its own provenance: a replay of messages replayed before)."""
     with open_vhost("localhost", 5672, 15672, f"bench-{uuid.uuid4().hex[:8]}") as env, \
             pinned(env, pin) as pinning:
         if pinning:
             print(pinning, file=sys.stderr)
         make_dead_letters(env, n)
+        renew = (lambda: dead_letter_all(env, n)) if replayed else (lambda: fresh_dead_letters(env, n))
+        print("each run on the same messages, dead-lettered again (replayed before)" if replayed else
+              "each run on new dead letters (never replayed)", file=sys.stderr)
         broker_cpu = broker_cpu_reader(env) or (lambda: float("nan"))
         rates: dict[str | None, list[float]] = {c: [] for c in codecs}
         ratios: dict[str | None, list[float]] = {c: [] for c in codecs}
@@ -216,12 +233,12 @@ def compare(n: int, rounds: int, codecs: list[str | None], pin: bool = False) ->
                 b0 = broker_cpu()
                 d, _rss, summary = run_dlxtool(env, n, codec)  # DLQ -> origin, history reset
                 b1 = broker_cpu()
-                dead_letter_all(env, n)                      # the broker dead-letters them again (fresh x-death)
+                renew()
                 runs.append((codec, d, summary["cpu_us_per_msg"], (b1 - b0) / n * 1e6))
             b2 = broker_cpu()
             s = run_shovel(env, n)                           # DLQ -> origin by the shovel
             b3 = broker_cpu()
-            dead_letter_all(env, n)
+            renew()
             parts = []
             for codec, d, cpu, broker_us in runs:
                 rates[codec].append(n / d)
@@ -286,6 +303,9 @@ def main() -> None:
     parser.add_argument("--rss", type=int, metavar="N", help="also measure peak RSS of an N-message replay")
     parser.add_argument("--rss-replayed", action="store_true",
                         help="with --rss: also replay the same messages again once they died again")
+    parser.add_argument("--replayed", action="store_true",
+                        help="every run on the same messages, dead-lettered again after each run: dlxtool then "
+                             "replays messages it replayed before (default: new dead letters for every run)")
     parser.add_argument("--skip-compare", action="store_true")
     parser.add_argument("--pin", action="store_true",
                         help="broker node on the first CPU, dlxtool on the others (Linux, local broker)")
@@ -295,7 +315,7 @@ def main() -> None:
     args = parser.parse_args()
     precompile()
     if not args.skip_compare:
-        compare(args.n, args.rounds, codec_list(parser, args.codecs), args.pin)
+        compare(args.n, args.rounds, codec_list(parser, args.codecs), args.pin, args.replayed)
     if args.rss:
         rss(args.rss, args.rss_replayed)
 
