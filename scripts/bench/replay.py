@@ -51,6 +51,11 @@ from tests.support.broker import open_vhost  # noqa: E402
 from tests.support.retry_topologies import reject_all  # noqa: E402
 
 ORIGIN, DLQ, DLX = "bench.orders", "bench.dlq", "bench.dlx"
+PORTS = {"amqp": 5672, "http": 15672}  # the broker the bench runs on (--port, --http-port)
+
+
+def bench_vhost():
+    return open_vhost("localhost", PORTS["amqp"], PORTS["http"], f"bench-{uuid.uuid4().hex[:8]}")
 
 
 def setup(env) -> None:
@@ -166,7 +171,7 @@ def run_dlxtool(env, n: int, codec: str | None = None) -> tuple[float, int, dict
     cpu = children_cpu()
     started = time.monotonic()
     proc = subprocess.run([str(ROOT / ".venv/bin/dlxtool"), "replay", DLQ, "--yes", "--url", env.url,
-                           "--format", "json"], capture_output=True, text=True, check=False, env=environ)
+                           "--management-url", f"http://localhost:{PORTS['http']}/", "--format", "json"], capture_output=True, text=True, check=False, env=environ)
     elapsed = time.monotonic() - started
     if proc.returncode != 0:
         raise SystemExit(f"dlxtool failed ({proc.returncode}): {proc.stderr}")
@@ -214,8 +219,7 @@ def compare(n: int, rounds: int, codecs: list[str | None], pin: bool = False, re
     """Each round: dlxtool on each codec, then the shovel, each run on n new dead letters; with `replayed`, on the
     same n messages all along, dead-lettered again by the broker after every run (from the second run on, what
     dlxtool reads carries its own provenance: a replay of messages replayed before)."""
-    with open_vhost("localhost", 5672, 15672, f"bench-{uuid.uuid4().hex[:8]}") as env, \
-            pinned(env, pin) as pinning:
+    with bench_vhost() as env, pinned(env, pin) as pinning:
         if pinning:
             print(pinning, file=sys.stderr)
         make_dead_letters(env, n)
@@ -269,7 +273,7 @@ def compare(n: int, rounds: int, codecs: list[str | None], pin: bool = False, re
 def rss(n: int, replayed: bool = False) -> None:
     """Peak RSS of an n-message replay; `replayed`: then of a second one, of the same messages dead-lettered
     again (each carries a provenance: the copy check keeps every one of them for the run)."""
-    with open_vhost("localhost", 5672, 15672, f"bench-{uuid.uuid4().hex[:8]}") as env:
+    with bench_vhost() as env:
         make_dead_letters(env, n)
         d, rss_kb, _s = run_dlxtool(env, n)
         print(f"{n:,}-message replay: {n / d:,.0f} msg/s, peak RSS {rss_kb / 1024:.1f} MB (target <= 100 MB)")
@@ -306,6 +310,9 @@ def main() -> None:
     parser.add_argument("--replayed", action="store_true",
                         help="every run on the same messages, dead-lettered again after each run: dlxtool then "
                              "replays messages it replayed before (default: new dead letters for every run)")
+    parser.add_argument("--port", type=int, default=5672, help="the local broker's AMQP port (default 5672; "
+                        "scripts/dev-broker v4: 5674)")
+    parser.add_argument("--http-port", type=int, default=15672, help="its management API's port (default 15672)")
     parser.add_argument("--skip-compare", action="store_true")
     parser.add_argument("--pin", action="store_true",
                         help="broker node on the first CPU, dlxtool on the others (Linux, local broker)")
@@ -313,6 +320,7 @@ def main() -> None:
                         help="run dlxtool on each of these wire codecs every round: comma-separated c, python, "
                              "pika, or 'all' (default: dlxtool's default codec only)")
     args = parser.parse_args()
+    PORTS.update(amqp=args.port, http=args.http_port)
     precompile()
     if not args.skip_compare:
         compare(args.n, args.rounds, codec_list(parser, args.codecs), args.pin, args.replayed)
