@@ -171,7 +171,8 @@ def run_dlxtool(env, n: int, codec: str | None = None) -> tuple[float, int, dict
     cpu = children_cpu()
     started = time.monotonic()
     proc = subprocess.run([str(ROOT / ".venv/bin/dlxtool"), "replay", DLQ, "--yes", "--url", env.url,
-                           "--management-url", f"http://localhost:{PORTS['http']}/", "--format", "json"], capture_output=True, text=True, check=False, env=environ)
+                           "--management-url", f"http://localhost:{PORTS['http']}/", "--format", "json"],
+                          capture_output=True, text=True, check=False, env=environ)
     elapsed = time.monotonic() - started
     if proc.returncode != 0:
         raise SystemExit(f"dlxtool failed ({proc.returncode}): {proc.stderr}")
