@@ -283,8 +283,11 @@ def raw_decider(decider: ReplayDecider, scan: Scan, splice: Splice, fingerprint_
         if reset is None:
             return False
         original_key = routing_key if original_key is None else original_key
-        return [to_queue or reading.origin, original_key, None,
-                b"".join((counts[count], addresses[(exchange, original_key)], reading.deaths, reset)), count]
+        try:
+            entries = b"".join((counts[count], addresses[(exchange, original_key)], reading.deaths, reset))
+        except struct.error:  # a count past 64 bits (an odd earlier provenance): __call__ says what becomes of it
+            return False
+        return [to_queue or reading.origin, original_key, None, entries, count]
 
     def _way(target: str, original_key: str) -> tuple[str, str] | str:
         """(exchange, routing key) to publish through to `target`, or why the message stays (route, dead-lettering

@@ -5,10 +5,12 @@
     .venv/bin/python scripts/bench/engine_path.py /tmp/base       # and an older tree, alternating, same process kind
 
 What is timed is one replay engine (dlxtool.ops.engine.Transfer) with the replay decider and its routes check,
-on the `c` codec, over 100,000 broker-shaped dead letters (one x-death entry, 200-byte bodies), in batches of
-200 as the engine takes them: decide, the publish (frames built by the C extension, then dropped instead of
-written to a socket), a multiple confirm for the batch, the settle and the multiple ack (dropped too). Not timed:
-pika's transport, the frame reader, syscalls, start-up — see scripts/bench/replay.py for the whole run.
+on the `c` codec (DLXTOOL_CODEC=c), over 100,000 broker-shaped dead letters (one x-death entry, 200-byte bodies),
+in batches of 200 as the engine takes them: decide, the publish (the publisher's own sender: frames built by the
+C extension and queued on a stand-in for pika's transport, dropped after each batch instead of written to a
+socket), a multiple confirm for the batch, the settle and the multiple ack (dropped too). Not timed: pika's
+transport, the frame reader, syscalls, start-up — see scripts/bench/replay.py for the whole run. Every letter has
+the same x-death shape (one failure, one routing key): replay's per-shape plan is always found, its best case.
 
 On a shared machine `scripts/bench/replay.py` moves by several µs per message from one run to the next; this
 path does not (a few percent), so a change to the per-message Python shows here first. It reaches into the
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime
+import os
 import statistics
 import subprocess
 import sys
@@ -37,7 +40,7 @@ def measure(rounds: int) -> float:
     import pika
 
     from dlxtool.broker import publisher
-    from dlxtool.broker.wire import frames, hotpath
+    from dlxtool.broker.wire import codec, hotpath
     from dlxtool.broker.wire.frames import encode_properties
     from dlxtool.ops import engine
     from dlxtool.ops.replay import ReplayDecider, ReplaySettings
@@ -82,10 +85,28 @@ def measure(rounds: int) -> float:
         def __init__(self, tag: int) -> None:
             self.method = type("Ack", (), {"delivery_tag": tag, "multiple": True})()
 
-    def send(exchange: str, routing_key: str, body: bytes, properties: bytes) -> bytes:
-        method = frames._publish_method(exchange, routing_key, True)  # noqa: SLF001 - as the sender does
-        accelerator.publish_frames(1, method, properties, body, 131072)
-        return properties
+    class Transport:  # what frames._emit appends to while a send is pending
+        _STATE_ACTIVE = 1
+
+        def __init__(self) -> None:
+            self._state = self._STATE_ACTIVE
+            self._tx_buffers: collections.deque[bytes] = collections.deque([b""])
+            self._tx_buffered_byte_count = 0
+
+    class Connection:  # a BlockingConnection as the sender sees it
+        def __init__(self) -> None:
+            self._impl = type("Impl", (), {"_body_max_length": 131072 - 8, "bytes_sent": 0, "frames_sent": 0,
+                                           "_transport": Transport()})()
+
+    class PikaChannel:
+        channel_number = 1
+
+        def _raise_if_not_open(self) -> None:
+            pass
+
+    connection = Connection()
+    send = codec.current().sender(connection, PikaChannel())  # the Publisher's (Publisher.__init__)
+    sent = connection._impl._transport._tx_buffers  # noqa: SLF001
 
     def once() -> float:
         routes = Routes(False, exchanges=lambda _queue: "dlxtool.bench", router=None, allow_drop=True)
@@ -104,6 +125,8 @@ def measure(rounds: int) -> float:
             pub._on_ack_nack(Confirm(pub._seq))  # noqa: SLF001 - what the frame reader does
             transfer._settle_outcomes()  # noqa: SLF001
             transfer._ack_ready()  # noqa: SLF001
+            sent.clear()  # what a socket write would take; a send stays pending (_emit appends)
+            sent.append(b"")
             qos_ok = getattr(transfer.channel.impl, "qos_ok", None)
             if qos_ok is not None and transfer._marker is not None:  # noqa: SLF001
                 qos_ok(None)
@@ -122,6 +145,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.child is not None:  # one measurement of one tree, in a process of its own
         sys.path.insert(0, str(args.child))
+        import dlxtool
+
+        if not Path(dlxtool.__file__).resolve().is_relative_to(args.child.resolve()):
+            raise SystemExit(f"{args.child}: dlxtool came from {dlxtool.__file__} instead (not a source tree?)")
         print(measure(3))
         return
     trees = {"head": ROOT} if args.base is None else {"base": args.base.resolve(), "head": ROOT}
@@ -129,7 +156,9 @@ def main() -> None:
     for r in range(args.rounds):
         for name in (list(trees) if r % 2 == 0 else list(trees)[::-1]):
             out = subprocess.run([sys.executable, __file__, "--child", str(trees[name])], capture_output=True,
-                                 text=True, check=True, cwd="/")
+                                 text=True, check=False, cwd="/", env={**os.environ, "DLXTOOL_CODEC": "c"})
+            if out.returncode != 0:
+                raise SystemExit(f"{name} ({trees[name]}): {out.stderr.strip()}")
             results[name].append(float(out.stdout))
     for name, values in results.items():
         print(f"{name}: {statistics.median(values):.2f} µs per message (median of {len(values)}; "

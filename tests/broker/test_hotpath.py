@@ -284,6 +284,23 @@ def test_the_loop_guard_leaves_it_with_the_same_reason() -> None:
     assert_same(python_path(slow, "q", props), answer)
 
 
+@pytest.mark.parametrize("count", [2**63 - 1, "99999999999999999999"], ids=["int64-max", "text"])
+@pytest.mark.parametrize("overrides", [{}, {"max_replays": 3}], ids=["plain", "max-replays"])
+def test_a_replay_count_past_64_bits_never_raises_on_the_fast_path(count: Any, overrides: dict[str, Any]) -> None:
+    """An earlier provenance whose count + 1 does not fit an AMQP integer: the fast path declines it (the plan's
+    entries cannot be encoded) and the Python path decides, as for every message it leaves; it never raises out
+    of the engine (a raise would end the whole run on that one message, every time)."""
+    props = pika.BasicProperties(headers={
+        "x-death": [{"count": long(1), "reason": "rejected", "queue": "q", "time": NOW}],
+        PROVENANCE_HEADER: {"count": count}})
+    slow, fast = deciders(**overrides)
+    raw = encode_properties(props)
+    assert fast.raw("q", raw, BODY) is None
+    answer = python_path(slow, "q", decode_properties(raw))
+    if overrides:
+        assert answer.action is Action.LEAVE and "--max-replays 3" in answer.group
+
+
 @pytest.mark.parametrize("headers", [
     {"x-death": [{"count": long(1), "reason": "expired", "queue": "wait", "time": NOW}],
      "x-first-death-queue": "work"},                                    # origin from x-first-death-queue

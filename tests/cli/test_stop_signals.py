@@ -125,14 +125,17 @@ def test_copies_a_kill_9_left_are_recognised_by_history_and_not_replayed_twice(n
     dlq, work = _dead_letters(broker, qname, n)
     # Kill the replay mid-way: confirmed copies whose source was not acked yet stay in both queues.
     window = rng.choice((100, 300))
-    # --rate 300: about two seconds of replay, so that a loaded CI machine's depth polls (a new connection each)
-    # still see it mid-way (one CI run each at 1500 and at 600 ended before the poll saw the threshold)
-    proc = _dlxtool(["replay", dlq, "--yes", "--window", str(window), "--rate", "300", "--url", broker.url],
-                    cli_env)
+    # --rate 300: about two seconds of replay; the depth is polled on one open channel (a passive declare, about a
+    # millisecond), not a new connection each time: on a loaded 4.x CI pass those polls took long enough that the
+    # replay ended before one saw the threshold (runs at --rate 1500, 600 and 300)
     threshold = int(n * rng.uniform(0.1, 0.7))
-    deadline = time.monotonic() + 60
-    while proc.poll() is None and broker.queue_depth(work) < threshold and time.monotonic() < deadline:
-        time.sleep(0.002)
+    with broker.channel() as watch:
+        proc = _dlxtool(["replay", dlq, "--yes", "--window", str(window), "--rate", "300", "--url", broker.url],
+                        cli_env)
+        deadline = time.monotonic() + 60
+        while (proc.poll() is None and watch.queue_declare(work, passive=True).method.message_count < threshold
+               and time.monotonic() < deadline):
+            time.sleep(0.002)
     assert proc.poll() is None, "the replay ended before the kill"
     proc.send_signal(signal.SIGSTOP)  # frozen wherever it was: confirms arrive, nothing answers them
     time.sleep(0.2)
