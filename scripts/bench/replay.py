@@ -17,9 +17,10 @@ keeps each of them: more work per message) and the shovel moves them with that h
 without it, `pika` on pika's own frame reader and basic_publish) against the same round's shovel run.
 Timings on a shared machine are noisy: run it more than once (--rounds).
 
-On a machine whose cores the broker shares with dlxtool (this bench's usual setting), the run is bound by
-total CPU: the broker's work per message plus dlxtool's, against the broker's alone for the shovel (the
-shovel runs inside the broker). The summary prints that bound. --pin (Linux, a local broker) puts the
+On a machine whose cores the broker shares with dlxtool (this bench's usual setting), total CPU sets a bound:
+the broker's work per message plus dlxtool's, against the broker's alone for the shovel (the shovel runs inside
+the broker). The summary prints that bound; in the README's runs the broker and dlxtool together used about 1.6
+of 2 cores, so it is a bound, not a prediction. --pin (Linux, a local broker) puts the
 broker node on the first CPU and dlxtool on the others, as where dlxtool runs on another machine: the
 broker keeps the same CPU budget in both runs, and dlxtool's own CPU no longer takes from it.
 """
