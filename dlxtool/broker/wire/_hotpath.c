@@ -43,6 +43,11 @@
  *   props with the header table's entries named in `drop` left out and `append` (encoded table entries: name +
  *   value, as many as wanted) added at its end; flags and the other properties as they are. None where the
  *   properties do not parse (as scan_headers).
+ *
+ * bloom(filter, key, add) -> bool
+ *
+ *   Three bits of hash(key) in a Bloom filter (a writable buffer), read and, with add, set: the bits
+ *   dlxtool.ops.provenance.CopyGuard sets in Python (tests/broker/test_hotpath.py compares the bytes).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
