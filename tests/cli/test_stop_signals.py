@@ -238,11 +238,15 @@ def test_a_load_stopped_by_two_signals_reports_and_writes_what_it_did_not_confir
     src, failed = tmp_path / "in.jsonl", tmp_path / "failed.jsonl"
     src.write_bytes(b"".join(MessageRecord(qname, f"m{i}".encode(), properties={"message_id": str(i)}).to_jsonl()
                              for i in range(n)))
-    proc = _dlxtool(["load", str(src), "--failed", str(failed), "--window", "50", "--url", broker.url], cli_env)
-    deadline = time.monotonic() + 60
-    while broker.queue_depth(qname) == 0:  # publishing: the summary must cover what is in flight
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()
-        time.sleep(0.01)
+    # The depth is polled on one open channel (a passive declare, about a millisecond): with a new connection per
+    # poll, a loaded 4.x CI pass saw the first message only after the whole load had finished (exit 0)
+    with broker.channel() as watch:
+        proc = _dlxtool(["load", str(src), "--failed", str(failed), "--window", "50", "--url", broker.url], cli_env)
+        deadline = time.monotonic() + 60
+        while watch.queue_declare(qname, passive=True).method.message_count == 0:  # publishing: in flight
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()
+            time.sleep(0.002)
+    assert proc.poll() is None, "the load ended before the signals"
     proc.send_signal(sig)
     time.sleep(gap)
     proc.send_signal(sig)
