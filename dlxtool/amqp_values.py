@@ -240,6 +240,39 @@ def encode_field_table(table: dict[Any, Any] | None) -> bytes:
     return _I.pack(len(joined)) + joined
 
 
+def encode_entries(fields: dict[str, Any]) -> bytes:
+    """Table entries (name + value each) as encode_field_table writes them, without the table's size: the
+    parts of a table that is put together elsewhere (replay's provenance header, dlxtool.ops.provenance)."""
+    return encode_field_table(fields)[4:]
+
+
+class StringEntry:
+    """One table entry `name` whose value is a long string, for values given as bytes (ids, fingerprints: text
+    known to be ASCII), encoded as encode_field writes a str; and read back from where it was written."""
+
+    __slots__ = ("name", "prefix")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.prefix = short_string(name) + b"S"
+
+    def __call__(self, value: bytes) -> bytes:
+        return self.prefix + _I.pack(len(value)) + value
+
+    def read(self, buf: bytes, at: int) -> tuple[bytes, int] | None:
+        """(value, offset after it) of this entry at buf[at:], or None where another entry (or none) is there."""
+        start = at + len(self.prefix)
+        if buf[at:start] != self.prefix or len(buf) < start + 4:
+            return None
+        end = start + 4 + _unpack_I(buf, start)[0]
+        return (buf[start + 4:end], end) if end <= len(buf) else None
+
+
+def table_entry(name: str, entries: bytes) -> bytes:
+    """One table entry `name` whose value is a table of these encoded `entries` (encode_entries)."""
+    return short_string(name) + b"F" + _I.pack(len(entries)) + entries
+
+
 def encode_field_value(value: Any) -> bytes:
     """One AMQP field value (kind byte + payload) as a header table holds it; a tuple as an array."""
     out: list[bytes] = []

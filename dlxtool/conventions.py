@@ -445,7 +445,7 @@ class Dramatiq(_BuiltIn):
 
     def read(self, message: Message) -> Reading | None:
         body = message.body
-        if not body or body[:1] != b"{" or len(body) > BODY_LIMIT or b'"actor_name"' not in body:
+        if not may_be_dramatiq(body):
             return None
         try:
             data = orjson.loads(body)
@@ -459,11 +459,16 @@ class Dramatiq(_BuiltIn):
         return Reading(self.name, error=trace.strip().splitlines()[-1].strip())
 
 
+def may_be_dramatiq(body: bytes) -> bool:
+    """The cheap test before a body is parsed as a Dramatiq message: a JSON object, not too big, naming an actor."""
+    return bool(body) and body[:1] == b"{" and len(body) <= BODY_LIMIT and b'"actor_name"' in body
+
+
 def dramatiq_message(body: bytes) -> dict[str, Any] | None:
     """A Dramatiq message (a JSON object with queue_name, actor_name and an options object), or None.
     Parsed with the standard json module, as Dramatiq's JSONEncoder does (dramatiq/encoder.py): orjson
     would turn an integer beyond 64 bits into a float, and a rewritten body must keep every other value."""
-    if not body or body[:1] != b"{" or len(body) > BODY_LIMIT or b'"actor_name"' not in body:
+    if not may_be_dramatiq(body):
         return None
     try:
         data = json.loads(body)

@@ -348,6 +348,12 @@ def _reset_names(extra: tuple[str, ...]) -> frozenset[str]:
     return frozenset((*HISTORY_HEADERS, *DEFAULT_RETRY_HEADERS, *extra))
 
 
+def reset_header_names(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Every header name reset_history removes (but Celery's `retries`, set back to 0): the history, the retry
+    counters and `extra`, in that order."""
+    return tuple(dict.fromkeys((*HISTORY_HEADERS, *DEFAULT_RETRY_HEADERS, *extra)))
+
+
 def iso(value: datetime | None) -> str | None:
     if value is None:
         return None

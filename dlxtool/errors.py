@@ -1,31 +1,18 @@
-"""Errors raised by the dlxtool core, each carrying the exit status the CLI returns for it.
+"""Errors raised by the dlxtool core, each carrying its Status (dlxtool.outcome).
 
 The core never imports click: it raises these, and `dlxtool.cli` turns them into one line on stderr
-and the exit status below (the table is documented in the README).
+and the exit code of their status (dlxtool.cli.output.exit_status; the table is in the README).
 """
 
 from __future__ import annotations
 
-from enum import IntEnum
-
-
-class ExitStatus(IntEnum):
-    OK = 0
-    ERROR = 1
-    USAGE = 2
-    CONNECT = 3
-    NOT_FOUND = 4
-    PARTIAL = 5
-    REFUSED = 6
-    HANGUP = 129       # SIGHUP: the terminal or ssh session went away (128 + 1)
-    INTERRUPTED = 130  # SIGINT: Ctrl-C (128 + 2)
-    TERMINATED = 143   # SIGTERM: kill, timeout, kubectl, CI cancellation (128 + 15)
+from dlxtool.outcome import Outcome, Status
 
 
 class DlxtoolError(Exception):
     """Base class: `message` says what went wrong, `hint` what to do about it."""
 
-    exit_status: ExitStatus = ExitStatus.ERROR
+    status: Status = Status.ERROR
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -35,11 +22,14 @@ class DlxtoolError(Exception):
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
 
+    def outcome(self) -> Outcome:
+        return Outcome(self.status, self.message, self.hint)
+
 
 class UsageError(DlxtoolError):
     """Bad input from the command line or the environment."""
 
-    exit_status = ExitStatus.USAGE
+    status = Status.USAGE
 
 
 class ConfigError(UsageError):
@@ -49,7 +39,7 @@ class ConfigError(UsageError):
 class ConnectError(DlxtoolError):
     """A broker or its management API cannot be reached or refuses our credentials."""
 
-    exit_status = ExitStatus.CONNECT
+    status = Status.CONNECT
 
 
 class ManagementMismatch(ConnectError):
@@ -60,23 +50,23 @@ class ManagementMismatch(ConnectError):
 class NotFoundError(DlxtoolError):
     """A queue, broker profile or file does not exist."""
 
-    exit_status = ExitStatus.NOT_FOUND
+    status = Status.NOT_FOUND
 
 
 class PartialError(DlxtoolError):
     """Some messages were left behind or failed; the summary says which."""
 
-    exit_status = ExitStatus.PARTIAL
+    status = Status.PARTIAL
 
 
 class RefusedError(DlxtoolError):
     """Refused because doing it could lose, reorder or dead-letter messages."""
 
-    exit_status = ExitStatus.REFUSED
+    status = Status.REFUSED
 
 
 class Interrupted(DlxtoolError):
     """Stopped by a stop signal (Ctrl-C, SIGTERM, SIGHUP); what was done so far has been reported.
-    The CLI exits with the status of the signal that came (dlxtool.ops.interrupts.exit_status)."""
+    The CLI exits with the code of the signal that came (dlxtool.cli.output.exit_status)."""
 
-    exit_status = ExitStatus.INTERRUPTED
+    status = Status.INTERRUPTED

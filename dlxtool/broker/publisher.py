@@ -3,12 +3,12 @@
 Every publish is `mandatory=True` on a channel in confirm mode. The broker answers each one, in its
 own time, with one of:
 
-- `Outcome.CONFIRMED` — basic.ack and no basic.return: the message is in a queue. Only now may the
+- `PublishOutcome.CONFIRMED` — basic.ack and no basic.return: the message is in a queue. Only now may the
   caller ack (remove) the source message.
-- `Outcome.RETURNED` — basic.return (unroutable: e.g. the queue was deleted), then basic.ack. Without
+- `PublishOutcome.RETURNED` — basic.return (unroutable: e.g. the queue was deleted), then basic.ack. Without
   mandatory this message would have been confirmed and silently dropped.
-- `Outcome.NACKED` — basic.nack (e.g. the queue is at x-max-length with overflow reject-publish).
-- `Outcome.LOST` — the channel or connection died before an answer: the broker may or may not have
+- `PublishOutcome.NACKED` — basic.nack (e.g. the queue is at x-max-length with overflow reject-publish).
+- `PublishOutcome.LOST` — the channel or connection died before an answer: the broker may or may not have
   the message (a possible duplicate if the caller keeps the source too, which it must).
 
 A basic.return carries no delivery tag; RabbitMQ sends it before the ack for the same publish, but the
@@ -42,7 +42,7 @@ from typing import Any
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
 
 
-class Outcome(enum.Enum):
+class PublishOutcome(enum.Enum):
     CONFIRMED = "confirmed"
     RETURNED = "returned"
     NACKED = "nacked"
@@ -61,7 +61,7 @@ class _Pending:
         self.maybe = False              # returned or not: a tie we cannot resolve
 
 
-Settled = tuple[Any, Outcome, str | None]  # (token, outcome, detail)
+Settled = tuple[Any, PublishOutcome, str | None]  # (token, outcome, detail)
 
 
 class Publisher:
@@ -152,7 +152,7 @@ class Publisher:
     def abandon(self, why: str) -> None:
         """Mark every unsettled publish LOST (the channel is gone or we give up waiting)."""
         for seq in sorted(self._pending):
-            self._settle(seq, Outcome.LOST, why)
+            self._settle(seq, PublishOutcome.LOST, why)
 
     def close(self) -> None:
         self.channel.close()
@@ -204,7 +204,7 @@ class Publisher:
                     break
                 seqs.append(seq)
             if not nack and self._by_key is None:  # no return yet: none of them was returned
-                pop, settled, confirmed = pending.pop, self._settled.append, Outcome.CONFIRMED
+                pop, settled, confirmed = pending.pop, self._settled.append, PublishOutcome.CONFIRMED
                 for seq in seqs:  # every publish's path (a batch per ack frame): _settle, inlined
                     settled((pop(seq).token, confirmed, None))
                 return
@@ -213,13 +213,13 @@ class Publisher:
         for seq in seqs:
             entry = pending[seq]
             if nack:
-                self._settle(seq, Outcome.NACKED, "rejected by the broker (basic.nack, e.g. queue full)")
+                self._settle(seq, PublishOutcome.NACKED, "rejected by the broker (basic.nack, e.g. queue full)")
             elif entry.returned is not None:
-                self._settle(seq, Outcome.RETURNED, entry.returned)
+                self._settle(seq, PublishOutcome.RETURNED, entry.returned)
             else:
-                self._settle(seq, Outcome.CONFIRMED, None)
+                self._settle(seq, PublishOutcome.CONFIRMED, None)
 
-    def _settle(self, seq: int, outcome: Outcome, detail: str | None) -> None:
+    def _settle(self, seq: int, outcome: PublishOutcome, detail: str | None) -> None:
         pending = self._pending.pop(seq)
         by_key = self._by_key
         seqs = by_key.get(pending.key) if by_key is not None else None

@@ -14,7 +14,9 @@ import click
 from dlxtool import __version__, secrets
 from dlxtool.cli.app import App
 from dlxtool.cli.options import connection_options, format_option
-from dlxtool.errors import DlxtoolError, ExitStatus, Interrupted
+from dlxtool.cli.output import exit_code_of
+from dlxtool.errors import DlxtoolError
+from dlxtool.outcome import Outcome, Status
 
 # name -> "module:attribute"; modules load only when their command runs, so --help stays fast.
 # A command's module imports what that command needs; tests/cli/test_imports.py keeps it so.
@@ -79,31 +81,28 @@ class DlxtoolGroup(click.Group):
             formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; what it returns (an Outcome) or raises (a DlxtoolError, pika's failure, a stop
+        signal) becomes one line on stderr and the exit code (dlxtool.cli.output), here only."""
         from dlxtool.ops import interrupts
 
         interrupts.forget_signals()
         try:
             with interrupts.catch_stop_signals():  # SIGTERM, SIGHUP: a clean stop, as Ctrl-C
-                return super().invoke(ctx)
-        except Interrupted as exc:  # a run stopped by a signal, its summary printed
-            exc.message += f" [{interrupts.describe()}]"
-            report(ctx, exc)
-            ctx.exit(int(interrupts.exit_status()))
-        except DlxtoolError as exc:
-            report(ctx, exc)
-            ctx.exit(int(exc.exit_status))
+                returned = super().invoke(ctx)
+        except DlxtoolError as exc:  # Interrupted too: a run stopped by a signal, its summary printed
+            finish(ctx, exc.outcome(), exc)
         except KeyboardInterrupt:  # Ctrl-C, or a StopSignal (SIGTERM, SIGHUP), outside a run
             _err(ctx, f"dlxtool: {interrupts.describe()}")
-            ctx.exit(int(interrupts.exit_status()))
+            ctx.exit(exit_code_of(Outcome(Status.INTERRUPTED), interrupts.received()))
         except BrokenPipeError:
             _quiet_broken_pipe()
-            ctx.exit(int(ExitStatus.OK))
+            ctx.exit(0)
         except OSError as exc:
             if exc.errno == errno.EPIPE:
                 _quiet_broken_pipe()
-                ctx.exit(int(ExitStatus.OK))
+                ctx.exit(0)
             report(ctx, exc)
-            ctx.exit(int(ExitStatus.ERROR))
+            ctx.exit(exit_code_of(Outcome(Status.ERROR)))
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except Exception as exc:  # noqa: BLE001 - last line of defence: one line, no traceback
@@ -113,10 +112,30 @@ class DlxtoolGroup(click.Group):
 
                 error = amqp_failure(exc)
                 error.__cause__ = exc  # --debug shows where it came from
-                report(ctx, error)
-                ctx.exit(int(error.exit_status))
+                finish(ctx, error.outcome(), error)
             report(ctx, exc)
-            ctx.exit(int(ExitStatus.ERROR))
+            ctx.exit(exit_code_of(Outcome(Status.ERROR)))
+        if isinstance(returned, Outcome):
+            finish(ctx, returned)
+        return returned
+
+
+def finish(ctx: click.Context, outcome: Outcome, exc: BaseException | None = None) -> None:
+    """Say how the command ended (unless it ended well: its output said that) and exit with its code."""
+    from dlxtool.ops import interrupts
+
+    if outcome.ok:
+        return
+    message = outcome.message
+    if outcome.status is Status.INTERRUPTED:
+        message += f" [{interrupts.describe()}]"
+    if message or exc is not None:
+        shown: BaseException | None = exc
+        if shown is None or not isinstance(exc, DlxtoolError) or exc.message != message:
+            shown = DlxtoolError(message, hint=outcome.hint)
+            shown.__cause__ = exc  # --debug shows where it came from
+        report(ctx, shown)
+    ctx.exit(exit_code_of(outcome, interrupts.received()))
 
 
 def report(ctx: click.Context, exc: BaseException) -> None:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pika.adapters.blocking_connection import BlockingConnection
 
     from dlxtool.broker.management import ManagementClient
+    from dlxtool.ops.session import Session
 
 
 @dataclass
@@ -120,6 +121,14 @@ class App:
                 self.debug_log(f"management API {client.masked_url} answers for the broker AMQP reached: "
                                f"{client.identity.describe()}")
         return self._management[key][1]
+
+    def session(self, profile: BrokerProfile, conn: Any) -> Session:
+        """What an operation runs on (dlxtool.ops.session): `conn`, and the profile's management API proven to
+        answer for the broker it reached."""
+        from dlxtool.ops.session import Session
+
+        return Session(conn, profile.vhost, profile.name, profile.timeout, self.management(profile, conn),
+                       profile=profile)
 
     # -- output -----------------------------------------------------------------------------------
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from dlxtool.cli.app import App
 from dlxtool.cli.options import common_options
 from dlxtool.config import literal_password_warnings
-from dlxtool.errors import ExitStatus
+from dlxtool.outcome import Outcome, Status
 from dlxtool.urls import mask_any_url
+
+if TYPE_CHECKING:
+    from dlxtool.ops.check import BrokerCheck
 
 
 @click.group()
@@ -73,7 +76,7 @@ def list_(app: App) -> None:
 @click.option("--all", "all_", is_flag=True, help="Check every configured broker.")
 @common_options
 @click.pass_obj
-def check(app: App, names: tuple[str, ...], all_: bool) -> None:
+def check(app: App, names: tuple[str, ...], all_: bool) -> Outcome:
     """Connect to brokers over AMQP and the management API, in parallel, and report.
 
     With no NAME, checks the selected broker (--broker/--url or the default).
@@ -101,7 +104,11 @@ def check(app: App, names: tuple[str, ...], all_: bool) -> None:
     results = check_brokers(profiles)
     fmt = app.output_format("json")
     if fmt != "table":
-        app.emit_json([r.to_json() for r in results], fmt)
+        from dlxtool.cli.output import exit_status
+
+        # amqp_status: the exit code of the AMQP failure alone (3 cannot connect, 4 vhost not found)
+        app.emit_json([{**r.to_json(), "amqp_status": int(exit_status(r.amqp_status)) if r.amqp_status else None}
+                       for r in results], fmt)
     else:
         from dlxtool.render import write_table
 
@@ -119,12 +126,19 @@ def check(app: App, names: tuple[str, ...], all_: bool) -> None:
             app.info(f"{r.broker}: AMQP: {r.amqp_error}")
         if r.management_error:
             app.info(f"{r.broker}: management API: {r.management_error}")
+    return check_outcome(results)
+
+
+def check_outcome(results: list[BrokerCheck]) -> Outcome:
+    """3 when an AMQP connection failed (or an API answers for another broker), else 4 when only vhosts were not
+    found, 2 for a config error, 5 when a management API did not answer: each already said above."""
     amqp_failed = [r for r in results if not r.amqp_ok and not r.config_error]
-    if any(r.amqp_status != ExitStatus.NOT_FOUND for r in amqp_failed) or any(r.management_mismatch for r in results):
-        raise click.exceptions.Exit(int(ExitStatus.CONNECT))
+    if any(r.amqp_status is not Status.NOT_FOUND for r in amqp_failed) or any(r.management_mismatch for r in results):
+        return Outcome(Status.CONNECT)
     if amqp_failed:  # only vhosts not found
-        raise click.exceptions.Exit(int(ExitStatus.NOT_FOUND))
+        return Outcome(Status.NOT_FOUND)
     if any(r.config_error for r in results):
-        raise click.exceptions.Exit(int(ExitStatus.USAGE))
+        return Outcome(Status.USAGE)
     if any(not r.management_ok for r in results):
-        raise click.exceptions.Exit(int(ExitStatus.PARTIAL))
+        return Outcome(Status.PARTIAL)
+    return Outcome()

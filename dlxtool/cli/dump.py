@@ -13,6 +13,7 @@ from dlxtool.cli.app import App
 from dlxtool.cli.options import connection_options, format_option, queue_argument, yes_option
 from dlxtool.cli.reading import SAFETY_HELP, check_count, finish_read, make_read_options, read_options, read_queue
 from dlxtool.errors import UsageError
+from dlxtool.outcome import Outcome
 
 
 def _summary_format(f: Any) -> Any:
@@ -39,7 +40,7 @@ def _summary_format(f: Any) -> Any:
 @connection_options
 @click.pass_obj
 def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None, remove: bool, force: bool,
-         yes: bool, **read: object) -> None:
+         yes: bool, **read: object) -> Outcome | None:
     """Write QUEUE's messages as message records (JSON Lines), without removing them.
 
     Same reading as `peek`, with the same safety rules (below): the messages
@@ -65,8 +66,7 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
     """
     check_count(count, all_)
     if remove:
-        _drain(app, queue, count, output, yes, read)
-        return
+        return _drain(app, queue, count, output, yes, read)
     opts = make_read_options(app, count, **read)  # type: ignore[arg-type]
     path = output if output not in (None, "-") else None
     in_place = path is not None and _check_target(path, force)
@@ -82,18 +82,20 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
     part = f" (the first {cov.looked_at:,}; -n N or --all for more)" if cov.sampled else ""
     app.info(f"dumped {reader.shown:,}{of} messages of {queue!r}{part} to {path or 'stdout'}; nothing was removed")
     finish_read(app, reader)
+    return None
 
 
-def _drain(app: App, queue: str, count: int | None, output: str | None, yes: bool, read: dict) -> None:
+def _drain(app: App, queue: str, count: int | None, output: str | None, yes: bool, read: dict) -> Outcome:
     from dlxtool.cli.moving import (
         check_record_file,
         duplicates_note,
-        exit_for,
+        notes,
         progress_bar,
         record_file,
     )
     from dlxtool.ops.engine import TransferOptions
     from dlxtool.ops.interrupts import summary_before_ctrl_c
+    from dlxtool.ops.outcomes import transfer_outcome
     from dlxtool.ops.purge import check_purgeable, drain, queue_state, remove_all
 
     if read.get("offset") is not None:
@@ -119,7 +121,8 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
             # Scripts rely on the summary (possible_duplicates above all), like purge's and replay's. Not when
             # the records themselves go to stdout: they would end up in the record file.
             app.emit_json({**state.to_json(), **result.to_json(), "file": where})
-        exit_for(result, "dump --remove", saved=where, warn=app.warn)
+        notes(app, result)
+        return transfer_outcome(result, "dump --remove", saved=where)
 
 
 def _check_target(path: str, force: bool) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from contextlib import nullcontext
 from typing import IO, Any
 
 import click
@@ -10,6 +11,7 @@ import click
 from dlxtool.cli.app import App
 from dlxtool.cli.options import common_options, dry_run_option
 from dlxtool.errors import UsageError
+from dlxtool.outcome import Outcome
 
 HELP = """Publish the message records in FILE (`-` = stdin) to a broker.
 
@@ -92,12 +94,10 @@ Examples:
 @click.pass_obj
 def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_headers: tuple[str, ...],
          default_exchange: bool, failed_file: str | None, window: int, allow_displace: bool, allow_dlx_drop: bool,
-         allow_torn: bool, dry_run: bool) -> None:
+         allow_torn: bool, dry_run: bool) -> Outcome | None:
     from dlxtool.cli.moving import progress_bar, record_file
     from dlxtool.ops.interrupts import summary_before_ctrl_c
-    from dlxtool.ops.load import LoadSettings, outcome_error
-    from dlxtool.ops.load import run as run_load
-    from dlxtool.ops.session import Session
+    from dlxtool.ops.load import Load, LoadSettings, load_outcome
 
     if reset_headers and not reset_history:
         raise UsageError("--reset-header needs --reset-history")
@@ -112,18 +112,17 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_h
                             window=window, allow_displace=allow_displace, default_exchange=default_exchange,
                             allow_dlx_drop=allow_dlx_drop)
     with summary_before_ctrl_c() as ctrl_c:
-        with app.connection(profile) as conn, progress_bar(app, "loading") as bar:
-            session = Session(conn, profile.vhost, profile.name, profile.timeout, app.management(profile, conn))
-            plan, result = run_load(session, open_stream, settings, dry_run=dry_run, report=app, progress=bar,
-                                    starting=ctrl_c.arm,
-                                    open_failed=(lambda: record_file(app, failed_file)) if failed_file else None)
-        if result is None:
-            _render_plan(app, plan, name)
-            return
+        with app.connection(profile) as conn:
+            loading = Load(app.session(profile, conn), open_stream, settings, app, dry_run=dry_run)
+            if dry_run:
+                _render_plan(app, loading.plan, name)
+                return None
+            ctrl_c.arm()  # from the first publish to the summary, Ctrl-C stops the run cleanly
+            with (record_file(app, failed_file) if failed_file else nullcontext()) as failed, \
+                    progress_bar(app, "loading") as bar:
+                result = loading.run(progress=bar, failed=failed)
         _render_result(app, result)
-        error = outcome_error(result, failed_file, allow_torn)
-        if error is not None:
-            raise error
+        return load_outcome(result, failed_file, allow_torn)
 
 
 def _opener(app: App, file: str) -> tuple[Any, str]:

@@ -1,6 +1,7 @@
 """CLI glue shared by the commands on the one-pass engine (replay, purge's reading modes, dump --remove,
-load): a progress bar on a terminal, one mapping from a run's result to the exit status, and the record
-FILE options mapped onto dlxtool.ops.record_files (Ctrl-C: dlxtool.ops.interrupts)."""
+load): a progress bar on a terminal, a run's notes and summary rows, and the record FILE options mapped
+onto dlxtool.ops.record_files (Ctrl-C: dlxtool.ops.interrupts). How a run ended is its Outcome
+(dlxtool.ops.outcomes), turned into an exit code by dlxtool.cli.output."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from typing import Any, TextIO, cast
 import click
 
 from dlxtool.cli.app import App, _isatty
-from dlxtool.errors import ConnectError, Interrupted, PartialError
 
 
 class progress_bar:  # used like a function
@@ -43,31 +43,10 @@ class progress_bar:  # used like a function
             self.bar.__exit__(*exc)
 
 
-def exit_for(result: Any, what: str, *, saved: str | None = None, warn: Any = None) -> None:
-    """Exit 3 when the connection was lost, 130/143/129 on a stop signal, 5 when messages were left for a reason other
-    than the selection. `result` is a dlxtool.ops.engine.TransferResult; `saved` names the file that
-    holds the records written so far; `warn` (App.warn) says the run's notes on stderr first."""
-    for note in getattr(result, "notes", ()) if warn is not None else ():
-        warn(note)
-    dups = f"; {result.possible_duplicates} message(s) may now exist twice" if result.possible_duplicates else ""
-    kept = f"; records written so far are in {saved}" if saved else ""
-    if result.error and not getattr(result, "connection_lost", True):
-        raise PartialError(f"{what} stopped by an error: {result.error}; messages not yet settled are still in "
-                           f"{result.source}{kept}{dups}", hint="fix the cause (disk space, file permissions …) "
-                           "and run the same command again")
-    if result.error:
-        raise ConnectError(f"{what} stopped: {result.error}; nothing was lost — unfinished messages are "
-                           f"still in {result.source}{kept}{dups}", hint="run the same command again to continue")
-    if result.interrupted:
-        raise Interrupted(f"{what} interrupted; the rest is still in {result.source}{kept}{dups}")
-    from dlxtool.ops.capacity import refusal
-
-    refused = refusal(result.moved_total, result.left)
-    if refused is not None:
-        raise refused
-    if result.left_total:
-        raise PartialError(f"{result.left_total} message(s) left in {result.source}: "
-                           + ", ".join(f"{why} ({n})" for why, n in sorted(result.left.items())))
+def notes(app: App, result: Any) -> None:
+    """What the operator should know of how a run went (TransferResult.notes), as warnings on stderr."""
+    for note in getattr(result, "notes", ()):
+        app.warn(note)
 
 
 def check_record_file(app: App, path: str | None) -> None:

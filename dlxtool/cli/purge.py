@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import click
@@ -16,6 +18,7 @@ from dlxtool.cli.options import (
     yes_option,
 )
 from dlxtool.cli.reading import peek_safety_options
+from dlxtool.outcome import Outcome
 from dlxtool.selection import Selection
 
 HELP = """Remove messages from QUEUE: all of them, or only the ones that match.
@@ -108,10 +111,8 @@ Examples:
 def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_displace: bool,
           default_exchange: bool, allow_dlx_drop: bool, selection: Selection, max_unacked: int | None,
           allow_reorder: bool, spend_attempts: bool, yes: bool,
-          dry_run: bool) -> None:
-    from dlxtool.ops.purge import PurgeSettings
-    from dlxtool.ops.purge import run as run_purge
-    from dlxtool.ops.session import Session
+          dry_run: bool) -> Outcome:
+    from dlxtool.ops.purge import Purge, PurgeSettings
 
     if backup == "-":
         raise click.BadParameter("the backup must be a file", param_hint="--backup")
@@ -128,43 +129,40 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
     settings.check()
     profile = app.profile()
     safety = dict(max_unacked=max_unacked, allow_reorder=allow_reorder, spend_attempts=spend_attempts)
-    from dlxtool.cli.moving import exit_for, progress_bar, record_file
+    from dlxtool.cli.moving import notes, progress_bar, record_file
     from dlxtool.ops.interrupts import summary_before_ctrl_c
 
     with summary_before_ctrl_c() as ctrl_c:
-        with app.connection(profile) as conn, progress_bar(app, "moving" if move_to else "purging") as bar:
-            session = Session(conn, profile.vhost, profile.name, profile.timeout, app.management(profile, conn))
-
-            def confirm(question: str) -> None:
-                app.confirm(question, yes=yes)
+        with app.connection(profile) as conn:
+            purging = Purge(app.session(profile, conn), settings, app, dry_run=dry_run)
+            if dry_run:
+                n = purging.peek_count(max_unacked or app.config().dump_unacked_limit)
+                if n:  # filters decide message by message: look at the first ones, with peek's safety rules
+                    with _peeked(app, queue, n, safety) as records:
+                        outcome = purging.plan(records)
+                else:
+                    outcome = purging.plan()
+            else:
+                app.confirm(purging.question, yes=yes)
                 ctrl_c.arm()  # from here to the summary, Ctrl-C stops the run cleanly
-
-            outcome = run_purge(session, settings, dry_run=dry_run, confirm=confirm, report=app, progress=bar,
-                                open_sink=(lambda: record_file(app, backup)) if backup else None,
-                                peek=_peeker(app, queue, safety),
-                                peek_bound=max_unacked or app.config().dump_unacked_limit)
+                with (record_file(app, backup) if backup else nullcontext()) as sink, \
+                        progress_bar(app, "moving" if move_to else "purging") as bar:
+                    outcome = purging.run(sink, bar)
         _render(app, outcome)
         selection_notes(app, selection)
         if outcome.result is not None:
-            refusal = outcome.refusal()
-            if refusal is not None:
-                raise refusal
-            exit_for(outcome.result, "purge", saved=backup, warn=app.warn)
+            notes(app, outcome.result)
+        return outcome.outcome()
 
 
-def _peeker(app: App, queue: str, safety: dict[str, Any]) -> Any:
-    """peek(n) for the dry run with filters: read with peek's safety rules, report what the read did."""
-    from contextlib import contextmanager
-
+@contextmanager
+def _peeked(app: App, queue: str, count: int, safety: dict[str, Any]) -> Iterator[Any]:
+    """Up to `count` records of `queue`, read with peek's safety rules; what the read did is said after."""
     from dlxtool.cli.reading import finish_read, make_read_options, read_queue
 
-    @contextmanager
-    def peek(count: int) -> Any:
-        with read_queue(app, queue, make_read_options(app, count, **safety)) as reader:
-            yield reader.records()
-        finish_read(app, reader)
-
-    return peek
+    with read_queue(app, queue, make_read_options(app, count, **safety)) as reader:
+        yield reader.records()
+    finish_read(app, reader)
 
 
 def _render(app: App, outcome: Any) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from contextlib import ExitStack
-from typing import TYPE_CHECKING, Any
+from contextlib import ExitStack, nullcontext
+from typing import Any
 
 import click
 
@@ -11,7 +11,7 @@ from dlxtool.cli.app import App
 from dlxtool.cli.moving import (
     check_record_file,
     duplicates_note,
-    exit_for,
+    notes,
     progress_bar,
     record_file,
     result_rows,
@@ -29,10 +29,8 @@ from dlxtool.cli.options import (
 )
 from dlxtool.errors import UsageError
 from dlxtool.ops.interrupts import summary_before_ctrl_c
+from dlxtool.outcome import Outcome
 from dlxtool.selection import Selection
-
-if TYPE_CHECKING:
-    from dlxtool.ops.engine import TransferOptions
 
 HELP = """Send dead letters from DLQ back to the queue each one failed in.
 
@@ -173,8 +171,11 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
            max_replays: int | None, default_exchange: bool, allow_dlx_drop: bool, keep_routing_key: bool,
            drop_expiration: bool, reset_body_retries: bool, allow_fanout: bool, origin_from: str | None,
            allow_displace: bool, target_broker: str | None, save_file: str | None,
-           rate: float | None, prefetch: int, window: int, selection: Selection, dry_run: bool, yes: bool) -> None:
+           rate: float | None, prefetch: int, window: int, selection: Selection, dry_run: bool,
+           yes: bool) -> Outcome | None:
     from dlxtool.ops import replay as ops
+    from dlxtool.ops.engine import TransferOptions
+    from dlxtool.ops.replay_decision import ReplaySettings
 
     if default_exchange and keep_routing_key:
         raise UsageError("--default-exchange and --keep-routing-key contradict each other",
@@ -184,7 +185,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         check_record_file(app, save_file)  # before the plan reads (and gives back) any message
     profile = app.profile()
     target_profile = app.profile(target_broker) if target_broker else None
-    settings = ops.ReplaySettings(
+    settings = ReplaySettings(
         source=dlq, selection=selection, to_queue=to_queue, keep_history=keep_history,
         reset_headers=tuple(dict.fromkeys((*profile.reset_headers, *reset_headers))),
         max_replays=max_replays, default_exchange=default_exchange, drop_expiration=drop_expiration,
@@ -195,46 +196,25 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         conn = stack.enter_context(app.connection(profile))
         target_conn = stack.enter_context(app.connection(target_profile)) if target_profile else None
         # Each API proven to answer for the broker its connection reached, before any of its data is used.
-        mgmt = app.management(profile, conn)
-        session = ops.ReplaySession(
-            conn=conn, target_conn=target_conn, management=mgmt,
-            target_management=app.management(target_profile, target_conn) if target_profile else mgmt,
-            vhost=profile.vhost, target_vhost=(target_profile or profile).vhost, timeout=profile.timeout,
-            plan_limit=app.config().dump_unacked_limit, probe_type=lambda queue: _probe_type(app, queue))
-        run_stack = ExitStack()  # the record file and the progress bar: opened as the run starts
-
-        def confirm(plan: ops.ReplayPlan) -> None:
-            _render_plan(app, plan)
+        session = ops.ReplaySession(app.session(profile, conn),
+                                    app.session(target_profile, target_conn) if target_profile else None,
+                                    plan_limit=app.config().dump_unacked_limit)
+        replay = ops.Replay(session, settings, app, dry_run=dry_run)
+        if dry_run or not yes:  # --yes: no plan (on a quorum queue with a limit the plan is refused)
+            _render_plan(app, replay.plan())
             selection_notes(app, selection)
-            if not dry_run:
-                app.confirm(f"Replay the messages of {dlq!r} as planned?", yes=yes)
-
-        def start() -> TransferOptions:
-            from dlxtool.ops.engine import TransferOptions
-
-            sink = run_stack.enter_context(record_file(app, save_file)) if save_file else None
-            bar = run_stack.enter_context(progress_bar(app, "replaying"))
+            if dry_run:
+                return None
+            app.confirm(f"Replay the messages of {dlq!r} as planned?", yes=yes)
+        with record_file(app, save_file) if save_file else nullcontext() as sink, \
+                progress_bar(app, "replaying") as bar:
             ctrl_c.arm()
-            return TransferOptions(prefetch=prefetch, window=window, rate=rate, sink=sink, progress=bar)
-
-        with run_stack:
-            outcome = ops.run(session, settings, dry_run=dry_run, confirm=None if yes and not dry_run else confirm,
-                              report=app, start=start)
-        if outcome.result is None:  # --dry-run: the plan was the output
-            return
-        _render_result(app, outcome)
+            run = replay.run(TransferOptions(prefetch=prefetch, window=window, rate=rate, sink=sink, progress=bar))
+        _render_result(app, run)
         selection_notes(app, selection)
-        outcome.clean_up()  # the temporary exchanges, once the summary is out
-        refusal = outcome.refusal()
-        if refusal is not None:
-            raise refusal
-        exit_for(outcome.result, "replay", warn=app.warn)
-
-
-def _probe_type(app: App, queue: str) -> str:
-    from dlxtool.broker.queues import probe_type
-
-    return probe_type(app.profile(), queue)
+        run.clean_up()  # the temporary exchanges, once the summary is out
+        notes(app, run.result)
+        return run.outcome()
 
 
 def _render_plan(app: App, plan: Any) -> None:
@@ -278,17 +258,17 @@ def _plan_footer(app: App, plan: Any) -> None:
                                        f"through all {plan.snapshot:,}"))
 
 
-def _render_result(app: App, outcome: Any) -> None:
-    result = outcome.result
+def _render_result(app: App, run: Any) -> None:
+    result = run.result
     fmt = app.output_format("json")
     if fmt != "table":
-        app.emit_json({**result.to_json(), "routes": outcome.routes}, fmt)
+        app.emit_json({**result.to_json(), "routes": run.routes}, fmt)
         return
     from dlxtool.render import write_table
 
     rows = result_rows(result, moved="replayed", kept="left (not selected)")
     for row in rows:
-        row.append(outcome.routes.get(row[1], "") if row[0] == "replayed" else "")
+        row.append(run.routes.get(row[1], "") if row[0] == "replayed" else "")
     write_table(rows, ["outcome", "queue / reason", "messages", "route"], app.stdout, empty="nothing to replay")
     app.info(f"{result.moved_total} of {result.snapshot} replayed from {result.source} in {result.elapsed:.1f}s"
              + duplicates_note(result))

@@ -325,15 +325,6 @@ def _fits(left: list[int | None], size: int) -> bool:
     return (left[0] is None or left[0] >= 1) and (left[1] is None or left[1] >= size)
 
 
-def refusal(moved: int, left: Counter[str]) -> RefusedError | None:
-    """Exit 6 instead of 5 when nothing moved and everything selected stayed because its destination is full."""
-    if moved or not left or not all(is_full_reason(why) for why in left):
-        return None
-    return RefusedError(f"nothing moved: {sum(left.values())} message(s) stayed because their destination "
-                        "is full: " + ", ".join(f"{why} ({n})" for why, n in sorted(left.items())),
-                        hint=ALLOW_HINT)
-
-
 def refuse_when_no_room(caps: list[Capacity], role: str, allow_displace: bool) -> None:
     """Before anything moves (purge --move-to, load): refuse (exit 6) when no destination has room at all."""
     if allow_displace or not caps:

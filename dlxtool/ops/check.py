@@ -13,6 +13,7 @@ from dlxtool.broker.identity import verified_management
 from dlxtool.broker.management import ManagementClient
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConfigError, DlxtoolError, ManagementMismatch
+from dlxtool.outcome import Status
 from dlxtool.urls import mask_any_url
 
 
@@ -25,7 +26,7 @@ class BrokerCheck:
     cluster_name: str | None = None
     latency_ms: float | None = None
     amqp_error: str | None = None
-    amqp_status: int | None = None  # the exit status of the AMQP failure: 3 cannot connect, 4 vhost not found
+    amqp_status: Status | None = None  # the AMQP failure's: CONNECT cannot connect, NOT_FOUND vhost not found
     management_url: str | None = None
     management_ok: bool = False
     management_version: str | None = None
@@ -61,7 +62,7 @@ def check_broker(profile: BrokerProfile) -> BrokerCheck:
         result.url = info.node_url
     except DlxtoolError as exc:
         result.amqp_error = exc.message
-        result.amqp_status = int(exc.exit_status)
+        result.amqp_status = exc.status
     try:
         client = ManagementClient.for_profile(profile)
         result.management_url = client.masked_url

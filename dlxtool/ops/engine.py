@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 from dlxtool.broker import queues
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
 from dlxtool.broker.giveback import close_channel
-from dlxtool.broker.publisher import Outcome, Publisher
+from dlxtool.broker.publisher import Publisher, PublishOutcome
 from dlxtool.broker.wire.frames import EncodeError, decode_properties
 from dlxtool.errors import ConnectError
 from dlxtool.ops.interrupts import sigint_as_stop
@@ -524,7 +524,7 @@ class Transfer:
     def _settle_outcomes(self) -> None:
         sink_dirty = False
         sink = self.opts.sink
-        moved, confirmed = self.result.moved, Outcome.CONFIRMED
+        moved, confirmed = self.result.moved, PublishOutcome.CONFIRMED
         for token, outcome, detail in self._mover.take_settled() + (
                 self._keeper.take_settled() if self.keeper is not self.mover else []):
             if type(token) is tuple:  # a keep-republish to the source's tail
@@ -542,13 +542,13 @@ class Transfer:
                 item.state = _DONE
                 moved[decision.group] += 1
             else:
-                item.copy = outcome is Outcome.LOST  # a LOST publish may exist at the target
-                if outcome is Outcome.LOST:
+                item.copy = outcome is PublishOutcome.LOST  # a LOST publish may exist at the target
+                if outcome is PublishOutcome.LOST:
                     self._hold(item, f"{outcome.value}: {detail}")
                     continue
                 why = f"{outcome.value}: {detail}"
                 copies = self.opts.nack_copies
-                copy = copies(decision.group) if outcome is Outcome.NACKED and copies is not None else None
+                copy = copies(decision.group) if outcome is PublishOutcome.NACKED and copies is not None else None
                 if copy is not None:
                     self._nacked_copies += 1
                     why += f" ({copy})"
@@ -556,11 +556,11 @@ class Transfer:
         if sink_dirty and self.opts.sink is not None:
             self.opts.sink.flush()
 
-    def _settle_keep(self, item: _Item, outcome: Outcome, detail: str | None) -> None:
-        if outcome is Outcome.CONFIRMED:
+    def _settle_keep(self, item: _Item, outcome: PublishOutcome, detail: str | None) -> None:
+        if outcome is PublishOutcome.CONFIRMED:
             self._done(item, "kept")
         else:
-            item.copy = outcome is Outcome.LOST
+            item.copy = outcome is PublishOutcome.LOST
             self._hold(item, item.outcome_group or f"{outcome.value}: {detail}")
 
     def _done(self, item: _Item, how: str) -> None:

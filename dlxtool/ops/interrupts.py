@@ -10,7 +10,7 @@ pika is never interrupted half-way through a frame; a second one raises StopSign
 (give up waiting), never between two steps of the bookkeeping.
 `summary_before_ctrl_c`: from a run's start to the end of its summary, a stop signal only takes note.
 `ignore_ctrl_c_from_now_on`: once a command's exit status is settled, no stop signal can change it.
-`received()` / `exit_status()`: which signal came first, and the exit status it maps to (128 + its number).
+`received()` / `describe()`: which signal came first (its exit code: dlxtool.cli.output.exit_status).
 `FallbackStream`: when the terminal is gone (SIGHUP: writes fail with EIO, or EPIPE through ssh), what
 could not be written — the summary included — goes to a file, `summary_file_dir()`.
 """
@@ -30,11 +30,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from dlxtool import secrets, signal_guard
-from dlxtool.errors import ExitStatus, Interrupted
+from dlxtool.errors import Interrupted
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_EXIT_STATUS = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED,
-                signal.SIGHUP: ExitStatus.HANGUP}
 _WHAT = {signal.SIGINT: "interrupted (Ctrl-C)", signal.SIGTERM: "terminated (SIGTERM)",
          signal.SIGHUP: "hung up (SIGHUP)"}
 
@@ -52,12 +50,6 @@ class StopSignal(KeyboardInterrupt):
 def received() -> signal.Signals | None:
     """The first stop signal this process received (it decides the exit status), or None."""
     return _received[0] if _received else None
-
-
-def exit_status() -> ExitStatus:
-    """Exit status of a command stopped by a signal: 130 (SIGINT), 143 (SIGTERM), 129 (SIGHUP)."""
-    first = received()
-    return _EXIT_STATUS[first] if first is not None else ExitStatus.INTERRUPTED
 
 
 def describe() -> str:

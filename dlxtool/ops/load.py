@@ -27,17 +27,18 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any
 
 from dlxtool.broker.channel import IDLE_WAIT
-from dlxtool.broker.publisher import Outcome, Publisher
+from dlxtool.broker.publisher import Publisher, PublishOutcome
 from dlxtool.broker.wire.frames import EncodeError, basic_properties
-from dlxtool.errors import ConnectError, DlxtoolError, Interrupted, PartialError, UsageError
+from dlxtool.errors import UsageError
 from dlxtool.ops.engine import Progress, describe_error
 from dlxtool.ops.interrupts import sigint_as_stop, signals_as_stop
+from dlxtool.ops.outcomes import counted, refusal
 from dlxtool.ops.record_files import Sink, iter_records
+from dlxtool.outcome import OK, Outcome, Status
 from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
@@ -320,7 +321,7 @@ def _records_after(open_stream: Opener, name: str, taken: int) -> Iterator[tuple
 def _headers(record: MessageRecord, settings: LoadSettings) -> dict[str, Any]:
     if not settings.reset_history:
         return record.headers
-    from dlxtool.ops.replay import replay_headers
+    from dlxtool.ops.replay_decision import replay_headers
 
     return replay_headers(record, source=f"file {settings.name}", reset_names=settings.reset_names)
 
@@ -342,10 +343,10 @@ def _refused(result: LoadResult, target: str, why: str, record: MessageRecord, f
 
 def _count(result: LoadResult, target: str, outcome: Any, detail: str | None, record: MessageRecord,
            failed: Sink | None) -> None:
-    if outcome is Outcome.CONFIRMED:
+    if outcome is PublishOutcome.CONFIRMED:
         result.published[target] += 1
         return
-    if outcome is Outcome.LOST:
+    if outcome is PublishOutcome.LOST:
         result.lost += 1
     result.failed[f"{target}: {outcome.value} — {detail}"] += 1
     if failed is not None:
@@ -354,7 +355,7 @@ def _count(result: LoadResult, target: str, outcome: Any, detail: str | None, re
 
 def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]], *, window: int = 1000,
                     timeout: float = 30.0, before_flush: Callable[[Publisher], None] | None = None,
-                    ) -> Iterator[tuple[Any, Outcome, str | None]]:
+                    ) -> Iterator[tuple[Any, PublishOutcome, str | None]]:
     """For `load`: publish (exchange, routing_key, body, properties, token) with a window of confirms,
     yielding each (token, outcome, detail) as it settles. A seam, not used by replay itself."""
     pub = Publisher(conn, window=window, timeout=timeout)
@@ -366,7 +367,7 @@ def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]]
             try:
                 pub.publish(exchange, routing_key, body, props, token)
             except EncodeError as exc:  # nothing sent: this record fails, the others go on
-                yield token, Outcome.REFUSED, str(exc)
+                yield token, PublishOutcome.REFUSED, str(exc)
                 continue
             pub.pump(0)
             yield from pub.take_settled()
@@ -386,80 +387,77 @@ def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]]
 # -- the workflow: checks, plan, run, and what its result means -------------------------------------------
 
 
-def run(session: Session, open_stream: Opener, settings: LoadSettings, *, dry_run: bool, report: Reporter,
-        progress: Callable[[Progress], None] | None = None,
-        open_failed: Callable[[], AbstractContextManager[Sink | None]] | None = None,
-        starting: Callable[[], None] | None = None, handle_sigint: bool = True) -> tuple[LoadPlan, LoadResult | None]:
-    """Check the whole file, then each target queue (exists? room?), then publish (unless dry_run);
-    `starting()` is called right before the first publish (the CLI holds Ctrl-C for the summary from there).
+class Load:
+    """A load, prepared: the whole file checked, then each target queue (exists? room? a safe route?) — the
+    plan, said on `report`. Refused (exit 6) here, before anything is published (unless a dry run), when no
+    target queue has room (drop-head or reject-publish-dlx at its limit); a queue with some room takes what
+    fits, the rest fails with the reason. Then `run(...)`."""
 
-    Refused (exit 6) before anything is published when no target queue has room (drop-head or
-    reject-publish-dlx at its limit); a queue with some room takes what fits, the rest fails with the reason."""
-    from dlxtool.ops import capacity
+    def __init__(self, session: Session, open_stream: Opener, settings: LoadSettings, report: Reporter, *,
+                 dry_run: bool) -> None:
+        from dlxtool.ops import capacity
 
-    plan = scan(open_stream, settings)
-    for where in plan.torn:
-        report.warn(f"{where}: a record cut short (a writer stopped mid-record): skipped; its message was not "
-                    "acked away by the writer, it is still in its queue")
-    rooms = capacity.rooms(session.conn, session.management, session.vhost, session.timeout, role="queue",
-                           allow_displace=settings.allow_displace)
-    plan.allow_displace = settings.allow_displace
-    for queue in sorted(plan.targets):
-        cap = rooms.capacity(queue)
-        plan.exists[queue] = cap.note != "queue missing"
-        if not plan.exists[queue]:
-            report.warn(f"queue {queue!r} not found in vhost {session.vhost!r} on broker {session.broker}: its "
-                        f"{plan.targets[queue]} record(s) will not be published and count as failed")
-            continue
-        plan.rooms[queue] = cap
-        if cap.guarded or not cap.known:
-            report.info(f"{queue}: {cap.describe()}")
-    plan.check_routes(load_routes(settings, None if settings.default_exchange else _plan_exchange, session.management,
-                                  session.vhost))
-    for why, n in sorted(plan.unsafe.items()):
-        report.warn(f"{why}: {n} record(s) would not be published")
-    if dry_run:
-        return plan, None
-    capacity.refuse_when_no_room([rooms.capacity(q) for q in sorted(plan.targets)], "queue", settings.allow_displace)
-    if starting is not None:
-        starting()
-    with (open_failed() if open_failed is not None else nullcontext(None)) as failed:
-        result = load(session.conn, open_stream, settings, total=plan.records, progress=progress, failed=failed,
-                      timeout=session.timeout, handle_sigint=handle_sigint, rooms=rooms,
-                      management=session.management, vhost=session.vhost)
-    return plan, result
+        self.session, self.open_stream, self.settings = session, open_stream, settings
+        plan = self.plan = scan(open_stream, settings)
+        for where in plan.torn:
+            report.warn(f"{where}: a record cut short (a writer stopped mid-record): skipped; its message was not "
+                        "acked away by the writer, it is still in its queue")
+        rooms = self.rooms = capacity.rooms(session.conn, session.management, session.vhost, session.timeout,
+                                            role="queue", allow_displace=settings.allow_displace)
+        plan.allow_displace = settings.allow_displace
+        for queue in sorted(plan.targets):
+            cap = rooms.capacity(queue)
+            plan.exists[queue] = cap.note != "queue missing"
+            if not plan.exists[queue]:
+                report.warn(f"queue {queue!r} not found in vhost {session.vhost!r} on broker {session.broker}: its "
+                            f"{plan.targets[queue]} record(s) will not be published and count as failed")
+                continue
+            plan.rooms[queue] = cap
+            if cap.guarded or not cap.known:
+                report.info(f"{queue}: {cap.describe()}")
+        plan.check_routes(load_routes(settings, None if settings.default_exchange else _plan_exchange,
+                                      session.management, session.vhost))
+        for why, n in sorted(plan.unsafe.items()):
+            report.warn(f"{why}: {n} record(s) would not be published")
+        if not dry_run:
+            capacity.refuse_when_no_room([rooms.capacity(q) for q in sorted(plan.targets)], "queue",
+                                         settings.allow_displace)
+
+    def run(self, *, progress: Callable[[Progress], None] | None = None, failed: Sink | None = None,
+            handle_sigint: bool = True) -> LoadResult:
+        """Publish the records; those that fail go to `failed` (--failed FILE2's record file)."""
+        session = self.session
+        return load(session.conn, self.open_stream, self.settings, total=self.plan.records, progress=progress,
+                    failed=failed, timeout=session.timeout, handle_sigint=handle_sigint, rooms=self.rooms,
+                    management=session.management, vhost=session.vhost)
 
 
 def _plan_exchange(_queue: str) -> str:
     return "(temporary exchange)"  # the plan declares none
 
 
-def outcome_error(result: LoadResult, failed_file: str | None, allow_torn: bool) -> DlxtoolError | None:
-    """The exit status of a load: 3 connection lost, 130 Ctrl-C, 6 nothing fit, 5 records not loaded or torn."""
-    from dlxtool.ops.capacity import refusal
-    from dlxtool.ops.routes import nothing_routed, route_refusal
-
+def load_outcome(result: LoadResult, failed_file: str | None, allow_torn: bool) -> Outcome:
+    """The end of a load: stopped by the connection, interrupted, refused (nothing fit, or no route was safe),
+    partial (records not loaded, or torn ones skipped without --allow-torn), or done."""
     again = (f"; they are in {failed_file}: `dlxtool load {failed_file}` loads them again" if failed_file
              else "; --failed FILE2 would collect them to load again")
     dups = (f"; {result.lost} record(s) had no answer and may have been published (loading them again may "
             "duplicate them)" if result.lost else "")
     if result.error:
-        return ConnectError(f"load stopped: {result.error}; {result.published_total} of {result.records} records "
-                            f"published, {result.not_sent} not sent" + again + dups)
+        return Outcome(Status.CONNECT, f"load stopped: {result.error}; {result.published_total} of {result.records} "
+                       f"records published, {result.not_sent} not sent" + again + dups)
     if result.interrupted:
-        return Interrupted(f"load interrupted: {result.published_total} of {result.records} records published, "
-                           f"{result.not_sent} not sent" + again + dups)
-    refused = refusal(result.published_total, result.failed)
-    if refused is None and nothing_routed(result.published_total, result.failed, result.unsafe):
-        refused = route_refusal("nothing loaded", result.failed, "no record was published")
+        return Outcome(Status.INTERRUPTED, f"load interrupted: {result.published_total} of {result.records} records "
+                       f"published, {result.not_sent} not sent" + again + dups)
+    refused = refusal(result.published_total, result.failed, result.unsafe, nothing="nothing loaded",
+                      still="no record was published")
     if refused is not None:
-        refused.message += again
-        return refused
+        return replace(refused, message=refused.message + again)
     if result.failed_total:
-        return PartialError(f"{result.failed_total} of {result.records} record(s) not loaded: "
-                            + ", ".join(f"{why} ({n})" for why, n in sorted(result.failed.items())) + again + dups)
+        return Outcome(Status.PARTIAL, f"{result.failed_total} of {result.records} record(s) not loaded: "
+                       f"{counted(result.failed)}" + again + dups)
     if result.skipped_torn and not allow_torn:
-        return PartialError(f"{result.skipped_torn} record(s) in {result.file} were cut short and skipped (named "
-                            "above); their messages were never acked away by the writer",
-                            hint="--allow-torn accepts that (exit 0)")
-    return None
+        return Outcome(Status.PARTIAL, f"{result.skipped_torn} record(s) in {result.file} were cut short and skipped "
+                       "(named above); their messages were never acked away by the writer",
+                       "--allow-torn accepts that (exit 0)")
+    return OK

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from dlxtool.amqp_values import StringEntry, decode_field_value, encode_entries, table_entry
 
 if TYPE_CHECKING:
     from dlxtool.record import MessageRecord
 
 PROVENANCE_HEADER = "dlxtool-replay"
-
-_SRC_ENTRY = b"\x03srcS\x00\x00\x00\x10"  # "src", a long string of 16 bytes
 _CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS, _MORE_FLAGS = 0x8000, 0x4000, 0x2000, 0x0001
 
 
@@ -106,6 +107,76 @@ class Pairs:
                 self._sources.setdefault(fingerprint, value)
         else:
             self._copies.setdefault(origin[0], {}).setdefault(origin[1], value)
+
+
+# -- the header's layout: written here only -------------------------------------------------------------
+
+
+def shape_entries(count: int, exchange: str, routing_key: Any, expiration: str | None, deaths: str,
+                  reset: str | None) -> dict[str, Any]:
+    """The entries of the provenance that every dead letter of one shape shares (dlxtool.ops.replay_decision.Shape),
+    in the header's order: the replay count (after this replay), the first origin's exchange, routing key and
+    per-message TTL, the deaths summary, the retry counters removed."""
+    entries: dict[str, Any] = {"count": count, "exchange": exchange, "routing-key": routing_key}
+    if expiration is not None:
+        entries["expiration"] = expiration
+    entries["deaths"] = deaths
+    if reset:
+        entries["reset"] = reset
+    return entries
+
+
+class ProvenanceWriter:
+    """The `dlxtool-replay` header of one run: {from, at, id, <shape entries>, [filters], [src]}.
+
+    Written in one place for both of replay's paths: `table` as the header value the Python path (and `load
+    --reset-history`) puts in a message's headers, encoded later with the rest; `header` as the encoded table
+    entry the fast path splices into a message's properties (dlxtool.ops.replay_raw), put together from parts
+    encoded by dlxtool.amqp_values — the encoder that writes every other header — so that the two are byte for
+    byte the same table (tests/broker/test_hotpath.py)."""
+
+    ID = StringEntry("id")
+    SRC = StringEntry("src")
+
+    def __init__(self, source: str, filters: str | None = None) -> None:
+        self.source = source
+        self.filters = filters or None
+        self._tail = encode_entries({"filters": self.filters}) if self.filters else b""
+
+    def table(self, at: datetime, publish_id: str, entries: dict[str, Any], src: str | None) -> dict[str, Any]:
+        prov: dict[str, Any] = {"from": self.source, "at": at, "id": publish_id, **entries}
+        if self.filters:
+            prov["filters"] = self.filters
+        if src:
+            prov["src"] = src
+        return prov
+
+    # The encoded parts, each made as often as it changes: `head` once a second, `middle` once per shape.
+
+    def head(self, at: datetime) -> bytes:
+        return encode_entries({"from": self.source, "at": at})
+
+    @staticmethod
+    def middle(entries: dict[str, Any]) -> bytes:
+        """struct.error where a value does not fit its AMQP kind (a count past 64 bits)."""
+        return encode_entries(entries)
+
+    def header(self, head: bytes, publish_id: bytes, middle: bytes, src: bytes) -> bytes:
+        """The header's table entry for one message: `publish_id` and `src` ASCII (as next_id and the
+        fingerprint make them)."""
+        return table_entry(PROVENANCE_HEADER, b"".join((head, self.ID(publish_id), middle, self._tail, self.SRC(src))))
+
+
+def picked_copy_origin(table: bytes) -> Origin | None:
+    """provenance_src of an earlier provenance of which only `id` and `src` were picked (a table with its size,
+    as dlxtool.broker.wire's scan hands it over); ValueError where they do not decode. On every re-replayed copy's
+    path: the layout ProvenanceWriter writes (id, then src, ASCII) is read where it wrote it, any other decoded."""
+    found = ProvenanceWriter.ID.read(table, 4)
+    if found is not None:
+        src = ProvenanceWriter.SRC.read(table, found[1])
+        if src is not None and src[1] == len(table) and found[0].isascii() and src[0].isascii():
+            return copy_origin(src[0].decode(), found[0].decode())  # decoded, they are these bytes as text
+    return provenance_src({PROVENANCE_HEADER: decode_field_value(b"F" + table)})
 
 
 def _key(src: str) -> int | str:

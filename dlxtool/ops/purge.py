@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,12 +33,14 @@ from dlxtool.broker import queues
 from dlxtool.broker.management import ManagementClient
 from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, RefusedError, UsageError
 from dlxtool.ops.engine import Action, Decision
+from dlxtool.ops.outcomes import transfer_outcome
 from dlxtool.ops.routes import Router, Routes, usable_router
+from dlxtool.outcome import OK, Outcome
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
-    from dlxtool.ops.capacity import Capacity
+    from dlxtool.ops.capacity import Capacity, Rooms
     from dlxtool.ops.engine import Progress, TransferOptions, TransferResult
     from dlxtool.ops.record_files import Sink
     from dlxtool.ops.session import Reporter, Session
@@ -267,9 +268,6 @@ def plan(records: Iterable[MessageRecord], settings: PurgeSettings, routes: Rout
 # -- the workflow: checks, plan, confirmation, run -----------------------------------------------------
 
 
-PeekRecords = Callable[[int], AbstractContextManager[Iterable[MessageRecord]]]
-
-
 @dataclass
 class PurgeOutcome:
     """What `run` did (or, with dry_run, would do); the CLI renders it and maps it to the exit status."""
@@ -309,96 +307,115 @@ class PurgeOutcome:
         out["dry_run"] = self.dry_run
         return out
 
-    def refusal(self) -> RefusedError | None:
-        """Exit 6 when nothing moved because no route was safe (dlxtool.ops.routes.nothing_routed)."""
-        from dlxtool.ops.routes import nothing_routed, route_refusal
-
-        r = self.result
-        if r is None or r.error or r.interrupted or not nothing_routed(r.moved_total, r.left, self.unsafe):
-            return None
-        return route_refusal("nothing moved", r.left, f"every message is still in {r.source}")
+    def outcome(self) -> Outcome:
+        """Done (a plain purge, a dry run), or the run's end (dlxtool.ops.outcomes: refused when nothing moved
+        because no route was safe or --move-to is full)."""
+        if self.result is None:
+            return OK
+        return transfer_outcome(self.result, "purge", saved=self.settings.backup, unsafe=self.unsafe)
 
 
-def run(session: Session, settings: PurgeSettings, *, dry_run: bool, confirm: Callable[[str], None],
-        report: Reporter, progress: Callable[[Progress], None] | None = None,
-        open_sink: Callable[[], AbstractContextManager[Sink | None]] | None = None,
-        peek: PeekRecords | None = None, peek_bound: int = 10_000) -> PurgeOutcome:
-    """The purge workflow and its refusals: queue state (stream refused), then plain queue.purge or the
-    reading modes (--move-to's queue must exist and have room, a drop-head source is refused when messages
-    are kept by republishing them), the plan (dry_run) or the confirmation, and the run.
+class Purge:
+    """A purge, prepared: the queue's state read (a stream refused), the notes said, and for the reading modes
+    --move-to's queue found with its room, and — unless a dry run — every refusal made before anything is read
+    (a drop-head source when messages are kept by republishing them; no room at all; no safe route). Then
+    `plan(records)` (dry run: `records` peeked by the caller, `peek_count` of them, where the filters need
+    them) or, once the caller has asked `question`, `run(sink, progress)`."""
 
-    `confirm(question)` raises to abort; `peek(n)` gives up to n records read with peek semantics (dry run
-    with filters); `open_sink()` opens --backup's record file right before the run."""
-    settings.check()
-    channel = session.conn.channel()
-    state = queue_state(channel, session.management, session.vhost, settings.queue)
-    if state.note:
-        report.warn(state.note)
-    check_purgeable(state)
-    unacked = "unknown" if state.unacked is None else state.unacked
-    report.info(f"{settings.queue}: {state.ready} ready, {unacked} unacked, {state.consumers} consumers "
-                f"(broker {session.broker}, vhost {session.vhost}" + (f", {state.type} queue)" if state.type else ")"))
-    report.info(f"note: messages held unacked by consumers ({unacked}) are not purged; they come back "
-                "if those consumers reject them or disconnect")
-    out = PurgeOutcome(state, settings, dry_run)
-    if not settings.reads_messages:
-        if dry_run:
-            out.plan = {"purged": 0, "would_purge": state.ready}
+    def __init__(self, session: Session, settings: PurgeSettings, report: Reporter, *, dry_run: bool) -> None:
+        settings.check()
+        self.session, self.settings, self.report = session, settings, report
+        self.channel = session.conn.channel()
+        state = queue_state(self.channel, session.management, session.vhost, settings.queue)
+        if state.note:
+            report.warn(state.note)
+        check_purgeable(state)
+        unacked = "unknown" if state.unacked is None else state.unacked
+        report.info(f"{settings.queue}: {state.ready} ready, {unacked} unacked, {state.consumers} consumers "
+                    f"(broker {session.broker}, vhost {session.vhost}"
+                    + (f", {state.type} queue)" if state.type else ")"))
+        report.info(f"note: messages held unacked by consumers ({unacked}) are not purged; they come back "
+                    "if those consumers reject them or disconnect")
+        self.out = PurgeOutcome(state, settings, dry_run)
+        self.rooms: Rooms | None = None
+        self.router: Router | None = None
+        if settings.reads_messages:
+            self._prepare_reading(dry_run)
+
+    @property
+    def question(self) -> str:
+        """What to confirm before `run`."""
+        s, state = self.settings, self.out.state
+        if not s.reads_messages:
+            return f"Purge {state.ready} ready messages from {s.queue!r} on {self.session.broker}?"
+        return f"{self.out.mode[0].upper()}{self.out.mode[1:]} — queue {s.queue!r} on {self.session.broker}?"
+
+    def peek_count(self, bound: int) -> int:
+        """How many records `plan` wants to look at (peeked with peek's safety rules by the caller): none
+        unless filters decide message by message."""
+        if not (self.settings.reads_messages and self.settings.selection.filters_anything):
+            return 0
+        return max(1, min(self.out.state.ready, bound))
+
+    def plan(self, records: Iterable[MessageRecord] | None = None) -> PurgeOutcome:
+        """The dry run: what would be purged, moved, kept (from `records` where peek_count asked for them)."""
+        out = self.out
+        if not self.settings.reads_messages:
+            out.plan = {"purged": 0, "would_purge": out.state.ready}
+        else:
+            out.plan = _dry_run_plan(self.settings, out, records, self.report, self.router)
+        return out
+
+    def run(self, sink: Sink | None = None, progress: Callable[[Progress], None] | None = None) -> PurgeOutcome:
+        """The purge itself: queue.purge, or the reading pass with `sink` (--backup's record file) written before
+        each ack."""
+        settings, out, session = self.settings, self.out, self.session
+        if not settings.reads_messages:
+            out.purged = purge(self.channel, settings.queue)
             return out
-        confirm(f"Purge {state.ready} ready messages from {settings.queue!r} on {session.broker}?")
-        out.purged = purge(channel, settings.queue)
-        return out
-    return _reading(session, settings, out, dry_run=dry_run, confirm=confirm, report=report, progress=progress,
-                    open_sink=open_sink, peek=peek, peek_bound=peek_bound)
+        from dlxtool.ops.engine import TransferOptions
 
-
-def _reading(session: Session, settings: PurgeSettings, out: PurgeOutcome, *, dry_run: bool,
-             confirm: Callable[[str], None], report: Reporter, progress: Callable[[Progress], None] | None,
-             open_sink: Callable[[], AbstractContextManager[Sink | None]] | None, peek: PeekRecords | None,
-             peek_bound: int) -> PurgeOutcome:
-    from dlxtool.ops import capacity
-
-    rooms = None
-    if settings.move_to:
-        rooms = capacity.rooms(session.conn, session.management, session.vhost, session.timeout,
-                               role="--move-to queue", allow_displace=settings.allow_displace)
-        out.room = rooms.capacity(settings.move_to)
-        if out.room.note == "queue missing":
-            raise NotFoundError(f"--move-to queue {settings.move_to!r} not found in vhost {session.vhost!r}",
-                                hint="declare it first (with the arguments your parking queues use)")
-        report.info(f"{settings.move_to}: {out.room.describe()}")
-    router = usable_router(session.management, session.vhost) if settings.move_to else None
-    out.mode = settings.describe_text()
-    report.info(f"mode: {out.mode}")
-    if dry_run:
-        out.plan = _dry_run_plan(settings, out, peek, peek_bound, report, router)
-        return out
-    if settings.move_to or settings.selection.filters_anything:
-        # Non-matching (or returned) messages are kept by republishing them to the tail.
-        check_keep_by_republish(settings.queue, out.state.tail_republish_risk, out.state.limits_unknown,
-                                allow_displace=settings.allow_displace)
-    if rooms is not None and out.room is not None:
-        capacity.refuse_when_no_room([out.room], rooms.role, settings.allow_displace)
-    _refuse_unsafe_route(settings, router)
-    confirm(f"{out.mode[0].upper()}{out.mode[1:]} — queue {settings.queue!r} on {session.broker}?")
-    from dlxtool.ops.engine import TransferOptions
-
-    if rooms is not None:
-        rooms.forget()  # read again as the run starts: the figures above are as old as the confirmation
-    routes: list[Routes] = []
-    with (open_sink() if open_sink is not None else nullcontext(None)) as sink:
+        rooms = self.rooms
+        if rooms is not None:
+            rooms.forget()  # read again as the run starts: the figures above are as old as the confirmation
+        routes: list[Routes] = []
         options = TransferOptions(sink=sink, progress=progress, admit=rooms.admit if rooms is not None else None,
                                   nack_copies=rooms.nack_copies if rooms is not None else None)
-        out.result = run_reading_purge(session.conn, settings, options, timeout=session.timeout, router=router,
+        out.result = run_reading_purge(session.conn, settings, options, timeout=session.timeout, router=self.router,
                                        routes=routes)
-    if rooms is not None:
-        out.rooms = rooms.to_json()
-    if settings.move_to:
-        out.route, out.unsafe = routes[0].describe(settings.move_to), set(routes[0].unsafe)
-    if out.result.requeued and out.state.type == "quorum":
-        report.warn(f"{out.result.requeued} message(s) delivered beyond the start snapshot were given back: on a "
-                    "quorum queue that used one delivery attempt each")
-    return out
+        if rooms is not None:
+            out.rooms = rooms.to_json()
+        if settings.move_to:
+            out.route, out.unsafe = routes[0].describe(settings.move_to), set(routes[0].unsafe)
+        if out.result.requeued and out.state.type == "quorum":
+            self.report.warn(f"{out.result.requeued} message(s) delivered beyond the start snapshot were given back: "
+                             "on a quorum queue that used one delivery attempt each")
+        return out
+
+    def _prepare_reading(self, dry_run: bool) -> None:
+        from dlxtool.ops import capacity
+
+        session, settings, out, report = self.session, self.settings, self.out, self.report
+        if settings.move_to:
+            self.rooms = capacity.rooms(session.conn, session.management, session.vhost, session.timeout,
+                                        role="--move-to queue", allow_displace=settings.allow_displace)
+            out.room = self.rooms.capacity(settings.move_to)
+            if out.room.note == "queue missing":
+                raise NotFoundError(f"--move-to queue {settings.move_to!r} not found in vhost {session.vhost!r}",
+                                    hint="declare it first (with the arguments your parking queues use)")
+            report.info(f"{settings.move_to}: {out.room.describe()}")
+            self.router = usable_router(session.management, session.vhost)
+        out.mode = settings.describe_text()
+        report.info(f"mode: {out.mode}")
+        if dry_run:
+            return
+        if settings.move_to or settings.selection.filters_anything:
+            # Non-matching (or returned) messages are kept by republishing them to the tail.
+            check_keep_by_republish(settings.queue, out.state.tail_republish_risk, out.state.limits_unknown,
+                                    allow_displace=settings.allow_displace)
+        if self.rooms is not None and out.room is not None:
+            capacity.refuse_when_no_room([out.room], self.rooms.role, settings.allow_displace)
+        _refuse_unsafe_route(settings, self.router)
 
 
 def _refuse_unsafe_route(settings: PurgeSettings, router: Router | None) -> None:
@@ -411,11 +428,11 @@ def _refuse_unsafe_route(settings: PurgeSettings, router: Router | None) -> None
         raise RefusedError(f"nothing would be moved: {stays}", hint=route_hint([stays]))
 
 
-def _dry_run_plan(settings: PurgeSettings, out: PurgeOutcome, peek: PeekRecords | None, peek_bound: int,
+def _dry_run_plan(settings: PurgeSettings, out: PurgeOutcome, records: Iterable[MessageRecord] | None,
                   report: Reporter, router: Router | None) -> dict[str, Any]:
     ready = out.state.ready
     routes = move_routes(settings, None, router)
-    if not settings.selection.filters_anything or peek is None:
+    if not settings.selection.filters_anything or records is None:
         # No per-message decision: the counts say it all, and nothing needs to be peeked (each message's routing
         # key is checked against --move-to's dead-letter exchange as the run reads it).
         n = ready if settings.selection.limit is None else min(ready, settings.selection.limit)
@@ -429,8 +446,7 @@ def _dry_run_plan(settings: PurgeSettings, out: PurgeOutcome, peek: PeekRecords 
             report.info(f"each message's routing key is checked against {settings.move_to}'s dead-letter exchange as "
                         "the run reads it: one that it would route to no queue stays")
     else:
-        with peek(max(1, min(ready, peek_bound))) as records:
-            result = plan(records, settings, routes)
+        result = plan(records, settings, routes)
         figures = {**result.to_json(), "sampled": result.looked_at < ready}
         if figures["sampled"]:
             report.warn(f"looked at the first {result.looked_at} of {ready} messages only (a peek holds what it "

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from dlxtool.broker.management import POLICIES_PENDING
-from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, RefusedError
+from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError
 
 # The dead-letter questions of a queue whose policies the management API does not show yet (QueueInfo)
 POLICIES_UNREAD = f"its dead-letter exchange cannot be read: {POLICIES_PENDING}"
@@ -235,7 +235,7 @@ REFUSED = "the broker refused to"  # TemporaryExchanges' reasons start so (after
 
 
 def route_hint(reasons: Iterable[str]) -> str:
-    """What to do about the reasons messages stayed for (a run refused by `route_refusal`)."""
+    """What to do about the reasons messages stayed for (a run refused: dlxtool.ops.outcomes.refusal)."""
     from dlxtool.ops.capacity import is_full_reason
 
     reasons = list(reasons)
@@ -260,13 +260,6 @@ def nothing_routed(moved: int, left: Mapping[str, int], unsafe: set[str]) -> boo
 
     return bool(not moved and left and all(why in unsafe or is_full_reason(why) for why in left)
                 and set(left) & unsafe)
-
-
-def route_refusal(done: str, left: Mapping[str, int], still: str) -> RefusedError:
-    """Exit 6 for a run where `nothing_routed`; `done` says what did not happen ("nothing replayed"), `still`
-    where the messages are."""
-    return RefusedError(f"{done}, no route is safe: " + ", ".join(f"{why} ({n})" for why, n in sorted(left.items()))
-                        + f"; {still}", hint=route_hint(left))
 
 
 class RouteUnavailable(DlxtoolError):

@@ -10,7 +10,8 @@ in batches of 200 as the engine takes them: decide, the publish (the publisher's
 C extension and queued on a stand-in for pika's transport, dropped after each batch instead of written to a
 socket), a multiple confirm for the batch, the settle and the multiple ack (dropped too). Not timed: pika's
 transport, the frame reader, syscalls, start-up — see scripts/bench/replay.py for the whole run. Every letter has
-the same x-death shape (one failure, one routing key): replay's per-shape plan is always found, its best case.
+the same x-death shape (one failure, one routing key): replay's per-shape plan is always found, its best case;
+--unique-keys gives every letter a routing key of its own (in x-death too): a shape per message, its worst.
 
 On a shared machine `scripts/bench/replay.py` moves by several µs per message from one run to the next; this
 path does not (a few percent), so a change to the per-message Python shows here first. It reaches into the
@@ -35,7 +36,7 @@ N = 100_000
 BATCH = 200
 
 
-def measure(rounds: int) -> float:
+def measure(rounds: int, unique_keys: bool = False) -> float:
     """Best µs per message of `rounds` runs, in this process (sys.path set to the tree to measure)."""
     import pika
 
@@ -43,22 +44,32 @@ def measure(rounds: int) -> float:
     from dlxtool.broker.wire import codec, hotpath
     from dlxtool.broker.wire.frames import encode_properties
     from dlxtool.ops import engine
-    from dlxtool.ops.replay import ReplayDecider, ReplaySettings
+    try:
+        from dlxtool.ops.replay_decision import ReplayDecider, ReplaySettings
+    except ImportError:  # a tree from before the decision had a module of its own
+        from dlxtool.ops.replay import ReplayDecider, ReplaySettings  # type: ignore[attr-defined,no-redef]
     from dlxtool.ops.routes import Routes
 
     accelerator = hotpath.load()
     if accelerator is None:
         raise SystemExit("the C extension is not built: .venv/bin/python setup.py build_ext --inplace")
     at = datetime.datetime(2026, 11, 26, tzinfo=datetime.UTC)
-    death = {"count": 1, "reason": "rejected", "queue": "bench.orders", "time": at, "exchange": "",
-             "routing-keys": ["bench.orders"]}
-    props = encode_properties(pika.BasicProperties(
-        content_type="application/octet-stream", delivery_mode=2,
-        headers={"tenant": "acme", "x-death": [death], "x-first-death-exchange": "",
-                 "x-first-death-queue": "bench.orders", "x-first-death-reason": "rejected"}))
+
+    def props_with(key: str) -> bytes:
+        death = {"count": 1, "reason": "rejected", "queue": "bench.orders", "time": at, "exchange": "",
+                 "routing-keys": [key]}
+        return encode_properties(pika.BasicProperties(
+            content_type="application/octet-stream", delivery_mode=2,
+            headers={"tenant": "acme", "x-death": [death], "x-first-death-exchange": "",
+                     "x-first-death-queue": "bench.orders", "x-first-death-reason": "rejected"}))
+
     deliver = collections.namedtuple("deliver", "consumer_tag delivery_tag redelivered exchange routing_key")
-    letters = [(deliver("ctag", i + 1, False, "", "bench.orders"), props, f"{i:012d}".encode().ljust(200, b"."))
-               for i in range(N)]
+    shared = props_with("bench.orders")
+    letters = []
+    for i in range(N):
+        key = f"order.{i}" if unique_keys else "bench.orders"
+        letters.append((deliver("ctag", i + 1, False, "", key), props_with(key) if unique_keys else shared,
+                        f"{i:012d}".encode().ljust(200, b".")))
 
     class Impl:  # what the engine and the publisher call on pika's channel: recorded, never sent
         def basic_ack(self, tag: int, multiple: bool = False) -> None:
@@ -141,6 +152,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("base", nargs="?", type=Path, help="another dlxtool source tree, measured alternately")
     parser.add_argument("--rounds", type=int, default=5, help="measurements per tree (default 5)")
+    parser.add_argument("--unique-keys", action="store_true",
+                        help="every letter a routing key of its own (a shape each: the fast path's worst case)")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:  # one measurement of one tree, in a process of its own
@@ -149,13 +162,14 @@ def main() -> None:
 
         if not Path(dlxtool.__file__).resolve().is_relative_to(args.child.resolve()):
             raise SystemExit(f"{args.child}: dlxtool came from {dlxtool.__file__} instead (not a source tree?)")
-        print(measure(3))
+        print(measure(3, args.unique_keys))
         return
     trees = {"head": ROOT} if args.base is None else {"base": args.base.resolve(), "head": ROOT}
     results: dict[str, list[float]] = {name: [] for name in trees}
     for r in range(args.rounds):
         for name in (list(trees) if r % 2 == 0 else list(trees)[::-1]):
-            out = subprocess.run([sys.executable, __file__, "--child", str(trees[name])], capture_output=True,
+            out = subprocess.run([sys.executable, __file__, "--child", str(trees[name]),
+                                  *(["--unique-keys"] if args.unique_keys else [])], capture_output=True,
                                  text=True, check=False, cwd="/", env={**os.environ, "DLXTOOL_CODEC": "c"})
             if out.returncode != 0:
                 raise SystemExit(f"{name} ({trees[name]}): {out.stderr.strip()}")

@@ -4,6 +4,7 @@ import pika.exceptions as pe
 import pytest
 
 from dlxtool.broker.connection import amqp_failure, broker_said
+from dlxtool.cli.output import exit_status
 from dlxtool.ops.engine import describe_error
 
 LOST = "the connection to the broker was lost (the broker or the network closed it)"
@@ -25,7 +26,7 @@ LOST = "the connection to the broker was lost (the broker or the network closed 
 ])
 def test_pika_failures_become_one_plain_line(exc: Exception, status: int, message: str) -> None:
     error = amqp_failure(exc)
-    assert (int(error.exit_status), error.message) == (status, message)
+    assert (int(exit_status(error.status)), error.message) == (status, message)
     assert describe_error(exc) == message  # the transfer summaries (replay, purge, dump --remove) say the same
 
 

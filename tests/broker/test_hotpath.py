@@ -26,8 +26,9 @@ from dlxtool.broker.wire.frames import decode_properties, encode_amqp_table, enc
 from dlxtool.conventions import BUILT_IN, HeaderConvention, conventions, fast_path_triggers
 from dlxtool.deaths import CELERY_HEADER
 from dlxtool.ops.engine import Action, Decision
-from dlxtool.ops.provenance import CopyGuard
-from dlxtool.ops.replay import PROVENANCE_HEADER, ReplayDecider, ReplaySettings
+from dlxtool.ops.provenance import PROVENANCE_HEADER, CopyGuard
+from dlxtool.ops.replay_decision import ReplayDecider, ReplaySettings
+from dlxtool.ops.replay_raw import raw_decider
 from dlxtool.record import MessageRecord
 from tests.support.codecs import wire_codec
 
@@ -448,7 +449,7 @@ def test_time_of_day_is_stamped_to_the_second() -> None:
     _slow, fast = deciders()
     fast.now = None
     before = datetime.now(UTC).replace(microsecond=0)
-    answer = fast._raw_decider()("q", encode_properties(props), BODY)  # noqa: SLF001 - now read at call time
+    answer = raw_decider(fast)("q", encode_properties(props), BODY)  # its clock is read as it is made
     stamp = decode_properties(answer.properties).headers[PROVENANCE_HEADER]["at"]
     assert before <= stamp <= datetime.now(UTC) + timedelta(seconds=1)
 

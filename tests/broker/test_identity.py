@@ -16,6 +16,7 @@ from dlxtool.broker.connection import close_quietly, connect
 from dlxtool.broker.management import ManagementClient
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConnectError, ManagementMismatch, NotFoundError
+from dlxtool.outcome import Status
 from tests.support.broker import BrokerEnv
 from tests.support.retry_app import wait_until
 
@@ -56,7 +57,7 @@ def test_other_clusters_api_is_a_mismatch_naming_both(broker: BrokerEnv, second_
     p = profile(second_broker, broker)
     with connected(p) as conn, pytest.raises(ManagementMismatch) as err:
         identity.verified_management(conn, p)
-    assert err.value.exit_status == 3
+    assert err.value.status is Status.CONNECT
     main = broker.mgmt.overview(columns=["cluster_name"])["cluster_name"]
     second = second_broker.mgmt.overview(columns=["cluster_name"])["cluster_name"]
     before, after = err.value.message.split(" but ")

@@ -9,6 +9,7 @@ import pytest
 from dlxtool.broker import queues
 from dlxtool.broker.channel import AsyncChannel, ChannelClosed
 from dlxtool.errors import NotFoundError
+from dlxtool.outcome import Status
 
 
 def test_counts_and_refusals_on_an_async_and_a_blocking_channel(broker, qname) -> None:
@@ -44,7 +45,7 @@ def test_an_exclusive_queue_of_another_connection_is_named_as_such(broker, qname
         owner.channel().queue_declare(qname, exclusive=True)
         with pytest.raises(Exception, match="exclusive to another connection") as refused:
             queues.counts(AsyncChannel(other), qname, broker.vhost)
-        assert refused.value.exit_status == 1
+        assert refused.value.status is Status.ERROR
     finally:
         other.close()
         owner.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from dlxtool.errors import ExitStatus
+from dlxtool.cli.output import ExitStatus
 from tests.support import topologies
 
 

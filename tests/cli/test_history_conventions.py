@@ -11,7 +11,7 @@ import orjson
 import pika
 import pytest
 
-from dlxtool.errors import ExitStatus
+from dlxtool.cli.output import ExitStatus
 from tests.test_conventions import MT, NSB, RASCAL, SPRING
 
 pytestmark = pytest.mark.broker

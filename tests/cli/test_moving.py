@@ -1,5 +1,5 @@
-"""One mapping from a run's result to the exit status and its wording (dlxtool.cli.moving.exit_for), and the
-record files of the commands that take messages away (check_record_file, record_file), against the real broker."""
+"""The record files of the commands that take messages away (dlxtool.cli.moving: check_record_file,
+record_file), against the real broker. How a run ends: tests/ops/test_outcomes.py."""
 
 from __future__ import annotations
 
@@ -11,26 +11,8 @@ from typing import Any
 
 import pytest
 
-from dlxtool.cli.moving import exit_for
-from dlxtool.errors import ConnectError, PartialError
-from dlxtool.ops.engine import TransferResult
 from dlxtool.ops.record_files import read_records
 from tests.support import retry_topologies as rt
-
-
-def test_a_local_error_is_not_reported_as_a_lost_connection() -> None:
-    result = TransferResult("q.dlq", 10, error="[Errno 28] No space left on device", possible_duplicates=2)
-    with pytest.raises(PartialError) as err:
-        exit_for(result, "replay")
-    assert "connection" not in err.value.message and "nothing was lost" not in err.value.message
-    assert "2 message(s) may now exist twice" in err.value.message
-
-
-def test_a_lost_connection_says_so() -> None:
-    result = TransferResult("q.dlq", 10, error="StreamLostError", connection_lost=True)
-    with pytest.raises(ConnectError):
-        exit_for(result, "replay")
-
 
 # -- record files of the commands that take messages away (real broker) -----------------------------
 

@@ -8,7 +8,7 @@ import orjson
 import pika
 import pytest
 
-from dlxtool.errors import ExitStatus
+from dlxtool.cli.output import ExitStatus
 
 # Bodies and headers a naive tool mangles: binary, control characters, escapes, unicode.
 BODIES = [b"plain", bytes(range(256)), b"\x1b[31mred\x1b[0m\n\r", "héllo ✓".encode(), b""] * 2

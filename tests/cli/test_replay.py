@@ -37,7 +37,7 @@ def hotpath(request, monkeypatch):
     answered: list[bytes] = []
     with wire_codec(request.param) as chosen:
         if chosen.name == "c":
-            c = replay_ops._accelerator()  # noqa: SLF001 - counts the messages the C path spliced
+            c = chosen.header_splice  # counts the messages the C path spliced
             assert c is not None
             scan, splice, fingerprint = c
 
@@ -47,7 +47,7 @@ def hotpath(request, monkeypatch):
                     answered.append(out)
                 return out
 
-            monkeypatch.setattr(replay_ops, "_accelerator", lambda: (scan, counting, fingerprint))
+            monkeypatch.setattr(type(chosen), "header_splice", property(lambda _c: (scan, counting, fingerprint)))
         yield chosen.name, answered
 
 
@@ -133,7 +133,7 @@ def test_a_long_string_header_that_is_not_utf8_is_replayed_alike_with_and_withou
     Python path publishes it back as a byte array (pika decodes it as bytes): the C path must not keep it a
     long string, or the same replay would publish two different messages depending on the build."""
     from dlxtool.amqp_values import RawValue
-    from dlxtool.broker.publisher import Outcome, Publisher
+    from dlxtool.broker.publisher import Publisher, PublishOutcome
     from dlxtool.broker.wire import codec
 
     origin = f"{qname}.o"
@@ -145,7 +145,7 @@ def test_a_long_string_header_that_is_not_utf8_is_replayed_alike_with_and_withou
         with codec.using("python"):  # pika cannot write such a value: dlxtool's encoder sets the test up
             pub = Publisher(conn, window=1)
         pub.publish("", origin, b"b", rt.props(0, bin=RawValue(b"S\x00\x00\x00\x02\xff\xfe")), "m")
-        assert [outcome for _t, outcome, _d in pub.flush(10)] == [Outcome.CONFIRMED]
+        assert [outcome for _t, outcome, _d in pub.flush(10)] == [PublishOutcome.CONFIRMED]
     finally:
         conn.close()
     with broker.channel() as ch:
@@ -466,7 +466,7 @@ def test_stream_is_refused(run, broker, qname) -> None:
 
 def test_publisher_settles_returns_and_confirms_separately(broker, qname) -> None:
     """Look-alike publishes to a live and a missing queue interleaved: each outcome lands on its own token."""
-    from dlxtool.broker.publisher import Outcome, Publisher
+    from dlxtool.broker.publisher import Publisher, PublishOutcome
 
     with broker.channel() as ch:
         ch.queue_declare(qname)
@@ -480,8 +480,8 @@ def test_publisher_settles_returns_and_confirms_separately(broker, qname) -> Non
         conn.close()
     outcomes = {token: outcome for token, outcome, _ in settled}
     assert len(outcomes) == 200
-    assert {t for t, o in outcomes.items() if o is Outcome.CONFIRMED} == set(range(1, 200, 2))
-    assert {t for t, o in outcomes.items() if o is Outcome.RETURNED} == set(range(0, 200, 2))
+    assert {t for t, o in outcomes.items() if o is PublishOutcome.CONFIRMED} == set(range(1, 200, 2))
+    assert {t for t, o in outcomes.items() if o is PublishOutcome.RETURNED} == set(range(0, 200, 2))
     assert broker.queue_depth(qname) == 100
 
 

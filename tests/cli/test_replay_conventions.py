@@ -13,7 +13,7 @@ import orjson
 import pika
 import pytest
 
-from dlxtool.errors import ExitStatus
+from dlxtool.cli.output import ExitStatus
 from dlxtool.ops.replay import PROVENANCE_HEADER
 from tests.cli.test_history_conventions import park
 from tests.test_conventions import MT, NSB, RASCAL, SPRING

@@ -14,7 +14,7 @@ import orjson
 import pika
 import pytest
 
-from dlxtool.errors import ExitStatus
+from dlxtool.cli.output import ExitStatus
 
 pytestmark = pytest.mark.broker
 

@@ -43,10 +43,3 @@ def test_re_reads_are_rate_limited() -> None:
     assert calls == []  # read at the lookup just now: not again within REREAD_EVERY
 
 
-def test_nothing_moved_and_all_full_is_a_refusal() -> None:
-    from collections import Counter
-
-    full = capacity.full_reason("origin", Capacity("q", max_length=1))
-    assert capacity.refusal(0, Counter({full: 2})) is not None
-    assert capacity.refusal(1, Counter({full: 2})) is None
-    assert capacity.refusal(0, Counter({full: 2, "no origin in the death history": 1})) is None

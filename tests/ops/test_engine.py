@@ -17,7 +17,8 @@ from dlxtool.broker.publisher import Publisher
 from dlxtool.ops.engine import GATHER_MIN_IN_FLIGHT, Transfer, TransferOptions
 from dlxtool.ops.purge import PurgeSettings, run_reading_purge
 from dlxtool.ops.record_files import RecordSink
-from dlxtool.ops.replay import ReplayDecider, ReplaySettings, replay
+from dlxtool.ops.replay import replay
+from dlxtool.ops.replay_decision import ReplayDecider, ReplaySettings
 from dlxtool.selection import Selection
 from tests.ops.test_purge_faults import file_bodies, queue_of_originals
 from tests.ops.test_record_files import FullDisk

@@ -14,7 +14,8 @@ import pika
 import pytest
 
 from dlxtool.ops.engine import TransferOptions
-from dlxtool.ops.replay import ReplaySettings, replay
+from dlxtool.ops.replay import replay
+from dlxtool.ops.replay_decision import ReplaySettings
 from tests.support import retry_topologies as rt
 from tests.support.proxy import CuttingProxy
 
@@ -84,7 +85,7 @@ def test_stop_request_mid_way_is_clean(broker, qname) -> None:
     Usually no duplicates at all; on a loaded machine a publish may miss the settle timeout, and then
     its message stays in the DLQ too and is reported as a possible duplicate, never silently."""
     from dlxtool.ops.engine import Transfer
-    from dlxtool.ops.replay import ReplayDecider
+    from dlxtool.ops.replay_decision import ReplayDecider
 
     dlq, origins, originals = make_dead_letters(broker, qname)
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))
@@ -110,7 +111,7 @@ def test_stop_request_mid_way_is_clean(broker, qname) -> None:
 
 def test_origin_deleted_mid_way(broker, qname) -> None:
     from dlxtool.ops.engine import Transfer
-    from dlxtool.ops.replay import ReplayDecider
+    from dlxtool.ops.replay_decision import ReplayDecider
 
     dlq, origins, originals = make_dead_letters(broker, qname, origins=1)
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))

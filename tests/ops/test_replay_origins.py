@@ -10,7 +10,8 @@ from typing import Any
 from dlxtool.conventions import reset_failure_headers
 from dlxtool.ops.engine import Action, Decision
 from dlxtool.ops.exchange_routes import ExchangeTargets
-from dlxtool.ops.replay import PROVENANCE_HEADER, ReplayDecider, ReplaySettings
+from dlxtool.ops.provenance import PROVENANCE_HEADER
+from dlxtool.ops.replay_decision import ReplayDecider, ReplaySettings
 from dlxtool.record import MessageRecord
 from tests.test_conventions import NSB, RASCAL, SPRING
 

@@ -5,14 +5,8 @@ from __future__ import annotations
 import pika
 
 from dlxtool.broker.wire.frames import encode_properties
-from dlxtool.ops.replay import (
-    Lineage,
-    Pairs,
-    provenance_src,
-    record_fingerprint,
-    replay_headers,
-    source_fingerprint,
-)
+from dlxtool.ops.provenance import Pairs, provenance_src, record_fingerprint, source_fingerprint
+from dlxtool.ops.replay_decision import Lineage, replay_headers
 from dlxtool.record import MessageRecord
 
 DEATH = {"x-death": [{"count": 1, "reason": "rejected", "queue": "orders", "exchange": "",

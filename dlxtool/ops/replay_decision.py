@@ -1,0 +1,589 @@
+"""Replay's decision: where a dead letter goes, through which exchange, with which headers — written once.
+
+Where: its origin, read by the conventions as `history` reads it (dlxtool.conventions.explain, with the
+broker's own conventions from the config and `origin_from`): x-death's (dlxtool.deaths.find_origin; a
+message that only waited out TTLs is followed through its wait queue's dead-letter route,
+dlxtool.ops.routes), or a framework's (Spring, NServiceBus, MassTransit, rascal, a team's headers); or
+`to_queue`. An origin that is an exchange + routing key is published there (dlxtool.ops.exchange_routes).
+
+How (the route, per target queue, from dlxtool.ops.routes.Routes):
+  * default: the ORIGINAL routing key (from an earlier provenance header, else the origin's x-death
+    entry), through a temporary fanout exchange bound only to that queue. Fanout ignores the key, so it
+    reaches exactly that queue, and consumers that dispatch on the key, a dead-letter exchange that
+    routes on it and an application's own retry ladder see what they saw the first time.
+  * `default_exchange` (opt-in): the default exchange, routing key = the queue name.
+  Either way the key the message arrives with is checked against the target's dead-letter exchange: where
+  its next dead-lettering would be dropped, it stays in the DLQ with the reason (unless `allow_dlx_drop`).
+
+Headers: the death history and retry counters are removed (RabbitMQ 3.x keeps a client-sent x-death
+and would keep counting; the reset is the point), with the failure headers of every convention that
+explained the message (Explanation.reset), and the provenance header is added
+(dlxtool.ops.provenance.ProvenanceWriter: its layout and its `src`).
+
+The provenance header (dlxtool.ops.provenance.ProvenanceWriter writes it):
+
+    dlxtool-replay = {from, at, id, count, exchange, routing-key[, expiration], deaths[, reset][, filters], src}
+
+`exchange`, `routing-key` and `expiration` are the first origin's: a second replay reads them from the
+first one's header (its x-death then names a temporary exchange, long deleted). `expiration` is the
+message's per-message TTL, which RabbitMQ moves into x-death's original-expiration: restored on the
+replayed message unless `drop_expiration`. `id` is unique per publish: two dead letters with the same body
+and death summary replayed in the same second would otherwise be byte-identical publishes, and a
+basic.return could not say which one came back. `count` also drives the loop guard `max_replays`. `src`
+names the delivery the copy was made from (`source_fingerprint`: 16 hex digits of a hash of its body and
+encoded properties). A kill -9 between a confirm and the source's ack leaves a copy at the origin while its
+source stays in the DLQ; when the two meet again, `src` pairs them: `history` reports them as copies, and
+`--max-replays` counts the pair as the one message it is (`Lineage`).
+
+The decision has two halves:
+  * `ReplayDecider.shape(record)` — what every dead letter of one *shape* shares: its delivery routing key and
+    the headers the rules read (x-death, an earlier provenance, the retry counters and failure headers a reset
+    removes). The origin, the address it had there, the key it keeps, the provenance's entries. A pure
+    function of those: the fast path on the bytes (dlxtool.ops.replay_raw) calls it once per distinct shape
+    and caches the answer; it never decides anything itself.
+  * per message, in `__call__` (and the same steps in the fast path): the loop guard (--max-replays, the
+    copies a kill -9 left), the route (asked once per target), the provenance's id, time and `src`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from dlxtool.amqp_values import RawValue
+from dlxtool.conventions import (
+    BUILT_IN,
+    X_DEATH,
+    Convention,
+    Explanation,
+    Message,
+    Route,
+    carries_any,
+    explain,
+    fast_path_triggers,
+    reset_body_retries,
+    reset_failure_headers,
+    used_body_retries,
+)
+from dlxtool.deaths import (
+    FAILURE_REASONS,
+    HISTORY_HEADERS,
+    Death,
+    DeathHistory,
+    failed_in,
+    find_origin,
+    is_celery_task,
+    parse_history,
+    reset_header_names,
+    reset_history,
+    summarize,
+    waited_only,
+)
+from dlxtool.deaths import Origin as DeathOrigin
+from dlxtool.ops.engine import Action, Decision
+from dlxtool.ops.exchange_routes import ExchangeTargets
+from dlxtool.ops.provenance import (
+    COPY_LEFT,
+    PROVENANCE_HEADER,
+    CopyGuard,
+    Origin,
+    Pairs,
+    ProvenanceWriter,
+    provenance_src,
+    record_fingerprint,
+    shape_entries,
+)
+from dlxtool.ops.routes import MAX_EXCHANGE_NAME, TEMPORARY_PREFIX, Resolved, Router, Routes
+from dlxtool.record import MessageRecord
+from dlxtool.selection import Selection
+
+NO_ORIGIN = "no origin in the death history"
+
+
+@dataclass
+class ReplaySettings:
+    source: str
+    selection: Selection = field(default_factory=Selection)
+    to_queue: str | None = None
+    keep_history: bool = False
+    reset_headers: tuple[str, ...] = ()
+    max_replays: int | None = None
+    default_exchange: bool = False   # opt-in: routing key = queue name (see the module docstring)
+    drop_expiration: bool = False    # do not restore a per-message TTL from x-death original-expiration
+    allow_displace: bool = False     # replay into a full drop-head origin anyway (it pushes out its head)
+    allow_dlx_drop: bool = False     # replay where the origin's dead-letter exchange would drop the key (or unchecked)
+    reset_body_retries: bool = False  # opt-in body rewrite: Dramatiq's options.retries back to 0
+    # Where origins are read from (dlxtool.conventions): the built-in conventions and the broker's own from
+    # the config, as `history` reads them; origin_from forces one (--origin-from CONVENTION).
+    conventions: tuple[Convention, ...] = BUILT_IN
+    origin_from: str | None = None
+    allow_fanout: bool = False       # an exchange origin that reaches several queues: publish anyway (copies)
+
+
+def provenance(headers: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An earlier replay's `dlxtool-replay` header (a table), or None."""
+    prov = (headers or {}).get(PROVENANCE_HEADER)
+    return prov if isinstance(prov, dict) else None
+
+
+def replay_count(headers: dict[str, Any] | None) -> int:
+    """How many times dlxtool has replayed this message before (from its provenance header)."""
+    prov = provenance(headers)
+    if prov is not None:
+        count = prov.get("count")
+        try:
+            return int((count.value if isinstance(count, RawValue) else count) or 0)
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
+            return 0
+    return 0
+
+
+class Lineage:
+    """--max-replays over one run (Pairs): a copy a kill -9 left and its source are one message. Its count
+    is the higher of the two, and once one of them is replayed the other stays (replaying both would make
+    two copies again). It only ever keeps a message in the DLQ with its reason, never loses one."""
+
+    def __init__(self) -> None:
+        self.pairs = Pairs()
+
+    def decide(self, fingerprint: str | None, origin: Origin | None, count: int, max_replays: int) -> str | None:
+        """Why this delivery stays (None: replay it, and it is remembered as replayed)."""
+        partners = self.pairs.partners(fingerprint, origin)
+        if any(p["replayed"] for p in partners):
+            self.pairs.add(fingerprint, origin, {"count": count, "replayed": False})
+            return ("a copy of a message replayed in this run (left by an interrupted replay, or an identical "
+                    "message): one of them is enough")
+        paired = max([count, *(p["count"] for p in partners)])
+        entry = {"count": paired, "replayed": paired < max_replays}
+        self.pairs.add(fingerprint, origin, entry)
+        for p in partners:
+            p["count"] = max(p["count"], paired)
+        if paired >= max_replays:
+            extra = f", counting its copy left by an interrupted replay (own count {count})" if paired != count else ""
+            return f"replayed {paired} times already (--max-replays {max_replays}){extra}"
+        return None
+
+
+@dataclass(frozen=True)
+class Address:
+    """What the message had when it entered its origin: exchange, routing key and per-message TTL (x-death
+    original-expiration). The routing key is `routing_key`, else the first routing key of x-death's entry
+    `death` (an index into DeathHistory.deaths: which entry, not its keys, is the decision), else not recorded
+    (the delivery's is used)."""
+
+    exchange: str
+    routing_key: str | None
+    expiration: str | None = None
+    death: int | None = None
+
+
+def original_address(history: DeathHistory, origin: str | None) -> Address:
+    """From the origin's x-death entry: the failure there, else any death there, else x-first-death-exchange."""
+    death = origin_death(history, origin)
+    if death is not None:
+        at = next(i for i, d in enumerate(history.deaths) if d is death)
+        return Address(death.exchange or "", None, death.original_expiration, at)
+    return Address(history.first.get("exchange", ""), None)
+
+
+def first_key(history: DeathHistory, address: Address) -> str | None:
+    """The routing key of `address` read from the death history (None: not recorded)."""
+    if address.routing_key is not None or address.death is None:
+        return address.routing_key
+    keys = history.deaths[address.death].routing_keys
+    return keys[0] if keys else None
+
+
+def origin_death(history: DeathHistory, origin: str | None) -> Death | None:
+    """The x-death entry original_address reads: the failure in the origin, else any death there."""
+    for reasons in (FAILURE_REASONS, None):
+        for death in history.deaths:
+            if death.queue == origin and (reasons is None or death.reason in reasons):
+                return death
+    return None
+
+
+def _prov_text(prov: dict[str, Any], name: str) -> str | None:
+    value = prov.get(name)
+    if isinstance(value, RawValue):
+        value = value.value
+    if isinstance(value, bytes | bytearray):
+        value = bytes(value).decode("utf-8", "replace")
+    return value if isinstance(value, str) else None
+
+
+def first_address(prov: dict[str, Any] | None, found: Address) -> Address:
+    """An earlier replay recorded the first origin's address: it wins over what x-death says now (which
+    names a temporary exchange, or the queue name after a default-exchange replay)."""
+    if prov is None:
+        return found
+    exchange, key = _prov_text(prov, "exchange"), _prov_text(prov, "routing-key")
+    if exchange is None and key is None:
+        return found
+    expiration = _prov_text(prov, "expiration")
+    return Address(exchange if exchange is not None else found.exchange, key if key is not None else found.routing_key,
+                   expiration if expiration is not None else found.expiration, found.death)
+
+
+class WaitQueues:
+    """Origins of messages that only waited out TTLs, followed through the wait queue's dead-letter route
+    (management API), once per (wait queue, routing key)."""
+
+    def __init__(self, router: Router | None, dlq: str) -> None:
+        self.router = router
+        self.dlq = dlq
+        self._seen: dict[tuple[str, str | None], tuple[Resolved, Address | None]] = {}
+
+    def __call__(self, queue: str, key: str | None) -> tuple[Resolved, Address | None]:
+        found = self._seen.get((queue, key))
+        if found is None:
+            found = self._seen[(queue, key)] = self._resolve(queue, key)
+        return found
+
+    def _resolve(self, queue: str, key: str | None) -> tuple[Resolved, Address | None]:
+        if self.router is None:
+            return Resolved(None, f"only TTL expiries, from {queue!r}: telling a wait queue from the queue a message "
+                                  "expired in needs the management API, which is not reachable"), None
+        resolved = self.router.through_wait_queue(queue, key, self.dlq)
+        if resolved.queue is None or resolved.queue == queue:
+            return resolved, None
+        info = self.router.queue(queue)
+        fixed = info.dead_letter_routing_key if info is not None else None
+        # It arrived in the processing queue through the wait queue's dead-letter exchange, with this key.
+        return resolved, Address(str(info.dead_letter_exchange or "") if info is not None else "",
+                                 str(fixed) if fixed is not None else key)
+
+
+def exchange_targets_for(settings: ReplaySettings, router: Router | None,
+                         exists: Callable[[str], bool] | None) -> ExchangeTargets:
+    """Exchange origins, with the run's own overrides (the same as for queue origins)."""
+    return ExchangeTargets(router, exists, allow_displace=settings.allow_displace, allow_fanout=settings.allow_fanout,
+                           allow_dlx_drop=settings.allow_dlx_drop)
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What replay does with every dead letter of one shape (ReplayDecider.shape), before the per-message steps.
+
+    `stay`: why they stay in the DLQ (no origin …), said after the loop guard. Else they go to `target` (a queue,
+    or an exchange origin's Route.key(), the group their count is kept under): through the route of `queue`
+    (`--to`, or a queue origin; None for an exchange origin, published to `exchange_origin` with its key).
+    The routing key the message had at its first origin — kept where the route keeps the key, and recorded in
+    the provenance — is `kept_key(...)`: the decision says where it comes from (`address`), not what it is, so
+    that dead letters that differ only by their routing keys share one shape. `died_there`: the broker
+    dead-lettered them from that origin, so it must still dead-letter (Routes.died_there). `address.expiration`:
+    the per-message TTL to restore. `reset`: the provenance's text of the retry counters removed;
+    `failure_headers`: the conventions' headers a reset removes. `exact`: decided from what a fast path reads
+    (x-death, an earlier provenance, the retry counters) alone — no x-first-death-*, wait-queue route or other
+    convention was needed; only then may it be cached by those."""
+
+    count: int
+    stay: str | None = None
+    target: str = ""
+    queue: str | None = None
+    exchange_origin: Route | None = None
+    address: Address = Address("", None)
+    died_there: bool = False
+    deaths: str = ""
+    reset: str | None = None
+    failure_headers: tuple[str, ...] = ()
+    convention: str = ""
+    conflict: bool = False
+    exact: bool = False
+
+    @property
+    def expiration(self) -> str | None:
+        return self.address.expiration
+
+    @property
+    def key_death(self) -> int | None:
+        """The x-death entry whose first routing key kept_key reads (None: it reads none)."""
+        return self.address.death if self.address.routing_key is None else None
+
+    def kept_key(self, first: str | None, delivery_key: Any) -> Any:
+        """The key the message had at its first origin: recorded (an earlier provenance, a convention), else
+        `first` (the first routing key of x-death's entry key_death, None without one), else the delivery's."""
+        if self.address.routing_key is not None:
+            return self.address.routing_key
+        return first if first is not None else delivery_key
+
+    def entries(self, key: Any) -> dict[str, Any]:
+        """The provenance's shared entries (ProvenanceWriter) for messages that keep `key` (kept_key)."""
+        return shape_entries(self.count + 1, self.address.exchange, key, self.address.expiration, self.deaths,
+                             self.reset)
+
+
+class ReplayDecider:
+    """decide(record) for the engine. `routes(target)` says how to publish to a target (Routes: `replay` and
+    `plan` pass one); without one, the default exchange, unchecked (the engine's own tests).
+    `wait_queues` follows TTL-only histories (WaitQueues); without one, they stay with the reason.
+    `exchange_targets` checks exchange + routing key origins (without one: unresolved, they stay unless
+    allow_displace)."""
+
+    def __init__(self, settings: ReplaySettings, *, routes: Callable[[str], tuple[str, bool] | str] | None = None,
+                 wait_queues: WaitQueues | None = None, now: datetime | None = None,
+                 exchange_targets: ExchangeTargets | None = None) -> None:
+        self.s = settings
+        self.routes = routes or (lambda _target: ("", False))
+        # Celery tasks: see Routes.by_queue_name
+        self.by_queue_name = routes.by_queue_name if isinstance(routes, Routes) else self.routes
+        # Messages the broker dead-lettered from their origin go back only while it still dead-letters
+        self.died_there: Callable[[str], str | None] = routes.died_there if isinstance(routes, Routes) else \
+            (lambda _target: None)
+        self.wait_queues = wait_queues or WaitQueues(None, settings.source)
+        self.exchange_targets = exchange_targets or exchange_targets_for(settings, None, None)
+        # For the plan: per target (a queue, or an exchange route's Route.key()), which conventions named the
+        # origins of its messages (__call__ only: the plan's survey reads decoded messages)
+        self.origins_from: dict[str, Counter[str]] = {}
+        self.conflicts = 0  # messages whose conventions named different origins (Explanation.conflict)
+        self.labels = {c.name: c.label for c in settings.conventions}
+        # Headers that may make a convention other than x-death explain a message: without any, x-death's
+        # reading is the explanation, found without reading the message with every convention
+        triggers = self.triggers = fast_path_triggers(settings.conventions)
+        self._triggers = (frozenset(triggers[0]), triggers[1]) if triggers and settings.origin_from is None else None
+        self.now = now
+        self._filters = settings.selection.describe()
+        self.filters_text = "; ".join(f"{k}={v}" for k, v in self._filters.items())
+        self.provenance = ProvenanceWriter(settings.source, self.filters_text)
+        # What the reset removes (unless keep_history): the history, the retry counters and these names
+        self.reset_names = reset_header_names(settings.reset_headers)
+        self._stamp_second = -1
+        self._stamp_value = datetime.now(UTC)
+        self._run_id = uuid.uuid4().hex[:12]
+        self._published = 0
+        # Selection is frozen: with no criteria every record matches, so skip building the checks each time.
+        self._selects = bool(settings.selection._checks())  # noqa: SLF001
+        from dlxtool.broker.wire.frames import basic_properties
+
+        self._properties = basic_properties
+        self.lineage = Lineage()
+        from dlxtool.broker.wire import codec
+
+        # without --max-replays: the second of a pair a kill -9 left stays
+        self.copies = CopyGuard(codec.current().bloom)
+        # The fast path on the bytes, where the codec has one and nothing here needs the decoded message
+        # (filters, another convention forced or one whose headers are not known): dlxtool.ops.replay_raw
+        self.raw = None
+        if codec.current().header_splice is not None and not self._selects and self.triggers is not None \
+                and settings.origin_from in (None, X_DEATH):
+            from dlxtool.ops.replay_raw import raw_decider
+
+            self.raw = raw_decider(self)
+        # The plan counts Dramatiq messages replayed with their retries used up (a JSON parse per such body,
+        # so only there): replayed as they are, Dramatiq gives them no retry.
+        self.count_used_body_retries = False
+        self.used_body_retries = 0
+
+    # -- per shape -----------------------------------------------------------------------------------
+
+    def shape(self, record: MessageRecord) -> Shape:
+        """What replay does with every dead letter with these headers (the module docstring). Reads nothing
+        else of the record: not its body, properties, position or routing key (Shape.kept_key takes that)."""
+        return self._shape(record)[0]
+
+    def _shape(self, record: MessageRecord) -> tuple[Shape, dict[str, Any], DeathHistory]:
+        """shape(record), the record's headers as the reset leaves them (before the provenance is added), and its
+        death history."""
+        s = self.s
+        headers = record.headers if isinstance(record.headers, dict) else {}
+        count = replay_count(headers)
+        history = parse_history(headers)
+        found = self._origin(record, history)
+        if isinstance(found, str):
+            return Shape(count, stay=found), headers, history
+        explained, origin, address = found
+        exact = explained.origin_from == X_DEATH and failed_in(history) is not None
+        if origin is not None and origin.queue is None and not s.to_queue:
+            target, queue, exchange_origin = origin.key(), None, origin
+        else:
+            queue = s.to_queue or (origin.queue if origin is not None else None)
+            assert queue is not None  # _origin gives none only with --to
+            target, exchange_origin = queue, None
+        died = (origin is not None and not s.to_queue and explained.origin_from == X_DEATH
+                and waited_only(history) is None)
+        address = first_address(provenance(headers), address)
+        if s.drop_expiration and address.expiration is not None:  # dropped for good: not in the provenance either
+            address = replace(address, expiration=None)
+        kept, reset = reset_headers(headers, keep_history=s.keep_history, names=s.reset_headers,
+                                    failure_headers=explained.reset)
+        return Shape(count, target=target, queue=queue, exchange_origin=exchange_origin, address=address,
+                     died_there=died, deaths=summarize(history.deaths, limit=3), reset=reset,
+                     failure_headers=tuple(explained.reset), convention=explained.origin_from or "",
+                     conflict=explained.conflict is not None, exact=exact), kept, history
+
+    def _origin(self, record: MessageRecord, history: DeathHistory) -> tuple[Explanation, Route | None, Address] | str:
+        """The message's origin as the conventions explain it (as `history` does), and the address it had there
+        (the routing key a queue origin keeps); or why it stays. The origin is None only with --to."""
+        s = self.s
+        waited = waited_only(history)
+        x_origin, address, resolved = None, None, None
+        if waited is not None:
+            resolved, address = self.wait_queues(waited.queue or "", waited.routing_keys[0] if waited.routing_keys
+                                                 else None)
+            x_origin = DeathOrigin(resolved.queue, resolved.why)
+        headers = record.headers if isinstance(record.headers, dict) else {}
+        if self._triggers is not None and not carries_any(headers, *self._triggers):
+            explained = _x_death_only(headers, history, x_origin)
+        else:
+            explained = explain(Message(headers, record.body, record.queue, x_death_origin=x_origin, x_death=history),
+                                s.conventions, origin_from=s.origin_from)
+        origin = explained.origin
+        if origin is not None and origin.exchange is not None:
+            origin = _through_temporary(origin)
+        if origin is None:
+            if s.to_queue:
+                return explained, None, original_address(history, None)
+            if resolved is not None and resolved.queue is None and s.origin_from in (None, X_DEATH):
+                return f"no origin: {resolved.why}"
+            return f"no origin: {explained.origin_why}" if s.origin_from else NO_ORIGIN
+        if explained.origin_from == X_DEATH:
+            return explained, origin, address or original_address(history, origin.queue)
+        if explained.received is not None:
+            return explained, origin, Address(*explained.received)
+        # Not recorded (NServiceBus, MassTransit): the key a send to the queue has, as their own retry tools send
+        return explained, origin, Address("", origin.queue) if origin.queue is not None else \
+            Address(str(origin.exchange), origin.routing_key)
+
+    # -- per message ---------------------------------------------------------------------------------
+
+    def guard(self, fingerprint: str | None, src: Origin | None, count: int) -> str | None:
+        """The loop guard: why this delivery stays (--max-replays, or the copy of one replayed in this run), or
+        None (it is remembered as replayed)."""
+        if self.s.max_replays is not None:
+            return self.lineage.decide(fingerprint, src, count, self.s.max_replays)
+        return COPY_LEFT if self.copies.stays(fingerprint, src) else None
+
+    def way(self, shape: Shape, *, celery: bool = False) -> tuple[str, str | None] | str:
+        """(exchange, routing key) to publish a message of `shape` through — the routing key None where the route
+        keeps the message's own (Shape.kept_key) — or why it stays (its route, its origin no longer
+        dead-lettering). Asked after the loop guard: each answer is the run's, kept by Routes."""
+        queue = shape.queue
+        if queue is None:
+            origin = shape.exchange_origin
+            assert origin is not None
+            reach = self.exchange_targets(origin)  # dlxtool.ops.exchange_routes
+            return reach.stay if reach.stay is not None else (str(origin.exchange), str(origin.routing_key))
+        route = self.routes(queue)
+        if not isinstance(route, str) and route[0] and celery:
+            route = self.by_queue_name(queue)  # its retries go where it was delivered from
+        if isinstance(route, str):
+            return route
+        if shape.died_there:  # it failed there: the broker dead-lettered it from its origin
+            gone = self.died_there(queue)
+            if gone is not None:
+                return gone
+        return route[0], None if route[1] else queue
+
+    def __call__(self, record: MessageRecord) -> Decision:
+        s = self.s
+        if self._selects and not s.selection.matches(record):
+            return Decision.keep()
+        shape, headers, history = self._shape(record)
+        fingerprint = record_fingerprint(record)
+        why = self.guard(fingerprint, provenance_src(record.headers), shape.count)
+        if why is not None:
+            return Decision.leave(why)
+        if shape.stay is not None:
+            return Decision.leave(shape.stay)
+        self.conflicts += shape.conflict
+        way = self.way(shape, celery=is_celery_task(record.headers))
+        if isinstance(way, str):
+            return Decision.leave(way)
+        key = shape.kept_key(first_key(history, shape.address), record.routing_key)
+        exchange, routing_key = way[0], way[1] if way[1] is not None else key
+        self.origins_from.setdefault(shape.target, Counter())[shape.convention] += 1
+        stamp = self.now or self._stamp()
+        headers[PROVENANCE_HEADER] = self.provenance.table(stamp, self.next_id(), shape.entries(key), fingerprint)
+        properties = dict(record.properties)
+        if shape.expiration is not None:
+            properties["expiration"] = shape.expiration  # the sender's TTL, which dead-lettering took off
+        body = record.body
+        if s.reset_body_retries:  # only on request: the body is the application's
+            body = reset_body_retries(body) or body
+        elif self.count_used_body_retries and used_body_retries(body) is not None:
+            self.used_body_retries += 1
+        published = MessageRecord(queue=shape.target, body=body, exchange=exchange, routing_key=routing_key,
+                                  properties=properties, headers=headers)
+        # published's, without copying the headers dict built just above
+        pika_properties = self._properties(properties, headers)
+        return Decision(Action.MOVE, shape.target, exchange, routing_key, pika_properties, body, published)
+
+    def next_id(self) -> str:
+        self._published += 1
+        return f"{self._run_id}-{self._published}"
+
+    def _stamp(self) -> datetime:
+        """Now, to the second (one datetime per second, not one per message)."""
+        second = int(time.time())
+        if second != self._stamp_second:
+            self._stamp_second = second
+            self._stamp_value = datetime.fromtimestamp(second, UTC)
+        return self._stamp_value
+
+
+def _x_death_only(headers: dict[str, Any], history: DeathHistory, x_origin: DeathOrigin | None) -> Explanation:
+    """What explain() says of a message no convention but x-death (and the retry-header and body ones, which
+    name no origin and reset nothing more) can read: x-death's origin."""
+    origin = x_origin or find_origin(headers, history)
+    if not origin.queue:
+        return Explanation(None, None, None, "no convention names an origin")
+    return Explanation(Route(queue=origin.queue), X_DEATH, X_DEATH, origin.why)
+
+
+def reset_headers(headers: dict[str, Any], *, keep_history: bool, names: tuple[str, ...],
+                  failure_headers: Sequence[str] = ()) -> tuple[dict[str, Any], str | None]:
+    """The count reset: a copy of `headers` without the death history, the retry counters (+ `names`) and the
+    conventions' `failure_headers` (all kept with keep_history) nor an earlier provenance; and the provenance's
+    text of the retry counters removed ("x-retry-count=4"), None where none was."""
+    if keep_history:
+        kept, removed = dict(headers), dict[str, Any]()
+    else:
+        kept, removed = reset_history(headers, names)
+        removed.update(reset_failure_headers(kept, failure_headers))
+    kept.pop(PROVENANCE_HEADER, None)
+    retry = sorted(k for k in removed if k not in HISTORY_HEADERS)
+    return kept, ", ".join(f"{k}={short_value(removed[k])}" for k in retry) if retry else None
+
+
+def replay_headers(record: MessageRecord, *, source: str, reset_names: tuple[str, ...] = (),
+                   keep_history: bool = False, filters: str | None = None, now: datetime | None = None,
+                   publish_id: str | None = None, src: str | None = None) -> dict[str, Any]:
+    """The headers of a message from a file that `load --reset-history` publishes as a replay from `source`
+    would: the reset and the provenance of reset_and_entries, its origin x-death's (dlxtool.deaths.find_origin:
+    no management API is asked for a wait queue's route, no convention read)."""
+    headers = record.headers if isinstance(record.headers, dict) else {}
+    history = parse_history(headers)
+    address = first_address(provenance(headers), original_address(history, find_origin(headers, history).queue))
+    kept, reset = reset_headers(headers, keep_history=keep_history, names=reset_names)
+    shape = Shape(replay_count(headers), address=address, deaths=summarize(history.deaths, limit=3), reset=reset)
+    key = shape.kept_key(first_key(history, address), record.routing_key)
+    kept[PROVENANCE_HEADER] = ProvenanceWriter(source, filters).table(
+        now or datetime.now(UTC).replace(microsecond=0), publish_id or uuid.uuid4().hex, shape.entries(key), src)
+    return kept
+
+
+def short_value(value: Any) -> str:
+    """A removed retry counter's value as the provenance's "reset" shows it."""
+    if isinstance(value, RawValue):  # an L, a float …: what it means
+        value = value.value
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes | bytearray) else str(value)
+    return text[:40]
+
+
+def _through_temporary(origin: Route) -> Route:
+    """An exchange origin that is one of our temporary exchanges (a framework recorded the exchange a replay
+    delivered through: Spring's x-original-exchange) is deleted by now; it was bound only to the queue its
+    name ends with (TemporaryExchanges._name), which is the origin. A name cut at 255 bytes may have lost the
+    end of the queue's name: left as it is (the exchange does not exist: the message stays, with the reason)."""
+    name = str(origin.exchange)
+    parts = name.split(".", 4)
+    if (len(parts) == 5 and name.startswith(TEMPORARY_PREFIX) and parts[1] in ("replay", "load", "purge", "keep")
+            and parts[3].isdigit() and parts[4] and len(name.encode()) < MAX_EXCHANGE_NAME):
+        return Route(queue=parts[4])
+    return origin
+

@@ -1,0 +1,55 @@
+"""How a run over messages ends (dlxtool.ops.outcomes): one status and one wording per end, for every command
+that moves or removes messages. Pure logic on engine results; the commands' own ends are in tests/cli."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from dlxtool.ops.capacity import Capacity, full_reason
+from dlxtool.ops.engine import TransferResult
+from dlxtool.ops.outcomes import refusal, transfer_outcome
+from dlxtool.outcome import Status
+
+UNSAFE = "q.o: its dead-letter exchange 'dlx' routes 'k' to no queue"
+
+
+def test_a_local_error_is_not_reported_as_a_lost_connection() -> None:
+    result = TransferResult("q.dlq", 10, error="[Errno 28] No space left on device", possible_duplicates=2)
+    outcome = transfer_outcome(result, "replay")
+    assert outcome.status is Status.PARTIAL
+    assert "connection" not in outcome.message and "nothing was lost" not in outcome.message
+    assert "2 message(s) may now exist twice" in outcome.message
+
+
+def test_a_lost_connection_says_so() -> None:
+    outcome = transfer_outcome(TransferResult("q.dlq", 10, error="StreamLostError", connection_lost=True), "replay")
+    assert outcome.status is Status.CONNECT and "still in q.dlq" in outcome.message
+
+
+def test_nothing_moved_because_no_route_is_safe_is_a_refusal_saying_where_the_messages_are() -> None:
+    result = TransferResult("q.dlq", 3, left=Counter({UNSAFE: 3}))
+    outcome = transfer_outcome(result, "replay", unsafe={UNSAFE}, nothing="nothing replayed")
+    assert outcome.status is Status.REFUSED
+    assert outcome.message.startswith("nothing replayed, no route is safe") and "still in q.dlq" in outcome.message
+    assert "--allow-dlx-drop" in (outcome.hint or "")
+
+
+def test_a_stop_is_not_a_refusal_even_when_nothing_moved() -> None:
+    result = TransferResult("q.dlq", 3, left=Counter({UNSAFE: 1}), interrupted=True)
+    assert transfer_outcome(result, "replay", unsafe={UNSAFE}).status is Status.INTERRUPTED
+
+
+def test_something_moved_is_partial_not_refused() -> None:
+    result = TransferResult("q.dlq", 3, moved=Counter({"q.o": 1}), left=Counter({UNSAFE: 2}))
+    assert transfer_outcome(result, "replay", unsafe={UNSAFE}).status is Status.PARTIAL
+
+
+def test_a_full_destination_refuses_only_when_it_took_nothing() -> None:
+    full = full_reason("origin", Capacity("q.o", max_length=1))
+    assert refusal(0, Counter({full: 2})) is not None
+    assert refusal(1, Counter({full: 2})) is None
+    assert refusal(0, Counter({full: 2, "no origin in the death history": 1})) is None
+
+
+def test_a_clean_run_is_ok() -> None:
+    assert transfer_outcome(TransferResult("q.dlq", 3, moved=Counter({"q.o": 3})), "replay").ok
