@@ -65,6 +65,13 @@ class RefusedError(DlxtoolError):
     status = Status.REFUSED
 
 
+class UnavailableError(DlxtoolError):
+    """Not now: what is asked for exists but cannot be reached at the moment — a queue whose node is down, a
+    resource alarm that blocks publishing, a connection the broker blocked. Nothing is lost; try again later."""
+
+    status = Status.UNAVAILABLE
+
+
 class Interrupted(DlxtoolError):
     """Stopped by a stop signal (Ctrl-C, SIGTERM, SIGHUP); what was done so far has been reported.
     The CLI exits with the code of the signal that came (dlxtool.cli.output.exit_status)."""

@@ -18,6 +18,7 @@ class Status(enum.Enum):
     NOT_FOUND = "not_found"      # vhost, queue, broker profile, file
     PARTIAL = "partial"          # some messages were left behind or failed; the summary says which
     REFUSED = "refused"          # refused before anything changed (safety, a missing permission), or not confirmed
+    UNAVAILABLE = "unavailable"  # not now: a node down, a resource alarm, a blocked connection; try again later
     INTERRUPTED = "interrupted"  # a stop signal (which one decides the exit code), after a summary
 
 

@@ -285,6 +285,10 @@ class ManagementClient:
         except (orjson.JSONDecodeError, AttributeError):
             detail = ""
         code = response.status
+        if code == 401 and "virtual host" in detail:  # the password was right; this vhost is not this user's
+            return ConnectError(f"user {self.user!r} is not authorised for that virtual host at the management API "
+                                f"{self.masked_url} ({method} {path}: {detail})",
+                                hint="an administrator grants it with `rabbitmqctl set_permissions -p VHOST USER ...`")
         if code == 401:
             return ConnectError(f"authentication failed for user {self.user!r} at the management API "
                                 f"{self.masked_url}",

@@ -10,6 +10,15 @@ own time, with one of:
 - `PublishOutcome.NACKED` — basic.nack (e.g. the queue is at x-max-length with overflow reject-publish).
 - `PublishOutcome.LOST` — the channel or connection died before an answer: the broker may or may not have
   the message (a possible duplicate if the caller keeps the source too, which it must).
+- `PublishOutcome.BROKER_REFUSED` — the broker closed the channel over this publish (dlxtool.broker.refusals:
+  an expiration it refuses, no write permission on the exchange …): not delivered.
+- `PublishOutcome.UNSENT` — published after the one the broker refused, on the same channel: the broker
+  never looked at it (not delivered); it may be published again on a new channel (`reopen`).
+
+When the broker closes the channel (`closed_by_broker`), every unsettled publish is settled at once — no
+confirm will come — by what the broker said: the publish it names (the first unsettled one that fits) is
+BROKER_REFUSED, those before it LOST (routed in order before it; their confirms died with the channel), those
+after it UNSENT; where it names none, all LOST.
 
 A basic.return carries no delivery tag; RabbitMQ sends it before the ack for the same publish, but the
 ack of an EARLIER publish may still be waiting (fsync), so the return is not always for the oldest
@@ -40,6 +49,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
+from dlxtool.broker.refusals import Refusal
 
 
 class PublishOutcome(enum.Enum):
@@ -48,6 +58,8 @@ class PublishOutcome(enum.Enum):
     NACKED = "nacked"
     LOST = "lost"
     REFUSED = "not sent"  # could not be encoded (dlxtool.broker.wire.frames.EncodeError): never left this process
+    BROKER_REFUSED = "refused by the broker"
+    UNSENT = "not delivered"  # after a publish the broker refused, on the same channel (closed there)
 
 
 class _Pending:
@@ -80,6 +92,10 @@ class Publisher:
         from dlxtool.broker.wire import codec
 
         self._codec = codec.current()  # writes the frames (dlxtool's encoder, or pika's basic_publish)
+        self.refusal: Refusal | None = None  # what the broker said when it closed the channel (closed_by_broker)
+        self._open()
+
+    def _open(self) -> None:
         self.channel.impl.add_on_return_callback(self._on_return)
         self._select_confirms()
         self._send = self._codec.sender(self.channel.connection, self.channel.impl)
@@ -156,6 +172,49 @@ class Publisher:
 
     def close(self) -> None:
         self.channel.close()
+
+    def closed_by_broker(self) -> Refusal | None:
+        """The broker's refusal, once, the first time this is asked after the broker closed the channel (None
+        otherwise); every unsettled publish is settled by then (the module docstring). ConnectError where the
+        channel went with its connection."""
+        if self.refusal is not None or self.channel.closed_reason is None:
+            return None
+        if self.channel.connection_lost:
+            self.channel.check()  # raises: a lost connection is not the broker's answer to anything
+        refusal = self.refusal = Refusal.read(self.channel.reply_code, self.channel.reply_text)
+        seqs = sorted(self._pending)
+        culprit = next((seq for seq in seqs if self._refused(refusal, self._pending[seq])), None)
+        for seq in seqs:
+            if culprit is None:
+                self._settle(seq, PublishOutcome.LOST, f"no confirm: the broker closed the channel ({refusal.said})")
+            elif seq < culprit:
+                self._settle(seq, PublishOutcome.LOST, "routed before the broker closed the channel; its confirm "
+                                                       f"was lost with the channel ({refusal.said})")
+            elif seq == culprit:
+                self._settle(seq, PublishOutcome.BROKER_REFUSED, refusal.said)
+            else:
+                self._settle(seq, PublishOutcome.UNSENT, "published after the one the broker refused, on the same "
+                                                         "channel: not delivered")
+        return refusal
+
+    def reopen(self) -> None:
+        """Go on on a new channel after the broker closed this one (closed_by_broker settled everything)."""
+        assert not self._pending, "reopen() after closed_by_broker()"
+        self.channel = AsyncChannel(self.channel.connection, self.channel.timeout)
+        self._seq = 0
+        self._by_key = None
+        self.refusal = None
+        self._open()
+
+    @staticmethod
+    def _refused(refusal: Refusal, pending: _Pending) -> bool:
+        from dlxtool.broker.wire.frames import decode_properties
+
+        try:
+            properties = decode_properties(pending.props) if isinstance(pending.props, bytes) else None
+        except Exception:  # noqa: BLE001 - our own bytes; if they do not decode, they name nothing
+            properties = None
+        return refusal.refuses(pending.key[0], len(pending.key[2]), properties)
 
     # -- broker callbacks (only record; never call blocking methods here) ---------------------------
 

@@ -7,13 +7,19 @@ touching it (peek, history, dump, purge, replay, load), so that none imports ano
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError
+from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError, UnavailableError
 
 if TYPE_CHECKING:
     from dlxtool.config import BrokerProfile
+
+
+# A classic queue whose home node is down: "NOT_FOUND - home node 'rabbit@c2' of durable queue 'q' in vhost 'v' is
+# down or inaccessible" (rabbit_amqqueue, 3.x and 4.x). The queue exists; its messages cannot be reached now.
+_NODE_DOWN = re.compile(r"home node '([^']*)' of .* is down or inaccessible")
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,13 @@ def counts(channel: Any, queue: str, vhost: str) -> Counts:
 def refusal(exc: BaseException, queue: str, vhost: str) -> DlxtoolError | None:
     """The dlxtool error for the broker's refusal of a passive declare of `queue`, or None (not a refusal)."""
     code = getattr(exc, "reply_code", None)
+    text = getattr(exc, "reply_text", None) or str(exc)
+    unreachable = _NODE_DOWN.search(text) if code == 404 else None
+    if unreachable is not None:
+        return UnavailableError(f"queue {queue!r} in vhost {vhost!r} lives on node {unreachable.group(1)}, which is "
+                                "down or cannot be reached: its messages are not lost, but cannot be read or counted "
+                                f"now (the broker said: {code} {text})",
+                                hint="run it again once the node is back; `dlxtool queues` shows which nodes are down")
     if code == 404:
         return NotFoundError(f"queue {queue!r} not found in vhost {vhost!r}",
                              hint="list queues with `dlxtool queues`")
@@ -58,7 +71,6 @@ def refusal(exc: BaseException, queue: str, vhost: str) -> DlxtoolError | None:
         return DlxtoolError(f"queue {queue!r} is exclusive to another connection; no other connection can read or "
                             "purge it", hint="it disappears with the connection that owns it")
     if code == 403:
-        text = getattr(exc, "reply_text", None) or str(exc)
         return ConnectError(f"access to queue {queue!r} in vhost {vhost!r} refused: {text}",
                             hint="the user needs read/configure permissions on it")
     return None

@@ -108,6 +108,12 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
             if state.note:
                 app.warn(state.note)
             check_purgeable(state, "drained (--remove)")
+            from dlxtool.ops.busy import check_not_busy
+
+            competing = check_not_busy(state.info, app.management(profile, conn), "drained (--remove)",
+                                       state.consumers)
+            if competing is not None:
+                app.warn(competing)
             n = state.ready if count is None else min(count, state.ready)
             where = output if output not in (None, "-") else "stdout"
             app.confirm(f"Take {n} messages out of {queue!r} on {profile.name} into {where}?", yes=yes)

@@ -17,6 +17,7 @@ class ExitStatus(IntEnum):
     NOT_FOUND = 4
     PARTIAL = 5
     REFUSED = 6
+    UNAVAILABLE = 7    # not now: a node down, a resource alarm, a blocked connection (try again later)
     HANGUP = 129       # SIGHUP: the terminal or ssh session went away (128 + 1)
     INTERRUPTED = 130  # SIGINT: Ctrl-C (128 + 2)
     TERMINATED = 143   # SIGTERM: kill, timeout, kubectl, CI cancellation (128 + 15)
@@ -30,6 +31,7 @@ EXIT_CODES: dict[Status, ExitStatus] = {
     Status.NOT_FOUND: ExitStatus.NOT_FOUND,
     Status.PARTIAL: ExitStatus.PARTIAL,
     Status.REFUSED: ExitStatus.REFUSED,
+    Status.UNAVAILABLE: ExitStatus.UNAVAILABLE,
 }
 SIGNAL_CODES: dict[signal.Signals, ExitStatus] = {
     signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED, signal.SIGHUP: ExitStatus.HANGUP,

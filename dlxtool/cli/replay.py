@@ -144,6 +144,10 @@ Examples:
 @click.option("--drop-expiration", is_flag=True,
               help="Do not restore a message's per-message TTL (expiration), which RabbitMQ moved into its death "
                    "history (or an earlier replay recorded); dropped for good, later replays do not restore it.")
+@click.option("--drop-user-id", is_flag=True,
+              help="Replay a message whose user_id property names another user without that property (RabbitMQ "
+                   "refuses it unless the replaying user has the impersonator tag; the provenance records it). "
+                   "Without it such a message stays in the DLQ, with the reason.")
 @click.option("--reset-body-retries", is_flag=True,
               help="Also rewrite a Dramatiq JSON body's options.retries to 0 (its attempt count, kept in the body: "
                    "without this a replayed message gets no retry). Other bodies stay byte for byte.")
@@ -169,7 +173,8 @@ Examples:
 @click.pass_obj
 def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_headers: tuple[str, ...],
            max_replays: int | None, default_exchange: bool, allow_dlx_drop: bool, keep_routing_key: bool,
-           drop_expiration: bool, reset_body_retries: bool, allow_fanout: bool, origin_from: str | None,
+           drop_expiration: bool, drop_user_id: bool, reset_body_retries: bool, allow_fanout: bool,
+           origin_from: str | None,
            allow_displace: bool, target_broker: str | None, save_file: str | None,
            rate: float | None, prefetch: int, window: int, selection: Selection, dry_run: bool,
            yes: bool) -> Outcome | None:
@@ -190,7 +195,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         reset_headers=tuple(dict.fromkeys((*profile.reset_headers, *reset_headers))),
         max_replays=max_replays, default_exchange=default_exchange, drop_expiration=drop_expiration,
         allow_displace=allow_displace, reset_body_retries=reset_body_retries, allow_dlx_drop=allow_dlx_drop,
-        conventions=known, origin_from=origin_from, allow_fanout=allow_fanout,
+        conventions=known, origin_from=origin_from, allow_fanout=allow_fanout, drop_user_id=drop_user_id,
     )
     with summary_before_ctrl_c() as ctrl_c, ExitStack() as stack:
         conn = stack.enter_context(app.connection(profile))

@@ -61,8 +61,9 @@ from dlxtool.broker import queues
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
 from dlxtool.broker.giveback import close_channel
 from dlxtool.broker.publisher import Publisher, PublishOutcome
+from dlxtool.broker.refusals import Refusal
 from dlxtool.broker.wire.frames import EncodeError, decode_properties
-from dlxtool.errors import ConnectError
+from dlxtool.errors import ConnectError, DlxtoolError
 from dlxtool.ops.interrupts import sigint_as_stop
 from dlxtool.ops.record_files import SetAside, Sink
 from dlxtool.record import MessageRecord
@@ -77,6 +78,10 @@ TAKE_BATCH = 200  # deliveries decided per loop turn, between sink flushes and a
 # (scripts/bench/replay.py)
 GATHER = 0.003
 GATHER_MIN_IN_FLIGHT = 100
+
+
+class SourceDeleted(DlxtoolError):
+    """The source queue was deleted during the run; the messages in it went with it."""
 
 
 class Action(enum.Enum):
@@ -130,8 +135,16 @@ class TransferResult:
     interrupted: bool = False
     error: str | None = None
     connection_lost: bool = False  # error came from the broker connection (else: a local error, e.g. the sink)
+    refused_by_broker: str | None = None  # the broker refused where messages go (an exchange): the run stopped
+    source_deleted: bool = False   # the source queue was deleted during the run (its messages with it)
+    republished: int = 0           # messages that stay, republished to the source's tail (the summary says so)
     elapsed: float = 0.0
     notes: list[str] = field(default_factory=list)  # what the operator should know of how the run went
+
+    @property
+    def changed(self) -> bool:
+        """Whether the run changed anything: moved, removed, or republished a message to the source's tail."""
+        return bool(self.moved_total or self.removed or self.republished)
 
     @property
     def moved_total(self) -> int:
@@ -153,7 +166,8 @@ class TransferResult:
             "left": dict(self.left), "left_total": self.left_total, "unprocessed": self.unprocessed,
             "requeued": self.requeued, "possible_duplicates": self.possible_duplicates,
             "interrupted": self.interrupted, "error": self.error, "elapsed_s": round(self.elapsed, 3),
-            "notes": list(self.notes),
+            "refused_by_broker": self.refused_by_broker, "source_deleted": self.source_deleted,
+            "republished_to_tail": self.republished, "notes": list(self.notes),
         }
 
 
@@ -174,6 +188,11 @@ class TransferOptions:
     # nack_copies(target queue) -> why a publish it nacked may have been dead-lettered by it too (a copy in its
     # DLX's queues: dlxtool.ops.capacity.Rooms.nack_copies), or None; such nacks count as possible duplicates
     nack_copies: Callable[[str], str | None] | None = None
+    # Until something moves, messages that stay are held and given back in place at the end instead of being
+    # republished to the tail: a run that moves nothing changes nothing. Only where a give-back is in place and
+    # costs nothing (a classic queue; the caller knows the queue's type and the broker's version).
+    hold_stays: bool = False
+    keep_refused: str | None = None  # why stays cannot be republished to the tail: they are held instead
 
 
 # -- per message state ------------------------------------------------------------------------------
@@ -200,6 +219,7 @@ def _removes(item: _Item) -> bool:
 
 
 REMOVAL_UNPROVEN = "ack not proven before the end (removed, or still in the source)"
+EXCHANGE_REFUSED = "the broker refused publishing to"  # a reason: where the message goes, not the message
 
 
 def _sink_record(decision: Decision, record: MessageRecord | None) -> MessageRecord:
@@ -233,7 +253,13 @@ class Transfer:
         self._selected = 0
         self._held = 0
         self._waiting = 0                        # items whose copy is not settled yet
-        self._kept_any = False
+        self._kept_any = False                   # a message was republished to the tail (order not kept)
+        self._changed_any = False                # a MOVE confirmed or a REMOVE: holding stays no longer helps
+        self._held_stays = 0                     # stays held instead of republished (opts.hold_stays)
+        self._hold_limit = 0                     # at most this many (set in _setup)
+        self._refused_exchanges: dict[str, str] = {}  # exchange the broker refused publishes to -> why
+        self._keep_refused: str | None = None    # why stays cannot be republished to the tail (they are held)
+        self._refused_all: str | None = None     # the broker refused and named nothing: nothing more is published
         self._keep_exchanges: TemporaryExchanges | None = None  # kept messages keep their key (_keep_route)
         self._keep_exchange = ""
         self._lost_copies = 0                    # requeued messages of which a copy may exist elsewhere
@@ -304,6 +330,9 @@ class Transfer:
         self.channel = AsyncChannel(self.source_conn, self.timeout)
         self.result.snapshot = queues.declare(self.channel, self.source).ready
         self.prefetch = max(1, min(self.opts.prefetch, self.result.snapshot or 1))
+        self._keep_refused = self.opts.keep_refused
+        if self.opts.hold_stays:  # half the window at most where there is more to read: deliveries go on
+            self._hold_limit = self.prefetch if self.prefetch >= self.result.snapshot else self.prefetch // 2
         self.channel.call("basic_qos", prefetch_count=self.prefetch)
         self.mover = Publisher(self.target_conn, window=self.opts.window, timeout=self.timeout)
         self.keeper = (self.mover if self.target_conn is self.source_conn
@@ -345,7 +374,12 @@ class Transfer:
             if self._all_read() and not self._busy():
                 return
             if self._cancelled_by_broker:
-                raise ConnectError(f"the broker cancelled our consumer on {self.source!r} (queue deleted?)")
+                self._consumer_cancelled()
+            if self._held and self.consumer_tag and self._held + len(self._incoming) >= self.prefetch \
+                    and not self._busy():  # every prefetch slot holds a message to give back: none can come
+                self.result.notes.append(f"stopped reading: {self._held} message(s) held to be given back in place "
+                                         "took every prefetch slot")
+                self._cancel_consumer()
             if worked or self._incoming:
                 idle_since = now
             elif now - idle_since > 2.0 and not self._busy() and self._source_empty():
@@ -359,9 +393,46 @@ class Transfer:
     def _pump(self, wait: float, gather: float = 0.0) -> None:
         if self.target_conn is not self.source_conn:
             self._channel.pump(wait, self.target_conn, gather=gather)
-            self._mover.channel.check()  # a closed target channel raises, as the source's does
         else:
             self._channel.pump(wait, gather=gather)
+        self._check_publishers()
+
+    def _check_publishers(self) -> None:
+        """A publisher channel the broker closed: its publishes are settled by what the broker said
+        (Publisher.closed_by_broker), the run goes on on a new channel (_broker_refused)."""
+        for pub in self._publishers():
+            refusal = pub.closed_by_broker()  # ConnectError where the connection went with it
+            if refusal is not None:
+                self._broker_refused(pub, refusal)
+
+    def _broker_refused(self, pub: Publisher, refusal: Refusal) -> None:
+        """Where the broker refused one message (its expiration, user_id, size …), that one stays (given back in
+        place, with the broker's words) and the others go on. Where it refused an exchange (no write permission,
+        a missing or internal one), nothing more is published there: what goes there stays, with its words. A
+        refusal that names neither stops the run at once (the broker's words in the summary)."""
+        said = f"refused by the broker: {refusal.said}"
+        if refusal.exchange is None and not refusal.per_message:  # it named nothing: stop, give the rest back
+            self.result.refused_by_broker = refusal.said
+            self._refused_all = self._keep_refused = said
+            self._stop_reading = True
+        elif not refusal.per_message:
+            said = f"{EXCHANGE_REFUSED} {refusal.exchange!r}: {refusal.said}"
+            self._refused_exchanges[refusal.exchange or ""] = said
+            if self._keep_exchanges is not None and refusal.names_exchange(self._keep_exchange):
+                if self._keep_exchange:  # the keep route's own exchange: the default one then, as when refused
+                    self._keep_exchange = ""
+                else:
+                    self._keep_refused = said
+        pub.reopen()
+
+    def _consumer_cancelled(self) -> None:
+        """The broker cancelled our consumer: the source queue was deleted (its messages went with it), or it
+        said why (a node down, a quorum queue losing its leader: the messages are still there)."""
+        if queues.ready(self.source_conn, self.source, self.timeout) is None:
+            self.result.source_deleted = True
+            raise SourceDeleted(f"{self.source!r} was deleted during the run: the messages still in it were deleted "
+                                "with it")
+        raise ConnectError(f"the broker cancelled our consumer on {self.source!r}; its messages are still in it")
 
     def _gather(self) -> float:
         """How long to let input gather after an idle wait (AsyncChannel.pump). Only with many publishes in
@@ -448,6 +519,10 @@ class Transfer:
                 decision = self.decide(record)
             if decision.action is not Action.KEEP:
                 self._selected += 1
+            if decision.action is Action.MOVE and (self._refused_exchanges or self._refused_all):
+                why = self._refused_exchanges.get(decision.exchange or "amq.default") or self._refused_all
+                if why is not None:
+                    decision = Decision.leave(why)
             if decision.action is Action.MOVE and self.opts.admit is not None:
                 why = self.opts.admit(decision.group, len(decision.body if decision.body is not None else body),
                                       self._mover.outstanding)
@@ -465,6 +540,7 @@ class Transfer:
             except EncodeError as exc:  # nothing sent: it stays in the source, with the reason
                 self._keep(item, f"cannot publish: {exc}")
         elif decision.action is Action.REMOVE:
+            self._changed_any = True
             if self.opts.sink is not None:  # no sink: the caller discards on purpose (purge without --backup)
                 self.opts.sink.write(_sink_record(decision, record))
                 item.copy = True
@@ -483,6 +559,12 @@ class Transfer:
         on the key (direct/topic) its next failure would be dropped; consumers that dispatch on the key would
         misread it."""
         item.outcome_group = group
+        if self._keep_refused is not None or (not self._changed_any and self._held_stays < self._hold_limit):
+            # nothing moved yet (a run that moves nothing must change nothing), or the tail cannot take it
+            self._held_stays += self._keep_refused is None
+            item.copy = False
+            self._hold(item, group)
+            return
         self._kept_any = True
         exchange = self._keep_route()
         try:
@@ -538,6 +620,7 @@ class Transfer:
                     sink.write(_sink_record(decision, item.record))
                     sink_dirty = True
                 # _done(item, "moved"), inlined: every moved message's path
+                self._changed_any = True
                 self._waiting -= item.state == _WAIT
                 item.state = _DONE
                 moved[decision.group] += 1
@@ -545,6 +628,13 @@ class Transfer:
                 item.copy = outcome is PublishOutcome.LOST  # a LOST publish may exist at the target
                 if outcome is PublishOutcome.LOST:
                     self._hold(item, f"{outcome.value}: {detail}")
+                    continue
+                if outcome is PublishOutcome.BROKER_REFUSED:  # it stays where it was, with the broker's words
+                    refused = self._refused_exchanges.get(decision.exchange or "amq.default")  # where it went
+                    self._hold(item, refused or f"refused by the broker: {detail}")
+                    continue
+                if outcome is PublishOutcome.UNSENT:  # never delivered: publish it again, where that may go on
+                    self._publish_again(item)
                     continue
                 why = f"{outcome.value}: {detail}"
                 copies = self.opts.nack_copies
@@ -556,9 +646,28 @@ class Transfer:
         if sink_dirty and self.opts.sink is not None:
             self.opts.sink.flush()
 
+    def _publish_again(self, item: _Item) -> None:
+        """A MOVE the broker never looked at (after a refused publish on the same channel), on the new channel;
+        it stays (republished to the tail like any that stays) where its exchange is the refused one."""
+        decision = item.decision
+        assert decision is not None
+        why = self._refused_exchanges.get(decision.exchange or "amq.default") or self._refused_all
+        if why is not None:
+            self._keep(item, why)
+            return
+        try:
+            self._mover.publish(decision.exchange, decision.routing_key,
+                                decision.body if decision.body is not None else item.body,
+                                decision.properties if decision.properties is not None else item.props, item)
+        except EncodeError as exc:  # not possible for bytes that went once; said all the same
+            self._keep(item, f"cannot publish: {exc}")
+
     def _settle_keep(self, item: _Item, outcome: PublishOutcome, detail: str | None) -> None:
         if outcome is PublishOutcome.CONFIRMED:
+            self.result.republished += 1
             self._done(item, "kept")
+        elif outcome is PublishOutcome.UNSENT and self._keep_refused is None:
+            self._keep(item, item.outcome_group or "kept")
         else:
             item.copy = outcome is PublishOutcome.LOST
             self._hold(item, item.outcome_group or f"{outcome.value}: {detail}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from dlxtool.ops.capacity import ALLOW_HINT, is_full_reason
-from dlxtool.ops.engine import TransferResult
+from dlxtool.ops.engine import EXCHANGE_REFUSED, TransferResult
 from dlxtool.ops.routes import nothing_routed, route_hint
 from dlxtool.outcome import OK, Outcome, Status
 
@@ -22,17 +22,25 @@ def counted(left: Mapping[str, int]) -> str:
 
 
 def refusal(moved: int, left: Mapping[str, int], unsafe: Collection[str] = (), *, nothing: str = "nothing moved",
-            still: str = "") -> Outcome | None:
-    """REFUSED when nothing moved and every message left stayed because its destination is full, or (at least
-    some) because its route is not safe (`unsafe`: Routes.unsafe); None otherwise. `nothing` says what did not
-    happen ("nothing replayed"), `still` where the messages are."""
+            still: str = "", republished: int = 0) -> Outcome | None:
+    """REFUSED when nothing moved and every message left stayed because of where it was to go: its destination
+    is full, its route is not safe (`unsafe`: Routes.unsafe), the broker refused its exchange (no write
+    permission …); None otherwise. `nothing` says what did not happen ("nothing replayed"), `still` where the
+    messages are. A run that republished messages to the source's tail (`republished`) changed the source: it
+    is PARTIAL, saying so, never REFUSED (a refusal changes nothing)."""
     if moved or not left:
         return None
     where = f"; {still}" if still else ""
+    status = Status.PARTIAL if republished else Status.REFUSED
+    if any(why.startswith(EXCHANGE_REFUSED) for why in left) and all(
+            why.startswith(EXCHANGE_REFUSED) or is_full_reason(why) or why in unsafe for why in left):
+        return Outcome(status, f"{nothing}: {counted(left)}{where}",
+                       "the user needs write permission on that exchange (and configure permission for dlxtool's "
+                       "temporary exchanges, dlxtool.*)")
     if unsafe and nothing_routed(moved, left, set(unsafe)):
-        return Outcome(Status.REFUSED, f"{nothing}, no route is safe: {counted(left)}{where}", route_hint(left))
+        return Outcome(status, f"{nothing}, no route is safe: {counted(left)}{where}", route_hint(left))
     if all(is_full_reason(why) for why in left):
-        return Outcome(Status.REFUSED, f"nothing moved: {sum(left.values())} message(s) stayed because their "
+        return Outcome(status, f"nothing moved: {sum(left.values())} message(s) stayed because their "
                        f"destination is full: {counted(left)}{where}", ALLOW_HINT)
     return None
 
@@ -45,6 +53,13 @@ def transfer_outcome(result: TransferResult, what: str, *, saved: str | None = N
     else OK. `saved` names the file that holds the records written so far."""
     dups = f"; {result.possible_duplicates} message(s) may now exist twice" if result.possible_duplicates else ""
     kept = f"; records written so far are in {saved}" if saved else ""
+    if result.source_deleted:
+        return Outcome(Status.PARTIAL, f"{what} stopped: {result.source} was deleted during the run: the messages "
+                       f"still in it were deleted with it ({_done(result)} before that){kept}{dups}")
+    if result.refused_by_broker:
+        return Outcome(Status.PARTIAL if result.changed else Status.REFUSED,
+                       f"{what} stopped: the broker refused ({result.refused_by_broker}); {_done(result)}, the rest "
+                       f"is still in {result.source}{_republished(result)}{kept}{dups}")
     if result.error and not result.connection_lost:
         return Outcome(Status.PARTIAL, f"{what} stopped by an error: {result.error}; messages not yet settled are "
                        f"still in {result.source}{kept}{dups}",
@@ -54,11 +69,25 @@ def transfer_outcome(result: TransferResult, what: str, *, saved: str | None = N
                        f"still in {result.source}{kept}{dups}", "run the same command again to continue")
     if result.interrupted:
         return Outcome(Status.INTERRUPTED, f"{what} interrupted; the rest is still in {result.source}{kept}{dups}")
-    refused = refusal(result.moved_total, result.left, unsafe, nothing=nothing,
-                      still=f"every message is still in {result.source}")
+    still = f"every message is still in {result.source}" if not result.republished else _republished(result)[2:]
+    refused = refusal(result.moved_total, result.left, unsafe, nothing=nothing, still=still,
+                      republished=result.republished)
     if refused is not None:
         return refused
     if result.left_total:
-        return Outcome(Status.PARTIAL,
-                       f"{result.left_total} message(s) left in {result.source}: {counted(result.left)}")
+        return Outcome(Status.PARTIAL, f"{result.left_total} message(s) left in {result.source}: "
+                       f"{counted(result.left)}{_republished(result)}")
     return OK
+
+
+def _done(result: TransferResult) -> str:
+    """'3 moved, 2 removed' / 'nothing moved': what the run did before it stopped."""
+    parts = [f"{n} {what}" for n, what in ((result.moved_total, "moved"), (result.removed, "removed")) if n]
+    return ", ".join(parts) or "nothing moved"
+
+
+def _republished(result: TransferResult) -> str:
+    if not result.republished:
+        return ""
+    return (f"; {result.republished} message(s) that stay were republished to the tail of {result.source} (behind "
+            "any that arrived during the run)")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker import queues
-from dlxtool.broker.management import ManagementClient
+from dlxtool.broker.management import ManagementClient, QueueInfo
 from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, RefusedError, UsageError
 from dlxtool.ops.engine import Action, Decision
 from dlxtool.ops.outcomes import transfer_outcome
@@ -56,6 +56,7 @@ class QueueState:
     note: str | None = None  # e.g. which check could not be made
     tail_republish_risk: str | None = None  # see QueueInfo.tail_republish_risk
     limits_unknown: str | None = None  # why its limits could not be read (None: read, tail_republish_risk holds)
+    info: QueueInfo | None = field(default=None, repr=False)  # the management API's view, when it answered
 
     def to_json(self) -> dict[str, Any]:
         return {"queue": self.name, "type": self.type, "ready": self.ready, "unacked": self.unacked,
@@ -67,7 +68,7 @@ def queue_state(channel: Any, mgmt: ManagementClient | None, vhost: str, queue: 
     type and unacked from the management API, whose figures are sampled every few seconds."""
     counted = queues.counts(channel, queue, vhost)
     note, unknown = None, None
-    qtype, unacked, risk = None, None, None
+    qtype, unacked, risk, info = None, None, None, None
     if mgmt is None:
         note, unknown = "no management API: queue type and unacked count unknown", "no management API"
     else:
@@ -80,7 +81,7 @@ def queue_state(channel: Any, mgmt: ManagementClient | None, vhost: str, queue: 
         except DlxtoolError as exc:
             note = f"check not made: {exc.message}: queue type and unacked count unknown"
             unknown = exc.message
-    return QueueState(queue, qtype, counted.ready, unacked, counted.consumers, note, risk, unknown)
+    return QueueState(queue, qtype, counted.ready, unacked, counted.consumers, note, risk, unknown, info)
 
 
 def check_tail_republish(risk: str | None) -> None:
@@ -394,8 +395,12 @@ class Purge:
 
     def _prepare_reading(self, dry_run: bool) -> None:
         from dlxtool.ops import capacity
+        from dlxtool.ops.busy import check_not_busy
 
         session, settings, out, report = self.session, self.settings, self.out, self.report
+        competing = check_not_busy(out.state.info, session.management, "read", out.state.consumers)
+        if competing is not None:
+            report.warn(competing)
         if settings.move_to:
             self.rooms = capacity.rooms(session.conn, session.management, session.vhost, session.timeout,
                                         role="--move-to queue", allow_displace=settings.allow_displace)

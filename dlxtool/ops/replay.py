@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dlxtool.broker.management import QueueInfo
@@ -178,12 +178,15 @@ class Replay:
                  dry_run: bool = False) -> None:
         from dlxtool.conventions import check_origin_from
 
-        self.session, self.settings, self.report = session, settings, report
         check_origin_from(settings.origin_from, settings.conventions)  # before anything is read
+        if session.to.profile is not None:  # who publishes: a user_id property of another user is refused
+            settings = replace(settings, publisher=session.to.profile.username, impersonator=_impersonator(session.to))
+        self.session, self.settings, self.report = session, settings, report
         self.info = _queue_info(session.source, settings.source, report)
         if self.info is None and not dry_run:
             _refuse_unread_dlq_limits(session.source, settings)
         _check_target_management(session, report)
+        self.keep_refused = _check_publish_rights(session, settings)
         if session.rooms is None:
             from dlxtool.ops.capacity import rooms
 
@@ -205,6 +208,10 @@ class Replay:
         targets = _exchange_targets(session, settings)
         waits = WaitQueues(_router(source.management, source.vhost), settings.source)
         exchanges = None if settings.default_exchange else TemporaryExchanges(to.conn, to.timeout)
+        # a run that moves nothing changes nothing: stays held and given back in place until something moves,
+        # where that costs nothing (a classic DLQ), or where the tail cannot take them
+        options.hold_stays = self.info is not None and self.info.type == "classic"
+        options.keep_refused = self.keep_refused
         try:
             result = replay(source.conn, settings, options, target_conn=session.target_conn,
                             timeout=source.timeout, routes=routes, rooms=session.rooms, wait_queues=waits,
@@ -220,6 +227,58 @@ class Replay:
         return out
 
 
+def _impersonator(target: Session) -> bool | None:
+    """Whether the user may publish a user_id property that is not its own (the impersonator tag, from the
+    management API's whoami); None where that cannot be read."""
+    from dlxtool.errors import DlxtoolError
+
+    if target.management is None:
+        return None
+    try:
+        tags = target.management.get("/whoami").get("tags") or []
+    except (DlxtoolError, AttributeError):
+        return None
+    return "impersonator" in (tags.split(",") if isinstance(tags, str) else tags)
+
+
+def _check_publish_rights(session: ReplaySession, settings: ReplaySettings) -> str | None:
+    """Before anything is read: refused (exit 6) where this user may not publish the way the replay would (the
+    broker asked with probes that change nothing: dlxtool.broker.permissions). Returns why messages that stay
+    cannot be republished to the DLQ's tail (they are then held and given back in place), or None."""
+    from dlxtool.broker.permissions import probe_temporary_exchanges, probe_write
+
+    source, to = session.source, session.to
+    user = f"user {to.profile.username!r}" if to.profile is not None else "this user"
+    if settings.default_exchange:
+        said = probe_write(to.conn, "", to.timeout)
+        if said is not None:
+            raise RefusedError(f"nothing can be replayed: {user} may not publish to the default exchange in vhost "
+                               f"{to.vhost!r} (the broker said: {said})",
+                               hint="the user needs write permission on amq.default, or configure and write on "
+                                    "exchanges named dlxtool.* (the default route, without --default-exchange)")
+        temporary: str | None = "not asked (--default-exchange)"
+    else:
+        temporary = probe_temporary_exchanges(to.conn, to.timeout)
+        if temporary is not None:
+            default = probe_write(to.conn, "", to.timeout)
+            raise RefusedError(
+                f"nothing can be replayed: the route that keeps each message's routing key publishes through a "
+                f"temporary exchange (dlxtool.*), and {user} may not declare or publish to one in vhost "
+                f"{to.vhost!r} (the broker said: {temporary})",
+                hint="--default-exchange publishes without one (routing key = the queue's name)" if default is None
+                else "the user needs configure and write permission on exchanges named dlxtool.* (or write "
+                     f"permission on amq.default, for --default-exchange: {default})")
+    if session.target is not None or settings.default_exchange:  # the DLQ's broker: asked apart
+        temporary = probe_temporary_exchanges(source.conn, source.timeout)
+    if temporary is None:
+        return None
+    default = probe_write(source.conn, "", source.timeout)
+    if default is None:
+        return None
+    return (f"cannot be republished to the tail of {settings.source!r}: {user} may not publish there (the broker "
+            f"said: {default})")
+
+
 def _queue_info(source: Session, dlq: str, report: Reporter) -> QueueInfo | None:
     """The DLQ's type and limits from the management API (None when unreachable); refuses a stream and a
     drop-head length limit (keeping messages republishes them to the tail)."""
@@ -227,7 +286,7 @@ def _queue_info(source: Session, dlq: str, report: Reporter) -> QueueInfo | None
     from dlxtool.errors import ConnectError, ManagementMismatch
 
     channel = source.conn.channel()
-    queues.counts(channel, dlq, source.vhost)  # a missing DLQ is "not found" (4), API or no API
+    counted = queues.counts(channel, dlq, source.vhost)  # a missing DLQ is "not found" (4), API or no API
     channel.close()
     if source.management is not None:
         try:
@@ -243,6 +302,11 @@ def _queue_info(source: Session, dlq: str, report: Reporter) -> QueueInfo | None
     if info.type == "stream":
         raise RefusedError(f"{dlq!r} is a stream: messages cannot be removed from it, so it cannot be replayed",
                            hint="consume it with a stream consumer and publish with `dlxtool load`")
+    from dlxtool.ops.busy import check_not_busy
+
+    competing = check_not_busy(info, source.management, "replayed", counted.consumers)
+    if competing is not None:
+        report.warn(competing)
     from dlxtool.ops.purge import check_tail_republish
 
     check_tail_republish(info.tail_republish_risk)
@@ -356,8 +420,10 @@ def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_c
         decider.exchange_targets.guard(options, rooms)  # the queues an exchange origin reaches
     options.limit = settings.selection.limit
     try:
-        return Transfer(source_conn, settings.source, routes.checked(decider), target_conn=target_conn, options=options,
-                        timeout=timeout).run()
+        result = Transfer(source_conn, settings.source, routes.checked(decider), target_conn=target_conn,
+                          options=options, timeout=timeout).run()
+        result.notes.extend(decider.notes())
+        return result
     finally:
         if owned and exchanges is not None:
             exchanges.delete_all()

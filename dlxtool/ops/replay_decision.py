@@ -56,6 +56,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dlxtool.amqp_values import RawValue
+from dlxtool.broker.versions import expiration_taken
 from dlxtool.conventions import (
     BUILT_IN,
     X_DEATH,
@@ -103,6 +104,10 @@ from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
 
 NO_ORIGIN = "no origin in the death history"
+UNTRUSTED_COUNT = ("its provenance header records a replay count dlxtool never writes ({value}: forged or corrupt): "
+                   "--max-replays cannot tell how often it was replayed")
+USER_ID_REFUSED = ("its user_id property is {user_id!r}, and RabbitMQ refuses it from {publisher!r} (406) unless that "
+                   "user has the impersonator tag; --drop-user-id replays it without")
 
 
 @dataclass
@@ -123,6 +128,13 @@ class ReplaySettings:
     conventions: tuple[Convention, ...] = BUILT_IN
     origin_from: str | None = None
     allow_fanout: bool = False       # an exchange origin that reaches several queues: publish anyway (copies)
+    # The user the replay publishes as, and whether it may publish a user_id property that is not its own (the
+    # impersonator tag; None: not known, and then the broker's own refusal is what isolates such a message). A
+    # message whose user_id is another user's is refused by RabbitMQ (406): it stays with the reason, or with
+    # drop_user_id goes without it (recorded in the provenance).
+    publisher: str | None = None
+    impersonator: bool | None = None
+    drop_user_id: bool = False
 
 
 def provenance(headers: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -131,16 +143,30 @@ def provenance(headers: dict[str, Any] | None) -> dict[str, Any] | None:
     return prov if isinstance(prov, dict) else None
 
 
+MAX_TRUSTED_COUNT = 1_000_000  # more replays of one message than anyone runs: not a count dlxtool wrote
+
+
 def replay_count(headers: dict[str, Any] | None) -> int:
-    """How many times dlxtool has replayed this message before (from its provenance header)."""
+    """How many times dlxtool has replayed this message before (from its provenance header); 0 where the count is
+    not one dlxtool writes (trusted_count says so)."""
+    return trusted_count(headers)[0]
+
+
+def trusted_count(headers: dict[str, Any] | None) -> tuple[int, str | None]:
+    """(replay_count, None), or (0, the recorded value) where a provenance header carries a count dlxtool never
+    writes — negative, past MAX_TRUSTED_COUNT, not a number: forged or corrupt, so not trusted by the loop guard."""
     prov = provenance(headers)
-    if prov is not None:
-        count = prov.get("count")
-        try:
-            return int((count.value if isinstance(count, RawValue) else count) or 0)
-        except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
-            return 0
-    return 0
+    if prov is None or prov.get("count") is None:
+        return 0, None
+    raw = prov.get("count")
+    value: Any = raw.value if isinstance(raw, RawValue) else raw
+    try:
+        count = int(value)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
+        return 0, repr(value)[:40]
+    if count < 0 or count > MAX_TRUSTED_COUNT or (isinstance(value, float) and value != count):
+        return 0, repr(value)[:40]
+    return count, None
 
 
 class Lineage:
@@ -295,6 +321,8 @@ class Shape:
     convention: str = ""
     conflict: bool = False
     exact: bool = False
+    ignored_expiration: str | None = None  # a recorded TTL RabbitMQ would refuse: not restored, and said
+    untrusted_count: str | None = None     # a recorded replay count dlxtool never writes (count is 0 then)
 
     @property
     def expiration(self) -> str | None:
@@ -378,6 +406,22 @@ class ReplayDecider:
         # so only there): replayed as they are, Dramatiq gives them no retry.
         self.count_used_body_retries = False
         self.used_body_retries = 0
+        self.ignored_expirations: Counter[str] = Counter()  # recorded TTLs RabbitMQ would refuse, not restored
+        self.dropped_user_ids = 0
+        self.untrusted_counts = 0  # messages whose recorded replay count was not trusted (counted as never replayed)
+
+    def notes(self) -> list[str]:
+        """What the operator should know of what this decider did (TransferResult.notes)."""
+        out = [f"{n} message(s) were replayed without the per-message TTL recorded in their death history "
+               f"({value!r}): RabbitMQ refuses it (a whole number of milliseconds up to ten years)"
+               for value, n in sorted(self.ignored_expirations.items())]
+        if self.untrusted_counts:
+            out.append(f"{self.untrusted_counts} message(s) carry a replay count dlxtool never writes (negative, "
+                       "absurd or not a number: forged or corrupt): counted as never replayed")
+        if self.dropped_user_ids:
+            out.append(f"{self.dropped_user_ids} message(s) were replayed without their user_id property "
+                       "(--drop-user-id; the provenance header records it)")
+        return out
 
     # -- per shape -----------------------------------------------------------------------------------
 
@@ -391,11 +435,11 @@ class ReplayDecider:
         death history."""
         s = self.s
         headers = record.headers if isinstance(record.headers, dict) else {}
-        count = replay_count(headers)
+        count, untrusted = trusted_count(headers)
         history = parse_history(headers)
         found = self._origin(record, history)
         if isinstance(found, str):
-            return Shape(count, stay=found), headers, history
+            return Shape(count, stay=found, untrusted_count=untrusted), headers, history
         explained, origin, address = found
         exact = explained.origin_from == X_DEATH and failed_in(history) is not None
         if origin is not None and origin.queue is None and not s.to_queue:
@@ -409,12 +453,17 @@ class ReplayDecider:
         address = first_address(provenance(headers), address)
         if s.drop_expiration and address.expiration is not None:  # dropped for good: not in the provenance either
             address = replace(address, expiration=None)
+        ignored = None
+        if address.expiration is not None and not expiration_taken(address.expiration):
+            # forged or corrupt: the broker would close the channel over it (406 invalid expiration)
+            ignored, address = address.expiration, replace(address, expiration=None)
         kept, reset = reset_headers(headers, keep_history=s.keep_history, names=s.reset_headers,
                                     failure_headers=explained.reset)
         return Shape(count, target=target, queue=queue, exchange_origin=exchange_origin, address=address,
                      died_there=died, deaths=summarize(history.deaths, limit=3), reset=reset,
                      failure_headers=tuple(explained.reset), convention=explained.origin_from or "",
-                     conflict=explained.conflict is not None, exact=exact), kept, history
+                     conflict=explained.conflict is not None, exact=exact, ignored_expiration=ignored,
+                     untrusted_count=untrusted), kept, history
 
     def _origin(self, record: MessageRecord, history: DeathHistory) -> tuple[Explanation, Route | None, Address] | str:
         """The message's origin as the conventions explain it (as `history` does), and the address it had there
@@ -484,6 +533,10 @@ class ReplayDecider:
         if self._selects and not s.selection.matches(record):
             return Decision.keep()
         shape, headers, history = self._shape(record)
+        if shape.untrusted_count is not None:
+            if s.max_replays is not None:
+                return Decision.leave(UNTRUSTED_COUNT.format(value=shape.untrusted_count))
+            self.untrusted_counts += 1
         fingerprint = record_fingerprint(record)
         why = self.guard(fingerprint, provenance_src(record.headers), shape.count)
         if why is not None:
@@ -491,6 +544,13 @@ class ReplayDecider:
         if shape.stay is not None:
             return Decision.leave(shape.stay)
         self.conflicts += shape.conflict
+        properties = dict(record.properties)
+        user_id = properties.get("user_id")
+        if user_id is not None and s.publisher is not None and user_id != s.publisher and s.impersonator is False:
+            if not s.drop_user_id:
+                return Decision.leave(USER_ID_REFUSED.format(user_id=user_id, publisher=s.publisher))
+            del properties["user_id"]
+            self.dropped_user_ids += 1
         way = self.way(shape, celery=is_celery_task(record.headers))
         if isinstance(way, str):
             return Decision.leave(way)
@@ -498,8 +558,12 @@ class ReplayDecider:
         exchange, routing_key = way[0], way[1] if way[1] is not None else key
         self.origins_from.setdefault(shape.target, Counter())[shape.convention] += 1
         stamp = self.now or self._stamp()
-        headers[PROVENANCE_HEADER] = self.provenance.table(stamp, self.next_id(), shape.entries(key), fingerprint)
-        properties = dict(record.properties)
+        entries = shape.entries(key)
+        if "user_id" not in properties and user_id is not None:
+            entries["user-id"] = user_id  # dropped (--drop-user-id): what it was
+        headers[PROVENANCE_HEADER] = self.provenance.table(stamp, self.next_id(), entries, fingerprint)
+        if shape.ignored_expiration is not None:
+            self.ignored_expirations[shape.ignored_expiration] += 1
         if shape.expiration is not None:
             properties["expiration"] = shape.expiration  # the sender's TTL, which dead-lettering took off
         body = record.body

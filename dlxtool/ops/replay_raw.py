@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlxtool.amqp_values import decode_field_value
 from dlxtool.broker.wire import codec
+from dlxtool.broker.wire.frames import has_user_id
 from dlxtool.conventions import may_be_dramatiq
 from dlxtool.deaths import CELERY_HEADER, HISTORY_HEADERS, death_routing_keys
 from dlxtool.ops.engine import Action, Decision
@@ -122,6 +123,7 @@ def raw_decider(decider: ReplayDecider) -> Decide:
     writer, source, fixed_now = decider.provenance, s.source, decider.now
     head, head_second = writer.head(fixed_now) if fixed_now is not None else b"", -1
     body_reset = s.reset_body_retries
+    check_user_id = s.publisher is not None and s.impersonator is False
     guard, way_of, next_id = decider.guard, decider.way, decider.next_id
     # (earlier provenance, x-death's entries, None, retry counters) -> _Planned, or None (__call__'s)
     plans: dict[tuple[Any, ...], _Planned | None] = {}
@@ -133,6 +135,8 @@ def raw_decider(decider: ReplayDecider) -> Decide:
         if type(routing_key) is not str:  # not UTF-8: __call__ knows what to do with it
             return None
         if body_reset and may_be_dramatiq(body):  # its body may be rewritten: __call__
+            return None
+        if check_user_id and has_user_id(props):  # a property a rule reads: __call__
             return None
         scanned = scan(props, drop, report, picks, slow_names, slow_prefixes)
         if scanned is None:
@@ -201,7 +205,8 @@ def raw_decider(decider: ReplayDecider) -> Decide:
         except ValueError:  # UnicodeDecodeError included: a name Python does not remove (it is not that str)
             return None
         shape = decider.shape(MessageRecord(queue=source, body=b"", headers=headers))
-        if not shape.exact or shape.stay is not None or shape.expiration is not None or shape.queue is None:
+        if (not shape.exact or shape.stay is not None or shape.expiration is not None or shape.queue is None
+                or shape.ignored_expiration is not None or shape.untrusted_count is not None):  # said by __call__
             return None
         return _Planned(shape)
 

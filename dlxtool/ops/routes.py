@@ -505,6 +505,10 @@ class TemporaryExchanges:
             said = said or exc.message
             if step == "bind" and said.startswith("404 "):
                 return None  # the queue is missing: its messages stay where they are
+            if step == "bind" and said.startswith("405 "):  # RESOURCE_LOCKED: another connection's exclusive queue
+                self.refused[queue] = (f"{queue} is an exclusive queue of another connection: no other connection may "
+                                       f"bind to it or publish into it ({said})")
+                return None
             what = "declare the temporary exchange" if step == "declare" else "bind the temporary exchange"
             self.refused[queue] = (f"{REFUSED} {what} that keeps the routing key ({said}); "
                                    "--default-exchange publishes without one")

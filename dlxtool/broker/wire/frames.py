@@ -91,6 +91,14 @@ _LAYOUT = (("content_type", 0x8000, "s"), ("content_encoding", 0x4000, "s"), ("h
            ("cluster_id", 0x0004, "s"))
 
 
+_USER_ID_FLAG = next(bit for name, bit, _how in _LAYOUT if name == "user_id")
+
+
+def has_user_id(props: bytes) -> bool:
+    """Whether encoded properties carry a user_id (its flag bit is set)."""
+    return len(props) >= 2 and bool(int.from_bytes(props[:2], "big") & _USER_ID_FLAG)
+
+
 def _properties_fast(p: Any) -> bytes:
     flags = 0
     out: list[bytes] = []

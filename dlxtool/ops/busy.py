@@ -1,0 +1,57 @@
+"""A queue someone else is reading: said at once, never waited on.
+
+A single-active-consumer queue with an active consumer delivers to that consumer only: dlxtool's consumer would
+wait behind it, silently, for as long as it stays. An exclusive queue belongs to one connection. Both are refused
+before anything is read (exit 6), naming who holds the queue; a queue with ordinary competing consumers is read
+anyway (they take messages while dlxtool reads, so a run covers what it receives), and that is said."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from dlxtool.broker.management import QueueInfo
+from dlxtool.errors import DlxtoolError, RefusedError
+
+
+def check_not_busy(info: QueueInfo | None, management: Any | None, what: str,
+                   consumers: int | None = None) -> str | None:
+    """Refuse (RefusedError) when `info`'s queue is held by another consumer or connection; else a warning to say
+    when it has competing consumers (None: none). `what` says what would not happen ("replayed"); `consumers`:
+    the count a passive declare gave (exact and current, where the API's is a sample)."""
+    if info is None:
+        return None
+    consumers = info.consumers if consumers is None else consumers
+    raw = info.raw
+    owner = raw.get("owner_pid_details") if raw.get("exclusive") else None
+    if isinstance(owner, dict):
+        raise RefusedError(f"{info.name!r} is an exclusive queue of connection {_who(management, owner)}: it cannot be "
+                           f"{what} by another connection", hint="it goes away with that connection")
+    active = [c for c in raw.get("consumer_details") or () if isinstance(c, dict) and c.get("active", True)]
+    if _single_active(info) and consumers:
+        holder = active[0].get("channel_details") if active else None
+        raise RefusedError(f"{info.name!r} is a single-active-consumer queue and its active consumer (connection "
+                           f"{_who(management, holder)}) gets every message: dlxtool's consumer would wait behind "
+                           f"it, so nothing would be {what}", hint="stop that consumer first, then run this again")
+    if consumers:
+        return (f"{info.name!r} has {consumers} other consumer(s): they take messages while dlxtool reads, so "
+                "this run covers only the messages it receives")
+    return None
+
+
+def _single_active(info: QueueInfo) -> bool:
+    return bool(info.arguments.get("x-single-active-consumer")) or bool(info.raw.get("single_active_consumer_tag"))
+
+
+def _who(management: Any | None, details: Any) -> str:
+    """A connection as a person finds it: its name, and the name its client gave it, where the API says it."""
+    if not isinstance(details, dict):  # the API has no figures for it yet ([])
+        return "(not known yet to the management API)"
+    name = str(details.get("connection_name") or details.get("name") or "?")
+    given = None
+    if management is not None and name != "?":
+        try:
+            given = management.get(f"/connections/{quote(name, safe='')}").get("user_provided_name")
+        except (DlxtoolError, AttributeError):
+            given = None
+    return f"{given!r} ({name})" if given else repr(name)

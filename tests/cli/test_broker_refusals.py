@@ -1,0 +1,237 @@
+"""When the broker says no (issue 28): replay fails fast with the broker's own words, changes nothing where it is
+refused as a whole, and isolates the one message the broker refuses — on the real broker, with restricted users
+and hostile messages made in the test's own vhost."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import quote
+
+import pika
+import pytest
+
+from tests.support import retry_topologies as rt
+
+PASSWORD = "pw-refusals"
+
+
+@contextmanager
+def user(broker, *, configure: str = ".*", write: str = ".*", read: str = ".*",
+         tags: str = "management") -> Iterator[str]:
+    """A user of the test's vhost with these permissions (regular expressions), deleted afterwards; yields its
+    amqp URL."""
+    name = f"dlx-{uuid.uuid4().hex[:8]}"
+    broker.mgmt.request("PUT", f"users/{name}", {"password": PASSWORD, "tags": tags})
+    broker.mgmt.request("PUT", f"permissions/{quote(broker.vhost, safe='')}/{name}",
+                        {"configure": configure, "write": write, "read": read})
+    try:
+        yield f"amqp://{name}:{PASSWORD}@{broker.host}:{broker.amqp_port}/{quote(broker.vhost, safe='')}"
+    finally:
+        broker.mgmt.request("DELETE", f"users/{name}")
+
+
+def dead_letters(broker, qname: str, n: int, *, key: str | None = None) -> tuple[str, str]:
+    """n dead letters the broker made (rejected from `qname`.o through a direct DLX, routing key `key`)."""
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        rt.reject_to_dlx(ch, top, f"{qname}.o", [f"m{i:03d}".encode() for i in range(n)])
+    assert broker.wait_depth(top.dlq, n) == n
+    return top.dlq, f"{qname}.o"
+
+
+def as_delivered(broker, queue: str) -> list[tuple[bytes, str, str]]:
+    """(body, exchange, routing key) of every message, in queue order, given back in place."""
+    out = []
+    with broker.channel() as ch:
+        last = None
+        while True:
+            method, _props, body = ch.basic_get(queue, auto_ack=False)
+            if method is None:
+                break
+            last = method.delivery_tag
+            out.append((body, method.exchange, method.routing_key))
+        if last is not None:
+            ch.basic_nack(last, multiple=True, requeue=True)
+    return out
+
+
+def replay(run, url: str, broker, *args: str) -> Any:
+    started = time.monotonic()
+    result = run("replay", *args, "--url", url, "--yes", "--format", "json",
+                 env={"DLXTOOL_MANAGEMENT_URL": broker.management_url})
+    result.elapsed = time.monotonic() - started
+    return result
+
+
+def test_a_read_only_user_is_refused_before_anything_is_read(run, broker, qname) -> None:
+    dlq, origin = dead_letters(broker, qname, 10)
+    before = as_delivered(broker, dlq)
+    with user(broker, configure="", write="") as url:
+        result = replay(run, url, broker, dlq)
+    assert result.exit_code == 6, (result.stdout, result.stderr)
+    assert "ACCESS_REFUSED" in result.stderr and "may not declare or publish" in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert as_delivered(broker, dlq) == before and broker.queue_depth(origin) == 0
+
+
+def test_without_configure_permission_a_limited_replay_leaves_the_dlq_as_it_was(run, broker, qname) -> None:
+    """Issue 28: `replay --yes --limit 2` by a user without configure permission said "nothing replayed" — and had
+    republished all 10 dead letters to the DLQ's tail (exchange '', key = the DLQ's name)."""
+    dlq, origin = dead_letters(broker, qname, 10)
+    before = as_delivered(broker, dlq)
+    with user(broker, configure="") as url:
+        result = replay(run, url, broker, dlq, "--limit", "2")
+    assert result.exit_code == 6, (result.stdout, result.stderr)
+    assert "--default-exchange" in result.stderr  # it has write permission on amq.default: that route works
+    assert as_delivered(broker, dlq) == before  # same messages, order, exchange and routing key
+    assert broker.queue_depth(origin) == 0
+
+
+def test_an_exchange_the_broker_refuses_mid_run_stops_at_once_and_changes_nothing(run, broker, qname) -> None:
+    """A user whose permissions pass the probes (dlxtool.probe.*) but not the real route (dlxtool.replay.*): the
+    broker closes the channel at the first publish; the run says the broker's words within seconds and gives
+    every message back in place (a classic DLQ: held, not republished to its tail)."""
+    dlq, origin = dead_letters(broker, qname, 30)
+    before = as_delivered(broker, dlq)
+    with user(broker, write=r"^(?!dlxtool\.replay\.).*$") as url:  # the probes pass, the replay's exchange not
+        result = replay(run, url, broker, dlq)
+    assert result.exit_code == 6, (result.stdout, result.stderr)
+    summary = json.loads(result.stdout)
+    assert summary["moved_total"] == 0 and summary["republished_to_tail"] == 0
+    assert any("ACCESS_REFUSED" in why and "dlxtool.replay." in why for why in summary["left"]), summary["left"]
+    assert summary["possible_duplicates"] == 0
+    assert result.elapsed < 20  # not a settle timeout (30 s): the broker said no at once
+    assert as_delivered(broker, dlq) == before and broker.queue_depth(origin) == 0
+
+
+def forge(broker, dlq: str, at: int, change: Any) -> list[bytes]:
+    """Rewrite the message at position `at` of `dlq` with change(properties) (the others as they were, in order);
+    returns the bodies in order."""
+    with broker.channel() as ch:
+        taken = []
+        while True:
+            method, props, body = ch.basic_get(dlq, auto_ack=True)
+            if method is None:
+                break
+            taken.append((props, body))
+        change(taken[at][0])
+        for props, body in taken:
+            ch.basic_publish("", dlq, body, props)
+    return [body for _p, body in taken]
+
+
+def test_a_forged_expiration_is_not_restored_and_every_message_moves_once(run, broker, qname) -> None:
+    """Issue 28: an x-death original-expiration of "-100" closed the channel (406 invalid expiration); each run
+    duplicated the message before it. Now it is validated before publishing, not restored, and said."""
+    dlq, origin = dead_letters(broker, qname, 11)
+
+    def forged(props: pika.BasicProperties) -> None:
+        props.headers["x-death"][0]["original-expiration"] = "-100"
+
+    bodies = forge(broker, dlq, 5, forged)
+    result = replay(run, broker.url, broker, dlq)
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert "'-100'" in result.stderr and "without the per-message TTL" in result.stderr
+    moved = Counter(body for _m, _p, body in broker.drain(origin))
+    assert moved == Counter(bodies) and broker.queue_depth(dlq) == 0  # each exactly once, none left
+
+
+def test_a_message_whose_user_id_the_broker_would_refuse_stays_and_its_neighbours_move(run, broker, qname) -> None:
+    dlq, origin = dead_letters(broker, qname, 6)
+
+    def claimed(props: pika.BasicProperties) -> None:
+        props.user_id = "guest"  # published by guest below (allowed), replayed by another user (refused)
+
+    bodies = forge(broker, dlq, 2, claimed)
+    with user(broker) as url:
+        result = replay(run, url, broker, dlq)
+    assert result.exit_code == 5, (result.stdout, result.stderr)
+    summary = json.loads(result.stdout)
+    assert summary["moved_total"] == 5 and summary["possible_duplicates"] == 0
+    assert any("user_id property is 'guest'" in why for why in summary["left"]), summary["left"]
+    assert sorted(body for _m, _p, body in broker.drain(origin)) == sorted(b for i, b in enumerate(bodies) if i != 2)
+    assert [body for body, *_ in as_delivered(broker, dlq)] == [bodies[2]]
+    assert summary["republished_to_tail"] == 0  # given back in place (a classic DLQ), not republished
+
+
+def test_a_message_the_broker_refuses_on_publish_is_isolated_with_the_brokers_words(run, broker, qname) -> None:
+    """A user without access to the management API (no tags): whether it may publish another user's user_id (the
+    impersonator tag) is not known, so nothing is checked before: the broker closes the channel at that message
+    (406 user_id ...). It stays with the broker's words; the rest of the run goes on on a new channel; nothing is
+    lost and what may exist twice is counted."""
+    dlq, origin = dead_letters(broker, qname, 40)
+
+    def claimed(props: pika.BasicProperties) -> None:
+        props.user_id = "guest"
+
+    bodies = forge(broker, dlq, 20, claimed)
+    with user(broker, tags="") as url:  # no API: its checks are waived, the broker's "no" is what isolates
+        result = replay(run, url, broker, dlq, "--allow-displace", "--allow-dlx-drop")
+    assert result.exit_code == 5, (result.stdout, result.stderr)
+    assert result.elapsed < 20, "waited on a timeout where the broker said why"
+    summary = json.loads(result.stdout)
+    assert any("refused by the broker: 406 PRECONDITION_FAILED - user_id property set to 'guest'" in why
+               for why in summary["left"]), summary["left"]
+    at_origin = Counter(body for _m, _p, body in broker.drain(origin))
+    in_dlq = Counter(body for _m, _p, body in broker.drain(dlq))
+    assert bodies[20] not in at_origin and in_dlq[bodies[20]] == 1
+    assert all(at_origin[b] + in_dlq[b] >= 1 for b in bodies), "a message was lost"
+    assert sum((at_origin + in_dlq).values()) - len(bodies) <= summary["possible_duplicates"]
+    assert all(at_origin[b] == 1 for b in bodies[21:]), "a message after the refused one was not moved exactly once"
+
+
+def test_a_forged_replay_count_is_not_trusted_by_the_loop_guard(run, broker, qname) -> None:
+    dlq, origin = dead_letters(broker, qname, 3)
+
+    def count(props: pika.BasicProperties) -> None:
+        props.headers["dlxtool-replay"] = {"from": dlq, "count": -3}
+
+    forge(broker, dlq, 1, count)
+    result = replay(run, broker.url, broker, dlq, "--max-replays", "1")
+    assert result.exit_code == 5, (result.stdout, result.stderr)
+    summary = json.loads(result.stdout)
+    assert summary["moved_total"] == 2
+    assert any("replay count dlxtool never writes (-3" in why for why in summary["left"]), summary["left"]
+
+
+def test_a_single_active_consumer_dlq_with_a_consumer_is_refused_at_once(run, broker, qname) -> None:
+    dlq = f"{qname}.sac"
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url + "?heartbeat=0"))
+    try:
+        ch = conn.channel()
+        ch.queue_declare(dlq, durable=True, arguments={"x-single-active-consumer": True})
+        ch.basic_publish("", dlq, b"held")
+        ch.basic_consume(dlq, lambda *_a: None, auto_ack=False)
+        deadline = time.monotonic() + 15
+        path = f"/queues/{quote(broker.vhost, safe='')}/{quote(dlq, safe='')}"
+        while time.monotonic() < deadline and not [
+                c for c in broker.mgmt.get(path).get("consumer_details") or [] if c.get("channel_details")]:
+            conn.process_data_events(0.2)  # the API names the consumer's connection after its next stats sample
+        started = time.monotonic()
+        result = replay(run, broker.url, broker, dlq)
+        assert time.monotonic() - started < 15
+    finally:
+        conn.close()
+    assert result.exit_code == 6, (result.stdout, result.stderr)
+    assert "single-active-consumer" in result.stderr and "127.0.0.1:" in result.stderr
+
+
+@pytest.mark.parametrize("user_tags", ["management"])
+def test_a_vhost_the_user_may_not_use_is_said_as_such_at_the_api(run, broker, user_tags) -> None:
+    from dlxtool.broker.management import ManagementClient
+    from dlxtool.errors import ConnectError
+
+    with user(broker, tags=user_tags) as url:
+        name = url.split("//")[1].split(":")[0]
+        broker.mgmt.request("DELETE", f"permissions/{quote(broker.vhost, safe='')}/{name}")
+        client = ManagementClient(broker.management_url, name, PASSWORD, timeout=10)
+        with pytest.raises(ConnectError) as err:
+            client.queue(broker.vhost, "anything")
+    assert "not authorised for that virtual host" in err.value.message
+    assert "authentication failed" not in err.value.message
