@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 from urllib.parse import quote
 
 import pytest
@@ -27,12 +27,15 @@ from tests.support import deprecated
 from tests.support.broker import BrokerEnv, open_vhost
 from tests.support.codecs import wire_codec
 
+if TYPE_CHECKING:
+    from tests.support.cluster import Cluster
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 # A test that uses one of these fixtures (directly or through another fixture) needs a running RabbitMQ:
 # pytest_collection_modifyitems marks it `broker`, so `pytest -m "not broker"` is the offline run.
-BROKER_FIXTURES = frozenset({"broker", "second_broker", "tls_broker", "faults_node"})
+BROKER_FIXTURES = frozenset({"broker", "second_broker", "tls_broker", "faults_node", "cluster"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -45,6 +48,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.broker)
         if "second_broker" in used:
             item.add_marker(pytest.mark.second_broker)
+        if "cluster" in used:
+            item.add_marker(pytest.mark.cluster)
     if os.environ.get("DLXTOOL_TEST_BROKER_ONLY") != "1":
         return
     keep = [item for item in items if "broker" in getattr(item, "fixturenames", ())]
@@ -155,6 +160,41 @@ def faults_node() -> Iterator[object]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         with open_vhost("localhost", port, http_port, f"dlxtool-faults-{uuid.uuid4().hex[:8]}") as env:
             yield FaultNode(env=env, node=info["node"])
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    """The three-node cluster (scripts/dev-broker cluster: c1 c2 c3 on 5701-5703 / 15701-15703, started when
+    not up) with a vhost of this run, created through c1. Held under a machine-wide lock: two runs stopping
+    each other's members and raising alarms would see each other's incidents. Every test that uses it
+    gets it back whole (`_cluster_restored`)."""
+    import fcntl
+
+    from tests.support.cluster import Cluster, ClusterError, start_cluster
+
+    try:
+        members, _ = start_cluster()
+    except (ClusterError, subprocess.SubprocessError) as exc:
+        _no_broker(f"no cluster: {exc}")
+    c1 = members["c1"]
+    with open(f"/tmp/dlxtool-cluster-{c1.amqp_port}.lock", "w") as lock:  # a machine-wide lock on purpose
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with open_vhost("localhost", c1.amqp_port, c1.http_port, f"dlxtool-cluster-{uuid.uuid4().hex[:8]}") as env:
+            found = Cluster(members=members, vhost=env.vhost, envs={"c1": env})
+            found.heal()  # a run killed mid-test may have left an alarm behind
+            yield found
+
+
+@pytest.fixture(autouse=True)
+def _cluster_restored(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test that uses the cluster, passed or failed: alarms cleared, every member running."""
+    if "cluster" not in request.fixturenames:
+        yield
+        return
+    found = request.getfixturevalue("cluster")
+    yield
+    if found.dirty:
+        found.restore()
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -50,9 +50,9 @@ class Violation:
     stack: tuple[str, ...] = field(default=(), compare=False)  # dlxtool's frames, innermost first
 
     def __str__(self) -> str:
-        via = "".join(f"\n      via {frame}" for frame in self.stack[1:])
-        return (f"dlxtool sent {self.method}: RabbitMQ's deprecated feature {self.feature}, denied on hosted "
-                f"4.3 brokers\n    at {self.site}{via}")
+        via = "".join(f"\n    via {frame}" for frame in self.stack[1:])
+        return (f"{self.site}: dlxtool sent {self.method}, RabbitMQ's deprecated feature {self.feature} "
+                f"(denied on hosted 4.3 brokers){via}")
 
 
 def denied_feature(method: Any) -> tuple[str, str] | None:
