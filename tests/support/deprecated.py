@@ -69,13 +69,33 @@ def denied_feature(method: Any) -> tuple[str, str] | None:
     return None
 
 
+# dlxtool's pass-throughs: what goes through them is decided by their caller (a test calling
+# AsyncChannel.call("queue_declare", ...) itself is the test's doing, not dlxtool's).
+PASS_THROUGH = {("broker/channel.py", "call")}
+
+
 def _dlxtool_frames() -> tuple[str, ...]:
-    """The calling stack's frames in dlxtool's package, innermost first, as "dlxtool/x.py:LINE in FUNC"."""
-    out = []
+    """Who sent the method: when the code outside pika that called it (past dlxtool's pass-throughs) is
+    dlxtool's, its frames in dlxtool's package from there outward, as "dlxtool/x.py:LINE in FUNC"; else ()."""
+    import pika
+
+    pika_dir = Path(pika.__file__).resolve().parent
+    here = Path(__file__).resolve()
     frame = inspect.currentframe()
+    # Out of this module and pika, then past dlxtool's pass-throughs.
+    while frame is not None:
+        path = Path(frame.f_code.co_filename).resolve()
+        if path != here and not path.is_relative_to(pika_dir) and not (
+                path.is_relative_to(DLXTOOL_DIR)
+                and (path.relative_to(DLXTOOL_DIR).as_posix(), frame.f_code.co_name) in PASS_THROUGH):
+            break
+        frame = frame.f_back
+    if frame is None or not Path(frame.f_code.co_filename).resolve().is_relative_to(DLXTOOL_DIR):
+        return ()
+    out = []
     root = DLXTOOL_DIR.parent
     while frame is not None:
-        path = Path(frame.f_code.co_filename)
+        path = Path(frame.f_code.co_filename).resolve()
         if path.is_relative_to(DLXTOOL_DIR):
             out.append(f"{path.relative_to(root)}:{frame.f_lineno} in {frame.f_code.co_name}")
         frame = frame.f_back
