@@ -16,22 +16,26 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner, Result
 
 from dlxtool.broker.wire.codec import Codec
+from tests.support import deprecated
 from tests.support.broker import BrokerEnv, open_vhost
 from tests.support.codecs import wire_codec
+
+if TYPE_CHECKING:
+    from tests.support.cluster import Cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 # A test that uses one of these fixtures (directly or through another fixture) needs a running RabbitMQ:
 # pytest_collection_modifyitems marks it `broker`, so `pytest -m "not broker"` is the offline run.
-BROKER_FIXTURES = frozenset({"broker", "second_broker", "tls_broker", "faults_node"})
+BROKER_FIXTURES = frozenset({"broker", "second_broker", "tls_broker", "faults_node", "cluster"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -44,6 +48,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.broker)
         if "second_broker" in used:
             item.add_marker(pytest.mark.second_broker)
+        if "cluster" in used:
+            item.add_marker(pytest.mark.cluster)
     if os.environ.get("DLXTOOL_TEST_BROKER_ONLY") != "1":
         return
     keep = [item for item in items if "broker" in getattr(item, "fixturenames", ())]
@@ -156,6 +162,41 @@ def faults_node() -> Iterator[object]:
             yield FaultNode(env=env, node=info["node"])
 
 
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    """The three-node cluster (scripts/dev-broker cluster: c1 c2 c3 on 5701-5703 / 15701-15703, started when
+    not up) with a vhost of this run, created through c1. Held under a machine-wide lock: two runs stopping
+    each other's members and raising alarms would see each other's incidents. Every test that uses it
+    gets it back whole (`_cluster_restored`)."""
+    import fcntl
+
+    from tests.support.cluster import Cluster, ClusterError, start_cluster
+
+    try:
+        members, _ = start_cluster()
+    except (ClusterError, subprocess.SubprocessError) as exc:
+        _no_broker(f"no cluster: {exc}")
+    c1 = members["c1"]
+    with open(f"/tmp/dlxtool-cluster-{c1.amqp_port}.lock", "w") as lock:  # a machine-wide lock on purpose
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with open_vhost("localhost", c1.amqp_port, c1.http_port, f"dlxtool-cluster-{uuid.uuid4().hex[:8]}") as env:
+            found = Cluster(members=members, vhost=env.vhost, envs={"c1": env})
+            found.heal()  # a run killed mid-test may have left an alarm behind
+            yield found
+
+
+@pytest.fixture(autouse=True)
+def _cluster_restored(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test that uses the cluster, passed or failed: alarms cleared, every member running."""
+    if "cluster" not in request.fixturenames:
+        yield
+        return
+    found = request.getfixturevalue("cluster")
+    yield
+    if found.dirty:
+        found.restore()
+
+
 def pytest_report_header(config: pytest.Config) -> str | None:
     """Which RabbitMQ the run tests (scripts/test runs the suite on 3.x and on 4.x)."""
     from dlxtool.broker.management import ManagementClient
@@ -180,6 +221,47 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--faults-seed", type=int, action="append",
                     default=[int(s) for s in os.environ.get("DLXTOOL_FAULTS_SEED", "").split(",") if s],
                     help="Run only this seed (repeatable), e.g. to replay a failing run [env DLXTOOL_FAULTS_SEED].")
+
+
+# The deprecated-features check (tests/support/deprecated.py, DLXTOOL_TEST_DENY_DEPRECATED): each test's
+# violations, and (=report) the whole run's.
+_VIOLATIONS = pytest.StashKey[list[deprecated.Violation]]()
+_REPORTED = pytest.StashKey[int]()
+_RUN_VIOLATIONS: list[tuple[str, deprecated.Violation]] = []
+
+
+@pytest.fixture(autouse=True)
+def _deny_deprecated(request: pytest.FixtureRequest) -> Iterator[None]:
+    """With DLXTOOL_TEST_DENY_DEPRECATED=1, a test during which dlxtool sends basic.qos with global=true or
+    declares a transient non-exclusive queue fails (what hosted RabbitMQ 4.3 brokers deny; see
+    tests/support/deprecated.py). Off by default: dlxtool still does the first (the lead fixes it)."""
+    if not deprecated.mode():
+        yield
+        return
+    with deprecated.watch() as found:
+        request.node.stash[_VIOLATIONS] = found
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    found = item.stash.get(_VIOLATIONS, None)
+    if not found or call.when == "setup":
+        return
+    new = found[item.stash.get(_REPORTED, 0):]
+    item.stash[_REPORTED] = len(found)
+    if not new:
+        return
+    report = outcome.get_result()
+    if deprecated.mode() == "report":
+        _RUN_VIOLATIONS.extend((item.nodeid, v) for v in new)
+        return
+    text = "\n".join(str(v) for v in dict.fromkeys(new))
+    report.sections.append(("deprecated features (DLXTOOL_TEST_DENY_DEPRECATED=1)", text))
+    if report.outcome != "failed":
+        report.outcome = "failed"
+        report.longrepr = f"{text}\n(DLXTOOL_TEST_DENY_DEPRECATED=1: tests/support/deprecated.py)"
 
 
 @pytest.fixture(autouse=True)
@@ -246,6 +328,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The fault matrix's figures, when it ran (tests/faults)."""
     from tests.support.faults import REPORTS, summary_lines
 
+    if _RUN_VIOLATIONS:
+        terminalreporter.section("deprecated features dlxtool used (DLXTOOL_TEST_DENY_DEPRECATED=report)")
+        sites: dict[tuple[str, str], list[str]] = {}
+        for nodeid, v in _RUN_VIOLATIONS:
+            sites.setdefault((v.site, v.method), []).append(nodeid)
+        for (site, method), nodeids in sorted(sites.items()):
+            tests = sorted(set(nodeids))
+            terminalreporter.write_line(f"{site}: {method}: {len(nodeids)} times in {len(tests)} tests, e.g. "
+                                        + ", ".join(tests[:3]))
     if REPORTS:
         terminalreporter.section("fault matrix")
         for line in summary_lines(REPORTS):

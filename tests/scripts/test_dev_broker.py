@@ -16,7 +16,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 UNUSED = {"DLXTOOL_BROKER_PORT": "1", "DLXTOOL_BROKER_HTTP_PORT": "1", "DLXTOOL_SECOND_PORT": "1",
           "DLXTOOL_SECOND_HTTP_PORT": "1", "DLXTOOL_TLS_PORT": "1", "DLXTOOL_TLS_HTTP_PORT": "1",
-          "DLXTOOL_FAULTS_PORT": "1", "DLXTOOL_FAULTS_HTTP_PORT": "1"}
+          "DLXTOOL_FAULTS_PORT": "1", "DLXTOOL_FAULTS_HTTP_PORT": "1", "DLXTOOL_V4_PORT": "1",
+          "DLXTOOL_V4_HTTP_PORT": "1", "DLXTOOL_V43_PORT": "1", "DLXTOOL_V43_HTTP_PORT": "1",
+          # the cluster's members take this port and the next two
+          "DLXTOOL_CLUSTER_PORT": "1", "DLXTOOL_CLUSTER_HTTP_PORT": "1"}
 
 
 @pytest.fixture
@@ -60,3 +63,27 @@ def test_stop_without_a_target_goes_through_every_node_it_started(tmp_path: Path
 def test_status_lists_only_main_and_second_when_it_started_nothing_else(tmp_path: Path) -> None:
     status = dev_broker(tmp_path, "status")
     assert [line.split()[0] for line in status.stdout.splitlines()] == ["broker=main", "broker=second"]
+
+
+def test_the_cluster_is_listed_and_stopped_member_by_member(tmp_path: Path, not_a_node: int) -> None:
+    members = [record(tmp_path, member, not_a_node) for member in ("c1", "c2", "c3")]
+    status = dev_broker(tmp_path, "status")
+    assert status.returncode == 3
+    assert [line.split()[0] for line in status.stdout.splitlines()] == [
+        "broker=main", "broker=second", "broker=c1", "broker=c2", "broker=c3"]
+
+    stopped = dev_broker(tmp_path, "stop", "cluster")
+    assert stopped.returncode == 0, stopped.stderr
+    said = [line for line in stopped.stderr.splitlines() if "is no longer running" in line]
+    order = [line.split(":")[1].strip() for line in said]
+    assert sorted(order[:2]) == ["c2", "c3"] and order[2:] == ["c1"]  # c2 and c3 together, then c1, the seed
+    assert not any(path.exists() for path in members)
+    assert os.path.exists(f"/proc/{not_a_node}")
+
+
+def test_help_names_every_target() -> None:
+    usage = subprocess.run([str(ROOT / "scripts" / "dev-broker"), "--help"], capture_output=True, text=True,
+                           timeout=30).stdout
+    assert "[COMMAND] [main|second|tls|faults|v4|v43|cluster|all]" in usage.splitlines()[0]
+    for target in ("second", "tls", "faults", "v4", "v43", "cluster"):  # each with a paragraph of its own
+        assert f"\n  {target} " in usage, target
