@@ -5,6 +5,7 @@ pika is imported inside the functions so that `dlxtool --help` does not pay for 
 
 from __future__ import annotations
 
+import contextlib
 import re
 import ssl
 import time
@@ -152,6 +153,8 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
                 hints.append(hint)
             continue
         wire.install(conn)  # dlxtool's frame reader, or pika's own on the `pika` setting
+        _watch_blocked(conn)
+        conn._dlxtool_reached = Reached(node, tuple(errors))  # noqa: SLF001 - ours: reached(conn) reads it
         return conn
     raise ConnectError(
         f"broker {profile.name!r}: cannot connect: " + "; ".join(errors),
@@ -259,12 +262,61 @@ def describe_connection(conn: BlockingConnection, profile: BrokerProfile, latenc
 
 
 def close_quietly(conn: Any) -> None:
-    """Close a connection that may already be dead; closing must never raise over the real error."""
+    """Close a connection that may already be dead; closing must never raise over the real error, nor wait on a
+    broker that stopped reading it (blocked: its close-ok would come only when the alarm clears)."""
     try:
         if conn is not None and conn.is_open:
-            conn.close()
+            if blocked(conn) is not None:
+                abort(conn)
+            else:
+                conn.close()
     except Exception:  # noqa: BLE001 - the connection is gone either way
         pass
+
+
+@dataclass(frozen=True)
+class Reached:
+    """The node of its profile a connection reached, and what the nodes before it answered (a failover)."""
+
+    node: AmqpUrl
+    skipped: tuple[str, ...] = ()  # "host:port: connection refused", one per node tried before
+
+
+def reached(conn: Any) -> Reached | None:
+    """Which node `conn` reached (connect), or None for a connection opened elsewhere."""
+    found = getattr(conn, "_dlxtool_reached", None)
+    return found if isinstance(found, Reached) else None
+
+
+def _watch_blocked(conn: Any) -> None:
+    """Keep what the broker says of blocking this connection (connection.blocked, unblocked): `blocked(conn)`."""
+
+    def on_blocked(_conn: Any, frame: Any) -> None:
+        conn._dlxtool_blocked = _text(getattr(frame.method, "reason", "")) or "blocked"  # noqa: SLF001
+
+    def on_unblocked(_conn: Any, _frame: Any) -> None:
+        conn._dlxtool_blocked = None  # noqa: SLF001
+
+    conn.add_on_connection_blocked_callback(on_blocked)
+    conn.add_on_connection_unblocked_callback(on_unblocked)
+
+
+def blocked(conn: Any) -> str | None:
+    """Why the broker blocked `conn` ("low on memory", "low on disk": a resource alarm; it reads nothing more from
+    it until the alarm clears), or None."""
+    reason = getattr(conn, "_dlxtool_blocked", None)
+    return reason if isinstance(reason, str) else None
+
+
+def abort(conn: Any) -> None:
+    """Drop the connection at once, without the close handshake a blocked broker would not read: whatever it held
+    goes back when the broker next reads the socket (a blocked connection holds no delivery of ours: dlxtool
+    consumes on a connection that never publishes)."""
+    transport = getattr(conn._impl, "_transport", None)  # noqa: SLF001 - pika has no public abort
+    with contextlib.suppress(Exception):
+        if transport is not None:
+            transport.abort()
+        conn.process_data_events(time_limit=0)  # pika learns the socket is gone
 
 
 def _text(value: Any) -> str:

@@ -392,6 +392,26 @@ class ManagementClient:
         listed = self._listed("policies", vhost)
         return listed is None or policies.current(raw, listed)
 
+    def alarms(self) -> list[str] | None:
+        """The resource alarms in effect on the cluster's nodes ("memory alarm on rabbit@c2") — [] for none —, or
+        None where the API does not say (/api/nodes needs the monitoring tag). An alarm on any node blocks
+        every publishing connection of the cluster. A node just started has no alarm fields for a few seconds:
+        nothing is read into their absence."""
+        try:
+            rows = self.get("nodes", columns="name,running,mem_alarm,disk_free_alarm")
+        except ManagementMismatch:
+            raise
+        except DlxtoolError:
+            return None
+        found = []
+        for row in rows if isinstance(rows, list) else []:
+            if not isinstance(row, dict) or row.get("running") is False:
+                continue
+            for field, what in (("mem_alarm", "memory"), ("disk_free_alarm", "disk")):
+                if row.get(field) is True:
+                    found.append(f"{what} alarm on {row.get('name')}")
+        return found
+
     def version(self) -> str | None:
         if self._version is None:
             self._version = self.overview(columns=OVERVIEW_COLUMNS).get("rabbitmq_version") or ""

@@ -56,7 +56,7 @@ class PublishOutcome(enum.Enum):
     CONFIRMED = "confirmed"
     RETURNED = "returned"
     NACKED = "nacked"
-    LOST = "lost"
+    LOST = "unconfirmed"  # no answer: the broker may have it (a copy may exist), or not
     REFUSED = "not sent"  # could not be encoded (dlxtool.broker.wire.frames.EncodeError): never left this process
     BROKER_REFUSED = "refused by the broker"
     UNSENT = "not delivered"  # after a publish the broker refused, on the same channel (closed there)

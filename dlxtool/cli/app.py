@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -49,6 +50,11 @@ class App:
     _management: dict[tuple[int, str | None], tuple[Any, ManagementClient]] = field(default_factory=dict, repr=False)
     # management URL -> a client whose first questions are on their way (begin_management)
     _begun: dict[str | None, ManagementClient] = field(default_factory=dict, repr=False)
+    started: float = field(default_factory=time.monotonic, repr=False)  # the command's start: summaries' time
+
+    def elapsed(self) -> float:
+        """Seconds since the command started (a summary's "in 9.1s" is the command's, waits included)."""
+        return time.monotonic() - self.started
 
     @property
     def stdout(self) -> IO[str]:

@@ -122,7 +122,7 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
                 result = drain(conn, queue, remove_all, TransferOptions(sink=sink, progress=bar, limit=count),
                                timeout=profile.timeout)
         app.info(f"removed {result.removed} of {result.snapshot} messages of {queue!r} into {where} (each "
-                 f"flushed to disk before its ack) in {result.elapsed:.1f}s" + duplicates_note(result))
+                 f"flushed to disk before its ack) in {app.elapsed():.1f}s" + duplicates_note(result))
         if where != "stdout" and app.output_format("json") != "table":
             # Scripts rely on the summary (possible_duplicates above all), like purge's and replay's. Not when
             # the records themselves go to stdout: they would end up in the record file.

@@ -171,4 +171,4 @@ def _render_result(app: App, result: Any) -> None:
         rows.append(["not sent", "", result.not_sent, ""])
     write_table(rows, ["outcome", "queue / reason", "records", "route"], app.stdout, empty="no records")
     app.info(f"{result.published_total} of {result.records} records published from {result.file} "
-             f"in {result.elapsed:.1f}s")
+             f"in {app.elapsed():.1f}s")

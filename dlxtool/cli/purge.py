@@ -201,4 +201,4 @@ def _render(app: App, outcome: Any) -> None:
             row.append((outcome.route or "") if row[0] == "moved" else "")
     write_table(rows, headers, app.stdout, empty="nothing matched")
     app.info(f"{result.removed + result.moved_total} of {result.snapshot} messages taken from {result.source} "
-             f"in {result.elapsed:.1f}s" + duplicates_note(result))
+             f"in {app.elapsed():.1f}s" + duplicates_note(result))

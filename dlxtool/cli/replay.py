@@ -275,5 +275,5 @@ def _render_result(app: App, run: Any) -> None:
     for row in rows:
         row.append(run.routes.get(row[1], "") if row[0] == "replayed" else "")
     write_table(rows, ["outcome", "queue / reason", "messages", "route"], app.stdout, empty="nothing to replay")
-    app.info(f"{result.moved_total} of {result.snapshot} replayed from {result.source} in {result.elapsed:.1f}s"
+    app.info(f"{result.moved_total} of {result.snapshot} replayed from {result.source} in {app.elapsed():.1f}s"
              + duplicates_note(result))

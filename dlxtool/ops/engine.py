@@ -59,11 +59,12 @@ from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker import queues
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
+from dlxtool.broker.connection import blocked
 from dlxtool.broker.giveback import close_channel
 from dlxtool.broker.publisher import Publisher, PublishOutcome
 from dlxtool.broker.refusals import Refusal
 from dlxtool.broker.wire.frames import EncodeError, decode_properties
-from dlxtool.errors import ConnectError, DlxtoolError
+from dlxtool.errors import ConnectError, DlxtoolError, UnavailableError
 from dlxtool.ops.interrupts import sigint_as_stop
 from dlxtool.ops.record_files import SetAside, Sink
 from dlxtool.record import MessageRecord
@@ -71,6 +72,7 @@ from dlxtool.record import MessageRecord
 if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
     from dlxtool.ops.routes import TemporaryExchanges
+    from dlxtool.ops.session import Reporter
 
 TAKE_BATCH = 200  # deliveries decided per loop turn, between sink flushes and acks
 # With this many publishes in flight, an idle wait lets input gather GATHER s once it starts arriving:
@@ -78,6 +80,10 @@ TAKE_BATCH = 200  # deliveries decided per loop turn, between sink flushes and a
 # (scripts/bench/replay.py)
 GATHER = 0.003
 GATHER_MIN_IN_FLIGHT = 100
+
+
+class PublishingBlocked(UnavailableError):
+    """The broker blocked a publishing connection (a resource alarm) for longer than the run's timeout."""
 
 
 class SourceDeleted(DlxtoolError):
@@ -136,6 +142,7 @@ class TransferResult:
     error: str | None = None
     connection_lost: bool = False  # error came from the broker connection (else: a local error, e.g. the sink)
     refused_by_broker: str | None = None  # the broker refused where messages go (an exchange): the run stopped
+    unavailable: str | None = None  # why it stopped: not now (publishing blocked by a resource alarm …)
     source_deleted: bool = False   # the source queue was deleted during the run (its messages with it)
     republished: int = 0           # messages that stay, republished to the source's tail (the summary says so)
     elapsed: float = 0.0
@@ -166,7 +173,8 @@ class TransferResult:
             "left": dict(self.left), "left_total": self.left_total, "unprocessed": self.unprocessed,
             "requeued": self.requeued, "possible_duplicates": self.possible_duplicates,
             "interrupted": self.interrupted, "error": self.error, "elapsed_s": round(self.elapsed, 3),
-            "refused_by_broker": self.refused_by_broker, "source_deleted": self.source_deleted,
+            "refused_by_broker": self.refused_by_broker, "unavailable": self.unavailable,
+            "source_deleted": self.source_deleted,
             "republished_to_tail": self.republished, "notes": list(self.notes),
         }
 
@@ -193,6 +201,7 @@ class TransferOptions:
     # costs nothing (a classic queue; the caller knows the queue's type and the broker's version).
     hold_stays: bool = False
     keep_refused: str | None = None  # why stays cannot be republished to the tail: they are held instead
+    report: Reporter | None = None   # what must be said while the run goes on (a blocked connection)
 
 
 # -- per message state ------------------------------------------------------------------------------
@@ -234,10 +243,14 @@ class Transfer:
     """One pass over `source` on `source_conn`; MOVEs are published on `target_conn` (may be the same)."""
 
     def __init__(self, source_conn: AmqpConnection, source: str, decide: Decide, *,
-                 target_conn: AmqpConnection | None = None, options: TransferOptions | None = None,
-                 timeout: float = 30.0) -> None:
+                 target_conn: AmqpConnection | None = None, keep_conn: AmqpConnection | None = None,
+                 options: TransferOptions | None = None, timeout: float = 30.0) -> None:
         self.source_conn = source_conn
         self.target_conn = target_conn or source_conn
+        # Stays are republished to the source's tail on keep_conn (default: the source's own). A connection that
+        # publishes is the one a resource alarm blocks: a caller that keeps publishing off source_conn keeps the
+        # consumer's acks and give-backs flowing while publishing is blocked.
+        self.keep_conn = keep_conn or source_conn
         self.source = source
         self.decide = decide
         self.opts = options or TransferOptions()
@@ -260,6 +273,7 @@ class Transfer:
         self._refused_exchanges: dict[str, str] = {}  # exchange the broker refused publishes to -> why
         self._keep_refused: str | None = None    # why stays cannot be republished to the tail (they are held)
         self._refused_all: str | None = None     # the broker refused and named nothing: nothing more is published
+        self._blocked_since: float | None = None  # when a publishing connection was first seen blocked
         self._keep_exchanges: TemporaryExchanges | None = None  # kept messages keep their key (_keep_route)
         self._keep_exchange = ""
         self._lost_copies = 0                    # requeued messages of which a copy may exist elsewhere
@@ -335,8 +349,8 @@ class Transfer:
             self._hold_limit = self.prefetch if self.prefetch >= self.result.snapshot else self.prefetch // 2
         self.channel.call("basic_qos", prefetch_count=self.prefetch)
         self.mover = Publisher(self.target_conn, window=self.opts.window, timeout=self.timeout)
-        self.keeper = (self.mover if self.target_conn is self.source_conn
-                       else Publisher(self.source_conn, window=self.opts.window, timeout=self.timeout))
+        self.keeper = (self.mover if self.keep_conn is self.target_conn
+                       else Publisher(self.keep_conn, window=self.opts.window, timeout=self.timeout))
         self.channel.on_cancel(self._on_cancel)
         if self.result.snapshot:
             # properties left encoded until needed (bytes), runs of deliveries at once; on the `pika` codec,
@@ -391,11 +405,29 @@ class Transfer:
         return IDLE_WAIT
 
     def _pump(self, wait: float, gather: float = 0.0) -> None:
-        if self.target_conn is not self.source_conn:
-            self._channel.pump(wait, self.target_conn, gather=gather)
-        else:
-            self._channel.pump(wait, gather=gather)
+        others = [c for c in dict.fromkeys((self.target_conn, self.keep_conn)) if c is not self.source_conn]
+        self._channel.pump(wait, *others, gather=gather)
         self._check_publishers()
+        self._check_blocked()
+
+    def _check_blocked(self) -> None:
+        """A publishing connection the broker blocked (a memory or disk alarm: it reads nothing more from it until
+        the alarm clears) is said at once, and the run stops if it is still blocked after `timeout`: what was
+        published may have been read before the block (possible duplicates), the rest goes back from the
+        consumer's connection, which an alarm does not block."""
+        why = next((b for b in (blocked(self.target_conn), blocked(self.keep_conn)) if b is not None), None)
+        if why is None:
+            self._blocked_since = None
+            return
+        now = time.monotonic()
+        if self._blocked_since is None:
+            self._blocked_since = now
+            if self.opts.report is not None:
+                self.opts.report.warn(f"the broker blocked publishing ({why}: a resource alarm); stopping in "
+                                      f"{self.timeout:g}s unless it clears")
+        elif now - self._blocked_since >= self.timeout:
+            self.result.unavailable = f"the broker blocked publishing ({why}: a resource alarm)"
+            raise PublishingBlocked(self.result.unavailable)
 
     def _check_publishers(self) -> None:
         """A publisher channel the broker closed: its publishes are settled by what the broker said
@@ -626,8 +658,9 @@ class Transfer:
                 moved[decision.group] += 1
             else:
                 item.copy = outcome is PublishOutcome.LOST  # a LOST publish may exist at the target
-                if outcome is PublishOutcome.LOST:
-                    self._hold(item, f"{outcome.value}: {detail}")
+                if outcome is PublishOutcome.LOST:  # its source stays: a copy may exist too (possible duplicate)
+                    self._hold(item, f"not confirmed, so still in {self.source} (a copy may have reached "
+                                     f"{decision.group}): {detail}")
                     continue
                 if outcome is PublishOutcome.BROKER_REFUSED:  # it stays where it was, with the broker's words
                     refused = self._refused_exchanges.get(decision.exchange or "amq.default")  # where it went
@@ -874,7 +907,9 @@ class Transfer:
         failed_sink = sink is not None and getattr(sink, "failed", None) is not None
         if failed_sink:  # its unflushed records are gone: from now on records go nowhere, messages stay
             self.opts.sink = SetAside(sink)
-        why = "connection lost before the confirm" if self.result.connection_lost else "no confirm: stopped by an error"
+        why = ("the broker blocked publishing before it confirmed" if self.result.unavailable
+               else "connection lost before the confirm" if self.result.connection_lost
+               else "no confirm: stopped by an error")
         try:
             self._settle_in_flight()
             self._unsaved_stay()
@@ -909,6 +944,8 @@ class Transfer:
         """With every connection and channel still open: wait for the outstanding confirms, ack what settles.
         A Ctrl-C ends the wait (a second one gives up: KeyboardInterrupt)."""
         pubs = self._publishers()
+        if blocked(self.target_conn) is not None or blocked(self.keep_conn) is not None:
+            return  # the broker reads nothing from it now: no confirm comes until the alarm clears
         if not pubs or not (self._channel.is_open and self.source_conn.is_open and self.target_conn.is_open
                             and all(p.channel.is_open for p in pubs)):
             return

@@ -56,6 +56,11 @@ def transfer_outcome(result: TransferResult, what: str, *, saved: str | None = N
     if result.source_deleted:
         return Outcome(Status.PARTIAL, f"{what} stopped: {result.source} was deleted during the run: the messages "
                        f"still in it were deleted with it ({_done(result)} before that){kept}{dups}")
+    if result.unavailable:
+        return Outcome(Status.UNAVAILABLE, f"{what} stopped: {result.unavailable}; {_done(result)}, the rest is still "
+                       f"in {result.source}{_republished(result)}{kept}{dups}",
+                       "run it again once the alarm clears (the broker's node list says which: `dlxtool queues`); "
+                       "consuming is not blocked: a purge or dump --remove of a big queue frees memory")
     if result.refused_by_broker:
         return Outcome(Status.PARTIAL if result.changed else Status.REFUSED,
                        f"{what} stopped: the broker refused ({result.refused_by_broker}); {_done(result)}, the rest "

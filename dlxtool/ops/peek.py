@@ -499,9 +499,15 @@ class QueueReader:
                 hint="dlxtool only sees x-delivery-count once a message is delivered, so a peek must take the "
                      "head to learn it; drain the queue (dump --remove) instead of peeking it again")
         elif self.stopped_early and (wanted is None or self.shown < wanted):
-            error = RefusedError(self.stopped_early + f" (showed {self.shown})",
-                                 hint="wait until consumers settle the head of the queue, or drain it "
-                                      "(dump --remove); every further peek uses another attempt of the head")
+            # Not a refusal: the read changed the queue before it could know (a count is learnt by taking the
+            # message), so it says what changed (exit 5), never "refused" (a refusal changes nothing).
+            spent = ", ".join(map(str, range(self.read))) if self.read <= 12 else f"0-{self.read - 1}"
+            error = PartialError(
+                f"peek {self.stopped_early} (showed {self.shown}); the message(s) at position {spent} were read and "
+                "given back: each used one of its delivery attempts, and went back behind the other returned "
+                "messages at the head",
+                hint="wait until consumers settle the head of the queue, or drain it (dump --remove); every "
+                     "further peek uses another attempt of the head")
         elif self.stopped_early:
             warnings.append(self.stopped_early)
         elif self.left_unread:

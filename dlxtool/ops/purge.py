@@ -381,7 +381,8 @@ class Purge:
             rooms.forget()  # read again as the run starts: the figures above are as old as the confirmation
         routes: list[Routes] = []
         options = TransferOptions(sink=sink, progress=progress, admit=rooms.admit if rooms is not None else None,
-                                  nack_copies=rooms.nack_copies if rooms is not None else None)
+                                  nack_copies=rooms.nack_copies if rooms is not None else None,
+                                  hold_stays=out.state.type == "classic", report=self.report)
         out.result = run_reading_purge(session.conn, settings, options, timeout=session.timeout, router=self.router,
                                        routes=routes)
         if rooms is not None:

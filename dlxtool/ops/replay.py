@@ -186,6 +186,9 @@ class Replay:
         if self.info is None and not dry_run:
             _refuse_unread_dlq_limits(session.source, settings)
         _check_target_management(session, report)
+        if self.info is None or self.info.messages_ready or self.info.messages_unacked:
+            _refuse_unchecked_routes(session, settings)
+        check_alarms(session.to, report, "replayed")
         self.keep_refused = _check_publish_rights(session, settings)
         if session.rooms is None:
             from dlxtool.ops.capacity import rooms
@@ -212,19 +215,51 @@ class Replay:
         # where that costs nothing (a classic DLQ), or where the tail cannot take them
         options.hold_stays = self.info is not None and self.info.type == "classic"
         options.keep_refused = self.keep_refused
+        options.report = self.report
+        publishing = _publishing_connections(session)
         try:
-            result = replay(source.conn, settings, options, target_conn=session.target_conn,
+            result = replay(source.conn, settings, options, target_conn=publishing.target, keep_conn=publishing.keep,
                             timeout=source.timeout, routes=routes, rooms=session.rooms, wait_queues=waits,
                             exchanges=exchanges, exchange_targets=targets)
         except BaseException:
             if exchanges is not None:
                 exchanges.delete_all()
             raise
+        finally:
+            publishing.close()
         out = ReplayRun(result, unsafe=routes.unsafe | targets.stays())
         if exchanges is not None:
             out.clean_up = exchanges.delete_all
         out.routes = {t: targets.describe(t) or routes.describe(t) for t in sorted(result.moved)}
         return out
+
+
+@dataclass
+class _Publishing:
+    """The connections a replay publishes on: never the one it consumes on, so that a resource alarm, which
+    blocks the connections that publish, leaves the consumer's acks and give-backs flowing."""
+
+    target: Any | None  # moves (None: the source connection, where no profile can open another)
+    keep: Any | None    # stays, republished to the DLQ's tail (None: the source connection)
+    opened: tuple[Any, ...] = ()
+
+    def close(self) -> None:
+        from dlxtool.broker.connection import close_quietly
+
+        for conn in self.opened:
+            close_quietly(conn)  # a blocked one is dropped, not waited on
+
+
+def _publishing_connections(session: ReplaySession) -> _Publishing:
+    from dlxtool.broker.connection import connect
+
+    source = session.source
+    if source.profile is None:  # a caller with a connection only (tests of the ops layer)
+        return _Publishing(session.target_conn, None)
+    keep = connect(source.profile)
+    if session.target is not None:
+        return _Publishing(session.target.conn, keep, (keep,))
+    return _Publishing(keep, keep, (keep,))
 
 
 def _impersonator(target: Session) -> bool | None:
@@ -239,6 +274,43 @@ def _impersonator(target: Session) -> bool | None:
     except (DlxtoolError, AttributeError):
         return None
     return "impersonator" in (tags.split(",") if isinstance(tags, str) else tags)
+
+
+def _refuse_unchecked_routes(session: ReplaySession, settings: ReplaySettings) -> None:
+    """Without the origins' broker's management API no dead-letter route can be checked: every message would stay
+    (a message whose next dead-lettering there is dropped would be lost), so the run is refused before anything
+    is read, unless --allow-dlx-drop accepts that risk."""
+    to = session.to
+    if settings.allow_dlx_drop or to.management is not None:
+        return
+    from dlxtool.broker import queues
+
+    if not queues.ready(session.source.conn, settings.source, session.source.timeout):
+        return  # nothing to replay: nothing to refuse
+    raise RefusedError(
+        f"nothing can be replayed: each origin's dead-letter exchange cannot be checked (management API not "
+        f"reachable) — {to.management_error or 'no management API'} —, and a message whose next dead-lettering there "
+        f"would be dropped must not go; every message is still in {settings.source!r}",
+        hint="make the management API reachable (--management-url), or --allow-dlx-drop to replay without that check")
+
+
+def check_alarms(target: Session, report: Reporter, what: str) -> None:
+    """Before anything is read: a memory or disk alarm on any node of the broker messages go to blocks every
+    publishing connection of its cluster — refused (exit 7, unavailable now), the alarm named. Where the API does
+    not say (no monitoring tag), that is said, and a connection.blocked during the run is what stops it."""
+    from dlxtool.errors import UnavailableError
+
+    alarms = target.management.alarms() if target.management is not None else None
+    if alarms is None:
+        report.info(f"alarm state of {target.broker} unknown (the management API's node list needs the monitoring "
+                    "tag): a resource alarm would show as the broker blocking publishing")
+        return
+    if alarms:
+        raise UnavailableError(
+            f"nothing can be {what} now: {'; '.join(alarms)} — RabbitMQ blocks every publishing connection of the "
+            "cluster until it clears; nothing was read or changed",
+            hint="free memory or disk (consuming is not blocked: `dlxtool dump --remove` or `purge --backup` of a big "
+                 "queue), or wait for the alarm to clear; `rabbitmqctl status` shows the watermarks")
 
 
 def _check_publish_rights(session: ReplaySession, settings: ReplaySettings) -> str | None:
@@ -302,11 +374,20 @@ def _queue_info(source: Session, dlq: str, report: Reporter) -> QueueInfo | None
     if info.type == "stream":
         raise RefusedError(f"{dlq!r} is a stream: messages cannot be removed from it, so it cannot be replayed",
                            hint="consume it with a stream consumer and publish with `dlxtool load`")
-    from dlxtool.ops.busy import check_not_busy
+    from dlxtool.errors import UnavailableError
+    from dlxtool.ops.busy import check_not_busy, held_elsewhere
 
     competing = check_not_busy(info, source.management, "replayed", counted.consumers)
     if competing is not None:
         report.warn(competing)
+    held = held_elsewhere(info, source.management, counted.ready)
+    if held is not None and not counted.ready:  # not "nothing to replay": they are there, held
+        raise UnavailableError(f"nothing to replay now: {held}",
+                               hint="run it again once they are back (`dlxtool peek` shows ready and unacked); "
+                                    "closing that connection (management UI, or rabbitmqctl close_connection) "
+                                    "gives them back at once")
+    if held is not None:
+        report.warn(held)
     from dlxtool.ops.purge import check_tail_republish
 
     check_tail_republish(info.tail_republish_risk)
@@ -395,6 +476,7 @@ def _exchange_targets(session: ReplaySession, settings: ReplaySettings) -> Excha
 
 
 def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_conn: Any | None = None,
+           keep_conn: Any | None = None,
            timeout: float = 30.0, routes: Routes | None = None, wait_queues: WaitQueues | None = None,
            rooms: Rooms | None = None, exchanges: TemporaryExchanges | None = None,
            exchange_targets: ExchangeTargets | None = None) -> Any:
@@ -421,7 +503,7 @@ def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_c
     options.limit = settings.selection.limit
     try:
         result = Transfer(source_conn, settings.source, routes.checked(decider), target_conn=target_conn,
-                          options=options, timeout=timeout).run()
+                          keep_conn=keep_conn, options=options, timeout=timeout).run()
         result.notes.extend(decider.notes())
         return result
     finally:

@@ -327,8 +327,8 @@ def test_a_refused_temporary_exchange_is_reported_with_the_brokers_reply(run, br
 
     refused = run("replay", top.dlq, "--yes", "--url", url, "--format", "json")
     assert refused.exit_code == 6, refused.output
-    [reason] = json.loads(refused.stdout)["left"]
-    assert "403" in reason and "ACCESS_REFUSED" in reason and "--default-exchange" in reason, reason
+    assert refused.stdout == ""  # refused before anything was read (issue 28: the broker is asked with a probe)
+    assert "403" in refused.stderr and "ACCESS_REFUSED" in refused.stderr and "--default-exchange" in refused.stderr
     assert "queue missing" not in refused.stderr and "create the queue" not in refused.stderr
     assert broker.queue_depth(top.dlq) == 2 and broker.queue_depth(f"{qname}.o") == 0
 
@@ -400,9 +400,11 @@ def test_a_selective_purge_keeps_the_routing_key_of_what_it_keeps(run, broker, q
         direct_dlx_bound_by(ch, work, dlx, dlq, "order.created")
         ch.exchange_declare(ex, "direct")
         ch.queue_bind(work, ex, "order.created")
+        # the poison first: what is kept after a removal is republished to the tail (before anything changed, a
+        # classic queue's kept messages are given back in place instead: tests/cli/test_broker_refusals.py)
+        ch.basic_publish(ex, "order.created", b"poison", mandatory=True)
         for i in range(3):
             ch.basic_publish(ex, "order.created", f"healthy {i}".encode(), mandatory=True)
-        ch.basic_publish(ex, "order.created", b"poison", mandatory=True)
     assert broker.wait_depth(work, 4) == 4
 
     result = cli(run, broker, "purge", work, "--body-contains", "poison", "--yes")
@@ -431,8 +433,8 @@ def test_kept_messages_without_configure_permission_are_said_to_lose_their_key(r
         ch.exchange_declare(ex, "direct")
         ch.queue_declare(work)
         ch.queue_bind(work, ex, "order.created")
+        ch.basic_publish(ex, "order.created", b"poison", mandatory=True)  # first: the healthy one is republished
         ch.basic_publish(ex, "order.created", b"healthy", mandatory=True)
-        ch.basic_publish(ex, "order.created", b"poison", mandatory=True)
     assert broker.wait_depth(work, 2) == 2
     url = broker.url.replace("guest:guest@", f"{user}:{password}@")
     result = run("purge", work, "--body-contains", "poison", "--yes", "--url", url, "--format", "json")

@@ -184,9 +184,10 @@ def test_the_codec_setting_decides_who_writes_the_publishes(run, broker, qname, 
 
     calls = {"pika": 0, "dlxtool": 0}
 
-    def spy(name, real):
+    def spy(name, real, at):
         def counted(*args, **kwargs):
-            calls[name] += 1
+            if not str(args[at]).startswith("dlxtool.probe."):  # not the permission probe's publish (issue 28)
+                calls[name] += 1
             return real(*args, **kwargs)
         return counted
 
@@ -194,13 +195,17 @@ def test_the_codec_setting_decides_who_writes_the_publishes(run, broker, qname, 
         top = rt.dead_letter_target(ch, qname)
         rt.reject_to_dlx(ch, top, f"{qname}.o", [b"x1", b"x2", b"keep"])
     wait_depth(broker, top.dlq, 3)
-    monkeypatch.setattr(pika.channel.Channel, "basic_publish", spy("pika", pika.channel.Channel.basic_publish))
-    monkeypatch.setattr(frames, "send_publish", spy("dlxtool", frames.send_publish))
+    monkeypatch.setattr(pika.channel.Channel, "basic_publish", spy("pika", pika.channel.Channel.basic_publish, 1))
+    monkeypatch.setattr(frames, "send_publish", spy("dlxtool", frames.send_publish, 2))
     result = replay(run, broker, top.dlq, "--yes", "--body-contains", "x")
     assert result.exit_code == 0, result.stderr
-    assert json.loads(result.stdout)["moved"] == {f"{qname}.o": 2}
+    summary = json.loads(result.stdout)
+    assert summary["moved"] == {f"{qname}.o": 2}
     assert broker.queue_depth(top.dlq) == 1
-    assert calls == ({"pika": 3, "dlxtool": 0} if codec.name == "pika" else {"pika": 0, "dlxtool": 3})
+    # the one kept back was given back in place (a classic DLQ, nothing moved yet: not republished) or republished
+    kept = summary["republished_to_tail"]
+    expected = 2 + kept
+    assert calls == ({"pika": expected, "dlxtool": 0} if codec.name == "pika" else {"pika": 0, "dlxtool": expected})
 
 
 def test_keep_history_keeps_counting(run, broker, qname) -> None:
