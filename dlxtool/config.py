@@ -69,7 +69,7 @@ DEFAULT_TIMEOUT = 5.0
 _TOP_KEYS = {"default", "timeout", "brokers", "proto_paths", "dump_unacked_limit", "error_headers", "demo_schemas",
              "conventions"}
 _BROKER_KEYS = {
-    "url", "urls", "vhost", "user", "password", "password_env", "password_file", "management_url",
+    "url", "urls", "vhost", "user", "password", "password_env", "password_file", "management_url", "management_urls",
     "tls", "proto_paths", "reset_headers", "timeout", "management_user", "description", "auth", "conventions",
 }
 _CONVENTION_KEYS = {"origin_queue_header", "origin_exchange_header", "origin_routing_key_header", "error_headers",
@@ -101,6 +101,10 @@ class BrokerProfile:
     management_url: str | None = None
     management_url_derived: bool = True
     management_url_source: str | None = None  # where an explicit management_url came from, for messages
+    # A cluster's management APIs, one per node in the order of `urls` (management_urls, else derived from each
+    # URL): the one that answers for the cluster AMQP reached is used, the reached node's first. Empty: just
+    # management_url (a single API, or a load balancer in front of them).
+    management_urls: tuple[str, ...] = ()
     tls: TlsOptions = TlsOptions()
     proto_paths: tuple[str, ...] = ()
     reset_headers: tuple[str, ...] = ()
@@ -113,6 +117,17 @@ class BrokerProfile:
     @property
     def nodes(self) -> list[AmqpUrl]:
         return [parse_amqp_url(u) for u in self.urls]
+
+    def management_candidates(self, reached: AmqpUrl | None = None) -> list[str]:
+        """The management APIs to try, in order: where there is one per node, the one of the node AMQP `reached`
+        first, then the others in the profile's order; else management_url alone."""
+        urls = list(self.management_urls) or [u for u in (self.management_url,) if u]
+        if reached is not None and len(urls) == len(self.urls) > 1:
+            hosts = [(n.host, n.port) for n in self.nodes]
+            if (reached.host, reached.port) in hosts:
+                first = hosts.index((reached.host, reached.port))
+                urls = [urls[first]] + urls[:first] + urls[first + 1:]
+        return list(dict.fromkeys(urls))
 
     @property
     def username(self) -> str:
@@ -172,7 +187,8 @@ class BrokerProfile:
         _check_http_url(url, where, error=UsageError)
         password = urlsplit(url).password
         secrets.register(unquote(password) if password else None)
-        return replace(self, management_url=url, management_url_derived=False, management_url_source=where)
+        return replace(self, management_url=url, management_url_derived=False, management_url_source=where,
+                       management_urls=())
 
     def with_url(self, url: str) -> BrokerProfile:
         """An ad-hoc URL (`--url`) replaces the node URLs; a vhost or user in it wins too."""
@@ -186,7 +202,7 @@ class BrokerProfile:
                            password_literal=node.password)
         # The management API of the broker the URL names, not of the profile's (queue type and limits
         # must come from the same broker the messages do).
-        changes.update(management_url=derive_management_url(node), management_url_derived=True)
+        changes.update(management_url=derive_management_url(node), management_url_derived=True, management_urls=())
         return replace(self, **changes)
 
 
@@ -342,6 +358,19 @@ def _parse_broker(name: str, raw: Any, path: Path, env: Mapping[str, str], timeo
     management_url = _str(raw, "management_url", where)
     if management_url is not None:
         _check_http_url(management_url, f"{where}: management_url")
+    listed = _strings(raw["management_urls"], f"{where}: management_urls") if "management_urls" in raw else []
+    if listed and management_url is not None:
+        raise ConfigError(f"{where}: give either management_url or management_urls, not both")
+    if listed and len(listed) != len(urls):
+        raise ConfigError(f"{where}: management_urls lists {len(listed)} URL(s) for {len(urls)} node URL(s)",
+                          hint="one management API URL per AMQP URL, in the same order")
+    for listed_url in listed:
+        _check_http_url(listed_url, f"{where}: management_urls")
+    per_node: tuple[str, ...] = ()
+    if listed:
+        per_node = tuple(listed)
+    elif management_url is None and len(nodes) > 1:  # a cluster: each node's own API, derived from its URL
+        per_node = tuple(derive_management_url(n) for n in nodes)
     return BrokerProfile(
         name=name,
         urls=tuple(urls),
@@ -350,9 +379,11 @@ def _parse_broker(name: str, raw: Any, path: Path, env: Mapping[str, str], timeo
         password_literal=_str(raw, "password", where),
         password_env=_str(raw, "password_env", where),
         password_file=_opt_path(_str(raw, "password_file", where)),
-        management_url=management_url or derive_management_url(nodes[0]),
-        management_url_derived=management_url is None,
-        management_url_source=f"management_url in {where}" if management_url else None,
+        management_url=management_url or (per_node[0] if per_node else derive_management_url(nodes[0])),
+        management_url_derived=management_url is None and not listed,
+        management_url_source=(f"management_url in {where}" if management_url else
+                               f"management_urls in {where}" if listed else None),
+        management_urls=per_node,
         tls=tls,
         proto_paths=tuple(_opt_path(p) or p for p in _strings(raw.get("proto_paths", []), f"{where}: proto_paths")),
         reset_headers=tuple(_strings(raw.get("reset_headers", []), f"{where}: reset_headers")),

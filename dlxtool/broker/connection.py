@@ -16,7 +16,7 @@ from dlxtool import secrets
 from dlxtool.amqp_values import allow_deep_headers
 from dlxtool.broker import pika_import
 from dlxtool.config import BrokerProfile
-from dlxtool.errors import ConfigError, ConnectError, DlxtoolError, NotFoundError
+from dlxtool.errors import ConfigError, ConnectError, DlxtoolError, NotFoundError, UnavailableError
 from dlxtool.urls import AmqpUrl
 
 if TYPE_CHECKING:
@@ -196,6 +196,13 @@ def amqp_failure(exc: BaseException) -> DlxtoolError:
 
     lost_hint = ("messages this command held unacked go back to their queue when the connection ends; "
                  "run it again once the broker answers")
+    said = broker_said(exc) if isinstance(exc, pe.ChannelClosedByBroker | pe.ConnectionClosedByBroker) else ""
+    if "nodedown" in said or "is down or inaccessible" in said:
+        # a quorum queue whose leader is down (541 "... nodedown"), a classic queue whose home node is: not gone
+        return UnavailableError(f"a node the queue lives on is down (the broker said: {said}): its messages are not "
+                                "lost, but cannot be reached now",
+                                hint="run it again in a moment (a quorum queue elects a new leader within seconds "
+                                     "while a majority of its members is up); `dlxtool queues` shows the nodes")
     if isinstance(exc, pe.ChannelClosedByBroker):
         said = broker_said(exc)
         if exc.reply_code == 404:

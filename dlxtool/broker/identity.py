@@ -5,12 +5,11 @@ port-forwards share a host, or a load balancer sits in front: a peek that took "
 peeked a quorum queue with a delivery limit and dropped its messages (issue 15). So every command gets its
 management client from `verified_management(conn, profile)`, and nothing else of the API is used before:
 
-1. The cluster name: `connection.start` carries `cluster_name` and `version` (rabbit_reader:server_properties;
-   no node name), `/api/overview` carries `cluster_name`, `node` and `rabbitmq_version`. A different cluster
-   name is another cluster (it is one value for the whole cluster). A different version alone is not: the
-   nodes of one cluster differ during a rolling upgrade, and the API may be served by another node.
-2. The proof, because two clusters can share a name and a version (the same Helm chart in prod and staging,
-   both port-forwarded; the default name is the first node's name): over AMQP declare an exclusive queue
+1. Not the cluster name: `connection.start` carries `cluster_name` and `version` (no node name) and
+   `/api/overview` `cluster_name`, `node`, `rabbitmq_version`, but on 3.x each node reports a name of its own
+   unless an operator set one (`dlxtool-c1@vm`, `dlxtool-c2@vm` on one cluster, measured): comparing them
+   refused the API of every node but the one AMQP reached, and two clusters can share a name anyway.
+2. The proof, membership: over AMQP declare an exclusive queue
    with a server-generated name (`amq.gen-` + a 128-bit random id) and ask the API for it. Found: the API
    sees the AMQP connection's cluster and vhost (its `node` is the node AMQP reached). Not found: another
    broker. The queue is deleted right after (and goes with the connection anyway).
@@ -18,6 +17,12 @@ management client from `verified_management(conn, profile)`, and nothing else of
    connection list by a random connection name. The list is refreshed every statistics interval (5 s by
    default), so this waits up to LISTING_WAIT; not seen by then proves nothing either way: the API is then
    not used (the AMQP-only path applies, as when it is unreachable), and the reason is reported.
+
+A cluster profile lists one API per node (BrokerProfile.management_candidates): the node AMQP reached first,
+then the others, skipping those that do not answer — after a failover the API follows the AMQP connection to
+a node that is up. The proof names the node the connection is on (the probe queue's, or the connection row's
+`node`), which `describe_session` says with the failover. An API proven to belong to another cluster is still
+refused (exit 3) when none of the candidates proves to be this one.
 
 Not used: the `listeners` of `/api/overview`. They list the ports the nodes listen on, not the port a client
 dialled: behind a port-forward (localhost:5674 -> pod:5672) or a load balancer they never match, and two
@@ -100,15 +105,43 @@ def begin(client: ManagementClient) -> ManagementClient:
 
 def verified_management(conn: Any, profile: BrokerProfile, client: ManagementClient | None = None,
                         ) -> ManagementClient:
-    """The management client of `profile`, proven to answer for the broker `conn` reached.
+    """The management client of `profile` proven to answer for the cluster `conn` reached: the first of its
+    candidates (BrokerProfile.management_candidates) that proves it.
 
-    Raises ManagementMismatch (exit 3) when it answers for another broker. When it cannot be reached or
-    its identity cannot be proven, returns an UnusableManagement (every request raises ConnectError).
+    Raises ManagementMismatch (exit 3) when none proves it and one answers for another broker. When none can be
+    reached or proven, returns an UnusableManagement (every request raises ConnectError) saying why.
 
     Answers `client` was sent ahead for (`begin`, ManagementClient.prefetch) are used afterwards only when
     they came over the TCP connection the proof came over (ManagementClient.proven_connection); the
     overview's version too (a quorum queue's default delivery limit depends on it)."""
-    client = client or ManagementClient.for_profile(profile)
+    from dlxtool.broker.connection import reached
+
+    where = reached(conn)
+    candidates = profile.management_candidates(where.node if where is not None else None)
+    mismatch: ManagementMismatch | None = None
+    unusable: list[UnusableManagement] = []
+    for url in candidates or [profile.management_url or ""]:
+        tried = client if client is not None and client.base_url.rstrip("/") == url.rstrip("/") \
+            else ManagementClient.for_profile(profile, url)
+        try:
+            found = _verified(conn, profile, tried)
+        except ManagementMismatch as exc:
+            mismatch = mismatch or exc
+            continue
+        if not isinstance(found, UnusableManagement):
+            found.tried = [u.masked_url for u in unusable]
+            return found
+        unusable.append(found)
+    if mismatch is not None:
+        raise mismatch
+    first = unusable[0]
+    if len(unusable) > 1:  # say each: which node's API answered how
+        first.error = ConnectError("; ".join(u.error.message for u in unusable), hint=first.error.hint)
+    return first
+
+
+def _verified(conn: Any, profile: BrokerProfile, client: ManagementClient) -> ManagementClient:
+    """One candidate API: proven (its identity's node is the node AMQP reached), or UnusableManagement."""
     try:
         overview = client.overview(columns=OVERVIEW_COLUMNS)
     except DlxtoolError as exc:
@@ -116,9 +149,6 @@ def verified_management(conn: Any, profile: BrokerProfile, client: ManagementCli
     overview_on = client.last_connection
     api = Identity(cluster_name=_text(overview.get("cluster_name")), version=_text(overview.get("rabbitmq_version")),
                    node=_text(overview.get("node")) or None)
-    amqp = amqp_identity(conn)
-    if amqp.cluster_name and api.cluster_name and amqp.cluster_name != api.cluster_name:
-        raise _mismatch(client, profile, api, f"AMQP {amqp_where(conn)} reached {amqp.describe()}")
     try:
         node = _probe_queue_node(conn, client, profile.vhost)
     except _NotPermitted as refused:
@@ -127,11 +157,34 @@ def verified_management(conn: Any, profile: BrokerProfile, client: ManagementCli
         return UnusableManagement(client, exc)
     if node is None:
         raise _mismatch(client, profile, api, f"AMQP {amqp_where(conn)} reached another broker "
-                        f"({amqp.describe()}): a queue just declared there over AMQP is unknown to that API")
+                        f"({amqp_identity(conn).describe()}): a queue just declared there over AMQP is unknown to "
+                        "that API")
     client.identity = Identity(api.cluster_name, api.version, node)
     _proven(client, overview_on)
     client.reprove = lambda: _reprove(conn, profile, client)
     return client
+
+
+def describe_session(conn: Any, profile: BrokerProfile, client: ManagementClient) -> str | None:
+    """One line for a cluster profile: the node this command is on, the nodes it failed over from, the API it
+    reads (and the ones that did not answer first); None for a single-node profile that reached its node."""
+    from dlxtool.broker.connection import reached
+
+    where = reached(conn)
+    skipped = where.skipped if where is not None else ()
+    tried = getattr(client, "tried", [])
+    if len(profile.urls) < 2 and not skipped and not tried:
+        return None
+    node = client.identity.node if client.identity is not None and client.identity.node else None
+    line = f"broker {profile.name}: on node {node or (where.node.masked() if where else '?')}"
+    if skipped:
+        line += " (failed over: " + "; ".join(skipped) + ")"
+    if isinstance(client, UnusableManagement):
+        return line + f"; management API not used ({client.error.message})"
+    line += f"; management API {client.masked_url}"
+    if tried:
+        line += " (" + ", ".join(tried) + " did not answer)"
+    return line
 
 
 def _reprove(conn: Any, profile: BrokerProfile, client: ManagementClient) -> None:
@@ -171,10 +224,14 @@ def _connection_name(conn: Any) -> str:
     return _text((conn._impl.params.client_properties or {}).get("connection_name"))  # noqa: SLF001
 
 
-def _lists_connection(client: ManagementClient, vhost: str, name: str) -> bool:
-    """Whether the API's connection list of `vhost` holds the connection named `name`."""
-    rows = client.get(f"vhosts/{_q(vhost)}/connections", columns="user_provided_name")
-    return any(isinstance(r, dict) and r.get("user_provided_name") == name for r in rows or [])
+def _lists_connection(client: ManagementClient, vhost: str, name: str) -> str | None:
+    """The node of the connection named `name` in the API's connection list of `vhost` ("?" where the row does not
+    say it), or None where the list does not hold it."""
+    rows = client.get(f"vhosts/{_q(vhost)}/connections", columns="user_provided_name,node")
+    for row in rows or []:
+        if isinstance(row, dict) and row.get("user_provided_name") == name:
+            return _text(row.get("node")) or "?"
+    return None
 
 
 def _switched(client: ManagementClient, conn: Any) -> ManagementMismatch:
@@ -235,7 +292,7 @@ def _by_connection_listing(conn: Any, client: ManagementClient, profile: BrokerP
             why += f"; the API's connection list cannot be read ({exc.message})"
             break
         if listed:
-            client.identity = api
+            client.identity = Identity(api.cluster_name, api.version, listed if listed != "?" else api.node)
             _proven(client, overview_on)
             client.reprove = lambda: _reprove(conn, profile, client)
             return client

@@ -159,6 +159,7 @@ class ManagementClient:
         # used once its connection is proven, or asked for again.
         self.reprove: Callable[[], None] | None = None
         self.probe_queue: str | None = None  # the identity proof's exclusive queue (dlxtool.broker.identity)
+        self.tried: list[str] = []  # a cluster profile's APIs asked before this one, that did not answer
         self._failed_proof: DlxtoolError | None = None  # a new connection that reached another broker: never used again
         self._reproving = False
         self._http: HttpConnection | None = None
@@ -166,8 +167,9 @@ class ManagementClient:
         secrets.register(password)
 
     @classmethod
-    def for_profile(cls, profile: BrokerProfile) -> ManagementClient:
-        url = profile.management_url or ""
+    def for_profile(cls, profile: BrokerProfile, url: str | None = None) -> ManagementClient:
+        """The profile's management API client (`url`: one of its candidates, else its management_url)."""
+        url = url or profile.management_url or ""
         context = None
         if url.startswith("https"):
             from dlxtool.broker.connection import tls_context  # the AMQP side's module: only for TLS

@@ -121,11 +121,16 @@ class App:
 
         key = (id(conn), profile.management_url)
         if key not in self._management:
+            from dlxtool.broker.identity import describe_session
+
             client = verified_management(conn, profile, self._begun.pop(profile.management_url, None))
             self._management[key] = (conn, client)
             if client.identity is not None:
                 self.debug_log(f"management API {client.masked_url} answers for the broker AMQP reached: "
                                f"{client.identity.describe()}")
+            where = describe_session(conn, profile, client)
+            if where is not None:  # a cluster: which node this command is on, and where it failed over from
+                self.info(where)
         return self._management[key][1]
 
     def session(self, profile: BrokerProfile, conn: Any) -> Session:

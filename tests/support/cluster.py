@@ -192,7 +192,11 @@ class Cluster:
 
     def kill(self, member: str) -> int:
         """kill -9 the member's Erlang VM (no goodbye to the others); its OS pid."""
-        pid = int(re.sub(r"\D", "", self.ctl(member, "eval", "os:getpid().")))
+        said = self.ctl(member, "eval", "os:getpid().")
+        found = re.findall(r'"(\d+)"', said)  # the answer is a quoted string; other lines may carry digits
+        if not found:
+            raise ClusterError(f"no pid in rabbitmqctl eval's answer: {said!r}")
+        pid = int(found[-1])
         self._killed.add(member)
         subprocess.run(["kill", "-9", str(pid)], check=True)
         return pid
