@@ -31,9 +31,11 @@ from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any
 
 from dlxtool.broker.channel import IDLE_WAIT
+from dlxtool.broker.connection import blocked
 from dlxtool.broker.publisher import Publisher, PublishOutcome
 from dlxtool.broker.wire.frames import EncodeError, basic_properties
-from dlxtool.errors import UsageError
+from dlxtool.errors import UnavailableError, UsageError
+from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.engine import Progress, describe_error
 from dlxtool.ops.interrupts import sigint_as_stop, signals_as_stop
 from dlxtool.ops.outcomes import counted, refusal
@@ -121,6 +123,7 @@ class LoadResult:
     unsafe: set[str] = field(default_factory=set)             # reasons in `failed` that are routes not safe
     interrupted: bool = False
     error: str | None = None
+    unavailable: bool = False  # the error: the broker blocked publishing (a resource alarm), not a lost connection
     elapsed: float = 0.0
 
     @property
@@ -277,6 +280,7 @@ def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *
                 report()
         except Exception as exc:  # noqa: BLE001 - connection lost: report what was and was not published
             result.error = describe_error(exc)
+            result.unavailable = isinstance(exc, UnavailableError)
         except KeyboardInterrupt:  # a second stop signal: no more waiting for confirms, account for the rest
             stop.set()
             _give_up(result, inflight, settings, failed)
@@ -359,10 +363,23 @@ def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]]
     """For `load`: publish (exchange, routing_key, body, properties, token) with a window of confirms,
     yielding each (token, outcome, detail) as it settles. A seam, not used by replay itself."""
     pub = Publisher(conn, window=window, timeout=timeout)
+    blocked_since: list[float] = []
+
+    def still_blocked() -> None:
+        """A blocked connection (a resource alarm) is waited on for `timeout` at most."""
+        why = blocked(conn)
+        if why is None:
+            blocked_since.clear()
+        elif not blocked_since:
+            blocked_since.append(time.monotonic())
+        elif time.monotonic() - blocked_since[0] >= timeout:
+            raise UnavailableError(f"the broker blocked publishing ({why}: a resource alarm)")
+
     try:
         for exchange, routing_key, body, props, token in items:
             while not pub.has_room():
                 pub.pump(IDLE_WAIT)
+                still_blocked()
                 yield from pub.take_settled()
             try:
                 pub.publish(exchange, routing_key, body, props, token)
@@ -370,6 +387,7 @@ def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]]
                 yield token, PublishOutcome.REFUSED, str(exc)
                 continue
             pub.pump(0)
+            still_blocked()
             yield from pub.take_settled()
         if before_flush is not None:
             before_flush(pub)
@@ -419,6 +437,8 @@ class Load:
                                       session.management, session.vhost))
         for why, n in sorted(plan.unsafe.items()):
             report.warn(f"{why}: {n} record(s) would not be published")
+        if not dry_run and plan.records:
+            check_alarms(session, report, "loaded")
         if not dry_run:
             capacity.refuse_when_no_room([rooms.capacity(q) for q in sorted(plan.targets)], "queue",
                                          settings.allow_displace)
@@ -444,7 +464,8 @@ def load_outcome(result: LoadResult, failed_file: str | None, allow_torn: bool) 
     dups = (f"; {result.lost} record(s) had no answer and may have been published (loading them again may "
             "duplicate them)" if result.lost else "")
     if result.error:
-        return Outcome(Status.CONNECT, f"load stopped: {result.error}; {result.published_total} of {result.records} "
+        return Outcome(Status.UNAVAILABLE if result.unavailable else Status.CONNECT,
+                       f"load stopped: {result.error}; {result.published_total} of {result.records} "
                        f"records published, {result.not_sent} not sent" + again + dups)
     if result.interrupted:
         return Outcome(Status.INTERRUPTED, f"load interrupted: {result.published_total} of {result.records} records "

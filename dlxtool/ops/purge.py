@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from dlxtool.broker import queues
 from dlxtool.broker.management import ManagementClient, QueueInfo
 from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, RefusedError, UsageError
+from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.engine import Action, Decision
 from dlxtool.ops.outcomes import transfer_outcome
 from dlxtool.ops.routes import Router, Routes, usable_router
@@ -422,6 +423,8 @@ class Purge:
         if self.rooms is not None and out.room is not None:
             capacity.refuse_when_no_room([out.room], self.rooms.role, settings.allow_displace)
         _refuse_unsafe_route(settings, self.router)
+        if settings.move_to and out.state.ready:
+            check_alarms(session, report, f"moved to {settings.move_to!r}")
 
 
 def _refuse_unsafe_route(settings: PurgeSettings, router: Router | None) -> None:

@@ -18,6 +18,7 @@ from dlxtool.broker.management import QueueInfo
 from dlxtool.broker.queues import exchange_exists
 from dlxtool.conventions import Route
 from dlxtool.errors import RefusedError
+from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.capacity import Capacity, Rooms, full_reason
 from dlxtool.ops.engine import Action, TransferOptions, TransferResult
 from dlxtool.ops.exchange_routes import ExchangeTargets, Reach
@@ -293,25 +294,6 @@ def _refuse_unchecked_routes(session: ReplaySession, settings: ReplaySettings) -
         f"reachable) — {to.management_error or 'no management API'} —, and a message whose next dead-lettering there "
         f"would be dropped must not go; every message is still in {settings.source!r}",
         hint="make the management API reachable (--management-url), or --allow-dlx-drop to replay without that check")
-
-
-def check_alarms(target: Session, report: Reporter, what: str) -> None:
-    """Before anything is read: a memory or disk alarm on any node of the broker messages go to blocks every
-    publishing connection of its cluster — refused (exit 7, unavailable now), the alarm named. Where the API does
-    not say (no monitoring tag), that is said, and a connection.blocked during the run is what stops it."""
-    from dlxtool.errors import UnavailableError
-
-    alarms = target.management.alarms() if target.management is not None else None
-    if alarms is None:
-        report.info(f"alarm state of {target.broker} unknown (the management API's node list needs the monitoring "
-                    "tag): a resource alarm would show as the broker blocking publishing")
-        return
-    if alarms:
-        raise UnavailableError(
-            f"nothing can be {what} now: {'; '.join(alarms)} — RabbitMQ blocks every publishing connection of the "
-            "cluster until it clears; nothing was read or changed",
-            hint="free memory or disk (consuming is not blocked: `dlxtool dump --remove` or `purge --backup` of a big "
-                 "queue), or wait for the alarm to clear; `rabbitmqctl status` shows the watermarks")
 
 
 def _check_publish_rights(session: ReplaySession, settings: ReplaySettings) -> str | None:
