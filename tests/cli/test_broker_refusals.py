@@ -235,3 +235,33 @@ def test_a_vhost_the_user_may_not_use_is_said_as_such_at_the_api(run, broker, us
             client.queue(broker.vhost, "anything")
     assert "not authorised for that virtual host" in err.value.message
     assert "authentication failed" not in err.value.message
+
+
+def test_a_dlq_deleted_mid_replay_is_said_to_have_taken_its_messages_with_it(run, broker, qname) -> None:
+    """Issue 28: a DLQ deleted mid-replay was reported as "nothing was lost — unfinished messages are still in
+    h2.dlq; run the same command again". They went with the queue: said so, exit 5."""
+    import threading
+
+    dlq, origin = dead_letters(broker, qname, 400)
+
+    def delete_once_moving() -> None:
+        conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+        try:
+            ch = conn.channel()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and ch.queue_declare(origin, passive=True).method.message_count < 50:
+                time.sleep(0.05)
+            ch.queue_delete(dlq)
+        finally:
+            conn.close()
+
+    thread = threading.Thread(target=delete_once_moving)
+    thread.start()
+    try:
+        result = replay(run, broker.url, broker, dlq, "--rate", "100", "--prefetch", "20")
+    finally:
+        thread.join()
+    assert result.exit_code == 5, (result.stdout, result.stderr)
+    assert "was deleted during the run: the messages still in it were deleted with it" in result.stderr
+    assert "nothing was lost" not in result.stderr and "still in" not in result.stderr.split("deleted with it")[1]
+    assert json.loads(result.stdout)["source_deleted"] is True
