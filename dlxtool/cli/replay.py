@@ -105,6 +105,24 @@ are republished unchanged to the tail of the DLQ and then acked: memory
 stays bounded and their relative order is kept, unlike holding them all
 unacked (unbounded, and a delivery attempt per message on quorum
 queues). They end up behind dead letters that arrive during the run.
+Until a first message is confirmed moved, a classic DLQ's messages that
+stay are held instead and given back in place at the end: a run that
+moves nothing changes nothing. The summary counts what was republished.
+
+\b
+When the broker says no: before anything is read, replay asks the broker
+whether this user may publish the way it will (a throwaway dlxtool.probe.*
+exchange declared, published to unroutable, deleted; an unroutable
+publish to the default exchange) and refuses at once (exit 6) naming the
+permission; a memory or disk alarm on any node is refused too (exit 7,
+publishing is blocked cluster-wide). During the run, a publish the broker
+refuses (an expiration or user_id it will not take, a body over its max
+size) closes the channel: that message stays with the broker's words, the
+rest goes on on a new channel; an exchange it refuses takes nothing more.
+A recorded TTL the broker would refuse is not restored (said); a user_id
+of another user stays unless --drop-user-id. Publishing runs on its own
+connection: a connection.blocked (alarm) is said at once and the run stops
+within --timeout, giving the rest back at once (exit 7).
 
 \b
 Without --yes, replay first shows the plan (route per origin, from the
