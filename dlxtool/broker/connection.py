@@ -6,6 +6,7 @@ pika is imported inside the functions so that `dlxtool --help` does not pay for 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import ssl
 import time
@@ -15,8 +16,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from dlxtool import secrets
 from dlxtool.amqp_values import allow_deep_headers
 from dlxtool.broker import pika_import
+from dlxtool.broker.tls import tls_context
 from dlxtool.config import BrokerProfile
-from dlxtool.errors import ConfigError, ConnectError, DlxtoolError, NotFoundError, UnavailableError
+from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError, UnavailableError
 from dlxtool.urls import AmqpUrl
 
 if TYPE_CHECKING:
@@ -47,27 +49,16 @@ class ServerInfo:
     latency_ms: float
 
 
-def tls_context(profile: BrokerProfile) -> ssl.SSLContext:
-    """A client TLS context; verification is on unless the profile turns it off."""
-    try:
-        ctx = ssl.create_default_context(cafile=profile.tls.ca)
-        if not profile.tls.verify:
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        if profile.tls.cert:
-            ctx.load_cert_chain(profile.tls.cert, profile.tls.key)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(
-            f"broker {profile.name!r}: cannot load TLS files: {exc}",
-            hint="check tls.ca / tls.cert / tls.key in the profile",
-        ) from None
-    return ctx
+def connection_name() -> str:
+    """The client-provided connection name: "dlxtool" and a random token this connection can be found by (the
+    management API's connection list: dlxtool.broker.identity)."""
+    # os.urandom is what secrets.token_hex reads; the secrets module would bring hmac and hashlib (OpenSSL)
+    # into every command's start-up for this one line.
+    return f"dlxtool {os.urandom(8).hex()}"
 
 
 def connection_parameters(profile: BrokerProfile) -> list[pika.ConnectionParameters]:
     pika = pika_import.load()
-
-    from dlxtool.broker.identity import connection_name
 
     credentials = _credentials(profile)
     params = []

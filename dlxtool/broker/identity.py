@@ -32,11 +32,12 @@ clusters both listen on 5672. They can neither prove nor disprove which broker A
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from dlxtool.broker.connection import connection_name as connection_name
+from dlxtool.broker.connection import reached
 from dlxtool.broker.management import OVERVIEW_COLUMNS, ManagementClient
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError
@@ -77,13 +78,6 @@ class UnusableManagement(ManagementClient):
         pass
 
 
-def connection_name() -> str:
-    """The client-provided connection name: "dlxtool" and a random token this connection can be found by."""
-    # os.urandom is what secrets.token_hex reads; the secrets module would bring hmac and hashlib (OpenSSL)
-    # into every command's start-up for this one line.
-    return f"dlxtool {os.urandom(8).hex()}"
-
-
 def amqp_identity(conn: Any) -> Identity:
     # pika keeps connection.start's server-properties on the underlying connection only.
     props: dict[str, Any] = conn._impl.server_properties or {}  # noqa: SLF001
@@ -114,8 +108,6 @@ def verified_management(conn: Any, profile: BrokerProfile, client: ManagementCli
     Answers `client` was sent ahead for (`begin`, ManagementClient.prefetch) are used afterwards only when
     they came over the TCP connection the proof came over (ManagementClient.proven_connection); the
     overview's version too (a quorum queue's default delivery limit depends on it)."""
-    from dlxtool.broker.connection import reached
-
     where = reached(conn)
     candidates = profile.management_candidates(where.node if where is not None else None)
     mismatch: ManagementMismatch | None = None
@@ -168,8 +160,6 @@ def _verified(conn: Any, profile: BrokerProfile, client: ManagementClient) -> Ma
 def describe_session(conn: Any, profile: BrokerProfile, client: ManagementClient) -> str | None:
     """One line for a cluster profile: the node this command is on, the nodes it failed over from, the API it
     reads (and the ones that did not answer first); None for a single-node profile that reached its node."""
-    from dlxtool.broker.connection import reached
-
     where = reached(conn)
     skipped = where.skipped if where is not None else ()
     tried = getattr(client, "tried", [])

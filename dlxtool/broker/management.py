@@ -172,7 +172,7 @@ class ManagementClient:
         url = url or profile.management_url or ""
         context = None
         if url.startswith("https"):
-            from dlxtool.broker.connection import tls_context  # the AMQP side's module: only for TLS
+            from dlxtool.broker.tls import tls_context  # ssl's context: only for an https API
 
             context = tls_context(profile)
         return cls(url, profile.username, profile.password(), timeout=profile.timeout, context=context)

@@ -47,7 +47,6 @@ dlxtool.ops.survey; Ctrl-C handling is dlxtool.ops.interrupts.
 from __future__ import annotations
 
 import contextlib
-import enum
 import gc
 import threading
 import time
@@ -65,6 +64,9 @@ from dlxtool.broker.publisher import Publisher, PublishOutcome
 from dlxtool.broker.refusals import Refusal
 from dlxtool.broker.wire.frames import EncodeError, decode_properties
 from dlxtool.errors import ConnectError, DlxtoolError, UnavailableError
+from dlxtool.ops.actions import Action as Action
+from dlxtool.ops.actions import Decide as Decide
+from dlxtool.ops.actions import Decision as Decision
 from dlxtool.ops.interrupts import sigint_as_stop
 from dlxtool.ops.record_files import SetAside, Sink
 from dlxtool.record import MessageRecord
@@ -90,33 +92,6 @@ class SourceDeleted(DlxtoolError):
     """The source queue was deleted during the run; the messages in it went with it."""
 
 
-class Action(enum.Enum):
-    MOVE = "move"
-    REMOVE = "remove"
-    KEEP = "keep"
-    LEAVE = "leave"
-
-
-@dataclass(slots=True)
-class Decision:
-    action: Action
-    group: str = ""              # summary key: the target (MOVE) or the reason (KEEP/LEAVE)
-    exchange: str = ""
-    routing_key: str = ""
-    properties: Any = None       # pika BasicProperties to publish with (MOVE)
-    body: bytes | None = None    # default: the source body
-    record: MessageRecord | None = None  # what the sink writes (default: the source record)
-
-    @classmethod
-    def keep(cls, why: str = "not selected") -> Decision:
-        return cls(Action.KEEP, why)
-
-    @classmethod
-    def leave(cls, why: str) -> Decision:
-        return cls(Action.LEAVE, why)
-
-
-Decide = Callable[[MessageRecord], Decision]
 
 
 @dataclass

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 from dlxtool.broker import queues
 from dlxtool.broker.management import ManagementClient, QueueInfo
 from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, RefusedError, UsageError
+from dlxtool.ops.actions import Action, Decision
 from dlxtool.ops.alarms import check_alarms
-from dlxtool.ops.engine import Action, Decision
 from dlxtool.ops.outcomes import transfer_outcome
 from dlxtool.ops.routes import Router, Routes, usable_router
 from dlxtool.outcome import OK, Outcome

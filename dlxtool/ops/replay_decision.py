@@ -86,7 +86,7 @@ from dlxtool.deaths import (
     waited_only,
 )
 from dlxtool.deaths import Origin as DeathOrigin
-from dlxtool.ops.engine import Action, Decision
+from dlxtool.ops.actions import Action, Decision
 from dlxtool.ops.exchange_routes import ExchangeTargets
 from dlxtool.ops.provenance import (
     COPY_LEFT,

@@ -32,7 +32,7 @@ from dlxtool.broker.wire import codec
 from dlxtool.broker.wire.frames import has_user_id
 from dlxtool.conventions import may_be_dramatiq
 from dlxtool.deaths import CELERY_HEADER, HISTORY_HEADERS, death_routing_keys
-from dlxtool.ops.engine import Action, Decision
+from dlxtool.ops.actions import Action, Decision
 from dlxtool.ops.provenance import PROVENANCE_HEADER, ProvenanceWriter, picked_copy_origin, source_fingerprint
 from dlxtool.record import MessageRecord
 

@@ -1,0 +1,41 @@
+"""What the one-pass engine (dlxtool.ops.engine) does with a message — an Action, in a Decision that a decider
+(replay's, purge's, a route check) returns for each record. Apart from the engine so that the deciders and
+the route checks (dlxtool.ops.routes) need not import the engine itself."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from dlxtool.record import MessageRecord
+
+
+class Action(enum.Enum):
+    MOVE = "move"
+    REMOVE = "remove"
+    KEEP = "keep"
+    LEAVE = "leave"
+
+
+@dataclass(slots=True)
+class Decision:
+    action: Action
+    group: str = ""              # summary key: the target (MOVE) or the reason (KEEP/LEAVE)
+    exchange: str = ""
+    routing_key: str = ""
+    properties: Any = None       # pika BasicProperties to publish with (MOVE)
+    body: bytes | None = None    # default: the source body
+    record: MessageRecord | None = None  # what the sink writes (default: the source record)
+
+    @classmethod
+    def keep(cls, why: str = "not selected") -> Decision:
+        return cls(Action.KEEP, why)
+
+    @classmethod
+    def leave(cls, why: str) -> Decision:
+        return cls(Action.LEAVE, why)
+
+
+Decide = Callable[[MessageRecord], Decision]
