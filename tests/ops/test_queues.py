@@ -63,7 +63,7 @@ class FakeClient:
     def prefetch_overview(self) -> None:  # sending ahead is the real client's business
         pass
 
-    def prefetch_queues(self, vhost: str | None, *, columns: list[str]) -> None:
+    def prefetch_queues(self, vhost: str | None, *, columns: list[str], timeout: float | None = None) -> None:
         pass
 
     def prefetch_bindings(self, vhost: str | None, *, columns: list[str]) -> None:
@@ -72,7 +72,7 @@ class FakeClient:
     def version(self) -> str:
         return "3.10.8"
 
-    def queues(self, vhost: str | None, *, columns: list[str]) -> list[dict[str, Any]]:
+    def queues(self, vhost: str | None, *, columns: list[str], timeout: float | None = None) -> list[dict[str, Any]]:
         assert columns == QUEUE_COLUMNS and vhost == "v"
         return [{"name": "q", "vhost": "v", "type": "classic", "messages_ready": 2, "consumers": 0}]
 

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Whole-process wall time of `dlxtool queues` on a vhost of --queues queues (default 10,001), next to the
+`rabbitmqadmin list queues` that the broker's management plugin serves (issue 28), in the same rounds.
+
+In a vhost of its own (deleted afterwards) it creates the queues in one definitions import, downloads
+rabbitmqadmin from the broker (http://HOST:HTTP_PORT/cli/rabbitmqadmin: the 3.x management plugin's), waits
+for the queues' first statistics sample, then runs, in rounds:
+
+    admin   python3 rabbitmqadmin -V VHOST list queues     one unpaged GET (columns name,messages), a table
+    table   dlxtool --url URL queues -f table               the API proven first over AMQP (a probe queue)
+    json    dlxtool --url URL queues -f json
+
+Each round runs every command once, in a shuffled order, so a burst of load from the other users of a shared
+machine hits a round, not one command. Per round it takes each command's ratio to rabbitmqadmin's time of that
+round; it prints the median wall time of each command, the median of its per-round ratios (target <= 1.0),
+the CPU seconds (the commands' own, not the broker's), the load average before and after, and how many runs
+listed every queue exactly once (each json run is checked: the count and no name twice; each table run: the
+number of lines).
+
+    .venv/bin/python scripts/bench/queues.py [--queues 10001] [--rounds 7] [--keep-vhost]
+        [--baseline DIR]     # also run an older dlxtool source tree (e.g. `git archive REV | tar -x -C DIR`)
+                             # as `python -m dlxtool` in the same rounds: before/after, paired
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from dlxtool.broker.management import ManagementClient  # noqa: E402
+
+HOST = os.environ.get("DLXTOOL_BENCH_HOST", "127.0.0.1")
+AMQP_PORT = int(os.environ.get("DLXTOOL_TEST_AMQP_PORT", "5672"))
+HTTP_PORT = int(os.environ.get("DLXTOOL_TEST_HTTP_PORT", "15672"))
+PYTHON = ROOT / ".venv" / "bin" / "python"
+DLXTOOL = ROOT / ".venv" / "bin" / "dlxtool"
+STATS_INTERVAL = 5.0  # the broker's collect_statistics_interval (default): the queues' first sample
+
+
+def create_queues(mgmt: ManagementClient, vhost: str, n: int) -> float:
+    """n queues in one definitions import (a queue.declare each over AMQP takes minutes for 10,000)."""
+    started = time.monotonic()
+    queues = [{"name": f"bench.{i:06d}", "vhost": vhost, "durable": False, "auto_delete": False, "arguments": {}}
+              for i in range(n)]
+    mgmt.request("POST", f"definitions/{quote(vhost, safe='')}", {"queues": queues})
+    while len(mgmt.queues(vhost, columns=["name"])) < n:
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
+def rabbitmqadmin(tmp: Path) -> Path:
+    path = tmp / "rabbitmqadmin"
+    with urllib.request.urlopen(f"http://{HOST}:{HTTP_PORT}/cli/rabbitmqadmin", timeout=30) as resp:
+        path.write_bytes(resp.read())
+    return path
+
+
+def commands(admin: Path, vhost: str, url: str) -> dict[str, list[str]]:
+    return {
+        "admin": ["python3", str(admin), "-H", HOST, "-P", str(HTTP_PORT), "-u", "guest", "-p", "guest",
+                  "-V", vhost, "list", "queues"],
+        "table": [str(DLXTOOL), "--url", url, "queues", "-f", "table"],  # (json is the default off a terminal)
+        "json": [str(DLXTOOL), "--url", url, "queues", "-f", "json"],
+    }
+
+
+def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, bytes]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, env=env, check=False)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, proc.stdout
+
+
+def complete(name: str, output: bytes, n: int) -> bool:
+    """Every queue listed once: json by name, tables by line count (header lines: admin 4, dlxtool 2)."""
+    if name.startswith("json"):
+        names = [row["queue"] for row in json.loads(output)]
+        return len(names) == n and len(set(names)) == n and all(q.startswith("bench.") for q in names)
+    return len(output.splitlines()) == n + (4 if name == "admin" else 2)
+
+
+def loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--queues", type=int, default=10_001)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--keep-vhost", action="store_true", help="do not delete the vhost at the end")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="an older dlxtool source tree to run in the same rounds (before/after)")
+    args = parser.parse_args()
+    compileall.compile_dir(ROOT / "dlxtool", quiet=1)  # as an install does (pip compiles)
+    mgmt = ManagementClient(f"http://{HOST}:{HTTP_PORT}/", "guest", "guest", timeout=600)
+    vhost = f"dlxtool-queues-{uuid.uuid4().hex[:8]}"
+    url = f"amqp://guest:guest@{HOST}:{AMQP_PORT}/{quote(vhost, safe='')}"
+    mgmt.request("PUT", f"vhosts/{quote(vhost, safe='')}", {})
+    mgmt.request("PUT", f"permissions/{quote(vhost, safe='')}/guest", {"configure": ".*", "write": ".*", "read": ".*"})
+    try:
+        with tempfile.TemporaryDirectory(prefix="dlxtool-queues-") as tmp:
+            measure(args, mgmt, vhost, url, Path(tmp))
+    finally:
+        if not args.keep_vhost:
+            started = time.monotonic()
+            mgmt.request("DELETE", f"vhosts/{quote(vhost, safe='')}")
+            print(f"vhost deleted: {time.monotonic() - started:.1f} s")
+
+
+def measure(args: argparse.Namespace, mgmt: ManagementClient, vhost: str, url: str, tmp: Path) -> None:
+    print(f"creating {args.queues:,} queues: {create_queues(mgmt, vhost, args.queues):.1f} s", flush=True)
+    time.sleep(STATS_INTERVAL + 1)  # until their first statistics sample: the listings then carry them
+    cmds = commands(rabbitmqadmin(tmp), vhost, url)
+    # No user config (--url alone, as in the issue): the management API is derived from it (HOST:15672) and
+    # proven over AMQP first.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DLXTOOL_")}
+    env.update(NO_COLOR="1", XDG_CONFIG_HOME=str(tmp / "config"))
+    envs = {name: env for name in cmds}
+    if args.baseline:
+        compileall.compile_dir(args.baseline, quiet=1)
+        base_env = {**env, "PYTHONPATH": str(args.baseline)}
+        for name in ("table", "json"):
+            cmds[f"{name}@base"] = [str(PYTHON), "-m", "dlxtool", *cmds[name][1:]]
+            envs[f"{name}@base"] = base_env
+    for name, cmd in cmds.items():  # warm the caches
+        run(cmd, envs[name])
+    walls: dict[str, list[float]] = {name: [] for name in cmds}
+    cpus: dict[str, list[float]] = {name: [] for name in cmds}
+    ratios: dict[str, list[float]] = {name: [] for name in cmds if name != "admin"}
+    whole: dict[str, int] = dict.fromkeys(cmds, 0)
+    load_before = loadavg()
+    rng = random.Random(28)
+    for r in range(args.rounds):
+        order = list(cmds)
+        rng.shuffle(order)
+        got: dict[str, float] = {}
+        for name in order:
+            wall, cpu, out = run(cmds[name], envs[name])
+            got[name] = wall
+            walls[name].append(wall)
+            cpus[name].append(cpu)
+            whole[name] += complete(name, out, args.queues)
+        for name in ratios:
+            ratios[name].append(got[name] / got["admin"])
+        print(f"round {r + 1}: " + "  ".join(f"{name} {got[name]:.2f}s" for name in cmds), flush=True)
+    print(f"load average before: {load_before}   after: {loadavg()}   ({os.cpu_count()} CPUs)")
+    print(f"{args.queues:,} queues; medians of {args.rounds} paired rounds; x admin: median of the per-round ratios")
+    print(f"{'command':11} {'wall s':>7} {'x admin':>8} {'cpu s':>6}  complete")
+    for name in cmds:
+        ratio = f"{statistics.median(ratios[name]):8.2f}" if name in ratios else f"{'1':>8}"
+        print(f"{name:11} {statistics.median(walls[name]):7.2f} {ratio} {statistics.median(cpus[name]):6.2f}  "
+              f"{whole[name]}/{args.rounds}")
+    print("target: table and json <= 1.0 x admin (wall), every run complete")
+
+
+if __name__ == "__main__":
+    main()
