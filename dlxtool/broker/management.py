@@ -438,6 +438,19 @@ class ManagementClient:
         """Send ahead what `bindings()` reads."""
         self.prefetch(*_bindings_path(vhost), **_columns(columns))
 
+    def exchange_bindings(self, vhost: str, exchange: str, *, columns: list[str] | None = None
+                          ) -> list[dict[str, Any]]:
+        """The bindings whose source is `exchange` ([] when there is no such exchange)."""
+        try:
+            result = self.get(_exchange_bindings_path(vhost, exchange), **_columns(columns))
+        except NotFoundError:
+            return []
+        return [b for b in result if isinstance(b, dict)] if isinstance(result, list) else []
+
+    def prefetch_exchange_bindings(self, vhost: str, exchange: str, *, columns: list[str] | None = None) -> None:
+        """Send ahead what `exchange_bindings()` reads."""
+        self.prefetch(_exchange_bindings_path(vhost, exchange), **_columns(columns))
+
 
 def queue_path(vhost: str, name: str) -> str:
     return f"queues/{_q(vhost)}/{_q(name)}"
@@ -445,6 +458,10 @@ def queue_path(vhost: str, name: str) -> str:
 
 def _queues_path(vhost: str | None) -> str:
     return f"queues/{_q(vhost)}" if vhost else "queues"
+
+
+def _exchange_bindings_path(vhost: str, exchange: str) -> str:
+    return f"exchanges/{_q(vhost)}/{_q(exchange)}/bindings/source"
 
 
 def _bindings_path(vhost: str | None) -> tuple[str]:

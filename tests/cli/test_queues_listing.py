@@ -148,3 +148,51 @@ def test_the_listing_is_one_request(big_vhost: BrokerEnv) -> None:
     listed = client.queues(env.vhost, columns=QUEUE_COLUMNS)
     assert len(listed) == KEPT
     assert len(asked) == 1 and "page" not in (asked[0] or {})
+
+
+@pytest.mark.parametrize("max_asks", [64, 0])
+def test_dead_letter_bindings_exchange_by_exchange(broker: BrokerEnv, max_asks: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A queue dead-letters to a topic exchange bound to a fanout exchange bound to the DLQ (exchange to exchange);
+    another to an exchange that does not exist. The survey asks for those exchanges' bindings one by one, level by
+    level (max_asks 64), or reads the vhost's whole binding listing past the limit (max_asks 0): the same flags."""
+    from dlxtool.ops import queues as ops_queues
+
+    monkeypatch.setattr(ops_queues, "MAX_EXCHANGE_ASKS", max_asks)
+    with open_vhost(broker.host, broker.amqp_port, broker.http_port,
+                    f"{broker.vhost}-dlx-{uuid.uuid4().hex[:6]}") as env:  # its own: no other test's exchanges
+        _dead_letter_bindings(env, max_asks)
+
+
+def _dead_letter_bindings(broker: BrokerEnv, max_asks: int) -> None:
+    p = "t"
+    with broker.channel() as ch:
+        ch.exchange_declare(f"{p}.dlx", "topic")
+        ch.exchange_declare(f"{p}.fan", "fanout")
+        ch.exchange_bind(f"{p}.fan", f"{p}.dlx", routing_key="#")
+        ch.queue_declare(f"{p}.dlq")
+        ch.queue_bind(f"{p}.dlq", f"{p}.fan")
+        ch.queue_declare(f"{p}.src", arguments={"x-dead-letter-exchange": f"{p}.dlx"})
+        ch.queue_declare(f"{p}.lost", arguments={"x-dead-letter-exchange": f"{p}.missing"})
+    asked: list[str] = []
+
+    class Counting(ManagementClient):
+        def request(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Any:
+            asked.append(path)
+            return super().request(method, path, body, **kwargs)
+
+    profile = BrokerProfile(name="test", urls=(broker.url,), vhost=broker.vhost,
+                            management_url=broker.management_url, management_url_derived=False)
+    result = survey_broker(profile, broker.vhost,
+                           client_factory=lambda _p: Counting(broker.management_url, "guest", "guest", timeout=60))
+    assert result.error is None, result.error
+    flags = {r.queue: r.flags for r in result.rows if r.queue.startswith(p + ".")}
+    assert flags[f"{p}.dlq"] == {"dlq": f"receives dead letters from {p}.src"}
+    assert "dlq" not in flags[f"{p}.src"] and "dlq" not in flags[f"{p}.lost"]
+    listings = [a for a in asked if a.startswith("bindings/")]
+    if max_asks:
+        assert not listings
+        v = quote(broker.vhost, safe="")
+        assert {f"exchanges/{v}/{quote(x, safe='')}/bindings/source" for x in (f"{p}.dlx", f"{p}.fan")} <= set(asked)
+    else:
+        assert listings == [f"bindings/{quote(broker.vhost, safe='')}"]
