@@ -413,21 +413,23 @@ class ManagementClient:
             self._version = self.overview(columns=OVERVIEW_COLUMNS).get("rabbitmq_version") or ""
         return self._version or None
 
-    def queues(self, vhost: str | None = None, *, columns: list[str] | None = None,
-               timeout: float | None = None) -> list[dict[str, Any]]:
+    def queues(self, vhost: str | None = None, *, columns: list[str] | None = None, timeout: float | None = None,
+               unsorted: bool = False) -> list[dict[str, Any]]:
         """All queues (of one vhost) with only the columns asked for, in one request: one listing, made by the
         server in one pass over its queue table, so every queue that exists while it is made is in it once.
         Pages would each be made from the queues of their own moment: a queue created or deleted between two
         pages shifts the ones after it, and one is skipped or shown twice (issue 28). They cost more too: the
         server lists and sorts every queue for each page (scripts/bench/queues.py). `timeout`: how long the
-        answer may take (thousands of queues take the server seconds), when not the client's."""
-        result = self.request("GET", _queues_path(vhost), query=_columns(columns) or None, timeout=timeout)
+        answer may take (thousands of queues take the server seconds), when not the client's. `unsorted`: in the
+        server's order (`sort=`: the plugin then skips sorting, which looks every sort key up in every queue's
+        45 fields: on 3.10.8 about a third of the listing's work for 10,000 queues)."""
+        result = self.request("GET", _queues_path(vhost), query=_queues_query(columns, unsorted), timeout=timeout)
         return result.get("items", []) if isinstance(result, dict) else list(result or [])
 
     def prefetch_queues(self, vhost: str | None = None, *, columns: list[str] | None = None,
-                        timeout: float | None = None) -> None:
+                        timeout: float | None = None, unsorted: bool = False) -> None:
         """Send ahead what `queues()` reads."""
-        self._prefetch(_queues_path(vhost), _columns(columns) or None, timeout)
+        self._prefetch(_queues_path(vhost), _queues_query(columns, unsorted), timeout)
 
     def bindings(self, vhost: str | None = None, *, columns: list[str] | None = None) -> list[dict[str, Any]]:
         """All bindings (of one vhost). The API does not paginate bindings; accept a page anyway."""
@@ -458,6 +460,11 @@ def queue_path(vhost: str, name: str) -> str:
 
 def _queues_path(vhost: str | None) -> str:
     return f"queues/{_q(vhost)}" if vhost else "queues"
+
+
+def _queues_query(columns: list[str] | None, unsorted: bool) -> dict[str, str] | None:
+    query = {**_columns(columns), **({"sort": ""} if unsorted else {})}
+    return query or None
 
 
 def _exchange_bindings_path(vhost: str, exchange: str) -> str:

@@ -13,9 +13,10 @@ for the queues' first statistics sample, then runs, in rounds:
 Each round runs every command once, in a shuffled order, so a burst of load from the other users of a shared
 machine hits a round, not one command. Per round it takes each command's ratio to rabbitmqadmin's time of that
 round; it prints the median wall time of each command, the median of its per-round ratios (target <= 1.0),
-the CPU seconds (the commands' own, not the broker's), the load average before and after, and how many runs
-listed every queue exactly once (each json run is checked: the count and no name twice; each table run: the
-number of lines).
+the CPU seconds of the command and, when the broker runs on this machine, of the broker (its beam process, found
+by the port it listens on; other users of a shared broker add to it), the load average before and after, and how
+many runs listed every queue exactly once (each json run is checked: the count and no name twice; each table run:
+the number of lines). On a shared machine the broker's CPU is the steadier figure: wall times wait for cores.
 
     .venv/bin/python scripts/bench/queues.py [--queues 10001] [--rounds 7] [--keep-vhost]
         [--baseline DIR]     # also run an older dlxtool source tree (e.g. `git archive REV | tar -x -C DIR`)
@@ -80,16 +81,48 @@ def commands(admin: Path, vhost: str, url: str) -> dict[str, list[str]]:
     }
 
 
-def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, bytes]:
+def listener_pid(port: int) -> int | None:
+    """The local process listening on TCP `port` (the broker's management listener), or None (not local, no
+    /proc, not allowed to look)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                inodes.add(f"socket:[{fields[9]}]")
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if any(os.readlink(fd) in inodes for fd in (proc / "fd").iterdir()):
+                return int(proc.name)
+        except OSError:
+            continue
+    return None
+
+
+def process_cpu(pid: int | None) -> float:
+    """CPU seconds (user + system) the process has used so far; 0 without one."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(cmd: list[str], env: dict[str, str], broker: int | None = None) -> tuple[float, float, float, bytes]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    broker_before = process_cpu(broker)
     started = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, env=env, check=False)
     wall = time.perf_counter() - started
+    broker_cpu = process_cpu(broker) - broker_before
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, proc.stdout
+    return wall, cpu, broker_cpu, proc.stdout
 
 
 def complete(name: str, output: bytes, n: int) -> bool:
@@ -145,8 +178,10 @@ def measure(args: argparse.Namespace, mgmt: ManagementClient, vhost: str, url: s
             envs[f"{name}@base"] = base_env
     for name, cmd in cmds.items():  # warm the caches
         run(cmd, envs[name])
+    broker = listener_pid(HTTP_PORT)
     walls: dict[str, list[float]] = {name: [] for name in cmds}
     cpus: dict[str, list[float]] = {name: [] for name in cmds}
+    broker_cpus: dict[str, list[float]] = {name: [] for name in cmds}
     ratios: dict[str, list[float]] = {name: [] for name in cmds if name != "admin"}
     whole: dict[str, int] = dict.fromkeys(cmds, 0)
     load_before = loadavg()
@@ -156,21 +191,23 @@ def measure(args: argparse.Namespace, mgmt: ManagementClient, vhost: str, url: s
         rng.shuffle(order)
         got: dict[str, float] = {}
         for name in order:
-            wall, cpu, out = run(cmds[name], envs[name])
+            wall, cpu, broker_cpu, out = run(cmds[name], envs[name], broker)
             got[name] = wall
             walls[name].append(wall)
             cpus[name].append(cpu)
+            broker_cpus[name].append(broker_cpu)
             whole[name] += complete(name, out, args.queues)
         for name in ratios:
             ratios[name].append(got[name] / got["admin"])
         print(f"round {r + 1}: " + "  ".join(f"{name} {got[name]:.2f}s" for name in cmds), flush=True)
     print(f"load average before: {load_before}   after: {loadavg()}   ({os.cpu_count()} CPUs)")
     print(f"{args.queues:,} queues; medians of {args.rounds} paired rounds; x admin: median of the per-round ratios")
-    print(f"{'command':11} {'wall s':>7} {'x admin':>8} {'cpu s':>6}  complete")
+    print(f"{'command':11} {'wall s':>7} {'x admin':>8} {'cpu s':>6} {'broker cpu s':>13}  complete")
     for name in cmds:
         ratio = f"{statistics.median(ratios[name]):8.2f}" if name in ratios else f"{'1':>8}"
-        print(f"{name:11} {statistics.median(walls[name]):7.2f} {ratio} {statistics.median(cpus[name]):6.2f}  "
-              f"{whole[name]}/{args.rounds}")
+        broker_cpu = f"{statistics.median(broker_cpus[name]):13.2f}" if broker else f"{'?':>13}"
+        print(f"{name:11} {statistics.median(walls[name]):7.2f} {ratio} {statistics.median(cpus[name]):6.2f} "
+              f"{broker_cpu}  {whole[name]}/{args.rounds}")
     print("target: table and json <= 1.0 x admin (wall), every run complete")
 
 
