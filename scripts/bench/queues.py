@@ -7,8 +7,8 @@ rabbitmqadmin from the broker (http://HOST:HTTP_PORT/cli/rabbitmqadmin: the 3.x 
 for the queues' first statistics sample, then runs, in rounds:
 
     admin   python3 rabbitmqadmin -V VHOST list queues     one unpaged GET (columns name,messages), a table
-    table   dlxtool --url URL queues -f table               the API proven first over AMQP (a probe queue)
-    json    dlxtool --url URL queues -f json
+    table   dlxtool --url URL --management-url API queues -f table    the API proven first over AMQP (a probe queue)
+    json    dlxtool --url URL --management-url API queues -f json
 
 Each round runs every command once, in a shuffled order, so a burst of load from the other users of a shared
 machine hits a round, not one command. Per round it takes each command's ratio to rabbitmqadmin's time of that
@@ -21,6 +21,15 @@ the number of lines). On a shared machine the broker's CPU is the steadier figur
     .venv/bin/python scripts/bench/queues.py [--queues 10001] [--rounds 7] [--keep-vhost]
         [--baseline DIR]     # also run an older dlxtool source tree (e.g. `git archive REV | tar -x -C DIR`)
                              # as `python -m dlxtool` in the same rounds: before/after, paired
+
+The broker is DLXTOOL_TEST_AMQP_PORT / DLXTOOL_TEST_HTTP_PORT's (5672 / 15672). Where other people's tests use
+that one, a node of its own makes the broker's CPU this bench's alone (a dev-broker node with a state directory,
+name and ports of its own; `... scripts/dev-broker stop second` with the same variables stops it):
+
+    mkdir -p /tmp/bench-broker && chown rabbitmq: /tmp/bench-broker   # as root: the node runs as rabbitmq
+    DLXTOOL_DEV_BROKER_DIR=/tmp/bench-broker DLXTOOL_SECOND_PORT=5690 DLXTOOL_SECOND_HTTP_PORT=15690 \
+        DLXTOOL_SECOND_NODE=dlxtool-bench@localhost scripts/dev-broker second
+    DLXTOOL_TEST_AMQP_PORT=5690 DLXTOOL_TEST_HTTP_PORT=15690 .venv/bin/python scripts/bench/queues.py
 """
 
 from __future__ import annotations
@@ -73,11 +82,13 @@ def rabbitmqadmin(tmp: Path) -> Path:
 
 
 def commands(admin: Path, vhost: str, url: str) -> dict[str, list[str]]:
+    # --management-url: ad hoc, so proven over AMQP first as a derived one is (and right on any port)
+    dlxtool = [str(DLXTOOL), "--url", url, "--management-url", f"http://{HOST}:{HTTP_PORT}/", "queues"]
     return {
         "admin": ["python3", str(admin), "-H", HOST, "-P", str(HTTP_PORT), "-u", "guest", "-p", "guest",
                   "-V", vhost, "list", "queues"],
-        "table": [str(DLXTOOL), "--url", url, "queues", "-f", "table"],  # (json is the default off a terminal)
-        "json": [str(DLXTOOL), "--url", url, "queues", "-f", "json"],
+        "table": [*dlxtool, "-f", "table"],  # (json is the default off a terminal)
+        "json": [*dlxtool, "-f", "json"],
     }
 
 
@@ -165,8 +176,7 @@ def measure(args: argparse.Namespace, mgmt: ManagementClient, vhost: str, url: s
     print(f"creating {args.queues:,} queues: {create_queues(mgmt, vhost, args.queues):.1f} s", flush=True)
     time.sleep(STATS_INTERVAL + 1)  # until their first statistics sample: the listings then carry them
     cmds = commands(rabbitmqadmin(tmp), vhost, url)
-    # No user config (--url alone, as in the issue): the management API is derived from it (HOST:15672) and
-    # proven over AMQP first.
+    # No user config (--url and --management-url, ad hoc): the API is proven over AMQP first.
     env = {k: v for k, v in os.environ.items() if not k.startswith("DLXTOOL_")}
     env.update(NO_COLOR="1", XDG_CONFIG_HOME=str(tmp / "config"))
     envs = {name: env for name in cmds}
