@@ -126,7 +126,8 @@ def run(cmd: list[str], env: dict[str, str], broker: int | None = None) -> tuple
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     broker_before = process_cpu(broker)
     started = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, env=env, check=False)
+    # cwd "/": `python -m dlxtool` would import the dlxtool of the working directory before PYTHONPATH's
+    proc = subprocess.run(cmd, capture_output=True, env=env, check=False, cwd="/")
     wall = time.perf_counter() - started
     broker_cpu = process_cpu(broker) - broker_before
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -183,6 +184,10 @@ def measure(args: argparse.Namespace, mgmt: ManagementClient, vhost: str, url: s
     if args.baseline:
         compileall.compile_dir(args.baseline, quiet=1)
         base_env = {**env, "PYTHONPATH": str(args.baseline)}
+        where = subprocess.run([str(PYTHON), "-c", "import dlxtool; print(dlxtool.__file__)"], env=base_env, cwd="/",
+                               capture_output=True, text=True, check=True).stdout.strip()
+        if not Path(where).resolve().is_relative_to(args.baseline.resolve()):
+            raise SystemExit(f"{args.baseline}: dlxtool came from {where} instead (not a source tree?)")
         for name in ("table", "json"):
             cmds[f"{name}@base"] = [str(PYTHON), "-m", "dlxtool", *cmds[name][1:]]
             envs[f"{name}@base"] = base_env
