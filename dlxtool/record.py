@@ -12,7 +12,11 @@ and the offline modes of `history` and `decode`. One JSON object per message (JS
 
 Header tagging: bytes → {"$bytes": base64}, timestamps → {"$timestamp": "…Z"},
 decimals → {"$decimal": "1.50"}. A real table whose only key is one of those tag names is wrapped
-as {"$table": {...}} so that decoding stays unambiguous. Tables and arrays nested deeper than
+as {"$table": {...}} so that decoding stays unambiguous. A table with a name that is not UTF-8 (AMQP names
+are bytes; pika and dlxtool's codec hand those over as bytes) is written as {"$pairs": [[name, value], …]} in
+its order, each such name as {"$bytes": base64} — at any depth, `headers` itself included; so is a table whose
+only name is "$pairs". The same goes for `exchange`, `routing_key` and the string properties: UTF-8 names stay
+plain strings, others are {"$bytes": base64}. Tables and arrays nested deeper than
 MAX_JSON_DEPTH levels (a hostile header can nest thousands deep, JSON writers stop at a few hundred)
 are kept whole as {"$amqp": base64 of their AMQP field-value encoding}. Values pika would change or
 cannot decode (floats, b/B/s/u/U/i and L integers, rescaled decimals, timestamps past 9999) arrive as
@@ -38,8 +42,9 @@ PROPERTY_NAMES = (
     "content_type", "content_encoding", "delivery_mode", "priority", "correlation_id", "reply_to",
     "expiration", "message_id", "timestamp", "type", "user_id", "app_id", "cluster_id",
 )
-_TAGS = ("$bytes", "$timestamp", "$decimal", "$table", "$amqp")
+_TAGS = ("$bytes", "$timestamp", "$decimal", "$table", "$amqp", "$pairs")
 _RAW_KEYS = {"$amqp", "$value"}
+_PAIRS = "$pairs"
 MAX_JSON_DEPTH = 32
 
 
@@ -65,10 +70,10 @@ class MessageRecord:
         return {
             "queue": self.queue,
             "position": self.position,
-            "exchange": self.exchange,
-            "routing_key": self.routing_key,
+            "exchange": tag_name(self.exchange),
+            "routing_key": tag_name(self.routing_key),
             "redelivered": self.redelivered,
-            "properties": dict(self.properties),
+            "properties": {k: tag_name(v) for k, v in self.properties.items()},
             "headers": tag_table(self.headers),
             "deaths": [d.to_json() for d in self.deaths],
             "body": base64.b64encode(self.body).decode("ascii"),
@@ -102,10 +107,10 @@ class MessageRecord:
             queue=str(data.get("queue") or ""),
             body=body,
             position=_int_field(data, "position", where),
-            exchange=str(data.get("exchange") or ""),
-            routing_key=str(data.get("routing_key") or ""),
+            exchange=untag_name(data.get("exchange"), f"{where}: exchange"),
+            routing_key=untag_name(data.get("routing_key"), f"{where}: routing_key"),
             redelivered=bool(data.get("redelivered", False)),
-            properties=dict(properties),
+            properties={k: untag_name(v, f"{where}: properties.{k}", keep=True) for k, v in properties.items()},
             headers=decoded_headers,
             decoded=data.get("decoded"),
         )
@@ -166,6 +171,8 @@ def encode_value(value: Any, depth: int = 0) -> Any:
         return {"$amqp": base64.b64encode(_amqp_encode(value)).decode("ascii")}
     if isinstance(value, Mapping):
         table = tag_table(value, depth + 1)
+        if _pairs(table) is not None:  # tag_table's own form: a tag already
+            return table
         if (len(table) == 1 and next(iter(table)) in _TAGS) or set(table) == _RAW_KEYS:
             return {"$table": table}
         return table
@@ -174,8 +181,32 @@ def encode_value(value: Any, depth: int = 0) -> Any:
     raise TypeError(f"cannot encode header value of type {type(value).__name__}")
 
 
-def tag_table(table: Mapping[str, Any], depth: int = 0) -> dict[str, Any]:
+def tag_table(table: Mapping[Any, Any], depth: int = 0) -> dict[str, Any]:
+    """A field table as JSON: an object by name; {"$pairs": [[name, value], …]} (in its order) where a name is not
+    text (bytes: not UTF-8) or the only name is "$pairs" itself."""
+    if any(isinstance(k, bytes | bytearray) for k in table) or (len(table) == 1 and _PAIRS in table):
+        return {_PAIRS: [[tag_name(k), encode_value(v, depth)] for k, v in table.items()]}
     return {str(k): encode_value(v, depth) for k, v in table.items()}
+
+
+def tag_name(name: Any) -> Any:
+    """A name (a table's, an exchange, a routing key, a string property) as JSON: bytes (not UTF-8) as
+    {"$bytes": base64}; anything else as it is."""
+    if isinstance(name, bytes | bytearray):
+        return {"$bytes": base64.b64encode(bytes(name)).decode("ascii")}
+    return name
+
+
+def untag_name(value: Any, where: str, *, keep: bool = False) -> Any:
+    """tag_name undone: {"$bytes": base64} → bytes; None → ""; other values as text (`keep`: as they are)."""
+    if isinstance(value, dict) and set(value) == {"$bytes"}:
+        try:
+            return base64.b64decode(value["$bytes"], validate=True)
+        except (binascii.Error, TypeError, ValueError):
+            raise UsageError(f"{where}: bad $bytes value {value['$bytes']!r}") from None
+    if keep:
+        return value
+    return str(value or "")
 
 
 def _amqp_encode(value: Any) -> bytes:
@@ -212,5 +243,32 @@ def decode_value(value: Any, where: str = "header") -> Any:
     return untag_table(value, where)
 
 
-def untag_table(table: Mapping[str, Any], where: str = "headers") -> dict[str, Any]:
+def untag_table(table: Mapping[str, Any], where: str = "headers") -> dict[Any, Any]:
+    """tag_table undone (`headers` itself, or a table inside): names that are {"$bytes": …} in a $pairs list are
+    bytes again."""
+    pairs = _pairs(table)
+    if pairs is not None:
+        out: dict[Any, Any] = {}
+        for name, value in pairs:
+            key = untag_name(name, f"{where}: name {name!r}")
+            out[key] = decode_value(value, f"{where}.{_shown(key)}")
+        return out
     return {str(k): decode_value(v, f"{where}.{k}") for k, v in table.items()}
+
+
+def _pairs(table: Mapping[str, Any]) -> list[list[Any]] | None:
+    """The [[name, value], …] of a table in the $pairs form, or None. Only a list of [name, value] pairs whose
+    names are text or {"$bytes": …} is one: a table of an older dlxtool whose only name was "$pairs" (written
+    as it was) reads as a plain table unless its value has that exact shape."""
+    if len(table) != 1 or _PAIRS not in table:
+        return None
+    pairs = table[_PAIRS]
+    if not isinstance(pairs, list) or not all(
+            isinstance(p, list) and len(p) == 2
+            and (isinstance(p[0], str) or (isinstance(p[0], dict) and set(p[0]) == {"$bytes"})) for p in pairs):
+        return None
+    return pairs
+
+
+def _shown(name: Any) -> str:
+    return name.decode("utf-8", "backslashreplace") if isinstance(name, bytes) else str(name)

@@ -133,7 +133,8 @@ class Selection:
 
     def _routing_key_matches(self, record: MessageRecord, _now: float) -> bool:
         """The delivery's routing key or any routing key in its death history (before a DLX override)."""
-        keys = {record.routing_key, *(k for d in record.deaths for k in d.routing_keys)}
+        # (a routing key that is not UTF-8 arrives as bytes: matched as text, as the history's keys are)
+        keys = {_text(record.routing_key) or "", *(k for d in record.deaths for k in d.routing_keys)}
         return any(fnmatch.fnmatchcase(k, p) for k in keys for p in self.routing_keys)
 
     def describe(self) -> dict[str, Any]:

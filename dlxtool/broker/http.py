@@ -60,9 +60,10 @@ class Response:
 class Pending:
     """A submitted request: its answer, once read."""
 
-    def __init__(self, method: str, head: bytes, body: bytes) -> None:
+    def __init__(self, method: str, head: bytes, body: bytes, timeout: float | None = None) -> None:
         self.method = method
         self.data = head + body
+        self.timeout = timeout  # how long its answer may take to come (None: the connection's timeout)
         self._done = threading.Event()
         self._response: Response | None = None
         self._error: BaseException | None = None
@@ -99,13 +100,16 @@ class HttpConnection:
         self._opened = 0  # connections opened so far: Response.connection
         self._fresh = False  # no answer read yet on the connection open now
 
-    def submit(self, method: str, target: str, headers: Mapping[str, str], body: bytes | None = None) -> Pending:
-        """Queue a request (sent at once when the connection is free, pipelined behind earlier ones)."""
+    def submit(self, method: str, target: str, headers: Mapping[str, str], body: bytes | None = None, *,
+               timeout: float | None = None) -> Pending:
+        """Queue a request (sent at once when the connection is free, pipelined behind earlier ones). `timeout`:
+        how long each wait for its answer's bytes may be, when it is not the connection's (a listing the server
+        takes seconds to make, asked once the server has answered a quick request ahead of it)."""
         lines = [f"{method} {target} HTTP/1.1", f"Host: {self.host_header}",
                  *(f"{k}: {v}" for k, v in headers.items())]
         if body is not None or method in ("POST", "PUT"):
             lines.append(f"Content-Length: {len(body or b'')}")
-        pending = Pending(method, ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"), body or b"")
+        pending = Pending(method, ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"), body or b"", timeout)
         with self._lock:
             self._queue.append(pending)
             if self._thread is None:
@@ -153,6 +157,8 @@ class HttpConnection:
 
     def _answer(self, in_flight: deque[Pending]) -> None:
         pending = in_flight[0]
+        assert self._sock is not None
+        self._sock.settimeout(pending.timeout or self.timeout)
         try:
             response, keep = self._read_response(pending.method)
         except _ClosedBeforeAnswer:

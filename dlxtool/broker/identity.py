@@ -12,7 +12,8 @@ management client from `verified_management(conn, profile)`, and nothing else of
 2. The proof, membership: over AMQP declare an exclusive queue
    with a server-generated name (`amq.gen-` + a 128-bit random id) and ask the API for it. Found: the API
    sees the AMQP connection's cluster and vhost (its `node` is the node AMQP reached). Not found: another
-   broker. The queue is deleted right after (and goes with the connection anyway).
+   broker. The queue is deleted right after (and goes with the connection anyway). It carries the argument
+   `dlxtool-probe` (management.PROBE_ARGUMENT): `dlxtool queues` leaves such queues out of its listing.
 3. Without permission to declare it (a read-only user), this connection itself is looked for in the API's
    connection list by a random connection name. The list is refreshed every statistics interval (5 s by
    default), so this waits up to LISTING_WAIT; not seen by then proves nothing either way: the API is then
@@ -38,7 +39,7 @@ from typing import Any
 
 from dlxtool.broker.connection import connection_name as connection_name
 from dlxtool.broker.connection import reached
-from dlxtool.broker.management import OVERVIEW_COLUMNS, ManagementClient
+from dlxtool.broker.management import OVERVIEW_COLUMNS, PROBE_ARGUMENT, ManagementClient
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError
 
@@ -71,10 +72,14 @@ class UnusableManagement(ManagementClient):
         self._prefetched = {}  # answers sent ahead of a proof that failed: never read
         self.error = error
 
-    def request(self, method: str, path: str, body: Any = None, *, query: dict[str, Any] | None = None) -> Any:
+    def request(self, method: str, path: str, body: Any = None, *, query: dict[str, Any] | None = None,
+                timeout: float | None = None) -> Any:
         raise ConnectError(self.error.message, hint=self.error.hint)
 
     def prefetch(self, path: str, **query: Any) -> None:
+        pass
+
+    def _prefetch(self, path: str, query: dict[str, Any] | None, timeout: float | None = None) -> None:
         pass
 
 
@@ -253,7 +258,8 @@ def _probe_queue_node(conn: Any, client: ManagementClient, vhost: str) -> str | 
 
     channel = conn.channel()
     try:
-        name = channel.queue_declare("", exclusive=True, auto_delete=True).method.queue
+        name = channel.queue_declare("", exclusive=True, auto_delete=True,
+                                     arguments={PROBE_ARGUMENT: True}).method.queue
     except pe.ChannelClosedByBroker as exc:
         # 403 without configure permission on amq.gen-*; anything else a channel error refuses: no proof.
         raise _NotPermitted(f"declaring a probe queue was refused ({exc.reply_code} {exc.reply_text})") from None

@@ -160,11 +160,23 @@ class _open:
         if self.path is None:
             out = self.app.stdout
             return out.buffer if hasattr(out, "buffer") else out  # type: ignore[return-value]
+        from dlxtool.ops.record_files import PRIVATE_MODE, create_private, open_to_others, open_to_others_note
+
         try:
             target = self.path if self.in_place else self.path + ".partial"
-            self.stream = open(target, "wb")  # closed in __exit__
+            # Bodies: a file made here is its owner's only (0600, whatever the umask). FILE.partial becomes FILE:
+            # one an earlier run left behind is made 0600 too (never followed if it is a link); FILE in place (a
+            # link, a device, a fifo) is written as it is.
+            flags = os.O_WRONLY | os.O_TRUNC | (0 if self.in_place else os.O_NOFOLLOW)
+            fd = create_private(target, flags)
+            if not self.in_place:
+                os.fchmod(fd, PRIVATE_MODE)
+            self.stream = open(fd, "wb")  # closed in __exit__
         except OSError as exc:
             raise UsageError(f"cannot write {self.path}: {exc.strerror}") from None
+        mode = open_to_others(fd)
+        if mode is not None:
+            self.app.warn(open_to_others_note(self.path, mode))
         return self.stream
 
     def __exit__(self, exc_type: object, *_: object) -> None:

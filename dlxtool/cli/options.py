@@ -49,7 +49,7 @@ def complete_queue(ctx: click.Context, _param: click.Parameter, incomplete: str)
 
         app = ctx.find_object(App) or App()
         profile = replace(app.profile(), timeout=1.0)
-        rows = ManagementClient.for_profile(profile).queues(profile.vhost, columns=["name"], page_size=500)
+        rows = ManagementClient.for_profile(profile).queues(profile.vhost, columns=["name"], unsorted=True)
         return sorted(r["name"] for r in rows if r.get("name", "").startswith(incomplete))
     except Exception:  # noqa: BLE001 - completion must never print an error into the shell
         return []

@@ -7,6 +7,10 @@ opening: `check_record_file` refuses a FILE that cannot be written before anythi
 Reading: `iter_records` / `read_records` / `open_records` read JSON Lines (or a JSON array) of
 MessageRecords, naming FILE:LINE in errors, and recognise torn records (`TornRecord`).
 The record format itself (MessageRecord and its JSON codec) is dlxtool.record.
+
+Records carry message bodies (customer data): a file dlxtool creates for them is its owner's only (PRIVATE_MODE,
+0600, whatever the umask: `create_private`). A file that exists already keeps its mode when records are appended
+to it; `open_to_others` says when that mode lets others read it, for a warning.
 """
 
 from __future__ import annotations
@@ -22,6 +26,33 @@ import orjson
 
 from dlxtool.errors import NotFoundError, UsageError
 from dlxtool.record import MessageRecord
+
+# -- files only their owner may read ------------------------------------------------------------------
+
+PRIVATE_MODE = 0o600
+
+
+def create_private(path: str, flags: int) -> int:
+    """os.open(path, flags | O_CREAT): a file it creates is PRIVATE_MODE whatever the umask (the umask can only
+    take bits away: 0600 or narrower). One that exists keeps its mode."""
+    return os.open(path, flags | os.O_CREAT, PRIVATE_MODE)
+
+
+def open_to_others(fd: int) -> int | None:
+    """The permission bits of the regular file open as `fd` when group or others may read or write it (records
+    appended to it keep that mode), else None (a private file; a pipe, a terminal, a device)."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    mode = stat.S_IMODE(st.st_mode)
+    return mode if stat.S_ISREG(st.st_mode) and mode & 0o066 else None
+
+
+def open_to_others_note(name: str, mode: int) -> str:
+    return (f"{name} may be read by others (mode {mode:04o}): the message bodies written to it keep that mode "
+            f"(chmod 600 to keep them to its owner; a file dlxtool creates is 0600)")
+
 
 # -- writing: the engine's sink ---------------------------------------------------------------------
 
@@ -348,16 +379,23 @@ def open_record_sink(path: str | None, stdout: Any, *, warn: Say, info: Say) -> 
         if not _regular_file(stream):
             raise _stdout_not_a_file()
         stream.flush()
+        mode = open_to_others(stream.fileno())
+        if mode is not None:  # the shell made it (> FILE), with the umask's mode
+            warn(open_to_others_note("stdout's file", mode))
         with open(stream.fileno(), "ab", buffering=0, closefd=False) as raw:  # no buffer to write a failed record
             yield RecordSink(raw)
         return
     try:
         # Unbuffered: after a failed write (a full disk) no Python buffer writes the rest of it on close.
-        stream = open(path, "a+b", buffering=0)  # noqa: SIM115 - closed below
+        # Created 0600 (its owner's only); appended to as it is.
+        stream = open(create_private(path, os.O_RDWR | os.O_APPEND), "a+b", buffering=0)  # noqa: SIM115 - closed below
         repaired = repair_torn_tail(stream.fileno()) if _regular_file(stream) else None
         size = os.fstat(stream.fileno()).st_size
+        mode = open_to_others(stream.fileno())
     except OSError as exc:
         raise cannot_write(path, exc) from None
+    if mode is not None:
+        warn(open_to_others_note(path, mode))
     if repaired and repaired[0] == "cut":
         warn(f"{path} ended in a record cut short (a write stopped mid-record, e.g. a full disk): removed "
                  f"those {repaired[1]} bytes before appending; dlxtool acks a message only after its record "

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dlxtool.config import BrokerProfile
-from dlxtool.errors import ConnectError
+from dlxtool.errors import ConnectError, DlxtoolError
 from dlxtool.ops import queue_flags as qf
 from dlxtool.ops.queues import QUEUE_COLUMNS, BrokerResult, Selection, Snapshot, deltas, name_matches, snapshots, survey
 
@@ -63,7 +63,7 @@ class FakeClient:
     def prefetch_overview(self) -> None:  # sending ahead is the real client's business
         pass
 
-    def prefetch_queues(self, vhost: str | None, *, columns: list[str]) -> None:
+    def prefetch_queues(self, vhost: str | None, *, columns: list[str], **_how: Any) -> None:
         pass
 
     def prefetch_bindings(self, vhost: str | None, *, columns: list[str]) -> None:
@@ -72,7 +72,7 @@ class FakeClient:
     def version(self) -> str:
         return "3.10.8"
 
-    def queues(self, vhost: str | None, *, columns: list[str]) -> list[dict[str, Any]]:
+    def queues(self, vhost: str | None, *, columns: list[str], **_how: Any) -> list[dict[str, Any]]:
         assert columns == QUEUE_COLUMNS and vhost == "v"
         return [{"name": "q", "vhost": "v", "type": "classic", "messages_ready": 2, "consumers": 0}]
 
@@ -86,3 +86,27 @@ def test_one_failing_broker_does_not_stop_the_others() -> None:
     assert isinstance(dead.error, ConnectError) and not dead.rows
     assert dead.error_json()["error"].startswith("management API at http://dead")
     assert ok.error is None and [r.flags for r in ok.rows] == [{"no-consumer": "2 message(s) ready and no consumer"}]
+
+
+def test_a_plugin_that_refuses_an_unsorted_listing_is_asked_for_a_sorted_one() -> None:
+    """The listing asks the server not to sort (`sort=`, rows are sorted here); a management plugin answering that
+    with an HTTP error (none seen: 3.10.8 takes it) is asked again without it. Other errors stand."""
+    asked: list[bool] = []
+
+    class Refusing(FakeClient):
+        error: DlxtoolError = DlxtoolError("management API at http://fake:15672/: GET queues/v failed with HTTP 400")
+
+        def queues(self, vhost: str | None, *, columns: list[str], **how: Any) -> list[dict[str, Any]]:
+            asked.append(bool(how.get("unsorted")))
+            if how.get("unsorted"):
+                raise self.error
+            return super().queues(vhost, columns=columns)
+
+    profile = BrokerProfile(name="ok", urls=("amqp://h/",), vhost="v")
+    [result] = survey([profile], client_factory=Refusing)  # type: ignore[arg-type]
+    assert result.error is None and [r.queue for r in result.rows] == ["q"] and asked == [True, False]
+
+    asked.clear()
+    Refusing.error = ConnectError("management API at http://fake:15672/ not reachable: refused")
+    [result] = survey([profile], client_factory=Refusing)  # type: ignore[arg-type]
+    assert isinstance(result.error, ConnectError) and asked == [True]
