@@ -67,6 +67,7 @@ LOCAL_URL = "amqp://guest:guest@localhost:5672/"
 DEFAULT_TIMEOUT = 5.0
 
 _TOP_KEYS = {"default", "timeout", "brokers", "proto_paths", "dump_unacked_limit", "error_headers", "demo_schemas",
+             "journal",
              "conventions"}
 _BROKER_KEYS = {
     "url", "urls", "vhost", "user", "password", "password_env", "password_file", "management_url", "management_urls",
@@ -219,6 +220,7 @@ class Config:
     # Off by default: loaded everywhere, they would put demo names on a user's own bytes.
     demo_schemas: bool = False
     conventions: tuple[HeaderConvention, ...] = ()  # global [conventions.NAME] tables
+    journal: bool = True  # record runs that change messages (dlxtool.journal); `journal = false` turns it off
 
     def conventions_for(self, profile: BrokerProfile | None) -> tuple[HeaderConvention, ...]:
         """A broker's own conventions first, then the global ones (a broker's may reuse a global name)."""
@@ -305,6 +307,7 @@ def parse_config(data: Mapping[str, Any], path: Path, env: Mapping[str, str]) ->
         error_headers=tuple(_strings(data.get("error_headers", []), f"config {path}: error_headers")),
         demo_schemas=_bool(data.get("demo_schemas", False), f"config {path}: demo_schemas"),
         conventions=parse_conventions(data.get("conventions", {}), f"config {path}: [conventions"),
+        journal=_bool(data.get("journal", True), f"config {path}: journal"),
     )
 
 

@@ -6,7 +6,6 @@ pika is imported inside the functions so that `dlxtool --help` does not pay for 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import ssl
 import time
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from dlxtool import secrets
 from dlxtool.amqp_values import allow_deep_headers
 from dlxtool.broker import pika_import
+from dlxtool.broker.naming import connection_name
 from dlxtool.broker.tls import tls_context
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError, UnavailableError
@@ -47,14 +47,6 @@ class ServerInfo:
     product: str
     node_url: str  # masked
     latency_ms: float
-
-
-def connection_name() -> str:
-    """The client-provided connection name: "dlxtool" and a random token this connection can be found by (the
-    management API's connection list: dlxtool.broker.identity)."""
-    # os.urandom is what secrets.token_hex reads; the secrets module would bring hmac and hashlib (OpenSSL)
-    # into every command's start-up for this one line.
-    return f"dlxtool {os.urandom(8).hex()}"
 
 
 def connection_parameters(profile: BrokerProfile) -> list[pika.ConnectionParameters]:

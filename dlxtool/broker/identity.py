@@ -37,9 +37,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from dlxtool.broker.connection import connection_name as connection_name
 from dlxtool.broker.connection import reached
 from dlxtool.broker.management import OVERVIEW_COLUMNS, PROBE_ARGUMENT, ManagementClient
+from dlxtool.broker.naming import connection_name as connection_name
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError
 

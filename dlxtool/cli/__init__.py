@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "decode": "dlxtool.cli.decode:decode",
     "dump": "dlxtool.cli.dump:dump",
     "history": "dlxtool.cli.history:history",
+    "journal": "dlxtool.cli.journal:journal",
     "load": "dlxtool.cli.load:load",
     "peek": "dlxtool.cli.peek:peek",
     "purge": "dlxtool.cli.purge:purge",
@@ -42,6 +43,7 @@ SUMMARIES: dict[str, str] = {
     "decode": "Decode protobuf payloads found in FILEs (or stdin) — base64 in logs, hex, b'..', <<..>>.",
     "dump": "Write QUEUE's messages as message records (JSON Lines), without removing them.",
     "history": "Show the x-death history of the messages in QUEUE (or in a dump file).",
+    "journal": "List the journal of runs that changed messages: replay, purge, load, dump --remove.",
     "load": "Publish the message records in FILE (`-` = stdin) to a broker.",
     "peek": "Show the first messages of QUEUE without taking them away.",
     "purge": "Remove messages from QUEUE: all of them, or only the ones that match.",
@@ -80,6 +82,13 @@ class DlxtoolGroup(click.Group):
         rows = [(name, click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit)) for name in names]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        argv = list(args)  # before parsing consumes them: the journal records the command line
+        ctx = super().make_context(info_name, args, parent, **extra)
+        ctx.ensure_object(App).argv = argv
+        return ctx
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; what it returns (an Outcome) or raises (a DlxtoolError, pika's failure, a stop
@@ -201,10 +210,12 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 @connection_options
 @format_option
 @click.option("--no-color", is_flag=True, help="No colour (also when NO_COLOR is set).")
+@click.option("--no-journal", is_flag=True,
+              help="Do not record this run in the journal (dlxtool journal; config: journal = false).")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the versions of dlxtool and its key libraries.")
 @click.pass_context
-def cli(ctx: click.Context, no_color: bool) -> None:
+def cli(ctx: click.Context, no_color: bool, no_journal: bool) -> None:
     """Peek at, decode, explain, replay and purge RabbitMQ dead letters — across named brokers.
 
     \b
@@ -215,6 +226,19 @@ def cli(ctx: click.Context, no_color: bool) -> None:
     app = ctx.ensure_object(App)  # -v and --debug are stored by their callbacks (dlxtool/cli/options.py)
     _guard_streams(app)
     app.color = False if no_color or app.env.get("NO_COLOR") else None
+    app.no_journal = no_journal
+    from dlxtool.broker.naming import set_connection_label
+
+    set_connection_label(f"{_os_user()} {ctx.invoked_subcommand or ''}")
+
+
+def _os_user() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
 
 
 def _guard_streams(app: App) -> None:

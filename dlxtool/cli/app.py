@@ -51,6 +51,8 @@ class App:
     # management URL -> a client whose first questions are on their way (begin_management)
     _begun: dict[str | None, ManagementClient] = field(default_factory=dict, repr=False)
     started: float = field(default_factory=time.monotonic, repr=False)  # the command's start: summaries' time
+    argv: list[str] = field(default_factory=list, repr=False)  # the command line, for the journal (may hold secrets)
+    no_journal: bool = False  # --no-journal
 
     def elapsed(self) -> float:
         """Seconds since the command started (a summary's "in 9.1s" is the command's, waits included)."""

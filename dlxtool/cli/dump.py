@@ -87,11 +87,13 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
 
 def _drain(app: App, queue: str, count: int | None, output: str | None, yes: bool, read: dict) -> Outcome:
     from dlxtool.cli.moving import (
+        Journaled,
         check_record_file,
         duplicates_note,
         notes,
         progress_bar,
         record_file,
+        transfer_counts,
     )
     from dlxtool.ops.engine import TransferOptions
     from dlxtool.ops.interrupts import summary_before_ctrl_c
@@ -118,6 +120,8 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
             where = output if output not in (None, "-") else "stdout"
             app.confirm(f"Take {n} messages out of {queue!r} on {profile.name} into {where}?", yes=yes)
             ctrl_c.arm()
+            journaled = Journaled(app, "dump --remove")
+            journaled.started(profile, [queue], files=[where])
             with record_file(app, output) as sink, progress_bar(app, "draining") as bar:
                 result = drain(conn, queue, remove_all, TransferOptions(sink=sink, progress=bar, limit=count),
                                timeout=profile.timeout)
@@ -128,7 +132,9 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
             # the records themselves go to stdout: they would end up in the record file.
             app.emit_json({**state.to_json(), **result.to_json(), "file": where})
         notes(app, result)
-        return transfer_outcome(result, "dump --remove", saved=where)
+        outcome = transfer_outcome(result, "dump --remove", saved=where)
+        journaled.ended(outcome, counts=transfer_counts(result), files=[where])
+        return outcome
 
 
 def _check_target(path: str, force: bool) -> bool:

@@ -95,7 +95,7 @@ Examples:
 def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_headers: tuple[str, ...],
          default_exchange: bool, failed_file: str | None, window: int, allow_displace: bool, allow_dlx_drop: bool,
          allow_torn: bool, dry_run: bool) -> Outcome | None:
-    from dlxtool.cli.moving import progress_bar, record_file
+    from dlxtool.cli.moving import Journaled, progress_bar, record_file
     from dlxtool.ops.interrupts import summary_before_ctrl_c
     from dlxtool.ops.load import Load, LoadSettings, load_outcome
 
@@ -118,11 +118,18 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_h
                 _render_plan(app, loading.plan, name)
                 return None
             ctrl_c.arm()  # from the first publish to the summary, Ctrl-C stops the run cleanly
+            journaled = Journaled(app, "load")
+            journaled.started(profile, sorted(loading.plan.targets), files=[name, *([failed_file] if failed_file
+                                                                                   else [])])
             with (record_file(app, failed_file) if failed_file else nullcontext()) as failed, \
                     progress_bar(app, "loading") as bar:
                 result = loading.run(progress=bar, failed=failed)
         _render_result(app, result)
-        return load_outcome(result, failed_file, allow_torn)
+        outcome = load_outcome(result, failed_file, allow_torn)
+        journaled.ended(outcome, counts={"published": result.published_total, "failed": result.failed_total,
+                                         "not_sent": result.not_sent, "possible_duplicates": result.lost},
+                        files=[failed_file] if failed_file else [])
+        return outcome
 
 
 def _opener(app: App, file: str) -> tuple[Any, str]:

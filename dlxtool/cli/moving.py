@@ -43,6 +43,48 @@ class progress_bar:  # used like a function
             self.bar.__exit__(*exc)
 
 
+class Journaled:
+    """One run's journal lines (dlxtool.journal): `started` writes the start, just before the run changes anything;
+    `ended(outcome, ...)` the end. A journal that cannot be written is a warning; with --no-journal or `journal =
+    false` nothing is written."""
+
+    def __init__(self, app: App, command: str) -> None:
+        self.app, self.command = app, command
+        self.run: str | None = None
+        self.journal: Any = None
+        if not app.no_journal and app.config().journal:
+            from dlxtool.journal import Journal, journal_path
+
+            self.journal = Journal(journal_path(app.env))
+
+    def started(self, profile: Any, queues: list[str], files: list[str] | None = None) -> None:
+        if self.journal is None:
+            return
+        self.run = self.journal.start(self.command, self.app.argv, broker=profile.name,
+                                      broker_user=profile.username if profile.auth != "external" else None,
+                                      vhost=profile.vhost, queues=[q for q in queues if q], files=files or [])
+        self._said()
+
+    def ended(self, outcome: Any, *, counts: dict[str, Any] | None = None, files: list[str] | None = None) -> None:
+        if self.journal is None or self.run is None:
+            return
+        self.journal.end(self.run, status=outcome.status.value, message=outcome.message, counts=counts or {},
+                         files=files or [])
+        self._said()
+
+    def _said(self) -> None:
+        if self.journal.problem is not None:
+            self.app.warn(self.journal.problem)
+            self.journal.problem = None
+
+
+def transfer_counts(result: Any) -> dict[str, Any]:
+    """A TransferResult's counts by outcome, for the journal."""
+    return {"moved": result.moved_total, "removed": result.removed, "left": result.left_total,
+            "kept": sum(result.kept.values()), "republished_to_tail": result.republished,
+            "possible_duplicates": result.possible_duplicates, "not_reached": result.unprocessed}
+
+
 def notes(app: App, result: Any) -> None:
     """What the operator should know of how a run went (TransferResult.notes), as warnings on stderr."""
     for note in getattr(result, "notes", ()):

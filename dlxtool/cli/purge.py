@@ -129,7 +129,7 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
     settings.check()
     profile = app.profile()
     safety = dict(max_unacked=max_unacked, allow_reorder=allow_reorder, spend_attempts=spend_attempts)
-    from dlxtool.cli.moving import notes, progress_bar, record_file
+    from dlxtool.cli.moving import Journaled, notes, progress_bar, record_file, transfer_counts
     from dlxtool.ops.interrupts import summary_before_ctrl_c
 
     with summary_before_ctrl_c() as ctrl_c:
@@ -145,6 +145,8 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
             else:
                 app.confirm(purging.question, yes=yes)
                 ctrl_c.arm()  # from here to the summary, Ctrl-C stops the run cleanly
+                journaled = Journaled(app, "purge")
+                journaled.started(profile, [queue, move_to or ""], files=[backup] if backup else [])
                 with (record_file(app, backup) if backup else nullcontext()) as sink, \
                         progress_bar(app, "moving" if move_to else "purging") as bar:
                     outcome = purging.run(sink, bar)
@@ -152,7 +154,11 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
         selection_notes(app, selection)
         if outcome.result is not None:
             notes(app, outcome.result)
-        return outcome.outcome()
+        ended = outcome.outcome()
+        if not dry_run:
+            counts = transfer_counts(outcome.result) if outcome.result is not None else {"purged": outcome.purged}
+            journaled.ended(ended, counts=counts, files=[backup] if backup else [])
+        return ended
 
 
 @contextmanager

@@ -9,12 +9,14 @@ import click
 
 from dlxtool.cli.app import App
 from dlxtool.cli.moving import (
+    Journaled,
     check_record_file,
     duplicates_note,
     notes,
     progress_bar,
     record_file,
     result_rows,
+    transfer_counts,
 )
 from dlxtool.cli.options import (
     common_options,
@@ -215,6 +217,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         allow_displace=allow_displace, reset_body_retries=reset_body_retries, allow_dlx_drop=allow_dlx_drop,
         conventions=known, origin_from=origin_from, allow_fanout=allow_fanout, drop_user_id=drop_user_id,
     )
+    journaled = Journaled(app, "replay")
     with summary_before_ctrl_c() as ctrl_c, ExitStack() as stack:
         conn = stack.enter_context(app.connection(profile))
         target_conn = stack.enter_context(app.connection(target_profile)) if target_profile else None
@@ -232,12 +235,15 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         with record_file(app, save_file) if save_file else nullcontext() as sink, \
                 progress_bar(app, "replaying") as bar:
             ctrl_c.arm()
+            journaled.started(profile, [dlq, to_queue or ""], files=[save_file] if save_file else [])
             run = replay.run(TransferOptions(prefetch=prefetch, window=window, rate=rate, sink=sink, progress=bar))
         _render_result(app, run)
         selection_notes(app, selection)
         run.clean_up()  # the temporary exchanges, once the summary is out
         notes(app, run.result)
-        return run.outcome()
+        outcome = run.outcome()
+        journaled.ended(outcome, counts=transfer_counts(run.result), files=[save_file] if save_file else [])
+        return outcome
 
 
 def _render_plan(app: App, plan: Any) -> None:

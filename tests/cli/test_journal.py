@@ -1,0 +1,100 @@
+"""The journal on the real broker (issue 32): every run that changes messages leaves a start and an end line — a
+killed one its start —, `dlxtool journal` lists them, --no-journal writes nothing, and the broker's own view of
+the connection names who and what."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.support import retry_topologies as rt
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def dead_letters(broker, qname: str, n: int) -> tuple[str, str]:
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        rt.reject_to_dlx(ch, top, f"{qname}.o", [f"m{i:04d}".encode() for i in range(n)])
+    assert broker.wait_depth(top.dlq, n) == n
+    return top.dlq, f"{qname}.o"
+
+
+def journal(run) -> list[dict]:
+    result = run("journal", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_a_replay_and_a_purge_are_recorded_with_their_counts_and_files(run, broker, qname, tmp_path,
+                                                                      cli_env) -> None:
+    dlq, origin = dead_letters(broker, qname, 5)
+    replayed = run("replay", dlq, "--yes", "--url", broker.url, "--format", "json")
+    assert replayed.exit_code == 0, replayed.stderr
+    dlq2, _ = dead_letters(broker, qname + "b", 3)
+    backup = tmp_path / "backup.jsonl"
+    purged = run("purge", dlq2, "--backup", str(backup), "--yes", "--url", broker.url, "--format", "json")
+    assert purged.exit_code == 0, purged.stderr
+    runs = journal(run)
+    assert [r["command"] for r in runs] == ["replay", "purge"]
+    replay_run, purge_run = runs
+    assert replay_run["status"] == "ok" and replay_run["counts"]["moved"] == 5
+    assert replay_run["queues"] == [dlq] and replay_run["vhost"] == broker.vhost
+    assert replay_run["argv"][:2] == ["replay", dlq] and replay_run["broker_user"] == "guest"
+    assert "guest:guest" not in json.dumps(runs)  # the URL's password is masked
+    assert purge_run["files"] == [str(backup)] and purge_run["counts"]["removed"] == 3
+    state = Path(cli_env["HOME"]) / ".local" / "state" / "dlxtool" / "journal.jsonl"
+    assert oct(state.stat().st_mode & 0o777) == "0o600"
+    table = run("journal", "--queue", dlq, "--format", "table")
+    assert [line.split()[1] for line in table.stdout.splitlines()[2:]] == ["replay"]
+
+
+def test_no_journal_writes_nothing_and_a_dry_run_is_not_a_change(run, broker, qname) -> None:
+    dlq, _ = dead_letters(broker, qname, 2)
+    assert run("replay", dlq, "--dry-run", "--url", broker.url, "--format", "json").exit_code == 0
+    assert run("--no-journal", "replay", dlq, "--yes", "--url", broker.url, "--format", "json").exit_code == 0
+    assert journal(run) == []
+
+
+def test_a_killed_replay_leaves_its_start(broker, qname, cli_env) -> None:
+    dlq, origin = dead_letters(broker, qname, 2000)
+    env = {**cli_env, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "dlxtool", "replay", dlq, "--yes", "--rate", "200", "--url",
+                             broker.url], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and broker.queue_depth(origin) < 100:
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    listed = subprocess.run([sys.executable, "-m", "dlxtool", "journal", "--format", "json"], env=env,
+                            capture_output=True, text=True, timeout=60)
+    [killed] = json.loads(listed.stdout)
+    assert killed["command"] == "replay" and "no end" in killed["status"]
+
+
+def test_the_brokers_view_of_the_connection_names_who_and_what(run, broker, qname) -> None:
+    import getpass
+    import threading
+    from urllib.parse import quote
+
+    dlq, _ = dead_letters(broker, qname, 600)
+    names: set[str] = set()
+
+    def watch() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any("replay" in n for n in names):
+            rows = broker.mgmt.get(f"/vhosts/{quote(broker.vhost, safe='')}/connections") or []
+            names.update(str(r.get("user_provided_name")) for r in rows if isinstance(r, dict))
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    result = run("replay", dlq, "--yes", "--rate", "60", "--url", broker.url, "--format", "json")
+    watcher.join()
+    assert result.exit_code == 0, result.stderr
+    assert any(n.startswith(f"dlxtool {getpass.getuser()} replay ") for n in names), names
