@@ -98,7 +98,7 @@ class Selection:
     def apply(self, rows: Sequence[QueueRow]) -> list[QueueRow]:
         value, descending = SORT_KEYS[self.sort]
         kept = sorted((r for r in rows if self.keep(r)), key=lambda r: r.key)  # ties: by name
-        return sorted(kept, key=value, reverse=descending)
+        return kept if self.sort == "name" else sorted(kept, key=value, reverse=descending)
 
 
 def name_matches(name: str, pattern: str) -> bool:
