@@ -52,7 +52,8 @@ def dumps(obj: Any, *, pretty: bool = False) -> bytes:
 
         data = json.dumps(obj, default=_orjson_default, ensure_ascii=False, indent=2 if pretty else None,
                           separators=None if pretty else (",", ":")).encode("utf-8", "surrogatepass")
-    if _JSON_UNSAFE.search(data):
+    # Every alternative but DEL starts with a byte >= 0x80: ASCII output without DEL (most of it) needs no search.
+    if (not data.isascii() or b"\x7f" in data) and _JSON_UNSAFE.search(data):
         data = _JSON_UNSAFE.sub(lambda m: b"\\u%04x" % ord(m.group().decode()), data)
     return data
 

@@ -128,12 +128,17 @@ def run(cmd: list[str], env: dict[str, str], broker: int | None = None, *, check
     a listing that timed out under load, say, is counted as not complete and its time kept)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     broker_before = process_cpu(broker)
-    started = time.perf_counter()
-    # cwd "/": `python -m dlxtool` would import the dlxtool of the working directory before PYTHONPATH's
-    proc = subprocess.run(cmd, capture_output=True, env=env, check=False, cwd="/")
-    wall = time.perf_counter() - started
-    broker_cpu = process_cpu(broker) - broker_before
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # stdout into a file (`> FILE`), not a pipe: 5 MB of JSON through a 64 KiB pipe waits for this process to be
+    # scheduled at every refill, which on a loaded machine took seconds; cwd "/": `python -m dlxtool` would import
+    # the dlxtool of the working directory before PYTHONPATH's.
+    with tempfile.TemporaryFile() as out:
+        started = time.perf_counter()
+        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.PIPE, env=env, check=False, cwd="/")
+        wall = time.perf_counter() - started
+        broker_cpu = process_cpu(broker) - broker_before
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out.seek(0)
+        stdout = out.read()
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         failure = f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}"
@@ -141,7 +146,7 @@ def run(cmd: list[str], env: dict[str, str], broker: int | None = None, *, check
             raise SystemExit(failure)
         print(failure.strip(), flush=True)
         return wall, cpu, broker_cpu, None
-    return wall, cpu, broker_cpu, proc.stdout
+    return wall, cpu, broker_cpu, stdout
 
 
 def complete(name: str, output: bytes | None, n: int) -> bool:
