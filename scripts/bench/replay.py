@@ -62,9 +62,9 @@ def bench_vhost():
 def setup(env) -> None:
     with env.channel() as ch:
         ch.exchange_declare(DLX, "fanout")
-        ch.queue_declare(DLQ)
+        ch.queue_declare(DLQ, durable=True)
         ch.queue_bind(DLQ, DLX)
-        ch.queue_declare(ORIGIN, arguments={"x-dead-letter-exchange": DLX})
+        ch.queue_declare(ORIGIN, arguments={"x-dead-letter-exchange": DLX}, durable=True)
 
 
 def publish(env, n: int) -> None:

@@ -20,8 +20,8 @@ FULL = "full (drop-head would push out its head)"
 
 def _declare_limited(ch, queue: str, dlq: str, **limits) -> None:
     """`queue` dead-letters into `dlq` (by the default exchange): what its overflow pushes out lands there."""
-    ch.queue_declare(dlq)
-    ch.queue_declare(queue, durable=limits.get("x-queue-type") == "quorum",
+    ch.queue_declare(dlq, durable=True)
+    ch.queue_declare(queue, durable=True,
                      arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq, **limits})
 
 
@@ -170,7 +170,7 @@ def test_replay_nothing_fits_exits_6(run, broker, small) -> None:
 def _source(broker, qname: str, n: int) -> str:
     src = f"{qname}.src"
     with broker.channel() as ch:
-        ch.queue_declare(src)
+        ch.queue_declare(src, durable=True)
     broker.publish(src, [f"s-{i}".encode() for i in range(n)])
     return src
 
@@ -304,7 +304,7 @@ def test_reject_publish_queues_keep_working_as_before(run, broker, qname, tmp_pa
     """reject-publish is safe on its own (nacked → not loaded): no guard, the broker's answer counts."""
     small = f"{qname}.small"
     with broker.channel() as ch:
-        ch.queue_declare(small, arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+        ch.queue_declare(small, arguments={"x-max-length": 1, "x-overflow": "reject-publish"}, durable=True)
     path = tmp_path / "in.jsonl"
     path.write_bytes(b"".join(MessageRecord(queue=small, body=f"r{i}".encode()).to_jsonl() for i in range(3)))
     result = load(run, broker, str(path))

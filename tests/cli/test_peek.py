@@ -25,7 +25,7 @@ def declare(broker, queue: str, **args) -> str:
     dlq = queue + ".dlq"
     with broker.channel() as ch:
         ch.exchange_declare(dlq, "fanout")
-        ch.queue_declare(dlq)
+        ch.queue_declare(dlq, durable=True)
         ch.queue_bind(dlq, dlq)
         ch.queue_declare(queue, durable=True, arguments={"x-dead-letter-exchange": dlq, **args})
     return dlq
@@ -293,7 +293,7 @@ def test_management_unreachable_stream_is_probed_and_read(run, broker, qname, tm
 
 def test_default_exchange_as_dead_letter_exchange_is_not_reported_as_dropped(run, broker, qname) -> None:
     with broker.channel() as ch:
-        ch.queue_declare(qname + ".dlq")
+        ch.queue_declare(qname + ".dlq", durable=True)
         ch.queue_declare(qname, durable=True, arguments={
             "x-queue-type": "quorum", "x-delivery-limit": 3,
             "x-dead-letter-exchange": "", "x-dead-letter-routing-key": qname + ".dlq"})

@@ -99,12 +99,12 @@ def build_topology(env: BrokerEnv, p: str) -> None:
                       "definition": {"dead-letter-exchange": f"{p}.dlx"}})
     with env.channel() as ch:
         ch.exchange_declare(f"{p}.dlx", "fanout")
-        ch.queue_declare(f"{p}.dlq")
+        ch.queue_declare(f"{p}.dlq", durable=True)
         ch.queue_bind(f"{p}.dlq", f"{p}.dlx")
-        ch.queue_declare(f"{p}.clogged")
-        ch.queue_declare(f"{p}.nodlx")
-        ch.queue_declare(f"{p}.orphan")
-        ch.queue_declare(f"{p}.healthy", arguments={"x-dead-letter-exchange": f"{p}.elsewhere"})
+        ch.queue_declare(f"{p}.clogged", durable=True)
+        ch.queue_declare(f"{p}.nodlx", durable=True)
+        ch.queue_declare(f"{p}.orphan", durable=True)
+        ch.queue_declare(f"{p}.healthy", arguments={"x-dead-letter-exchange": f"{p}.elsewhere"}, durable=True)
         ch.queue_declare(f"{p}.quorum", durable=True, arguments={
             "x-queue-type": "quorum", "x-delivery-limit": 10_000, "x-dead-letter-exchange": f"{p}.dlx"})
     _wait_policy(env, f"{p}.clogged")
@@ -332,9 +332,9 @@ def test_a_dlq_peeked_again_and_again_is_not_flagged_as_a_reject_loop(run, broke
     dlq = f"{qname}.dlq"
     with broker.channel() as ch:
         ch.exchange_declare(f"{qname}.dlx", "fanout")
-        ch.queue_declare(dlq)  # no dead-letter exchange of its own, no consumer: a plain DLQ
+        ch.queue_declare(dlq, durable=True)  # no dead-letter exchange of its own, no consumer: a plain DLQ
         ch.queue_bind(dlq, f"{qname}.dlx")
-        ch.queue_declare(qname, arguments={"x-dead-letter-exchange": f"{qname}.dlx"})
+        ch.queue_declare(qname, arguments={"x-dead-letter-exchange": f"{qname}.dlx"}, durable=True)
     broker.publish(dlq, [b"dead letter %d" % i for i in range(5)])
     columns = ["name", "message_stats.get_details.rate", "message_stats.redeliver_details.rate"]
     deadline = time.monotonic() + RATE_TIMEOUT

@@ -111,9 +111,9 @@ def _republish_loop(broker, prefix: str, rounds: int, *, retry_header: bool) -> 
     work, dlx, dlq = f"{prefix}.work", f"{prefix}.dlx", f"{prefix}.dlq"
     with broker.channel() as ch:
         ch.exchange_declare(dlx, "fanout")
-        ch.queue_declare(dlq)
+        ch.queue_declare(dlq, durable=True)
         ch.queue_bind(dlq, dlx)
-        ch.queue_declare(work, arguments={"x-dead-letter-exchange": dlx})
+        ch.queue_declare(work, arguments={"x-dead-letter-exchange": dlx}, durable=True)
         ch.basic_publish("", work, b"poison", pika.BasicProperties(message_id="p-1"), mandatory=True)
         for done in range(rounds):
             method = _wait_get(ch, work)
@@ -253,7 +253,7 @@ def test_a_quorum_dead_letter_carries_no_delivery_count(run, broker, qname) -> N
     still in a quorum queue (their attempts there)."""
     dlq = f"{qname}.dlq"
     with broker.channel() as ch:
-        ch.queue_declare(dlq)
+        ch.queue_declare(dlq, durable=True)
     _quorum(broker, qname, **{"x-delivery-limit": 1, "x-dead-letter-exchange": "",
                               "x-dead-letter-routing-key": dlq})
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))
