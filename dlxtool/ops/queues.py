@@ -66,11 +66,14 @@ class Selection:
     sort: str = "name"
 
     def keep(self, row: QueueRow) -> bool:
-        if self.flags and not any(f in row.flags or (f == "any" and row.flags) for f in self.flags):
+        """A flag that cannot be told for a row (no figures: QueueRow.cannot_tell) keeps it, as does a count it does
+        not have: what cannot be ruled out is shown, marked, not left out."""
+        told = [*row.flags, *row.cannot_tell]
+        if self.flags and not any(f in told or (f == "any" and told) for f in self.flags):
             return False
         if self.match and not name_matches(row.queue, self.match):
             return False
-        return row.messages >= self.min_messages
+        return row.messages >= self.min_messages or not row.figures_known
 
     def apply(self, rows: Sequence[QueueRow]) -> list[QueueRow]:
         value, descending = SORT_KEYS[self.sort]
