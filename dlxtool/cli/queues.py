@@ -218,7 +218,7 @@ def _without_figures(snapshot: Snapshot) -> list[str]:
     return lines
 
 
-def _json_rows(snapshot: Snapshot, rows: list[qf.QueueRow], changes: dict[Any, dict[str, int]],
+def _json_rows(snapshot: Snapshot, rows: list[qf.QueueRow], changes: dict[Any, dict[str, int | None]],
                watch: bool) -> list[dict[str, Any]]:
     out = []
     for row in rows:
@@ -235,7 +235,7 @@ def _json_rows(snapshot: Snapshot, rows: list[qf.QueueRow], changes: dict[Any, d
     return out
 
 
-def _table_row(row: qf.QueueRow, change: dict[str, int] | None, show_broker: bool) -> list[str]:
+def _table_row(row: qf.QueueRow, change: dict[str, int | None] | None, show_broker: bool) -> list[str]:
     change = change or {}
     r = row.rates
     flags = ",".join([*row.flags, *(f"?{f}" for f in row.cannot_tell)])

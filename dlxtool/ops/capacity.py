@@ -137,6 +137,8 @@ def from_info(info: QueueInfo, ready: int) -> Capacity:
         ready=ready,
         unacked=info.messages_unacked,
         body_bytes=int(raw.get("message_bytes_ready") or 0) + int(raw.get("message_bytes_unacknowledged") or 0),
+        # without the API's figures (statistics off) the unacked count reads 0: say it is not known
+        note=None if info.figures_known else "unacked count unknown (the management API has no figures): not counted",
     )
 
 

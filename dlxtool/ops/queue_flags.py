@@ -105,10 +105,12 @@ class QueueRow:
         return (self.broker, self.vhost, self.queue)
 
     def to_json(self) -> dict[str, Any]:
+        known = self.figures_known  # without figures: null, not a 0 that claims to know
         return {
             "broker": self.broker, "vhost": self.vhost, "queue": self.queue, "type": self.type,
-            "ready": self.ready, "unacked": self.unacked, "messages": self.messages, "consumers": self.consumers,
-            "rates": self.rates.to_json(),
+            "ready": self.ready if known else None, "unacked": self.unacked if known else None,
+            "messages": self.messages if known else None, "consumers": self.consumers if known else None,
+            "rates": self.rates.to_json() if known else None,
             "dead_letter_exchange": self.dead_letter_exchange,
             "dead_letter_routing_key": self.dead_letter_routing_key,
             "dead_letter_source": self.dead_letter_source,

@@ -222,15 +222,17 @@ class Snapshot:
 DELTA_FIELDS = ("ready", "unacked", "consumers")
 
 
-def deltas(previous: Snapshot | None, current: Snapshot) -> dict[tuple[str, str, str], dict[str, int]]:
-    """Per queue, how ready/unacked/consumers changed since the previous snapshot (new queues: from 0)."""
+def deltas(previous: Snapshot | None, current: Snapshot) -> dict[tuple[str, str, str], dict[str, int | None]]:
+    """Per queue, how ready/unacked/consumers changed since the previous snapshot (new queues: from 0; None where
+    either snapshot has no figures for it)."""
     if previous is None:
         return {}
     before = {row.key: row for row in previous.rows}
-    out = {}
+    out: dict[tuple[str, str, str], dict[str, int | None]] = {}
     for row in current.rows:
         old = before.get(row.key)
-        out[row.key] = {f: getattr(row, f) - (getattr(old, f) if old else 0) for f in DELTA_FIELDS}
+        known = row.figures_known and (old is None or old.figures_known)
+        out[row.key] = {f: getattr(row, f) - (getattr(old, f) if old else 0) if known else None for f in DELTA_FIELDS}
     return out
 
 

@@ -368,6 +368,7 @@ def test_global_qos_on_a_quorum_queue(broker, qname, row) -> None:
             conn.close()
 
 
+@pytest.mark.metrics
 def test_what_the_management_api_has_without_statistics(broker, qname, row) -> None:
     """With statistics (metrics collection permitted; /api/overview disable_stats false) a queue row gets its
     counts within a sample or two, and the API lists our connection; with them off (management_metrics_collection

@@ -389,25 +389,33 @@ def _hold_the_only_message(broker, queue: str):
     ch.basic_qos(prefetch_count=10)
     ch.basic_consume(queue, lambda *_: None, auto_ack=False)
     deadline = time.monotonic() + 15
-    # The management API's counts lag by its statistics interval: wait until it sees the consumer's message.
-    while broker.mgmt.queue(broker.vhost, queue).messages_unacked != 1 and time.monotonic() < deadline:
+    # The management API's counts lag by its statistics interval: wait until it sees the consumer's message (where
+    # it keeps none, until AMQP counts it gone from the ready ones).
+    blind = versions.stats_disabled(broker.mgmt.overview())
+    while time.monotonic() < deadline and (
+            broker.queue_depth(queue) != 0 if blind else broker.mgmt.queue(broker.vhost, queue).messages_unacked != 1):
         conn.process_data_events(time_limit=0.2)
     return conn
 
 
+@pytest.mark.metrics
 def test_a_queue_whose_only_message_is_held_by_a_consumer_is_not_called_empty(run, broker, qname,
                                                                                tmp_path) -> None:
+    """With the API's figures: "1 unacked: held by consumers". Without them (RabbitMQ 4.3 with
+    management_metrics_collection denied, where this printed "(queue is empty)"): the unacked count is unknown."""
     declare(broker, qname)
     broker.publish(qname, [b"held"])
     conn = _hold_the_only_message(broker, qname)
+    held = ("(0 ready; unacked by consumers: unknown, the management API has no figures"
+            if versions.stats_disabled(broker.mgmt.overview()) else "(0 ready, 1 unacked: held by consumers")
     try:
         result = run("peek", qname, "--url", broker.url, "-f", "table")
         assert result.exit_code == 0, result.stderr
-        assert "(0 ready, 1 unacked: held by consumers" in result.stdout
+        assert held in result.stdout
         assert "queue is empty" not in result.stdout
         for args in (["--summary"], []):  # history reads the same way and says the same
             history = run("history", qname, "--url", broker.url, "-f", "table", *args)
-            assert history.stdout.startswith("(0 ready, 1 unacked: held by consumers"), history.stdout
+            assert history.stdout.startswith(held), history.stdout
         # without the management API, AMQP only knows the ready count: say what is not known
         env = config_with_dead_management(broker, tmp_path)
         result = run("peek", qname, "-b", "test", "-f", "table", env=env)
