@@ -343,8 +343,7 @@ class ManagementClient:
             try:
                 raw = self.get(queue_path(vhost, name))
             except NotFoundError:
-                raise NotFoundError(f"queue {name!r} not found in vhost {vhost!r}",
-                                    hint="list queues with `dlxtool queues`") from None
+                raise self._queue_not_found(vhost, name) from None
             sampled = raw.get("effective_policy_definition") is not None
             if settled and not sampled and self._no_policy_applies(vhost, raw):
                 raw = {**raw, "effective_policy_definition": {}}  # declared moments ago, and no policy is for it
@@ -360,6 +359,22 @@ class ManagementClient:
         # Only a quorum queue's delivery limit depends on the version: spare classic reads the request.
         info = queue_info(raw, self.version() if raw.get("type") == "quorum" else None)
         return info if fresh or not info.policies_known else replace(info, policies_known=False)
+
+    def _queue_not_found(self, vhost: str, name: str) -> NotFoundError:
+        """The API's 404 for a queue. RabbitMQ 4.3's API answers a user who may not use the vhost with 404 too
+        (3.10 and 4.0: 401 "not authorised"; dlxtool.broker.versions): there, say that it may be either."""
+        from dlxtool.broker import versions
+
+        try:
+            version = self.version()
+        except DlxtoolError:
+            version = None
+        if versions.behaviour(version).api_404_for_a_vhost_not_permitted:
+            return NotFoundError(f"queue {name!r} not found in vhost {vhost!r}, or user {self.user!r} may not use that "
+                                 f"vhost: RabbitMQ {version}'s management API answers both with 404",
+                                 hint="list queues with `dlxtool queues`; an administrator grants a vhost with "
+                                      "`rabbitmqctl set_permissions -p VHOST USER ...`")
+        return NotFoundError(f"queue {name!r} not found in vhost {vhost!r}", hint="list queues with `dlxtool queues`")
 
     def _no_policy_applies(self, vhost: str, raw: dict[str, Any]) -> bool:
         """Whether neither a policy nor an operator policy of the vhost applies to this queue (both lists readable:

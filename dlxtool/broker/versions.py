@@ -132,6 +132,9 @@ class Behaviour:
     # disable_stats=true, or metrics collection denied): 4.3. 3.10 and 4.0 only with statistics (a queue
     # declared moments ago has none until its first sample, up to 5 s).
     api_policy_without_stats: bool
+    # A user asks the API about a vhost it may not use: 401 "not authorised to access virtual host" on 3.10 and
+    # 4.0; 404 "Not Found" on 4.3, for the vhost's queues that exist too (dlxtool then says it may be either).
+    api_404_for_a_vhost_not_permitted: bool = False
 
 
 BEHAVIOURS: tuple[Behaviour, ...] = (
@@ -169,7 +172,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         default_delivery_limit=20, negative_delivery_limit_is_off=True, first_delivery_count_header=False,
         acquired_count_header=True, x_death_restarts_on_republish=True, writes_x_last_death=True,
         global_qos_refused_on_quorum=False, deprecated_features_listed=True, deprecated_feature_state=True,
-        api_reports_delivery_limit=True, api_policy_without_stats=True),
+        api_reports_delivery_limit=True, api_policy_without_stats=True, api_404_for_a_vhost_not_permitted=True),
 )
 
 # A broker that gave no version (no RabbitMQ does): the 3.x facts (no default limit, a negative one acts as 0), and

@@ -121,4 +121,4 @@ def quorum_delivery_limit(ch: Any, top: Topology, origin: str, bodies: list[byte
             time.sleep(0.02)
             continue
         empty_polls = 0
-        ch.basic_nack(method.delivery_tag, requeue=True)
+        ch.basic_reject(method.delivery_tag, requeue=True)  # counted on every version (4.3: a nack is not)

@@ -42,7 +42,8 @@ def _take(ch: object, queue: str, timeout: float = 15.0) -> int:
 
 
 def _get_and_settle(ch: object, queue: str, *, requeue: bool) -> None:
-    ch.basic_nack(_take(ch, queue), requeue=requeue)  # type: ignore[attr-defined]
+    # a reject: a failure on every version (RabbitMQ 4.3 no longer counts a requeueing nack as a delivery attempt)
+    ch.basic_reject(_take(ch, queue), requeue=requeue)  # type: ignore[attr-defined]
 
 
 def _dlx_pair(ch: object, prefix: str, **work_args: object) -> Topology:
@@ -118,7 +119,7 @@ def routing_key_override(broker: BrokerEnv, prefix: str, n: int = 2) -> Topology
 
 
 def quorum_delivery_limit(broker: BrokerEnv, prefix: str, n: int = 2, limit: int = 1) -> Topology:
-    """(4) quorum queue with x-delivery-limit: a consumer that nacks with requeue until the broker
+    """(4) quorum queue with x-delivery-limit: a consumer that rejects with requeue until the broker
     dead-letters the message with reason delivery_limit."""
     with broker.channel() as ch:
         topo = _dlx_pair(ch, prefix, **{"x-queue-type": "quorum", "x-delivery-limit": limit})
