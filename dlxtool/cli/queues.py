@@ -213,8 +213,8 @@ def _without_figures(snapshot: Snapshot) -> list[str]:
         blind = [row for row in result.rows if not row.figures_known]
         if blind:
             lines.append(f"broker {result.broker!r}: the management API has no counts or rates for {len(blind)} of "
-                         f"{len(result.rows)} queues ({qf.NO_FIGURES}): their counts show as ?, and the flags that "
-                         "need them as ?flag (cannot tell, not ruled out)")
+                         f"{len(result.rows)} queues ({qf.NO_FIGURES_WHY}): their counts show as ?, and the flags "
+                         "that need them as ?flag (cannot tell, not ruled out)")
     return lines
 
 

@@ -216,8 +216,8 @@ def flag_rows(rows: list[QueueRow], bindings: Iterable[Mapping[str, Any]]) -> li
     return rows
 
 
-NO_FIGURES = ("the management API has no counts or rates for it (statistics are off: management_metrics_collection "
-              "denied, or the queue is seconds old)")
+NO_FIGURES_WHY = "statistics are off: management_metrics_collection denied, or the queue is seconds old"
+NO_FIGURES = f"the management API has no counts or rates for it ({NO_FIGURES_WHY})"
 
 
 def flags_not_told(row: QueueRow, dead_letter_sources: list[str] | None = None) -> dict[str, str]:

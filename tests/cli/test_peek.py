@@ -425,4 +425,7 @@ def test_a_queue_whose_only_message_is_held_by_a_consumer_is_not_called_empty(ru
         conn.close()
     assert broker.queue_depth(qname) == 1
     empty = run("peek", qname + ".dlq", "--url", broker.url, "-f", "table")
-    assert "(queue is empty)" in empty.stdout
+    if versions.stats_disabled(broker.mgmt.overview()):  # not even an empty queue's unacked count is known then
+        assert "(0 ready; unacked by consumers: unknown" in empty.stdout
+    else:
+        assert "(queue is empty)" in empty.stdout
