@@ -53,6 +53,8 @@ MISSING = "queue missing"
 # queue: publishing into it could push out its head, so nothing goes there unless --allow-displace says so.
 UNREAD = "limits unknown, it may push out its head"
 REREAD_EVERY = 1.0  # seconds between two reads of one queue's depth when its room runs out
+# A byte-limited queue whose body bytes the API does not give (no sample yet; none kept where statistics are off)
+BYTES_UNKNOWN = "body bytes unknown: no figures from the management API (none yet, or statistics off): counted as full"
 
 
 @dataclass
@@ -205,7 +207,7 @@ def _ready_bytes(cap: Capacity, info: QueueInfo) -> None:
         cap.note = f"body bytes estimated from a sample of {sampled} messages"
     elif cap.ready:
         cap.body_bytes = cap.max_bytes or 0
-        cap.note = "body bytes unknown (no sample from the management API yet): counted as full"
+        cap.note = BYTES_UNKNOWN
 
 
 def ready_counter(conn: AmqpConnection, timeout: float) -> Callable[[str], int | None]:
@@ -216,10 +218,12 @@ def ready_counter(conn: AmqpConnection, timeout: float) -> Callable[[str], int |
 
 
 def full_reason(role: str, cap: Capacity) -> str:
-    """The reason a message stays: "origin full (drop-head would push out its head): small.q"."""
+    """The reason a message stays: "origin full (drop-head would push out its head): small.q"; where the queue only
+    counts as full because its body bytes are not known, that is said too."""
     if cap.unreadable:
         return f"{role} {UNREAD} ({cap.note}): {cap.queue}"
-    return f"{role} full ({EFFECT.get(cap.overflow, cap.overflow)}): {cap.queue}"
+    unknown = f" ({BYTES_UNKNOWN})" if cap.note == BYTES_UNKNOWN else ""
+    return f"{role} full ({EFFECT.get(cap.overflow, cap.overflow)}): {cap.queue}{unknown}"
 
 
 def is_full_reason(reason: str) -> bool:

@@ -330,7 +330,8 @@ def test_ctrl_c_in_watch_ends_quietly_with_130(broker, main_topology, cli_env) -
     assert proc.returncode == 130
     lines = err.strip().splitlines()
     assert lines[-1] == "dlxtool: interrupted (Ctrl-C)"
-    assert all("no counts or rates" in line for line in lines[:-1]) and (len(lines) > 1) == stats_off(broker)
+    # where the API keeps no statistics its warning may come first (or not yet, when Ctrl-C beats it): nothing else
+    assert all("no counts or rates" in line for line in lines[:-1]) and (len(lines) == 1 or stats_off(broker))
 
 
 @pytest.mark.skipif(os.environ.get("DLXTOOL_TEST_STOP_SECOND") != "1",
