@@ -151,12 +151,14 @@ def wait_for_rates(env: BrokerEnv, p: str) -> None:
     where it keeps no statistics."""
     if stats_off(env):
         return
-    columns = ["name", "message_stats.redeliver_details.rate"]
+    columns = ["name", "consumers", "message_stats.redeliver_details.rate"]
     deadline = time.monotonic() + RATE_TIMEOUT
     while True:
-        rates = {q["name"]: (q.get("message_stats") or {}).get("redeliver_details", {}).get("rate", 0)
-                 for q in env.mgmt.queues(env.vhost, columns=columns)}
-        if all(rates.get(f"{p}.{name}", 0) >= 1 for name in LOOPING):
+        listed = env.mgmt.queues(env.vhost, columns=columns)
+        rates = {q["name"]: (q.get("message_stats") or {}).get("redeliver_details", {}).get("rate", 0) for q in listed}
+        # the consumer count comes with its own sample: rates alone were seen with "consumers: 0" (no clogged flag)
+        consumers = {q["name"]: q.get("consumers") or 0 for q in listed}
+        if all(rates.get(f"{p}.{name}", 0) >= 1 and consumers.get(f"{p}.{name}", 0) for name in LOOPING):
             return
         assert time.monotonic() < deadline, f"no redelivery rates after {RATE_TIMEOUT}s: {rates}"
         time.sleep(1)
