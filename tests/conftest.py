@@ -232,9 +232,9 @@ _RUN_VIOLATIONS: list[tuple[str, deprecated.Violation]] = []
 
 @pytest.fixture(autouse=True)
 def _deny_deprecated(request: pytest.FixtureRequest) -> Iterator[None]:
-    """With DLXTOOL_TEST_DENY_DEPRECATED=1, a test during which dlxtool sends basic.qos with global=true or
-    declares a transient non-exclusive queue fails (what hosted RabbitMQ 4.3 brokers deny; see
-    tests/support/deprecated.py). Off by default: dlxtool still does the first (the lead fixes it)."""
+    """A test during which dlxtool sends basic.qos with global=true or declares a transient non-exclusive queue
+    fails (what hosted RabbitMQ 4.3 brokers deny; see tests/support/deprecated.py). On by default, on every broker;
+    DLXTOOL_TEST_DENY_DEPRECATED=0 turns it off, =report lists the violations at the end instead."""
     if not deprecated.mode():
         yield
         return
@@ -258,10 +258,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         _RUN_VIOLATIONS.extend((item.nodeid, v) for v in new)
         return
     text = "\n".join(str(v) for v in dict.fromkeys(new))
-    report.sections.append(("deprecated features (DLXTOOL_TEST_DENY_DEPRECATED=1)", text))
+    report.sections.append(("deprecated features (tests/support/deprecated.py)", text))
     if report.outcome != "failed":
         report.outcome = "failed"
-        report.longrepr = f"{text}\n(DLXTOOL_TEST_DENY_DEPRECATED=1: tests/support/deprecated.py)"
+        report.longrepr = f"{text}\n(dlxtool used a deprecated feature: tests/support/deprecated.py)"
 
 
 @pytest.fixture(autouse=True)

@@ -60,6 +60,14 @@ class QueueInfo:
     # exchange, limits) are then unknown, not absent. Seen on 3.10 for about 4 s, on 4.0 for about 1 s.
     policies_known: bool = True
 
+    @property
+    def figures_known(self) -> bool:
+        """Whether the row has the queue's message and consumer counts. Not when the broker keeps no statistics
+        (metrics collection denied: 4.3 rows have settings only), nor until a new queue's first sample (3.10
+        and 4.0, quorum queues: some seconds): messages_ready, messages_unacked and consumers then read 0 but
+        are not known."""
+        return "messages_unacknowledged" in self.raw
+
     def setting(self, name: str) -> Any:
         """The value in effect: queue arguments win over policy (x-dead-letter-exchange ~
         dead-letter-exchange), except numeric limits, where the broker applies the stricter of the two."""
@@ -82,17 +90,21 @@ class QueueInfo:
     def delivery_limit(self) -> int | None:
         """Quorum queues only: the limit in effect, None when unlimited (3.x without one; -1 on 4.x).
 
-        A negative limit switches the limit off on 4.x only. 3.x has no such switch: it dead-letters (or
-        drops) a message at its first return, as a limit of 0 would (seen on 3.10.8 with -1: every message
-        a peek gave back was gone). So it reads as 0 there, and when the version is not known."""
+        The broker's own answer where the API gives it (4.3: `delivery_limit`), else resolved from the argument and
+        the policy by the version's rules (dlxtool.broker.versions.effective_delivery_limit): 4.x gives a queue
+        without one 20 and reads a negative limit as none unless the other of argument and policy is set; 3.x has
+        no "off" switch and dead-letters (or drops) a message at its first return with a negative one (seen on
+        3.10.8 with -1: every message a peek gave back was gone), so that reads as 0 there, and when the version
+        is not known."""
+        from dlxtool.broker import versions
+
         if self.type != "quorum":
             return None
-        value = _number(self.setting("delivery-limit"))
-        if value is None:
-            return default_delivery_limit(self.broker_version)
-        if value < 0:
-            return None if _major(self.broker_version) >= 4 else 0
-        return int(value)
+        reported, limit = versions.api_delivery_limit(self.broker_version, self.raw)
+        if reported:
+            return limit
+        return versions.effective_delivery_limit(self.broker_version, self.arguments.get("x-delivery-limit"),
+                                                 self.effective_policy_definition.get("delivery-limit"))
 
     @property
     def tail_republish_risk(self) -> str | None:
@@ -122,21 +134,14 @@ class QueueInfo:
 # RabbitMQ resolves these with min(argument, policy) (rabbit_queue_type_util:args_policy_lookup with
 # fun min/2); seen on 3.10: x-delivery-limit 10 with a policy delivery-limit 2 dead-letters after 2.
 _STRICTER_WINS = ("delivery-limit", "max-length", "max-length-bytes")
-DEFAULT_DELIVERY_LIMIT_4X = 20  # quorum queues without a limit get 20 from RabbitMQ 4.0
+DEFAULT_DELIVERY_LIMIT_4X = 20  # quorum queues without a limit get 20 from RabbitMQ 4.0 (dlxtool.broker.versions)
 
 
 def default_delivery_limit(version: str | None) -> int | None:
     """The delivery limit a quorum queue gets when none is set, for this RabbitMQ version."""
-    major = _major(version)
-    return DEFAULT_DELIVERY_LIMIT_4X if major >= 4 else None
+    from dlxtool.broker import versions
 
-
-def _major(version: str | None) -> int:
-    """RabbitMQ's major version, 0 when not known."""
-    try:
-        return int((version or "").split(".")[0])
-    except ValueError:
-        return 0
+    return versions.default_delivery_limit(version)
 
 
 def _number(value: Any) -> float | None:
@@ -362,8 +367,7 @@ class ManagementClient:
             try:
                 raw = self.get(queue_path(vhost, name))
             except NotFoundError:
-                raise NotFoundError(f"queue {name!r} not found in vhost {vhost!r}",
-                                    hint="list queues with `dlxtool queues`") from None
+                raise self._queue_not_found(vhost, name) from None
             sampled = raw.get("effective_policy_definition") is not None
             if settled and not sampled and self._no_policy_applies(vhost, raw):
                 raw = {**raw, "effective_policy_definition": {}}  # declared moments ago, and no policy is for it
@@ -379,6 +383,22 @@ class ManagementClient:
         # Only a quorum queue's delivery limit depends on the version: spare classic reads the request.
         info = queue_info(raw, self.version() if raw.get("type") == "quorum" else None)
         return info if fresh or not info.policies_known else replace(info, policies_known=False)
+
+    def _queue_not_found(self, vhost: str, name: str) -> NotFoundError:
+        """The API's 404 for a queue. RabbitMQ 4.3's API answers a user who may not use the vhost with 404 too
+        (3.10 and 4.0: 401 "not authorised"; dlxtool.broker.versions): there, say that it may be either."""
+        from dlxtool.broker import versions
+
+        try:
+            version = self.version()
+        except DlxtoolError:
+            version = None
+        if versions.behaviour(version).api_404_for_a_vhost_not_permitted:
+            return NotFoundError(f"queue {name!r} not found in vhost {vhost!r}, or user {self.user!r} may not use that "
+                                 f"vhost: RabbitMQ {version}'s management API answers both with 404",
+                                 hint="list queues with `dlxtool queues`; an administrator grants a vhost with "
+                                      "`rabbitmqctl set_permissions -p VHOST USER ...`")
+        return NotFoundError(f"queue {name!r} not found in vhost {vhost!r}", hint="list queues with `dlxtool queues`")
 
     def _no_policy_applies(self, vhost: str, raw: dict[str, Any]) -> bool:
         """Whether neither a policy nor an operator policy of the vhost applies to this queue (both lists readable:

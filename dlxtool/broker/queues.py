@@ -112,32 +112,38 @@ def exchange_exists(conn: Any, exchange: str, timeout: float) -> bool:
         channel.close()
 
 
-def probe_type(profile: BrokerProfile, name: str) -> str:
-    """classic | quorum | stream | unknown, learnt over AMQP without touching a message's position or count.
+def probe_type(profile: BrokerProfile, name: str, *, conn: Any = None, timeout: float | None = None) -> str:
+    """classic | quorum | stream | unknown, learnt over AMQP without touching a message's position or count, on
+    a throwaway channel of `conn` (else a connection of its own, opened and closed here).
 
-    A passive declare does not say the type. A consumer asking for a *global* prefetch does: a
-    quorum queue refuses it (540 NOT_IMPLEMENTED "does not support global qos", which closes the
-    connection, hence a connection of its own), a stream refuses it because it wants a per-consumer
-    prefetch (406), a classic queue accepts it. At most one message is delivered to the classic
-    probe and it goes back to its place when the probe's connection closes (requeue in place).
-    """
-    import pika.exceptions as pe
-
+    A passive declare does not say the type. A consumer asking for the stream offset `next` does, on every version
+    the suite runs (dlxtool.broker.versions.STREAM_OFFSET_REFUSAL): a classic or quorum queue refuses it before
+    anything is delivered, naming its type (406, which closes the channel only); a stream takes it, and `next`
+    delivers nothing that is there (the consumer is cancelled at once, then the channel closed; reading a stream
+    never removes anything). No global QoS (a deprecated feature: 4.3 accepts it on a quorum queue and delivers,
+    which a channel close then counted as a delivery attempt), no delivery of a classic or quorum message.
+    "unknown": the broker refused it otherwise (another queue type, an exclusive queue, no read permission)."""
+    from dlxtool.broker.channel import AsyncChannel, ChannelClosed
     from dlxtool.broker.connection import close_quietly, connect
+    from dlxtool.broker.versions import type_from_refusal
 
-    conn = connect(profile)
+    own = conn is None
+    if own:
+        conn = connect(profile)
+    channel = None
     try:
-        ch = conn.channel()
-        ch.basic_qos(prefetch_count=1, global_qos=True)
-        tag = ch.basic_consume(name, lambda *_: None, auto_ack=False)
-        ch.basic_cancel(tag)
-        return "classic"
-    except (pe.ChannelClosedByBroker, pe.ConnectionClosedByBroker) as exc:
-        text = str(exc)
-        if "global qos" in text:
-            return "quorum"
-        if "prefetch count is not set" in text:
-            return "stream"
-        return "unknown"
+        channel = AsyncChannel(conn, timeout if timeout is not None else profile.timeout)
+        channel.call("basic_qos", prefetch_count=1)
+        consumed: list[Any] = []
+        tag = channel.impl.basic_consume(name, lambda *_: None, auto_ack=False,
+                                         arguments={"x-stream-offset": "next"}, callback=consumed.append)
+        channel.wait_for(lambda: bool(consumed), "basic.consume")
+        channel.cancel_consumer(tag)  # without pika's rejects of what may arrive meanwhile: a stream refuses them
+        return "stream"
+    except ChannelClosed as exc:
+        return type_from_refusal(exc.reply_text or "") or "unknown"
     finally:
-        close_quietly(conn)
+        if channel is not None:
+            channel.close()
+        if own:
+            close_quietly(conn)

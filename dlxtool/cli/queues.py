@@ -61,6 +61,10 @@ Flags (the API has no reject counter and no per-message delivery counts: heurist
                dead-lettered or dropped.
   Streams get only `dlq`. With -v, the reason for every flag follows the table (stderr);
   JSON output always carries them ("reasons").
+  Where the API keeps no statistics (RabbitMQ 4.3 with management_metrics_collection
+  denied) or has no sample of a queue yet, its counts and rates show as "?" and each
+  flag that needs them and could apply shows as "?flag" ("cannot_tell" in JSON, with
+  why): it is not ruled out. --flag keeps such queues, --min-messages too.
 
 \b
 Examples:
@@ -167,6 +171,8 @@ def render(app: App, snapshot: Snapshot, previous: Snapshot | None, selection: S
     if on_terminal:  # warnings on stderr would be wiped by the next refresh: keep them on screen
         for r in snapshot.failures:
             out.write(f"{r.broker}: {r.error.message if r.error else ''}\n")
+        for line in _without_figures(snapshot):
+            out.write(line + "\n")
         out.flush()
     else:
         _warn_failures(app, snapshot)
@@ -176,6 +182,8 @@ def render(app: App, snapshot: Snapshot, previous: Snapshot | None, selection: S
         for row in rows:
             for flag, reason in row.flags.items():
                 app.info(f"{row.queue}: {flag}: {reason}")
+            for flag, reason in row.cannot_tell.items():
+                app.info(f"{row.queue}: {flag}: cannot tell: {reason}")
 
 
 # What needs a human now is red; what is worth a look is yellow.
@@ -185,7 +193,7 @@ FLAG_COLORS = {"clogged": "red", "no-dlx": "red", "at-limit": "red", "error": "r
 
 def style_flags(app: App, cell: str) -> str:
     def one(flag: str) -> str:
-        color = FLAG_COLORS.get(flag)
+        color = FLAG_COLORS.get(flag) if not flag.startswith("?") else "yellow"
         return app.style(flag, fg=color, bold=color == "red" or None)
 
     return ",".join(one(f) for f in cell.split(","))
@@ -194,9 +202,23 @@ def style_flags(app: App, cell: str) -> str:
 def _warn_failures(app: App, snapshot: Snapshot) -> None:
     for r in snapshot.failures:
         app.warn(f"broker {r.broker!r} not surveyed: {r.error.message if r.error else 'unknown error'}")
+    for line in _without_figures(snapshot):
+        app.warn(line)
 
 
-def _json_rows(snapshot: Snapshot, rows: list[qf.QueueRow], changes: dict[Any, dict[str, int]],
+def _without_figures(snapshot: Snapshot) -> list[str]:
+    """One line per broker with queues the API has no counts or rates for: what the table cannot tell there."""
+    lines = []
+    for result in snapshot.results:
+        blind = [row for row in result.rows if not row.figures_known]
+        if blind:
+            lines.append(f"broker {result.broker!r}: the management API has no counts or rates for {len(blind)} of "
+                         f"{len(result.rows)} queues ({qf.NO_FIGURES_WHY}): their counts show as ?, and the flags "
+                         "that need them as ?flag (cannot tell, not ruled out)")
+    return lines
+
+
+def _json_rows(snapshot: Snapshot, rows: list[qf.QueueRow], changes: dict[Any, dict[str, int | None]],
                watch: bool) -> list[dict[str, Any]]:
     out = []
     for row in rows:
@@ -213,14 +235,17 @@ def _json_rows(snapshot: Snapshot, rows: list[qf.QueueRow], changes: dict[Any, d
     return out
 
 
-def _table_row(row: qf.QueueRow, change: dict[str, int] | None, show_broker: bool) -> list[str]:
+def _table_row(row: qf.QueueRow, change: dict[str, int | None] | None, show_broker: bool) -> list[str]:
     change = change or {}
     r = row.rates
-    cells = [row.vhost, row.queue, row.type,
-             _with_delta(row.ready, change.get("ready")), _with_delta(row.unacked, change.get("unacked")),
-             _with_delta(row.consumers, change.get("consumers")),
-             *(qf.format_rate(v) for v in (r.publish, r.deliver, r.ack, r.redeliver)),
-             _dead_letter(row), ",".join(row.flags)]
+    flags = ",".join([*row.flags, *(f"?{f}" for f in row.cannot_tell)])
+    if not row.figures_known:  # no sample: "?" where a 0 would claim to know
+        counts = ["?"] * 7
+    else:
+        counts = [_with_delta(row.ready, change.get("ready")), _with_delta(row.unacked, change.get("unacked")),
+                  _with_delta(row.consumers, change.get("consumers")),
+                  *(qf.format_rate(v) for v in (r.publish, r.deliver, r.ack, r.redeliver))]
+    cells = [row.vhost, row.queue, row.type, *counts, _dead_letter(row), flags]
     return ([row.broker] if show_broker else []) + cells
 
 

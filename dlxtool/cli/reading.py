@@ -28,15 +28,17 @@ What a peek does to the queue (it takes messages and gives them back):
            `redelivered` flag is set. Message k can only be reached while
            1..k-1 are held unacked, so more than --max-unacked (config
            dump_unacked_limit, default 10000) is refused (exit 6).
-  quorum   with a delivery limit (on RabbitMQ 4.x 20 unless set) every
-           give-back uses one delivery attempt, on 3.x and 4.x alike:
-           refused unless --spend-attempts; the read then stops before any
-           message would be left without a spare attempt (a limit of 1 or
-           less is always refused; a negative one acts as 0 on 3.x). Given
-           back 32 at a time so the order holds. Without a limit (3.x
-           without one, 4.x with -1) given-back messages go to the back:
-           refused unless --allow-reorder. If the management API is down
-           the limit is unknown: refused.
+  quorum   given back 32 at a time (basic.nack) so the order holds.
+           RabbitMQ 4.3+: that uses no delivery attempt and keeps every
+           message's place, with or without a limit: no flag needed.
+           3.x and 4.0-4.2: with a delivery limit (4.x: 20 unless set)
+           every give-back uses one attempt: refused unless
+           --spend-attempts; the read then stops before any message would
+           be left without a spare attempt (a limit of 1 or less is always
+           refused; a negative one acts as 0 on 3.x). Without a limit (3.x
+           without one, 4.0-4.2 with -1) given-back messages go to the
+           back: refused unless --allow-reorder. If the management API is
+           down the limit is unknown: refused (on 4.3+ read anyway).
   stream   read with a consumer from --offset; nothing is held or changed.
 """
 

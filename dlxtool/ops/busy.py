@@ -64,8 +64,8 @@ def _single_active(info: QueueInfo) -> bool:
 
 def _who(management: Any | None, details: Any) -> str:
     """A connection as a person finds it: its name, and the name its client gave it, where the API says it."""
-    if not isinstance(details, dict):  # the API has no figures for it yet ([])
-        return "(not known yet to the management API)"
+    if not isinstance(details, dict):  # the API has no figures for it: not yet ([]), or none kept (statistics off)
+        return "(not known to the management API: no statistics for it yet, or none kept)"
     name = str(details.get("connection_name") or details.get("name") or "?")
     given = None
     if management is not None and name != "?":

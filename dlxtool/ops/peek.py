@@ -13,8 +13,8 @@ depends on the queue type (see shared/DESIGN.md), and this module decides it in 
   RabbitMQ 3.10's client stashes commands past 32 in flight and sends them later in map order, so
   a give-back of more than 32 at once scrambles the order. Messages go back 32 at a time, each
   chunk waited for (see dlxtool/broker/giveback.py).
-- quorum with a delivery limit: every return is a delivery attempt (x-delivery-count + 1) and the
-  message is dead-lettered when the count passes the limit. Refused unless the caller accepts
+- quorum with a delivery limit, RabbitMQ 3.x and 4.0-4.2: every return is a delivery attempt (x-delivery-count
+  + 1) and the message is dead-lettered when the count passes the limit. Refused unless the caller accepts
   spending one attempt per message (`spend_attempts`); the read then stops at the first message it
   would leave with no attempt to spare. The count is learnt only by taking the message, so a peek
   always uses an attempt of the head: repeated peeks exhaust it; dlxtool refuses (exit 6) as soon
@@ -22,16 +22,20 @@ depends on the queue type (see shared/DESIGN.md), and this module decides it in 
 - quorum without a limit (3.x without one, 4.x with -1): returned messages go to the back of the queue,
   so a peek reorders. Refused unless the caller accepts it (`allow_reorder`). A negative limit on 3.x is
   no "off" switch: the message is dead-lettered at its first return, so such a queue is not peeked.
-- Which give-back is cheapest does not differ between 3.10 and 4.0: a channel close, a cancelled
-  consumer, a nack and a reject each count as a delivery attempt on both (tests/cli/test_versions.py),
-  and only the nacks in order keep a quorum queue's order, so both versions take the same path.
+- RabbitMQ 4.3 and later: the nacks (32 at a time, each chunk applied) use no delivery attempt and keep the
+  messages' place, with or without a limit (a channel close, a cancel and a reject still count). So a peek needs
+  no flag there and leaves x-delivery-count as it was (x-acquired-count + 1). Returned messages still form a
+  block at the head, each new return at its back: a read of part of that block takes the rest too, as above.
+- Which give-back costs what, and where a return goes, is dlxtool.broker.versions' table (keyed by the version
+  the broker gave in connection.start), each fact measured on every broker the suite runs.
 - stream: basic.get is refused by the broker; read with a consumer (prefetch > 0, x-stream-offset).
   Nothing is held: acknowledging a stream delivery only grants credit.
 
 The type and delivery limit come from the management API (arguments win over policy), once it is proven
 to answer for the broker the AMQP connection reached (dlxtool.broker.identity). When it cannot be reached
 or proven, the type is probed over AMQP (see `dlxtool.broker.queues.probe_type`); the delivery limit of a quorum
-queue then stays unknown and the read is refused.
+queue then stays unknown and the read is refused where a give-back counts (3.x, 4.0-4.2). A type the probe cannot
+tell is read as a quorum queue would be, under the version's rules (refused before 4.3, where it would count).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from dlxtool.record import MessageRecord
 if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
     from dlxtool.broker.management import ManagementClient, QueueInfo
+    from dlxtool.broker.versions import Version
     from dlxtool.config import BrokerProfile
 
 DEFAULT_BATCH = 500
@@ -70,6 +75,13 @@ class QueueFacts:
     dead_letter_routing_key: str | None = None
     bytes_ready: int | None = None
     missing_checks: list[str] = field(default_factory=list)
+    version: Version | None = None  # the broker's, from connection.start: which give-back costs what
+    unacked_unknown: str = "the management API is not reachable"  # why, where `unacked` is None
+
+    @property
+    def reads_as_quorum(self) -> bool:
+        """Read (checked, given back) as a quorum queue: one, or a queue whose type could not be told."""
+        return self.type in ("quorum", "unknown")
 
     @property
     def limit_known(self) -> bool:
@@ -89,7 +101,7 @@ class QueueFacts:
         if self.unacked is not None:
             counts.append(f"{self.unacked} unacked by consumers (invisible to a peek)")
         else:
-            counts.append("unacked by consumers: unknown (management API not used)")
+            counts.append(f"unacked by consumers: unknown ({self.unacked_unknown})")
         counts.append(f"{self.consumers} consumers" if self.consumers is not None else "consumers: ?")
         return parts[0] + ": " + ", ".join(counts)
 
@@ -100,7 +112,7 @@ class QueueFacts:
             return "(no message)"
         ready = f"{self.ready} ready" if self.ready is not None else "ready: ?"
         if self.unacked is None:
-            return f"({ready}; unacked by consumers: unknown, the management API is not reachable)"
+            return f"({ready}; unacked by consumers: unknown, {self.unacked_unknown})"
         if self.unacked:
             return f"({ready}, {self.unacked} unacked: held by consumers, which a peek cannot see)"
         return "(queue is empty)"
@@ -121,9 +133,11 @@ class ReadOptions:
 
 
 def queue_facts(profile: BrokerProfile, name: str, *, management: Callable[[], ManagementClient],
-                channel: Any) -> QueueFacts:
-    """Type, limit and counts: management API first, AMQP for what it cannot tell or when it is down."""
+                channel: Any, conn: Any = None) -> QueueFacts:
+    """Type, limit and counts: management API first, AMQP for what it cannot tell or when it is down. `conn`:
+    the connection (its version keys the give-back rules; the AMQP type probe runs on a channel of it)."""
     from dlxtool.broker import queues
+    from dlxtool.broker.versions import server_version
 
     counted = queues.counts(channel, name, profile.vhost)
     ready, consumers = counted.ready, counted.consumers
@@ -135,8 +149,11 @@ def queue_facts(profile: BrokerProfile, name: str, *, management: Callable[[], M
     except ManagementMismatch:
         raise  # another broker's API: no decision on its data, and no fallback either
     except DlxtoolError as exc:
-        return _facts_without_management(profile, name, ready, consumers, exc.message)
-    return _facts_from_info(info, ready, consumers)
+        facts = _facts_without_management(profile, name, ready, consumers, exc.message, conn)
+    else:
+        facts = _facts_from_info(info, ready, consumers)
+    facts.version = server_version(conn) if conn is not None else None
+    return facts
 
 
 def _facts_from_info(info: QueueInfo, ready: int, consumers: int) -> QueueFacts:
@@ -144,21 +161,27 @@ def _facts_from_info(info: QueueInfo, ready: int, consumers: int) -> QueueFacts:
         name=info.name, vhost=info.vhost, type=info.type, type_source="management API",
         # passive declare is exact now; the API's counts lag by its statistics interval
         ready=ready if info.type != "stream" else None,
-        unacked=info.messages_unacked, consumers=consumers, delivery_limit=info.delivery_limit,
+        # an API without figures (metrics collection denied; a queue before its first sample) says nothing of them
+        unacked=info.messages_unacked if info.figures_known else None,
+        unacked_unknown="the management API has no figures for the queue (metrics collection is off, or the "
+                        "queue is moments old)",
+        consumers=consumers, delivery_limit=info.delivery_limit,
         dead_letter_exchange=info.dead_letter_exchange, dead_letter_routing_key=info.dead_letter_routing_key,
         bytes_ready=_int_or_none(info.raw.get("message_bytes_ready")),
     )
 
 
 def _facts_without_management(profile: BrokerProfile, name: str, ready: int, consumers: int,
-                              why: str) -> QueueFacts:
+                              why: str, conn: Any = None) -> QueueFacts:
     from dlxtool.broker import queues
 
-    qtype = queues.probe_type(profile, name)  # a connection of its own: a quorum queue's refusal closes it
+    qtype = queues.probe_type(profile, name, conn=conn)  # a throwaway channel: a refusal closes that channel only
     # why: "management API at URL not reachable: …" / "… not used: could not prove that it answers for …"
     missing = [why if why.startswith("management API") else f"management API not used ({why})",
                "queue type read from an AMQP probe instead of the API",
                "messages unacked by consumers not counted"]
+    if qtype == "unknown":
+        missing.append("queue type unknown (the AMQP probe could not tell it): read as a quorum queue would be")
     if qtype in ("quorum", "unknown"):
         missing.append("quorum delivery limit (queue arguments and policy) not checked")
     return QueueFacts(name=name, vhost=profile.vhost, type=qtype, type_source="AMQP probe",
@@ -180,11 +203,7 @@ def check_read(facts: QueueFacts, opts: ReadOptions) -> list[str]:
         return []
     notes: list[str] = []
     _check_unacked_bound(facts, opts)
-    if facts.type == "unknown":
-        raise RefusedError(
-            f"cannot tell the type of queue {facts.name!r}: " + "; ".join(facts.missing_checks),
-            hint="make the management API reachable (management_url in the broker profile)")
-    if facts.type == "quorum":
+    if facts.reads_as_quorum:  # a type the probe could not tell: as a quorum queue, under the version's rules
         notes += _check_quorum(facts, opts)
     wanted = facts.ready if opts.count is None else min(opts.count, facts.ready or opts.count)
     if wanted and wanted > 1:
@@ -215,6 +234,16 @@ def _size_note(facts: QueueFacts, opts: ReadOptions, wanted: int | None = None) 
 
 
 def _check_quorum(facts: QueueFacts, opts: ReadOptions) -> list[str]:
+    from dlxtool.broker import versions
+
+    if not versions.quorum_give_back_counts(facts.version, "nack"):
+        return _check_quorum_uncounted(facts, opts)
+    if facts.type == "unknown":
+        raise RefusedError(
+            f"cannot tell the type of queue {facts.name!r}: " + "; ".join(facts.missing_checks)
+            + f". Read as a quorum queue, a peek's give-back would use a delivery attempt on RabbitMQ "
+              f"{facts.version or '(version unknown)'}, against a limit that could not be checked",
+            hint="make the management API reachable (management_url in the broker profile)")
     if not facts.limit_known:
         raise RefusedError(
             f"{facts.name!r} is a quorum queue and its delivery limit could not be checked: "
@@ -251,6 +280,25 @@ def _check_quorum(facts: QueueFacts, opts: ReadOptions) -> list[str]:
             hint="pass --spend-attempts to use one attempt per peeked message; dlxtool then stops (exit 6) at "
                  "the first message that would be left with no attempt to spare")
     return [f"--spend-attempts: each message read uses one of its {facts.delivery_limit} delivery attempts"]
+
+
+def _check_quorum_uncounted(facts: QueueFacts, opts: ReadOptions) -> list[str]:
+    """RabbitMQ 4.3+: the nacks of a peek's give-back use no delivery attempt, whatever the limit (or none, or not
+    known); the version's table says whether they keep the messages' place."""
+    from dlxtool.broker import versions
+
+    what = "a quorum queue" if facts.type == "quorum" else "of a type that could not be told (read as a quorum queue)"
+    limit = facts.delivery_limit if facts.limit_known else 0  # unknown: a limit of some kind, not "none"
+    if facts.limit_known and versions.quorum_nack_to_back(facts.version, limit):
+        if not opts.allow_reorder:
+            raise RefusedError(
+                f"{facts.name!r} is {what} without a delivery limit: on RabbitMQ {facts.version} every message a "
+                "peek gives back goes to the BACK of the queue, so peeking reorders it",
+                hint="pass --allow-reorder to accept that (the peeked messages then sit behind the others)")
+        return ["--allow-reorder: the peeked messages go to the back of the queue"]
+    return [f"{facts.name!r} is {what}: on RabbitMQ {facts.version} the messages a peek gives back (basic.nack, "
+            f"{QUORUM_RETURN_CHUNK} at a time) keep their place and use no delivery attempt (x-delivery-count "
+            "unchanged; x-acquired-count + 1)"]
 
 
 def _human_bytes(n: float) -> str:
@@ -355,9 +403,9 @@ class QueueReader:
                 if record is None:
                     break
                 records.append(record)
-                if self._limited_quorum() and not self._safe_to_return(record, shown=True):
+                if self._counts_attempts() and not self._safe_to_return(record, shown=True):
                     break
-            if self._limited_quorum() and records and not self.stopped_early:
+            if self._returns_to_a_block() and records and not self.stopped_early:
                 self._take_rest_of_returned_block(records[-1])
         finally:
             self._give_back()
@@ -385,8 +433,20 @@ class QueueReader:
         # give-back still being applied). Still bounded: every message read is held.
         return self.read < self.opts.max_unacked
 
-    def _limited_quorum(self) -> bool:
-        return self.facts.type == "quorum" and self.facts.delivery_limit is not None
+    def _counts_attempts(self) -> bool:
+        """Quorum with a delivery limit, on a version where a peek's give-back (nacks) counts an attempt."""
+        from dlxtool.broker import versions
+
+        return (self.facts.reads_as_quorum and self.facts.delivery_limit is not None
+                and versions.quorum_give_back_counts(self.facts.version, "nack"))
+
+    def _returns_to_a_block(self) -> bool:
+        """Quorum, where given-back messages keep their place: served first, as a block at the head (3.x and 4.0 with
+        a limit; 4.3 always). Without a limit on 3.x and 4.0 they go to the back instead."""
+        from dlxtool.broker import versions
+
+        limit = self.facts.delivery_limit if self.facts.limit_known else 0
+        return self.facts.reads_as_quorum and not versions.quorum_nack_to_back(self.facts.version, limit)
 
     def _safe_to_return(self, record: MessageRecord, *, shown: bool) -> bool:
         """Quorum with a limit: does giving this message back leave it an attempt to spare?
@@ -415,7 +475,7 @@ class QueueReader:
         behind the rest; so keep taking (not showing) until a never-returned message or the end,
         unless a message taken so has no attempt to spare: then stop there."""
         record: MessageRecord | None = last
-        while record is not None and delivery_count(record.headers) > 0:
+        while record is not None and returned_before(record.headers):
             if self.read >= self.opts.max_unacked:
                 self.notes.append("order of the head may have changed: the block of returned messages "
                                   "at the head was not read to its end (--max-unacked)")
@@ -424,11 +484,12 @@ class QueueReader:
             if record is None:
                 break
             self.hidden += 1
-            if not self._safe_to_return(record, shown=False):
+            if self._counts_attempts() and not self._safe_to_return(record, shown=False):
                 break
         if self.hidden:
+            cost = "; each used one delivery attempt too" if self._counts_attempts() else ""
             self.notes.append(f"also took {self.hidden} more previously returned messages (not shown) so that "
-                              "giving them back keeps the order; each used one delivery attempt too")
+                              f"giving them back keeps the order{cost}")
 
     def _give_back(self) -> None:
         """Return every held message in order; finish even if Ctrl-C arrives meanwhile (a give-back
@@ -436,7 +497,7 @@ class QueueReader:
         interrupted: BaseException | None = None
         while True:
             try:
-                if self.facts.type == "quorum":
+                if self.facts.reads_as_quorum:
                     self._give_back_quorum()
                 else:
                     self._give_back_classic()
@@ -467,7 +528,13 @@ class QueueReader:
                               "the order of the messages read may have changed")
 
     def _after_return(self, records: list[MessageRecord]) -> None:
-        if self.facts.type != "quorum" or self.read == 0:
+        if not self.facts.reads_as_quorum or self.read == 0:
+            return
+        if not self._counts_attempts() and self._returns_to_a_block():  # RabbitMQ 4.3+: nacks count nothing
+            self.notes.append(f"gave the {self.read} messages read back in place, in order, using no delivery "
+                              f"attempt (RabbitMQ {self.facts.version}: basic.nack leaves x-delivery-count as it "
+                              "was)" + ("" if self._held.confirmed else "; unconfirmed: a return the broker had not "
+                                        "applied when the channel closed counts as an attempt"))
             return
         if self.facts.delivery_limit is None:
             if self.reached_end:
@@ -479,7 +546,7 @@ class QueueReader:
             return
         returned = self.read - len(self.dead_lettered)
         self.notes.append(f"used one delivery attempt of each of the {returned} messages given back")
-        if self.stopped_early and records and delivery_count(records[0].headers) > 0:
+        if self.stopped_early and records and returned_before(records[0].headers):
             self.notes.append(f"the {returned} messages given back now sit behind the rest of the block of "
                               "previously returned messages that was at the head (if it had more): "
                               "RabbitMQ puts each return at the back of that block")
@@ -593,7 +660,7 @@ def prepare_read(conn: AmqpConnection, profile: BrokerProfile, name: str, opts: 
                  ) -> tuple[QueueReader, list[str]]:
     """Facts, safety check (raises RefusedError) and a reader on a fresh channel of `conn`."""
     channel = conn.channel()
-    facts = queue_facts(profile, name, management=management, channel=channel)
+    facts = queue_facts(profile, name, management=management, channel=channel, conn=conn)
     notes = check_read(facts, opts)
     return QueueReader(channel, facts, opts, decode), notes
 
@@ -601,6 +668,14 @@ def prepare_read(conn: AmqpConnection, profile: BrokerProfile, name: str, opts: 
 def delivery_count(headers: dict[str, Any] | None) -> int:
     value = (headers or {}).get("x-delivery-count")
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def returned_before(headers: dict[str, Any] | None) -> bool:
+    """A quorum queue delivered this message before and it came back: a counted return (x-delivery-count > 0), or on
+    RabbitMQ 4.3 any return (x-acquired-count > 0, which a nack raises without touching x-delivery-count)."""
+    acquired = (headers or {}).get("x-acquired-count")
+    acquired = acquired if isinstance(acquired, int) and not isinstance(acquired, bool) else 0
+    return delivery_count(headers) > 0 or acquired > 0
 
 
 # -- --offset ------------------------------------------------------------------------------------------

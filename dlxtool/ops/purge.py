@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dlxtool.broker import queues
+from dlxtool.broker import queues, versions
 from dlxtool.broker.management import ManagementClient, QueueInfo
 from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, RefusedError, UsageError
 from dlxtool.ops.actions import Action, Decision
@@ -75,7 +75,7 @@ def queue_state(channel: Any, mgmt: ManagementClient | None, vhost: str, queue: 
     else:
         try:
             info = mgmt.queue(vhost, queue)
-            qtype, unacked = info.type, info.messages_unacked
+            qtype, unacked = info.type, info.messages_unacked if info.figures_known else None  # no figures: unknown
             risk = info.tail_republish_risk
         except ManagementMismatch:
             raise  # another broker's API: no decision on its data
@@ -390,7 +390,8 @@ class Purge:
             out.rooms = rooms.to_json()
         if settings.move_to:
             out.route, out.unsafe = routes[0].describe(settings.move_to), set(routes[0].unsafe)
-        if out.result.requeued and out.state.type == "quorum":
+        if out.result.requeued and out.state.type == "quorum" and versions.quorum_give_back_counts(
+                versions.server_version(session.conn), "cancel"):  # the engine gives back by cancel + close
             self.report.warn(f"{out.result.requeued} message(s) delivered beyond the start snapshot were given back: "
                              "on a quorum queue that used one delivery attempt each")
         return out

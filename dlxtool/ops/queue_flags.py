@@ -4,6 +4,10 @@ The API gives queue depths, consumer counts, settings (arguments + policy) and m
 averaged over the last statistics interval (`collect_statistics_interval`, 5 s by default). It has no
 per-message delivery counts and no reject counter, so some flags are heuristics; their thresholds
 are the constants below and are printed in `dlxtool queues --help` (keep the two in step).
+
+Where the API keeps no statistics (RabbitMQ 4.3 with `management_metrics_collection` denied: rows have settings
+only; dlxtool.broker.versions.METRICS_FEATURE), or a queue has not had its first sample yet, the flags that need
+counts or rates are not silently absent: each one that could apply is listed in `cannot_tell`, with why.
 """
 
 from __future__ import annotations
@@ -93,6 +97,8 @@ class QueueRow:
     message_ttl: int | None
     policy: str | None
     flags: dict[str, str] = field(default_factory=dict)  # flag -> reason, in FLAGS order
+    figures_known: bool = True  # the API gave counts and rates (not: statistics off, or no sample yet)
+    cannot_tell: dict[str, str] = field(default_factory=dict)  # flag -> why it cannot be told, in FLAGS order
 
     @property
     def messages(self) -> int:
@@ -103,15 +109,18 @@ class QueueRow:
         return (self.broker, self.vhost, self.queue)
 
     def to_json(self) -> dict[str, Any]:
+        known = self.figures_known  # without figures: null, not a 0 that claims to know
         return {
             "broker": self.broker, "vhost": self.vhost, "queue": self.queue, "type": self.type,
-            "ready": self.ready, "unacked": self.unacked, "messages": self.messages, "consumers": self.consumers,
-            "rates": self.rates.to_json(),
+            "ready": self.ready if known else None, "unacked": self.unacked if known else None,
+            "messages": self.messages if known else None, "consumers": self.consumers if known else None,
+            "rates": self.rates.to_json() if known else None,
             "dead_letter_exchange": self.dead_letter_exchange,
             "dead_letter_routing_key": self.dead_letter_routing_key,
             "dead_letter_source": self.dead_letter_source,
             "delivery_limit": self.delivery_limit, "message_ttl": self.message_ttl, "policy": self.policy,
             "flags": list(self.flags), "reasons": dict(self.flags),
+            "figures_known": self.figures_known, "cannot_tell": dict(self.cannot_tell),
         }
 
 
@@ -136,6 +145,7 @@ def _row_with_settings(broker: str, raw: Mapping[str, Any], broker_version: str 
         delivery_limit=info.delivery_limit,
         message_ttl=_int(info.setting("message-ttl")),
         policy=info.policy,
+        figures_known=info.figures_known,
     )
 
 
@@ -226,7 +236,27 @@ def flag_rows(rows: list[QueueRow], bindings: Iterable[Mapping[str, Any]]) -> li
     targets = dead_letter_targets(rows, bindings)
     for row in rows:
         row.flags = queue_flags(row, targets.get((row.vhost, row.queue)))
+        row.cannot_tell = flags_not_told(row, targets.get((row.vhost, row.queue)))
     return rows
+
+
+NO_FIGURES_WHY = "statistics are off: management_metrics_collection denied, or the queue is seconds old"
+NO_FIGURES = f"the management API has no counts or rates for it ({NO_FIGURES_WHY})"
+
+
+def flags_not_told(row: QueueRow, dead_letter_sources: list[str] | None = None) -> dict[str, str]:
+    """flag -> why it cannot be told, for a row without figures: every flag that needs counts or rates and that its
+    settings do not already rule out (`dlq` needs neither: it is always told)."""
+    if row.figures_known or row.type == "stream":
+        return {}
+    out: dict[str, str] = {"clogged": f"needs redelivery and ack rates: {NO_FIGURES}"}
+    if not dead_letter_sources and not is_wait_queue(row):
+        out["no-consumer"] = f"needs the ready and consumer counts: {NO_FIGURES}"
+    if row.dead_letter_exchange is None:
+        out["no-dlx"] = f"needs consumers and their ack rates: {NO_FIGURES}"
+    if row.type == "quorum" and row.delivery_limit is not None:
+        out["at-limit"] = f"needs the redelivery rate: {NO_FIGURES}"
+    return {name: out[name] for name in FLAGS if name in out}
 
 
 def queue_flags(row: QueueRow, dead_letter_sources: list[str] | None = None) -> dict[str, str]:

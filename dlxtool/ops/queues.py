@@ -88,11 +88,14 @@ class Selection:
     sort: str = "name"
 
     def keep(self, row: QueueRow) -> bool:
-        if self.flags and not any(f in row.flags or (f == "any" and row.flags) for f in self.flags):
+        """A flag that cannot be told for a row (no figures: QueueRow.cannot_tell) keeps it, as does a count it does
+        not have: what cannot be ruled out is shown, marked, not left out."""
+        told = [*row.flags, *row.cannot_tell]
+        if self.flags and not any(f in told or (f == "any" and told) for f in self.flags):
             return False
         if self.match and not name_matches(row.queue, self.match):
             return False
-        return row.messages >= self.min_messages
+        return row.messages >= self.min_messages or not row.figures_known
 
     def apply(self, rows: Sequence[QueueRow]) -> list[QueueRow]:
         value, descending = SORT_KEYS[self.sort]
@@ -288,15 +291,17 @@ class Snapshot:
 DELTA_FIELDS = ("ready", "unacked", "consumers")
 
 
-def deltas(previous: Snapshot | None, current: Snapshot) -> dict[tuple[str, str, str], dict[str, int]]:
-    """Per queue, how ready/unacked/consumers changed since the previous snapshot (new queues: from 0)."""
+def deltas(previous: Snapshot | None, current: Snapshot) -> dict[tuple[str, str, str], dict[str, int | None]]:
+    """Per queue, how ready/unacked/consumers changed since the previous snapshot (new queues: from 0; None where
+    either snapshot has no figures for it)."""
     if previous is None:
         return {}
     before = {row.key: row for row in previous.rows}
-    out = {}
+    out: dict[tuple[str, str, str], dict[str, int | None]] = {}
     for row in current.rows:
         old = before.get(row.key)
-        out[row.key] = {f: getattr(row, f) - (getattr(old, f) if old else 0) for f in DELTA_FIELDS}
+        known = row.figures_known and (old is None or old.figures_known)
+        out[row.key] = {f: getattr(row, f) - (getattr(old, f) if old else 0) if known else None for f in DELTA_FIELDS}
     return out
 
 

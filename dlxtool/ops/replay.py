@@ -442,9 +442,14 @@ def _check_target_management(session: ReplaySession, report: Reporter) -> None:
 def plan_for(session: ReplaySession, settings: ReplaySettings, info: QueueInfo | None,
              report: Reporter) -> ReplayPlan:
     """The plan, refused where reading (and giving back) counts a delivery attempt against a limit."""
+    from dlxtool.broker import versions
+
     source, to = session.source, session.to
     qtype = info.type if info is not None else _probe_type(source, settings.source)
-    if qtype == "quorum" and (info is None or info.delivery_limit is not None):
+    # The plan's reader gives back with a cancel and a channel close: a delivery attempt on every version the table
+    # knows (4.3 included, where a peek's nacks no longer count).
+    counts = versions.quorum_give_back_counts(versions.server_version(source.conn), "cancel")
+    if qtype == "quorum" and counts and (info is None or info.delivery_limit is not None):
         limit = "an unknown delivery-limit (management API not reachable)" if info is None else \
             f"delivery-limit {info.delivery_limit}"
         raise RefusedError(
@@ -454,7 +459,7 @@ def plan_for(session: ReplaySession, settings: ReplaySettings, info: QueueInfo |
     result = plan(source.conn, settings, max_messages=session.plan_limit, target_conn=session.target_conn,
                   timeout=source.timeout, rooms=session.rooms, exchange_targets=_exchange_targets(session, settings),
                   router=_router(to.management, to.vhost), wait_router=_router(source.management, source.vhost))
-    if qtype == "quorum" and result.looked_at:
+    if qtype == "quorum" and counts and result.looked_at:
         report.info(f"the plan read {result.looked_at} messages and gave them back in place, in order; on a quorum "
                     "queue each of them now counts one more delivery attempt (x-delivery-count; no limit is set)")
     return result

@@ -37,7 +37,7 @@ def fill(vhost: str, queue: str, n: int) -> float:
     started = time.monotonic()
     conn = pika.BlockingConnection(pika.ConnectionParameters(HOST, AMQP_PORT, vhost))
     ch = conn.channel()
-    ch.queue_declare(queue)
+    ch.queue_declare(queue, durable=True)
     body = b"x" * 32
     for i in range(n):
         ch.basic_publish("", queue, body)

@@ -9,7 +9,10 @@
 Dead letters are made by the broker (publish to an origin with a DLX, reject in bulk), 200-byte
 bodies, real x-death headers. dlxtool runs as a subprocess (`dlxtool replay DLQ --yes`, count reset,
 to origin); new dead letters are made the same way and moved by a dynamic shovel (src-delete-after
-queue-length, ack-mode on-confirm). Ratio > 1 means dlxtool was faster. Every run gets new dead letters:
+queue-length, ack-mode on-confirm). Ratio > 1 means dlxtool was faster. Where the broker has them (RabbitMQ
+4.2 and later), a `local` shovel (src-protocol and dest-protocol `local`: inside the node, no AMQP connection)
+moves the same dead letters too, a second anchor; where the broker refuses one it is left out, and said.
+Every run gets new dead letters:
 with --replayed, every run moves the same messages instead, dead-lettered again by the broker after each
 run, so that from the second run on dlxtool replays messages that carry its own provenance (the copy check
 keeps each of them: more work per message) and the shovel moves them with that header too.
@@ -62,9 +65,9 @@ def bench_vhost():
 def setup(env) -> None:
     with env.channel() as ch:
         ch.exchange_declare(DLX, "fanout")
-        ch.queue_declare(DLQ)
+        ch.queue_declare(DLQ, durable=True)
         ch.queue_bind(DLQ, DLX)
-        ch.queue_declare(ORIGIN, arguments={"x-dead-letter-exchange": DLX})
+        ch.queue_declare(ORIGIN, arguments={"x-dead-letter-exchange": DLX}, durable=True)
 
 
 def publish(env, n: int) -> None:
@@ -184,14 +187,23 @@ def run_dlxtool(env, n: int, codec: str | None = None) -> tuple[float, int, dict
     return elapsed, rss_kb, summary
 
 
-def run_shovel(env, n: int) -> float:
+def run_shovel(env, n: int, protocol: str = "amqp091") -> float | None:
+    """The shovel moving the n dead letters to the origin: its time, None where the broker refuses `protocol`
+    (`local`: from RabbitMQ 4.2)."""
+    from dlxtool.errors import DlxtoolError
+
     vhost = quote(env.vhost, safe="")
     name = f"bench-{uuid.uuid4().hex[:6]}"
-    value = {"src-protocol": "amqp091", "src-uri": f"amqp:///{vhost}", "src-queue": DLQ,
-             "dest-protocol": "amqp091", "dest-uri": f"amqp:///{vhost}", "dest-queue": ORIGIN,
+    value = {"src-protocol": protocol, "src-uri": f"amqp:///{vhost}", "src-queue": DLQ,
+             "dest-protocol": protocol, "dest-uri": f"amqp:///{vhost}", "dest-queue": ORIGIN,
              "src-delete-after": "queue-length", "ack-mode": "on-confirm"}
     started = time.monotonic()
-    env.mgmt.request("PUT", f"parameters/shovel/{vhost}/{name}", {"value": value})
+    try:
+        env.mgmt.request("PUT", f"parameters/shovel/{vhost}/{name}", {"value": value})
+    except DlxtoolError:
+        if protocol == "amqp091":
+            raise
+        return None
     wait_for(env, ORIGIN, n)
     return time.monotonic() - started
 
@@ -233,6 +245,8 @@ def compare(n: int, rounds: int, codecs: list[str | None], pin: bool = False, re
         ratios: dict[str | None, list[float]] = {c: [] for c in codecs}
         cpus: dict[str | None, list[float]] = {c: [] for c in codecs}
         brokers: dict[str | None, list[float]] = {c: [] for c in [*codecs, "shovel"]}
+        local: dict[str | None, list[float]] = {c: [] for c in codecs}  # ratios to the local shovel, where it runs
+        local_rates: list[float] = []
         for r in range(rounds):
             runs = []
             for codec in codecs:
@@ -244,23 +258,37 @@ def compare(n: int, rounds: int, codecs: list[str | None], pin: bool = False, re
             b2 = broker_cpu()
             s = run_shovel(env, n)                           # DLQ -> origin by the shovel
             b3 = broker_cpu()
+            assert s is not None
             renew()
+            ls = run_shovel(env, n, "local")                 # the same by a local shovel (4.2+), None elsewhere
+            if ls is not None:
+                local_rates.append(n / ls)
+                renew()
             parts = []
             for codec, d, cpu, broker_us in runs:
                 rates[codec].append(n / d)
                 ratios[codec].append((n / d) / (n / s))
+                if ls is not None:
+                    local[codec].append((n / d) / (n / ls))
                 cpus[codec].append(cpu)
                 brokers[codec].append(broker_us)
                 parts.append(f"dlxtool{'' if codec is None else f' [{codec}]'} {n / d:,.0f} msg/s ({d:.2f}s, "
                              f"{cpu:.1f} µs CPU/msg, broker {broker_us:.0f} µs/msg), ratio {ratios[codec][-1]:.2f}x")
             brokers["shovel"].append((b3 - b2) / n * 1e6)
             print(f"round {r + 1}: " + "; ".join(parts) + f"; shovel {n / s:,.0f} msg/s ({s:.2f}s, broker "
-                  f"{(b3 - b2) / n * 1e6:.0f} µs/msg)", flush=True)
+                  f"{(b3 - b2) / n * 1e6:.0f} µs/msg)"
+                  + (f"; local shovel {n / ls:,.0f} msg/s ({ls:.2f}s)" if ls is not None else
+                     "; local shovel: not on this broker"), flush=True)
         for codec in codecs:
             label = "dlxtool" if codec is None else f"dlxtool [{codec}]"
             print(f"{label}: rate ratio to the shovel best {max(ratios[codec]):.2f}x, median "
                   f"{median(ratios[codec]):.2f}x ({median(rates[codec]):,.0f} msg/s), CPU median "
                   f"{median(cpus[codec]):.1f} µs/msg")
+        for codec in codecs:
+            if local[codec]:
+                label = "dlxtool" if codec is None else f"dlxtool [{codec}]"
+                print(f"{label}: rate ratio to the local shovel best {max(local[codec]):.2f}x, median "
+                      f"{median(local[codec]):.2f}x (local shovel {median(local_rates):,.0f} msg/s)")
         shovel_us = median(brokers["shovel"])
         for codec in codecs:
             total = median(brokers[codec]) + median(cpus[codec])
@@ -313,7 +341,7 @@ def main() -> None:
                         help="every run on the same messages, dead-lettered again after each run: dlxtool then "
                              "replays messages it replayed before (default: new dead letters for every run)")
     parser.add_argument("--port", type=int, default=5672, help="the local broker's AMQP port (default 5672; "
-                        "scripts/dev-broker v4: 5674)")
+                        "scripts/dev-broker v4: 5674, v43: 5679)")
     parser.add_argument("--http-port", type=int, default=15672, help="its management API's port (default 15672)")
     parser.add_argument("--skip-compare", action="store_true")
     parser.add_argument("--pin", action="store_true",

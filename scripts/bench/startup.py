@@ -99,7 +99,7 @@ def fill(url: str, n: int, body: bytes) -> float:
     started = time.monotonic()
     conn = pika.BlockingConnection(pika.URLParameters(url))
     ch = conn.channel()
-    ch.queue_declare(QUEUE)
+    ch.queue_declare(QUEUE, durable=True)
     props = pika.BasicProperties(content_type="application/x-protobuf", type=TYPE)
     for i in range(n):
         ch.basic_publish("", QUEUE, body, props)

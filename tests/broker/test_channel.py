@@ -66,7 +66,7 @@ def test_deliveries_arriving_before_the_cancel_ok_are_held_and_given_back_in_pla
 
 def test_cancelling_a_consumer_the_broker_cancelled_already_returns_at_once(broker, qname) -> None:
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))
     try:
         channel = AsyncChannel(conn, timeout=5)
@@ -87,7 +87,7 @@ def test_cancelling_a_consumer_the_broker_cancelled_already_returns_at_once(brok
 def test_close_waits_for_the_close_ok(broker, qname) -> None:
     """The close-ok proves the acks sent before it (the transfer engine counts on it)."""
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     fill(broker, qname, [b"a", b"b", b"c"])
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))
     try:
@@ -117,7 +117,7 @@ def test_waiting_for_a_reply_never_sleeps_out_a_time_limit(broker, qname) -> Non
     conn.process_data_events = recording
     try:
         channel = AsyncChannel(conn)
-        channel.call("queue_declare", qname)
+        channel.call("queue_declare", qname, durable=True)
         channel.call("basic_qos", prefetch_count=10)
         assert limits, "nothing was waited for: the test proves nothing"
         assert set(limits) == {0}
@@ -133,7 +133,7 @@ def test_pump_reads_deliveries_and_raises_when_the_connection_drops(broker, qnam
 
     bodies = [f"m-{i:04d}".encode() for i in range(500)]
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     fill(broker, qname, bodies)
     with CuttingProxy(broker.host, broker.amqp_port) as proxy:
         conn = through_proxy(broker, proxy)

@@ -42,7 +42,7 @@ def _publish_over_tls(tls_broker, queue: str, body: bytes) -> None:
         ssl_options=pika.SSLOptions(ctx, "localhost")))
     try:
         ch = conn.channel()
-        ch.queue_declare(queue)
+        ch.queue_declare(queue, durable=True)
         ch.basic_publish("", queue, body)
     finally:
         conn.close()

@@ -596,7 +596,7 @@ def test_publisher_and_deliveries_round_trip_through_the_broker_on_each_codec(br
                                  timestamp=1763721005, headers=headers)
     bodies = [b"", b"small", bytes(range(256)) * 1200]  # the last one spans several body frames
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))
     try:
         pub = Publisher(conn, window=10)

@@ -14,7 +14,7 @@ from dlxtool.outcome import Status
 
 def test_counts_and_refusals_on_an_async_and_a_blocking_channel(broker, qname) -> None:
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
         for i in range(3):
             ch.basic_publish("", qname, f"m{i}".encode())
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))

@@ -27,7 +27,7 @@ def publish_raw(broker, queue: str, n: int) -> None:
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))
     try:
         ch = conn.channel()
-        ch.queue_declare(queue)
+        ch.queue_declare(queue, durable=True)
         for i in range(n):
             props = pika.BasicProperties(headers={**{k: RawValue(v) for k, v in RAW.items()}, "n": i})
             frames.send_publish(conn, ch._impl, "", queue, f"m{i}".encode(), props, mandatory=False,  # noqa: SLF001
@@ -76,7 +76,7 @@ def test_rabbitmq_refuses_a_u_value_so_load_refuses_it_before_publishing(run, br
     refuse the file, naming where, before publishing anything."""
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))
     ch = conn.channel()
-    ch.queue_declare(qname)
+    ch.queue_declare(qname, durable=True)
     props = pika.BasicProperties(headers={"u": RawValue(b"U\xff\xfe")})
     frames.send_publish(conn, ch._impl, "", qname, b"u", props, mandatory=False,  # noqa: SLF001
                         accelerator=None)

@@ -39,7 +39,7 @@ def get_one(broker, queue: str) -> MessageRecord:
 def test_headers_properties_and_body_survive_json_and_republish(broker, qname) -> None:
     body = bytes(range(256))
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
         ch.basic_publish("", qname, body, pika.BasicProperties(headers=HEADERS, **PROPS), mandatory=True)
     first = get_one(broker, qname)
     assert first.headers == HEADERS
@@ -60,7 +60,7 @@ def test_where_pika_loses_fidelity_is_documented(broker, qname) -> None:
     from pika.exceptions import UnsupportedAMQPFieldException
 
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
         # pika cannot encode a float header at all ...
         with pytest.raises(UnsupportedAMQPFieldException):
             ch.basic_publish("", qname, b"x", pika.BasicProperties(headers={"f": 1.5}))

@@ -56,8 +56,8 @@ def test_warnings_are_yellow_on_a_terminal(cli_env, tmp_path) -> None:
 def test_queue_flags_coloured_on_a_terminal_never_in_json(cli_env, broker, qname) -> None:
     with broker.channel() as ch:
         ch.exchange_declare(qname + ".dlx", "fanout")
-        ch.queue_declare(qname + ".work", arguments={"x-dead-letter-exchange": qname + ".dlx"})
-        ch.queue_declare(qname + ".dlq")
+        ch.queue_declare(qname + ".work", arguments={"x-dead-letter-exchange": qname + ".dlx"}, durable=True)
+        ch.queue_declare(qname + ".dlq", durable=True)
         ch.queue_bind(qname + ".dlq", qname + ".dlx")
     # cli.main reads option env vars from os.environ, not cli_env: name the management API here
     args = ["--url", broker.url, "--management-url", broker.management_url, "queues", "--match", qname + "*"]

@@ -22,8 +22,8 @@ def test_command_and_broker_names_complete(cli_env, tmp_path) -> None:
 
 def test_queue_names_complete_from_the_broker(cli_env, broker, qname) -> None:
     with broker.channel() as ch:
-        ch.queue_declare(qname + "-alpha")
-        ch.queue_declare(qname + "-beta")
+        ch.queue_declare(qname + "-alpha", durable=True)
+        ch.queue_declare(qname + "-beta", durable=True)
     env = {**cli_env, "DLXTOOL_URL": broker.url}
     assert complete(f"dlxtool purge {qname}-a", env) == [qname + "-alpha"]
 
@@ -45,6 +45,6 @@ def test_replay_target_broker_and_to_queue_complete(cli_env, broker, qname, tmp_
     env = {**cli_env, "DLXTOOL_CONFIG": str(tmp_path / "c.toml")}
     assert complete("dlxtool replay q --target-broker prod-e", env) == ["prod-eu"]
     with broker.channel() as ch:
-        ch.queue_declare(qname + "-parking")
+        ch.queue_declare(qname + "-parking", durable=True)
     env = {**cli_env, "DLXTOOL_URL": broker.url}
     assert complete(f"dlxtool replay q --to {qname}-p", env) == [qname + "-parking"]

@@ -34,10 +34,10 @@ def bodies(broker, *queues: str) -> Counter[bytes]:
 def direct_dlx_bound_by(ch, queue: str, dlx: str, dlq: str, *keys: str) -> None:
     """`queue` dead-letters to a direct exchange that routes only `keys` (to `dlq`)."""
     ch.exchange_declare(dlx, "direct")
-    ch.queue_declare(dlq)
+    ch.queue_declare(dlq, durable=True)
     for key in keys:
         ch.queue_bind(dlq, dlx, key)
-    ch.queue_declare(queue, arguments={"x-dead-letter-exchange": dlx})
+    ch.queue_declare(queue, arguments={"x-dead-letter-exchange": dlx}, durable=True)
 
 
 def fail_again(broker, queue: str) -> None:
@@ -57,7 +57,7 @@ def test_purge_move_to_keeps_what_the_parking_queues_dead_letter_exchange_would_
     with broker.channel() as ch:
         direct_dlx_bound_by(ch, park, park_dlx, park_dlq, park)
         ch.exchange_declare(ex, "direct")
-        ch.queue_declare(src)
+        ch.queue_declare(src, durable=True)
         for key in ("order.created", park):
             ch.queue_bind(src, ex, key)
         ch.basic_publish(ex, "order.created", b"keyed", mandatory=True)
@@ -96,7 +96,7 @@ def test_purge_move_to_default_exchange_routes_by_the_queue_name(run, broker, qn
     src, park = f"{qname}.src", f"{qname}.park"
     with broker.channel() as ch:
         direct_dlx_bound_by(ch, park, f"{qname}.park.dlx", f"{qname}.park.dlq", park)
-        ch.queue_declare(src)
+        ch.queue_declare(src, durable=True)
     broker.publish(src, [b"m"])
     result = cli(run, broker, "purge", src, "--move-to", park, "--default-exchange", "--yes")
     assert result.exit_code == 0, result.output
@@ -114,7 +114,7 @@ def rejected_with_key(broker, qname: str, key: str, n: int = 1) -> tuple[str, st
     with broker.channel() as ch:
         top = rt.dead_letter_target(ch, qname)
         ch.exchange_declare(ex, "direct")
-        ch.queue_declare(origin, arguments={"x-dead-letter-exchange": top.dlx})
+        ch.queue_declare(origin, arguments={"x-dead-letter-exchange": top.dlx}, durable=True)
         ch.queue_bind(origin, ex, key)
         for i in range(n):
             ch.basic_publish(ex, key, f"m-{i}".encode(), mandatory=True)
@@ -192,7 +192,7 @@ def test_replay_to_an_origin_that_no_longer_dead_letters_keeps_the_messages(run,
         rt.reject_all(ch, origin, 2)
         assert broker.wait_depth(dlq, 2) == 2
         ch.queue_delete(origin)
-        ch.queue_declare(origin)  # no dead-letter exchange now
+        ch.queue_declare(origin, durable=True)  # no dead-letter exchange now
         ch.queue_bind(origin, ex, "order.created")
 
     held = cli(run, broker, "replay", dlq, "--yes")
@@ -221,10 +221,10 @@ def test_a_dead_letter_exchange_set_by_policy_on_a_queue_declared_moments_ago_is
     try:
         with broker.channel() as ch:
             ch.exchange_declare(dlx, "direct")
-            ch.queue_declare(dlq)
+            ch.queue_declare(dlq, durable=True)
             ch.queue_bind(dlq, dlx, "order.created")
             ch.exchange_declare(ex, "topic")
-            ch.queue_declare(origin)
+            ch.queue_declare(origin, durable=True)
             ch.queue_bind(origin, ex, "order.*")
             ch.basic_publish(ex, "order.created", b"p-1", mandatory=True)
             rt.reject_all(ch, origin, 1)
@@ -345,9 +345,9 @@ def test_a_last_tier_that_parks_by_expiry_is_never_the_origin(run, broker, qname
     only `expired` from it. Replayed there, they would only expire back: no origin, with the reason (exit 5)."""
     tier, dlq = f"{qname}.wait.3", f"{qname}.dlq"
     with broker.channel() as ch:
-        ch.queue_declare(dlq)
+        ch.queue_declare(dlq, durable=True)
         ch.queue_declare(tier, arguments={"x-message-ttl": 50, "x-dead-letter-exchange": "",
-                                          "x-dead-letter-routing-key": dlq})
+                                          "x-dead-letter-routing-key": dlq}, durable=True)
         ch.basic_publish("", tier, b"parked", mandatory=True)
     wait_until(lambda: broker.queue_depth(dlq) == 1, "the expiry")
     result = cli(run, broker, "replay", dlq, "--yes")
@@ -365,8 +365,8 @@ def test_without_the_management_api_nothing_moves_unless_both_risks_are_accepted
     blind = ("--management-url", "http://127.0.0.1:9/")
     src, park = f"{qname}.src", f"{qname}.park"
     with broker.channel() as ch:
-        ch.queue_declare(src)
-        ch.queue_declare(park)
+        ch.queue_declare(src, durable=True)
+        ch.queue_declare(park, durable=True)
     broker.publish(src, [b"m"])
     refused = cli(run, broker, "purge", src, "--move-to", park, "--yes", "--allow-displace", *blind)
     assert refused.exit_code == 6, refused.output
@@ -431,7 +431,7 @@ def test_kept_messages_without_configure_permission_are_said_to_lose_their_key(r
     work, ex = f"{qname}.work", f"{qname}.ex"
     with broker.channel() as ch:
         ch.exchange_declare(ex, "direct")
-        ch.queue_declare(work)
+        ch.queue_declare(work, durable=True)
         ch.queue_bind(work, ex, "order.created")
         ch.basic_publish(ex, "order.created", b"poison", mandatory=True)  # first: the healthy one is republished
         ch.basic_publish(ex, "order.created", b"healthy", mandatory=True)

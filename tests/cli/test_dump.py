@@ -11,7 +11,7 @@ from tests.support.fill import fill
 
 def declare_and_fill(broker, queue: str, n: int) -> list[bytes]:
     with broker.channel() as ch:
-        ch.queue_declare(queue)
+        ch.queue_declare(queue, durable=True)
     sent = [f"d{i:04d}".encode() for i in range(n)]
     fill(broker, queue, sent)
     return sent

@@ -155,8 +155,8 @@ def test_one_fault_one_diagnosis_across_commands(run, broker, qname, tmp_path: P
     vhost = broker.vhost if fault != "no-vhost" else f"nosuch-{qname}"
     with broker.channel() as ch:
         if fault != "no-queue":
-            ch.queue_declare(qname)  # empty: the fault, not the messages, decides the outcome
-        ch.queue_declare(f"{queue}.park")  # purge --move-to's destination: there, so that the fault decides
+            ch.queue_declare(qname, durable=True)  # empty: the fault, not the messages, decides
+        ch.queue_declare(f"{queue}.park", durable=True)  # purge --move-to's destination, so that the fault decides
     (tmp_path / "records.jsonl").write_text(json.dumps(
         {"queue": queue, "position": 0, "exchange": "", "routing_key": queue, "redelivered": False,
          "properties": {}, "headers": {}, "deaths": [], "body": "eA=="}) + "\n")
@@ -187,7 +187,7 @@ def test_connection_lost_mid_read_says_so_in_plain_words(run, broker, qname, com
 
     bodies = [b"m-%d" % i for i in range(300)]
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     broker.publish(qname, bodies)
     with CuttingProxy("127.0.0.1", broker.amqp_port, cut_after_bytes=4000) as proxy:
         url = broker.url.replace(f":{broker.amqp_port}/", f":{proxy.port}/")

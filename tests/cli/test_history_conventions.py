@@ -19,7 +19,7 @@ pytestmark = pytest.mark.broker
 
 def park(broker, queue: str, headers: dict, n: int = 1, body: bytes = b'{"id": 1}') -> None:
     with broker.channel() as ch:
-        ch.queue_declare(queue)
+        ch.queue_declare(queue, durable=True)
         for i in range(n):
             ch.basic_publish("", queue, body, pika.BasicProperties(headers=headers, message_id=f"m{i}",
                                                                     delivery_mode=2), mandatory=True)
@@ -81,9 +81,9 @@ def test_conflict_names_the_winner_and_origin_from_forces_one(run, broker, qname
     """A dead letter the broker made (real x-death from orders.q), then failed by a Spring consumer."""
     work, dlq, lot = f"{qname}.work", f"{qname}.dlq", f"{qname}.lot"
     with broker.channel() as ch:
-        ch.queue_declare(dlq)
-        ch.queue_declare(work, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
-        ch.queue_declare(lot)
+        ch.queue_declare(dlq, durable=True)
+        ch.queue_declare(work, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq}, durable=True)
+        ch.queue_declare(lot, durable=True)
         ch.basic_publish("", work, b"o", pika.BasicProperties(message_id="m0"), mandatory=True)
         method, _, _ = ch.basic_get(work)
         ch.basic_reject(method.delivery_tag, requeue=False)

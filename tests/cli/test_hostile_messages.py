@@ -31,7 +31,7 @@ WRONG_X_DEATH = [
 
 def _publish(broker, queue: str, messages: list[tuple[bytes, pika.BasicProperties]]) -> None:
     with broker.channel() as ch:
-        ch.queue_declare(queue)
+        ch.queue_declare(queue, durable=True)
         for body, props in messages:
             ch.basic_publish("", queue, body, props, mandatory=True)
 

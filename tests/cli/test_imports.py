@@ -100,7 +100,7 @@ def config_env(tmp_path: Path, cli_env: dict[str, str], broker, schemas: Path | 
 def test_peek_with_a_warm_schema_cache_does_not_compile(tmp_path: Path, cli_env, broker, qname, schemas) -> None:
     """A peek that decodes loads the schemas from the cache: no protoc, no grpc_tools, no subprocess."""
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
         ch.basic_publish("", qname, b"\x0a\x02p1\x10\x07", pika.BasicProperties(type="acme.Ping"), mandatory=True)
     env = config_env(tmp_path, cli_env, broker, schemas)
     first = loaded(tmp_path, env, "peek", qname, "-f", "json")
@@ -116,7 +116,7 @@ def test_history_of_typed_messages_does_not_load_protobuf(tmp_path: Path, cli_en
     """History uses a decoded body only for its type, and the AMQP `type` property gives it: no body is
     decoded (with a schema configured that would match it)."""
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
         ch.basic_publish("", qname, b"\x0a\x02p1\x10\x07", pika.BasicProperties(type="acme.Ping"), mandatory=True)
     modules = loaded(tmp_path, config_env(tmp_path, cli_env, broker, schemas), "history", qname, "-f", "json")
     assert_none(modules, [*NEVER, *PROTOBUF, "dlxtool.decoding", *other_commands("history"),
@@ -127,7 +127,7 @@ def test_history_of_typed_messages_does_not_load_protobuf(tmp_path: Path, cli_en
 def test_reading_json_bodies_does_not_load_protobuf(tmp_path: Path, cli_env, broker, qname, schemas,
                                                     command: str) -> None:
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
         ch.basic_publish("", qname, b'{"id": 1}', pika.BasicProperties(content_type="application/json"),
                          mandatory=True)
     modules = loaded(tmp_path, config_env(tmp_path, cli_env, broker, schemas), command, qname, "-f", "json")
@@ -175,7 +175,7 @@ def test_moving_commands_import_pika_without_its_asyncio_adapter(tmp_path: Path,
     """The engine's I/O layer imported pika before dlxtool.broker.pika_import could take the asyncio adapter
     out: every replay paid for asyncio (about a fifth of pika's import time, more without .pyc files)."""
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     records = tmp_path / "in.jsonl"
     records.write_text("")
     args = {"replay": ["replay", qname, "--yes"], "purge": ["purge", qname, "--body-contains", "x", "--yes"],

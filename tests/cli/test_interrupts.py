@@ -65,17 +65,17 @@ def test_ctrl_c_during_replay_reports_and_loses_nothing(broker, qname, cli_env) 
     work, dlq = f"{qname}.work", f"{qname}.dlq"
     with broker.channel() as ch:
         ch.exchange_declare(f"{qname}.dlx", "fanout")
-        ch.queue_declare(dlq)
+        ch.queue_declare(dlq, durable=True)
         ch.queue_bind(dlq, f"{qname}.dlx")
         # TTL 0: every message dead-letters at once (reason expired, origin the work queue).
-        ch.queue_declare(work, arguments={"x-dead-letter-exchange": f"{qname}.dlx", "x-message-ttl": 0})
+        ch.queue_declare(work, arguments={"x-dead-letter-exchange": f"{qname}.dlx", "x-message-ttl": 0}, durable=True)
         for i in range(n):
             ch.basic_publish("", work, f"m{i}".encode(), pika.BasicProperties(message_id=str(i)))
     assert broker.wait_depth(dlq, n) == n
     # Replay back into a queue without TTL, slowly, so that Ctrl-C lands in the middle.
     with broker.channel() as ch:
         ch.queue_delete(work)
-        ch.queue_declare(work)
+        ch.queue_declare(work, durable=True)
     proc = _spawn(["replay", dlq, "--yes", "--rate", "20", "--url", broker.url, "--format", "json"], cli_env)
     deadline = time.monotonic() + 60
     while broker.queue_depth(work) < 5:  # mid-run (a fixed sleep landed before the run on a loaded machine)
@@ -98,7 +98,7 @@ def test_ctrl_c_during_replay_reports_and_loses_nothing(broker, qname, cli_env) 
 def test_peek_into_head_ends_quietly(broker, qname, cli_env) -> None:
     n = 2000
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
         for i in range(n):
             ch.basic_publish("", qname, b"x" * 200 + str(i).encode())
     proc = _spawn(["peek", qname, "-n", str(n), "--format", "jsonl", "--url", broker.url], cli_env)
@@ -114,7 +114,7 @@ def test_peek_into_head_ends_quietly(broker, qname, cli_env) -> None:
 
 def test_shell_pipe_to_head(broker, qname, cli_env) -> None:
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
         for i in range(1500):
             ch.basic_publish("", qname, b"y" * 500 + str(i).encode())
     script = f'"{sys.executable}" -m dlxtool peek {qname} -n 1500 --url "{broker.url}" | head -1; ' \
@@ -147,8 +147,8 @@ def _ctrl_c_as_it_returns(monkeypatch, target: str) -> None:
 def _engine_command(name: str, broker, qname: str, tmp_path: Path) -> tuple[list[str], str]:
     """Args for one engine command over 30 messages, and the function to cut at its return."""
     with broker.channel() as ch:
-        ch.queue_declare(qname)
-        ch.queue_declare(f"{qname}.to")
+        ch.queue_declare(qname, durable=True)
+        ch.queue_declare(f"{qname}.to", durable=True)
     if name == "load":
         records = tmp_path / "in.jsonl"
         from dlxtool.record import MessageRecord

@@ -40,7 +40,7 @@ def test_dump_purge_load_dump_round_trip(run, broker, qname, tmp_path) -> None:
     """Messages with every header type pika carries, and broker-made dead letters (x-death)."""
     plain, dlq_origin = f"{qname}.plain", f"{qname}.o"
     with broker.channel() as ch:
-        ch.queue_declare(plain)
+        ch.queue_declare(plain, durable=True)
         for i in range(20):
             ch.basic_publish("", plain, bytes([i]) * 7 + b"\x00\xff",
                              pika.BasicProperties(headers={**HEADERS, "i": i}, message_id=f"m-{i}", **PROPS),
@@ -81,9 +81,9 @@ def test_load_default_exchange_is_opt_in_and_holds_back_what_a_direct_dlx_would_
     origin, dlq, dlx = f"{qname}.o", f"{qname}.dlq", f"{qname}.dlx"
     with broker.channel() as ch:
         ch.exchange_declare(dlx, "direct")
-        ch.queue_declare(dlq)
+        ch.queue_declare(dlq, durable=True)
         ch.queue_bind(dlq, dlx, "order.created")
-        ch.queue_declare(origin, arguments={"x-dead-letter-exchange": dlx})
+        ch.queue_declare(origin, arguments={"x-dead-letter-exchange": dlx}, durable=True)
     path = tmp_path / "in.jsonl"
     path.write_bytes(MessageRecord(queue=origin, body=b"o", routing_key="order.created").to_jsonl())
     held = load(run, broker, str(path), "--default-exchange")
@@ -104,7 +104,7 @@ def test_load_default_exchange_is_opt_in_and_holds_back_what_a_direct_dlx_would_
 def test_deleted_target_queue_exits_5_and_reports(run, broker, qname, tmp_path) -> None:
     here, gone = f"{qname}.here", f"{qname}.gone"
     with broker.channel() as ch:
-        ch.queue_declare(here)
+        ch.queue_declare(here, durable=True)
     lines = [MessageRecord(queue=here if i % 2 else gone, body=f"r{i}".encode()).to_jsonl() for i in range(10)]
     path = tmp_path / "in.jsonl"
     path.write_bytes(b"".join(lines))
@@ -123,7 +123,7 @@ def test_deleted_target_queue_exits_5_and_reports(run, broker, qname, tmp_path) 
 
 def test_bad_files_name_file_and_line_and_publish_nothing(run, broker, qname, tmp_path) -> None:
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     good = MessageRecord(queue=qname, body=b"ok").to_jsonl()
     cases = {
         b"not json\n": ":2: invalid JSON",
@@ -144,7 +144,7 @@ def test_bad_files_name_file_and_line_and_publish_nothing(run, broker, qname, tm
 
 def test_stdin_to_override_and_torn_last_line(run, broker, qname) -> None:
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     data = b"".join(MessageRecord(queue="elsewhere", body=f"s{i}".encode()).to_jsonl() for i in range(3))
     data += MessageRecord(queue="elsewhere", body=b"torn").to_jsonl()[:25]  # a writer killed mid-record
     result = load(run, broker, "-", "--to", qname, input=data)
@@ -179,7 +179,7 @@ def test_reset_history_uses_replays_reset(run, broker, qname, tmp_path) -> None:
     assert run("dump", top.dlq, "-o", str(path), "--url", broker.url).exit_code == 0
     target = f"{qname}.again"
     with broker.channel() as ch:
-        ch.queue_declare(target)
+        ch.queue_declare(target, durable=True)
     result = load(run, broker, str(path), "--to", target, "--reset-history", "--reset-header", "tenant")
     assert result.exit_code == 0, result.stderr
     for _m, props, _b in broker.drain(target):
@@ -192,7 +192,7 @@ def test_reset_history_uses_replays_reset(run, broker, qname, tmp_path) -> None:
 
 def test_dry_run_publishes_nothing(run, broker, qname, tmp_path) -> None:
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     path = tmp_path / "in.jsonl"
     path.write_bytes(b"".join(MessageRecord(queue=q, body=b"x").to_jsonl() for q in (qname, qname, "missing")))
     result = load(run, broker, str(path), "--dry-run")
@@ -204,7 +204,7 @@ def test_dry_run_publishes_nothing(run, broker, qname, tmp_path) -> None:
 
 def test_load_of_many_records_keeps_file_order(run, broker, qname, tmp_path) -> None:
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     sent = [f"n{i:05d}".encode() for i in range(3000)]
     fill(broker, qname, sent)
     path = tmp_path / "all.jsonl"
@@ -218,7 +218,7 @@ def test_load_of_many_records_keeps_file_order(run, broker, qname, tmp_path) -> 
 def test_a_record_amqp_cannot_carry_refuses_the_file_before_publishing(run, broker, qname, tmp_path) -> None:
     """A float header (pika cannot encode it): the check names FILE:LINE and the header, nothing is published."""
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     lines = [json.dumps({"queue": qname, "properties": {"message_id": str(i)}, "body": "bTA=",
                          "headers": {"score": 1.5} if i == 2 else {}}) for i in range(4)]
     path = tmp_path / "float.jsonl"

@@ -16,7 +16,7 @@ def _peek(run, node, *args: str, **kw):
 def test_url_of_another_node_asks_that_nodes_api_only_with_management_url(run, broker, second_broker,
                                                                          qname) -> None:
     with second_broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     second_broker.publish(qname, [b"on the second node"])
 
     # The harness points DLXTOOL_MANAGEMENT_URL at the main test broker: the wrong API for this URL,

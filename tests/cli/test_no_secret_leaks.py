@@ -87,7 +87,7 @@ def _commands(queue: str, log: Path) -> list[list[str]]:
 def test_no_command_prints_the_password(run, broker, secret_user, qname, tmp_path) -> None:
     cfg = _config(tmp_path, broker, secret_user)
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
         # A message carrying the password text itself is data, not a leak: keep it out of the queue.
         ch.basic_publish("", qname, b"hello", pika.BasicProperties(headers={"x-retry-count": 2}))
     log = tmp_path / "app.log"

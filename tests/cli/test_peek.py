@@ -8,6 +8,7 @@ import orjson
 import pika
 import pytest
 
+from dlxtool.broker import versions
 from dlxtool.cli.output import ExitStatus
 
 # Bodies and headers a naive tool mangles: binary, control characters, escapes, unicode.
@@ -25,16 +26,28 @@ def declare(broker, queue: str, **args) -> str:
     dlq = queue + ".dlq"
     with broker.channel() as ch:
         ch.exchange_declare(dlq, "fanout")
-        ch.queue_declare(dlq)
+        ch.queue_declare(dlq, durable=True)
         ch.queue_bind(dlq, dlq)
         ch.queue_declare(queue, durable=True, arguments={"x-dead-letter-exchange": dlq, **args})
     return dlq
 
 
 def drained(broker, queue: str) -> list[tuple[bytes, dict]]:
-    """Everything in the queue, in order, taken away: the final look for quorum queues."""
-    return [(body, {k: v for k, v in (props.headers or {}).items() if k != "x-delivery-count"})
+    """Everything in the queue, in order, taken away: the final look for quorum queues (without the headers the
+    queue adds: x-delivery-count, and 4.3's x-acquired-count)."""
+    added = ("x-delivery-count", "x-acquired-count")
+    return [(body, {k: v for k, v in (props.headers or {}).items() if k not in added})
             for _m, props, body in broker.drain(queue)]
+
+
+def spends(broker) -> bool:
+    """Whether a peek's give-back uses a delivery attempt on this broker (3.x, 4.0-4.2; not 4.3: the version table)."""
+    return versions.quorum_give_back_counts(broker.version, "nack")
+
+
+def to_back(broker, limit: int | None) -> bool:
+    """Whether a peek's give-back moves messages to the back of a quorum queue with this limit (None: none)."""
+    return versions.quorum_nack_to_back(broker.version, limit)
 
 
 def delivery_counts(broker, queue: str) -> list[int]:
@@ -90,8 +103,12 @@ def test_quorum_with_limit_refuses_five_times_and_nothing_changes(run, broker, q
     publish_all(broker, qname)
     for _ in range(5):
         result = peek(run, broker, qname)
-        assert result.exit_code == ExitStatus.REFUSED
-        assert "delivery limit 3" in result.stderr and "--spend-attempts" in result.stderr
+        if spends(broker):
+            assert result.exit_code == ExitStatus.REFUSED
+            assert "delivery limit 3" in result.stderr and "--spend-attempts" in result.stderr
+        else:  # 4.3: nothing to refuse, and still nothing changes
+            assert result.exit_code == 0, result.stderr
+            assert "use no delivery attempt" in result.stderr
     assert broker.queue_depth(dlq) == 0
     assert delivery_counts(broker, qname) == [0] * len(BODIES)
 
@@ -99,6 +116,15 @@ def test_quorum_with_limit_refuses_five_times_and_nothing_changes(run, broker, q
 def test_quorum_with_limit_spend_attempts_stops_at_the_first_message_left_without_a_spare(run, broker, qname) -> None:
     dlq = declare(broker, qname, **{"x-queue-type": "quorum", "x-delivery-limit": 3})
     publish_all(broker, qname)
+    if not spends(broker):  # 4.3: --spend-attempts has nothing to spend; peeks never stop, nothing is counted
+        for _ in range(4):
+            result = peek(run, broker, qname, "-n", "4", "--spend-attempts")
+            assert result.exit_code == 0, result.stderr
+            assert [orjson.loads(line)["headers"].get("x-delivery-count") for line in result.stdout.splitlines()] \
+                == [None] * 4
+        assert broker.queue_depth(dlq) == 0
+        assert drained(broker, qname) == EXPECTED and delivery_counts(broker, qname) == []
+        return
     for expected_count in (0, 1):  # safely below the limit: allowed, one attempt each
         result = peek(run, broker, qname, "-n", "4", "--spend-attempts")
         assert result.exit_code == 0, result.stderr
@@ -127,6 +153,13 @@ def test_quorum_repeated_spend_attempts_peeks_refuse_and_touch_one_message_each(
     """Reviewer's repro: limit 3, 5 messages, `peek -n 2 --spend-attempts` again and again."""
     dlq = declare(broker, qname, **{"x-queue-type": "quorum", "x-delivery-limit": 3})
     broker.publish(qname, [str(i).encode() for i in range(5)])
+    if not spends(broker):  # 4.3: the same peeks, as often as you like, touch nothing
+        for _ in range(4):
+            assert peek(run, broker, qname, "-n", "2", "--spend-attempts").exit_code == 0
+        assert broker.queue_depth(dlq) == 0
+        assert [(b, (p.headers or {}).get("x-delivery-count", 0)) for _m, p, b in broker.drain(qname)] == [
+            (str(i).encode(), 0) for i in range(5)]
+        return
     exits, dead = [], []
     for _ in range(4):
         result = peek(run, broker, qname, "-n", "2", "--spend-attempts")
@@ -145,8 +178,12 @@ def test_quorum_delivery_limit_of_one_is_refused_without_reading(run, broker, qn
     dlq = declare(broker, qname, **{"x-queue-type": "quorum", "x-delivery-limit": 1})
     publish_all(broker, qname)
     result = peek(run, broker, qname, "-n", "1", "--spend-attempts")
-    assert result.exit_code == ExitStatus.REFUSED
-    assert "delivery limit 1" in result.stderr and result.stdout == ""
+    if spends(broker):
+        assert result.exit_code == ExitStatus.REFUSED
+        assert "delivery limit 1" in result.stderr and result.stdout == ""
+    else:  # 4.3: a limit of 1 is no reason to refuse: the give-back does not count
+        assert result.exit_code == 0, result.stderr
+        assert len(result.stdout.splitlines()) == 1
     assert broker.queue_depth(dlq) == 0
     assert delivery_counts(broker, qname) == [0] * len(BODIES)
 
@@ -168,7 +205,8 @@ def test_quorum_with_limit_peek_of_more_than_32_keeps_order(run, broker, qname) 
     assert [orjson.loads(line)["position"] for line in result.stdout.splitlines()] == list(range(100))
     remaining = broker.drain(qname)
     assert [b for _m, _p, b in remaining] == numbered(150)
-    assert [(p.headers or {}).get("x-delivery-count", 0) for _m, p, _b in remaining] == [1] * 100 + [0] * 50
+    spent = 1 if spends(broker) else 0
+    assert [(p.headers or {}).get("x-delivery-count", 0) for _m, p, _b in remaining] == [spent] * 100 + [0] * 50
 
 
 @pytest.mark.parametrize("count, order", [
@@ -181,7 +219,7 @@ def test_quorum_without_limit_more_than_32_go_back_in_order(run, broker, qname, 
     result = peek(run, broker, qname, "-n", count, "--allow-reorder")
     assert result.exit_code == 0, result.stderr
     assert len(result.stdout.splitlines()) == min(int(count), 120)
-    assert drained_bodies(broker, qname) == order
+    assert drained_bodies(broker, qname) == (order if to_back(broker, None) else numbered(120))  # 4.3: in place
 
 
 def test_quorum_with_limit_partial_peek_of_returned_block_keeps_order(run, broker, qname) -> None:
@@ -199,8 +237,11 @@ def test_quorum_without_limit_refuses_five_times_order_kept(run, broker, qname) 
     publish_all(broker, qname)
     for _ in range(5):
         result = peek(run, broker, qname, "-n", "3")
-        assert result.exit_code == ExitStatus.REFUSED
-        assert "BACK of the queue" in result.stderr and "--allow-reorder" in result.stderr
+        if to_back(broker, None):
+            assert result.exit_code == ExitStatus.REFUSED
+            assert "BACK of the queue" in result.stderr and "--allow-reorder" in result.stderr
+        else:  # 4.3: given back in place, nothing to refuse
+            assert result.exit_code == 0, result.stderr
     assert broker.queue_depth(dlq) == 0
     assert drained(broker, qname) == EXPECTED
 
@@ -214,8 +255,12 @@ def test_quorum_without_limit_allow_reorder_says_what_moved(run, broker, qname, 
     publish_all(broker, qname)
     result = peek(run, broker, qname, "-n", count, "--allow-reorder")
     assert result.exit_code == 0, result.stderr
-    assert note in result.stderr
-    assert drained(broker, qname) == order
+    if to_back(broker, None):
+        assert note in result.stderr
+        assert drained(broker, qname) == order
+    else:  # 4.3: nothing moved, and it says so
+        assert "back in place, in order, using no delivery attempt" in result.stderr
+        assert drained(broker, qname) == EXPECTED
 
 
 def test_stream_reads_from_offsets_without_get(run, broker, qname) -> None:
@@ -279,8 +324,13 @@ def test_management_unreachable_quorum_is_refused(run, broker, qname, tmp_path) 
     publish_all(broker, qname)
     env = config_with_dead_management(broker, tmp_path)
     result = run("peek", qname, "-b", "test", "--spend-attempts", env=env)
-    assert result.exit_code == ExitStatus.REFUSED
-    assert "delivery limit could not be checked" in result.stderr
+    if spends(broker):
+        assert result.exit_code == ExitStatus.REFUSED
+        assert "delivery limit could not be checked" in result.stderr
+    else:  # 4.3: whatever the limit, the give-back costs nothing; what was not checked is still said
+        assert result.exit_code == 0, result.stderr
+        assert "delivery limit (queue arguments and policy) not checked" in result.stderr
+        assert "queue type read from an AMQP probe" in result.stderr and "(quorum" in result.stderr
     assert delivery_counts(broker, qname) == [0] * len(BODIES)
 
 
@@ -296,14 +346,18 @@ def test_management_unreachable_stream_is_probed_and_read(run, broker, qname, tm
 
 def test_default_exchange_as_dead_letter_exchange_is_not_reported_as_dropped(run, broker, qname) -> None:
     with broker.channel() as ch:
-        ch.queue_declare(qname + ".dlq")
+        ch.queue_declare(qname + ".dlq", durable=True)
         ch.queue_declare(qname, durable=True, arguments={
             "x-queue-type": "quorum", "x-delivery-limit": 3,
             "x-dead-letter-exchange": "", "x-dead-letter-routing-key": qname + ".dlq"})
     publish_all(broker, qname)
     result = peek(run, broker, qname)
-    assert result.exit_code == ExitStatus.REFUSED
-    assert "dropped" not in result.stderr and "default exchange" in result.stderr
+    assert "dropped" not in result.stderr
+    if spends(broker):  # the refusal names where the limit would send them
+        assert result.exit_code == ExitStatus.REFUSED
+        assert "default exchange" in result.stderr
+    else:
+        assert result.exit_code == 0, result.stderr
 
 
 def test_quorum_message_at_its_limit_is_the_only_one_taken_and_reported(run, broker, qname) -> None:
@@ -312,7 +366,15 @@ def test_quorum_message_at_its_limit_is_the_only_one_taken_and_reported(run, bro
     with broker.channel() as ch:  # a consumer rejects the head twice: it has no attempt left
         for _ in range(2):
             method, _p, _b = ch.basic_get(qname, auto_ack=False)
-            ch.basic_nack(method.delivery_tag, requeue=True)
+            ch.basic_reject(method.delivery_tag, requeue=True)  # counted on every version (a nack is not on 4.3)
+    assert broker.wait_depth(qname, 3) == 3
+    if not spends(broker):  # 4.3: the peek's give-back does not count: it stays, at its limit, where it was
+        result = peek(run, broker, qname, "-n", "3")
+        assert result.exit_code == 0, result.stderr
+        assert len(result.stdout.splitlines()) == 3 and broker.queue_depth(dlq) == 0
+        assert [(b, (p.headers or {}).get("x-delivery-count", 0)) for _m, p, b in broker.drain(qname)] == \
+            [(b"0", 2), (b"1", 0), (b"2", 0)]
+        return
     result = peek(run, broker, qname, "-n", "3", "--spend-attempts")
     assert result.exit_code == ExitStatus.PARTIAL
     assert "position 0" in result.stderr and "dead-letter" in result.stderr
@@ -330,25 +392,33 @@ def _hold_the_only_message(broker, queue: str):
     ch.basic_qos(prefetch_count=10)
     ch.basic_consume(queue, lambda *_: None, auto_ack=False)
     deadline = time.monotonic() + 15
-    # The management API's counts lag by its statistics interval: wait until it sees the consumer's message.
-    while broker.mgmt.queue(broker.vhost, queue).messages_unacked != 1 and time.monotonic() < deadline:
+    # The management API's counts lag by its statistics interval: wait until it sees the consumer's message (where
+    # it keeps none, until AMQP counts it gone from the ready ones).
+    blind = versions.stats_disabled(broker.mgmt.overview())
+    while time.monotonic() < deadline and (
+            broker.queue_depth(queue) != 0 if blind else broker.mgmt.queue(broker.vhost, queue).messages_unacked != 1):
         conn.process_data_events(time_limit=0.2)
     return conn
 
 
+@pytest.mark.metrics
 def test_a_queue_whose_only_message_is_held_by_a_consumer_is_not_called_empty(run, broker, qname,
                                                                                tmp_path) -> None:
+    """With the API's figures: "1 unacked: held by consumers". Without them (RabbitMQ 4.3 with
+    management_metrics_collection denied, where this printed "(queue is empty)"): the unacked count is unknown."""
     declare(broker, qname)
     broker.publish(qname, [b"held"])
     conn = _hold_the_only_message(broker, qname)
+    held = ("(0 ready; unacked by consumers: unknown, the management API has no figures"
+            if versions.stats_disabled(broker.mgmt.overview()) else "(0 ready, 1 unacked: held by consumers")
     try:
         result = run("peek", qname, "--url", broker.url, "-f", "table")
         assert result.exit_code == 0, result.stderr
-        assert "(0 ready, 1 unacked: held by consumers" in result.stdout
+        assert held in result.stdout
         assert "queue is empty" not in result.stdout
         for args in (["--summary"], []):  # history reads the same way and says the same
             history = run("history", qname, "--url", broker.url, "-f", "table", *args)
-            assert history.stdout.startswith("(0 ready, 1 unacked: held by consumers"), history.stdout
+            assert history.stdout.startswith(held), history.stdout
         # without the management API, AMQP only knows the ready count: say what is not known
         env = config_with_dead_management(broker, tmp_path)
         result = run("peek", qname, "-b", "test", "-f", "table", env=env)
@@ -358,4 +428,7 @@ def test_a_queue_whose_only_message_is_held_by_a_consumer_is_not_called_empty(ru
         conn.close()
     assert broker.queue_depth(qname) == 1
     empty = run("peek", qname + ".dlq", "--url", broker.url, "-f", "table")
-    assert "(queue is empty)" in empty.stdout
+    if versions.stats_disabled(broker.mgmt.overview()):  # not even an empty queue's unacked count is known then
+        assert "(0 ready; unacked by consumers: unknown" in empty.stdout
+    else:
+        assert "(queue is empty)" in empty.stdout

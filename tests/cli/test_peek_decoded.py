@@ -28,7 +28,7 @@ def demo_config(tmp_path) -> dict[str, str]:
 def test_peek_decodes_protobuf_bodies_and_leaves_json_alone(run, broker, qname, tmp_path) -> None:
     env = demo_config(tmp_path)
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
         ch.basic_publish("", qname, order_placed_bytes(),
                          pika.BasicProperties(content_type="application/x-protobuf",
                                               type="shop.orders.v1.OrderPlaced"), mandatory=True)
@@ -48,7 +48,7 @@ def test_peek_decodes_protobuf_bodies_and_leaves_json_alone(run, broker, qname, 
 def test_broken_proto_path_warns_and_still_peeks(run, broker, qname, tmp_path) -> None:
     (tmp_path / "bad.proto").write_text('syntax = "proto3";\nmessage X { strin y = 1; }\n')
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
         ch.basic_publish("", qname, order_placed_bytes(), mandatory=True)
     result = run("peek", qname, "--url", broker.url, "--format", "json", env={"DLXTOOL_PROTO_PATH": str(tmp_path)})
     assert result.exit_code == 0
@@ -59,7 +59,7 @@ def test_broken_proto_path_warns_and_still_peeks(run, broker, qname, tmp_path) -
 def test_demo_schemas_are_not_loaded_unless_asked_for(run, broker, qname, tmp_path) -> None:
     """The demo's shop.* types must not label a user's bytes: without demo_schemas nothing is decoded."""
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
         ch.basic_publish("", qname, order_placed_bytes(), mandatory=True)
     result = run("peek", qname, "--url", broker.url, "--format", "json")
     assert result.exit_code == 0, result.stderr
@@ -72,7 +72,7 @@ def test_table_marks_a_defective_guess_with_its_confidence(run, broker, qname, t
     """Bytes that fit a type only with a defect are a guess: the table says so, and how sure it is."""
     body = base64.b64decode("CgRvLTQyEAcaAwD/EA==")  # fits shop.legacy.v1.StockAdjusted with a defect only
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
         ch.basic_publish("", qname, body, mandatory=True)
         ch.basic_publish("", qname, order_placed_bytes(), pika.BasicProperties(type="shop.orders.v1.OrderPlaced"),
                          mandatory=True)
@@ -92,7 +92,7 @@ def test_history_types_an_untyped_body_by_decoding_it(run, broker, qname, tmp_pa
     (tests/cli/test_imports.py: a typed one loads no protobuf)."""
     env = demo_config(tmp_path)
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
         ch.basic_publish("", qname, order_placed_bytes(),
                          pika.BasicProperties(content_type="application/x-protobuf"), mandatory=True)
         ch.basic_publish("", qname, order_placed_bytes(), pika.BasicProperties(type="team.Label"), mandatory=True)

@@ -5,7 +5,7 @@ import pika
 
 def test_purge_needs_yes_without_a_terminal(run, broker, qname) -> None:
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     broker.publish(qname, [b"a", b"b", b"c"])
     result = run("purge", qname, "--url", broker.url)
     assert result.exit_code == 6
@@ -15,7 +15,7 @@ def test_purge_needs_yes_without_a_terminal(run, broker, qname) -> None:
 
 def test_dry_run_changes_nothing(run, broker, qname) -> None:
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     broker.publish(qname, [b"a", b"b"])
     result = run("purge", qname, "--url", broker.url, "--dry-run", "--format", "json")
     assert result.exit_code == 0
@@ -25,7 +25,7 @@ def test_dry_run_changes_nothing(run, broker, qname) -> None:
 
 def test_purge_reports_count_and_leaves_unacked(run, broker, qname) -> None:
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     broker.publish(qname, [b"1", b"2", b"3", b"4"])
     # A consumer holds one message unacked: queue.purge must not (and cannot) take it.
     holder = pika.BlockingConnection(pika.ConnectionParameters(
@@ -77,7 +77,7 @@ def test_keeping_runs_refuse_a_queue_that_drops_its_head(run, broker, qname, tmp
     """Selective purge and replay keep messages by republishing them to the tail: with max-length and
     drop-head that could push unread messages out, so they refuse (exit 6) and touch nothing."""
     with broker.channel() as ch:
-        ch.queue_declare(qname, arguments={"x-max-length": 5})
+        ch.queue_declare(qname, arguments={"x-max-length": 5}, durable=True)
     broker.publish(qname, [b"1", b"2", b"3"])
     selective = run("purge", qname, "--url", broker.url, "--yes", "--body-contains", "2")
     assert selective.exit_code == 6 and "drop-head" in selective.stderr
@@ -96,8 +96,8 @@ def test_keeping_runs_refuse_a_source_whose_limits_cannot_be_read(run, broker, q
     blind = ("--management-url", "http://127.0.0.1:9/")
     full, plain = f"{qname}.full", f"{qname}.plain"
     with broker.channel() as ch:
-        ch.queue_declare(full, arguments={"x-max-length": 3})  # drop-head, at its limit
-        ch.queue_declare(plain)
+        ch.queue_declare(full, arguments={"x-max-length": 3}, durable=True)  # drop-head, at its limit
+        ch.queue_declare(plain, durable=True)
     broker.publish(full, [b"1", b"2", b"3"])
     broker.publish(plain, [b"1", b"2", b"3"])
     for queue in (full, plain):

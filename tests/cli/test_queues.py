@@ -1,7 +1,9 @@
 """`dlxtool queues` against real brokers: a clogged queue, a DLQ, an orphan and a healthy one, flagged.
 
 Rates come from the broker's statistics (collected every 5 s), so the fixtures wait for them with a
-bounded poll on the management API itself, not with dlxtool.
+bounded poll on the management API itself, not with dlxtool. Where the broker keeps none (RabbitMQ 4.3 with
+management_metrics_collection denied: scripts/test's last 4.3 pass), the same topology must show every flag that
+needs figures as "cannot tell" (`?flag`), never as absent.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ from urllib.parse import quote
 import pika
 import pytest
 
+from dlxtool.broker import versions
 from tests.support.broker import BrokerEnv
+
+pytestmark = pytest.mark.metrics
 
 PASSWORD = "guest"
 RATE_TIMEOUT = 60.0  # seconds to wait for the statistics to show the loops (shared, loaded machine)
@@ -39,6 +44,24 @@ EXPECTED = {
     "nodlx": ["clogged", "no-dlx"],
     "quorum": ["clogged", "at-limit"],
 }
+# ... and where the API keeps no statistics: what is told (dlq: the topology), and what cannot be (cannot_tell)
+EXPECTED_BLIND = {
+    "clogged": ([], ["clogged", "no-consumer"]),  # its dead-letter exchange rules out no-dlx
+    "dlq": (["dlq"], ["clogged", "no-dlx"]),  # a DLQ is never no-consumer
+    "orphan": ([], ["clogged", "no-consumer", "no-dlx"]),
+    "healthy": ([], ["clogged", "no-consumer"]),
+    "nodlx": ([], ["clogged", "no-consumer", "no-dlx"]),
+    "quorum": ([], ["clogged", "no-consumer", "at-limit"]),
+}
+
+
+def stats_off(env: BrokerEnv) -> bool:
+    """The broker keeps no statistics (/api/overview disable_stats: management_metrics_collection denied)."""
+    return versions.stats_disabled(env.mgmt.overview())
+
+
+def expected(env: BrokerEnv) -> dict[str, Any]:
+    return EXPECTED_BLIND if stats_off(env) else {name: flags for name, flags in EXPECTED.items()}
 
 
 class Consumers:
@@ -99,12 +122,12 @@ def build_topology(env: BrokerEnv, p: str) -> None:
                       "definition": {"dead-letter-exchange": f"{p}.dlx"}})
     with env.channel() as ch:
         ch.exchange_declare(f"{p}.dlx", "fanout")
-        ch.queue_declare(f"{p}.dlq")
+        ch.queue_declare(f"{p}.dlq", durable=True)
         ch.queue_bind(f"{p}.dlq", f"{p}.dlx")
-        ch.queue_declare(f"{p}.clogged")
-        ch.queue_declare(f"{p}.nodlx")
-        ch.queue_declare(f"{p}.orphan")
-        ch.queue_declare(f"{p}.healthy", arguments={"x-dead-letter-exchange": f"{p}.elsewhere"})
+        ch.queue_declare(f"{p}.clogged", durable=True)
+        ch.queue_declare(f"{p}.nodlx", durable=True)
+        ch.queue_declare(f"{p}.orphan", durable=True)
+        ch.queue_declare(f"{p}.healthy", arguments={"x-dead-letter-exchange": f"{p}.elsewhere"}, durable=True)
         ch.queue_declare(f"{p}.quorum", durable=True, arguments={
             "x-queue-type": "quorum", "x-delivery-limit": 10_000, "x-dead-letter-exchange": f"{p}.dlx"})
     _wait_policy(env, f"{p}.clogged")
@@ -124,13 +147,18 @@ def _wait_policy(env: BrokerEnv, queue: str) -> None:
 
 
 def wait_for_rates(env: BrokerEnv, p: str) -> None:
-    """Until the broker's statistics show the reject loops (rates lag by a statistics interval)."""
-    columns = ["name", "message_stats.redeliver_details.rate"]
+    """Until the broker's statistics show the reject loops (rates lag by a statistics interval); none to wait for
+    where it keeps no statistics."""
+    if stats_off(env):
+        return
+    columns = ["name", "consumers", "message_stats.redeliver_details.rate"]
     deadline = time.monotonic() + RATE_TIMEOUT
     while True:
-        rates = {q["name"]: (q.get("message_stats") or {}).get("redeliver_details", {}).get("rate", 0)
-                 for q in env.mgmt.queues(env.vhost, columns=columns)}
-        if all(rates.get(f"{p}.{name}", 0) >= 1 for name in LOOPING):
+        listed = env.mgmt.queues(env.vhost, columns=columns)
+        rates = {q["name"]: (q.get("message_stats") or {}).get("redeliver_details", {}).get("rate", 0) for q in listed}
+        # the consumer count comes with its own sample: rates alone were seen with "consumers: 0" (no clogged flag)
+        consumers = {q["name"]: q.get("consumers") or 0 for q in listed}
+        if all(rates.get(f"{p}.{name}", 0) >= 1 and consumers.get(f"{p}.{name}", 0) for name in LOOPING):
             return
         assert time.monotonic() < deadline, f"no redelivery rates after {RATE_TIMEOUT}s: {rates}"
         time.sleep(1)
@@ -168,9 +196,10 @@ DEAD = '[brokers.dead]\nurl = "amqp://guest@127.0.0.1:1/"\nmanagement_url = "htt
 ENV = {"DLXTOOL_TEST_PASSWORD": PASSWORD}
 
 
-def flags_by_queue(rows: list[dict[str, Any]], broker: str, prefix: str) -> dict[str, list[str]]:
-    return {r["queue"].removeprefix(prefix + "."): r["flags"] for r in rows
-            if r.get("broker") == broker and r["queue"].startswith(prefix + ".")}
+def flags_by_queue(rows: list[dict[str, Any]], broker: str, prefix: str, blind: bool = False) -> dict[str, Any]:
+    """queue -> its flags; `blind` (no statistics): queue -> (flags, the flags it cannot tell)."""
+    return {r["queue"].removeprefix(prefix + "."): (r["flags"], list(r["cannot_tell"])) if blind else r["flags"]
+            for r in rows if r.get("broker") == broker and r["queue"].startswith(prefix + ".")}
 
 
 def test_topology_flagged_on_both_brokers_one_unreachable(run, broker, second_broker, main_topology,
@@ -179,8 +208,10 @@ def test_topology_flagged_on_both_brokers_one_unreachable(run, broker, second_br
     result = run("queues", "--all-brokers", "--config", cfg, "--format", "json", env=ENV)
     assert result.exit_code == 5, result.stderr
     rows = json.loads(result.stdout)
-    assert flags_by_queue(rows, "main", main_topology) == EXPECTED
-    assert flags_by_queue(rows, "second", second_topology) == EXPECTED
+    blind = stats_off(broker)
+    assert flags_by_queue(rows, "main", main_topology, blind) == expected(broker)
+    assert flags_by_queue(rows, "second", second_topology, stats_off(second_broker)) == expected(second_broker)
+    assert ("the management API has no counts or rates" in result.stderr) == blind
     [dead] = [r for r in rows if r["broker"] == "dead"]
     assert "http://127.0.0.1:1/" in dead["error"] and "not reachable" in dead["error"]
     assert "broker 'dead' not surveyed" in result.stderr
@@ -200,11 +231,23 @@ def test_topology_flagged_on_both_brokers_one_unreachable(run, broker, second_br
 
 def test_table_filters_and_sort(run, broker, main_topology) -> None:
     result = run("-v", "queues", "--url", broker.url, "--flag", "clogged", "--sort", "redeliver-rate",
-                 "--format", "table")
+                 "--format", "table", "--match", f"{main_topology}.*")
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].split()[:4] == ["vhost", "queue", "type", "ready"]  # no broker column for one broker
     shown = [line.split()[1] for line in lines[2:]]
+    if stats_off(broker):  # clogged cannot be ruled out anywhere: every queue, marked, and said why
+        assert sorted(shown) == sorted(f"{main_topology}.{q}" for q in EXPECTED_BLIND)
+        assert all("?clogged" in line and " ? " in line for line in lines[2:])
+        assert f"{main_topology}.nodlx: clogged: cannot tell: needs redelivery and ack rates" in result.stderr
+        assert "the management API has no counts or rates for" in result.stderr
+        orphans = run("queues", "--url", broker.url, "--match", f"{main_topology}.*", "--min-messages", "3",
+                      "--flag", "no-consumer", "--format", "jsonl")  # counts unknown: kept where not ruled out
+        rows = [json.loads(line) for line in orphans.stdout.splitlines()]
+        assert sorted(r["queue"] for r in rows) == sorted(
+            f"{main_topology}.{q}" for q, (_f, unknown) in EXPECTED_BLIND.items() if "no-consumer" in unknown)
+        assert all(r["ready"] is None and r["rates"] is None and not r["figures_known"] for r in rows)
+        return
     assert sorted(shown) == sorted(f"{main_topology}.{q}" for q in LOOPING)
     assert "(policy)" in next(line for line in lines if f"{main_topology}.clogged" in line)
     assert f"{main_topology}.nodlx: no-dlx: no dead-letter exchange and consumers reject with requeue" in result.stderr
@@ -230,7 +273,8 @@ def test_watch_without_a_terminal_prints_successive_snapshots(run, broker, main_
     assert result.exit_code == 0, result.stderr
     first, second = (json.loads(line) for line in result.stdout.splitlines())
     assert first["queue"] == second["queue"] == f"{main_topology}.orphan"
-    assert first["delta"] is None and second["delta"] == {"ready": 0, "unacked": 0, "consumers": 0}
+    change = None if stats_off(broker) else 0  # no figures: no change to tell either
+    assert first["delta"] is None and second["delta"] == {"ready": change, "unacked": change, "consumers": change}
     assert first["time"] < second["time"]
 
     table = run("queues", "--url", broker.url, "--match", f"{main_topology}.orphan", "--watch", "0.5",
@@ -244,11 +288,12 @@ def test_watch_on_a_terminal_redraws_in_place_with_deltas(run, broker, main_topo
     from dlxtool.cli.app import App
 
     orphan = f"{main_topology}.orphan"
+    blind = stats_off(broker)
 
     def one_more_message(_seconds: float) -> None:  # between the two refreshes: the queue grows by one
         broker.publish(orphan, [b"o4"])
         deadline = time.monotonic() + RATE_TIMEOUT
-        while broker.mgmt.queue(broker.vhost, orphan).messages_ready != 4:  # the API lags behind AMQP
+        while not blind and broker.mgmt.queue(broker.vhost, orphan).messages_ready != 4:  # the API lags behind AMQP
             assert time.monotonic() < deadline
             time.sleep(0.5)
 
@@ -263,6 +308,9 @@ def test_watch_on_a_terminal_redraws_in_place_with_deltas(run, broker, main_topo
     screens = result.stdout.split("\x1b[H\x1b[2J")
     assert len(screens) == 3 and screens[0] == ""
     assert "Ctrl-C to stop" in screens[1]
+    if blind:  # no counts to show or compare: "?", and the reason stays on screen
+        assert " ? " in screens[2] and "(+" not in screens[2] and "no counts or rates" in screens[2]
+        return
     assert " 3 " in screens[1] and "(+" not in screens[1]
     assert "4 (+1)" in screens[2]
 
@@ -282,7 +330,10 @@ def test_ctrl_c_in_watch_ends_quietly_with_130(broker, main_topology, cli_env) -
             proc.kill()
             proc.wait()
     assert proc.returncode == 130
-    assert err.strip() == "dlxtool: interrupted (Ctrl-C)"
+    lines = err.strip().splitlines()
+    assert lines[-1] == "dlxtool: interrupted (Ctrl-C)"
+    # where the API keeps no statistics its warning may come first (or not yet, when Ctrl-C beats it): nothing else
+    assert all("no counts or rates" in line for line in lines[:-1]) and (len(lines) == 1 or stats_off(broker))
 
 
 @pytest.mark.skipif(os.environ.get("DLXTOOL_TEST_STOP_SECOND") != "1",
@@ -332,10 +383,17 @@ def test_a_dlq_peeked_again_and_again_is_not_flagged_as_a_reject_loop(run, broke
     dlq = f"{qname}.dlq"
     with broker.channel() as ch:
         ch.exchange_declare(f"{qname}.dlx", "fanout")
-        ch.queue_declare(dlq)  # no dead-letter exchange of its own, no consumer: a plain DLQ
+        ch.queue_declare(dlq, durable=True)  # no dead-letter exchange of its own, no consumer: a plain DLQ
         ch.queue_bind(dlq, f"{qname}.dlx")
-        ch.queue_declare(qname, arguments={"x-dead-letter-exchange": f"{qname}.dlx"})
+        ch.queue_declare(qname, arguments={"x-dead-letter-exchange": f"{qname}.dlx"}, durable=True)
     broker.publish(dlq, [b"dead letter %d" % i for i in range(5)])
+    if stats_off(broker):  # no rates to mistake for a loop, nor to rule one out: said, not silently "dlq" only
+        assert run("peek", dlq, "--url", broker.url, "-f", "json").exit_code == 0
+        result = run("queues", "--url", broker.url, "--match", dlq, "--format", "json")
+        assert result.exit_code == 0, result.stderr
+        [row] = json.loads(result.stdout)
+        assert row["flags"] == ["dlq"] and list(row["cannot_tell"]) == ["clogged", "no-dlx"]
+        return
     columns = ["name", "message_stats.get_details.rate", "message_stats.redeliver_details.rate"]
     deadline = time.monotonic() + RATE_TIMEOUT
     while True:  # peek until the statistics show the peeks' gets and redeliveries

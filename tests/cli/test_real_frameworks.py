@@ -103,7 +103,7 @@ def test_celery_rejected_tasks_show_their_attempts(run, broker, qname) -> None:
            "CELERY_TEST_N": str(n), "PYTHONPATH": str(HERE)}
     celery = str(Path(python).parent / "celery")
     with broker.channel() as ch:
-        ch.queue_declare(f"{queue}.dlq")  # Celery declares its queue (with our DLX arguments), not the DLQ
+        ch.queue_declare(f"{queue}.dlq", durable=True)  # Celery declares its queue (our DLX arguments), not the DLQ
     with running([celery, "-A", "celery_fail", "worker", "--pool=solo", "-Q", queue, "--without-gossip",
                   "--without-mingle", "--without-heartbeat", "-l", "warning"], env) as worker:
         subprocess.run([python, str(HERE / "celery_fail.py")], env={**os.environ, **env}, check=True, timeout=60)
@@ -163,7 +163,7 @@ def test_celery_replayed_tasks_get_their_full_attempts_back(run, broker, qname, 
     worker_args = [celery, "-A", "celery_fail", "worker", "--pool=solo", "-Q", queue, "--without-gossip",
                    "--without-mingle", "--without-heartbeat", "-l", "warning"]
     with broker.channel() as ch:
-        ch.queue_declare(f"{queue}.dlq")
+        ch.queue_declare(f"{queue}.dlq", durable=True)
     with running(worker_args, env) as worker:
         subprocess.run([python, str(HERE / "celery_fail.py")], env={**os.environ, **env}, check=True, timeout=60)
         assert wait_for(broker, f"{queue}.dlq", n) == n, worker.stderr.read() if worker.stderr else ""

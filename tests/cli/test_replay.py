@@ -139,7 +139,7 @@ def test_a_long_string_header_that_is_not_utf8_is_replayed_alike_with_and_withou
     origin = f"{qname}.o"
     with broker.channel() as ch:
         top = rt.dead_letter_target(ch, qname)
-        ch.queue_declare(origin, arguments={"x-dead-letter-exchange": top.dlx})
+        ch.queue_declare(origin, arguments={"x-dead-letter-exchange": top.dlx}, durable=True)
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))
     try:
         with codec.using("python"):  # pika cannot write such a value: dlxtool's encoder sets the test up
@@ -169,7 +169,7 @@ def test_a_new_rejection_counts_from_one(run, broker, mixed, hotpath) -> None:
             method, _p, _b = ch.basic_get(names["qq"])
             if method is None:
                 break
-            ch.basic_nack(method.delivery_tag, requeue=True)
+            ch.basic_reject(method.delivery_tag, requeue=True)  # counted (4.3 no longer counts a nack)
     wait_depth(broker, top.dlq, 6)
     for _body, headers in broker.snapshot(top.dlq):
         assert [d["count"] for d in headers["x-death"]] == [1], headers["x-death"]
@@ -226,8 +226,8 @@ def test_selection_keeps_the_rest_in_order(run, broker, qname) -> None:
     a, b = f"{qname}.a", f"{qname}.b"
     with broker.channel() as ch:
         top = rt.dead_letter_target(ch, qname)
-        ch.queue_declare(a, arguments={"x-dead-letter-exchange": top.dlx})
-        ch.queue_declare(b, arguments={"x-dead-letter-exchange": top.dlx})
+        ch.queue_declare(a, arguments={"x-dead-letter-exchange": top.dlx}, durable=True)
+        ch.queue_declare(b, arguments={"x-dead-letter-exchange": top.dlx}, durable=True)
         for i in range(30):  # interleaved origins in the DLQ
             ch.basic_publish("", a if i % 3 == 0 else b, f"m{i:02d}".encode(), rt.props(i), mandatory=True)
         rt.reject_all(ch, a, 10)
@@ -336,7 +336,7 @@ def test_full_origin_with_reject_publish(run, broker, qname) -> None:
         ch.queue_delete(origin)
         # declared again with its dead-letter exchange: without one, its dead letters would stay (Routes.died_there)
         ch.queue_declare(origin, arguments={"x-max-length": 3, "x-overflow": "reject-publish",
-                                            "x-dead-letter-exchange": top.dlx})
+                                            "x-dead-letter-exchange": top.dlx}, durable=True)
     result = replay(run, broker, top.dlq, "--yes")
     assert result.exit_code == 5
     summary = json.loads(result.stdout)
@@ -366,8 +366,8 @@ def test_reset_header_save_and_to(run, broker, qname, tmp_path) -> None:
     other = f"{qname}.other"
     with broker.channel() as ch:
         top = rt.dead_letter_target(ch, qname)
-        ch.queue_declare(other)
-        ch.queue_declare(f"{qname}.o", arguments={"x-dead-letter-exchange": top.dlx})
+        ch.queue_declare(other, durable=True)
+        ch.queue_declare(f"{qname}.o", arguments={"x-dead-letter-exchange": top.dlx}, durable=True)
         ch.basic_publish("", f"{qname}.o", b"a", rt.props(0, count=7, **{"x-retry-count": 3}), mandatory=True)
         rt.reject_all(ch, f"{qname}.o", 1)
     wait_depth(broker, top.dlq, 1)
@@ -386,7 +386,7 @@ def test_the_original_routing_key_reaches_only_the_origin(run, broker, qname) ->
     with broker.channel() as ch:
         top = rt.dead_letter_target(ch, qname)
         exchange = rt.routing_key_override(ch, top, origin, [b"a"])
-        ch.queue_declare(f"{qname}.audit")
+        ch.queue_declare(f"{qname}.audit", durable=True)
         ch.queue_bind(f"{qname}.audit", exchange, "#")  # would get a copy if we went through `exchange`
         ch.queue_purge(f"{qname}.audit")
     wait_depth(broker, top.dlq, 1)
@@ -406,16 +406,16 @@ def test_default_exchange_is_opt_in_and_keeps_what_its_dead_letter_exchange_woul
     origin, fine = f"{qname}.o", f"{qname}.fine"
     with broker.channel() as ch:
         ch.exchange_declare(f"{qname}.direct-dlx", "direct")
-        ch.queue_declare(f"{qname}.dlq")
+        ch.queue_declare(f"{qname}.dlq", durable=True)
         ch.queue_bind(f"{qname}.dlq", f"{qname}.direct-dlx", "orders.created")
-        ch.queue_declare(origin, arguments={"x-dead-letter-exchange": f"{qname}.direct-dlx"})
+        ch.queue_declare(origin, arguments={"x-dead-letter-exchange": f"{qname}.direct-dlx"}, durable=True)
         ch.exchange_declare(f"{qname}.in", "direct")
         ch.queue_bind(origin, f"{qname}.in", "orders.created")
         ch.basic_publish(f"{qname}.in", "orders.created", b"a", mandatory=True)
         rt.reject_all(ch, origin, 1)
         ch.exchange_declare(f"{qname}.fan-dlx", "fanout")
         ch.queue_bind(f"{qname}.dlq", f"{qname}.fan-dlx")
-        ch.queue_declare(fine, arguments={"x-dead-letter-exchange": f"{qname}.fan-dlx"})
+        ch.queue_declare(fine, arguments={"x-dead-letter-exchange": f"{qname}.fan-dlx"}, durable=True)
         ch.basic_publish("", fine, b"b", mandatory=True)
         rt.reject_all(ch, fine, 1)
     wait_depth(broker, f"{qname}.dlq", 2)
@@ -474,7 +474,7 @@ def test_publisher_settles_returns_and_confirms_separately(broker, qname) -> Non
     from dlxtool.broker.publisher import Publisher, PublishOutcome
 
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))
     try:
         pub = Publisher(conn, window=50)

@@ -41,15 +41,15 @@ def origins(broker, q: str, *, dlx: str | None = None) -> None:
     with broker.channel() as ch:
         ch.exchange_declare(f"{q}.ex", "topic")
         for name in ("orders", "sales", "submit-order", "q1"):
-            ch.queue_declare(f"{q}.{name}", arguments=args)
+            ch.queue_declare(f"{q}.{name}", arguments=args, durable=True)
         ch.queue_bind(f"{q}.orders", f"{q}.ex", "order.*")
 
 
 def broker_dead_letter(broker, work: str, dlq: str, body: bytes = b"o") -> tuple[Any, bytes]:
     """A real x-death: published to `work` (dead-letters to the default exchange, key `dlq`), rejected."""
     with broker.channel() as ch:
-        ch.queue_declare(dlq)
-        ch.queue_declare(work, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+        ch.queue_declare(dlq, durable=True)
+        ch.queue_declare(work, durable=True, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
         ch.basic_publish("", work, body, pika.BasicProperties(message_id="m-x"), mandatory=True)
         method, _, _ = ch.basic_get(work)
         ch.basic_reject(method.delivery_tag, requeue=False)
@@ -71,7 +71,8 @@ def test_history_and_replay_agree_and_each_message_goes_home(run, broker, qname)
     for i, headers in enumerate(framework.values()):
         park(broker, lot, {**headers, "tenant": "acme"}, n=i + 1)
     with broker.channel() as ch:  # and one the broker dead-lettered itself
-        ch.queue_declare(f"{q}.work", arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": lot})
+        ch.queue_declare(f"{q}.work", durable=True,
+                         arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": lot})
         ch.basic_publish("", f"{q}.work", b"w", pika.BasicProperties(message_id="w"), mandatory=True)
         method, _, _ = ch.basic_get(f"{q}.work")
         ch.basic_reject(method.delivery_tag, requeue=False)
@@ -132,7 +133,7 @@ def test_a_later_broker_death_is_not_outranked_by_stale_framework_headers(run, b
     lot, dlq, q = f"{qname}.lot", f"{qname}.dlq", qname
     origins(broker, q, dlx=dlq)
     with broker.channel() as ch:
-        ch.queue_declare(dlq)
+        ch.queue_declare(dlq, durable=True)
     spring = shapes(q)["spring"]
     for keep in ((), ("--keep-history",)):
         park(broker, lot, spring)
@@ -187,7 +188,7 @@ def test_an_exchange_origin_must_reach_one_queue_with_room(run, broker, qname) -
     with broker.channel() as ch:
         ch.exchange_declare(f"{q}.ex", "topic")
         for name, args in (("a", None), ("b", None), ("full", {"x-max-length": 1})):
-            ch.queue_declare(f"{q}.{name}", arguments=args)
+            ch.queue_declare(f"{q}.{name}", arguments=args, durable=True)
         ch.queue_bind(f"{q}.a", f"{q}.ex", "order.*")
         ch.queue_bind(f"{q}.b", f"{q}.ex", "order.created")
         ch.queue_bind(f"{q}.full", f"{q}.ex", "invoice.*")
@@ -243,7 +244,7 @@ def test_an_exchange_origin_whose_queue_would_drop_its_next_dead_letter_stays(ru
     with broker.channel() as ch:
         ch.exchange_declare(f"{q}.ex", "topic")
         ch.exchange_declare(f"{q}.dlx", "direct")
-        ch.queue_declare(f"{q}.orders", arguments={"x-dead-letter-exchange": f"{q}.dlx"})
+        ch.queue_declare(f"{q}.orders", durable=True, arguments={"x-dead-letter-exchange": f"{q}.dlx"})
         ch.queue_bind(f"{q}.orders", f"{q}.ex", "order.*")
     park(broker, lot, shapes(q)["spring"])
     summary = cli(run, broker, "replay", lot, "--yes", code=ExitStatus.REFUSED)

@@ -29,8 +29,9 @@ def _dlq_props_size(ch, dlq: str) -> int:
 def test_headers_grown_past_frame_max_stay_and_the_run_goes_on(run, broker, qname) -> None:
     origin, dlq = f"{qname}.o", f"{qname}.dlq"
     with broker.channel() as ch:
-        ch.queue_declare(dlq)
-        ch.queue_declare(origin, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+        ch.queue_declare(dlq, durable=True)
+        ch.queue_declare(origin, durable=True,
+                         arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
         # Calibrate what dead-lettering adds (x-death …), then size a header so the DLQ copy just fits a frame.
         small = pika.BasicProperties(message_id="big", headers={"big": "h"})
         _dead_letter(ch, origin, b"calibrate", small)

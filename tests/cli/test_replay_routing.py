@@ -114,9 +114,9 @@ def topic_to_direct_dlx(ch, qname: str) -> tuple[str, str, str]:
     ex, origin, dlq, dlx = f"{qname}.ex", f"{qname}.o", f"{qname}.dlq", f"{qname}.dlx.direct"
     ch.exchange_declare(ex, "topic")
     ch.exchange_declare(dlx, "direct")
-    ch.queue_declare(dlq)
+    ch.queue_declare(dlq, durable=True)
     ch.queue_bind(dlq, dlx, "order.created")
-    ch.queue_declare(origin, arguments={"x-dead-letter-exchange": dlx})
+    ch.queue_declare(origin, arguments={"x-dead-letter-exchange": dlx}, durable=True)
     ch.queue_bind(origin, ex, "order.*")
     return ex, origin, dlq
 
@@ -151,7 +151,7 @@ def test_per_message_ttl_is_restored_and_recorded(run, broker, qname) -> None:
     origin = f"{qname}.o"
     with broker.channel() as ch:
         top = rt.dead_letter_target(ch, qname)
-        ch.queue_declare(origin, arguments={"x-dead-letter-exchange": top.dlx})
+        ch.queue_declare(origin, arguments={"x-dead-letter-exchange": top.dlx}, durable=True)
         for body in (b"t1", b"t2"):
             ch.basic_publish("", origin, body, pika.BasicProperties(expiration="600000"), mandatory=True)
         rt.reject_all(ch, origin, 2)
@@ -207,8 +207,8 @@ def test_celery_tasks_come_back_through_the_default_exchange_others_keep_their_k
     work, dlq, x = f"{qname}.work", f"{qname}.dlq", f"{qname}.x"
     celery = {"lang": "py", "task": "shop.charge", "id": "t-1", "retries": 2}
     with broker.channel() as ch:
-        ch.queue_declare(dlq)
-        ch.queue_declare(work, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+        ch.queue_declare(dlq, durable=True)
+        ch.queue_declare(work, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq}, durable=True)
         ch.exchange_declare(x, "direct")
         ch.queue_bind(work, x, "shop.charge")
         ch.basic_publish(x, "shop.charge", b"task", pika.BasicProperties(headers=celery))
@@ -243,8 +243,8 @@ def test_dramatiq_body_retries_are_reset_only_with_reset_body_retries(run, broke
     work, dlq = f"{qname}.work", f"{qname}.dlq"
     other = b'{"actor_name":"not dramatiq","options":{"retries":2}}'  # no queue_name: not Dramatiq-shaped
     with broker.channel() as ch:
-        ch.queue_declare(dlq)
-        ch.queue_declare(work, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+        ch.queue_declare(dlq, durable=True)
+        ch.queue_declare(work, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq}, durable=True)
 
     def dead_letter() -> None:
         with broker.channel() as ch:

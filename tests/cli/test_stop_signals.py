@@ -207,7 +207,7 @@ def test_a_reader_stopped_by_a_signal_gives_back_and_says_so(broker, qname, cli_
 def test_a_peek_stopped_mid_read_gives_every_message_back(broker, qname, cli_env, sig) -> None:
     n = 1500
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
         for i in range(n):
             ch.basic_publish("", qname, f"m{i}-".encode() + b"x" * 500)
     assert broker.wait_depth(qname, n) == n
@@ -234,7 +234,7 @@ def test_a_load_stopped_by_two_signals_reports_and_writes_what_it_did_not_confir
 
     n = 60_000
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     src, failed = tmp_path / "in.jsonl", tmp_path / "failed.jsonl"
     src.write_bytes(b"".join(MessageRecord(qname, f"m{i}".encode(), properties={"message_id": str(i)}).to_jsonl()
                              for i in range(n)))

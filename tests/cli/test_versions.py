@@ -1,7 +1,8 @@
-"""What differs between RabbitMQ 3.x and 4.x, asserted on the broker under test.
+"""What dlxtool does where RabbitMQ versions differ, asserted on the broker under test.
 
-scripts/test runs the suite on both (3.10.8 from Debian bookworm, 4.0.5 from Debian trixie), so each
-test here states what each version really does, as measured on the real node, and what dlxtool does
+scripts/test runs the suite on 3.10.8 (Debian bookworm), 4.0.5 (Debian trixie) and 4.3.6 (Debian sid). The facts
+themselves are dlxtool/broker/versions.py's table, each measured on every broker by tests/broker/test_versions.py;
+the tests here take what the broker does from that table (by the version it reports) and check what dlxtool does
 about it. README "RabbitMQ versions" lists the same facts.
 """
 
@@ -14,6 +15,7 @@ import orjson
 import pika
 import pytest
 
+from dlxtool.broker import versions
 from dlxtool.cli.output import ExitStatus
 
 pytestmark = pytest.mark.broker
@@ -50,35 +52,29 @@ def _take_and_give_back(conn: pika.BlockingConnection, queue: str, how: str) -> 
     return (props.headers or {}).get("x-delivery-count")
 
 
-@pytest.mark.parametrize("how", ["close", "nack", "reject", "cancel"])
-def test_every_give_back_of_a_quorum_message_spends_a_delivery_attempt(broker, qname, how) -> None:
-    """3.10 and 4.0 alike: a channel close, a cancelled consumer, a nack and a reject with requeue all
-    count (x-delivery-count + 1). So a peek of a quorum queue with a limit always spends an attempt per
-    message, and peek/history/dump keep refusing it without --spend-attempts on both versions.
-    (RabbitMQ 4.3 changed this: https://github.com/rabbitmq/rabbitmq-server/discussions/18226; if this
-    test fails on a newer node, peek's strategy for that version can be revisited.)"""
-    _quorum(broker, qname, **{"x-delivery-limit": 10})
-    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
-    try:
-        seen = [_take_and_give_back(conn, qname, how) for _ in range(3)]
-    finally:
-        conn.close()
-    first = 0 if broker.major < 4 and how != "cancel" else None  # 4.x: no header before the first return
-    assert seen == [first, 1, 2]
+def _peeks_spend_attempts(broker) -> bool:
+    """Whether a peek's give-back (basic.nack, 32 at a time) uses a delivery attempt on this broker (3.x, 4.0-4.2)."""
+    return versions.quorum_give_back_counts(broker.version, "nack")
 
 
 def test_quorum_default_delivery_limit(run, broker, qname) -> None:
     """A quorum queue declared without a limit: 3.x has none (the message survives any number of
     returns); 4.x has 20 (the 20th return drops it here, as the queue has no dead-letter exchange).
-    dlxtool reads the limit as 20 on 4.x and refuses a peek without --spend-attempts there; on 3.x
-    it refuses without --allow-reorder (returns go to the back)."""
+    dlxtool reads the limit as 20 on 4.x and refuses a peek without --spend-attempts on 4.0; on 3.x
+    it refuses without --allow-reorder (returns go to the back); on 4.3 a peek spends no attempt and
+    needs no flag."""
     _quorum(broker, qname)
-    refused = run("peek", qname, "--url", broker.url, "-f", "jsonl")
-    assert refused.exit_code == ExitStatus.REFUSED, refused.output
-    if broker.major >= 4:
-        assert "delivery limit 20" in refused.stderr and "--spend-attempts" in refused.stderr
+    peeked = run("peek", qname, "--url", broker.url, "-f", "jsonl")
+    default = versions.default_delivery_limit(broker.version)
+    if not _peeks_spend_attempts(broker):
+        assert peeked.exit_code == 0, peeked.output
+        assert "delivery limit 20" in peeked.stderr and "use no delivery attempt" in peeked.stderr
+    elif default is not None:
+        assert peeked.exit_code == ExitStatus.REFUSED, peeked.output
+        assert f"delivery limit {default}" in peeked.stderr and "--spend-attempts" in peeked.stderr
     else:
-        assert "without a delivery limit" in refused.stderr and "--allow-reorder" in refused.stderr
+        assert peeked.exit_code == ExitStatus.REFUSED, peeked.output
+        assert "without a delivery limit" in peeked.stderr and "--allow-reorder" in peeked.stderr
 
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))
     try:
@@ -87,20 +83,25 @@ def test_quorum_default_delivery_limit(run, broker, qname) -> None:
             deliveries += 1
     finally:
         conn.close()
-    assert deliveries == (21 if broker.major >= 4 else 25)
+    assert deliveries == (25 if default is None else default + 1)
 
 
 def test_quorum_peek_with_spend_attempts_uses_one_attempt_on_4x_default_limit(run, broker, qname) -> None:
-    """The --spend-attempts path on a queue whose limit is 4.x's default: one attempt used, said so."""
+    """The --spend-attempts path on a queue whose limit is 4.x's default: one attempt used, said so (3.x, 4.0);
+    none on 4.3, said so too."""
     if broker.major < 4:
         _quorum(broker, qname, **{"x-delivery-limit": 20})  # the same situation, set by hand on 3.x
     else:
         _quorum(broker, qname)
     result = run("peek", qname, "--url", broker.url, "-f", "jsonl", "--spend-attempts")
     assert result.exit_code == 0, result.stderr
-    assert "used one delivery attempt of each of the 1 messages given back" in result.stderr
     [(_m, props, _b)] = broker.drain(qname)
-    assert props.headers["x-delivery-count"] == 1
+    if _peeks_spend_attempts(broker):
+        assert "used one delivery attempt of each of the 1 messages given back" in result.stderr
+        assert props.headers["x-delivery-count"] == 1
+    else:
+        assert "using no delivery attempt" in result.stderr
+        assert "x-delivery-count" not in props.headers and props.headers["x-acquired-count"] == 1
 
 
 def _republish_loop(broker, prefix: str, rounds: int, *, retry_header: bool) -> tuple[str, str]:
@@ -111,9 +112,9 @@ def _republish_loop(broker, prefix: str, rounds: int, *, retry_header: bool) -> 
     work, dlx, dlq = f"{prefix}.work", f"{prefix}.dlx", f"{prefix}.dlq"
     with broker.channel() as ch:
         ch.exchange_declare(dlx, "fanout")
-        ch.queue_declare(dlq)
+        ch.queue_declare(dlq, durable=True)
         ch.queue_bind(dlq, dlx)
-        ch.queue_declare(work, arguments={"x-dead-letter-exchange": dlx})
+        ch.queue_declare(work, arguments={"x-dead-letter-exchange": dlx}, durable=True)
         ch.basic_publish("", work, b"poison", pika.BasicProperties(message_id="p-1"), mandatory=True)
         for done in range(rounds):
             method = _wait_get(ch, work)
@@ -253,12 +254,12 @@ def test_a_quorum_dead_letter_carries_no_delivery_count(run, broker, qname) -> N
     still in a quorum queue (their attempts there)."""
     dlq = f"{qname}.dlq"
     with broker.channel() as ch:
-        ch.queue_declare(dlq)
+        ch.queue_declare(dlq, durable=True)
     _quorum(broker, qname, **{"x-delivery-limit": 1, "x-dead-letter-exchange": "",
                               "x-dead-letter-routing-key": dlq})
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))
-    try:
-        seen = [_take_and_give_back(conn, qname, "nack") for _ in range(3)]
+    try:  # a reject counts on every version (a nack no longer does on 4.3)
+        seen = [_take_and_give_back(conn, qname, "reject") for _ in range(3)]
     finally:
         conn.close()
     assert "gone" in seen
@@ -271,3 +272,90 @@ def test_a_quorum_dead_letter_carries_no_delivery_count(run, broker, qname) -> N
     assert result.exit_code == 0, result.output
     [entry] = orjson.loads(result.stdout)
     assert entry["deaths"][0]["reason"] == "delivery_limit"
+
+
+def _read_whole(broker, queue: str, n: int) -> list[tuple[bytes, Any]]:
+    """The queue's messages in order with their x-delivery-count, read without removing them: basic.get all n, then
+    nack them back 32 at a time, each chunk applied before the next (the consumer count drops by it). On a version
+    where such nacks count nothing and keep the messages' place (4.3: tests/broker/test_versions.py) this leaves
+    the queue as it was but for x-acquired-count; elsewhere it would spend an attempt, so it is used on 4.3 only."""
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    try:
+        ch = conn.channel()
+        seen, tags = [], []
+        for _ in range(n):
+            method, props, body = ch.basic_get(queue, auto_ack=False)
+            assert method is not None, f"{queue} has fewer than {n} messages"
+            tags.append(method.delivery_tag)
+            seen.append((body, (props.headers or {}).get("x-delivery-count")))
+        assert ch.basic_get(queue, auto_ack=False)[0] is None, f"{queue} has more than {n} messages"
+        for start in range(0, n, 32):
+            end = min(start + 32, n)
+            ch.basic_nack(tags[end - 1], multiple=True, requeue=True)
+            deadline = time.monotonic() + 10
+            while ch.queue_declare(queue, passive=True).method.consumer_count > n - end:
+                assert time.monotonic() < deadline, "the nacks were not applied"
+                time.sleep(0.005)
+        ch.close()
+        return seen
+    finally:
+        conn.close()
+
+
+QUORUM_SHAPES = {
+    "limit 3": {"x-delivery-limit": 3},
+    "default limit": {},  # 4.x: 20; 3.x: none
+    "no limit": None,  # broker.quorum_without_limit(): 4.x -1; 3.x none
+}
+
+
+@pytest.mark.parametrize("shape", list(QUORUM_SHAPES))
+def test_peek_history_dump_of_a_quorum_queue_where_a_give_back_costs_nothing(run, broker, qname, shape,
+                                                                                tmp_path) -> None:
+    """RabbitMQ 4.3 gives a peek's nacks back in place without counting them: peek, history and dump of a quorum
+    queue, with a limit, with the default one or without one, need no flag there, keep the order and leave every
+    x-delivery-count as it was — read whole before and after. The head holds a block of messages a consumer
+    rejected once (counted: x-delivery-count 1), which a partial peek must not reorder. On 3.x and 4.0 the same reads
+    are refused with today's reasons and the queue is left as it was (drained at the end)."""
+    args = QUORUM_SHAPES[shape] if QUORUM_SHAPES[shape] is not None else broker.quorum_without_limit()
+    args = {k: v for k, v in args.items() if k != "x-queue-type"}
+    _quorum(broker, qname, **args)
+    n = 40
+    broker.publish(qname, [str(i).encode() for i in range(1, n)])  # "only" and 1..39: 40 messages
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    try:  # a consumer rejects the first three once each: a block of returned messages at the head
+        ch = conn.channel()
+        tags = [ch.basic_get(qname, auto_ack=False)[0].delivery_tag for _ in range(3)]
+        for tag in tags:
+            ch.basic_reject(tag, requeue=True)
+        ch.close()
+    finally:
+        conn.close()
+    assert broker.wait_depth(qname, n) == n
+    limit = versions.effective_delivery_limit(broker.version, args.get("x-delivery-limit"), None)
+    rejected = [(b"only", 1), (b"1", 1), (b"2", 1)]
+    rest = [(str(i).encode(), 0) for i in range(3, n)]
+    # where a return goes is the table's: the back without a limit on 3.x and 4.0, else in place (a block at the head)
+    expected = rest + rejected if versions.quorum_nack_to_back(broker.version, limit) else rejected + rest
+    free = not _peeks_spend_attempts(broker)
+    if free:
+        before = _read_whole(broker, qname, n)
+        assert [(body, count or 0) for body, count in before] == expected
+
+    reads = [("peek", "-n", "2"), ("peek", "-n", "5"), ("history", "-n", "10"), ("dump", "-o", str(tmp_path / "d"))]
+    for command, *rest in reads:
+        result = run(command, qname, "--url", broker.url, "-f", "json", *rest)
+        if free:
+            assert result.exit_code == 0, f"{command}: {result.stderr}"
+            assert "use no delivery attempt" in result.stderr and "--spend-attempts" not in result.stderr
+        else:
+            assert result.exit_code == ExitStatus.REFUSED, f"{command}: {result.output}"
+            if limit is None:
+                assert "without a delivery limit" in result.stderr and "--allow-reorder" in result.stderr
+            else:
+                assert f"delivery limit {limit}" in result.stderr and "--spend-attempts" in result.stderr
+    if free:
+        assert len((tmp_path / "d").read_text().splitlines()) == n
+        assert _read_whole(broker, qname, n) == before  # same order, same x-delivery-count
+    after = broker.drain(qname)
+    assert [(body, (props.headers or {}).get("x-delivery-count") or 0) for _m, props, body in after] == expected

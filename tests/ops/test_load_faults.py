@@ -22,7 +22,7 @@ N = 3000
 @pytest.mark.parametrize("seed", range(3))
 def test_load_cut_at_a_random_byte(broker, qname, seed) -> None:
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     sent = [f"{qname}-{i:05d}-".encode() + b"x" * 100 for i in range(N)]
     data = b"".join(MessageRecord(queue=qname, body=b, headers={"i": i}).to_jsonl() for i, b in enumerate(sent))
     cut_at = random.Random(seed).randint(5_000, N * 150)  # a full load sends ~190 B per record
@@ -65,7 +65,7 @@ def test_ctrl_c_leaves_no_record_behind(broker, qname) -> None:
     """Regression (fault matrix seed 1000): the record read when Ctrl-C's stop was noticed was neither
     published nor counted as not sent nor written to --failed — one message silently missing."""
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     n, stop_at = 500, 200
     sent = [f"{qname}-{i:05d}".encode() for i in range(n)]
     data = b"".join(MessageRecord(queue=qname, body=b).to_jsonl() for b in sent)

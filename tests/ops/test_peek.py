@@ -130,7 +130,7 @@ def test_quorum_read_that_fills_a_batch_still_finishes_the_returned_block(broker
 
 def test_bodies_are_decoded_after_the_messages_are_given_back(broker, qname) -> None:
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     broker.publish(qname, numbered(5))
     depths: list[int] = []
 

@@ -49,7 +49,7 @@ def file_bodies(path: Path) -> Counter[bytes]:
 def queue_of_originals(broker, qname: str) -> list[bytes]:
     sent = originals(qname)
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     fill(broker, qname, sent)
     return sent
 
@@ -146,7 +146,7 @@ def test_move_to_a_deleted_target_leaves_everything_in_order(broker, qname) -> N
     message stays — republished to the tail, in order — and the run says so."""
     sent = originals(qname)[:300]
     with broker.channel() as ch:
-        ch.queue_declare(qname)
+        ch.queue_declare(qname, durable=True)
     fill(broker, qname, sent)
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))
     settings = PurgeSettings(qname, Selection(body_contains=(b"-drop-",)), move_to=f"{qname}.deleted")

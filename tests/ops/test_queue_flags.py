@@ -212,3 +212,47 @@ def test_the_quick_row_of_a_queue_without_settings_is_the_full_one(item: dict[st
     quick = qf._row_without_settings("b", item, version)  # noqa: SLF001
     assert quick == qf._row_with_settings("b", item, version)  # noqa: SLF001
     assert qf.row_from_api("b", item, broker_version=version) == quick
+
+
+def settings_only(row: dict[str, Any]) -> dict[str, Any]:
+    """The row as RabbitMQ 4.3 gives it with management_metrics_collection denied: settings, no counts, no rates."""
+    return {k: v for k, v in row.items() if k not in ("messages_ready", "messages_unacknowledged", "consumers",
+                                                      "message_stats")}
+
+
+def test_without_figures_a_flag_that_needs_them_is_cannot_tell_not_absent() -> None:
+    rows = [qf.row_from_api("b", settings_only(r), broker_version="4.3.6") for r in (
+        api_row("work", args={"x-dead-letter-exchange": "dlx"}),
+        api_row("dead"),
+        api_row("plain"),
+        api_row("qq", type_="quorum", args={"x-dead-letter-exchange": "dlx"}),
+        api_row("wait", args={"x-message-ttl": 1000, "x-dead-letter-exchange": "dlx"}),
+        api_row("s", type_="stream"))]
+    by_name = {r.queue: r for r in qf.flag_rows(rows, [bind("dlx", "dead")])}
+    assert all(not r.figures_known for r in rows)
+    assert {name: list(r.cannot_tell) for name, r in by_name.items()} == {
+        "work": ["clogged", "no-consumer"],  # it has a dead-letter exchange: no-dlx is ruled out by its settings
+        "dead": ["clogged", "no-dlx"],  # a DLQ is never no-consumer
+        "plain": ["clogged", "no-consumer", "no-dlx"],
+        "qq": ["clogged", "no-consumer", "at-limit"],  # 4.x: delivery limit 20
+        "wait": ["clogged"],  # a retry wait queue: neither no-consumer nor no-dlx
+        "s": [],  # streams only ever get dlq
+    }
+    assert list(by_name["dead"].flags) == ["dlq"]  # what needs no figures is still told
+    assert "statistics are off" in by_name["plain"].cannot_tell["clogged"]
+    assert by_name["plain"].to_json()["cannot_tell"] == by_name["plain"].cannot_tell
+
+
+def test_with_figures_nothing_is_cannot_tell() -> None:
+    [row] = qf.flag_rows([qf.row_from_api("b", api_row("plain", ready=1))], [])
+    assert row.figures_known and row.cannot_tell == {} and list(row.flags) == ["no-consumer"]
+
+
+def test_a_selection_keeps_what_it_cannot_rule_out() -> None:
+    from dlxtool.ops.queues import Selection
+
+    [blind] = qf.flag_rows([qf.row_from_api("b", settings_only(api_row("plain")))], [])
+    [seen] = qf.flag_rows([qf.row_from_api("b", api_row("seen", ready=1, consumers=1))], [])
+    assert Selection(flags=("clogged",)).keep(blind) and not Selection(flags=("clogged",)).keep(seen)
+    assert Selection(flags=("any",)).keep(blind)
+    assert Selection(min_messages=5).keep(blind) and not Selection(min_messages=5).keep(seen)

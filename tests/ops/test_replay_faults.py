@@ -145,7 +145,7 @@ def test_origin_full_with_reject_publish(broker, qname) -> None:
         ch.queue_delete(origins[0])
         # declared again with its dead-letter exchange: without one, its dead letters would stay (Routes.died_there)
         ch.queue_declare(origins[0], arguments={"x-max-length": 1000, "x-overflow": "reject-publish",
-                                                "x-dead-letter-exchange": f"{qname}.dlx"})
+                                                "x-dead-letter-exchange": f"{qname}.dlx"}, durable=True)
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))
     result = replay(conn, ReplaySettings(dlq), TransferOptions(prefetch=500, window=300), routes=broker.routes())
     conn.close()
@@ -168,7 +168,7 @@ def test_a_producer_filling_a_reject_publish_dlx_origin_mid_replay_leaves_no_sil
     with broker.channel() as ch:
         ch.queue_delete(origin)
         ch.queue_declare(origin, arguments={"x-max-length": room, "x-overflow": "reject-publish-dlx",
-                                            "x-dead-letter-exchange": f"{qname}.dlx"})
+                                            "x-dead-letter-exchange": f"{qname}.dlx"}, durable=True)
     mgmt = ManagementClient(broker.management_url, "guest", "guest")
     conn = pika.BlockingConnection(pika.URLParameters(broker.url))
     rooms = capacity.rooms(conn, mgmt, broker.vhost, 10, role="origin")

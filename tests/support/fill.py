@@ -33,7 +33,8 @@ def poison_at_head(broker: BrokerEnv, queue: str, poison: list[bytes], deaths: i
     from tests.support.retry_topologies import reject_all
 
     with broker.channel() as ch:
-        ch.queue_declare(queue, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": queue})
+        ch.queue_declare(queue, durable=True,
+                         arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": queue})
         for body in poison:
             ch.basic_publish("", queue, body, pika.BasicProperties(type="shop.Poison", message_id=body.decode()),
                              mandatory=True)

@@ -59,18 +59,18 @@ class Ladder:
         p = self.prefix
         ch.exchange_declare(self.exchange, "direct")
         ch.exchange_declare(f"{p}.retry", "headers")
-        ch.queue_declare(self.parking)
+        ch.queue_declare(self.parking, durable=True)
         work_args = {}
         if self.form == "b":
             ch.exchange_declare(f"{p}.park", "fanout")
             ch.queue_bind(self.parking, f"{p}.park")
             work_args = {"x-dead-letter-exchange": f"{p}.park"}
-        ch.queue_declare(self.work, arguments=work_args)
+        ch.queue_declare(self.work, arguments=work_args, durable=True)
         for key in KEYS:
             ch.queue_bind(self.work, self.exchange, key)
         for tier in range(1, RETRIES + 1):
             ch.queue_declare(self.wait_queue(tier), arguments={"x-message-ttl": self.ttl_ms,
-                                                               "x-dead-letter-exchange": self.exchange})
+                                                               "x-dead-letter-exchange": self.exchange}, durable=True)
             ch.queue_bind(self.wait_queue(tier), f"{p}.retry",
                           arguments={"x-match": "all", "retry-tier": str(tier)})
 

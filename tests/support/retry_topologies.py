@@ -32,7 +32,7 @@ def dead_letter_target(ch: Any, prefix: str) -> Topology:
     """A fanout DLX and its DLQ: everything dead-lettered to it lands in one queue (mixed origins)."""
     dlx, dlq = f"{prefix}.dlx", f"{prefix}.dlq"
     ch.exchange_declare(dlx, "fanout")
-    ch.queue_declare(dlq)
+    ch.queue_declare(dlq, durable=True)
     ch.queue_bind(dlq, dlx)
     return Topology(dlq, dlx)
 
@@ -66,7 +66,7 @@ def publish_bodies(ch: Any, bodies: Iterable[bytes], *, exchange: str = "", rout
 
 def reject_to_dlx(ch: Any, top: Topology, origin: str, bodies: list[bytes], **args: Any) -> None:
     """origin --reject--> DLX --> DLQ."""
-    ch.queue_declare(origin, arguments={"x-dead-letter-exchange": top.dlx, **args})
+    ch.queue_declare(origin, durable=True, arguments={"x-dead-letter-exchange": top.dlx, **args})
     publish_bodies(ch, bodies, routing_key=origin)
     reject_all(ch, origin, len(bodies))
 
@@ -75,7 +75,8 @@ def routing_key_override(ch: Any, top: Topology, origin: str, bodies: list[bytes
     """Published via a topic exchange; the DLX replaces the routing key with 'dead'."""
     exchange = f"{origin}.events"
     ch.exchange_declare(exchange, "topic")
-    ch.queue_declare(origin, arguments={"x-dead-letter-exchange": top.dlx, "x-dead-letter-routing-key": "dead"})
+    ch.queue_declare(origin, durable=True,
+                     arguments={"x-dead-letter-exchange": top.dlx, "x-dead-letter-routing-key": "dead"})
     ch.queue_bind(origin, exchange, "order.#")
     publish_bodies(ch, bodies, exchange=exchange, routing_key="order.created")
     reject_all(ch, origin, len(bodies))
@@ -87,8 +88,8 @@ def ttl_wait_loop(ch: Any, top: Topology, origin: str, bodies: list[bytes], loop
     application parks the message in the DLQ, copying the broker-made headers (a common recoverer)."""
     wait = f"{origin}.wait"
     ch.queue_declare(wait, arguments={"x-message-ttl": 20, "x-dead-letter-exchange": "",
-                                      "x-dead-letter-routing-key": origin})
-    ch.queue_declare(origin, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": wait})
+                                      "x-dead-letter-routing-key": origin}, durable=True)
+    ch.queue_declare(origin, durable=True, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": wait})
     publish_bodies(ch, bodies, routing_key=origin)
     for _ in range(loops):
         reject_all(ch, origin, len(bodies))  # -> wait -> (TTL) -> origin
@@ -120,4 +121,4 @@ def quorum_delivery_limit(ch: Any, top: Topology, origin: str, bodies: list[byte
             time.sleep(0.02)
             continue
         empty_polls = 0
-        ch.basic_nack(method.delivery_tag, requeue=True)
+        ch.basic_reject(method.delivery_tag, requeue=True)  # counted on every version (4.3: a nack is not)

@@ -42,13 +42,14 @@ def _take(ch: object, queue: str, timeout: float = 15.0) -> int:
 
 
 def _get_and_settle(ch: object, queue: str, *, requeue: bool) -> None:
-    ch.basic_nack(_take(ch, queue), requeue=requeue)  # type: ignore[attr-defined]
+    # a reject: a failure on every version (RabbitMQ 4.3 no longer counts a requeueing nack as a delivery attempt)
+    ch.basic_reject(_take(ch, queue), requeue=requeue)  # type: ignore[attr-defined]
 
 
 def _dlx_pair(ch: object, prefix: str, **work_args: object) -> Topology:
     dlx, dlq, work = f"{prefix}.dlx", f"{prefix}.dlq", f"{prefix}.work"
     ch.exchange_declare(dlx, "fanout")  # type: ignore[attr-defined]
-    ch.queue_declare(dlq)  # type: ignore[attr-defined]
+    ch.queue_declare(dlq, durable=True)  # type: ignore[attr-defined]
     ch.queue_bind(dlq, dlx)  # type: ignore[attr-defined]
     ch.queue_declare(work, durable=True, arguments={"x-dead-letter-exchange": dlx, **work_args})  # type: ignore
     return Topology(work=work, dlq=dlq, routing_key=work)
@@ -78,9 +79,9 @@ def ttl_retry_loop(broker: BrokerEnv, prefix: str, n: int = 2, cycles: int = 3) 
     with broker.channel() as ch:
         ch.exchange_declare(to_wait, "fanout")
         ch.exchange_declare(back, "fanout")
-        ch.queue_declare(dlq)
-        ch.queue_declare(work, arguments={"x-dead-letter-exchange": to_wait})
-        ch.queue_declare(wait, arguments={"x-dead-letter-exchange": back, "x-message-ttl": 30})
+        ch.queue_declare(dlq, durable=True)
+        ch.queue_declare(work, durable=True, arguments={"x-dead-letter-exchange": to_wait})
+        ch.queue_declare(wait, durable=True, arguments={"x-dead-letter-exchange": back, "x-message-ttl": 30})
         ch.queue_bind(wait, to_wait)
         ch.queue_bind(work, back)
         for i in range(n):
@@ -104,9 +105,10 @@ def routing_key_override(broker: BrokerEnv, prefix: str, n: int = 2) -> Topology
     with broker.channel() as ch:
         ch.exchange_declare(exchange, "direct")
         ch.exchange_declare(dlx, "direct")
-        ch.queue_declare(dlq)
+        ch.queue_declare(dlq, durable=True)
         ch.queue_bind(dlq, dlx, "parked")
-        ch.queue_declare(work, arguments={"x-dead-letter-exchange": dlx, "x-dead-letter-routing-key": "parked"})
+        ch.queue_declare(work, durable=True,
+                         arguments={"x-dead-letter-exchange": dlx, "x-dead-letter-routing-key": "parked"})
         ch.queue_bind(work, exchange, "order.placed")
         for i in range(n):
             ch.basic_publish(exchange, "order.placed", f"order {i}".encode(), _props(i), mandatory=True)
@@ -117,7 +119,7 @@ def routing_key_override(broker: BrokerEnv, prefix: str, n: int = 2) -> Topology
 
 
 def quorum_delivery_limit(broker: BrokerEnv, prefix: str, n: int = 2, limit: int = 1) -> Topology:
-    """(4) quorum queue with x-delivery-limit: a consumer that nacks with requeue until the broker
+    """(4) quorum queue with x-delivery-limit: a consumer that rejects with requeue until the broker
     dead-letters the message with reason delivery_limit."""
     with broker.channel() as ch:
         topo = _dlx_pair(ch, prefix, **{"x-queue-type": "quorum", "x-delivery-limit": limit})

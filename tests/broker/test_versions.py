@@ -1,0 +1,420 @@
+"""The version table (dlxtool/broker/versions.py), fact by fact, measured on the broker under test.
+
+scripts/test runs these on RabbitMQ 3.10.8, 4.0.5 and 4.3.6 (and on whatever node DLXTOOL_TEST_AMQP_PORT names):
+each test measures what the broker does and compares it with what the table says for the version the broker gave
+in connection.start — never with a version written into the test. A broker that behaves otherwise than its row
+fails here, so the table cannot drift from the brokers dlxtool is tested on.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+from urllib.parse import quote
+
+import pika
+import pika.exceptions as pe
+import pytest
+
+from dlxtool.broker import versions
+from dlxtool.broker.management import queue_info
+from dlxtool.errors import DlxtoolError
+
+pytestmark = pytest.mark.broker
+
+
+def _connect(broker) -> pika.BlockingConnection:
+    return pika.BlockingConnection(pika.URLParameters(broker.url))
+
+
+@pytest.fixture
+def row(broker) -> versions.Behaviour:
+    """The table's row for the broker under test, by the version it gives in connection.start."""
+    conn = _connect(broker)
+    try:
+        version = versions.server_version(conn)
+    finally:
+        conn.close()
+    assert version is not None and str(version) == broker.version.split("-")[0]  # the API says the same
+    return versions.behaviour(version)
+
+
+def _quorum(broker, queue: str, bodies: list[bytes], **args: Any) -> None:
+    with broker.channel() as ch:
+        ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum", **args})
+    broker.publish(queue, bodies, properties=pika.BasicProperties(delivery_mode=2))
+
+
+def _give_back_head(conn: pika.BlockingConnection, queue: str, how: str) -> dict[str, Any] | None:
+    """Take the head of `queue` unacked and give it back by `how` (versions.GIVE_BACKS); its headers as delivered,
+    None when the queue had nothing."""
+    ch = conn.channel()
+    if how == "cancel":
+        got: list[Any] = []
+        ch.basic_qos(prefetch_count=1)
+        tag = ch.basic_consume(queue, lambda _c, _m, props, _b: got.append(props))
+        deadline = time.monotonic() + 5
+        while not got and time.monotonic() < deadline:
+            conn.process_data_events(0.05)
+        ch.basic_cancel(tag)
+        ch.close()
+        return dict(got[0].headers or {}) if got else None
+    method, props, _body = ch.basic_get(queue, auto_ack=False)
+    if method is None:
+        ch.close()
+        return None
+    if how == "nack":
+        ch.basic_nack(method.delivery_tag, multiple=True, requeue=True)
+    elif how == "reject":
+        ch.basic_reject(method.delivery_tag, requeue=True)
+    ch.close()  # "close": the channel closes with the message held
+    return dict(props.headers or {})
+
+
+def _settled(broker, queue: str, expected: int) -> None:
+    """A quorum queue applies returns after the channel closed: wait until it counts them ready again."""
+    assert broker.wait_depth(queue, expected) == expected
+
+
+def _deliveries_until_gone(broker, queue: str, cap: int = 25) -> int:
+    """Deliveries of a queue's one message, each given back by a channel close (counted on every version), until the
+    queue has none; `cap` when it was still there after that many."""
+    conn = _connect(broker)
+    delivered = 0
+    try:
+        while delivered < cap:
+            if _give_back_head(conn, queue, "close") is None:
+                time.sleep(0.3)  # a return still being applied reads as an empty queue
+                if _give_back_head(conn, queue, "close") is None:
+                    break
+            delivered += 1
+    finally:
+        conn.close()
+    return delivered
+
+
+# -- quorum give-backs -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", versions.GIVE_BACKS)
+def test_which_give_backs_count_a_delivery_attempt(broker, qname, row, how) -> None:
+    """Three give-backs of the head of a quorum queue with a limit (10): x-delivery-count reads 3 where `how`
+    counts, and stays as on a first delivery where it does not (4.3's nack); the head stays the head either way;
+    x-acquired-count (4.3) counts every give-back."""
+    _quorum(broker, qname, [b"m0", b"m1", b"m2"], **{"x-delivery-limit": 10})
+    conn = _connect(broker)
+    try:
+        seen = []
+        for _ in range(3):
+            seen.append(_give_back_head(conn, qname, how))
+            _settled(broker, qname, 3)
+    finally:
+        conn.close()
+    first = seen[0] or {}
+    assert ("x-delivery-count" in first) == (row.first_delivery_count_header and how != "cancel")
+    after = [(body, dict(props.headers or {})) for _m, props, body in broker.drain(qname)]
+    assert [body for body, _h in after] == [b"m0", b"m1", b"m2"]
+    head = after[0][1]
+    counted = versions.quorum_give_back_counts(broker.version, how)
+    assert counted == (how in row.quorum_counted)
+    assert head.get("x-delivery-count", 0) == (3 if counted else 0), head
+    assert head.get("x-acquired-count") == (3 if row.acquired_count_header else None), head
+    untouched = after[1][1]
+    assert untouched.get("x-delivery-count") == (0 if row.first_delivery_count_header else None)
+    assert "x-acquired-count" not in untouched
+
+
+def _get_all_and_nack_in_chunks(broker, queue: str, n: int, chunk: int = 32) -> list[bytes]:
+    """basic.get `n` messages, then nack them `chunk` at a time, each chunk applied before the next (the
+    passive-declare consumer count drops by it: each basic.get is a consumer of its own until it comes back)."""
+    conn = _connect(broker)
+    try:
+        ch = conn.channel()
+        tags, bodies = [], []
+        for _ in range(n):
+            method, _props, body = ch.basic_get(queue, auto_ack=False)
+            tags.append(method.delivery_tag)
+            bodies.append(body)
+        for start in range(0, n, chunk):
+            end = min(start + chunk, n)
+            ch.basic_nack(tags[end - 1], multiple=True, requeue=True)
+            deadline = time.monotonic() + 10
+            while ch.queue_declare(queue, passive=True).method.consumer_count > n - end:
+                assert time.monotonic() < deadline, "the queue did not apply the nacks"
+                time.sleep(0.005)
+        ch.close()
+        return bodies
+    finally:
+        conn.close()
+
+
+def test_nacks_32_at_a_time_keep_a_limited_queues_order(broker, qname, row) -> None:
+    """80 messages read with basic.get and nacked 32 at a time (a peek's give-back): in order on every version;
+    each one counted where the table says nacks count (3.10, 4.0), none on 4.3."""
+    bodies = [str(i).encode() for i in range(80)]
+    _quorum(broker, qname, bodies, **{"x-delivery-limit": 10})
+    assert _get_all_and_nack_in_chunks(broker, qname, 80) == bodies
+    _settled(broker, qname, 80)
+    after = broker.drain(qname)
+    assert [body for _m, _p, body in after] == bodies
+    counts = {(props.headers or {}).get("x-delivery-count", 0) for _m, props, _b in after}
+    assert counts == {1 if "nack" in row.quorum_counted else 0}
+
+
+@pytest.mark.parametrize("limited", [False, True])
+def test_where_a_nacked_message_goes(broker, qname, row, limited) -> None:
+    """The head nacked back: to the back of a quorum queue with no limit in effect (3.x without one, 4.0 with -1),
+    in place with one; in place either way on 4.3."""
+    args = {"x-delivery-limit": 5} if limited else broker.quorum_without_limit()
+    args.pop("x-queue-type", None)
+    _quorum(broker, qname, [b"0", b"1", b"2"], **args)
+    limit = versions.effective_delivery_limit(broker.version, args.get("x-delivery-limit"), None)
+    assert (limit is None) == (not limited)
+    conn = _connect(broker)
+    try:
+        _give_back_head(conn, qname, "nack")
+    finally:
+        conn.close()
+    _settled(broker, qname, 3)
+    order = [body for _m, _p, body in broker.drain(qname)]
+    to_back = versions.quorum_nack_to_back(broker.version, limit)
+    assert to_back == (not limited and row.quorum_unlimited_nack_to_back)
+    assert order == ([b"1", b"2", b"0"] if to_back else [b"0", b"1", b"2"])
+
+
+# -- delivery limits -------------------------------------------------------------------------------------------
+
+
+def test_default_delivery_limit(broker, qname, row) -> None:
+    """A quorum queue declared without a limit: the message survives default_delivery_limit counted returns
+    (channel closes) and is gone at the next; with no default it survives them all."""
+    _quorum(broker, qname, [b"only"])
+    deliveries = _deliveries_until_gone(broker, qname)
+    default = versions.default_delivery_limit(broker.version)
+    assert default == row.default_delivery_limit
+    assert deliveries == (25 if default is None else default + 1)
+    info = broker.mgmt.queue(broker.vhost, qname)
+    assert info.delivery_limit == default
+
+
+@pytest.mark.parametrize("argument, policy", [(-1, None), (-1, 7), (5, -1), (10, 2), (3, 7), (-1, -1)])
+def test_effective_delivery_limit_of_argument_and_policy(broker, qname, row, argument, policy) -> None:
+    """The limit in effect from x-delivery-limit and a policy's delivery-limit, as the table resolves it
+    (effective_delivery_limit), against the returns the message really survives; and what dlxtool reads through
+    the management API (QueueInfo.delivery_limit, from 4.3's own `delivery_limit` where it reports one)."""
+    if policy is not None:
+        try:
+            broker.mgmt.request("PUT", f"policies/{quote(broker.vhost, safe='')}/{qname}",
+                                {"pattern": f"^{qname}$", "definition": {"delivery-limit": policy},
+                                 "apply-to": "queues", "priority": 5})
+        except DlxtoolError as exc:  # 3.10 validates a policy's delivery-limit: not below 0
+            assert policy < 0 and not row.negative_delivery_limit_is_off and "400" in exc.message
+            return
+    try:
+        _quorum(broker, qname, [b"only"], **{"x-delivery-limit": argument})
+        limit = versions.effective_delivery_limit(broker.version, argument, policy)
+        deadline = time.monotonic() + 15
+        info = broker.mgmt.queue(broker.vhost, qname)
+        while policy is not None and info.policy != qname and time.monotonic() < deadline:
+            time.sleep(0.3)  # the API shows a new queue's policy with its first statistics sample
+            info = broker.mgmt.queue(broker.vhost, qname)
+        assert info.delivery_limit == limit
+        reported, from_api = versions.api_delivery_limit(broker.version, info.raw)
+        if info.figures_known:  # sampled: 4.x rows have the limit in effect then
+            assert reported == row.api_reports_delivery_limit
+        assert not reported or from_api == limit
+        deliveries = _deliveries_until_gone(broker, qname)
+        assert deliveries == (25 if limit is None else limit + 1)
+        both = [v for v in (argument, policy) if v is not None]
+        assert (limit is None) == (row.negative_delivery_limit_is_off and max(both) < 0)
+    finally:
+        if policy is not None:
+            broker.mgmt.request("DELETE", f"policies/{quote(broker.vhost, safe='')}/{qname}")
+
+
+# -- dead-lettering -------------------------------------------------------------------------------------------
+
+
+def test_an_application_republished_dead_letter_and_its_x_death(broker, qname, row) -> None:
+    """An app takes a dead letter from the DLQ and republishes it with the headers it received, three rounds: 3.10
+    counts on (x-death count 3), 4.x restarts x-death at each death of a client-published one (count 1) and writes
+    x-last-death-*. dlxtool.deaths reads x-last-death-* as "this broker restarts x-death"."""
+    work, dlq = f"{qname}.work", f"{qname}.dlq"
+    with broker.channel() as ch:
+        ch.queue_declare(dlq, durable=True)
+        ch.queue_declare(work, durable=True, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+        ch.basic_publish("", work, b"poison", pika.BasicProperties(message_id="p"), mandatory=True)
+        for done in range(3):
+            method = _wait_get(ch, work)[0]
+            ch.basic_reject(method.delivery_tag, requeue=False)
+            dead, props, body = _wait_get(ch, dlq)
+            if done < 2:
+                ch.basic_publish("", work, body, pika.BasicProperties(message_id="p", headers=dict(props.headers)),
+                                 mandatory=True)
+            ch.basic_ack(dead.delivery_tag)
+    headers = dict(props.headers)
+    assert [d["count"] for d in headers["x-death"]] == [1 if row.x_death_restarts_on_republish else 3]
+    assert any(k.startswith("x-last-death-") for k in headers) == row.writes_x_last_death
+
+
+def _wait_get(ch: Any, queue: str) -> tuple[Any, Any, bytes]:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        method, props, body = ch.basic_get(queue, auto_ack=False)
+        if method is not None:
+            return method, props, body
+        time.sleep(0.02)
+    raise AssertionError(f"nothing came to {queue}")
+
+
+# -- the AMQP type probe -----------------------------------------------------------------------------------------
+
+
+def test_a_stream_offset_consumer_tells_the_type_and_changes_nothing(broker, qname, row) -> None:
+    """dlxtool.broker.queues.probe_type: classic and quorum refuse an x-stream-offset consumer naming their type
+    (versions.STREAM_OFFSET_REFUSAL) before delivering anything; a stream takes it. The queues are as they were:
+    a quorum queue with delivery limit 1 still has its messages, none redelivered, none counted."""
+    from dlxtool.broker.queues import probe_type
+    from dlxtool.config import BrokerProfile
+
+    with broker.channel() as ch:
+        ch.queue_declare(f"{qname}.c", durable=True)
+        ch.queue_declare(f"{qname}.q", durable=True, arguments={"x-queue-type": "quorum", "x-delivery-limit": 1})
+        ch.queue_declare(f"{qname}.s", durable=True, arguments={"x-queue-type": "stream"})
+    for kind in "cqs":
+        broker.publish(f"{qname}.{kind}", [b"a", b"b"], properties=pika.BasicProperties(delivery_mode=2))
+    profile = BrokerProfile(name="t", urls=(broker.url,), vhost=broker.vhost)
+    conn = _connect(broker)
+    try:
+        for kind, expected in (("c", "classic"), ("q", "quorum"), ("s", "stream")):
+            for _ in range(3):
+                assert probe_type(profile, f"{qname}.{kind}", conn=conn, timeout=20) == expected
+        assert conn.is_open  # a refusal closes the probe's channel only
+        assert probe_type(profile, f"{qname}.c") == "classic"  # on a connection of its own
+        ch = conn.channel()
+        with pytest.raises(pe.ChannelClosedByBroker) as refused:
+            ch.basic_qos(prefetch_count=1)
+            ch.basic_consume(f"{qname}.q", lambda *_: None, arguments={"x-stream-offset": "next"})
+        assert versions.type_from_refusal(refused.value.reply_text) == "quorum"
+    finally:
+        conn.close()
+    for kind in "cq":
+        after = broker.drain(f"{qname}.{kind}")
+        first = {"x-delivery-count": 0} if kind == "q" and row.first_delivery_count_header else None
+        assert [(body, m.redelivered, props.headers) for m, props, body in after] == [(b"a", False, first),
+                                                                                       (b"b", False, first)]
+
+
+# -- deprecated features and the management API --------------------------------------------------------------
+
+
+def _deprecated_features(broker) -> Any:
+    try:
+        return broker.mgmt.get("deprecated-features")
+    except DlxtoolError:  # 3.10: no such endpoint (406)
+        return None
+
+
+def test_what_the_broker_says_of_its_deprecated_features(broker, row) -> None:
+    listed = _deprecated_features(broker)
+    assert (listed is not None) == row.deprecated_features_listed
+    if listed is None:
+        return
+    names = {item["name"] for item in listed}
+    assert set(versions.AVOIDED_DEPRECATED_FEATURES) | {versions.METRICS_FEATURE} <= names
+    assert all(("state" in item) == row.deprecated_feature_state for item in listed)
+
+
+def test_a_transient_non_exclusive_queue_where_the_broker_denies_it(broker, qname) -> None:
+    """transient_nonexcl_queues: where /api/deprecated-features says "denied" (the dev-broker's 4.3 node), a
+    queue.declare durable=false exclusive=false closes the connection (541); elsewhere it is declared. dlxtool never
+    declares one (tests/support/deprecated.py)."""
+    denied = versions.feature_denied(_deprecated_features(broker), "transient_nonexcl_queues")
+    conn = _connect(broker)
+    try:
+        ch = conn.channel()
+        if denied:
+            with pytest.raises(pe.ConnectionClosedByBroker) as closed:
+                ch.queue_declare(f"{qname}.transient", durable=False)
+            assert closed.value.reply_code == 541 and "transient_nonexcl_queues" in closed.value.reply_text
+        else:
+            ch.queue_declare(f"{qname}.transient", durable=False)
+            ch.queue_delete(f"{qname}.transient")
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
+def test_global_qos_on_a_quorum_queue(broker, qname, row) -> None:
+    """basic.qos(global=true) and a consumer on a (empty) quorum queue: 540 NOT_IMPLEMENTED, closing the connection,
+    on 3.10 and 4.0; accepted on 4.3.6 even with global_qos denied. Nothing to build on: dlxtool sends neither."""
+    _quorum(broker, qname, [])
+    conn = _connect(broker)
+    try:
+        ch = conn.channel()
+        ch.basic_qos(prefetch_count=1, global_qos=True)
+        try:
+            tag = ch.basic_consume(qname, lambda *_: None)
+        except pe.ConnectionClosedByBroker as exc:
+            assert exc.reply_code == 540 and "global qos" in exc.reply_text
+            refused = True
+        else:
+            ch.basic_cancel(tag)
+            refused = False
+        assert refused == row.global_qos_refused_on_quorum
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
+@pytest.mark.metrics
+def test_what_the_management_api_has_without_statistics(broker, qname, row) -> None:
+    """With statistics (metrics collection permitted; /api/overview disable_stats false) a queue row gets its
+    counts within a sample or two, and the API lists our connection; with them off (management_metrics_collection
+    denied: 4.3) rows never have counts and the connection list is empty. A row asked for with disable_stats=true
+    has its policy on 4.3 only (api_policy_without_stats)."""
+    off = versions.stats_disabled(broker.mgmt.overview())
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True)
+    broker.publish(qname, [b"x"])
+    name = f"dlxtool-facts-{uuid.uuid4().hex[:8]}"
+    params = pika.URLParameters(broker.url)
+    params.client_properties = {"connection_name": name}
+    conn = pika.BlockingConnection(params)
+    try:
+        deadline = time.monotonic() + (6 if off else 20)
+        info = queue_info(broker.mgmt.get(f"queues/{quote(broker.vhost, safe='')}/{quote(qname, safe='')}"))
+        listed = False
+        while time.monotonic() < deadline and not (info.figures_known and listed):
+            time.sleep(0.5)
+            info = queue_info(broker.mgmt.get(f"queues/{quote(broker.vhost, safe='')}/{quote(qname, safe='')}"))
+            listed = any(c.get("client_properties", {}).get("connection_name") == name
+                         for c in broker.mgmt.get("connections", columns="client_properties.connection_name"))
+        assert info.figures_known == (not off) and listed == (not off)
+        assert off or info.messages_ready == 1
+    finally:
+        conn.close()
+    bare = broker.mgmt.get(f"queues/{quote(broker.vhost, safe='')}", disable_stats="true")
+    [item] = [q for q in bare if q["name"] == qname]
+    assert ("effective_policy_definition" in item) == row.api_policy_without_stats
+
+
+def test_the_api_s_answer_for_a_vhost_the_user_may_not_use(broker, qname, row) -> None:
+    """A user without permissions on the vhost asks the API for one of its queues (one that exists): 401 "not
+    authorised" on 3.10 and 4.0, 404 on 4.3."""
+    from dlxtool.broker.management import ManagementClient
+
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True)
+    name = f"dlx-{uuid.uuid4().hex[:8]}"
+    broker.mgmt.request("PUT", f"users/{name}", {"password": "pw", "tags": "management"})
+    try:
+        client = ManagementClient(broker.management_url, name, "pw", timeout=10)
+        with pytest.raises(DlxtoolError) as refused:
+            client.get(f"queues/{quote(broker.vhost, safe='')}/{quote(qname, safe='')}")
+    finally:
+        broker.mgmt.request("DELETE", f"users/{name}")
+    said = refused.value.message
+    assert ("not found" in said) == row.api_404_for_a_vhost_not_permitted
+    assert ("not authorised for that virtual host" in said) == (not row.api_404_for_a_vhost_not_permitted)
