@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import click
@@ -114,8 +115,13 @@ def queues(app: App, flags: tuple[str, ...], match: str | None, min_messages: in
         render(app, snapshot, None, selection, fmt, show_broker=all_brokers)
     else:
         previous = None
+        last_known: dict[Any, tuple[int, datetime]] = {}  # a queue's depth when last told, for when it is not
         for snapshot in snapshots(take, watch, watch_count):
-            render(app, snapshot, previous, selection, fmt, show_broker=all_brokers, watch=watch)
+            for row in snapshot.rows:
+                if row.figures_known:
+                    last_known[row.key] = (row.ready, snapshot.taken_at)
+            render(app, snapshot, previous, selection, fmt, show_broker=all_brokers, watch=watch,
+                   last_known=last_known)
             previous = snapshot
     _exit_status(snapshot)
 
@@ -142,11 +148,13 @@ def _exit_status(snapshot: Snapshot) -> None:
 
 
 def render(app: App, snapshot: Snapshot, previous: Snapshot | None, selection: Selection, fmt: str, *,
-           show_broker: bool, watch: float | None = None) -> None:
+           show_broker: bool, watch: float | None = None,
+           last_known: dict[Any, tuple[int, datetime]] | None = None) -> None:
     rows = selection.apply(snapshot.rows)
     changes = deltas(previous, snapshot)
+    last_known = last_known or {}
     if fmt != "table":
-        app.emit_json(_json_rows(snapshot, rows, changes, watch is not None), fmt)
+        app.emit_json(_json_rows(snapshot, rows, changes, watch is not None, last_known), fmt)
         _warn_failures(app, snapshot)
         return
     on_terminal = watch is not None and app.stdout_is_tty()
@@ -159,10 +167,12 @@ def render(app: App, snapshot: Snapshot, previous: Snapshot | None, selection: S
                   f"{' · Ctrl-C to stop' if on_terminal else ''}\n")
     from dlxtool.render import write_table
 
+    # A cluster: where each queue lives (a quorum queue's leader), so that a node down reads at a glance
+    show_node = any(len(r.nodes or {}) > 1 for r in snapshot.results)
     headers = (["broker"] if show_broker else []) + [
-        "vhost", "queue", "type", "ready", "unacked", "cons", "pub/s", "dlv/s", "ack/s", "redlv/s",
-        "dead-letter", "flags"]
-    table = [_table_row(row, changes.get(row.key), show_broker) for row in rows]
+        "vhost", "queue", "type", *(["node"] if show_node else []), "ready", "unacked", "cons", "pub/s", "dlv/s",
+        "ack/s", "redlv/s", "dead-letter", "flags"]
+    table = [_table_row(row, changes.get(row.key), show_broker, last_known.get(row.key), show_node) for row in rows]
     table += [_failure_row(r, len(headers), show_broker) for r in snapshot.failures]
     if table:
         write_table(table, headers, out, styles={len(headers) - 1: lambda cell: style_flags(app, cell)})
@@ -171,7 +181,7 @@ def render(app: App, snapshot: Snapshot, previous: Snapshot | None, selection: S
     if on_terminal:  # warnings on stderr would be wiped by the next refresh: keep them on screen
         for r in snapshot.failures:
             out.write(f"{r.broker}: {r.error.message if r.error else ''}\n")
-        for line in _without_figures(snapshot):
+        for line in [*_nodes_down(snapshot), *_without_figures(snapshot)]:
             out.write(line + "\n")
         out.flush()
     else:
@@ -187,7 +197,7 @@ def render(app: App, snapshot: Snapshot, previous: Snapshot | None, selection: S
 
 
 # What needs a human now is red; what is worth a look is yellow.
-FLAG_COLORS = {"clogged": "red", "no-dlx": "red", "at-limit": "red", "error": "red",
+FLAG_COLORS = {"unavailable": "red", "clogged": "red", "no-dlx": "red", "at-limit": "red", "error": "red",
                "dlq": "yellow", "no-consumer": "yellow"}
 
 
@@ -202,15 +212,30 @@ def style_flags(app: App, cell: str) -> str:
 def _warn_failures(app: App, snapshot: Snapshot) -> None:
     for r in snapshot.failures:
         app.warn(f"broker {r.broker!r} not surveyed: {r.error.message if r.error else 'unknown error'}")
+    for line in _nodes_down(snapshot):
+        app.warn(line)
     for line in _without_figures(snapshot):
         app.warn(line)
+
+
+def _nodes_down(snapshot: Snapshot) -> list[str]:
+    """One line per broker with nodes down: which, and that their queues' messages are not lost but out of reach."""
+    lines = []
+    for result in snapshot.results:
+        down = result.down_nodes
+        if down:
+            running = len(result.nodes or {}) - len(down)
+            lines.append(f"broker {result.broker!r}: node(s) {', '.join(down)} down ({running} of "
+                         f"{len(result.nodes or {})} running): the queues that live there are flagged unavailable "
+                         "(their messages are not lost; their depth is unknown until the node is back)")
+    return lines
 
 
 def _without_figures(snapshot: Snapshot) -> list[str]:
     """One line per broker with queues the API has no counts or rates for: what the table cannot tell there."""
     lines = []
     for result in snapshot.results:
-        blind = [row for row in result.rows if not row.figures_known]
+        blind = [row for row in result.rows if not row.figures_known and "unavailable" not in row.flags]
         if blind:
             lines.append(f"broker {result.broker!r}: the management API has no counts or rates for {len(blind)} of "
                          f"{len(result.rows)} queues ({qf.NO_FIGURES_WHY}): their counts show as ?, and the flags "
@@ -219,13 +244,16 @@ def _without_figures(snapshot: Snapshot) -> list[str]:
 
 
 def _json_rows(snapshot: Snapshot, rows: list[qf.QueueRow], changes: dict[Any, dict[str, int | None]],
-               watch: bool) -> list[dict[str, Any]]:
+               watch: bool, last_known: dict[Any, tuple[int, datetime]]) -> list[dict[str, Any]]:
     out = []
     for row in rows:
         item = row.to_json()
         if watch:
             item["time"] = snapshot.taken_at.isoformat()
             item["delta"] = changes.get(row.key)
+            seen = last_known.get(row.key)
+            if not row.figures_known and seen is not None:
+                item["last_known"] = {"ready": seen[0], "at": seen[1].isoformat()}
         out.append(item)
     for r in snapshot.failures:
         item = r.error_json()
@@ -235,17 +263,21 @@ def _json_rows(snapshot: Snapshot, rows: list[qf.QueueRow], changes: dict[Any, d
     return out
 
 
-def _table_row(row: qf.QueueRow, change: dict[str, int | None] | None, show_broker: bool) -> list[str]:
+def _table_row(row: qf.QueueRow, change: dict[str, int | None] | None, show_broker: bool,
+               seen: tuple[int, datetime] | None = None, show_node: bool = False) -> list[str]:
     change = change or {}
     r = row.rates
     flags = ",".join([*row.flags, *(f"?{f}" for f in row.cannot_tell)])
     if not row.figures_known:  # no sample: "?" where a 0 would claim to know
         counts = ["?"] * 7
+        if seen is not None:  # --watch: the depth when it was last told, dated
+            counts[0] = f"? (was {seen[0]} at {seen[1].astimezone().strftime('%H:%M:%S')})"
     else:
         counts = [_with_delta(row.ready, change.get("ready")), _with_delta(row.unacked, change.get("unacked")),
                   _with_delta(row.consumers, change.get("consumers")),
                   *(qf.format_rate(v) for v in (r.publish, r.deliver, r.ack, r.redeliver))]
-    cells = [row.vhost, row.queue, row.type, *counts, _dead_letter(row), flags]
+    cells = [row.vhost, row.queue, row.type, *([row.node or "?"] if show_node else []), *counts, _dead_letter(row),
+             flags]
     return ([row.broker] if show_broker else []) + cells
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from dlxtool.broker.management import default_delivery_limit, queue_info
 
-FLAGS = ("dlq", "clogged", "no-consumer", "no-dlx", "at-limit")
+FLAGS = ("unavailable", "dlq", "clogged", "no-consumer", "no-dlx", "at-limit")
 
 # A rate at or above this (events/s) counts as "happening": one event per 10 s. The API's rates are
 # averages over the last 5 s sample, so one redelivery in that window already reads 0.2/s.
@@ -99,6 +99,9 @@ class QueueRow:
     flags: dict[str, str] = field(default_factory=dict)  # flag -> reason, in FLAGS order
     figures_known: bool = True  # the API gave counts and rates (not: statistics off, or no sample yet)
     cannot_tell: dict[str, str] = field(default_factory=dict)  # flag -> why it cannot be told, in FLAGS order
+    node: str | None = None   # the node it lives on (a quorum queue: its leader, as the API last knew it)
+    state: str | None = None  # the API's: running, down (its node is), minority …
+    node_down: bool = False   # its node is not running (the cluster's node list: survey_broker)
 
     @property
     def messages(self) -> int:
@@ -119,6 +122,7 @@ class QueueRow:
             "dead_letter_routing_key": self.dead_letter_routing_key,
             "dead_letter_source": self.dead_letter_source,
             "delivery_limit": self.delivery_limit, "message_ttl": self.message_ttl, "policy": self.policy,
+            "node": self.node, "state": self.state,
             "flags": list(self.flags), "reasons": dict(self.flags),
             "figures_known": self.figures_known, "cannot_tell": dict(self.cannot_tell),
         }
@@ -146,6 +150,7 @@ def _row_with_settings(broker: str, raw: Mapping[str, Any], broker_version: str 
         message_ttl=_int(info.setting("message-ttl")),
         policy=info.policy,
         figures_known=info.figures_known,
+        node=_text(raw.get("leader") or raw.get("node")), state=_text(raw.get("state")),
     )
 
 
@@ -160,6 +165,8 @@ def _row_without_settings(broker: str, raw: Mapping[str, Any], broker_version: s
         dead_letter_exchange=None, dead_letter_routing_key=None, dead_letter_source={},
         delivery_limit=default_delivery_limit(broker_version) if kind == "quorum" else None,
         message_ttl=None, policy=raw.get("policy") or None,
+        figures_known="messages_ready" in raw and "consumers" in raw,
+        node=_text(raw.get("leader") or raw.get("node")), state=_text(raw.get("state")),
     )
 
 
@@ -236,7 +243,8 @@ def flag_rows(rows: list[QueueRow], bindings: Iterable[Mapping[str, Any]]) -> li
     targets = dead_letter_targets(rows, bindings)
     for row in rows:
         row.flags = queue_flags(row, targets.get((row.vhost, row.queue)))
-        row.cannot_tell = flags_not_told(row, targets.get((row.vhost, row.queue)))
+        if "unavailable" not in row.flags:  # its node down: that is what it is, not flags that cannot be told
+            row.cannot_tell = flags_not_told(row, targets.get((row.vhost, row.queue)))
     return rows
 
 
@@ -263,6 +271,9 @@ def queue_flags(row: QueueRow, dead_letter_sources: list[str] | None = None) -> 
     """flag -> reason for one queue; `dead_letter_sources` are the queues that dead-letter into it."""
     flags: dict[str, str] = {}
     r = row.rates
+    if row.state == "down" or row.node_down:
+        flags["unavailable"] = (f"its node {row.node or '?'} is down: its depth is unknown; its messages are not "
+                                "lost, but cannot be reached until the node is back")
     if dead_letter_sources:
         flags["dlq"] = "receives dead letters from " + ", ".join(sorted(dead_letter_sources))
     if row.type == "stream":  # streams keep messages for every reader and never dead-letter

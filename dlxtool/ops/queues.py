@@ -32,13 +32,13 @@ from typing import Any
 
 from dlxtool.broker.management import ManagementClient, is_probe_queue
 from dlxtool.config import BrokerProfile
-from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError
+from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError
 from dlxtool.ops.queue_flags import FLAGS, QueueRow, flag_rows, is_wait_queue, row_from_api
 
 # What rows are made of (queue_flags.row_from_api); the rates are read from message_stats (Rates.from_message_stats).
 # Listing one vhost: without "vhost" (the one asked for), QUEUE_COLUMNS_ALL_VHOSTS with it.
 QUEUE_COLUMNS = ["name", "type", "messages_ready", "messages_unacknowledged", "consumers", "arguments", "policy",
-                 "effective_policy_definition", "message_stats"]
+                 "effective_policy_definition", "message_stats", "node", "leader", "state"]
 QUEUE_COLUMNS_ALL_VHOSTS = ["vhost", *QUEUE_COLUMNS]
 BINDING_COLUMNS = ["vhost", "source", "destination", "destination_type"]
 # Past this many exchanges to ask for bindings one by one, the vhost's whole binding listing is read instead.
@@ -72,6 +72,11 @@ class BrokerResult:
     management_url: str | None
     rows: list[QueueRow] = field(default_factory=list)
     error: DlxtoolError | None = None
+    nodes: dict[str, bool] | None = None  # the cluster's nodes and whether each runs (None: the API would not say)
+
+    @property
+    def down_nodes(self) -> list[str]:
+        return sorted(name for name, running in (self.nodes or {}).items() if not running)
 
     def error_json(self) -> dict[str, Any]:
         return {"broker": self.broker, "management_url": self.management_url,
@@ -184,10 +189,26 @@ def survey_broker(profile: BrokerProfile, vhost: str | None,
             verify(profile, client)
         version = client.version()
         rows = [row_from_api(profile.name, item, broker_version=version) for item in _queues(client, profile, vhost)]
+        result.nodes = _nodes(client)
+        down = {name for name, running in (result.nodes or {}).items() if not running}
+        for row in rows:
+            row.node_down = row.node in down
         result.rows = flag_rows(rows, dead_letter_bindings(client, rows, vhost))
     except DlxtoolError as exc:
         result.error = exc
     return result
+
+
+def _nodes(client: ManagementClient) -> dict[str, bool] | None:
+    """node name -> running, from /api/nodes (one short request); None where the user may not read it (it needs the
+    monitoring tag): a queue's own `state` still says when its node is down."""
+    try:
+        rows = client.get("nodes", columns="name,running")
+    except ManagementMismatch:
+        raise
+    except DlxtoolError:
+        return None
+    return {str(r.get("name")): bool(r.get("running")) for r in rows or [] if isinstance(r, dict)}
 
 
 def _listing_timeout(profile: BrokerProfile) -> float:

@@ -295,3 +295,25 @@ def test_the_connected_node_stopped_mid_purge_backup_loses_nothing(run, cluster,
     assert all(saved[b] + in_dlq[b] >= 1 for b in sent), "a message was lost"
     summary = json.loads(first.stdout)
     assert sum((saved + in_dlq).values()) - 600 <= summary["possible_duplicates"]
+
+
+def test_queues_marks_a_node_down_and_the_queues_that_live_there(run, cluster, qname) -> None:
+    """Issue 27: with c2 stopped, `queues` listed its queue with 0 messages and no flag, exit 0."""
+    c1, c2 = cluster.env("c1"), cluster.env("c2")
+    dlq, _work = dead_letters(c2, qname, 7)
+    c1_api = f"http://localhost:{cluster.members['c1'].http_port}/"
+    args = ("queues", "--url", c1.url, "--management-url", c1_api)
+    cluster.wait("the API's first sample of the queue", lambda: (cluster.queue_row(dlq) or {}).get("messages") == 7)
+    before = run(*args, "--format", "json", env={})
+    [row] = [r for r in json.loads(before.stdout) if r["queue"] == dlq]
+    assert row["ready"] == 7 and row["node"] == "dlxtool-c2@localhost" and "unavailable" not in row["flags"]
+    with cluster.member_down("c2"):
+        result = run(*args, "--format", "json", env={})
+        assert result.exit_code == 0, result.stderr
+        [row] = [r for r in json.loads(result.stdout) if r["queue"] == dlq]
+        assert row["flags"][0] == "unavailable" and row["ready"] is None and row["messages"] is None
+        assert "dlxtool-c2@localhost" in row["reasons"]["unavailable"] and "not lost" in row["reasons"]["unavailable"]
+        assert "node(s) dlxtool-c2@localhost down (2 of 3 running)" in result.stderr
+        table = run(*args, "--format", "table", env={})
+        [line] = [ln for ln in table.stdout.splitlines() if dlq in ln]
+        assert "dlxtool-c2@localhost" in line and "unavailable" in line and " 7 " not in line
