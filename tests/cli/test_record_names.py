@@ -106,7 +106,8 @@ def test_dump_then_load_keeps_every_name(run, env: BrokerEnv, tmp_path: Path, co
     # tagged where not UTF-8, plain text where it is
     assert (alive["exchange"], dead["exchange"]) == (f"{p}.orders", f"{p}.dlx")
     assert alive["routing_key"] == dead["routing_key"] == {"$bytes": "b3JkZXIu/y5wbGFjZWQ="}
-    assert alive["headers"]["$pairs"][0] == [{"$bytes": "//5rZXk="}, "top level"]
+    # RabbitMQ 4.x hands the headers back in an order of its own: look the name up, not its place
+    assert [{"$bytes": "//5rZXk="}, "top level"] in alive["headers"]["$pairs"]
     assert dead["deaths"][0]["queue"] == f"{p}.work"
     assert MessageRecord.from_json(alive).routing_key == ROUTING_KEY
 
