@@ -86,6 +86,7 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
 
 
 def _drain(app: App, queue: str, count: int | None, output: str | None, yes: bool, read: dict) -> Outcome:
+    from dlxtool.budget import average_body
     from dlxtool.cli.moving import (
         Journaled,
         check_record_file,
@@ -123,8 +124,10 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
             journaled = Journaled(app, "dump --remove")
             journaled.started(profile, [queue], files=[where])
             with record_file(app, output) as sink, progress_bar(app, "draining") as bar:
-                result = drain(conn, queue, remove_all, TransferOptions(sink=sink, progress=bar, limit=count),
-                               timeout=profile.timeout)
+                hint = average_body(state.info.raw) if state.info is not None else None
+                result = drain(conn, queue, remove_all, TransferOptions(
+                    sink=sink, progress=bar, limit=count, max_bytes=app.max_bytes, size_hint=hint),
+                    timeout=profile.timeout)
         app.info(f"removed {result.removed} of {result.snapshot} messages of {queue!r} into {where} (each "
                  f"flushed to disk before its ack) in {app.elapsed():.1f}s" + duplicates_note(result))
         if where != "stdout" and app.output_format("json") != "table":

@@ -114,6 +114,27 @@ def connection_options(f: F) -> F:
     return f
 
 
+class ByteSize(click.ParamType):
+    """A size in bytes: 268435456, 256MiB, 1G, 500MB (dlxtool.budget.parse_size)."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from dlxtool.budget import parse_size
+
+        try:
+            return parse_size(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def max_bytes_option(f: F) -> F:
+    """--max-bytes SIZE: the byte budget of a command that holds messages (App.max_bytes)."""
+    return click.option(
+        "--max-bytes", type=ByteSize(), metavar="SIZE", expose_value=False, callback=_store("max_bytes_flag"),
+        help="Most bytes of messages held at once, e.g. 64MiB, 1G (default: config max_bytes, else 256MiB).")(f)
+
+
 def format_option(f: F, formats: tuple[str, ...] = FORMATS,
                   help: str = "Output format (default: table on a terminal, JSON when piped).") -> F:
     return click.option(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dlxtool.cli.app import App
+from dlxtool.cli.options import max_bytes_option
 from dlxtool.errors import UsageError
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def peek_safety_options(f: F) -> F:
     ]
     for opt in reversed(opts):
         f = opt(f)
-    return f
+    return max_bytes_option(f)
 
 
 def read_options(f: F) -> F:
@@ -77,6 +78,7 @@ def make_read_options(app: App, count: int | None, *, max_unacked: int | None, a
     return ReadOptions(
         count=count,
         max_unacked=max_unacked or app.config().dump_unacked_limit,
+        max_bytes=app.max_bytes,
         allow_reorder=allow_reorder,
         spend_attempts=spend_attempts,
         offset=None if offset is None else parse_offset(offset),

@@ -40,6 +40,7 @@ tell is read as a quorum queue would be, under the version's rules (refused befo
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from dlxtool.config import BrokerProfile
 
 DEFAULT_BATCH = 500
+BATCH_BYTES = 8 * 1024 * 1024  # bodies per batch yielded, at most (one message may be bigger)
 STREAM_OFFSET_WORDS = ("first", "last", "next")
 
 
@@ -127,6 +129,7 @@ class ReadOptions:
     offset: Any = None  # streams: "first" | "last" | "next" | int | datetime
     stream_wait: float = 1.0  # streams: stop after this long without a delivery
     batch_size: int = DEFAULT_BATCH
+    max_bytes: int | None = None  # the byte budget: the read stops before the body that would pass it
 
 
 # -- what the queue is -------------------------------------------------------------------------------
@@ -210,7 +213,21 @@ def check_read(facts: QueueFacts, opts: ReadOptions) -> list[str]:
         how = "all at once" if facts.type == "classic" else f"in order, {QUORUM_RETURN_CHUNK} at a time"
         notes.append(f"holding up to {wanted} messages unacked until the read ends"
                      f"{_size_note(facts, opts)}; they are given back {how} before anything is decoded")
+        notes += _budget_note(facts, opts, wanted)
     return notes
+
+
+def _budget_note(facts: QueueFacts, opts: ReadOptions, wanted: int) -> list[str]:
+    """Where the queue's average body (management API) says the read will not fit in the byte budget: about where
+    it will stop."""
+    if not (opts.max_bytes and facts.bytes_ready and facts.ready):
+        return []
+    average = facts.bytes_ready / facts.ready
+    fit = max(1, int(opts.max_bytes // average)) if average else wanted
+    if fit >= wanted:
+        return []
+    return [f"the byte budget ({_human_bytes(opts.max_bytes)}, --max-bytes) holds about {fit} of them at "
+            f"{_human_bytes(average)} each on average: the read stops before the message that would pass it"]
 
 
 def _check_unacked_bound(facts: QueueFacts, opts: ReadOptions) -> None:
@@ -302,11 +319,9 @@ def _check_quorum_uncounted(facts: QueueFacts, opts: ReadOptions) -> list[str]:
 
 
 def _human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
+    from dlxtool.budget import human
+
+    return human(n)
 
 
 # -- reading -----------------------------------------------------------------------------------------
@@ -362,6 +377,8 @@ class QueueReader:
         self.reached_end = False
         self.left_unread = 0  # --all stopped by max_unacked: what the last get-ok said was left
         self.hidden = 0  # messages read only to keep the order (quorum with a limit), not yielded
+        self.bytes_shown = 0  # the bodies of the messages yielded
+        self.over_budget: tuple[int, int] | None = None  # (position, body size) of the one the budget stopped at
         self._held = HeldGets()
         self._unconfirmed_noted = False
 
@@ -373,10 +390,16 @@ class QueueReader:
         if self.facts.type == "stream":
             yield from self._stream_batches()
             return
-        records = self._read_and_give_back()
+        records = deque(self._read_and_give_back())
         size = max(1, self.opts.batch_size)
-        for start in range(0, len(records), size):
-            batch = records[start:start + size]
+        while records:
+            # Batches of at most BATCH_BYTES of bodies too: what the caller makes of one batch (JSON, base64 …) is
+            # held with it. Yielded records are let go of here; what the caller keeps is its own.
+            batch = [records.popleft()]
+            held = len(batch[0].body)
+            while records and len(batch) < size and held + len(records[0].body) <= BATCH_BYTES:
+                held += len(records[0].body)
+                batch.append(records.popleft())
             for record in batch:
                 record.decoded = self.decode(record)
             yield batch
@@ -398,19 +421,38 @@ class QueueReader:
     def _read_and_give_back(self) -> list[MessageRecord]:
         records: list[MessageRecord] = []
         try:
+            record = None
             while self._want_more():
                 record = self._get()
                 if record is None:
                     break
-                records.append(record)
-                if self._counts_attempts() and not self._safe_to_return(record, shown=True):
+                over = self._passes_budget(len(record.body), record.position, len(records))
+                if over:
+                    self.hidden += 1  # taken (whole, as basic.get hands it over), given back with the rest, not shown
+                else:
+                    records.append(record)
+                    self.bytes_shown += len(record.body)
+                if self._counts_attempts() and not self._safe_to_return(record, shown=not over):
                     break
-            if self._returns_to_a_block() and records and not self.stopped_early:
-                self._take_rest_of_returned_block(records[-1])
+                if over:
+                    break
+            last = record if record is not None else (records[-1] if records else None)
+            if self._returns_to_a_block() and last is not None and not self.stopped_early:
+                self._take_rest_of_returned_block(last)
         finally:
             self._give_back()
             self._after_return(records)
         return records
+
+    def _passes_budget(self, size: int, position: int, shown: int) -> bool:
+        """Would showing this message (its body `size` bytes, after `shown` others) take the bodies held past the
+        byte budget? The first one is always shown (a message cannot be read in part); the one that passes it
+        stops the read."""
+        budget = self.opts.max_bytes
+        if budget is None or not shown or self.bytes_shown + size <= budget:
+            return False
+        self.over_budget = (position, size)
+        return True
 
     def _get(self) -> MessageRecord | None:
         method, props, body = self.channel.basic_get(self.facts.name, auto_ack=False)
@@ -556,6 +598,8 @@ class QueueReader:
         warnings: list[str] = []
         error: DlxtoolError | None = None
         if self.facts.type == "stream":
+            if self.over_budget is not None:
+                return ReadOutcome(list(self.notes), warnings, self._budget_error())
             return ReadOutcome(self.notes + self._stream_notes(), warnings)
         wanted = self.opts.count
         if self.dead_lettered:
@@ -577,6 +621,8 @@ class QueueReader:
                      "further peek uses another attempt of the head")
         elif self.stopped_early:
             warnings.append(self.stopped_early)
+        elif self.over_budget is not None:
+            error = self._budget_error()
         elif self.left_unread:
             error = PartialError(
                 f"read {self.read} messages, the most held at once (--max-unacked {self.opts.max_unacked}); "
@@ -584,6 +630,26 @@ class QueueReader:
                 hint="raise --max-unacked (config dump_unacked_limit) if the broker has the memory, "
                      "or drain the queue into a file (dump --remove)")
         return ReadOutcome(list(self.notes), warnings, error)
+
+    def _budget_error(self) -> PartialError:
+        """The read stopped at the byte budget: partial (exit 5), as a read cut short by --max-unacked is: what was
+        shown is right, there is more than was shown."""
+        from dlxtool.budget import human
+
+        assert self.over_budget is not None and self.opts.max_bytes is not None
+        position, size = self.over_budget
+        asked = f" of the {self.opts.count} asked for" if self.opts.count is not None else ""
+        if self.facts.type == "stream":
+            next_one, more = "was not shown", "the stream goes on from there"
+        else:
+            left = self.facts.ready - self.shown if self.facts.ready else 0
+            next_one = "was given back unshown"
+            more = f"{left} more remain in the queue" if left > 1 else "more remain in the queue"
+        return PartialError(
+            f"stopped at the byte budget of {human(self.opts.max_bytes)} (--max-bytes): showed {self.shown} "
+            f"message(s){asked}, {human(self.bytes_shown)} of bodies; the next one (position {position}, "
+            f"{human(size)}) would have passed it and {next_one}; {more}",
+            hint="raise --max-bytes (config max_bytes) if this machine has the memory, or read fewer (-n)")
 
     def _stream_notes(self) -> list[str]:
         wanted = self.opts.count
@@ -609,6 +675,11 @@ class QueueReader:
                 if method is None:
                     self.reached_end = True
                     break
+                if self._passes_budget(len(body), self.read, self.shown):
+                    self.read += 1
+                    self.hidden += 1  # delivered, not shown: nothing is held on a stream, the read just ends here
+                    break
+                self.bytes_shown += len(body)
                 batch.append(self._stream_record(method, props, body))
                 more = self._want_more()
                 if len(batch) >= prefetch or not more:

@@ -16,6 +16,7 @@ from typing import Any
 
 from dlxtool.broker.management import QueueInfo
 from dlxtool.broker.queues import exchange_exists
+from dlxtool.budget import average_body
 from dlxtool.conventions import Route
 from dlxtool.errors import RefusedError
 from dlxtool.ops.alarms import check_alarms
@@ -216,6 +217,8 @@ class Replay:
         # a run that moves nothing changes nothing: stays held and given back in place until something moves,
         # where that costs nothing (a classic DLQ), or where the tail cannot take them
         options.hold_stays = self.info is not None and self.info.type == "classic"
+        if options.size_hint is None and self.info is not None:  # the prefetch's first guess (dlxtool.budget)
+            options.size_hint = average_body(self.info.raw)
         options.keep_refused = self.keep_refused
         options.report = self.report
         publishing = _publishing_connections(session)
