@@ -6,7 +6,7 @@ about types: :mod:`proto_registry.index` and :mod:`proto_registry.score` interpr
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 VARINT, I64, LEN, SGROUP, EGROUP, I32 = 0, 1, 2, 3, 4, 5
 MAX_FIELD_NUMBER = (1 << 29) - 1
@@ -71,8 +71,8 @@ def scan(data: bytes, start: int = 0, end: int | None = None) -> list[tuple[int,
     return fields if pos == end else None
 
 
-def _scan(data: bytes, pos: int, end: int, group_tag: int, depth: int) -> tuple[list, int]:
-    fields: list = []
+def _scan(data: bytes, pos: int, end: int, group_tag: int, depth: int) -> tuple[list[Any], int]:
+    fields: list[Any] = []
     append = fields.append
     while pos < end:
         start = pos
