@@ -138,20 +138,6 @@ def varint_size(value: int) -> int:
     return n
 
 
-def packed_varints_ok(data: bytes, start: int, end: int) -> bool:
-    """True when ``data[start:end]`` is a whole sequence of varints (a packed repeated field)."""
-    pos = start
-    try:
-        while pos < end:
-            if data[pos] < 0x80:
-                pos += 1
-            else:
-                _, pos = read_varint(data, pos, end)
-    except ValueError:
-        return False
-    return pos == end
-
-
 def packed_varints(data: bytes, start: int, end: int) -> list[int] | None:
     out: list[int] = []
     pos = start
