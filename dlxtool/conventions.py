@@ -45,11 +45,15 @@ class Route:
     def describe(self) -> str:
         if self.queue is not None:
             return f"queue {self.queue}"
+        if not self.routing_key:  # a convention that names the exchange only (a fanout exchange)
+            return f"exchange {self.exchange}, empty routing key"
         return f"exchange {self.exchange}, routing key {self.routing_key}"
 
     def key(self) -> str:
         """One short text for tables and grouping."""
-        return self.queue if self.queue is not None else f"{self.exchange} → {self.routing_key}"
+        if self.queue is not None:
+            return self.queue
+        return f"{self.exchange} → {self.routing_key}" if self.routing_key else f"{self.exchange} (empty key)"
 
     def to_json(self) -> dict[str, str | None]:
         return {"queue": self.queue, "exchange": self.exchange, "routing_key": self.routing_key}
@@ -546,6 +550,13 @@ class HeaderConvention:
                 exchange = _str(message.get(self.origin_exchange_header)) or ""
                 origin, received = Route.to(exchange, key), (exchange, key)
                 why = f"{self.origin_exchange_header}/{self.origin_routing_key_header}"
+        elif self.origin_exchange_header:
+            # The exchange alone (@moleculer/channels' x-original-channel: a fanout exchange per channel): published
+            # to with an empty routing key; the replay's checks say which queues it reaches (one, unless
+            # --allow-fanout). The default exchange routes by key, so an empty name is no origin here.
+            named = _str(message.get(self.origin_exchange_header))
+            if named:
+                origin, why = Route(exchange=named, routing_key=""), self.origin_exchange_header
         error = next((e for e in (_str(message.get(n)) for n in self.error_headers) if e), None)
         attempts = _int(message.get(self.attempts_header)) if self.attempts_header else None
         if origin is None and error is None and attempts is None:
