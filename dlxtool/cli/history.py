@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, cast
 
 import click
@@ -21,7 +21,7 @@ from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
-    from dlxtool.deaths import DeathCount
+    from dlxtool.deaths import MessageHistory
     from dlxtool.ops.peek import Coverage, QueueReader
 
 # Not the whole queue by default: every message read is held unacked until the read ends, and on a
@@ -84,7 +84,8 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
     known = conventions_in_use(app, origin_from)  # a wrong --origin-from fails before the queue is read
     records, reader = _load(app, queue, None if all_ else count or DEFAULT_COUNT, from_file, read, allow_torn)
     items = list(entries(records, names, known, origin_from,
-                         through=through_wait_queues(app, queue) if queue else None))
+                         through=through_wait_queues(app, queue) if queue else None,
+                         delivery_limit=_delivery_limits(app) if queue else None))
     copies = mark_copies(items)
     if copies:
         app.warn(f"{copies} message(s) here are copies of another one here (`copy_of`): left by a replay that was "
@@ -107,10 +108,11 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
         else:
             from dlxtool.render import write_table
 
-            write_table([[g.origin, g.convention, g.reason, g.type, g.error, g.messages,
-                          f"{g.deaths}+" if g.deaths_may_be_low else g.deaths,
+            write_table([[g.origin, g.convention, g.reason, g.type, g.error, g.messages, g.attempts_text(),
+                          g.deaths_text(), g.waits or "",
                           *(v or "" for v in (g.to_json()["first"], g.to_json()["last"]))] for g in groups],
-                        ["origin", "convention", "reason", "type", "error", "messages", "deaths", "first", "last"],
+                        ["origin", "convention", "reason", "type", "error", "messages", "attempts", "deaths",
+                         "waits", "first", "last"],
                         app.stdout, empty=_nothing(reader),
                         styles={0: lambda cell: app.style(cell, bold=True),
                                 2: lambda cell: app.style(cell, fg="yellow")})
@@ -125,6 +127,24 @@ def history(app: App, queue: str | None, count: int | None, all_: bool, summary:
     for count_note in count_notes(items):
         app.info(f"note: {count_note}")
     finish_read(app, reader)
+
+
+def _delivery_limits(app: App) -> Callable[[str], int | None]:
+    """Each queue's delivery limit (management API, proven to be this broker's on a connection of its own, opened
+    only when a delivery_limit death comes up): a dead letter does not say how often it was delivered."""
+    from dlxtool.ops.history import delivery_limits
+
+    resolver: list[Callable[[str], int | None]] = []
+
+    def limit(queue: str) -> int | None:
+        if not resolver:
+            profile = app.profile()
+            with app.connection(profile) as conn:
+                mgmt = app.management(profile, conn)
+            resolver.append(delivery_limits(mgmt, profile.vhost))
+        return resolver[0](queue)
+
+    return limit
 
 
 def _coverage(reader: QueueReader | None, n: int) -> Coverage:
@@ -171,7 +191,7 @@ def _render_timelines(app: App, items: list, empty: str = "(no messages)") -> No
         h, r, x = item.history, item.record, item.explained
         where = "?" if x.origin is None else x.origin.queue if x.origin.queue is not None else x.origin.describe()
         by = f"{x.origin_label}: {x.origin_why}" if x.origin_label else x.origin_why
-        line = f"#{r.position} origin {where} ({by}), {_deaths_text(h.deaths)}"
+        line = f"#{r.position} origin {where} ({by}), {_deaths_text(h)}"
         if item.type:
             line += f", type {item.type}"
         if item.copy_of is not None:
@@ -195,10 +215,13 @@ def _render_timelines(app: App, items: list, empty: str = "(no messages)") -> No
     out.flush()
 
 
-def _deaths_text(count: DeathCount) -> str:
+def _deaths_text(history: MessageHistory) -> str:
+    """The deaths that are failures; TTL expiries in a wait queue are waits, said apart."""
+    count, waits = history.deaths, history.waits
+    waited = f", {waits} waits (expired in a wait queue)" if waits else ""
     if count.evidence:
-        return f"at least {count.at_least} deaths ({count.evidence}, x-death {count.recorded})"
-    return f"{count.recorded}{'+' if count.may_be_low else ''} deaths"
+        return f"at least {history.failures} deaths ({count.evidence}, x-death {count.recorded}){waited}"
+    return f"{history.failures}{'+' if count.may_be_low else ''} deaths{waited}"
 
 
 def _companions(values: dict[str, str]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -48,14 +49,16 @@ def needs_decoded_type(record: MessageRecord) -> bool:
 
 def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = (),
             known: Sequence[Convention] = BUILT_IN, origin_from: str | None = None,
-            through: Callable[[Death], Origin] | None = None) -> Iterable[Entry]:
-    """`through`: origins of TTL-only histories, followed through the wait queue (wait_queue_origins)."""
+            through: Callable[[Death], Origin] | None = None,
+            delivery_limit: Callable[[str], int | None] | None = None) -> Iterable[Entry]:
+    """`through`: origins of TTL-only histories, followed through the wait queue (wait_queue_origins);
+    `delivery_limit`: a queue's delivery limit, for the attempts of a delivery_limit death (delivery_limits)."""
     names = tuple(error_headers)
     for record in records:
         headers = record.headers if isinstance(record.headers, dict) else {}
         history = message_history(record.headers, error_headers=names, through=through)
         explained = explain(Message(headers, record.body, record.queue, x_death_origin=history.origin,
-                                     x_death=history.history), known,
+                                     x_death=history.history, delivery_limit=delivery_limit), known,
                             origin_from=origin_from, error_headers=names)
         yield Entry(record, history, explained)
 
@@ -74,6 +77,26 @@ def wait_queue_origins(mgmt: Any, vhost: str, dlq: str) -> Callable[[Death], Ori
         return Origin(resolved.queue, resolved.why)
 
     return through
+
+
+def delivery_limits(mgmt: Any, vhost: str) -> Callable[[str], int | None]:
+    """delivery_limit for `entries`: each queue's limit in effect now (arguments, policy, the version's default),
+    asked once per queue; None for a queue that is gone, not a quorum queue, or an API that cannot answer."""
+    from dlxtool.errors import DlxtoolError, ManagementMismatch
+
+    known: dict[str, int | None] = {}
+
+    def limit(queue: str) -> int | None:
+        if queue not in known:
+            try:
+                known[queue] = mgmt.queue(vhost, queue).delivery_limit
+            except ManagementMismatch:
+                raise  # the API answers for another broker: exit 3, as everywhere
+            except DlxtoolError:  # gone, or the API unreachable: the attempts say the limit is not known
+                known[queue] = None
+        return known[queue]
+
+    return limit
 
 
 def mark_copies(items: list[Entry]) -> int:
@@ -107,6 +130,11 @@ class Group:
     last: datetime | None = None
     positions: list[int] = field(default_factory=list)
     route: Route | None = None  # the origin as a route (queue, or exchange + routing key)
+    # x-death's deaths that are failures, by reason, and the TTL expiries in wait queues (not failures)
+    by_reason: Counter[str] = field(default_factory=Counter)
+    waits: int = 0
+    failures: int = 0  # at least (MessageHistory.failures)
+    attempts: list[int] = field(default_factory=list)  # per message whose attempts a convention counts
 
     def add(self, entry: Entry) -> None:
         self.messages += 1
@@ -114,6 +142,11 @@ class Group:
         self.deaths += count.at_least
         self.deaths_recorded += count.recorded
         self.deaths_may_be_low += count.may_be_low
+        self.by_reason.update(entry.history.failures_by_reason())
+        self.waits += entry.history.waits
+        self.failures += entry.history.failures
+        if entry.explained.attempts is not None:
+            self.attempts.append(entry.explained.attempts)
         self.positions.append(entry.record.position)
         # x-death times, and the failure times frameworks record (NServiceBus, MassTransit) for theirs.
         times = [d.time for d in entry.history.history.deaths]
@@ -124,11 +157,30 @@ class Group:
             self.first = when if self.first is None else min(self.first, when)
             self.last = when if self.last is None else max(self.last, when)
 
+    def deaths_text(self) -> str:
+        """The table's cell: failures by reason, "at least" where an app's counter says more than x-death."""
+        text = ", ".join(f"{n} {reason}" for reason, n in sorted(self.by_reason.items(), key=lambda i: -i[1]))
+        if self.failures > sum(self.by_reason.values()):
+            text = f"at least {self.failures}" + (f" ({text} in x-death)" if text else "")
+        return text + ("+" if text and self.deaths_may_be_low else "")
+
+    def attempts_text(self) -> str:
+        """Attempts per message: "3 each", "1-4 each"; "" where no convention counts them."""
+        if not self.attempts:
+            return ""
+        low, high = min(self.attempts), max(self.attempts)
+        shown = str(low) if low == high else f"{low}-{high}"
+        return f"{shown} each" if len(self.attempts) == self.messages else f"{shown} ({len(self.attempts)} counted)"
+
     def to_json(self) -> dict[str, Any]:
         return {"origin": self.origin, "convention": self.convention, "reason": self.reason, "type": self.type,
                 "error": self.error, "origin_route": self.route.to_json() if self.route else None,
                 "messages": self.messages, "deaths": self.deaths, "deaths_recorded": self.deaths_recorded,
-                "deaths_may_be_low": self.deaths_may_be_low, "first": iso(self.first), "last": iso(self.last)}
+                "deaths_may_be_low": self.deaths_may_be_low, "failures": self.failures,
+                "deaths_by_reason": dict(self.by_reason), "waits": self.waits,
+                "attempts": sum(self.attempts) if self.attempts else None,
+                "attempts_per_message": [min(self.attempts), max(self.attempts)] if self.attempts else None,
+                "first": iso(self.first), "last": iso(self.last)}
 
 
 def count_notes(items: Iterable[Entry]) -> list[str]:
