@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, cast
 
 import click
@@ -106,16 +107,19 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
             # Each group says what it was counted from (a list stays a list for existing scripts).
             app.emit_json([{**g.to_json(), **coverage.to_json()} for g in groups], fmt)
         else:
+            from dlxtool.cli.explaining import Cells
             from dlxtool.render import write_table
 
-            write_table([[g.origin, g.convention, g.reason, g.type, g.error, g.messages, g.attempts_text(),
-                          g.deaths_text(), g.waits or "",
+            cells = Cells(app)
+            write_table([[g.origin or "?", g.convention, g.reason, g.type, cells(g.error, 60), g.messages,
+                          g.attempts_text(), g.deaths_text(), g.waits or "",
                           *(v or "" for v in (g.to_json()["first"], g.to_json()["last"]))] for g in groups],
                         ["origin", "convention", "reason", "type", "error", "messages", "attempts", "deaths",
                          "waits", "first", "last"],
                         app.stdout, empty=_nothing(reader),
                         styles={0: lambda cell: app.style(cell, bold=True),
                                 2: lambda cell: app.style(cell, fg="yellow")})
+            cells.note()
             write_sample_note(app, note)
     elif fmt != "table":
         app.emit_json([i.to_json() for i in items], fmt)
@@ -124,6 +128,10 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
     else:
         _render_timelines(app, items, _nothing(reader))
         write_sample_note(app, note)
+    if fmt == "table":
+        from dlxtool.cli.explaining import hint_conventions
+
+        hint_conventions(app, [i.record for i in items], [i.explained for i in items])
     for count_note in count_notes(items):
         app.info(f"note: {count_note}")
     finish_read(app, reader)
@@ -182,6 +190,7 @@ def _from_file(app: App, name: str, allow_torn: bool) -> Iterator[MessageRecord]
 
 
 def _render_timelines(app: App, items: list[Any], empty: str = "(no messages)") -> None:
+    from dlxtool.ops.history import shown_exchange
     from dlxtool.render import safe_text, write_table
 
     out = app.stdout
@@ -191,6 +200,8 @@ def _render_timelines(app: App, items: list[Any], empty: str = "(no messages)") 
         h, r, x = item.history, item.record, item.explained
         where = "?" if x.origin is None else x.origin.queue if x.origin.queue is not None else x.origin.describe()
         by = f"{x.origin_label}: {x.origin_why}" if x.origin_label else x.origin_why
+        if x.origin is None and item.own_headers:
+            by += f"; its headers: {', '.join(item.own_headers)}"
         line = f"#{r.position} origin {where} ({by}), {_deaths_text(h)}"
         if item.type:
             line += f", type {item.type}"
@@ -198,7 +209,9 @@ def _render_timelines(app: App, items: list[Any], empty: str = "(no messages)") 
             line += f", a copy of #{item.copy_of} (interrupted replay)"
         out.write(app.style(safe_text(line), bold=True) + "\n")
         extras = [("conventions", ", ".join(x.recognised)), ("origin conflict", x.conflict),
-                  ("first death", _companions(h.history.first)), ("last death", _companions(h.history.last)),
+                  ("replayed", _replayed_text(r.headers)),
+                  ("first death", _companions(h.history.first, r.headers)),
+                  ("last death", _companions(h.history.last, r.headers)),
                   ("x-delivery-count", h.delivery_count),
                   *((f"{k}", v) for k, v in h.to_json()["retry_headers"].items()),
                   ("attempts", f"{x.attempts} ({x.attempts_from})" if x.attempts is not None else None),
@@ -207,12 +220,27 @@ def _render_timelines(app: App, items: list[Any], empty: str = "(no messages)") 
             if value not in (None, ""):
                 out.write(f"  {key}: {safe_text(value)}\n")
         if h.history.deaths:
-            write_table([[d.queue, d.reason, d.count, d.exchange, ",".join(d.routing_keys),
+            write_table([[d.queue, d.reason, d.count, shown_exchange(d.exchange, r.headers), ",".join(d.routing_keys),
                           d.to_json()["time"], d.original_expiration] for d in h.history.deaths],
                         ["  queue", "reason", "count", "exchange", "routing keys", "time", "orig. expiration"],
                         out)
         out.write("\n")
     out.flush()
+
+
+def _replayed_text(headers: Any) -> str | None:
+    """What the provenance header of an earlier replay says: "2 times, last from orders.dlq at …; first origin
+    exchange orders, routing key order.created"."""
+    from dlxtool.deaths import iso
+    from dlxtool.ops.provenance import replayed
+
+    prov = replayed(headers)
+    if prov is None:
+        return None
+    at = iso(prov["at"]) if isinstance(prov["at"], datetime) else prov["at"]
+    exchange = prov["exchange"] or "(default)" if isinstance(prov["exchange"], str) else "?"
+    return (f"{prov['count']} time(s) by dlxtool, last from {prov['from']} at {at}; its first origin's exchange "
+            f"{exchange}, routing key {prov['routing_key']}")
 
 
 def _deaths_text(history: MessageHistory) -> str:
@@ -224,5 +252,8 @@ def _deaths_text(history: MessageHistory) -> str:
     return f"{history.failures}{'+' if count.may_be_low else ''} deaths{waited}"
 
 
-def _companions(values: dict[str, str]) -> str:
-    return " ".join(f"{k}={v}" for k, v in values.items())
+def _companions(values: dict[str, str], headers: Any) -> str:
+    """x-first-death-* / x-last-death-*: "queue=orders reason=rejected exchange=orders.ex (dlxtool replay)"."""
+    from dlxtool.ops.history import shown_exchange
+
+    return " ".join(f"{k}={shown_exchange(v, headers) if k == 'exchange' and v else v}" for k, v in values.items())

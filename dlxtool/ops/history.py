@@ -21,6 +21,14 @@ class Entry:
     copy_of: int | None = None  # position of the message this one is a copy of (mark_copies)
 
     @property
+    def own_headers(self) -> tuple[str, ...]:
+        """Without an origin: the headers it carries beyond RabbitMQ's and dlxtool's, where its maker may have
+        written where it failed (dlxtool.convention_hints); () when a convention names its origin."""
+        from dlxtool.convention_hints import own_headers
+
+        return () if self.explained.origin is not None else own_headers(self.record.headers)
+
+    @property
     def type(self) -> str | None:
         """The message type when known: the AMQP `type` property, else the decoded protobuf type."""
         if self.record.properties.get("type"):
@@ -30,6 +38,8 @@ class Entry:
         return None
 
     def to_json(self) -> dict[str, Any]:
+        from dlxtool.ops.provenance import replayed
+
         props = self.record.properties
         x = self.explained
         return {"queue": self.record.queue, "position": self.record.position,
@@ -37,7 +47,26 @@ class Entry:
                 "routing_key": self.record.routing_key, **self.history.to_json(),
                 # origin/origin_why/error now say what the explaining convention found (x-death's as before)
                 "origin": x.origin.queue if x.origin else None, "origin_why": x.origin_why, "error": x.error,
-                **x.to_json(), "copy_of": self.copy_of}
+                **x.to_json(), "unexplained_headers": list(self.own_headers), "replayed": replayed(self.record.headers),
+                "copy_of": self.copy_of}
+
+
+def shown_exchange(name: str | None, headers: Any) -> str:
+    """An exchange as a person reads it: one of dlxtool's temporary exchanges (long deleted; in a delivery or an
+    x-death after a replay) as the exchange it stood for, which the provenance header recorded — "orders (dlxtool
+    replay)" —, or as the queue a kept message went back to; "(default)" for the default exchange."""
+    from dlxtool.ops.provenance import replayed
+    from dlxtool.ops.routes import temporary_exchange
+
+    named = temporary_exchange(name) if name else None
+    if named is None:
+        return name or "(default)"
+    if named.purpose == "keep":  # a message that stayed during a run, republished to its queue's tail
+        return f"(dlxtool: kept in {named.queue or 'its queue'})"
+    recorded = (replayed(headers if isinstance(headers, dict) else None) or {}).get("exchange")
+    original = recorded if isinstance(recorded, str) and temporary_exchange(recorded) is None else None
+    shown = "?" if original is None else original or "(default)"
+    return f"{shown} (dlxtool {named.purpose})"
 
 
 def needs_decoded_type(record: MessageRecord) -> bool:
