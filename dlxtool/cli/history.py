@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, cast
 
 import click
@@ -231,13 +230,12 @@ def _render_timelines(app: App, items: list[Any], empty: str = "(no messages)") 
 def _replayed_text(headers: Any) -> str | None:
     """What the provenance header of an earlier replay says: "2 times, last from orders.dlq at …; first origin
     exchange orders, routing key order.created"."""
-    from dlxtool.deaths import iso
     from dlxtool.ops.provenance import replayed
 
     prov = replayed(headers)
     if prov is None:
         return None
-    at = iso(prov["at"]) if isinstance(prov["at"], datetime) else prov["at"]
+    at = prov["at"]
     exchange = prov["exchange"] or "(default)" if isinstance(prov["exchange"], str) else "?"
     return (f"{prov['count']} time(s) by dlxtool, last from {prov['from']} at {at}; its first origin's exchange "
             f"{exchange}, routing key {prov['routing_key']}")

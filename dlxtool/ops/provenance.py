@@ -76,6 +76,10 @@ def replayed(headers: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     shown = {name: prov.get(key) for name, key in (("from", "from"), ("at", "at"), ("count", "count"),
                                                    ("exchange", "exchange"), ("routing_key", "routing-key"))}
+    if isinstance(shown["at"], datetime):
+        from dlxtool.deaths import iso
+
+        shown["at"] = iso(shown["at"])
     return {k: v.decode("utf-8", "replace") if isinstance(v, bytes | bytearray) else v for k, v in shown.items()}
 
 

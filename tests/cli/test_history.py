@@ -174,3 +174,28 @@ def test_dump_refuses_above_the_configured_bound_and_says_the_cost(run, broker, 
     assert "holding up to 8 messages unacked" in allowed.stderr
     assert broker.queue_depth(topo.work) == 8
     assert run("dump", topo.work, "-b", "test", "--all", "-n", "2", env=env).exit_code == ExitStatus.USAGE
+
+
+def test_a_replayed_message_that_fails_again_names_its_real_exchange(run, broker, qname) -> None:
+    """Replayed through dlxtool's temporary exchange, really rejected again: the broker's x-death (and
+    x-first-death-exchange, and the delivery the application gets) name that deleted exchange; history and peek
+    show the exchange it stood for, which the provenance header recorded."""
+    topo = topologies.routing_key_override(broker, qname, n=1)
+    assert run("replay", topo.dlq, "--url", broker.url, "--yes").exit_code == 0
+    peeked = run("peek", topo.work, "--url", broker.url, "-f", "table")
+    assert f"order.placed   {topo.exchange} (dlxtool replay)" in peeked.stdout
+    with broker.channel() as ch:
+        method, _props, _body = ch.basic_get(topo.work)
+        assert method.exchange.startswith("dlxtool.replay.") and method.exchange.endswith(f".0.{topo.work}")
+        ch.basic_reject(method.delivery_tag, requeue=False)
+    broker.wait_depth(topo.dlq, 1)
+    [item] = history(run, broker, topo.dlq)
+    assert item["deaths"][0]["exchange"].startswith("dlxtool.replay.")  # what the broker wrote, as it is
+    assert (item["replayed"]["exchange"], item["replayed"]["routing_key"], item["replayed"]["count"]) == (
+        topo.exchange, "order.placed", 1)
+    lines = run("history", topo.dlq, "--url", broker.url, "-f", "table").stdout.splitlines()
+    assert f"  replayed: 1 time(s) by dlxtool, last from {topo.dlq} at {item['replayed']['at']}; its first " \
+           f"origin's exchange {topo.exchange}, routing key order.placed" in lines
+    assert f"  first death: queue={topo.work} reason=rejected exchange={topo.exchange} (dlxtool replay)" in lines
+    [row] = [line for line in lines if line.startswith(topo.work)]
+    assert f"rejected  1        {topo.exchange} (dlxtool replay)  order.placed" in row
