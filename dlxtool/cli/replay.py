@@ -60,7 +60,10 @@ Route (default): each message keeps its ORIGINAL routing key (from an
 earlier replay's provenance, else the death history) and reaches only its
 origin, through a temporary fanout exchange bound only to it (deleted at
 the end): consumers that dispatch on the key, a dead-letter exchange that
-routes on it and retry ladders see what they saw the first time.
+routes on it and retry ladders see what they saw the first time. Its name,
+dlxtool.replay.RUN.N.QUEUE, is what the consumer sees as the exchange and
+what a later x-death records; peek and history show the exchange it stood
+for, which the provenance header keeps.
 --default-exchange publishes on the default exchange instead (routing key
 = queue name). Either way the key a message arrives with is checked
 against its origin's (or --to queue's) dead-letter exchange (management
