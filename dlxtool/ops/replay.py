@@ -94,6 +94,7 @@ class ReplayPlan:
     default_exchange: bool = False
     used_body_retries: int = 0  # Dramatiq messages to replay whose body says their retries are used up
     origin_conflicts: int = 0   # messages whose conventions named different origins: the most recent failure won
+    celery_tasks: int = 0       # Celery tasks to replay to a queue: through the default exchange (Routes.by_queue_name)
 
     @property
     def sampled(self) -> bool:
@@ -106,20 +107,31 @@ class ReplayPlan:
             "sampled": self.sampled, "queue_depth": self.snapshot,
             "origins": [o.to_json() for o in self.origins],
             "stay": dict(self.stay), "dramatiq_retries_used": self.used_body_retries,
-            "origin_conflicts": self.origin_conflicts,
+            "origin_conflicts": self.origin_conflicts, "celery_tasks": self.celery_tasks,
         }
 
     @property
-    def route_note(self) -> str:
-        """What the chosen route changes for consumers (shown under the plan)."""
-        if self.default_exchange:
-            return ("--default-exchange: replayed messages arrive with exchange \"\" and routing key = the queue "
-                    "name, not the key they were published with; consumers and retry ladders that route on the key "
-                    "see the queue name, and a queue whose dead-letter exchange would not route it keeps its "
-                    "messages in the DLQ")
-        return ("each message keeps its original routing key and reaches only its origin (a temporary fanout "
-                "exchange bound only to it, deleted at the end); Celery tasks go through the default exchange "
-                "(routing key = queue name): Celery sends a retry to the exchange a task came from")
+    def route_notes(self) -> list[str]:
+        """What the routes of this plan's origins change for consumers (shown under the plan), one sentence per kind
+        of origin present: queues, exchanges, Celery tasks."""
+        queues = any(o.origin_route is None or o.origin_route.queue is not None for o in self.origins)
+        notes = []
+        if queues and self.default_exchange:
+            notes.append("--default-exchange: replayed messages arrive with exchange \"\" and routing key = the queue "
+                         "name, not the key they were published with; consumers and retry ladders that route on the "
+                         "key see the queue name, and a queue whose dead-letter exchange would not route it keeps its "
+                         "messages in the DLQ")
+        elif queues:
+            notes.append("to a queue, each message keeps its original routing key and reaches only that queue, "
+                         "through a temporary fanout exchange of dlxtool's bound only to it (dlxtool.replay.…, deleted "
+                         "at the end; the provenance header keeps the original exchange)")
+        if any(o.origin_route is not None and o.origin_route.queue is None for o in self.origins):
+            notes.append("to an exchange, each message is published to it with its routing key, and reaches the "
+                         "queues its bindings route that key to (listed above)")
+        if self.celery_tasks and not self.default_exchange:
+            notes.append(f"{self.celery_tasks} Celery task(s) go through the default exchange (routing key = queue "
+                         "name): Celery sends a retry to the exchange a task came from")
+        return notes
 
 
 def plan_from_survey(source: str, snapshot: int, looked_at: int, plan: Counter[tuple[str, str]]) -> ReplayPlan:
@@ -535,6 +547,7 @@ def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, targe
     out.default_exchange = settings.default_exchange
     out.used_body_retries = decider.used_body_retries
     out.origin_conflicts = decider.conflicts
+    out.celery_tasks = decider.celery_tasks
     for origin in out.origins:
         origin.conventions = dict(decider.origins_from.get(origin.queue, {}))
         origin.labels = {c: decider.labels.get(c, c) for c in origin.conventions if c}
