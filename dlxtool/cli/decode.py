@@ -12,6 +12,7 @@ from dlxtool import render
 from dlxtool.cli.app import App
 from dlxtool.cli.options import connection_options, format_option
 from dlxtool.errors import DlxtoolError, NotFoundError
+from dlxtool.outcome import Outcome
 
 DECODE_FORMATS = (*render.FORMATS, "text")
 
@@ -68,7 +69,7 @@ def decode(
     passthrough: bool,
     demo_schemas: bool,
     no_bundled: bool,
-) -> None:
+) -> Outcome:
     """Decode protobuf payloads found in FILEs (or stdin) — base64 in logs, hex, b'..', <<..>>.
 
     Each line is searched for a payload (bare or URL-safe base64, JSON and
@@ -128,7 +129,7 @@ def decode(
                     sink.write(outcome)
             else:
                 sink.write(decoding.decode_whole_input(registry, stream.read(), input_kind, source=name, **options))
-    sink.close()
+    return sink.close()
 
 
 def _config_proto_paths(app: App) -> list[str]:
@@ -206,16 +207,14 @@ class _Sink:
     """Renders outcomes: jsonl streams, json collects one array, table/text stream rows for people."""
 
     def __init__(self, app: App, fmt: str) -> None:
+        from dlxtool.decoding import Tally
+
         self.app, self.fmt = app, fmt
         self.items: list[dict[str, Any]] = []
-        self.count = 0
-        self.not_protobuf = 0
+        self.tally = Tally()
 
     def write(self, outcome: Any) -> None:
-        from dlxtool.decoding import NOT_PROTOBUF
-
-        self.count += outcome.decoded is not None
-        self.not_protobuf += outcome.decoded is not None and outcome.decoded.status == NOT_PROTOBUF
+        self.tally.add(outcome)
         out = self.app.stdout
         if self.fmt == "jsonl":
             render.write_json_line(outcome.to_dict(), out)
@@ -228,13 +227,16 @@ class _Sink:
             out.write(_table_row(outcome) + "\n")
             out.flush()
 
-    def close(self) -> None:
+    def close(self) -> Outcome:
+        """The run's end: exit 0 unless payloads were found and none decoded (then the documented exit 2)."""
         if self.fmt == "json":
             self.app.emit_json(self.items, "json")
-        if not self.count:
+        tally = self.tally
+        if not tally.payloads:
             self.app.info("decode: no payload found")
-        elif self.count == self.not_protobuf:
+        elif tally.payloads == tally.not_protobuf:
             self.app.info("decode: no protobuf payload found (the payloads found are JSON or text)")
+        return tally.outcome()
 
 
 def _where(outcome: Any) -> str:
@@ -242,11 +244,24 @@ def _where(outcome: Any) -> str:
 
 
 def _summary(decoded: Any) -> str:
-    """The verdict in a few words: a guess is marked (?) and says why (defects, ambiguity)."""
-    from dlxtool.decoding import NOT_PROTOBUF, is_weak
+    """The verdict in a few words: a guess is marked (?) and says why (defects, ambiguity); a payload that
+    stops before its end says where and why, and what its fields before that read as."""
+    from dlxtool import compression
+    from dlxtool.decoding import NOT_PROTOBUF
 
-    if decoded.status == NOT_PROTOBUF:
-        return decoded.error or "not protobuf"
+    text = _verdict(decoded)
+    if decoded.failed and decoded.status != "compressed":
+        text = f"{decoded.status}: {decoded.error}" + (f"; the bytes before it read as {text}" if decoded.type else "")
+    elif decoded.status == NOT_PROTOBUF:
+        text = decoded.error or "not protobuf"
+    if decoded.decompressed is not None and decoded.status != "compressed":
+        text = f"[{compression.label(decoded.decompressed)}] {text}"
+    return text
+
+
+def _verdict(decoded: Any) -> str:
+    from dlxtool.decoding import is_weak
+
     if decoded.type:
         text = f"{decoded.type}{'?' if is_weak(decoded.to_dict()) else ''} ({decoded.confidence:.2f}"
         if decoded.defects:
@@ -257,7 +272,7 @@ def _summary(decoded: Any) -> str:
             text += ", ambiguous with " + ", ".join(alts) + (f", +{more} more" if more > 0 else "")
         return text + ")"
     return {"no_match": "no registered type fits", "malformed": "not protobuf", "raw": "schema-less"}.get(
-        decoded.status, decoded.status
+        decoded.status, decoded.error or decoded.status
     )
 
 
@@ -269,8 +284,10 @@ def _table_row(outcome: Any) -> str:
     shown = render.truncate(render.safe_text(render.dumps(body).decode()), 160) if body is not None else ""
     if decoded.content is not None:
         shown = render.truncate(render.safe_text(decoded.content), 160)
-    elif decoded.error:
+    elif decoded.error and not decoded.failed or decoded.status == "error":
         shown = f"error: {decoded.error}"
+    elif decoded.status == "compressed":
+        shown = ""
     row = f"{_where(outcome)}  {render.safe_text(_summary(decoded))}  {shown}"
     for m in decoded.top:
         row += f"\n    {m['score']:.3f} {m['confidence']:.3f} {m['type']}"
@@ -284,7 +301,7 @@ def _text_block(outcome: Any) -> str:
     head = f"# {_where(outcome)}: {_summary(decoded)}"
     for m in decoded.top:
         head += f"\n#   {m['score']:.3f} {m['confidence']:.3f} {m['type']}"
-    if decoded.error and decoded.content is None:
+    if decoded.error and decoded.content is None and not decoded.failed or decoded.status == "error":
         head += f"\n# error: {decoded.error}"
     body = decoded.text if decoded.text is not None else (decoded.content or "")
     return head + "\n" + render.safe_text(body, keep_newlines=True)
