@@ -171,3 +171,37 @@ def _text(value: Any) -> str | None:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """A body as it is shown: `data` (inflated when it could be, else the raw bytes), `note` saying which, and
+    `short` for a table cell."""
+
+    data: bytes
+    note: str | None = None
+    short: str | None = None
+
+
+def view(body: bytes, properties: Mapping[str, Any] | None, headers: Mapping[str, Any] | None, *,
+         keep: int | None = None, max_inflated: int = DEFAULT_MAX_INFLATED) -> View:
+    """How to show `body`: inflated (its first `keep` bytes) when its message declares a compression dlxtool
+    inflates and it inflates within `max_inflated`; else the raw bytes, with why."""
+    how = declared(properties, headers)
+    if how is None:
+        return View(body)
+    if how.method is None:
+        return View(body, f"compressed ({how.label}), not inflated by dlxtool: shown as it is", "[compressed]")
+    got = inflate(body, how.method, max_inflated=max_inflated, keep=keep)
+    if got.ok and got.size is not None:
+        return View(got.data, f"body: {got.label()}",
+                    f"[{got.method} {human_size(got.compressed_size)}→{human_size(got.size)}]")
+    if got.over_cap:
+        return View(body, f"body: {got.label()}", f"[{got.method} >{human_size(got.cap)}, not inflated]")
+    return View(body, f"body: {got.label()}", f"[{got.method}? does not inflate]")
+
+
+def short_label(info: Mapping[str, Any]) -> str:
+    """The table cell's form of label(): `[gzip 1.2 KiB→8 KiB]`."""
+    return f"[{info.get('from', '?')} {human_size(int(info.get('compressed_bytes') or 0))}→" \
+           f"{human_size(int(info.get('bytes') or 0))}]"

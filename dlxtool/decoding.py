@@ -187,14 +187,16 @@ def decode_body(
     raw: bool = False,
     top: int = 0,
     want_text: bool = False,
+    max_inflated: int = compression.DEFAULT_MAX_INFLATED,
 ) -> DecodedBody | None:
     """Decode a message body. ``None`` when its content type says it is not protobuf (JSON, text)
-    and no type was forced. ``type_name`` forces a type (an unknown name raises UnknownTypeError)."""
+    and no type was forced. ``type_name`` forces a type (an unknown name raises UnknownTypeError).
+    A gzip or zlib body (recognised by its header) is decoded inflated, within ``max_inflated``."""
     ct = (_str((properties or {}).get("content_type")) or "").lower()
     if type_name is None and not raw and any(x in ct for x in _NOT_PROTOBUF):
         return None
     return _decode_candidate(registry, body, hints_from_properties(properties, headers), type_name, raw, top,
-                             want_text=want_text)
+                             want_text=want_text, max_inflated=max_inflated)
 
 
 def from_identification(
@@ -382,6 +384,7 @@ def decode_line(
     raw: bool = False,
     top: int = 0,
     want_text: bool = False,
+    max_inflated: int = compression.DEFAULT_MAX_INFLATED,
 ) -> LineResult | None:
     """The best-decoding payload of ``line``, or ``None`` when the line holds no payload."""
     from dlxtool import extract
@@ -393,7 +396,8 @@ def decode_line(
 
     def rating(cand: extract.Candidate) -> tuple[float, DecodedBody | None]:
         if cand.data not in cache:
-            cache[cand.data] = _decode_candidate(registry, cand.data, hints, type_name, raw, top)
+            cache[cand.data] = _decode_candidate(registry, cand.data, hints, type_name, raw, top,
+                                                 max_inflated=max_inflated)
         d = cache[cand.data]
         r = rate(d, cand)
         if r >= 2.0 and len(cand.data) < MIN_WEAK_BYTES and not cand.strong and not type_name:
@@ -407,7 +411,8 @@ def decode_line(
     if decoded is None or (score <= 0.5 and (not (type_name or raw) or decoded.status in FAILED)):
         return _not_protobuf(cands)
     if want_text:
-        decoded = _decode_candidate(registry, cand.data, hints, type_name, raw, top, want_text=True)
+        decoded = _decode_candidate(registry, cand.data, hints, type_name, raw, top, want_text=True,
+                                    max_inflated=max_inflated)
         assert decoded is not None
     return LineResult(cand, decoded)
 
@@ -486,7 +491,8 @@ def _decode_bytes(
     if ident.status == MALFORMED:
         partial = decode_partial_body(registry, ident.payload, hints=hints, type_name=type_name,
                                       want_text=want_text)
-        if partial is not None:
+        if partial is not None:  # offsets count from the payload's start, after any framing (said so)
+            partial.framing = ident.framing.to_dict() if ident.framing else None
             return partial
     return from_identification(registry, ident, top=top, want_text=want_text)
 
@@ -560,6 +566,7 @@ def decode_lines(
     raw: bool = False,
     top: int = 0,
     want_text: bool = False,
+    max_inflated: int = compression.DEFAULT_MAX_INFLATED,
     passthrough: bool = False,
 ) -> Iterator[Outcome]:
     """Decode the payload of each line, lazily (so ``tail -f`` streams)."""
@@ -568,7 +575,8 @@ def decode_lines(
             type_name = registry.resolve_one(type_name)
     for number, line in enumerate(lines, 1):
         line = line.rstrip("\r\n")
-        found = decode_line(registry, line, type_name=type_name, raw=raw, top=top, want_text=want_text)
+        found = decode_line(registry, line, type_name=type_name, raw=raw, top=top, want_text=want_text,
+                            max_inflated=max_inflated)
         if found is not None:
             yield Outcome(source, number, found.decoded, found.candidate)
         elif passthrough:
@@ -585,6 +593,7 @@ def decode_whole_input(
     raw: bool = False,
     top: int = 0,
     want_text: bool = False,
+    max_inflated: int = compression.DEFAULT_MAX_INFLATED,
 ) -> Outcome:
     """``--input base64|hex|binary``: the whole input is one payload."""
     from dlxtool import extract
@@ -594,7 +603,8 @@ def decode_whole_input(
     except (ValueError, UnicodeDecodeError) as exc:
         raise UsageError(f"{source}: not valid {encoding} ({exc})", hint="check --input") from exc
     with registry_errors():
-        decoded = decode_body(registry, body, type_name=type_name, raw=raw, top=top, want_text=want_text)
+        decoded = decode_body(registry, body, type_name=type_name, raw=raw, top=top, want_text=want_text,
+                              max_inflated=max_inflated)
     assert decoded is not None  # no content type given: never skipped
     return Outcome(source, 1, decoded)
 
@@ -639,16 +649,32 @@ _FAILED_WORDS = {TRUNCATED: "cut short", MALFORMED: "malformed", "error": "not o
 
 
 def record_decoder(
-    paths: Iterable[str], *, demo: bool = False, on_error: Callable[[str], None] | None = None
+    paths: Iterable[str],
+    *,
+    demo: bool = False,
+    on_error: Callable[[str], None] | None = None,
+    max_inflated: int = compression.DEFAULT_MAX_INFLATED,
 ) -> Callable[[MessageRecord], dict[str, Any] | None]:
     """The `decoded` field for records read from a queue: the match as a dict, or None.
 
     The registry loads on the first body that may be protobuf, so reading a queue of JSON costs
     nothing. A registry that fails to load (a broken --proto-path) is reported once through
     `on_error` and the read goes on without decoding: a peek must not fail over a schema.
+    A body compressed as its message declares (content_encoding, kombu's compression header) is decoded
+    inflated, within `max_inflated` (the caller's byte budget goes there), and says so in `decompressed`;
+    the record keeps its raw bytes.
     """
     state: dict[str, Any] = {"registry": None, "failed": False, "told_size": False}
     paths = list(paths)
+
+    def too_big(record: MessageRecord, size: int, what: str) -> None:
+        # Identification costs many times the body in memory (2.5 GB for a 100 MB body, measured):
+        # a peek must stay bounded. `dlxtool decode` still takes any size on purpose.
+        if on_error and not state["told_size"]:
+            state["told_size"] = True
+            on_error(f"bodies over {MAX_RECORD_DECODE_BYTES // 1024 // 1024} MiB are not decoded "
+                     f"(message {record.position} {what} {size:,} bytes); "
+                     "dump it and use `dlxtool decode --input binary` to decode it")
 
     def decode(record: MessageRecord) -> dict[str, Any] | None:
         ct = (_str(record.properties.get("content_type")) or "").lower()
@@ -656,14 +682,21 @@ def record_decoder(
             return None
         if state["failed"] or not record.body or any(x in ct for x in _NOT_PROTOBUF):
             return None
-        if len(record.body) > MAX_RECORD_DECODE_BYTES:
-            # Identification costs many times the body in memory (2.5 GB for a 100 MB body, measured):
-            # a peek must stay bounded. `dlxtool decode` still takes any size on purpose.
-            if on_error and not state["told_size"]:
-                state["told_size"] = True
-                on_error(f"bodies over {MAX_RECORD_DECODE_BYTES // 1024 // 1024} MiB are not decoded "
-                         f"(message {record.position} has {len(record.body):,} bytes); "
-                         "dump it and use `dlxtool decode --input binary` to decode it")
+        body, inflated = record.body, None
+        declared = compression.declared(record.properties, record.headers)
+        if declared is not None:
+            if declared.method is None:  # a compression dlxtool does not inflate (bzip2, lzma, ...)
+                return None
+            inflated = compression.inflate(body, declared.method, max_inflated=max_inflated,
+                                           keep=MAX_RECORD_DECODE_BYTES + 1)
+            if not inflated.ok or inflated.size is None:
+                return None
+            if inflated.size > MAX_RECORD_DECODE_BYTES:
+                too_big(record, inflated.size, "inflates to")
+                return None
+            body = inflated.data
+        if len(body) > MAX_RECORD_DECODE_BYTES:
+            too_big(record, len(body), "has")
             return None
         if state["registry"] is None:
             try:
@@ -673,7 +706,12 @@ def record_decoder(
                 if on_error:
                     on_error(f"bodies not decoded: {exc.message}")
                 return None
-        result = decode_body(state["registry"], record.body, record.properties, headers=record.headers)
-        return result.to_dict() if result is not None and result.status == "match" else None
+        result = decode_body(state["registry"], body, record.properties, headers=record.headers,
+                             max_inflated=max_inflated)
+        if result is None or result.status != MATCH:
+            return None
+        if inflated is not None:
+            result.decompressed = inflated.to_dict()
+        return result.to_dict()
 
     return decode

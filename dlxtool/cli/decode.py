@@ -11,7 +11,7 @@ import click
 from dlxtool import render
 from dlxtool.cli.app import App
 from dlxtool.cli.options import connection_options, format_option
-from dlxtool.errors import DlxtoolError, NotFoundError
+from dlxtool.errors import NotFoundError
 from dlxtool.outcome import Outcome
 
 DECODE_FORMATS = (*render.FORMATS, "text")
@@ -108,8 +108,8 @@ def decode(
     from dlxtool import decoding
 
     fmt = app.output_format("jsonl")
-    paths = decoding.proto_paths(proto_paths, _config_proto_paths(app))
-    demo = (demo_schemas or _config_demo_schemas(app)) and not no_bundled
+    schemas = app.schemas(proto_paths, demo=demo_schemas, offline=True)
+    paths, demo = schemas.paths, schemas.demo and not no_bundled
     registry = decoding.load_registry(paths, demo=demo)
     app.debug_log(f"decode: {len(registry)} message types from {len(paths)} proto path(s)"
                   + (" and the demo schemas" if demo else ""))
@@ -130,45 +130,6 @@ def decode(
             else:
                 sink.write(decoding.decode_whole_input(registry, stream.read(), input_kind, source=name, **options))
     return sink.close()
-
-
-def _config_proto_paths(app: App) -> list[str]:
-    """proto_paths of the config file, plus the selected broker profile's when one is named.
-
-    Decoding needs no broker: a config file that cannot be read does not stop it (a warning says what
-    is left out), unless a broker profile was typed on the command line (its proto_paths are wanted)."""
-    try:
-        config = app.config()
-    except DlxtoolError as exc:
-        if (app.broker_name and not app.broker_from_env) or (app.url and not app.url_from_env):
-            raise
-        return _despite_config_error(app, exc)
-    paths = list(config.proto_paths)
-    if app.broker_name or app.url:
-        paths += list(app.profile().proto_paths)
-    return paths
-
-
-def _config_demo_schemas(app: App) -> bool:
-    """`demo_schemas = true` in the config; a config that cannot be read (already warned about by
-    _config_proto_paths) asks for nothing."""
-    try:
-        return app.config().demo_schemas
-    except DlxtoolError:
-        return False
-
-
-def _despite_config_error(app: App, exc: DlxtoolError) -> list[str]:
-    from dlxtool.config import top_level_proto_paths
-
-    found = top_level_proto_paths(app.config_file, app.env)  # raises when its proto_paths are wrong
-    if found is None:
-        app.warn(f"{exc.message}; decoding without it (proto_paths it may name are not loaded)")
-        return []
-    paths = list(found)
-    used = f"with its proto_paths ({len(paths)})" if paths else "without it (it names no proto_paths)"
-    app.warn(f"{exc.message}; decoding {used}, which is all decode needs from it")
-    return paths
 
 
 class _open:
