@@ -82,6 +82,17 @@ def decode(
     type, confidence, ambiguous + alternatives, message (protobuf JSON
     mapping), raw (schema-less) when no type fits, or error.
 
+    A payload that does not parse whole is never hidden: status truncated
+    (cut short: the bytes end inside a field) or malformed, offset (the byte
+    where reading stopped) and size, raw (the fields up to there, then what
+    arrived of the cut one, "cut": true), and message + type when a
+    registered type explains the bytes before the stop. A bare token counts
+    when such a type explains 8+ bytes before the cut; the value of a
+    payload key (payload=, body=, data=, ...) or a bytes literal always.
+    gzip/zlib payloads are decoded inflated (decompressed: from, sizes), up
+    to 256 MiB. Exit 2 when payloads were found and none decoded; 0 when
+    at least one did, or when the input held none.
+
     Confidence (0..1) is how likely the type is the right one. It is high
     only when exactly one registered type could have written these bytes
     the way protobuf's serializer does (fields in number order, no default
