@@ -94,6 +94,7 @@ def test_a_body_that_inflates_past_the_cap_is_shown_compressed(run, broker, qnam
     assert "hex:78da" in whole
 
 
+@pytest.mark.framework
 def test_a_kombu_compressed_message_is_shown_inflated_and_replayed_as_it_was(run, broker, qname) -> None:
     python = os.environ.get("DLXTOOL_TEST_CELERY_PYTHON")
     if not python or not Path(python).exists():
