@@ -114,24 +114,23 @@ def connection_options(f: F) -> F:
     return f
 
 
-class ByteSize(click.ParamType):
-    """A size in bytes: 268435456, 256MiB, 1G, 500MB (dlxtool.budget.parse_size)."""
+def _store_size(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """A size in bytes: 268435456, 256MiB, 1G, 500MB (dlxtool.budget.parse_size), stored as App.max_bytes_flag."""
+    if value is None:
+        return
+    from dlxtool.budget import parse_size
 
-    name = "size"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        from dlxtool.budget import parse_size
-
-        try:
-            return parse_size(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+    try:
+        size = parse_size(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+    _store("max_bytes_flag")(ctx, param, size)
 
 
 def max_bytes_option(f: F) -> F:
     """--max-bytes SIZE: the byte budget of a command that holds messages (App.max_bytes)."""
     return click.option(
-        "--max-bytes", type=ByteSize(), metavar="SIZE", expose_value=False, callback=_store("max_bytes_flag"),
+        "--max-bytes", metavar="SIZE", expose_value=False, callback=_store_size,
         help="Most bytes of messages held at once, e.g. 64MiB, 1G (default: config max_bytes, else 256MiB).")(f)
 
 
