@@ -87,8 +87,9 @@ class PrefetchWindow:
     at all the window starts at one message.
 
     `learn(largest, n)` after n deliveries whose largest body was `largest`: the new prefetch when it should
-    change — at once when it must shrink, only when it can at least double when it may grow (each change costs
-    a new consumer: RabbitMQ applies a new basic.qos to consumers started after it) — else None."""
+    change — at once when it must shrink, only when it can at least double (or reach the ceiling) when it may grow
+    (each change costs a new consumer: RabbitMQ applies a new basic.qos to consumers started after it) — else
+    None."""
 
     COPIES = 2
     HALF_LIFE = 64
@@ -113,6 +114,6 @@ class PrefetchWindow:
             fading = self.size * 0.5 ** (n / max(self.HALF_LIFE, self.prefetch))
             self.size = max(float(largest), fading)
         wanted = self.count_for(self.size)
-        if wanted < self.prefetch or wanted >= 2 * self.prefetch:
+        if wanted < self.prefetch or (wanted > self.prefetch and wanted >= min(2 * self.prefetch, self.ceiling)):
             return wanted
         return None
