@@ -271,6 +271,7 @@ class Transfer:
         self.prefetches: list[int] = []          # every prefetch this run's consumers had, in order
         self._retarget: int | None = None        # a prefetch to change to: a new consumer once the old one is settled
         self._old_held = 0                       # held deliveries of earlier consumers: they take no slot of this one
+        self._said_window = 1 << 30              # the narrowest window said so far (_say_window)
         self.mover: Publisher | None = None      # MOVEs, on target_conn
         self.keeper: Publisher | None = None     # KEEP/LEAVE to the source's tail (= mover on one connection)
         self.consumer_tag: str | None = None     # None: not consuming (nothing to read, or cancelled)
@@ -331,6 +332,7 @@ class Transfer:
         if self.opts.max_bytes is not None:
             self.window = PrefetchWindow(self.opts.max_bytes, self.prefetch, self.opts.size_hint)
             self.prefetch = self.window.prefetch
+            self._say_window()
         self.prefetches.append(self.prefetch)
         self._keep_refused = self.opts.keep_refused
         if self.opts.hold_stays:  # half the window at most where there is more to read: deliveries go on
@@ -573,6 +575,20 @@ class Transfer:
         self._channel.qos(self.prefetch)  # handled before the consume that follows: the new consumer's prefetch
         self._consume()
         self.prefetches.append(self.prefetch)
+        self._say_window()
+
+    def _say_window(self) -> None:
+        """The first time the byte budget narrows the window below --prefetch, and each time it narrows it further:
+        why a run of big bodies goes one message (or a few) at a time."""
+        window = self.window
+        if window is None or window.size is None or self.opts.report is None or self.prefetch >= window.ceiling \
+                or self.prefetch >= self._said_window:
+            return
+        from dlxtool.budget import human
+
+        self._said_window = self.prefetch
+        self.opts.report.info(f"bodies of up to about {human(window.size)}: {self.prefetch} message(s) held at once "
+                              f"(prefetch), within the byte budget of {human(window.max_bytes)} (--max-bytes)")
 
     def _handle(self, method: Any, props: Any, body: bytes) -> None:
         record = None
