@@ -336,7 +336,10 @@ class Transfer:
         self.prefetches.append(self.prefetch)
         self._keep_refused = self.opts.keep_refused
         if self.opts.hold_stays:  # half the window at most where there is more to read: deliveries go on
-            self._hold_limit = self.prefetch if self.prefetch >= self.result.snapshot else self.prefetch // 2
+            # (with a byte budget, half the --prefetch window: a new consumer takes over when the held ones fill a
+            # narrower one, see _loop; held stays keep no bytes)
+            window = self.window.ceiling if self.window is not None else self.prefetch
+            self._hold_limit = window if window >= self.result.snapshot else window // 2
         self.channel.call("basic_qos", prefetch_count=self.prefetch)
         self.mover = Publisher(self.target_conn, window=self.opts.window, timeout=self.timeout)
         self.keeper = (self.mover if self.keep_conn is self.target_conn
@@ -387,9 +390,12 @@ class Transfer:
             held = self._held - self._old_held
             if held and self.consumer_tag and held + len(self._incoming) >= self.prefetch \
                     and not self._busy():  # every prefetch slot holds a message to give back: none can come
-                self.result.notes.append(f"stopped reading: {self._held} message(s) held to be given back in place "
-                                         "took every prefetch slot")
-                self._cancel_consumer()
+                if self.window is not None and self.opts.hold_stays and self._retarget is None:
+                    self._retarget = self.prefetch  # a new consumer, whose slots are free (_change_prefetch)
+                else:
+                    self.result.notes.append(f"stopped reading: {self._held} message(s) held to be given back in "
+                                             "place took every prefetch slot")
+                    self._cancel_consumer()
             if worked or self._incoming:
                 idle_since = now
             elif now - idle_since > 2.0 and not self._busy() and self._source_empty():
@@ -547,6 +553,8 @@ class Transfer:
             return
         if self.consumer_tag is None and self._retarget is None:
             return  # not consuming (cancelled: everything arrived, or a stop): nothing more comes
+        if self._held and not self.opts.hold_stays:
+            return  # held deliveries go back at the end: on a quorum queue, those of two consumers maybe not in order
         if self._received + len(self._incoming) + (self.prefetch if wanted > self.prefetch else 0) \
                 >= self.result.snapshot:
             return  # what is still to come is on its way already, or a wider window would not be filled
@@ -556,8 +564,16 @@ class Transfer:
         """Move to the prefetch in `_retarget`. RabbitMQ applies a basic.qos to the consumers started after it, not to
         one that runs (tests/ops/test_engine_budget.py): so the consumer is cancelled, once nothing can be on its way
         to it (the quorum-queue rule of _cancel_consumer), its deliveries are settled and acked as usual, and
-        a new consumer starts with the new prefetch once none of them is left but those held to be given back."""
+        a new consumer starts with the new prefetch once none of them is left but those held to be given back.
+
+        Held deliveries of the old consumer stay unacked: the channel's close gives them back at the end. A classic
+        queue takes back a channel's deliveries in order, whatever consumer they went to; a quorum queue returns
+        each consumer's own: so a change waits until nothing is held, except where the caller said that a
+        give-back is in place (opts.hold_stays, a classic queue)."""
         if self.consumer_tag is not None:
+            if self._held and not self.opts.hold_stays:
+                self._retarget = None
+                return
             self._cancel_consumer(keep=True)
             return
         if self._stop_reading or self._all_read() or self._all_arrived():
@@ -568,10 +584,11 @@ class Transfer:
         assert self._retarget is not None and self.window is not None
         self.prefetch = self.window.prefetch = self._retarget
         self._retarget = None
+        if self._held > self._old_held and not self.opts.hold_stays:  # held while the old consumer settled
+            self.result.notes.append(f"{self._held} message(s) held to be given back were delivered to an earlier "
+                                     f"consumer than the rest (the byte budget changed the prefetch): on a quorum "
+                                     f"queue their order among those given back may have changed")
         self._old_held = self._held
-        if self.opts.hold_stays:
-            self._hold_limit = self._held_stays + (self.prefetch if self.prefetch >= self._still_to_read()
-                                                   else self.prefetch // 2)
         self._channel.qos(self.prefetch)  # handled before the consume that follows: the new consumer's prefetch
         self._consume()
         self.prefetches.append(self.prefetch)

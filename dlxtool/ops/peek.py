@@ -433,7 +433,8 @@ class QueueReader:
                 else:
                     records.append(record)
                     self.bytes_shown += len(record.body)
-                if self._counts_attempts() and not self._safe_to_return(record, shown=not over):
+                if self._counts_attempts() and not self._safe_to_return(
+                        record, shown=not over, unshown="taken, and not shown: it would have passed the byte budget"):
                     break
                 if over:
                     break
@@ -491,7 +492,8 @@ class QueueReader:
         limit = self.facts.delivery_limit if self.facts.limit_known else 0
         return self.facts.reads_as_quorum and not versions.quorum_nack_to_back(self.facts.version, limit)
 
-    def _safe_to_return(self, record: MessageRecord, *, shown: bool) -> bool:
+    def _safe_to_return(self, record: MessageRecord, *, shown: bool,
+                        unshown: str = "read only to keep the order, not shown") -> bool:
         """Quorum with a limit: does giving this message back leave it an attempt to spare?
 
         The count is only learnt on delivery, so the message is taken already; when the answer is
@@ -500,7 +502,7 @@ class QueueReader:
         attempts = delivery_count(record.headers)
         if attempts + 2 <= limit:
             return True
-        where = f"position {record.position}" + ("" if shown else " (read only to keep the order, not shown)")
+        where = f"position {record.position}" + ("" if shown else f" ({unshown})")
         if attempts >= limit:
             self.dead_lettered.append(record.position)
             self.stopped_early = (f"stopped at {where}: it had used all {limit} of its delivery attempts, so "
@@ -518,6 +520,7 @@ class QueueReader:
         behind the rest; so keep taking (not showing) until a never-returned message or the end,
         unless a message taken so has no attempt to spare: then stop there."""
         record: MessageRecord | None = last
+        before = self.hidden  # a message the byte budget left unshown is not one of these
         while record is not None and returned_before(record.headers):
             if self.read >= self.opts.max_unacked:
                 self.notes.append("order of the head may have changed: the block of returned messages "
@@ -529,9 +532,9 @@ class QueueReader:
             self.hidden += 1
             if self._counts_attempts() and not self._safe_to_return(record, shown=False):
                 break
-        if self.hidden:
+        if self.hidden > before:
             cost = "; each used one delivery attempt too" if self._counts_attempts() else ""
-            self.notes.append(f"also took {self.hidden} more previously returned messages (not shown) so that "
+            self.notes.append(f"also took {self.hidden - before} more previously returned messages (not shown) so that "
                               f"giving them back keeps the order{cost}")
 
     def _give_back(self) -> None:

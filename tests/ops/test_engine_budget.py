@@ -136,3 +136,23 @@ def test_without_a_budget_the_prefetch_is_the_ceiling(broker) -> None:
     finally:
         conn.close()
     assert transfer.prefetches == [5]  # min(prefetch, snapshot), as before
+
+
+def test_a_narrow_window_still_gives_back_in_place_what_stays(broker, qname) -> None:
+    """A classic queue's messages that stay are held (given back in place at the end) until something moves: a run
+    that moves nothing changes nothing. Held ones keep no bytes; when they fill a narrow window, a new consumer
+    takes over (held deliveries of a classic queue go back in order whatever consumer had them)."""
+    bodies = [f"k{i:03d}".encode() + b"=" * (64 * KIB - 4) for i in range(12)]
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True)
+    broker.publish(qname, bodies)
+    conn = connect(broker)
+    try:
+        transfer = Transfer(conn, qname, lambda _r: Decision.keep("not selected"), options=TransferOptions(
+            max_bytes=128 * KIB, hold_stays=True, handle_sigint=False))
+        result = transfer.run()
+    finally:
+        conn.close()
+    assert max(transfer.prefetches) == 1  # 128 KiB / (2 x 64 KiB)
+    assert result.kept == {"not selected": 12} and result.republished == 0 and not result.left
+    assert [body for body, _h in broker.snapshot(qname)] == bodies
