@@ -126,27 +126,36 @@ def table_row(record: MessageRecord, x: Explanation, *, dead_letter: bool = True
 
 
 def body_preview(record: MessageRecord, width: int = 60) -> str:
-    """The decoded message when the registry identified it, else text if printable, else hex.
+    """The decoded message when the registry identified it, else text if printable, else hex; a compressed
+    body inflated first (bounded, dlxtool.compression) and marked as such, e.g. `[gzip 1.2 KiB→8 KiB]`.
 
     A guess (defective, ambiguous or of low confidence) is marked as one, with its confidence: the
     same bytes read as a clean, sure match would be a lie (see decoding.match_label)."""
-    from dlxtool import render
+    from dlxtool import compression, render
 
     if record.decoded and record.decoded.get("message") is not None:
         from dlxtool.decoding import is_weak, match_label
 
         label = match_label(record.decoded)
+        if record.decoded.get("decompressed"):
+            label = f"{compression.short_label(record.decoded['decompressed'])} {label}"
         text = f"{label} " + render.dumps(record.decoded["message"]).decode()
         # A guess keeps its mark in view: the label is not cut for the message's sake.
         return render.truncate(render.safe_text(text), max(width, len(label) + 12) if is_weak(record.decoded)
                                else width)
-    return render.preview(record.body, width)
+    shown = compression.view(record.body, record.properties, record.headers, keep=width * 4 + 1)
+    if shown.short is None:
+        return render.preview(shown.data, width)
+    return f"{shown.short} " + render.preview(shown.data, max(width - len(shown.short) - 1, 12))
 
 
 def body_text(record: MessageRecord) -> str:
-    from dlxtool import render
+    """The whole body (inflated when compressed, a first line saying so), as text, else hex."""
+    from dlxtool import compression, render
 
+    shown = compression.view(record.body, record.properties, record.headers)
+    note = f"{shown.note}\n" if shown.note else ""
     try:
-        return render.safe_text(record.body.decode("utf-8"), keep_newlines=True)
+        return note + render.safe_text(shown.data.decode("utf-8"), keep_newlines=True)
     except UnicodeDecodeError:
-        return "hex:" + record.body.hex()
+        return note + "hex:" + shown.data.hex()

@@ -313,28 +313,12 @@ def _check_publish_rights(session: ReplaySession, settings: ReplaySettings) -> s
     broker asked with probes that change nothing: dlxtool.broker.permissions). Returns why messages that stay
     cannot be republished to the DLQ's tail (they are then held and given back in place), or None."""
     from dlxtool.broker.permissions import probe_temporary_exchanges, probe_write
+    from dlxtool.ops.publish_rights import refuse_without_publish_rights, user_words
 
     source, to = session.source, session.to
-    user = f"user {to.profile.username!r}" if to.profile is not None else "this user"
-    if settings.default_exchange:
-        said = probe_write(to.conn, "", to.timeout)
-        if said is not None:
-            raise RefusedError(f"nothing can be replayed: {user} may not publish to the default exchange in vhost "
-                               f"{to.vhost!r} (the broker said: {said})",
-                               hint="the user needs write permission on amq.default, or configure and write on "
-                                    "exchanges named dlxtool.* (the default route, without --default-exchange)")
-        temporary: str | None = "not asked (--default-exchange)"
-    else:
-        temporary = probe_temporary_exchanges(to.conn, to.timeout)
-        if temporary is not None:
-            default = probe_write(to.conn, "", to.timeout)
-            raise RefusedError(
-                f"nothing can be replayed: the route that keeps each message's routing key publishes through a "
-                f"temporary exchange (dlxtool.*), and {user} may not declare or publish to one in vhost "
-                f"{to.vhost!r} (the broker said: {temporary})",
-                hint="--default-exchange publishes without one (routing key = the queue's name)" if default is None
-                else "the user needs configure and write permission on exchanges named dlxtool.* (or write "
-                     f"permission on amq.default, for --default-exchange: {default})")
+    user = user_words(to)
+    refuse_without_publish_rights(to, default_exchange=settings.default_exchange, nothing="nothing can be replayed")
+    temporary: str | None = "not asked (--default-exchange)" if settings.default_exchange else None
     if session.target is not None or settings.default_exchange:  # the DLQ's broker: asked apart
         temporary = probe_temporary_exchanges(source.conn, source.timeout)
     if temporary is None:
