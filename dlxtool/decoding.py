@@ -655,7 +655,7 @@ class Tally:
         n = sum(self.failed.values())
         why = ", ".join(f"{count} {_FAILED_WORDS.get(status, status)}" for status, count in sorted(self.failed.items()))
         return RunOutcome(Status.USAGE, f"decode: {n} payload{'s' if n != 1 else ''} found, none decoded ({why})",
-                          hint="each row says where its payload stops and what it holds up to there")
+                          hint="each row says why: where its payload stops and what it holds up to there")
 
 
 _FAILED_WORDS = {TRUNCATED: "cut short", MALFORMED: "malformed", "error": "not of the type",
