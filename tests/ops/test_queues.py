@@ -79,6 +79,10 @@ class FakeClient:
     def bindings(self, vhost: str | None, *, columns: list[str]) -> list[dict[str, Any]]:
         return []
 
+    def get(self, path: str, **query: Any) -> list[dict[str, Any]]:  # /api/nodes: which nodes run
+        assert path == "nodes"
+        return [{"name": "rabbit@h", "running": True}]
+
 
 def test_one_failing_broker_does_not_stop_the_others() -> None:
     profiles = [BrokerProfile(name=n, urls=("amqp://h/",), vhost="v") for n in ("dead", "ok")]
