@@ -211,7 +211,7 @@ class Replay:
         source, to = session.source, session.to
         routes = _routes(session, settings)
         targets = _exchange_targets(session, settings)
-        waits = WaitQueues(_router(source.management, source.vhost), settings.source)
+        waits = WaitQueues(_wait_router(source), settings.source)
         exchanges = None if settings.default_exchange else TemporaryExchanges(to.conn, to.timeout)
         # a run that moves nothing changes nothing: stays held and given back in place until something moves,
         # where that costs nothing (a classic DLQ), or where the tail cannot take them
@@ -458,7 +458,7 @@ def plan_for(session: ReplaySession, settings: ReplaySettings, info: QueueInfo |
             hint="pass --yes to replay without a plan (replay itself never returns messages it has read)")
     result = plan(source.conn, settings, max_messages=session.plan_limit, target_conn=session.target_conn,
                   timeout=source.timeout, rooms=session.rooms, exchange_targets=_exchange_targets(session, settings),
-                  router=_router(to.management, to.vhost), wait_router=_router(source.management, source.vhost))
+                  router=_router(to.management, to.vhost), wait_router=_wait_router(source))
     if qtype == "quorum" and counts and result.looked_at:
         report.info(f"the plan read {result.looked_at} messages and gave them back in place, in order; on a quorum "
                     "queue each of them now counts one more delivery attempt (x-delivery-count; no limit is set)")
@@ -476,6 +476,20 @@ def _probe_type(source: Session, queue: str) -> str | None:
 
 def _router(mgmt: Any | None, vhost: str) -> Router | None:
     return Router(mgmt, vhost) if mgmt is not None else None
+
+
+def _wait_router(source: Session) -> Router | None:
+    """The router that follows wait queues back (WaitQueues): whether one is consumed decides an origin, so its
+    consumer count comes from the broker now (a passive declare), not the API's sample of up to 5 s ago."""
+    if source.management is None:
+        return None
+    from dlxtool.broker.queues import now
+
+    def consumers_now(queue: str) -> int | None:
+        counted = now(source.conn, queue, source.timeout)
+        return None if counted is None else counted.consumers
+
+    return Router(source.management, source.vhost, consumers_now)
 
 
 def _routes(session: ReplaySession, settings: ReplaySettings) -> Routes:
