@@ -704,10 +704,6 @@ def _error(message: Message, readings: list[Reading], chosen: Reading | None,
     return (text, "error header") if text else (None, None)
 
 
-def known_names(custom: Sequence[HeaderConvention] = ()) -> tuple[str, ...]:
-    return tuple(c.name for c in conventions(custom))
-
-
 def check_origin_from(name: str | None, known: Sequence[Convention]) -> None:
     """--origin-from must name a convention in use; only the ones that can name an origin make sense."""
     if name is None:

@@ -194,11 +194,3 @@ def simple_table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str |
              "  ".join("-" * w for w in widths)]
     lines += ["  ".join(cells).rstrip() for cells in zip(*columns, strict=True)]
     return "\n".join(lines)
-
-
-def write_kv(pairs: Iterable[tuple[str, Any]], out: IO[str]) -> None:
-    """Aligned 'key: value' lines for one object (details views)."""
-    pairs = list(pairs)
-    width = max((len(k) for k, _ in pairs), default=0)
-    for key, value in pairs:
-        out.write(f"{key + ':':<{width + 1}} {safe_text(value)}\n")

@@ -252,6 +252,6 @@ def _utf8_checked(f: FieldDescriptor) -> bool:
     """proto3 and editions (by default) reject invalid UTF-8 in strings; proto2 does not."""
     try:
         # no public accessor for a field's resolved features; the stubs do not list it either
-        return f._GetFeatures().utf8_validation != 3  # type: ignore[attr-defined]  # noqa: SLF001 - FeatureSet.NONE
+        return bool(f._GetFeatures().utf8_validation != 3)  # type: ignore[attr-defined]  # noqa: SLF001 - FeatureSet.NONE
     except AttributeError:  # older runtimes: no features, go by syntax
         return getattr(getattr(f, "file", None), "syntax", "proto2") == "proto3"  # .file: not in the stubs

@@ -30,7 +30,7 @@ NON_CANONICAL_SAMPLE = 64  # types whose departures from canonical form are coun
 
 
 def confidence_from_evidence(evidence: float) -> float:
-    return 1.0 - EVIDENCE_BASE**evidence
+    return 1.0 - float(EVIDENCE_BASE**evidence)
 
 
 class Registry:

@@ -60,11 +60,6 @@ class Identification:
     def best(self) -> Match | None:
         return self.matches[0] if self.matches and self.status == MATCH else None
 
-    @property
-    def confident(self) -> bool:
-        b = self.best
-        return b is not None and b.confidence >= HIGH_CONFIDENCE
-
     def alternatives(self) -> list[str]:
         b = self.best
         return [t for t in self.equivalent if b is None or t != b.type]

@@ -6,7 +6,7 @@ about types: :mod:`proto_registry.index` and :mod:`proto_registry.score` interpr
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 VARINT, I64, LEN, SGROUP, EGROUP, I32 = 0, 1, 2, 3, 4, 5
 MAX_FIELD_NUMBER = (1 << 29) - 1
@@ -71,8 +71,8 @@ def scan(data: bytes, start: int = 0, end: int | None = None) -> list[tuple[int,
     return fields if pos == end else None
 
 
-def _scan(data: bytes, pos: int, end: int, group_tag: int, depth: int) -> tuple[list, int]:
-    fields: list = []
+def _scan(data: bytes, pos: int, end: int, group_tag: int, depth: int) -> tuple[list[Any], int]:
+    fields: list[Any] = []
     append = fields.append
     while pos < end:
         start = pos
@@ -136,20 +136,6 @@ def varint_size(value: int) -> int:
         value >>= 7
         n += 1
     return n
-
-
-def packed_varints_ok(data: bytes, start: int, end: int) -> bool:
-    """True when ``data[start:end]`` is a whole sequence of varints (a packed repeated field)."""
-    pos = start
-    try:
-        while pos < end:
-            if data[pos] < 0x80:
-                pos += 1
-            else:
-                _, pos = read_varint(data, pos, end)
-    except ValueError:
-        return False
-    return pos == end
 
 
 def packed_varints(data: bytes, start: int, end: int) -> list[int] | None:

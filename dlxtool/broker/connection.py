@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import re
 import ssl
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -224,16 +223,6 @@ def quiet_pika_logging() -> None:
     logger = logging.getLogger("pika")
     if logger.level == logging.NOTSET:
         logger.setLevel(logging.CRITICAL)
-
-
-def server_info(profile: BrokerProfile) -> ServerInfo:
-    """Connect, read what the broker says about itself, disconnect."""
-    started = time.monotonic()
-    conn = connect(profile)
-    try:
-        return describe_connection(conn, profile, (time.monotonic() - started) * 1000)
-    finally:
-        close_quietly(conn)
 
 
 def describe_connection(conn: BlockingConnection, profile: BrokerProfile, latency_ms: float) -> ServerInfo:

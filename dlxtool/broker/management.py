@@ -124,11 +124,13 @@ class QueueInfo:
 
     @property
     def dead_letter_exchange(self) -> str | None:
-        return self.setting("dead-letter-exchange")
+        value = self.setting("dead-letter-exchange")
+        return value if value is None else str(value)
 
     @property
     def dead_letter_routing_key(self) -> str | None:
-        return self.setting("dead-letter-routing-key")
+        value = self.setting("dead-letter-routing-key")
+        return value if value is None else str(value)
 
 
 # RabbitMQ resolves these with min(argument, policy) (rabbit_queue_type_util:args_policy_lookup with
@@ -342,7 +344,7 @@ class ManagementClient:
         result = self.get("overview", **({"columns": ",".join(columns)} if columns else {}))
         if isinstance(result, dict) and "rabbitmq_version" in result:
             self._version = result.get("rabbitmq_version") or ""
-        return result
+        return result if isinstance(result, dict) else {}
 
     def prefetch_overview(self) -> None:
         """Send ahead the overview that `overview(OVERVIEW_COLUMNS)` and `version()` read."""

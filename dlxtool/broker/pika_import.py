@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import sys
 import types
-from typing import Any
+from typing import Any, cast
 
 _ASYNCIO = "pika.adapters.asyncio_connection"
 
@@ -42,7 +42,7 @@ def load() -> types.ModuleType:
         if adapters.get("asyncio_connection") is stub:
             del adapters["asyncio_connection"]
         adapters["__getattr__"] = _adapters_getattr  # PEP 562: pika.adapters.AsyncioConnection on first use
-    return pika
+    return cast(types.ModuleType, pika)
 
 
 def _adapters_getattr(name: str) -> Any:

@@ -256,9 +256,8 @@ def _summary(decoded: Any) -> str:
             more = decoded.alternatives_count - len(alts)
             text += ", ambiguous with " + ", ".join(alts) + (f", +{more} more" if more > 0 else "")
         return text + ")"
-    return {"no_match": "no registered type fits", "malformed": "not protobuf", "raw": "schema-less"}.get(
-        decoded.status, decoded.status
-    )
+    words: dict[str, str] = {"no_match": "no registered type fits", "malformed": "not protobuf", "raw": "schema-less"}
+    return words.get(decoded.status, str(decoded.status))
 
 
 def _table_row(outcome: Any) -> str:

@@ -39,7 +39,7 @@ def _summary_format(f: Any) -> Any:
 @_summary_format
 @connection_options
 @click.pass_obj
-def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None, remove: bool, force: bool,
+def dump(app: App, /, queue: str, count: int | None, all_: bool, output: str | None, remove: bool, force: bool,
          yes: bool, **read: object) -> Outcome | None:
     """Write QUEUE's messages as message records (JSON Lines), without removing them.
 
@@ -85,7 +85,7 @@ def dump(app: App, queue: str, count: int | None, all_: bool, output: str | None
     return None
 
 
-def _drain(app: App, queue: str, count: int | None, output: str | None, yes: bool, read: dict) -> Outcome:
+def _drain(app: App, queue: str, count: int | None, output: str | None, yes: bool, read: dict[str, Any]) -> Outcome:
     from dlxtool.cli.moving import (
         Journaled,
         check_record_file,

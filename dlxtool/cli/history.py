@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import IO, TYPE_CHECKING, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import click
 
@@ -49,7 +49,7 @@ DEFAULT_COUNT = 100
 @read_options
 @common_options
 @click.pass_obj
-def history(app: App, queue: str | None, count: int | None, all_: bool, summary: bool, from_file: str | None,
+def history(app: App, /, queue: str | None, count: int | None, all_: bool, summary: bool, from_file: str | None,
             allow_torn: bool, error_headers: tuple[str, ...], origin_from: str | None, **read: object) -> None:
     """Show the x-death history of the messages in QUEUE (or in a dump file).
 
@@ -139,7 +139,7 @@ def _nothing(reader: QueueReader | None) -> str:
 
 
 def _load(app: App, queue: str | None, count: int | None, from_file: str | None,
-          read: dict, allow_torn: bool = False) -> tuple[list[MessageRecord], QueueReader | None]:
+          read: dict[str, Any], allow_torn: bool = False) -> tuple[list[MessageRecord], QueueReader | None]:
     if (queue is None) == (from_file is None):
         raise UsageError("give a QUEUE or --from FILE (one of them)")
     if from_file is not None:
@@ -161,7 +161,7 @@ def _from_file(app: App, name: str, allow_torn: bool) -> Iterator[MessageRecord]
                             torn if allow_torn else None)
 
 
-def _render_timelines(app: App, items: list, empty: str = "(no messages)") -> None:
+def _render_timelines(app: App, items: list[Any], empty: str = "(no messages)") -> None:
     from dlxtool.render import safe_text, write_table
 
     out = app.stdout

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +18,9 @@ from dlxtool.cli.reading import (
 )
 from dlxtool.record import MessageRecord
 
+if TYPE_CHECKING:
+    from dlxtool.conventions import Convention
+
 
 @click.command(epilog=SAFETY_HELP)
 @queue_argument
@@ -28,7 +31,7 @@ from dlxtool.record import MessageRecord
 @read_options
 @common_options
 @click.pass_obj
-def peek(app: App, queue: str, count: int, whole_body: bool, origin_from: str | None, **read: object) -> None:
+def peek(app: App, /, queue: str, count: int, whole_body: bool, origin_from: str | None, **read: object) -> None:
     """Show the first messages of QUEUE without taking them away.
 
     The table shows position, routing key, exchange, redelivered, type (or
@@ -67,7 +70,7 @@ def peek(app: App, queue: str, count: int, whole_body: bool, origin_from: str | 
 
 
 def render_table(app: App, records: list[MessageRecord], whole_body: bool, empty: str = "(queue is empty)",
-                 known: tuple = (), origin_from: str | None = None, through: Any = None) -> None:
+                 known: tuple[Convention, ...] = (), origin_from: str | None = None, through: Any = None) -> None:
     from dlxtool import render
     from dlxtool.conventions import BUILT_IN
 
@@ -84,7 +87,7 @@ def render_table(app: App, records: list[MessageRecord], whole_body: bool, empty
                        app.stdout, empty=empty, styles={5: lambda cell: app.style(cell, fg="yellow")})
 
 
-def table_row(record: MessageRecord, known: tuple = (), origin_from: str | None = None,
+def table_row(record: MessageRecord, known: tuple[Convention, ...] = (), origin_from: str | None = None,
               through: Any = None) -> list[object]:
     """`through`: the origin of a message that only waited out TTLs, followed through its wait queue (as
     `history` and replay resolve it; without it the wait queue itself would show as the origin)."""

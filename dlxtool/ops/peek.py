@@ -1,7 +1,8 @@
 """Reading messages without taking them away: the reader behind `peek`, `history` and `dump`.
 
 RabbitMQ has no "look" operation, so a peek takes messages and gives them back. What that costs
-depends on the queue type (see shared/DESIGN.md), and this module decides it in one place:
+depends on the queue type and the broker's version (dlxtool/broker/versions.py); this module decides it
+in one place:
 
 - classic: basic.get without ack, then close the channel. The broker puts the messages back at
   their original positions, all in one step, order kept; only `redelivered` changes. (One

@@ -32,7 +32,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Mapping
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from dlxtool.broker import pika_import
 
@@ -187,7 +187,7 @@ def _publish_method(exchange: str, routing_key: str, mandatory: bool) -> bytes:
 def _frames(channel_number: int, method: bytes, body: bytes, props: bytes, body_max: int,
             accelerator: ModuleType | None) -> bytes:
     if accelerator is not None:
-        return accelerator.publish_frames(channel_number, method, props, body, body_max)
+        return cast(bytes, accelerator.publish_frames(channel_number, method, props, body, body_max))
     return _py_frames(channel_number, method, body, props, body_max)
 
 
@@ -501,7 +501,7 @@ def fast_input(connection: Any, accelerator: ModuleType | None) -> FastInput:
     existing = impl.__dict__.get("_dlxtool_fast_input")
     if existing is None:
         existing = impl._dlxtool_fast_input = FastInput(impl, accelerator)  # noqa: SLF001
-    return existing
+    return cast(FastInput, existing)
 
 
 def fast_deliveries(connection: Any, channel: Any, *, raw: bool = False,
