@@ -163,29 +163,27 @@ class Roles:
 
     def _wait_reason(self, queue: str) -> str | None:
         row = self.rows.get(queue)
-        if row is None or row.type == "stream" or (row.figures_known and row.consumers):
+        if row is None or not waits(row):
             return None
-        if row.message_ttl is not None:
-            waits = f"message TTL {row.message_ttl} ms"
-        elif never_consumed(row):
-            waits = "no consumer ever took a message from it: they leave by per-message expiration"
-        else:
-            return None
+        how = (f"message TTL {row.message_ttl} ms" if row.message_ttl is not None else
+               "no consumer ever took a message from it: they leave by per-message expiration")
         for target in sorted(self.edges.targets.get(queue, ())):
-            back = self._goes_back(queue, target)
+            back = self._goes_back(row, target)
             if back:
-                return f"retry stage ({waits}): dead-letters to {target}, {back}"
+                return f"retry stage ({how}): dead-letters to {target}, {back}"
         return None
 
-    def _goes_back(self, wait: str, target: str) -> str | None:
-        """Why `target` is where waiting messages go back to be processed, or None."""
+    def _goes_back(self, wait: QueueRow, target: str) -> str | None:
+        """Why `target` is where the messages waiting in `wait` go back to be processed, or None."""
         row = self.rows.get(target)
         if row is None:
             return None
         if row.figures_known and row.consumers:
             return f"which has {row.consumers} consumer(s)"
-        if wait in self.onward(target):
-            return "which dead-letters back here (a retry loop)"
+        if wait.queue in self.onward(target):  # a loop: the one of the two that expires messages is the wait
+            if row.message_ttl is None or wait.message_ttl is not None:
+                return "which dead-letters back here (a retry loop)"
+            return None
         if row.dead_letter_exchange is not None:
             return "a work queue: it dead-letters its own failures on"
         return None
@@ -204,9 +202,14 @@ class Roles:
         return self._onward[queue]
 
 
-def never_consumed(row: QueueRow) -> bool:
-    """No consumer has taken a message from it since its statistics began (False where that is not known)."""
-    return row.figures_known and row.consumer_deliveries == 0
+def waits(row: QueueRow) -> bool:
+    """Whether messages only wait in `row`: no consumer now, and none ever took a message from it since its statistics
+    began (a peek's basic.get is no consumer); where the API keeps no statistics, a message TTL says so."""
+    if row.type == "stream":
+        return False
+    if row.figures_known:
+        return not row.consumers and not row.consumer_deliveries
+    return row.message_ttl is not None
 
 
 def assign(rows: Sequence[QueueRow], listings_of: Callable[[str], Listings]) -> None:

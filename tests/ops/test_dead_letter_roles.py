@@ -128,3 +128,30 @@ def test_keys_of_a_queue_bound_to_a_fanout_exchange_are_any_key() -> None:
 
     [parsed] = [qf.row_from_api("b", row("q", dead_letter_exchange="x"))]
     assert dead_letter_keys(parsed, listing) == [Key("q"), Key("#", pattern=True), Key("a.*", pattern=True)]
+
+
+def test_in_a_loop_nobody_consumed_yet_the_queue_that_expires_messages_is_the_wait() -> None:
+    """A ladder declared but never consumed (a fresh deploy): both queues wait; the one with the message TTL is the
+    retry stage, not the work queue it feeds."""
+    found = roles([row("work", dead_letter_exchange="", dead_letter_routing_key="wait"),
+                   row("wait", message_ttl=1000, dead_letter_exchange="", dead_letter_routing_key="work")], {}, [])
+    assert found["wait"][0] == "wait" and found["work"] == (None, None)
+
+
+def test_without_statistics_only_a_message_ttl_makes_a_wait_and_a_doubt_is_a_dlq() -> None:
+    """RabbitMQ 4.3 with management_metrics_collection denied: no consumer counts, no deliveries. A TTL still tells a
+    retry stage; a delay queue by per-message expiration cannot be told from a work queue whose consumers are gone,
+    so the queue it feeds is named a dlq (said, never hidden)."""
+    def blind(r: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in r.items() if k not in ("messages_ready", "messages_unacknowledged", "consumers",
+                                                       "message_stats")}
+
+    found = roles([blind(row("tq.tasks", message_ttl=3000, dead_letter_exchange="", dead_letter_routing_key="tq.dead")),
+                   blind(row("tq.delay", dead_letter_exchange="", dead_letter_routing_key="tq.tasks")),
+                   blind(row("tq.dead")),
+                   blind(row("work", dead_letter_exchange="", dead_letter_routing_key="wait")),
+                   blind(row("wait", message_ttl=100, dead_letter_exchange="", dead_letter_routing_key="work"))],
+                  {}, [])
+    assert found["tq.dead"] == ("dlq", "target of tq.tasks") and found["tq.tasks"] == ("dlq", "target of tq.delay")
+    assert found["tq.delay"] == (None, None)
+    assert found["wait"][0] == "wait" and found["work"] == (None, None)
