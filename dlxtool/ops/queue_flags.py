@@ -172,7 +172,7 @@ def _row_without_settings(broker: str, raw: Mapping[str, Any], broker_version: s
         dead_letter_exchange=None, dead_letter_routing_key=None, dead_letter_source={},
         delivery_limit=default_delivery_limit(broker_version) if kind == "quorum" else None,
         message_ttl=None, policy=raw.get("policy") or None,
-        figures_known="messages_ready" in raw and "consumers" in raw,
+        figures_known="messages_unacknowledged" in raw,  # as QueueInfo.figures_known
         node=_text(raw.get("leader") or raw.get("node")), state=_text(raw.get("state")),
     )
 
