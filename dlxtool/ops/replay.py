@@ -22,7 +22,7 @@ from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.capacity import Capacity, Rooms, full_reason
 from dlxtool.ops.engine import Action, TransferOptions, TransferResult
 from dlxtool.ops.exchange_routes import ExchangeTargets, Reach
-from dlxtool.ops.outcomes import transfer_outcome
+from dlxtool.ops.outcomes import depths_now, transfer_outcome
 from dlxtool.ops.provenance import PROVENANCE_HEADER as PROVENANCE_HEADER
 from dlxtool.ops.replay_decision import (  # the decision's names, as replay's
     NO_ORIGIN as NO_ORIGIN,
@@ -163,6 +163,7 @@ class ReplayRun:
     # Deletes the temporary exchanges: the caller calls it once the summary is out (a stop signal during a
     # clean-up before it would cut the summary off).
     clean_up: Callable[[], None] = field(default=lambda: None, repr=False)
+    depths: dict[str, dict[str, int]] = field(default_factory=dict)  # after the run, from the broker (depths_now)
 
     def outcome(self) -> Outcome:
         """Done; partial (exit 5); refused (6) when nothing moved because no route was safe or every origin is
@@ -233,7 +234,18 @@ class Replay:
         if exchanges is not None:
             out.clean_up = exchanges.delete_all
         out.routes = {t: targets.describe(t) or routes.describe(t) for t in sorted(result.moved)}
+        out.depths = depths_now([(source.conn, [settings.source]), (to.conn, _moved_to(result, targets))],
+                                source.timeout)
         return out
+
+
+def _moved_to(result: TransferResult, targets: ExchangeTargets) -> list[str]:
+    """The queues a run moved messages into: its queue targets, and those its exchange targets reach."""
+    queues: list[str] = []
+    for group in sorted(result.moved):
+        reach = targets.reaches.get(group)
+        queues += [group] if reach is None else list(reach.queues or ())
+    return queues
 
 
 @dataclass
