@@ -130,6 +130,8 @@ class QueueRow:
             "role": self.role, "role_reason": self.role_reason,
             "flags": list(self.flags), "reasons": dict(self.flags),
             "figures_known": self.figures_known, "cannot_tell": dict(self.cannot_tell),
+            # counts, consumers and rates: the API's last statistics sample, up to one interval old (no time per queue)
+            "figures_from": FIGURES_FROM if known else None,
         }
 
 
@@ -210,6 +212,7 @@ def flag_rows(rows: list[QueueRow], listings_of: Callable[[str], Listings] | Non
     return rows
 
 
+FIGURES_FROM = "management-api-sample"  # QueueRow.to_json: where ready/unacked/consumers/rates come from
 NO_FIGURES_WHY = "statistics are off: management_metrics_collection denied, or the queue is seconds old"
 NO_FIGURES = f"the management API has no counts or rates for it ({NO_FIGURES_WHY})"
 

@@ -85,6 +85,13 @@ def test_a_ttl_retry_ladder_is_wait_and_its_work_queue_no_dlq(run, broker, qname
     assert found[wait] == ("wait", f"retry stage (message TTL 100 ms): dead-letters to {work}, which dead-letters back "
                                    "here (a retry loop)")
     assert found[work] == (None, None) and found[parking] == (None, None)
+    table = run("queues", "--url", broker.url, "--match", f"{qname}*", "--format", "table")
+    flags = {line.split()[1]: line.split()[-1] for line in table.stdout.splitlines()[2:]}
+    assert flags[wait] == "wait" and flags[parking] == "no-consumer"  # the role among the flags
+    if not blind(broker):  # the counts' age, said once (the API has no sample time per queue)
+        assert "the management API's statistics, up to one statistics interval old" in table.stderr
+        [row] = json.loads(run("queues", "--url", broker.url, "--match", parking, "--format", "json").stdout)
+        assert row["figures_from"] == "management-api-sample"
 
 
 def test_taskiq_aio_pika_the_dead_queue_is_the_dlq_not_the_task_queue(run, broker, qname) -> None:
