@@ -16,6 +16,7 @@ from dlxtool.cli.reading import (
     read_options,
     read_queue,
     through_wait_queues,
+    topology_note,
 )
 from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
@@ -124,6 +125,8 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
         write_sample_note(app, note)
     for count_note in count_notes(items):
         app.info(f"note: {count_note}")
+    if queue:
+        topology_note(app, queue, records)
     finish_read(app, reader)
 
 

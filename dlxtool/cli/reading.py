@@ -178,3 +178,18 @@ def through_wait_queues(app: App, queue: str) -> Callable[[Any], Any]:
         return resolver[0](death)
 
     return through
+
+
+def topology_note(app: App, queue: str, records: list[MessageRecord]) -> None:
+    """A note when dead letters read from `queue` are not where the topology sends them (an application moved them:
+    dlxtool.ops.dead_letter_roles.unpredicted), asked of the management API the read already proved."""
+    from dlxtool.ops.dead_letter_roles import unpredicted
+    from dlxtool.ops.routes import Router
+
+    profile = app.profile()
+    mgmt = app.proven_management(profile)
+    if mgmt is None or not records:
+        return
+    note = unpredicted(Router(mgmt, profile.vhost, settled=False), queue, records)
+    if note:
+        app.info(f"note: {note}")

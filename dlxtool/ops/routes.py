@@ -106,10 +106,11 @@ def binding_matches(kind: str, binding_key: str, key: Key) -> bool:
 class Router:
     """Routing questions against one vhost, each exchange and queue read once (a replay asks per origin)."""
 
-    def __init__(self, mgmt: Management, vhost: str, consumers_now: Callable[[str], int | None] | None = None
-                 ) -> None:
+    def __init__(self, mgmt: Management, vhost: str, consumers_now: Callable[[str], int | None] | None = None,
+                 *, settled: bool = True) -> None:
         self.mgmt = mgmt
         self.vhost = vhost
+        self.settled = settled  # wait for a queue's policies when the API has none yet (ManagementClient.queue)
         # A queue's consumer count from the broker now (AMQP passive declare), where a decision rests on it: the
         # API's is a sample up to one statistics interval old (a worker started 5 s ago still shows none there).
         self.consumers_now = consumers_now
@@ -141,7 +142,7 @@ class Router:
         """QueueInfo, or None when the queue does not exist."""
         if name not in self._queues:
             try:
-                self._queues[name] = self.mgmt.queue(self.vhost, name, settled=True)
+                self._queues[name] = self.mgmt.queue(self.vhost, name, settled=self.settled)
             except NotFoundError:
                 self._queues[name] = None
         return self._queues[name]
