@@ -195,18 +195,21 @@ def _render(app: App, outcome: Any) -> None:
         app.info(f"dry run: would {verb} {n}{route} and keep {summary['would_keep']} of {state.ready} messages in "
                  f"{settings.queue}{sampled}{full}{stay}; nothing was changed")
         return
+    from dlxtool.cli.explaining import Cells
     from dlxtool.cli.moving import duplicates_note, result_rows
     from dlxtool.render import write_table
 
     result = outcome.result
+    cells = Cells(app)
     rows = result_rows(result, moved="moved", kept="kept (not selected)",
-                       removed=("removed", settings.backup or "(no backup)"))
+                       removed=("removed", settings.backup or "(no backup)"), short=cells)
     headers = ["outcome", "where / reason", "messages"]
     if settings.move_to:
         headers.append("route")
         for row in rows:
             row.append((outcome.route or "") if row[0] == "moved" else "")
     write_table(rows, headers, app.stdout, empty="nothing matched")
+    cells.note()
     app.info(f"{result.removed + result.moved_total} of {result.snapshot} messages taken from {result.source} "
              f"in {app.elapsed():.1f}s" + duplicates_note(result))
     _depths(app, outcome)

@@ -100,10 +100,8 @@ def read_queue(app: App, queue: str, opts: ReadOptions,
         if not decoder:  # dlxtool.decoding (and proto_registry's light modules) only once a body is decoded
             from dlxtool import decoding
 
-            config = app.config()
-            decoder.append(decoding.record_decoder(
-                decoding.proto_paths((), [*config.proto_paths, *profile.proto_paths]),
-                demo=config.demo_schemas, on_error=app.warn))
+            schemas = app.schemas()
+            decoder.append(decoding.record_decoder(schemas.paths, demo=schemas.demo, on_error=app.warn))
         return decoder[0](record)
     app.begin_management(profile, queues=(queue,))  # on its way while AMQP connects
     with app.connection(profile) as conn:

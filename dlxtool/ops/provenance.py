@@ -68,6 +68,21 @@ def provenance_src(headers: dict[str, Any] | None) -> Origin | None:
     return copy_origin(src, publish_id)
 
 
+def replayed(headers: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What an earlier replay recorded, as `history` shows it: from (the DLQ), at, count, and the first origin's
+    exchange and routing key — the exchange a temporary one stood for. None for a message never replayed."""
+    prov = headers.get(PROVENANCE_HEADER) if isinstance(headers, dict) else None
+    if not isinstance(prov, dict):
+        return None
+    shown = {name: prov.get(key) for name, key in (("from", "from"), ("at", "at"), ("count", "count"),
+                                                   ("exchange", "exchange"), ("routing_key", "routing-key"))}
+    if isinstance(shown["at"], datetime):
+        from dlxtool.deaths import iso
+
+        shown["at"] = iso(shown["at"])
+    return {k: v.decode("utf-8", "replace") if isinstance(v, bytes | bytearray) else v for k, v in shown.items()}
+
+
 def copy_origin(src: Any, publish_id: Any) -> Origin | None:
     """provenance_src of a provenance's decoded `src` and `id`."""
     if not isinstance(src, str) or len(src) != 16:

@@ -346,6 +346,7 @@ class Purge:
         self.out = PurgeOutcome(state, settings, dry_run)
         self.rooms: Rooms | None = None
         self.router: Router | None = None
+        self.keep_refused: str | None = None  # why kept messages cannot go to the tail: held in place instead
         if settings.reads_messages:
             self._prepare_reading(dry_run)
 
@@ -389,7 +390,8 @@ class Purge:
         routes: list[Routes] = []
         options = TransferOptions(sink=sink, progress=progress, admit=rooms.admit if rooms is not None else None,
                                   nack_copies=rooms.nack_copies if rooms is not None else None,
-                                  hold_stays=out.state.type == "classic", report=self.report)
+                                  hold_stays=out.state.type == "classic", keep_refused=self.keep_refused,
+                                  report=self.report)
         out.result = run_reading_purge(session.conn, settings, options, timeout=session.timeout, router=self.router,
                                        routes=routes)
         if rooms is not None:
@@ -432,8 +434,33 @@ class Purge:
         if self.rooms is not None and out.room is not None:
             capacity.refuse_when_no_room([out.room], self.rooms.role, settings.allow_displace)
         _refuse_unsafe_route(settings, self.router)
+        if out.state.ready:
+            self._check_publish_rights()
         if settings.move_to and out.state.ready:
             check_alarms(session, report, f"moved to {settings.move_to!r}")
+
+    def _check_publish_rights(self) -> None:
+        """Before anything is read (issue 28): refused where this user may not publish to --move-to by its route;
+        where messages not selected stay by republishing them to the tail and the user may not publish there, a
+        classic queue holds them and gives them back in place instead, any other type is refused."""
+        from dlxtool.broker.permissions import probe_write
+        from dlxtool.ops.publish_rights import refuse_without_publish_rights, user_words
+
+        session, settings, state = self.session, self.settings, self.out.state
+        if settings.move_to:
+            refuse_without_publish_rights(session, default_exchange=settings.default_exchange,
+                                          nothing=f"nothing moved to {settings.move_to!r}")
+        said = probe_write(session.conn, "", session.timeout)
+        if said is None:
+            return
+        words = (f"cannot be republished to the tail of {settings.queue!r}: {user_words(session)} may not publish "
+                 f"there (the broker said: {said})")
+        if state.type != "classic":
+            raise RefusedError(f"nothing purged: messages that are not selected (or come back) stay by being "
+                               f"republished to the queue's tail, and they {words}",
+                               hint="the user needs write permission on amq.default in this vhost")
+        self.keep_refused = words
+        self.report.info(f"messages that stay {words}: they are held and given back in place instead")
 
 
 def _refuse_unsafe_route(settings: PurgeSettings, router: Router | None) -> None:

@@ -94,6 +94,7 @@ class ReplayPlan:
     default_exchange: bool = False
     used_body_retries: int = 0  # Dramatiq messages to replay whose body says their retries are used up
     origin_conflicts: int = 0   # messages whose conventions named different origins: the most recent failure won
+    celery_tasks: int = 0       # Celery tasks to replay to a queue: through the default exchange (Routes.by_queue_name)
 
     @property
     def sampled(self) -> bool:
@@ -106,20 +107,31 @@ class ReplayPlan:
             "sampled": self.sampled, "queue_depth": self.snapshot,
             "origins": [o.to_json() for o in self.origins],
             "stay": dict(self.stay), "dramatiq_retries_used": self.used_body_retries,
-            "origin_conflicts": self.origin_conflicts,
+            "origin_conflicts": self.origin_conflicts, "celery_tasks": self.celery_tasks,
         }
 
     @property
-    def route_note(self) -> str:
-        """What the chosen route changes for consumers (shown under the plan)."""
-        if self.default_exchange:
-            return ("--default-exchange: replayed messages arrive with exchange \"\" and routing key = the queue "
-                    "name, not the key they were published with; consumers and retry ladders that route on the key "
-                    "see the queue name, and a queue whose dead-letter exchange would not route it keeps its "
-                    "messages in the DLQ")
-        return ("each message keeps its original routing key and reaches only its origin (a temporary fanout "
-                "exchange bound only to it, deleted at the end); Celery tasks go through the default exchange "
-                "(routing key = queue name): Celery sends a retry to the exchange a task came from")
+    def route_notes(self) -> list[str]:
+        """What the routes of this plan's origins change for consumers (shown under the plan), one sentence per kind
+        of origin present: queues, exchanges, Celery tasks."""
+        queues = any(o.origin_route is None or o.origin_route.queue is not None for o in self.origins)
+        notes = []
+        if queues and self.default_exchange:
+            notes.append("--default-exchange: replayed messages arrive with exchange \"\" and routing key = the queue "
+                         "name, not the key they were published with; consumers and retry ladders that route on the "
+                         "key see the queue name, and a queue whose dead-letter exchange would not route it keeps its "
+                         "messages in the DLQ")
+        elif queues:
+            notes.append("to a queue, each message keeps its original routing key and reaches only that queue, "
+                         "through a temporary fanout exchange of dlxtool's bound only to it (dlxtool.replay.…, deleted "
+                         "at the end; the provenance header keeps the original exchange)")
+        if any(o.origin_route is not None and o.origin_route.queue is None for o in self.origins):
+            notes.append("to an exchange, each message is published to it with its routing key, and reaches the "
+                         "queues its bindings route that key to (listed above)")
+        if self.celery_tasks and not self.default_exchange:
+            notes.append(f"{self.celery_tasks} Celery task(s) go through the default exchange (routing key = queue "
+                         "name): Celery sends a retry to the exchange a task came from")
+        return notes
 
 
 def plan_from_survey(source: str, snapshot: int, looked_at: int, plan: Counter[tuple[str, str]]) -> ReplayPlan:
@@ -313,28 +325,12 @@ def _check_publish_rights(session: ReplaySession, settings: ReplaySettings) -> s
     broker asked with probes that change nothing: dlxtool.broker.permissions). Returns why messages that stay
     cannot be republished to the DLQ's tail (they are then held and given back in place), or None."""
     from dlxtool.broker.permissions import probe_temporary_exchanges, probe_write
+    from dlxtool.ops.publish_rights import refuse_without_publish_rights, user_words
 
     source, to = session.source, session.to
-    user = f"user {to.profile.username!r}" if to.profile is not None else "this user"
-    if settings.default_exchange:
-        said = probe_write(to.conn, "", to.timeout)
-        if said is not None:
-            raise RefusedError(f"nothing can be replayed: {user} may not publish to the default exchange in vhost "
-                               f"{to.vhost!r} (the broker said: {said})",
-                               hint="the user needs write permission on amq.default, or configure and write on "
-                                    "exchanges named dlxtool.* (the default route, without --default-exchange)")
-        temporary: str | None = "not asked (--default-exchange)"
-    else:
-        temporary = probe_temporary_exchanges(to.conn, to.timeout)
-        if temporary is not None:
-            default = probe_write(to.conn, "", to.timeout)
-            raise RefusedError(
-                f"nothing can be replayed: the route that keeps each message's routing key publishes through a "
-                f"temporary exchange (dlxtool.*), and {user} may not declare or publish to one in vhost "
-                f"{to.vhost!r} (the broker said: {temporary})",
-                hint="--default-exchange publishes without one (routing key = the queue's name)" if default is None
-                else "the user needs configure and write permission on exchanges named dlxtool.* (or write "
-                     f"permission on amq.default, for --default-exchange: {default})")
+    user = user_words(to)
+    refuse_without_publish_rights(to, default_exchange=settings.default_exchange, nothing="nothing can be replayed")
+    temporary: str | None = "not asked (--default-exchange)" if settings.default_exchange else None
     if session.target is not None or settings.default_exchange:  # the DLQ's broker: asked apart
         temporary = probe_temporary_exchanges(source.conn, source.timeout)
     if temporary is None:
@@ -577,6 +573,7 @@ def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, targe
     out.default_exchange = settings.default_exchange
     out.used_body_retries = decider.used_body_retries
     out.origin_conflicts = decider.conflicts
+    out.celery_tasks = decider.celery_tasks
     for origin in out.origins:
         origin.conventions = dict(decider.origins_from.get(origin.queue, {}))
         origin.labels = {c: decider.labels.get(c, c) for c in origin.conventions if c}

@@ -99,7 +99,7 @@ from dlxtool.ops.provenance import (
     record_fingerprint,
     shape_entries,
 )
-from dlxtool.ops.routes import MAX_EXCHANGE_NAME, TEMPORARY_PREFIX, Resolved, Router, Routes
+from dlxtool.ops.routes import Resolved, Router, Routes, temporary_exchange
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
 
@@ -408,6 +408,7 @@ class ReplayDecider:
         self.used_body_retries = 0
         self.ignored_expirations: Counter[str] = Counter()  # recorded TTLs RabbitMQ would refuse, not restored
         self.dropped_user_ids = 0
+        self.celery_tasks = 0  # Celery tasks decided to go to a queue (by queue name: Routes.by_queue_name)
         self.untrusted_counts = 0  # messages whose recorded replay count was not trusted (counted as never replayed)
 
     def notes(self) -> list[str]:
@@ -551,9 +552,11 @@ class ReplayDecider:
                 return Decision.leave(USER_ID_REFUSED.format(user_id=user_id, publisher=s.publisher))
             del properties["user_id"]
             self.dropped_user_ids += 1
-        way = self.way(shape, celery=is_celery_task(record.headers))
+        celery = is_celery_task(record.headers)
+        way = self.way(shape, celery=celery)
         if isinstance(way, str):
             return Decision.leave(way)
+        self.celery_tasks += celery and shape.queue is not None  # the plan says their route only when there are
         key = shape.kept_key(first_key(history, shape.address), record.routing_key)
         exchange, routing_key = way[0], way[1] if way[1] is not None else key
         self.origins_from.setdefault(shape.target, Counter())[shape.convention] += 1
@@ -642,12 +645,8 @@ def short_value(value: Any) -> str:
 def _through_temporary(origin: Route) -> Route:
     """An exchange origin that is one of our temporary exchanges (a framework recorded the exchange a replay
     delivered through: Spring's x-original-exchange) is deleted by now; it was bound only to the queue its
-    name ends with (TemporaryExchanges._name), which is the origin. A name cut at 255 bytes may have lost the
-    end of the queue's name: left as it is (the exchange does not exist: the message stays, with the reason)."""
-    name = str(origin.exchange)
-    parts = name.split(".", 4)
-    if (len(parts) == 5 and name.startswith(TEMPORARY_PREFIX) and parts[1] in ("replay", "load", "purge", "keep")
-            and parts[3].isdigit() and parts[4] and len(name.encode()) < MAX_EXCHANGE_NAME):
-        return Route(queue=parts[4])
-    return origin
-
+    name ends with (dlxtool.ops.routes.temporary_exchange), which is the origin. A name cut at 255 bytes may have
+    lost the end of the queue's name: left as it is (the exchange does not exist: the message stays, with the
+    reason)."""
+    named = temporary_exchange(str(origin.exchange))
+    return Route(queue=named.queue) if named is not None and named.queue else origin

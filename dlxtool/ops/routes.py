@@ -523,6 +523,26 @@ class _Checked:
 
 TEMPORARY_PREFIX = "dlxtool."
 MAX_EXCHANGE_NAME = 255  # bytes (AMQP short string)
+TEMPORARY_PURPOSES = ("replay", "load", "purge", "keep")  # keep: messages that stayed, back to the DLQ's tail
+
+
+@dataclass(frozen=True)
+class TemporaryName:
+    """What a temporary exchange's name says (TemporaryExchanges._name): which command made it and the queue it
+    was bound to — None where the name was cut at 255 bytes and the end of the queue's name may be lost."""
+
+    purpose: str
+    queue: str | None
+
+
+def temporary_exchange(name: str) -> TemporaryName | None:
+    """The name of one of dlxtool's temporary exchanges, read (None: another exchange). It is long deleted when
+    someone reads it in a message's x-death or delivery: the queue it was bound to is what it stood for."""
+    parts = name.split(".", 4)
+    if not (len(parts) == 5 and name.startswith(TEMPORARY_PREFIX) and parts[1] in TEMPORARY_PURPOSES
+            and parts[3].isdigit() and parts[4]):
+        return None
+    return TemporaryName(parts[1], parts[4] if len(name.encode()) < MAX_EXCHANGE_NAME else None)
 
 
 class TemporaryExchanges:
