@@ -84,11 +84,12 @@ class ListedRouter(Router):
 
 def needs_keys(row: QueueRow, listings: Listings) -> bool:
     """Whether where `row` dead-letters to depends on the keys its messages come with (so the bindings into it are
-    to be read): a dead-letter exchange that routes on the key, and no dead-letter routing key."""
-    if row.dead_letter_exchange in (None, "") or row.dead_letter_routing_key is not None or row.type == "stream":
+    to be read): a dead-letter exchange that routes on the key (the default exchange: the key names the queue), and
+    no dead-letter routing key."""
+    if row.dead_letter_exchange is None or row.dead_letter_routing_key is not None or row.type == "stream":
         return False
     kind = (listings.exchanges.get(row.dead_letter_exchange) or {}).get("type")
-    return kind in ("direct", "topic")
+    return row.dead_letter_exchange == "" or kind in ("direct", "topic")
 
 
 def dead_letter_keys(row: QueueRow, listings: Listings) -> list[Key]:

@@ -103,6 +103,26 @@ def test_a_ttl_retry_ladder_is_wait_and_its_work_queue_no_dlq(run, broker, qname
         assert result.exit_code == 0 and moved in result.stderr, result.stderr
 
 
+def test_the_demo_shops_wait_queue_sends_back_by_the_key_its_binding_gave(run, broker, qname) -> None:
+    """scripts/demo_shop.py's topology: the wait queue dead-letters on the default exchange without a routing key,
+    so its messages go back by the key they came with: 'orders.work', from its binding on the retry exchange (the
+    survey reads the bindings into it to know)."""
+    work, retry, wait, dlx, dlq = (f"{qname}.orders.work", f"{qname}.orders.retry", f"{qname}.orders.retry.wait",
+                                   f"{qname}.orders.dlx", f"{qname}.orders.dlq")
+    with broker.channel() as ch:
+        ch.exchange_declare(dlx, "fanout", durable=True)
+        ch.exchange_declare(retry, "direct", durable=True)
+        ch.queue_declare(dlq, durable=True)
+        ch.queue_bind(dlq, dlx)
+        ch.queue_declare(work, durable=True, arguments={"x-dead-letter-exchange": dlx})
+        ch.queue_declare(wait, durable=True, arguments={"x-message-ttl": 1000, "x-dead-letter-exchange": ""})
+        ch.queue_bind(wait, retry, work)
+    found = roles(run, broker, qname)
+    assert found[wait] == ("wait", f"retry stage (message TTL 1000 ms): dead-letters to {work}, a work queue: it "
+                                   "dead-letters its own failures on")
+    assert found[dlq] == ("dlq", f"target of {work}") and found[work] == (None, None)
+
+
 def test_taskiq_aio_pika_the_dead_queue_is_the_dlq_not_the_task_queue(run, broker, qname) -> None:
     """taskiq-aio-pika 0.6 (taskiq-python/taskiq-aio-pika, taskiq_aio_pika/broker.py `_declare_queues`,
     `_declare_dead_letter_queue`, `kick`; queue.py and exchange.py defaults): exchange "taskiq" (topic); the dead

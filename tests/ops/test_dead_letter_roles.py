@@ -155,3 +155,15 @@ def test_without_statistics_only_a_message_ttl_makes_a_wait_and_a_doubt_is_a_dlq
     assert found["tq.dead"] == ("dlq", "target of tq.tasks") and found["tq.tasks"] == ("dlq", "target of tq.delay")
     assert found["tq.delay"] == (None, None)
     assert found["wait"][0] == "wait" and found["work"] == (None, None)
+
+
+def test_a_wait_queue_on_the_default_exchange_sends_messages_back_by_the_key_they_came_with() -> None:
+    """scripts/demo_shop.py: orders.retry.wait (TTL, x-dead-letter-exchange "" and no routing key) is bound to the
+    direct exchange orders.retry by 'orders.work': expired messages keep that key, which names the work queue."""
+    found = roles([row("orders.work", consumers=1, dead_letter_exchange="orders.dlx"),
+                   row("orders.retry.wait", message_ttl=1000, dead_letter_exchange=""), row("orders.dlq", ready=16)],
+                  {"orders.retry": "direct", "orders.dlx": "fanout"},
+                  [("orders.retry", "orders.retry.wait", "orders.work"), ("orders.dlx", "orders.dlq", "")])
+    assert found["orders.retry.wait"] == ("wait", "retry stage (message TTL 1000 ms): dead-letters to orders.work, "
+                                                  "which has 1 consumer(s)")
+    assert found["orders.dlq"] == ("dlq", "target of orders.work") and found["orders.work"] == (None, None)
