@@ -15,6 +15,7 @@ from dlxtool.cli.reading import (
     read_options,
     read_queue,
     through_wait_queues,
+    topology_note,
 )
 from dlxtool.record import MessageRecord
 
@@ -37,7 +38,9 @@ def peek(app: App, /, queue: str, count: int, whole_body: bool, origin_from: str
     The table shows position, routing key, exchange, redelivered, type (or
     content type), the death history in one line, the origin and the
     convention that explained it (x-death, spring, nservicebus, …; see
-    `history`) and a body preview.
+    `history`), the error text where a convention gives one (shortened; -v:
+    whole) and a body preview. A dead letter no convention explains shows
+    its own headers, and stderr an example [conventions.NAME] entry for them.
     --format json|jsonl prints message records (see README) that `history
     --from` and `load` read. Counts of messages held unacked by consumers
     (which no peek can see) go to stderr.
@@ -66,6 +69,7 @@ def peek(app: App, /, queue: str, count: int, whole_body: bool, origin_from: str
     elif fmt == "table":
         render_table(app, records, whole_body, empty=reader.facts.nothing_read(), known=known,
                      origin_from=origin_from, through=through_wait_queues(app, queue))
+    topology_note(app, queue, records)  # jsonl streams its records: none kept to look at
     finish_read(app, reader)
 
 

@@ -79,6 +79,9 @@ class FakeClient:
     def bindings(self, vhost: str | None, *, columns: list[str]) -> list[dict[str, Any]]:
         return []
 
+    def get(self, path: str, **_query: Any) -> list[dict[str, Any]]:
+        return []  # the cluster's nodes, the exchanges: none here
+
 
 def test_one_failing_broker_does_not_stop_the_others() -> None:
     profiles = [BrokerProfile(name=n, urls=("amqp://h/",), vhost="v") for n in ("dead", "ok")]
