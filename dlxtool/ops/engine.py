@@ -914,7 +914,7 @@ class Transfer:
         self._stop_reading = True
         # Deliveries that arrived before the cancel-ok and were never decided go back untouched.
         while self._incoming:
-            method, props, body = self._incoming.popleft()
+            method, props, _body = self._incoming.popleft()
             self._items.append(_Item(method.delivery_tag, props, b"", None, None, _HOLD, False, None, ""))
             self._held += 1
             self.result.requeued += 1
