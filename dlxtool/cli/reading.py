@@ -103,7 +103,9 @@ def read_queue(app: App, queue: str, opts: ReadOptions,
             from dlxtool import decoding
 
             schemas = app.schemas()
-            decoder.append(decoding.record_decoder(schemas.paths, demo=schemas.demo, on_error=app.warn))
+            # a compressed body inflates within the read's byte budget (dlxtool.budget), never past it
+            decoder.append(decoding.record_decoder(schemas.paths, demo=schemas.demo, on_error=app.warn,
+                                                   max_inflated=opts.max_bytes or app.max_bytes))
         return decoder[0](record)
     app.begin_management(profile, queues=(queue,))  # on its way while AMQP connects
     with app.connection(profile) as conn:

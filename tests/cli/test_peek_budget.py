@@ -120,3 +120,28 @@ def test_a_quorum_read_stopped_by_the_budget_keeps_the_order(run, broker, qname)
         assert delivery_counts(broker, qname) == [1, 1, 1, 1, 0, 0, 0, 0, 0, 0]
     else:
         assert [b for b, _h in drained(broker, qname)] == bodies()
+
+
+def test_a_compressed_body_inflates_within_the_budget(run, broker, qname, tmp_path) -> None:
+    """Decoding a gzip body (what it inflates to) keeps to the same budget: a body that would inflate past it is not
+    inflated, so not decoded."""
+    import gzip
+
+    from proto_registry import DEMO_PROTOS, Registry
+    from tests.cli.test_peek_decoded import demo_config
+
+    cls = Registry.load([DEMO_PROTOS]).message_class("shop.orders.v1.OrderPlaced")
+    msg = cls(order_id="ord-42", customer_id="cust-7")
+    msg.metadata["note"] = "n" * (300 * KIB)
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True)
+        ch.basic_publish("", qname, gzip.compress(msg.SerializeToString()),
+                         pika.BasicProperties(content_encoding="gzip", type="shop.orders.v1.OrderPlaced"))
+    env = demo_config(tmp_path)
+    roomy = run("peek", qname, "--url", broker.url, "-f", "jsonl", "--max-bytes", "1MiB", env=env)
+    assert roomy.exit_code == 0, roomy.stderr
+    assert records(roomy)[0]["decoded"]["type"] == "shop.orders.v1.OrderPlaced"
+    tight = run("peek", qname, "--url", broker.url, "-f", "jsonl", "--max-bytes", "100KiB", env=env)
+    assert tight.exit_code == 0, tight.stderr
+    decoded = records(tight)[0]["decoded"]
+    assert decoded is None  # the same body: not inflated past the budget, so not decoded
