@@ -3,10 +3,11 @@
 
     .venv/bin/python scripts/bench/memory.py                        # 24 bodies of 8-64 MB (about 640 MiB)
     .venv/bin/python scripts/bench/memory.py -n 6 --min-mb 1 --max-mb 4   # smaller, quicker
-    .venv/bin/python scripts/bench/memory.py --port 5674 --http-port 15674   # RabbitMQ 4.0
+    .venv/bin/python scripts/bench/memory.py --port 5679 --http-port 15679 --min-mb 2 --max-mb 16   # 4.3
 
-Works in a vhost of its own (deleted afterwards). The dead letters are the broker's: bodies published to a
-work queue whose dead-letter exchange leads to the DLQ, then taken and rejected (requeue=false). dlxtool
+Works in a vhost of its own (deleted afterwards). RabbitMQ 4.x refuses bodies over 16 MiB unless its
+max_message_size is raised (3.10: 128 MiB): --max-mb 16 there. The dead letters are the broker's: bodies
+published to a work queue whose dead-letter exchange leads to the DLQ, then taken and rejected. dlxtool
 runs as a subprocess each time, and its peak RSS is read with os.wait4 (that child's own ru_maxrss, the child
 forked from a small helper process: see MEASURE):
 
@@ -35,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import pika  # noqa: E402
+import pika.exceptions  # noqa: E402
 
 from tests.support.broker import BrokerEnv, open_vhost  # noqa: E402
 
@@ -66,8 +68,13 @@ def make_dead_letters(env: BrokerEnv, body_sizes: list[int]) -> None:
         ch.confirm_delivery()
         for i, size in enumerate(body_sizes):
             body = (block * (size // MB + 1))[:size]
-            ch.basic_publish("", WORK, body, pika.BasicProperties(message_id=f"m{i}", delivery_mode=2),
-                             mandatory=True)
+            try:
+                ch.basic_publish("", WORK, body, pika.BasicProperties(message_id=f"m{i}", delivery_mode=2),
+                                 mandatory=True)
+            except pika.exceptions.ChannelClosedByBroker as exc:  # 4.x: max_message_size is 16 MiB by default
+                raise SystemExit(f"the broker refused a body of {size / MB:.1f} MiB: {exc.args[1]}\n"
+                                 "use smaller bodies (--max-mb 16 on RabbitMQ 4.x unless its max_message_size "
+                                 "is raised)") from None
         reject(ch, len(body_sizes))
     finally:
         conn.close()
@@ -120,7 +127,8 @@ print(usage.ru_maxrss, os.waitstatus_to_exitcode(status))
 
 def run(env: BrokerEnv, *args: str, ok: tuple[int, ...] = (0,)) -> float:
     """One dlxtool process (stdout to /dev/null); its peak RSS in MiB."""
-    cmd = [DLXTOOL, "--url", env.url, "--management-url", env.management_url, "--no-journal", *args]
+    cmd = [DLXTOOL, "--url", env.url, "--management-url", env.management_url, "--no-journal", "--timeout", "30",
+           *args]  # a loaded machine's management API can take more than the default 5 s
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", MEASURE, *cmd], capture_output=True)
     elapsed = time.monotonic() - started
