@@ -87,9 +87,9 @@ class PrefetchWindow:
     at all the window starts at one message.
 
     `learn(largest, n)` after n deliveries whose largest body was `largest`: the new prefetch when it should
-    change — at once when it must shrink, only when it can at least double (or reach the ceiling) when it may grow
-    (each change costs a new consumer: RabbitMQ applies a new basic.qos to consumers started after it) — else
-    None."""
+    change — at once when it must shrink; when it may grow, twice as wide (or the ceiling) once it can be, never
+    more at a time (each change costs a new consumer: RabbitMQ applies a new basic.qos to consumers started after
+    it; and a size learnt from a few bodies is a guess) — else None."""
 
     COPIES = 2
     HALF_LIFE = 64
@@ -114,6 +114,8 @@ class PrefetchWindow:
             fading = self.size * 0.5 ** (n / max(self.HALF_LIFE, self.prefetch))
             self.size = max(float(largest), fading)
         wanted = self.count_for(self.size)
-        if wanted < self.prefetch or (wanted > self.prefetch and wanted >= min(2 * self.prefetch, self.ceiling)):
+        if wanted < self.prefetch:
             return wanted
-        return None
+        # Wider by doubling at most: the size comes from the bodies seen so far, few of them at first.
+        step = min(wanted, 2 * self.prefetch)
+        return step if step > self.prefetch and step >= min(2 * self.prefetch, self.ceiling) else None

@@ -51,7 +51,7 @@ def test_a_window_holds_each_body_twice_within_the_budget() -> None:
 
 def test_the_window_narrows_at_once_and_widens_step_by_step() -> None:
     w = PrefetchWindow(1 * MiB, ceiling=100)
-    assert w.learn(1 * KiB, 1) == 100  # the first body: wide open (up to the ceiling)
+    assert w.learn(1 * KiB, 1) == 2  # the first body: twice as wide, no more (one body says little)
     w.prefetch = 100
     assert w.learn(256 * KiB, 5) == 2  # one big body narrows it at once: 1 MiB / (2 x 256 KiB)
     w.prefetch = 2

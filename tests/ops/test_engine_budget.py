@@ -91,8 +91,9 @@ def test_big_bodies_narrow_the_window(broker, qname, qtype) -> None:
         result = transfer.run()
     finally:
         conn.close()
-    # unknown sizes: one at a time; small bodies: the --prefetch ceiling; 64 KiB bodies: 256 KiB / (2 x 64 KiB)
-    assert transfer.prefetches == [1, 10, 2]
+    # unknown sizes: one at a time; small bodies: wider, doubling up to the --prefetch ceiling; then 64 KiB bodies:
+    # 256 KiB / (2 x 64 KiB), at once
+    assert transfer.prefetches == [1, 2, 4, 8, 10, 2]
     assert seen["prefetch"] == 2
     assert result.moved_total == 60 and not result.requeued and not result.left and not result.error
     moved = broker.drain(target)
