@@ -41,7 +41,8 @@ class Declared:
 @dataclass(frozen=True, slots=True)
 class Inflated:
     """A body inflated (or not). `data` is its first `keep` inflated bytes (all of them when `complete`);
-    `size` the inflated size, None when it inflates past the cap (then `data` holds what came before it)."""
+    `size` the inflated size, None when it inflates past the cap (then `data` holds at most its first CHUNK
+    inflated bytes)."""
 
     method: str  # gzip | zlib | deflate: what the bytes are, whatever the label said
     compressed_size: int
@@ -127,7 +128,7 @@ def inflate(body: bytes, method: str, *, max_inflated: int = DEFAULT_MAX_INFLATE
 
 def _inflate(body: bytes, actual: str, max_inflated: int, keep: int) -> Inflated:
     wbits = {GZIP: 16 + zlib.MAX_WBITS, ZLIB: zlib.MAX_WBITS, DEFLATE: -zlib.MAX_WBITS}[actual]
-    kept = bytearray()
+    kept = _Kept(keep)
     size = 0
     rest = body
     try:
@@ -136,23 +137,44 @@ def _inflate(body: bytes, actual: str, max_inflated: int, keep: int) -> Inflated
             while True:
                 piece = stream.decompress(rest, CHUNK)
                 size += len(piece)
-                if len(kept) < keep:
-                    kept += piece[: keep - len(kept)]
-                if size > max_inflated:
-                    return Inflated(actual, len(body), None, bytes(kept), False, max_inflated)
+                kept.add(piece)
+                if size > max_inflated:  # not inflated: only its first bytes are kept (not a copy of the cap)
+                    return Inflated(actual, len(body), None, kept.data(CHUNK), False, max_inflated)
                 rest = stream.unconsumed_tail
                 if stream.eof or not (rest or piece):
                     break
             if not stream.eof:
-                return Inflated(actual, len(body), size, bytes(kept), False, max_inflated,
+                return Inflated(actual, len(body), size, kept.data(), False, max_inflated,
                                 error=f"the {actual} stream is cut short")
             rest = stream.unused_data
             if rest and actual != GZIP:  # gzip allows members one after another; zlib and deflate end here
-                return Inflated(actual, len(body), size, bytes(kept), False, max_inflated,
+                return Inflated(actual, len(body), size, kept.data(), False, max_inflated,
                                 error=f"{len(rest):,} bytes after the end of the {actual} stream")
     except zlib.error as exc:
-        return Inflated(actual, len(body), size, bytes(kept), False, max_inflated, error=f"not {actual}: {exc}")
-    return Inflated(actual, len(body), size, bytes(kept), len(kept) == size, max_inflated)
+        return Inflated(actual, len(body), size, kept.data(), False, max_inflated, error=f"not {actual}: {exc}")
+    return Inflated(actual, len(body), size, kept.data(), kept.size == size, max_inflated)
+
+
+class _Kept:
+    """The first `limit` inflated bytes, as the chunks they came in (a growing bytearray would hold up to
+    twice the cap while it reallocates): joined once, at the end."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.size = limit, 0
+        self.chunks: list[bytes] = []
+
+    def add(self, piece: bytes) -> None:
+        if self.size < self.limit and piece:
+            piece = piece[: self.limit - self.size]
+            self.chunks.append(piece)
+            self.size += len(piece)
+
+    def data(self, limit: int | None = None) -> bytes:
+        if limit is not None:
+            return b"".join(self.chunks[: limit // CHUNK + 1])[:limit]
+        data = b"".join(self.chunks)
+        self.chunks = [data]
+        return data
 
 
 def human_size(n: int) -> str:

@@ -30,7 +30,7 @@ from proto_registry.errors import (
 from proto_registry.hints import Hints
 from proto_registry.raw import Partial, decode_partial, decode_raw, format_raw
 from proto_registry.result import HIGH_CONFIDENCE, MALFORMED, MATCH, NO_MATCH
-from proto_registry.wire import TRUNCATED
+from proto_registry.wire import TRUNCATED, scan, scan_prefix
 
 # Not imported here: proto_registry.registry (protobuf, the compiler path, the scoring code) loads
 # only when a body is decoded, and dlxtool.extract only when log lines are searched.
@@ -268,7 +268,9 @@ def decode_partial_body(
         return None
     out = _partial_body(partial, want_text=False)
     prefix = data[: partial.offset]
-    if prefix and len(registry):
+    # A few bytes fit many types by chance: unless a type is forced, a prefix this short is not worth a guess
+    # (and random tokens in log lines, most of them this short before they stop, cost no identification).
+    if len(registry) and (type_name is not None or len(prefix) >= MIN_EXPLAINED_PREFIX):
         with registry_errors():
             ident = (registry.identify_as(prefix, type_name) if type_name is not None
                      else registry.identify(prefix, hints, limit=RANKED))
@@ -303,6 +305,18 @@ def _explain_prefix(registry: Registry, out: DecodedBody, ident: Identification,
         if want_text:
             out.text = registry.to_text(msg) + ("\n" + format_raw([cut]) if cut is not None else "")
         return
+
+
+def _may_be_cut(data: bytes) -> bool:
+    """Whether a bare token could be a payload cut short (payload_shaped): truncated, with enough bytes before
+    the cut for a type to explain. Most tokens in log lines are not: they are told so without more work."""
+    _fields, stop = scan_prefix(data)
+    return stop is not None and stop.kind == TRUNCATED and stop.offset >= MIN_EXPLAINED_PREFIX
+
+
+def _stop_only(data: bytes) -> DecodedBody:
+    """A bare token that stops being protobuf where it cannot be a payload cut short: not reported."""
+    return DecodedBody(status=MALFORMED, size=len(data), error="not protobuf")
 
 
 def _partial_body(partial: Partial, *, want_text: bool) -> DecodedBody:
@@ -367,12 +381,10 @@ def payload_shaped(decoded: DecodedBody, cand: extract.Candidate) -> bool:
 
     if decoded.status == COMPRESSED:
         return True
-    if extract.content_kind(cand.data, strong=cand.strong) is not None:
-        return False
     if cand.strong:
-        return len(cand.data) >= MIN_WEAK_BYTES
-    return (decoded.status == TRUNCATED and decoded.explained
-            and (decoded.offset or 0) >= MIN_EXPLAINED_PREFIX)
+        return len(cand.data) >= MIN_WEAK_BYTES and extract.content_kind(cand.data, strong=True) is None
+    return (decoded.status == TRUNCATED and decoded.explained and (decoded.offset or 0) >= MIN_EXPLAINED_PREFIX
+            and extract.content_kind(cand.data, strong=False) is None)
 
 
 def decode_line(
@@ -397,7 +409,7 @@ def decode_line(
     def rating(cand: extract.Candidate) -> tuple[float, DecodedBody | None]:
         if cand.data not in cache:
             cache[cand.data] = _decode_candidate(registry, cand.data, hints, type_name, raw, top,
-                                                 max_inflated=max_inflated)
+                                                 strong=cand.strong, max_inflated=max_inflated)
         d = cache[cand.data]
         r = rate(d, cand)
         if r >= 2.0 and len(cand.data) < MIN_WEAK_BYTES and not cand.strong and not type_name:
@@ -412,7 +424,7 @@ def decode_line(
         return _not_protobuf(cands)
     if want_text:
         decoded = _decode_candidate(registry, cand.data, hints, type_name, raw, top, want_text=True,
-                                    max_inflated=max_inflated)
+                                    strong=cand.strong, max_inflated=max_inflated)
         assert decoded is not None
     return LineResult(cand, decoded)
 
@@ -439,21 +451,22 @@ def _decode_candidate(
     top: int,
     want_text: bool = False,
     *,
-    method: str | None = None,
+    strong: bool = True,
     max_inflated: int = compression.DEFAULT_MAX_INFLATED,
 ) -> DecodedBody:
-    """Decode one payload; a gzip/zlib one (declared as `method`, or recognised by its header) after inflating
-    it within `max_inflated`. Never None: what does not decode says where and why."""
-    inflated = _inflate(data, method, max_inflated)
+    """Decode one payload; a gzip/zlib one (recognised by its header, proven by its checksum) after inflating
+    it within `max_inflated`. Never None: what does not decode says where and why — in full when it may be
+    reported (`strong`: meant as binary data, see payload_shaped), else only as far as needed to tell."""
+    inflated = _inflate(data, max_inflated)
     if inflated is not None and inflated.over_cap:
         return DecodedBody(status=COMPRESSED, error=inflated.label(), decompressed=inflated.to_dict())
-    if inflated is not None and not inflated.ok and method is None:
+    if inflated is not None and not inflated.ok:
         inflated = None  # a header sniffed by chance (protobuf bytes can start like zlib): just bytes
-    body = inflated.data if inflated is not None and inflated.ok else data
-    out = _decode_bytes(registry, body, hints, type_name, raw, top, want_text)
+    body = inflated.data if inflated is not None else data
+    out = _decode_bytes(registry, body, hints, type_name, raw, top, want_text, strong=strong or inflated is not None)
     if inflated is not None:
         out.decompressed = inflated.to_dict()
-        if inflated.ok and out.failed:
+        if out.failed:
             kind = extract_content_kind(body)
             if kind is not None:
                 out = DecodedBody(status=NOT_PROTOBUF, error=f"payload is {kind}, not protobuf",
@@ -461,8 +474,8 @@ def _decode_candidate(
     return out
 
 
-def _inflate(data: bytes, method: str | None, max_inflated: int) -> compression.Inflated | None:
-    method = method or compression.sniff(data)
+def _inflate(data: bytes, max_inflated: int) -> compression.Inflated | None:
+    method = compression.sniff(data)
     return None if method is None else compression.inflate(data, method, max_inflated=max_inflated)
 
 
@@ -480,15 +493,19 @@ def _decode_bytes(
     raw: bool,
     top: int,
     want_text: bool,
+    *,
+    strong: bool,
 ) -> DecodedBody:
     if raw:
-        return _raw_only(data, want_text)
+        return _raw_only(data, want_text) if strong or scan(data) is not None else _stop_only(data)
     if type_name is not None:
         with registry_errors():
             ident = registry.identify_as(data, type_name)
     else:
         ident = registry.identify(data, hints, limit=max(top, RANKED))
     if ident.status == MALFORMED:
+        if not strong and not _may_be_cut(ident.payload):
+            return _stop_only(ident.payload)
         partial = decode_partial_body(registry, ident.payload, hints=hints, type_name=type_name,
                                       want_text=want_text)
         if partial is not None:  # offsets count from the payload's start, after any framing (said so)
@@ -638,7 +655,7 @@ class Tally:
         n = sum(self.failed.values())
         why = ", ".join(f"{count} {_FAILED_WORDS.get(status, status)}" for status, count in sorted(self.failed.items()))
         return RunOutcome(Status.USAGE, f"decode: {n} payload{'s' if n != 1 else ''} found, none decoded ({why})",
-                          hint="each row says where its payload stops and what it holds up to there")
+                          hint="each row says why: where its payload stops and what it holds up to there")
 
 
 _FAILED_WORDS = {TRUNCATED: "cut short", MALFORMED: "malformed", "error": "not of the type",

@@ -37,7 +37,9 @@ def peek(app: App, /, queue: str, count: int, whole_body: bool, origin_from: str
     The table shows position, routing key, exchange, redelivered, type (or
     content type), the death history in one line, the origin and the
     convention that explained it (x-death, spring, nservicebus, …; see
-    `history`) and a body preview.
+    `history`), the error text where a convention gives one (shortened; -v:
+    whole) and a body preview. A dead letter no convention explains shows
+    its own headers, and stderr an example [conventions.NAME] entry for them.
     --format json|jsonl prints message records (see README) that `history
     --from` and `load` read. Counts of messages held unacked by consumers
     (which no peek can see) go to stderr.

@@ -96,7 +96,7 @@ def wait_queue_origins(mgmt: Any, vhost: str, dlq: str) -> Callable[[Death], Ori
     """through() for `entries`: a message that only waited out TTLs has as origin the queue its last wait
     queue sends it back to (management API: that queue's dead-letter exchange and bindings), as replay
     sends it; "no origin" with the reason when that cannot be told — never the wait queue itself."""
-    from dlxtool.ops.replay_decision import WaitQueues
+    from dlxtool.ops.replay_address import WaitQueues
     from dlxtool.ops.routes import Router
 
     waits = WaitQueues(Router(mgmt, vhost), dlq)

@@ -88,3 +88,17 @@ def test_a_cut_in_any_wire_type_is_truncated(body: bytes) -> None:
     assert partial is not None and partial.kind == TRUNCATED and partial.offset == 0
     assert partial.fields[-1]["cut"] is True
     format_raw(partial.fields)  # renders whatever arrived
+
+
+def test_any_bytes_either_scan_whole_or_stop_where_a_whole_prefix_ends() -> None:
+    import random
+
+    rng = random.Random(30)
+    for _ in range(5000):
+        data = rng.randbytes(rng.randrange(1, 40))
+        partial = decode_partial(data)
+        assert (partial is None) == (scan(data) is not None), data.hex()
+        if partial is not None:
+            assert 0 <= partial.offset < partial.size == len(data)
+            assert scan(data[: partial.offset]) is not None, data.hex()  # what comes before the stop is whole
+            format_raw(partial.fields)
