@@ -67,10 +67,23 @@ class Shown:
             about.append(f"message_id {_shown(r.properties['message_id'])}")
         about.append(f"routing key {_shown(r.routing_key)}")
         about.append(f"{len(r.body):,} bytes")
+        body, properties, headers = self.markers()
         return (f"{MARKER}message {self.number} of {total}: {', '.join(about)}\n"
-                f"{MARKER}body: {self.view.describe()}\n{self.view.text}\n"
-                f"{MARKER}properties\n{json_text(self.properties)}\n"
-                f"{MARKER}headers\n{json_text(self.headers)}\n")
+                f"{body}\n{self.view.text}\n{properties}\n{json_text(self.properties)}\n"
+                f"{headers}\n{json_text(self.headers)}\n")
+
+    def markers(self) -> tuple[str, str, str]:
+        """The marker lines of the body, properties and headers sections."""
+        return (f"{MARKER}body: {self.view.describe()}", f"{MARKER}properties",
+                f"{MARKER}headers{_history_note(self.record.headers)}")
+
+
+def _history_note(headers: Mapping[Any, Any] | None) -> str:
+    """What the replay does to the death history, said where it is shown."""
+    if not any(isinstance(name, str) and (name == "x-death" or name.startswith(("x-first-death-", "x-last-death-")))
+               for name in headers or {}):
+        return ""
+    return " (the death history, x-death and x-first/last-death-*, is removed when replayed, unless --keep-history)"
 
 
 def _shown(value: Any) -> str:
@@ -101,15 +114,9 @@ class Document:
     title: str
     shown: list[Shown]
 
-    def text(self, problems: Iterable[str] = ()) -> str:
-        """The document; `problems` (of an earlier save) listed at the top, as comments."""
-        head = HELP.format(title=self.title)
-        found = list(problems)
-        if found:
-            head += "#\n# The last save had these problems (fix them, or quit without saving to change nothing):\n"
-            head += "".join(f"#   {line}\n" for p in found for line in p.splitlines())
+    def text(self) -> str:
         total = len(self.shown)
-        return head + "".join("\n" + s.section(total) for s in self.shown)
+        return HELP.format(title=self.title) + "".join("\n" + s.section(total) for s in self.shown)
 
     def read(self, text: str, registry: RegistryLoader) -> Reading:
         """The saved document checked (the module docstring)."""
@@ -301,10 +308,9 @@ def _read_headers(out: Edited, shown: Shown, part: _Part, errors: list[str]) -> 
 def _diff(shown: Shown, parts: dict[str, _Part], total: int) -> list[str]:
     """The section's changes, as unified diff lines (a line of context)."""
     before = shown.section(total).rstrip("\n").split("\n")[1:]
-    after = [f"{MARKER}body: {shown.view.describe()}", *parts["body"].text.split("\n"),
-             f"{MARKER}properties", *parts["properties"].text.rstrip("\n").split("\n"),
-             f"{MARKER}headers", *parts["headers"].text.rstrip("\n").split("\n")]
-    after = [line.rstrip() if line.startswith(MARKER) else line for line in after]
+    body, properties, headers = shown.markers()
+    after = [body, *parts["body"].text.split("\n"), properties, *parts["properties"].text.rstrip("\n").split("\n"),
+             headers, *parts["headers"].text.rstrip("\n").split("\n")]
     return [line.rstrip("\n") for line in difflib.unified_diff(before, after, "before", "after", lineterm="", n=1)]
 
 
@@ -316,3 +322,15 @@ def build(records: Iterable[tuple[MessageRecord, str]], title: str, registry: Re
                    {k: tag_name(v) for k, v in record.properties.items()}, tag_table(record.headers or {}))
              for n, (record, fingerprint) in enumerate(records, 1)]
     return Document(title, shown)
+
+
+PROBLEM = "#! "  # the comment lines `with_problems` puts at the top of a saved document
+
+
+def with_problems(saved: str, problems: Iterable[str]) -> str:
+    """A saved document to edit again, the problems of its last save listed at its top (as comments, which reading
+    ignores: they stand before the first section), those of an earlier save taken out."""
+    kept = [line for line in saved.split("\n") if not line.startswith(PROBLEM)]
+    head = [f"{PROBLEM}The last save had these problems: fix them and save, or quit without saving to change "
+            "nothing."] + [f"{PROBLEM}  {line}" for p in problems for line in p.splitlines()]
+    return "\n".join([*head, *kept])

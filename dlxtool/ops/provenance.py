@@ -141,6 +141,13 @@ def shape_entries(count: int, exchange: str, routing_key: Any, expiration: str |
     return entries
 
 
+def edit_entries(changed: tuple[str, ...], original_sha256: str) -> dict[str, Any]:
+    """The provenance's entries of a message replayed as edited (replay --edit): what was edited ("body,headers") and
+    the SHA-256 of the body it had in the DLQ (its bytes as they were, compressed or not), so that the copy can be
+    told from the dead letter it was made from. Not written for a message replayed as it was."""
+    return {"edited": ",".join(changed), "original-sha256": original_sha256}
+
+
 class ProvenanceWriter:
     """The `dlxtool-replay` header of one run: {from, at, id, <shape entries>, [filters], [src]}.
 
