@@ -196,3 +196,22 @@ def test_the_selection_picks_what_is_shown_and_the_journal_records_the_edit(edit
 def test_peek_options_go_with_edit_only(run, broker, qname) -> None:
     result = run("replay", f"{qname}.dlq", "--spend-attempts", "--url", broker.url)
     assert result.exit_code == 2 and "go with --edit" in result.stderr
+
+
+def test_a_quorum_dlq_is_read_under_peeks_rules(edit, broker, qname) -> None:
+    """The messages are read as `peek` reads them: where a give-back costs a delivery attempt (3.x, 4.0-4.2) a DLQ
+    with a delivery limit is refused before the editor opens, nothing changed; --spend-attempts accepts the cost.
+    Where it costs none (4.3), the edit goes ahead without it."""
+    from dlxtool.broker.versions import quorum_give_back_counts
+    from tests.cli.test_replay_plan_quorum import quorum_dlq
+
+    top, bodies = quorum_dlq(broker, qname, 3, **{"x-delivery-limit": 5})
+    result, seen = edit(top.dlq, "--yes", replace=[("### message 1", "### message 1")])
+    if quorum_give_back_counts(broker.version, "nack"):
+        assert result.exit_code == 6 and "--spend-attempts" in result.stderr
+        assert seen is None  # the editor never opened
+        assert broker.queue_depth(top.dlq) == 3
+        result, seen = edit(top.dlq, "--yes", "--spend-attempts", replace=[("### message 1", "### message 1")])
+    assert result.exit_code == 0, result.stderr
+    assert seen is not None and seen.count("### message ") == 3
+    assert sorted(body for _m, _p, body in broker.drain(f"{qname}.origin")) == sorted(bodies)
