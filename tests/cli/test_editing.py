@@ -215,3 +215,20 @@ def test_a_quorum_dlq_is_read_under_peeks_rules(edit, broker, qname) -> None:
     assert result.exit_code == 0, result.stderr
     assert seen is not None and seen.count("### message ") == 3
     assert sorted(body for _m, _p, body in broker.drain(f"{qname}.origin")) == sorted(bodies)
+
+
+def test_history_tells_an_edited_copy_that_failed_again(edit, run, broker, qname) -> None:
+    sent = messages()
+    topo = dead_letter(broker, qname, sent)
+    result, _seen = edit(topo.dlq, "--yes", "--body-contains", "EURO", replace=[('"EURO"', '"EUR"')])
+    assert result.exit_code == 0, result.stderr
+    with broker.channel() as ch:  # the fixed message fails again at its origin
+        method, _props, _body = ch.basic_get(topo.work)
+        ch.basic_reject(method.delivery_tag, requeue=False)
+    assert broker.wait_depth(topo.dlq, 5) == 5
+    items = json.loads(run("history", topo.dlq, "--url", broker.url, "--format", "json").stdout)
+    [again] = [i for i in items if i.get("replayed")]
+    assert again["replayed"]["edited"] == "body"
+    assert again["replayed"]["original_sha256"] == hashlib.sha256(sent[1][0]).hexdigest()
+    lines = run("history", topo.dlq, "--url", broker.url, "-f", "table").stdout
+    assert "edited (body) by that replay" in lines
