@@ -186,6 +186,16 @@ class App:
                 self.info(where)
         return self._management[key][1]
 
+    def proven_management(self, profile: BrokerProfile) -> ManagementClient | None:
+        """The management API this command already proved for `profile` (its AMQP connection may be closed since),
+        or None: not asked yet, or not usable (unreachable, unproven)."""
+        from dlxtool.broker.identity import UnusableManagement
+
+        for (_conn_id, url), (_conn, client) in reversed(self._management.items()):
+            if url == profile.management_url and not isinstance(client, UnusableManagement):
+                return client
+        return None
+
     def session(self, profile: BrokerProfile, conn: Any) -> Session:
         """What an operation runs on (dlxtool.ops.session): `conn`, and the profile's management API proven to
         answer for the broker it reached."""

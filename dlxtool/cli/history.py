@@ -16,6 +16,7 @@ from dlxtool.cli.reading import (
     read_options,
     read_queue,
     through_wait_queues,
+    topology_note,
 )
 from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
@@ -133,6 +134,8 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
         hint_conventions(app, [i.record for i in items], [i.explained for i in items])
     for count_note in count_notes(items):
         app.info(f"note: {count_note}")
+    if queue:
+        topology_note(app, queue, records)
     finish_read(app, reader)
 
 

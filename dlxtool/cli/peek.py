@@ -15,6 +15,7 @@ from dlxtool.cli.reading import (
     read_options,
     read_queue,
     through_wait_queues,
+    topology_note,
 )
 from dlxtool.record import MessageRecord
 
@@ -68,6 +69,7 @@ def peek(app: App, /, queue: str, count: int, whole_body: bool, origin_from: str
     elif fmt == "table":
         render_table(app, records, whole_body, empty=reader.facts.nothing_read(), known=known,
                      origin_from=origin_from, through=through_wait_queues(app, queue))
+    topology_note(app, queue, records)  # jsonl streams its records: none kept to look at
     finish_read(app, reader)
 
 

@@ -183,6 +183,7 @@ def _render(app: App, outcome: Any) -> None:
             app.info(f"dry run: would purge {summary['would_purge']} messages from {state.name}")
         else:
             app.info(f"purged {summary['purged']} messages from {state.name}")
+            _depths(app, outcome)
         return
     if outcome.dry_run:
         sampled = f" (from the first {summary['looked_at']})" if summary.get("sampled") else ""
@@ -211,3 +212,13 @@ def _render(app: App, outcome: Any) -> None:
     cells.note()
     app.info(f"{result.removed + result.moved_total} of {result.snapshot} messages taken from {result.source} "
              f"in {app.elapsed():.1f}s" + duplicates_note(result))
+    _depths(app, outcome)
+
+
+def _depths(app: App, outcome: Any) -> None:
+    """The touched queues' depths after the run, as the broker counts them now (the line above is the run's)."""
+    from dlxtool.ops.outcomes import depths_text
+
+    line = depths_text(outcome.depths or {})
+    if line:
+        app.info(line)

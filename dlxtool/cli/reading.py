@@ -155,16 +155,39 @@ def through_wait_queues(app: App, queue: str) -> Callable[[Any], Any]:
     """Origins of TTL-only histories, followed through the wait queue with the management API (proven to be
     this broker's on a connection of its own, opened only when such a message comes up): what `history` and
     `peek` show as origin, as replay resolves it (never the wait queue)."""
+    from dlxtool.broker.queues import now
     from dlxtool.ops.history import wait_queue_origins
 
     resolver: list[Any] = []
+
+    def consumers_now(name: str) -> int | None:
+        """Whether a wait queue's way out is consumed decides an origin: the broker's count, not the API's sample."""
+        profile = app.profile()
+        with app.connection(profile) as conn:
+            counted = now(conn, name, profile.timeout)
+        return None if counted is None else counted.consumers
 
     def through(death: Any) -> Any:
         if not resolver:
             profile = app.profile()
             with app.connection(profile) as conn:
                 mgmt = app.management(profile, conn)
-            resolver.append(wait_queue_origins(mgmt, profile.vhost, queue))
+            resolver.append(wait_queue_origins(mgmt, profile.vhost, queue, consumers_now))
         return resolver[0](death)
 
     return through
+
+
+def topology_note(app: App, queue: str, records: list[MessageRecord]) -> None:
+    """A note when dead letters read from `queue` are not where the topology sends them (an application moved them:
+    dlxtool.ops.dead_letter_roles.unpredicted), asked of the management API the read already proved."""
+    from dlxtool.ops.dead_letter_roles import unpredicted
+    from dlxtool.ops.routes import Router
+
+    profile = app.profile()
+    mgmt = app.proven_management(profile)
+    if mgmt is None or not records:
+        return
+    note = unpredicted(Router(mgmt, profile.vhost, settled=False), queue, records)
+    if note:
+        app.info(f"note: {note}")

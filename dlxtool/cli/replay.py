@@ -311,7 +311,7 @@ def _render_result(app: App, run: Any) -> None:
     result = run.result
     fmt = app.output_format("json")
     if fmt != "table":
-        app.emit_json({**result.to_json(), "routes": run.routes}, fmt)
+        app.emit_json({**result.to_json(), "routes": run.routes, "depths_after": run.depths}, fmt)
         return
     from dlxtool.render import write_table
 
@@ -323,3 +323,8 @@ def _render_result(app: App, run: Any) -> None:
     cells.note()
     app.info(f"{result.moved_total} of {result.snapshot} replayed from {result.source} in {app.elapsed():.1f}s"
              + duplicates_note(result))
+    from dlxtool.ops.outcomes import depths_text
+
+    depths = depths_text(run.depths)
+    if depths:
+        app.info(depths)

@@ -92,14 +92,16 @@ def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = (),
         yield Entry(record, history, explained)
 
 
-def wait_queue_origins(mgmt: Any, vhost: str, dlq: str) -> Callable[[Death], Origin]:
+def wait_queue_origins(mgmt: Any, vhost: str, dlq: str,
+                       consumers_now: Callable[[str], int | None] | None = None) -> Callable[[Death], Origin]:
     """through() for `entries`: a message that only waited out TTLs has as origin the queue its last wait
     queue sends it back to (management API: that queue's dead-letter exchange and bindings), as replay
-    sends it; "no origin" with the reason when that cannot be told — never the wait queue itself."""
+    sends it; "no origin" with the reason when that cannot be told — never the wait queue itself.
+    `consumers_now`: a queue's consumer count from the broker (passive declare), where that decides."""
     from dlxtool.ops.replay_address import WaitQueues
     from dlxtool.ops.routes import Router
 
-    waits = WaitQueues(Router(mgmt, vhost), dlq)
+    waits = WaitQueues(Router(mgmt, vhost, consumers_now), dlq)
 
     def through(death: Death) -> Origin:
         resolved, _address = waits(death.queue or "", death.routing_keys[0] if death.routing_keys else None)

@@ -34,7 +34,7 @@ from dlxtool.broker.management import ManagementClient, QueueInfo
 from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, RefusedError, UsageError
 from dlxtool.ops.actions import Action, Decision
 from dlxtool.ops.alarms import check_alarms
-from dlxtool.ops.outcomes import transfer_outcome
+from dlxtool.ops.outcomes import depths_now, transfer_outcome
 from dlxtool.ops.routes import Router, Routes, usable_router
 from dlxtool.outcome import OK, Outcome
 from dlxtool.record import MessageRecord
@@ -285,6 +285,7 @@ class PurgeOutcome:
     rooms: dict[str, Any] | None = None              # --move-to's admissions during the run
     route: str | None = None                         # --move-to's route in words (or why none)
     unsafe: set[str] = field(default_factory=set)    # reasons messages stayed because their route is not safe
+    depths: dict[str, dict[str, int]] | None = None  # after the run, from the broker (ops.outcomes.depths_now)
 
     @property
     def reads_messages(self) -> bool:
@@ -306,6 +307,8 @@ class PurgeOutcome:
             out["rooms"] = self.rooms
         if self.route is not None:
             out["routes"] = {self.settings.move_to: self.route}
+        if self.depths is not None:
+            out["depths_after"] = self.depths
         out["dry_run"] = self.dry_run
         return out
 
@@ -333,9 +336,11 @@ class Purge:
             report.warn(state.note)
         check_purgeable(state)
         unacked = "unknown" if state.unacked is None else state.unacked
+        # ready and consumers counted by the broker now; unacked only the API has: its sample, up to 5 s old
+        sampled = "; unacked: the management API's last sample" if state.unacked is not None else ""
         report.info(f"{settings.queue}: {state.ready} ready, {unacked} unacked, {state.consumers} consumers "
                     f"(broker {session.broker}, vhost {session.vhost}"
-                    + (f", {state.type} queue)" if state.type else ")"))
+                    + (f", {state.type} queue" if state.type else "") + f"{sampled})")
         report.info(f"note: messages held unacked by consumers ({unacked}) are not purged; they come back "
                     "if those consumers reject them or disconnect")
         self.out = PurgeOutcome(state, settings, dry_run)
@@ -375,6 +380,7 @@ class Purge:
         settings, out, session = self.settings, self.out, self.session
         if not settings.reads_messages:
             out.purged = purge(self.channel, settings.queue)
+            out.depths = depths_now([(session.conn, [settings.queue])], session.timeout)
             return out
         from dlxtool.ops.engine import TransferOptions
 
@@ -396,6 +402,8 @@ class Purge:
                 versions.server_version(session.conn), "cancel"):  # the engine gives back by cancel + close
             self.report.warn(f"{out.result.requeued} message(s) delivered beyond the start snapshot were given back: "
                              "on a quorum queue that used one delivery attempt each")
+        out.depths = depths_now([(session.conn, [settings.queue, *([settings.move_to] if settings.move_to else [])])],
+                                session.timeout)
         return out
 
     def _prepare_reading(self, dry_run: bool) -> None:

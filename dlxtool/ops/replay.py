@@ -21,7 +21,7 @@ from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.capacity import Capacity, Rooms, full_reason
 from dlxtool.ops.engine import Action, TransferOptions, TransferResult
 from dlxtool.ops.exchange_routes import ExchangeTargets, Reach
-from dlxtool.ops.outcomes import transfer_outcome
+from dlxtool.ops.outcomes import depths_now, transfer_outcome
 from dlxtool.ops.provenance import PROVENANCE_HEADER as PROVENANCE_HEADER
 from dlxtool.ops.replay_address import WaitQueues
 from dlxtool.ops.replay_checks import (
@@ -183,6 +183,7 @@ class ReplayRun:
     # Deletes the temporary exchanges: the caller calls it once the summary is out (a stop signal during a
     # clean-up before it would cut the summary off).
     clean_up: Callable[[], None] = field(default=lambda: None, repr=False)
+    depths: dict[str, dict[str, int]] = field(default_factory=dict)  # after the run, from the broker (depths_now)
 
     def outcome(self) -> Outcome:
         """Done; partial (exit 5); refused (6) when nothing moved because no route was safe or every origin is
@@ -231,7 +232,7 @@ class Replay:
         source, to = session.source, session.to
         routes = _routes(session, settings)
         targets = _exchange_targets(session, settings)
-        waits = WaitQueues(_router(source.management, source.vhost), settings.source)
+        waits = WaitQueues(_wait_router(source), settings.source)
         exchanges = None if settings.default_exchange else TemporaryExchanges(to.conn, to.timeout)
         # a run that moves nothing changes nothing: stays held and given back in place until something moves,
         # where that costs nothing (a classic DLQ), or where the tail cannot take them
@@ -253,7 +254,18 @@ class Replay:
         if exchanges is not None:
             out.clean_up = exchanges.delete_all
         out.routes = {t: targets.describe(t) or routes.describe(t) for t in sorted(result.moved)}
+        out.depths = depths_now([(source.conn, [settings.source]), (to.conn, _moved_to(result, targets))],
+                                source.timeout)
         return out
+
+
+def _moved_to(result: TransferResult, targets: ExchangeTargets) -> list[str]:
+    """The queues a run moved messages into: its queue targets, and those its exchange targets reach."""
+    queues: list[str] = []
+    for group in sorted(result.moved):
+        reach = targets.reaches.get(group)
+        queues += [group] if reach is None else list(reach.queues or ())
+    return queues
 
 
 @dataclass
@@ -303,7 +315,7 @@ def plan_for(session: ReplaySession, settings: ReplaySettings, info: QueueInfo |
             hint="pass --yes to replay without a plan (replay itself never returns messages it has read)")
     result = plan(source.conn, settings, max_messages=session.plan_limit, target_conn=session.target_conn,
                   timeout=source.timeout, rooms=session.rooms, exchange_targets=_exchange_targets(session, settings),
-                  router=_router(to.management, to.vhost), wait_router=_router(source.management, source.vhost))
+                  router=_router(to.management, to.vhost), wait_router=_wait_router(source))
     if qtype == "quorum" and counts and result.looked_at:
         report.info(f"the plan read {result.looked_at} messages and gave them back in place, in order; on a quorum "
                     "queue each of them now counts one more delivery attempt (x-delivery-count; no limit is set)")
@@ -321,6 +333,20 @@ def _probe_type(source: Session, queue: str) -> str | None:
 
 def _router(mgmt: Any | None, vhost: str) -> Router | None:
     return Router(mgmt, vhost) if mgmt is not None else None
+
+
+def _wait_router(source: Session) -> Router | None:
+    """The router that follows wait queues back (WaitQueues): whether one is consumed decides an origin, so its
+    consumer count comes from the broker now (a passive declare), not the API's sample of up to 5 s ago."""
+    if source.management is None:
+        return None
+    from dlxtool.broker.queues import now
+
+    def consumers_now(queue: str) -> int | None:
+        counted = now(source.conn, queue, source.timeout)
+        return None if counted is None else counted.consumers
+
+    return Router(source.management, source.vhost, consumers_now)
 
 
 def _routes(session: ReplaySession, settings: ReplaySettings) -> Routes:

@@ -15,7 +15,7 @@ from typing import Any
 
 from dlxtool.amqp_values import RawValue
 from dlxtool.deaths import FAILURE_REASONS, Death, DeathHistory
-from dlxtool.ops.provenance import PROVENANCE_HEADER, Origin, Pairs
+from dlxtool.ops.provenance import PROVENANCE_HEADER, CopySource, Pairs
 from dlxtool.ops.routes import Resolved, Router
 
 
@@ -59,7 +59,7 @@ class Lineage:
     def __init__(self) -> None:
         self.pairs = Pairs()
 
-    def decide(self, fingerprint: str | None, origin: Origin | None, count: int, max_replays: int) -> str | None:
+    def decide(self, fingerprint: str | None, origin: CopySource | None, count: int, max_replays: int) -> str | None:
         """Why this delivery stays (None: replay it, and it is remembered as replayed)."""
         partners = self.pairs.partners(fingerprint, origin)
         if any(p["replayed"] for p in partners):

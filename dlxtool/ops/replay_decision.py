@@ -81,6 +81,7 @@ from dlxtool.conventions import (
 from dlxtool.deaths import (
     HISTORY_HEADERS,
     DeathHistory,
+    Origin,
     failed_in,
     find_origin,
     is_celery_task,
@@ -90,14 +91,13 @@ from dlxtool.deaths import (
     summarize,
     waited_only,
 )
-from dlxtool.deaths import Origin as DeathOrigin
 from dlxtool.ops.actions import Action, Decision
 from dlxtool.ops.exchange_routes import ExchangeTargets
 from dlxtool.ops.provenance import (
     COPY_LEFT,
     PROVENANCE_HEADER,
     CopyGuard,
-    Origin,
+    CopySource,
     ProvenanceWriter,
     edit_entries,
     provenance_src,
@@ -349,7 +349,7 @@ class ReplayDecider:
         if waited is not None:
             resolved, address = self.wait_queues(waited.queue or "", waited.routing_keys[0] if waited.routing_keys
                                                  else None)
-            x_origin = DeathOrigin(resolved.queue, resolved.why)
+            x_origin = Origin(resolved.queue, resolved.why)
         headers = record.headers if isinstance(record.headers, dict) else {}
         if self._triggers is not None and not carries_any(headers, *self._triggers):
             explained = _x_death_only(headers, history, x_origin)
@@ -375,7 +375,7 @@ class ReplayDecider:
 
     # -- per message ---------------------------------------------------------------------------------
 
-    def guard(self, fingerprint: str | None, src: Origin | None, count: int) -> str | None:
+    def guard(self, fingerprint: str | None, src: CopySource | None, count: int) -> str | None:
         """The loop guard: why this delivery stays (--max-replays, or the copy of one replayed in this run), or
         None (it is remembered as replayed)."""
         if self.s.max_replays is not None:
@@ -476,7 +476,7 @@ class ReplayDecider:
         return self._stamp_value
 
 
-def _x_death_only(headers: dict[str, Any], history: DeathHistory, x_origin: DeathOrigin | None) -> Explanation:
+def _x_death_only(headers: dict[str, Any], history: DeathHistory, x_origin: Origin | None) -> Explanation:
     """What explain() says of a message no convention but x-death (and the retry-header and body ones, which
     name no origin and reset nothing more) can read: x-death's origin."""
     origin = x_origin or find_origin(headers, history)

@@ -187,7 +187,7 @@ def _dead_letter_bindings(broker: BrokerEnv, max_asks: int) -> None:
                            client_factory=lambda _p: Counting(broker.management_url, "guest", "guest", timeout=60))
     assert result.error is None, result.error
     flags = {r.queue: r.flags for r in result.rows if r.queue.startswith(p + ".")}
-    assert flags[f"{p}.dlq"] == {"dlq": f"receives dead letters from {p}.src"}
+    assert flags[f"{p}.dlq"] == {"dlq": f"target of {p}.src"}
     assert "dlq" not in flags[f"{p}.src"] and "dlq" not in flags[f"{p}.lost"]
     listings = [a for a in asked if a.startswith("bindings/")]
     if max_asks:
