@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlxtool.amqp_values import encode_field_value, raw_with_value
 from dlxtool.editing.bodies import MARKER, BodyError, BodyView, RegistryLoader, SchemaError, json_text, parse_json
 from dlxtool.editing.edits import Edited
 from dlxtool.errors import UsageError
@@ -297,12 +298,26 @@ def _read_headers(out: Edited, shown: Shown, part: _Part, errors: list[str]) -> 
         return
     changed, removed = _changes(shown.headers, after)
     for name in changed:
+        value, before = after[name], shown.headers.get(name)
         try:
-            out.set_headers[name] = decode_value(after[name], f"header {name!r}")
+            if _raw(value) and isinstance(before, dict) and _raw(before) and value["$amqp"] == before["$amqp"]:
+                # kept as its AMQP bytes (a float …), its readable $value edited: that value, in the same kind
+                out.set_headers[name] = raw_with_value(decode_value(before), value["$value"])
+                continue
+            out.set_headers[name] = decode_value(value, f"header {name!r}")
+            encode_field_value(out.set_headers[name])  # what AMQP cannot carry (a JSON float) is said now
+        except ValueError as exc:
+            errors.append(f"{where} (line {part.line + _line_of(part.text, name)}): header {name!r}: {exc}")
+            continue
         except (UsageError, RecursionError) as exc:
             errors.append(f"{where} (line {part.line + _line_of(part.text, name)}): "
                           f"{getattr(exc, 'message', 'nested too deeply')}")
     out.unset_headers = tuple(removed)
+
+
+def _raw(value: Any) -> bool:
+    """A header value the record keeps as its AMQP bytes: {"$amqp": base64, "$value": readable}."""
+    return isinstance(value, dict) and set(value) == {"$amqp", "$value"}
 
 
 def _diff(shown: Shown, parts: dict[str, _Part], total: int) -> list[str]:

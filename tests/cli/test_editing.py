@@ -17,6 +17,7 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 from proto_registry import DEMO_PROTOS, Registry
 from tests.cli.test_compressed_bodies import dead_letter
 from tests.cli.test_peek_decoded import demo_config, order_placed_bytes
+from tests.support.codecs import CODECS
 
 ORDER = "shop.orders.v1.OrderPlaced"
 UNKNOWN = b"\xa0\x1f\x05"  # field 500: a field a newer producer added
@@ -60,7 +61,10 @@ def by_id(got: list) -> dict[str, tuple]:
     return {props.message_id: (props, body) for _m, props, body in got}
 
 
-def test_edited_messages_are_replayed_as_edited_and_the_others_byte_for_byte(edit, broker, qname) -> None:
+@pytest.mark.parametrize("codec", CODECS, indirect=True)
+def test_edited_messages_are_replayed_as_edited_and_the_others_byte_for_byte(codec, edit, broker, qname) -> None:
+    """On each wire codec: the engine's deliveries (decoded by dlxtool's codec, or pika's) are found again by the
+    fingerprint of the peek reader's."""
     sent = messages()
     topo = dead_letter(broker, qname, sent)
     result, seen = edit(topo.dlq, "--yes", replace=[

@@ -4,6 +4,7 @@ and diffed; dlxtool.editing.edits: what an edit applies to the delivery met agai
 from __future__ import annotations
 
 import gzip
+import struct
 from datetime import UTC, datetime
 
 import pytest
@@ -141,3 +142,18 @@ def test_edits_are_found_again_by_fingerprint_in_queue_order(doc, registry) -> N
     assert edits.take("0000000000000001") is None and edits.take(None) is None
     assert [e.number for e in edits.remaining()] == [1, 3]
     assert edits.counts()["edit_messages"] == 4
+
+
+def test_a_header_kept_as_its_amqp_bytes_is_changed_through_its_value() -> None:
+    from dlxtool.amqp_values import RawValue
+
+    double = RawValue(b"d" + struct.pack(">d", 1.5))  # a float header: dlxtool keeps its AMQP bytes
+    record = MessageRecord("q.dlq", b"x", headers={"rate": double, "n": 1})
+    doc = build([(record, "0" * 16)], "test", lambda: None)
+    assert doc.read(doc.text(), lambda: None).edited[0].changed == ()
+    edited = doc.read(doc.text().replace('"$value": 1.5', '"$value": 2.25'), lambda: None).edited[0]
+    assert edited.set_headers == {"rate": RawValue(b"d" + struct.pack(">d", 2.25))}
+    bad = doc.read(doc.text().replace('"$value": 1.5', '"$value": "fast"'), lambda: None)
+    assert bad.errors and "header 'rate': a value of AMQP kind 'd' cannot be set to 'fast'" in bad.errors[0]
+    floated = doc.read(doc.text().replace('"n": 1', '"n": 1.5'), lambda: None)
+    assert floated.errors and "header 'n': cannot write a header value of type float" in floated.errors[0]
