@@ -202,12 +202,12 @@ def _show(app: App, reading: Reading, dlq: str) -> None:
         if not e.changed:
             unchanged.append(f"{e.number}")
             continue
-        app.info(app.style(f"{e.label()}: {', '.join(e.changed)} edited", err=True, bold=True))
+        _say(app, f"{e.label()}: {', '.join(e.changed)} edited", bold=True)
         if e.how:
             app.info(f"  body {e.how}")
         for line in e.diff[2:]:  # the ---/+++ lines say nothing here
             color = "green" if line.startswith("+") else "red" if line.startswith("-") else None
-            app.info("  " + (app.style(line, err=True, fg=color) if color else line))
+            _say(app, "  " + line, **({"fg": color} if color else {}))
     if unchanged:
         app.info(f"unchanged, replayed as they are: message {', '.join(unchanged)}")
     edited = len(reading.edited) - len(unchanged)
@@ -216,6 +216,13 @@ def _show(app: App, reading: Reading, dlq: str) -> None:
     for shown in reading.left_out:
         app.info(f"left out (its section was deleted), stays in {dlq!r}: message {shown.number} (position "
                  f"{shown.record.position})")
+
+
+def _say(app: App, text: str, **style: Any) -> None:
+    """A line on stderr, made safe for the terminal (it holds message contents), then styled."""
+    from dlxtool.render import safe_text
+
+    app.info("", prefix=app.style(safe_text(text), err=True, **style) if style else safe_text(text))
 
 
 def edit_outcome(app: App, edits: Edits, result: TransferResult, outcome: Outcome) -> Outcome:

@@ -157,3 +157,16 @@ def test_a_header_kept_as_its_amqp_bytes_is_changed_through_its_value() -> None:
     assert bad.errors and "header 'rate': a value of AMQP kind 'd' cannot be set to 'fast'" in bad.errors[0]
     floated = doc.read(doc.text().replace('"n": 1', '"n": 1.5'), lambda: None)
     assert floated.errors and "header 'n': cannot write a header value of type float" in floated.errors[0]
+
+
+def test_a_document_edited_again_lists_the_last_problems_at_its_top(doc, registry) -> None:
+    from dlxtool.editing.document import with_problems
+
+    saved = doc.text().replace('"a": 1', '"a": 1,')
+    problems = doc.read(saved, reg(registry)).errors
+    again = with_problems(with_problems(saved, ["an older problem"]), problems)
+    assert again.startswith("#! The last save had these problems") and "older problem" not in again
+    assert f"#!   {problems[0]}" in again
+    fixed = again.replace('"a": 1,', '"a": 1')
+    reading = doc.read(fixed, reg(registry))
+    assert not reading.errors and [e.changed for e in reading.edited] == [(), (), ()]
