@@ -151,7 +151,7 @@ def finish(ctx: click.Context, outcome: Outcome, exc: BaseException | None = Non
 
 def report(ctx: click.Context, exc: BaseException) -> None:
     app = ctx.find_object(App)
-    debug = bool(app and app.debug) or os.environ.get("DLXTOOL_DEBUG") in ("1", "true", "yes")
+    debug = bool(app and app.debug) or (app or App()).env.get("DLXTOOL_DEBUG") in ("1", "true", "yes")
     if debug:
         import traceback
 
