@@ -37,7 +37,7 @@ def registry_loader(app: App, *, required: bool) -> Callable[[], Registry | None
             registry = None
             if schemas.paths or schemas.demo:
                 try:
-                    registry = load_registry(schemas.paths, demo=schemas.demo)
+                    registry = load_registry(schemas.paths, demo=schemas.demo, cache_dir=schemas.cache_dir)
                 except DlxtoolError as exc:
                     if required:
                         raise
