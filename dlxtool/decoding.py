@@ -56,12 +56,13 @@ MIN_EXPLAINED_PREFIX = 8
 _NOT_PROTOBUF = ("json", "text/", "xml", "yaml", "csv", "html")
 
 
-def proto_paths(cli_paths: Iterable[str] = (), profile_paths: Iterable[str] = ()) -> list[str]:
-    """``--proto-path`` values, then ``$DLXTOOL_PROTO_PATH`` (os.pathsep-separated), then the
-    profile's ``proto_paths``; duplicates dropped, order kept."""
+def proto_paths(cli_paths: Iterable[str] = (), profile_paths: Iterable[str] = (), *,
+                env: Mapping[str, str]) -> list[str]:
+    """``--proto-path`` values, then ``$DLXTOOL_PROTO_PATH`` of `env` (the command's environment, os.pathsep-
+    separated), then the profile's ``proto_paths``; duplicates dropped, order kept."""
     out: list[str] = []
-    env = os.environ.get(PROTO_PATH_ENV, "")
-    for p in [*cli_paths, *(x for x in env.split(os.pathsep) if x.strip()), *profile_paths]:
+    listed = env.get(PROTO_PATH_ENV, "")
+    for p in [*cli_paths, *(x for x in listed.split(os.pathsep) if x.strip()), *profile_paths]:
         p = str(Path(p).expanduser())
         if p not in out:
             out.append(p)
@@ -534,13 +535,13 @@ def registry_errors() -> Iterator[None]:
         raise translate_error(exc) from exc
 
 
-def load_registry(paths: Iterable[str], *, demo: bool = False) -> Registry:
-    """The schemas of ``paths`` (and the demo's bundled shop.* ones with ``demo``); registry errors
-    become dlxtool errors."""
+def load_registry(paths: Iterable[str], *, demo: bool = False, cache_dir: Path | None = None) -> Registry:
+    """The schemas of ``paths`` (and the demo's bundled shop.* ones with ``demo``), compiled ones cached in
+    `cache_dir` (None: proto_registry's default); registry errors become dlxtool errors."""
     from proto_registry import Registry
 
     with registry_errors():
-        return Registry.load(list(paths), include_defaults=demo)
+        return Registry.load(list(paths), include_defaults=demo, cache_dir=cache_dir)
 
 
 # -- streams of lines -------------------------------------------------------------------------------
@@ -671,6 +672,7 @@ def record_decoder(
     demo: bool = False,
     on_error: Callable[[str], None] | None = None,
     max_inflated: int = compression.DEFAULT_MAX_INFLATED,
+    cache_dir: Path | None = None,
 ) -> Callable[[MessageRecord], dict[str, Any] | None]:
     """The `decoded` field for records read from a queue: the match as a dict, or None.
 
@@ -695,6 +697,9 @@ def record_decoder(
 
     def decode(record: MessageRecord) -> dict[str, Any] | None:
         ct = (_str(record.properties.get("content_type")) or "").lower()
+        found = json_decoded(record, ct)
+        if found is not None:
+            return found
         if not (paths or demo):  # no schema to identify against: not even protobuf is imported
             return None
         if state["failed"] or not record.body or any(x in ct for x in _NOT_PROTOBUF):
@@ -717,7 +722,7 @@ def record_decoder(
             return None
         if state["registry"] is None:
             try:
-                state["registry"] = load_registry(paths, demo=demo)
+                state["registry"] = load_registry(paths, demo=demo, cache_dir=cache_dir)
             except DlxtoolError as exc:
                 state["failed"] = True
                 if on_error:
@@ -732,3 +737,29 @@ def record_decoder(
         return result.to_dict()
 
     return decode
+
+
+JSON_STATUS = "json"  # a record's `decoded` for a JSON body
+
+
+def json_decoded(record: MessageRecord, content_type: str) -> dict[str, Any] | None:
+    """The `decoded` of a JSON body (its content type says JSON, or it is a JSON object or array, inflated first when
+    its message declares a compression; at most MAX_RECORD_DECODE_BYTES): {"status": "json", "type": null,
+    "message": the parsed JSON}, with `decompressed` as for protobuf. `load --reencode` writes a changed `message`
+    back (dlxtool.editing.reencode). None for anything else, and for a body its content type says is protobuf."""
+    if not record.body or "proto" in content_type.split(";")[0]:
+        return None
+    from dlxtool import jsonbody
+
+    data, method, _note = compression.inflated_whole(record.body, record.properties, record.headers,
+                                                     max_inflated=MAX_RECORD_DECODE_BYTES)
+    if len(data) > MAX_RECORD_DECODE_BYTES or (method is None and compression.declared(record.properties,
+                                                                                        record.headers)):
+        return None
+    value = jsonbody.body_value(data, content_type)
+    if value is jsonbody.MISSING:
+        return None
+    out: dict[str, Any] = {"status": JSON_STATUS, "type": None, "message": value}
+    if method is not None:
+        out["decompressed"] = {"from": method, "compressed_bytes": len(record.body), "bytes": len(data)}
+    return out

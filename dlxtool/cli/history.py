@@ -240,8 +240,9 @@ def _replayed_text(headers: Any) -> str | None:
         return None
     at = prov["at"]
     exchange = prov["exchange"] or "(default)" if isinstance(prov["exchange"], str) else "?"
-    return (f"{prov['count']} time(s) by dlxtool, last from {prov['from']} at {at}; its first origin's exchange "
-            f"{exchange}, routing key {prov['routing_key']}")
+    edited = f"; edited ({prov['edited']}) by that replay" if prov.get("edited") else ""
+    return (f"{prov['count']} time(s) by dlxtool, last from {prov['from']} at {at}{edited}; its first origin's "
+            f"exchange {exchange}, routing key {prov['routing_key']}")
 
 
 def _deaths_text(history: MessageHistory) -> str:

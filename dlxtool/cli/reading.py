@@ -105,6 +105,7 @@ def read_queue(app: App, queue: str, opts: ReadOptions,
             schemas = app.schemas()
             # a compressed body inflates within the read's byte budget (dlxtool.budget), never past it
             decoder.append(decoding.record_decoder(schemas.paths, demo=schemas.demo, on_error=app.warn,
+                                                   cache_dir=schemas.cache_dir,
                                                    max_inflated=opts.max_bytes or app.max_bytes))
         return decoder[0](record)
     app.begin_management(profile, queues=(queue,))  # on its way while AMQP connects
@@ -185,6 +186,8 @@ def through_wait_queues(app: App, queue: str) -> Callable[[Any], Any]:
 def topology_note(app: App, queue: str, records: list[MessageRecord]) -> None:
     """A note when dead letters read from `queue` are not where the topology sends them (an application moved them:
     dlxtool.ops.dead_letter_roles.unpredicted), asked of the management API the read already proved."""
+    if not any(r.deaths or r.headers for r in records):
+        return  # nothing that says where a message died: no question for the topology (and no imports for it)
     from dlxtool.ops.dead_letter_roles import unpredicted
     from dlxtool.ops.routes import Router
 
