@@ -128,7 +128,10 @@ def _store_size(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 
 def max_bytes_option(f: F) -> F:
-    """--max-bytes SIZE: the byte budget of a command that holds messages (App.max_bytes)."""
+    """--max-bytes SIZE: the byte budget of a command that holds messages (App.max_bytes). Once per command, whichever
+    of its option groups brings it (replay's --edit peeks with peek's options, which have it too)."""
+    if any("--max-bytes" in p.opts for p in getattr(f, "__click_params__", ())):
+        return f
     return click.option(
         "--max-bytes", metavar="SIZE", expose_value=False, callback=_store_size,
         help="Most bytes of messages held at once, e.g. 64MiB, 1G (default: config max_bytes, else 256MiB).")(f)
