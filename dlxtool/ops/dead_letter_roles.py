@@ -112,9 +112,15 @@ class Edges:
 
     targets: dict[str, set[str]] = field(default_factory=dict)
     notes: dict[str, list[str]] = field(default_factory=dict)
+    _sources: dict[str, list[str]] | None = field(default=None, repr=False)
 
     def sources(self, queue: str) -> list[str]:
-        return sorted(s for s, ts in self.targets.items() if queue in ts)
+        if self._sources is None:  # once: every queue asks
+            self._sources = {}
+            for source, targets in sorted(self.targets.items()):
+                for target in targets:
+                    self._sources.setdefault(target, []).append(source)
+        return self._sources.get(queue, [])
 
 
 def dead_letter_edges(rows: Sequence[QueueRow], listings: Listings) -> Edges:
