@@ -30,7 +30,6 @@ from urllib.parse import quote
 
 from dlxtool.broker.management import POLICIES_PENDING
 from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError
-from dlxtool.ops.actions import Action, Decision
 
 # The dead-letter questions of a queue whose policies the management API does not show yet (QueueInfo)
 POLICIES_UNREAD = f"its dead-letter exchange cannot be read: {POLICIES_PENDING}"
@@ -517,6 +516,8 @@ class Routes:
         """`decide` (an engine decider: record → Decision, maybe with a `.raw` fast path) with each move that
         keeps its routing key — through a temporary exchange — checked by `key`. A move on the default
         exchange was checked with its target already."""
+        from dlxtool.ops.actions import Action, Decision  # here: the queue survey's roles use the Router only
+
         move, leave, key, known = Action.MOVE, Decision.leave, self.key, self._keys
 
         def check(decision: Any) -> Any:  # per message: a dict lookup once the (target, key) pair was checked

@@ -43,6 +43,8 @@ CONVENTIONS = ("dlxtool.conventions",)
 OPS = sorted(p.stem for p in (ROOT / "dlxtool" / "ops").glob("*.py") if p.stem != "__init__")
 # Shared by every command that reads or runs (what is neither a workflow of its own nor heavy).
 SHARED_OPS = ("interrupts", "provenance")
+# The queue survey's: its flags, and the roles it reads from the topology (the Router's routes, no message).
+SURVEY_OPS = ("queues", "queue_flags", "dead_letter_roles", "routes")
 
 
 def foreign_ops(*own: str) -> list[str]:
@@ -145,7 +147,7 @@ def test_queues_talks_http_only(tmp_path: Path, cli_env, broker) -> None:
     modules = loaded(tmp_path, env, "queues", "-f", "json")
     assert_none(modules, [*NEVER, *PROTOBUF, *CONVENTIONS, "pika", "dlxtool.decoding", "dlxtool.broker.connection",
                           "dlxtool.record", "concurrent.futures", *other_commands("queues"),
-                          *foreign_ops("queues", "queue_flags")], "dlxtool queues")
+                          *foreign_ops(*SURVEY_OPS)], "dlxtool queues")
 
 
 def test_queues_proving_an_ad_hoc_api_imports_no_more(tmp_path: Path, cli_env, broker) -> None:
@@ -155,7 +157,7 @@ def test_queues_proving_an_ad_hoc_api_imports_no_more(tmp_path: Path, cli_env, b
     modules = loaded(tmp_path, env, "queues", "-f", "json")
     assert "dlxtool.broker.identity" in modules  # the proof ran
     assert_none(modules, [*NEVER, *PROTOBUF, *CONVENTIONS, "dlxtool.decoding", "dlxtool.record",
-                          "concurrent.futures", *other_commands("queues"), *foreign_ops("queues", "queue_flags")],
+                          "concurrent.futures", *other_commands("queues"), *foreign_ops(*SURVEY_OPS)],
                 "dlxtool --url … queues")
 
 
