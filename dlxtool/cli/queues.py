@@ -17,7 +17,7 @@ from dlxtool.ops.queues import (
     SORT_KEYS,
     BrokerResult,
     IdentityCheck,
-    Selection,
+    QueueFilter,
     Snapshot,
     deltas,
     snapshots,
@@ -113,7 +113,7 @@ def queues(app: App, flags: tuple[str, ...], match: str | None, min_messages: in
         raise click.UsageError("--all-brokers uses the configured profiles; it cannot be combined with --url")
     profiles = configured_profiles(app) if all_brokers else [app.profile()]
     profiles = with_vhost(sorted(profiles, key=lambda p: p.name), app.vhost)
-    selection = Selection(flags=flags, match=match, min_messages=min_messages, sort=sort)
+    selection = QueueFilter(flags=flags, match=match, min_messages=min_messages, sort=sort)
 
     identity = IdentityCheck()
 
@@ -161,7 +161,7 @@ def _exit_status(snapshot: Snapshot) -> None:
 # -- rendering ---------------------------------------------------------------------------------------
 
 
-def render(app: App, snapshot: Snapshot, previous: Snapshot | None, selection: Selection, fmt: str, *,
+def render(app: App, snapshot: Snapshot, previous: Snapshot | None, selection: QueueFilter, fmt: str, *,
            show_broker: bool, watch: float | None = None,
            last_known: dict[Any, tuple[int, datetime]] | None = None) -> None:
     rows = selection.apply(snapshot.rows)

@@ -101,7 +101,8 @@ def read_queue(app: App, queue: str, opts: ReadOptions,
             from dlxtool import decoding
 
             schemas = app.schemas()
-            decoder.append(decoding.record_decoder(schemas.paths, demo=schemas.demo, on_error=app.warn))
+            decoder.append(decoding.record_decoder(schemas.paths, demo=schemas.demo, on_error=app.warn,
+                                                   cache_dir=schemas.cache_dir))
         return decoder[0](record)
     app.begin_management(profile, queues=(queue,))  # on its way while AMQP connects
     with app.connection(profile) as conn:

@@ -98,7 +98,7 @@ def wait_queue_origins(mgmt: Any, vhost: str, dlq: str,
     queue sends it back to (management API: that queue's dead-letter exchange and bindings), as replay
     sends it; "no origin" with the reason when that cannot be told — never the wait queue itself.
     `consumers_now`: a queue's consumer count from the broker (passive declare), where that decides."""
-    from dlxtool.ops.replay_decision import WaitQueues
+    from dlxtool.ops.replay_address import WaitQueues
     from dlxtool.ops.routes import Router
 
     waits = WaitQueues(Router(mgmt, vhost, consumers_now), dlq)

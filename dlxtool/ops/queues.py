@@ -89,7 +89,7 @@ class BrokerResult:
 
 
 @dataclass
-class Selection:
+class QueueFilter:
     """Which queues to show, in which order (the CLI's filter and sort options)."""
 
     flags: tuple[str, ...] = ()  # any of these ("any": any flag at all)
@@ -399,5 +399,5 @@ def snapshots(take: Callable[[], list[BrokerResult]], interval: float, count: in
             sleep(max(0.0, interval - (time.monotonic() - started)))
 
 
-__all__ = ["FLAGS", "SORT_KEYS", "BrokerResult", "IdentityCheck", "Selection", "Snapshot", "deltas", "snapshots",
+__all__ = ["FLAGS", "SORT_KEYS", "BrokerResult", "IdentityCheck", "QueueFilter", "Snapshot", "deltas", "snapshots",
            "survey", "survey_broker", "with_vhost", "name_matches"]

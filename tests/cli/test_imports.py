@@ -43,8 +43,6 @@ CONVENTIONS = ("dlxtool.conventions",)
 OPS = sorted(p.stem for p in (ROOT / "dlxtool" / "ops").glob("*.py") if p.stem != "__init__")
 # Shared by every command that reads or runs (what is neither a workflow of its own nor heavy).
 SHARED_OPS = ("interrupts", "provenance")
-# The queue survey's: its flags, and the roles it reads from the topology (the Router's routes, no message).
-SURVEY_OPS = ("queues", "queue_flags", "dead_letter_roles", "routes")
 
 
 def foreign_ops(*own: str) -> list[str]:
@@ -137,6 +135,11 @@ def test_reading_json_bodies_does_not_load_protobuf(tmp_path: Path, cli_env, bro
                 f"dlxtool {command} of JSON bodies")
 
 
+# The queue survey and its flags, and the roles it tells from the topology (dead_letter_roles follows dead-letter
+# routes with the routes' Router; actions is the engine's two small types routes names).
+QUEUES_OPS = ("queues", "queue_flags", "dead_letter_roles", "routes", "actions")
+
+
 def test_queues_talks_http_only(tmp_path: Path, cli_env, broker) -> None:
     """With a management_url in the profile. (A derived or ad-hoc one is first proven to answer for the
     AMQP broker over an AMQP connection, dlxtool.broker.identity: that run imports pika, on purpose.)"""
@@ -147,7 +150,7 @@ def test_queues_talks_http_only(tmp_path: Path, cli_env, broker) -> None:
     modules = loaded(tmp_path, env, "queues", "-f", "json")
     assert_none(modules, [*NEVER, *PROTOBUF, *CONVENTIONS, "pika", "dlxtool.decoding", "dlxtool.broker.connection",
                           "dlxtool.record", "concurrent.futures", *other_commands("queues"),
-                          *foreign_ops(*SURVEY_OPS)], "dlxtool queues")
+                          *foreign_ops(*QUEUES_OPS)], "dlxtool queues")
 
 
 def test_queues_proving_an_ad_hoc_api_imports_no_more(tmp_path: Path, cli_env, broker) -> None:
@@ -157,7 +160,7 @@ def test_queues_proving_an_ad_hoc_api_imports_no_more(tmp_path: Path, cli_env, b
     modules = loaded(tmp_path, env, "queues", "-f", "json")
     assert "dlxtool.broker.identity" in modules  # the proof ran
     assert_none(modules, [*NEVER, *PROTOBUF, *CONVENTIONS, "dlxtool.decoding", "dlxtool.record",
-                          "concurrent.futures", *other_commands("queues"), *foreign_ops(*SURVEY_OPS)],
+                          "concurrent.futures", *other_commands("queues"), *foreign_ops(*QUEUES_OPS)],
                 "dlxtool --url … queues")
 
 

@@ -274,10 +274,10 @@ def test_with_figures_nothing_is_cannot_tell() -> None:
 
 
 def test_a_selection_keeps_what_it_cannot_rule_out() -> None:
-    from dlxtool.ops.queues import Selection
+    from dlxtool.ops.queues import QueueFilter
 
     [blind] = flag_rows([qf.row_from_api("b", settings_only(api_row("plain")))])
     [seen] = flag_rows([qf.row_from_api("b", api_row("seen", ready=1, consumers=1))])
-    assert Selection(flags=("clogged",)).keep(blind) and not Selection(flags=("clogged",)).keep(seen)
-    assert Selection(flags=("any",)).keep(blind)
-    assert Selection(min_messages=5).keep(blind) and not Selection(min_messages=5).keep(seen)
+    assert QueueFilter(flags=("clogged",)).keep(blind) and not QueueFilter(flags=("clogged",)).keep(seen)
+    assert QueueFilter(flags=("any",)).keep(blind)
+    assert QueueFilter(min_messages=5).keep(blind) and not QueueFilter(min_messages=5).keep(seen)
