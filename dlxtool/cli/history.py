@@ -135,7 +135,7 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
     for count_note in count_notes(items):
         app.info(f"note: {count_note}")
     if queue:
-        topology_note(app, queue, records)
+        topology_note(app, queue, records, conventions=True)
     finish_read(app, reader)
 
 

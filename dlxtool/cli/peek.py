@@ -69,7 +69,8 @@ def peek(app: App, /, queue: str, count: int, whole_body: bool, origin_from: str
     elif fmt == "table":
         render_table(app, records, whole_body, empty=reader.facts.nothing_read(), known=known,
                      origin_from=origin_from, through=through_wait_queues(app, queue))
-    topology_note(app, queue, records)  # jsonl streams its records: none kept to look at
+    # jsonl streams its records (none kept to look at); the table explains them by conventions anyway
+    topology_note(app, queue, records, conventions=fmt == "table")
     finish_read(app, reader)
 
 
