@@ -103,6 +103,7 @@ def _escape(m: re.Match[str]) -> str:
 def preview(body: bytes, width: int = 60) -> str:
     """A one-line body preview: text if it is printable UTF-8, else hex."""
     sample = body[: width * 4]
+    text = ""
     try:
         text = sample.decode("utf-8")
         printable = sum(ch.isprintable() or ch in "\n\r\t" for ch in text) >= 0.95 * max(len(text), 1)

@@ -22,6 +22,7 @@ from dlxtool.urls import AmqpUrl
 
 if TYPE_CHECKING:
     import pika
+    import pika.credentials
     from pika.adapters.blocking_connection import BlockingConnection
 
 
@@ -228,9 +229,9 @@ def quiet_pika_logging() -> None:
 def describe_connection(conn: BlockingConnection, profile: BrokerProfile, latency_ms: float) -> ServerInfo:
     """What the broker said about itself in connection.start, and which node of the profile answered."""
     # pika keeps connection.start's server-properties on the underlying connection only.
-    props: dict[str, Any] = conn._impl.server_properties or {}  # noqa: SLF001
-    node = next((n for n in profile.nodes if n.host == conn._impl.params.host  # noqa: SLF001
-                 and n.port == conn._impl.params.port), profile.nodes[0])  # noqa: SLF001
+    props: dict[str, Any] = conn._impl.server_properties or {}  # noqa: SLF001  # pyright: ignore[reportAttributeAccessIssue]
+    node = next((n for n in profile.nodes if n.host == conn._impl.params.host  # noqa: SLF001  # pyright: ignore[reportAttributeAccessIssue]
+                 and n.port == conn._impl.params.port), profile.nodes[0])  # noqa: SLF001  # pyright: ignore[reportAttributeAccessIssue]
     return ServerInfo(
         version=_text(props.get("version")),
         cluster_name=_text(props.get("cluster_name")),

@@ -97,6 +97,7 @@ class DlxtoolGroup(click.Group):
         from dlxtool.ops import interrupts
 
         interrupts.forget_signals()
+        returned: Any = None  # every except below ends the command (ctx.exit raises)
         try:
             with interrupts.catch_stop_signals():  # SIGTERM, SIGHUP: a clean stop, as Ctrl-C
                 returned = super().invoke(ctx)

@@ -132,6 +132,7 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
     from dlxtool.cli.moving import Journaled, notes, progress_bar, record_file, transfer_counts
     from dlxtool.ops.interrupts import summary_before_ctrl_c
 
+    journaled: Journaled | None = None  # a run that changes messages is journaled; a dry run is not
     with summary_before_ctrl_c() as ctrl_c:
         with app.connection(profile) as conn:
             purging = Purge(app.session(profile, conn), settings, app, dry_run=dry_run)
@@ -155,7 +156,7 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
         if outcome.result is not None:
             notes(app, outcome.result)
         ended = outcome.outcome()
-        if not dry_run:
+        if journaled is not None:
             counts = transfer_counts(outcome.result) if outcome.result is not None else {"purged": outcome.purged}
             journaled.ended(ended, counts=counts, files=[backup] if backup else [])
         return ended

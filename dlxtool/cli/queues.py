@@ -121,6 +121,7 @@ def queues(app: App, flags: tuple[str, ...], match: str | None, min_messages: in
         return survey(profiles, all_vhosts=all_vhosts, verify=identity)
 
     fmt = app.output_format("json")
+    snapshot: Snapshot | None = None
     if watch is None:
         [snapshot] = snapshots(take, 0, 1)
         if not all_brokers and snapshot.failures:
@@ -137,7 +138,8 @@ def queues(app: App, flags: tuple[str, ...], match: str | None, min_messages: in
             render(app, snapshot, previous, selection, fmt, show_broker=all_brokers, watch=watch,
                    last_known=last_known)
             previous = snapshot
-    _exit_status(snapshot)
+    if snapshot is not None:  # None: stopped before the first one
+        _exit_status(snapshot)
 
 
 def configured_profiles(app: App) -> list[BrokerProfile]:

@@ -79,6 +79,7 @@ def queue_info(source: Session, dlq: str, report: Reporter) -> QueueInfo | None:
     channel = source.conn.channel()
     counted = queues.counts(channel, dlq, source.vhost)  # a missing DLQ is "not found" (4), API or no API
     channel.close()
+    info: QueueInfo | None = None
     if source.management is not None:
         try:
             info = source.management.queue(source.vhost, dlq)
@@ -86,7 +87,7 @@ def queue_info(source: Session, dlq: str, report: Reporter) -> QueueInfo | None:
             raise  # another broker's API: exit 3, as when the first proof finds it
         except ConnectError as exc:
             source.management, source.management_error = None, exc.message
-    if source.management is None:
+    if source.management is None or info is None:
         report.warn(f"check not made: {source.management_error or 'no management API'}: type and limits of "
                     f"{dlq!r} unknown")
         return None

@@ -164,7 +164,7 @@ def raw_decider(decider: ReplayDecider) -> Decide:
                 if len(first_keys) >= _CACHE_MAX:
                     first_keys.clear()
                 first = first_keys[entry] = _first_key(entry)
-            if first is False:
+            if first is False or first is True:  # True: never (_first_key gives a key, None or False)
                 return None
         kept = shape.kept_key(first, routing_key)
         middle = planned.middles.get(kept) or planned.middle(kept)

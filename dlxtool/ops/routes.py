@@ -529,10 +529,12 @@ class Routes:
             return leave(why) if why else decision
 
         inner = getattr(decide, "raw", None)
-        raw = None
+        raw: Callable[[Any, bytes, bytes], Any] | None = None
         if inner is not None:
-            def raw(routing_key: Any, props: bytes, body: bytes) -> Any:
+            def checked_raw(routing_key: Any, props: bytes, body: bytes) -> Any:
                 return check(inner(routing_key, props, body))
+
+            raw = checked_raw
 
         return _Checked(decide, check, raw)
 
