@@ -13,6 +13,7 @@ from dlxtool.cli.options import (
     common_options,
     dry_run_option,
     queue_argument,
+    selection_for,
     selection_notes,
     selection_options,
     yes_option,
@@ -125,6 +126,7 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
     for flag, given in (("--default-exchange", default_exchange), ("--allow-dlx-drop", allow_dlx_drop)):
         if given and not move_to:
             raise click.BadParameter("only means something with --move-to", param_hint=flag)
+    selection = selection_for(app, selection, decode=True)
     settings = PurgeSettings(queue, selection, move_to, backup, allow_displace, default_exchange, allow_dlx_drop)
     settings.check()
     profile = app.profile()

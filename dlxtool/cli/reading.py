@@ -18,6 +18,7 @@ from dlxtool.errors import UsageError
 if TYPE_CHECKING:
     from dlxtool.ops.peek import Coverage, QueueReader, ReadOptions
     from dlxtool.record import MessageRecord
+    from dlxtool.selection import Selection
 
 F = Callable[..., Any]
 
@@ -71,9 +72,13 @@ def read_options(f: F) -> F:
 
 
 def make_read_options(app: App, count: int | None, *, max_unacked: int | None, allow_reorder: bool,
-                      spend_attempts: bool, offset: str | None = None, stream_wait: float = 1.0) -> ReadOptions:
+                      spend_attempts: bool, offset: str | None = None, stream_wait: float = 1.0,
+                      selection: Selection | None = None) -> ReadOptions:
+    """`selection` (dlxtool.selection, seen through the command's lens: selection_for): only the messages it selects
+    are shown, and `count` counts them."""
     from dlxtool.ops.peek import ReadOptions, parse_offset
 
+    selects = selection is not None and selection.filters_anything
     return ReadOptions(
         count=count,
         max_unacked=max_unacked or app.config().dump_unacked_limit,
@@ -81,6 +86,8 @@ def make_read_options(app: App, count: int | None, *, max_unacked: int | None, a
         spend_attempts=spend_attempts,
         offset=None if offset is None else parse_offset(offset),
         stream_wait=stream_wait,
+        select=selection.matches if selects and selection is not None else None,
+        select_decodes=selects and selection is not None and selection.needs_type,
     )
 
 
@@ -89,22 +96,16 @@ def read_queue(app: App, queue: str, opts: ReadOptions,
                decode_if: Callable[[MessageRecord], bool] | None = None) -> Iterator[QueueReader]:
     """Open, check and report; yield the reader. Call finish_read(app, reader) after the output.
     `decode_if`: which records the output needs decoded (default: all of them)."""
+    from dlxtool.cli.options import record_decoder
     from dlxtool.ops.peek import prepare_read
 
     profile = app.profile()
-    decoder: list[Callable[[MessageRecord], dict[str, Any] | None]] = []
+    decoder = record_decoder(app)
 
     def decode(record: MessageRecord) -> dict[str, Any] | None:
         if decode_if is not None and not decode_if(record):
             return None
-        if not decoder:  # dlxtool.decoding (and proto_registry's light modules) only once a body is decoded
-            from dlxtool import decoding
-
-            config = app.config()
-            decoder.append(decoding.record_decoder(
-                decoding.proto_paths((), [*config.proto_paths, *profile.proto_paths]),
-                demo=config.demo_schemas, on_error=app.warn))
-        return decoder[0](record)
+        return decoder(record)  # type: ignore[no-any-return]
     app.begin_management(profile, queues=(queue,))  # on its way while AMQP connects
     with app.connection(profile) as conn:
         mgmt = app.management(profile, conn)  # proven to be this broker's API before any of it is used
@@ -121,6 +122,9 @@ def finish_read(app: App, reader: QueueReader | None) -> None:
     """Report what the read did to the queue; raise what it ends with (exit 5 or 6, decided in the core)."""
     if reader is None:
         return
+    if reader.opts.select is not None:
+        cov = reader.coverage()
+        app.info(f"selected {cov.matched} of the {cov.looked_at} message(s) looked at")
     outcome = reader.outcome()
     for note in outcome.notes:
         app.info(note)
@@ -128,6 +132,15 @@ def finish_read(app: App, reader: QueueReader | None) -> None:
         app.warn(warning)
     if outcome.error is not None:
         raise outcome.error
+
+
+def nothing_shown(reader: QueueReader) -> str:
+    """What a read that shows nothing says: the queue's state (QueueFacts.nothing_read), or that none of the
+    messages looked at was selected."""
+    looked_at = reader.read - reader.hidden
+    if reader.opts.select is not None and looked_at:
+        return f"(no message selected: none of the {looked_at} looked at matched)"
+    return reader.facts.nothing_read()
 
 
 def sample_note(coverage: Coverage | None, more: str = "-n N or --all for more") -> str | None:
@@ -157,12 +170,12 @@ def through_wait_queues(app: App, queue: str) -> Callable[[Any], Any]:
     """Origins of TTL-only histories, followed through the wait queue with the management API (proven to be
     this broker's on a connection of its own, opened only when such a message comes up): what `history` and
     `peek` show as origin, as replay resolves it (never the wait queue)."""
-    from dlxtool.ops.history import wait_queue_origins
-
     resolver: list[Any] = []
 
     def through(death: Any) -> Any:
         if not resolver:
+            from dlxtool.ops.history import wait_queue_origins
+
             profile = app.profile()
             with app.connection(profile) as conn:
                 mgmt = app.management(profile, conn)

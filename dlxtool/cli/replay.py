@@ -25,6 +25,7 @@ from dlxtool.cli.options import (
     conventions_in_use,
     dry_run_option,
     origin_from_option,
+    selection_for,
     selection_notes,
     selection_options,
     yes_option,
@@ -206,6 +207,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         raise UsageError("--default-exchange and --keep-routing-key contradict each other",
                          hint="keeping the original routing key is the default: drop --keep-routing-key")
     known = conventions_in_use(app, origin_from)  # a wrong --origin-from fails before anything is read
+    selection = selection_for(app, selection, origin_from=origin_from, decode=True)
     if save_file:
         check_record_file(app, save_file)  # before the plan reads (and gives back) any message
     profile = app.profile()

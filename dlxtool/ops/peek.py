@@ -128,6 +128,10 @@ class ReadOptions:
     offset: Any = None  # streams: "first" | "last" | "next" | int | datetime
     stream_wait: float = 1.0  # streams: stop after this long without a delivery
     batch_size: int = DEFAULT_BATCH
+    # Which messages to show (dlxtool.selection): `count` counts the matches; the others are read (a classic
+    # queue's later messages can only be reached while the earlier ones are held) but not shown. None: all.
+    select: Callable[[MessageRecord], bool] | None = None
+    select_decodes: bool = False  # the selection reads the decoded body (--type): decode before selecting
 
 
 # -- what the queue is -------------------------------------------------------------------------------
@@ -207,6 +211,8 @@ def check_read(facts: QueueFacts, opts: ReadOptions) -> list[str]:
     if facts.reads_as_quorum:  # a type the probe could not tell: as a quorum queue, under the version's rules
         notes += _check_quorum(facts, opts)
     wanted = facts.ready if opts.count is None else min(opts.count, facts.ready or opts.count)
+    if opts.select is not None and facts.ready is not None:  # as many as it takes to find `count` matches
+        wanted = min(facts.ready, opts.max_unacked)
     if wanted and wanted > 1:
         how = "all at once" if facts.type == "classic" else f"in order, {QUORUM_RETURN_CHUNK} at a time"
         notes.append(f"holding up to {wanted} messages unacked until the read ends"
@@ -325,9 +331,13 @@ class Coverage:
     looked_at: int
     queue_depth: int | None  # ready when the read began; None for a stream (it keeps no count)
     sampled: bool  # messages were left unread: counts made from this read are of a sample
+    matched: int | None = None  # with a selection: how many of those looked at it selected
 
     def to_json(self) -> dict[str, Any]:
-        return {"sampled": self.sampled, "looked_at": self.looked_at, "queue_depth": self.queue_depth}
+        out = {"sampled": self.sampled, "looked_at": self.looked_at, "queue_depth": self.queue_depth}
+        if self.matched is not None:
+            out["matched"] = self.matched
+        return out
 
 
 @dataclass
@@ -363,12 +373,14 @@ class QueueReader:
         self.reached_end = False
         self.left_unread = 0  # --all stopped by max_unacked: what the last get-ok said was left
         self.hidden = 0  # messages read only to keep the order (quorum with a limit), not yielded
+        self.skipped = 0  # messages read that the selection did not select (not yielded)
+        self._decoded: set[int] = set()  # positions decoded to be selected (not decoded again)
         self._held = HeldGets()
         self._unconfirmed_noted = False
 
     @property
     def shown(self) -> int:
-        return self.read - self.hidden
+        return self.read - self.hidden - self.skipped
 
     def batches(self) -> Iterator[list[MessageRecord]]:
         if self.facts.type == "stream":
@@ -379,7 +391,8 @@ class QueueReader:
         for start in range(0, len(records), size):
             batch = records[start:start + size]
             for record in batch:
-                record.decoded = self.decode(record)
+                if record.position not in self._decoded:
+                    record.decoded = self.decode(record)
             yield batch
 
     def records(self) -> Iterator[MessageRecord]:
@@ -389,25 +402,29 @@ class QueueReader:
     def coverage(self) -> Coverage:
         """After the read: how many messages it yielded, of how many, and whether it left some unread."""
         depth = self.facts.ready
+        looked_at = self.read - self.hidden
         if self.facts.type == "stream":
             sampled = not self.reached_end  # stopped at -n with the stream still delivering
         else:
-            sampled = not self.reached_end and (depth is None or self.shown < depth)
-        return Coverage(self.shown, depth, sampled)
+            sampled = not self.reached_end and (depth is None or looked_at < depth)
+        return Coverage(looked_at, depth, sampled, self.shown if self.opts.select is not None else None)
 
     # classic and quorum: basic.get everything wanted, holding it, then give it all back in order
     def _read_and_give_back(self) -> list[MessageRecord]:
         records: list[MessageRecord] = []
+        last: MessageRecord | None = None
         try:
             while self._want_more():
-                record = self._get()
+                record = last = self._get()
                 if record is None:
                     break
-                records.append(record)
-                if self._counts_attempts() and not self._safe_to_return(record, shown=True):
+                selected = self._selects(record)
+                if selected:
+                    records.append(record)
+                if self._counts_attempts() and not self._safe_to_return(record, shown=selected):
                     break
-            if self._returns_to_a_block() and records and not self.stopped_early:
-                self._take_rest_of_returned_block(records[-1])
+            if self._returns_to_a_block() and last is not None and not self.stopped_early:
+                self._take_rest_of_returned_block(last)
         finally:
             self._give_back()
             self._after_return(records)
@@ -419,13 +436,29 @@ class QueueReader:
             self.reached_end = True
             return None
         self._held.tags.append(method.delivery_tag)
-        if self.opts.count is None and self.read + 1 >= self.opts.max_unacked:
+        if (self.opts.count is None or self.opts.select is not None) and self.read + 1 >= self.opts.max_unacked:
             self.left_unread = int(getattr(method, "message_count", 0) or 0)
         record = MessageRecord.from_delivery(self.facts.name, method, props, body, position=self.read)
         self.read += 1
         return record
 
+    def _selects(self, record: MessageRecord) -> bool:
+        """Whether the selection (if any) selects `record`; a record it does not select is counted as skipped.
+        With --type, the body is decoded first (while the messages are held: only then)."""
+        if self.opts.select is None:
+            return True
+        if self.opts.select_decodes and record.position not in self._decoded:
+            record.decoded = self.decode(record)
+            self._decoded.add(record.position)
+        if self.opts.select(record):
+            return True
+        self.skipped += 1
+        return False
+
     def _want_more(self) -> bool:
+        if self.opts.count is not None and self.opts.select is not None:
+            # count the matches; what is held stays bounded (a stream holds nothing)
+            return self.shown < self.opts.count and (self.facts.type == "stream" or self.read < self.opts.max_unacked)
         if self.opts.count is not None:
             return self.read < self.opts.count
         if self.facts.type == "stream":
@@ -578,6 +611,11 @@ class QueueReader:
                      "further peek uses another attempt of the head")
         elif self.stopped_early:
             warnings.append(self.stopped_early)
+        elif self.left_unread and wanted is not None:  # a selection looked as far as it may hold
+            if self.shown < wanted:
+                warnings.append(f"looked at {self.read} messages, the most held at once (--max-unacked "
+                                f"{self.opts.max_unacked}), and {self.shown} of them matched; {self.left_unread} more "
+                                "were not looked at (raise --max-unacked, config dump_unacked_limit, to look further)")
         elif self.left_unread:
             error = PartialError(
                 f"read {self.read} messages, the most held at once (--max-unacked {self.opts.max_unacked}); "
@@ -599,10 +637,12 @@ class QueueReader:
 
     # streams: consume from an offset; acks only grant credit
     def _stream_batches(self) -> Iterator[list[MessageRecord]]:
-        prefetch = max(1, min(self.opts.count or self.opts.batch_size, self.opts.batch_size))
+        wanted = self.opts.count if self.opts.select is None else None  # a selection: how many to read is unknown
+        prefetch = max(1, min(wanted or self.opts.batch_size, self.opts.batch_size))
         self.channel.basic_qos(prefetch_count=prefetch)
         offset = "first" if self.opts.offset is None else self.opts.offset
         batch: list[MessageRecord] = []
+        unacked = 0
         try:
             for method, props, body in self.channel.consume(
                     self.facts.name, auto_ack=False, arguments={"x-stream-offset": offset},
@@ -610,14 +650,19 @@ class QueueReader:
                 if method is None:
                     self.reached_end = True
                     break
-                batch.append(self._stream_record(method, props, body))
+                record = self._stream_record(method, props, body)
+                unacked += 1
+                if self._selects(record):
+                    batch.append(record)
                 more = self._want_more()
-                if len(batch) >= prefetch or not more:
+                if unacked >= prefetch or not more:
                     # Ack (= grant credit) only when reading on: credit granted at the end would let the
                     # broker push messages that cancel() then rejects, and streams refuse rejects (540).
                     if more:
                         self.channel.basic_ack(method.delivery_tag, multiple=True)
-                    yield batch
+                    unacked = 0
+                    if batch:
+                        yield batch
                     batch = []
                 if not more:
                     break
@@ -637,6 +682,7 @@ class QueueReader:
         # Nothing is held on a stream, so decoding here costs the broker nothing.
         record = MessageRecord.from_delivery(self.facts.name, method, props, body, position=self.read)
         record.decoded = self.decode(record)
+        self._decoded.add(record.position)
         self.read += 1
         return record
 

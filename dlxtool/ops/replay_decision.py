@@ -385,7 +385,11 @@ class ReplayDecider:
         self._run_id = uuid.uuid4().hex[:12]
         self._published = 0
         # Selection is frozen: with no criteria every record matches, so skip building the checks each time.
-        self._selects = bool(settings.selection._checks())  # noqa: SLF001
+        self._selects = bool(settings.selection.checks())
+        # Origins as this replay resolves them: the run's conventions, TTL-only histories through their wait queue
+        self.selection = settings.selection.with_lens(replace(
+            settings.selection.lens, conventions=tuple(settings.conventions), origin_from=settings.origin_from,
+            through=self._through))
         from dlxtool.broker.wire.frames import basic_properties
 
         self._properties = basic_properties
@@ -409,6 +413,11 @@ class ReplayDecider:
         self.ignored_expirations: Counter[str] = Counter()  # recorded TTLs RabbitMQ would refuse, not restored
         self.dropped_user_ids = 0
         self.untrusted_counts = 0  # messages whose recorded replay count was not trusted (counted as never replayed)
+
+    def _through(self, death: Any) -> DeathOrigin:
+        """The origin of a message that only waited out TTLs, as this replay sends it (for --origin)."""
+        resolved, _address = self.wait_queues(death.queue or "", death.routing_keys[0] if death.routing_keys else None)
+        return DeathOrigin(resolved.queue, resolved.why)
 
     def notes(self) -> list[str]:
         """What the operator should know of what this decider did (TransferResult.notes)."""
@@ -530,7 +539,7 @@ class ReplayDecider:
 
     def __call__(self, record: MessageRecord) -> Decision:
         s = self.s
-        if self._selects and not s.selection.matches(record):
+        if self._selects and not self.selection.matches(record):
             return Decision.keep()
         shape, headers, history = self._shape(record)
         if shape.untrusted_count is not None:
