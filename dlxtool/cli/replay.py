@@ -30,6 +30,7 @@ from dlxtool.cli.options import (
     selection_options,
     yes_option,
 )
+from dlxtool.cli.reading import make_read_options, peek_safety_options
 from dlxtool.errors import UsageError
 from dlxtool.ops.interrupts import summary_before_ctrl_c
 from dlxtool.outcome import Outcome
@@ -129,9 +130,10 @@ within --timeout, giving the rest back at once (exit 7).
 
 \b
 Without --yes, replay first shows the plan (route per origin, from the
-first messages, given back in place and in order, also on quorum queues,
-where each read counts a delivery attempt: refused with a delivery limit)
-and asks. Exit 5 when messages were left for a reason other than the
+first messages, read and given back as `peek` reads them, under the same
+rules and flags: see `peek --help`; --yes replays without a plan) and
+asks; when there is nothing to replay (an empty DLQ, or a selection that
+selects none of it) it says so and exits 0 without asking. Exit 5 when messages were left for a reason other than the
 selection; 3 when the connection was lost (nothing is lost; the summary
 counts possible duplicates); 130 on Ctrl-C (143 on SIGTERM, 129 on SIGHUP).
 
@@ -188,6 +190,7 @@ Examples:
 @click.option("--window", type=click.IntRange(min=1, max=65535), default=1000, show_default=True,
               help="Publishes awaiting a confirm at once.")
 @selection_options
+@peek_safety_options
 @dry_run_option
 @yes_option
 @common_options
@@ -197,8 +200,8 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
            drop_expiration: bool, drop_user_id: bool, reset_body_retries: bool, allow_fanout: bool,
            origin_from: str | None,
            allow_displace: bool, target_broker: str | None, save_file: str | None,
-           rate: float | None, prefetch: int, window: int, selection: Selection, dry_run: bool,
-           yes: bool) -> Outcome | None:
+           rate: float | None, prefetch: int, window: int, selection: Selection, max_unacked: int | None,
+           allow_reorder: bool, spend_attempts: bool, dry_run: bool, yes: bool) -> Outcome | None:
     from dlxtool.ops import replay as ops
     from dlxtool.ops.engine import TransferOptions
     from dlxtool.ops.replay_decision import ReplaySettings
@@ -228,10 +231,16 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
                                     app.session(target_profile, target_conn) if target_profile else None,
                                     plan_limit=app.config().dump_unacked_limit)
         replay = ops.Replay(session, settings, app, dry_run=dry_run)
-        if dry_run or not yes:  # --yes: no plan (on a quorum queue with a limit the plan is refused)
-            _render_plan(app, replay.plan())
+        if dry_run or not yes:  # --yes: no plan (read as peek reads: some quorum queues need a flag for it)
+            read = make_read_options(app, None, max_unacked=max_unacked, allow_reorder=allow_reorder,
+                                     spend_attempts=spend_attempts)
+            plan = replay.plan(read)
+            _render_plan(app, plan)
             selection_notes(app, selection)
             if dry_run:
+                return None
+            if plan.nothing_to_do:
+                app.info(f"nothing to replay: {plan.nothing_to_do}; nothing was changed")
                 return None
             app.confirm(f"Replay the messages of {dlq!r} as planned?", yes=yes)
         with record_file(app, save_file) if save_file else nullcontext() as sink, \
@@ -285,8 +294,8 @@ def _plan_footer(app: App, plan: Any) -> None:
     from dlxtool.ops.peek import Coverage
 
     write_sample_note(app, sample_note(Coverage(plan.looked_at, plan.snapshot, plan.sampled),
-                                       "a plan reads at most config dump_unacked_limit; the replay goes "
-                                       f"through all {plan.snapshot:,}"))
+                                       "a plan reads at most --max-unacked (config dump_unacked_limit); the "
+                                       f"replay goes through all {plan.snapshot:,}"))
 
 
 def _render_result(app: App, run: Any) -> None:

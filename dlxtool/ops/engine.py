@@ -40,8 +40,8 @@ consumers taking part of the snapshot can still leave deliveries to requeue unto
 Reuse: `purge --backup` and `dump --remove` = decide() returning REMOVE with a `RecordSink`
 (dlxtool.ops.record_files: records flushed and fsynced before the acks that follow them); selective purge
 without a backup = REMOVE without a sink; `purge --move-to` = MOVE to one queue (dlxtool.ops.purge);
-`load` publishes records without a source queue (dlxtool.ops.load.publish_records). The dry-run plan is
-dlxtool.ops.survey; Ctrl-C handling is dlxtool.ops.interrupts.
+`load` publishes records without a source queue (dlxtool.ops.load.publish_records). The replay plan reads
+with dlxtool.ops.peek's reader; Ctrl-C handling is dlxtool.ops.interrupts.
 """
 
 from __future__ import annotations
@@ -364,8 +364,10 @@ class Transfer:
                 return
             if self._cancelled_by_broker:
                 self._consumer_cancelled()
-            if self._held and self.consumer_tag and self._held + len(self._incoming) >= self.prefetch \
-                    and not self._busy():  # every prefetch slot holds a message to give back: none can come
+            # every prefetch slot holds a message to give back: none can come. (Not while deliveries wait to be
+            # decided: they may be selected, and a selection then changes something; seen with a filter and -n.)
+            if self._held and self.consumer_tag and not self._incoming and self._held >= self.prefetch \
+                    and not self._busy():
                 self.result.notes.append(f"stopped reading: {self._held} message(s) held to be given back in place "
                                          "took every prefetch slot")
                 self._cancel_consumer()

@@ -210,7 +210,7 @@ def check_read(facts: QueueFacts, opts: ReadOptions) -> list[str]:
     _check_unacked_bound(facts, opts)
     if facts.reads_as_quorum:  # a type the probe could not tell: as a quorum queue, under the version's rules
         notes += _check_quorum(facts, opts)
-    wanted = facts.ready if opts.count is None else min(opts.count, facts.ready or opts.count)
+    wanted = facts.ready if opts.count is None else opts.count if facts.ready is None else min(opts.count, facts.ready)
     if opts.select is not None and facts.ready is not None:  # as many as it takes to find `count` matches
         wanted = min(facts.ready, opts.max_unacked)
     if wanted and wanted > 1:

@@ -91,7 +91,7 @@ def test_filter_then_count(run, broker, qname, demo_env) -> None:
     assert _positions(history) == [0, 1]
     replayed = run("replay", m.dlq, "--origin", m.payments, "-n", "1", "--yes", "--url", broker.url, "-f", "json")
     assert replayed.exit_code == 0, replayed.output
-    assert json.loads(replayed.stdout)["moved"] == {m.payments: 1}
+    assert json.loads(replayed.stdout)["moved"] == {m.payments: 1}, replayed.output
     assert [b for _p, b in take_all(broker, m.payments)] == [m.bodies[5]]
     purged = run("purge", m.dlq, "--body-matches", "order", "--limit", "2", "--yes", "--url", broker.url, "-f", "json")
     assert purged.exit_code == 0, purged.output
@@ -103,7 +103,7 @@ def test_a_replay_by_error_text_sends_only_those_home(run, broker, qname) -> Non
     m = mixed_dlq(broker, qname)
     result = run("replay", m.dlq, "--error", "(?i)timed out", "--yes", "--url", broker.url, "-f", "json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["moved"] == {m.payments: 1}
+    assert json.loads(result.stdout)["moved"] == {m.payments: 1}, result.output
     assert [b for _p, b in take_all(broker, m.payments)] == [m.bodies[5]]
     assert [b for _p, b in take_all(broker, m.dlq)] == [b for i, b in enumerate(m.bodies) if i != 5]
 

@@ -284,8 +284,9 @@ def test_a_plan_from_the_first_messages_says_so_in_the_table_and_the_json(run, b
     table = run("replay", top.dlq, "--dry-run", "-b", "t", "-f", "table", env=env)
     assert table.exit_code == 0, table.stderr
     assert f"replay to  {qname}.o" in table.stdout and "  4  " in table.stdout
-    assert table.stdout.splitlines()[-1] == ("looked at 4 of 10 messages (the first 4; a plan reads at most config "
-                                             "dump_unacked_limit; the replay goes through all 10)")
+    assert table.stdout.splitlines()[-1] == ("looked at 4 of 10 messages (the first 4; a plan reads at most "
+                                             "--max-unacked (config dump_unacked_limit); the replay goes through all "
+                                             "10)")
     plan = json.loads(run("replay", top.dlq, "--dry-run", "-b", "t", "-f", "json", env=env).stdout)["plan"]
     assert (plan["sampled"], plan["looked_at"], plan["queue_depth"], plan["snapshot"]) == (True, 4, 10, 10)
     whole = run("replay", top.dlq, "--dry-run", "--url", broker.url, "-f", "table")
