@@ -34,7 +34,7 @@ A team's own dead-letter convention (its retry library's headers; see dlxtool.co
 per broker as `[brokers.NAME.conventions.NAME]`::
 
     [conventions.acme-retry]
-    origin_queue_header = "x-acme-failed-queue"   # or origin_exchange_header + origin_routing_key_header
+    origin_queue_header = "x-acme-failed-queue"   # or origin_exchange_header (+ origin_routing_key_header)
     error_headers = ["x-acme-error"]
     attempts_header = "x-acme-attempts"
     reset_headers = ["x-acme-trace"]
@@ -420,19 +420,20 @@ def parse_conventions(raw: Any, where: str) -> tuple[HeaderConvention, ...]:
         _check_keys(table, _CONVENTION_KEYS, here)
         queue, exchange, key = (_str(table, k, here) for k in ("origin_queue_header", "origin_exchange_header",
                                                                  "origin_routing_key_header"))
-        if (exchange is None) != (key is None):
-            missing = "origin_routing_key_header" if key is None else "origin_exchange_header"
-            raise ConfigError(f"{here}: {missing} is missing",
-                              hint="an exchange origin needs both origin_exchange_header and "
-                                   "origin_routing_key_header")
+        if key is not None and exchange is None:
+            # A routing key alone would mean the default exchange, where the key is a queue's name
+            raise ConfigError(f"{here}: origin_exchange_header is missing",
+                              hint="an exchange origin needs origin_exchange_header (origin_routing_key_header is "
+                                   "optional: without it the exchange is published to with an empty routing key, "
+                                   "as a fanout exchange routes); a queue origin is origin_queue_header")
         if queue is not None and exchange is not None:
-            raise ConfigError(f"{here}: give origin_queue_header, or origin_exchange_header + "
-                              "origin_routing_key_header, not both")
+            raise ConfigError(f"{here}: give origin_queue_header, or origin_exchange_header (+ "
+                              "origin_routing_key_header), not both")
         errors = tuple(_strings(table.get("error_headers", []), f"{here}: error_headers"))
         attempts = _str(table, "attempts_header", here)
         if queue is None and exchange is None and not errors and attempts is None:
             raise ConfigError(f"{here}: names no header to read",
-                              hint="set origin_queue_header (or origin_exchange_header + origin_routing_key_header), "
+                              hint="set origin_queue_header (or origin_exchange_header, + origin_routing_key_header), "
                                    "error_headers or attempts_header")
         found.append(HeaderConvention(
             name=name, origin_queue_header=queue, origin_exchange_header=exchange, origin_routing_key_header=key,

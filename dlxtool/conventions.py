@@ -16,7 +16,7 @@ Reading never raises: headers written by other programs can be any shape.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol
@@ -24,7 +24,16 @@ from urllib.parse import unquote, urlsplit
 
 import orjson
 
-from dlxtool.deaths import FAILURE_REASONS, HISTORY_HEADERS, DeathHistory, Origin, _text, find_origin, parse_history
+from dlxtool.deaths import (
+    FAILURE_REASONS,
+    HISTORY_HEADERS,
+    Death,
+    DeathHistory,
+    Origin,
+    _text,
+    find_origin,
+    parse_history,
+)
 
 X_DEATH = "x-death"
 
@@ -45,11 +54,15 @@ class Route:
     def describe(self) -> str:
         if self.queue is not None:
             return f"queue {self.queue}"
+        if not self.routing_key:  # a convention that names the exchange only (a fanout exchange)
+            return f"exchange {self.exchange}, empty routing key"
         return f"exchange {self.exchange}, routing key {self.routing_key}"
 
     def key(self) -> str:
         """One short text for tables and grouping."""
-        return self.queue if self.queue is not None else f"{self.exchange} → {self.routing_key}"
+        if self.queue is not None:
+            return self.queue
+        return f"{self.exchange} → {self.routing_key}" if self.routing_key else f"{self.exchange} (empty key)"
 
     def to_json(self) -> dict[str, str | None]:
         return {"queue": self.queue, "exchange": self.exchange, "routing_key": self.routing_key}
@@ -83,6 +96,8 @@ class Message:
     # a wait queue's way out); None: dlxtool.deaths.find_origin's.
     x_death_origin: Origin | None = None
     x_death: DeathHistory | None = None  # the parsed x-death when the caller has it (parsed once)
+    # A queue's delivery limit now (management API), for the attempts of a delivery_limit death; None: not known
+    delivery_limit: Callable[[str], int | None] | None = None
     _lower: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def get(self, name: str) -> Any:
@@ -208,12 +223,36 @@ class XDeath(_BuiltIn):
         origin = message.x_death_origin or find_origin(message.headers, history)
         failures = [d for d in history.deaths if d.queue == origin.queue and d.reason in FAILURE_REASONS]
         newest = max((d.time for d in history.deaths if d.time is not None), default=None)
+        attempts, attempts_why = x_death_attempts(failures, message.delivery_limit)
         return Reading(
             self.name, Route(queue=origin.queue) if origin.queue else None, origin.why,
-            attempts=sum(d.count for d in failures) or None,
-            attempts_why="x-death counts at the origin" if failures else "",
+            attempts=attempts, attempts_why=attempts_why,
             # x-death `time` is when an entry was created (its first death): a lower bound.
             failed_at=newest, reset=_present(message.headers, HISTORY_HEADERS, fold=False))
+
+
+def x_death_attempts(failures: Sequence[Death], limit_of: Callable[[str], int | None] | None) -> tuple[int | None, str]:
+    """How many times the origin's consumers had the message, at least, and why. A rejection is one. A
+    delivery_limit death is the queue's limit + 1 deliveries: a quorum queue dead-letters a message at the
+    return past its limit (limit 3: four deliveries, four rejects), and the dead letter says neither the limit
+    nor the count (no x-delivery-count: seen on 3.10.8, 4.0.5 and 4.3.6), so the queue's limit now is read
+    (`limit_of`, management API); not known (a file, no API), it counts 1."""
+    total, notes = 0, []
+    for death in failures:
+        limit = limit_of(death.queue) if death.reason == "delivery_limit" and limit_of and death.queue else None
+        if death.reason == "delivery_limit" and limit is not None and limit >= 0:
+            total += death.count * (limit + 1)
+            times = f" × {death.count}" if death.count > 1 else ""
+            notes.append(f"delivery_limit in {death.queue}, whose delivery-limit is {limit} now: {limit + 1} "
+                         f"deliveries{times}")
+            continue
+        total += death.count
+        if death.reason == "delivery_limit":
+            notes.append(f"delivery_limit in {death.queue}: its delivery-limit + 1 deliveries, counted as 1 (the "
+                         "limit is not known here)")
+    if not failures:
+        return None, ""
+    return total or None, "; ".join(notes) if notes else "x-death counts at the origin"
 
 
 # -- Spring AMQP -------------------------------------------------------------------------------------------
@@ -546,6 +585,13 @@ class HeaderConvention:
                 exchange = _str(message.get(self.origin_exchange_header)) or ""
                 origin, received = Route.to(exchange, key), (exchange, key)
                 why = f"{self.origin_exchange_header}/{self.origin_routing_key_header}"
+        elif self.origin_exchange_header:
+            # The exchange alone (@moleculer/channels' x-original-channel: a fanout exchange per channel): published
+            # to with an empty routing key; the replay's checks say which queues it reaches (one, unless
+            # --allow-fanout). The default exchange routes by key, so an empty name is no origin here.
+            named = _str(message.get(self.origin_exchange_header))
+            if named:
+                origin, why = Route(exchange=named, routing_key=""), self.origin_exchange_header
         error = next((e for e in (_str(message.get(n)) for n in self.error_headers) if e), None)
         attempts = _int(message.get(self.attempts_header)) if self.attempts_header else None
         if origin is None and error is None and attempts is None:

@@ -188,6 +188,26 @@ class MessageHistory:
         return self.count or DeathCount(self.history.total, self.history.total)
 
     @property
+    def waits(self) -> int:
+        """TTL expiries in a queue other than the origin: waits in a retry ladder's wait queue, not failures."""
+        return sum(d.count for d in self.history.deaths if d.reason == "expired" and d.queue != self.origin.queue)
+
+    @property
+    def failures(self) -> int:
+        """The deaths that are not waits, at least: x-death's, or an app's retry counter where it says more
+        (DeathCount.evidence: it counts the app's retries, not the waits between them)."""
+        count = self.deaths
+        return count.at_least if count.evidence else count.recorded - self.waits
+
+    def failures_by_reason(self) -> dict[str, int]:
+        """The deaths that are not waits, by reason (rejected, delivery_limit, maxlen, expired in the origin)."""
+        out: dict[str, int] = {}
+        for d in self.history.deaths:
+            if not (d.reason == "expired" and d.queue != self.origin.queue):
+                out[d.reason or "?"] = out.get(d.reason or "?", 0) + d.count
+        return out
+
+    @property
     def failure(self) -> Death | None:
         """The death at the origin: most recent failure there, else the most recent death."""
         for death in self.history.deaths:
@@ -204,6 +224,8 @@ class MessageHistory:
             "deaths_may_be_low": self.deaths.may_be_low,
             "deaths_note": self.deaths.note,
             "deaths": [d.to_json() for d in self.history.deaths],
+            "failures": self.failures,
+            "waits": self.waits,
             "first_death": dict(self.history.first),
             "last_death": dict(self.history.last),
             "delivery_count": self.delivery_count,

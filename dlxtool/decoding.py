@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dlxtool import compression
 from dlxtool.errors import DlxtoolError, NotFoundError, UsageError
+from dlxtool.outcome import Outcome as RunOutcome
+from dlxtool.outcome import Status
 from dlxtool.record import MessageRecord
 from proto_registry.errors import (
     CompileError,
@@ -25,8 +28,9 @@ from proto_registry.errors import (
     UnknownTypeError,
 )
 from proto_registry.hints import Hints
-from proto_registry.raw import decode_raw, format_raw
+from proto_registry.raw import Partial, decode_partial, decode_raw, format_raw
 from proto_registry.result import HIGH_CONFIDENCE, MALFORMED, MATCH, NO_MATCH
+from proto_registry.wire import TRUNCATED, scan, scan_prefix
 
 # Not imported here: proto_registry.registry (protobuf, the compiler path, the scoring code) loads
 # only when a body is decoded, and dlxtool.extract only when log lines are searched.
@@ -41,6 +45,14 @@ MIN_WEAK_BYTES = 4  # payloads this short only count when the candidate is unmis
 # ambiguous (another type scores the same) must not depend on how many alternatives are shown.
 RANKED = 10
 NOT_PROTOBUF = "not_protobuf"  # status: a payload is there, but it is JSON or text
+COMPRESSED = "compressed"  # status: a gzip/zlib payload that inflates past the cap (not decoded)
+# Statuses of a payload that did not decode: cut short, not protobuf wire format from some byte on, not
+# parseable as the type it was forced to, or compressed past the cap. The others read the payload whole.
+FAILED = frozenset({TRUNCATED, MALFORMED, "error", COMPRESSED})
+# A bare token (not the value of a payload key) that does not scan whole counts as a payload cut short only
+# when a registered type explains at least this many bytes before the cut: random tokens (hashes, trace ids)
+# are cut-looking protobuf by chance ~20% of the time, explained by a demo type over 8+ bytes ~0.02%.
+MIN_EXPLAINED_PREFIX = 8
 _NOT_PROTOBUF = ("json", "text/", "xml", "yaml", "csv", "html")
 
 
@@ -77,6 +89,10 @@ class DecodedBody:
     error: str | None = None
     text: str | None = None  # protobuf text format (or raw text), when asked for
     content: str | None = None  # not_protobuf: the payload as the JSON or text it is
+    offset: int | None = None  # truncated/malformed: the byte where reading stopped
+    size: int | None = None  # truncated/malformed: the payload's bytes
+    decompressed: dict[str, Any] | None = None  # decoded after inflating (compression.Inflated.to_dict)
+    explained: bool = False  # truncated/malformed: a registered type explains the bytes before the stop
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -105,7 +121,17 @@ class DecodedBody:
             d["error"] = self.error
         if self.content is not None:
             d["content"] = self.content
+        if self.offset is not None:
+            d["offset"] = self.offset
+            d["size"] = self.size
+        if self.decompressed is not None:
+            d["decompressed"] = self.decompressed
         return d
+
+    @property
+    def failed(self) -> bool:
+        """The payload did not decode (see FAILED)."""
+        return self.status in FAILED
 
 
 def is_weak(decoded: Mapping[str, Any]) -> bool:
@@ -161,20 +187,16 @@ def decode_body(
     raw: bool = False,
     top: int = 0,
     want_text: bool = False,
+    max_inflated: int = compression.DEFAULT_MAX_INFLATED,
 ) -> DecodedBody | None:
     """Decode a message body. ``None`` when its content type says it is not protobuf (JSON, text)
-    and no type was forced. ``type_name`` forces a type (an unknown name raises UnknownTypeError)."""
+    and no type was forced. ``type_name`` forces a type (an unknown name raises UnknownTypeError).
+    A gzip or zlib body (recognised by its header) is decoded inflated, within ``max_inflated``."""
     ct = (_str((properties or {}).get("content_type")) or "").lower()
     if type_name is None and not raw and any(x in ct for x in _NOT_PROTOBUF):
         return None
-    if raw:
-        return _raw_only(body, want_text)
-    if type_name is not None:
-        with registry_errors():
-            ident = registry.identify_as(body, type_name)
-    else:
-        ident = registry.identify(body, hints_from_properties(properties, headers), limit=max(top, RANKED))
-    return from_identification(registry, ident, top=top, want_text=want_text)
+    return _decode_candidate(registry, body, hints_from_properties(properties, headers), type_name, raw, top,
+                             want_text=want_text, max_inflated=max_inflated)
 
 
 def from_identification(
@@ -215,12 +237,113 @@ def from_identification(
 
 def _raw_only(body: bytes, want_text: bool) -> DecodedBody:
     fields = decode_raw(body)
-    out = DecodedBody(status="raw" if fields is not None else MALFORMED, raw=fields)
     if fields is None:
-        out.error = "not protobuf wire format"
-    elif want_text:
+        partial = decode_partial(body)
+        assert partial is not None  # what does not scan whole stops somewhere
+        return _partial_body(partial, want_text=want_text)
+    out = DecodedBody(status="raw", raw=fields)
+    if want_text:
         out.text = format_raw(fields)
     return out
+
+
+# -- payloads that stop being protobuf before their end (cut short, malformed) ------------------------------
+
+
+def decode_partial_body(
+    registry: Registry,
+    data: bytes,
+    *,
+    hints: Hints | None = None,
+    type_name: str | None = None,
+    want_text: bool = False,
+) -> DecodedBody | None:
+    """Where ``data`` stops being protobuf and what it holds up to there, or ``None`` when it scans whole.
+
+    The fields before the stop are shown raw (numbers, wire types) and, when a registered type explains them
+    cleanly (the forced ``type_name``, else the best-ranked type), decoded as that type: ``message`` holds
+    them by name, and the field the cut went through gets its name in ``raw``."""
+    partial = decode_partial(data)
+    if partial is None:
+        return None
+    out = _partial_body(partial, want_text=False)
+    prefix = data[: partial.offset]
+    # A few bytes fit many types by chance: unless a type is forced, a prefix this short is not worth a guess
+    # (and random tokens in log lines, most of them this short before they stop, cost no identification).
+    if len(registry) and (type_name is not None or len(prefix) >= MIN_EXPLAINED_PREFIX):
+        with registry_errors():
+            ident = (registry.identify_as(prefix, type_name) if type_name is not None
+                     else registry.identify(prefix, hints, limit=RANKED))
+        _explain_prefix(registry, out, ident, want_text)
+    if want_text and out.text is None:
+        out.text = format_raw(out.raw or [])
+    return out
+
+
+def _explain_prefix(registry: Registry, out: DecodedBody, ident: Identification, want_text: bool) -> None:
+    """Name the fields before the stop after the best-ranked type that explains them cleanly and renders
+    (an Any whose type URL is some text does not render)."""
+    cut = next((f for f in out.raw or [] if f.get("cut") and "field" in f), None)
+    clean = [m for m in ident.matches if m.clean] if ident.status == MATCH else []
+    # Among types that explain the prefix equally, those that declare the cut field with its wire type first.
+    clean.sort(key=lambda m: cut is not None and _cut_field_name(registry, m.type, cut) is None)
+    for match in clean:
+        try:
+            msg = registry.decode(ident.payload, match.type)
+            message = registry.to_dict(msg)
+        except DecodeError:
+            continue
+        out.type, out.confidence, out.score, out.message = match.type, match.confidence, match.score, message
+        out.ambiguous = ident.ambiguous
+        out.alternatives = [t for t in ident.equivalent if t != match.type]
+        out.alternatives_count = max(ident.equivalent_count - 1, len(out.alternatives))
+        out.source = ident.source
+        out.explained = True
+        if cut is not None and (name := _cut_field_name(registry, match.type, cut)) is not None:
+            cut["name"] = name
+        out.notes.append(f"the {len(ident.payload):,} bytes before the stop read as {match.type}")
+        if want_text:
+            out.text = registry.to_text(msg) + ("\n" + format_raw([cut]) if cut is not None else "")
+        return
+
+
+def _may_be_cut(data: bytes) -> bool:
+    """Whether a bare token could be a payload cut short (payload_shaped): truncated, with enough bytes before
+    the cut for a type to explain. Most tokens in log lines are not: they are told so without more work."""
+    _fields, stop = scan_prefix(data)
+    return stop is not None and stop.kind == TRUNCATED and stop.offset >= MIN_EXPLAINED_PREFIX
+
+
+def _stop_only(data: bytes) -> DecodedBody:
+    """A bare token that stops being protobuf where it cannot be a payload cut short: not reported."""
+    return DecodedBody(status=MALFORMED, size=len(data), error="not protobuf")
+
+
+def _partial_body(partial: Partial, *, want_text: bool) -> DecodedBody:
+    out = DecodedBody(status=partial.kind, raw=partial.fields, offset=partial.offset, size=partial.size)
+    if partial.kind == TRUNCATED:
+        out.error = f"cut short at byte {partial.offset:,} of {partial.size:,}: {partial.reason}"
+    else:
+        out.error = f"not protobuf from byte {partial.offset:,} of {partial.size:,}: {partial.reason}"
+    if want_text:
+        out.text = format_raw(partial.fields)
+    return out
+
+
+def _cut_field_name(registry: Registry, type_name: str, cut: Mapping[str, Any]) -> str | None:
+    """The name `type_name` declares for the field a cut went through, when it declares it with that wire type."""
+    declared = registry.message_class(type_name).DESCRIPTOR.fields_by_number.get(cut["field"])
+    if declared is None:
+        return None
+    native = "len" if declared.type in _LEN_TYPES else _WIRE_OF.get(declared.type, "varint")
+    packed = declared.is_repeated and native not in ("len", "group")  # repeated scalars may come packed
+    return declared.name if cut.get("wire_type") == native or (packed and cut.get("wire_type") == "len") else None
+
+
+# protobuf FieldDescriptor.TYPE_* numbers: string 9, group 10, message 11, bytes 12; fixed64 6, sfixed64 16,
+# double 1; fixed32 7, sfixed32 15, float 2. The rest are varints.
+_LEN_TYPES = frozenset({9, 11, 12})
+_WIRE_OF = {10: "group", 6: "i64", 16: "i64", 1: "i64", 7: "i32", 15: "i32", 2: "i32"}
 
 
 # -- log lines --------------------------------------------------------------------------------
@@ -239,9 +362,29 @@ def rate(decoded: DecodedBody | None, cand: extract.Candidate) -> float:
     if decoded.type is not None and decoded.status == MATCH:
         base = 3.0 if decoded.score >= 1.0 else 2.0
         return base + decoded.confidence
+    if decoded.status in (TRUNCATED, MALFORMED, COMPRESSED):
+        # Below any payload that reads whole, above "no payload": a payload cut short is still reported.
+        return (0.8 if cand.strong else 0.6) if payload_shaped(decoded, cand) else 0.0
+    if decoded.status == NOT_PROTOBUF:  # only ever a decompressed payload here (see _decode_candidate)
+        return 0.55
     if decoded.raw is not None and (cand.strong or len(cand.data) >= 12):
         return 1.0
     return 0.0
+
+
+def payload_shaped(decoded: DecodedBody, cand: extract.Candidate) -> bool:
+    """Whether a candidate that did not decode is a payload nonetheless (reported, never hidden): one meant
+    as binary data (the value of a payload key, a bytes literal) of a few bytes at least, or a bare token
+    whose bytes before the cut a registered type explains (MIN_EXPLAINED_PREFIX). A JSON or text payload is
+    not one (it is reported as what it is); nor is a bare token that only looks cut by chance."""
+    from dlxtool import extract
+
+    if decoded.status == COMPRESSED:
+        return True
+    if cand.strong:
+        return len(cand.data) >= MIN_WEAK_BYTES and extract.content_kind(cand.data, strong=True) is None
+    return (decoded.status == TRUNCATED and decoded.explained and (decoded.offset or 0) >= MIN_EXPLAINED_PREFIX
+            and extract.content_kind(cand.data, strong=False) is None)
 
 
 def decode_line(
@@ -253,6 +396,7 @@ def decode_line(
     raw: bool = False,
     top: int = 0,
     want_text: bool = False,
+    max_inflated: int = compression.DEFAULT_MAX_INFLATED,
 ) -> LineResult | None:
     """The best-decoding payload of ``line``, or ``None`` when the line holds no payload."""
     from dlxtool import extract
@@ -264,7 +408,8 @@ def decode_line(
 
     def rating(cand: extract.Candidate) -> tuple[float, DecodedBody | None]:
         if cand.data not in cache:
-            cache[cand.data] = _decode_candidate(registry, cand.data, hints, type_name, raw, top)
+            cache[cand.data] = _decode_candidate(registry, cand.data, hints, type_name, raw, top,
+                                                 strong=cand.strong, max_inflated=max_inflated)
         d = cache[cand.data]
         r = rate(d, cand)
         if r >= 2.0 and len(cand.data) < MIN_WEAK_BYTES and not cand.strong and not type_name:
@@ -275,10 +420,11 @@ def decode_line(
     if got is None:
         return None
     cand, score, decoded = got
-    if decoded is None or (score <= 0.5 and (not (type_name or raw) or decoded.status == MALFORMED)):
+    if decoded is None or (score <= 0.5 and (not (type_name or raw) or decoded.status in FAILED)):
         return _not_protobuf(cands)
     if want_text:
-        decoded = _decode_candidate(registry, cand.data, hints, type_name, raw, top, want_text=True)
+        decoded = _decode_candidate(registry, cand.data, hints, type_name, raw, top, want_text=True,
+                                    strong=cand.strong, max_inflated=max_inflated)
         assert decoded is not None
     return LineResult(cand, decoded)
 
@@ -304,14 +450,67 @@ def _decode_candidate(
     raw: bool,
     top: int,
     want_text: bool = False,
-) -> DecodedBody | None:
+    *,
+    strong: bool = True,
+    max_inflated: int = compression.DEFAULT_MAX_INFLATED,
+) -> DecodedBody:
+    """Decode one payload; a gzip/zlib one (recognised by its header, proven by its checksum) after inflating
+    it within `max_inflated`. Never None: what does not decode says where and why — in full when it may be
+    reported (`strong`: meant as binary data, see payload_shaped), else only as far as needed to tell."""
+    inflated = _inflate(data, max_inflated)
+    if inflated is not None and inflated.over_cap:
+        return DecodedBody(status=COMPRESSED, error=inflated.label(), decompressed=inflated.to_dict())
+    if inflated is not None and not inflated.ok:
+        inflated = None  # a header sniffed by chance (protobuf bytes can start like zlib): just bytes
+    body = inflated.data if inflated is not None else data
+    out = _decode_bytes(registry, body, hints, type_name, raw, top, want_text, strong=strong or inflated is not None)
+    if inflated is not None:
+        out.decompressed = inflated.to_dict()
+        if out.failed:
+            kind = extract_content_kind(body)
+            if kind is not None:
+                out = DecodedBody(status=NOT_PROTOBUF, error=f"payload is {kind}, not protobuf",
+                                  content=body.decode("utf-8"), decompressed=inflated.to_dict())
+    return out
+
+
+def _inflate(data: bytes, max_inflated: int) -> compression.Inflated | None:
+    method = compression.sniff(data)
+    return None if method is None else compression.inflate(data, method, max_inflated=max_inflated)
+
+
+def extract_content_kind(data: bytes) -> str | None:
+    from dlxtool import extract
+
+    return extract.content_kind(data, strong=True)
+
+
+def _decode_bytes(
+    registry: Registry,
+    data: bytes,
+    hints: Hints | None,
+    type_name: str | None,
+    raw: bool,
+    top: int,
+    want_text: bool,
+    *,
+    strong: bool,
+) -> DecodedBody:
     if raw:
-        return _raw_only(data, want_text)
+        return _raw_only(data, want_text) if strong or scan(data) is not None else _stop_only(data)
     if type_name is not None:
         with registry_errors():
             ident = registry.identify_as(data, type_name)
     else:
         ident = registry.identify(data, hints, limit=max(top, RANKED))
+    if ident.status == MALFORMED:
+        if not strong and not _may_be_cut(ident.payload):
+            return _stop_only(ident.payload)
+        partial = decode_partial_body(registry, ident.payload, hints=hints, type_name=type_name,
+                                      want_text=want_text)
+        if partial is not None:  # offsets count from the payload's start, after any framing (said so)
+            partial.framing = ident.framing.to_dict() if ident.framing else None
+            return partial
     return from_identification(registry, ident, top=top, want_text=want_text)
 
 
@@ -368,7 +567,10 @@ class Outcome:
             d["status"] = "no_payload"
             d["text"] = self.text_line
             return d
-        d.update(self.decoded.to_dict())
+        decoded = self.decoded.to_dict()
+        if "source" in decoded:  # where the type came from (hint, explicit): not where the line came from
+            decoded["type_source"] = decoded.pop("source")
+        d.update(decoded)
         return d
 
 
@@ -381,6 +583,7 @@ def decode_lines(
     raw: bool = False,
     top: int = 0,
     want_text: bool = False,
+    max_inflated: int = compression.DEFAULT_MAX_INFLATED,
     passthrough: bool = False,
 ) -> Iterator[Outcome]:
     """Decode the payload of each line, lazily (so ``tail -f`` streams)."""
@@ -389,7 +592,8 @@ def decode_lines(
             type_name = registry.resolve_one(type_name)
     for number, line in enumerate(lines, 1):
         line = line.rstrip("\r\n")
-        found = decode_line(registry, line, type_name=type_name, raw=raw, top=top, want_text=want_text)
+        found = decode_line(registry, line, type_name=type_name, raw=raw, top=top, want_text=want_text,
+                            max_inflated=max_inflated)
         if found is not None:
             yield Outcome(source, number, found.decoded, found.candidate)
         elif passthrough:
@@ -406,6 +610,7 @@ def decode_whole_input(
     raw: bool = False,
     top: int = 0,
     want_text: bool = False,
+    max_inflated: int = compression.DEFAULT_MAX_INFLATED,
 ) -> Outcome:
     """``--input base64|hex|binary``: the whole input is one payload."""
     from dlxtool import extract
@@ -415,25 +620,78 @@ def decode_whole_input(
     except (ValueError, UnicodeDecodeError) as exc:
         raise UsageError(f"{source}: not valid {encoding} ({exc})", hint="check --input") from exc
     with registry_errors():
-        decoded = decode_body(registry, body, type_name=type_name, raw=raw, top=top, want_text=want_text)
+        decoded = decode_body(registry, body, type_name=type_name, raw=raw, top=top, want_text=want_text,
+                              max_inflated=max_inflated)
     assert decoded is not None  # no content type given: never skipped
     return Outcome(source, 1, decoded)
+
+
+@dataclass(slots=True)
+class Tally:
+    """What a decode run found: payloads, how many decoded whole, how many did not and why. Its `outcome()`
+    is the run's: USAGE (bad input data, exit 2) when payloads were found and none decoded whole; OK when some
+    did, or when the input held no payload at all (passthrough pipelines go on)."""
+
+    payloads: int = 0
+    clean: int = 0
+    not_protobuf: int = 0
+    failed: dict[str, int] = field(default_factory=dict)
+
+    def add(self, outcome: Outcome) -> None:
+        decoded = outcome.decoded
+        if decoded is None:
+            return
+        self.payloads += 1
+        if decoded.failed:
+            self.failed[decoded.status] = self.failed.get(decoded.status, 0) + 1
+        elif decoded.status == NOT_PROTOBUF:
+            self.not_protobuf += 1
+        else:
+            self.clean += 1
+
+    def outcome(self) -> RunOutcome:
+        if not self.failed or self.clean or self.not_protobuf:
+            return RunOutcome()
+        n = sum(self.failed.values())
+        why = ", ".join(f"{count} {_FAILED_WORDS.get(status, status)}" for status, count in sorted(self.failed.items()))
+        return RunOutcome(Status.USAGE, f"decode: {n} payload{'s' if n != 1 else ''} found, none decoded ({why})",
+                          hint="each row says why: where its payload stops and what it holds up to there")
+
+
+_FAILED_WORDS = {TRUNCATED: "cut short", MALFORMED: "malformed", "error": "not of the type",
+                 COMPRESSED: "compressed past the cap"}
 
 
 # -- records read from a queue (peek, dump, history) ------------------------------------------------
 
 
 def record_decoder(
-    paths: Iterable[str], *, demo: bool = False, on_error: Callable[[str], None] | None = None
+    paths: Iterable[str],
+    *,
+    demo: bool = False,
+    on_error: Callable[[str], None] | None = None,
+    max_inflated: int = compression.DEFAULT_MAX_INFLATED,
 ) -> Callable[[MessageRecord], dict[str, Any] | None]:
     """The `decoded` field for records read from a queue: the match as a dict, or None.
 
     The registry loads on the first body that may be protobuf, so reading a queue of JSON costs
     nothing. A registry that fails to load (a broken --proto-path) is reported once through
     `on_error` and the read goes on without decoding: a peek must not fail over a schema.
+    A body compressed as its message declares (content_encoding, kombu's compression header) is decoded
+    inflated, within `max_inflated` (the caller's byte budget goes there), and says so in `decompressed`;
+    the record keeps its raw bytes.
     """
     state: dict[str, Any] = {"registry": None, "failed": False, "told_size": False}
     paths = list(paths)
+
+    def too_big(record: MessageRecord, size: int, what: str) -> None:
+        # Identification costs many times the body in memory (2.5 GB for a 100 MB body, measured):
+        # a peek must stay bounded. `dlxtool decode` still takes any size on purpose.
+        if on_error and not state["told_size"]:
+            state["told_size"] = True
+            on_error(f"bodies over {MAX_RECORD_DECODE_BYTES // 1024 // 1024} MiB are not decoded "
+                     f"(message {record.position} {what} {size:,} bytes); "
+                     "dump it and use `dlxtool decode --input binary` to decode it")
 
     def decode(record: MessageRecord) -> dict[str, Any] | None:
         ct = (_str(record.properties.get("content_type")) or "").lower()
@@ -441,14 +699,21 @@ def record_decoder(
             return None
         if state["failed"] or not record.body or any(x in ct for x in _NOT_PROTOBUF):
             return None
-        if len(record.body) > MAX_RECORD_DECODE_BYTES:
-            # Identification costs many times the body in memory (2.5 GB for a 100 MB body, measured):
-            # a peek must stay bounded. `dlxtool decode` still takes any size on purpose.
-            if on_error and not state["told_size"]:
-                state["told_size"] = True
-                on_error(f"bodies over {MAX_RECORD_DECODE_BYTES // 1024 // 1024} MiB are not decoded "
-                         f"(message {record.position} has {len(record.body):,} bytes); "
-                         "dump it and use `dlxtool decode --input binary` to decode it")
+        body, inflated = record.body, None
+        declared = compression.declared(record.properties, record.headers)
+        if declared is not None:
+            if declared.method is None:  # a compression dlxtool does not inflate (bzip2, lzma, ...)
+                return None
+            inflated = compression.inflate(body, declared.method, max_inflated=max_inflated,
+                                           keep=MAX_RECORD_DECODE_BYTES + 1)
+            if not inflated.ok or inflated.size is None:
+                return None
+            if inflated.size > MAX_RECORD_DECODE_BYTES:
+                too_big(record, inflated.size, "inflates to")
+                return None
+            body = inflated.data
+        if len(body) > MAX_RECORD_DECODE_BYTES:
+            too_big(record, len(body), "has")
             return None
         if state["registry"] is None:
             try:
@@ -458,7 +723,12 @@ def record_decoder(
                 if on_error:
                     on_error(f"bodies not decoded: {exc.message}")
                 return None
-        result = decode_body(state["registry"], record.body, record.properties, headers=record.headers)
-        return result.to_dict() if result is not None and result.status == "match" else None
+        result = decode_body(state["registry"], body, record.properties, headers=record.headers,
+                             max_inflated=max_inflated)
+        if result is None or result.status != MATCH:
+            return None
+        if inflated is not None:
+            result.decompressed = inflated.to_dict()
+        return result.to_dict()
 
     return decode

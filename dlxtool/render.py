@@ -119,6 +119,23 @@ def truncate(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
+REASON_WIDTH = 100  # a reason in a table: its first clause; the whole text with -v and in JSON
+_CLAUSE_ENDS = ("; ", " — ", " (", ": ", ", ")  # where a reason's first sentence may end, best first
+
+
+def shorten(text: str, width: int | None = REASON_WIDTH) -> str:
+    """A reason for a table cell: whole when it fits (or `width` is None: -v), else cut where a clause ends
+    (before "; ", " (", ": " …), else at a word, with "…"."""
+    if width is None or len(text) <= width:
+        return text
+    for end in _CLAUSE_ENDS:  # a clause that keeps most of the room
+        cut = text.rfind(end, width * 2 // 3, width - 1)
+        if cut > 0:
+            return text[:cut].rstrip(" ,;:") + "…"
+    cut = text.rfind(" ", width // 3, width - 1)
+    return text[:cut if cut > 0 else width - 1] + "…"
+
+
 def write_table(rows: Iterable[Sequence[Any] | Mapping[str, Any]], headers: Sequence[str],
                 out: IO[str], *, empty: str | None = None,
                 styles: Mapping[int, Callable[[str], str]] | None = None) -> None:

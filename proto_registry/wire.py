@@ -157,3 +157,91 @@ def zigzag(value: int) -> int:
 def as_signed64(value: int) -> int:
     value &= (1 << 64) - 1
     return value - (1 << 64) if value >= 1 << 63 else value
+
+
+# -- where a payload stops being protobuf ------------------------------------------------------------
+
+TRUNCATED = "truncated"  # the bytes end inside a field: the payload was cut short
+MALFORMED = "malformed"  # a byte sequence no protobuf writer produces (bad wire type, field 0, ...)
+MAX_VARINT_BYTES = 10
+
+
+class Stop(NamedTuple):
+    """Why and where a scan of a payload stopped before its end."""
+
+    kind: str  # TRUNCATED | MALFORMED
+    offset: int  # where the field that could not be read starts
+    reason: str
+
+
+class _Cut(Exception):
+    """The data ends inside the field being read."""
+
+
+def scan_prefix(data: bytes) -> tuple[list[tuple[int, int, int, int, int, int]], Stop | None]:
+    """The top-level fields of ``data`` up to the first one that cannot be read, and why it cannot
+    (``None``: the whole payload scans). A payload cut short scans fine up to the field the cut went
+    through: that field is reported as TRUNCATED at its offset; bytes that no writer produces, as
+    MALFORMED there."""
+    fields: list[tuple[int, int, int, int, int, int]] = []
+    pos, end = 0, len(data)
+    while pos < end:
+        try:
+            field, next_pos = _one_field(data, pos, end)
+        except _Cut as exc:
+            return fields, Stop(TRUNCATED, pos, str(exc))
+        except (ValueError, IndexError) as exc:
+            return fields, Stop(MALFORMED, pos, str(exc))
+        fields.append(field)
+        pos = next_pos
+    return fields, None
+
+
+def _varint(data: bytes, pos: int, end: int, what: str) -> tuple[int, int]:
+    """Like read_varint, but telling a varint cut by the end of the data from an over-long one."""
+    result = shift = 0
+    start = pos
+    while True:
+        if pos >= end:
+            raise _Cut(f"{what} cut short")
+        if pos - start >= MAX_VARINT_BYTES:
+            raise ValueError(f"{what} longer than {MAX_VARINT_BYTES} bytes")
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _one_field(data: bytes, pos: int, end: int) -> tuple[tuple[int, int, int, int, int, int], int]:
+    start = pos
+    tag, pos = _varint(data, pos, end, "tag")
+    number, wt = tag >> 3, tag & 7
+    if number == 0 or number > MAX_FIELD_NUMBER:
+        raise ValueError(f"field number {number} is out of range")
+    if wt == VARINT:
+        value, vend = _varint(data, pos, end, f"field {number} (varint)")
+        return (tag, value, start, pos, vend, vend), vend
+    if wt == LEN:
+        length, vstart = _varint(data, pos, end, f"field {number} (len): its length")
+        if vstart + length > end:
+            raise _Cut(f"field {number} (len) declares {length:,} bytes, {end - vstart:,} left")
+        return (tag, 0, start, vstart, vstart + length, vstart + length), vstart + length
+    if wt in (I32, I64):
+        size = 4 if wt == I32 else 8
+        if pos + size > end:
+            raise _Cut(f"field {number} (i{size * 8}) needs {size} bytes, {end - pos} left")
+        return (tag, 0, start, pos, pos + size, pos + size), pos + size
+    if wt == SGROUP:
+        try:
+            _, after = _scan(data, pos, end, tag, 1)
+        except ValueError as exc:
+            if str(exc) in ("unterminated group", "truncated"):
+                raise _Cut(f"group {number} cut short") from exc
+            raise
+        vend = after - varint_size((number << 3) | EGROUP)
+        return (tag, 0, start, pos, vend, after), after
+    if wt == EGROUP:
+        raise ValueError(f"end of group {number} without its start")
+    raise ValueError(f"wire type {wt} does not exist")

@@ -158,6 +158,22 @@ def test_team_convention_from_config() -> None:
     assert explain(Message(headers), BUILT_IN).origin is None
 
 
+def test_a_team_convention_may_name_the_exchange_alone() -> None:
+    """@moleculer/channels' dead letters name the channel (a fanout exchange) and the group, no routing key."""
+    moleculer = HeaderConvention("moleculer", origin_exchange_header="x-original-channel")
+    headers = {"x-original-channel": "order.created", "x-original-group": "payments"}
+    x = explain(Message(headers), conventions([moleculer]))
+    assert (x.origin, x.origin_from, x.origin_why) == (
+        Route(exchange="order.created", routing_key=""), "moleculer", "x-original-channel")
+    assert x.origin is not None and x.origin.describe() == "exchange order.created, empty routing key"
+    assert x.origin.key() == "order.created (empty key)"
+    # a routing-key header named but absent: no origin (never a fan-out the convention did not say)
+    keyed = HeaderConvention("keyed", origin_exchange_header="x-original-channel", origin_routing_key_header="k")
+    assert explain(Message(headers), conventions([keyed])).origin is None
+    # an empty exchange name is the default exchange, which routes by key: no origin either
+    assert explain(Message({"x-original-channel": ""}), conventions([moleculer])).origin is None
+
+
 def test_odd_shapes_never_raise() -> None:
     for headers in ({"rascal": "text"}, {"rascal": {"error": [1]}}, {"x-original-routingKey": {"a": 1}},
                     {"MT-Fault-InputAddress": "::::"}, {"NServiceBus.TimeOfFailure": b"\xff", "NServiceBus.FailedQ": 3},

@@ -67,3 +67,17 @@ def test_write_table_matches_tabulate_whatever_the_cells(rows: list[list[object]
     write_table(rows, ["one", "two"], out)
     cleaned = [["" if c is None else safe_text(c) for c in row] for row in rows]
     assert out.getvalue() == reference(cleaned, ["one", "two"]) + "\n"
+
+
+def test_shorten_keeps_a_reason_whole_when_it_fits_and_cuts_it_at_a_clause() -> None:
+    from dlxtool.render import shorten
+
+    assert shorten("origin full", 100) == "origin full"
+    long = ("exchange 'x.ex', routing key 'k': the queues it reaches cannot be told (no management API to read its "
+            "bindings), nor their limits checked; --allow-displace publishes anyway")
+    assert shorten(long, 100) == "exchange 'x.ex', routing key 'k': the queues it reaches cannot be told…"
+    assert shorten(long, None) == long  # -v
+    words = "word " * 80
+    cut = shorten(words, 100)
+    assert len(cut) <= 100 and cut.endswith("word…")
+    assert shorten("x" * 300, 100) == "x" * 99 + "…"

@@ -79,11 +79,18 @@ def refusal(exc: BaseException, queue: str, vhost: str) -> DlxtoolError | None:
 def ready(conn: Any, queue: str, timeout: float) -> int | None:
     """The ready count of `queue` on a throwaway channel of `conn` (a missing queue closes the channel), or
     None when the broker refuses the declare (the queue does not exist, or is not ours to see)."""
+    counted = now(conn, queue, timeout)
+    return None if counted is None else counted.ready
+
+
+def now(conn: Any, queue: str, timeout: float) -> Counts | None:
+    """`queue`'s ready and consumer counts on a throwaway channel of `conn`, or None when the broker refuses the
+    declare (the queue does not exist, or is not ours to see)."""
     from dlxtool.broker.channel import AsyncChannel, ChannelClosed
 
     channel = AsyncChannel(conn, timeout)
     try:
-        return declare(channel, queue).ready
+        return declare(channel, queue)
     except ChannelClosed:
         return None
     finally:

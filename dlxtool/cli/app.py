@@ -9,20 +9,28 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from dlxtool import render
 from dlxtool.config import BrokerProfile, Config, load_config, select_profile
-from dlxtool.errors import RefusedError
+from dlxtool.errors import DlxtoolError, RefusedError
 
 if TYPE_CHECKING:
     from pika.adapters.blocking_connection import BlockingConnection
 
     from dlxtool.broker.management import ManagementClient
     from dlxtool.ops.session import Session
+
+
+@dataclass(frozen=True)
+class Schemas:
+    """Where a command's protobuf schemas come from (App.schemas): proto paths, in order, and the demo's."""
+
+    paths: tuple[str, ...]
+    demo: bool
 
 
 @dataclass
@@ -93,6 +101,49 @@ class App:
             profile = profile.with_management_url(management_url, where)
         return profile
 
+    def schemas(self, cli_paths: Iterable[str] = (), *, demo: bool = False, offline: bool = False) -> Schemas:
+        """The one place every command (peek, history, dump, decode) takes its schemas from: `--proto-path`
+        (`cli_paths`), then $DLXTOOL_PROTO_PATH, then the config file's proto_paths, then the selected broker
+        profile's — the default profile's when none is named, as a peek would read from it; the demo's shop.*
+        schemas with `demo` (--demo-schemas) or `demo_schemas = true`.
+
+        `offline` (decode needs no broker): a config file, or a profile, that cannot be read does not stop
+        it — a warning says what is left out — unless a broker was typed on the command line (its
+        proto_paths are wanted)."""
+        from dlxtool.decoding import proto_paths
+
+        try:
+            config = self.config()
+        except DlxtoolError as exc:
+            if not offline or self._broker_typed():
+                raise
+            return Schemas(tuple(proto_paths(cli_paths, self._despite_config_error(exc))), demo)
+        try:
+            profile_paths: tuple[str, ...] = self.profile().proto_paths
+        except DlxtoolError as exc:
+            if not offline or self._broker_typed():
+                raise
+            self.warn(f"{exc.message}; decoding without that broker profile's proto_paths")
+            profile_paths = ()
+        return Schemas(tuple(proto_paths(cli_paths, [*config.proto_paths, *profile_paths])),
+                       demo or config.demo_schemas)
+
+    def _broker_typed(self) -> bool:
+        """A broker profile or URL typed on this command line (not left in the environment)."""
+        return bool((self.broker_name and not self.broker_from_env) or (self.url and not self.url_from_env))
+
+    def _despite_config_error(self, exc: DlxtoolError) -> list[str]:
+        """The config file's top-level proto_paths when the rest of it cannot be read (an offline decode)."""
+        from dlxtool.config import top_level_proto_paths
+
+        found = top_level_proto_paths(self.config_file, self.env)  # raises when its proto_paths are wrong
+        if found is None:
+            self.warn(f"{exc.message}; decoding without it (proto_paths it may name are not loaded)")
+            return []
+        used = f"with its proto_paths ({len(found)})" if found else "without it (it names no proto_paths)"
+        self.warn(f"{exc.message}; decoding {used}, which is all decode needs from it")
+        return list(found)
+
     @contextmanager
     def connection(self, profile: BrokerProfile | None = None) -> Iterator[BlockingConnection]:
         from dlxtool.broker.connection import close_quietly, connect
@@ -134,6 +185,16 @@ class App:
             if where is not None:  # a cluster: which node this command is on, and where it failed over from
                 self.info(where)
         return self._management[key][1]
+
+    def proven_management(self, profile: BrokerProfile) -> ManagementClient | None:
+        """The management API this command already proved for `profile` (its AMQP connection may be closed since),
+        or None: not asked yet, or not usable (unreachable, unproven)."""
+        from dlxtool.broker.identity import UnusableManagement
+
+        for (_conn_id, url), (_conn, client) in reversed(self._management.items()):
+            if url == profile.management_url and not isinstance(client, UnusableManagement):
+                return client
+        return None
 
     def session(self, profile: BrokerProfile, conn: Any) -> Session:
         """What an operation runs on (dlxtool.ops.session): `conn`, and the profile's management API proven to

@@ -11,7 +11,8 @@ import click
 from dlxtool import render
 from dlxtool.cli.app import App
 from dlxtool.cli.options import connection_options, format_option
-from dlxtool.errors import DlxtoolError, NotFoundError
+from dlxtool.errors import NotFoundError
+from dlxtool.outcome import Outcome
 
 DECODE_FORMATS = (*render.FORMATS, "text")
 
@@ -68,7 +69,7 @@ def decode(
     passthrough: bool,
     demo_schemas: bool,
     no_bundled: bool,
-) -> None:
+) -> Outcome:
     """Decode protobuf payloads found in FILEs (or stdin) — base64 in logs, hex, b'..', <<..>>.
 
     Each line is searched for a payload (bare or URL-safe base64, JSON and
@@ -80,6 +81,17 @@ def decode(
     JSON output (default when piped): source, line, span, encoding, status,
     type, confidence, ambiguous + alternatives, message (protobuf JSON
     mapping), raw (schema-less) when no type fits, or error.
+
+    A payload that does not parse whole is never hidden: status truncated
+    (cut short: the bytes end inside a field) or malformed, offset (the byte
+    where reading stopped) and size, raw (the fields up to there, then what
+    arrived of the cut one, "cut": true), and message + type when a
+    registered type explains the bytes before the stop. A bare token counts
+    when such a type explains 8+ bytes before the cut; the value of a
+    payload key (payload=, body=, data=, ...) or a bytes literal always.
+    gzip/zlib payloads are decoded inflated (decompressed: from, sizes), up
+    to 256 MiB. Exit 2 when payloads were found and none decoded; 0 when
+    at least one did, or when the input held none.
 
     Confidence (0..1) is how likely the type is the right one. It is high
     only when exactly one registered type could have written these bytes
@@ -107,8 +119,8 @@ def decode(
     from dlxtool import decoding
 
     fmt = app.output_format("jsonl")
-    paths = decoding.proto_paths(proto_paths, _config_proto_paths(app))
-    demo = (demo_schemas or _config_demo_schemas(app)) and not no_bundled
+    schemas = app.schemas(proto_paths, demo=demo_schemas, offline=True)
+    paths, demo = schemas.paths, schemas.demo and not no_bundled
     registry = decoding.load_registry(paths, demo=demo)
     app.debug_log(f"decode: {len(registry)} message types from {len(paths)} proto path(s)"
                   + (" and the demo schemas" if demo else ""))
@@ -128,46 +140,7 @@ def decode(
                     sink.write(outcome)
             else:
                 sink.write(decoding.decode_whole_input(registry, stream.read(), input_kind, source=name, **options))
-    sink.close()
-
-
-def _config_proto_paths(app: App) -> list[str]:
-    """proto_paths of the config file, plus the selected broker profile's when one is named.
-
-    Decoding needs no broker: a config file that cannot be read does not stop it (a warning says what
-    is left out), unless a broker profile was typed on the command line (its proto_paths are wanted)."""
-    try:
-        config = app.config()
-    except DlxtoolError as exc:
-        if (app.broker_name and not app.broker_from_env) or (app.url and not app.url_from_env):
-            raise
-        return _despite_config_error(app, exc)
-    paths = list(config.proto_paths)
-    if app.broker_name or app.url:
-        paths += list(app.profile().proto_paths)
-    return paths
-
-
-def _config_demo_schemas(app: App) -> bool:
-    """`demo_schemas = true` in the config; a config that cannot be read (already warned about by
-    _config_proto_paths) asks for nothing."""
-    try:
-        return app.config().demo_schemas
-    except DlxtoolError:
-        return False
-
-
-def _despite_config_error(app: App, exc: DlxtoolError) -> list[str]:
-    from dlxtool.config import top_level_proto_paths
-
-    found = top_level_proto_paths(app.config_file, app.env)  # raises when its proto_paths are wrong
-    if found is None:
-        app.warn(f"{exc.message}; decoding without it (proto_paths it may name are not loaded)")
-        return []
-    paths = list(found)
-    used = f"with its proto_paths ({len(paths)})" if paths else "without it (it names no proto_paths)"
-    app.warn(f"{exc.message}; decoding {used}, which is all decode needs from it")
-    return paths
+    return sink.close()
 
 
 class _open:
@@ -206,16 +179,14 @@ class _Sink:
     """Renders outcomes: jsonl streams, json collects one array, table/text stream rows for people."""
 
     def __init__(self, app: App, fmt: str) -> None:
+        from dlxtool.decoding import Tally
+
         self.app, self.fmt = app, fmt
         self.items: list[dict[str, Any]] = []
-        self.count = 0
-        self.not_protobuf = 0
+        self.tally = Tally()
 
     def write(self, outcome: Any) -> None:
-        from dlxtool.decoding import NOT_PROTOBUF
-
-        self.count += outcome.decoded is not None
-        self.not_protobuf += outcome.decoded is not None and outcome.decoded.status == NOT_PROTOBUF
+        self.tally.add(outcome)
         out = self.app.stdout
         if self.fmt == "jsonl":
             render.write_json_line(outcome.to_dict(), out)
@@ -228,13 +199,16 @@ class _Sink:
             out.write(_table_row(outcome) + "\n")
             out.flush()
 
-    def close(self) -> None:
+    def close(self) -> Outcome:
+        """The run's end: exit 0 unless payloads were found and none decoded (then the documented exit 2)."""
         if self.fmt == "json":
             self.app.emit_json(self.items, "json")
-        if not self.count:
+        tally = self.tally
+        if not tally.payloads:
             self.app.info("decode: no payload found")
-        elif self.count == self.not_protobuf:
+        elif tally.payloads == tally.not_protobuf:
             self.app.info("decode: no protobuf payload found (the payloads found are JSON or text)")
+        return tally.outcome()
 
 
 def _where(outcome: Any) -> str:
@@ -242,11 +216,24 @@ def _where(outcome: Any) -> str:
 
 
 def _summary(decoded: Any) -> str:
-    """The verdict in a few words: a guess is marked (?) and says why (defects, ambiguity)."""
-    from dlxtool.decoding import NOT_PROTOBUF, is_weak
+    """The verdict in a few words: a guess is marked (?) and says why (defects, ambiguity); a payload that
+    stops before its end says where and why, and what its fields before that read as."""
+    from dlxtool import compression
+    from dlxtool.decoding import NOT_PROTOBUF
 
-    if decoded.status == NOT_PROTOBUF:
-        return decoded.error or "not protobuf"
+    text = _verdict(decoded)
+    if decoded.failed and decoded.status != "compressed":
+        text = f"{decoded.status}: {decoded.error}" + (f"; the bytes before it read as {text}" if decoded.type else "")
+    elif decoded.status == NOT_PROTOBUF:
+        text = decoded.error or "not protobuf"
+    if decoded.decompressed is not None and decoded.status != "compressed":
+        text = f"[{compression.label(decoded.decompressed)}] {text}"
+    return text
+
+
+def _verdict(decoded: Any) -> str:
+    from dlxtool.decoding import is_weak
+
     if decoded.type:
         text = f"{decoded.type}{'?' if is_weak(decoded.to_dict()) else ''} ({decoded.confidence:.2f}"
         if decoded.defects:
@@ -257,7 +244,7 @@ def _summary(decoded: Any) -> str:
             text += ", ambiguous with " + ", ".join(alts) + (f", +{more} more" if more > 0 else "")
         return text + ")"
     words: dict[str, str] = {"no_match": "no registered type fits", "malformed": "not protobuf", "raw": "schema-less"}
-    return words.get(decoded.status, str(decoded.status))
+    return words.get(decoded.status, str(decoded.error or decoded.status))
 
 
 def _table_row(outcome: Any) -> str:
@@ -268,8 +255,10 @@ def _table_row(outcome: Any) -> str:
     shown = render.truncate(render.safe_text(render.dumps(body).decode()), 160) if body is not None else ""
     if decoded.content is not None:
         shown = render.truncate(render.safe_text(decoded.content), 160)
-    elif decoded.error:
+    elif decoded.error and not decoded.failed or decoded.status == "error":
         shown = f"error: {decoded.error}"
+    elif decoded.status == "compressed":
+        shown = ""
     row = f"{_where(outcome)}  {render.safe_text(_summary(decoded))}  {shown}"
     for m in decoded.top:
         row += f"\n    {m['score']:.3f} {m['confidence']:.3f} {m['type']}"
@@ -283,7 +272,7 @@ def _text_block(outcome: Any) -> str:
     head = f"# {_where(outcome)}: {_summary(decoded)}"
     for m in decoded.top:
         head += f"\n#   {m['score']:.3f} {m['confidence']:.3f} {m['type']}"
-    if decoded.error and decoded.content is None:
+    if decoded.error and decoded.content is None and not decoded.failed or decoded.status == "error":
         head += f"\n# error: {decoded.error}"
     body = decoded.text if decoded.text is not None else (decoded.content or "")
     return head + "\n" + render.safe_text(body, keep_newlines=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, cast
 
 import click
@@ -24,13 +24,14 @@ from dlxtool.cli.reading import (
     read_options,
     read_queue,
     through_wait_queues,
+    topology_note,
 )
 from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
-    from dlxtool.deaths import DeathCount
+    from dlxtool.deaths import MessageHistory
     from dlxtool.ops.peek import Coverage, QueueReader
 
 # Not the whole queue by default: every message read is held unacked until the read ends, and on a
@@ -100,7 +101,8 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
                               decode=from_file is not None)  # a reader decodes before it selects; a file does not
     records, reader = _load(app, queue, None if all_ else count or DEFAULT_COUNT, from_file, read, allow_torn,
                             selection)
-    items = list(entries(records, names, known, origin_from, through=through))
+    items = list(entries(records, names, known, origin_from, through=through,
+                         delivery_limit=_delivery_limits(app) if queue else None))
     copies = mark_copies(items)
     if copies:
         app.warn(f"{copies} message(s) here are copies of another one here (`copy_of`): left by a replay that was "
@@ -121,15 +123,19 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
             # Each group says what it was counted from (a list stays a list for existing scripts).
             app.emit_json([{**g.to_json(), **coverage.to_json()} for g in groups], fmt)
         else:
+            from dlxtool.cli.explaining import Cells
             from dlxtool.render import write_table
 
-            write_table([[g.origin, g.convention, g.reason, g.type, g.error, g.messages,
-                          f"{g.deaths}+" if g.deaths_may_be_low else g.deaths,
+            cells = Cells(app)
+            write_table([[g.origin or "?", g.convention, g.reason, g.type, cells(g.error, 60), g.messages,
+                          g.attempts_text(), g.deaths_text(), g.waits or "",
                           *(v or "" for v in (g.to_json()["first"], g.to_json()["last"]))] for g in groups],
-                        ["origin", "convention", "reason", "type", "error", "messages", "deaths", "first", "last"],
+                        ["origin", "convention", "reason", "type", "error", "messages", "attempts", "deaths",
+                         "waits", "first", "last"],
                         app.stdout, empty=_nothing(reader),
                         styles={0: lambda cell: app.style(cell, bold=True),
                                 2: lambda cell: app.style(cell, fg="yellow")})
+            cells.note()
             write_sample_note(app, note)
     elif fmt != "table":
         app.emit_json([i.to_json() for i in items], fmt)
@@ -138,9 +144,33 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
     else:
         _render_timelines(app, items, _nothing(reader))
         write_sample_note(app, note)
+    if fmt == "table":
+        from dlxtool.cli.explaining import hint_conventions
+
+        hint_conventions(app, [i.record for i in items], [i.explained for i in items])
     for count_note in count_notes(items):
         app.info(f"note: {count_note}")
+    if queue:
+        topology_note(app, queue, records)
     finish_read(app, reader)
+
+
+def _delivery_limits(app: App) -> Callable[[str], int | None]:
+    """Each queue's delivery limit (management API, proven to be this broker's on a connection of its own, opened
+    only when a delivery_limit death comes up): a dead letter does not say how often it was delivered."""
+    from dlxtool.ops.history import delivery_limits
+
+    resolver: list[Callable[[str], int | None]] = []
+
+    def limit(queue: str) -> int | None:
+        if not resolver:
+            profile = app.profile()
+            with app.connection(profile) as conn:
+                mgmt = app.management(profile, conn)
+            resolver.append(delivery_limits(mgmt, profile.vhost))
+        return resolver[0](queue)
+
+    return limit
 
 
 def _coverage(reader: QueueReader | None, n: int) -> Coverage:
@@ -190,6 +220,7 @@ def _from_file(app: App, name: str, allow_torn: bool) -> Iterator[MessageRecord]
 
 
 def _render_timelines(app: App, items: list[Any], empty: str = "(no messages)") -> None:
+    from dlxtool.ops.history import shown_exchange
     from dlxtool.render import safe_text, write_table
 
     out = app.stdout
@@ -199,14 +230,18 @@ def _render_timelines(app: App, items: list[Any], empty: str = "(no messages)") 
         h, r, x = item.history, item.record, item.explained
         where = "?" if x.origin is None else x.origin.queue if x.origin.queue is not None else x.origin.describe()
         by = f"{x.origin_label}: {x.origin_why}" if x.origin_label else x.origin_why
-        line = f"#{r.position} origin {where} ({by}), {_deaths_text(h.deaths)}"
+        if x.origin is None and item.own_headers:
+            by += f"; its headers: {', '.join(item.own_headers)}"
+        line = f"#{r.position} origin {where} ({by}), {_deaths_text(h)}"
         if item.type:
             line += f", type {item.type}"
         if item.copy_of is not None:
             line += f", a copy of #{item.copy_of} (interrupted replay)"
         out.write(app.style(safe_text(line), bold=True) + "\n")
         extras = [("conventions", ", ".join(x.recognised)), ("origin conflict", x.conflict),
-                  ("first death", _companions(h.history.first)), ("last death", _companions(h.history.last)),
+                  ("replayed", _replayed_text(r.headers)),
+                  ("first death", _companions(h.history.first, r.headers)),
+                  ("last death", _companions(h.history.last, r.headers)),
                   ("x-delivery-count", h.delivery_count),
                   *((f"{k}", v) for k, v in h.to_json()["retry_headers"].items()),
                   ("attempts", f"{x.attempts} ({x.attempts_from})" if x.attempts is not None else None),
@@ -215,7 +250,7 @@ def _render_timelines(app: App, items: list[Any], empty: str = "(no messages)") 
             if value not in (None, ""):
                 out.write(f"  {key}: {safe_text(value)}\n")
         if h.history.deaths:
-            write_table([[d.queue, d.reason, d.count, d.exchange, ",".join(d.routing_keys),
+            write_table([[d.queue, d.reason, d.count, shown_exchange(d.exchange, r.headers), ",".join(d.routing_keys),
                           d.to_json()["time"], d.original_expiration] for d in h.history.deaths],
                         ["  queue", "reason", "count", "exchange", "routing keys", "time", "orig. expiration"],
                         out)
@@ -223,11 +258,31 @@ def _render_timelines(app: App, items: list[Any], empty: str = "(no messages)") 
     out.flush()
 
 
-def _deaths_text(count: DeathCount) -> str:
+def _replayed_text(headers: Any) -> str | None:
+    """What the provenance header of an earlier replay says: "2 times, last from orders.dlq at …; first origin
+    exchange orders, routing key order.created"."""
+    from dlxtool.ops.provenance import replayed
+
+    prov = replayed(headers)
+    if prov is None:
+        return None
+    at = prov["at"]
+    exchange = prov["exchange"] or "(default)" if isinstance(prov["exchange"], str) else "?"
+    return (f"{prov['count']} time(s) by dlxtool, last from {prov['from']} at {at}; its first origin's exchange "
+            f"{exchange}, routing key {prov['routing_key']}")
+
+
+def _deaths_text(history: MessageHistory) -> str:
+    """The deaths that are failures; TTL expiries in a wait queue are waits, said apart."""
+    count, waits = history.deaths, history.waits
+    waited = f", {waits} waits (expired in a wait queue)" if waits else ""
     if count.evidence:
-        return f"at least {count.at_least} deaths ({count.evidence}, x-death {count.recorded})"
-    return f"{count.recorded}{'+' if count.may_be_low else ''} deaths"
+        return f"at least {history.failures} deaths ({count.evidence}, x-death {count.recorded}){waited}"
+    return f"{history.failures}{'+' if count.may_be_low else ''} deaths{waited}"
 
 
-def _companions(values: dict[str, str]) -> str:
-    return " ".join(f"{k}={v}" for k, v in values.items())
+def _companions(values: dict[str, str], headers: Any) -> str:
+    """x-first-death-* / x-last-death-*: "queue=orders reason=rejected exchange=orders.ex (dlxtool replay)"."""
+    from dlxtool.ops.history import shown_exchange
+
+    return " ".join(f"{k}={shown_exchange(v, headers) if k == 'exchange' and v else v}" for k, v in values.items())

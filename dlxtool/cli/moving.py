@@ -5,7 +5,7 @@ onto dlxtool.ops.record_files (Ctrl-C: dlxtool.ops.interrupts). How a run ended 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO, cast
 
@@ -107,13 +107,15 @@ def record_file(app: App, path: str | None) -> Iterator[Any]:
         yield sink
 
 
-def result_rows(result: Any, *, moved: str, kept: str, removed: tuple[str, str] | None = None) -> list[list[Any]]:
-    """Table rows of a TransferResult: moved per target, removed, kept per reason, LEFT, not reached."""
+def result_rows(result: Any, *, moved: str, kept: str, removed: tuple[str, str] | None = None,
+                short: Callable[[str], str] = str) -> list[list[Any]]:
+    """Table rows of a TransferResult: moved per target, removed, kept per reason, LEFT, not reached. `short`:
+    how a reason shows (dlxtool.cli.explaining.Cells: its first words, whole with -v)."""
     rows: list[list[Any]] = [[moved, q, n] for q, n in sorted(result.moved.items())]
     if removed is not None and result.removed:
         rows.append([removed[0], removed[1], result.removed])
-    rows += [[kept, why, n] for why, n in sorted(result.kept.items())]
-    rows += [["LEFT", why, n] for why, n in sorted(result.left.items())]
+    rows += [[kept, short(why), n] for why, n in sorted(result.kept.items())]
+    rows += [["LEFT", short(why), n] for why, n in sorted(result.left.items())]
     if result.unprocessed:
         rows.append(["not reached", "", result.unprocessed])
     return rows

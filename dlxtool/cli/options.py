@@ -238,10 +238,8 @@ def record_decoder(app: App) -> Callable[[Any], Any]:
         if not made:  # dlxtool.decoding (and proto_registry's light modules) only once a body is decoded
             from dlxtool import decoding
 
-            config, profile = app.config(), app.profile()
-            made.append(decoding.record_decoder(
-                decoding.proto_paths((), [*config.proto_paths, *profile.proto_paths]),
-                demo=config.demo_schemas, on_error=app.warn))
+            schemas = app.schemas()
+            made.append(decoding.record_decoder(schemas.paths, demo=schemas.demo, on_error=app.warn))
         return made[0](record)
 
     return decode

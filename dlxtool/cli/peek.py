@@ -23,12 +23,13 @@ from dlxtool.cli.reading import (
     read_options,
     read_queue,
     through_wait_queues,
+    topology_note,
 )
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
-    from dlxtool.conventions import Convention
+    from dlxtool.conventions import Convention, Explanation
 
 
 @click.command(epilog=SAFETY_HELP)
@@ -48,7 +49,9 @@ def peek(app: App, /, queue: str, count: int, whole_body: bool, origin_from: str
     The table shows position, routing key, exchange, redelivered, type (or
     content type), the death history in one line, the origin and the
     convention that explained it (x-death, spring, nservicebus, …; see
-    `history`) and a body preview.
+    `history`), the error text where a convention gives one (shortened; -v:
+    whole) and a body preview. A dead letter no convention explains shows
+    its own headers, and stderr an example [conventions.NAME] entry for them.
     --format json|jsonl prints message records (see README) that `history
     --from` and `load` read. Counts of messages held unacked by consumers
     (which no peek can see) go to stderr.
@@ -80,6 +83,7 @@ def peek(app: App, /, queue: str, count: int, whole_body: bool, origin_from: str
     elif fmt == "table":
         render_table(app, records, whole_body, empty=nothing_shown(reader), known=known,
                      origin_from=origin_from, through=through)
+    topology_note(app, queue, records)  # jsonl streams its records: none kept to look at
     finish_read(app, reader)
 
 
@@ -96,51 +100,80 @@ def render_table(app: App, records: list[MessageRecord], whole_body: bool, empty
             app.stdout.write(body_text(r) + "\n")
         app.stdout.flush()
         return
-    render.write_table([table_row(r, known or BUILT_IN, origin_from, through) for r in records],
-                       ["#", "routing key", "exchange", "redeliv", "type", "deaths", "origin", "body"],
-                       app.stdout, empty=empty, styles={5: lambda cell: app.style(cell, fg="yellow")})
+    from dlxtool.cli.explaining import ERROR_WIDTH, Cells, dead_letters, hint_conventions
+
+    errors = tuple(app.config().error_headers)
+    explained = [explained_row(r, known or BUILT_IN, origin_from, through, errors) for r in records]
+    dead = dead_letters(records, explained)
+    rows = [table_row(r, x, dead_letter=dead) for r, x in zip(records, explained, strict=True)]
+    headers = ["#", "routing key", "exchange", "redeliv", "type", "deaths", "origin", "body"]
+    cells = Cells(app)
+    if any(x.error for x in explained):  # where a convention gives one: the error, shortened (whole with -v)
+        headers.insert(7, "error")
+        for row, x in zip(rows, explained, strict=True):
+            row.insert(7, cells(x.error, ERROR_WIDTH))
+    render.write_table(rows, headers, app.stdout, empty=empty, styles={5: lambda cell: app.style(cell, fg="yellow")})
+    cells.note()
+    hint_conventions(app, records, explained)
 
 
-def table_row(record: MessageRecord, known: tuple[Convention, ...] = (), origin_from: str | None = None,
-              through: Any = None) -> list[object]:
-    """`through`: the origin of a message that only waited out TTLs, followed through its wait queue (as
-    `history` and replay resolve it; without it the wait queue itself would show as the origin)."""
+def explained_row(record: MessageRecord, known: tuple[Convention, ...], origin_from: str | None = None,
+                  through: Any = None, error_headers: tuple[str, ...] = ()) -> Explanation:
+    """The conventions' reading of one message. `through`: the origin of a message that only waited out TTLs,
+    followed through its wait queue (as `history` and replay resolve it; without it the wait queue itself
+    would show as the origin)."""
     from dlxtool.conventions import Message, explain
-    from dlxtool.deaths import message_history, summarize
+    from dlxtool.deaths import message_history
 
-    props = record.properties
     headers = record.headers if isinstance(record.headers, dict) else {}
     history = message_history(headers, through=through)
-    x = explain(Message(headers, record.body, record.queue, x_death_origin=history.origin, x_death=history.history),
-                known, origin_from=origin_from)
-    origin = f"{x.origin.key()} ({x.origin_from})" if x.origin else ""
-    return [record.position, record.routing_key, record.exchange or "(default)",
+    return explain(Message(headers, record.body, record.queue, x_death_origin=history.origin,
+                           x_death=history.history), known, origin_from=origin_from, error_headers=error_headers)
+
+
+def table_row(record: MessageRecord, x: Explanation, *, dead_letter: bool = True) -> list[object]:
+    from dlxtool.cli.explaining import origin_cell
+    from dlxtool.deaths import summarize
+
+    props = record.properties
+    from dlxtool.ops.history import shown_exchange
+
+    return [record.position, record.routing_key, shown_exchange(record.exchange, record.headers),
             "yes" if record.redelivered else "", props.get("type") or props.get("content_type") or "",
-            summarize(record.deaths), origin, body_preview(record)]
+            summarize(record.deaths), origin_cell(x, record.headers, dead_letter=dead_letter), body_preview(record)]
 
 
 def body_preview(record: MessageRecord, width: int = 60) -> str:
-    """The decoded message when the registry identified it, else text if printable, else hex.
+    """The decoded message when the registry identified it, else text if printable, else hex; a compressed
+    body inflated first (bounded, dlxtool.compression) and marked as such, e.g. `[gzip 1.2 KiB→8 KiB]`.
 
     A guess (defective, ambiguous or of low confidence) is marked as one, with its confidence: the
     same bytes read as a clean, sure match would be a lie (see decoding.match_label)."""
-    from dlxtool import render
+    from dlxtool import compression, render
 
     if record.decoded and record.decoded.get("message") is not None:
         from dlxtool.decoding import is_weak, match_label
 
         label = match_label(record.decoded)
+        if record.decoded.get("decompressed"):
+            label = f"{compression.short_label(record.decoded['decompressed'])} {label}"
         text = f"{label} " + render.dumps(record.decoded["message"]).decode()
         # A guess keeps its mark in view: the label is not cut for the message's sake.
         return render.truncate(render.safe_text(text), max(width, len(label) + 12) if is_weak(record.decoded)
                                else width)
-    return render.preview(record.body, width)
+    shown = compression.view(record.body, record.properties, record.headers, keep=width * 4 + 1)
+    if shown.short is None:
+        return render.preview(shown.data, width)
+    return f"{shown.short} " + render.preview(shown.data, max(width - len(shown.short) - 1, 12))
 
 
 def body_text(record: MessageRecord) -> str:
-    from dlxtool import render
+    """The whole body (inflated when compressed, a first line saying so), as text, else hex."""
+    from dlxtool import compression, render
 
+    shown = compression.view(record.body, record.properties, record.headers)
+    note = f"{shown.note}\n" if shown.note else ""
     try:
-        return render.safe_text(record.body.decode("utf-8"), keep_newlines=True)
+        return note + render.safe_text(shown.data.decode("utf-8"), keep_newlines=True)
     except UnicodeDecodeError:
-        return "hex:" + record.body.hex()
+        return note + "hex:" + shown.data.hex()

@@ -185,6 +185,7 @@ def _render(app: App, outcome: Any) -> None:
             app.info(f"dry run: would purge {summary['would_purge']} messages from {state.name}")
         else:
             app.info(f"purged {summary['purged']} messages from {state.name}")
+            _depths(app, outcome)
         return
     if outcome.dry_run:
         sampled = f" (from the first {summary['looked_at']})" if summary.get("sampled") else ""
@@ -196,17 +197,30 @@ def _render(app: App, outcome: Any) -> None:
         app.info(f"dry run: would {verb} {n}{route} and keep {summary['would_keep']} of {state.ready} messages in "
                  f"{settings.queue}{sampled}{full}{stay}; nothing was changed")
         return
+    from dlxtool.cli.explaining import Cells
     from dlxtool.cli.moving import duplicates_note, result_rows
     from dlxtool.render import write_table
 
     result = outcome.result
+    cells = Cells(app)
     rows = result_rows(result, moved="moved", kept="kept (not selected)",
-                       removed=("removed", settings.backup or "(no backup)"))
+                       removed=("removed", settings.backup or "(no backup)"), short=cells)
     headers = ["outcome", "where / reason", "messages"]
     if settings.move_to:
         headers.append("route")
         for row in rows:
             row.append((outcome.route or "") if row[0] == "moved" else "")
     write_table(rows, headers, app.stdout, empty="nothing matched")
+    cells.note()
     app.info(f"{result.removed + result.moved_total} of {result.snapshot} messages taken from {result.source} "
              f"in {app.elapsed():.1f}s" + duplicates_note(result))
+    _depths(app, outcome)
+
+
+def _depths(app: App, outcome: Any) -> None:
+    """The touched queues' depths after the run, as the broker counts them now (the line above is the run's)."""
+    from dlxtool.ops.outcomes import depths_text
+
+    line = depths_text(outcome.depths or {})
+    if line:
+        app.info(line)

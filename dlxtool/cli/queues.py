@@ -17,7 +17,7 @@ from dlxtool.ops.queues import (
     SORT_KEYS,
     BrokerResult,
     IdentityCheck,
-    Selection,
+    QueueFilter,
     Snapshot,
     deltas,
     snapshots,
@@ -37,16 +37,27 @@ status is 5. Rates are messages/s over the broker's last statistics interval (5 
 so they show up some seconds after activity starts.
 
 \b
+Roles, from the topology alone (settings from arguments, policies and operator
+policies; exchanges and bindings; no message is read):
+  dlq          the dead-letter target of some queue: where its dead-letter exchange
+               routes its dead letters (with its dead-letter routing key, else the
+               keys the queue is bound with and its name; direct, topic, fanout,
+               headers, exchange-to-exchange bindings, alternate exchanges, the
+               default exchange), unless that queue or this one is a retry stage.
+  wait         a retry stage: no consumer, none ever took a message from it (or,
+               without statistics, a message TTL), and its dead-letter route leads
+               to a queue its messages go back to: one that is consumed, that
+               dead-letters back here, or that dead-letters on elsewhere itself.
+  A queue an application moves failed messages into itself is no queue's target:
+  peek and history say when a queue holds dead letters the topology did not predict.
+  JSON: "role" and "role_reason"; the table shows the role among the flags.
+
+\b
 Flags (the API has no reject counter and no per-message delivery counts: heuristics):
-  dlq          bound (directly or through exchange-to-exchange bindings) to an exchange
-               that some queue names as its dead-letter exchange; for the default
-               exchange, the queue named by the dead-letter routing key. Retry wait
-               queues (message TTL + dead-letter exchange, no consumer) do not count
-               as sources.
   clogged      consumers, messages (ready or unacked: a poison message may sit in the
                consumer's prefetch), redeliveries >= {qf.MIN_RATE}/s and acks <= {qf.CLOG_ACK_RATIO:g} x
                redeliveries: a message rejected with requeue in a loop.
-  no-consumer  ready messages and no consumer; DLQs and retry wait queues excepted.
+  no-consumer  ready messages and no consumer; DLQs and retry stages excepted.
   no-dlx       no dead-letter exchange in effect (arguments win over policy), consumers,
                and they reject: redeliveries >= {qf.MIN_RATE}/s (rejects with requeue loop),
                or acks < {qf.REJECT_ACK_RATIO:g} x manual-ack deliveries >= {qf.MIN_RATE}/s (rejects
@@ -62,6 +73,9 @@ Flags (the API has no reject counter and no per-message delivery counts: heurist
                dead-lettered or dropped.
   Streams get only `dlq`. With -v, the reason for every flag follows the table (stderr);
   JSON output always carries them ("reasons").
+  Counts and rates are the management API's statistics, up to one statistics interval
+  old (the API gives no sample time per queue): a replay's or purge's own closing line
+  has the depths the broker counts at its end.
   Where the API keeps no statistics (RabbitMQ 4.3 with management_metrics_collection
   denied) or has no sample of a queue yet, its counts and rates show as "?" and each
   flag that needs them and could apply shows as "?flag" ("cannot_tell" in JSON, with
@@ -99,7 +113,7 @@ def queues(app: App, flags: tuple[str, ...], match: str | None, min_messages: in
         raise click.UsageError("--all-brokers uses the configured profiles; it cannot be combined with --url")
     profiles = configured_profiles(app) if all_brokers else [app.profile()]
     profiles = with_vhost(sorted(profiles, key=lambda p: p.name), app.vhost)
-    selection = Selection(flags=flags, match=match, min_messages=min_messages, sort=sort)
+    selection = QueueFilter(flags=flags, match=match, min_messages=min_messages, sort=sort)
 
     identity = IdentityCheck()
 
@@ -147,7 +161,7 @@ def _exit_status(snapshot: Snapshot) -> None:
 # -- rendering ---------------------------------------------------------------------------------------
 
 
-def render(app: App, snapshot: Snapshot, previous: Snapshot | None, selection: Selection, fmt: str, *,
+def render(app: App, snapshot: Snapshot, previous: Snapshot | None, selection: QueueFilter, fmt: str, *,
            show_broker: bool, watch: float | None = None,
            last_known: dict[Any, tuple[int, datetime]] | None = None) -> None:
     rows = selection.apply(snapshot.rows)
@@ -178,14 +192,17 @@ def render(app: App, snapshot: Snapshot, previous: Snapshot | None, selection: S
         write_table(table, headers, out, styles={len(headers) - 1: lambda cell: style_flags(app, cell)})
     elif watch is not None:
         out.write("(no queues match)\n")
+    aged = bool(table) and any(r.figures_known for r in rows)
     if on_terminal:  # warnings on stderr would be wiped by the next refresh: keep them on screen
         for r in snapshot.failures:
             out.write(f"{r.broker}: {r.error.message if r.error else ''}\n")
-        for line in [*_nodes_down(snapshot), *_without_figures(snapshot)]:
+        for line in [*_nodes_down(snapshot), *_without_figures(snapshot), *([FIGURES_AGE] if aged else [])]:
             out.write(line + "\n")
         out.flush()
     else:
         _warn_failures(app, snapshot)
+        if aged:
+            app.info(FIGURES_AGE)
     if not table and watch is None:
         app.info("no queues match")
     if app.verbose and not on_terminal:
@@ -196,9 +213,13 @@ def render(app: App, snapshot: Snapshot, previous: Snapshot | None, selection: S
                 app.info(f"{row.queue}: {flag}: cannot tell: {reason}")
 
 
+# Once under the table: the API keeps no time per queue sample, so the age cannot be more precise than this.
+FIGURES_AGE = ("counts and rates: the management API's statistics, up to one statistics interval old (5 s by "
+               "default); a replay or purge says the depths it leaves as the broker counts them")
+
 # What needs a human now is red; what is worth a look is yellow.
 FLAG_COLORS = {"unavailable": "red", "clogged": "red", "no-dlx": "red", "at-limit": "red", "error": "red",
-               "dlq": "yellow", "no-consumer": "yellow"}
+               "dlq": "yellow", "no-consumer": "yellow", "wait": "cyan"}
 
 
 def style_flags(app: App, cell: str) -> str:

@@ -172,6 +172,15 @@ def through_wait_queues(app: App, queue: str) -> Callable[[Any], Any]:
     `peek` show as origin, as replay resolves it (never the wait queue)."""
     resolver: list[Any] = []
 
+    def consumers_now(name: str) -> int | None:
+        """Whether a wait queue's way out is consumed decides an origin: the broker's count, not the API's sample."""
+        from dlxtool.broker.queues import now
+
+        profile = app.profile()
+        with app.connection(profile) as conn:
+            counted = now(conn, name, profile.timeout)
+        return None if counted is None else counted.consumers
+
     def through(death: Any) -> Any:
         if not resolver:
             from dlxtool.ops.history import wait_queue_origins
@@ -179,7 +188,22 @@ def through_wait_queues(app: App, queue: str) -> Callable[[Any], Any]:
             profile = app.profile()
             with app.connection(profile) as conn:
                 mgmt = app.management(profile, conn)
-            resolver.append(wait_queue_origins(mgmt, profile.vhost, queue))
+            resolver.append(wait_queue_origins(mgmt, profile.vhost, queue, consumers_now))
         return resolver[0](death)
 
     return through
+
+
+def topology_note(app: App, queue: str, records: list[MessageRecord]) -> None:
+    """A note when dead letters read from `queue` are not where the topology sends them (an application moved them:
+    dlxtool.ops.dead_letter_roles.unpredicted), asked of the management API the read already proved."""
+    from dlxtool.ops.dead_letter_roles import unpredicted
+    from dlxtool.ops.routes import Router
+
+    profile = app.profile()
+    mgmt = app.proven_management(profile)
+    if mgmt is None or not records:
+        return
+    note = unpredicted(Router(mgmt, profile.vhost, settled=False), queue, records)
+    if note:
+        app.info(f"note: {note}")

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from dlxtool.cli.app import App
+from dlxtool.cli.explaining import Cells
 from dlxtool.cli.moving import (
     Journaled,
     check_record_file,
@@ -61,7 +62,10 @@ Route (default): each message keeps its ORIGINAL routing key (from an
 earlier replay's provenance, else the death history) and reaches only its
 origin, through a temporary fanout exchange bound only to it (deleted at
 the end): consumers that dispatch on the key, a dead-letter exchange that
-routes on it and retry ladders see what they saw the first time.
+routes on it and retry ladders see what they saw the first time. Its name,
+dlxtool.replay.RUN.N.QUEUE, is what the consumer sees as the exchange and
+what a later x-death records; peek and history show the exchange it stood
+for, which the provenance header keeps.
 --default-exchange publishes on the default exchange instead (routing key
 = queue name). Either way the key a message arrives with is checked
 against its origin's (or --to queue's) dead-letter exchange (management
@@ -266,14 +270,17 @@ def _render_plan(app: App, plan: Any) -> None:
 
     sampled = f" (from the first {plan.looked_at})" if plan.looked_at < plan.snapshot else ""
     app.info(f"plan for {plan.source}: {plan.snapshot} messages{sampled}")
+    cells = Cells(app)
     rows = [["replay to", o.queue, o.messages - o.would_stay_full, {True: "yes", False: "NO", None: "?"}[o.exists],
-             o.room or "", o.route_text()] for o in plan.origins]
-    rows += [["stay", o.full_reason, o.would_stay_full, "", "", ""] for o in plan.origins if o.would_stay_full]
-    rows += [["stay", why, n, "", "", ""] for why, n in sorted(plan.stay.items())]
+             cells(o.room), cells(o.route_text())] for o in plan.origins]
+    rows += [["stay", cells(o.full_reason), o.would_stay_full, "", "", ""] for o in plan.origins if o.would_stay_full]
+    rows += [["stay", cells(why), n, "", "", ""] for why, n in sorted(plan.stay.items())]
     write_table(rows, ["action", "queue / reason", "messages", "exists", "room", "route"], app.stdout,
                 empty="nothing to replay")
+    cells.note()
     _plan_footer(app, plan)
-    app.info(f"route: {plan.route_note}")
+    for note in plan.route_notes:
+        app.info(f"route: {note}")
     if plan.used_body_retries:
         app.warn(f"{plan.used_body_retries} Dramatiq message(s) have used up retries (options.retries in the body): "
                  "replayed as they are, Dramatiq retries them no more; --reset-body-retries sets it to 0")
@@ -302,13 +309,20 @@ def _render_result(app: App, run: Any) -> None:
     result = run.result
     fmt = app.output_format("json")
     if fmt != "table":
-        app.emit_json({**result.to_json(), "routes": run.routes}, fmt)
+        app.emit_json({**result.to_json(), "routes": run.routes, "depths_after": run.depths}, fmt)
         return
     from dlxtool.render import write_table
 
-    rows = result_rows(result, moved="replayed", kept="left (not selected)")
+    cells = Cells(app)
+    rows = result_rows(result, moved="replayed", kept="left (not selected)", short=cells)
     for row in rows:
-        row.append(run.routes.get(row[1], "") if row[0] == "replayed" else "")
+        row.append(cells(run.routes.get(row[1], "")) if row[0] == "replayed" else "")
     write_table(rows, ["outcome", "queue / reason", "messages", "route"], app.stdout, empty="nothing to replay")
+    cells.note()
     app.info(f"{result.moved_total} of {result.snapshot} replayed from {result.source} in {app.elapsed():.1f}s"
              + duplicates_note(result))
+    from dlxtool.ops.outcomes import depths_text
+
+    depths = depths_text(run.depths)
+    if depths:
+        app.info(depths)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,6 +21,14 @@ class Entry:
     copy_of: int | None = None  # position of the message this one is a copy of (mark_copies)
 
     @property
+    def own_headers(self) -> tuple[str, ...]:
+        """Without an origin: the headers it carries beyond RabbitMQ's and dlxtool's, where its maker may have
+        written where it failed (dlxtool.convention_hints); () when a convention names its origin."""
+        from dlxtool.convention_hints import own_headers
+
+        return () if self.explained.origin is not None else own_headers(self.record.headers)
+
+    @property
     def type(self) -> str | None:
         """The message type when known: the AMQP `type` property, else the decoded protobuf type."""
         if self.record.properties.get("type"):
@@ -29,6 +38,8 @@ class Entry:
         return None
 
     def to_json(self) -> dict[str, Any]:
+        from dlxtool.ops.provenance import replayed
+
         props = self.record.properties
         x = self.explained
         return {"queue": self.record.queue, "position": self.record.position,
@@ -36,7 +47,26 @@ class Entry:
                 "routing_key": self.record.routing_key, **self.history.to_json(),
                 # origin/origin_why/error now say what the explaining convention found (x-death's as before)
                 "origin": x.origin.queue if x.origin else None, "origin_why": x.origin_why, "error": x.error,
-                **x.to_json(), "copy_of": self.copy_of}
+                **x.to_json(), "unexplained_headers": list(self.own_headers), "replayed": replayed(self.record.headers),
+                "copy_of": self.copy_of}
+
+
+def shown_exchange(name: str | None, headers: Any) -> str:
+    """An exchange as a person reads it: one of dlxtool's temporary exchanges (long deleted; in a delivery or an
+    x-death after a replay) as the exchange it stood for, which the provenance header recorded — "orders (dlxtool
+    replay)" —, or as the queue a kept message went back to; "(default)" for the default exchange."""
+    from dlxtool.ops.provenance import replayed
+    from dlxtool.ops.routes import temporary_exchange
+
+    named = temporary_exchange(name) if name else None
+    if named is None:
+        return name or "(default)"
+    if named.purpose == "keep":  # a message that stayed during a run, republished to its queue's tail
+        return f"(dlxtool: kept in {named.queue or 'its queue'})"
+    recorded = (replayed(headers if isinstance(headers, dict) else None) or {}).get("exchange")
+    original = recorded if isinstance(recorded, str) and temporary_exchange(recorded) is None else None
+    shown = "?" if original is None else original or "(default)"
+    return f"{shown} (dlxtool {named.purpose})"
 
 
 def needs_decoded_type(record: MessageRecord) -> bool:
@@ -48,32 +78,56 @@ def needs_decoded_type(record: MessageRecord) -> bool:
 
 def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = (),
             known: Sequence[Convention] = BUILT_IN, origin_from: str | None = None,
-            through: Callable[[Death], Origin] | None = None) -> Iterable[Entry]:
-    """`through`: origins of TTL-only histories, followed through the wait queue (wait_queue_origins)."""
+            through: Callable[[Death], Origin] | None = None,
+            delivery_limit: Callable[[str], int | None] | None = None) -> Iterable[Entry]:
+    """`through`: origins of TTL-only histories, followed through the wait queue (wait_queue_origins);
+    `delivery_limit`: a queue's delivery limit, for the attempts of a delivery_limit death (delivery_limits)."""
     names = tuple(error_headers)
     for record in records:
         headers = record.headers if isinstance(record.headers, dict) else {}
         history = message_history(record.headers, error_headers=names, through=through)
         explained = explain(Message(headers, record.body, record.queue, x_death_origin=history.origin,
-                                     x_death=history.history), known,
+                                     x_death=history.history, delivery_limit=delivery_limit), known,
                             origin_from=origin_from, error_headers=names)
         yield Entry(record, history, explained)
 
 
-def wait_queue_origins(mgmt: Any, vhost: str, dlq: str) -> Callable[[Death], Origin]:
+def wait_queue_origins(mgmt: Any, vhost: str, dlq: str,
+                       consumers_now: Callable[[str], int | None] | None = None) -> Callable[[Death], Origin]:
     """through() for `entries`: a message that only waited out TTLs has as origin the queue its last wait
     queue sends it back to (management API: that queue's dead-letter exchange and bindings), as replay
-    sends it; "no origin" with the reason when that cannot be told — never the wait queue itself."""
-    from dlxtool.ops.replay_decision import WaitQueues
+    sends it; "no origin" with the reason when that cannot be told — never the wait queue itself.
+    `consumers_now`: a queue's consumer count from the broker (passive declare), where that decides."""
+    from dlxtool.ops.replay_address import WaitQueues
     from dlxtool.ops.routes import Router
 
-    waits = WaitQueues(Router(mgmt, vhost), dlq)
+    waits = WaitQueues(Router(mgmt, vhost, consumers_now), dlq)
 
     def through(death: Death) -> Origin:
         resolved, _address = waits(death.queue or "", death.routing_keys[0] if death.routing_keys else None)
         return Origin(resolved.queue, resolved.why)
 
     return through
+
+
+def delivery_limits(mgmt: Any, vhost: str) -> Callable[[str], int | None]:
+    """delivery_limit for `entries`: each queue's limit in effect now (arguments, policy, the version's default),
+    asked once per queue; None for a queue that is gone, not a quorum queue, or an API that cannot answer."""
+    from dlxtool.errors import DlxtoolError, ManagementMismatch
+
+    known: dict[str, int | None] = {}
+
+    def limit(queue: str) -> int | None:
+        if queue not in known:
+            try:
+                known[queue] = mgmt.queue(vhost, queue).delivery_limit
+            except ManagementMismatch:
+                raise  # the API answers for another broker: exit 3, as everywhere
+            except DlxtoolError:  # gone, or the API unreachable: the attempts say the limit is not known
+                known[queue] = None
+        return known[queue]
+
+    return limit
 
 
 def mark_copies(items: list[Entry]) -> int:
@@ -107,6 +161,11 @@ class Group:
     last: datetime | None = None
     positions: list[int] = field(default_factory=list)
     route: Route | None = None  # the origin as a route (queue, or exchange + routing key)
+    # x-death's deaths that are failures, by reason, and the TTL expiries in wait queues (not failures)
+    by_reason: Counter[str] = field(default_factory=Counter)
+    waits: int = 0
+    failures: int = 0  # at least (MessageHistory.failures)
+    attempts: list[int] = field(default_factory=list)  # per message whose attempts a convention counts
 
     def add(self, entry: Entry) -> None:
         self.messages += 1
@@ -114,6 +173,11 @@ class Group:
         self.deaths += count.at_least
         self.deaths_recorded += count.recorded
         self.deaths_may_be_low += count.may_be_low
+        self.by_reason.update(entry.history.failures_by_reason())
+        self.waits += entry.history.waits
+        self.failures += entry.history.failures
+        if entry.explained.attempts is not None:
+            self.attempts.append(entry.explained.attempts)
         self.positions.append(entry.record.position)
         # x-death times, and the failure times frameworks record (NServiceBus, MassTransit) for theirs.
         times = [d.time for d in entry.history.history.deaths]
@@ -124,11 +188,30 @@ class Group:
             self.first = when if self.first is None else min(self.first, when)
             self.last = when if self.last is None else max(self.last, when)
 
+    def deaths_text(self) -> str:
+        """The table's cell: failures by reason, "at least" where an app's counter says more than x-death."""
+        text = ", ".join(f"{n} {reason}" for reason, n in sorted(self.by_reason.items(), key=lambda i: -i[1]))
+        if self.failures > sum(self.by_reason.values()):
+            text = f"at least {self.failures}" + (f" ({text} in x-death)" if text else "")
+        return text + ("+" if text and self.deaths_may_be_low else "")
+
+    def attempts_text(self) -> str:
+        """Attempts per message: "3 each", "1-4 each"; "" where no convention counts them."""
+        if not self.attempts:
+            return ""
+        low, high = min(self.attempts), max(self.attempts)
+        shown = str(low) if low == high else f"{low}-{high}"
+        return f"{shown} each" if len(self.attempts) == self.messages else f"{shown} ({len(self.attempts)} counted)"
+
     def to_json(self) -> dict[str, Any]:
         return {"origin": self.origin, "convention": self.convention, "reason": self.reason, "type": self.type,
                 "error": self.error, "origin_route": self.route.to_json() if self.route else None,
                 "messages": self.messages, "deaths": self.deaths, "deaths_recorded": self.deaths_recorded,
-                "deaths_may_be_low": self.deaths_may_be_low, "first": iso(self.first), "last": iso(self.last)}
+                "deaths_may_be_low": self.deaths_may_be_low, "failures": self.failures,
+                "deaths_by_reason": dict(self.by_reason), "waits": self.waits,
+                "attempts": sum(self.attempts) if self.attempts else None,
+                "attempts_per_message": [min(self.attempts), max(self.attempts)] if self.attempts else None,
+                "first": iso(self.first), "last": iso(self.last)}
 
 
 def count_notes(items: Iterable[Entry]) -> list[str]:

@@ -438,6 +438,11 @@ class Load:
         for why, n in sorted(plan.unsafe.items()):
             report.warn(f"{why}: {n} record(s) would not be published")
         if not dry_run and plan.records:
+            from dlxtool.ops.publish_rights import refuse_without_publish_rights
+
+            # before anything is published (issue 28): the route's permission, asked of the broker
+            refuse_without_publish_rights(session, default_exchange=settings.default_exchange,
+                                          nothing="nothing loaded")
             check_alarms(session, report, "loaded")
         if not dry_run:
             capacity.refuse_when_no_room([rooms.capacity(q) for q in sorted(plan.targets)], "queue",

@@ -8,7 +8,8 @@ safe (dlxtool.ops.routes); then nothing changed for those messages but where the
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
 
 from dlxtool.ops.capacity import ALLOW_HINT, is_full_reason
 from dlxtool.ops.engine import EXCHANGE_REFUSED, TransferResult
@@ -96,3 +97,34 @@ def _republished(result: TransferResult) -> str:
         return ""
     return (f"; {result.republished} message(s) that stay were republished to the tail of {result.source} (behind "
             "any that arrived during the run)")
+
+
+def depths_now(where: Iterable[tuple[Any, Iterable[str]]], timeout: float) -> dict[str, dict[str, int]]:
+    """queue -> {"ready", "consumers"} counted by the broker now (a passive declare on each (connection, queues)):
+    the depths a command that moved messages prints after its run. Never the management API's, whose sample can be
+    a statistics interval old (5 s by default): right after a replay it still showed the DLQ full. A queue that
+    cannot be counted (deleted meanwhile, not a queue, the connection gone) is left out."""
+    from dlxtool.broker.connection import is_connection_failure
+    from dlxtool.broker.queues import now
+
+    out: dict[str, dict[str, int]] = {}
+    for conn, queues in where:
+        for queue in dict.fromkeys(queues):
+            try:
+                counted = now(conn, queue, timeout)
+            except Exception as exc:
+                if not is_connection_failure(exc):
+                    raise
+                break  # the connection is gone (the run's own outcome says so): nothing more to count on it
+            if counted is not None:
+                out[queue] = {"ready": counted.ready, "consumers": counted.consumers}
+    return out
+
+
+def depths_text(depths: Mapping[str, Mapping[str, int]]) -> str | None:
+    """One line for people: 'now (counted by the broker after the run): dlq 0 ready; work 5 ready, 1 consumer(s)'."""
+    if not depths:
+        return None
+    parts = [f"{q} {d['ready']} ready" + (f", {d['consumers']} consumer(s)" if d["consumers"] else "")
+             for q, d in depths.items()]
+    return "now (counted by the broker after the run): " + "; ".join(parts)

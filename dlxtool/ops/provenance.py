@@ -54,10 +54,10 @@ def record_fingerprint(record: MessageRecord) -> str | None:
         return None
 
 
-Origin = tuple[str, str]  # (src, run): the source delivery a copy was made from, and the replay run that made it
+CopySource = tuple[str, str]  # (src, run): the source delivery a copy was made from, and the replay run that made it
 
 
-def provenance_src(headers: dict[str, Any] | None) -> Origin | None:
+def provenance_src(headers: dict[str, Any] | None) -> CopySource | None:
     """(src, run) of a replayed copy's provenance: the fingerprint of the delivery it was made from, and the
     run that made it (its `id` without the per-publish number). None for a message never replayed."""
     prov = (headers or {}).get(PROVENANCE_HEADER)
@@ -68,7 +68,22 @@ def provenance_src(headers: dict[str, Any] | None) -> Origin | None:
     return copy_origin(src, publish_id)
 
 
-def copy_origin(src: Any, publish_id: Any) -> Origin | None:
+def replayed(headers: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What an earlier replay recorded, as `history` shows it: from (the DLQ), at, count, and the first origin's
+    exchange and routing key — the exchange a temporary one stood for. None for a message never replayed."""
+    prov = headers.get(PROVENANCE_HEADER) if isinstance(headers, dict) else None
+    if not isinstance(prov, dict):
+        return None
+    shown = {name: prov.get(key) for name, key in (("from", "from"), ("at", "at"), ("count", "count"),
+                                                   ("exchange", "exchange"), ("routing_key", "routing-key"))}
+    if isinstance(shown["at"], datetime):
+        from dlxtool.deaths import iso
+
+        shown["at"] = iso(shown["at"])
+    return {k: v.decode("utf-8", "replace") if isinstance(v, bytes | bytearray) else v for k, v in shown.items()}
+
+
+def copy_origin(src: Any, publish_id: Any) -> CopySource | None:
     """provenance_src of a provenance's decoded `src` and `id`."""
     if not isinstance(src, str) or len(src) != 16:
         return None
@@ -88,7 +103,7 @@ class Pairs:
         self._limit = limit
         self._size = 0
 
-    def partners(self, fingerprint: str | None, origin: Origin | None) -> list[Any]:
+    def partners(self, fingerprint: str | None, origin: CopySource | None) -> list[Any]:
         """Values of the messages seen before that this one pairs with."""
         if origin is None:
             return list(self._copies.get(fingerprint, {}).values()) if fingerprint is not None else []
@@ -98,7 +113,7 @@ class Pairs:
             found.append(self._sources[src])
         return found
 
-    def add(self, fingerprint: str | None, origin: Origin | None, value: Any) -> None:
+    def add(self, fingerprint: str | None, origin: CopySource | None, value: Any) -> None:
         if self._size >= self._limit:
             return
         self._size += 1
@@ -167,7 +182,7 @@ class ProvenanceWriter:
         return table_entry(PROVENANCE_HEADER, b"".join((head, self.ID(publish_id), middle, self._tail, self.SRC(src))))
 
 
-def picked_copy_origin(table: bytes) -> Origin | None:
+def picked_copy_origin(table: bytes) -> CopySource | None:
     """provenance_src of an earlier provenance of which only `id` and `src` were picked (a table with its size,
     as dlxtool.broker.wire's scan hands it over); ValueError where they do not decode. On every re-replayed copy's
     path: the layout ProvenanceWriter writes (id, then src, ASCII) is read where it wrote it, any other decoded."""
@@ -214,7 +229,7 @@ class CopyGuard:
         self._copies: dict[int | str, str] = {}
         self._runs: dict[str, str] = {}
 
-    def stays(self, fingerprint: str | None, origin: Origin | None) -> bool:
+    def stays(self, fingerprint: str | None, origin: CopySource | None) -> bool:
         """Whether this delivery pairs with one already replayed in this run (else it is remembered as
         replayed: call only for a delivery that is about to be replayed). On every replayed message's path,
         hence unrolled: the filter's bits come from the string's own hash (stable within the process, all a

@@ -34,7 +34,7 @@ from dlxtool.broker.management import ManagementClient, QueueInfo
 from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, RefusedError, UsageError
 from dlxtool.ops.actions import Action, Decision
 from dlxtool.ops.alarms import check_alarms
-from dlxtool.ops.outcomes import transfer_outcome
+from dlxtool.ops.outcomes import depths_now, transfer_outcome
 from dlxtool.ops.routes import Router, Routes, usable_router
 from dlxtool.outcome import OK, Outcome
 from dlxtool.record import MessageRecord
@@ -285,6 +285,7 @@ class PurgeOutcome:
     rooms: dict[str, Any] | None = None              # --move-to's admissions during the run
     route: str | None = None                         # --move-to's route in words (or why none)
     unsafe: set[str] = field(default_factory=set)    # reasons messages stayed because their route is not safe
+    depths: dict[str, dict[str, int]] | None = None  # after the run, from the broker (ops.outcomes.depths_now)
 
     @property
     def reads_messages(self) -> bool:
@@ -306,6 +307,8 @@ class PurgeOutcome:
             out["rooms"] = self.rooms
         if self.route is not None:
             out["routes"] = {self.settings.move_to: self.route}
+        if self.depths is not None:
+            out["depths_after"] = self.depths
         out["dry_run"] = self.dry_run
         return out
 
@@ -333,14 +336,17 @@ class Purge:
             report.warn(state.note)
         check_purgeable(state)
         unacked = "unknown" if state.unacked is None else state.unacked
+        # ready and consumers counted by the broker now; unacked only the API has: its sample, up to 5 s old
+        sampled = "; unacked: the management API's last sample" if state.unacked is not None else ""
         report.info(f"{settings.queue}: {state.ready} ready, {unacked} unacked, {state.consumers} consumers "
                     f"(broker {session.broker}, vhost {session.vhost}"
-                    + (f", {state.type} queue)" if state.type else ")"))
+                    + (f", {state.type} queue" if state.type else "") + f"{sampled})")
         report.info(f"note: messages held unacked by consumers ({unacked}) are not purged; they come back "
                     "if those consumers reject them or disconnect")
         self.out = PurgeOutcome(state, settings, dry_run)
         self.rooms: Rooms | None = None
         self.router: Router | None = None
+        self.keep_refused: str | None = None  # why kept messages cannot go to the tail: held in place instead
         if settings.reads_messages:
             self._prepare_reading(dry_run)
 
@@ -374,6 +380,7 @@ class Purge:
         settings, out, session = self.settings, self.out, self.session
         if not settings.reads_messages:
             out.purged = purge(self.channel, settings.queue)
+            out.depths = depths_now([(session.conn, [settings.queue])], session.timeout)
             return out
         from dlxtool.ops.engine import TransferOptions
 
@@ -383,7 +390,8 @@ class Purge:
         routes: list[Routes] = []
         options = TransferOptions(sink=sink, progress=progress, admit=rooms.admit if rooms is not None else None,
                                   nack_copies=rooms.nack_copies if rooms is not None else None,
-                                  hold_stays=out.state.type == "classic", report=self.report)
+                                  hold_stays=out.state.type == "classic", keep_refused=self.keep_refused,
+                                  report=self.report)
         out.result = run_reading_purge(session.conn, settings, options, timeout=session.timeout, router=self.router,
                                        routes=routes)
         if rooms is not None:
@@ -394,6 +402,8 @@ class Purge:
                 versions.server_version(session.conn), "cancel"):  # the engine gives back by cancel + close
             self.report.warn(f"{out.result.requeued} message(s) delivered beyond the start snapshot were given back: "
                              "on a quorum queue that used one delivery attempt each")
+        out.depths = depths_now([(session.conn, [settings.queue, *([settings.move_to] if settings.move_to else [])])],
+                                session.timeout)
         return out
 
     def _prepare_reading(self, dry_run: bool) -> None:
@@ -424,8 +434,33 @@ class Purge:
         if self.rooms is not None and out.room is not None:
             capacity.refuse_when_no_room([out.room], self.rooms.role, settings.allow_displace)
         _refuse_unsafe_route(settings, self.router)
+        if out.state.ready:
+            self._check_publish_rights()
         if settings.move_to and out.state.ready:
             check_alarms(session, report, f"moved to {settings.move_to!r}")
+
+    def _check_publish_rights(self) -> None:
+        """Before anything is read (issue 28): refused where this user may not publish to --move-to by its route;
+        where messages not selected stay by republishing them to the tail and the user may not publish there, a
+        classic queue holds them and gives them back in place instead, any other type is refused."""
+        from dlxtool.broker.permissions import probe_write
+        from dlxtool.ops.publish_rights import refuse_without_publish_rights, user_words
+
+        session, settings, state = self.session, self.settings, self.out.state
+        if settings.move_to:
+            refuse_without_publish_rights(session, default_exchange=settings.default_exchange,
+                                          nothing=f"nothing moved to {settings.move_to!r}")
+        said = probe_write(session.conn, "", session.timeout)
+        if said is None:
+            return
+        words = (f"cannot be republished to the tail of {settings.queue!r}: {user_words(session)} may not publish "
+                 f"there (the broker said: {said})")
+        if state.type != "classic":
+            raise RefusedError(f"nothing purged: messages that are not selected (or come back) stay by being "
+                               f"republished to the queue's tail, and they {words}",
+                               hint="the user needs write permission on amq.default in this vhost")
+        self.keep_refused = words
+        self.report.info(f"messages that stay {words}: they are held and given back in place instead")
 
 
 def _refuse_unsafe_route(settings: PurgeSettings, router: Router | None) -> None:

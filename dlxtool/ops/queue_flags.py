@@ -13,14 +13,15 @@ counts or rates are not silently absent: each one that could apply is listed in 
 from __future__ import annotations
 
 import math
-from collections import defaultdict, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from dlxtool.broker.management import default_delivery_limit, queue_info
+from dlxtool.ops.dead_letter_roles import Listings, assign
 
-FLAGS = ("unavailable", "dlq", "clogged", "no-consumer", "no-dlx", "at-limit")
+# dlq and wait are the queue's role (dlxtool.ops.dead_letter_roles), shown among the flags
+FLAGS = ("unavailable", "dlq", "wait", "clogged", "no-consumer", "no-dlx", "at-limit")
 
 # A rate at or above this (events/s) counts as "happening": one event per 10 s. The API's rates are
 # averages over the last 5 s sample, so one redelivery in that window already reads 0.2/s.
@@ -102,6 +103,9 @@ class QueueRow:
     node: str | None = None   # the node it lives on (a quorum queue: its leader, as the API last knew it)
     state: str | None = None  # the API's: running, down (its node is), minority …
     node_down: bool = False   # its node is not running (the cluster's node list: survey_broker)
+    role: str | None = None         # dlq | wait | None, from the topology (dlxtool.ops.dead_letter_roles)
+    role_reason: str | None = None
+    consumer_deliveries: int = 0    # messages consumers took since its statistics began (not basic.get)
 
     @property
     def messages(self) -> int:
@@ -123,8 +127,11 @@ class QueueRow:
             "dead_letter_source": self.dead_letter_source,
             "delivery_limit": self.delivery_limit, "message_ttl": self.message_ttl, "policy": self.policy,
             "node": self.node, "state": self.state,
+            "role": self.role, "role_reason": self.role_reason,
             "flags": list(self.flags), "reasons": dict(self.flags),
             "figures_known": self.figures_known, "cannot_tell": dict(self.cannot_tell),
+            # counts, consumers and rates: the API's last statistics sample, up to one interval old (no time per queue)
+            "figures_from": FIGURES_FROM if known else None,
         }
 
 
@@ -143,6 +150,7 @@ def _row_with_settings(broker: str, raw: Mapping[str, Any], broker_version: str 
         broker=broker, vhost=info.vhost, queue=info.name, type=info.type,
         ready=info.messages_ready, unacked=info.messages_unacked, consumers=info.consumers,
         rates=Rates.from_message_stats(raw.get("message_stats")),
+        consumer_deliveries=consumer_deliveries(raw.get("message_stats")),
         dead_letter_exchange=_text(info.dead_letter_exchange),
         dead_letter_routing_key=_text(info.dead_letter_routing_key),
         dead_letter_source={k.replace("-", "_"): v for k, v in sources.items()},
@@ -162,12 +170,22 @@ def _row_without_settings(broker: str, raw: Mapping[str, Any], broker_version: s
         broker=broker, vhost=raw.get("vhost", "/"), queue=raw["name"], type=kind,
         ready=int(raw.get("messages_ready") or 0), unacked=int(raw.get("messages_unacknowledged") or 0),
         consumers=int(raw.get("consumers") or 0), rates=Rates.from_message_stats(raw.get("message_stats")),
+        consumer_deliveries=consumer_deliveries(raw.get("message_stats")),
         dead_letter_exchange=None, dead_letter_routing_key=None, dead_letter_source={},
         delivery_limit=default_delivery_limit(broker_version) if kind == "quorum" else None,
         message_ttl=None, policy=raw.get("policy") or None,
-        figures_known="messages_ready" in raw and "consumers" in raw,
+        figures_known="messages_unacknowledged" in raw,  # as QueueInfo.figures_known
         node=_text(raw.get("leader") or raw.get("node")), state=_text(raw.get("state")),
     )
+
+
+def consumer_deliveries(stats: Mapping[str, Any] | None) -> int:
+    """Messages consumers took from the queue since its statistics began (acked or not; basic.gets — peeks — are
+    not counted): 0 for a queue nothing was delivered from."""
+    if not stats:
+        return 0
+    return sum(int(v) for k in ("deliver", "deliver_no_ack")
+               if isinstance(v := stats.get(k), int | float) and not isinstance(v, bool))
 
 
 def _int(value: Any) -> int | None:
@@ -180,85 +198,32 @@ def _text(value: Any) -> str | None:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-# -- dlq: which queues receive dead letters ----------------------------------------------------------
-
-
-def is_wait_queue(row: QueueRow) -> bool:
-    """A delay queue of a retry pattern: a message TTL, a dead-letter exchange, nobody consuming.
-
-    What it dead-letters are retries on their way back, not dead letters, and its messages are
-    meant to sit there: neither `dlq` (for its targets) nor `no-consumer` applies.
-    """
-    return row.message_ttl is not None and row.dead_letter_exchange is not None and row.consumers == 0
-
-
-def dead_letter_targets(rows: Iterable[QueueRow], bindings: Iterable[Mapping[str, Any]]
-                        ) -> dict[tuple[str, str], list[str]]:
-    """(vhost, queue) -> the queues whose dead letters can reach it.
-
-    A queue receives dead letters when it is bound, directly or through exchange-to-exchange
-    bindings, to an exchange some queue names as its dead-letter exchange. The default exchange
-    ("") routes by name: the target is the dead-letter routing key. Binding keys are not matched
-    against routing keys: bound is enough (the dead-letter key may be the message's own key).
-    """
-    graph: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
-    for b in bindings:
-        source = b.get("source")
-        if not source:  # the default exchange's implicit bindings say nothing
-            continue
-        graph[(b.get("vhost", ""), source)].append((b.get("destination_type", "queue"), b.get("destination", "")))
-    targets: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for row in rows:
-        if row.dead_letter_exchange is None or is_wait_queue(row):
-            continue
-        if row.dead_letter_exchange == "":
-            found = {row.dead_letter_routing_key} if row.dead_letter_routing_key else set()
-        else:
-            found = _bound_queues(graph, row.vhost, row.dead_letter_exchange)
-        for queue in sorted(found):
-            if queue != row.queue and row.queue not in targets[(row.vhost, queue)]:
-                targets[(row.vhost, queue)].append(row.queue)
-    return dict(targets)
-
-
-def _bound_queues(graph: Mapping[tuple[str, str], list[tuple[str, str]]], vhost: str, exchange: str) -> set[str]:
-    queues: set[str] = set()
-    seen = {exchange}
-    todo = deque([exchange])
-    while todo:
-        for kind, dest in graph.get((vhost, todo.popleft()), []):
-            if kind == "queue":
-                queues.add(dest)
-            elif dest not in seen:
-                seen.add(dest)
-                todo.append(dest)
-    return queues
-
-
 # -- the flags ------------------------------------------------------------------------------------------
 
 
-def flag_rows(rows: list[QueueRow], bindings: Iterable[Mapping[str, Any]]) -> list[QueueRow]:
-    """Set `flags` on every row (rows of one broker: dead-letter routing does not cross brokers)."""
-    targets = dead_letter_targets(rows, bindings)
+def flag_rows(rows: list[QueueRow], listings_of: Callable[[str], Listings] | None = None) -> list[QueueRow]:
+    """Set `role` (dlxtool.ops.dead_letter_roles: from the topology, `listings_of(vhost)`) and `flags` on every row
+    (rows of one broker: dead-letter routing does not cross brokers)."""
+    assign(rows, listings_of or (lambda _vhost: Listings()))
     for row in rows:
-        row.flags = queue_flags(row, targets.get((row.vhost, row.queue)))
+        row.flags = queue_flags(row)
         if "unavailable" not in row.flags:  # its node down: that is what it is, not flags that cannot be told
-            row.cannot_tell = flags_not_told(row, targets.get((row.vhost, row.queue)))
+            row.cannot_tell = flags_not_told(row)
     return rows
 
 
+FIGURES_FROM = "management-api-sample"  # QueueRow.to_json: where ready/unacked/consumers/rates come from
 NO_FIGURES_WHY = "statistics are off: management_metrics_collection denied, or the queue is seconds old"
 NO_FIGURES = f"the management API has no counts or rates for it ({NO_FIGURES_WHY})"
 
 
-def flags_not_told(row: QueueRow, dead_letter_sources: list[str] | None = None) -> dict[str, str]:
+def flags_not_told(row: QueueRow) -> dict[str, str]:
     """flag -> why it cannot be told, for a row without figures: every flag that needs counts or rates and that its
     settings do not already rule out (`dlq` needs neither: it is always told)."""
     if row.figures_known or row.type == "stream":
         return {}
     out: dict[str, str] = {"clogged": f"needs redelivery and ack rates: {NO_FIGURES}"}
-    if not dead_letter_sources and not is_wait_queue(row):
+    if row.role is None:  # DLQs and retry stages are meant to have none
         out["no-consumer"] = f"needs the ready and consumer counts: {NO_FIGURES}"
     if row.dead_letter_exchange is None:
         out["no-dlx"] = f"needs consumers and their ack rates: {NO_FIGURES}"
@@ -267,22 +232,22 @@ def flags_not_told(row: QueueRow, dead_letter_sources: list[str] | None = None) 
     return {name: out[name] for name in FLAGS if name in out}
 
 
-def queue_flags(row: QueueRow, dead_letter_sources: list[str] | None = None) -> dict[str, str]:
-    """flag -> reason for one queue; `dead_letter_sources` are the queues that dead-letter into it."""
+def queue_flags(row: QueueRow) -> dict[str, str]:
+    """flag -> reason for one queue (its role, set before: flag_rows, among them)."""
     flags: dict[str, str] = {}
     r = row.rates
     if row.state == "down" or row.node_down:
         flags["unavailable"] = (f"its node {row.node or '?'} is down: its depth is unknown; its messages are not "
                                 "lost, but cannot be reached until the node is back")
-    if dead_letter_sources:
-        flags["dlq"] = "receives dead letters from " + ", ".join(sorted(dead_letter_sources))
+    if row.role is not None and row.role_reason is not None:
+        flags[row.role] = row.role_reason
     if row.type == "stream":  # streams keep messages for every reader and never dead-letter
         return flags
     looping = r.consumer_redeliver
     if row.consumers and row.messages and looping >= MIN_RATE and r.ack <= CLOG_ACK_RATIO * looping:
         flags["clogged"] = (f"{format_rate(looping)}/s redelivered, {format_rate(r.ack)}/s acked with "
                             f"{row.consumers} consumer(s): a message is rejected with requeue in a loop")
-    if row.ready and not row.consumers and not dead_letter_sources and not is_wait_queue(row):
+    if row.ready and not row.consumers and row.role is None:
         flags["no-consumer"] = f"{row.ready} message(s) ready and no consumer"
     if row.dead_letter_exchange is None and row.consumers:  # without consumers only peeks take and give back
         reason = _rejecting(r)

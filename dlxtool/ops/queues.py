@@ -29,18 +29,21 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 from dlxtool.broker.management import ManagementClient, is_probe_queue
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError
-from dlxtool.ops.queue_flags import FLAGS, QueueRow, flag_rows, is_wait_queue, row_from_api
+from dlxtool.ops.dead_letter_roles import Listings, needs_keys
+from dlxtool.ops.queue_flags import FLAGS, QueueRow, flag_rows, row_from_api
 
 # What rows are made of (queue_flags.row_from_api); the rates are read from message_stats (Rates.from_message_stats).
 # Listing one vhost: without "vhost" (the one asked for), QUEUE_COLUMNS_ALL_VHOSTS with it.
 QUEUE_COLUMNS = ["name", "type", "messages_ready", "messages_unacknowledged", "consumers", "arguments", "policy",
                  "effective_policy_definition", "message_stats", "node", "leader", "state"]
 QUEUE_COLUMNS_ALL_VHOSTS = ["vhost", *QUEUE_COLUMNS]
-BINDING_COLUMNS = ["vhost", "source", "destination", "destination_type"]
+BINDING_COLUMNS = ["vhost", "source", "destination", "destination_type", "routing_key"]
+EXCHANGE_COLUMNS = ["name", "type", "arguments"]
 # Past this many exchanges to ask for bindings one by one, the vhost's whole binding listing is read instead.
 MAX_EXCHANGE_ASKS = 64
 # How long the queue listing may take to come once asked, at least (the profile's timeout when longer): the server
@@ -84,7 +87,7 @@ class BrokerResult:
 
 
 @dataclass
-class Selection:
+class QueueFilter:
     """Which queues to show, in which order (the CLI's filter and sort options)."""
 
     flags: tuple[str, ...] = ()  # any of these ("any": any flag at all)
@@ -193,7 +196,8 @@ def survey_broker(profile: BrokerProfile, vhost: str | None,
         down = {name for name, running in (result.nodes or {}).items() if not running}
         for row in rows:
             row.node_down = row.node in down
-        result.rows = flag_rows(rows, dead_letter_bindings(client, rows, vhost))
+        listings = dead_letter_listings(client, rows, vhost)
+        result.rows = flag_rows(rows, lambda v: listings.get(v, Listings()))
     except DlxtoolError as exc:
         result.error = exc
     return result
@@ -242,32 +246,81 @@ def _queues(client: ManagementClient, profile: BrokerProfile, vhost: str | None)
         raise vhost_not_found(replace(profile, vhost=vhost or profile.vhost)) from None
 
 
-def dead_letter_bindings(client: ManagementClient, rows: Sequence[QueueRow], vhost: str | None
-                         ) -> list[dict[str, Any]]:
-    """The bindings queue_flags.dead_letter_targets follows: those of every exchange a queue dead-letters to, and of
-    the exchanges those are bound to, level by level (each level's GETs sent together). Past MAX_EXCHANGE_ASKS
-    exchanges, the whole binding listing of `vhost` (of every vhost when None) instead."""
-    todo = sorted({(r.vhost, r.dead_letter_exchange) for r in rows
-                   if r.dead_letter_exchange and not is_wait_queue(r)})  # "": the default exchange, no bindings
+def dead_letter_listings(client: ManagementClient, rows: Sequence[QueueRow], vhost: str | None
+                         ) -> dict[str, Listings]:
+    """What dead_letter_roles follows, per vhost: the exchanges (one listing), the bindings of every exchange a queue
+    dead-letters to and of those they lead to (bound exchanges, alternate exchanges), level by level, each level's
+    GETs sent together, and the bindings into each queue whose dead letters keep their own routing key through an
+    exchange that routes on it (dead_letter_roles.needs_keys). Past MAX_EXCHANGE_ASKS asks, the whole binding
+    listing of `vhost` (of every vhost when None) instead."""
+    sources = [r for r in rows if r.dead_letter_exchange is not None and r.type != "stream"]
+    if not sources:
+        return {}
+    out: dict[str, Listings] = {}
+    for ex in client.get(*_exchanges_path(vhost), columns=",".join(EXCHANGE_COLUMNS if vhost else
+                                                                    ["vhost", *EXCHANGE_COLUMNS])) or []:
+        out.setdefault(vhost or str(ex.get("vhost", "")), Listings()).exchanges[str(ex.get("name", ""))] = ex
+    for v in {r.vhost for r in sources}:
+        out.setdefault(v, Listings())
+    try:
+        _read_bindings(client, sources, out)
+    except _TooMany:
+        for listing in out.values():
+            listing.bindings.clear()
+            listing.into.clear()
+        for binding in client.bindings(vhost, columns=BINDING_COLUMNS):
+            out.setdefault(vhost or str(binding.get("vhost", "")), Listings()).add_binding(binding)
+    return out
+
+
+class _TooMany(Exception):
+    """More exchanges and queues to ask for bindings than MAX_EXCHANGE_ASKS."""
+
+
+def _read_bindings(client: ManagementClient, sources: Sequence[QueueRow], out: dict[str, Listings]) -> None:
+    """Bindings exchange by exchange, level by level, then into the queues that need them (needs_keys); _TooMany
+    past MAX_EXCHANGE_ASKS."""
+    columns = BINDING_COLUMNS[1:]  # the vhost is the one asked for
+    todo = sorted({(r.vhost, r.dead_letter_exchange) for r in sources if r.dead_letter_exchange})  # "": no bindings
     seen = set(todo)
-    found: list[dict[str, Any]] = []
     asked = 0
     while todo:
         asked += len(todo)
         if asked > MAX_EXCHANGE_ASKS:
-            return client.bindings(vhost, columns=BINDING_COLUMNS)
+            raise _TooMany
         for v, exchange in todo:
-            client.prefetch_exchange_bindings(v, exchange, columns=BINDING_COLUMNS)
+            client.prefetch_exchange_bindings(v, exchange, columns=columns)
         after: set[tuple[str, str]] = set()
         for v, exchange in todo:
-            for binding in client.exchange_bindings(v, exchange, columns=BINDING_COLUMNS):
-                found.append({"vhost": v, **binding})
-                dest = (v, str(binding.get("destination", "")))
-                if binding.get("destination_type") == "exchange" and dest not in seen:
-                    seen.add(dest)
-                    after.add(dest)
-        todo = sorted(after)
-    return found
+            listing = out[v]
+            for binding in client.exchange_bindings(v, exchange, columns=columns):
+                listing.bindings.setdefault(exchange, []).append(binding)
+                if binding.get("destination_type") == "exchange":
+                    after.add((v, str(binding.get("destination", ""))))
+            alternate = ((listing.exchanges.get(exchange) or {}).get("arguments") or {}).get("alternate-exchange")
+            if alternate:
+                after.add((v, str(alternate)))
+        todo = sorted(after - seen)
+        seen |= after
+    keyed = sorted({(r.vhost, r.queue) for r in sources if needs_keys(r, out[r.vhost])})
+    if asked + len(keyed) > MAX_EXCHANGE_ASKS:
+        raise _TooMany
+    for v, queue in keyed:
+        client.prefetch(_queue_bindings_path(v, queue), columns=",".join(columns))
+    for v, queue in keyed:
+        try:
+            into = client.get(_queue_bindings_path(v, queue), columns=",".join(columns)) or []
+        except NotFoundError:  # deleted since the listing
+            into = []
+        out[v].into[queue] = [b for b in into if isinstance(b, dict) and b.get("source")]
+
+
+def _exchanges_path(vhost: str | None) -> tuple[str]:
+    return (f"exchanges/{quote(vhost, safe='')}" if vhost else "exchanges",)
+
+
+def _queue_bindings_path(vhost: str, queue: str) -> str:
+    return f"queues/{quote(vhost, safe='')}/{quote(queue, safe='')}/bindings"
 
 
 def survey(profiles: Sequence[BrokerProfile], *, all_vhosts: bool = False,
@@ -344,5 +397,5 @@ def snapshots(take: Callable[[], list[BrokerResult]], interval: float, count: in
             sleep(max(0.0, interval - (time.monotonic() - started)))
 
 
-__all__ = ["FLAGS", "SORT_KEYS", "BrokerResult", "IdentityCheck", "Selection", "Snapshot", "deltas", "snapshots",
+__all__ = ["FLAGS", "SORT_KEYS", "BrokerResult", "IdentityCheck", "QueueFilter", "Snapshot", "deltas", "snapshots",
            "survey", "survey_broker", "with_vhost", "name_matches"]

@@ -9,13 +9,11 @@ Where each message goes, how and with which headers is decided in one place, dlx
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from dlxtool.broker.management import QueueInfo
 from dlxtool.broker.queues import exchange_exists
 from dlxtool.conventions import Route
 from dlxtool.errors import RefusedError
@@ -23,12 +21,21 @@ from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.capacity import Capacity, Rooms, full_reason
 from dlxtool.ops.engine import Action, TransferOptions, TransferResult
 from dlxtool.ops.exchange_routes import ExchangeTargets, Reach
-from dlxtool.ops.outcomes import transfer_outcome
+from dlxtool.ops.outcomes import depths_now, transfer_outcome
 from dlxtool.ops.provenance import PROVENANCE_HEADER as PROVENANCE_HEADER
+from dlxtool.ops.replay_address import WaitQueues
+from dlxtool.ops.replay_checks import (
+    check_publish_rights,
+    check_target_management,
+    impersonator,
+    queue_info,
+    refuse_unchecked_routes,
+    refuse_unread_dlq_limits,
+)
 from dlxtool.ops.replay_decision import (  # the decision's names, as replay's
     NO_ORIGIN as NO_ORIGIN,
 )
-from dlxtool.ops.replay_decision import ReplayDecider, WaitQueues, exchange_targets_for
+from dlxtool.ops.replay_decision import ReplayDecider, exchange_targets_for
 from dlxtool.ops.replay_decision import ReplaySettings as ReplaySettings
 from dlxtool.ops.replay_decision import replay_headers as replay_headers
 from dlxtool.ops.routes import (  # the routes of replay, load and purge --move-to
@@ -99,6 +106,7 @@ class ReplayPlan:
     default_exchange: bool = False
     used_body_retries: int = 0  # Dramatiq messages to replay whose body says their retries are used up
     origin_conflicts: int = 0   # messages whose conventions named different origins: the most recent failure won
+    celery_tasks: int = 0       # Celery tasks to replay to a queue: through the default exchange (Routes.by_queue_name)
 
     @property
     def sampled(self) -> bool:
@@ -121,20 +129,31 @@ class ReplayPlan:
             "sampled": self.sampled, "queue_depth": self.snapshot,
             "origins": [o.to_json() for o in self.origins],
             "stay": dict(self.stay), "dramatiq_retries_used": self.used_body_retries,
-            "origin_conflicts": self.origin_conflicts,
+            "origin_conflicts": self.origin_conflicts, "celery_tasks": self.celery_tasks,
         }
 
     @property
-    def route_note(self) -> str:
-        """What the chosen route changes for consumers (shown under the plan)."""
-        if self.default_exchange:
-            return ("--default-exchange: replayed messages arrive with exchange \"\" and routing key = the queue "
-                    "name, not the key they were published with; consumers and retry ladders that route on the key "
-                    "see the queue name, and a queue whose dead-letter exchange would not route it keeps its "
-                    "messages in the DLQ")
-        return ("each message keeps its original routing key and reaches only its origin (a temporary fanout "
-                "exchange bound only to it, deleted at the end); Celery tasks go through the default exchange "
-                "(routing key = queue name): Celery sends a retry to the exchange a task came from")
+    def route_notes(self) -> list[str]:
+        """What the routes of this plan's origins change for consumers (shown under the plan), one sentence per kind
+        of origin present: queues, exchanges, Celery tasks."""
+        queues = any(o.origin_route is None or o.origin_route.queue is not None for o in self.origins)
+        notes = []
+        if queues and self.default_exchange:
+            notes.append("--default-exchange: replayed messages arrive with exchange \"\" and routing key = the queue "
+                         "name, not the key they were published with; consumers and retry ladders that route on the "
+                         "key see the queue name, and a queue whose dead-letter exchange would not route it keeps its "
+                         "messages in the DLQ")
+        elif queues:
+            notes.append("to a queue, each message keeps its original routing key and reaches only that queue, "
+                         "through a temporary fanout exchange of dlxtool's bound only to it (dlxtool.replay.…, deleted "
+                         "at the end; the provenance header keeps the original exchange)")
+        if any(o.origin_route is not None and o.origin_route.queue is None for o in self.origins):
+            notes.append("to an exchange, each message is published to it with its routing key, and reaches the "
+                         "queues its bindings route that key to (listed above)")
+        if self.celery_tasks and not self.default_exchange:
+            notes.append(f"{self.celery_tasks} Celery task(s) go through the default exchange (routing key = queue "
+                         "name): Celery sends a retry to the exchange a task came from")
+        return notes
 
 
 def plan_from_survey(source: str, snapshot: int, looked_at: int, plan: Counter[tuple[str, str]]) -> ReplayPlan:
@@ -178,6 +197,7 @@ class ReplayRun:
     # Deletes the temporary exchanges: the caller calls it once the summary is out (a stop signal during a
     # clean-up before it would cut the summary off).
     clean_up: Callable[[], None] = field(default=lambda: None, repr=False)
+    depths: dict[str, dict[str, int]] = field(default_factory=dict)  # after the run, from the broker (depths_now)
 
     def outcome(self) -> Outcome:
         """Done; partial (exit 5); refused (6) when nothing moved because no route was safe or every origin is
@@ -197,16 +217,16 @@ class Replay:
 
         check_origin_from(settings.origin_from, settings.conventions)  # before anything is read
         if session.to.profile is not None:  # who publishes: a user_id property of another user is refused
-            settings = replace(settings, publisher=session.to.profile.username, impersonator=_impersonator(session.to))
+            settings = replace(settings, publisher=session.to.profile.username, impersonator=impersonator(session.to))
         self.session, self.settings, self.report = session, settings, report
-        self.info = _queue_info(session.source, settings.source, report)
+        self.info = queue_info(session.source, settings.source, report)
         if self.info is None and not dry_run:
-            _refuse_unread_dlq_limits(session.source, settings)
-        _check_target_management(session, report)
+            refuse_unread_dlq_limits(session.source, settings)
+        check_target_management(session, report)
         if self.info is None or self.info.messages_ready or self.info.messages_unacked:
-            _refuse_unchecked_routes(session, settings)
+            refuse_unchecked_routes(session, settings)
         check_alarms(session.to, report, "replayed")
-        self.keep_refused = _check_publish_rights(session, settings)
+        self.keep_refused = check_publish_rights(session, settings)
         if session.rooms is None:
             from dlxtool.ops.capacity import rooms
 
@@ -225,7 +245,7 @@ class Replay:
         source, to = session.source, session.to
         routes = _routes(session, settings)
         targets = _exchange_targets(session, settings)
-        waits = WaitQueues(_router(source.management, source.vhost), settings.source)
+        waits = WaitQueues(_wait_router(source), settings.source)
         exchanges = None if settings.default_exchange else TemporaryExchanges(to.conn, to.timeout)
         # a run that moves nothing changes nothing: stays held and given back in place until something moves,
         # where that costs nothing (a classic DLQ), or where the tail cannot take them
@@ -247,7 +267,18 @@ class Replay:
         if exchanges is not None:
             out.clean_up = exchanges.delete_all
         out.routes = {t: targets.describe(t) or routes.describe(t) for t in sorted(result.moved)}
+        out.depths = depths_now([(source.conn, [settings.source]), (to.conn, _moved_to(result, targets))],
+                                source.timeout)
         return out
+
+
+def _moved_to(result: TransferResult, targets: ExchangeTargets) -> list[str]:
+    """The queues a run moved messages into: its queue targets, and those its exchange targets reach."""
+    queues: list[str] = []
+    for group in sorted(result.moved):
+        reach = targets.reaches.get(group)
+        queues += [group] if reach is None else list(reach.queues or ())
+    return queues
 
 
 @dataclass
@@ -276,181 +307,6 @@ def _publishing_connections(session: ReplaySession) -> _Publishing:
     if session.target is not None:
         return _Publishing(session.target.conn, keep, (keep,))
     return _Publishing(keep, keep, (keep,))
-
-
-def _impersonator(target: Session) -> bool | None:
-    """Whether the user may publish a user_id property that is not its own (the impersonator tag, from the
-    management API's whoami); None where that cannot be read."""
-    from dlxtool.errors import DlxtoolError
-
-    if target.management is None:
-        return None
-    try:
-        tags = target.management.get("/whoami").get("tags") or []
-    except (DlxtoolError, AttributeError):
-        return None
-    return "impersonator" in (tags.split(",") if isinstance(tags, str) else tags)
-
-
-def _refuse_unchecked_routes(session: ReplaySession, settings: ReplaySettings) -> None:
-    """Without the origins' broker's management API no dead-letter route can be checked: every message would stay
-    (a message whose next dead-lettering there is dropped would be lost), so the run is refused before anything
-    is read, unless --allow-dlx-drop accepts that risk."""
-    to = session.to
-    if settings.allow_dlx_drop or to.management is not None:
-        return
-    from dlxtool.broker import queues
-
-    if not queues.ready(session.source.conn, settings.source, session.source.timeout):
-        return  # nothing to replay: nothing to refuse
-    raise RefusedError(
-        f"nothing can be replayed: each origin's dead-letter exchange cannot be checked (management API not "
-        f"reachable) — {to.management_error or 'no management API'} —, and a message whose next dead-lettering there "
-        f"would be dropped must not go; every message is still in {settings.source!r}",
-        hint="make the management API reachable (--management-url), or --allow-dlx-drop to replay without that check")
-
-
-def _check_publish_rights(session: ReplaySession, settings: ReplaySettings) -> str | None:
-    """Before anything is read: refused (exit 6) where this user may not publish the way the replay would (the
-    broker asked with probes that change nothing: dlxtool.broker.permissions). Returns why messages that stay
-    cannot be republished to the DLQ's tail (they are then held and given back in place), or None."""
-    from dlxtool.broker.permissions import probe_temporary_exchanges, probe_write
-
-    source, to = session.source, session.to
-    user = f"user {to.profile.username!r}" if to.profile is not None else "this user"
-    if settings.default_exchange:
-        said = probe_write(to.conn, "", to.timeout)
-        if said is not None:
-            raise RefusedError(f"nothing can be replayed: {user} may not publish to the default exchange in vhost "
-                               f"{to.vhost!r} (the broker said: {said})",
-                               hint="the user needs write permission on amq.default, or configure and write on "
-                                    "exchanges named dlxtool.* (the default route, without --default-exchange)")
-        temporary: str | None = "not asked (--default-exchange)"
-    else:
-        temporary = probe_temporary_exchanges(to.conn, to.timeout)
-        if temporary is not None:
-            default = probe_write(to.conn, "", to.timeout)
-            raise RefusedError(
-                f"nothing can be replayed: the route that keeps each message's routing key publishes through a "
-                f"temporary exchange (dlxtool.*), and {user} may not declare or publish to one in vhost "
-                f"{to.vhost!r} (the broker said: {temporary})",
-                hint="--default-exchange publishes without one (routing key = the queue's name)" if default is None
-                else "the user needs configure and write permission on exchanges named dlxtool.* (or write "
-                     f"permission on amq.default, for --default-exchange: {default})")
-    if session.target is not None or settings.default_exchange:  # the DLQ's broker: asked apart
-        temporary = probe_temporary_exchanges(source.conn, source.timeout)
-    if temporary is None:
-        return None
-    default = probe_write(source.conn, "", source.timeout)
-    if default is None:
-        return None
-    return (f"cannot be republished to the tail of {settings.source!r}: {user} may not publish there (the broker "
-            f"said: {default})")
-
-
-def _queue_info(source: Session, dlq: str, report: Reporter) -> QueueInfo | None:
-    """The DLQ's type and limits from the management API (None when unreachable); refuses a stream and a
-    drop-head length limit (keeping messages republishes them to the tail)."""
-    from dlxtool.broker import queues
-    from dlxtool.errors import ConnectError, ManagementMismatch
-
-    channel = source.conn.channel()
-    counted = queues.counts(channel, dlq, source.vhost)  # a missing DLQ is "not found" (4), API or no API
-    channel.close()
-    if source.management is not None:
-        try:
-            info = source.management.queue(source.vhost, dlq)
-        except ManagementMismatch:
-            raise  # another broker's API: exit 3, as when the first proof finds it
-        except ConnectError as exc:
-            source.management, source.management_error = None, exc.message
-    if source.management is None:
-        report.warn(f"check not made: {source.management_error or 'no management API'}: type and limits of "
-                    f"{dlq!r} unknown")
-        return None
-    if info.type == "stream":
-        raise RefusedError(f"{dlq!r} is a stream: messages cannot be removed from it, so it cannot be replayed",
-                           hint="consume it with a stream consumer and publish with `dlxtool load`")
-    from dlxtool.errors import UnavailableError
-    from dlxtool.ops.busy import check_not_busy, held_elsewhere
-
-    competing = check_not_busy(info, source.management, "replayed", counted.consumers)
-    if competing is not None:
-        report.warn(competing)
-    if info.type == "quorum" and not counted.ready:
-        counted = _settled_quorum_counts(source, dlq, info, counted)
-    held = held_elsewhere(info, source.management, counted.ready)
-    if held is not None and not counted.ready:  # not "nothing to replay": they are there, held
-        raise UnavailableError(f"nothing to replay now: {held}",
-                               hint="run it again once they are back (`dlxtool peek` shows ready and unacked); "
-                                    "closing that connection (management UI, or rabbitmqctl close_connection) "
-                                    "gives them back at once")
-    if held is not None:
-        report.warn(held)
-    from dlxtool.ops.purge import check_tail_republish
-
-    check_tail_republish(info.tail_republish_risk)
-    return info
-
-
-def _settled_quorum_counts(source: Session, dlq: str, info: QueueInfo, counted: Any) -> Any:
-    """A quorum queue that has just lost its leader answers a passive declare with 0 for a moment (measured on a
-    3.10.8 cluster: 0 at once after kill -9 of the leader's node, all 300 half a second later), and its messages
-    held by a consumer on that node return then: "nothing to replay" would be false. Where the API has no
-    figures for it (a new leader) or says it holds messages, ask again for up to two seconds; still nothing and
-    no figures: not now (exit 7)."""
-    from dlxtool.broker import queues
-    from dlxtool.errors import UnavailableError
-
-    unknown = info.raw.get("messages") is None
-    if not unknown and not info.raw.get("messages"):
-        return counted
-    deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline:
-        time.sleep(0.25)
-        channel = source.conn.channel()
-        counted = queues.counts(channel, dlq, source.vhost)
-        channel.close()
-        if counted.ready:
-            return counted
-    if unknown:
-        raise UnavailableError(f"{dlq!r} (a quorum queue) answers 0 ready, and the management API has no figures for "
-                               "it: its leader changed moments ago and the messages a consumer held on the lost node "
-                               "are being returned; its depth is not known yet",
-                               hint="run it again in a few seconds")
-    return counted
-
-
-def _refuse_unread_dlq_limits(source: Session, settings: ReplaySettings) -> None:
-    """Messages that stay are republished to the DLQ's tail; with its limits unread (no management API) it
-    may be a full drop-head queue that would push out its head for each of them. Refused (exit 6) before
-    anything is read, unless --allow-displace; an empty DLQ has nothing to keep."""
-    from dlxtool.broker import queues
-    from dlxtool.ops.purge import check_keep_by_republish
-
-    channel = source.conn.channel()
-    try:
-        ready = queues.counts(channel, settings.source, source.vhost).ready
-    finally:
-        channel.close()
-    if ready:
-        check_keep_by_republish(settings.source, None, source.management_error or "no management API",
-                                allow_displace=settings.allow_displace)
-
-
-def _check_target_management(session: ReplaySession, report: Reporter) -> None:
-    """Another broker's management API is asked once here: unreachable, it is not asked per target later."""
-    from dlxtool.errors import ConnectError
-
-    target = session.target
-    if target is None or target.management is None:
-        return
-    try:
-        target.management.overview(columns=["rabbitmq_version"])
-    except ConnectError as exc:
-        target.management, target.management_error = None, exc.message
-        report.warn(f"cannot reach the target broker's management API ({exc.message}): the origins' dead-letter "
-                    "routes cannot be checked there, so nothing goes there unless --allow-dlx-drop")
 
 
 def plan_for(session: ReplaySession, settings: ReplaySettings, report: Reporter,
@@ -493,11 +349,25 @@ def plan_for(session: ReplaySession, settings: ReplaySettings, report: Reporter,
         raise read_outcome.error
     return plan(records, reader.facts.ready or len(records), settings, conn=session.target_conn or source.conn,
                 timeout=source.timeout, rooms=session.rooms, exchange_targets=_exchange_targets(session, settings),
-                router=_router(to.management, to.vhost), wait_router=_router(source.management, source.vhost))
+                router=_router(to.management, to.vhost), wait_router=_wait_router(source))
 
 
 def _router(mgmt: Any | None, vhost: str) -> Router | None:
     return Router(mgmt, vhost) if mgmt is not None else None
+
+
+def _wait_router(source: Session) -> Router | None:
+    """The router that follows wait queues back (WaitQueues): whether one is consumed decides an origin, so its
+    consumer count comes from the broker now (a passive declare), not the API's sample of up to 5 s ago."""
+    if source.management is None:
+        return None
+    from dlxtool.broker.queues import now
+
+    def consumers_now(queue: str) -> int | None:
+        counted = now(source.conn, queue, source.timeout)
+        return None if counted is None else counted.consumers
+
+    return Router(source.management, source.vhost, consumers_now)
 
 
 def _routes(session: ReplaySession, settings: ReplaySettings) -> Routes:
@@ -581,6 +451,7 @@ def plan(records: Iterable[MessageRecord], snapshot: int, settings: ReplaySettin
     out.default_exchange = settings.default_exchange
     out.used_body_retries = decider.used_body_retries
     out.origin_conflicts = decider.conflicts
+    out.celery_tasks = decider.celery_tasks
     for origin in out.origins:
         origin.conventions = dict(decider.origins_from.get(origin.queue, {}))
         origin.labels = {c: decider.labels.get(c, c) for c in origin.conventions if c}

@@ -72,10 +72,9 @@ from dlxtool.conventions import (
     used_body_retries,
 )
 from dlxtool.deaths import (
-    FAILURE_REASONS,
     HISTORY_HEADERS,
-    Death,
     DeathHistory,
+    Origin,
     failed_in,
     find_origin,
     is_celery_task,
@@ -85,21 +84,30 @@ from dlxtool.deaths import (
     summarize,
     waited_only,
 )
-from dlxtool.deaths import Origin as DeathOrigin
 from dlxtool.ops.actions import Action, Decision
 from dlxtool.ops.exchange_routes import ExchangeTargets
 from dlxtool.ops.provenance import (
     COPY_LEFT,
     PROVENANCE_HEADER,
     CopyGuard,
-    Origin,
-    Pairs,
+    CopySource,
     ProvenanceWriter,
     provenance_src,
     record_fingerprint,
     shape_entries,
 )
-from dlxtool.ops.routes import MAX_EXCHANGE_NAME, TEMPORARY_PREFIX, Resolved, Router, Routes
+from dlxtool.ops.replay_address import (
+    Address,
+    Lineage,
+    WaitQueues,
+    first_address,
+    first_key,
+    original_address,
+    provenance,
+    replay_count,
+    trusted_count,
+)
+from dlxtool.ops.routes import Router, Routes, temporary_exchange
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
 
@@ -135,154 +143,6 @@ class ReplaySettings:
     publisher: str | None = None
     impersonator: bool | None = None
     drop_user_id: bool = False
-
-
-def provenance(headers: dict[str, Any] | None) -> dict[str, Any] | None:
-    """An earlier replay's `dlxtool-replay` header (a table), or None."""
-    prov = (headers or {}).get(PROVENANCE_HEADER)
-    return prov if isinstance(prov, dict) else None
-
-
-MAX_TRUSTED_COUNT = 1_000_000  # more replays of one message than anyone runs: not a count dlxtool wrote
-
-
-def replay_count(headers: dict[str, Any] | None) -> int:
-    """How many times dlxtool has replayed this message before (from its provenance header); 0 where the count is
-    not one dlxtool writes (trusted_count says so)."""
-    return trusted_count(headers)[0]
-
-
-def trusted_count(headers: dict[str, Any] | None) -> tuple[int, str | None]:
-    """(replay_count, None), or (0, the recorded value) where a provenance header carries a count dlxtool never
-    writes — negative, past MAX_TRUSTED_COUNT, not a number: forged or corrupt, so not trusted by the loop guard."""
-    prov = provenance(headers)
-    if prov is None or prov.get("count") is None:
-        return 0, None
-    raw = prov.get("count")
-    value: Any = raw.value if isinstance(raw, RawValue) else raw
-    try:
-        count = int(value)
-    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
-        return 0, repr(value)[:40]
-    if count < 0 or count > MAX_TRUSTED_COUNT or (isinstance(value, float) and value != count):
-        return 0, repr(value)[:40]
-    return count, None
-
-
-class Lineage:
-    """--max-replays over one run (Pairs): a copy a kill -9 left and its source are one message. Its count
-    is the higher of the two, and once one of them is replayed the other stays (replaying both would make
-    two copies again). It only ever keeps a message in the DLQ with its reason, never loses one."""
-
-    def __init__(self) -> None:
-        self.pairs = Pairs()
-
-    def decide(self, fingerprint: str | None, origin: Origin | None, count: int, max_replays: int) -> str | None:
-        """Why this delivery stays (None: replay it, and it is remembered as replayed)."""
-        partners = self.pairs.partners(fingerprint, origin)
-        if any(p["replayed"] for p in partners):
-            self.pairs.add(fingerprint, origin, {"count": count, "replayed": False})
-            return ("a copy of a message replayed in this run (left by an interrupted replay, or an identical "
-                    "message): one of them is enough")
-        paired = max([count, *(p["count"] for p in partners)])
-        entry = {"count": paired, "replayed": paired < max_replays}
-        self.pairs.add(fingerprint, origin, entry)
-        for p in partners:
-            p["count"] = max(p["count"], paired)
-        if paired >= max_replays:
-            extra = f", counting its copy left by an interrupted replay (own count {count})" if paired != count else ""
-            return f"replayed {paired} times already (--max-replays {max_replays}){extra}"
-        return None
-
-
-@dataclass(frozen=True)
-class Address:
-    """What the message had when it entered its origin: exchange, routing key and per-message TTL (x-death
-    original-expiration). The routing key is `routing_key`, else the first routing key of x-death's entry
-    `death` (an index into DeathHistory.deaths: which entry, not its keys, is the decision), else not recorded
-    (the delivery's is used)."""
-
-    exchange: str
-    routing_key: str | None
-    expiration: str | None = None
-    death: int | None = None
-
-
-def original_address(history: DeathHistory, origin: str | None) -> Address:
-    """From the origin's x-death entry: the failure there, else any death there, else x-first-death-exchange."""
-    death = origin_death(history, origin)
-    if death is not None:
-        at = next(i for i, d in enumerate(history.deaths) if d is death)
-        return Address(death.exchange or "", None, death.original_expiration, at)
-    return Address(history.first.get("exchange", ""), None)
-
-
-def first_key(history: DeathHistory, address: Address) -> str | None:
-    """The routing key of `address` read from the death history (None: not recorded)."""
-    if address.routing_key is not None or address.death is None:
-        return address.routing_key
-    keys = history.deaths[address.death].routing_keys
-    return keys[0] if keys else None
-
-
-def origin_death(history: DeathHistory, origin: str | None) -> Death | None:
-    """The x-death entry original_address reads: the failure in the origin, else any death there."""
-    for reasons in (FAILURE_REASONS, None):
-        for death in history.deaths:
-            if death.queue == origin and (reasons is None or death.reason in reasons):
-                return death
-    return None
-
-
-def _prov_text(prov: dict[str, Any], name: str) -> str | None:
-    value = prov.get(name)
-    if isinstance(value, RawValue):
-        value = value.value
-    if isinstance(value, bytes | bytearray):
-        value = bytes(value).decode("utf-8", "replace")
-    return value if isinstance(value, str) else None
-
-
-def first_address(prov: dict[str, Any] | None, found: Address) -> Address:
-    """An earlier replay recorded the first origin's address: it wins over what x-death says now (which
-    names a temporary exchange, or the queue name after a default-exchange replay)."""
-    if prov is None:
-        return found
-    exchange, key = _prov_text(prov, "exchange"), _prov_text(prov, "routing-key")
-    if exchange is None and key is None:
-        return found
-    expiration = _prov_text(prov, "expiration")
-    return Address(exchange if exchange is not None else found.exchange, key if key is not None else found.routing_key,
-                   expiration if expiration is not None else found.expiration, found.death)
-
-
-class WaitQueues:
-    """Origins of messages that only waited out TTLs, followed through the wait queue's dead-letter route
-    (management API), once per (wait queue, routing key)."""
-
-    def __init__(self, router: Router | None, dlq: str) -> None:
-        self.router = router
-        self.dlq = dlq
-        self._seen: dict[tuple[str, str | None], tuple[Resolved, Address | None]] = {}
-
-    def __call__(self, queue: str, key: str | None) -> tuple[Resolved, Address | None]:
-        found = self._seen.get((queue, key))
-        if found is None:
-            found = self._seen[(queue, key)] = self._resolve(queue, key)
-        return found
-
-    def _resolve(self, queue: str, key: str | None) -> tuple[Resolved, Address | None]:
-        if self.router is None:
-            return Resolved(None, f"only TTL expiries, from {queue!r}: telling a wait queue from the queue a message "
-                                  "expired in needs the management API, which is not reachable"), None
-        resolved = self.router.through_wait_queue(queue, key, self.dlq)
-        if resolved.queue is None or resolved.queue == queue:
-            return resolved, None
-        info = self.router.queue(queue)
-        fixed = info.dead_letter_routing_key if info is not None else None
-        # It arrived in the processing queue through the wait queue's dead-letter exchange, with this key.
-        return resolved, Address(str(info.dead_letter_exchange or "") if info is not None else "",
-                                 str(fixed) if fixed is not None else key)
 
 
 def exchange_targets_for(settings: ReplaySettings, router: Router | None,
@@ -412,12 +272,13 @@ class ReplayDecider:
         self.used_body_retries = 0
         self.ignored_expirations: Counter[str] = Counter()  # recorded TTLs RabbitMQ would refuse, not restored
         self.dropped_user_ids = 0
+        self.celery_tasks = 0  # Celery tasks decided to go to a queue (by queue name: Routes.by_queue_name)
         self.untrusted_counts = 0  # messages whose recorded replay count was not trusted (counted as never replayed)
 
-    def _through(self, death: Any) -> DeathOrigin:
+    def _through(self, death: Any) -> Origin:
         """The origin of a message that only waited out TTLs, as this replay sends it (for --origin)."""
         resolved, _address = self.wait_queues(death.queue or "", death.routing_keys[0] if death.routing_keys else None)
-        return DeathOrigin(resolved.queue, resolved.why)
+        return Origin(resolved.queue, resolved.why)
 
     def notes(self) -> list[str]:
         """What the operator should know of what this decider did (TransferResult.notes)."""
@@ -483,7 +344,7 @@ class ReplayDecider:
         if waited is not None:
             resolved, address = self.wait_queues(waited.queue or "", waited.routing_keys[0] if waited.routing_keys
                                                  else None)
-            x_origin = DeathOrigin(resolved.queue, resolved.why)
+            x_origin = Origin(resolved.queue, resolved.why)
         headers = record.headers if isinstance(record.headers, dict) else {}
         if self._triggers is not None and not carries_any(headers, *self._triggers):
             explained = _x_death_only(headers, history, x_origin)
@@ -509,7 +370,7 @@ class ReplayDecider:
 
     # -- per message ---------------------------------------------------------------------------------
 
-    def guard(self, fingerprint: str | None, src: Origin | None, count: int) -> str | None:
+    def guard(self, fingerprint: str | None, src: CopySource | None, count: int) -> str | None:
         """The loop guard: why this delivery stays (--max-replays, or the copy of one replayed in this run), or
         None (it is remembered as replayed)."""
         if self.s.max_replays is not None:
@@ -560,9 +421,11 @@ class ReplayDecider:
                 return Decision.leave(USER_ID_REFUSED.format(user_id=user_id, publisher=s.publisher))
             del properties["user_id"]
             self.dropped_user_ids += 1
-        way = self.way(shape, celery=is_celery_task(record.headers))
+        celery = is_celery_task(record.headers)
+        way = self.way(shape, celery=celery)
         if isinstance(way, str):
             return Decision.leave(way)
+        self.celery_tasks += celery and shape.queue is not None  # the plan says their route only when there are
         key = shape.kept_key(first_key(history, shape.address), record.routing_key)
         exchange, routing_key = way[0], way[1] if way[1] is not None else key
         self.origins_from.setdefault(shape.target, Counter())[shape.convention] += 1
@@ -599,7 +462,7 @@ class ReplayDecider:
         return self._stamp_value
 
 
-def _x_death_only(headers: dict[str, Any], history: DeathHistory, x_origin: DeathOrigin | None) -> Explanation:
+def _x_death_only(headers: dict[str, Any], history: DeathHistory, x_origin: Origin | None) -> Explanation:
     """What explain() says of a message no convention but x-death (and the retry-header and body ones, which
     name no origin and reset nothing more) can read: x-death's origin."""
     origin = x_origin or find_origin(headers, history)
@@ -651,12 +514,8 @@ def short_value(value: Any) -> str:
 def _through_temporary(origin: Route) -> Route:
     """An exchange origin that is one of our temporary exchanges (a framework recorded the exchange a replay
     delivered through: Spring's x-original-exchange) is deleted by now; it was bound only to the queue its
-    name ends with (TemporaryExchanges._name), which is the origin. A name cut at 255 bytes may have lost the
-    end of the queue's name: left as it is (the exchange does not exist: the message stays, with the reason)."""
-    name = str(origin.exchange)
-    parts = name.split(".", 4)
-    if (len(parts) == 5 and name.startswith(TEMPORARY_PREFIX) and parts[1] in ("replay", "load", "purge", "keep")
-            and parts[3].isdigit() and parts[4] and len(name.encode()) < MAX_EXCHANGE_NAME):
-        return Route(queue=parts[4])
-    return origin
-
+    name ends with (dlxtool.ops.routes.temporary_exchange), which is the origin. A name cut at 255 bytes may have
+    lost the end of the queue's name: left as it is (the exchange does not exist: the message stays, with the
+    reason)."""
+    named = temporary_exchange(str(origin.exchange))
+    return Route(queue=named.queue) if named is not None and named.queue else origin

@@ -21,6 +21,7 @@ key): the dead-letter check above, so that a moved message's next failure is not
 from __future__ import annotations
 
 import contextlib
+import functools
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -62,15 +63,61 @@ def topic_matches(pattern: str, key: str) -> bool:
     return match(pattern.split("."), key.split("."))
 
 
+def topics_overlap(a: str, b: str) -> bool:
+    """Whether some routing key matches both topic patterns (words split on '.', '*' = one word, '#' = any)."""
+    x, y = a.split("."), b.split(".")
+
+    @functools.cache
+    def meet(i: int, j: int) -> bool:
+        if i == len(x) and j == len(y):
+            return True
+        if i < len(x) and x[i] == "#":  # matches nothing more, or takes what y has next and stays
+            return meet(i + 1, j) or (j < len(y) and meet(i, j + 1))
+        if j < len(y) and y[j] == "#":
+            return meet(i, j + 1) or (i < len(x) and meet(i + 1, j))
+        if i == len(x) or j == len(y):
+            return False
+        return (x[i] == y[j] or "*" in (x[i], y[j])) and meet(i + 1, j + 1)
+
+    return meet(0, 0)
+
+
+@dataclass(frozen=True)
+class Key:
+    """A routing key as far as it is known: the key itself, or (`pattern`) a topic pattern the key matches —
+    a queue bound to a topic exchange with 'order.#' gets keys that match it; '#': any key at all."""
+
+    text: str
+    pattern: bool = False
+
+
+ANY_KEY = Key("#", pattern=True)
+
+
+def binding_matches(kind: str, binding_key: str, key: Key) -> bool:
+    """Whether a binding of a direct/topic/fanout exchange matches a message with `key` (for a pattern: may)."""
+    if kind == "fanout":
+        return True
+    if kind == "direct":
+        return topic_matches(key.text, binding_key) if key.pattern else binding_key == key.text
+    return topics_overlap(binding_key, key.text) if key.pattern else topic_matches(binding_key, key.text)
+
+
 class Router:
     """Routing questions against one vhost, each exchange and queue read once (a replay asks per origin)."""
 
-    def __init__(self, mgmt: Management, vhost: str) -> None:
+    def __init__(self, mgmt: Management, vhost: str, consumers_now: Callable[[str], int | None] | None = None,
+                 *, settled: bool = True) -> None:
         self.mgmt = mgmt
         self.vhost = vhost
+        self.settled = settled  # wait for a queue's policies when the API has none yet (ManagementClient.queue)
+        # A queue's consumer count from the broker now (AMQP passive declare), where a decision rests on it: the
+        # API's is a sample up to one statistics interval old (a worker started 5 s ago still shows none there).
+        self.consumers_now = consumers_now
         self._exchanges: dict[str, dict[str, Any] | None] = {}
         self._bindings: dict[str, list[dict[str, Any]]] = {}
         self._queues: dict[str, Any] = {}
+        self._consumers: dict[str, int | None] = {}
 
     # -- reading the broker ---------------------------------------------------------------------------
 
@@ -95,45 +142,69 @@ class Router:
         """QueueInfo, or None when the queue does not exist."""
         if name not in self._queues:
             try:
-                self._queues[name] = self.mgmt.queue(self.vhost, name, settled=True)
+                self._queues[name] = self.mgmt.queue(self.vhost, name, settled=self.settled)
             except NotFoundError:
                 self._queues[name] = None
         return self._queues[name]
+
+    def consumers(self, name: str, info: Any) -> int:
+        """The queue's consumer count: the broker's own now (consumers_now), else the API's sample in `info`."""
+        if self.consumers_now is not None:
+            if name not in self._consumers:  # once per queue and command, as its settings are read once
+                self._consumers[name] = self.consumers_now(name)
+            counted = self._consumers[name]
+            if counted is not None:
+                return counted
+        return int(info.consumers)
 
     # -- routing --------------------------------------------------------------------------------------
 
     def route(self, exchange: str, key: str) -> set[str] | None:
         """The queues a message with routing key `key` published to `exchange` would reach (empty: it
         would be unroutable), or None when that cannot be told (a headers exchange on the way)."""
-        return self._route(exchange, key, set())
+        return self._route(exchange, Key(key), set(), None)
 
-    def _route(self, exchange: str, key: str, seen: set[str]) -> set[str] | None:
+    def may_reach(self, exchange: str, key: Key) -> tuple[set[str], list[str]]:
+        """The queues a message whose routing key is `key` (a key, or a pattern any key matching it may be)
+        published to `exchange` may reach, and what was taken on trust on the way: an exchange whose bindings
+        are not on the key (headers, a plugin's type) counts every binding as matching, and says so. For
+        questions about the topology (which queues are dead-letter targets: dlxtool.ops.dead_letter_roles),
+        where a maybe is kept, not dropped."""
+        notes: list[str] = []
+        return self._route(exchange, key, set(), notes) or set(), notes
+
+    def _route(self, exchange: str, key: Key, seen: set[str], loose: list[str] | None) -> set[str] | None:
+        """`loose`: None for the exact question (route); else the list may_reach collects its notes in."""
         if exchange in seen or len(seen) > MAX_HOPS:
             return set()  # RabbitMQ visits an exchange once per publish
         seen.add(exchange)
         if exchange == "":  # the default exchange: the queue named by the key, if any
-            return {key} if key and self.queue(key) is not None else set()
+            found = not key.pattern and key.text and self.queue(key.text) is not None
+            return {key.text} if found else set()
         ex = self.exchange(exchange)
         if ex is None:
             return set()
         kind = ex.get("type")
-        if kind not in ("direct", "topic", "fanout"):
+        if kind in ("direct", "topic", "fanout"):
+            matched = [b for b in self.bindings(exchange) if binding_matches(str(kind), b.get("routing_key", ""), key)]
+        elif loose is None:
             return None
-        matched = [b for b in self.bindings(exchange)
-                   if kind == "fanout" or (b.get("routing_key", "") == key if kind == "direct"
-                                           else topic_matches(b.get("routing_key", ""), key))]
+        else:
+            loose.append(f"exchange {exchange!r} ({kind}) routes on more than the key: every binding counted")
+            matched = self.bindings(exchange)
         queues: set[str] = set()
         for binding in matched:
             if binding.get("destination_type") == "queue":
                 queues.add(binding.get("destination", ""))
             else:
-                more = self._route(binding.get("destination", ""), key, seen)
+                more = self._route(binding.get("destination", ""), key, seen, loose)
                 if more is None:
                     return None
                 queues |= more
         alternate = (ex.get("arguments") or {}).get("alternate-exchange")
-        if not queues and alternate:
-            return self._route(str(alternate), key, seen)
+        if alternate and (not queues or (loose is not None and key.pattern)):  # a pattern: some keys match nothing
+            more = self._route(str(alternate), key, seen, loose)
+            return None if more is None else queues | more
         return queues
 
     def dead_letter_drop(self, queue: str, key: str) -> str | None:
@@ -206,7 +277,7 @@ class Router:
         if reaches is None:
             return Resolved(None, f"only TTL expiries: {where}, which routes on headers (cannot follow)")
         if dlq in reaches:
-            if info.consumers:  # consumed there: a work queue with a TTL, where the message expired unprocessed
+            if self.consumers(queue, info):  # consumed there: a work queue with a TTL where it expired unprocessed
                 return Resolved(queue, "expired there (it has consumers and dead-letters to this DLQ)")
             # Never the wait queue: replayed there, the message would only expire back into this DLQ.
             return Resolved(None, f"only TTL expiries: {where}, which leads back to this DLQ, and {queue!r} has no "
@@ -452,6 +523,26 @@ class _Checked:
 
 TEMPORARY_PREFIX = "dlxtool."
 MAX_EXCHANGE_NAME = 255  # bytes (AMQP short string)
+TEMPORARY_PURPOSES = ("replay", "load", "purge", "keep")  # keep: messages that stayed, back to the DLQ's tail
+
+
+@dataclass(frozen=True)
+class TemporaryName:
+    """What a temporary exchange's name says (TemporaryExchanges._name): which command made it and the queue it
+    was bound to — None where the name was cut at 255 bytes and the end of the queue's name may be lost."""
+
+    purpose: str
+    queue: str | None
+
+
+def temporary_exchange(name: str) -> TemporaryName | None:
+    """The name of one of dlxtool's temporary exchanges, read (None: another exchange). It is long deleted when
+    someone reads it in a message's x-death or delivery: the queue it was bound to is what it stood for."""
+    parts = name.split(".", 4)
+    if not (len(parts) == 5 and name.startswith(TEMPORARY_PREFIX) and parts[1] in TEMPORARY_PURPOSES
+            and parts[3].isdigit() and parts[4]):
+        return None
+    return TemporaryName(parts[1], parts[4] if len(name.encode()) < MAX_EXCHANGE_NAME else None)
 
 
 class TemporaryExchanges:

@@ -27,7 +27,8 @@ from dlxtool.conventions import BUILT_IN, HeaderConvention, conventions, fast_pa
 from dlxtool.deaths import CELERY_HEADER
 from dlxtool.ops.engine import Action, Decision
 from dlxtool.ops.provenance import PROVENANCE_HEADER, CopyGuard
-from dlxtool.ops.replay_decision import ReplayDecider, ReplaySettings, trusted_count
+from dlxtool.ops.replay_address import trusted_count
+from dlxtool.ops.replay_decision import ReplayDecider, ReplaySettings
 from dlxtool.ops.replay_raw import raw_decider
 from dlxtool.record import MessageRecord
 from tests.support.codecs import wire_codec

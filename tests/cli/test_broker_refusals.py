@@ -281,3 +281,53 @@ def test_a_dlq_deleted_mid_replay_is_said_to_have_taken_its_messages_with_it(run
     assert "was deleted during the run: the messages still in it were deleted with it" in result.stderr
     assert "nothing was lost" not in result.stderr and "still in" not in result.stderr.split("deleted with it")[1]
     assert json.loads(result.stdout)["source_deleted"] is True
+
+
+def test_purge_move_to_without_configure_permission_is_refused_and_changes_nothing(run, broker, qname) -> None:
+    """The permission check of replay, for `purge --move-to` too (issue 28): refused before anything is read, the
+    route that would work named."""
+    dlq, _origin = dead_letters(broker, qname, 10)
+    park = f"{qname}.park"
+    with broker.channel() as ch:
+        ch.queue_declare(park, durable=True)
+    before = as_delivered(broker, dlq)
+    with user(broker, configure="") as url:
+        result = run("purge", dlq, "--move-to", park, "--yes", "--url", url,
+                     env={"DLXTOOL_MANAGEMENT_URL": broker.management_url})
+    assert result.exit_code == 6, (result.stdout, result.stderr)
+    assert "nothing moved to" in result.stderr and "ACCESS_REFUSED" in result.stderr
+    assert "--default-exchange" in result.stderr and "Traceback" not in result.stderr
+    assert as_delivered(broker, dlq) == before and broker.queue_depth(park) == 0
+
+
+def test_a_selective_purge_without_write_permission_keeps_the_rest_in_place(run, broker, qname) -> None:
+    """Messages not selected stay by being republished to the tail — which a user without write permission may not
+    do: on a classic queue they are held and given back in place instead, order, exchange and key as they were."""
+    dlq, _origin = dead_letters(broker, qname, 10)
+    before = as_delivered(broker, dlq)
+    with user(broker, write="") as url:
+        result = run("purge", dlq, "--limit", "3", "--yes", "--format", "json", "--url", url,
+                     env={"DLXTOOL_MANAGEMENT_URL": broker.management_url})
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert "held and given back in place" in result.stderr
+    assert as_delivered(broker, dlq) == before[3:]
+
+
+def test_load_by_a_user_who_may_not_write_is_refused_before_publishing(run, broker, qname, tmp_path) -> None:
+    """Before: the run found out at the first bind and advised --default-exchange, which needs write permission too."""
+    from dlxtool.record import MessageRecord
+
+    target = f"{qname}.target"
+    with broker.channel() as ch:
+        ch.queue_declare(target, durable=True)
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(b"".join(MessageRecord(queue=target, body=f"r{i}".encode(), routing_key=target).to_jsonl()
+                              for i in range(5)))
+    with user(broker, write="") as url:
+        result = run("load", str(path), "--url", url, env={"DLXTOOL_MANAGEMENT_URL": broker.management_url})
+    assert result.exit_code == 6, (result.stdout, result.stderr)
+    assert "nothing loaded" in result.stderr and "ACCESS_REFUSED" in result.stderr
+    assert "Traceback" not in result.stderr
+    # the permission named, and no advice that would not work: --default-exchange needs write permission too
+    assert "may not declare or publish" in result.stderr and "use --default-exchange" not in result.stderr
+    assert broker.queue_depth(target) == 0

@@ -443,3 +443,25 @@ def test_kept_messages_without_configure_permission_are_said_to_lose_their_key(r
     assert "not their own" in note and "403" in note, note
     assert note in result.stderr
     assert [b for b, _h in broker.snapshot(work)] == [b"healthy"]
+
+
+def test_a_work_queue_whose_consumer_just_started_is_the_origin_of_what_expired_there(run, broker, qname) -> None:
+    """Issue 30: messages expired unprocessed in a work queue with a TTL (its worker was down); the worker starts, and
+    a dry run moments later said "'tq.tasks' has no consumer" (the API's sample, up to 5 s old) and found no origin.
+    Whether it is consumed decides the origin: the broker's own count (a passive declare) says it."""
+    work, dlq = f"{qname}.tq.tasks", f"{qname}.tq.dead"
+    with broker.channel() as ch:
+        ch.queue_declare(dlq, durable=True)
+        ch.queue_declare(work, durable=True, arguments={"x-message-ttl": 50, "x-dead-letter-exchange": "",
+                                                        "x-dead-letter-routing-key": dlq})
+        ch.basic_publish("", work, b"task", mandatory=True)
+    wait_until(lambda: broker.queue_depth(dlq) == 1, "the expiry")
+    worker = pika.BlockingConnection(pika.URLParameters(broker.url))
+    try:
+        worker.channel().basic_consume(work, lambda *_: None)  # the worker starts: nothing is left to deliver
+        result = cli(run, broker, "replay", dlq, "--dry-run")
+    finally:
+        worker.close()
+    assert result.exit_code == 0, result.output
+    [origin] = json.loads(result.stdout)["plan"]["origins"]
+    assert (origin["queue"], origin["messages"]) == (work, 1), result.stdout

@@ -231,3 +231,76 @@ def test_a_broken_config_still_stops_decode_when_it_needs_it(run, tmp_path: Path
     cfg.write_text("[brokers.a\n")  # a profile typed on the command line: its proto_paths are wanted
     result = run("decode", "--config", str(cfg), "--broker", "a", input=line)
     assert result.exit_code == 2 and "invalid TOML" in result.stderr
+
+
+CUT_LINE = "ERROR payload=CgZvLTEwMTcSCHBheS0xMDE=\n"  # the demo's body cut in half by its proxy
+
+
+def test_a_payload_cut_short_is_reported_and_the_run_exits_2(run) -> None:
+    """Issue 30: it said "no payload found", exit 0 — the very poison messages hidden."""
+    for args in ([], ["-t", "PaymentCaptured"]):
+        result = run("decode", "--demo-schemas", "-f", "json", *args, input=CUT_LINE)
+        assert result.exit_code == 2, result.stderr
+        (row,) = json.loads(result.stdout)
+        assert row["status"] == "truncated" and (row["offset"], row["size"]) == (8, 17)
+        assert row["raw"][0] == {"field": 1, "wire_type": "len", "string": "o-1017"}
+        assert row["raw"][1]["cut"] is True and row["raw"][1]["string"] == "pay-101"
+        assert row["message"] is not None and "o-1017" in row["message"].values()
+        assert row["source"] == "-"  # not overwritten by where the type came from
+        assert "no payload found" not in result.stderr
+        assert "1 payload found, none decoded (1 cut short)" in result.stderr
+    forced = json.loads(run("decode", "--demo-schemas", "-f", "json", "-t", "PaymentCaptured", input=CUT_LINE).stdout)
+    assert forced[0]["raw"][1]["name"] == "payment_id" and forced[0]["type_source"] == "explicit"
+    table = run("decode", "--demo-schemas", "-f", "table", input=CUT_LINE)
+    assert table.exit_code == 2
+    assert "-:1  truncated: cut short at byte 8 of 17: field 2 (len) declares 8 bytes, 7 left" in table.stdout
+    assert '"o-1017"' in table.stdout
+
+
+def test_a_whole_input_cut_short_shows_its_fields(run) -> None:
+    result = run("decode", "--input", "base64", "-f", "text", input="CgZvLTEwMTcSCHBheS0xMDE=\n")
+    assert result.exit_code == 2
+    assert result.stdout.splitlines() == [
+        "# -:1: truncated: cut short at byte 8 of 17: field 2 (len) declares 8 bytes, 7 left",
+        '1: "o-1017"',
+        "# cut short here: 7 of 8 bytes arrived",
+        '2: "pay-101"',
+    ]
+
+
+def test_one_payload_that_decodes_is_enough_for_exit_0(run, shop: Registry) -> None:
+    good = f"payload={base64.b64encode(cancelled(shop)).decode()}\n"
+    result = run("decode", "--demo-schemas", "--passthrough", input="no payload here\n" + CUT_LINE + good)
+    assert result.exit_code == 0, result.stderr
+    assert [r["status"] for r in jsonl(result.stdout)] == ["no_payload", "truncated", "match"]
+    result = run("decode", "--passthrough", input="nothing\nstill nothing\n")  # no payload at all: passthrough goes on
+    assert result.exit_code == 0 and len(jsonl(result.stdout)) == 2
+
+
+def test_a_gzip_payload_is_decoded_inflated_and_labelled(run, shop: Registry) -> None:
+    import gzip
+
+    packed = gzip.compress(cancelled(shop))
+    line = f"payload={base64.b64encode(packed).decode()}\n"
+    (row,) = jsonl(run("decode", "--demo-schemas", input=line).stdout)
+    assert row["type"] == "shop.orders.v1.OrderCancelled" and row["message"]["note"] == "card declined"
+    assert row["decompressed"] == {"from": "gzip", "compressed_bytes": len(packed), "bytes": len(cancelled(shop))}
+    table = run("decode", "--demo-schemas", "-f", "table", input=line).stdout
+    label = f"[decompressed from gzip, {len(packed)} B → {len(cancelled(shop))} B]"
+    assert f"{label} shop.orders.v1.OrderCancelled" in table
+
+
+def test_decode_reads_the_default_profiles_proto_paths_as_peek_does(run, tmp_path: Path) -> None:
+    """Issue 30: decode warned "no schemas loaded" where peek used the default profile's proto_paths."""
+    protos, line = _ping_protos(tmp_path)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'default = "staging"\n[brokers.staging]\nurl = "amqp://localhost:5672/"\n'
+                   f'proto_paths = ["{protos}"]\n')
+    result = run("decode", input=line, env={"DLXTOOL_CONFIG": str(cfg)})
+    assert result.exit_code == 0, result.stderr
+    (row,) = jsonl(result.stdout)
+    assert row["type"] == "acme.Ping" and "no schemas loaded" not in result.stderr
+    from dlxtool.cli.app import App
+
+    app = App(env={"DLXTOOL_CONFIG": str(cfg)}, config_file=str(cfg))
+    assert app.schemas().paths == (str(protos),) and app.schemas(offline=True) == app.schemas()

@@ -27,6 +27,8 @@ def test_reject_to_dlq(run, broker, qname) -> None:
                         "messages": 3, "deaths": 3, "deaths_recorded": 3,
                         # 4.x restarts x-death when an app republishes: a count of 1 may be low there
                         "deaths_may_be_low": 3 if broker.major >= 4 else 0,
+                        "failures": 3, "deaths_by_reason": {"rejected": 3}, "waits": 0,
+                        "attempts": 3, "attempts_per_message": [1, 1],
                         "first": summary[0]["first"], "last": summary[0]["last"],
                         "sampled": False, "looked_at": 3, "queue_depth": 3}]
     assert summary[0]["first"] is not None
@@ -60,6 +62,26 @@ def test_ttl_wait_queue_loop_origin_is_the_work_queue(run, broker, qname) -> Non
         assert deaths[0]["original_expiration"] == "50"
         assert item["origin"] == topo.work and "rejected" in item["origin_why"]
         assert item["total_deaths"] == 7
+        assert (item["failures"], item["waits"], item["attempts"]) == (3, 4, 3)
+
+
+def test_a_summary_counts_wait_queue_expiries_as_waits_not_failures(run, broker, qname) -> None:
+    """Two messages, each rejected 3 times with a TTL wait in between (4 expiries): 6 failures, 8 waits — not
+    "14 deaths" — and 3 attempts each."""
+    topo = topologies.ttl_retry_loop(broker, qname, n=2, cycles=3)
+    [group] = history(run, broker, topo.dlq, "--summary")
+    assert (group["messages"], group["deaths"], group["failures"], group["waits"]) == (2, 14, 6, 8)
+    assert group["deaths_by_reason"] == {"rejected": 6}
+    assert (group["attempts"], group["attempts_per_message"]) == (6, [3, 3])
+    table = run("history", topo.dlq, "--url", broker.url, "--summary", "-f", "table")
+    header, _, row = table.stdout.splitlines()[:3]
+    assert header.split() == ["origin", "convention", "reason", "type", "error", "messages", "attempts", "deaths",
+                              "waits", "first", "last"]
+    assert f"{topo.work}  x-death" in row and "  3 each  " in row and "  6 rejected" in row and "  8  " in row
+    line = run("history", topo.dlq, "--url", broker.url, "-n", "1", "-f", "table").stdout.splitlines()[0]
+    low = "+" if broker.major >= 4 else ""  # 4.x: x-death restarts when an app republishes (may be low)
+    assert line.startswith(f"#0 origin {topo.work} (x-death: most recent rejected death), 3{low} deaths, "
+                           "4 waits (expired in a wait queue)")
 
 
 def test_dead_letter_routing_key_override_does_not_fool_origin(run, broker, qname) -> None:
@@ -71,10 +93,27 @@ def test_dead_letter_routing_key_override_does_not_fool_origin(run, broker, qnam
     assert items[0]["deaths"][0]["exchange"] == topo.exchange
 
 
-def test_quorum_delivery_limit(run, broker, qname) -> None:
-    topo = topologies.quorum_delivery_limit(broker, qname, n=2, limit=1)
+def test_quorum_delivery_limit(run, broker, qname, tmp_path) -> None:
+    """Limit 2: the consumer rejected each message three times before the broker dead-lettered it; x-death says
+    count 1 and the dead letter has no x-delivery-count, so the attempts come from the queue's limit."""
+    topo = topologies.quorum_delivery_limit(broker, qname, n=2, limit=2)
     items = history(run, broker, topo.dlq)
     assert [(i["origin"], i["deaths"][0]["reason"]) for i in items] == [(topo.work, "delivery_limit")] * 2
+    assert [(i["deaths"][0]["count"], i["delivery_count"]) for i in items] == [(1, None)] * 2
+    assert [i["attempts"] for i in items] == [3, 3]
+    assert items[0]["attempts_from"] == f"x-death: delivery_limit in {topo.work}, whose delivery-limit is 2 now: " \
+                                        "3 deliveries"
+    table = run("history", topo.dlq, "--url", broker.url, "-f", "table")
+    assert f"  attempts: 3 (x-death: delivery_limit in {topo.work}, whose delivery-limit is 2 now: 3 deliveries)" \
+        in table.stdout.splitlines()
+    [group] = history(run, broker, topo.dlq, "--summary")
+    assert (group["deaths_by_reason"], group["attempts_per_message"], group["waits"]) == (
+        {"delivery_limit": 2}, [3, 3], 0)
+    # From a file no broker says the limit: counted as 1, and said so
+    dump = tmp_path / "dlq.jsonl"
+    assert run("dump", topo.dlq, "--url", broker.url, "-o", str(dump)).exit_code == 0
+    offline = orjson.loads(run("history", "--from", str(dump), "-f", "json").stdout)
+    assert offline[0]["attempts"] == 1 and "the limit is not known here" in offline[0]["attempts_from"]
 
 
 def test_max_length_overflow(run, broker, qname) -> None:
@@ -135,3 +174,28 @@ def test_dump_refuses_above_the_configured_bound_and_says_the_cost(run, broker, 
     assert "holding up to 8 messages unacked" in allowed.stderr
     assert broker.queue_depth(topo.work) == 8
     assert run("dump", topo.work, "-b", "test", "--all", "-n", "2", env=env).exit_code == ExitStatus.USAGE
+
+
+def test_a_replayed_message_that_fails_again_names_its_real_exchange(run, broker, qname) -> None:
+    """Replayed through dlxtool's temporary exchange, really rejected again: the broker's x-death (and
+    x-first-death-exchange, and the delivery the application gets) name that deleted exchange; history and peek
+    show the exchange it stood for, which the provenance header recorded."""
+    topo = topologies.routing_key_override(broker, qname, n=1)
+    assert run("replay", topo.dlq, "--url", broker.url, "--yes").exit_code == 0
+    peeked = run("peek", topo.work, "--url", broker.url, "-f", "table")
+    assert f"order.placed   {topo.exchange} (dlxtool replay)" in peeked.stdout
+    with broker.channel() as ch:
+        method, _props, _body = ch.basic_get(topo.work)
+        assert method.exchange.startswith("dlxtool.replay.") and method.exchange.endswith(f".0.{topo.work}")
+        ch.basic_reject(method.delivery_tag, requeue=False)
+    broker.wait_depth(topo.dlq, 1)
+    [item] = history(run, broker, topo.dlq)
+    assert item["deaths"][0]["exchange"].startswith("dlxtool.replay.")  # what the broker wrote, as it is
+    assert (item["replayed"]["exchange"], item["replayed"]["routing_key"], item["replayed"]["count"]) == (
+        topo.exchange, "order.placed", 1)
+    lines = run("history", topo.dlq, "--url", broker.url, "-f", "table").stdout.splitlines()
+    assert f"  replayed: 1 time(s) by dlxtool, last from {topo.dlq} at {item['replayed']['at']}; its first " \
+           f"origin's exchange {topo.exchange}, routing key order.placed" in lines
+    assert f"  first death: queue={topo.work} reason=rejected exchange={topo.exchange} (dlxtool replay)" in lines
+    [row] = [line for line in lines if line.startswith(topo.work)]
+    assert f"rejected  1        {topo.exchange} (dlxtool replay)  order.placed" in row

@@ -120,7 +120,8 @@ def test_a_team_convention_from_the_config_file(run, broker, qname, tmp_path) ->
 
 
 @pytest.mark.parametrize(("section", "message"), [
-    ('[conventions.acme]\norigin_exchange_header = "x"\n', "[conventions.acme]: origin_routing_key_header is missing"),
+    ('[conventions.acme]\norigin_routing_key_header = "x"\n', "[conventions.acme]: origin_exchange_header is missing"),
+    ('[conventions.acme]\norigin_queue_header = "q"\norigin_exchange_header = "x"\n', "not both"),
     ('[conventions.acme]\norigin_queu_header = "x"\n', "[conventions.acme]: unknown key 'origin_queu_header'"),
     ('[conventions.spring]\norigin_queue_header = "x"\n', "'spring' is a built-in convention"),
     ('[conventions.acme]\nreset_headers = ["x"]\n', "[conventions.acme]: names no header to read"),

@@ -221,7 +221,7 @@ def test_topology_flagged_on_both_brokers_one_unreachable(run, broker, second_br
     by_name = {r["queue"]: r for r in rows if r.get("broker") == "main"}
     dlq = by_name[f"{main_topology}.dlq"]
     # The policy names the DLX for `clogged` and `healthy`, but healthy's argument wins: not a source.
-    assert dlq["reasons"]["dlq"] == f"receives dead letters from {main_topology}.clogged, {main_topology}.quorum"
+    assert dlq["reasons"]["dlq"] == f"target of {main_topology}.clogged, {main_topology}.quorum"
     assert by_name[f"{main_topology}.clogged"]["dead_letter_source"] == {"exchange": "policy"}
     healthy = by_name[f"{main_topology}.healthy"]
     assert healthy["dead_letter_exchange"] == f"{main_topology}.elsewhere"

@@ -33,7 +33,7 @@ def big_vhost(broker: BrokerEnv) -> Iterator[BrokerEnv]:
     one definitions import."""
     with open_vhost(broker.host, broker.amqp_port, broker.http_port,
                     f"{broker.vhost}-listing-{uuid.uuid4().hex[:6]}") as env:
-        queues = [{"name": f"keep.{i:04d}", "vhost": env.vhost, "durable": False, "auto_delete": False,
+        queues = [{"name": f"keep.{i:04d}", "vhost": env.vhost, "durable": True, "auto_delete": False,
                    "arguments": {}} for i in range(KEPT)]
         env.mgmt.request("POST", f"definitions/{quote(env.vhost, safe='')}", {"queues": queues})
         assert len(env.mgmt.queues(env.vhost, columns=["name"])) == KEPT
@@ -60,7 +60,7 @@ class Churn:
         self.done = 0
         if mode == "deleted":
             for i in range(10):
-                self.channel.queue_declare(self.name(i))
+                self.channel.queue_declare(self.name(i), durable=True)
 
     def name(self, i: int) -> str:
         return f"a.{'gone' if self.mode == 'deleted' else 'new'}.{self.tag}.{i}"
@@ -69,7 +69,7 @@ class Churn:
         if self.mode == "deleted":
             self.channel.queue_delete(self.name(self.done))
         else:
-            self.channel.queue_declare(self.name(self.done))
+            self.channel.queue_declare(self.name(self.done), durable=True)
         self.done += 1
 
     def close(self) -> None:
@@ -170,10 +170,10 @@ def _dead_letter_bindings(broker: BrokerEnv, max_asks: int) -> None:
         ch.exchange_declare(f"{p}.dlx", "topic")
         ch.exchange_declare(f"{p}.fan", "fanout")
         ch.exchange_bind(f"{p}.fan", f"{p}.dlx", routing_key="#")
-        ch.queue_declare(f"{p}.dlq")
+        ch.queue_declare(f"{p}.dlq", durable=True)
         ch.queue_bind(f"{p}.dlq", f"{p}.fan")
-        ch.queue_declare(f"{p}.src", arguments={"x-dead-letter-exchange": f"{p}.dlx"})
-        ch.queue_declare(f"{p}.lost", arguments={"x-dead-letter-exchange": f"{p}.missing"})
+        ch.queue_declare(f"{p}.src", durable=True, arguments={"x-dead-letter-exchange": f"{p}.dlx"})
+        ch.queue_declare(f"{p}.lost", durable=True, arguments={"x-dead-letter-exchange": f"{p}.missing"})
     asked: list[str] = []
 
     class Counting(ManagementClient):
@@ -187,7 +187,7 @@ def _dead_letter_bindings(broker: BrokerEnv, max_asks: int) -> None:
                            client_factory=lambda _p: Counting(broker.management_url, "guest", "guest", timeout=60))
     assert result.error is None, result.error
     flags = {r.queue: r.flags for r in result.rows if r.queue.startswith(p + ".")}
-    assert flags[f"{p}.dlq"] == {"dlq": f"receives dead letters from {p}.src"}
+    assert flags[f"{p}.dlq"] == {"dlq": f"target of {p}.src"}
     assert "dlq" not in flags[f"{p}.src"] and "dlq" not in flags[f"{p}.lost"]
     listings = [a for a in asked if a.startswith("bindings/")]
     if max_asks:

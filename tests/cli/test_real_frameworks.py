@@ -76,6 +76,9 @@ def test_dramatiq_dead_letters_show_the_traceback_as_error(run, broker, qname) -
                       (queue, "x-death", "rejected", "ValueError: card declined for order 1", 2)]
     [item, *_] = orjson.loads(run("history", f"{queue}.XQ", "--url", broker.url, "-f", "json").stdout)
     assert item["error_from"] == "dramatiq" and item["conventions"] == ["x-death", "dramatiq"]
+    # Dramatiq's topology (issue 30): the queue and its delay queue dead-letter to .XQ, which is their DLQ
+    assert roles(run, broker, queue) == {queue: (None, None), f"{queue}.DQ": (None, None),
+                                         f"{queue}.XQ": ("dlq", f"target of {queue}, {queue}.DQ")}
 
 
 def test_rascal_forwarded_dead_letters_have_origin_error_and_attempts(run, broker, qname) -> None:
@@ -94,6 +97,11 @@ def test_rascal_forwarded_dead_letters_have_origin_error_and_attempts(run, broke
     assert sorted(i["error"] for i in items) == [f"E_BAD: bad payload order {k}" for k in range(n)]
     summary = orjson.loads(run("history", f"{qname}.dlq", "--url", broker.url, "--summary", "-f", "json").stdout)
     assert {(g["origin"], g["convention"]) for g in summary} == {(f"{qname}.work", "rascal")}
+    # rascal forwards by publishing (issue 30): no queue dead-letters into its DLQ, which the messages say
+    assert roles(run, broker, qname) == {f"{qname}.work": (None, None), f"{qname}.dlq": (None, None)}
+    peeked = run("peek", f"{qname}.dlq", "--url", broker.url, "-f", "json")  # the API knows the queues' policies now
+    assert (f"{n} of the {n} dead letter(s) read here came from {qname}.work, whose dead-letter route does not "
+            f"lead to {qname}.dlq") in peeked.stderr
 
 
 def test_celery_rejected_tasks_show_their_attempts(run, broker, qname) -> None:
@@ -112,6 +120,19 @@ def test_celery_rejected_tasks_show_their_attempts(run, broker, qname) -> None:
     items = orjson.loads(run("history", f"{queue}.dlq", "--url", broker.url, "-f", "json").stdout)
     assert {(i["origin"], i["origin_from"], i["attempts"], i["attempts_from"]) for i in items} == {
         (queue, "x-death", 3, "celery: Celery retries + 1")}
+    # The queue as Celery declared it (issue 30): its DLQ by its dead-letter routing key on the default exchange
+    assert roles(run, broker, queue)[f"{queue}.dlq"] == ("dlq", f"target of {queue}")
+
+
+def roles(run, broker, prefix: str) -> dict[str, tuple[str | None, str | None]]:
+    """queue -> (role, role_reason) from `queues --format json`, once the API has sampled the queues."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not all("messages_unacknowledged" in q for q in broker.mgmt.queues(
+            broker.vhost) if q["name"].startswith(prefix)):
+        time.sleep(0.5)
+    result = run("queues", "--url", broker.url, "--match", f"{prefix}*", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    return {r["queue"]: (r["role"], r["role_reason"]) for r in orjson.loads(result.stdout)}
 
 
 def attempts(log: Path) -> dict[str, int]:

@@ -74,11 +74,11 @@ def messages(env: BrokerEnv, p: str) -> None:
     with env.channel() as ch:
         ch.exchange_declare(f"{p}.orders", "topic")
         ch.exchange_declare(f"{p}.dlx", "fanout")
-        ch.queue_declare(f"{p}.work", arguments={"x-dead-letter-exchange": f"{p}.dlx"})
+        ch.queue_declare(f"{p}.work", durable=True, arguments={"x-dead-letter-exchange": f"{p}.dlx"})
         ch.queue_bind(f"{p}.work", f"{p}.orders", routing_key="#")
-        ch.queue_declare(f"{p}.dlq")
+        ch.queue_declare(f"{p}.dlq", durable=True)
         ch.queue_bind(f"{p}.dlq", f"{p}.dlx")
-        ch.queue_declare(f"{p}.back")
+        ch.queue_declare(f"{p}.back", durable=True)
         for body in (b"dead", b"alive"):
             ch.basic_publish(f"{p}.orders", ROUTING_KEY, body, pika.BasicProperties(headers=HEADERS),
                              mandatory=True)
@@ -154,7 +154,7 @@ def test_any_names_in_a_record_reach_the_broker_as_they_were(run, env: BrokerEnv
     the same bytes."""
     queue = f"h{uuid.uuid4().hex[:8]}"
     with env.channel() as ch:
-        ch.queue_declare(queue, auto_delete=False)
+        ch.queue_declare(queue, durable=True)
     path = tmp_path / f"{queue}.jsonl"
     path.write_bytes(MessageRecord(queue=queue, body=b"b", routing_key=routing_key, headers=headers).to_jsonl())
     try:

@@ -527,3 +527,24 @@ def test_keep_routing_key_gives_long_origin_names_their_own_exchange(run, broker
     assert result.exit_code == 0, result.stderr
     assert sorted(b for _m, _p, b in broker.drain(first)) == bodies("a", 2)
     assert sorted(b for _m, _p, b in broker.drain(second)) == bodies("b", 2)
+
+
+def test_the_depths_after_a_replay_are_counted_by_the_broker(run, broker, qname) -> None:
+    """Issue 30: after a replay, `queues` still showed the DLQ full for seconds (the API's sample). The replay says
+    the depths of the queues it touched as the broker counts them at its end (passive declares), in JSON and in the
+    table's closing lines — taken when the API's sample of the DLQ still shows its messages."""
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        rt.reject_to_dlx(ch, top, f"{qname}.work", bodies("d", 3))
+    wait_depth(broker, top.dlq, 3)
+    deadline = time.monotonic() + 30  # the API's sample counts them, as `queues` would show
+    while broker.mgmt.queue(broker.vhost, top.dlq).messages_ready != 3 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    result = replay(run, broker, top.dlq, "--yes")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["depths_after"] == {top.dlq: {"ready": 0, "consumers": 0},
+                                                         f"{qname}.work": {"ready": 3, "consumers": 0}}
+    result = run("replay", f"{qname}.work", "--to", top.dlq, "--url", broker.url, "--format", "table", "--yes")
+    assert result.exit_code == 0, result.stderr
+    assert (f"now (counted by the broker after the run): {qname}.work 0 ready; {top.dlq} 3 ready"
+            in result.stderr)

@@ -252,3 +252,43 @@ def test_an_exchange_origin_whose_queue_would_drop_its_next_dead_letter_stays(ru
     assert why.startswith(f"exchange '{q}.ex', routing key 'order.created': reaches '{q}.orders', whose "
                           f"dead-letter exchange '{q}.dlx' (direct) routes routing key 'order.created' to no queue")
     assert broker.queue_depth(lot) == 1 and broker.queue_depth(f"{q}.orders") == 0
+
+
+def test_a_team_convention_naming_only_a_fanout_exchange(run, broker, qname, tmp_path) -> None:
+    """@moleculer/channels' dead letters carry only x-original-channel (the channel's fanout exchange) and
+    x-original-group; a convention naming the exchange alone replays them there, to its one bound queue."""
+    lot, channel = f"{qname}.lot", f"{qname}.order.created"
+    with broker.channel() as ch:
+        ch.exchange_declare(channel, "fanout")
+        ch.queue_declare(f"payments.{channel}", durable=True)
+        ch.queue_bind(f"payments.{channel}", channel)
+    park(broker, lot, {"x-original-channel": channel, "x-original-group": "payments"}, n=2)
+    config = tmp_path / "config.toml"
+    config.write_text(broker.config_toml() + '[brokers.test.conventions.moleculer]\n'
+                      'origin_exchange_header = "x-original-channel"\nreset_headers = ["x-original-group"]\n')
+    env = {"DLXTOOL_TEST_PASSWORD": "guest"}
+    base = ("--config", str(config), "--broker", "test")
+    result = run(*base, "history", lot, "-f", "json", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert [(i["origin_route"], i["origin_from"]) for i in orjson.loads(result.stdout)] == [
+        ({"queue": None, "exchange": channel, "routing_key": ""}, "moleculer")] * 2
+    result = run(*base, "replay", lot, "--dry-run", "-f", "json", env=env)
+    assert result.exit_code == 0, result.stderr
+    [origin] = orjson.loads(result.stdout)["plan"]["origins"]
+    assert origin["reaches"] == [f"payments.{channel}"]
+    assert origin["route_text"] == f"exchange {channel}, empty routing key, from moleculer headers"
+    result = run(*base, "replay", lot, "--yes", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert broker.queue_depth(lot) == 0
+    moved = broker.drain(f"payments.{channel}")
+    assert len(moved) == 2 and all(sorted(p.headers) == [PROVENANCE_HEADER] for _, p, _ in moved)
+    # a second group on the channel: a publish would copy the message to both, so it stays, said why
+    with broker.channel() as ch:
+        ch.queue_declare(f"billing.{channel}", durable=True)
+        ch.queue_bind(f"billing.{channel}", channel)
+    park(broker, lot, {"x-original-channel": channel, "x-original-group": "payments"})
+    result = run(*base, "replay", lot, "--yes", "-f", "json", env=env)
+    assert result.exit_code == ExitStatus.REFUSED, result.stderr
+    [why] = orjson.loads(result.stdout)["left"]
+    assert f"routes to 2 queues (billing.{channel}, payments.{channel})" in why
+    assert broker.queue_depth(lot) == 1

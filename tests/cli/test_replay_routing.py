@@ -271,3 +271,45 @@ def test_dramatiq_body_retries_are_reset_only_with_reset_body_retries(run, broke
     assert replayed() == [DRAMATIQ_BODY, other]
     dead_letter()
     assert replayed("--reset-body-retries") == [DRAMATIQ_BODY.replace(b'"retries":2', b'"retries":0'), other]
+
+
+def plan_route_lines(run, broker, dlq: str) -> list[str]:
+    result = run("replay", dlq, "--url", broker.url, "--dry-run", "-f", "table")
+    assert result.exit_code == 0, result.stderr
+    return [line for line in result.stderr.splitlines() if line.startswith("route: ")]
+
+
+def test_the_plans_route_line_speaks_of_what_the_plan_has(run, broker, qname) -> None:
+    """Queue origins only: the temporary exchange, no Celery. A Celery task among them: Celery too. An exchange
+    origin only (Spring's): published to that exchange, no temporary exchange. All dead letters really rejected
+    (Spring's is framework-made, as Spring's recoverer republishes it)."""
+    work, dlq, x = f"{qname}.work", f"{qname}.dlq", f"{qname}.x"
+    with broker.channel() as ch:
+        ch.queue_declare(dlq, durable=True)
+        ch.queue_declare(work, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq}, durable=True)
+        ch.exchange_declare(x, "direct")
+        ch.queue_bind(work, x, "shop.charge")
+        ch.basic_publish(x, "shop.charge", b"plain", pika.BasicProperties(headers={"k": 1}))
+        method, _props, _body = ch.basic_get(work)
+        ch.basic_reject(method.delivery_tag, requeue=False)
+    wait_until(lambda: depth(broker, dlq) == 1, "the dead letter")
+    [line] = plan_route_lines(run, broker, dlq)
+    assert "to a queue, each message keeps its original routing key" in line and "temporary fanout exchange" in line
+    assert "Celery" not in line
+    with broker.channel() as ch:
+        ch.basic_publish(x, "shop.charge", b"task", pika.BasicProperties(
+            headers={"lang": "py", "task": "shop.charge", "id": "t-1", "retries": 2}))
+        method, _props, _body = ch.basic_get(work)
+        ch.basic_reject(method.delivery_tag, requeue=False)
+    wait_until(lambda: depth(broker, dlq) == 2, "the dead letters")
+    lines = plan_route_lines(run, broker, dlq)
+    assert len(lines) == 2 and lines[1].startswith("route: 1 Celery task(s) go through the default exchange")
+
+    lot = f"{qname}.lot"
+    with broker.channel() as ch:
+        ch.queue_declare(lot, durable=True)
+        ch.basic_publish("", lot, b"{}", pika.BasicProperties(headers={
+            "x-original-exchange": x, "x-original-routingKey": "shop.charge", "x-exception-stacktrace": "at x"}))
+    [line] = plan_route_lines(run, broker, lot)
+    assert line.startswith("route: to an exchange, each message is published to it with its routing key")
+    assert "temporary" not in line and "Celery" not in line

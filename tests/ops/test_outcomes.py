@@ -53,3 +53,11 @@ def test_a_full_destination_refuses_only_when_it_took_nothing() -> None:
 
 def test_a_clean_run_is_ok() -> None:
     assert transfer_outcome(TransferResult("q.dlq", 3, moved=Counter({"q.o": 3})), "replay").ok
+
+
+def test_depths_after_a_run_read_as_one_line() -> None:
+    from dlxtool.ops.outcomes import depths_text
+
+    assert depths_text({}) is None
+    assert depths_text({"dlq": {"ready": 0, "consumers": 0}, "work": {"ready": 5, "consumers": 2}}) == (
+        "now (counted by the broker after the run): dlq 0 ready; work 5 ready, 2 consumer(s)")

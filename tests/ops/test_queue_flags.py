@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from dlxtool.broker.management import default_delivery_limit
 from dlxtool.ops import queue_flags as qf
+from dlxtool.ops.dead_letter_roles import Listings
 from tests.fuzz.strategies import FUZZ
 
 
@@ -26,14 +27,35 @@ def api_row(name: str, *, type_: str = "classic", ready: int = 0, unacked: int =
     return row
 
 
+def listings(bindings: list[dict[str, Any]] | None = None, exchanges: dict[str, str] | None = None) -> Any:
+    """listings_of for flag_rows: these bindings (of any vhost); every exchange they name is fanout unless
+    `exchanges` gives its type."""
+    bindings = bindings or []
+    types = {b["source"]: "fanout" for b in bindings} | (exchanges or {})
+    by_vhost: dict[str, Listings] = {}
+    for b in bindings:
+        by_vhost.setdefault(b["vhost"], Listings())
+    for v, listing in by_vhost.items():
+        listing.exchanges = {name: {"name": name, "type": kind} for name, kind in types.items()}
+        for b in bindings:
+            if b["vhost"] == v:
+                listing.add_binding(b)
+    return lambda vhost: by_vhost.get(vhost, Listings())
+
+
+def flag_rows(rows: list[qf.QueueRow], bindings: list[dict[str, Any]] | None = None,
+              exchanges: dict[str, str] | None = None) -> list[qf.QueueRow]:
+    return qf.flag_rows(rows, listings(bindings, exchanges))
+
+
 def flags_of(*rows: dict[str, Any], bindings: list[dict[str, Any]] | None = None,
-             version: str | None = None) -> dict[str, dict[str, str]]:
+             exchanges: dict[str, str] | None = None, version: str | None = None) -> dict[str, dict[str, str]]:
     parsed = [qf.row_from_api("b", r, broker_version=version) for r in rows]
-    return {r.queue: r.flags for r in qf.flag_rows(parsed, bindings or [])}
+    return {r.queue: r.flags for r in flag_rows(parsed, bindings, exchanges)}
 
 
-def bind(source: str, dest: str, kind: str = "queue", vhost: str = "v") -> dict[str, str]:
-    return {"vhost": vhost, "source": source, "destination": dest, "destination_type": kind}
+def bind(source: str, dest: str, kind: str = "queue", vhost: str = "v", key: str = "") -> dict[str, str]:
+    return {"vhost": vhost, "source": source, "destination": dest, "destination_type": kind, "routing_key": key}
 
 
 LOOPING = {"deliver_get": 900.0, "redeliver": 900.0, "ack": 0.0}
@@ -77,12 +99,15 @@ def test_dlq_is_per_vhost() -> None:
     assert "dlq" not in flags["dead"]
 
 
-def test_retry_wait_queue_targets_are_not_dlqs_and_wait_queue_is_not_orphan() -> None:
+def test_a_retry_stage_is_wait_not_dlq_and_the_queue_it_feeds_back_is_not_a_dlq() -> None:
+    """Issue 30: work dead-letters to a TTL wait queue, which dead-letters back to work (a retry loop). The wait
+    queue was flagged dlq: it is a retry stage, and what it sends back are retries, not dead letters."""
     flags = flags_of(api_row("retry.wait", ready=5, args={"x-message-ttl": 5000, "x-dead-letter-exchange": "work"}),
                      api_row("work", consumers=1, args={"x-dead-letter-exchange": "retry"}),
                      bindings=[bind("work", "work"), bind("retry", "retry.wait")])
     assert flags["work"] == {}
-    assert flags["retry.wait"] == {"dlq": "receives dead letters from work"}
+    assert flags["retry.wait"] == {"wait": "retry stage (message TTL 5000 ms): dead-letters to work, which has 1 "
+                                           "consumer(s)"}
 
 
 def test_clogged_with_the_poison_message_in_the_prefetch() -> None:
@@ -172,7 +197,7 @@ def test_deliveries_per_message() -> None:
 
 
 def test_flags_come_in_a_stable_order_with_json() -> None:
-    [row] = qf.flag_rows([qf.row_from_api("b", api_row("q", unacked=2, consumers=1, rates=LOOPING))], [])
+    [row] = flag_rows([qf.row_from_api("b", api_row("q", unacked=2, consumers=1, rates=LOOPING))])
     data = row.to_json()
     assert data["flags"] == ["clogged", "no-dlx"]
     assert set(data["reasons"]) == {"clogged", "no-dlx"}
@@ -226,9 +251,9 @@ def test_without_figures_a_flag_that_needs_them_is_cannot_tell_not_absent() -> N
         api_row("dead"),
         api_row("plain"),
         api_row("qq", type_="quorum", args={"x-dead-letter-exchange": "dlx"}),
-        api_row("wait", args={"x-message-ttl": 1000, "x-dead-letter-exchange": "dlx"}),
+        api_row("wait", args={"x-message-ttl": 1000, "x-dead-letter-exchange": "back"}),
         api_row("s", type_="stream"))]
-    by_name = {r.queue: r for r in qf.flag_rows(rows, [bind("dlx", "dead")])}
+    by_name = {r.queue: r for r in flag_rows(rows, [bind("dlx", "dead"), bind("back", "work")])}
     assert all(not r.figures_known for r in rows)
     assert {name: list(r.cannot_tell) for name, r in by_name.items()} == {
         "work": ["clogged", "no-consumer"],  # it has a dead-letter exchange: no-dlx is ruled out by its settings
@@ -244,15 +269,15 @@ def test_without_figures_a_flag_that_needs_them_is_cannot_tell_not_absent() -> N
 
 
 def test_with_figures_nothing_is_cannot_tell() -> None:
-    [row] = qf.flag_rows([qf.row_from_api("b", api_row("plain", ready=1))], [])
+    [row] = flag_rows([qf.row_from_api("b", api_row("plain", ready=1))])
     assert row.figures_known and row.cannot_tell == {} and list(row.flags) == ["no-consumer"]
 
 
 def test_a_selection_keeps_what_it_cannot_rule_out() -> None:
-    from dlxtool.ops.queues import Selection
+    from dlxtool.ops.queues import QueueFilter
 
-    [blind] = qf.flag_rows([qf.row_from_api("b", settings_only(api_row("plain")))], [])
-    [seen] = qf.flag_rows([qf.row_from_api("b", api_row("seen", ready=1, consumers=1))], [])
-    assert Selection(flags=("clogged",)).keep(blind) and not Selection(flags=("clogged",)).keep(seen)
-    assert Selection(flags=("any",)).keep(blind)
-    assert Selection(min_messages=5).keep(blind) and not Selection(min_messages=5).keep(seen)
+    [blind] = flag_rows([qf.row_from_api("b", settings_only(api_row("plain")))])
+    [seen] = flag_rows([qf.row_from_api("b", api_row("seen", ready=1, consumers=1))])
+    assert QueueFilter(flags=("clogged",)).keep(blind) and not QueueFilter(flags=("clogged",)).keep(seen)
+    assert QueueFilter(flags=("any",)).keep(blind)
+    assert QueueFilter(min_messages=5).keep(blind) and not QueueFilter(min_messages=5).keep(seen)

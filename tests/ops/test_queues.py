@@ -8,7 +8,16 @@ from typing import Any
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConnectError, DlxtoolError
 from dlxtool.ops import queue_flags as qf
-from dlxtool.ops.queues import QUEUE_COLUMNS, BrokerResult, Selection, Snapshot, deltas, name_matches, snapshots, survey
+from dlxtool.ops.queues import (
+    QUEUE_COLUMNS,
+    BrokerResult,
+    QueueFilter,
+    Snapshot,
+    deltas,
+    name_matches,
+    snapshots,
+    survey,
+)
 
 
 def row(name: str, ready: int = 0, *, redeliver: float = 0.0, flags: dict[str, str] | None = None,
@@ -27,11 +36,11 @@ def test_match_is_a_glob_or_a_substring() -> None:
 def test_selection_filters_then_sorts_biggest_first() -> None:
     rows = [row("a", 5, flags={"no-consumer": "x"}), row("b", 50, redeliver=3.0, flags={"clogged": "x"}),
             row("c", 0), row("d", 50)]
-    assert [r.queue for r in Selection(sort="ready").apply(rows)] == ["b", "d", "a", "c"]
-    assert [r.queue for r in Selection(flags=("any",)).apply(rows)] == ["a", "b"]
-    assert [r.queue for r in Selection(flags=("clogged", "dlq")).apply(rows)] == ["b"]
-    assert [r.queue for r in Selection(min_messages=5, sort="redeliver-rate").apply(rows)] == ["b", "a", "d"]
-    assert [r.queue for r in Selection(match="[ab]").apply(rows)] == ["a", "b"]
+    assert [r.queue for r in QueueFilter(sort="ready").apply(rows)] == ["b", "d", "a", "c"]
+    assert [r.queue for r in QueueFilter(flags=("any",)).apply(rows)] == ["a", "b"]
+    assert [r.queue for r in QueueFilter(flags=("clogged", "dlq")).apply(rows)] == ["b"]
+    assert [r.queue for r in QueueFilter(min_messages=5, sort="redeliver-rate").apply(rows)] == ["b", "a", "d"]
+    assert [r.queue for r in QueueFilter(match="[ab]").apply(rows)] == ["a", "b"]
 
 
 def test_deltas_against_the_previous_snapshot() -> None:
@@ -78,6 +87,9 @@ class FakeClient:
 
     def bindings(self, vhost: str | None, *, columns: list[str]) -> list[dict[str, Any]]:
         return []
+
+    def get(self, path: str, **_query: Any) -> list[dict[str, Any]]:
+        return []  # the cluster's nodes, the exchanges: none here
 
 
 def test_one_failing_broker_does_not_stop_the_others() -> None:

@@ -6,7 +6,8 @@ import pika
 
 from dlxtool.broker.wire.frames import encode_properties
 from dlxtool.ops.provenance import Pairs, provenance_src, record_fingerprint, source_fingerprint
-from dlxtool.ops.replay_decision import Lineage, replay_headers
+from dlxtool.ops.replay_address import Lineage
+from dlxtool.ops.replay_decision import replay_headers
 from dlxtool.record import MessageRecord
 
 DEATH = {"x-death": [{"count": 1, "reason": "rejected", "queue": "orders", "exchange": "",

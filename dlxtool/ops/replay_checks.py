@@ -1,0 +1,175 @@
+"""Replay's checks before anything is read: who publishes (impersonation), whether the routes can be checked,
+whether this user may publish that way (dlxtool.ops.publish_rights), the DLQ's type and limits, the target's
+management API. Each refuses (exit 6) or says what it could not check; none changes a queue."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from dlxtool.broker.management import QueueInfo
+from dlxtool.errors import RefusedError
+from dlxtool.ops.replay_decision import ReplaySettings
+from dlxtool.ops.session import Reporter, Session
+
+if TYPE_CHECKING:
+    from dlxtool.ops.replay import ReplaySession
+
+
+def impersonator(target: Session) -> bool | None:
+    """Whether the user may publish a user_id property that is not its own (the impersonator tag, from the
+    management API's whoami); None where that cannot be read."""
+    from dlxtool.errors import DlxtoolError
+
+    if target.management is None:
+        return None
+    try:
+        tags = target.management.get("/whoami").get("tags") or []
+    except (DlxtoolError, AttributeError):
+        return None
+    return "impersonator" in (tags.split(",") if isinstance(tags, str) else tags)
+
+
+def refuse_unchecked_routes(session: ReplaySession, settings: ReplaySettings) -> None:
+    """Without the origins' broker's management API no dead-letter route can be checked: every message would stay
+    (a message whose next dead-lettering there is dropped would be lost), so the run is refused before anything
+    is read, unless --allow-dlx-drop accepts that risk."""
+    to = session.to
+    if settings.allow_dlx_drop or to.management is not None:
+        return
+    from dlxtool.broker import queues
+
+    if not queues.ready(session.source.conn, settings.source, session.source.timeout):
+        return  # nothing to replay: nothing to refuse
+    raise RefusedError(
+        f"nothing can be replayed: each origin's dead-letter exchange cannot be checked (management API not "
+        f"reachable) — {to.management_error or 'no management API'} —, and a message whose next dead-lettering there "
+        f"would be dropped must not go; every message is still in {settings.source!r}",
+        hint="make the management API reachable (--management-url), or --allow-dlx-drop to replay without that check")
+
+
+def check_publish_rights(session: ReplaySession, settings: ReplaySettings) -> str | None:
+    """Before anything is read: refused (exit 6) where this user may not publish the way the replay would (the
+    broker asked with probes that change nothing: dlxtool.broker.permissions). Returns why messages that stay
+    cannot be republished to the DLQ's tail (they are then held and given back in place), or None."""
+    from dlxtool.broker.permissions import probe_temporary_exchanges, probe_write
+    from dlxtool.ops.publish_rights import refuse_without_publish_rights, user_words
+
+    source, to = session.source, session.to
+    user = user_words(to)
+    refuse_without_publish_rights(to, default_exchange=settings.default_exchange, nothing="nothing can be replayed")
+    temporary: str | None = "not asked (--default-exchange)" if settings.default_exchange else None
+    if session.target is not None or settings.default_exchange:  # the DLQ's broker: asked apart
+        temporary = probe_temporary_exchanges(source.conn, source.timeout)
+    if temporary is None:
+        return None
+    default = probe_write(source.conn, "", source.timeout)
+    if default is None:
+        return None
+    return (f"cannot be republished to the tail of {settings.source!r}: {user} may not publish there (the broker "
+            f"said: {default})")
+
+
+def queue_info(source: Session, dlq: str, report: Reporter) -> QueueInfo | None:
+    """The DLQ's type and limits from the management API (None when unreachable); refuses a stream and a
+    drop-head length limit (keeping messages republishes them to the tail)."""
+    from dlxtool.broker import queues
+    from dlxtool.errors import ConnectError, ManagementMismatch
+
+    channel = source.conn.channel()
+    counted = queues.counts(channel, dlq, source.vhost)  # a missing DLQ is "not found" (4), API or no API
+    channel.close()
+    if source.management is not None:
+        try:
+            info = source.management.queue(source.vhost, dlq)
+        except ManagementMismatch:
+            raise  # another broker's API: exit 3, as when the first proof finds it
+        except ConnectError as exc:
+            source.management, source.management_error = None, exc.message
+    if source.management is None:
+        report.warn(f"check not made: {source.management_error or 'no management API'}: type and limits of "
+                    f"{dlq!r} unknown")
+        return None
+    if info.type == "stream":
+        raise RefusedError(f"{dlq!r} is a stream: messages cannot be removed from it, so it cannot be replayed",
+                           hint="consume it with a stream consumer and publish with `dlxtool load`")
+    from dlxtool.errors import UnavailableError
+    from dlxtool.ops.busy import check_not_busy, held_elsewhere
+
+    competing = check_not_busy(info, source.management, "replayed", counted.consumers)
+    if competing is not None:
+        report.warn(competing)
+    if info.type == "quorum" and not counted.ready:
+        counted = settled_quorum_counts(source, dlq, info, counted)
+    held = held_elsewhere(info, source.management, counted.ready)
+    if held is not None and not counted.ready:  # not "nothing to replay": they are there, held
+        raise UnavailableError(f"nothing to replay now: {held}",
+                               hint="run it again once they are back (`dlxtool peek` shows ready and unacked); "
+                                    "closing that connection (management UI, or rabbitmqctl close_connection) "
+                                    "gives them back at once")
+    if held is not None:
+        report.warn(held)
+    from dlxtool.ops.purge import check_tail_republish
+
+    check_tail_republish(info.tail_republish_risk)
+    return info
+
+
+def settled_quorum_counts(source: Session, dlq: str, info: QueueInfo, counted: Any) -> Any:
+    """A quorum queue that has just lost its leader answers a passive declare with 0 for a moment (measured on a
+    3.10.8 cluster: 0 at once after kill -9 of the leader's node, all 300 half a second later), and its messages
+    held by a consumer on that node return then: "nothing to replay" would be false. Where the API has no
+    figures for it (a new leader) or says it holds messages, ask again for up to two seconds; still nothing and
+    no figures: not now (exit 7)."""
+    from dlxtool.broker import queues
+    from dlxtool.errors import UnavailableError
+
+    unknown = info.raw.get("messages") is None
+    if not unknown and not info.raw.get("messages"):
+        return counted
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        channel = source.conn.channel()
+        counted = queues.counts(channel, dlq, source.vhost)
+        channel.close()
+        if counted.ready:
+            return counted
+    if unknown:
+        raise UnavailableError(f"{dlq!r} (a quorum queue) answers 0 ready, and the management API has no figures for "
+                               "it: its leader changed moments ago and the messages a consumer held on the lost node "
+                               "are being returned; its depth is not known yet",
+                               hint="run it again in a few seconds")
+    return counted
+
+
+def refuse_unread_dlq_limits(source: Session, settings: ReplaySettings) -> None:
+    """Messages that stay are republished to the DLQ's tail; with its limits unread (no management API) it
+    may be a full drop-head queue that would push out its head for each of them. Refused (exit 6) before
+    anything is read, unless --allow-displace; an empty DLQ has nothing to keep."""
+    from dlxtool.broker import queues
+    from dlxtool.ops.purge import check_keep_by_republish
+
+    channel = source.conn.channel()
+    try:
+        ready = queues.counts(channel, settings.source, source.vhost).ready
+    finally:
+        channel.close()
+    if ready:
+        check_keep_by_republish(settings.source, None, source.management_error or "no management API",
+                                allow_displace=settings.allow_displace)
+
+
+def check_target_management(session: ReplaySession, report: Reporter) -> None:
+    """Another broker's management API is asked once here: unreachable, it is not asked per target later."""
+    from dlxtool.errors import ConnectError
+
+    target = session.target
+    if target is None or target.management is None:
+        return
+    try:
+        target.management.overview(columns=["rabbitmq_version"])
+    except ConnectError as exc:
+        target.management, target.management_error = None, exc.message
+        report.warn(f"cannot reach the target broker's management API ({exc.message}): the origins' dead-letter "
+                    "routes cannot be checked there, so nothing goes there unless --allow-dlx-drop")
