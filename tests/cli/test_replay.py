@@ -548,3 +548,23 @@ def test_the_depths_after_a_replay_are_counted_by_the_broker(run, broker, qname)
     assert result.exit_code == 0, result.stderr
     assert (f"now (counted by the broker after the run): {qname}.work 0 ready; {top.dlq} 3 ready"
             in result.stderr)
+
+
+def test_nothing_to_replay_is_said_and_exits_0_without_a_question(run, broker, qname) -> None:
+    """An empty DLQ, and a selection that selects none of it: the plan says so, exit 0, nothing asked (no terminal
+    here: a question would be refused, exit 6); the DLQ as it was."""
+    from tests.support.mixed_dlq import mixed_dlq
+
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True)
+    empty = run("replay", qname, "--url", broker.url, "-f", "table")
+    assert empty.exit_code == 0, empty.output
+    assert f"nothing to replay: {qname!r} has no ready message" in empty.stderr
+    m = mixed_dlq(broker, f"{qname}.m")
+    none = run("replay", m.dlq, "--error", "no such error", "--url", broker.url, "-f", "json")
+    assert none.exit_code == 0, none.output
+    assert "nothing to replay: the selection selects none of the 7 messages" in none.stderr
+    assert json.loads(none.stdout)["plan"]["stay"] == {"not selected": 7}
+    some = run("replay", m.dlq, "--error", "timed out", "--url", broker.url, "-f", "json")
+    assert some.exit_code == 6 and "not confirmed" in some.stderr
+    assert [b for b, _h in broker.snapshot(m.dlq)] == m.bodies
