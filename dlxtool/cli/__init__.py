@@ -15,7 +15,7 @@ from dlxtool import __version__, secrets
 from dlxtool.cli.app import App
 from dlxtool.cli.options import connection_options, format_option
 from dlxtool.cli.output import exit_code_of
-from dlxtool.errors import DlxtoolError
+from dlxtool.errors import DlxtoolError, QueueNotFound
 from dlxtool.outcome import Outcome, Status
 
 # name -> "module:attribute"; modules load only when their command runs, so --help stays fast.
@@ -101,6 +101,8 @@ class DlxtoolGroup(click.Group):
             with interrupts.catch_stop_signals():  # SIGTERM, SIGHUP: a clean stop, as Ctrl-C
                 returned = super().invoke(ctx)
         except DlxtoolError as exc:  # Interrupted too: a run stopped by a signal, its summary printed
+            if isinstance(exc, QueueNotFound):
+                _did_you_mean(ctx, exc)
             finish(ctx, exc.outcome(), exc)
         except KeyboardInterrupt:  # Ctrl-C, or a StopSignal (SIGTERM, SIGHUP), outside a run
             _err(ctx, f"dlxtool: {interrupts.describe()}")
@@ -129,6 +131,17 @@ class DlxtoolGroup(click.Group):
         if isinstance(returned, Outcome):
             finish(ctx, returned)
         return returned
+
+
+def _did_you_mean(ctx: click.Context, exc: QueueNotFound) -> None:
+    """Add the vhost's queue names closest to the one not found to its message, from the management API this
+    command proved (none: nothing added; a name from another broker's API would mislead)."""
+    app = ctx.find_object(App)
+    if app is None:
+        return
+    said = app.did_you_mean(exc.queue, exc.vhost)
+    if said:
+        exc.message = f"{exc.message}; {said}"
 
 
 def finish(ctx: click.Context, outcome: Outcome, exc: BaseException | None = None) -> None:

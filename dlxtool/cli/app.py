@@ -196,6 +196,18 @@ class App:
                 return client
         return None
 
+    def did_you_mean(self, queue: str, vhost: str) -> str | None:
+        """"did you mean 'invoices.dlq'?" for a queue not found in `vhost`, from the management API this command
+        proved for the selected broker; None where nothing is close or no such API answers."""
+        from dlxtool.broker.queues import did_you_mean, names_in
+        from dlxtool.errors import DlxtoolError
+
+        try:
+            client = self.proven_management(self.profile())
+        except DlxtoolError:
+            return None
+        return did_you_mean(queue, names_in(client, vhost))
+
     def session(self, profile: BrokerProfile, conn: Any) -> Session:
         """What an operation runs on (dlxtool.ops.session): `conn`, and the profile's management API proven to
         answer for the broker it reached."""

@@ -239,7 +239,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
             read = make_read_options(app, None, max_unacked=max_unacked, allow_reorder=allow_reorder,
                                      spend_attempts=spend_attempts)
             plan = replay.plan(read)
-            _render_plan(app, plan)
+            _render_plan(app, plan, None if target_broker else profile.vhost)
             selection_notes(app, selection)
             if dry_run:
                 return None
@@ -261,7 +261,8 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         return outcome
 
 
-def _render_plan(app: App, plan: Any) -> None:
+def _render_plan(app: App, plan: Any, vhost: str | None = None) -> None:
+    """`vhost`: the origins' (None: on another broker, --target-broker), for a did-you-mean of an origin not found."""
     fmt = app.output_format("json")
     if fmt != "table":
         app.emit_json({"plan": plan.to_json()}, fmt)
@@ -289,7 +290,9 @@ def _render_plan(app: App, plan: Any) -> None:
                  "won (`history` says which and why; --origin-from CONVENTION forces one)")
     for o in plan.origins:
         if o.exists is False:
-            app.warn(f"queue {o.queue!r} does not exist: its {o.messages} message(s) would stay in the DLQ")
+            said = app.did_you_mean(o.queue, vhost) if vhost is not None else None
+            app.warn(f"queue {o.queue!r} does not exist: its {o.messages} message(s) would stay in the DLQ"
+                     + (f" ({said})" if said else ""))
         if o.would_stay_full:
             app.warn(f"{o.full_reason}: {o.would_stay_full} of its {o.messages} message(s) would stay in the "
                      f"DLQ ({o.room}); --allow-displace replays them anyway")

@@ -47,7 +47,15 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker.giveback import QUORUM_RETURN_CHUNK, HeldGets, close_channel, give_back_quorum_gets
-from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, PartialError, RefusedError, UsageError
+from dlxtool.errors import (
+    DlxtoolError,
+    ManagementMismatch,
+    NotFoundError,
+    PartialError,
+    QueueNotFound,
+    RefusedError,
+    UsageError,
+)
 from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
@@ -149,7 +157,7 @@ def queue_facts(profile: BrokerProfile, name: str, *, management: Callable[[], M
     try:
         info = management().queue(profile.vhost, name)
     except NotFoundError:
-        raise NotFoundError(f"queue {name!r} not found in vhost {profile.vhost!r}",
+        raise QueueNotFound(name, profile.vhost,
                             hint="list queues with `dlxtool queues`") from None
     except ManagementMismatch:
         raise  # another broker's API: no decision on its data, and no fallback either

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker import queues, versions
 from dlxtool.broker.management import ManagementClient, QueueInfo
-from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, RefusedError, UsageError
+from dlxtool.errors import DlxtoolError, ManagementMismatch, QueueNotFound, RefusedError, UsageError
 from dlxtool.ops.actions import Action, Decision
 from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.outcomes import depths_now, transfer_outcome
@@ -436,7 +436,8 @@ class Purge:
                                         role="--move-to queue", allow_displace=settings.allow_displace)
             out.room = self.rooms.capacity(settings.move_to)
             if out.room.note == "queue missing":
-                raise NotFoundError(f"--move-to queue {settings.move_to!r} not found in vhost {session.vhost!r}",
+                raise QueueNotFound(settings.move_to, session.vhost,
+                                    f"--move-to queue {settings.move_to!r} not found in vhost {session.vhost!r}",
                                     hint="declare it first (with the arguments your parking queues use)")
             report.info(f"{settings.move_to}: {out.room.describe()}")
             self.router = usable_router(session.management, session.vhost)
