@@ -13,7 +13,7 @@ import click
 
 from dlxtool import __version__, secrets
 from dlxtool.cli.app import App
-from dlxtool.cli.options import connection_options, format_option
+from dlxtool.cli.options import all_vhosts_option, connection_options, format_option
 from dlxtool.cli.output import exit_code_of
 from dlxtool.errors import DlxtoolError, QueueNotFound
 from dlxtool.outcome import Outcome, Status
@@ -223,6 +223,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 @click.group(cls=DlxtoolGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @connection_options
 @format_option
+@all_vhosts_option
 @click.option("--no-color", is_flag=True, help="No colour (also when NO_COLOR is set).")
 @click.option("--no-journal", is_flag=True,
               help="Do not record this run in the journal (dlxtool journal; config: journal = false).")
@@ -238,6 +239,8 @@ def cli(ctx: click.Context, no_color: bool, no_journal: bool) -> None:
       dlxtool --broker prod-eu peek orders.dlq -n 5
     """
     app = ctx.ensure_object(App)  # -v and --debug are stored by their callbacks (dlxtool/cli/options.py)
+    if app.all_vhosts and ctx.invoked_subcommand not in (None, "queues"):
+        raise click.UsageError(f"--all-vhosts is an option of `queues`, not of `{ctx.invoked_subcommand}`")
     _guard_streams(app)
     app.color = False if no_color or app.env.get("NO_COLOR") else None
     app.no_journal = no_journal

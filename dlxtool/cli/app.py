@@ -61,6 +61,7 @@ class App:
     started: float = field(default_factory=time.monotonic, repr=False)  # the command's start: summaries' time
     argv: list[str] = field(default_factory=list, repr=False)  # the command line, for the journal (may hold secrets)
     no_journal: bool = False  # --no-journal
+    all_vhosts: bool = False  # --all-vhosts (queues), before or after the command name
 
     def elapsed(self) -> float:
         """Seconds since the command started (a summary's "in 9.1s" is the command's, waits included)."""

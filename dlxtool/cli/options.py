@@ -71,6 +71,18 @@ def _debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
         ctx.ensure_object(App).debug = True
 
 
+def _all_vhosts(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:  # given before the command name or after it; the other place's default (False) must not undo it
+        ctx.ensure_object(App).all_vhosts = True
+
+
+def all_vhosts_option(f: F) -> F:
+    """`queues --all-vhosts`, also before the command name (`dlxtool --all-vhosts queues`), as --vhost is."""
+    return click.option("--all-vhosts", is_flag=True, expose_value=False, callback=_all_vhosts,
+                        help="queues: every vhost the user can see, not only the profile's (before or after "
+                             "the command name).")(f)
+
+
 def diagnostic_options(f: F) -> F:
     """-v and --debug, before the command name or after it."""
     opts = [

@@ -268,7 +268,8 @@ def test_a_port_that_hangs_up_at_once_is_said_in_plain_words(run) -> None:
 
 
 @pytest.mark.parametrize("command", [
-    ["peek", "{typo}"], ["history", "{typo}"], ["dump", "{typo}"], ["dump", "{typo}", "--remove", "--yes", "-o", "{out}"],
+    ["peek", "{typo}"], ["history", "{typo}"], ["dump", "{typo}"],
+    ["dump", "{typo}", "--remove", "--yes", "-o", "{out}"],
     ["replay", "{typo}", "--yes"], ["replay", "{typo}", "--dry-run"], ["purge", "{typo}", "--yes"],
     ["purge", "{typo}", "--origin", "x", "--dry-run"], ["purge", "{dlq}", "--move-to", "{typo}", "--yes"],
 ])

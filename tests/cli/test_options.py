@@ -131,3 +131,43 @@ def test_every_command_takes_the_same_selection_options(run) -> None:
     assert len(helps["peek"]) >= 12, helps["peek"]
     for command in COMMANDS[1:]:
         assert helps[command] == helps["peek"], command
+
+
+@pytest.fixture
+def empty_vhost(broker):
+    """A vhost of this test with no queue in it."""
+    from urllib.parse import quote
+
+    name = f"{broker.vhost}-empty"
+    broker.mgmt.request("PUT", f"vhosts/{quote(name, safe='')}", {})
+    broker.mgmt.request("PUT", f"permissions/{quote(name, safe='')}/guest", {"configure": ".*", "write": ".*",
+                                                                            "read": ".*"})
+    yield name
+    broker.mgmt.request("DELETE", f"vhosts/{quote(name, safe='')}")
+
+
+def test_all_vhosts_before_or_after_the_command(run, broker, qname, empty_vhost) -> None:
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True)
+    url = f"amqp://guest:guest@localhost:{broker.amqp_port}/{empty_vhost}"
+    before = run("--all-vhosts", "queues", "--url", url, "-f", "json")
+    after = run("queues", "--all-vhosts", "--url", url, "-f", "json")
+    assert before.exit_code == after.exit_code == 0, before.output + after.output
+    for result in (before, after):
+        assert (broker.vhost, qname) in {(r["vhost"], r["queue"]) for r in json.loads(result.stdout)}
+    misplaced = run("--all-vhosts", "peek", qname, "--url", broker.url)
+    assert misplaced.exit_code == 2 and "--all-vhosts is an option of `queues`, not of `peek`" in misplaced.stderr
+
+
+def test_queues_in_a_vhost_without_any_hints_at_the_vhosts_that_have_some(run, broker, qname, empty_vhost) -> None:
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True)
+    url = f"amqp://guest:guest@localhost:{broker.amqp_port}/{empty_vhost}"
+    result = run("queues", "--url", url, "-f", "table")
+    assert result.exit_code == 0, result.output
+    assert "no queues match" in result.stderr
+    hint = next(line for line in result.stderr.splitlines() if line.startswith("hint:"))
+    assert f"vhost '{empty_vhost}' has no queues" in hint and f"'{broker.vhost}' (" in hint
+    assert "--vhost NAME, or --all-vhosts" in hint
+    ours = run("queues", "--url", broker.url, "-f", "table")  # a vhost with queues: no hint
+    assert "hint:" not in ours.stderr
