@@ -56,12 +56,13 @@ MIN_EXPLAINED_PREFIX = 8
 _NOT_PROTOBUF = ("json", "text/", "xml", "yaml", "csv", "html")
 
 
-def proto_paths(cli_paths: Iterable[str] = (), profile_paths: Iterable[str] = ()) -> list[str]:
-    """``--proto-path`` values, then ``$DLXTOOL_PROTO_PATH`` (os.pathsep-separated), then the
-    profile's ``proto_paths``; duplicates dropped, order kept."""
+def proto_paths(cli_paths: Iterable[str] = (), profile_paths: Iterable[str] = (), *,
+                env: Mapping[str, str]) -> list[str]:
+    """``--proto-path`` values, then ``$DLXTOOL_PROTO_PATH`` of `env` (the command's environment, os.pathsep-
+    separated), then the profile's ``proto_paths``; duplicates dropped, order kept."""
     out: list[str] = []
-    env = os.environ.get(PROTO_PATH_ENV, "")
-    for p in [*cli_paths, *(x for x in env.split(os.pathsep) if x.strip()), *profile_paths]:
+    listed = env.get(PROTO_PATH_ENV, "")
+    for p in [*cli_paths, *(x for x in listed.split(os.pathsep) if x.strip()), *profile_paths]:
         p = str(Path(p).expanduser())
         if p not in out:
             out.append(p)
@@ -534,13 +535,13 @@ def registry_errors() -> Iterator[None]:
         raise translate_error(exc) from exc
 
 
-def load_registry(paths: Iterable[str], *, demo: bool = False) -> Registry:
-    """The schemas of ``paths`` (and the demo's bundled shop.* ones with ``demo``); registry errors
-    become dlxtool errors."""
+def load_registry(paths: Iterable[str], *, demo: bool = False, cache_dir: Path | None = None) -> Registry:
+    """The schemas of ``paths`` (and the demo's bundled shop.* ones with ``demo``), compiled ones cached in
+    `cache_dir` (None: proto_registry's default); registry errors become dlxtool errors."""
     from proto_registry import Registry
 
     with registry_errors():
-        return Registry.load(list(paths), include_defaults=demo)
+        return Registry.load(list(paths), include_defaults=demo, cache_dir=cache_dir)
 
 
 # -- streams of lines -------------------------------------------------------------------------------
@@ -671,6 +672,7 @@ def record_decoder(
     demo: bool = False,
     on_error: Callable[[str], None] | None = None,
     max_inflated: int = compression.DEFAULT_MAX_INFLATED,
+    cache_dir: Path | None = None,
 ) -> Callable[[MessageRecord], dict[str, Any] | None]:
     """The `decoded` field for records read from a queue: the match as a dict, or None.
 
@@ -717,7 +719,7 @@ def record_decoder(
             return None
         if state["registry"] is None:
             try:
-                state["registry"] = load_registry(paths, demo=demo)
+                state["registry"] = load_registry(paths, demo=demo, cache_dir=cache_dir)
             except DlxtoolError as exc:
                 state["failed"] = True
                 if on_error:

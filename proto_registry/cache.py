@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 CACHE_ENV = "DLXTOOL_CACHE_DIR"
 FORMAT_VERSION = "1"
 
 
-def cache_dir() -> Path:
-    """``$DLXTOOL_CACHE_DIR``, else ``$XDG_CACHE_HOME/dlxtool/proto``, else ``~/.cache/dlxtool/proto``."""
-    override = os.environ.get(CACHE_ENV)
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``$DLXTOOL_CACHE_DIR``, else ``$XDG_CACHE_HOME/dlxtool/proto``, else ``~/.cache/dlxtool/proto`` — of `env`
+    (dlxtool passes the command's environment; None: this process's, for the library used on its own)."""
+    env = os.environ if env is None else env
+    override = env.get(CACHE_ENV)
     if override:
         return Path(override)
-    xdg = os.environ.get("XDG_CACHE_HOME")
+    xdg = env.get("XDG_CACHE_HOME")
     base = Path(xdg) if xdg else Path.home() / ".cache"
     return base / "dlxtool" / "proto"
 

@@ -164,7 +164,7 @@ def finish(ctx: click.Context, outcome: Outcome, exc: BaseException | None = Non
 
 def report(ctx: click.Context, exc: BaseException) -> None:
     app = ctx.find_object(App)
-    debug = bool(app and app.debug) or os.environ.get("DLXTOOL_DEBUG") in ("1", "true", "yes")
+    debug = bool(app and app.debug) or (app or App()).env.get("DLXTOOL_DEBUG") in ("1", "true", "yes")
     if debug:
         import traceback
 
@@ -260,8 +260,10 @@ def _os_user() -> str:
 
 def _guard_streams(app: App) -> None:
     """Output a gone terminal (SIGHUP: EIO; through ssh: EPIPE) cannot take goes to a file instead of
-    failing the command half-way through its summary (dlxtool.ops.interrupts.FallbackStream)."""
-    from dlxtool.ops.interrupts import FallbackStream
+    failing the command half-way through its summary (dlxtool.cli.streams.FallbackStream)."""
+    from dlxtool.cli.streams import FallbackStream, summary_file
+
+    summary_file.env = app.env  # where the file goes: $XDG_STATE_HOME of the command's environment
 
     # A text stream by delegation (FallbackStream.__getattr__), not by class: typed as the IO it wraps.
     if not isinstance(app.err, FallbackStream):
@@ -280,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     else:
         code = 0
-    from dlxtool.ops.interrupts import ignore_ctrl_c_from_now_on, summary_file
+    from dlxtool.cli.streams import summary_file
+    from dlxtool.ops.interrupts import ignore_ctrl_c_from_now_on
 
     ignore_ctrl_c_from_now_on()
     if summary_file.path is not None:  # say where, in case the other stream still reaches someone

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from dlxtool import render
@@ -31,6 +32,7 @@ class Schemas:
 
     paths: tuple[str, ...]
     demo: bool
+    cache_dir: Path | None = None  # compiled schemas' cache (proto_registry.cache.cache_dir of the command's env)
 
 
 @dataclass
@@ -118,7 +120,8 @@ class App:
         except DlxtoolError as exc:
             if not offline or self._broker_typed():
                 raise
-            return Schemas(tuple(proto_paths(cli_paths, self._despite_config_error(exc))), demo)
+            return Schemas(tuple(proto_paths(cli_paths, self._despite_config_error(exc), env=self.env)), demo,
+                           self._schema_cache())
         try:
             profile_paths: tuple[str, ...] = self.profile().proto_paths
         except DlxtoolError as exc:
@@ -126,8 +129,13 @@ class App:
                 raise
             self.warn(f"{exc.message}; decoding without that broker profile's proto_paths")
             profile_paths = ()
-        return Schemas(tuple(proto_paths(cli_paths, [*config.proto_paths, *profile_paths])),
-                       demo or config.demo_schemas)
+        return Schemas(tuple(proto_paths(cli_paths, [*config.proto_paths, *profile_paths], env=self.env)),
+                       demo or config.demo_schemas, self._schema_cache())
+
+    def _schema_cache(self) -> Path:
+        from proto_registry.cache import cache_dir
+
+        return cache_dir(self.env)
 
     def _broker_typed(self) -> bool:
         """A broker profile or URL typed on this command line (not left in the environment)."""

@@ -121,7 +121,7 @@ def decode(
     fmt = app.output_format("jsonl")
     schemas = app.schemas(proto_paths, demo=demo_schemas, offline=True)
     paths, demo = schemas.paths, schemas.demo and not no_bundled
-    registry = decoding.load_registry(paths, demo=demo)
+    registry = decoding.load_registry(paths, demo=demo, cache_dir=schemas.cache_dir)
     app.debug_log(f"decode: {len(registry)} message types from {len(paths)} proto path(s)"
                   + (" and the demo schemas" if demo else ""))
     if not paths and not demo and not raw:

@@ -251,7 +251,8 @@ def record_decoder(app: App) -> Callable[[Any], Any]:
             from dlxtool import decoding
 
             schemas = app.schemas()
-            made.append(decoding.record_decoder(schemas.paths, demo=schemas.demo, on_error=app.warn))
+            made.append(decoding.record_decoder(schemas.paths, demo=schemas.demo, on_error=app.warn,
+                                                cache_dir=schemas.cache_dir))
         return made[0](record)
 
     return decode

@@ -197,6 +197,8 @@ def through_wait_queues(app: App, queue: str) -> Callable[[Any], Any]:
 def topology_note(app: App, queue: str, records: list[MessageRecord]) -> None:
     """A note when dead letters read from `queue` are not where the topology sends them (an application moved them:
     dlxtool.ops.dead_letter_roles.unpredicted), asked of the management API the read already proved."""
+    if not any(r.deaths or r.headers for r in records):
+        return  # nothing that says where a message died: no question for the topology (and no imports for it)
     from dlxtool.ops.dead_letter_roles import unpredicted
     from dlxtool.ops.routes import Router
 

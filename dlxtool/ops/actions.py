@@ -7,9 +7,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dlxtool.record import MessageRecord
+if TYPE_CHECKING:  # at run time the model is the engine's business: the queue survey needs only Action
+    from dlxtool.record import MessageRecord
 
 
 class Action(enum.Enum):
@@ -38,4 +39,4 @@ class Decision:
         return cls(Action.LEAVE, why)
 
 
-Decide = Callable[[MessageRecord], Decision]
+Decide = Callable[["MessageRecord"], Decision]

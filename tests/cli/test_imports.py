@@ -135,6 +135,11 @@ def test_reading_json_bodies_does_not_load_protobuf(tmp_path: Path, cli_env, bro
                 f"dlxtool {command} of JSON bodies")
 
 
+# The queue survey and its flags, and the roles it tells from the topology (dead_letter_roles follows dead-letter
+# routes with the routes' Router; actions is the engine's two small types routes names).
+QUEUES_OPS = ("queues", "queue_flags", "dead_letter_roles", "routes", "actions")
+
+
 def test_queues_talks_http_only(tmp_path: Path, cli_env, broker) -> None:
     """With a management_url in the profile. (A derived or ad-hoc one is first proven to answer for the
     AMQP broker over an AMQP connection, dlxtool.broker.identity: that run imports pika, on purpose.)"""
@@ -145,7 +150,7 @@ def test_queues_talks_http_only(tmp_path: Path, cli_env, broker) -> None:
     modules = loaded(tmp_path, env, "queues", "-f", "json")
     assert_none(modules, [*NEVER, *PROTOBUF, *CONVENTIONS, "pika", "dlxtool.decoding", "dlxtool.broker.connection",
                           "dlxtool.record", "concurrent.futures", *other_commands("queues"),
-                          *foreign_ops("queues", "queue_flags")], "dlxtool queues")
+                          *foreign_ops(*QUEUES_OPS)], "dlxtool queues")
 
 
 def test_queues_proving_an_ad_hoc_api_imports_no_more(tmp_path: Path, cli_env, broker) -> None:
@@ -155,7 +160,7 @@ def test_queues_proving_an_ad_hoc_api_imports_no_more(tmp_path: Path, cli_env, b
     modules = loaded(tmp_path, env, "queues", "-f", "json")
     assert "dlxtool.broker.identity" in modules  # the proof ran
     assert_none(modules, [*NEVER, *PROTOBUF, *CONVENTIONS, "dlxtool.decoding", "dlxtool.record",
-                          "concurrent.futures", *other_commands("queues"), *foreign_ops("queues", "queue_flags")],
+                          "concurrent.futures", *other_commands("queues"), *foreign_ops(*QUEUES_OPS)],
                 "dlxtool --url … queues")
 
 

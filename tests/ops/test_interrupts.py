@@ -1,4 +1,5 @@
-"""dlxtool.ops.interrupts.FallbackStream: what a write to a terminal that is gone does (pure logic)."""
+"""Stop signals in a run (dlxtool.ops.interrupts), and what a write to a terminal that is gone does
+(dlxtool.cli.streams.FallbackStream; pure logic)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import signal
 
 import pytest
 
+from dlxtool.cli import streams
 from dlxtool.ops import interrupts
 
 
@@ -27,8 +29,8 @@ class GoneTerminal(io.StringIO):
 
 @pytest.fixture
 def saved(tmp_path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
-    monkeypatch.setattr(interrupts, "summary_file", interrupts._SummaryFile())  # noqa: SLF001 - a fresh file
+    # a fresh file, where the command's environment says
+    monkeypatch.setattr(streams, "summary_file", streams._SummaryFile({"XDG_STATE_HOME": str(tmp_path)}))  # noqa: SLF001
     interrupts.forget_signals()  # an earlier test's in-process command may have noted a Ctrl-C
     return tmp_path / "dlxtool"
 
@@ -37,7 +39,7 @@ def test_a_hung_up_terminal_diverts_stdout_even_before_its_sighup_arrives(saved)
     """Seen as the run ended: the pty hung up, the summary's write failed with EIO before the SIGHUP handler
     ran, and the command died with an internal error and no summary anywhere."""
     assert interrupts.received() is None
-    out = interrupts.FallbackStream(GoneTerminal(tty=True), always=False)
+    out = streams.FallbackStream(GoneTerminal(tty=True), always=False)
     out.write('{"moved_total": 3}\n')
     assert out.diverted
     (saved_file,) = saved.glob("summary-*.log")
@@ -46,7 +48,7 @@ def test_a_hung_up_terminal_diverts_stdout_even_before_its_sighup_arrives(saved)
 
 def test_a_pipe_whose_reader_left_still_ends_the_command_quietly(saved) -> None:
     """Not a terminal (`| head`): without a stop signal the error goes up, as before (a quiet end)."""
-    out = interrupts.FallbackStream(GoneTerminal(tty=False), always=False)
+    out = streams.FallbackStream(GoneTerminal(tty=False), always=False)
     with pytest.raises(OSError):
         out.write("x\n")
     assert not saved.exists()
