@@ -171,3 +171,16 @@ def test_queues_in_a_vhost_without_any_hints_at_the_vhosts_that_have_some(run, b
     assert "--vhost NAME, or --all-vhosts" in hint
     ours = run("queues", "--url", broker.url, "-f", "table")  # a vhost with queues: no hint
     assert "hint:" not in ours.stderr
+
+
+def test_dump_remove_takes_only_what_the_selection_selects(run, broker, qname, tmp_path) -> None:
+    """dump --remove with a selection: the selected messages into the file (-n counts them), the others stay in
+    order, as purge --backup with the same options."""
+    m = mixed_dlq(broker, qname)
+    out = tmp_path / "taken.jsonl"
+    result = run("dump", m.dlq, "--remove", "--header", "tenant~^(globex|initech)$", "-n", "3", "--yes", "-o", str(out),
+                 "--url", broker.url, "-f", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["removed"] == 3
+    assert [json.loads(line)["position"] for line in out.read_text().splitlines()] == [3, 4, 5]
+    assert [b for _p, b in take_all(broker, m.dlq)] == [m.bodies[i] for i in (0, 1, 2, 6)]
