@@ -145,6 +145,7 @@ counts possible duplicates); 130 on Ctrl-C (143 on SIGTERM, 129 on SIGHUP).
 Examples:
   dlxtool replay orders.dlq --dry-run
   dlxtool replay orders.dlq --origin orders --older-than 10m --yes
+  dlxtool replay orders.dlq --type PaymentFailed --error '(?i)timed? ?out' -n 100
   dlxtool --broker prod-eu replay orders.dlq --target-broker prod-eu-new --save replayed.jsonl
 """
 
