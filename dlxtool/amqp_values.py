@@ -64,6 +64,20 @@ class RawValue:
         return f"RawValue({self.kind}:{self.value!r})"
 
 
+def raw_with_value(raw: RawValue, value: Any) -> RawValue:
+    """`raw`'s kind holding `value` instead (an edited header kept as its AMQP bytes: a float stays a float, an L an
+    L). ValueError where that kind cannot hold it (out of range, not a number; a decimal: write a $decimal)."""
+    fmt = _FIXED.get(raw.encoded[0])
+    if fmt is None or isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"a value of AMQP kind {raw.kind!r} cannot be set to {value!r}")
+    if fmt[-1] not in "fd" and not float(value).is_integer():
+        raise ValueError(f"AMQP kind {raw.kind!r} holds whole numbers, not {value!r}")
+    try:
+        return RawValue(raw.encoded[:1] + struct.pack(fmt, value if fmt[-1] in "fd" else int(value)))
+    except struct.error:
+        raise ValueError(f"{value!r} does not fit AMQP kind {raw.kind!r}") from None
+
+
 def raw_fixed(buf: bytes, o: int) -> tuple[RawValue, int] | None:
     """The value of a fixed-size kind at buf[o] (its kind byte) as a RawValue, or None for other kinds."""
     kind = buf[o]

@@ -227,3 +227,19 @@ def short_label(info: Mapping[str, Any]) -> str:
     """The table cell's form of label(): `[gzip 1.2 KiB→8 KiB]`."""
     return f"[{info.get('from', '?')} {human_size(int(info.get('compressed_bytes') or 0))}→" \
            f"{human_size(int(info.get('bytes') or 0))}]"
+
+
+def inflated_whole(body: bytes, properties: Mapping[str, Any] | None, headers: Mapping[str, Any] | None, *,
+                   max_inflated: int = DEFAULT_MAX_INFLATED) -> tuple[bytes, str | None, str | None]:
+    """(the body to read, the compression its bytes are in, a note): a body its message declares compressed,
+    inflated whole within `max_inflated`, with the method its bytes really are (to compress an edited body the same
+    way); else the bytes as they are, with why where they are compressed."""
+    how = declared(properties, headers)
+    if how is None:
+        return body, None, None
+    if how.method is None:
+        return body, None, f"compressed ({how.label}), which dlxtool does not inflate: shown as it is"
+    got = inflate(body, how.method, max_inflated=max_inflated)
+    if not got.ok or not got.complete:
+        return body, None, f"{got.label()}: shown as it is"
+    return got.data, got.method, None

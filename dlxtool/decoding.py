@@ -697,6 +697,9 @@ def record_decoder(
 
     def decode(record: MessageRecord) -> dict[str, Any] | None:
         ct = (_str(record.properties.get("content_type")) or "").lower()
+        found = json_decoded(record, ct)
+        if found is not None:
+            return found
         if not (paths or demo):  # no schema to identify against: not even protobuf is imported
             return None
         if state["failed"] or not record.body or any(x in ct for x in _NOT_PROTOBUF):
@@ -734,3 +737,29 @@ def record_decoder(
         return result.to_dict()
 
     return decode
+
+
+JSON_STATUS = "json"  # a record's `decoded` for a JSON body
+
+
+def json_decoded(record: MessageRecord, content_type: str) -> dict[str, Any] | None:
+    """The `decoded` of a JSON body (its content type says JSON, or it is a JSON object or array, inflated first when
+    its message declares a compression; at most MAX_RECORD_DECODE_BYTES): {"status": "json", "type": null,
+    "message": the parsed JSON}, with `decompressed` as for protobuf. `load --reencode` writes a changed `message`
+    back (dlxtool.editing.reencode). None for anything else, and for a body its content type says is protobuf."""
+    if not record.body or "proto" in content_type.split(";")[0]:
+        return None
+    from dlxtool import jsonbody
+
+    data, method, _note = compression.inflated_whole(record.body, record.properties, record.headers,
+                                                     max_inflated=MAX_RECORD_DECODE_BYTES)
+    if len(data) > MAX_RECORD_DECODE_BYTES or (method is None and compression.declared(record.properties,
+                                                                                        record.headers)):
+        return None
+    value = jsonbody.body_value(data, content_type)
+    if value is jsonbody.MISSING:
+        return None
+    out: dict[str, Any] = {"status": JSON_STATUS, "type": None, "message": value}
+    if method is not None:
+        out["decompressed"] = {"from": method, "compressed_bytes": len(record.body), "bytes": len(data)}
+    return out

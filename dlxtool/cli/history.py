@@ -151,7 +151,7 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
     for count_note in count_notes(items):
         app.info(f"note: {count_note}")
     if queue:
-        topology_note(app, queue, records)
+        topology_note(app, queue, records, conventions=True)
     finish_read(app, reader)
 
 
@@ -268,8 +268,9 @@ def _replayed_text(headers: Any) -> str | None:
         return None
     at = prov["at"]
     exchange = prov["exchange"] or "(default)" if isinstance(prov["exchange"], str) else "?"
-    return (f"{prov['count']} time(s) by dlxtool, last from {prov['from']} at {at}; its first origin's exchange "
-            f"{exchange}, routing key {prov['routing_key']}")
+    edited = f"; edited ({prov['edited']}) by that replay" if prov.get("edited") else ""
+    return (f"{prov['count']} time(s) by dlxtool, last from {prov['from']} at {at}{edited}; its first origin's "
+            f"exchange {exchange}, routing key {prov['routing_key']}")
 
 
 def _deaths_text(history: MessageHistory) -> str:

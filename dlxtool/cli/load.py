@@ -43,6 +43,17 @@ message was never acked away, it is still in its queue. The summary counts
 them (skipped_torn) and the exit status is 5 unless --allow-torn.
 
 \b
+--reencode publishes a record whose `decoded` was changed (e.g. by jq)
+with the body it now says: a protobuf `decoded` is re-encoded through its
+type (the schemas of peek and dump: --proto-path, proto_paths, demo
+schemas) — the original message with only the changed fields applied,
+unknown fields kept, fields in field-number order — and a JSON body's
+`decoded` (status json) is written back as compact JSON; framing and
+compression are put back as they were. A record whose `decoded` still says
+what its body does keeps its bytes. A `decoded` the schema rejects stops
+the load before anything is published (FILE:LINE).
+
+\b
 --reset-history applies replay's count reset (x-death, x-first/last-death-*,
 x-delivery-count, retry headers, + --reset-header and the profile's
 reset_headers) and adds the `dlxtool-replay` provenance header.
@@ -67,6 +78,8 @@ Examples:
   dlxtool --broker staging load orders-dlq.jsonl --to orders.debug --yes
   dlxtool load poison.jsonl --to orders --reset-history --failed retry.jsonl
   dlxtool dump orders.dlq | dlxtool --broker prod-us load - --to orders.dlq --yes
+  dlxtool dump orders.dlq | jq -c '.decoded.message.total.currencyCode = "EUR"' \\
+    | dlxtool load - --reencode --yes
 """
 
 
@@ -74,6 +87,9 @@ Examples:
 @click.argument("file", metavar="FILE")
 @click.option("--to", "to_queue", metavar="QUEUE", help="Publish every record to QUEUE (default: its own queue).")
 @click.option("--reset-history", is_flag=True, help="Remove the death history and retry counters (replay's reset).")
+@click.option("--reencode", is_flag=True,
+              help="Publish a record whose `decoded` was changed with the body it says (protobuf re-encoded through "
+                   "its type, JSON as compact JSON); unchanged records keep their bytes.")
 @click.option("--reset-header", "reset_headers", multiple=True, metavar="NAME",
               help="With --reset-history: also remove this application retry header (repeatable).")
 @click.option("--failed", "failed_file", metavar="FILE2", type=click.Path(dir_okay=False),
@@ -96,7 +112,7 @@ Examples:
 @yes_option
 @common_options
 @click.pass_obj
-def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_headers: tuple[str, ...],
+def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencode: bool, reset_headers: tuple[str, ...],
          default_exchange: bool, failed_file: str | None, window: int, allow_displace: bool, allow_dlx_drop: bool,
          allow_torn: bool, dry_run: bool, yes: bool) -> Outcome | None:
     from dlxtool.cli.moving import Journaled, progress_bar, record_file
@@ -115,9 +131,19 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_h
                             reset_names=tuple(dict.fromkeys((*profile.reset_headers, *reset_headers))),
                             window=window, allow_displace=allow_displace, default_exchange=default_exchange,
                             allow_dlx_drop=allow_dlx_drop)
+    reencoder, changed = None, 0
+    if reencode:
+        from dlxtool.cli.editing import registry_loader
+        from dlxtool.editing.reencode import Reencoder
+
+        settings.reencode = reencoder = Reencoder(registry_loader(app, required=True))
     with summary_before_ctrl_c() as ctrl_c:
         with app.connection(profile) as conn:
             loading = Load(app.session(profile, conn), open_stream, settings, app, dry_run=dry_run)
+            if reencoder is not None:  # counted by the check of the whole file, before anything is published
+                app.info(f"--reencode: {reencoder.reencoded} of {loading.plan.records} record(s) re-encoded from "
+                         "their changed `decoded`; the others keep their bytes")
+                changed = reencoder.reencoded
             plan = loading.plan
             if not plan.records and not plan.torn:
                 app.info(f"nothing to load: {name} has no records; nothing was published")
@@ -136,8 +162,11 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reset_h
                 result = loading.run(progress=bar, failed=failed)
         _render_result(app, result)
         outcome = load_outcome(result, failed_file, allow_torn)
-        journaled.ended(outcome, counts={"published": result.published_total, "failed": result.failed_total,
-                                         "not_sent": result.not_sent, "possible_duplicates": result.lost},
+        counts = {"published": result.published_total, "failed": result.failed_total, "not_sent": result.not_sent,
+                  "possible_duplicates": result.lost}
+        if reencoder is not None:
+            counts["reencoded"] = changed
+        journaled.ended(outcome, counts=counts,
                         files=[failed_file] if failed_file else [])
         return outcome
 

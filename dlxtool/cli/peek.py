@@ -83,7 +83,8 @@ def peek(app: App, /, queue: str, count: int, whole_body: bool, origin_from: str
     elif fmt == "table":
         render_table(app, records, whole_body, empty=nothing_shown(reader), known=known,
                      origin_from=origin_from, through=through)
-    topology_note(app, queue, records)  # jsonl streams its records: none kept to look at
+    # jsonl streams its records (none kept to look at); the table explains them by conventions anyway
+    topology_note(app, queue, records, conventions=fmt == "table")
     finish_read(app, reader)
 
 
@@ -144,14 +145,15 @@ def table_row(record: MessageRecord, x: Explanation, *, dead_letter: bool = True
 
 
 def body_preview(record: MessageRecord, width: int = 60) -> str:
-    """The decoded message when the registry identified it, else text if printable, else hex; a compressed
-    body inflated first (bounded, dlxtool.compression) and marked as such, e.g. `[gzip 1.2 KiB→8 KiB]`.
+    """The decoded protobuf message when the registry identified it (a JSON body shows as its text), else text if
+    printable, else hex; a compressed body inflated first (bounded, dlxtool.compression) and marked as such, e.g.
+    `[gzip 1.2 KiB→8 KiB]`.
 
     A guess (defective, ambiguous or of low confidence) is marked as one, with its confidence: the
     same bytes read as a clean, sure match would be a lie (see decoding.match_label)."""
     from dlxtool import compression, render
 
-    if record.decoded and record.decoded.get("message") is not None:
+    if record.decoded and record.decoded.get("message") is not None and record.decoded.get("type"):
         from dlxtool.decoding import is_weak, match_label
 
         label = match_label(record.decoded)

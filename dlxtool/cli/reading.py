@@ -194,18 +194,35 @@ def through_wait_queues(app: App, queue: str) -> Callable[[Any], Any]:
     return through
 
 
-def topology_note(app: App, queue: str, records: list[MessageRecord]) -> None:
+def topology_note(app: App, queue: str, records: list[MessageRecord], *, conventions: bool) -> None:
     """A note when dead letters read from `queue` are not where the topology sends them (an application moved them:
-    dlxtool.ops.dead_letter_roles.unpredicted), asked of the management API the read already proved."""
-    if not any(r.deaths or r.headers for r in records):
-        return  # nothing that says where a message died: no question for the topology (and no imports for it)
+    dlxtool.ops.dead_letter_roles.unpredicted), asked of the management API the read already proved. The evidence:
+    the last x-death entry (the queue that dead-lettered the message, with its routing keys), else, with
+    `conventions` (loaded by the output anyway), the origin a known convention names. Nothing more is imported for
+    messages that are no dead letters."""
+    came_from: dict[tuple[str, tuple[str, ...] | None], int] = {}
+    for record in records:
+        deaths = record.deaths
+        if deaths and deaths[0].queue:
+            key = (deaths[0].queue, deaths[0].routing_keys or None)
+        elif conventions:
+            from dlxtool.conventions import Message, explain
+
+            headers = record.headers if isinstance(record.headers, dict) else {}
+            origin = explain(Message(headers, record.body, record.queue)).origin
+            if origin is None or origin.queue is None:
+                continue
+            key = (origin.queue, None)
+        else:
+            continue
+        came_from[key] = came_from.get(key, 0) + 1
+    profile = app.profile()
+    mgmt = app.proven_management(profile) if came_from else None
+    if mgmt is None:
+        return
     from dlxtool.ops.dead_letter_roles import unpredicted
     from dlxtool.ops.routes import Router
 
-    profile = app.profile()
-    mgmt = app.proven_management(profile)
-    if mgmt is None or not records:
-        return
-    note = unpredicted(Router(mgmt, profile.vhost, settled=False), queue, records)
+    note = unpredicted(Router(mgmt, profile.vhost, settled=False), queue, came_from)
     if note:
         app.info(f"note: {note}")

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from dlxtool.cli.app import App
+from dlxtool.cli.editing import EDIT_HELP, EditRequest, edit_counts, edit_dead_letters, edit_options, edit_outcome
 from dlxtool.cli.explaining import Cells
 from dlxtool.cli.moving import (
     Journaled,
@@ -141,12 +142,14 @@ selects none of it) it says so and exits 0 without asking. Exit 5 when messages 
 selection; 3 when the connection was lost (nothing is lost; the summary
 counts possible duplicates); 130 on Ctrl-C (143 on SIGTERM, 129 on SIGHUP).
 
+""" + EDIT_HELP + """
 \b
 Examples:
   dlxtool replay orders.dlq --dry-run
   dlxtool replay orders.dlq --origin orders --older-than 10m --yes
   dlxtool replay orders.dlq --type PaymentFailed --error '(?i)timed? ?out' -n 100
   dlxtool --broker prod-eu replay orders.dlq --target-broker prod-eu-new --save replayed.jsonl
+  dlxtool replay orders.dlq --edit --origin orders --limit 5
 """
 
 
@@ -195,6 +198,7 @@ Examples:
 @click.option("--window", type=click.IntRange(min=1, max=65535), default=1000, show_default=True,
               help="Publishes awaiting a confirm at once.")
 @selection_options
+@edit_options
 @peek_safety_options
 @dry_run_option
 @yes_option
@@ -205,8 +209,9 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
            drop_expiration: bool, drop_user_id: bool, reset_body_retries: bool, allow_fanout: bool,
            origin_from: str | None,
            allow_displace: bool, target_broker: str | None, save_file: str | None,
-           rate: float | None, prefetch: int, window: int, selection: Selection, max_unacked: int | None,
-           allow_reorder: bool, spend_attempts: bool, dry_run: bool, yes: bool) -> Outcome | None:
+           rate: float | None, prefetch: int, window: int, selection: Selection, edit: EditRequest | None,
+           max_unacked: int | None, allow_reorder: bool, spend_attempts: bool, dry_run: bool,
+           yes: bool) -> Outcome | None:
     from dlxtool.ops import replay as ops
     from dlxtool.ops.engine import TransferOptions
     from dlxtool.ops.replay_decision import ReplaySettings
@@ -218,6 +223,11 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
     selection = selection_for(app, selection, origin_from=origin_from, decode=True)
     if save_file:
         check_record_file(app, save_file)  # before the plan reads (and gives back) any message
+    edits = None
+    if edit is not None:  # before any connection: the editor may stay open for long (dlxtool.cli.editing)
+        edits = edit_dead_letters(app, dlq, selection, edit, yes=yes, dry_run=dry_run)
+        if edits is None:
+            return None
     profile = app.profile()
     target_profile = app.profile(target_broker) if target_broker else None
     settings = ReplaySettings(
@@ -226,8 +236,9 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         max_replays=max_replays, default_exchange=default_exchange, drop_expiration=drop_expiration,
         allow_displace=allow_displace, reset_body_retries=reset_body_retries, allow_dlx_drop=allow_dlx_drop,
         conventions=known, origin_from=origin_from, allow_fanout=allow_fanout, drop_user_id=drop_user_id,
+        edits=edits,
     )
-    journaled = Journaled(app, "replay")
+    journaled = Journaled(app, "replay --edit" if edits is not None else "replay")
     with summary_before_ctrl_c() as ctrl_c, ExitStack() as stack:
         conn = stack.enter_context(app.connection(profile))
         target_conn = stack.enter_context(app.connection(target_profile)) if target_profile else None
@@ -236,7 +247,8 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
                                     app.session(target_profile, target_conn) if target_profile else None,
                                     plan_limit=app.config().dump_unacked_limit)
         replay = ops.Replay(session, settings, app, dry_run=dry_run)
-        if dry_run or not yes:  # --yes: no plan (read as peek reads: some quorum queues need a flag for it)
+        # --yes: no plan (read as peek reads: some quorum queues need a flag for it); --edit showed its diff instead
+        if edits is None and (dry_run or not yes):
             read = make_read_options(app, None, max_unacked=max_unacked, allow_reorder=allow_reorder,
                                      spend_attempts=spend_attempts)
             plan = replay.plan(read)
@@ -257,8 +269,10 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         selection_notes(app, selection)
         run.clean_up()  # the temporary exchanges, once the summary is out
         notes(app, run.result)
-        outcome = run.outcome()
-        journaled.ended(outcome, counts=transfer_counts(run.result), files=[save_file] if save_file else [])
+        outcome, counts = run.outcome(), transfer_counts(run.result)
+        if edits is not None:  # --edit: the messages shown and never found again, what was edited
+            outcome, counts = edit_outcome(app, edits, run.result, outcome), {**counts, **edit_counts(edits)}
+        journaled.ended(outcome, counts=counts, files=[save_file] if save_file else [])
         return outcome
 
 

@@ -30,7 +30,6 @@ from dlxtool.ops.routes import ANY_KEY, Key, Router
 
 if TYPE_CHECKING:
     from dlxtool.ops.queue_flags import QueueRow
-    from dlxtool.record import MessageRecord
 
 ROLES = ("dlq", "wait")
 SHOWN_SOURCES = 3  # a DLQ's reason names this many of the queues that dead-letter into it, then counts the rest
@@ -112,9 +111,15 @@ class Edges:
 
     targets: dict[str, set[str]] = field(default_factory=dict)
     notes: dict[str, list[str]] = field(default_factory=dict)
+    _sources: dict[str, list[str]] | None = field(default=None, repr=False)
 
     def sources(self, queue: str) -> list[str]:
-        return sorted(s for s, ts in self.targets.items() if queue in ts)
+        if self._sources is None:  # once: every queue asks
+            self._sources = {}
+            for source, targets in sorted(self.targets.items()):
+                for target in targets:
+                    self._sources.setdefault(target, []).append(source)
+        return self._sources.get(queue, [])
 
 
 def dead_letter_edges(rows: Sequence[QueueRow], listings: Listings) -> Edges:
@@ -229,35 +234,21 @@ def assign(rows: Sequence[QueueRow], listings_of: Callable[[str], Listings]) -> 
 # -- what the messages say: dead letters the topology did not put there (peek, history) -----------------------------
 
 
-def unpredicted(router: Router, queue: str, records: Sequence[MessageRecord]) -> str | None:
-    """A short note when dead letters read from `queue` are not where the topology sends them: the queue their
-    evidence names them dead-lettered from — the last x-death entry (with the routing keys it records), else the
-    origin a known convention names — has no dead-letter route to `queue`. An application (or a person) moved them
-    here, which `queues` cannot see. None when every such route leads here, or it cannot be told (the queue is
-    gone, its policies not known yet, the API not answering)."""
-    from dlxtool.conventions import Message, explain
-
-    came_from: dict[tuple[str, tuple[str, ...] | None], int] = {}
-    dead = 0
-    for record in records:
-        deaths = record.deaths
-        if deaths and deaths[0].queue:
-            key = (deaths[0].queue, deaths[0].routing_keys or None)
-        else:
-            headers = record.headers if isinstance(record.headers, dict) else {}
-            origin = explain(Message(headers, record.body, record.queue)).origin
-            if origin is None or origin.queue is None:
-                continue
-            key = (origin.queue, None)
-        dead += 1
-        came_from[key] = came_from.get(key, 0) + 1
+def unpredicted(router: Router, queue: str, came_from: Mapping[tuple[str, tuple[str, ...] | None], int]
+                ) -> str | None:
+    """A short note when dead letters read from `queue` are not where the topology sends them. `came_from`: how many
+    of them each queue dead-lettered, with the routing keys they had there (None: not known), as the messages say —
+    the last x-death entry, else a known convention's origin (dlxtool.cli.reading.topology_note). A queue whose
+    dead-letter route does not lead to `queue` did not put them here: an application (or a person) moved them, which
+    `queues` cannot see. None when every such route leads here, or it cannot be told (the queue is gone, its
+    policies not known yet, the API not answering)."""
     elsewhere = {source for (source, keys) in came_from if _leads_to(router, source, keys, queue) is False}
     moved = sum(n for (source, _keys), n in came_from.items() if source in elsewhere)
     if not moved:
         return None
-    return (f"{moved} of the {dead} dead letter(s) read here came from {', '.join(sorted(elsewhere))}, whose "
-            f"dead-letter route does not lead to {queue}: an application (or a person) moved them here, which the "
-            "topology does not show (`queues` gives no dlq role for them)")
+    return (f"{moved} of the {sum(came_from.values())} dead letter(s) read here came from "
+            f"{', '.join(sorted(elsewhere))}, whose dead-letter route does not lead to {queue}: an application (or a "
+            "person) moved them here, which the topology does not show (`queues` gives no dlq role for them)")
 
 
 def _leads_to(router: Router, source: str, keys: tuple[str, ...] | None, target: str) -> bool | None:

@@ -61,6 +61,9 @@ class LoadSettings:
     allow_displace: bool = False        # load into a full drop-head queue anyway (it pushes out its head)
     default_exchange: bool = False      # routing key = queue name (opt-in), instead of the record's own
     allow_dlx_drop: bool = False        # publish where the queue's dead-letter exchange would drop the key
+    # --reencode: record, FILE:LINE -> the record to publish (dlxtool.editing.reencode.Reencoder: a changed
+    # `decoded` re-encoded into its body); applied to each record as it is read, in both passes
+    reencode: Callable[[MessageRecord, str], MessageRecord] | None = None
 
 
 @dataclass
@@ -145,11 +148,21 @@ class LoadResult:
         }
 
 
+def records_of(stream: IO[bytes], settings: LoadSettings,
+               torn: Callable[[str, int], None]) -> Iterator[tuple[str, MessageRecord]]:
+    """The file's records (dlxtool.ops.record_files.iter_records), each re-encoded where settings.reencode says."""
+    records = iter_records(stream, settings.name, torn)
+    reencode = settings.reencode
+    if reencode is None:
+        return records
+    return ((where, reencode(record, where)) for where, record in records)
+
+
 def scan(open_stream: Opener, settings: LoadSettings) -> LoadPlan:
     """Check every record (UsageError naming FILE:LINE) and count them per target queue."""
     out = LoadPlan()
     with open_stream() as stream:
-        for where, record in iter_records(stream, settings.name, lambda where, _n: out.torn.append(where)):
+        for where, record in records_of(stream, settings, lambda where, _n: out.torn.append(where)):
             target = _target(record, settings, where)
             out.targets[target] += 1
             headers = _headers(record, settings)
@@ -243,7 +256,7 @@ def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *
         def torn(_where: str, _skipped: int) -> None:
             result.skipped_torn += 1
 
-        records = iter_records(stream, settings.name, torn)
+        records = records_of(stream, settings, torn)
 
         def items() -> Iterator[tuple[str, str, bytes, Any, Any]]:
             nonlocal taken
@@ -285,7 +298,7 @@ def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *
         except KeyboardInterrupt:  # a second stop signal: no more waiting for confirms, account for the rest
             stop.set()
             _give_up(result, inflight, settings, failed)
-            records = _records_after(open_stream, settings.name, taken)  # the signal may have ended `records`
+            records = _records_after(open_stream, settings, taken)  # the signal may have ended `records`
         result.interrupted = stop.is_set() and result.error is None
         # Never published: the one the error hit on its way out, and the rest of the file. Writing them to
         # --failed takes a while (a large file): a signal now (the second one) only takes note of itself.
@@ -315,10 +328,10 @@ def _give_up(result: LoadResult, inflight: dict[int, MessageRecord], settings: L
     inflight.clear()
 
 
-def _records_after(open_stream: Opener, name: str, taken: int) -> Iterator[tuple[str, MessageRecord]]:
+def _records_after(open_stream: Opener, settings: LoadSettings, taken: int) -> Iterator[tuple[str, MessageRecord]]:
     """The file's records after the first `taken`, read afresh (torn records were counted on the way)."""
     with open_stream() as stream:
-        for n, item in enumerate(iter_records(stream, name, lambda _w, _n: None)):
+        for n, item in enumerate(records_of(stream, settings, lambda _w, _n: None)):
             if n >= taken:
                 yield item
 

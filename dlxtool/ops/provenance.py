@@ -70,12 +70,16 @@ def provenance_src(headers: dict[str, Any] | None) -> CopySource | None:
 
 def replayed(headers: dict[str, Any] | None) -> dict[str, Any] | None:
     """What an earlier replay recorded, as `history` shows it: from (the DLQ), at, count, and the first origin's
-    exchange and routing key — the exchange a temporary one stood for. None for a message never replayed."""
+    exchange and routing key — the exchange a temporary one stood for; `edited` and `original_sha256` where that
+    replay replayed it as edited (replay --edit). None for a message never replayed."""
     prov = headers.get(PROVENANCE_HEADER) if isinstance(headers, dict) else None
     if not isinstance(prov, dict):
         return None
     shown = {name: prov.get(key) for name, key in (("from", "from"), ("at", "at"), ("count", "count"),
                                                    ("exchange", "exchange"), ("routing_key", "routing-key"))}
+    for name in ("edited", "original-sha256"):  # replay --edit: only where it edited the message
+        if prov.get(name) is not None:
+            shown[name.replace("-", "_")] = prov[name]
     if isinstance(shown["at"], datetime):
         from dlxtool.deaths import iso
 
@@ -139,6 +143,13 @@ def shape_entries(count: int, exchange: str, routing_key: Any, expiration: str |
     if reset:
         entries["reset"] = reset
     return entries
+
+
+def edit_entries(changed: tuple[str, ...], original_sha256: str) -> dict[str, Any]:
+    """The provenance's entries of a message replayed as edited (replay --edit): what was edited ("body,headers") and
+    the SHA-256 of the body it had in the DLQ (its bytes as they were, compressed or not), so that the copy can be
+    told from the dead letter it was made from. Not written for a message replayed as it was."""
+    return {"edited": ",".join(changed), "original-sha256": original_sha256}
 
 
 class ProvenanceWriter:

@@ -1,9 +1,10 @@
 """`dlxtool queues`: survey one broker or all of them through the management API and flag trouble.
 
 Each broker costs two GETs sent together on one connection (pipelined: dlxtool.broker.http) before its identity
-is proven, read after (the version; every queue in one listing with only the columns used), then the bindings of
-the exchanges its queues dead-letter to; brokers are asked in parallel, and a broker that fails is reported on its
-own, never stopping others.
+is proven, read after (the version; every queue in one listing with only the columns used), then, where queues
+dead-letter, what their roles are read from (dlxtool.ops.dead_letter_roles): the exchanges, the bindings of the
+exchanges they dead-letter to, and the bindings into the queues whose dead letters keep their own key; brokers are
+asked in parallel, and a broker that fails is reported on its own, never stopping others. No message is read.
 
 What it costs the broker (RabbitMQ 3.10.8, 10,001 queues, a node of its own, least CPU of 10 paired rounds;
 rabbitmqadmin's `list queues`, one sorted listing of 2 columns: 1.34 s; scripts/bench/queues.py for whole runs):
@@ -16,8 +17,9 @@ rabbitmqadmin's `list queues`, one sorted listing of 2 columns: 1.34 s; scripts/
   and `vhost` is asked for only with --all-vhosts: 9 columns instead of 15 (1.44 s against 1.78 s).
 - Unsorted (`sort=`; rows are sorted here): the plugin's sort looks each sort key up among every queue's fields
   (0.88 s unsorted against 1.44 s sorted).
-- Bindings exchange by exchange (those the queues dead-letter to, and where they lead): the vhost's whole
-  binding listing holds a default-exchange binding per queue and cost a fifth to a third of the queue listing.
+- Bindings exchange by exchange (those the queues dead-letter to, and where they lead) and queue by queue (into
+  the queues whose dead letters keep their key), up to MAX_EXCHANGE_ASKS: the vhost's whole binding listing holds a
+  default-exchange binding per queue and cost a fifth to a third of the queue listing.
 - Commas written as commas in the query (ManagementClient._target): `%2C` cost the plugin about 0.7 s more.
 """
 

@@ -410,7 +410,8 @@ def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_c
     decider = ReplayDecider(settings, routes=routes, wait_queues=wait_queues, exchange_targets=exchange_targets)
     if rooms is not None:
         decider.exchange_targets.guard(options, rooms)  # the queues an exchange origin reaches
-    options.limit = settings.selection.limit
+    # --edit: the messages shown are the selection; the read may end once all of them were met
+    options.limit = len(settings.edits) if settings.edits is not None else settings.selection.limit
     try:
         result = Transfer(source_conn, settings.source, routes.checked(decider), target_conn=target_conn,
                           keep_conn=keep_conn, options=options, timeout=timeout).run()

@@ -22,7 +22,8 @@ explained the message (Explanation.reset), and the provenance header is added
 
 The provenance header (dlxtool.ops.provenance.ProvenanceWriter writes it):
 
-    dlxtool-replay = {from, at, id, count, exchange, routing-key[, expiration], deaths[, reset][, filters], src}
+    dlxtool-replay = {from, at, id, count, exchange, routing-key[, expiration], deaths[, reset][, user-id]
+                      [, edited, original-sha256][, filters], src}
 
 `exchange`, `routing-key` and `expiration` are the first origin's: a second replay reads them from the
 first one's header (its x-death then names a temporary exchange, long deleted). `expiration` is the
@@ -34,6 +35,12 @@ names the delivery the copy was made from (`source_fingerprint`: 16 hex digits o
 encoded properties). A kill -9 between a confirm and the source's ack leaves a copy at the origin while its
 source stays in the DLQ; when the two meet again, `src` pairs them: `history` reports them as copies, and
 `--max-replays` counts the pair as the one message it is (`Lineage`).
+
+replay --edit (`edits`): only the messages shown in the editor are replayed, each found again by its fingerprint
+and replayed as edited (dlxtool.editing.edits.Edited.apply: the body, properties and headers that were changed),
+under the same rules; its `src` stays the delivery's fingerprint, and a message that was changed records what
+(`edited`: body, properties, headers) and the SHA-256 of the body it had (`original-sha256`). A message shown
+and left unchanged goes out as any replayed message does. The fast path is not taken (it decides on the bytes).
 
 The decision has two halves:
   * `ReplayDecider.shape(record)` — what every dead letter of one *shape* shares: its delivery routing key and
@@ -53,7 +60,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlxtool.amqp_values import RawValue
 from dlxtool.broker.versions import expiration_taken
@@ -92,6 +99,7 @@ from dlxtool.ops.provenance import (
     CopyGuard,
     CopySource,
     ProvenanceWriter,
+    edit_entries,
     provenance_src,
     record_fingerprint,
     shape_entries,
@@ -110,6 +118,9 @@ from dlxtool.ops.replay_address import (
 from dlxtool.ops.routes import Router, Routes, temporary_exchange
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
+
+if TYPE_CHECKING:
+    from dlxtool.editing.edits import Edits
 
 NO_ORIGIN = "no origin in the death history"
 UNTRUSTED_COUNT = ("its provenance header records a replay count dlxtool never writes ({value}: forged or corrupt): "
@@ -143,6 +154,9 @@ class ReplaySettings:
     publisher: str | None = None
     impersonator: bool | None = None
     drop_user_id: bool = False
+    # replay --edit (dlxtool.editing): the messages shown in the editor, found again by fingerprint, each replayed
+    # as edited (the selection was applied when they were read); every other message stays
+    edits: Edits | None = None
 
 
 def exchange_targets_for(settings: ReplaySettings, router: Router | None,
@@ -245,7 +259,7 @@ class ReplayDecider:
         self._run_id = uuid.uuid4().hex[:12]
         self._published = 0
         # Selection is frozen: with no criteria every record matches, so skip building the checks each time.
-        self._selects = bool(settings.selection.checks())
+        self._selects = bool(settings.selection.checks()) and settings.edits is None
         # Origins as this replay resolves them: the run's conventions, TTL-only histories through their wait queue
         self.selection = settings.selection.with_lens(replace(
             settings.selection.lens, conventions=tuple(settings.conventions), origin_from=settings.origin_from,
@@ -262,7 +276,7 @@ class ReplayDecider:
         # (filters, another convention forced or one whose headers are not known): dlxtool.ops.replay_raw
         self.raw = None
         if codec.current().header_splice is not None and not self._selects and self.triggers is not None \
-                and settings.origin_from in (None, X_DEATH):
+                and settings.origin_from in (None, X_DEATH) and settings.edits is None:
             from dlxtool.ops.replay_raw import raw_decider
 
             self.raw = raw_decider(self)
@@ -400,14 +414,21 @@ class ReplayDecider:
 
     def __call__(self, record: MessageRecord) -> Decision:
         s = self.s
-        if self._selects and not self.selection.matches(record):
+        edit, source = None, None
+        if s.edits is not None:  # replay --edit: only the messages shown, each as edited
+            source = record_fingerprint(record)
+            edit = s.edits.take(source)
+            if edit is None:
+                return Decision.keep()
+            record = edit.apply(record)
+        elif self._selects and not self.selection.matches(record):
             return Decision.keep()
         shape, headers, history = self._shape(record)
         if shape.untrusted_count is not None:
             if s.max_replays is not None:
                 return Decision.leave(UNTRUSTED_COUNT.format(value=shape.untrusted_count))
             self.untrusted_counts += 1
-        fingerprint = record_fingerprint(record)
+        fingerprint = source if edit is not None else record_fingerprint(record)  # the delivery's, not the edit's
         why = self.guard(fingerprint, provenance_src(record.headers), shape.count)
         if why is not None:
             return Decision.leave(why)
@@ -433,6 +454,8 @@ class ReplayDecider:
         entries = shape.entries(key)
         if "user_id" not in properties and user_id is not None:
             entries["user-id"] = user_id  # dropped (--drop-user-id): what it was
+        if edit is not None and edit.changed:
+            entries.update(edit_entries(edit.changed, edit.original_sha256))
         headers[PROVENANCE_HEADER] = self.provenance.table(stamp, self.next_id(), entries, fingerprint)
         if shape.ignored_expiration is not None:
             self.ignored_expirations[shape.ignored_expiration] += 1

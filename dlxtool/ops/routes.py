@@ -30,7 +30,6 @@ from urllib.parse import quote
 
 from dlxtool.broker.management import POLICIES_PENDING
 from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError
-from dlxtool.ops.actions import Action, Decision
 
 # The dead-letter questions of a queue whose policies the management API does not show yet (QueueInfo)
 POLICIES_UNREAD = f"its dead-letter exchange cannot be read: {POLICIES_PENDING}"
@@ -95,12 +94,73 @@ ANY_KEY = Key("#", pattern=True)
 
 
 def binding_matches(kind: str, binding_key: str, key: Key) -> bool:
-    """Whether a binding of a direct/topic/fanout exchange matches a message with `key` (for a pattern: may)."""
+    """Whether a binding of a direct/topic/fanout exchange matches a message with `key` (for a pattern: may), one
+    binding at a time: the definition BindingIndex answers for all of an exchange's bindings at once (and is
+    checked against in tests/ops/test_routes.py)."""
     if kind == "fanout":
         return True
     if kind == "direct":
         return topic_matches(key.text, binding_key) if key.pattern else binding_key == key.text
     return topics_overlap(binding_key, key.text) if key.pattern else topic_matches(binding_key, key.text)
+
+
+class BindingIndex:
+    """The bindings of one direct or topic exchange, indexed as RabbitMQ indexes them (a topic exchange: a trie of
+    its patterns' words), so that a key is matched against all of them at once: a vhost of thousands of queues
+    dead-lettering to one topic exchange with thousands of bindings is asked once per queue, not once per pair."""
+
+    def __init__(self, kind: str, bindings: Iterable[dict[str, Any]]) -> None:
+        self.kind = kind
+        self.by_key: dict[str, list[dict[str, Any]]] = {}  # direct: binding key -> bindings
+        self.root = _Node()  # topic
+        for b in bindings:
+            key = str(b.get("routing_key", ""))
+            if kind == "direct":
+                self.by_key.setdefault(key, []).append(b)
+                continue
+            node = self.root
+            for word in key.split("."):
+                node = node.children.setdefault(word, _Node())
+            node.bindings.append(b)
+
+    def match(self, key: Key) -> list[dict[str, Any]]:
+        """The bindings a message with `key` matches (for a pattern: may match)."""
+        if self.kind == "direct":
+            if not key.pattern:
+                return list(self.by_key.get(key.text, ()))
+            return [b for k, bs in self.by_key.items() if topic_matches(key.text, k) for b in bs]
+        words = key.text.split(".")
+        found: dict[int, dict[str, Any]] = {}
+        seen: set[tuple[int, int]] = set()
+        todo = [(self.root, 0)]
+        while todo:
+            node, i = todo.pop()
+            if (id(node), i) in seen:
+                continue
+            seen.add((id(node), i))
+            hashed = node.children.get("#")
+            if hashed is not None:  # the pattern's '#' takes none or more of what is left of the key
+                todo += [(hashed, j) for j in range(i, len(words) + 1)]
+            if i == len(words):
+                found.update((id(b), b) for b in node.bindings)
+                continue
+            word = words[i]
+            if key.pattern and word == "#":  # the key's '#': no word of the pattern, or one and stay
+                todo.append((node, i + 1))
+                todo += [(child, i) for w, child in node.children.items() if w != "#"]
+            elif key.pattern and word == "*":
+                todo += [(child, i + 1) for w, child in node.children.items() if w != "#"]
+            else:
+                todo += [(child, i + 1) for child in (node.children.get(word), node.children.get("*")) if child]
+        return list(found.values())
+
+
+class _Node:
+    __slots__ = ("bindings", "children")
+
+    def __init__(self) -> None:
+        self.children: dict[str, _Node] = {}
+        self.bindings: list[dict[str, Any]] = []
 
 
 class Router:
@@ -116,6 +176,8 @@ class Router:
         self.consumers_now = consumers_now
         self._exchanges: dict[str, dict[str, Any] | None] = {}
         self._bindings: dict[str, list[dict[str, Any]]] = {}
+        self._indexes: dict[str, BindingIndex] = {}
+        self._reached: dict[tuple[str, Key], tuple[set[str], list[str]]] = {}
         self._queues: dict[str, Any] = {}
         self._consumers: dict[str, int | None] = {}
 
@@ -170,8 +232,18 @@ class Router:
         are not on the key (headers, a plugin's type) counts every binding as matching, and says so. For
         questions about the topology (which queues are dead-letter targets: dlxtool.ops.dead_letter_roles),
         where a maybe is kept, not dropped."""
-        notes: list[str] = []
-        return self._route(exchange, key, set(), notes) or set(), notes
+        if (exchange, key) not in self._reached:  # queues of one vhost share keys (any key, a routing key set)
+            notes: list[str] = []
+            self._reached[(exchange, key)] = (self._route(exchange, key, set(), notes) or set(), notes)
+        found, said = self._reached[(exchange, key)]
+        return set(found), list(said)
+
+    def _matching(self, exchange: str, kind: str, key: Key) -> list[dict[str, Any]]:
+        if kind == "fanout":
+            return self.bindings(exchange)
+        if exchange not in self._indexes:
+            self._indexes[exchange] = BindingIndex(kind, self.bindings(exchange))
+        return self._indexes[exchange].match(key)
 
     def _route(self, exchange: str, key: Key, seen: set[str], loose: list[str] | None) -> set[str] | None:
         """`loose`: None for the exact question (route); else the list may_reach collects its notes in."""
@@ -186,7 +258,7 @@ class Router:
             return set()
         kind = ex.get("type")
         if kind in ("direct", "topic", "fanout"):
-            matched = [b for b in self.bindings(exchange) if binding_matches(str(kind), b.get("routing_key", ""), key)]
+            matched = self._matching(exchange, str(kind), key)
         elif loose is None:
             return None
         else:
@@ -444,6 +516,8 @@ class Routes:
         """`decide` (an engine decider: record → Decision, maybe with a `.raw` fast path) with each move that
         keeps its routing key — through a temporary exchange — checked by `key`. A move on the default
         exchange was checked with its target already."""
+        from dlxtool.ops.actions import Action, Decision  # here: the queue survey's roles use the Router only
+
         move, leave, key, known = Action.MOVE, Decision.leave, self.key, self._keys
 
         def check(decision: Any) -> Any:  # per message: a dict lookup once the (target, key) pair was checked

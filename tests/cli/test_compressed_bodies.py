@@ -57,7 +57,10 @@ def test_compressed_dead_letters_are_shown_inflated_and_replayed_as_they_were(ru
     assert first["decoded"]["message"]["orderId"] == "ord-42"
     assert first["decoded"]["decompressed"] == {"from": "gzip", "compressed_bytes": len(proto),
                                                 "bytes": len(order_placed_bytes())}
-    assert second["decoded"] is None  # JSON: nothing to identify
+    assert second["decoded"]["status"] == "json" and second["decoded"]["type"] is None  # parsed, not identified
+    assert second["decoded"]["message"] == json.loads(ORDER_JSON)
+    assert second["decoded"]["decompressed"] == {"from": "zlib", "compressed_bytes": len(kombu_style),
+                                                 "bytes": len(ORDER_JSON)}
 
     table = run("peek", topo.dlq, "--url", broker.url, "-f", "table", env=env)
     assert table.exit_code == 0, table.stderr

@@ -25,7 +25,7 @@ def demo_config(tmp_path) -> dict[str, str]:
     return {"DLXTOOL_CONFIG": str(config)}
 
 
-def test_peek_decodes_protobuf_bodies_and_leaves_json_alone(run, broker, qname, tmp_path) -> None:
+def test_peek_decodes_protobuf_bodies_and_parses_json(run, broker, qname, tmp_path) -> None:
     env = demo_config(tmp_path)
     with broker.channel() as ch:
         ch.queue_declare(qname, durable=True)
@@ -39,7 +39,7 @@ def test_peek_decodes_protobuf_bodies_and_leaves_json_alone(run, broker, qname, 
     first, second = json.loads(result.stdout)
     assert first["decoded"]["type"] == "shop.orders.v1.OrderPlaced"
     assert first["decoded"]["message"]["orderId"] == "ord-42"
-    assert second["decoded"] is None
+    assert second["decoded"] == {"status": "json", "type": None, "message": {"id": 1}}  # parsed (load --reencode)
     table = run("peek", qname, "--url", broker.url, "--format", "table", env=env)
     assert "OrderPlaced" in table.stdout and "ord-42" in table.stdout
     assert broker.queue_depth(qname) == 2

@@ -25,12 +25,17 @@ def blind(broker: BrokerEnv) -> bool:
     return versions.stats_disabled(broker.mgmt.overview())
 
 
+def _sampled(q: dict) -> bool:
+    """The API's row has the queue's counts and its policies (both come with its first statistics sample)."""
+    return "messages_unacknowledged" in q and q.get("effective_policy_definition") is not None
+
+
 def roles(run: Any, broker: BrokerEnv, prefix: str) -> dict[str, tuple[str | None, str | None]]:
     """queue -> (role, role_reason) of the queues whose name starts with `prefix`, from `queues --format json`, once
     the API has sampled each of them (a quorum queue's first sample comes seconds after its declaration)."""
     deadline = time.monotonic() + 30
     while not blind(broker) and time.monotonic() < deadline and not all(
-            "messages_unacknowledged" in q for q in broker.mgmt.get(f"queues/{_q(broker.vhost)}")
+            _sampled(q) for q in broker.mgmt.get(f"queues/{_q(broker.vhost)}")
             if q["name"].startswith(prefix)):
         time.sleep(0.5)
     result = run("queues", "--url", broker.url, "--match", f"{prefix}*", "--format", "json")

@@ -6,10 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dlxtool.broker.management import queue_info
 from dlxtool.errors import NotFoundError
-from dlxtool.ops.routes import Router, topic_matches
+from dlxtool.ops.routes import BindingIndex, Key, Router, binding_matches, topic_matches
+from tests.fuzz.strategies import FUZZ
 
 
 class FakeManagement:
@@ -200,3 +203,20 @@ def test_a_temporary_exchange_the_broker_refuses_is_reported_with_its_reply() ->
     assert "queue missing" not in why and why in r.unsafe
     assert Routes(False, exchanges=lambda _q: None, router=None)("a") == \
         "a: queue missing (no temporary exchange can be bound to it)"
+
+
+# -- the binding index: every binding of an exchange matched at once --------------------------------------------
+
+WORDS = st.sampled_from(["a", "b", "*", "#"])
+PATTERNS = st.lists(WORDS, min_size=1, max_size=4).map(".".join)
+LITERALS = st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=4).map(".".join)
+
+
+@FUZZ
+@given(st.sampled_from(["topic", "direct"]), st.lists(PATTERNS, max_size=8),
+       st.one_of(LITERALS.map(Key), PATTERNS.map(lambda p: Key(p, pattern=True))))
+def test_the_index_matches_what_each_binding_matches_one_by_one(kind: str, patterns: list[str], key: Key) -> None:
+    """BindingIndex (a trie for topic exchanges, a dict for direct ones) against binding_matches, its definition."""
+    bindings = [{"destination": f"q{i}", "routing_key": p} for i, p in enumerate(patterns)]
+    wanted = {b["destination"] for b in bindings if binding_matches(kind, b["routing_key"], key)}
+    assert {b["destination"] for b in BindingIndex(kind, bindings).match(key)} == wanted
