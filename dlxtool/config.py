@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from dlxtool import secrets
+from dlxtool.budget import DEFAULT_MAX_BYTES, parse_size
 from dlxtool.errors import ConfigError, NotFoundError, UsageError
 from dlxtool.urls import AmqpUrl, derive_management_url, mask_any_url, parse_amqp_url
 
@@ -67,11 +68,12 @@ LOCAL_URL = "amqp://guest:guest@localhost:5672/"
 DEFAULT_TIMEOUT = 5.0
 
 _TOP_KEYS = {"default", "timeout", "brokers", "proto_paths", "dump_unacked_limit", "error_headers", "demo_schemas",
-             "journal",
+             "journal", "max_bytes",
              "conventions"}
 _BROKER_KEYS = {
     "url", "urls", "vhost", "user", "password", "password_env", "password_file", "management_url", "management_urls",
     "tls", "proto_paths", "reset_headers", "timeout", "management_user", "description", "auth", "conventions",
+    "max_bytes",
 }
 _CONVENTION_KEYS = {"origin_queue_header", "origin_exchange_header", "origin_routing_key_header", "error_headers",
                     "attempts_header", "reset_headers"}
@@ -111,6 +113,7 @@ class BrokerProfile:
     reset_headers: tuple[str, ...] = ()
     conventions: tuple[HeaderConvention, ...] = ()  # this broker's teams' conventions (before the global ones)
     timeout: float = DEFAULT_TIMEOUT
+    max_bytes: int = DEFAULT_MAX_BYTES  # bytes of messages a command may hold at once (dlxtool.budget)
     auth: str = "plain"  # plain: user + password; external: the TLS client certificate (SASL EXTERNAL)
     source: str = "built-in"  # where the profile came from, for messages
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -221,6 +224,7 @@ class Config:
     demo_schemas: bool = False
     conventions: tuple[HeaderConvention, ...] = ()  # global [conventions.NAME] tables
     journal: bool = True  # record runs that change messages (dlxtool.journal); `journal = false` turns it off
+    max_bytes: int = DEFAULT_MAX_BYTES  # the byte budget of brokers that set none (dlxtool.budget)
 
     def conventions_for(self, profile: BrokerProfile | None) -> tuple[HeaderConvention, ...]:
         """A broker's own conventions first, then the global ones (a broker's may reuse a global name)."""
@@ -284,13 +288,14 @@ def top_level_proto_paths(explicit: str | None, env: Mapping[str, str]) -> tuple
 def parse_config(data: Mapping[str, Any], path: Path, env: Mapping[str, str]) -> Config:
     _check_keys(data, _TOP_KEYS, f"config {path}")
     timeout = _number(data.get("timeout", DEFAULT_TIMEOUT), f"config {path}: timeout")
+    max_bytes = _size(data.get("max_bytes", DEFAULT_MAX_BYTES), f"config {path}: max_bytes")
     raw_brokers = data.get("brokers", {})
     if not isinstance(raw_brokers, dict):
         raise ConfigError(f"config {path}: 'brokers' must be a table of [brokers.NAME] sections")
     brokers = {
-        name: _parse_broker(name, raw, path, env, timeout) for name, raw in raw_brokers.items()
+        name: _parse_broker(name, raw, path, env, timeout, max_bytes) for name, raw in raw_brokers.items()
     }
-    brokers.setdefault("local", replace(local_profile(env), timeout=timeout))
+    brokers.setdefault("local", replace(local_profile(env), timeout=timeout, max_bytes=max_bytes))
     default = data.get("default")
     if default is not None and default not in brokers:
         raise ConfigError(
@@ -308,6 +313,7 @@ def parse_config(data: Mapping[str, Any], path: Path, env: Mapping[str, str]) ->
         demo_schemas=_bool(data.get("demo_schemas", False), f"config {path}: demo_schemas"),
         conventions=parse_conventions(data.get("conventions", {}), f"config {path}: [conventions"),
         journal=_bool(data.get("journal", True), f"config {path}: journal"),
+        max_bytes=max_bytes,
     )
 
 
@@ -316,7 +322,8 @@ def local_profile(env: Mapping[str, str]) -> BrokerProfile:
                          management_url=derive_management_url(parse_amqp_url(LOCAL_URL)))
 
 
-def _parse_broker(name: str, raw: Any, path: Path, env: Mapping[str, str], timeout: float) -> BrokerProfile:
+def _parse_broker(name: str, raw: Any, path: Path, env: Mapping[str, str], timeout: float,
+                  max_bytes: int = DEFAULT_MAX_BYTES) -> BrokerProfile:
     where = f"config {path}: [brokers.{name}]"
     if not isinstance(raw, dict):
         raise ConfigError(f"{where} must be a table")
@@ -392,6 +399,7 @@ def _parse_broker(name: str, raw: Any, path: Path, env: Mapping[str, str], timeo
         reset_headers=tuple(_strings(raw.get("reset_headers", []), f"{where}: reset_headers")),
         conventions=parse_conventions(raw.get("conventions", {}), f"config {path}: [brokers.{name}.conventions"),
         timeout=_number(raw.get("timeout", timeout), f"{where}: timeout"),
+        max_bytes=_size(raw.get("max_bytes", max_bytes), f"{where}: max_bytes"),
         auth=auth,
         source=str(path),
         env=env,
@@ -515,6 +523,14 @@ def _whole(value: Any, where: str) -> int:
     return value
 
 
+def _size(value: Any, where: str) -> int:
+    """A byte size: a whole number of bytes, or a string with a unit ("256MiB", "1G"; dlxtool.budget)."""
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}", hint='e.g. max_bytes = "512MiB" (a string) or a number of bytes') from None
+
+
 def _bool(value: Any, where: str) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"{where} must be true or false (unquoted), got {value!r}")
@@ -539,7 +555,8 @@ def select_profile(
         profile = config.profile(broker)
     elif url:
         # An ad-hoc URL alone must not inherit the default profile's secrets or TLS settings.
-        profile = BrokerProfile(name="(--url)", urls=(url,), source="--url", env=env or {}, timeout=config.timeout)
+        profile = BrokerProfile(name="(--url)", urls=(url,), source="--url", env=env or {}, timeout=config.timeout,
+                                max_bytes=config.max_bytes)
     else:
         profile = config.profile(config.default or "local")
     if url:

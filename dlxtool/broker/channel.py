@@ -27,6 +27,8 @@ from dlxtool.errors import ConnectError, DlxtoolError
 IDLE_WAIT = 0.002
 # pump() runs pika's whole event loop at least this often (its timers: heartbeats; deferred callbacks)
 FULL_LOOP_EVERY = 0.05
+# coalesce_output joins pending output up to this many bytes
+COALESCE_MAX = 4 * 1024 * 1024
 
 
 def process_io(connection: Any) -> None:
@@ -87,10 +89,13 @@ def coalesce_output(connection: Any) -> None:
     pika sends every frame (method, header, body: three per publish) with its own syscall; batching a
     loop's worth of publishes and acks into one write saves syscalls. Only touches
     the transport's buffer deque, which pika's writer drains from the front — the bytes are the same.
+    Not past COALESCE_MAX bytes: big bodies gain nothing from it, and the join is one more copy of them held
+    at once (the byte budget, dlxtool.budget).
     """
     transport: Any = getattr(connection._impl, "_transport", None)  # noqa: SLF001
     buffers = getattr(transport, "_tx_buffers", None)
-    if buffers is not None and len(buffers) > 1:
+    if buffers is not None and len(buffers) > 1 \
+            and getattr(transport, "_tx_buffered_byte_count", 0) <= COALESCE_MAX:
         joined = b"".join(buffers)
         buffers.clear()
         buffers.append(joined)

@@ -64,6 +64,7 @@ class App:
     argv: list[str] = field(default_factory=list, repr=False)  # the command line, for the journal (may hold secrets)
     no_journal: bool = False  # --no-journal
     all_vhosts: bool = False  # --all-vhosts (queues), before or after the command name
+    max_bytes_flag: int | None = None  # --max-bytes (see max_bytes)
 
     def elapsed(self) -> float:
         """Seconds since the command started (a summary's "in 9.1s" is the command's, waits included)."""
@@ -224,6 +225,15 @@ class App:
 
         return Session(conn, profile.vhost, profile.name, profile.timeout, self.management(profile, conn),
                        profile=profile)
+
+    @property
+    def max_bytes(self) -> int:
+        """The byte budget of this command (dlxtool.budget): the most bytes of messages it holds at once. --max-bytes,
+        else the broker profile's max_bytes, else the config file's, else 256 MiB. Whatever else holds message bytes
+        for the command (decompressed previews) takes its share of this one budget."""
+        if self.max_bytes_flag is not None:
+            return self.max_bytes_flag
+        return self.profile().max_bytes
 
     # -- output -----------------------------------------------------------------------------------
 

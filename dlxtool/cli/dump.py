@@ -99,6 +99,7 @@ def dump(app: App, /, queue: str, count: int | None, all_: bool, output: str | N
 
 def _drain(app: App, queue: str, count: int | None, output: str | None, yes: bool, read: dict[str, Any],
            selection: Selection) -> Outcome:
+    from dlxtool.budget import average_body
     from dlxtool.cli.moving import (
         Journaled,
         check_record_file,
@@ -155,8 +156,10 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
             journaled = Journaled(app, "dump --remove")
             journaled.started(profile, [queue], files=[where])
             with record_file(app, output) as sink, progress_bar(app, "draining") as bar:
+                hint = average_body(state.info.raw) if state.info is not None else None
                 options = TransferOptions(sink=sink, progress=bar, limit=count, report=app,
-                                          hold_stays=selection.filters_anything and state.type == "classic")
+                                          hold_stays=selection.filters_anything and state.type == "classic",
+                                          max_bytes=app.max_bytes, size_hint=hint)
                 result = drain(conn, queue, decide, options, timeout=profile.timeout)
         app.info(f"removed {result.removed} of {result.snapshot} messages of {queue!r} into {where} (each "
                  f"flushed to disk before its ack) in {app.elapsed():.1f}s" + duplicates_note(result))

@@ -9,7 +9,7 @@ from typing import IO, Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import common_options, dry_run_option, yes_option
+from dlxtool.cli.options import common_options, dry_run_option, max_bytes_option, yes_option
 from dlxtool.errors import UsageError
 from dlxtool.outcome import Outcome
 
@@ -106,6 +106,7 @@ Examples:
               help="Publish even where the queue's dead-letter exchange would route a record's routing key to no "
                    "queue (its next dead-lettering there drops it), or where that cannot be checked (no "
                    "management API).")
+@max_bytes_option
 @click.option("--allow-torn", is_flag=True,
               help="Exit 0 when records cut short (a writer stopped mid-record) were skipped.")
 @dry_run_option
@@ -130,7 +131,7 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencod
     settings = LoadSettings(name=name, to_queue=to_queue, reset_history=reset_history,
                             reset_names=tuple(dict.fromkeys((*profile.reset_headers, *reset_headers))),
                             window=window, allow_displace=allow_displace, default_exchange=default_exchange,
-                            allow_dlx_drop=allow_dlx_drop)
+                            allow_dlx_drop=allow_dlx_drop, max_bytes=app.max_bytes)
     reencoder, changed = None, 0
     if reencode:
         from dlxtool.cli.editing import registry_loader

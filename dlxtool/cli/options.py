@@ -126,6 +126,29 @@ def connection_options(f: F) -> F:
     return f
 
 
+def _store_size(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """A size in bytes: 268435456, 256MiB, 1G, 500MB (dlxtool.budget.parse_size), stored as App.max_bytes_flag."""
+    if value is None:
+        return
+    from dlxtool.budget import parse_size
+
+    try:
+        size = parse_size(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+    _store("max_bytes_flag")(ctx, param, size)
+
+
+def max_bytes_option(f: F) -> F:
+    """--max-bytes SIZE: the byte budget of a command that holds messages (App.max_bytes). Once per command, whichever
+    of its option groups brings it (replay's --edit peeks with peek's options, which have it too)."""
+    if any("--max-bytes" in p.opts for p in getattr(f, "__click_params__", ())):
+        return f
+    return click.option(
+        "--max-bytes", metavar="SIZE", expose_value=False, callback=_store_size,
+        help="Most bytes of messages held at once, e.g. 64MiB, 1G (default: config max_bytes, else 256MiB).")(f)
+
+
 def format_option(f: F, formats: tuple[str, ...] = FORMATS,
                   help: str = "Output format (default: table on a terminal, JSON when piped).") -> F:
     return click.option(
@@ -242,8 +265,9 @@ def selection_for(app: App, selection: Any, *, origin_from: str | None = None, e
     return selection.with_lens(lens)
 
 
-def record_decoder(app: App) -> Callable[[Any], Any]:
-    """The protobuf decoder of this broker's schemas (config proto_paths), built at its first use."""
+def record_decoder(app: App, max_inflated: int | None = None) -> Callable[[Any], Any]:
+    """The protobuf decoder of this broker's schemas (App.schemas), built at its first use; a compressed body
+    inflates up to `max_inflated` bytes (default: the command's byte budget, App.max_bytes)."""
     made: list[Callable[[Any], Any]] = []
 
     def decode(record: Any) -> Any:
@@ -252,7 +276,8 @@ def record_decoder(app: App) -> Callable[[Any], Any]:
 
             schemas = app.schemas()
             made.append(decoding.record_decoder(schemas.paths, demo=schemas.demo, on_error=app.warn,
-                                                cache_dir=schemas.cache_dir))
+                                                cache_dir=schemas.cache_dir,
+                                                max_inflated=max_inflated or app.max_bytes))
         return made[0](record)
 
     return decode

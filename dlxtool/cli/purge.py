@@ -162,7 +162,7 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
                 journaled.started(profile, [queue, move_to or ""], files=[backup] if backup else [])
                 with (record_file(app, backup) if backup else nullcontext()) as sink, \
                         progress_bar(app, "moving" if move_to else "purging") as bar:
-                    outcome = purging.run(sink, bar)
+                    outcome = purging.run(sink, bar, max_bytes=app.max_bytes)
         _render(app, outcome)
         selection_notes(app, selection)
         if outcome.result is not None:

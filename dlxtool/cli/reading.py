@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dlxtool.cli.app import App
+from dlxtool.cli.options import max_bytes_option
 from dlxtool.errors import UsageError
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def peek_safety_options(f: F) -> F:
     ]
     for opt in reversed(opts):
         f = opt(f)
-    return f
+    return max_bytes_option(f)
 
 
 def read_options(f: F) -> F:
@@ -82,6 +83,7 @@ def make_read_options(app: App, count: int | None, *, max_unacked: int | None, a
     return ReadOptions(
         count=count,
         max_unacked=max_unacked or app.config().dump_unacked_limit,
+        max_bytes=app.max_bytes,
         allow_reorder=allow_reorder,
         spend_attempts=spend_attempts,
         offset=None if offset is None else parse_offset(offset),
@@ -100,7 +102,8 @@ def read_queue(app: App, queue: str, opts: ReadOptions,
     from dlxtool.ops.peek import prepare_read
 
     profile = app.profile()
-    decoder = record_decoder(app)
+    # a compressed body inflates within the read's byte budget (dlxtool.budget), never past it
+    decoder = record_decoder(app, max_inflated=opts.max_bytes or app.max_bytes)
 
     def decode(record: MessageRecord) -> dict[str, Any] | None:
         if decode_if is not None and not decode_if(record):

@@ -26,6 +26,7 @@ from dlxtool.cli.options import (
     complete_queue,
     conventions_in_use,
     dry_run_option,
+    max_bytes_option,
     origin_from_option,
     selection_for,
     selection_notes,
@@ -194,9 +195,10 @@ Examples:
               help="Append each replayed message's record (JSON Lines, flushed) before its DLQ ack.")
 @click.option("--rate", type=click.FloatRange(min=0.1), metavar="N", help="At most N messages per second.")
 @click.option("--prefetch", type=click.IntRange(min=1, max=65535), default=2000, show_default=True,
-              help="Unacked DLQ messages held at once (bounds memory).")
+              help="Most unacked DLQ messages held at once; fewer where bodies are big (--max-bytes).")
 @click.option("--window", type=click.IntRange(min=1, max=65535), default=1000, show_default=True,
               help="Publishes awaiting a confirm at once.")
+@max_bytes_option
 @selection_options
 @edit_options
 @peek_safety_options
@@ -264,7 +266,8 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
                 progress_bar(app, "replaying") as bar:
             ctrl_c.arm()
             journaled.started(profile, [dlq, to_queue or ""], files=[save_file] if save_file else [])
-            run = replay.run(TransferOptions(prefetch=prefetch, window=window, rate=rate, sink=sink, progress=bar))
+            run = replay.run(TransferOptions(prefetch=prefetch, window=window, rate=rate, sink=sink, progress=bar,
+                                             max_bytes=app.max_bytes))
         _render_result(app, run)
         selection_notes(app, selection)
         run.clean_up()  # the temporary exchanges, once the summary is out

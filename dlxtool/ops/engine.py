@@ -63,6 +63,7 @@ from dlxtool.broker.giveback import close_channel
 from dlxtool.broker.publisher import Publisher, PublishOutcome
 from dlxtool.broker.refusals import Refusal
 from dlxtool.broker.wire.frames import EncodeError, decode_properties
+from dlxtool.budget import PrefetchWindow
 from dlxtool.errors import ConnectError, DlxtoolError, UnavailableError
 from dlxtool.ops.actions import Action as Action
 from dlxtool.ops.actions import Decide as Decide
@@ -177,6 +178,10 @@ class TransferOptions:
     hold_stays: bool = False
     keep_refused: str | None = None  # why stays cannot be republished to the tail: they are held instead
     report: Reporter | None = None   # what must be said while the run goes on (a blocked connection)
+    # The byte budget (dlxtool.budget): the prefetch is lowered so that a window of bodies fits in it, from
+    # size_hint (the source's average body: management API) and from the bodies seen (PrefetchWindow)
+    max_bytes: int | None = None
+    size_hint: int | None = None
 
 
 # -- per message state ------------------------------------------------------------------------------
@@ -262,6 +267,11 @@ class Transfer:
         # Set by _setup() when the run starts; None before (a run that failed early salvages without them).
         self.channel: AsyncChannel | None = None
         self.prefetch = 0                        # our basic.qos: min(opts.prefetch, snapshot), at least 1
+        self.window: PrefetchWindow | None = None  # the prefetch the byte budget allows (opts.max_bytes)
+        self.prefetches: list[int] = []          # every prefetch this run's consumers had, in order
+        self._retarget: int | None = None        # a prefetch to change to: a new consumer once the old one is settled
+        self._old_held = 0                       # held deliveries of earlier consumers: they take no slot of this one
+        self._said_window = 1 << 30              # the narrowest window said so far (_say_window)
         self.mover: Publisher | None = None      # MOVEs, on target_conn
         self.keeper: Publisher | None = None     # KEEP/LEAVE to the source's tail (= mover on one connection)
         self.consumer_tag: str | None = None     # None: not consuming (nothing to read, or cancelled)
@@ -319,21 +329,32 @@ class Transfer:
         self.channel = AsyncChannel(self.source_conn, self.timeout)
         self.result.snapshot = queues.declare(self.channel, self.source).ready
         self.prefetch = max(1, min(self.opts.prefetch, self.result.snapshot or 1))
+        if self.opts.max_bytes is not None:
+            self.window = PrefetchWindow(self.opts.max_bytes, self.prefetch, self.opts.size_hint)
+            self.prefetch = self.window.prefetch
+            self._say_window()
+        self.prefetches.append(self.prefetch)
         self._keep_refused = self.opts.keep_refused
         if self.opts.hold_stays:  # half the window at most where there is more to read: deliveries go on
-            self._hold_limit = self.prefetch if self.prefetch >= self.result.snapshot else self.prefetch // 2
+            # (with a byte budget, half the --prefetch window: a new consumer takes over when the held ones fill a
+            # narrower one, see _loop; held stays keep no bytes)
+            window = self.window.ceiling if self.window is not None else self.prefetch
+            self._hold_limit = window if window >= self.result.snapshot else window // 2
         self.channel.call("basic_qos", prefetch_count=self.prefetch)
         self.mover = Publisher(self.target_conn, window=self.opts.window, timeout=self.timeout)
         self.keeper = (self.mover if self.keep_conn is self.target_conn
                        else Publisher(self.keep_conn, window=self.opts.window, timeout=self.timeout))
         self.channel.on_cancel(self._on_cancel)
         if self.result.snapshot:
-            # properties left encoded until needed (bytes), runs of deliveries at once; on the `pika` codec,
-            # pika's deliveries one by one (BasicProperties): _handle takes either
-            self.consumer_tag = self.channel.consume(self.source, self._on_message, raw=True,
-                                                     batch=(self._on_message, self._incoming.extend))
+            self._consume()
         else:
             self._stop_reading = True
+
+    def _consume(self) -> None:
+        # properties left encoded until needed (bytes), runs of deliveries at once; on the `pika` codec,
+        # pika's deliveries one by one (BasicProperties): _handle takes either
+        self.consumer_tag = self._channel.consume(self.source, self._on_message, raw=True,
+                                                  batch=(self._on_message, self._incoming.extend))
 
     def _on_message(self, _channel: Any, method: Any, props: Any, body: bytes) -> None:
         self._incoming.append((method, props, body))
@@ -348,6 +369,8 @@ class Transfer:
         idle_since = time.monotonic()
         while not self._stop.is_set():
             worked = self._take_incoming()
+            if self._retarget is not None:
+                self._change_prefetch()
             if self._all_read() and self.consumer_tag:
                 self._cancel_consumer()  # before the acks that follow: nothing more may come to us
             elif self.consumer_tag and self._all_arrived():
@@ -364,13 +387,16 @@ class Transfer:
                 return
             if self._cancelled_by_broker:
                 self._consumer_cancelled()
+            held = self._held - self._old_held
             # every prefetch slot holds a message to give back: none can come. (Not while deliveries wait to be
             # decided: they may be selected, and a selection then changes something; seen with a filter and -n.)
-            if self._held and self.consumer_tag and not self._incoming and self._held >= self.prefetch \
-                    and not self._busy():
-                self.result.notes.append(f"stopped reading: {self._held} message(s) held to be given back in place "
-                                         "took every prefetch slot")
-                self._cancel_consumer()
+            if held and self.consumer_tag and not self._incoming and held >= self.prefetch and not self._busy():
+                if self.window is not None and self.opts.hold_stays and self._retarget is None:
+                    self._retarget = self.prefetch  # a new consumer, whose slots are free (_change_prefetch)
+                else:
+                    self.result.notes.append(f"stopped reading: {self._held} message(s) held to be given back in "
+                                             "place took every prefetch slot")
+                    self._cancel_consumer()
             if worked or self._incoming:
                 idle_since = now
             elif now - idle_since > 2.0 and not self._busy() and self._source_empty():
@@ -489,13 +515,16 @@ class Transfer:
         # A delivery takes at most one publish slot, of the mover or of the keeper.
         room = min(TAKE_BATCH, len(incoming), self._mover.room(), self._keeper.room())
         taken = 0
+        largest = 0
         while taken < room:
             if rate and self._rate_delay() > 0:
                 break
             method, props, body = incoming.popleft()
             taken += 1
+            if len(body) > largest:
+                largest = len(body)
             if self._all_read():  # beyond the snapshot or after --limit: give it back untouched
-                self._items.append(_Item(method.delivery_tag, props, body, None, None, _HOLD, False, None, ""))
+                self._items.append(_Item(method.delivery_tag, props, b"", None, None, _HOLD, False, None, ""))
                 self._held += 1
                 self.result.requeued += 1
                 continue
@@ -510,7 +539,74 @@ class Transfer:
                     incoming.appendleft((method, props, body))
                     self._received -= 1
                 raise
+        if self.window is not None and taken:
+            self._learn(largest, taken)
         return taken > 0
+
+    # -- the prefetch the byte budget allows -----------------------------------------------------------
+
+    def _learn(self, largest: int, taken: int) -> None:
+        """After `taken` deliveries whose largest body was `largest`: a new prefetch, when the window says so and there
+        is more to read than what is on its way."""
+        assert self.window is not None
+        wanted = self.window.learn(largest, taken)
+        if wanted is None or wanted == self.prefetch or self._retarget == wanted:
+            return
+        if self.consumer_tag is None and self._retarget is None:
+            return  # not consuming (cancelled: everything arrived, or a stop): nothing more comes
+        if self._held and not self.opts.hold_stays:
+            return  # held deliveries go back at the end: on a quorum queue, those of two consumers maybe not in order
+        if self._received + len(self._incoming) + (self.prefetch if wanted > self.prefetch else 0) \
+                >= self.result.snapshot:
+            return  # what is still to come is on its way already, or a wider window would not be filled
+        self._retarget = wanted
+
+    def _change_prefetch(self) -> None:
+        """Move to the prefetch in `_retarget`. RabbitMQ applies a basic.qos to the consumers started after it, not to
+        one that runs (tests/ops/test_engine_budget.py): so the consumer is cancelled, once nothing can be on its way
+        to it (the quorum-queue rule of _cancel_consumer), its deliveries are settled and acked as usual, and
+        a new consumer starts with the new prefetch once none of them is left but those held to be given back.
+
+        Held deliveries of the old consumer stay unacked: the channel's close gives them back at the end. A classic
+        queue takes back a channel's deliveries in order, whatever consumer they went to; a quorum queue returns
+        each consumer's own: so a change waits until nothing is held, except where the caller said that a
+        give-back is in place (opts.hold_stays, a classic queue)."""
+        if self.consumer_tag is not None:
+            if self._held and not self.opts.hold_stays:
+                self._retarget = None
+                return
+            self._cancel_consumer(keep=True)
+            return
+        if self._stop_reading or self._all_read() or self._all_arrived():
+            self._retarget = None
+            return
+        if self._incoming or len(self._items) != self._held:
+            return  # deliveries of the old consumer still to settle: their slots count against its window only
+        assert self._retarget is not None and self.window is not None
+        self.prefetch = self.window.prefetch = self._retarget
+        self._retarget = None
+        if self._held > self._old_held and not self.opts.hold_stays:  # held while the old consumer settled
+            self.result.notes.append(f"{self._held} message(s) held to be given back were delivered to an earlier "
+                                     f"consumer than the rest (the byte budget changed the prefetch): on a quorum "
+                                     f"queue their order among those given back may have changed")
+        self._old_held = self._held
+        self._channel.qos(self.prefetch)  # handled before the consume that follows: the new consumer's prefetch
+        self._consume()
+        self.prefetches.append(self.prefetch)
+        self._say_window()
+
+    def _say_window(self) -> None:
+        """The first time the byte budget narrows the window below --prefetch, and each time it narrows it further:
+        why a run of big bodies goes one message (or a few) at a time."""
+        window = self.window
+        if window is None or window.size is None or self.opts.report is None or self.prefetch >= window.ceiling \
+                or self.prefetch >= self._said_window:
+            return
+        from dlxtool.budget import human
+
+        self._said_window = self.prefetch
+        self.opts.report.info(f"bodies of up to about {human(window.size)}: {self.prefetch} message(s) held at once "
+                              f"(prefetch), within the byte budget of {human(window.max_bytes)} (--max-bytes)")
 
     def _handle(self, method: Any, props: Any, body: bytes) -> None:
         record = None
@@ -707,6 +803,8 @@ class Transfer:
         item.state = _HOLD
         self._held += 1
         self._count_stayed(item, why)
+        # The broker gives it back (the close at the end): its bytes are not needed here until then.
+        item.body, item.record = b"", None
 
     def _ack_ready(self) -> int:
         """Ack settled messages: the settled run at the front with one multiple-ack, those behind a held one
@@ -755,7 +853,8 @@ class Transfer:
         if self.consumer_tag is None:
             return len(self._items)
         hold = self.prefetch - self._still_to_read()
-        return len(self._items) if hold <= 0 else max(0, len(self._items) - hold)
+        # held deliveries of an earlier consumer (_change_prefetch) take no slot of this one
+        return len(self._items) if hold <= 0 else max(0, len(self._items) - self._old_held - hold)
 
     def _still_to_read(self) -> int:
         left = self.result.snapshot - self._received
@@ -808,16 +907,16 @@ class Transfer:
         if keep:
             past_snapshot = self._received + len(self._incoming) - self.result.snapshot
             beyond = [self._incoming.pop() for _ in range(max(0, past_snapshot))][::-1]
-            for method, props, body in beyond:
-                self._items.append(_Item(method.delivery_tag, props, body, None, None, _HOLD, False, None, ""))
+            for method, props, _body in beyond:
+                self._items.append(_Item(method.delivery_tag, props, b"", None, None, _HOLD, False, None, ""))
                 self._held += 1
                 self.result.requeued += 1
             return
         self._stop_reading = True
         # Deliveries that arrived before the cancel-ok and were never decided go back untouched.
         while self._incoming:
-            method, props, body = self._incoming.popleft()
-            self._items.append(_Item(method.delivery_tag, props, body, None, None, _HOLD, False, None, ""))
+            method, props, _body = self._incoming.popleft()
+            self._items.append(_Item(method.delivery_tag, props, b"", None, None, _HOLD, False, None, ""))
             self._held += 1
             self.result.requeued += 1
 
@@ -834,7 +933,7 @@ class Transfer:
         ready for us (others took the rest): checked as the main loop does."""
         deadline = time.monotonic() + self.timeout
         idle_since = time.monotonic()
-        while self.prefetch - len(self._items) - len(self._incoming) > 0 and self._channel.is_open:
+        while self.prefetch - (len(self._items) - self._old_held) - len(self._incoming) > 0 and self._channel.is_open:
             held = len(self._incoming)
             self._channel.pump(IDLE_WAIT)  # the source only: a target that died must not stop the give-back
             now = time.monotonic()

@@ -61,6 +61,7 @@ class LoadSettings:
     allow_displace: bool = False        # load into a full drop-head queue anyway (it pushes out its head)
     default_exchange: bool = False      # routing key = queue name (opt-in), instead of the record's own
     allow_dlx_drop: bool = False        # publish where the queue's dead-letter exchange would drop the key
+    max_bytes: int | None = None        # the byte budget: publish while the bodies in flight fit (dlxtool.budget)
     # --reencode: record, FILE:LINE -> the record to publish (dlxtool.editing.reencode.Reencoder: a changed
     # `decoded` re-encoded into its body); applied to each record as it is read, in both passes
     reencode: Callable[[MessageRecord, str], MessageRecord] | None = None
@@ -288,7 +289,8 @@ def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *
 
         try:
             for (target, record), outcome, detail in publish_records(conn, items(), window=settings.window,
-                                                                      timeout=timeout, before_flush=before_flush):
+                                                                      timeout=timeout, before_flush=before_flush,
+                                                                      max_bytes=settings.max_bytes):
                 del inflight[id(record)]
                 _count(result, target, outcome, detail, record, failed)
                 report()
@@ -373,11 +375,27 @@ def _count(result: LoadResult, target: str, outcome: Any, detail: str | None, re
 
 def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]], *, window: int = 1000,
                     timeout: float = 30.0, before_flush: Callable[[Publisher], None] | None = None,
-                    ) -> Iterator[tuple[Any, PublishOutcome, str | None]]:
+                    max_bytes: int | None = None) -> Iterator[tuple[Any, PublishOutcome, str | None]]:
     """For `load`: publish (exchange, routing_key, body, properties, token) with a window of confirms,
-    yielding each (token, outcome, detail) as it settles. A seam, not used by replay itself."""
+    yielding each (token, outcome, detail) as it settles. A seam, not used by replay itself.
+
+    `max_bytes`: publish only while the bodies awaiting a confirm fit in it, each counted twice (its record is held
+    until it settles, and its frames until they are written: PrefetchWindow.COPIES); one is always let through."""
+    from dlxtool.budget import PrefetchWindow
+
     pub = Publisher(conn, window=window, timeout=timeout)
     blocked_since: list[float] = []
+    in_flight: dict[int, int] = {}  # id(token) -> its body's size, until it settles
+    held = 0
+
+    def settled() -> Iterator[tuple[Any, PublishOutcome, str | None]]:
+        nonlocal held
+        for token, outcome, detail in pub.take_settled():
+            held -= in_flight.pop(id(token), 0)
+            yield token, outcome, detail
+
+    def fits(size: int) -> bool:
+        return max_bytes is None or not held or held + PrefetchWindow.COPIES * size <= max_bytes
 
     def still_blocked() -> None:
         """A blocked connection (a resource alarm) is waited on for `timeout` at most."""
@@ -391,18 +409,20 @@ def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]]
 
     try:
         for exchange, routing_key, body, props, token in items:
-            while not pub.has_room():
+            while not pub.has_room() or not fits(len(body)):
                 pub.pump(IDLE_WAIT)
                 still_blocked()
-                yield from pub.take_settled()
+                yield from settled()
             try:
                 pub.publish(exchange, routing_key, body, props, token)
             except EncodeError as exc:  # nothing sent: this record fails, the others go on
                 yield token, PublishOutcome.REFUSED, str(exc)
                 continue
+            in_flight[id(token)] = PrefetchWindow.COPIES * len(body)
+            held += in_flight[id(token)]
             pub.pump(0)
             still_blocked()
-            yield from pub.take_settled()
+            yield from settled()
         if before_flush is not None:
             before_flush(pub)
         yield from pub.flush(timeout)

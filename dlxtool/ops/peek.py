@@ -41,6 +41,7 @@ tell is read as a quorum queue would be, under the version's rules (refused befo
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from dlxtool.config import BrokerProfile
 
 DEFAULT_BATCH = 500
+BATCH_BYTES = 8 * 1024 * 1024  # bodies per batch yielded, at most (one message may be bigger)
 STREAM_OFFSET_WORDS = ("first", "last", "next")
 
 
@@ -136,6 +138,7 @@ class ReadOptions:
     offset: Any = None  # streams: "first" | "last" | "next" | int | datetime
     stream_wait: float = 1.0  # streams: stop after this long without a delivery
     batch_size: int = DEFAULT_BATCH
+    max_bytes: int | None = None  # the byte budget: the read stops before the body that would pass it
     # Which messages to show (dlxtool.selection): `count` counts the matches; the others are read (a classic
     # queue's later messages can only be reached while the earlier ones are held) but not shown. None: all.
     select: Callable[[MessageRecord], bool] | None = None
@@ -225,7 +228,21 @@ def check_read(facts: QueueFacts, opts: ReadOptions) -> list[str]:
         how = "all at once" if facts.type == "classic" else f"in order, {QUORUM_RETURN_CHUNK} at a time"
         notes.append(f"holding up to {wanted} messages unacked until the read ends"
                      f"{_size_note(facts, opts)}; they are given back {how} before anything is decoded")
+        notes += _budget_note(facts, opts, wanted)
     return notes
+
+
+def _budget_note(facts: QueueFacts, opts: ReadOptions, wanted: int) -> list[str]:
+    """Where the queue's average body (management API) says the read will not fit in the byte budget: about where
+    it will stop."""
+    if not (opts.max_bytes and facts.bytes_ready and facts.ready):
+        return []
+    average = facts.bytes_ready / facts.ready
+    fit = max(1, int(opts.max_bytes // average)) if average else wanted
+    if fit >= wanted:
+        return []
+    return [f"the byte budget ({_human_bytes(opts.max_bytes)}, --max-bytes) holds about {fit} of them at "
+            f"{_human_bytes(average)} each on average: the read stops before the message that would pass it"]
 
 
 def _check_unacked_bound(facts: QueueFacts, opts: ReadOptions) -> None:
@@ -317,11 +334,9 @@ def _check_quorum_uncounted(facts: QueueFacts, opts: ReadOptions) -> list[str]:
 
 
 def _human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
+    from dlxtool.budget import human
+
+    return human(n)
 
 
 # -- reading -----------------------------------------------------------------------------------------
@@ -383,6 +398,8 @@ class QueueReader:
         self.hidden = 0  # messages read only to keep the order (quorum with a limit), not yielded
         self.skipped = 0  # messages read that the selection did not select (not yielded)
         self._decoded: set[int] = set()  # positions decoded to be selected (not decoded again)
+        self.bytes_shown = 0  # the bodies of the messages yielded
+        self.over_budget: tuple[int, int] | None = None  # (position, body size) of the one the budget stopped at
         self._held = HeldGets()
         self._unconfirmed_noted = False
 
@@ -394,10 +411,16 @@ class QueueReader:
         if self.facts.type == "stream":
             yield from self._stream_batches()
             return
-        records = self._read_and_give_back()
+        records = deque(self._read_and_give_back())
         size = max(1, self.opts.batch_size)
-        for start in range(0, len(records), size):
-            batch = records[start:start + size]
+        while records:
+            # Batches of at most BATCH_BYTES of bodies too: what the caller makes of one batch (JSON, base64 …) is
+            # held with it. Yielded records are let go of here; what the caller keeps is its own.
+            batch = [records.popleft()]
+            held = len(batch[0].body)
+            while records and len(batch) < size and held + len(records[0].body) <= BATCH_BYTES:
+                held += len(records[0].body)
+                batch.append(records.popleft())
             for record in batch:
                 if record.position not in self._decoded:
                     record.decoded = self.decode(record)
@@ -420,16 +443,26 @@ class QueueReader:
     # classic and quorum: basic.get everything wanted, holding it, then give it all back in order
     def _read_and_give_back(self) -> list[MessageRecord]:
         records: list[MessageRecord] = []
-        last: MessageRecord | None = None
+        last: MessageRecord | None = None  # the last message read, shown or not
         try:
             while self._want_more():
-                record = last = self._get()
+                record = self._get()
                 if record is None:
                     break
+                last = record
                 selected = self._selects(record)
-                if selected:
+                over = selected and self._passes_budget(len(record.body), record.position, len(records))
+                if over:
+                    self.hidden += 1  # taken (whole, as basic.get hands it over), given back with the rest, not shown
+                elif selected:
                     records.append(record)
-                if self._counts_attempts() and not self._safe_to_return(record, shown=selected):
+                    self.bytes_shown += len(record.body)
+                unshown = ("taken, and not shown: it would have passed the byte budget" if over
+                           else "read to be looked at, not selected")
+                if self._counts_attempts() and not self._safe_to_return(record, shown=selected and not over,
+                                                                        unshown=unshown):
+                    break
+                if over:
                     break
             if self._returns_to_a_block() and last is not None and not self.stopped_early:
                 self._take_rest_of_returned_block(last)
@@ -437,6 +470,16 @@ class QueueReader:
             self._give_back()
             self._after_return(records)
         return records
+
+    def _passes_budget(self, size: int, position: int, shown: int) -> bool:
+        """Would showing this message (its body `size` bytes, after `shown` others) take the bodies held past the
+        byte budget? The first one is always shown (a message cannot be read in part); the one that passes it
+        stops the read."""
+        budget = self.opts.max_bytes
+        if budget is None or not shown or self.bytes_shown + size <= budget:
+            return False
+        self.over_budget = (position, size)
+        return True
 
     def _get(self) -> MessageRecord | None:
         method, props, body = self.channel.basic_get(self.facts.name, auto_ack=False)
@@ -490,7 +533,8 @@ class QueueReader:
         limit = self.facts.delivery_limit if self.facts.limit_known else 0
         return self.facts.reads_as_quorum and not versions.quorum_nack_to_back(self.facts.version, limit)
 
-    def _safe_to_return(self, record: MessageRecord, *, shown: bool) -> bool:
+    def _safe_to_return(self, record: MessageRecord, *, shown: bool,
+                        unshown: str = "read only to keep the order, not shown") -> bool:
         """Quorum with a limit: does giving this message back leave it an attempt to spare?
 
         The count is only learnt on delivery, so the message is taken already; when the answer is
@@ -499,7 +543,7 @@ class QueueReader:
         attempts = delivery_count(record.headers)
         if attempts + 2 <= limit:
             return True
-        where = f"position {record.position}" + ("" if shown else " (read only to keep the order, not shown)")
+        where = f"position {record.position}" + ("" if shown else f" ({unshown})")
         if attempts >= limit:
             self.dead_lettered.append(record.position)
             self.stopped_early = (f"stopped at {where}: it had used all {limit} of its delivery attempts, so "
@@ -517,6 +561,7 @@ class QueueReader:
         behind the rest; so keep taking (not showing) until a never-returned message or the end,
         unless a message taken so has no attempt to spare: then stop there."""
         record: MessageRecord | None = last
+        before = self.hidden  # a message the byte budget left unshown is not one of these
         while record is not None and returned_before(record.headers):
             if self.read >= self.opts.max_unacked:
                 self.notes.append("order of the head may have changed: the block of returned messages "
@@ -528,9 +573,9 @@ class QueueReader:
             self.hidden += 1
             if self._counts_attempts() and not self._safe_to_return(record, shown=False):
                 break
-        if self.hidden:
+        if self.hidden > before:
             cost = "; each used one delivery attempt too" if self._counts_attempts() else ""
-            self.notes.append(f"also took {self.hidden} more previously returned messages (not shown) so that "
+            self.notes.append(f"also took {self.hidden - before} more previously returned messages (not shown) so that "
                               f"giving them back keeps the order{cost}")
 
     def _give_back(self) -> None:
@@ -598,6 +643,8 @@ class QueueReader:
         warnings: list[str] = []
         error: DlxtoolError | None = None
         if self.facts.type == "stream":
+            if self.over_budget is not None:
+                return ReadOutcome(list(self.notes), warnings, self._budget_error())
             return ReadOutcome(self.notes + self._stream_notes(), warnings)
         wanted = self.opts.count
         if self.dead_lettered:
@@ -619,6 +666,8 @@ class QueueReader:
                      "further peek uses another attempt of the head")
         elif self.stopped_early:
             warnings.append(self.stopped_early)
+        elif self.over_budget is not None:
+            error = self._budget_error()
         elif self.left_unread and wanted is not None:  # a selection looked as far as it may hold
             if self.shown < wanted:
                 warnings.append(f"looked at {self.read} messages, the most held at once (--max-unacked "
@@ -631,6 +680,26 @@ class QueueReader:
                 hint="raise --max-unacked (config dump_unacked_limit) if the broker has the memory, "
                      "or drain the queue into a file (dump --remove)")
         return ReadOutcome(list(self.notes), warnings, error)
+
+    def _budget_error(self) -> PartialError:
+        """The read stopped at the byte budget: partial (exit 5), as a read cut short by --max-unacked is: what was
+        shown is right, there is more than was shown."""
+        from dlxtool.budget import human
+
+        assert self.over_budget is not None and self.opts.max_bytes is not None
+        position, size = self.over_budget
+        asked = f" of the {self.opts.count} asked for" if self.opts.count is not None else ""
+        if self.facts.type == "stream":
+            next_one, more = "was not shown", "the stream goes on from there"
+        else:
+            left = self.facts.ready - self.shown if self.facts.ready else 0
+            next_one = "was given back unshown"
+            more = f"{left} more remain in the queue" if left > 1 else "more remain in the queue"
+        return PartialError(
+            f"stopped at the byte budget of {human(self.opts.max_bytes)} (--max-bytes): showed {self.shown} "
+            f"message(s){asked}, {human(self.bytes_shown)} of bodies; the next one (position {position}, "
+            f"{human(size)}) would have passed it and {next_one}; {more}",
+            hint="raise --max-bytes (config max_bytes) if this machine has the memory, or read fewer (-n)")
 
     def _stream_notes(self) -> list[str]:
         wanted = self.opts.count
@@ -658,9 +727,17 @@ class QueueReader:
                 if method is None:
                     self.reached_end = True
                     break
+                if self.opts.select is None and self._passes_budget(len(body), self.read, self.shown):
+                    self.read += 1
+                    self.hidden += 1  # delivered, not shown: nothing is held on a stream, the read just ends here
+                    break
                 record = self._stream_record(method, props, body)
                 unacked += 1
                 if self._selects(record):
+                    if self.opts.select is not None and self._passes_budget(len(body), record.position, self.shown):
+                        self.hidden += 1  # selected, but past the budget: the read ends here
+                        break
+                    self.bytes_shown += len(body)
                     batch.append(record)
                 more = self._want_more()
                 if unacked >= prefetch or not more:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker import queues, versions
 from dlxtool.broker.management import ManagementClient, QueueInfo
+from dlxtool.budget import average_body
 from dlxtool.errors import DlxtoolError, ManagementMismatch, QueueNotFound, RefusedError, UsageError
 from dlxtool.ops.actions import Action, Decision
 from dlxtool.ops.alarms import check_alarms
@@ -391,9 +392,10 @@ class Purge:
             out.plan = _dry_run_plan(self.settings, out, records, self.report, self.router)
         return out
 
-    def run(self, sink: Sink | None = None, progress: Callable[[Progress], None] | None = None) -> PurgeOutcome:
+    def run(self, sink: Sink | None = None, progress: Callable[[Progress], None] | None = None, *,
+            max_bytes: int | None = None) -> PurgeOutcome:
         """The purge itself: queue.purge, or the reading pass with `sink` (--backup's record file) written before
-        each ack."""
+        each ack, holding at most about `max_bytes` of messages at once (dlxtool.budget)."""
         settings, out, session = self.settings, self.out, self.session
         if not settings.reads_messages:
             out.purged = purge(self.channel, settings.queue)
@@ -408,7 +410,8 @@ class Purge:
         options = TransferOptions(sink=sink, progress=progress, admit=rooms.admit if rooms is not None else None,
                                   nack_copies=rooms.nack_copies if rooms is not None else None,
                                   hold_stays=out.state.type == "classic", keep_refused=self.keep_refused,
-                                  report=self.report)
+                                  report=self.report, max_bytes=max_bytes,
+                                  size_hint=average_body(out.state.info.raw) if out.state.info is not None else None)
         out.result = run_reading_purge(session.conn, settings, options, timeout=session.timeout, router=self.router,
                                        routes=routes)
         if rooms is not None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker.queues import exchange_exists
+from dlxtool.budget import average_body
 from dlxtool.conventions import Route
 from dlxtool.errors import RefusedError
 from dlxtool.ops.alarms import check_alarms
@@ -250,6 +251,8 @@ class Replay:
         # a run that moves nothing changes nothing: stays held and given back in place until something moves,
         # where that costs nothing (a classic DLQ), or where the tail cannot take them
         options.hold_stays = self.info is not None and self.info.type == "classic"
+        if options.size_hint is None and self.info is not None:  # the prefetch's first guess (dlxtool.budget)
+            options.size_hint = average_body(self.info.raw)
         options.keep_refused = self.keep_refused
         options.report = self.report
         publishing = _publishing_connections(session)

@@ -152,6 +152,7 @@ class EncodeError(ValueError):
 
 
 FRAME_OVERHEAD = 8  # frame type, channel, size, frame-end around every frame payload
+VIEW_FROM = 1024 * 1024  # _emit hands pika's transport frames this big as a memoryview
 
 
 def publish_frames(channel_number: int, exchange: str, routing_key: str, body: bytes, properties: Any,
@@ -622,9 +623,15 @@ def pika_publish(connection: Any, channel: Any, exchange: str, routing_key: str,
     return props
 
 
-def _emit(impl: Any, data: bytes) -> None:
+def _emit(impl: Any, data: bytes | memoryview) -> None:
     """impl._output_marshaled_frames((data,)), shortened when a send is pending anyway: then pika's transport
-    write only appends to its buffer (its write watcher is on already), and so does this."""
+    write only appends to its buffer (its write watcher is on already), and so does this.
+
+    A big message goes as a memoryview: where the socket takes part of it, pika keeps the rest as `data[sent:]`,
+    a copy of what is left for bytes (a 64 MB body was copied again at every partial send), a view of it for a
+    memoryview."""
+    if len(data) >= VIEW_FROM:
+        data = memoryview(data)
     transport = impl._transport  # noqa: SLF001
     buffers = getattr(transport, "_tx_buffers", None)
     if buffers and transport._state == transport._STATE_ACTIVE:  # noqa: SLF001
