@@ -53,6 +53,17 @@ class NotFoundError(DlxtoolError):
     status = Status.NOT_FOUND
 
 
+class QueueNotFound(NotFoundError):
+    """A queue that does not exist in a vhost. The CLI adds the names of that vhost's queues closest to it, where the
+    management API can list them ("did you mean 'invoices.dlq'?")."""
+
+    def __init__(self, queue: str, vhost: str, message: str | None = None, *, hint: str | None = None) -> None:
+        super().__init__(message or f"queue {queue!r} not found in vhost {vhost!r}",
+                         hint=hint or "list queues with `dlxtool queues`")
+        self.queue = queue
+        self.vhost = vhost
+
+
 class PartialError(DlxtoolError):
     """Some messages were left behind or failed; the summary says which."""
 

@@ -1,11 +1,16 @@
-"""Message selection shared by replay and purge: small predicates over a MessageRecord, no eval.
+"""Which messages a command works on: one selection for peek, history, dump, replay and purge.
 
-All given criteria must hold (AND); a repeated criterion of the same kind matches any of its values
-(OR), e.g. `--origin a --origin b`. `--limit` is not a predicate: the operation stops selecting after
-that many matches (`Selection.limit`).
+All given criteria must hold (AND); a repeated criterion of the same kind matches any of its values (OR),
+e.g. `--origin a --origin b`. The count (`-n`/`--limit`) is not a criterion: a command selects first and
+counts the matches (`Selection.limit` for replay and purge; the readers' `-n`).
 
-Message type: for now the AMQP `type` property. The protobuf registry (branch `proto`) plugs in
-through `type_of` — a callable record -> type name or None — without changing this module's users.
+Regular expressions are Python's (`re`), searched anywhere in the text (`^…$` anchors), case-sensitive
+unless they say `(?i)`; one that does not compile is a usage error (exit 2) before anything is read.
+
+What a record does not say by itself comes through a `Lens`: the message's type (the AMQP `type` property,
+else its decoded protobuf type), and its origin and error texts as the conventions in use explain them
+(dlxtool.conventions: x-death, Spring, NServiceBus, … and the config file's). The commands build one with
+the config file's conventions (dlxtool.cli.options.selection_for); the default reads with the built-in ones.
 """
 
 from __future__ import annotations
@@ -13,25 +18,21 @@ from __future__ import annotations
 import fnmatch
 import re
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from dlxtool.amqp_values import RawValue
-from dlxtool.deaths import death_count, find_origin
+from dlxtool.deaths import death_count
 from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
 
-TypeResolver = Callable[[MessageRecord], "str | None"]
+Decoder = Callable[[MessageRecord], "dict[str, Any] | None"]
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)?\s*$", re.IGNORECASE)
 _SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def amqp_type(record: MessageRecord) -> str | None:
-    value = record.properties.get("type")
-    return None if value is None else str(value)
+REASONS = ("rejected", "expired", "maxlen", "delivery_limit")
 
 
 def parse_age(text: str) -> float | None:
@@ -52,11 +53,112 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
-def parse_header_match(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep or not name:
-        raise UsageError(f"bad header match {text!r}", hint="use NAME=VALUE, e.g. --header tenant=acme")
-    return name, value
+def compile_regex(text: str, option: str) -> re.Pattern[str]:
+    """`text` as a Python regular expression, or a usage error naming the option and where it fails."""
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        where = f" at position {exc.pos}" if exc.pos is not None else ""
+        raise UsageError(f"{option} {text!r}: not a regular expression: {exc.msg}{where}",
+                         hint="Python's regex syntax (README: Selecting messages); escape a literal . * + ? ( ) [ ] "
+                              "with a backslash") from None
+
+
+@dataclass(frozen=True)
+class HeaderMatch:
+    """`--header NAME=VALUE` (the header's text equals VALUE) or `--header NAME~REGEX` (the regex is found
+    in it). A name matches exactly, else ignoring case (clients differ in the case they write)."""
+
+    name: str
+    value: str | None = None
+    pattern: re.Pattern[str] | None = None
+
+    @staticmethod
+    def parse(text: str) -> HeaderMatch:
+        at = min((i for i in (text.find("="), text.find("~")) if i >= 0), default=-1)
+        if at <= 0:
+            raise UsageError(f"bad --header {text!r}",
+                             hint="use NAME=VALUE (equals) or NAME~REGEX (regex found in it), e.g. "
+                                  "--header tenant=acme, --header x-exception-message~'(?i)timeout'")
+        name, op, rest = text[:at], text[at], text[at + 1:]
+        if op == "=":
+            return HeaderMatch(name, value=rest)
+        return HeaderMatch(name, pattern=compile_regex(rest, f"--header {name}~"))
+
+    def matches(self, headers: Mapping[str, Any]) -> bool:
+        value = header_value(headers, self.name)
+        if value is None:
+            return False
+        text = as_text(value)
+        if self.pattern is not None:
+            return self.pattern.search(text) is not None
+        return text == self.value
+
+    def describe(self) -> str:
+        return f"{self.name}={self.value}" if self.pattern is None else f"{self.name}~{self.pattern.pattern}"
+
+
+@dataclass(frozen=True)
+class Explained:
+    """What the conventions say of a message, as far as selecting it goes."""
+
+    origins: tuple[str, ...] = ()  # the origin queue, or an exchange origin's exchange and "exchange → key"
+    errors: tuple[str, ...] = ()   # every error text found: the conventions', every error header's
+
+
+def explain_for_selection(record: MessageRecord, known: Sequence[Any] = (), origin_from: str | None = None,
+                          error_headers: Sequence[str] = (), through: Callable[[Any], Any] | None = None) -> Explained:
+    """The origin and error texts of `record` as `history` shows them: the conventions `known` (default the built-in
+    ones), the winner's origin (`origin_from` forces one), `through` following a TTL-only history's wait queue."""
+    from dlxtool.conventions import BUILT_IN, Message, explain
+    from dlxtool.deaths import ERROR_HEADERS, message_history
+
+    headers = record.headers if isinstance(record.headers, dict) else {}
+    history = message_history(headers, through=through)
+    x = explain(Message(headers, record.body, record.queue, x_death_origin=history.origin, x_death=history.history),
+                known or BUILT_IN, origin_from=origin_from, error_headers=tuple(error_headers))
+    origins: tuple[str, ...] = ()
+    if x.origin is not None:
+        origins = (x.origin.queue,) if x.origin.queue is not None else (str(x.origin.exchange), x.origin.key())
+    errors = [x.error, *(r.error for r in x.readings)]
+    for name in (*error_headers, *ERROR_HEADERS):
+        value = header_value(headers, name)
+        if value is not None:
+            errors.append(as_text(value))
+    return Explained(origins, tuple(dict.fromkeys(e for e in errors if e)))
+
+
+@dataclass(frozen=True)
+class Lens:
+    """How a selection sees what a record does not say by itself (module docstring).
+
+    `decode`: the protobuf decoder for a record's type when its AMQP `type` property does not match (None: the
+    record's `decoded` field only, which a reader fills before it selects). `conventions` (default: the built-in
+    ones), `origin_from`, `error_headers` and `through` explain origins and error texts as `history` does."""
+
+    decode: Decoder | None = None
+    conventions: tuple[Any, ...] = ()
+    origin_from: str | None = None
+    error_headers: tuple[str, ...] = ()
+    through: Callable[[Any], Any] | None = None
+
+    def types(self, record: MessageRecord) -> Iterator[str]:
+        """The AMQP type property, then the decoded protobuf type (decoded only when asked for it). A guess (a
+        defective, ambiguous or unsure match: dlxtool.decoding.is_weak) is no type to select by: a replay or purge
+        by --type must not take messages the registry only guessed at."""
+        amqp = record.properties.get("type")
+        if amqp:
+            yield str(amqp)
+        if record.decoded is None and self.decode is not None:
+            record.decoded = self.decode(record)
+        if record.decoded and record.decoded.get("type"):
+            from dlxtool.decoding import is_weak
+
+            if not is_weak(record.decoded):
+                yield str(record.decoded["type"])
+
+    def explain(self, record: MessageRecord) -> Explained:
+        return explain_for_selection(record, self.conventions, self.origin_from, self.error_headers, self.through)
 
 
 @dataclass
@@ -74,39 +176,53 @@ class CountTally:
                 "republishes a message: they may have died more often than x-death says; see `dlxtool history`")
 
 
+Check = Callable[[MessageRecord, float], bool]
+
+
 @dataclass(frozen=True)
 class Selection:
     origins: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()
     min_deaths: int | None = None
     types: tuple[str, ...] = ()
-    headers: tuple[tuple[str, str], ...] = ()
+    headers: tuple[HeaderMatch, ...] = ()
+    errors: tuple[re.Pattern[str], ...] = ()
     routing_keys: tuple[str, ...] = ()  # glob patterns
     older_than: float | None = None     # seconds
     newer_than: float | None = None
     body_contains: tuple[bytes, ...] = ()
+    body_patterns: tuple[re.Pattern[str], ...] = ()
     redelivered: bool | None = None
     limit: int | None = None
-    type_of: TypeResolver = field(default=amqp_type, compare=False, repr=False)
+    lens: Lens = field(default_factory=Lens, compare=False, repr=False)
     tally: CountTally = field(default_factory=CountTally, compare=False, repr=False)
 
     @property
     def filters_anything(self) -> bool:
         return bool(self.describe())
 
-    def matches(self, record: MessageRecord, now: float | None = None) -> bool:
-        return all(check(record, now if now is not None else time.time()) for check in self._checks())
+    @property
+    def needs_type(self) -> bool:
+        """Whether matching may need a record's decoded body (a reader decodes before it selects)."""
+        return bool(self.types)
 
-    def _checks(self) -> list[Callable[[MessageRecord, float], bool]]:
-        checks: list[Callable[[MessageRecord, float], bool]] = []
-        if self.origins:
-            checks.append(lambda r, _n: find_origin(r.headers).queue in self.origins)
+    def with_lens(self, lens: Lens) -> Selection:
+        return replace(self, lens=lens)
+
+    def matches(self, record: MessageRecord, now: float | None = None) -> bool:
+        at = now if now is not None else time.time()
+        return all(check(record, at) for check in self.checks())
+
+    def checks(self) -> list[Check]:
+        """The predicates of the criteria given, cheapest first; a message `--min-deaths` leaves out is tallied
+        only when it matched everything else."""
+        checks: list[Check] = []
+        if self.redelivered is not None:
+            checks.append(lambda r, _n: r.redelivered == self.redelivered)
         if self.reasons:
             checks.append(lambda r, _n: any(d.reason in self.reasons for d in r.deaths))
-        if self.types:
-            checks.append(lambda r, _n: self.type_of(r) in self.types)
         if self.headers:
-            checks.append(lambda r, _n: all(_text(r.headers.get(k)) == v for k, v in self.headers))
+            checks.append(lambda r, _n: all(h.matches(_headers(r)) for h in self.headers))
         if self.routing_keys:
             checks.append(self._routing_key_matches)
         if self.older_than is not None:
@@ -115,11 +231,25 @@ class Selection:
             checks.append(lambda r, n: (age := message_age(r, n)) is not None and age <= (self.newer_than or 0))
         if self.body_contains:
             checks.append(lambda r, _n: any(s in r.body for s in self.body_contains))
-        if self.redelivered is not None:
-            checks.append(lambda r, _n: r.redelivered == self.redelivered)
+        if self.body_patterns:
+            checks.append(lambda r, _n: any(p.search(body_text(r.body)) for p in self.body_patterns))
+        if self.types:
+            checks.append(self._type_matches)
+        if self.origins or self.errors:
+            checks.append(self._explained_matches)
         if self.min_deaths is not None:  # last: a message it leaves out matched everything else
             checks.append(self._died_often_enough)
         return checks
+
+    def _type_matches(self, record: MessageRecord, _now: float) -> bool:
+        """A type given in full, or its last part (`PaymentFailed` for shop.orders.v1.PaymentFailed)."""
+        return any(t in self.types or t.rsplit(".", 1)[-1] in self.types for t in self.lens.types(record))
+
+    def _explained_matches(self, record: MessageRecord, _now: float) -> bool:
+        x = self.lens.explain(record)
+        if self.origins and not any(o in self.origins for o in x.origins):
+            return False
+        return not self.errors or any(p.search(e) for p in self.errors for e in x.errors)
 
     def _died_often_enough(self, record: MessageRecord, _now: float) -> bool:
         """At least min_deaths by x-death, or by an application's retry counter where the broker restarts
@@ -134,7 +264,7 @@ class Selection:
     def _routing_key_matches(self, record: MessageRecord, _now: float) -> bool:
         """The delivery's routing key or any routing key in its death history (before a DLX override)."""
         # (a routing key that is not UTF-8 arrives as bytes: matched as text, as the history's keys are)
-        keys = {_text(record.routing_key) or "", *(k for d in record.deaths for k in d.routing_keys)}
+        keys = {as_text(record.routing_key), *(k for d in record.deaths for k in d.routing_keys)}
         return any(fnmatch.fnmatchcase(k, p) for k in keys for p in self.routing_keys)
 
     def describe(self) -> dict[str, Any]:
@@ -144,13 +274,22 @@ class Selection:
             if getattr(self, name):
                 out[name] = list(getattr(self, name))
         if self.headers:
-            out["headers"] = [f"{k}={v}" for k, v in self.headers]
+            out["headers"] = [h.describe() for h in self.headers]
+        if self.errors:
+            out["errors"] = [p.pattern for p in self.errors]
         if self.body_contains:
             out["body_contains"] = [b.decode("utf-8", "backslashreplace") for b in self.body_contains]
+        if self.body_patterns:
+            out["body_matches"] = [p.pattern for p in self.body_patterns]
         for name in ("min_deaths", "older_than", "newer_than", "redelivered"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         return out
+
+    def describe_text(self) -> str:
+        """'origins=orders; errors=timeout': one line for messages to the user."""
+        return "; ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}"
+                         for k, v in self.describe().items())
 
 
 def message_age(record: MessageRecord, now: float) -> float | None:
@@ -165,28 +304,47 @@ def message_age(record: MessageRecord, now: float) -> float | None:
 
 
 def build_selection(*, origins: Sequence[str] = (), reasons: Sequence[str] = (), min_deaths: int | None = None,
-                    types: Sequence[str] = (), headers: Sequence[str] = (), routing_keys: Sequence[str] = (),
-                    older_than: str | None = None, newer_than: str | None = None,
-                    body_contains: Sequence[str] = (), redelivered: bool | None = None,
-                    limit: int | None = None, type_of: TypeResolver | None = None) -> Selection:
-    """A Selection from command-line text (durations and NAME=VALUE parsed, errors as UsageError)."""
+                    types: Sequence[str] = (), headers: Sequence[str] = (), errors: Sequence[str] = (),
+                    routing_keys: Sequence[str] = (), older_than: str | None = None, newer_than: str | None = None,
+                    body_contains: Sequence[str] = (), body_matches: Sequence[str] = (),
+                    redelivered: bool | None = None, limit: int | None = None, lens: Lens | None = None) -> Selection:
+    """A Selection from command-line text (durations, NAME=VALUE / NAME~REGEX and regexes parsed; errors as
+    UsageError, exit 2)."""
     if limit is not None and limit < 0:
         raise UsageError("--limit must be >= 0")
+    unknown = [r for r in reasons if r not in REASONS]
+    if unknown:
+        raise UsageError(f"bad --reason {unknown[0]!r}", hint=f"one of {', '.join(REASONS)}")
     return Selection(
         origins=tuple(origins), reasons=tuple(reasons), min_deaths=min_deaths, types=tuple(types),
-        headers=tuple(parse_header_match(h) for h in headers), routing_keys=tuple(routing_keys),
+        headers=tuple(HeaderMatch.parse(h) for h in headers),
+        errors=tuple(compile_regex(e, "--error") for e in errors), routing_keys=tuple(routing_keys),
         older_than=parse_duration(older_than) if older_than else None,
         newer_than=parse_duration(newer_than) if newer_than else None,
-        body_contains=tuple(s.encode() for s in body_contains), redelivered=redelivered, limit=limit,
-        type_of=type_of or amqp_type,
+        body_contains=tuple(s.encode() for s in body_contains),
+        body_patterns=tuple(compile_regex(b, "--body-matches") for b in body_matches),
+        redelivered=redelivered, limit=limit, lens=lens or Lens(),
     )
 
 
-def _text(value: Any) -> str | None:
+def header_value(headers: Mapping[str, Any], name: str) -> Any:
+    """A header by name: exactly, else ignoring case."""
+    if name in headers:
+        return headers[name]
+    lowered = name.lower()
+    return next((v for k, v in headers.items() if str(k).lower() == lowered), None)
+
+
+def body_text(body: bytes) -> str:
+    """A body as text for a regex: UTF-8, bytes that are not kept as \\xNN escapes (so they can be matched too)."""
+    return body.decode("utf-8", "backslashreplace")
+
+
+def as_text(value: Any) -> str:
     if isinstance(value, RawValue):  # a kind kept as its AMQP bytes (a float, an L …): match what it means
         value = value.value
     if value is None:
-        return None
+        return ""
     if isinstance(value, bytes | bytearray):
         return bytes(value).decode("utf-8", "replace")
     if isinstance(value, bool):
@@ -194,3 +352,7 @@ def _text(value: Any) -> str | None:
     if isinstance(value, datetime):
         return value.isoformat()
     return str(value)
+
+
+def _headers(record: MessageRecord) -> Mapping[str, Any]:
+    return record.headers if isinstance(record.headers, dict) else {}

@@ -1,7 +1,7 @@
 """Giving held messages back to their queue, in order: the one place that knows how.
 
-Used by the peek reader (basic.get), the replay plan (`survey`, basic.consume) and the transfer
-engine at a stop (basic.consume). What RabbitMQ 3.10.8 does, measured here (tests/ops/test_giveback.py,
+Used by the peek reader (basic.get: peek, history, dump and the replay and purge plans) and the
+transfer engine at a stop (basic.consume). What RabbitMQ 3.10.8 does, measured here (tests/ops/test_giveback.py,
 tests/ops/test_peek.py):
 
 - classic, basic.get: a multi-nack becomes one requeue per get, applied one by one (10,000 take
@@ -24,14 +24,12 @@ tests/ops/test_peek.py):
   queue fills at once, so a stop can hit that: the transfer engine first waits until every slot is
   taken by a delivery it holds, and cancels with AsyncChannel.cancel_consumer (no rejects).
 - After a close, a quorum queue applies the returns asynchronously: a passive declare right after
-  can still count 0 (it also answers 0 when its stat times out). Whoever reads the queue next and
-  needs it whole waits with `wait_until_ready`.
+  can still count 0 (it also answers 0 when its stat times out).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,18 +103,3 @@ def _wait_consumers(channel: Any, queue: str, low: int, high: int | None = None)
         if time.monotonic() > deadline:
             return None
         time.sleep(POLL_SECONDS)
-
-
-def wait_until_ready(ready_count: Callable[[], int], at_least: int,
-                     timeout: float = RETURN_WAIT_SECONDS) -> bool:
-    """Poll `ready_count()` (a passive declare's message_count) until it reaches `at_least`.
-
-    After a close the queue applies the returns on its own time; a read that follows (the replay
-    after its plan) must not start on a queue that looks shorter. False after `timeout` (someone
-    else may have taken messages meanwhile: the caller says so, nothing is lost)."""
-    deadline = time.monotonic() + timeout
-    while ready_count() < at_least:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(POLL_SECONDS)
-    return True

@@ -18,7 +18,7 @@ import orjson
 from dlxtool import secrets
 from dlxtool.broker.http import HttpConnection, Pending, Response, done, proxied, urllib_exchange
 from dlxtool.config import BrokerProfile
-from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError
+from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError, QueueNotFound
 from dlxtool.urls import mask_any_url
 
 if TYPE_CHECKING:
@@ -396,11 +396,11 @@ class ManagementClient:
         except DlxtoolError:
             version = None
         if versions.behaviour(version).api_404_for_a_vhost_not_permitted:
-            return NotFoundError(f"queue {name!r} not found in vhost {vhost!r}, or user {self.user!r} may not use that "
-                                 f"vhost: RabbitMQ {version}'s management API answers both with 404",
+            return QueueNotFound(name, vhost, f"queue {name!r} not found in vhost {vhost!r}, or user {self.user!r} may "
+                                 f"not use that vhost: RabbitMQ {version}'s management API answers both with 404",
                                  hint="list queues with `dlxtool queues`; an administrator grants a vhost with "
                                       "`rabbitmqctl set_permissions -p VHOST USER ...`")
-        return NotFoundError(f"queue {name!r} not found in vhost {vhost!r}", hint="list queues with `dlxtool queues`")
+        return QueueNotFound(name, vhost)
 
     def _no_policy_applies(self, vhost: str, raw: dict[str, Any]) -> bool:
         """Whether neither a policy nor an operator policy of the vhost applies to this queue (both lists readable:

@@ -7,11 +7,13 @@ touching it (peek, history, dump, purge, replay, load), so that none imports ano
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError, UnavailableError
+from dlxtool.errors import ConnectError, DlxtoolError, QueueNotFound, UnavailableError
 
 if TYPE_CHECKING:
     from dlxtool.config import BrokerProfile
@@ -65,8 +67,7 @@ def refusal(exc: BaseException, queue: str, vhost: str) -> DlxtoolError | None:
                                 f"now (the broker said: {code} {text})",
                                 hint="run it again once the node is back; `dlxtool queues` shows which nodes are down")
     if code == 404:
-        return NotFoundError(f"queue {queue!r} not found in vhost {vhost!r}",
-                             hint="list queues with `dlxtool queues`")
+        return QueueNotFound(queue, vhost)
     if code == 405:
         return DlxtoolError(f"queue {queue!r} is exclusive to another connection; no other connection can read or "
                             "purge it", hint="it disappears with the connection that owns it")
@@ -74,6 +75,44 @@ def refusal(exc: BaseException, queue: str, vhost: str) -> DlxtoolError | None:
         return ConnectError(f"access to queue {queue!r} in vhost {vhost!r} refused: {text}",
                             hint="the user needs read/configure permissions on it")
     return None
+
+
+def close_names(name: str, names: Iterable[str], n: int = 3) -> list[str]:
+    """The names in `names` closest to `name` (difflib's ratio, case ignored): the queue a typo meant. Only those
+    about as close as the closest one: queues that share a long prefix (orders.work, orders.retry, orders.dlq) are
+    all somewhat close to a typo of one of them, and naming them all would not help."""
+    wanted = name.lower()
+    scored: dict[str, tuple[float, str]] = {}
+    matcher = difflib.SequenceMatcher(b=wanted)
+    for other in names:
+        lowered = other.lower() if other else ""
+        if not other or other == name or lowered in scored:
+            continue
+        matcher.set_seq1(lowered)
+        if matcher.real_quick_ratio() >= 0.6 and matcher.quick_ratio() >= 0.6:
+            scored[lowered] = (matcher.ratio(), other)
+    ranked = sorted((v for v in scored.values() if v[0] >= 0.6), key=lambda v: (-v[0], v[1]))
+    if not ranked:
+        return []
+    best = ranked[0][0]
+    return [other for ratio, other in ranked[:n] if ratio >= best - 0.05]
+
+
+def did_you_mean(name: str, names: Iterable[str]) -> str | None:
+    """"did you mean 'invoices.dlq'?" for a queue name that does not exist, or None when nothing is close."""
+    close = close_names(name, names)
+    return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else None
+
+
+def names_in(management: Any, vhost: str, timeout: float = 3.0) -> list[str]:
+    """The vhost's queue names from a (proven) management client; none where it cannot list them."""
+    if management is None:
+        return []
+    try:
+        rows = management.queues(vhost, columns=["name"], unsorted=True, timeout=timeout)
+    except DlxtoolError:
+        return []
+    return [str(r["name"]) for r in rows if isinstance(r, dict) and r.get("name")]
 
 
 def ready(conn: Any, queue: str, timeout: float) -> int | None:

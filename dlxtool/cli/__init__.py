@@ -13,9 +13,9 @@ import click
 
 from dlxtool import __version__, secrets
 from dlxtool.cli.app import App
-from dlxtool.cli.options import connection_options, format_option
+from dlxtool.cli.options import all_vhosts_option, connection_options, format_option
 from dlxtool.cli.output import exit_code_of
-from dlxtool.errors import DlxtoolError
+from dlxtool.errors import DlxtoolError, QueueNotFound
 from dlxtool.outcome import Outcome, Status
 
 # name -> "module:attribute"; modules load only when their command runs, so --help stays fast.
@@ -102,6 +102,8 @@ class DlxtoolGroup(click.Group):
             with interrupts.catch_stop_signals():  # SIGTERM, SIGHUP: a clean stop, as Ctrl-C
                 returned = super().invoke(ctx)
         except DlxtoolError as exc:  # Interrupted too: a run stopped by a signal, its summary printed
+            if isinstance(exc, QueueNotFound):
+                _did_you_mean(ctx, exc)
             finish(ctx, exc.outcome(), exc)
         except KeyboardInterrupt:  # Ctrl-C, or a StopSignal (SIGTERM, SIGHUP), outside a run
             _err(ctx, f"dlxtool: {interrupts.describe()}")
@@ -130,6 +132,17 @@ class DlxtoolGroup(click.Group):
         if isinstance(returned, Outcome):
             finish(ctx, returned)
         return returned
+
+
+def _did_you_mean(ctx: click.Context, exc: QueueNotFound) -> None:
+    """Add the vhost's queue names closest to the one not found to its message, from the management API this
+    command proved (none: nothing added; a name from another broker's API would mislead)."""
+    app = ctx.find_object(App)
+    if app is None:
+        return
+    said = app.did_you_mean(exc.queue, exc.vhost)
+    if said:
+        exc.message = f"{exc.message}; {said}"
 
 
 def finish(ctx: click.Context, outcome: Outcome, exc: BaseException | None = None) -> None:
@@ -211,6 +224,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 @click.group(cls=DlxtoolGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @connection_options
 @format_option
+@all_vhosts_option
 @click.option("--no-color", is_flag=True, help="No colour (also when NO_COLOR is set).")
 @click.option("--no-journal", is_flag=True,
               help="Do not record this run in the journal (dlxtool journal; config: journal = false).")
@@ -226,6 +240,8 @@ def cli(ctx: click.Context, no_color: bool, no_journal: bool) -> None:
       dlxtool --broker prod-eu peek orders.dlq -n 5
     """
     app = ctx.ensure_object(App)  # -v and --debug are stored by their callbacks (dlxtool/cli/options.py)
+    if app.all_vhosts and ctx.invoked_subcommand not in (None, "queues"):
+        raise click.UsageError(f"--all-vhosts is an option of `queues`, not of `{ctx.invoked_subcommand}`")
     _guard_streams(app)
     app.color = False if no_color or app.env.get("NO_COLOR") else None
     app.no_journal = no_journal

@@ -63,6 +63,7 @@ class App:
     started: float = field(default_factory=time.monotonic, repr=False)  # the command's start: summaries' time
     argv: list[str] = field(default_factory=list, repr=False)  # the command line, for the journal (may hold secrets)
     no_journal: bool = False  # --no-journal
+    all_vhosts: bool = False  # --all-vhosts (queues), before or after the command name
     max_bytes_flag: int | None = None  # --max-bytes (see max_bytes)
 
     def elapsed(self) -> float:
@@ -204,6 +205,18 @@ class App:
             if url == profile.management_url and not isinstance(client, UnusableManagement):
                 return client
         return None
+
+    def did_you_mean(self, queue: str, vhost: str) -> str | None:
+        """"did you mean 'invoices.dlq'?" for a queue not found in `vhost`, from the management API this command
+        proved for the selected broker; None where nothing is close or no such API answers."""
+        from dlxtool.broker.queues import did_you_mean, names_in
+        from dlxtool.errors import DlxtoolError
+
+        try:
+            client = self.proven_management(self.profile())
+        except DlxtoolError:
+            return None
+        return did_you_mean(queue, names_in(client, vhost))
 
     def session(self, profile: BrokerProfile, conn: Any) -> Session:
         """What an operation runs on (dlxtool.ops.session): `conn`, and the profile's management API proven to

@@ -10,10 +10,18 @@ from typing import IO, Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import connection_options, format_option, queue_argument, yes_option
+from dlxtool.cli.options import (
+    connection_options,
+    format_option,
+    queue_argument,
+    selection_for,
+    selection_options,
+    yes_option,
+)
 from dlxtool.cli.reading import SAFETY_HELP, check_count, finish_read, make_read_options, read_options, read_queue
 from dlxtool.errors import UsageError
-from dlxtool.outcome import Outcome
+from dlxtool.outcome import OK, Outcome
+from dlxtool.selection import Selection
 
 
 def _summary_format(f: Any) -> Any:
@@ -23,8 +31,8 @@ def _summary_format(f: Any) -> Any:
 
 @click.command(epilog=SAFETY_HELP)
 @queue_argument
-@click.option("-n", "--count", type=click.IntRange(min=1), default=None,
-              help="How many messages from the head.")
+@click.option("-n", "--count", "--limit", "count", type=click.IntRange(min=1), default=None,
+              help="How many messages from the head (of those the selection selects, if any).")
 @click.option("--all", "all_", is_flag=True, help="Every message there is (the default).")
 @click.option("-o", "--output", metavar="FILE",
               help="Write to FILE (complete when it appears: written as FILE.partial, then renamed; "
@@ -35,12 +43,13 @@ def _summary_format(f: Any) -> Any:
               help="Drain: take the messages away, each written and flushed to the file before its ack "
                    "(no unacked bound; FILE is appended to). Asks first unless --yes.")
 @yes_option
+@selection_options(limit=False)
 @read_options
 @_summary_format
 @connection_options
 @click.pass_obj
 def dump(app: App, /, queue: str, count: int | None, all_: bool, output: str | None, remove: bool, force: bool,
-         yes: bool, **read: object) -> Outcome | None:
+         yes: bool, selection: Selection, **read: object) -> Outcome | None:
     """Write QUEUE's messages as message records (JSON Lines), without removing them.
 
     Same reading as `peek`, with the same safety rules (below): the messages
@@ -55,7 +64,9 @@ def dump(app: App, /, queue: str, count: int | None, all_: bool, output: str | N
     cut loses nothing and nothing big is held unacked. It needs a file
     (-o FILE, or stdout redirected to one), never a pipe. With -o FILE it
     prints a JSON summary on stdout (removed, possible_duplicates, error…)
-    for scripts, as purge and replay do.
+    for scripts, as purge and replay do. With a selection only the messages
+    it selects are taken (-n counts them); the others stay, in order, as
+    with `purge --backup` and filters.
 
     \b
     Examples:
@@ -63,11 +74,12 @@ def dump(app: App, /, queue: str, count: int | None, all_: bool, output: str | N
       dlxtool dump orders.dlq -n 100 | jq -r .routing_key
       dlxtool --broker prod-eu dump audit.stream --offset 2h -o audit.jsonl
       dlxtool dump orders.dlq --remove -o orders-dlq.jsonl --yes
+      dlxtool dump orders.dlq --origin orders --reason rejected -o rejected.jsonl
     """
     check_count(count, all_)
     if remove:
-        return _drain(app, queue, count, output, yes, read)
-    opts = make_read_options(app, count, **read)  # type: ignore[arg-type]
+        return _drain(app, queue, count, output, yes, read, selection_for(app, selection, decode=True))
+    opts = make_read_options(app, count, selection=selection_for(app, selection), **read)  # type: ignore[arg-type]
     path = output if output not in (None, "-") else None
     in_place = path is not None and _check_target(path, force)
     with read_queue(app, queue, opts) as reader, _open(app, path, in_place) as stream:
@@ -85,7 +97,8 @@ def dump(app: App, /, queue: str, count: int | None, all_: bool, output: str | N
     return None
 
 
-def _drain(app: App, queue: str, count: int | None, output: str | None, yes: bool, read: dict[str, Any]) -> Outcome:
+def _drain(app: App, queue: str, count: int | None, output: str | None, yes: bool, read: dict[str, Any],
+           selection: Selection) -> Outcome:
     from dlxtool.budget import average_body
     from dlxtool.cli.moving import (
         Journaled,
@@ -99,7 +112,15 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
     from dlxtool.ops.engine import TransferOptions
     from dlxtool.ops.interrupts import summary_before_ctrl_c
     from dlxtool.ops.outcomes import transfer_outcome
-    from dlxtool.ops.purge import check_purgeable, drain, queue_state, remove_all
+    from dlxtool.ops.purge import (
+        PurgeDecider,
+        PurgeSettings,
+        check_keep_by_republish,
+        check_purgeable,
+        drain,
+        queue_state,
+        remove_all,
+    )
 
     if read.get("offset") is not None:
         raise UsageError("--offset is for reading streams; streams cannot be drained (--remove)")
@@ -117,17 +138,29 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
                                        state.consumers)
             if competing is not None:
                 app.warn(competing)
+            if not state.ready:
+                app.info(f"nothing to take: {queue!r} has no ready message; nothing was changed")
+                return OK
             n = state.ready if count is None else min(count, state.ready)
             where = output if output not in (None, "-") else "stdout"
-            app.confirm(f"Take {n} messages out of {queue!r} on {profile.name} into {where}?", yes=yes)
+            decide: Any = remove_all
+            which = f"{n} messages"
+            if selection.filters_anything:
+                # The others stay, republished to the tail: as purge --backup with filters
+                check_keep_by_republish(queue, state.tail_republish_risk, state.limits_unknown)
+                decide = PurgeDecider(PurgeSettings(queue, selection))
+                which = (f"the messages that match ({selection.describe_text()})"
+                         + (f", the first {count}," if count is not None else ""))
+            app.confirm(f"Take {which} out of {queue!r} on {profile.name} into {where}?", yes=yes)
             ctrl_c.arm()
             journaled = Journaled(app, "dump --remove")
             journaled.started(profile, [queue], files=[where])
             with record_file(app, output) as sink, progress_bar(app, "draining") as bar:
                 hint = average_body(state.info.raw) if state.info is not None else None
-                result = drain(conn, queue, remove_all, TransferOptions(
-                    sink=sink, progress=bar, limit=count, max_bytes=app.max_bytes, size_hint=hint),
-                    timeout=profile.timeout)
+                options = TransferOptions(sink=sink, progress=bar, limit=count, report=app,
+                                          hold_stays=selection.filters_anything and state.type == "classic",
+                                          max_bytes=app.max_bytes, size_hint=hint)
+                result = drain(conn, queue, decide, options, timeout=profile.timeout)
         app.info(f"removed {result.removed} of {result.snapshot} messages of {queue!r} into {where} (each "
                  f"flushed to disk before its ack) in {app.elapsed():.1f}s" + duplicates_note(result))
         if where != "stdout" and app.output_format("json") != "table":

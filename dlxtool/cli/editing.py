@@ -87,25 +87,18 @@ class EditRequest:
 
 
 def edit_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """--edit, with the reader's safety options (as `peek` spells them); passes `edit`: an EditRequest, or None."""
-    from dlxtool.cli.reading import peek_safety_options
+    """--edit; passes `edit`: an EditRequest with the reader's safety options (dlxtool.cli.reading.peek_safety_options,
+    which the command takes: replay reads its plan under them too), or None."""
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        request = EditRequest(kwargs.pop("max_unacked"), kwargs.pop("allow_reorder"), kwargs.pop("spend_attempts"))
-        if not kwargs.pop("edit_flag"):
-            if request != EditRequest():
-                raise UsageError("--max-unacked, --allow-reorder and --spend-attempts go with --edit (the messages "
-                                 "are read as peek reads them)")
-            kwargs["edit"] = None
-        else:
-            kwargs["edit"] = request
+        request = EditRequest(kwargs["max_unacked"], kwargs["allow_reorder"], kwargs["spend_attempts"])
+        kwargs["edit"] = request if kwargs.pop("edit_flag") else None
         return f(*args, **kwargs)
 
-    out = peek_safety_options(wrapper)
     return click.option("--edit", "edit_flag", is_flag=True,
                         help="Edit the selected messages (body, properties, headers) in $VISUAL/$EDITOR before "
-                             "replaying them (see below).")(out)
+                             "replaying them (see below).")(wrapper)
 
 
 def edit_dead_letters(app: App, dlq: str, selection: Selection, request: EditRequest, *, yes: bool,

@@ -8,11 +8,19 @@ from typing import IO, TYPE_CHECKING, Any, cast
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import common_options, complete_queue, conventions_in_use, origin_from_option
+from dlxtool.cli.options import (
+    common_options,
+    complete_queue,
+    conventions_in_use,
+    origin_from_option,
+    selection_for,
+    selection_options,
+)
 from dlxtool.cli.reading import (
     SAFETY_HELP,
     finish_read,
     make_read_options,
+    nothing_shown,
     read_options,
     read_queue,
     through_wait_queues,
@@ -20,6 +28,7 @@ from dlxtool.cli.reading import (
 )
 from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
+from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
     from dlxtool.deaths import MessageHistory
@@ -32,8 +41,9 @@ DEFAULT_COUNT = 100
 
 @click.command(epilog=SAFETY_HELP)
 @click.argument("queue", required=False, shell_complete=complete_queue)
-@click.option("-n", "--count", type=click.IntRange(min=1), default=None,
-              help=f"How many messages from the head of QUEUE [default: {DEFAULT_COUNT}].")
+@click.option("-n", "--count", "--limit", "count", type=click.IntRange(min=1), default=None,
+              help=f"How many messages from the head of QUEUE (of those the selection selects, if any) "
+                   f"[default: {DEFAULT_COUNT}].")
 @click.option("--all", "all_", is_flag=True,
               help="Every message of QUEUE (still bounded by --max-unacked: all are held until the read ends).")
 @click.option("--summary", is_flag=True,
@@ -47,11 +57,13 @@ DEFAULT_COUNT = 100
               help="Header carrying the consumer's error text (adds to config error_headers and the "
                    "built-in x-exception-message, x-error, MT-Fault-Message).")
 @origin_from_option
+@selection_options(limit=False)
 @read_options
 @common_options
 @click.pass_obj
 def history(app: App, /, queue: str | None, count: int | None, all_: bool, summary: bool, from_file: str | None,
-            allow_torn: bool, error_headers: tuple[str, ...], origin_from: str | None, **read: object) -> None:
+            allow_torn: bool, error_headers: tuple[str, ...], origin_from: str | None, selection: Selection,
+            **read: object) -> None:
     """Show the x-death history of the messages in QUEUE (or in a dump file).
 
     Per message: the deaths, most recent first (queue, reason, count,
@@ -75,6 +87,7 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
       dlxtool history orders.dlq --summary
       dlxtool history orders.dlq -n 5 --format json
       dlxtool dump orders.dlq --all -o dlq.jsonl && dlxtool history --from dlq.jsonl --summary
+      dlxtool history orders.dlq --reason expired --older-than 1h --summary
     """
     from dlxtool.cli.reading import check_count, sample_note, write_sample_note
     from dlxtool.ops.history import count_notes, entries, mark_copies, summarize_failures
@@ -83,9 +96,12 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
     names = (*app.config().error_headers, *error_headers)
     fmt = app.output_format("json" if summary else "jsonl")
     known = conventions_in_use(app, origin_from)  # a wrong --origin-from fails before the queue is read
-    records, reader = _load(app, queue, None if all_ else count or DEFAULT_COUNT, from_file, read, allow_torn)
-    items = list(entries(records, names, known, origin_from,
-                         through=through_wait_queues(app, queue) if queue else None,
+    through = through_wait_queues(app, queue) if queue else None
+    selection = selection_for(app, selection, origin_from=origin_from, error_headers=error_headers, through=through,
+                              decode=from_file is not None)  # a reader decodes before it selects; a file does not
+    records, reader = _load(app, queue, None if all_ else count or DEFAULT_COUNT, from_file, read, allow_torn,
+                            selection)
+    items = list(entries(records, names, known, origin_from, through=through,
                          delivery_limit=_delivery_limits(app) if queue else None))
     copies = mark_copies(items)
     if copies:
@@ -165,19 +181,31 @@ def _coverage(reader: QueueReader | None, n: int) -> Coverage:
 
 def _nothing(reader: QueueReader | None) -> str:
     """What an empty read shows: not '(no messages)' when consumers hold them all (see peek)."""
-    return "(no messages)" if reader is None else reader.facts.nothing_read()
+    return "(no messages)" if reader is None else nothing_shown(reader)
 
 
-def _load(app: App, queue: str | None, count: int | None, from_file: str | None,
-          read: dict[str, Any], allow_torn: bool = False) -> tuple[list[MessageRecord], QueueReader | None]:
+def _load(app: App, queue: str | None, count: int | None, from_file: str | None, read: dict[str, Any],
+          allow_torn: bool = False, selection: Selection | None = None,
+          ) -> tuple[list[MessageRecord], QueueReader | None]:
     if (queue is None) == (from_file is None):
         raise UsageError("give a QUEUE or --from FILE (one of them)")
     if from_file is not None:
-        return list(_from_file(app, from_file, allow_torn)), None
+        records = _from_file(app, from_file, allow_torn)
+        if selection is None or not selection.filters_anything:
+            return list(records), None
+        looked_at, selected = 0, []
+        for record in records:
+            looked_at += 1
+            if selection.matches(record):
+                selected.append(record)
+        app.info(f"selected {len(selected)} of the {looked_at} record(s) in {from_file}")
+        return selected, None
     from dlxtool.ops.history import needs_decoded_type
 
-    opts = make_read_options(app, count, **read)
-    with read_queue(app, queue or "", opts, decode_if=needs_decoded_type) as reader:
+    opts = make_read_options(app, count, selection=selection, **read)
+    # --type may need a typed message's protobuf type too: then every body is decoded
+    decode_if = None if selection is not None and selection.needs_type else needs_decoded_type
+    with read_queue(app, queue or "", opts, decode_if=decode_if) as reader:
         return list(reader.records()), reader
 
 

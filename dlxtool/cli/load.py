@@ -9,7 +9,7 @@ from typing import IO, Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import common_options, dry_run_option, max_bytes_option
+from dlxtool.cli.options import common_options, dry_run_option, max_bytes_option, yes_option
 from dlxtool.errors import UsageError
 from dlxtool.outcome import Outcome
 
@@ -27,10 +27,13 @@ published with is checked against its queue's dead-letter exchange
 dropped — routed to no queue — is not published (failed, with the reason;
 exit 5, 6 when nothing was published), nor is any record when that cannot
 be checked (no management API); --allow-dlx-drop publishes them anyway.
-The plan (--dry-run) names each queue's route and what it would hold
-back. Body, properties and headers are published as recorded. Records
-are published in file order. --broker picks the broker: a dump from
-prod-eu can be loaded into staging.
+The plan names each queue's route and what it would hold back: --dry-run
+shows it and stops; without --yes it is shown and a question asked (no
+terminal to ask on, as with `load -`: refused, exit 6; --yes publishes
+without asking). A FILE with no records: said, exit 0, nothing asked.
+Body, properties and headers are published as recorded. Records are
+published in file order. --broker picks the broker: a dump from prod-eu
+can be loaded into staging.
 
 \b
 FILE is checked completely before anything is published: a bad line stops
@@ -72,11 +75,11 @@ possible duplicates); 130 on Ctrl-C (143 on SIGTERM, 129 on SIGHUP).
 Examples:
   dlxtool load orders-dlq.jsonl --dry-run
   dlxtool load orders-dlq.jsonl
-  dlxtool --broker staging load orders-dlq.jsonl --to orders.debug
+  dlxtool --broker staging load orders-dlq.jsonl --to orders.debug --yes
   dlxtool load poison.jsonl --to orders --reset-history --failed retry.jsonl
-  dlxtool dump orders.dlq | dlxtool --broker prod-us load - --to orders.dlq
+  dlxtool dump orders.dlq | dlxtool --broker prod-us load - --to orders.dlq --yes
   dlxtool dump orders.dlq | jq -c '.decoded.message.total.currencyCode = "EUR"' \\
-    | dlxtool load - --reencode
+    | dlxtool load - --reencode --yes
 """
 
 
@@ -107,11 +110,12 @@ Examples:
 @click.option("--allow-torn", is_flag=True,
               help="Exit 0 when records cut short (a writer stopped mid-record) were skipped.")
 @dry_run_option
+@yes_option
 @common_options
 @click.pass_obj
 def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencode: bool, reset_headers: tuple[str, ...],
          default_exchange: bool, failed_file: str | None, window: int, allow_displace: bool, allow_dlx_drop: bool,
-         allow_torn: bool, dry_run: bool) -> Outcome | None:
+         allow_torn: bool, dry_run: bool, yes: bool) -> Outcome | None:
     from dlxtool.cli.moving import Journaled, progress_bar, record_file
     from dlxtool.ops.interrupts import summary_before_ctrl_c
     from dlxtool.ops.load import Load, LoadSettings, load_outcome
@@ -141,9 +145,15 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencod
                 app.info(f"--reencode: {reencoder.reencoded} of {loading.plan.records} record(s) re-encoded from "
                          "their changed `decoded`; the others keep their bytes")
                 changed = reencoder.reencoded
-            if dry_run:
-                _render_plan(app, loading.plan, name)
+            plan = loading.plan
+            if not plan.records and not plan.torn:
+                app.info(f"nothing to load: {name} has no records; nothing was published")
                 return None
+            if dry_run or not yes:
+                _render_plan(app, plan, name)
+                if dry_run:
+                    return None
+                app.confirm(f"Publish the records of {name} as planned to {profile.name}?", yes=yes)
             ctrl_c.arm()  # from the first publish to the summary, Ctrl-C stops the run cleanly
             journaled = Journaled(app, "load")
             journaled.started(profile, sorted(loading.plan.targets), files=[name, *([failed_file] if failed_file

@@ -7,7 +7,7 @@ and after it (`dlxtool peek q --broker prod`); the callbacks store them on the A
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 import click
 
@@ -69,6 +69,18 @@ def _more_verbose(ctx: click.Context, _param: click.Parameter, value: int) -> No
 def _debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if value:
         ctx.ensure_object(App).debug = True
+
+
+def _all_vhosts(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:  # given before the command name or after it; the other place's default (False) must not undo it
+        ctx.ensure_object(App).all_vhosts = True
+
+
+def all_vhosts_option(f: F) -> F:
+    """`queues --all-vhosts`, also before the command name (`dlxtool --all-vhosts queues`), as --vhost is."""
+    return click.option("--all-vhosts", is_flag=True, expose_value=False, callback=_all_vhosts,
+                        help="queues: every vhost the user can see, not only the profile's (before or after "
+                             "the command name).")(f)
 
 
 def diagnostic_options(f: F) -> F:
@@ -157,58 +169,118 @@ def dry_run_option(f: F) -> F:
     return click.option("--dry-run", is_flag=True, help="Show what would happen; change nothing.")(f)
 
 
-def selection_options(f: F) -> F:
-    """Message selection shared by replay and purge; passes `selection` (a dlxtool.selection.Selection).
+def _selection_option_list(limit: bool) -> list[Callable[[F], F]]:
+    from dlxtool.selection import REASONS
 
-    All given filters must hold; repeating one filter means any of its values.
-    """
-    opts = [
+    opts: list[Callable[[F], F]] = [
         click.option("--origin", "sel_origins", multiple=True, metavar="QUEUE",
-                     help="Only messages whose origin (the queue they failed in) is QUEUE."),
-        click.option("--reason", "sel_reasons", multiple=True,
-                     type=click.Choice(["rejected", "expired", "maxlen", "delivery_limit"]),
-                     help="Only messages with a death of this reason."),
+                     help="Only messages whose origin is QUEUE (the queue they failed in, as `history` shows it).",
+                     shell_complete=complete_queue),
+        click.option("--reason", "sel_reasons", multiple=True, type=click.Choice(REASONS),
+                     help="Only messages with an x-death of this reason."),
         click.option("--min-deaths", "sel_min_deaths", type=click.IntRange(min=1), metavar="N",
                      help="Only messages that died at least N times (sum of x-death counts; where the "
                           "broker restarts x-death at an app's republish, RabbitMQ 4.x, the app's "
                           "x-retry-count/x-delivery-attempts when higher)."),
         click.option("--type", "sel_types", multiple=True, metavar="TYPE",
-                     help="Only messages of this type (AMQP 'type' property)."),
-        click.option("--header", "sel_headers", multiple=True, metavar="NAME=VALUE",
-                     help="Only messages whose header NAME equals VALUE (as text)."),
+                     help="Only messages of this type: the AMQP type property or the decoded protobuf type, in full "
+                          "or its last part (PaymentFailed)."),
+        click.option("--header", "sel_headers", multiple=True, metavar="NAME=VALUE|NAME~REGEX",
+                     help="Only messages whose header NAME equals VALUE, or contains a match of REGEX."),
+        click.option("--error", "sel_errors", multiple=True, metavar="REGEX",
+                     help="Only messages whose error text matches: the conventions' (Spring's x-exception-message, "
+                          "NServiceBus, MassTransit, rascal, Dramatiq, [conventions.NAME]) and x-error-style headers."),
         click.option("--routing-key", "sel_routing_keys", multiple=True, metavar="GLOB",
-                     help="Only messages whose routing key (or original one in x-death) matches GLOB."),
+                     help="Only messages whose routing key (or original one in x-death) matches GLOB (* and ?)."),
         click.option("--older-than", "sel_older_than", metavar="AGE",
                      help="Only messages older than AGE (30s, 15m, 2h, 3d; timestamp property, else x-death time)."),
         click.option("--newer-than", "sel_newer_than", metavar="AGE", help="Only messages newer than AGE."),
         click.option("--body-contains", "sel_body_contains", multiple=True, metavar="TEXT",
                      help="Only messages whose body contains TEXT (bytes, UTF-8)."),
+        click.option("--body-matches", "sel_body_matches", multiple=True, metavar="REGEX",
+                     help="Only messages whose body (as UTF-8 text) matches REGEX."),
         click.option("--redelivered/--not-redelivered", "sel_redelivered", default=None,
                      help="Only messages with (or without) the redelivered flag."),
-        click.option("--limit", "sel_limit", type=click.IntRange(min=0), metavar="N",
-                     help="Select at most N messages (the first N that match)."),
     ]
+    if limit:
+        opts.append(click.option("-n", "--limit", "sel_limit", type=click.IntRange(min=0), metavar="N",
+                                 help="At most N messages: the first N that match."))
+    return opts
 
-    import functools
 
-    @functools.wraps(f)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from dlxtool.selection import build_selection
+@overload
+def selection_options(f: F) -> F: ...
 
-        kwargs["selection"] = build_selection(
-            origins=kwargs.pop("sel_origins"), reasons=kwargs.pop("sel_reasons"),
-            min_deaths=kwargs.pop("sel_min_deaths"), types=kwargs.pop("sel_types"),
-            headers=kwargs.pop("sel_headers"), routing_keys=kwargs.pop("sel_routing_keys"),
-            older_than=kwargs.pop("sel_older_than"), newer_than=kwargs.pop("sel_newer_than"),
-            body_contains=kwargs.pop("sel_body_contains"), redelivered=kwargs.pop("sel_redelivered"),
-            limit=kwargs.pop("sel_limit"),
-        )
-        return f(*args, **kwargs)
 
-    out: F = wrapper
-    for opt in reversed(opts):
-        out = opt(out)
-    return out
+@overload
+def selection_options(*, limit: bool) -> Callable[[F], F]: ...
+
+
+def selection_options(f: F | None = None, *, limit: bool = True) -> F | Callable[[F], F]:
+    """The one message selection of peek, history, dump, replay and purge; passes `selection` (a
+    dlxtool.selection.Selection with the built-in conventions: commands give it theirs with `selection_for`).
+    `limit`: with -n/--limit (replay, purge); the readers count with their own -n, after selecting."""
+
+    def decorate(func: F) -> F:
+        import functools
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            from dlxtool.selection import build_selection
+
+            kwargs["selection"] = build_selection(
+                origins=kwargs.pop("sel_origins"), reasons=kwargs.pop("sel_reasons"),
+                min_deaths=kwargs.pop("sel_min_deaths"), types=kwargs.pop("sel_types"),
+                headers=kwargs.pop("sel_headers"), errors=kwargs.pop("sel_errors"),
+                routing_keys=kwargs.pop("sel_routing_keys"),
+                older_than=kwargs.pop("sel_older_than"), newer_than=kwargs.pop("sel_newer_than"),
+                body_contains=kwargs.pop("sel_body_contains"), body_matches=kwargs.pop("sel_body_matches"),
+                redelivered=kwargs.pop("sel_redelivered"), limit=kwargs.pop("sel_limit", None),
+            )
+            return func(*args, **kwargs)
+
+        out: F = wrapper
+        for opt in reversed(_selection_option_list(limit)):
+            out = opt(out)
+        return out
+
+    return decorate(f) if f is not None else decorate
+
+
+def selection_for(app: App, selection: Any, *, origin_from: str | None = None, error_headers: tuple[str, ...] = (),
+                  through: Callable[[Any], Any] | None = None, decode: bool = False) -> Any:
+    """`selection` seeing messages as this command shows them: the config file's conventions and error headers,
+    --origin-from, `through` (a TTL-only history's origin through its wait queue), and with `decode` the
+    protobuf decoder for --type (where no reader decodes before selecting: replay, purge)."""
+    if not selection.filters_anything:
+        return selection
+    from dataclasses import replace
+
+    lens = selection.lens
+    if selection.origins or selection.errors:
+        lens = replace(lens, conventions=conventions_in_use(app, origin_from), origin_from=origin_from,
+                       error_headers=(*app.config().error_headers, *error_headers), through=through)
+    if decode and selection.types:
+        lens = replace(lens, decode=record_decoder(app))
+    return selection.with_lens(lens)
+
+
+def record_decoder(app: App, max_inflated: int | None = None) -> Callable[[Any], Any]:
+    """The protobuf decoder of this broker's schemas (App.schemas), built at its first use; a compressed body
+    inflates up to `max_inflated` bytes (default: the command's byte budget, App.max_bytes)."""
+    made: list[Callable[[Any], Any]] = []
+
+    def decode(record: Any) -> Any:
+        if not made:  # dlxtool.decoding (and proto_registry's light modules) only once a body is decoded
+            from dlxtool import decoding
+
+            schemas = app.schemas()
+            made.append(decoding.record_decoder(schemas.paths, demo=schemas.demo, on_error=app.warn,
+                                                cache_dir=schemas.cache_dir,
+                                                max_inflated=max_inflated or app.max_bytes))
+        return made[0](record)
+
+    return decode
 
 
 def selection_notes(app: App, selection: Any) -> None:

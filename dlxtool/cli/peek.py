@@ -7,17 +7,26 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import common_options, conventions_in_use, origin_from_option, queue_argument
+from dlxtool.cli.options import (
+    common_options,
+    conventions_in_use,
+    origin_from_option,
+    queue_argument,
+    selection_for,
+    selection_options,
+)
 from dlxtool.cli.reading import (
     SAFETY_HELP,
     finish_read,
     make_read_options,
+    nothing_shown,
     read_options,
     read_queue,
     through_wait_queues,
     topology_note,
 )
 from dlxtool.record import MessageRecord
+from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
     from dlxtool.conventions import Convention, Explanation
@@ -25,14 +34,16 @@ if TYPE_CHECKING:
 
 @click.command(epilog=SAFETY_HELP)
 @queue_argument
-@click.option("-n", "--count", type=click.IntRange(min=1), default=10, show_default=True,
-              help="How many messages from the head.")
+@click.option("-n", "--count", "--limit", "count", type=click.IntRange(min=1), default=10, show_default=True,
+              help="How many messages from the head (of those the selection selects, if any).")
 @click.option("--body", "whole_body", is_flag=True, help="Print whole bodies instead of a one-line preview.")
 @origin_from_option
+@selection_options(limit=False)
 @read_options
 @common_options
 @click.pass_obj
-def peek(app: App, /, queue: str, count: int, whole_body: bool, origin_from: str | None, **read: object) -> None:
+def peek(app: App, /, queue: str, count: int, whole_body: bool, origin_from: str | None, selection: Selection,
+         **read: object) -> None:
     """Show the first messages of QUEUE without taking them away.
 
     The table shows position, routing key, exchange, redelivered, type (or
@@ -51,12 +62,15 @@ def peek(app: App, /, queue: str, count: int, whole_body: bool, origin_from: str
       dlxtool --broker prod-eu peek orders.dlq -n 50 --format jsonl > head.jsonl
       dlxtool peek orders.q --spend-attempts      # quorum queue with a delivery limit
       dlxtool peek audit.stream --offset 30m
+      dlxtool peek orders.dlq --type PaymentFailed --error '(?i)timeout' -n 5
     """
     fmt = app.output_format("jsonl")
     # The conventions explain the table's origin column; message records (json, jsonl) carry no explanation,
     # so they are loaded for a table, or to check --origin-from.
     known = conventions_in_use(app, origin_from) if fmt == "table" or origin_from else ()
-    opts = make_read_options(app, count, **read)  # type: ignore[arg-type]
+    through = through_wait_queues(app, queue)
+    selection = selection_for(app, selection, origin_from=origin_from, through=through)
+    opts = make_read_options(app, count, selection=selection, **read)  # type: ignore[arg-type]
     with read_queue(app, queue, opts) as reader:
         records: list[MessageRecord] = []
         for batch in reader.batches():
@@ -67,8 +81,8 @@ def peek(app: App, /, queue: str, count: int, whole_body: bool, origin_from: str
     if fmt == "json":
         app.emit_json([r.to_json() for r in records], "json")
     elif fmt == "table":
-        render_table(app, records, whole_body, empty=reader.facts.nothing_read(), known=known,
-                     origin_from=origin_from, through=through_wait_queues(app, queue))
+        render_table(app, records, whole_body, empty=nothing_shown(reader), known=known,
+                     origin_from=origin_from, through=through)
     # jsonl streams its records (none kept to look at); the table explains them by conventions anyway
     topology_note(app, queue, records, conventions=fmt == "table")
     finish_read(app, reader)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -13,13 +13,17 @@ from dlxtool.cli.options import (
     common_options,
     dry_run_option,
     queue_argument,
+    selection_for,
     selection_notes,
     selection_options,
     yes_option,
 )
 from dlxtool.cli.reading import peek_safety_options
-from dlxtool.outcome import Outcome
+from dlxtool.outcome import OK, Outcome
 from dlxtool.selection import Selection
+
+if TYPE_CHECKING:
+    from dlxtool.ops.purge import Purge
 
 HELP = """Remove messages from QUEUE: all of them, or only the ones that match.
 
@@ -28,7 +32,10 @@ Shows ready, unacked and consumer counts first and asks for confirmation
 (--yes skips; without a terminal and without --yes it refuses, exit 6).
 Messages held unacked by consumers are NOT purged: they return to the
 queue if those consumers reject them or disconnect. Streams cannot be
-purged.
+purged. With a selection, the question comes after a preview of what it
+selects (the first messages, peeked as `peek` reads them). Nothing to
+purge (an empty queue, a selection that selects none of it): said,
+exit 0, nothing asked.
 
 \b
 Plain `purge QUEUE` is one queue.purge (every ready message, at once).
@@ -125,6 +132,7 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
     for flag, given in (("--default-exchange", default_exchange), ("--allow-dlx-drop", allow_dlx_drop)):
         if given and not move_to:
             raise click.BadParameter("only means something with --move-to", param_hint=flag)
+    selection = selection_for(app, selection, decode=True)
     settings = PurgeSettings(queue, selection, move_to, backup, allow_displace, default_exchange, allow_dlx_drop)
     settings.check()
     profile = app.profile()
@@ -144,6 +152,11 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
                 else:
                     outcome = purging.plan()
             else:
+                nothing = purging.nothing_to_do
+                if nothing is None and not yes and selection.filters_anything:
+                    nothing = _preview(app, purging, queue, safety, max_unacked or app.config().dump_unacked_limit)
+                if nothing is not None:
+                    return _nothing_to_do(app, purging, nothing)
                 app.confirm(purging.question, yes=yes)
                 ctrl_c.arm()  # from here to the summary, Ctrl-C stops the run cleanly
                 journaled = Journaled(app, "purge")
@@ -160,6 +173,31 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
             counts = transfer_counts(outcome.result) if outcome.result is not None else {"purged": outcome.purged}
             journaled.ended(ended, counts=counts, files=[backup] if backup else [])
         return ended
+
+
+def _preview(app: App, purging: Purge, queue: str, safety: dict[str, Any], bound: int) -> str | None:
+    """Before the question: what the selection selects of the first messages (peeked with peek's rules; where they
+    refuse, no preview), and why the run would change nothing when it selects none of the whole queue."""
+    from dlxtool.errors import RefusedError
+
+    try:
+        with _peeked(app, queue, purging.peek_count(bound), safety) as records:
+            preview, nothing = purging.preview(records)
+    except RefusedError as exc:
+        app.warn(f"no preview of what the selection selects: {exc.message}")
+        return None
+    of = f"the first {preview.looked_at}" if preview.looked_at < purging.out.state.ready else "all"
+    app.info(f"preview: the selection selects {preview.looked_at - preview.actions['keep']} of {of} "
+             f"{preview.looked_at} messages")
+    return nothing
+
+
+def _nothing_to_do(app: App, purging: Purge, why: str) -> Outcome:
+    """Nothing would change: said, exit 0, nothing asked."""
+    app.info(f"nothing to purge: {why}; nothing was changed")
+    if app.output_format("json") != "table":
+        app.emit_json({**purging.out.state.to_json(), "nothing_to_do": why, "dry_run": False})
+    return OK
 
 
 @contextmanager

@@ -9,7 +9,7 @@ import click
 
 from dlxtool.broker.management import DEFAULT_DELIVERY_LIMIT_4X
 from dlxtool.cli.app import App
-from dlxtool.cli.options import common_options
+from dlxtool.cli.options import all_vhosts_option, common_options
 from dlxtool.config import BrokerProfile, local_profile
 from dlxtool.errors import ConnectError, PartialError
 from dlxtool.ops import queue_flags as qf
@@ -100,7 +100,7 @@ Examples:
 @click.option("--sort", type=click.Choice(list(SORT_KEYS)), default="name", show_default=True,
               help="Order; numbers and rates biggest first.")
 @click.option("--all-brokers", is_flag=True, help="Ask every configured broker, in parallel.")
-@click.option("--all-vhosts", is_flag=True, help="Every vhost the user can see, not only the profile's.")
+@all_vhosts_option
 @click.option("--watch", type=click.FloatRange(min=0.5), is_flag=False, flag_value=5.0, default=None,
               metavar="[SECONDS]", help="Refresh every SECONDS (default 5) with changes since the last one.")
 @click.option("--watch-count", type=click.IntRange(min=1), default=None, hidden=True,
@@ -108,7 +108,8 @@ Examples:
 @common_options
 @click.pass_obj
 def queues(app: App, flags: tuple[str, ...], match: str | None, min_messages: int, sort: str,
-           all_brokers: bool, all_vhosts: bool, watch: float | None, watch_count: int | None) -> None:
+           all_brokers: bool, watch: float | None, watch_count: int | None) -> None:
+    all_vhosts = app.all_vhosts
     if all_brokers and app.url:
         raise click.UsageError("--all-brokers uses the configured profiles; it cannot be combined with --url")
     profiles = configured_profiles(app) if all_brokers else [app.profile()]
@@ -128,6 +129,8 @@ def queues(app: App, flags: tuple[str, ...], match: str | None, min_messages: in
             assert snapshot.failures[0].error is not None  # failures are the results with an error
             raise snapshot.failures[0].error  # one broker: its own error and exit status (3, 2…)
         render(app, snapshot, None, selection, fmt, show_broker=all_brokers)
+        if not all_brokers and not all_vhosts and not snapshot.rows and not snapshot.failures:
+            _other_vhosts(app, profiles[0], identity)
     else:
         previous = None
         last_known: dict[Any, tuple[int, datetime]] = {}  # a queue's depth when last told, for when it is not
@@ -140,6 +143,29 @@ def queues(app: App, flags: tuple[str, ...], match: str | None, min_messages: in
             previous = snapshot
     if snapshot is not None:  # None: stopped before the first one
         _exit_status(snapshot)
+
+
+def _other_vhosts(app: App, profile: BrokerProfile, identity: IdentityCheck) -> None:
+    """No queue in the profile's vhost: say which vhosts have queues, where the API lists them (a user given no
+    config reads `/`, and the queues may all be elsewhere)."""
+    from collections import Counter
+
+    from dlxtool.broker.management import ManagementClient
+    from dlxtool.errors import DlxtoolError
+
+    try:
+        client = ManagementClient.for_profile(profile)
+        identity(profile, client)
+        rows = client.queues(None, columns=["vhost"], unsorted=True)
+    except DlxtoolError:
+        return
+    counts = Counter(str(r["vhost"]) for r in rows
+                     if isinstance(r, dict) and r.get("vhost") not in (None, profile.vhost))
+    if counts:
+        listed = ", ".join(f"{v!r} ({n})" for v, n in sorted(counts.items())[:10])
+        more = f" and {len(counts) - 10} more" if len(counts) > 10 else ""
+        app.info(f"hint: vhost {profile.vhost!r} has no queues; the management API lists queues in {listed}{more}: "
+                 "--vhost NAME, or --all-vhosts")
 
 
 def configured_profiles(app: App) -> list[BrokerProfile]:

@@ -19,6 +19,7 @@ from dlxtool.errors import UsageError
 if TYPE_CHECKING:
     from dlxtool.ops.peek import Coverage, QueueReader, ReadOptions
     from dlxtool.record import MessageRecord
+    from dlxtool.selection import Selection
 
 F = Callable[..., Any]
 
@@ -72,9 +73,13 @@ def read_options(f: F) -> F:
 
 
 def make_read_options(app: App, count: int | None, *, max_unacked: int | None, allow_reorder: bool,
-                      spend_attempts: bool, offset: str | None = None, stream_wait: float = 1.0) -> ReadOptions:
+                      spend_attempts: bool, offset: str | None = None, stream_wait: float = 1.0,
+                      selection: Selection | None = None) -> ReadOptions:
+    """`selection` (dlxtool.selection, seen through the command's lens: selection_for): only the messages it selects
+    are shown, and `count` counts them."""
     from dlxtool.ops.peek import ReadOptions, parse_offset
 
+    selects = selection is not None and selection.filters_anything
     return ReadOptions(
         count=count,
         max_unacked=max_unacked or app.config().dump_unacked_limit,
@@ -83,6 +88,8 @@ def make_read_options(app: App, count: int | None, *, max_unacked: int | None, a
         spend_attempts=spend_attempts,
         offset=None if offset is None else parse_offset(offset),
         stream_wait=stream_wait,
+        select=selection.matches if selects and selection is not None else None,
+        select_decodes=selects and selection is not None and selection.needs_type,
     )
 
 
@@ -91,23 +98,17 @@ def read_queue(app: App, queue: str, opts: ReadOptions,
                decode_if: Callable[[MessageRecord], bool] | None = None) -> Iterator[QueueReader]:
     """Open, check and report; yield the reader. Call finish_read(app, reader) after the output.
     `decode_if`: which records the output needs decoded (default: all of them)."""
+    from dlxtool.cli.options import record_decoder
     from dlxtool.ops.peek import prepare_read
 
     profile = app.profile()
-    decoder: list[Callable[[MessageRecord], dict[str, Any] | None]] = []
+    # a compressed body inflates within the read's byte budget (dlxtool.budget), never past it
+    decoder = record_decoder(app, max_inflated=opts.max_bytes or app.max_bytes)
 
     def decode(record: MessageRecord) -> dict[str, Any] | None:
         if decode_if is not None and not decode_if(record):
             return None
-        if not decoder:  # dlxtool.decoding (and proto_registry's light modules) only once a body is decoded
-            from dlxtool import decoding
-
-            schemas = app.schemas()
-            # a compressed body inflates within the read's byte budget (dlxtool.budget), never past it
-            decoder.append(decoding.record_decoder(schemas.paths, demo=schemas.demo, on_error=app.warn,
-                                                   cache_dir=schemas.cache_dir,
-                                                   max_inflated=opts.max_bytes or app.max_bytes))
-        return decoder[0](record)
+        return decoder(record)  # type: ignore[no-any-return]
     app.begin_management(profile, queues=(queue,))  # on its way while AMQP connects
     with app.connection(profile) as conn:
         mgmt = app.management(profile, conn)  # proven to be this broker's API before any of it is used
@@ -124,6 +125,9 @@ def finish_read(app: App, reader: QueueReader | None) -> None:
     """Report what the read did to the queue; raise what it ends with (exit 5 or 6, decided in the core)."""
     if reader is None:
         return
+    if reader.opts.select is not None:
+        cov = reader.coverage()
+        app.info(f"selected {cov.matched} of the {cov.looked_at} message(s) looked at")
     outcome = reader.outcome()
     for note in outcome.notes:
         app.info(note)
@@ -131,6 +135,15 @@ def finish_read(app: App, reader: QueueReader | None) -> None:
         app.warn(warning)
     if outcome.error is not None:
         raise outcome.error
+
+
+def nothing_shown(reader: QueueReader) -> str:
+    """What a read that shows nothing says: the queue's state (QueueFacts.nothing_read), or that none of the
+    messages looked at was selected."""
+    looked_at = reader.read - reader.hidden
+    if reader.opts.select is not None and looked_at:
+        return f"(no message selected: none of the {looked_at} looked at matched)"
+    return reader.facts.nothing_read()
 
 
 def sample_note(coverage: Coverage | None, more: str = "-n N or --all for more") -> str | None:
@@ -160,13 +173,12 @@ def through_wait_queues(app: App, queue: str) -> Callable[[Any], Any]:
     """Origins of TTL-only histories, followed through the wait queue with the management API (proven to be
     this broker's on a connection of its own, opened only when such a message comes up): what `history` and
     `peek` show as origin, as replay resolves it (never the wait queue)."""
-    from dlxtool.broker.queues import now
-    from dlxtool.ops.history import wait_queue_origins
-
     resolver: list[Any] = []
 
     def consumers_now(name: str) -> int | None:
         """Whether a wait queue's way out is consumed decides an origin: the broker's count, not the API's sample."""
+        from dlxtool.broker.queues import now
+
         profile = app.profile()
         with app.connection(profile) as conn:
             counted = now(conn, name, profile.timeout)
@@ -174,6 +186,8 @@ def through_wait_queues(app: App, queue: str) -> Callable[[Any], Any]:
 
     def through(death: Any) -> Any:
         if not resolver:
+            from dlxtool.ops.history import wait_queue_origins
+
             profile = app.profile()
             with app.connection(profile) as conn:
                 mgmt = app.management(profile, conn)

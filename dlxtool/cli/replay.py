@@ -28,10 +28,12 @@ from dlxtool.cli.options import (
     dry_run_option,
     max_bytes_option,
     origin_from_option,
+    selection_for,
     selection_notes,
     selection_options,
     yes_option,
 )
+from dlxtool.cli.reading import make_read_options, peek_safety_options
 from dlxtool.errors import UsageError
 from dlxtool.ops.interrupts import summary_before_ctrl_c
 from dlxtool.outcome import Outcome
@@ -134,9 +136,10 @@ within --timeout, giving the rest back at once (exit 7).
 
 \b
 Without --yes, replay first shows the plan (route per origin, from the
-first messages, given back in place and in order, also on quorum queues,
-where each read counts a delivery attempt: refused with a delivery limit)
-and asks. Exit 5 when messages were left for a reason other than the
+first messages, read and given back as `peek` reads them, under the same
+rules and flags: see `peek --help`; --yes replays without a plan) and
+asks; when there is nothing to replay (an empty DLQ, or a selection that
+selects none of it) it says so and exits 0 without asking. Exit 5 when messages were left for a reason other than the
 selection; 3 when the connection was lost (nothing is lost; the summary
 counts possible duplicates); 130 on Ctrl-C (143 on SIGTERM, 129 on SIGHUP).
 
@@ -145,6 +148,7 @@ counts possible duplicates); 130 on Ctrl-C (143 on SIGTERM, 129 on SIGHUP).
 Examples:
   dlxtool replay orders.dlq --dry-run
   dlxtool replay orders.dlq --origin orders --older-than 10m --yes
+  dlxtool replay orders.dlq --type PaymentFailed --error '(?i)timed? ?out' -n 100
   dlxtool --broker prod-eu replay orders.dlq --target-broker prod-eu-new --save replayed.jsonl
   dlxtool replay orders.dlq --edit --origin orders --limit 5
 """
@@ -197,6 +201,7 @@ Examples:
 @max_bytes_option
 @selection_options
 @edit_options
+@peek_safety_options
 @dry_run_option
 @yes_option
 @common_options
@@ -207,7 +212,8 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
            origin_from: str | None,
            allow_displace: bool, target_broker: str | None, save_file: str | None,
            rate: float | None, prefetch: int, window: int, selection: Selection, edit: EditRequest | None,
-           dry_run: bool, yes: bool) -> Outcome | None:
+           max_unacked: int | None, allow_reorder: bool, spend_attempts: bool, dry_run: bool,
+           yes: bool) -> Outcome | None:
     from dlxtool.ops import replay as ops
     from dlxtool.ops.engine import TransferOptions
     from dlxtool.ops.replay_decision import ReplaySettings
@@ -216,6 +222,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         raise UsageError("--default-exchange and --keep-routing-key contradict each other",
                          hint="keeping the original routing key is the default: drop --keep-routing-key")
     known = conventions_in_use(app, origin_from)  # a wrong --origin-from fails before anything is read
+    selection = selection_for(app, selection, origin_from=origin_from, decode=True)
     if save_file:
         check_record_file(app, save_file)  # before the plan reads (and gives back) any message
     edits = None
@@ -242,11 +249,17 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
                                     app.session(target_profile, target_conn) if target_profile else None,
                                     plan_limit=app.config().dump_unacked_limit)
         replay = ops.Replay(session, settings, app, dry_run=dry_run)
-        # --yes: no plan (on a quorum queue with a limit the plan is refused); --edit showed its diff instead
+        # --yes: no plan (read as peek reads: some quorum queues need a flag for it); --edit showed its diff instead
         if edits is None and (dry_run or not yes):
-            _render_plan(app, replay.plan())
+            read = make_read_options(app, None, max_unacked=max_unacked, allow_reorder=allow_reorder,
+                                     spend_attempts=spend_attempts)
+            plan = replay.plan(read)
+            _render_plan(app, plan, None if target_broker else profile.vhost)
             selection_notes(app, selection)
             if dry_run:
+                return None
+            if plan.nothing_to_do:
+                app.info(f"nothing to replay: {plan.nothing_to_do}; nothing was changed")
                 return None
             app.confirm(f"Replay the messages of {dlq!r} as planned?", yes=yes)
         with record_file(app, save_file) if save_file else nullcontext() as sink, \
@@ -266,7 +279,8 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         return outcome
 
 
-def _render_plan(app: App, plan: Any) -> None:
+def _render_plan(app: App, plan: Any, vhost: str | None = None) -> None:
+    """`vhost`: the origins' (None: on another broker, --target-broker), for a did-you-mean of an origin not found."""
     fmt = app.output_format("json")
     if fmt != "table":
         app.emit_json({"plan": plan.to_json()}, fmt)
@@ -294,7 +308,9 @@ def _render_plan(app: App, plan: Any) -> None:
                  "won (`history` says which and why; --origin-from CONVENTION forces one)")
     for o in plan.origins:
         if o.exists is False:
-            app.warn(f"queue {o.queue!r} does not exist: its {o.messages} message(s) would stay in the DLQ")
+            said = app.did_you_mean(o.queue, vhost) if vhost is not None else None
+            app.warn(f"queue {o.queue!r} does not exist: its {o.messages} message(s) would stay in the DLQ"
+                     + (f" ({said})" if said else ""))
         if o.would_stay_full:
             app.warn(f"{o.full_reason}: {o.would_stay_full} of its {o.messages} message(s) would stay in the "
                      f"DLQ ({o.room}); --allow-displace replays them anyway")
@@ -306,8 +322,8 @@ def _plan_footer(app: App, plan: Any) -> None:
     from dlxtool.ops.peek import Coverage
 
     write_sample_note(app, sample_note(Coverage(plan.looked_at, plan.snapshot, plan.sampled),
-                                       "a plan reads at most config dump_unacked_limit; the replay goes "
-                                       f"through all {plan.snapshot:,}"))
+                                       "a plan reads at most --max-unacked (config dump_unacked_limit); the "
+                                       f"replay goes through all {plan.snapshot:,}"))
 
 
 def _render_result(app: App, run: Any) -> None:

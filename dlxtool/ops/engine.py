@@ -40,8 +40,8 @@ consumers taking part of the snapshot can still leave deliveries to requeue unto
 Reuse: `purge --backup` and `dump --remove` = decide() returning REMOVE with a `RecordSink`
 (dlxtool.ops.record_files: records flushed and fsynced before the acks that follow them); selective purge
 without a backup = REMOVE without a sink; `purge --move-to` = MOVE to one queue (dlxtool.ops.purge);
-`load` publishes records without a source queue (dlxtool.ops.load.publish_records). The dry-run plan is
-dlxtool.ops.survey; Ctrl-C handling is dlxtool.ops.interrupts.
+`load` publishes records without a source queue (dlxtool.ops.load.publish_records). The replay plan reads
+with dlxtool.ops.peek's reader; Ctrl-C handling is dlxtool.ops.interrupts.
 """
 
 from __future__ import annotations
@@ -388,8 +388,9 @@ class Transfer:
             if self._cancelled_by_broker:
                 self._consumer_cancelled()
             held = self._held - self._old_held
-            if held and self.consumer_tag and held + len(self._incoming) >= self.prefetch \
-                    and not self._busy():  # every prefetch slot holds a message to give back: none can come
+            # every prefetch slot holds a message to give back: none can come. (Not while deliveries wait to be
+            # decided: they may be selected, and a selection then changes something; seen with a filter and -n.)
+            if held and self.consumer_tag and not self._incoming and held >= self.prefetch and not self._busy():
                 if self.window is not None and self.opts.hold_stays and self._retarget is None:
                     self._retarget = self.prefetch  # a new consumer, whose slots are free (_change_prefetch)
                 else:

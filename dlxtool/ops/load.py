@@ -33,6 +33,7 @@ from typing import IO, TYPE_CHECKING, Any
 from dlxtool.broker.channel import IDLE_WAIT
 from dlxtool.broker.connection import blocked
 from dlxtool.broker.publisher import Publisher, PublishOutcome
+from dlxtool.broker.queues import did_you_mean, names_in
 from dlxtool.broker.wire.frames import EncodeError, basic_properties
 from dlxtool.errors import UnavailableError, UsageError
 from dlxtool.ops.alarms import check_alarms
@@ -460,8 +461,10 @@ class Load:
             cap = rooms.capacity(queue)
             plan.exists[queue] = cap.note != "queue missing"
             if not plan.exists[queue]:
-                report.warn(f"queue {queue!r} not found in vhost {session.vhost!r} on broker {session.broker}: its "
-                            f"{plan.targets[queue]} record(s) will not be published and count as failed")
+                said = did_you_mean(queue, names_in(session.management, session.vhost))
+                report.warn(f"queue {queue!r} not found in vhost {session.vhost!r} on broker {session.broker}"
+                            + (f" ({said})" if said else "") + f": its {plan.targets[queue]} record(s) will not be "
+                            "published and count as failed")
                 continue
             plan.rooms[queue] = cap
             if cap.guarded or not cap.known:

@@ -48,7 +48,15 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker.giveback import QUORUM_RETURN_CHUNK, HeldGets, close_channel, give_back_quorum_gets
-from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, PartialError, RefusedError, UsageError
+from dlxtool.errors import (
+    DlxtoolError,
+    ManagementMismatch,
+    NotFoundError,
+    PartialError,
+    QueueNotFound,
+    RefusedError,
+    UsageError,
+)
 from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
@@ -131,6 +139,10 @@ class ReadOptions:
     stream_wait: float = 1.0  # streams: stop after this long without a delivery
     batch_size: int = DEFAULT_BATCH
     max_bytes: int | None = None  # the byte budget: the read stops before the body that would pass it
+    # Which messages to show (dlxtool.selection): `count` counts the matches; the others are read (a classic
+    # queue's later messages can only be reached while the earlier ones are held) but not shown. None: all.
+    select: Callable[[MessageRecord], bool] | None = None
+    select_decodes: bool = False  # the selection reads the decoded body (--type): decode before selecting
 
 
 # -- what the queue is -------------------------------------------------------------------------------
@@ -148,7 +160,7 @@ def queue_facts(profile: BrokerProfile, name: str, *, management: Callable[[], M
     try:
         info = management().queue(profile.vhost, name)
     except NotFoundError:
-        raise NotFoundError(f"queue {name!r} not found in vhost {profile.vhost!r}",
+        raise QueueNotFound(name, profile.vhost,
                             hint="list queues with `dlxtool queues`") from None
     except ManagementMismatch:
         raise  # another broker's API: no decision on its data, and no fallback either
@@ -209,7 +221,9 @@ def check_read(facts: QueueFacts, opts: ReadOptions) -> list[str]:
     _check_unacked_bound(facts, opts)
     if facts.reads_as_quorum:  # a type the probe could not tell: as a quorum queue, under the version's rules
         notes += _check_quorum(facts, opts)
-    wanted = facts.ready if opts.count is None else min(opts.count, facts.ready or opts.count)
+    wanted = facts.ready if opts.count is None else opts.count if facts.ready is None else min(opts.count, facts.ready)
+    if opts.select is not None and facts.ready is not None:  # as many as it takes to find `count` matches
+        wanted = min(facts.ready, opts.max_unacked)
     if wanted and wanted > 1:
         how = "all at once" if facts.type == "classic" else f"in order, {QUORUM_RETURN_CHUNK} at a time"
         notes.append(f"holding up to {wanted} messages unacked until the read ends"
@@ -340,9 +354,13 @@ class Coverage:
     looked_at: int
     queue_depth: int | None  # ready when the read began; None for a stream (it keeps no count)
     sampled: bool  # messages were left unread: counts made from this read are of a sample
+    matched: int | None = None  # with a selection: how many of those looked at it selected
 
     def to_json(self) -> dict[str, Any]:
-        return {"sampled": self.sampled, "looked_at": self.looked_at, "queue_depth": self.queue_depth}
+        out = {"sampled": self.sampled, "looked_at": self.looked_at, "queue_depth": self.queue_depth}
+        if self.matched is not None:
+            out["matched"] = self.matched
+        return out
 
 
 @dataclass
@@ -378,6 +396,8 @@ class QueueReader:
         self.reached_end = False
         self.left_unread = 0  # --all stopped by max_unacked: what the last get-ok said was left
         self.hidden = 0  # messages read only to keep the order (quorum with a limit), not yielded
+        self.skipped = 0  # messages read that the selection did not select (not yielded)
+        self._decoded: set[int] = set()  # positions decoded to be selected (not decoded again)
         self.bytes_shown = 0  # the bodies of the messages yielded
         self.over_budget: tuple[int, int] | None = None  # (position, body size) of the one the budget stopped at
         self._held = HeldGets()
@@ -385,7 +405,7 @@ class QueueReader:
 
     @property
     def shown(self) -> int:
-        return self.read - self.hidden
+        return self.read - self.hidden - self.skipped
 
     def batches(self) -> Iterator[list[MessageRecord]]:
         if self.facts.type == "stream":
@@ -402,7 +422,8 @@ class QueueReader:
                 held += len(records[0].body)
                 batch.append(records.popleft())
             for record in batch:
-                record.decoded = self.decode(record)
+                if record.position not in self._decoded:
+                    record.decoded = self.decode(record)
             yield batch
 
     def records(self) -> Iterator[MessageRecord]:
@@ -412,33 +433,37 @@ class QueueReader:
     def coverage(self) -> Coverage:
         """After the read: how many messages it yielded, of how many, and whether it left some unread."""
         depth = self.facts.ready
+        looked_at = self.read - self.hidden
         if self.facts.type == "stream":
             sampled = not self.reached_end  # stopped at -n with the stream still delivering
         else:
-            sampled = not self.reached_end and (depth is None or self.shown < depth)
-        return Coverage(self.shown, depth, sampled)
+            sampled = not self.reached_end and (depth is None or looked_at < depth)
+        return Coverage(looked_at, depth, sampled, self.shown if self.opts.select is not None else None)
 
     # classic and quorum: basic.get everything wanted, holding it, then give it all back in order
     def _read_and_give_back(self) -> list[MessageRecord]:
         records: list[MessageRecord] = []
+        last: MessageRecord | None = None  # the last message read, shown or not
         try:
-            record = None
             while self._want_more():
                 record = self._get()
                 if record is None:
                     break
-                over = self._passes_budget(len(record.body), record.position, len(records))
+                last = record
+                selected = self._selects(record)
+                over = selected and self._passes_budget(len(record.body), record.position, len(records))
                 if over:
                     self.hidden += 1  # taken (whole, as basic.get hands it over), given back with the rest, not shown
-                else:
+                elif selected:
                     records.append(record)
                     self.bytes_shown += len(record.body)
-                if self._counts_attempts() and not self._safe_to_return(
-                        record, shown=not over, unshown="taken, and not shown: it would have passed the byte budget"):
+                unshown = ("taken, and not shown: it would have passed the byte budget" if over
+                           else "read to be looked at, not selected")
+                if self._counts_attempts() and not self._safe_to_return(record, shown=selected and not over,
+                                                                        unshown=unshown):
                     break
                 if over:
                     break
-            last = record if record is not None else (records[-1] if records else None)
             if self._returns_to_a_block() and last is not None and not self.stopped_early:
                 self._take_rest_of_returned_block(last)
         finally:
@@ -462,13 +487,29 @@ class QueueReader:
             self.reached_end = True
             return None
         self._held.tags.append(method.delivery_tag)
-        if self.opts.count is None and self.read + 1 >= self.opts.max_unacked:
+        if (self.opts.count is None or self.opts.select is not None) and self.read + 1 >= self.opts.max_unacked:
             self.left_unread = int(getattr(method, "message_count", 0) or 0)
         record = MessageRecord.from_delivery(self.facts.name, method, props, body, position=self.read)
         self.read += 1
         return record
 
+    def _selects(self, record: MessageRecord) -> bool:
+        """Whether the selection (if any) selects `record`; a record it does not select is counted as skipped.
+        With --type, the body is decoded first (while the messages are held: only then)."""
+        if self.opts.select is None:
+            return True
+        if self.opts.select_decodes and record.position not in self._decoded:
+            record.decoded = self.decode(record)
+            self._decoded.add(record.position)
+        if self.opts.select(record):
+            return True
+        self.skipped += 1
+        return False
+
     def _want_more(self) -> bool:
+        if self.opts.count is not None and self.opts.select is not None:
+            # count the matches; what is held stays bounded (a stream holds nothing)
+            return self.shown < self.opts.count and (self.facts.type == "stream" or self.read < self.opts.max_unacked)
         if self.opts.count is not None:
             return self.read < self.opts.count
         if self.facts.type == "stream":
@@ -627,6 +668,11 @@ class QueueReader:
             warnings.append(self.stopped_early)
         elif self.over_budget is not None:
             error = self._budget_error()
+        elif self.left_unread and wanted is not None:  # a selection looked as far as it may hold
+            if self.shown < wanted:
+                warnings.append(f"looked at {self.read} messages, the most held at once (--max-unacked "
+                                f"{self.opts.max_unacked}), and {self.shown} of them matched; {self.left_unread} more "
+                                "were not looked at (raise --max-unacked, config dump_unacked_limit, to look further)")
         elif self.left_unread:
             error = PartialError(
                 f"read {self.read} messages, the most held at once (--max-unacked {self.opts.max_unacked}); "
@@ -668,10 +714,12 @@ class QueueReader:
 
     # streams: consume from an offset; acks only grant credit
     def _stream_batches(self) -> Iterator[list[MessageRecord]]:
-        prefetch = max(1, min(self.opts.count or self.opts.batch_size, self.opts.batch_size))
+        wanted = self.opts.count if self.opts.select is None else None  # a selection: how many to read is unknown
+        prefetch = max(1, min(wanted or self.opts.batch_size, self.opts.batch_size))
         self.channel.basic_qos(prefetch_count=prefetch)
         offset = "first" if self.opts.offset is None else self.opts.offset
         batch: list[MessageRecord] = []
+        unacked = 0
         try:
             for method, props, body in self.channel.consume(
                     self.facts.name, auto_ack=False, arguments={"x-stream-offset": offset},
@@ -679,19 +727,27 @@ class QueueReader:
                 if method is None:
                     self.reached_end = True
                     break
-                if self._passes_budget(len(body), self.read, self.shown):
+                if self.opts.select is None and self._passes_budget(len(body), self.read, self.shown):
                     self.read += 1
                     self.hidden += 1  # delivered, not shown: nothing is held on a stream, the read just ends here
                     break
-                self.bytes_shown += len(body)
-                batch.append(self._stream_record(method, props, body))
+                record = self._stream_record(method, props, body)
+                unacked += 1
+                if self._selects(record):
+                    if self.opts.select is not None and self._passes_budget(len(body), record.position, self.shown):
+                        self.hidden += 1  # selected, but past the budget: the read ends here
+                        break
+                    self.bytes_shown += len(body)
+                    batch.append(record)
                 more = self._want_more()
-                if len(batch) >= prefetch or not more:
+                if unacked >= prefetch or not more:
                     # Ack (= grant credit) only when reading on: credit granted at the end would let the
                     # broker push messages that cancel() then rejects, and streams refuse rejects (540).
                     if more:
                         self.channel.basic_ack(method.delivery_tag, multiple=True)
-                    yield batch
+                    unacked = 0
+                    if batch:
+                        yield batch
                     batch = []
                 if not more:
                     break
@@ -711,6 +767,7 @@ class QueueReader:
         # Nothing is held on a stream, so decoding here costs the broker nothing.
         record = MessageRecord.from_delivery(self.facts.name, method, props, body, position=self.read)
         record.decoded = self.decode(record)
+        self._decoded.add(record.position)
         self.read += 1
         return record
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from dlxtool.broker import queues, versions
 from dlxtool.broker.management import ManagementClient, QueueInfo
 from dlxtool.budget import average_body
-from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError, RefusedError, UsageError
+from dlxtool.errors import DlxtoolError, ManagementMismatch, QueueNotFound, RefusedError, UsageError
 from dlxtool.ops.actions import Action, Decision
 from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.outcomes import depths_now, transfer_outcome
@@ -359,6 +359,23 @@ class Purge:
             return f"Purge {state.ready} ready messages from {s.queue!r} on {self.session.broker}?"
         return f"{self.out.mode[0].upper()}{self.out.mode[1:]} — queue {s.queue!r} on {self.session.broker}?"
 
+    @property
+    def nothing_to_do(self) -> str | None:
+        """Why this purge would change nothing, known before anything is read (the queue has no ready message), or
+        None."""
+        if not self.out.state.ready:
+            return f"{self.settings.queue!r} has no ready message"
+        return None
+
+    def preview(self, records: Iterable[MessageRecord]) -> tuple[PurgePlan, str | None]:
+        """What the run would do with `records` (the first messages, peeked by the caller: peek_count of them), and
+        why it would change nothing when they are the whole queue and the selection selects none of them."""
+        result = plan(records, self.settings, move_routes(self.settings, None, self.router))
+        selected = result.looked_at - result.actions["keep"]
+        if not selected and result.looked_at >= self.out.state.ready:
+            return result, f"the selection selects none of the {result.looked_at} messages in {self.settings.queue!r}"
+        return result, None
+
     def peek_count(self, bound: int) -> int:
         """How many records `plan` wants to look at (peeked with peek's safety rules by the caller): none
         unless filters decide message by message."""
@@ -422,7 +439,8 @@ class Purge:
                                         role="--move-to queue", allow_displace=settings.allow_displace)
             out.room = self.rooms.capacity(settings.move_to)
             if out.room.note == "queue missing":
-                raise NotFoundError(f"--move-to queue {settings.move_to!r} not found in vhost {session.vhost!r}",
+                raise QueueNotFound(settings.move_to, session.vhost,
+                                    f"--move-to queue {settings.move_to!r} not found in vhost {session.vhost!r}",
                                     hint="declare it first (with the arguments your parking queues use)")
             report.info(f"{settings.move_to}: {out.room.describe()}")
             self.router = usable_router(session.management, session.vhost)

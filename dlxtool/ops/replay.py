@@ -1,7 +1,8 @@
 """Replay: send dead letters back to the queue each one failed in, history reset, nothing lost.
 
-The workflow and its refusals (`run`): the stream and tail-republish refusals, the plan (`plan_for`, refused on
-a quorum queue with a delivery limit), the confirmation, the run on the one-pass engine (dlxtool.ops.engine).
+The workflow and its refusals (`run`): the stream and tail-republish refusals, the plan (`plan_for`: the first
+messages read as `peek` reads them, under the same rules), the confirmation, the run on the one-pass engine
+(dlxtool.ops.engine).
 Where each message goes, how and with which headers is decided in one place, dlxtool.ops.replay_decision
 (and applied on the bytes by dlxtool.ops.replay_raw); the CLI parses, calls and renders.
 """
@@ -9,11 +10,10 @@ Where each message goes, how and with which headers is decided in one place, dlx
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dlxtool.broker.management import QueueInfo
 from dlxtool.broker.queues import exchange_exists
 from dlxtool.budget import average_body
 from dlxtool.conventions import Route
@@ -50,6 +50,10 @@ from dlxtool.ops.routes import (
 )
 from dlxtool.ops.session import Reporter, Session
 from dlxtool.outcome import Outcome
+from dlxtool.record import MessageRecord
+
+if TYPE_CHECKING:
+    from dlxtool.ops.peek import ReadOptions
 
 # -- plan (dry run) ---------------------------------------------------------------------------------
 
@@ -109,6 +113,16 @@ class ReplayPlan:
     def sampled(self) -> bool:
         """The counts are of the first `looked_at` messages, not of all `snapshot` (the queue's depth)."""
         return self.looked_at < self.snapshot
+
+    @property
+    def nothing_to_do(self) -> str | None:
+        """Why a replay as planned would do nothing (an empty DLQ; a selection that selects none of it, all of it
+        read), or None."""
+        if not self.snapshot:
+            return f"{self.source!r} has no ready message"
+        if not self.origins and not self.sampled and set(self.stay) == {"not selected"}:
+            return f"the selection selects none of the {self.looked_at} messages in {self.source!r}"
+        return None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -222,10 +236,9 @@ class Replay:
                                   role="--to queue" if settings.to_queue else "origin",
                                   allow_displace=settings.allow_displace)
 
-    def plan(self) -> ReplayPlan:
-        """What the replay would do, from the first messages (given back in place); refused where reading
-        counts a delivery attempt against a limit."""
-        return plan_for(self.session, self.settings, self.info, self.report)
+    def plan(self, read: ReadOptions | None = None) -> ReplayPlan:
+        """What the replay would do, from the first messages, read as `peek` reads them (plan_for)."""
+        return plan_for(self.session, self.settings, self.report, read)
 
     def run(self, options: TransferOptions) -> ReplayRun:
         """The pass itself (dlxtool.ops.engine), with `options` (sink, progress, prefetch …)."""
@@ -299,39 +312,47 @@ def _publishing_connections(session: ReplaySession) -> _Publishing:
     return _Publishing(keep, keep, (keep,))
 
 
-def plan_for(session: ReplaySession, settings: ReplaySettings, info: QueueInfo | None,
-             report: Reporter) -> ReplayPlan:
-    """The plan, refused where reading (and giving back) counts a delivery attempt against a limit."""
-    from dlxtool.broker import versions
+def plan_for(session: ReplaySession, settings: ReplaySettings, report: Reporter,
+             read: ReadOptions | None = None) -> ReplayPlan:
+    """The plan, from the first messages of the DLQ read as `peek` reads them (dlxtool.ops.peek: the same rules and
+    refusals for every queue type and broker version, the same flags in `read`: --spend-attempts, --allow-reorder,
+    --max-unacked), at most `read.max_unacked` of them (default: the session's plan_limit)."""
+    from dlxtool.errors import ConnectError
+    from dlxtool.ops.peek import ReadOptions, prepare_read
 
     source, to = session.source, session.to
-    qtype = info.type if info is not None else _probe_type(source, settings.source)
-    # The plan's reader gives back with a cancel and a channel close: a delivery attempt on every version the table
-    # knows (4.3 included, where a peek's nacks no longer count).
-    counts = versions.quorum_give_back_counts(versions.server_version(source.conn), "cancel")
-    if qtype == "quorum" and counts and (info is None or info.delivery_limit is not None):
-        limit = "an unknown delivery-limit (management API not reachable)" if info is None else \
-            f"delivery-limit {info.delivery_limit}"
-        raise RefusedError(
-            f"{settings.source!r} is a quorum queue with {limit}: showing a plan "
-            "means reading and returning messages, which counts as a delivery attempt and can dead-letter them",
-            hint="pass --yes to replay without a plan (replay itself never returns messages it has read)")
-    result = plan(source.conn, settings, max_messages=session.plan_limit, target_conn=session.target_conn,
-                  timeout=source.timeout, rooms=session.rooms, exchange_targets=_exchange_targets(session, settings),
-                  router=_router(to.management, to.vhost), wait_router=_wait_router(source))
-    if qtype == "quorum" and counts and result.looked_at:
-        report.info(f"the plan read {result.looked_at} messages and gave them back in place, in order; on a quorum "
-                    "queue each of them now counts one more delivery attempt (x-delivery-count; no limit is set)")
-    return result
-
-
-def _probe_type(source: Session, queue: str) -> str | None:
-    """The type over AMQP, where the management API cannot say it (dlxtool.broker.queues.probe_type)."""
+    opts = read or ReadOptions(max_unacked=session.plan_limit)
+    opts = replace(opts, count=opts.max_unacked)  # a sample: what one read may hold
     if source.profile is None:
-        return None
-    from dlxtool.broker.queues import probe_type
+        raise ConnectError("no broker profile to read the plan with")
 
-    return probe_type(source.profile, queue)
+    def management() -> Any:
+        if source.management is None:
+            raise ConnectError(source.management_error or "no management API")
+        return source.management
+
+    try:
+        reader, notes = prepare_read(source.conn, source.profile, settings.source, opts, management=management)
+    except RefusedError as exc:
+        raise RefusedError(f"showing a plan reads the first messages as `peek` does, which is refused here: "
+                           f"{exc.message}",
+                           hint=f"{exc.hint + '; or ' if exc.hint else ''}--yes replays without a plan (a replay "
+                                "settles what it reads: it gives nothing back)") from None
+    for missing in reader.facts.missing_checks:
+        report.warn(f"check not made: {missing}")
+    for note in notes:
+        report.info(note)
+    records = list(reader.records())
+    read_outcome = reader.outcome()
+    for note in read_outcome.notes:
+        report.info(note)
+    for warning in read_outcome.warnings:
+        report.warn(warning)
+    if read_outcome.error is not None:
+        raise read_outcome.error
+    return plan(records, reader.facts.ready or len(records), settings, conn=session.target_conn or source.conn,
+                timeout=source.timeout, rooms=session.rooms, exchange_targets=_exchange_targets(session, settings),
+                router=_router(to.management, to.vhost), wait_router=_wait_router(source))
 
 
 def _router(mgmt: Any | None, vhost: str) -> Router | None:
@@ -404,15 +425,13 @@ def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_c
             exchanges.delete_all()
 
 
-def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, target_conn: Any | None = None,
+def plan(records: Iterable[MessageRecord], snapshot: int, settings: ReplaySettings, *, conn: Any,
          timeout: float = 30.0, rooms: Rooms | None = None, router: Router | None = None,
          wait_router: Router | None = None, exchange_targets: ExchangeTargets | None = None) -> ReplayPlan:
-    """What a replay would do, from the first max_messages messages (given back in order afterwards).
-    No temporary exchange is declared; a target that does not exist is shown as such (`exists`). With
-    `rooms`, each origin's room and how many of its messages would stay because it is full."""
-    from dlxtool.ops.survey import survey
-
-    conn = target_conn or source_conn
+    """What a replay would do with `records` (the first messages of a DLQ of `snapshot`, read and given back), as the
+    engine would (--limit included). No temporary exchange is declared; a target that does not exist on `conn`'s
+    broker is shown as such (`exists`). With `rooms`, each origin's room and how many of its messages would stay
+    because it is full."""
     routes = Routes(settings.default_exchange, exchanges=lambda _q: "(temporary exchange)", router=router,
                     allow_drop=settings.allow_dlx_drop)
     targets = exchange_targets or exchange_targets_for(settings, router,
@@ -420,9 +439,19 @@ def plan(source_conn: Any, settings: ReplaySettings, *, max_messages: int, targe
     decider = ReplayDecider(settings, routes=routes, wait_queues=WaitQueues(wait_router, settings.source),
                             exchange_targets=targets)
     decider.count_used_body_retries = True
-    result = survey(source_conn, settings.source, routes.checked(decider), max_messages=max_messages,
-                    limit=settings.selection.limit, timeout=timeout)
-    out = plan_from_survey(settings.source, result.snapshot, result.looked_at, result.plan)
+    decide = routes.checked(decider)
+    counted: Counter[tuple[str, str]] = Counter()
+    looked_at = selected = 0
+    limit = settings.selection.limit
+    for record in records:
+        looked_at += 1
+        if limit is not None and selected >= limit:  # as the engine does: the rest stays where it is
+            counted[(Action.KEEP.value, "beyond --limit")] += 1
+            continue
+        d = decide(record)
+        selected += d.action is not Action.KEEP
+        counted[(d.action.value, d.group)] += 1
+    out = plan_from_survey(settings.source, max(snapshot, looked_at), looked_at, counted)
     out.default_exchange = settings.default_exchange
     out.used_body_retries = decider.used_body_retries
     out.origin_conflicts = decider.conflicts

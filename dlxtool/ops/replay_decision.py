@@ -259,7 +259,11 @@ class ReplayDecider:
         self._run_id = uuid.uuid4().hex[:12]
         self._published = 0
         # Selection is frozen: with no criteria every record matches, so skip building the checks each time.
-        self._selects = bool(settings.selection._checks()) and settings.edits is None  # noqa: SLF001
+        self._selects = bool(settings.selection.checks()) and settings.edits is None
+        # Origins as this replay resolves them: the run's conventions, TTL-only histories through their wait queue
+        self.selection = settings.selection.with_lens(replace(
+            settings.selection.lens, conventions=tuple(settings.conventions), origin_from=settings.origin_from,
+            through=self._through))
         from dlxtool.broker.wire.frames import basic_properties
 
         self._properties = basic_properties
@@ -284,6 +288,11 @@ class ReplayDecider:
         self.dropped_user_ids = 0
         self.celery_tasks = 0  # Celery tasks decided to go to a queue (by queue name: Routes.by_queue_name)
         self.untrusted_counts = 0  # messages whose recorded replay count was not trusted (counted as never replayed)
+
+    def _through(self, death: Any) -> Origin:
+        """The origin of a message that only waited out TTLs, as this replay sends it (for --origin)."""
+        resolved, _address = self.wait_queues(death.queue or "", death.routing_keys[0] if death.routing_keys else None)
+        return Origin(resolved.queue, resolved.why)
 
     def notes(self) -> list[str]:
         """What the operator should know of what this decider did (TransferResult.notes)."""
@@ -412,7 +421,7 @@ class ReplayDecider:
             if edit is None:
                 return Decision.keep()
             record = edit.apply(record)
-        elif self._selects and not s.selection.matches(record):
+        elif self._selects and not self.selection.matches(record):
             return Decision.keep()
         shape, headers, history = self._shape(record)
         if shape.untrusted_count is not None:

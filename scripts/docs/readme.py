@@ -44,7 +44,7 @@ EXTRAS: dict[str, str] = {
 # Commands run around an extra, not shown: the demo ends with an empty DLQ, so the dump example first
 # loads the demo's backup back into it, and empties it again afterwards.
 AROUND: dict[str, tuple[str, str]] = {
-    "dump": ("dlxtool load .demo/orders-dlq-backup.jsonl -f json", "dlxtool purge orders.dlq --yes -f json"),
+    "dump": ("dlxtool load .demo/orders-dlq-backup.jsonl --yes -f json", "dlxtool purge orders.dlq --yes -f json"),
 }
 
 

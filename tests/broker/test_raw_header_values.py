@@ -61,7 +61,7 @@ def test_peek_dump_remove_and_load_keep_every_value_byte_for_byte(run, broker, q
     path = tmp_path / "b.jsonl"
     drained = run("dump", qname, "--remove", "-o", str(path), "--yes", "--url", broker.url)
     assert drained.exit_code == 0, drained.stderr
-    loaded = run("load", str(path), "--url", broker.url, "--format", "json")
+    loaded = run("load", str(path), "--yes", "--url", broker.url, "--format", "json")
     assert loaded.exit_code == 0, loaded.stderr
     again = run("peek", qname, "-n", "5", "--format", "jsonl", "--url", broker.url)
     back = [json.loads(line) for line in again.stdout.splitlines()]
@@ -88,7 +88,7 @@ def test_rabbitmq_refuses_a_u_value_so_load_refuses_it_before_publishing(run, br
            "headers": {"t": {"inner": [{"$amqp": base64.b64encode(b"U\xff\xfe").decode(), "$value": -2}]}}}
     path = tmp_path / "records.jsonl"
     path.write_text(json.dumps(ok) + "\n" + json.dumps(bad) + "\n")
-    result = run("load", str(path), "--url", broker.url)
+    result = run("load", str(path), "--yes", "--url", broker.url)
     assert result.exit_code == 2, result.stderr
     assert f"{path}:2: header 't.inner[0]'" in result.stderr and "kind 'U'" in result.stderr
     assert broker.queue_depth(qname) == 0

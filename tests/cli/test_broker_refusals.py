@@ -324,7 +324,7 @@ def test_load_by_a_user_who_may_not_write_is_refused_before_publishing(run, brok
     path.write_bytes(b"".join(MessageRecord(queue=target, body=f"r{i}".encode(), routing_key=target).to_jsonl()
                               for i in range(5)))
     with user(broker, write="") as url:
-        result = run("load", str(path), "--url", url, env={"DLXTOOL_MANAGEMENT_URL": broker.management_url})
+        result = run("load", str(path), "--yes", "--url", url, env={"DLXTOOL_MANAGEMENT_URL": broker.management_url})
     assert result.exit_code == 6, (result.stdout, result.stderr)
     assert "nothing loaded" in result.stderr and "ACCESS_REFUSED" in result.stderr
     assert "Traceback" not in result.stderr

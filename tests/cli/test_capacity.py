@@ -268,7 +268,7 @@ def test_purge_move_to_reject_publish_dlx_would_duplicate_so_it_is_guarded(run, 
 
 
 def load(run, broker, *args: str):
-    return run("load", *args, "--url", broker.url, "--format", "json")
+    return run("load", *args, "--yes", "--url", broker.url, "--format", "json")
 
 
 def test_load_into_a_full_queue_loads_what_fits(run, broker, qname, tmp_path) -> None:

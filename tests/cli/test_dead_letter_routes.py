@@ -278,7 +278,7 @@ def test_load_keeps_back_records_whose_key_the_queues_dead_letter_exchange_would
     assert n == 1 and reason.startswith(f"{origin}: ") and "'order.placed' to no queue" in reason
     assert figures["rooms"][origin]["would_load"] == 1
 
-    result = cli(run, broker, "load", str(path), "--failed", str(failed))
+    result = cli(run, broker, "load", str(path), "--yes", "--failed", str(failed))
     assert result.exit_code == 5, result.output
     summary = json.loads(result.stdout)
     assert summary["published"] == {origin: 1} and summary["failed"] == {reason: 1}
@@ -289,7 +289,7 @@ def test_load_keeps_back_records_whose_key_the_queues_dead_letter_exchange_would
     [kept] = [MessageRecord.from_json(json.loads(line)) for line in failed.read_bytes().splitlines()]
     assert kept.body == b"unsafe"  # not lost: in --failed, to load again
 
-    refused = cli(run, broker, "load", str(failed))
+    refused = cli(run, broker, "load", str(failed), "--yes")
     assert refused.exit_code == 6, refused.output
     assert "nothing loaded, no route is safe" in refused.stderr and "--allow-dlx-drop" in refused.stderr
     assert broker.queue_depth(origin) == 0
@@ -379,10 +379,10 @@ def test_without_the_management_api_nothing_moves_unless_both_risks_are_accepted
 
     path = tmp_path / "in.jsonl"
     path.write_bytes(MessageRecord(queue=park, body=b"r", routing_key="k").to_jsonl())
-    held = cli(run, broker, "load", str(path), "--allow-displace", *blind)
+    held = cli(run, broker, "load", str(path), "--yes", "--allow-displace", *blind)
     assert held.exit_code == 6, held.output
     assert "cannot be checked" in held.stderr and broker.queue_depth(park) == 1
-    loaded = cli(run, broker, "load", str(path), "--allow-displace", "--allow-dlx-drop", *blind)
+    loaded = cli(run, broker, "load", str(path), "--yes", "--allow-displace", "--allow-dlx-drop", *blind)
     assert loaded.exit_code == 0, loaded.output
     assert broker.queue_depth(park) == 2
 

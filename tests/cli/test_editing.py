@@ -197,9 +197,13 @@ def test_the_selection_picks_what_is_shown_and_the_journal_records_the_edit(edit
     assert (counts["moved"], counts["edited"], counts["bodies_edited"], counts["vanished"]) == (1, 1, 1, 0)
 
 
-def test_peek_options_go_with_edit_only(run, broker, qname) -> None:
-    result = run("replay", f"{qname}.dlq", "--spend-attempts", "--url", broker.url)
-    assert result.exit_code == 2 and "go with --edit" in result.stderr
+def test_peek_options_are_the_plans_too(run, broker, qname) -> None:
+    """--max-unacked, --allow-reorder and --spend-attempts read the messages --edit shows, and replay's plan
+    without --edit (tests/cli/test_replay_plan_quorum.py): no usage error either way."""
+    with broker.channel() as ch:
+        ch.queue_declare(f"{qname}.dlq", durable=True)
+    result = run("replay", f"{qname}.dlq", "--spend-attempts", "--max-unacked", "5", "--dry-run", "--url", broker.url)
+    assert result.exit_code == 0, result.output
 
 
 def test_a_quorum_dlq_is_read_under_peeks_rules(edit, broker, qname) -> None:

@@ -265,3 +265,50 @@ def test_a_port_that_hangs_up_at_once_is_said_in_plain_words(run) -> None:
     line = one_line_error(result)
     assert "before the broker answered" in line  # closed or reset, as the kernel tells it
     assert "StreamLostError" not in result.stderr and "Stream connection lost" not in result.stderr
+
+
+@pytest.mark.parametrize("command", [
+    ["peek", "{typo}"], ["history", "{typo}"], ["dump", "{typo}"],
+    ["dump", "{typo}", "--remove", "--yes", "-o", "{out}"],
+    ["replay", "{typo}", "--yes"], ["replay", "{typo}", "--dry-run"], ["purge", "{typo}", "--yes"],
+    ["purge", "{typo}", "--origin", "x", "--dry-run"], ["purge", "{dlq}", "--move-to", "{typo}", "--yes"],
+])
+def test_an_unknown_queue_gets_a_did_you_mean(run, broker, qname, tmp_path, command) -> None:
+    """Every command that names a queue: the closest names of the vhost's queues (management API), in the error."""
+    dlq, typo = f"{qname}.invoices.dlq", f"{qname}.invoice.dlq"
+    with broker.channel() as ch:
+        ch.queue_declare(dlq, durable=True)
+        ch.queue_declare(f"{qname}.unrelated.work", durable=True)
+    broker.publish(dlq, [b"x"])
+    args = [a.format(typo=typo, dlq=dlq, out=tmp_path / "out.jsonl") for a in command]
+    result = run(*args, "--url", broker.url)
+    assert result.exit_code == 4, result.output
+    assert f"not found in vhost '{broker.vhost}'; did you mean '{dlq}'?" in result.stderr
+    assert "unrelated" not in result.stderr
+    assert broker.queue_depth(dlq) == 1
+
+
+def test_a_load_or_replay_target_not_found_gets_a_did_you_mean(run, broker, qname, tmp_path) -> None:
+    dlq, payments = f"{qname}.dlq", f"{qname}.payments"
+    with broker.channel() as ch:
+        for q in (dlq, payments):
+            ch.queue_declare(q, durable=True)
+    broker.publish(dlq, [b"x"])
+    records = tmp_path / "r.jsonl"
+    assert run("dump", dlq, "-o", str(records), "--url", broker.url).exit_code == 0
+    loaded = run("load", str(records), "--to", f"{qname}.payment", "--dry-run", "--url", broker.url)
+    assert f"queue '{qname}.payment' not found in vhost '{broker.vhost}'" in loaded.stderr
+    assert f"(did you mean '{payments}'?)" in loaded.stderr
+    planned = run("replay", dlq, "--to", f"{qname}.paymnts", "--dry-run", "--url", broker.url, "-f", "table")
+    assert f"queue '{qname}.paymnts' does not exist" in planned.stderr and f"(did you mean '{payments}'?)" in \
+        planned.stderr
+
+
+def test_nothing_close_no_guess() -> None:
+    from dlxtool.broker.queues import close_names, did_you_mean
+
+    names = ["orders.dlq", "orders", "invoices.dlq", "Payments.DLQ", "audit.stream"]
+    assert did_you_mean("invoice.dlq", names) == "did you mean 'invoices.dlq'?"
+    assert close_names("payments.dlq", names) == ["Payments.DLQ"]  # case ignored
+    assert close_names("orders.dql", names)[0] == "orders.dlq"
+    assert did_you_mean("zzz", names) is None and did_you_mean("orders", names) != "did you mean 'orders'?"

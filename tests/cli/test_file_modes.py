@@ -63,7 +63,7 @@ def test_load_failed_is_created_0600(run, broker, qname, tmp_path, umask) -> Non
     records = tmp_path / "in.jsonl"
     records.write_bytes(MessageRecord(queue=f"{qname}.missing", body=b"secret").to_jsonl())
     failed = tmp_path / "failed.jsonl"
-    result = run("load", str(records), "--failed", str(failed), "--url", broker.url, "--allow-dlx-drop")
+    result = run("load", str(records), "--yes", "--failed", str(failed), "--url", broker.url, "--allow-dlx-drop")
     assert result.exit_code in (5, 6), result.stderr
     assert orjson.loads(failed.read_bytes())["body"] == "c2VjcmV0"
     assert mode(failed) == 0o600

@@ -184,7 +184,8 @@ def test_moving_commands_import_pika_without_its_asyncio_adapter(tmp_path: Path,
     records = tmp_path / "in.jsonl"
     records.write_text("")
     args = {"replay": ["replay", qname, "--yes"], "purge": ["purge", qname, "--body-contains", "x", "--yes"],
-            "load": ["load", str(records)], "dump": ["dump", qname, "--remove", "--yes", "-o", str(tmp_path / "o")]}
+            "load": ["load", str(records), "--yes"],
+            "dump": ["dump", qname, "--remove", "--yes", "-o", str(tmp_path / "o")]}
     modules = loaded(tmp_path, cli_env, *args[command], "--url", broker.url, "-f", "json")
     assert "dlxtool.ops.engine" in modules or command == "load"
     assert_none(modules, NEVER, f"dlxtool {command}")

@@ -23,7 +23,7 @@ PROPS = dict(content_type="application/x-protobuf", content_encoding="identity",
 
 
 def load(run, broker, *args: str, input: bytes | None = None):
-    return run("load", *args, "--url", broker.url, "--format", "json", input=input)
+    return run("load", *args, "--yes", "--url", broker.url, "--format", "json", input=input)
 
 
 def records_of(path) -> list[MessageRecord]:
@@ -227,3 +227,28 @@ def test_a_record_amqp_cannot_carry_refuses_the_file_before_publishing(run, brok
     assert result.exit_code == 2, result.stderr
     assert f"{path}:3" in result.stderr and "'score'" in result.stderr
     assert broker.queue_depth(qname) == 0
+
+
+def test_load_asks_first_like_every_moving_command(run, broker, qname, tmp_path) -> None:
+    """Without --yes: the plan, then the question; no terminal to ask on (a test, a pipe, `load -`): refused, exit
+    6, nothing published. --yes publishes without asking. A file of no records: said, exit 0, nothing asked."""
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True)
+    fill(broker, qname, [b"a", b"b"])
+    path = tmp_path / "r.jsonl"
+    assert run("dump", qname, "--remove", "--yes", "-o", str(path), "--url", broker.url).exit_code == 0
+    asked = run("load", str(path), "--url", broker.url, "-f", "table")
+    assert asked.exit_code == 6, asked.output
+    assert "not confirmed: no terminal to ask on" in asked.stderr and "--yes" in asked.stderr
+    assert f"{qname}  " in asked.stdout  # the plan came first
+    piped = run("load", "-", "--url", broker.url, input=path.read_bytes())
+    assert piped.exit_code == 6, piped.output
+    assert broker.queue_depth(qname) == 0
+    loaded = load(run, broker, str(path))
+    assert loaded.exit_code == 0, loaded.output
+    assert [b for _m, _p, b in broker.drain(qname)] == [b"a", b"b"]
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    nothing = run("load", str(empty), "--url", broker.url)
+    assert nothing.exit_code == 0, nothing.output
+    assert "nothing to load" in nothing.stderr and "confirm" not in nothing.stderr

@@ -54,7 +54,7 @@ def test_changed_decoded_is_reencoded_and_the_rest_goes_byte_for_byte(run, broke
     records[1]["decoded"]["message"]["amount"] = 11
     edited = "".join(json.dumps(r) + "\n" for r in records)
 
-    result = run("load", "-", "--reencode", "--to", target, "--url", broker.url, "-f", "json", env=env,
+    result = run("load", "-", "--reencode", "--yes", "--to", target, "--url", broker.url, "-f", "json", env=env,
                  input=edited)
     assert result.exit_code == 0, result.stderr
     assert "--reencode: 2 of 4 record(s) re-encoded" in result.stderr
@@ -75,7 +75,7 @@ def test_without_a_change_every_record_keeps_its_bytes(run, broker, qname, tmp_p
     env = demo_config(tmp_path)
     records = dumped(run, broker, topo.dlq, env)
     assert run("purge", topo.dlq, "--yes", "--url", broker.url).exit_code == 0
-    result = run("load", "-", "--reencode", "--url", broker.url, "-f", "json", env=env,
+    result = run("load", "-", "--reencode", "--yes", "--url", broker.url, "-f", "json", env=env,
                  input="".join(json.dumps(r) + "\n" for r in records))
     assert result.exit_code == 0, result.stderr
     assert [body for _m, _p, body in broker.drain(topo.dlq)] == [body for body, _p in sent]
@@ -90,7 +90,7 @@ def test_a_decoded_the_schema_rejects_stops_the_load_before_anything_is_publishe
     env = demo_config(tmp_path)
     records = dumped(run, broker, topo.dlq, env)
     records[0]["decoded"]["message"]["total"]["currency"] = "USD"  # no such field in Money
-    result = run("load", "-", "--reencode", "--to", target, "--url", broker.url, env=env,
+    result = run("load", "-", "--reencode", "--yes", "--to", target, "--url", broker.url, env=env,
                  input="".join(json.dumps(r) + "\n" for r in records))
     assert result.exit_code == 2
     assert '<stdin>:1: decoded.message: shop.orders.v1.OrderPlaced: Failed to parse total field' in result.stderr
@@ -111,7 +111,7 @@ def test_dump_jq_load_pipeline(run, broker, qname, tmp_path) -> None:
     edited = subprocess.run(
         ["jq", "-c", 'if .decoded.type == "shop.orders.v1.OrderPlaced" then .decoded.message.customerId = "cust-8" '
                      "else . end"], input=dump.stdout, capture_output=True, text=True, check=True).stdout
-    result = run("load", "-", "--reencode", "--to", target, "--url", broker.url, env=env, input=edited)
+    result = run("load", "-", "--reencode", "--yes", "--to", target, "--url", broker.url, env=env, input=edited)
     assert result.exit_code == 0, result.stderr
     got = by_id(broker.drain(target))
     order = Registry.load([DEMO_PROTOS]).message_class(ORDER).FromString(got["m-proto"][1])

@@ -88,7 +88,7 @@ def commands(queue: str, tmp: Path) -> dict[str, list[str]]:
         "replay --dry-run": ["replay", queue, "--dry-run"],
         "brokers check": ["brokers", "check"],
         "queues": ["queues"],
-        "load": ["load", str(tmp / "records.in")],
+        "load": ["load", str(tmp / "records.in"), "--yes"],
         "load --dry-run": ["load", str(tmp / "records.in"), "--dry-run"],
     }
 

@@ -112,3 +112,24 @@ def test_keeping_runs_refuse_a_source_whose_limits_cannot_be_read(run, broker, q
     accepted = run("purge", plain, "--url", broker.url, "--yes", "--body-contains", "2", "--allow-displace", *blind)
     assert accepted.exit_code == 0, accepted.output
     assert [body for body, _ in broker.snapshot(plain)] == [b"1", b"3"]
+
+
+def test_nothing_to_purge_is_said_and_exits_0_without_a_question(run, broker, qname) -> None:
+    """An empty queue; a selection that selects none of the queue (found by a preview peek before the question, which
+    leaves the messages where they were). No terminal and no --yes: still exit 0, not the refusal (6)."""
+    from tests.support.mixed_dlq import mixed_dlq
+
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True)
+    empty = run("purge", qname, "--url", broker.url, "-f", "json")
+    assert empty.exit_code == 0, empty.output
+    assert "nothing to purge" in empty.stderr and "not confirmed" not in empty.stderr
+    assert json.loads(empty.stdout)["nothing_to_do"] == f"{qname!r} has no ready message"
+    m = mixed_dlq(broker, f"{qname}.m")
+    none = run("purge", m.dlq, "--header", "tenant=nobody", "--url", broker.url)
+    assert none.exit_code == 0, none.output
+    assert "preview: the selection selects 0 of all 7 messages" in none.stderr
+    assert "nothing to purge: the selection selects none of the 7 messages" in none.stderr
+    some = run("purge", m.dlq, "--header", "tenant=acme", "--url", broker.url)
+    assert some.exit_code == 6 and "preview: the selection selects 3 of all 7 messages" in some.stderr
+    assert [b for b, _h in broker.snapshot(m.dlq)] == m.bodies

@@ -49,7 +49,7 @@ def test_backup_writes_every_message_and_load_undoes_it(run, broker, qname, tmp_
     assert [r.body for r in records] == sent
     assert {r.queue for r in records} == {qname}
 
-    result = run("load", str(backup), "--url", broker.url, "--format", "json")
+    result = run("load", str(backup), "--yes", "--url", broker.url, "--format", "json")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["published"] == {qname: 50}
     assert broker.snapshot(qname) == before

@@ -112,7 +112,7 @@ def test_dump_then_load_keeps_every_name(run, env: BrokerEnv, tmp_path: Path, co
     assert MessageRecord.from_json(alive).routing_key == ROUTING_KEY
 
     for name in ("work", "dlq"):
-        loaded = run("load", str(tmp_path / f"{name}.jsonl"), "--to", f"{p}.back", "--url", env.url,
+        loaded = run("load", str(tmp_path / f"{name}.jsonl"), "--to", f"{p}.back", "--yes", "--url", env.url,
                      "--management-url", env.management_url)
         assert loaded.exit_code == 0, loaded.stderr
     got = {body: (method, props) for method, props, body in env.drain(f"{p}.back")}
@@ -158,7 +158,7 @@ def test_any_names_in_a_record_reach_the_broker_as_they_were(run, env: BrokerEnv
     path = tmp_path / f"{queue}.jsonl"
     path.write_bytes(MessageRecord(queue=queue, body=b"b", routing_key=routing_key, headers=headers).to_jsonl())
     try:
-        loaded = run("load", str(path), "--url", env.url, "--management-url", env.management_url)
+        loaded = run("load", str(path), "--yes", "--url", env.url, "--management-url", env.management_url)
         assert loaded.exit_code == 0, loaded.stderr
         method, props, _body = one_message(env, queue)
     finally:

@@ -284,8 +284,9 @@ def test_a_plan_from_the_first_messages_says_so_in_the_table_and_the_json(run, b
     table = run("replay", top.dlq, "--dry-run", "-b", "t", "-f", "table", env=env)
     assert table.exit_code == 0, table.stderr
     assert f"replay to  {qname}.o" in table.stdout and "  4  " in table.stdout
-    assert table.stdout.splitlines()[-1] == ("looked at 4 of 10 messages (the first 4; a plan reads at most config "
-                                             "dump_unacked_limit; the replay goes through all 10)")
+    assert table.stdout.splitlines()[-1] == ("looked at 4 of 10 messages (the first 4; a plan reads at most "
+                                             "--max-unacked (config dump_unacked_limit); the replay goes through all "
+                                             "10)")
     plan = json.loads(run("replay", top.dlq, "--dry-run", "-b", "t", "-f", "json", env=env).stdout)["plan"]
     assert (plan["sampled"], plan["looked_at"], plan["queue_depth"], plan["snapshot"]) == (True, 4, 10, 10)
     whole = run("replay", top.dlq, "--dry-run", "--url", broker.url, "-f", "table")
@@ -547,3 +548,23 @@ def test_the_depths_after_a_replay_are_counted_by_the_broker(run, broker, qname)
     assert result.exit_code == 0, result.stderr
     assert (f"now (counted by the broker after the run): {qname}.work 0 ready; {top.dlq} 3 ready"
             in result.stderr)
+
+
+def test_nothing_to_replay_is_said_and_exits_0_without_a_question(run, broker, qname) -> None:
+    """An empty DLQ, and a selection that selects none of it: the plan says so, exit 0, nothing asked (no terminal
+    here: a question would be refused, exit 6); the DLQ as it was."""
+    from tests.support.mixed_dlq import mixed_dlq
+
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True)
+    empty = run("replay", qname, "--url", broker.url, "-f", "table")
+    assert empty.exit_code == 0, empty.output
+    assert f"nothing to replay: {qname!r} has no ready message" in empty.stderr
+    m = mixed_dlq(broker, f"{qname}.m")
+    none = run("replay", m.dlq, "--error", "no such error", "--url", broker.url, "-f", "json")
+    assert none.exit_code == 0, none.output
+    assert "nothing to replay: the selection selects none of the 7 messages" in none.stderr
+    assert json.loads(none.stdout)["plan"]["stay"] == {"not selected": 7}
+    some = run("replay", m.dlq, "--error", "timed out", "--url", broker.url, "-f", "json")
+    assert some.exit_code == 6 and "not confirmed" in some.stderr
+    assert [b for b, _h in broker.snapshot(m.dlq)] == m.bodies

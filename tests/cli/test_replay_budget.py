@@ -71,7 +71,7 @@ def test_purge_backup_and_load_keep_every_message_under_a_small_budget(run, brok
     assert purged.exit_code == 0, purged.stderr
     assert [base64.b64decode(orjson.loads(line)["body"]) for line in backup.read_bytes().splitlines()] == bodies
     assert broker.queue_depth(dlq) == 0
-    loaded = run("load", str(backup), "--url", broker.url, "-f", "json", "--max-bytes", "200KiB")
+    loaded = run("load", str(backup), "--yes", "--url", broker.url, "-f", "json", "--max-bytes", "200KiB")
     assert loaded.exit_code == ExitStatus.OK, loaded.stderr
     assert [b for _m, _p, b in broker.drain(dlq)] == bodies
 

@@ -241,7 +241,8 @@ def test_a_load_stopped_by_two_signals_reports_and_writes_what_it_did_not_confir
     # The depth is polled on one open channel (a passive declare, about a millisecond): with a new connection per
     # poll, a loaded 4.x CI pass saw the first message only after the whole load had finished (exit 0)
     with broker.channel() as watch:
-        proc = _dlxtool(["load", str(src), "--failed", str(failed), "--window", "50", "--url", broker.url], cli_env)
+        proc = _dlxtool(["load", str(src), "--yes", "--failed", str(failed), "--window", "50", "--url", broker.url],
+                        cli_env)
         deadline = time.monotonic() + 60
         while watch.queue_declare(qname, passive=True).method.message_count == 0:  # publishing: in flight
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()

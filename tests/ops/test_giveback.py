@@ -1,7 +1,7 @@
 """Giving messages back to their queue: in order, in place, and (classic) at once.
 
-Transfer (replay, purge, dump --remove) stopped mid-way and survey (the replay plan) both hold
-consumer deliveries; these tests check the queue's order afterwards on classic and quorum queues,
+Transfer (replay, purge, dump --remove) stopped mid-way holds consumer deliveries; these tests check
+the queue's order afterwards on classic and quorum queues,
 with and without a delivery limit. The broker's own order is the reference: bodies are numbered.
 """
 
@@ -11,7 +11,6 @@ import pika
 import pytest
 
 from dlxtool.ops.engine import Action, Decision, Transfer, TransferOptions
-from dlxtool.ops.survey import survey
 from tests.support.fill import fill, take_all
 
 KINDS = {
@@ -157,52 +156,3 @@ def test_full_pass_on_a_limited_quorum_queue_returns_nothing(broker, qname) -> N
     kept = take_all(broker, source)
     assert [b for _p, b in kept] == bodies[1::2]
     assert delivery_counts(kept) == [0] * 150
-
-
-def survey_queue(broker, source: str, kind: str, bodies: list[bytes], max_messages: int):
-    """Fill, survey, and count the ready messages right after survey returns (no waiting)."""
-    declare(broker, source, kind)
-    fill(broker, source, bodies)
-    conn = connection(broker)
-    try:
-        plan = survey(conn, source, lambda r: Decision.keep(), max_messages=max_messages)
-        depth = conn.channel().queue_declare(source, passive=True).method.message_count
-    finally:
-        conn.close()
-    return plan, depth
-
-
-def test_survey_of_a_big_classic_queue_gives_back_at_once_in_order(broker, qname) -> None:
-    """10,000 held consumer deliveries: whole again, in order, as soon as survey returns. (With consumer
-    deliveries a classic multi-nack is one requeue too, so this held before the channel close as well;
-    it is the basic.get give-back that a classic queue applies one by one.)"""
-    bodies = numbered(10_000)
-    plan, depth_right_after = survey_queue(broker, f"{qname}.src", "classic", bodies, 10_000)
-    assert plan.looked_at == 10_000
-    assert depth_right_after == 10_000
-    assert [b for _p, b in take_all(broker, f"{qname}.src")] == bodies
-
-
-@pytest.mark.parametrize("kind", ["quorum", "quorum-limit"])
-def test_survey_of_a_quorum_queue_keeps_order_and_place(broker, qname, kind) -> None:
-    """150 read (more than the 32 a multi-nack keeps in order) out of 200: back at the head, in order,
-    each with one delivery attempt used, and all back before survey returns."""
-    bodies = numbered(200)
-    plan, depth_right_after = survey_queue(broker, f"{qname}.src", kind, bodies, 150)
-    assert plan.looked_at == 150
-    assert depth_right_after == 200
-    left = take_all(broker, f"{qname}.src")
-    assert [b for _p, b in left] == bodies
-    assert delivery_counts(left) == [1] * 150 + [0] * 50
-
-
-def test_survey_of_an_empty_quorum_queue(broker, qname) -> None:
-    source = f"{qname}.src"
-    declare(broker, source, "quorum")
-    conn = connection(broker)
-    try:
-        plan = survey(conn, source, lambda r: Decision.keep(), max_messages=10)
-        assert conn.is_open
-    finally:
-        conn.close()
-    assert plan.looked_at == 0 and plan.snapshot == 0

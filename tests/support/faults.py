@@ -278,7 +278,7 @@ def _load(node: FaultNode, sc: Scenario, tmp: Path, probe: Probe) -> Stage:
     with node.env.channel() as ch:
         _declare(ch, dest, _full_at(sc, len(items)))
     # The input file stays whatever happens: the oracle counts the queue and the --failed file only.
-    return Stage(Counter(items), [dest], [failed], ["load", str(records), "--failed", str(failed)], dest,
+    return Stage(Counter(items), [dest], [failed], ["load", str(records), "--yes", "--failed", str(failed)], dest,
                  lambda: probe.depth(dest), len(items))
 
 
