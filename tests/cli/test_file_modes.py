@@ -102,10 +102,10 @@ def test_dump_replaces_a_partial_file_left_behind_with_a_0600_one(run, broker, q
 
 def test_the_summary_log_is_0600(tmp_path, monkeypatch, umask) -> None:
     """The output a terminal that went away could not take ($XDG_STATE_HOME/dlxtool/summary-*.log)."""
-    from dlxtool.ops import interrupts
+    from dlxtool.cli import streams
 
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    log = interrupts._SummaryFile()  # noqa: SLF001 - the one the streams divert to
+    # the one the streams divert to, placed by the command's environment
+    log = streams._SummaryFile({"XDG_STATE_HOME": str(tmp_path / "state")})  # noqa: SLF001
     log.write("removed 3 messages: body b'secret'\n")
     assert log.path is not None and log.path.parent == tmp_path / "state" / "dlxtool"
     assert mode(log.path) == 0o600 and mode(log.path.parent) == 0o700
