@@ -128,13 +128,7 @@ def finish_read(app: App, reader: QueueReader | None) -> None:
     if reader.opts.select is not None:
         cov = reader.coverage()
         app.info(f"selected {cov.matched} of the {cov.looked_at} message(s) looked at")
-    outcome = reader.outcome()
-    for note in outcome.notes:
-        app.info(note)
-    for warning in outcome.warnings:
-        app.warn(warning)
-    if outcome.error is not None:
-        raise outcome.error
+    reader.tell(app)
 
 
 def nothing_shown(reader: QueueReader) -> str:

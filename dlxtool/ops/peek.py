@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from dlxtool.broker.management import ManagementClient, QueueInfo
     from dlxtool.broker.versions import Version
     from dlxtool.config import BrokerProfile
+    from dlxtool.ops.session import Reporter
 
 DEFAULT_BATCH = 500
 BATCH_BYTES = 8 * 1024 * 1024  # bodies per batch yielded, at most (one message may be bigger)
@@ -637,6 +638,16 @@ class QueueReader:
             self.notes.append(f"the {returned} messages given back now sit behind the rest of the block of "
                               "previously returned messages that was at the head (if it had more): "
                               "RabbitMQ puts each return at the back of that block")
+
+    def tell(self, report: Reporter) -> None:
+        """Say the outcome's notes and warnings on `report`; raise its error (exit 5 or 6, decided here)."""
+        outcome = self.outcome()
+        for note in outcome.notes:
+            report.info(note)
+        for warning in outcome.warnings:
+            report.warn(warning)
+        if outcome.error is not None:
+            raise outcome.error
 
     def outcome(self) -> ReadOutcome:
         """Notes, warnings and the error (exit 5 or 6) this read ends with."""

@@ -343,13 +343,7 @@ def plan_for(session: ReplaySession, settings: ReplaySettings, report: Reporter,
     for note in notes:
         report.info(note)
     records = list(reader.records())
-    read_outcome = reader.outcome()
-    for note in read_outcome.notes:
-        report.info(note)
-    for warning in read_outcome.warnings:
-        report.warn(warning)
-    if read_outcome.error is not None:
-        raise read_outcome.error
+    reader.tell(report)
     return plan(records, reader.facts.ready or len(records), settings, conn=session.target_conn or source.conn,
                 timeout=source.timeout, rooms=session.rooms, exchange_targets=_exchange_targets(session, settings),
                 router=_router(to.management, to.vhost), wait_router=_wait_router(source))
