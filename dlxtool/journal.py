@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import getpass
-import hashlib
 import os
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -26,10 +25,10 @@ from typing import Any
 import orjson
 
 from dlxtool import secrets
+from dlxtool.message_ids import MessageIds
 
 MAX_BYTES = 10 * 1024 * 1024  # rotated past this
 KEEP = 3                       # journal.jsonl.1 … .3
-MAX_IDS = 100                  # message ids listed; past this, a digest of all of them and their count
 
 
 def journal_path(env: Mapping[str, str]) -> Path:
@@ -42,15 +41,6 @@ def os_user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return str(os.getuid())
-
-
-def ids_entry(ids: Sequence[str]) -> dict[str, Any]:
-    """The message ids of a run: listed up to MAX_IDS, else their count and a digest (SHA-256 of the sorted ids,
-    one per line) that a later list of ids can be checked against."""
-    if len(ids) <= MAX_IDS:
-        return {"message_ids": list(ids)}
-    digest = hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
-    return {"message_ids_count": len(ids), "message_ids_sha256": digest}
 
 
 @dataclass
@@ -70,12 +60,13 @@ class Journal:
         return run
 
     def end(self, run: str, *, status: str, message: str = "", counts: Mapping[str, Any] | None = None,
-            files: Iterable[str] = (), message_ids: Sequence[str] = ()) -> None:
+            files: Iterable[str] = (), message_ids: MessageIds | None = None) -> None:
         """Append a run's end line: its status (dlxtool.outcome.Status value), counts by outcome, the files it
-        wrote (backups, --save, --failed), the ids of the messages it changed."""
+        wrote (backups, --save, --failed), the ids of the messages it changed (dlxtool.message_ids: listed when
+        few, else counted with a digest)."""
         self._append({"event": "end", "run": run, "at": _now(), "status": status,
                       "message": secrets.scrub(message), "counts": dict(counts or {}), "files": list(files),
-                      **ids_entry(message_ids)})
+                      **(message_ids.to_json() if message_ids is not None else {})})
 
     def _append(self, entry: dict[str, Any]) -> None:
         if not self.enabled:

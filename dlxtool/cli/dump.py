@@ -169,7 +169,7 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
             app.emit_json({**state.to_json(), **result.to_json(), "file": where})
         notes(app, result)
         outcome = transfer_outcome(result, "dump --remove", saved=where)
-        journaled.ended(outcome, counts=transfer_counts(result), files=[where])
+        journaled.ended(outcome, counts=transfer_counts(result), files=[where], message_ids=result.ids)
         return outcome
 
 

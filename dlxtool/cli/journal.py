@@ -27,7 +27,7 @@ def journal(app: App, since: str | None, broker_filter: str | None, queue_filter
     in $XDG_STATE_HOME/dlxtool/journal.jsonl (~/.local/state/dlxtool; 0600,
     rotated at 10 MB): when, the OS user and the broker user, broker, vhost and
     queues, the command line (secrets masked), counts by outcome, the files it
-    wrote (backups, --save, --failed) — not yet the message ids. A run with a start
+    wrote (backups, --save, --failed) and the message ids. A run with a start
     and no end was killed (or still runs). --no-journal, or `journal = false`
     in the config file, turns it off.
 

@@ -167,8 +167,7 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencod
                   "possible_duplicates": result.lost}
         if reencoder is not None:
             counts["reencoded"] = changed
-        journaled.ended(outcome, counts=counts,
-                        files=[failed_file] if failed_file else [])
+        journaled.ended(outcome, counts=counts, files=[failed_file] if failed_file else [], message_ids=result.ids)
         return outcome
 
 

@@ -65,11 +65,13 @@ class Journaled:
                                       vhost=profile.vhost, queues=[q for q in queues if q], files=files or [])
         self._said()
 
-    def ended(self, outcome: Any, *, counts: dict[str, Any] | None = None, files: list[str] | None = None) -> None:
+    def ended(self, outcome: Any, *, counts: dict[str, Any] | None = None, files: list[str] | None = None,
+              message_ids: Any = None) -> None:
+        """`message_ids`: dlxtool.message_ids.MessageIds of what the run changed (a TransferResult's `ids`)."""
         if self.journal is None or self.run is None:
             return
         self.journal.end(self.run, status=outcome.status.value, message=outcome.message, counts=counts or {},
-                         files=files or [])
+                         files=files or [], message_ids=message_ids)
         self._said()
 
     def _said(self) -> None:

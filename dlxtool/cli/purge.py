@@ -171,7 +171,8 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
         ended = outcome.outcome()
         if journaled is not None:
             counts = transfer_counts(outcome.result) if outcome.result is not None else {"purged": outcome.purged}
-            journaled.ended(ended, counts=counts, files=[backup] if backup else [])
+            journaled.ended(ended, counts=counts, files=[backup] if backup else [],
+                            message_ids=outcome.result.ids if outcome.result is not None else None)
         return ended
 
 

@@ -65,6 +65,7 @@ from dlxtool.broker.refusals import Refusal
 from dlxtool.broker.wire.frames import EncodeError, decode_properties
 from dlxtool.budget import PrefetchWindow
 from dlxtool.errors import ConnectError, DlxtoolError, UnavailableError
+from dlxtool.message_ids import MessageIds, message_id_of
 from dlxtool.ops.actions import Action as Action
 from dlxtool.ops.actions import Decide as Decide
 from dlxtool.ops.actions import Decision as Decision
@@ -108,6 +109,7 @@ class TransferResult:
     source: str
     snapshot: int
     moved: Counter[str] = field(default_factory=Counter)   # target -> count (confirmed and acked)
+    ids: MessageIds = field(default_factory=MessageIds)    # the message ids of what moved or was removed
     removed: int = 0                                       # REMOVE: in the sink and acked
     kept: Counter[str] = field(default_factory=Counter)    # not selected (reason) -> count
     left: Counter[str] = field(default_factory=Counter)    # selected but stayed (reason) -> count
@@ -201,6 +203,16 @@ class _Item:
     copy: bool            # a copy exists (or may) elsewhere until our ack is certain
     outcome_group: str | None
     routing_key: str      # the delivery's: a message kept in the source keeps it (_keep)
+
+
+def _message_id(item: _Item) -> str | None:
+    """The message_id of a moved or removed message, for the journal: from the encoded properties on the fast
+    path, else from the decoded ones."""
+    props = item.props
+    if type(props) is bytes:
+        return message_id_of(props)
+    found = getattr(props, "message_id", None)
+    return found if isinstance(found, str) else None
 
 
 def _removes(item: _Item) -> bool:
@@ -711,7 +723,7 @@ class Transfer:
     def _settle_outcomes(self) -> None:
         sink_dirty = False
         sink = self.opts.sink
-        moved, confirmed = self.result.moved, PublishOutcome.CONFIRMED
+        moved, confirmed, record_id = self.result.moved, PublishOutcome.CONFIRMED, self.result.ids.add
         for token, outcome, detail in self._mover.take_settled() + (
                 self._keeper.take_settled() if self.keeper is not self.mover else []):
             if type(token) is tuple:  # a keep-republish to the source's tail
@@ -729,6 +741,7 @@ class Transfer:
                 self._waiting -= item.state == _WAIT
                 item.state = _DONE
                 moved[decision.group] += 1
+                record_id(_message_id(item))
             else:
                 item.copy = outcome is PublishOutcome.LOST  # a LOST publish may exist at the target
                 if outcome is PublishOutcome.LOST:  # its source stays: a copy may exist too (possible duplicate)
@@ -785,8 +798,10 @@ class Transfer:
         assert d is not None
         if how == "moved":
             self.result.moved[d.group] += 1
+            self.result.ids.add(_message_id(item))
         elif how == "removed":
             self.result.removed += 1
+            self.result.ids.add(_message_id(item))
         else:
             self._count_stayed(item, item.outcome_group or d.group)
 

@@ -36,6 +36,7 @@ from dlxtool.broker.publisher import Publisher, PublishOutcome
 from dlxtool.broker.queues import did_you_mean, names_in
 from dlxtool.broker.wire.frames import EncodeError, basic_properties
 from dlxtool.errors import UnavailableError, UsageError
+from dlxtool.message_ids import MessageIds
 from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.engine import Progress, describe_error
 from dlxtool.ops.interrupts import sigint_as_stop, signals_as_stop
@@ -130,6 +131,7 @@ class LoadResult:
     error: str | None = None
     unavailable: bool = False  # the error: the broker blocked publishing (a resource alarm), not a lost connection
     elapsed: float = 0.0
+    ids: MessageIds = field(default_factory=MessageIds)  # the message ids of the records published (the journal's)
 
     @property
     def published_total(self) -> int:
@@ -365,6 +367,8 @@ def _count(result: LoadResult, target: str, outcome: Any, detail: str | None, re
            failed: Sink | None) -> None:
     if outcome is PublishOutcome.CONFIRMED:
         result.published[target] += 1
+        message_id = record.properties.get("message_id")
+        result.ids.add(message_id if isinstance(message_id, str) else None)
         return
     if outcome is PublishOutcome.LOST:
         result.lost += 1

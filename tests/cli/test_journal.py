@@ -98,3 +98,29 @@ def test_the_brokers_view_of_the_connection_names_who_and_what(run, broker, qnam
     watcher.join()
     assert result.exit_code == 0, result.stderr
     assert any(n.startswith(f"dlxtool {getpass.getuser()} replay ") for n in names), names
+
+
+def test_the_ids_of_the_messages_a_run_changed_are_recorded(run, broker, qname) -> None:
+    """message_id of each message replayed (the fast path reads it from the encoded properties) and purged, and how
+    many had none."""
+    import pika
+
+    with broker.channel() as ch:
+        top = rt.dead_letter_target(ch, qname)
+        origin = f"{qname}.o"
+        ch.queue_declare(origin, durable=True, arguments={"x-dead-letter-exchange": top.dlx})
+        for i in range(4):
+            props = pika.BasicProperties(message_id=f"order-{i}", content_type="text/plain",
+                                         headers={"x-tenant": "t1"}) if i < 3 else pika.BasicProperties()
+            ch.basic_publish("", origin, f"m{i}".encode(), props)
+        rt.reject_all(ch, origin, 4)
+    assert broker.wait_depth(top.dlq, 4) == 4
+    replayed = run("replay", top.dlq, "--yes", "--url", broker.url, "--format", "json")
+    assert replayed.exit_code == 0, replayed.stderr
+    assert broker.wait_depth(origin, 4) == 4
+    purged = run("purge", origin, "--backup", "/dev/null", "--yes", "--url", broker.url, "--format", "json")
+    assert purged.exit_code == 0, purged.stderr
+    replay_run, purge_run = journal(run)[-2:]
+    for recorded in (replay_run, purge_run):
+        assert sorted(recorded["message_ids"]) == ["order-0", "order-1", "order-2"], recorded
+        assert recorded["without_message_id"] == 1
