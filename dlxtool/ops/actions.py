@@ -29,14 +29,17 @@ class Decision:
     properties: Any = None       # pika BasicProperties to publish with (MOVE)
     body: bytes | None = None    # default: the source body
     record: MessageRecord | None = None  # what the sink writes (default: the source record)
+    # LEAVE: the broker would refuse the message as it is (another user's user_id), so it cannot stay by being
+    # republished to the source's tail either: it is held and given back in place
+    hold: bool = False
 
     @classmethod
     def keep(cls, why: str = "not selected") -> Decision:
         return cls(Action.KEEP, why)
 
     @classmethod
-    def leave(cls, why: str) -> Decision:
-        return cls(Action.LEAVE, why)
+    def leave(cls, why: str, *, hold: bool = False) -> Decision:
+        return cls(Action.LEAVE, why, hold=hold)
 
 
 Decide = Callable[["MessageRecord"], Decision]

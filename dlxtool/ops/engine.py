@@ -676,6 +676,10 @@ class Transfer:
         on the key (direct/topic) its next failure would be dropped; consumers that dispatch on the key would
         misread it."""
         item.outcome_group = group
+        if item.decision is not None and item.decision.hold:  # the broker would refuse it on the tail too
+            item.copy = False
+            self._hold(item, group)
+            return
         if self._keep_refused is not None or (not self._changed_any and self._held_stays < self._hold_limit):
             # nothing moved yet (a run that moves nothing must change nothing), or the tail cannot take it
             self._held_stays += self._keep_refused is None

@@ -439,7 +439,8 @@ class ReplayDecider:
         user_id = properties.get("user_id")
         if user_id is not None and s.publisher is not None and user_id != s.publisher and s.impersonator is False:
             if not s.drop_user_id:
-                return Decision.leave(USER_ID_REFUSED.format(user_id=user_id, publisher=s.publisher))
+                # held, not republished to the DLQ's tail: that publish would carry the user_id too (406)
+                return Decision.leave(USER_ID_REFUSED.format(user_id=user_id, publisher=s.publisher), hold=True)
             del properties["user_id"]
             self.dropped_user_ids += 1
         celery = is_celery_task(record.headers)

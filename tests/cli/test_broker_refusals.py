@@ -153,7 +153,7 @@ def test_a_message_whose_user_id_the_broker_would_refuse_stays_and_its_neighbour
         result = replay(run, url, broker, dlq)
     assert result.exit_code == 5, (result.stdout, result.stderr)
     summary = json.loads(result.stdout)
-    assert summary["moved_total"] == 5 and summary["possible_duplicates"] == 0
+    assert summary["moved_total"] == 5 and summary["possible_duplicates"] == 0, (summary, result.stderr)
     assert any("user_id property is 'guest'" in why for why in summary["left"]), summary["left"]
     assert sorted(body for _m, _p, body in broker.drain(origin)) == sorted(b for i, b in enumerate(bodies) if i != 2)
     assert [body for body, *_ in as_delivered(broker, dlq)] == [bodies[2]]
