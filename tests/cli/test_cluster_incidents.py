@@ -237,21 +237,31 @@ def test_the_connected_node_killed_mid_replay_loses_nothing_and_the_rerun_finish
     assert first.exit_code == 3, (first.stdout, first.stderr)
     assert "Traceback" not in first.stderr
     firstsummary = json.loads(first.stdout)
-    # at once, as an operator would: a quorum DLQ whose leader just died answers "0 ready" for a moment
-    rerun = run("--config", config, "--broker", "prod", "replay", dlq, "--yes", "--format", "json", env={})
-    if rerun.exit_code == 7:
-        # Said, not "nothing to replay": on 3.10 a quorum queue keeps what a consumer on a node that went down had
-        # taken until that node is back (measured: 346 held, c2 down, the rerun's consumer on c1).
-        assert "leader changed moments ago" in rerun.stderr or "held unacked" in rerun.stderr, rerun.stderr
-        assert "until the queue's leader moves" in rerun.stderr or "leader changed" in rerun.stderr
-        cluster.relaunch()  # the node back is not enough on 3.10 (measured): the leader moving is
-        cluster.move_leader(dlq, "c3")
+    # at once, as an operator would: a quorum DLQ whose leader just died answers "0 ready" for a moment — and again
+    # while part of it is still held by the consumer the dead node had (3.10), until all of it was replayed
+    moved, duplicates, rerun = firstsummary["moved_total"], firstsummary["possible_duplicates"], None
+    for _attempt in range(4):
+        rerun = run("--config", config, "--broker", "prod", "replay", dlq, "--yes", "--format", "json", env={})
+        if rerun.exit_code == 7:
+            # Said, not "nothing to replay": on 3.10 a quorum queue keeps what a consumer on a node that went down
+            # had taken until that node is back (measured: 346 held, c2 down, the rerun's consumer on c1).
+            assert "leader changed moments ago" in rerun.stderr or "held unacked" in rerun.stderr, rerun.stderr
+            assert "until the queue's leader moves" in rerun.stderr or "leader changed" in rerun.stderr
+            cluster.relaunch()  # the node back is not enough on 3.10 (measured): the leader moving is
+            cluster.move_leader(dlq, "c3")
+        else:
+            assert rerun.exit_code == 0, rerun.stderr
+            assert "on node dlxtool-c" in rerun.stderr
+            again = json.loads(rerun.stdout)
+            moved, duplicates = moved + again["moved_total"], duplicates + again["possible_duplicates"]
+            if moved >= 600 - duplicates:
+                break
+            # part of it still held by the dead node's consumer: on 3.10 it comes back when the leader moves
+            cluster.relaunch()
+            cluster.move_leader(dlq, "c1" if cluster.leader(dlq) != "c1" else "c3")
         # 60 s: 30 s ran out once in CI, the cluster pass beside the 4.x passes
         cluster.wait("the lost consumer's messages back", lambda: cluster.env("c1").queue_depth(dlq) > 0, timeout=60)
-        rerun = run("--config", config, "--broker", "prod", "replay", dlq, "--yes", "--format", "json", env={})
-    assert rerun.exit_code == 0, rerun.stderr
-    assert json.loads(rerun.stdout)["moved_total"] >= 600 - firstsummary["moved_total"], rerun.stdout
-    assert "on node dlxtool-c" in rerun.stderr
+    assert moved >= 600 - duplicates, (firstsummary, rerun.stdout if rerun else None)
     c1 = cluster.env("c1")
     for queue in (work, dlq):  # a basic.get while a quorum queue has no leader closes the connection (541 nodedown)
         cluster.wait(f"{queue} led by a live member", lambda q=queue: cluster.leader(q) != "c2")
@@ -259,9 +269,8 @@ def test_the_connected_node_killed_mid_replay_loses_nothing_and_the_rerun_finish
     at_origin, in_dlq = bodies(c1, work), bodies(c1, dlq)
     missing = [b for b in sent if not at_origin[b]]
     assert not in_dlq and not missing, (f"lost {len(missing)}: {missing[:5]}; at origin {sum(at_origin.values())}, "
-                                        f"first {firstsummary}, rerun {rerun.stdout}")
-    assert sum(at_origin.values()) - 600 <= firstsummary["possible_duplicates"] + json.loads(rerun.stdout)[
-        "possible_duplicates"]
+                                        f"first {firstsummary}, last rerun {rerun.stdout if rerun else None}")
+    assert sum(at_origin.values()) - 600 <= duplicates
 
 
 def test_the_connected_node_stopped_mid_purge_backup_loses_nothing(run, cluster, qname, tmp_path) -> None:
