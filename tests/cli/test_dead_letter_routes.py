@@ -420,7 +420,8 @@ def test_a_selective_purge_keeps_the_routing_key_of_what_it_keeps(run, broker, q
     assert all(e.startswith("dlxtool.keep.") for _k, e in kept), kept
     assert broker.wait_depth(dlq, 3) == 3  # none dropped by the direct DLX
     exchanges = broker.mgmt.request("GET", f"exchanges/{quote(broker.vhost, safe='')}")
-    assert not [e["name"] for e in exchanges if e["name"].startswith("dlxtool.keep.")]
+    # this run's (other tests share the vhost: a fault test's killed run may leave its own behind, by design)
+    assert not [e["name"] for e in exchanges if e["name"].startswith("dlxtool.keep.") and qname in e["name"]]
 
 
 def test_kept_messages_without_configure_permission_are_said_to_lose_their_key(run, broker, qname,
