@@ -471,6 +471,8 @@ class Purge:
         if settings.move_to:
             refuse_without_publish_rights(session, default_exchange=settings.default_exchange,
                                           nothing=f"nothing moved to {settings.move_to!r}")
+        if not (settings.move_to or settings.selection.filters_anything or settings.selection.limit is not None):
+            return  # everything read is removed (a --backup run): nothing stays by being republished
         said = probe_write(session.conn, "", session.timeout)
         if said is None:
             return

@@ -331,3 +331,23 @@ def test_load_by_a_user_who_may_not_write_is_refused_before_publishing(run, brok
     # the permission named, and no advice that would not work: --default-exchange needs write permission too
     assert "may not declare or publish" in result.stderr and "use --default-exchange" not in result.stderr
     assert broker.queue_depth(target) == 0
+
+
+def test_a_backup_purge_by_a_user_who_may_not_write_removes_everything(run, broker, qname, tmp_path) -> None:
+    """Nothing stays in a --backup run without a selection: no write permission is needed (or asked for), on a
+    quorum queue too, where a selective run without it is refused."""
+    queue = f"{qname}.q"
+    with broker.channel() as ch:
+        ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+    broker.publish(queue, [b"a", b"b", b"c"])
+    assert broker.wait_depth(queue, 3) == 3
+    backup = tmp_path / "backup.jsonl"
+    with user(broker, write="") as url:
+        result = run("purge", queue, "--backup", str(backup), "--yes", "--format", "json", "--url", url,
+                     env={"DLXTOOL_MANAGEMENT_URL": broker.management_url})
+        assert result.exit_code == 0, (result.stdout, result.stderr)
+        selective = run("purge", queue, "--limit", "1", "--yes", "--url", url,
+                        env={"DLXTOOL_MANAGEMENT_URL": broker.management_url})
+    assert json.loads(result.stdout)["removed"] == 3 and len(backup.read_text().splitlines()) == 3
+    assert broker.queue_depth(queue) == 0
+    assert selective.exit_code == 0, selective.stderr  # an empty queue: nothing to do, nothing asked
