@@ -386,7 +386,7 @@ def test_what_the_management_api_has_without_statistics(broker, qname, row) -> N
         deadline = time.monotonic() + (6 if off else 20)
         info = queue_info(broker.mgmt.get(f"queues/{quote(broker.vhost, safe='')}/{quote(qname, safe='')}"))
         listed = False
-        while time.monotonic() < deadline and not (info.figures_known and listed):
+        while time.monotonic() < deadline and not (info.figures_known and listed and (off or info.messages_ready == 1)):
             time.sleep(0.5)
             info = queue_info(broker.mgmt.get(f"queues/{quote(broker.vhost, safe='')}/{quote(qname, safe='')}"))
             listed = any(c.get("client_properties", {}).get("connection_name") == name
