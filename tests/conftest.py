@@ -38,6 +38,17 @@ ROOT = Path(__file__).resolve().parent.parent
 BROKER_FIXTURES = frozenset({"broker", "second_broker", "tls_broker", "faults_node", "cluster"})
 
 
+_CODEC_SETTINGS = ("DLXTOOL_CODEC", "DLXTOOL_NO_HOTPATH")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Library code in the tests runs on the codec the run's environment names (dlxtool itself takes it from a
+    command's environment, in connect())."""
+    from dlxtool.broker.wire import codec
+
+    codec.configure(os.environ)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Marks (above), and DLXTOOL_TEST_BROKER_ONLY=1 keeps only the tests that use the broker under test
     (the `broker` fixture): scripts/test's second pass, on RabbitMQ 4.x, need not rerun what no broker
@@ -297,7 +308,9 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
     through DLXTOOL_MANAGEMENT_URL: derived from the URL it would be host:15672, which on a machine with
     several nodes is another broker (dlxtool then refuses: the API answers for another broker). A test
     naming another broker with --url or a profile names its API too (`--broker` typed ignores this)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DLXTOOL_")}
+    # The wire codec setting stays: a pass pinned to a codec (scripts/test's DLXTOOL_CODEC=python) runs its
+    # commands on it (connect() takes it from the command's environment).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DLXTOOL_") or k in _CODEC_SETTINGS}
     env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"),
                XDG_CACHE_HOME=str(tmp_path / "cache"),
                DLXTOOL_MANAGEMENT_URL=f"http://localhost:{test_ports()[1]}/",

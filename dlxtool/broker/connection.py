@@ -95,7 +95,9 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
 
     from dlxtool.broker.wire import codec
 
-    wire = codec.current()  # first: a DLXTOOL_CODEC that names no codec is refused before any connection
+    # First: a DLXTOOL_CODEC that names no codec is refused before any connection. A profile a command made
+    # carries the command's environment; one made bare (a library caller, a test) leaves the codec as it is.
+    wire = codec.configure(profile.env) if profile.env else codec.current()
     quiet_pika_logging()
     allow_deep_headers()  # deep header tables decode on this connection's deliveries
     params = connection_parameters(profile)

@@ -19,7 +19,6 @@ wait for their answer (`Pending.result`), in any thread.
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import threading
 from collections import deque
@@ -285,10 +284,9 @@ def _length(value: str) -> int:
     return n
 
 
-def proxied(scheme: str, env: Mapping[str, str] | None = None) -> bool:
+def proxied(scheme: str, env: Mapping[str, str]) -> bool:
     """A proxy is configured for `scheme` in the environment (<scheme>_proxy or all_proxy, any case): then
     urllib does the request, with its proxy and no_proxy rules."""
-    env = os.environ if env is None else env
     names = (f"{scheme}_proxy", "all_proxy")
     return any(value and key.lower() in names for key, value in env.items())
 

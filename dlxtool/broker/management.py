@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
@@ -152,7 +152,9 @@ def _number(value: Any) -> float | None:
 
 class ManagementClient:
     def __init__(self, base_url: str, user: str, password: str, *, timeout: float = 5.0,
-                 context: ssl.SSLContext | None = None) -> None:
+                 context: ssl.SSLContext | None = None, env: Mapping[str, str] | None = None) -> None:
+        """`env`: the command's environment (BrokerProfile.env), where a proxy for the API may be set: then
+        urllib does each request, with its proxy and no_proxy rules. None: no proxy."""
         base_url, url_user, url_password = _split_userinfo(base_url)
         if url_user is not None:  # credentials written into management_url win over the profile's
             user, password = url_user, url_password if url_password is not None else password
@@ -161,6 +163,7 @@ class ManagementClient:
         self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         self.timeout = timeout
         self._context = context
+        self.via_proxy = proxied(urlsplit(self.base_url).scheme, env or {})  # then urllib does each request
         self._version: str | None = None
         self._no_stats = False  # a settled queue read found no policies after a whole STATS_WAIT
         self._policy_lists: dict[str, list[dict[str, Any]] | None] = {}  # "policies/VHOST" … -> list (None: unreadable)
@@ -192,7 +195,8 @@ class ManagementClient:
             from dlxtool.broker.tls import tls_context  # ssl's context: only for an https API
 
             context = tls_context(profile)
-        return cls(url, profile.username, profile.password(), timeout=profile.timeout, context=context)
+        return cls(url, profile.username, profile.password(), timeout=profile.timeout, context=context,
+                   env=profile.env)
 
     @property
     def masked_url(self) -> str:
@@ -232,7 +236,7 @@ class ManagementClient:
 
     def _prefetch(self, path: str, query: dict[str, Any] | None, timeout: float | None = None) -> None:
         key = ("GET", self._target(path, query))
-        if key not in self._prefetched and not proxied(urlsplit(self.base_url).scheme):
+        if key not in self._prefetched and not self.via_proxy:
             self._prefetched[key] = self.send("GET", path, query=query, timeout=timeout)
 
     def send(self, method: str, path: str, body: Any = None, *, query: dict[str, Any] | None = None,
@@ -248,7 +252,7 @@ class ManagementClient:
             parts = urlsplit(self.base_url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise OSError(0, "not an http:// or https:// URL")
-            if proxied(parts.scheme):
+            if self.via_proxy:
                 url = f"{parts.scheme}://{parts.netloc}{target}"
                 return done(urllib_exchange(method, url, headers, data, timeout=timeout or self.timeout,
                                             context=self._context))

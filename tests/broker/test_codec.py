@@ -54,14 +54,31 @@ def test_an_unknown_codec_or_c_without_the_extension_is_refused(monkeypatch: pyt
         wire_codec.make("c")
 
 
-def test_using_wins_over_the_environment_and_ends_with_its_block(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DLXTOOL_CODEC", "python")
-    assert wire_codec.current().name == "python"
-    with wire_codec.using("pika") as chosen:
-        assert wire_codec.current() is chosen and chosen.name == "pika"
-    assert wire_codec.current().name == "python"
-    monkeypatch.setenv("DLXTOOL_CODEC", "pika")  # read again on every call: an in-process command's own env
-    assert wire_codec.current().name == "pika"
+def test_using_wins_over_the_environment_and_ends_with_its_block() -> None:
+    before = wire_codec.current()
+    try:
+        assert wire_codec.configure({"DLXTOOL_CODEC": "python"}).name == "python"
+        with wire_codec.using("pika") as chosen:
+            assert wire_codec.current() is chosen and chosen.name == "pika"
+        assert wire_codec.current().name == "python"
+        assert wire_codec.configure({"DLXTOOL_CODEC": "pika"}).name == "pika"  # a later command's own environment
+        with pytest.raises(UsageError):
+            wire_codec.configure({"DLXTOOL_CODEC": "fast"})
+        assert wire_codec.current().name == "pika"  # a refused setting changed nothing
+    finally:
+        wire_codec.configure({wire_codec.ENV: before.name})
+
+
+def test_a_command_uses_the_codec_its_environment_names(broker, run) -> None:
+    """The CLI's environment (App.env, carried by the profile) decides, not the process's os.environ."""
+    before = wire_codec.current()
+    try:
+        for name in ("pika", "python"):
+            result = run("queues", "--url", broker.url, "--format", "json", env={"DLXTOOL_CODEC": name})
+            assert result.exit_code == 0, result.stderr
+            assert wire_codec.current().name == name
+    finally:
+        wire_codec.configure({wire_codec.ENV: before.name})
 
 
 def test_a_bad_codec_setting_is_one_line_and_exit_2_before_connecting(run) -> None:

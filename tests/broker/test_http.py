@@ -6,6 +6,7 @@ answering, a proxy)."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -170,7 +171,9 @@ def test_a_proxy_in_the_environment_is_used_through_urllib(monkeypatch: pytest.M
         monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{port}")
         monkeypatch.delenv("no_proxy", raising=False)
         monkeypatch.delenv("NO_PROXY", raising=False)
-        client = ManagementClient("http://rabbit.example:15672/", "u", "p", timeout=5)
+        # urllib takes the proxy from the process's environment; dlxtool decides to use urllib from the command's
+        assert not ManagementClient("http://rabbit.example:15672/", "u", "p", env={}).via_proxy
+        client = ManagementClient("http://rabbit.example:15672/", "u", "p", timeout=5, env=dict(os.environ))
         client.prefetch("overview")  # nothing goes ahead through a proxy
         assert seen == []
         assert client.get("overview") == {"via": "proxy"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -21,7 +22,7 @@ def wire_codec(name: str | None) -> Iterator[Codec]:
     if name is None:
         yield codec.current()
         return
-    pinned = codec.chosen_in_env()
+    pinned = codec.chosen_in_env(os.environ)
     if pinned is not None and pinned != name:
         pytest.skip(f"the environment pins the codec to {pinned!r}")
     if name == "c" and hotpath.load() is None:

@@ -15,14 +15,14 @@ One setting per process, chosen here and nowhere else:
   instead of arriving as a RawValue (dlxtool.amqp_values).
 
 ``DLXTOOL_CODEC=c|python|pika`` chooses (``DLXTOOL_NO_HOTPATH=1``, the older switch, means ``python``);
-tests flip it with :func:`using`. Everything that depends on it asks :func:`current` at the moment it
-acts: ``connect()`` when it opens a connection, the channel when it starts consuming, the publisher when
-it is made, replay when it builds its decider.
+``connect()`` reads it from the command's environment (the profile's, :func:`configure`); tests flip it with
+:func:`using`. Everything that depends on it asks :func:`current` at the moment it acts: ``connect()`` when it
+opens a connection, the channel when it starts consuming, the publisher when it is made, replay when it builds
+its decider.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import ModuleType
@@ -136,47 +136,53 @@ def make(name: str) -> Codec:
     return Codec(name, accelerator)
 
 
-def chosen_in_env(environ: Mapping[str, str] | None = None) -> str | None:
+def chosen_in_env(environ: Mapping[str, str]) -> str | None:
     """The setting the environment names (DLXTOOL_CODEC, or DLXTOOL_NO_HOTPATH=1 for `python`), or None."""
-    env = os.environ if environ is None else environ
-    chosen = env.get(ENV, "").strip().lower()
+    chosen = environ.get(ENV, "").strip().lower()
     if chosen:
         return chosen
-    return "python" if env.get(LEGACY_ENV, "") not in ("", "0") else None
+    return "python" if environ.get(LEGACY_ENV, "") not in ("", "0") else None
 
 
-def name_from_env(environ: Mapping[str, str] | None = None) -> str:
+def name_from_env(environ: Mapping[str, str]) -> str:
     """The setting the environment asks for; none named: `c` where the extension is built, else `python`."""
     return chosen_in_env(environ) or ("c" if hotpath.load() is not None else "python")
 
 
-_forced: Codec | None = None      # use()/using(): wins over the environment
+_forced: Codec | None = None      # using(): wins over the environment
+_configured: Codec | None = None  # configure(): the one the command's environment asks for
 _made: dict[str, Codec] = {}
 
 
-def current() -> Codec:
-    """The process's codec: the one `use` chose, else the one the environment names now (read on every
-    call, a dictionary look-up: in-process commands with their own environment get theirs)."""
-    if _forced is not None:
-        return _forced
-    name = name_from_env()
+def _made_once(name: str) -> Codec:
     made = _made.get(name)
     if made is None:
         made = _made[name] = make(name)
     return made
 
 
-def use(name: str | None) -> Codec | None:
-    """Switch the process to codec `name` (None: back to what the environment says) and return it.
-    Connections opened before keep the reader they were opened with."""
-    global _forced
-    _forced = make(name) if name is not None else None
-    return _forced
+def configure(environ: Mapping[str, str]) -> Codec:
+    """The process's codec from now on is the one `environ` asks for (a command's environment: App.env, through
+    the profile `connect()` is given); UsageError, and nothing changed, for a setting that names no codec."""
+    global _configured
+    _configured = _made_once(name_from_env(environ))
+    return current()
+
+
+def current() -> Codec:
+    """The process's codec: the one `use` chose, else the one `configure` was last given an environment for,
+    else the default (`c` where the extension is built, else `python`)."""
+    if _forced is not None:
+        return _forced
+    if _configured is not None:
+        return _configured
+    return _made_once("c" if hotpath.load() is not None else "python")
 
 
 @contextmanager
 def using(name: str) -> Iterator[Codec]:
-    """`use(name)` for the duration of a with block (tests), then back to what was before."""
+    """Codec `name` for the duration of a with block (tests), whatever the environment says; then back to
+    what was before. Connections opened before keep the reader they were opened with."""
     global _forced
     before = _forced
     try:
