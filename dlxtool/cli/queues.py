@@ -224,7 +224,8 @@ def render(app: App, snapshot: Snapshot, previous: Snapshot | None, selection: Q
     if on_terminal:  # warnings on stderr would be wiped by the next refresh: keep them on screen
         for r in snapshot.failures:
             out.write(f"{r.broker}: {r.error.message if r.error else ''}\n")
-        for line in [*_nodes_down(snapshot), *_without_figures(snapshot), *([FIGURES_AGE] if aged else [])]:
+        for line in [*_passed_over(snapshot), *_nodes_down(snapshot), *_without_figures(snapshot),
+                     *([FIGURES_AGE] if aged else [])]:
             out.write(line + "\n")
         out.flush()
     else:
@@ -261,10 +262,16 @@ def style_flags(app: App, cell: str) -> str:
 def _warn_failures(app: App, snapshot: Snapshot) -> None:
     for r in snapshot.failures:
         app.warn(f"broker {r.broker!r} not surveyed: {r.error.message if r.error else 'unknown error'}")
-    for line in _nodes_down(snapshot):
+    for line in [*_passed_over(snapshot), *_nodes_down(snapshot)]:
         app.warn(line)
     for line in _without_figures(snapshot):
         app.warn(line)
+
+
+def _passed_over(snapshot: Snapshot) -> list[str]:
+    """A cluster profile asked through another node's API than its first: which did not answer, which did."""
+    return [f"broker {r.broker!r}: {'; '.join(r.passed_over)}; its queues are from the API at {r.management_url}"
+            for r in snapshot.results if r.passed_over and r.error is None]
 
 
 def _nodes_down(snapshot: Snapshot) -> list[str]:

@@ -78,6 +78,8 @@ class BrokerResult:
     rows: list[QueueRow] = field(default_factory=list)
     error: DlxtoolError | None = None
     nodes: dict[str, bool] | None = None  # the cluster's nodes and whether each runs (None: the API would not say)
+    # A cluster profile's node APIs that did not answer before this one did (masked URL: why), in the order tried
+    passed_over: list[str] = field(default_factory=list)
 
     @property
     def down_nodes(self) -> list[str]:
@@ -180,7 +182,31 @@ class IdentityCheck:
 def survey_broker(profile: BrokerProfile, vhost: str | None,
                   client_factory: Callable[[BrokerProfile], ManagementClient] = ManagementClient.for_profile,
                   verify: Verify | None = None) -> BrokerResult:
-    """All queues of one broker (one vhost, or all when `vhost` is None), flagged."""
+    """All queues of one broker (one vhost, or all when `vhost` is None), flagged. A cluster profile with one
+    API per node (management_urls) is asked through the next node's API when one does not answer (its node is
+    down: an incident's usual state); an API that answers for another broker is not passed over (exit 3)."""
+    candidates = profile.management_candidates() if len(profile.management_urls) > 1 else []
+    if not candidates:
+        return _survey_through(profile, vhost, client_factory, verify)
+    passed_over: list[BrokerResult] = []
+    for url in candidates:
+        result = _survey_through(replace(profile, management_url=url), vhost, client_factory, verify)
+        if not isinstance(result.error, ConnectError) or isinstance(result.error, ManagementMismatch):
+            result.passed_over = [r.error.message for r in passed_over if r.error is not None]
+            return result
+        passed_over.append(result)
+    first = passed_over[0]
+    if first.error is not None:
+        first.error = ConnectError("no node's management API answered: "
+                                   + "; ".join(r.error.message for r in passed_over if r.error is not None),
+                                   hint=first.error.hint)
+    return first
+
+
+def _survey_through(profile: BrokerProfile, vhost: str | None,
+                    client_factory: Callable[[BrokerProfile], ManagementClient],
+                    verify: Verify | None) -> BrokerResult:
+    """survey_broker through the API of `profile.management_url`."""
     result = BrokerResult(broker=profile.name, management_url=profile.management_url)
     try:
         client = client_factory(profile)

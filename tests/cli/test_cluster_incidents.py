@@ -235,6 +235,12 @@ def test_after_a_failover_the_api_follows_and_the_node_is_said(run, cluster, qna
     config = cluster_profile(cluster, tmp_path)
     with cluster.member_down("c1"):
         result = run("--config", config, "--broker", "prod", "peek", dlq, "--format", "json", env={})
+        listed = run("--config", config, "--broker", "prod", "queues", "--format", "json", env={})
+    # `queues` (the API alone) asked c1's API first, as the profile lists it, then c2's
+    assert listed.exit_code == 0, listed.stderr
+    assert dlq in [r["queue"] for r in json.loads(listed.stdout)]
+    assert "management API at http://localhost:15701/ not reachable" in listed.stderr, listed.stderr
+    assert "its queues are from the API at http://localhost:15702/" in listed.stderr, listed.stderr
     assert result.exit_code == 0, result.stderr
     assert "on node dlxtool-c2@localhost (failed over: amqp://guest:****@localhost:5701/" in result.stderr
     assert "management API http://localhost:15702/" in result.stderr and "guest:guest" not in result.stderr
