@@ -60,12 +60,14 @@ class Journal:
         return run
 
     def end(self, run: str, *, status: str, message: str = "", counts: Mapping[str, Any] | None = None,
-            files: Iterable[str] = (), message_ids: MessageIds | None = None) -> None:
+            files: Iterable[str] = (), message_ids: MessageIds | None = None, queues: Iterable[str] = ()) -> None:
         """Append a run's end line: its status (dlxtool.outcome.Status value), counts by outcome, the files it
         wrote (backups, --save, --failed), the ids of the messages it changed (dlxtool.message_ids: listed when
-        few, else counted with a digest)."""
+        few, else counted with a digest), the queues it put messages in that its start did not name (a replay's
+        origins)."""
         self._append({"event": "end", "run": run, "at": _now(), "status": status,
                       "message": secrets.scrub(message), "counts": dict(counts or {}), "files": list(files),
+                      "queues": list(dict.fromkeys(queues)),
                       **(message_ids.to_json() if message_ids is not None else {})})
 
     def _append(self, entry: dict[str, Any]) -> None:
@@ -119,14 +121,21 @@ class Run:
     def at(self) -> str:
         return str(self.start.get("at", ""))
 
+    @property
+    def queues(self) -> list[str]:
+        """The queues the run named as it started, then those it put messages in (its end says: a replay's
+        origins)."""
+        return list(dict.fromkeys([*self.start.get("queues", []), *((self.end or {}).get("queues") or [])]))
+
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in self.start.items() if k != "event"}
         if self.end is None:
             out["status"] = "no end (killed, or still running)"
         else:
-            out.update({k: v for k, v in self.end.items() if k not in ("event", "run", "files")})
+            out.update({k: v for k, v in self.end.items() if k not in ("event", "run", "files", "queues")})
             out["ended_at"] = self.end.get("at")
             out["files"] = list(dict.fromkeys([*self.start.get("files", []), *self.end.get("files", [])]))
+            out["queues"] = self.queues
         return out
 
 

@@ -107,6 +107,7 @@ class DlxtoolGroup(click.Group):
             finish(ctx, exc.outcome(), exc)
         except KeyboardInterrupt:  # Ctrl-C, or a StopSignal (SIGTERM, SIGHUP), outside a run
             _err(ctx, f"dlxtool: {interrupts.describe()}")
+            _end_journaled_run(ctx, Outcome(Status.INTERRUPTED, interrupts.describe()))
             ctx.exit(exit_code_of(Outcome(Status.INTERRUPTED), interrupts.received()))
         except BrokenPipeError:
             _quiet_broken_pipe()
@@ -116,6 +117,7 @@ class DlxtoolGroup(click.Group):
                 _quiet_broken_pipe()
                 ctx.exit(0)
             report(ctx, exc)
+            _end_journaled_run(ctx, Outcome(Status.ERROR, str(exc)))
             ctx.exit(exit_code_of(Outcome(Status.ERROR)))
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
@@ -128,6 +130,7 @@ class DlxtoolGroup(click.Group):
                 error.__cause__ = exc  # --debug shows where it came from
                 finish(ctx, error.outcome(), error)
             report(ctx, exc)
+            _end_journaled_run(ctx, Outcome(Status.ERROR, f"{type(exc).__name__}: {exc}"))
             ctx.exit(exit_code_of(Outcome(Status.ERROR)))
         if isinstance(returned, Outcome):
             finish(ctx, returned)
@@ -151,6 +154,7 @@ def finish(ctx: click.Context, outcome: Outcome, exc: BaseException | None = Non
 
     if outcome.ok:
         return
+    _end_journaled_run(ctx, outcome)
     message = outcome.message
     if outcome.status is Status.INTERRUPTED:
         message += f" [{interrupts.describe()}]"
@@ -161,6 +165,14 @@ def finish(ctx: click.Context, outcome: Outcome, exc: BaseException | None = Non
             shown.__cause__ = exc  # --debug shows where it came from
         report(ctx, shown)
     ctx.exit(exit_code_of(outcome, interrupts.received()))
+
+
+def _end_journaled_run(ctx: click.Context, outcome: Outcome) -> None:
+    """A run the journal saw start and the command failed before it said how it ended (a connection cut in a
+    plain purge, a refusal after the start): its end line says so, not "no end (killed)"."""
+    app = ctx.find_object(App)
+    if app is not None and app.unended_run is not None:
+        app.unended_run.ended(outcome)
 
 
 def report(ctx: click.Context, exc: BaseException) -> None:

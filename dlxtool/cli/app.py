@@ -65,6 +65,7 @@ class App:
     no_journal: bool = False  # --no-journal
     all_vhosts: bool = False  # --all-vhosts (queues), before or after the command name
     max_bytes_flag: int | None = None  # --max-bytes (see max_bytes)
+    unended_run: Any = field(default=None, repr=False)  # a journaled run started and not ended (cli.moving.Journaled)
 
     def elapsed(self) -> float:
         """Seconds since the command started (a summary's "in 9.1s" is the command's, waits included)."""

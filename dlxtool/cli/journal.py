@@ -15,8 +15,10 @@ from dlxtool.errors import UsageError
 @click.command()
 @click.option("--since", metavar="AGE|DATE", help="Runs started within AGE (30m, 2h, 7d) or since DATE (ISO 8601).")
 @click.option("--broker", "broker_filter", metavar="NAME", help="Runs on this broker profile only.")
-@click.option("--queue", "queue_filter", metavar="QUEUE", help="Runs that touched this queue only.")
-@click.option("--command", "command_filter", metavar="COMMAND", help="replay, purge, load or dump --remove only.")
+@click.option("--queue", "queue_filter", metavar="QUEUE",
+              help="Runs that touched this queue only: read it, or put messages in it (a replay's origins).")
+@click.option("--command", "command_filter", metavar="COMMAND",
+              help="replay (with replay --edit), purge, load, dump (dump --remove) only; or 'replay --edit' alone.")
 @format_option
 @click.pass_obj
 def journal(app: App, since: str | None, broker_filter: str | None, queue_filter: str | None,
@@ -46,9 +48,9 @@ def journal(app: App, since: str | None, broker_filter: str | None, queue_filter
             continue
         if broker_filter and start.get("broker") != broker_filter:
             continue
-        if queue_filter and queue_filter not in start.get("queues", []):
+        if queue_filter and queue_filter not in run.queues:
             continue
-        if command_filter and start.get("command") != command_filter:
+        if command_filter and not _is_command(str(start.get("command", "")), command_filter):
             continue
         runs.append(run)
     fmt = app.output_format("json")
@@ -62,9 +64,15 @@ def journal(app: App, since: str | None, broker_filter: str | None, queue_filter
         out = run.to_json()
         counts = ", ".join(f"{k} {v}" for k, v in (out.get("counts") or {}).items() if v) if run.end else ""
         rows.append([run.at, out.get("command", ""), out.get("os_user", ""), out.get("broker", ""),
-                     ", ".join(out.get("queues", [])), out.get("status", ""), counts, ", ".join(out.get("files", []))])
+                     ", ".join(run.queues), out.get("status", ""), counts, ", ".join(out.get("files", []))])
     write_table(rows, ["started", "command", "who", "broker", "queues", "status", "counts", "files"], app.stdout,
                 empty="no run recorded")
+
+
+def _is_command(recorded: str, wanted: str) -> bool:
+    """`wanted` names the recorded command, or the command its recorded variant ("replay --edit") is of."""
+    wanted = " ".join(wanted.split())
+    return recorded == wanted or recorded.split(" ")[0] == wanted
 
 
 def _since(text: str) -> datetime:

@@ -5,7 +5,7 @@ onto dlxtool.ops.record_files (Ctrl-C: dlxtool.ops.interrupts). How a run ended 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO, cast
 
@@ -63,15 +63,19 @@ class Journaled:
         self.run = self.journal.start(self.command, self.app.argv, broker=profile.name,
                                       broker_user=profile.username if profile.auth != "external" else None,
                                       vhost=profile.vhost, queues=[q for q in queues if q], files=files or [])
+        self.app.unended_run = self  # a command that fails from here on ends it (dlxtool.cli: finish)
         self._said()
 
     def ended(self, outcome: Any, *, counts: dict[str, Any] | None = None, files: list[str] | None = None,
-              message_ids: Any = None) -> None:
-        """`message_ids`: dlxtool.message_ids.MessageIds of what the run changed (a TransferResult's `ids`)."""
+              message_ids: Any = None, queues: Iterable[str] = ()) -> None:
+        """`message_ids`: dlxtool.message_ids.MessageIds of what the run changed (a TransferResult's `ids`);
+        `queues`: where it put messages that its start did not name (a replay's origins)."""
         if self.journal is None or self.run is None:
             return
         self.journal.end(self.run, status=outcome.status.value, message=outcome.message, counts=counts or {},
-                         files=files or [], message_ids=message_ids)
+                         files=files or [], message_ids=message_ids, queues=queues)
+        self.run = None
+        self.app.unended_run = None
         self._said()
 
     def _said(self) -> None:

@@ -275,7 +275,8 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         outcome, counts = run.outcome(), transfer_counts(run.result)
         if edits is not None:  # --edit: the messages shown and never found again, what was edited
             outcome, counts = edit_outcome(app, edits, run.result, outcome), {**counts, **edit_counts(edits)}
-        journaled.ended(outcome, counts=counts, files=[save_file] if save_file else [], message_ids=run.result.ids)
+        journaled.ended(outcome, counts=counts, files=[save_file] if save_file else [], message_ids=run.result.ids,
+                        queues=sorted(run.result.moved))
         return outcome
 
 

@@ -44,7 +44,7 @@ def test_a_replay_and_a_purge_are_recorded_with_their_counts_and_files(run, brok
     assert [r["command"] for r in runs] == ["replay", "purge"]
     replay_run, purge_run = runs
     assert replay_run["status"] == "ok" and replay_run["counts"]["moved"] == 5
-    assert replay_run["queues"] == [dlq] and replay_run["vhost"] == broker.vhost
+    assert replay_run["queues"] == [dlq, origin] and replay_run["vhost"] == broker.vhost  # read, then put in
     assert replay_run["argv"][:2] == ["replay", dlq] and replay_run["broker_user"] == "guest"
     assert "guest:guest" not in json.dumps(runs)  # the URL's password is masked
     assert purge_run["files"] == [str(backup)] and purge_run["counts"]["removed"] == 3
@@ -52,6 +52,43 @@ def test_a_replay_and_a_purge_are_recorded_with_their_counts_and_files(run, brok
     assert oct(state.stat().st_mode & 0o777) == "0o600"
     table = run("journal", "--queue", dlq, "--format", "table")
     assert [line.split()[1] for line in table.stdout.splitlines()[2:]] == ["replay"]
+    into = run("journal", "--queue", origin, "--format", "json")  # "who put these messages here?"
+    assert [r["command"] for r in json.loads(into.stdout)] == ["replay"]
+
+
+def test_a_run_that_fails_after_its_start_says_so_in_its_end(run, broker, qname, monkeypatch) -> None:
+    """A command that fails after the journal saw it start (here: the connection lost in a plain purge, made to
+    happen) ends its run with the failure; before, the run read "no end (killed, or still running)"."""
+    from dlxtool.errors import ConnectError
+    from dlxtool.ops import purge as purge_ops
+
+    dlq, _ = dead_letters(broker, qname, 2)
+
+    def lost(*_args, **_kwargs):
+        raise ConnectError("the connection to the broker was lost (the broker or the network closed it)")
+
+    monkeypatch.setattr(purge_ops.Purge, "run", lost)
+    result = run("purge", dlq, "--yes", "--url", broker.url)
+    assert result.exit_code == 3, result.stderr
+    [failed] = journal(run)
+    assert failed["command"] == "purge" and failed["status"] != "ok" and "no end" not in failed["status"]
+    assert "connection to the broker was lost" in failed["message"]
+
+
+def test_command_names_a_command_with_its_variants(run, broker, qname, tmp_path) -> None:
+    from dlxtool.journal import Journal
+
+    state = tmp_path / ".local" / "state" / "dlxtool" / "journal.jsonl"  # cli_env's HOME is tmp_path
+    journal_file = Journal(state)
+    for command in ("replay", "replay --edit", "purge"):
+        journal_file.end(journal_file.start(command, [command], broker="b", broker_user=None, vhost="/",
+                                            queues=["q"]), status="ok")
+    def commands(*args: str) -> list[str]:
+        return [r["command"] for r in json.loads(run("journal", *args, "--format", "json").stdout)]
+
+    assert commands("--command", "replay") == ["replay", "replay --edit"]
+    assert commands("--command", "replay --edit") == ["replay --edit"]
+    assert commands("--command", "purge") == ["purge"]
 
 
 def test_no_journal_writes_nothing_and_a_dry_run_is_not_a_change(run, broker, qname) -> None:
