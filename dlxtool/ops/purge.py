@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker import queues, versions
+from dlxtool.broker.connection import close_quietly, connect
 from dlxtool.broker.management import ManagementClient, QueueInfo
 from dlxtool.budget import average_body
 from dlxtool.errors import DlxtoolError, ManagementMismatch, QueueNotFound, RefusedError, UsageError
@@ -204,13 +205,24 @@ def remove_all(_record: MessageRecord) -> Decision:
     return Decision(Action.REMOVE, "removed")
 
 
+def _publishing_connection(session: Session, settings: PurgeSettings) -> Any:
+    """A connection of its own for what the purge publishes (--move-to, and what a selection keeps, republished to
+    the queue's tail), as replay has: a resource alarm blocks a connection that publishes and the broker then reads
+    nothing more from it — the consumer's acks, give-backs and close included, so its prefetch stayed held until
+    the alarm cleared (issue 27). None when nothing is published, or for a caller with a connection only."""
+    if session.profile is None or not (settings.move_to or settings.selection.filters_anything):
+        return None
+    return connect(session.profile)
+
+
 def run_reading_purge(conn: Any, settings: PurgeSettings, options: TransferOptions, *,
                       timeout: float = 30.0, router: Router | None = None,
-                      routes: list[Routes] | None = None) -> TransferResult:
+                      routes: list[Routes] | None = None, publish_conn: Any = None) -> TransferResult:
     """One engine pass over settings.queue (the sink for --backup is options.sink; options.admit, if set,
     keeps --move-to from overfilling its queue). `router`: the management API's routing answers, for
     --move-to's dead-letter checks (None: they cannot be made: nothing moves unless allow_dlx_drop); the
-    Routes used is appended to `routes` (the summary names it)."""
+    Routes used is appended to `routes` (the summary names it). `publish_conn`: where moves and stays are
+    published (None: on `conn`)."""
     from dlxtool.ops.routes import TemporaryExchanges
 
     options.limit = settings.selection.limit
@@ -220,19 +232,22 @@ def run_reading_purge(conn: Any, settings: PurgeSettings, options: TransferOptio
     if routes is not None:
         routes.append(made)
     try:
-        return drain(conn, settings.queue, PurgeDecider(settings, routes=made), options, timeout=timeout)
+        return drain(conn, settings.queue, PurgeDecider(settings, routes=made), options, timeout=timeout,
+                     publish_conn=publish_conn)
     finally:
         if exchanges is not None:
             exchanges.delete_all()
 
 
-def drain(conn: Any, queue: str, decide: Any, options: TransferOptions, *, timeout: float = 30.0) -> TransferResult:
+def drain(conn: Any, queue: str, decide: Any, options: TransferOptions, *, timeout: float = 30.0,
+          publish_conn: Any = None) -> TransferResult:
     from dlxtool.ops.engine import Transfer
 
     if options.limit is not None:
         # Deliveries beyond the limit would only be given back (on quorum queues, a delivery attempt each).
         options.prefetch = max(1, min(options.prefetch, options.limit))
-    return Transfer(conn, queue, decide, options=options, timeout=timeout).run()
+    return Transfer(conn, queue, decide, target_conn=publish_conn, keep_conn=publish_conn, options=options,
+                    timeout=timeout).run()
 
 
 @dataclass
@@ -412,8 +427,13 @@ class Purge:
                                   hold_stays=out.state.type == "classic", keep_refused=self.keep_refused,
                                   report=self.report, max_bytes=max_bytes,
                                   size_hint=average_body(out.state.info.raw) if out.state.info is not None else None)
-        out.result = run_reading_purge(session.conn, settings, options, timeout=session.timeout, router=self.router,
-                                       routes=routes)
+        publishing = _publishing_connection(session, settings)
+        try:
+            out.result = run_reading_purge(session.conn, settings, options, timeout=session.timeout,
+                                           router=self.router, routes=routes, publish_conn=publishing)
+        finally:
+            if publishing is not None:
+                close_quietly(publishing)
         if rooms is not None:
             out.rooms = rooms.to_json()
         if settings.move_to:

@@ -164,6 +164,43 @@ def test_a_memory_alarm_during_a_replay_stops_it_within_its_timeout_and_loses_no
     assert sum(at_origin.values()) >= summary["moved_total"]
 
 
+def test_a_memory_alarm_during_a_purge_move_to_gives_the_queue_back_at_once(run, cluster, qname) -> None:
+    """Issue 27, for purge --move-to: it published on the connection it consumed on, and an alarm blocks a
+    connection that publishes: the broker then read nothing more from it (acks, give-backs, close), so the
+    messages it held stayed unacked until the alarm cleared. Now it publishes on a connection of its own."""
+    c1 = cluster.env("c1")
+    n = 40_000
+    source, parking = f"{qname}.dlq", f"{qname}.parked"
+    with c1.channel() as ch:
+        for q in (source, parking):
+            ch.queue_declare(q, durable=True)
+        for i in range(n):
+            ch.basic_publish("", source, f"m{i:05d}".encode() + b"x" * 2000, pika.BasicProperties(delivery_mode=2))
+    assert c1.wait_depth(source, n) == n
+    raised = threading.Event()
+    thread = threading.Thread(target=when_depth, args=(c1, parking, 500, lambda: cluster.set_memory_alarm("c1"),
+                                                       raised))
+    thread.start()
+    try:
+        result = dlxtool(run, c1, "--timeout", "4", "purge", source, "--move-to", parking, "--yes")
+    finally:
+        thread.join()
+    try:
+        assert raised.is_set()
+        assert result.exit_code == 7, (result.stdout, result.stderr)  # not 0: the alarm came before the end
+        assert "the broker blocked publishing (low on memory" in result.stderr, result.stderr
+        assert result.elapsed < 60
+        # Every message ready again in one of the two queues while the alarm is still on: none held unacked by a
+        # blocked connection (the passive declares count ready messages only).
+        depths = cluster.wait("the purge's messages ready again",
+                              lambda: (lambda d: d if sum(d) >= n else None)(
+                                  (c1.queue_depth(source), c1.queue_depth(parking))), timeout=20)
+        summary = json.loads(result.stdout)
+        assert sum(depths) - n <= summary["possible_duplicates"], (depths, summary)
+    finally:
+        cluster.clear_memory_alarm("c1")
+
+
 def test_a_rerun_while_dead_letters_are_held_says_who_holds_them(run, cluster, qname) -> None:
     """Not "nothing to replay", exit 0: the DLQ's messages are held unacked by a connection; it says which, and
     that they come back when it closes (exit 7)."""
