@@ -76,6 +76,17 @@ class RefusedError(DlxtoolError):
     status = Status.REFUSED
 
 
+class QueueLocked(RefusedError):
+    """A queue exclusive to another connection (405 RESOURCE_LOCKED): nothing was read or changed. The CLI adds which
+    connection owns it, where the management API says."""
+
+    def __init__(self, queue: str, vhost: str) -> None:
+        super().__init__(f"queue {queue!r} is exclusive to another connection; no other connection can read or purge "
+                         "it: nothing was read or changed", hint="it goes away with the connection that owns it")
+        self.queue = queue
+        self.vhost = vhost
+
+
 class UnavailableError(DlxtoolError):
     """Not now: what is asked for exists but cannot be reached at the moment — a queue whose node is down, a
     resource alarm that blocks publishing, a connection the broker blocked. Nothing is lost; try again later."""

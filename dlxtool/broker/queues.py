@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dlxtool.errors import ConnectError, DlxtoolError, QueueNotFound, UnavailableError
+from dlxtool.errors import ConnectError, DlxtoolError, QueueLocked, QueueNotFound, UnavailableError
 
 if TYPE_CHECKING:
     from dlxtool.config import BrokerProfile
@@ -69,8 +69,7 @@ def refusal(exc: BaseException, queue: str, vhost: str) -> DlxtoolError | None:
     if code == 404:
         return QueueNotFound(queue, vhost)
     if code == 405:
-        return DlxtoolError(f"queue {queue!r} is exclusive to another connection; no other connection can read or "
-                            "purge it", hint="it disappears with the connection that owns it")
+        return QueueLocked(queue, vhost)
     if code == 403:
         return ConnectError(f"access to queue {queue!r} in vhost {vhost!r} refused: {text}",
                             hint="the user needs read/configure permissions on it")

@@ -15,7 +15,7 @@ from dlxtool import __version__, secrets
 from dlxtool.cli.app import App
 from dlxtool.cli.options import all_vhosts_option, connection_options, format_option
 from dlxtool.cli.output import exit_code_of
-from dlxtool.errors import DlxtoolError, QueueNotFound
+from dlxtool.errors import DlxtoolError, QueueLocked, QueueNotFound
 from dlxtool.outcome import Outcome, Status
 
 # name -> "module:attribute"; modules load only when their command runs, so --help stays fast.
@@ -104,6 +104,8 @@ class DlxtoolGroup(click.Group):
         except DlxtoolError as exc:  # Interrupted too: a run stopped by a signal, its summary printed
             if isinstance(exc, QueueNotFound):
                 _did_you_mean(ctx, exc)
+            elif isinstance(exc, QueueLocked):
+                _owner(ctx, exc)
             finish(ctx, exc.outcome(), exc)
         except KeyboardInterrupt:  # Ctrl-C, or a StopSignal (SIGTERM, SIGHUP), outside a run
             _err(ctx, f"dlxtool: {interrupts.describe()}")
@@ -146,6 +148,14 @@ def _did_you_mean(ctx: click.Context, exc: QueueNotFound) -> None:
     said = app.did_you_mean(exc.queue, exc.vhost)
     if said:
         exc.message = f"{exc.message}; {said}"
+
+
+def _owner(ctx: click.Context, exc: QueueLocked) -> None:
+    """Name the connection that owns an exclusive queue, from the management API this command proved."""
+    app = ctx.find_object(App)
+    owner = app.queue_owner(exc.queue, exc.vhost) if app is not None else None
+    if owner:
+        exc.message = exc.message.replace("exclusive to another connection", f"exclusive to connection {owner}")
 
 
 def finish(ctx: click.Context, outcome: Outcome, exc: BaseException | None = None) -> None:

@@ -219,6 +219,18 @@ class App:
             return None
         return did_you_mean(queue, names_in(client, vhost))
 
+    def queue_owner(self, queue: str, vhost: str) -> str | None:
+        """The connection an exclusive queue belongs to, from the management API this command proved; None where
+        no such API answers or it does not say."""
+        from dlxtool.errors import DlxtoolError
+        from dlxtool.ops.busy import exclusive_owner
+
+        try:
+            client = self.proven_management(self.profile())
+        except DlxtoolError:
+            return None
+        return exclusive_owner(client, vhost, queue)
+
     def session(self, profile: BrokerProfile, conn: Any) -> Session:
         """What an operation runs on (dlxtool.ops.session): `conn`, and the profile's management API proven to
         answer for the broker it reached."""

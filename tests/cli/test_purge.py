@@ -1,4 +1,6 @@
 import json
+import time
+from urllib.parse import quote
 
 import pika
 
@@ -62,14 +64,24 @@ def test_streams_cannot_be_purged(run, broker, qname) -> None:
 
 
 def test_exclusive_queue_of_another_connection_is_one_clear_line(run, broker, qname) -> None:
-    owner = pika.BlockingConnection(pika.ConnectionParameters(
-        broker.host, broker.amqp_port, broker.vhost, pika.PlainCredentials("guest", "guest")))
+    """A refusal (exit 6: nothing read or changed) that names the connection holding the queue, where the API says;
+    it was exit 1 ("error") with no holder."""
+    params = pika.ConnectionParameters(broker.host, broker.amqp_port, broker.vhost,
+                                       pika.PlainCredentials("guest", "guest"),
+                                       client_properties={"connection_name": f"holder-{qname}"})
+    owner = pika.BlockingConnection(params)
     try:
         owner.channel().queue_declare(qname, exclusive=True)
-        for args in (["purge", qname, "--dry-run"], ["peek", qname], ["dump", qname, "-n", "1"]):
+        path = f"queues/{quote(broker.vhost, safe='')}/{quote(qname, safe='')}"
+        deadline = time.monotonic() + 20  # the API names the owner once it has the connection's details
+        while time.monotonic() < deadline and not (broker.mgmt.get(path) or {}).get("owner_pid_details"):
+            time.sleep(0.5)
+        for args in (["purge", qname, "--dry-run"], ["peek", qname], ["dump", qname, "-n", "1"],
+                     ["replay", qname, "--yes"], ["purge", qname, "--yes"]):
             result = run(*args, "--url", broker.url)
-            assert result.exit_code == 1, (args, result.stderr)
-            assert "exclusive to another connection" in result.stderr
+            assert result.exit_code == 6, (args, result.stderr)
+            assert f"exclusive to connection 'holder-{qname}'" in result.stderr, (args, result.stderr)
+            assert "nothing was read or changed" in result.stderr
             assert "internal error" not in result.stderr
     finally:
         owner.close()
