@@ -3,8 +3,11 @@
 A channel close carries a reply code and a text ("406 PRECONDITION_FAILED - invalid expiration '-100':
 {value_negative,-100}"). After it, nothing more comes on that channel: no confirm for what was in flight
 (dlxtool.broker.publisher settles those at once), so it is an answer, never a reason to wait. The texts
-below were taken from RabbitMQ 3.10.8 and 4.0.5 (tests/broker/test_refusals.py makes each of them happen);
-a text they do not match is still said as the broker wrote it, only not pinned to one message.
+below were taken from RabbitMQ 3.10.8, 4.0.5 and 4.3.6; tests/broker/test_refusals.py makes them happen on each
+broker the suite runs (expiration, user_id, a missing and an internal exchange, and on 4.x a body over
+max_message_size; a refused write permission is tests/cli/test_broker_refusals.py's; the header pattern is not made
+to happen there: a header type RabbitMQ's parser does not know closes the connection, 541, not the channel). A text
+they do not match is still said as the broker wrote it, only not pinned to one message.
 
 A Refusal says which publish it was about where the text names something of the message (its expiration,
 its user_id, its size, a header) or the exchange it went to (permission, a missing or internal exchange):

@@ -1,0 +1,75 @@
+"""dlxtool.broker.refusals against the real broker: each channel close it reads is made to happen here (on every
+version the suite runs), and read back as the Refusal the engine acts on — so a broker that words a refusal
+differently fails here, not in an incident."""
+
+from __future__ import annotations
+
+import uuid
+
+import pika
+import pika.exceptions
+import pytest
+
+from dlxtool.broker.refusals import Refusal
+
+
+def refused(broker, exchange: str, key: str, body: bytes = b"x", **props) -> Refusal:
+    """Publish once with confirms on a fresh channel; the broker's channel close, read."""
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    try:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+            ch.basic_publish(exchange, key, body, pika.BasicProperties(**props))
+        return Refusal.read(closed.value.reply_code, closed.value.reply_text)
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
+def test_a_forged_expiration_is_pinned_to_its_message(broker, qname) -> None:
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True)
+    refusal = refused(broker, "", qname, expiration="-100")
+    assert (refusal.code, refusal.expiration, refusal.per_message) == (406, "-100", True), refusal.said
+    assert refusal.refuses("", 1, pika.BasicProperties(expiration="-100"))
+    assert not refusal.refuses("", 1, pika.BasicProperties(expiration="100"))
+
+
+def test_a_user_id_that_is_not_the_connections_user_is_pinned_to_its_message(broker, qname) -> None:
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True)
+    refusal = refused(broker, "", qname, user_id="orders-service")
+    assert (refusal.code, refusal.user_id, refusal.per_message) == (406, "orders-service", True), refusal.said
+    assert refusal.refuses("", 1, pika.BasicProperties(user_id="orders-service"))
+
+
+def test_a_missing_exchange_names_the_exchange(broker) -> None:
+    missing = f"dlxtool-missing-{uuid.uuid4().hex[:8]}"
+    refusal = refused(broker, missing, "k")
+    assert (refusal.code, refusal.exchange, refusal.per_message) == (404, missing, False), refusal.said
+    assert refusal.names_exchange(missing) and not refusal.names_exchange("")
+
+
+def test_an_internal_exchange_names_the_exchange(broker, qname) -> None:
+    internal = f"{qname}.internal"
+    with broker.channel() as ch:
+        ch.exchange_declare(internal, "fanout", durable=True, internal=True)
+    try:
+        refusal = refused(broker, internal, "k")
+        assert (refusal.code, refusal.exchange, refusal.per_message) == (403, internal, False), refusal.said
+    finally:
+        with broker.channel() as ch:
+            ch.exchange_delete(internal)
+
+
+def test_a_body_over_the_brokers_max_size_is_pinned_to_its_message(broker, qname) -> None:
+    """4.x's default max_message_size is 16 MiB (3.x's 128 MiB: too big to send here for each run)."""
+    if broker.major < 4:
+        pytest.skip("3.x's max_message_size default is 128 MiB")
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True)
+    size = 16 * 1024 * 1024 + 1
+    refusal = refused(broker, "", qname, body=b"x" * size)
+    assert (refusal.code, refusal.size, refusal.per_message) == (406, size, True), refusal.said
+    assert refusal.max_size == 16 * 1024 * 1024 and refusal.refuses("", size, pika.BasicProperties())
