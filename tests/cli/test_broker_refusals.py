@@ -160,6 +160,31 @@ def test_a_message_whose_user_id_the_broker_would_refuse_stays_and_its_neighbour
     assert summary["republished_to_tail"] == 0  # given back in place (a classic DLQ), not republished
 
 
+def test_drop_user_id_replays_it_without_and_the_provenance_keeps_what_it_was(run, broker, qname) -> None:
+    """The message above, with --drop-user-id: replayed without its user_id (which the broker would refuse from this
+    user), the provenance header saying what it was; the messages without one are untouched."""
+    from dlxtool.ops.provenance import PROVENANCE_HEADER
+
+    dlq, origin = dead_letters(broker, qname, 3)
+
+    def claimed(props: pika.BasicProperties) -> None:
+        props.user_id = "guest"
+
+    bodies = forge(broker, dlq, 1, claimed)
+    with user(broker) as url:
+        result = replay(run, url, broker, dlq, "--drop-user-id")
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert json.loads(result.stdout)["moved_total"] == 3
+    arrived = {body: props for _m, props, body in broker.drain(origin)}
+    assert sorted(arrived) == sorted(bodies)
+    dropped = arrived[bodies[1]]
+    assert dropped.user_id is None
+    assert dropped.headers[PROVENANCE_HEADER]["user-id"] == "guest"
+    assert all(p.user_id is None and "user-id" not in p.headers[PROVENANCE_HEADER]
+               for b, p in arrived.items() if b != bodies[1])
+    assert broker.queue_depth(dlq) == 0
+
+
 def test_a_message_the_broker_refuses_on_publish_is_isolated_with_the_brokers_words(run, broker, qname) -> None:
     """A user without access to the management API (no tags): whether it may publish another user's user_id (the
     impersonator tag) is not known, so nothing is checked before: the broker closes the channel at that message
