@@ -182,9 +182,11 @@ def amqp_failure(exc: BaseException) -> DlxtoolError:
     lost_hint = ("messages this command held unacked go back to their queue when the connection ends; "
                  "run it again once the broker answers")
     said = broker_said(exc) if isinstance(exc, pe.ChannelClosedByBroker | pe.ConnectionClosedByBroker) else ""
-    if "nodedown" in said or "is down or inaccessible" in said or said.endswith(": noproc"):
+    if "nodedown" in said or "is down or inaccessible" in said or said.endswith(": noproc") \
+            or (said.startswith("541 ") and "{timeout," in said):
         # a quorum queue whose leader is down (541 "... nodedown"; "... noproc" while the cluster has not yet
-        # noticed the leader's node stopped), a classic queue whose home node is: not gone
+        # noticed the leader's node stopped; "... {timeout, …}" from a quorum queue without a majority of its members
+        # online), a classic queue whose home node is: not gone
         return UnavailableError(f"a node the queue lives on is down (the broker said: {said}): its messages are not "
                                 "lost, but cannot be reached now",
                                 hint="run it again in a moment (a quorum queue elects a new leader within seconds "

@@ -76,6 +76,20 @@ def refusal(exc: BaseException, queue: str, vhost: str) -> DlxtoolError | None:
     return None
 
 
+def without_majority(info: Any) -> UnavailableError | None:
+    """A quorum queue with no majority of its members online (the API's `members` and `online`), or None. The API
+    still says "running" and names its old leader, a passive declare still answers; a read times out inside the
+    broker (541 {timeout, …}; measured on the 3.10.8 cluster with 2 of 3 members stopped)."""
+    members, online = info.raw.get("members"), info.raw.get("online")
+    if not isinstance(members, list) or not isinstance(online, list) or not members or len(online) * 2 > len(members):
+        return None
+    down = ", ".join(sorted(str(m) for m in members if m not in online))
+    return UnavailableError(f"quorum queue {info.name!r} has only {len(online)} of its {len(members)} members online "
+                            f"({down} down): without a majority it cannot be read or written; its messages are not "
+                            "lost, nothing was read or changed",
+                            hint="run it again once a majority of its nodes is back; `dlxtool queues` shows them")
+
+
 def close_names(name: str, names: Iterable[str], n: int = 3) -> list[str]:
     """The names in `names` closest to `name` (difflib's ratio, case ignored): the queue a typo meant. Only those
     about as close as the closest one: queues that share a long prefix (orders.work, orders.retry, orders.dlq) are

@@ -168,6 +168,8 @@ def queue_facts(profile: BrokerProfile, name: str, *, management: Callable[[], M
     except DlxtoolError as exc:
         facts = _facts_without_management(profile, name, ready, consumers, exc.message, conn)
     else:
+        if (unreachable := queues.without_majority(info)) is not None:
+            raise unreachable
         facts = _facts_from_info(info, ready, consumers)
     facts.version = server_version(conn) if conn is not None else None
     return facts

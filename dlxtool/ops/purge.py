@@ -84,6 +84,8 @@ def queue_state(channel: Any, mgmt: ManagementClient | None, vhost: str, queue: 
         except DlxtoolError as exc:
             note = f"check not made: {exc.message}: queue type and unacked count unknown"
             unknown = exc.message
+    if info is not None and (unreachable := queues.without_majority(info)) is not None:
+        raise unreachable
     return QueueState(queue, qtype, counted.ready, unacked, counted.consumers, note, risk, unknown, info)
 
 

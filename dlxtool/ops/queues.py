@@ -42,7 +42,7 @@ from dlxtool.ops.queue_flags import FLAGS, QueueRow, flag_rows, row_from_api
 # What rows are made of (queue_flags.row_from_api); the rates are read from message_stats (Rates.from_message_stats).
 # Listing one vhost: without "vhost" (the one asked for), QUEUE_COLUMNS_ALL_VHOSTS with it.
 QUEUE_COLUMNS = ["name", "type", "messages_ready", "messages_unacknowledged", "consumers", "arguments", "policy",
-                 "effective_policy_definition", "message_stats", "node", "leader", "state"]
+                 "effective_policy_definition", "message_stats", "node", "leader", "state", "members", "online"]
 QUEUE_COLUMNS_ALL_VHOSTS = ["vhost", *QUEUE_COLUMNS]
 BINDING_COLUMNS = ["vhost", "source", "destination", "destination_type", "routing_key"]
 EXCHANGE_COLUMNS = ["name", "type", "arguments"]

@@ -91,6 +91,8 @@ def queue_info(source: Session, dlq: str, report: Reporter) -> QueueInfo | None:
         report.warn(f"check not made: {source.management_error or 'no management API'}: type and limits of "
                     f"{dlq!r} unknown")
         return None
+    if (unreachable := queues.without_majority(info)) is not None:
+        raise unreachable
     if info.type == "stream":
         raise RefusedError(f"{dlq!r} is a stream: messages cannot be removed from it, so it cannot be replayed",
                            hint="consume it with a stream consumer and publish with `dlxtool load`")

@@ -377,6 +377,27 @@ def test_the_connected_node_stopped_mid_purge_backup_loses_nothing(run, cluster,
     assert sum((saved + in_dlq).values()) - 600 <= summary["possible_duplicates"]
 
 
+def test_a_quorum_queue_without_a_majority_is_unavailable_not_running(run, cluster, qname) -> None:
+    """2 of 3 members stopped: the API still said "running" for the quorum DLQ (its old leader, the surviving node)
+    and `queues` showed its 7 messages as if all were well; a read then timed out inside the broker (541)."""
+    c1 = cluster.env("c1")
+    dlq, _work = dead_letters(c1, qname, 7, quorum=True)
+    c1_api = f"http://localhost:{cluster.members['c1'].http_port}/"
+    with cluster.member_down("c2"), cluster.member_down("c3"):
+        cluster.wait("the API's list of members online", lambda: len((cluster.queue_row(dlq) or {}).get(
+            "online") or [0, 0]) == 1)
+        result = run("queues", "--url", c1.url, "--management-url", c1_api, "--format", "json", env={})
+        assert result.exit_code == 0, result.stderr
+        [row] = [r for r in json.loads(result.stdout) if r["queue"] == dlq]
+        assert row["flags"][0] == "unavailable", row
+        assert "only 1 of its 3 members online" in row["reasons"]["unavailable"]
+        for args in (["peek", dlq, "--spend-attempts"], ["replay", dlq, "--yes"], ["purge", dlq, "--yes"]):
+            said = dlxtool(run, c1, *args)  # said before anything is read (a read would time out in the broker)
+            assert said.exit_code == 7, (args, said.stdout, said.stderr)
+            assert "only 1 of its 3 members online" in said.stderr and "not lost" in said.stderr, said.stderr
+    assert c1.wait_depth(dlq, 7) == 7
+
+
 def test_queues_marks_a_node_down_and_the_queues_that_live_there(run, cluster, qname) -> None:
     """Issue 27: with c2 stopped, `queues` listed its queue with 0 messages and no flag, exit 0."""
     c1, c2 = cluster.env("c1"), cluster.env("c2")

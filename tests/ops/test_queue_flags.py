@@ -281,3 +281,18 @@ def test_a_selection_keeps_what_it_cannot_rule_out() -> None:
     assert QueueFilter(flags=("clogged",)).keep(blind) and not QueueFilter(flags=("clogged",)).keep(seen)
     assert QueueFilter(flags=("any",)).keep(blind)
     assert QueueFilter(min_messages=5).keep(blind) and not QueueFilter(min_messages=5).keep(seen)
+
+
+@pytest.mark.parametrize(("members", "online", "unavailable"), [(3, 1, True), (3, 2, False), (5, 2, True),
+                                                                (2, 1, True), (3, 3, False)])
+def test_a_quorum_queue_without_a_majority_online_is_unavailable(members: int, online: int,
+                                                                  unavailable: bool) -> None:
+    """2 of 3 members stopped (the 3.10.8 cluster): the API still says "running" and names the old leader, and lists
+    the members online; reads time out. Counts come from the API as they were."""
+    row = api_row("qq", type_="quorum", ready=5) | {
+        "state": "running", "leader": "n1", "members": [f"n{i}" for i in range(1, members + 1)],
+        "online": [f"n{i}" for i in range(1, online + 1)]}
+    flags = flags_of(row)["qq"]
+    assert ("unavailable" in flags) is unavailable, flags
+    if unavailable:
+        assert f"only {online} of its {members} members online" in flags["unavailable"]
