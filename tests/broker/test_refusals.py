@@ -73,3 +73,30 @@ def test_a_body_over_the_brokers_max_size_is_pinned_to_its_message(broker, qname
     refusal = refused(broker, "", qname, body=b"x" * size)
     assert (refusal.code, refusal.size, refusal.per_message) == (406, size, True), refusal.said
     assert refusal.max_size == 16 * 1024 * 1024 and refusal.refuses("", size, pika.BasicProperties())
+
+
+def test_the_expirations_dlxtool_restores_are_those_the_broker_takes(broker, qname) -> None:
+    """versions.expiration_taken (replay checks an x-death original-expiration with it before restoring it) against
+    this broker: each value published once; taken or the channel closed (406 invalid expiration)."""
+    from dlxtool.broker.versions import MAX_EXPIRATION_MS, expiration_taken
+
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True)
+    values = [str(MAX_EXPIRATION_MS), str(MAX_EXPIRATION_MS + 1), "0", "-0", "+5", "60000", " 5", "1.5", "", "-100",
+              "5e3"]
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    taken: dict[str, bool] = {}
+    try:
+        for value in values:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            try:
+                ch.basic_publish("", qname, b"x", pika.BasicProperties(expiration=value))
+                taken[value] = True
+                ch.close()
+            except pika.exceptions.ChannelClosedByBroker as closed:
+                assert closed.reply_code == 406, closed
+                taken[value] = False
+    finally:
+        conn.close()
+    assert {v: expiration_taken(v) for v in values} == taken
