@@ -114,6 +114,25 @@ def test_a_killed_replay_leaves_its_start(broker, qname, cli_env) -> None:
     assert killed["command"] == "replay" and "no end" in killed["status"]
 
 
+def test_a_replay_stopped_by_ctrl_c_ends_its_run_with_what_it_moved(broker, qname, cli_env) -> None:
+    dlq, origin = dead_letters(broker, qname, 2000)
+    env = {**cli_env, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "dlxtool", "replay", dlq, "--yes", "--rate", "200", "--url",
+                             broker.url, "--format", "json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and broker.queue_depth(origin) < 100:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()
+    listed = subprocess.run([sys.executable, "-m", "dlxtool", "journal", "--format", "json"], env=env,
+                            capture_output=True, text=True, timeout=60)
+    [stopped] = json.loads(listed.stdout)
+    assert stopped["status"] == "interrupted" and stopped["ended_at"], stopped
+    assert stopped["counts"]["moved"] == json.loads(out)["moved_total"] > 0, (stopped, out)
+    assert stopped["queues"] == [dlq, origin]
+
+
 def test_the_brokers_view_of_the_connection_names_who_and_what(run, broker, qname) -> None:
     import getpass
     import threading
