@@ -398,6 +398,43 @@ def test_a_quorum_queue_without_a_majority_is_unavailable_not_running(run, clust
     assert c1.wait_depth(dlq, 7) == 7
 
 
+def test_queues_watch_keeps_the_last_known_depth_of_a_queue_whose_node_went_down(cluster, qname, cli_env) -> None:
+    """--watch, the incident view: the queue's node stops between two refreshes; its row turns `unavailable` with the
+    depth last told and when, not 0 (what 3.x's API shows for it)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    c1 = cluster.env("c1")
+    dlq, _work = dead_letters(cluster.env("c2"), qname, 7)
+    cluster.wait("the API's first sample of the queue", lambda: (cluster.queue_row(dlq) or {}).get("messages") == 7)
+    c1_api = f"http://localhost:{cluster.members['c1'].http_port}/"
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-m", "dlxtool", "queues", "--url", c1.url, "--management-url", c1_api,
+                             "--watch", "1", "--watch-count", "15", "--format", "jsonl"],
+                            env={**cli_env, "PYTHONPATH": str(root)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    rows: list[dict[str, Any]] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # the first refresh, with the node up
+            rows.append(json.loads(line))
+            if rows[-1].get("queue") == dlq:
+                break
+        with cluster.member_down("c2"):
+            out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    rows += [json.loads(line) for line in out.splitlines()]
+    ours = [r for r in rows if r.get("queue") == dlq]
+    assert ours[0]["ready"] == 7 and "unavailable" not in ours[0]["flags"]
+    down = [r for r in ours if r["flags"] and r["flags"][0] == "unavailable"]
+    assert down, [r["flags"] for r in ours]
+    assert down[-1]["ready"] is None and down[-1]["last_known"]["ready"] == 7, down[-1]
+
+
 def test_queues_marks_a_node_down_and_the_queues_that_live_there(run, cluster, qname) -> None:
     """Issue 27: with c2 stopped, `queues` listed its queue with 0 messages and no flag, exit 0."""
     c1, c2 = cluster.env("c1"), cluster.env("c2")
