@@ -25,14 +25,15 @@ def check_not_busy(info: QueueInfo | None, management: Any | None, what: str,
     raw = info.raw
     owner = raw.get("owner_pid_details") if raw.get("exclusive") else None
     if isinstance(owner, dict):
-        raise RefusedError(f"{info.name!r} is an exclusive queue of connection {who(management, owner)}: it cannot be "
-                           f"{what} by another connection", hint="it goes away with that connection")
+        raise RefusedError(f"{info.name!r} is an exclusive queue of connection {connection_named(management, owner)}: "
+                           f"it cannot be {what} by another connection", hint="it goes away with that connection")
     active = [c for c in raw.get("consumer_details") or () if isinstance(c, dict) and c.get("active", True)]
     if _single_active(info) and consumers:
         holder = active[0].get("channel_details") if active else None
         raise RefusedError(f"{info.name!r} is a single-active-consumer queue and its active consumer (connection "
-                           f"{who(management, holder)}) gets every message: dlxtool's consumer would wait behind "
-                           f"it, so nothing would be {what}", hint="stop that consumer first, then run this again")
+                           f"{connection_named(management, holder)}) gets every message: dlxtool's consumer would wait "
+                           f"behind it, so nothing would be {what}",
+                           hint="stop that consumer first, then run this again")
     if consumers:
         return (f"{info.name!r} has {consumers} other consumer(s): they take messages while dlxtool reads, so "
                 "this run covers only the messages it receives")
@@ -45,7 +46,7 @@ def held_elsewhere(info: QueueInfo | None, management: Any | None, ready: int) -
     if info is None or not info.messages_unacked:
         return None
     holders = [c.get("channel_details") for c in info.raw.get("consumer_details") or () if isinstance(c, dict)]
-    who = ", ".join(dict.fromkeys(who(management, h) for h in holders if isinstance(h, dict)))
+    who = ", ".join(dict.fromkeys(connection_named(management, h) for h in holders if isinstance(h, dict)))
     if not who and info.type == "quorum":  # see broker/versions.py: QUORUM_KEEPS_A_LOST_CONSUMERS_MESSAGES
         who = ("a consumer the management API does not name -- on RabbitMQ 3.x a quorum queue keeps what a consumer "
                "on a node that died had taken, even once the node is back, until the queue's leader moves "
@@ -63,16 +64,16 @@ def _single_active(info: QueueInfo) -> bool:
 
 
 def exclusive_owner(management: Any, vhost: str, queue: str) -> str | None:
-    """The connection an exclusive queue belongs to, as `who` names it; None where the API does not say."""
+    """The connection an exclusive queue belongs to, as `connection_named` names it; None where the API does not say."""
     try:
         row = management.get(f"queues/{quote(vhost, safe='')}/{quote(queue, safe='')}")
     except DlxtoolError:
         return None
     owner = row.get("owner_pid_details") if isinstance(row, dict) else None
-    return who(management, owner) if isinstance(owner, dict) else None
+    return connection_named(management, owner) if isinstance(owner, dict) else None
 
 
-def who(management: Any | None, details: Any) -> str:
+def connection_named(management: Any | None, details: Any) -> str:
     """A connection as a person finds it: its name, and the name its client gave it, where the API says it."""
     if not isinstance(details, dict):  # the API has no figures for it: not yet ([]), or none kept (statistics off)
         return "(not known to the management API: no statistics for it yet, or none kept)"
