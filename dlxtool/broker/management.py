@@ -163,6 +163,7 @@ class ManagementClient:
         self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         self.timeout = timeout
         self._context = context
+        self._answered = False  # a request had a 2xx answer (a later 401 is then about the request, not the login)
         self.via_proxy = proxied(urlsplit(self.base_url).scheme, env or {})  # then urllib does each request
         self._version: str | None = None
         self._no_stats = False  # a settled queue read found no policies after a whole STATS_WAIT
@@ -285,6 +286,7 @@ class ManagementClient:
             self._reprove(response.connection)
         if not 200 <= response.status < 300:
             raise self._http_error(response, method, path)
+        self._answered = True
         return orjson.loads(response.body) if response.body else None
 
     def _reprove(self, connection: int) -> None:
@@ -324,6 +326,12 @@ class ManagementClient:
             return ConnectError(f"user {self.user!r} is not authorised for that virtual host at the management API "
                                 f"{self.masked_url} ({method} {path}: {detail})",
                                 hint="an administrator grants it with `rabbitmqctl set_permissions -p VHOST USER ...`")
+        if code == 401 and self._answered:
+            # The credentials were taken before: this 401 is about the request, not the login (3.10.8: GET /api/nodes
+            # by a user without the monitoring tag is 401 "Not monitor user"; a wrong password, 401 "Login failed").
+            return ConnectError(f"management API at {self.masked_url}: {method} {path} not allowed for user "
+                                f"{self.user!r} ({detail or 'not authorised'})",
+                                hint="the user needs the 'monitoring' tag for it")
         if code == 401:
             return ConnectError(f"authentication failed for user {self.user!r} at the management API "
                                 f"{self.masked_url}",
@@ -442,17 +450,17 @@ class ManagementClient:
         listed = self._listed("policies", vhost)
         return listed is None or policies.current(raw, listed)
 
-    def alarms(self) -> list[str] | None:
+    def alarms(self) -> tuple[list[str] | None, str | None]:
         """The resource alarms in effect on the cluster's nodes ("memory alarm on rabbit@c2") — [] for none —, or
-        None where the API does not say (/api/nodes needs the monitoring tag). An alarm on any node blocks
-        every publishing connection of the cluster. A node just started has no alarm fields for a few seconds:
-        nothing is read into their absence."""
+        None and why the API does not say (/api/nodes needs the monitoring tag; or the API cannot be used). An
+        alarm on any node blocks every publishing connection of the cluster. A node just started has no alarm
+        fields for a few seconds: nothing is read into their absence."""
         try:
             rows = self.get("nodes", columns="name,running,mem_alarm,disk_free_alarm")
         except ManagementMismatch:
             raise
-        except DlxtoolError:
-            return None
+        except DlxtoolError as exc:  # not reachable, or not allowed (a user without the monitoring tag)
+            return None, exc.message + (f": {exc.hint}" if exc.hint and "monitoring" in exc.hint else "")
         found = []
         for row in rows if isinstance(rows, list) else []:
             if not isinstance(row, dict) or row.get("running") is False:
@@ -460,7 +468,7 @@ class ManagementClient:
             for field, what in (("mem_alarm", "memory"), ("disk_free_alarm", "disk")):
                 if row.get(field) is True:
                     found.append(f"{what} alarm on {row.get('name')}")
-        return found
+        return found, None
 
     def version(self) -> str | None:
         if self._version is None:

@@ -12,10 +12,11 @@ def check_alarms(target: Session, report: Reporter, what: str) -> None:
     """Before anything is read: a memory or disk alarm on any node of the broker messages go to blocks every
     publishing connection of its cluster — refused (exit 7, unavailable now), the alarm named. Where the API does
     not say (no monitoring tag), that is said, and a connection.blocked during the run is what stops it."""
-    alarms = target.management.alarms() if target.management is not None else None
+    alarms, why = target.management.alarms() if target.management is not None else (
+        None, f"no management API: {target.management_error or 'not asked'}")
     if alarms is None:
-        report.info(f"alarm state of {target.broker} unknown (the management API's node list needs the monitoring "
-                    "tag): a resource alarm would show as the broker blocking publishing")
+        report.info(f"alarm state of {target.broker} unknown ({why}): a resource alarm would show as the broker "
+                    "blocking publishing")
         return
     if alarms:
         raise UnavailableError(

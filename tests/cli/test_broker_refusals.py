@@ -160,6 +160,21 @@ def test_a_message_whose_user_id_the_broker_would_refuse_stays_and_its_neighbour
     assert summary["republished_to_tail"] == 0  # given back in place (a classic DLQ), not republished
 
 
+def test_an_unknown_alarm_state_says_why_it_is_unknown(run, broker, qname) -> None:
+    """A user with the management tag only: the API answers, but not its node list (3.10.8: 401 "Not monitor user",
+    which read as "authentication failed"). An API that is not reachable: said as such, not as a missing tag."""
+    dlq, _origin = dead_letters(broker, qname, 2)
+    with user(broker) as url:
+        result = replay(run, url, broker, dlq, "--dry-run")
+    assert result.exit_code == 0, result.stderr
+    [line] = [ln for ln in result.stderr.splitlines() if "alarm state of" in ln]
+    assert "not allowed for user" in line and "monitoring" in line and "authentication failed" not in line, line
+    unreachable = run("replay", dlq, "--dry-run", "--url", broker.url, "--format", "json",
+                      env={"DLXTOOL_MANAGEMENT_URL": "http://127.0.0.1:1/"})
+    [line] = [ln for ln in unreachable.stderr.splitlines() if "alarm state of" in ln] or [unreachable.stderr]
+    assert "not reachable" in line and "monitoring" not in line, line
+
+
 def test_drop_user_id_replays_it_without_and_the_provenance_keeps_what_it_was(run, broker, qname) -> None:
     """The message above, with --drop-user-id: replayed without its user_id (which the broker would refuse from this
     user), the provenance header saying what it was; the messages without one are untouched."""
