@@ -111,7 +111,8 @@ class QueueFacts:
         else:
             counts = [f"{self.ready} ready" if self.ready is not None else "ready: ?"]
         if self.unacked is not None:
-            counts.append(f"{self.unacked} unacked by consumers (invisible to a peek)")
+            # ready and consumers are the broker's count now (a passive declare); unacked only the API's sample
+            counts.append(f"{self.unacked} unacked by consumers (API sample; invisible to a peek)")
         else:
             counts.append(f"unacked by consumers: unknown ({self.unacked_unknown})")
         counts.append(f"{self.consumers} consumers" if self.consumers is not None else "consumers: ?")
@@ -126,7 +127,7 @@ class QueueFacts:
         if self.unacked is None:
             return f"({ready}; unacked by consumers: unknown, {self.unacked_unknown})"
         if self.unacked:
-            return f"({ready}, {self.unacked} unacked: held by consumers, which a peek cannot see)"
+            return f"({ready}, {self.unacked} unacked (API sample): held by consumers, which a peek cannot see)"
         return "(queue is empty)"
 
 

@@ -404,13 +404,14 @@ def _hold_the_only_message(broker, queue: str):
 @pytest.mark.metrics
 def test_a_queue_whose_only_message_is_held_by_a_consumer_is_not_called_empty(run, broker, qname,
                                                                                tmp_path) -> None:
-    """With the API's figures: "1 unacked: held by consumers". Without them (RabbitMQ 4.3 with
+    """With the API's figures: "1 unacked (API sample): held by consumers". Without them (RabbitMQ 4.3 with
     management_metrics_collection denied, where this printed "(queue is empty)"): the unacked count is unknown."""
     declare(broker, qname)
     broker.publish(qname, [b"held"])
     conn = _hold_the_only_message(broker, qname)
     held = ("(0 ready; unacked by consumers: unknown, the management API has no figures"
-            if versions.stats_disabled(broker.mgmt.overview()) else "(0 ready, 1 unacked: held by consumers")
+            if versions.stats_disabled(broker.mgmt.overview())
+            else "(0 ready, 1 unacked (API sample): held by consumers")
     try:
         result = run("peek", qname, "--url", broker.url, "-f", "table")
         assert result.exit_code == 0, result.stderr
