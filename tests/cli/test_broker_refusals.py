@@ -269,6 +269,27 @@ def test_a_single_active_consumer_dlq_with_a_consumer_is_refused_at_once(run, br
     assert ("not known to the management API" if blind else "127.0.0.1:") in result.stderr
 
 
+def test_a_dlq_with_a_competing_consumer_is_replayed_with_a_warning_and_nothing_lost(run, broker, qname) -> None:
+    """An ordinary consumer on the DLQ (prefetch 1, never acks: it holds one message): not refused; said, since it
+    takes messages while dlxtool reads; the rest is replayed, the held one comes back when it lets go."""
+    dlq, origin = dead_letters(broker, qname, 6)
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url + "?heartbeat=0"))
+    try:
+        ch = conn.channel()
+        ch.basic_qos(prefetch_count=1)
+        ch.basic_consume(dlq, lambda *_a: None, auto_ack=False)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and broker.queue_depth(dlq) != 5:
+            conn.process_data_events(0.1)
+        result = replay(run, broker.url, broker, dlq)
+    finally:
+        conn.close()
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert "has 1 other consumer(s): they take messages while dlxtool reads" in result.stderr, result.stderr
+    assert json.loads(result.stdout)["moved_total"] == 5
+    assert broker.wait_depth(dlq, 1) == 1 and broker.wait_depth(origin, 5) == 5
+
+
 @pytest.mark.parametrize("user_tags", ["management"])
 def test_a_vhost_the_user_may_not_use_is_said_as_such_at_the_api(run, broker, user_tags) -> None:
     """3.10 and 4.0 answer 401 "not authorised": said as such. RabbitMQ 4.3's API answers 404 for such a vhost's
