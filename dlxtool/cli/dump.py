@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+from contextlib import nullcontext
 from typing import IO, Any
 
 import click
@@ -155,12 +156,15 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
             ctrl_c.arm()
             journaled = Journaled(app, "dump --remove")
             journaled.started(profile, [queue], files=[where])
-            with record_file(app, output) as sink, progress_bar(app, "draining") as bar:
+            # What a selection keeps is republished to the tail on a connection of its own (as purge does): an alarm
+            # blocks a connection that publishes, and the broker would then not read this one's acks or close.
+            with record_file(app, output) as sink, progress_bar(app, "draining") as bar, \
+                    (app.connection(profile) if selection.filters_anything else nullcontext()) as publishing:
                 hint = average_body(state.info.raw) if state.info is not None else None
                 options = TransferOptions(sink=sink, progress=bar, limit=count, report=app,
                                           hold_stays=selection.filters_anything and state.type == "classic",
                                           max_bytes=app.max_bytes, size_hint=hint)
-                result = drain(conn, queue, decide, options, timeout=profile.timeout)
+                result = drain(conn, queue, decide, options, timeout=profile.timeout, publish_conn=publishing)
         app.info(f"removed {result.removed} of {result.snapshot} messages of {queue!r} into {where} (each "
                  f"flushed to disk before its ack) in {app.elapsed():.1f}s" + duplicates_note(result))
         if where != "stdout" and app.output_format("json") != "table":
