@@ -326,7 +326,7 @@ class ManagementClient:
             return ConnectError(f"user {self.user!r} is not authorised for that virtual host at the management API "
                                 f"{self.masked_url} ({method} {path}: {detail})",
                                 hint="an administrator grants it with `rabbitmqctl set_permissions -p VHOST USER ...`")
-        if code == 401 and self._answered:
+        if code == 401 and self._answered and "login failed" not in detail.lower():
             # The credentials were taken before: this 401 is about the request, not the login (3.10.8: GET /api/nodes
             # by a user without the monitoring tag is 401 "Not monitor user"; a wrong password, 401 "Login failed").
             return ConnectError(f"management API at {self.masked_url}: {method} {path} not allowed for user "

@@ -80,6 +80,8 @@ def without_majority(info: Any) -> UnavailableError | None:
     """A quorum queue with no majority of its members online (the API's `members` and `online`), or None. The API
     still says "running" and names its old leader, a passive declare still answers; a read times out inside the
     broker (541 {timeout, …}; measured on the 3.10.8 cluster with 2 of 3 members stopped)."""
+    if info.type != "quorum":  # a stream's members are replicas of a log: read from a replica, not by majority
+        return None
     members, online = info.raw.get("members"), info.raw.get("online")
     if not isinstance(members, list) or not isinstance(online, list) or not members or len(online) * 2 > len(members):
         return None

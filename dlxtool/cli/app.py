@@ -229,7 +229,7 @@ class App:
             client = self.proven_management(self.profile())
         except DlxtoolError:
             return None
-        return exclusive_owner(client, vhost, queue)
+        return exclusive_owner(client, vhost, queue) if client is not None else None
 
     def session(self, profile: BrokerProfile, conn: Any) -> Session:
         """What an operation runs on (dlxtool.ops.session): `conn`, and the profile's management API proven to

@@ -276,7 +276,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         if edits is not None:  # --edit: the messages shown and never found again, what was edited
             outcome, counts = edit_outcome(app, edits, run.result, outcome), {**counts, **edit_counts(edits)}
         journaled.ended(outcome, counts=counts, files=[save_file] if save_file else [], message_ids=run.result.ids,
-                        queues=sorted(run.result.moved))
+                        queues=run.filled)
         return outcome
 
 

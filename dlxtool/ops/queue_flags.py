@@ -248,7 +248,7 @@ def queue_flags(row: QueueRow) -> dict[str, str]:
     if row.state == "down" or row.node_down:
         flags["unavailable"] = (f"its node {row.node or '?'} is down: its depth is unknown; its messages are not "
                                 "lost, but cannot be reached until the node is back")
-    elif row.members and row.online is not None and row.online * 2 <= row.members:
+    elif row.type == "quorum" and row.members and row.online is not None and row.online * 2 <= row.members:
         # Measured on the 3.10.8 cluster with 2 of 3 members stopped: the API still says "running" and names the
         # old leader; a passive declare answers, a basic.get times out (541 {timeout, …}).
         flags["unavailable"] = (f"only {row.online} of its {row.members} members online: no majority, so it cannot "

@@ -197,7 +197,7 @@ def survey_broker(profile: BrokerProfile, vhost: str | None,
         passed_over.append(result)
     first = passed_over[0]
     if first.error is not None:
-        first.error = ConnectError("no node's management API answered: "
+        first.error = ConnectError("no node's management API could be used: "
                                    + "; ".join(r.error.message for r in passed_over if r.error is not None),
                                    hint=first.error.hint)
     return first

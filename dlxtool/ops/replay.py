@@ -199,6 +199,7 @@ class ReplayRun:
     # clean-up before it would cut the summary off).
     clean_up: Callable[[], None] = field(default=lambda: None, repr=False)
     depths: dict[str, dict[str, int]] = field(default_factory=dict)  # after the run, from the broker (depths_now)
+    filled: list[str] = field(default_factory=list)  # the queues messages were moved into (an exchange's, expanded)
 
     def outcome(self) -> Outcome:
         """Done; partial (exit 5); refused (6) when nothing moved because no route was safe or every origin is
@@ -270,8 +271,8 @@ class Replay:
         if exchanges is not None:
             out.clean_up = exchanges.delete_all
         out.routes = {t: targets.describe(t) or routes.describe(t) for t in sorted(result.moved)}
-        out.depths = depths_now([(source.conn, [settings.source]), (to.conn, _moved_to(result, targets))],
-                                source.timeout)
+        out.filled = _moved_to(result, targets)
+        out.depths = depths_now([(source.conn, [settings.source]), (to.conn, out.filled)], source.timeout)
         return out
 
 

@@ -83,6 +83,8 @@ def test_exclusive_queue_of_another_connection_is_one_clear_line(run, broker, qn
             assert f"exclusive to connection 'holder-{qname}'" in result.stderr, (args, result.stderr)
             assert "nothing was read or changed" in result.stderr
             assert "internal error" not in result.stderr
+        blind = run("peek", qname, "--url", broker.url, env={"DLXTOOL_MANAGEMENT_URL": "http://127.0.0.1:1/"})
+        assert blind.exit_code == 6 and "exclusive to another connection" in blind.stderr, blind.stderr  # no API
     finally:
         owner.close()
 

@@ -235,6 +235,9 @@ def test_a_team_convention_with_an_exchange_and_routing_key(run, broker, qname, 
     assert result.exit_code == 0, result.stderr
     [(_, props, _)] = broker.drain(f"{q}.orders")
     assert sorted(props.headers) == [PROVENANCE_HEADER, "tenant"]
+    # the journal names the queue the exchange took it to (not the route), so `journal --queue` finds the run
+    found = run("journal", "--queue", f"{q}.orders", "--format", "json")
+    assert [r["queues"] for r in orjson.loads(found.stdout)] == [[lot, f"{q}.orders"]], found.stdout
 
 
 def test_an_exchange_origin_whose_queue_would_drop_its_next_dead_letter_stays(run, broker, qname) -> None:

@@ -296,3 +296,8 @@ def test_a_quorum_queue_without_a_majority_online_is_unavailable(members: int, o
     assert ("unavailable" in flags) is unavailable, flags
     if unavailable:
         assert f"only {online} of its {members} members online" in flags["unavailable"]
+
+
+def test_a_stream_with_a_minority_of_replicas_online_is_not_called_unavailable() -> None:
+    row = api_row("s", type_="stream") | {"members": ["n1", "n2", "n3"], "online": ["n1"]}
+    assert "unavailable" not in flags_of(row)["s"]
