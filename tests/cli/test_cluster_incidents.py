@@ -169,7 +169,7 @@ def test_a_memory_alarm_during_a_purge_move_to_gives_the_queue_back_at_once(run,
     connection that publishes: the broker then read nothing more from it (acks, give-backs, close), so the
     messages it held stayed unacked until the alarm cleared. Now it publishes on a connection of its own."""
     c1 = cluster.env("c1")
-    n = 40_000
+    n = 10_000
     source, parking = f"{qname}.dlq", f"{qname}.parked"
     with c1.channel() as ch:
         for q in (source, parking):
@@ -182,7 +182,9 @@ def test_a_memory_alarm_during_a_purge_move_to_gives_the_queue_back_at_once(run,
                                                        raised))
     thread.start()
     try:
-        result = dlxtool(run, c1, "--timeout", "4", "purge", source, "--move-to", parking, "--yes")
+        # --max-bytes keeps few messages in flight (2 KB bodies): a purge slow enough for the alarm to come mid-run
+        result = dlxtool(run, c1, "--timeout", "4", "purge", source, "--move-to", parking, "--yes",
+                         "--max-bytes", "64KiB")
     finally:
         thread.join()
     try:
@@ -423,18 +425,20 @@ def test_queues_watch_keeps_the_last_known_depth_of_a_queue_whose_node_went_down
                             text=True)
     rows: list[dict[str, Any]] = []
     try:
-        assert proc.stdout is not None
+        assert proc.stdout is not None and proc.stderr is not None
         for line in proc.stdout:  # the first refresh, with the node up
             rows.append(json.loads(line))
             if rows[-1].get("queue") == dlq:
                 break
         with cluster.member_down("c2"):
-            out, err = proc.communicate(timeout=120)
+            # the same reader to the end (communicate() reads the pipe itself: lines this one had buffered were lost)
+            rows += [json.loads(line) for line in proc.stdout]
+            proc.wait(timeout=60)
+        err = proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err
-    rows += [json.loads(line) for line in out.splitlines()]
     ours = [r for r in rows if r.get("queue") == dlq]
     assert ours[0]["ready"] == 7 and "unavailable" not in ours[0]["flags"]
     down = [r for r in ours if r["flags"] and r["flags"][0] == "unavailable"]
