@@ -297,10 +297,15 @@ def abort(conn: Any) -> None:
     """Drop the connection at once, without the close handshake a blocked broker would not read: whatever it held
     goes back when the broker next reads the socket (a blocked connection holds no delivery of ours: dlxtool
     consumes on a connection that never publishes)."""
-    transport = getattr(conn._impl, "_transport", None)  # noqa: SLF001 - pika has no public abort
+    import pika.exceptions
+
+    # pika's own way down on a lost stream (it records why, aborts the socket, and closes the connection object:
+    # is_open is False after it). The transport's abort() alone left pika "OPEN" without a transport, and a later
+    # close() then waited ~30 s (measured) before it failed.
     with contextlib.suppress(Exception):
-        if transport is not None:
-            transport.abort()
+        conn._impl._terminate_stream(  # noqa: SLF001 - pika has no public abort
+            pika.exceptions.StreamLostError("dropped by dlxtool: the broker stopped reading or answering it"))
+    with contextlib.suppress(Exception):
         conn.process_data_events(time_limit=0)  # pika learns the socket is gone
 
 

@@ -30,10 +30,12 @@ tests/ops/test_peek.py):
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from dlxtool.broker import queues
+from dlxtool.broker.connection import abort
 
 # rabbit_fifo_client (3.10) sends at most 32 commands to a quorum queue before it waits for them to be
 # applied; further returns are stashed in a map keyed by consumer and sent later in map order.
@@ -42,21 +44,55 @@ RETURN_WAIT_SECONDS = 10.0
 POLL_SECONDS = 0.002
 
 
-def close_channel(channel: Any) -> bool:
+CLOSE_WAIT_SECONDS = 15.0  # a channel close the broker has not answered by then will not be answered
+
+
+class _CloseNotAnswered(Exception):
+    pass
+
+
+def close_channel(channel: Any, wait: float = CLOSE_WAIT_SECONDS) -> bool:
     """Give back everything `channel` holds by closing it (classic gets, any consumer deliveries).
 
     Works on a pika BlockingChannel and on dlxtool's AsyncChannel. True when the broker answered the
-    close: every method sent on the channel before (acks included) was processed by then."""
+    close: every method sent on the channel before (acks included) was processed by then.
+
+    A BlockingChannel's close waits at most `wait` seconds, then the whole connection is dropped: the broker
+    gives back everything a connection held when it goes, in place. Seen in CI: a peek stopped by SIGTERM
+    mid-read waited for ever on its close-ok (a signal raised inside pika's own I/O can leave its frame reader or
+    writer half-way, so the answer never comes or is never read)."""
     if not channel.is_open:
         return False
+    timer = _deadline(channel, wait)
     try:
         channel.close()
+    except _CloseNotAnswered:
+        abort(channel.connection)
+        return False
     except Exception:  # noqa: BLE001 - the connection is gone: the broker returns them anyway
         return False
+    finally:
+        if timer is not None:
+            timer()
     answered = getattr(channel, "close_answered", None)  # AsyncChannel: a close-ok, not a lost connection
     if answered is not None:
         return bool(answered)
     return bool(getattr(channel, "is_closed", not channel.is_open))  # BlockingChannel: close() waited or raised
+
+
+def _deadline(channel: Any, wait: float) -> Callable[[], None] | None:
+    """Make a pika BlockingChannel's next blocking wait raise _CloseNotAnswered after `wait` seconds (a timer on
+    the connection's I/O loop, which pika runs while it waits); returns what removes it. None for other channels
+    (dlxtool's AsyncChannel bounds its own waits)."""
+    ioloop = getattr(getattr(getattr(channel, "connection", None), "_impl", None), "ioloop", None)
+    if ioloop is None:
+        return None
+
+    def expired() -> None:
+        raise _CloseNotAnswered
+
+    handle = ioloop.call_later(wait, expired)
+    return lambda: ioloop.remove_timeout(handle)
 
 
 @dataclass

@@ -28,7 +28,9 @@ PRIVATE_NAMES: dict[str, tuple[str, str]] = {
     "_on_data_available": ("connection.py", "the hook where the fast reader takes over frame parsing"),
     "_tx_buffers": ("adapters/utils/io_services_utils.py", "whether written frames still wait in pika's buffer"),
     "_tx_buffered_byte_count": ("adapters/utils/io_services_utils.py", "how many bytes still wait to be sent"),
-    "_transport": ("adapters/base_connection.py", "aborting a connection whose broker stopped reading (blocked)"),
+    "_transport": ("adapters/base_connection.py", "the socket transport the fast reader and writer drive"),
+    "_terminate_stream": ("connection.py", "dropping a connection at once as pika does on a lost stream: a broker "
+                          "that stopped reading it (blocked), a channel close never answered"),
     "_set_cookie": ("channel.py", "giving the BlockingChannel its cookie when dlxtool wraps a raw channel"),
     "_send_message": ("connection.py", "pika's own publish, the fallback codec"),
     "_process_frame": ("connection.py", "handing frames the fast reader does not take back to pika"),

@@ -156,3 +156,30 @@ def test_full_pass_on_a_limited_quorum_queue_returns_nothing(broker, qname) -> N
     kept = take_all(broker, source)
     assert [b for _p, b in kept] == bodies[1::2]
     assert delivery_counts(kept) == [0] * 150
+
+
+def test_a_close_the_broker_never_answers_drops_the_connection_and_everything_comes_back(broker, qname) -> None:
+    """CI saw a peek stopped by SIGTERM wait for ever on its channel's close-ok (the signal had left pika's reader or
+    writer half-way). The close now waits a bounded time, then drops the connection: the broker gives back all it
+    held, in place. Made to happen here by a Channel.Close that never leaves the client."""
+    import time
+
+    from dlxtool.broker.connection import close_quietly
+    from dlxtool.broker.giveback import close_channel
+
+    declare(broker, qname, "classic")
+    broker.publish(qname, numbered(20))
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    try:
+        ch = conn.channel()
+        for _ in range(5):
+            method, _props, _body = ch.basic_get(qname)
+            assert method is not None
+        ch._impl._send_method = lambda *_a, **_k: None  # noqa: SLF001 - the close frame is lost
+        started = time.monotonic()
+        assert close_channel(ch, wait=1.0) is False
+        assert time.monotonic() - started < 10
+    finally:
+        close_quietly(conn)
+    assert broker.wait_depth(qname, 20) == 20
+    assert [body for body, _ in broker.snapshot(qname)] == numbered(20)  # in place, in order
