@@ -27,21 +27,15 @@ def refused(broker, exchange: str, key: str, body: bytes = b"x", **props) -> Ref
             conn.close()
 
 
-def test_a_forged_expiration_is_pinned_to_its_message(broker, qname) -> None:
+@pytest.mark.parametrize(("prop", "value", "other"), [("expiration", "-100", "100"),         # forged
+                                                    ("user_id", "orders-service", "guest")])  # not ours
+def test_a_refused_property_is_pinned_to_its_message(broker, qname, prop: str, value: str, other: str) -> None:
     with broker.channel() as ch:
         ch.queue_declare(qname, durable=True)
-    refusal = refused(broker, "", qname, expiration="-100")
-    assert (refusal.code, refusal.expiration, refusal.per_message) == (406, "-100", True), refusal.said
-    assert refusal.refuses("", 1, pika.BasicProperties(expiration="-100"))
-    assert not refusal.refuses("", 1, pika.BasicProperties(expiration="100"))
-
-
-def test_a_user_id_that_is_not_the_connections_user_is_pinned_to_its_message(broker, qname) -> None:
-    with broker.channel() as ch:
-        ch.queue_declare(qname, durable=True)
-    refusal = refused(broker, "", qname, user_id="orders-service")
-    assert (refusal.code, refusal.user_id, refusal.per_message) == (406, "orders-service", True), refusal.said
-    assert refusal.refuses("", 1, pika.BasicProperties(user_id="orders-service"))
+    refusal = refused(broker, "", qname, **{prop: value})
+    assert (refusal.code, getattr(refusal, prop), refusal.per_message) == (406, value, True), refusal.said
+    assert refusal.refuses("", 1, pika.BasicProperties(**{prop: value}))
+    assert not refusal.refuses("", 1, pika.BasicProperties(**{prop: other}))
 
 
 def test_a_missing_exchange_names_the_exchange(broker) -> None:
