@@ -1,14 +1,19 @@
-"""Keep README.md true: its usage blocks are `dlxtool ... --help`, its examples real runs of the demo.
+"""Keep the docs true (README.md and docs/**/*.md): their usage blocks are `dlxtool ... --help`, their examples
+real runs of the demo.
 
     python scripts/docs/readme.py             # rewrite the --help blocks (fast; no broker)
-    python scripts/docs/readme.py --check     # exit 1 naming stale or missing blocks (the test suite runs it)
+    python scripts/docs/readme.py --check     # exit 1 naming stale or missing blocks, or broken links between pages
     python scripts/docs/readme.py --examples  # also play scripts/demo (vhost dlxtool-demo) and refresh the
                                               # example blocks from its transcript and a few more real runs
 
-README.md marks the generated parts; everything between the markers is replaced:
+The pages mark the generated parts; everything between the markers is replaced, in whichever page it is (a
+name may appear in several: README.md shows six of the demo's steps that the command pages show too):
 
     <!-- help: dlxtool brokers check -->  ...  <!-- /help -->  `dlxtool brokers check --help`, 80 columns
     <!-- example: peek -->   ...   <!-- /example -->            scripts/demo's step "peek" (or EXTRAS["peek"])
+
+Every command needs a help block in some page. Besides the example blocks, every `$ dlxtool ...` command line in a
+```console block (and each `| dlxtool ...` stage of a pipeline there) must still parse.
 """
 
 from __future__ import annotations
@@ -20,15 +25,19 @@ import shlex
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 WIDTH = 80  # --help is rendered at this width, whatever the terminal: the check must not depend on it
 
 HELP = re.compile(r"(<!-- help: (?P<name>[^>]*?) -->\n)(?P<body>.*?)(<!-- /help -->)", re.S)
 EXAMPLE = re.compile(r"(<!-- example: (?P<name>[^>]*?) -->\n)(?P<body>.*?)(<!-- /example -->)", re.S)
+
+# The six things people do at 3 a.m., one example each in README.md (scripts/demo's steps).
+README_EXAMPLES = ("queues", "peek", "history", "decode", "replay", "purge")
 
 # Examples the demo does not play; run after it against the same vhost, in this order.
 EXTRAS: dict[str, str] = {
@@ -46,6 +55,23 @@ EXTRAS: dict[str, str] = {
 AROUND: dict[str, tuple[str, str]] = {
     "dump": ("dlxtool load .demo/orders-dlq-backup.jsonl --yes -f json", "dlxtool purge orders.dlq --yes -f json"),
 }
+
+
+Docs = Mapping[str, str]  # page (path relative to ROOT, e.g. "docs/commands/peek.md") -> its text
+
+
+def doc_paths(root: Path = ROOT) -> list[Path]:
+    """README.md and every page under docs/."""
+    return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+
+
+def read_docs(root: Path = ROOT) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): p.read_text() for p in doc_paths(root)}
+
+
+def _pages(docs: Docs | str) -> Docs:
+    """A single text (an older caller's README.md) is taken as README.md alone."""
+    return {"README.md": docs} if isinstance(docs, str) else docs
 
 
 # -- --help blocks --------------------------------------------------------------------------------------
@@ -95,27 +121,107 @@ def render_help(text: str) -> str:
     return HELP.sub(lambda m: m.group(1) + help_block(m.group("name")) + m.group(4), text)
 
 
-def problems(text: str) -> list[str]:
-    """What makes README.md stale: help blocks that differ from --help, commands without one."""
+def problems(docs: Docs | str) -> list[str]:
+    """What makes the docs stale: help blocks that differ from --help (named with their page), commands without
+    one in any page."""
     out = []
     found = set()
-    for m in HELP.finditer(text):
-        found.add(m.group("name"))
-        if m.group("body") != help_block(m.group("name")):
-            out.append(f"the `{m.group('name')} --help` block differs from --help")
-    out += [f"no `<!-- help: {n} -->` block for `{n}`" for n in command_names() if n not in found]
+    blocks: dict[str, str] = {}  # each name's --help rendered once
+    for page, text in _pages(docs).items():
+        for m in HELP.finditer(text):
+            name = m.group("name")
+            found.add(name)
+            if name not in blocks:
+                blocks[name] = help_block(name)
+            if m.group("body") != blocks[name]:
+                out.append(f"{page}: the `{name} --help` block differs from --help")
+    out += [f"no `<!-- help: {n} -->` block for `{n}` in README.md or docs/" for n in command_names() if n not in found]
+    return out
+
+
+# -- links between pages ---------------------------------------------------------------------------------
+
+LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
+FENCE = re.compile(r"^[ \t]*```.*?^[ \t]*```", re.S | re.M)
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped (hyphens and underscores kept), spaces to -."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    return {anchor(m.group(1)) for m in re.finditer(r"^#{1,6} (.+)$", FENCE.sub("", text), re.M)}
+
+
+def broken_links(docs: Docs) -> list[str]:
+    """Relative links (`[text](path)`, `[text](path#anchor)`, `[text](#anchor)`) that lead to no page or no heading
+    of it; links out (http:, mailto:) are not followed. Pages outside README.md and docs/ need only exist."""
+    out = []
+    for page, text in docs.items():
+        for m in LINK.finditer(FENCE.sub("", text)):
+            target = m.group("target")
+            if re.match(r"^[a-z]+:", target):
+                continue
+            path, _, fragment = target.partition("#")
+            to = (Path(page).parent / path).as_posix() if path else page
+            to = os.path.normpath(to)
+            if path and not (ROOT / to).exists():
+                out.append(f"{page}: link to {target}: no such file")
+            elif fragment and to in docs and fragment not in anchors(docs[to]):
+                out.append(f"{page}: link to {target}: no such heading in {to}")
     return out
 
 
 # -- example blocks -------------------------------------------------------------------------------------
 
 
-def example_commands(text: str) -> Iterator[tuple[str, list[str]]]:
-    """(example name, argv after `dlxtool`) of every `$ dlxtool ...` line in the example blocks."""
-    for m in EXAMPLE.finditer(text):
-        for line in m.group("body").splitlines():
-            if line.startswith("$ dlxtool "):
-                yield m.group("name"), shlex.split(line[2:])[1:]
+CONSOLE = re.compile(r"^(?P<indent>[ \t]*)```console\n(?P<body>.*?)^(?P=indent)```", re.S | re.M)
+
+
+def example_commands(docs: Docs | str) -> Iterator[tuple[str, list[str]]]:
+    """(where, argv after `dlxtool`) of every dlxtool command line shown being run: each `$ ...` line (with its
+    `\\` continuations) of a ```console block — the example blocks are such blocks — and each stage of it that runs
+    dlxtool (`$ echo … | dlxtool decode`). `where`: "PAGE: example 'NAME'", else PAGE:LINE."""
+    for page, text in _pages(docs).items():
+        names = {m.start("body"): m.group("name") for m in EXAMPLE.finditer(text)}
+        for block in CONSOLE.finditer(text):
+            name = names.get(block.start() + len(block.group("indent")))
+            for offset, line in _command_lines(block.group("body")):
+                line_no = text.count("\n", 0, block.start("body")) + offset + 1
+                where = f"{page}: example {name!r}" if name else f"{page}:{line_no}"
+                for argv in _dlxtool_stages(line):
+                    yield where, argv
+
+
+def _command_lines(body: str) -> Iterator[tuple[int, str]]:
+    """(line index in the block, the command) of each `$ ` line, joined with its `\\` continuation lines."""
+    lines = [line.strip() for line in body.splitlines()]
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("$ "):
+            first, command = i, lines[i][2:]
+            while command.endswith("\\") and i + 1 < len(lines):
+                i += 1
+                command = command[:-1] + " " + lines[i].strip()
+            yield first, command
+        i += 1
+
+
+def _dlxtool_stages(command: str) -> Iterator[list[str]]:
+    """The argv (after `dlxtool`) of each pipeline stage that runs dlxtool; redirections cut a stage short."""
+    command = re.sub(r"(?<=\s)\d+(?=[<>])", "", command)  # a file descriptor's number (2>&1) is no argument
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    stage: list[str] = []
+    for token in [*lexer, "|"]:
+        if token and set(token) <= set("|&;<>()"):
+            if stage[:1] == ["dlxtool"]:
+                yield stage[1:]
+            stage = [] if token in ("|", "||", "&&", ";", "&") else ["<cut>"]  # after a redirection: its target
+            continue
+        if stage[:1] != ["<cut>"]:
+            stage.append(token)
 
 
 def play_demo(transcript: Path) -> dict[str, str]:
@@ -158,19 +264,23 @@ def _prose(line: str) -> bool:
     return sum(word.isalpha() for word in re.split(r"[\s,;:()]+", body)) >= 5
 
 
-def stale_examples(text: str, examples: dict[str, str]) -> list[str]:
-    """Sentences in README's example blocks that the same steps no longer print (`examples`: name ->
-    output of a fresh run, e.g. the demo's transcript). Numbers and spacing may differ; wording may not:
-    text the code stopped printing (or prints differently) stays in README until --examples is run."""
+def stale_examples(docs: Docs | str, examples: dict[str, str]) -> list[str]:
+    """Sentences in the example blocks that the same steps no longer print (`examples`: name -> output of a
+    fresh run, e.g. the demo's transcript). Numbers and spacing may differ; wording may not: text the code
+    stopped printing (or prints differently) stays in the docs until --examples is run. Each stale sentence is
+    named once per page (README.md's examples are named for README.md, a command page's for that page)."""
     out = []
-    for m in EXAMPLE.finditer(text):
-        name = m.group("name")
-        if name not in examples:
-            continue
-        now = {_shape(line) for line in examples[name].splitlines()}
-        for line in m.group("body").splitlines():
-            if _prose(line) and _shape(line) not in now:
-                out.append(f"example {name!r}: {line.strip()!r} is no longer printed")
+    pages = _pages(docs)
+    for page, text in pages.items():
+        for m in EXAMPLE.finditer(text):
+            name = m.group("name")
+            if name not in examples:
+                continue
+            now = {_shape(line) for line in examples[name].splitlines()}
+            for line in m.group("body").splitlines():
+                if _prose(line) and _shape(line) not in now:
+                    where = f"example {name!r}" if len(pages) == 1 else f"{page}: example {name!r}"
+                    out.append(f"{where}: {line.strip()!r} is no longer printed")
     return out
 
 
@@ -188,25 +298,27 @@ def render_examples(text: str, examples: dict[str, str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when README.md is stale")
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when a page is stale")
     parser.add_argument("--examples", action="store_true", help="also play the demo and refresh the examples")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    text = README.read_text()
+    docs = read_docs()
     if args.check:
-        found = problems(text)
+        found = problems(docs) + broken_links(docs)
         for p in found:
-            print(f"README.md: {p}", file=sys.stderr)
+            print(f"readme.py: {p}", file=sys.stderr)
         if found:
             print("run: python scripts/docs/readme.py", file=sys.stderr)
         return 1 if found else 0
-    new = render_help(text)
+    new = {page: render_help(text) for page, text in docs.items()}
     if args.examples:
         with tempfile.TemporaryDirectory() as tmp:
-            new = render_examples(new, play_demo(Path(tmp)))
-    if new != text:
-        README.write_text(new)
-        print("README.md updated", file=sys.stderr)
+            examples = play_demo(Path(tmp))
+        new = {page: render_examples(text, examples) for page, text in new.items()}
+    for page, text in new.items():
+        if text != docs[page]:
+            (ROOT / page).write_text(text)
+            print(f"{page} updated", file=sys.stderr)
     return 0
 
 

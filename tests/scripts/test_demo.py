@@ -34,12 +34,12 @@ def test_demo_plays_the_incident_and_leaves_nothing_behind(broker, tmp_path: Pat
                               timeout=300)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         step = {p.stem.split("-", 1)[1]: p.read_text() for p in transcript.glob("*.txt")}
-        # README's examples come from this demo (scripts/docs/readme.py --examples): what they say must
-        # still be what the demo prints (as a user's run would show it: vhost dlxtool-demo, .demo/).
+        # The examples in README.md and docs/ come from this demo (scripts/docs/readme.py --examples): what they
+        # say must still be what the demo prints (as a user's run would show it: vhost dlxtool-demo, .demo/).
         as_shown = {name: text.replace(vhost, "dlxtool-demo").replace(str(demo_dir), ".demo")
                     for name, text in step.items()}
-        assert readme.stale_examples((ROOT / "README.md").read_text(), as_shown) == [], \
-            "README examples are stale: run python scripts/docs/readme.py --examples"
+        assert readme.stale_examples(readme.read_docs(), as_shown) == [], \
+            "the docs' examples are stale: run python scripts/docs/readme.py --examples"
 
         assert _row(step["queues"], "orders.work").endswith("clogged")
         assert _row(step["queues"], "orders.dlq").endswith("dlq")
