@@ -26,7 +26,8 @@ def test_demo_plays_the_incident_and_leaves_nothing_behind(broker, tmp_path: Pat
     env = {k: v for k, v in os.environ.items() if not k.startswith("DLXTOOL_")}
     env.update(DLXTOOL_DEMO_VHOST=vhost, DLXTOOL_DEMO_DIR=str(demo_dir), DLXTOOL_DEMO_TRANSCRIPT=str(transcript),
                DLXTOOL_BROKER_PORT=str(broker.amqp_port), DLXTOOL_BROKER_HTTP_PORT=str(broker.http_port),
-               HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"))
+               HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"),
+               XDG_STATE_HOME=str(tmp_path / "state"), XDG_CACHE_HOME=str(tmp_path / "cache"))
     if (ROOT / ".venv" / "bin" / "dlxtool").exists():
         env["DLXTOOL_DEMO_NO_INSTALL"] = "1"  # the suite runs in that venv already
     try:
@@ -58,9 +59,38 @@ def test_demo_plays_the_incident_and_leaves_nothing_behind(broker, tmp_path: Pat
         assert sorted(r["properties"]["type"] for r in backup) == [
             "shop.orders.v1.OrderPlaced", "shop.orders.v1.PaymentCaptured"]  # the two bodies cut in half
         assert _depths(broker, vhost) == {"orders.dlq": 0, "orders.work": 0, "orders.retry.wait": 0}
-        assert "Clean up:" in proc.stdout and f"/api/vhosts/{vhost}" in proc.stdout
+        assert "Clean up" in proc.stdout and f"/api/vhosts/{vhost}" in proc.stdout
+
+        # Everything dlxtool kept is in the demo's directory, which the cleanup removes: its journal (the replay
+        # and the purge), its compiled schemas; nothing in the user's own state or cache directories.
+        journal = (demo_dir / "state" / "dlxtool" / "journal.jsonl").read_text()
+        runs = [json.loads(line) for line in journal.splitlines()]
+        assert {r["command"] for r in runs if r["event"] == "start"} == {"replay", "purge"}
+        assert list((demo_dir / "cache").glob("*.binpb"))
+        assert f"rm -r {demo_dir} " in proc.stdout
+        written = {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if "dlxtool" in p.name}
+        assert not {w for w in written if not w.startswith(("demo", "transcript"))}, written
+
+        # The commands it ends with work from any directory, with dlxtool named by its path (not on PATH).
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        tried = _try_it(proc.stdout)
+        assert tried[0].startswith("export DLXTOOL_URL=") and "/.venv/bin/dlxtool queues" in tried[1], tried
+        shell = subprocess.run(["bash", "-ec", "\n".join(tried)], cwd=elsewhere, capture_output=True, text=True,
+                               timeout=120, env={**{k: v for k, v in env.items() if not k.startswith("DLXTOOL_")},
+                                                 "PATH": "/usr/bin:/bin", "NO_COLOR": "1"})
+        assert shell.returncode == 0, shell.stdout[-3000:] + shell.stderr[-3000:]
+        assert "orders.dlq" in shell.stdout and "shop.orders.v1.OrderPlaced" in shell.stdout
+        assert "replay" in shell.stdout and "purge" in shell.stdout  # the journal of the demo's runs
+        assert not list(elsewhere.iterdir())
     finally:
         broker.mgmt.request("DELETE", f"vhosts/{quote(vhost, safe='')}")
+
+
+def _try_it(stdout: str) -> list[str]:
+    """The commands under the demo's "Try it yourself" line, up to its clean-up list."""
+    lines = stdout[stdout.index("Try it yourself"):stdout.index("Clean up")].splitlines()[1:]
+    return [line.split("  #")[0].strip() for line in lines if line.startswith("  ")]
 
 
 def _row(output: str, cell: str) -> str:
