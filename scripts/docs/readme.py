@@ -232,8 +232,12 @@ def play_demo(transcript: Path) -> dict[str, str]:
         examples[path.stem.split("-", 1)[1]] = path.read_text()
     vhost = os.environ.get("DLXTOOL_DEMO_VHOST", "dlxtool-demo")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DLXTOOL_")}
+    demo_dir = ROOT / os.environ.get("DLXTOOL_DEMO_DIR", ".demo")
     env.update(NO_COLOR="1", COLUMNS=str(WIDTH), DLXTOOL_URL=f"amqp://guest:guest@localhost:5672/{vhost}",
-               PATH=f"{ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+               PATH=f"{ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+               # what dlxtool keeps (the journal of the extras' load and purge, compiled schemas) stays in the
+               # demo's directory, as the demo's own runs do
+               XDG_STATE_HOME=str(demo_dir / "state"), DLXTOOL_CACHE_DIR=str(demo_dir / "cache"))
     for name, command in EXTRAS.items():
         before, after = AROUND.get(name, ("true", "true"))
         subprocess.run(before, shell=True, cwd=ROOT, env=env, check=True, capture_output=True)
