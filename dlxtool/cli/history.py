@@ -9,6 +9,7 @@ import click
 
 from dlxtool.cli.app import App
 from dlxtool.cli.options import (
+    SELECTION_HELP,
     common_options,
     complete_queue,
     conventions_in_use,
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 DEFAULT_COUNT = 100
 
 
-@click.command(epilog=SAFETY_HELP)
+@click.command(epilog=SAFETY_HELP + "\n" + SELECTION_HELP)
 @click.argument("queue", required=False, shell_complete=complete_queue)
 @click.option("-n", "--count", "--limit", "count", type=click.IntRange(min=1), default=None,
               help=f"How many messages from the head of QUEUE (of those the selection selects, if any) "
@@ -220,6 +221,7 @@ def _from_file(app: App, name: str, allow_torn: bool) -> Iterator[MessageRecord]
 
 
 def _render_timelines(app: App, items: list[Any], empty: str = "(no messages)") -> None:
+    from dlxtool.message_ids import message_name
     from dlxtool.ops.history import shown_exchange
     from dlxtool.render import safe_text, write_table
 
@@ -232,7 +234,7 @@ def _render_timelines(app: App, items: list[Any], empty: str = "(no messages)") 
         by = f"{x.origin_label}: {x.origin_why}" if x.origin_label else x.origin_why
         if x.origin is None and item.own_headers:
             by += f"; its headers: {', '.join(item.own_headers)}"
-        line = f"#{r.position} origin {where} ({by}), {_deaths_text(h)}"
+        line = f"#{r.position} {message_name(r)}: origin {where} ({by}), {_deaths_text(h)}"
         if item.type:
             line += f", type {item.type}"
         if item.copy_of is not None:

@@ -10,6 +10,7 @@ import click
 
 from dlxtool.cli.app import App
 from dlxtool.cli.options import (
+    SELECTION_HELP,
     common_options,
     dry_run_option,
     queue_argument,
@@ -93,7 +94,7 @@ Examples:
 """
 
 
-@click.command(help=HELP)
+@click.command(help=HELP, epilog=SELECTION_HELP)
 @queue_argument
 @click.option("--backup", metavar="FILE", type=click.Path(dir_okay=False),
               help="Append each removed message's record to FILE (JSON Lines, flushed before its ack).")

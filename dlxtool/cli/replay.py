@@ -21,6 +21,7 @@ from dlxtool.cli.moving import (
     transfer_counts,
 )
 from dlxtool.cli.options import (
+    SELECTION_HELP,
     common_options,
     complete_broker,
     complete_queue,
@@ -154,7 +155,7 @@ Examples:
 """
 
 
-@click.command(help=HELP)
+@click.command(help=HELP, epilog=SELECTION_HELP)
 @click.argument("dlq", shell_complete=complete_queue)
 @click.option("--to", "to_queue", metavar="QUEUE", shell_complete=complete_queue,
               help="Send everything to QUEUE instead of each origin.")

@@ -38,12 +38,13 @@ class Entry:
         return None
 
     def to_json(self) -> dict[str, Any]:
+        from dlxtool.message_ids import fingerprint_name
         from dlxtool.ops.provenance import replayed
 
         props = self.record.properties
         x = self.explained
         return {"queue": self.record.queue, "position": self.record.position,
-                "message_id": props.get("message_id"), "type": self.type,
+                "message_id": props.get("message_id"), "fingerprint": fingerprint_name(self.record), "type": self.type,
                 "routing_key": self.record.routing_key, **self.history.to_json(),
                 # origin/origin_why/error now say what the explaining convention found (x-death's as before)
                 "origin": x.origin.queue if x.origin else None, "origin_why": x.origin_why, "error": x.error,
