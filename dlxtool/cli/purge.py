@@ -222,6 +222,7 @@ def _render(app: App, outcome: Any) -> None:
     if not outcome.reads_messages:
         if outcome.dry_run:
             app.info(f"dry run: would purge {summary['would_purge']} messages from {state.name}")
+            _dry_run_ids(app, {**summary, "message_ids": None}, "purge", state.name)
         else:
             app.info(f"purged {summary['purged']} messages from {state.name}")
             _depths(app, outcome)
@@ -235,6 +236,7 @@ def _render(app: App, outcome: Any) -> None:
         route = f" (route: {outcome.route})" if outcome.route and not stay else ""
         app.info(f"dry run: would {verb} {n}{route} and keep {summary['would_keep']} of {state.ready} messages in "
                  f"{settings.queue}{sampled}{full}{stay}; nothing was changed")
+        _dry_run_ids(app, summary, verb, settings.move_to or settings.queue)
         return
     from dlxtool.cli.explaining import Cells
     from dlxtool.cli.moving import duplicates_note, result_rows
@@ -254,6 +256,21 @@ def _render(app: App, outcome: Any) -> None:
     app.info(f"{result.removed + result.moved_total} of {result.snapshot} messages taken from {result.source} "
              f"in {app.elapsed():.1f}s" + duplicates_note(result))
     _depths(app, outcome)
+
+
+def _dry_run_ids(app: App, summary: dict[str, Any], verb: str, where: str) -> None:
+    """The names of the messages the dry run would remove or move (the first ones; JSON: all), or why there are
+    none: without a selection nothing is read (every message there is goes)."""
+    from dlxtool.cli.moving import write_id_list
+
+    names = summary.get("message_ids")
+    if names is None:
+        if summary.get(f"would_{verb}"):  # would_remove, would_move, would_purge
+            app.info(f"(no message ids: without a selection nothing is read before the run, which takes the messages "
+                     f"from the head as they come; `dlxtool peek {summary['queue']}` shows them)")
+        return
+    write_id_list(app, verb, [(where if verb == "move" else "", name) for name in names],
+                  sampled=bool(summary.get("sampled")))
 
 
 def _depths(app: App, outcome: Any) -> None:
