@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from dlxtool.ops.peek import Coverage, QueueReader
 
 # Not the whole queue by default: every message read is held unacked until the read ends, and on a
-# quorum queue each one read uses a delivery attempt. A count made of the first ones says so.
+# quorum queue each one read uses a delivery attempt. A count made of the first ones says so. A summary reads as
+# many as a read may hold (--max-unacked, --max-bytes): a summary of a part is no summary.
 DEFAULT_COUNT = 100
 
 
@@ -48,8 +49,17 @@ DEFAULT_COUNT = 100
 @click.option("--all", "all_", is_flag=True,
               help="Every message of QUEUE (still bounded by --max-unacked: all are held until the read ends).")
 @click.option("--summary", is_flag=True,
-              help="Group by failure signature: origin, reason, type, error text; count messages and deaths "
-                   "(of the messages read: when that is not all of QUEUE, the output says so).")
+              help="Group by failure: origin, convention, reason, type, and the error without what varies from "
+                   "message to message (ids, numbers, UUIDs, hex, timestamps), or the exception type and first "
+                   "application frame where a convention records a stack (Spring, NServiceBus, MassTransit, "
+                   "Dramatiq); one example error per group. Counts messages, attempts (how many times a consumer "
+                   "had each message: x-death's failures at the origin, a delivery_limit death as the queue's "
+                   "limit + 1, x-retry-count + 1, a framework's retries + 1; the largest) and deaths. Reads the "
+                   "whole of QUEUE up to --max-unacked messages (config dump_unacked_limit, default 10000) and "
+                   "--max-bytes of bodies (a peek holds all it reads unacked until it ends); when that is not all, "
+                   "the first line says so. -n N: the first N.")
+@click.option("--ungrouped", is_flag=True,
+              help="With --summary: one group per error text as it is (ids, numbers and all).")
 @click.option("--from", "from_file", metavar="FILE",
               help="Read message records (dump / peek --format jsonl) from FILE, or - for stdin; no broker.")
 @click.option("--allow-torn", is_flag=True,
@@ -62,9 +72,9 @@ DEFAULT_COUNT = 100
 @read_options
 @common_options
 @click.pass_obj
-def history(app: App, /, queue: str | None, count: int | None, all_: bool, summary: bool, from_file: str | None,
-            allow_torn: bool, error_headers: tuple[str, ...], origin_from: str | None, selection: Selection,
-            **read: object) -> None:
+def history(app: App, /, queue: str | None, count: int | None, all_: bool, summary: bool, ungrouped: bool,
+            from_file: str | None, allow_torn: bool, error_headers: tuple[str, ...], origin_from: str | None,
+            selection: Selection, **read: object) -> None:
     """Show the x-death history of the messages in QUEUE (or in a dump file).
 
     Per message: the deaths, most recent first (queue, reason, count,
@@ -86,6 +96,8 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
     \b
     Examples:
       dlxtool history orders.dlq --summary
+      dlxtool history orders.dlq --summary --ungrouped --not-type PaymentFailed
+      dlxtool history orders.dlq --message-id o-00013
       dlxtool history orders.dlq -n 5 --format json
       dlxtool dump orders.dlq --all -o dlq.jsonl && dlxtool history --from dlq.jsonl --summary
       dlxtool history orders.dlq --reason expired --older-than 1h --summary
@@ -94,14 +106,19 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
     from dlxtool.ops.history import count_notes, entries, mark_copies, summarize_failures
 
     check_count(count, all_)
+    if ungrouped and not summary:
+        raise UsageError("--ungrouped only means something with --summary", hint="dlxtool history QUEUE --summary "
+                                                                                   "--ungrouped")
     names = (*app.config().error_headers, *error_headers)
     fmt = app.output_format("json" if summary else "jsonl")
     known = conventions_in_use(app, origin_from)  # a wrong --origin-from fails before the queue is read
     through = through_wait_queues(app, queue) if queue else None
     selection = selection_for(app, selection, origin_from=origin_from, error_headers=error_headers, through=through,
                               decode=from_file is not None)  # a reader decodes before it selects; a file does not
-    records, reader = _load(app, queue, None if all_ else count or DEFAULT_COUNT, from_file, read, allow_torn,
-                            selection)
+    # a summary reads all it may hold: --max-unacked messages (then it says it did not see all)
+    whole = _summary_bound(app, read) if summary and count is None and not all_ else None
+    records, reader = _load(app, queue, None if all_ else count or whole or DEFAULT_COUNT, from_file, read,
+                            allow_torn, selection)
     items = list(entries(records, names, known, origin_from, through=through,
                          delivery_limit=_delivery_limits(app) if queue else None))
     copies = mark_copies(items)
@@ -110,7 +127,7 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
                  "killed (kill -9) between a publish and the ack of its source; drop one of each pair "
                  "(README: Stop signals)")
     coverage = _coverage(reader, len(items))
-    note = sample_note(coverage, "-n N or --all for all")
+    note = sample_note(coverage, _more_text(app, read) if whole else "-n N or --all for all")
     for item in items:
         for warning in item.history.history.warnings:
             app.warn(f"{item.record.queue} #{item.record.position}: {warning} (best reading shown)")
@@ -119,16 +136,19 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
         app.warn(f"{conflicts} message(s): conventions name different origins; the most recent failure won "
                  "(history without --summary says which and why; --origin-from CONVENTION forces one)")
     if summary:
-        groups = summarize_failures(items)
+        groups = summarize_failures(items, ungrouped=ungrouped)
         if fmt != "table":
+            if note:
+                app.info(note)
             # Each group says what it was counted from (a list stays a list for existing scripts).
             app.emit_json([{**g.to_json(), **coverage.to_json()} for g in groups], fmt)
         else:
             from dlxtool.cli.explaining import Cells
             from dlxtool.render import write_table
 
+            write_sample_note(app, note)  # first: the counts below are of what was read
             cells = Cells(app)
-            write_table([[g.origin or "?", g.convention, g.reason, g.type, cells(g.error, 60), g.messages,
+            write_table([[g.origin or "?", g.convention, g.reason, g.type, g.error_text(cells), g.messages,
                           g.attempts_text(), g.deaths_text(), g.waits or "",
                           *(v or "" for v in (g.to_json()["first"], g.to_json()["last"]))] for g in groups],
                         ["origin", "convention", "reason", "type", "error", "messages", "attempts", "deaths",
@@ -137,7 +157,6 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
                         styles={0: lambda cell: app.style(cell, bold=True),
                                 2: lambda cell: app.style(cell, fg="yellow")})
             cells.note()
-            write_sample_note(app, note)
     elif fmt != "table":
         app.emit_json([i.to_json() for i in items], fmt)
         if note:
@@ -154,6 +173,21 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
     if queue:
         topology_note(app, queue, records, conventions=True)
     finish_read(app, reader)
+
+
+def _summary_bound(app: App, read: dict[str, Any]) -> int:
+    """How many messages a summary reads at most: all a read may hold unacked (--max-unacked, else the config's
+    dump_unacked_limit)."""
+    given = read.get("max_unacked")
+    return given if isinstance(given, int) else app.config().dump_unacked_limit
+
+
+def _more_text(app: App, read: dict[str, Any]) -> str:
+    """What bounds a summary's read, for its sample note."""
+    from dlxtool.budget import human
+
+    return (f"a summary reads up to --max-unacked {_summary_bound(app, read):,} messages and --max-bytes "
+            f"{human(app.max_bytes)} of bodies; raise them to cover more")
 
 
 def _delivery_limits(app: App) -> Callable[[str], int | None]:
