@@ -217,6 +217,8 @@ def _render(app: App, outcome: Any) -> None:
     fmt = app.output_format("json")
     if fmt != "table":
         app.emit_json(summary, fmt)
+        if outcome.dry_run and summary.get("message_ids") is None:
+            _no_ids(app, summary)
         return
     settings, state = outcome.settings, outcome.state
     if not outcome.reads_messages:
@@ -265,12 +267,17 @@ def _dry_run_ids(app: App, summary: dict[str, Any], verb: str, where: str) -> No
 
     names = summary.get("message_ids")
     if names is None:
-        if summary.get(f"would_{verb}"):  # would_remove, would_move, would_purge
-            app.info(f"(no message ids: without a selection nothing is read before the run, which takes the messages "
-                     f"from the head as they come; `dlxtool peek {summary['queue']}` shows them)")
+        _no_ids(app, summary)
         return
     write_id_list(app, verb, [(where if verb == "move" else "", name) for name in names],
                   sampled=bool(summary.get("sampled")))
+
+
+def _no_ids(app: App, summary: dict[str, Any]) -> None:
+    """Why a dry run names no message: nothing was read."""
+    if any(summary.get(f"would_{verb}") for verb in ("purge", "remove", "move")):
+        app.info(f"(no message ids: without a selection nothing is read before the run, which takes the messages "
+                 f"from the head as they come; `dlxtool peek {summary['queue']}` shows them)")
 
 
 def _depths(app: App, outcome: Any) -> None:
