@@ -45,19 +45,12 @@ DEFAULT_COUNT = 100
 @click.argument("queue", required=False, shell_complete=complete_queue)
 @click.option("-n", "--count", "--limit", "count", type=click.IntRange(min=1), default=None,
               help=f"How many messages from the head of QUEUE (of those the selection selects, if any) "
-                   f"[default: {DEFAULT_COUNT}].")
+                   f"[default: {DEFAULT_COUNT}; with --summary all, up to --max-unacked].")
 @click.option("--all", "all_", is_flag=True,
               help="Every message of QUEUE (still bounded by --max-unacked: all are held until the read ends).")
 @click.option("--summary", is_flag=True,
-              help="Group by failure: origin, convention, reason, type, and the error without what varies from "
-                   "message to message (ids, numbers, UUIDs, hex, timestamps), or the exception type and first "
-                   "application frame where a convention records a stack (Spring, NServiceBus, MassTransit, "
-                   "Dramatiq); one example error per group. Counts messages, attempts (how many times a consumer "
-                   "had each message: x-death's failures at the origin, a delivery_limit death as the queue's "
-                   "limit + 1, x-retry-count + 1, a framework's retries + 1; the largest) and deaths. Reads the "
-                   "whole of QUEUE up to --max-unacked messages (config dump_unacked_limit, default 10000) and "
-                   "--max-bytes of bodies (a peek holds all it reads unacked until it ends); when that is not all, "
-                   "the first line says so. -n N: the first N.")
+              help="One row per failure, with its messages, attempts and deaths: all of QUEUE up to --max-unacked "
+                   "messages and --max-bytes of bodies (see above).")
 @click.option("--ungrouped", is_flag=True,
               help="With --summary: one group per error text as it is (ids, numbers and all).")
 @click.option("--from", "from_file", metavar="FILE",
@@ -90,6 +83,23 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
     [conventions.NAME] in the config file. Each message says which
     convention explained it; when conventions disagree the most recent
     failure wins, and --origin-from forces one.
+
+    --summary groups the messages by failure: origin, convention, reason,
+    type, and the error text without what varies from message to message
+    (ids, numbers, UUIDs, hex, timestamps), or, where a convention records
+    a stack (Spring, NServiceBus, MassTransit, Dramatiq), its exception type
+    and first application frame; one example error per group, "(+N like
+    it)" for the other texts (--ungrouped: one group per exact text). It
+    reads all of QUEUE up to --max-unacked messages (config
+    dump_unacked_limit, default 10000) and --max-bytes of bodies, as a peek
+    holds all it reads unacked until it ends; when that is not all of
+    QUEUE, its first line says so (-n N: the first N).
+
+    Attempts: how many times a consumer had a message, at least — the
+    largest of x-death's failures at the origin (a delivery_limit death
+    counts the queue's limit + 1), an app's x-retry-count + 1 (its retries,
+    then the try that gave up), x-delivery-attempts, and a framework's
+    count (NServiceBus, MassTransit, Celery retries + 1; rascal).
 
     Reads the queue like `peek` does (same safety rules, below).
 
