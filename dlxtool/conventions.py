@@ -83,6 +83,10 @@ class Reading:
     # (exchange, routing key) the message was delivered with at its origin, where the convention records them:
     # a queue origin replayed through a temporary exchange keeps that routing key (dlxtool.ops.replay)
     received: tuple[str, str] | None = None
+    # The stack the failure left, where the convention records one, and the exception type where it records that
+    # apart: what `history --summary` groups by (dlxtool.failures.stack_signature)
+    stack: str | None = None
+    exception: str | None = None
 
 
 @dataclass(frozen=True)
@@ -280,9 +284,18 @@ class Spring(_BuiltIn):
         if exchange is None and key is None and message.get("x-exception-stacktrace") is None:
             return None
         origin = Route.to(exchange or "", key) if key is not None else None
+        stack = message.get("x-exception-stacktrace")
         return Reading(self.name, origin, "x-original-exchange/x-original-routingKey" if origin else "",
-                       error=error or _first_line(message.get("x-exception-stacktrace")),
-                       reset=_present(h, SPRING_HEADERS), received=(exchange or "", key) if key is not None else None)
+                       error=error or _first_line(stack),
+                       reset=_present(h, SPRING_HEADERS), received=(exchange or "", key) if key is not None else None,
+                       stack=_long_text(stack))
+
+
+def _long_text(value: Any) -> str | None:
+    """A header's text with its lines kept (a stack), or None."""
+    if value is None or isinstance(value, Mapping | list | tuple):
+        return None
+    return _text(value) or None
 
 
 def _first_line(value: Any) -> str | None:
@@ -312,8 +325,8 @@ class NServiceBus(_BuiltIn):
     def read(self, message: Message) -> Reading | None:
         h = message.headers
         failed_q = _str(message.get("NServiceBus.FailedQ"))
-        error = _joined(_str(message.get(NSB_EXCEPTION + "ExceptionType")),
-                        _str(message.get(NSB_EXCEPTION + "Message")))
+        kind = _str(message.get(NSB_EXCEPTION + "ExceptionType"))
+        error = _joined(kind, _str(message.get(NSB_EXCEPTION + "Message")))
         if failed_q is None and error is None:
             return None
         delayed = _int(message.get("NServiceBus.Retries"))
@@ -324,7 +337,8 @@ class NServiceBus(_BuiltIn):
                        attempts_why="at least NServiceBus.Retries (delayed retries) + 1; immediate retries are "
                                     "not counted in a header",
                        failed_at=_when(message.get("NServiceBus.TimeOfFailure")),
-                       reset=_present(h, NSB_RESET, (NSB_EXCEPTION,)))
+                       reset=_present(h, NSB_RESET, (NSB_EXCEPTION,)),
+                       stack=_long_text(message.get(NSB_EXCEPTION + "StackTrace")), exception=kind)
 
 
 # -- MassTransit -------------------------------------------------------------------------------------------
@@ -359,12 +373,13 @@ class MassTransit(_BuiltIn):
         elif message.queue and message.queue.endswith(MT_ERROR_SUFFIX) and len(message.queue) > len(MT_ERROR_SUFFIX):
             origin, why = Route(queue=message.queue[:-len(MT_ERROR_SUFFIX)]), f"queue name {message.queue}"
         retries = _int(message.get("MT-Fault-RetryCount"))
+        kind = _str(message.get("MT-Fault-ExceptionType"))
         return Reading(self.name, origin, why,
-                       error=_joined(_str(message.get("MT-Fault-ExceptionType")),
-                                     _str(message.get("MT-Fault-Message"))),
+                       error=_joined(kind, _str(message.get("MT-Fault-Message"))),
                        attempts=None if retries is None else retries + 1,
                        attempts_why="MT-Fault-RetryCount + 1" if retries is not None else "",
-                       failed_at=_when(message.get("MT-Fault-Timestamp")), reset=_present(h, MT_RESET))
+                       failed_at=_when(message.get("MT-Fault-Timestamp")), reset=_present(h, MT_RESET),
+                       stack=_long_text(message.get("MT-Fault-StackTrace")), exception=kind)
 
 
 def _address_queue(address: str) -> str | None:
@@ -422,6 +437,11 @@ class Rascal(_BuiltIn):
 
 # The seed patterns' own counters (x-retry-count, x-delivery-attempts, count: see dlxtool.deaths).
 APP_RETRY_HEADERS = ("x-retry-count", "x-delivery-attempts", "count")
+# Counters of retries: a message retried N times was handled N + 1 times (its first try, then each retry), as
+# Celery's retries, MassTransit's RetryCount and NServiceBus' Retries count. An app that counts its republishes
+# (x-retry-count + 1, then republish; at the last attempt it rejects without counting) leaves 2 on a message it
+# handled three times. x-delivery-attempts counts deliveries and `count` says not what: both are taken as they are.
+RETRY_COUNTERS = ("x-retry-count",)
 
 
 class AppRetry(_BuiltIn):
@@ -435,8 +455,10 @@ class AppRetry(_BuiltIn):
         for header in APP_RETRY_HEADERS:
             value = _int(message.headers.get(header))
             if value is not None:
+                retries = header in RETRY_COUNTERS
                 # `count` is reset only when named (deaths.reset_history), the x- ones always.
-                return Reading(self.name, attempts=value, attempts_why=header,
+                return Reading(self.name, attempts=value + 1 if retries else value,
+                               attempts_why=f"{header} + 1 (the first try, then each retry)" if retries else header,
                                reset=_present(message.headers, APP_RETRY_HEADERS[:2], fold=False))
         return None
 
@@ -495,7 +517,7 @@ class Dramatiq(_BuiltIn):
         if not isinstance(trace, str) or not trace.strip():
             return None
         # The last line of a Python traceback is the exception: "ValueError: boom".
-        return Reading(self.name, error=trace.strip().splitlines()[-1].strip())
+        return Reading(self.name, error=trace.strip().splitlines()[-1].strip(), stack=trace)
 
 
 def may_be_dramatiq(body: bytes) -> bool:
@@ -628,6 +650,13 @@ class Explanation:
     conflict: str | None = None   # when conventions named different origins: which won and why
     readings: list[Reading] = field(default_factory=list)
     received: tuple[str, str] | None = None  # the winning convention's Reading.received
+
+    @property
+    def stack(self) -> Reading | None:
+        """The reading whose recorded stack goes with the error shown: the error's convention's, else the first with
+        one (its `stack`, `exception`)."""
+        with_stack = [r for r in self.readings if r.stack]
+        return next((r for r in with_stack if r.convention == self.error_from), with_stack[0] if with_stack else None)
 
     def route_text(self) -> str:
         """For a replay plan: "exchange orders.ex, routing key order.created, from Spring headers"."""

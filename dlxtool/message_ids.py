@@ -83,3 +83,61 @@ def message_id_of(props: bytes) -> str | None:
         return props[pos + 1:end].decode("utf-8", "surrogateescape")
     except IndexError:
         return None
+
+
+# -- naming one message (tables, --message-id, dry-run lists) ------------------------------------------------------
+
+FINGERPRINT_PREFIX = "fp:"
+NAME_HELP = ("a message's name is its message_id property, else fp: and the 16 hex digits of its fingerprint: a "
+             "hash of its body and properties without the headers, so it stays the same however often the message "
+             "is dead-lettered or peeked (the `src` a replay records in its provenance header)")
+
+
+def fingerprint_name(record: Any) -> str | None:
+    """'fp:' + the replay fingerprint of a record (dlxtool.ops.provenance.record_fingerprint: body and properties,
+    not the headers), or None where its properties cannot be encoded."""
+    from dlxtool.ops.provenance import record_fingerprint
+
+    fingerprint = record_fingerprint(record)
+    return None if fingerprint is None else FINGERPRINT_PREFIX + fingerprint
+
+
+def message_name(record: Any) -> str:
+    """What names a message in a table, a dry run's list and --message-id: its message_id property when it has one
+    (text), else its fingerprint name ('fp:…'; '?' where even that cannot be made)."""
+    message_id = record.properties.get("message_id")
+    if isinstance(message_id, bytes | bytearray):
+        message_id = bytes(message_id).decode("utf-8", "replace")
+    if isinstance(message_id, str) and message_id:
+        return message_id
+    return fingerprint_name(record) or "?"
+
+
+def is_fingerprint_name(text: str) -> bool:
+    """'fp:' and 8 to 16 hex digits (a prefix of the fingerprint is enough, as with git's short hashes)."""
+    digits = text[len(FINGERPRINT_PREFIX):]
+    return (text.startswith(FINGERPRINT_PREFIX) and 8 <= len(digits) <= 16
+            and not digits.strip("0123456789abcdefABCDEF"))
+
+
+def read_id_lines(lines: Any, where: str) -> list[str]:
+    """Message ids from a file's lines (--message-ids FILE): one a line, surrounding blanks dropped, empty lines
+    skipped. A line of JSON text ("o-1", as `jq` prints without -r) is read as that text."""
+    out: list[str] = []
+    for number, raw in enumerate(lines, 1):
+        line = raw.decode("utf-8", "surrogateescape") if isinstance(raw, bytes) else str(raw)
+        line = line.strip()
+        if not line:
+            continue
+        if len(line) >= 2 and line[0] == line[-1] == '"':
+            import json
+
+            try:
+                line = str(json.loads(line))
+            except ValueError:
+                from dlxtool.errors import UsageError
+
+                raise UsageError(f"{where}, line {number}: {line[:60]!r} starts and ends with a quote but is not a "
+                                 "JSON string", hint="one message id a line, as is (jq -r prints them so)") from None
+        out.append(line)
+    return out

@@ -1,7 +1,11 @@
 """Which messages a command works on: one selection for peek, history, dump, replay and purge.
 
 All given criteria must hold (AND); a repeated criterion of the same kind matches any of its values (OR),
-e.g. `--origin a --origin b`. The count (`-n`/`--limit`) is not a criterion: a command selects first and
+e.g. `--origin a --origin b`. Each criterion that names values has an excluding form, `--not-NAME` (`exclude`: a
+message that `--NAME VALUE` would select, for any one of the values given, is left out), as `--redelivered` has
+`--not-redelivered`; the bounds are each other's opposite (`--older-than`/`--newer-than`,
+`--min-deaths`/`--max-deaths`). A message is named by its message_id, else by its fingerprint
+(dlxtool.message_ids.message_name). The count (`-n`/`--limit`) is not a criterion: a command selects first and
 counts the matches (`Selection.limit` for replay and purge; the readers' `-n`).
 
 Regular expressions are Python's (`re`), searched anywhere in the text (`^…$` anchors), case-sensitive
@@ -16,6 +20,7 @@ the config file's conventions (dlxtool.cli.options.selection_for); the default r
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -74,16 +79,16 @@ class HeaderMatch:
     pattern: re.Pattern[str] | None = None
 
     @staticmethod
-    def parse(text: str) -> HeaderMatch:
+    def parse(text: str, option: str = "--header") -> HeaderMatch:
         at = min((i for i in (text.find("="), text.find("~")) if i >= 0), default=-1)
         if at <= 0:
-            raise UsageError(f"bad --header {text!r}",
+            raise UsageError(f"bad {option} {text!r}",
                              hint="use NAME=VALUE (equals) or NAME~REGEX (regex found in it), e.g. "
                                   "--header tenant=acme, --header x-exception-message~'(?i)timeout'")
         name, op, rest = text[:at], text[at], text[at + 1:]
         if op == "=":
             return HeaderMatch(name, value=rest)
-        return HeaderMatch(name, pattern=compile_regex(rest, f"--header {name}~"))
+        return HeaderMatch(name, pattern=compile_regex(rest, f"{option} {name}~"))
 
     def matches(self, headers: Mapping[str, Any]) -> bool:
         value = header_value(headers, self.name)
@@ -167,13 +172,18 @@ class CountTally:
     x-death when an application republishes a message; see dlxtool.deaths.DeathCount)."""
 
     maybe_low: int = 0
+    maybe_more: int = 0  # selected by --max-deaths although they may have died more often
 
-    def note(self, min_deaths: int | None) -> str | None:
-        if not self.maybe_low:
-            return None
-        return (f"{self.maybe_low} message(s) not selected by --min-deaths {min_deaths} were dead-lettered by "
-                "RabbitMQ 3.13 or later, which restarts x-death (4.x, 3.13.0-3.13.2) when an application "
-                "republishes a message: they may have died more often than x-death says; see `dlxtool history`")
+    def note(self, min_deaths: int | None, max_deaths: int | None = None) -> str | None:
+        why = ("dead-lettered by RabbitMQ 3.13 or later, which restarts x-death (4.x, 3.13.0-3.13.2) when an "
+               "application republishes a message: they may have died more often than x-death says; see "
+               "`dlxtool history`")
+        said = []
+        if self.maybe_low:
+            said.append(f"{self.maybe_low} message(s) not selected by --min-deaths {min_deaths} were {why}")
+        if self.maybe_more:
+            said.append(f"{self.maybe_more} message(s) selected by --max-deaths {max_deaths} were {why}")
+        return "; ".join(said) or None
 
 
 Check = Callable[[MessageRecord, float], bool]
@@ -194,6 +204,10 @@ class Selection:
     body_patterns: tuple[re.Pattern[str], ...] = ()
     redelivered: bool | None = None
     limit: int | None = None
+    message_ids: frozenset[str] = frozenset()  # names: message_id properties, fingerprint names ("fp:…")
+    max_deaths: int | None = None
+    # --not-NAME: the criteria a message must not meet; any one value of any of them leaves it out (`excludes`)
+    exclude: Selection | None = None
     lens: Lens = field(default_factory=Lens, compare=False, repr=False)
     tally: CountTally = field(default_factory=CountTally, compare=False, repr=False)
 
@@ -204,10 +218,15 @@ class Selection:
     @property
     def needs_type(self) -> bool:
         """Whether matching may need a record's decoded body (a reader decodes before it selects)."""
-        return bool(self.types)
+        return bool(self.types) or (self.exclude is not None and self.exclude.needs_type)
+
+    @property
+    def explains(self) -> bool:
+        """Whether matching needs the conventions' reading of a message (origin, error texts)."""
+        return bool(self.origins or self.errors) or (self.exclude is not None and self.exclude.explains)
 
     def with_lens(self, lens: Lens) -> Selection:
-        return replace(self, lens=lens)
+        return replace(self, lens=lens, exclude=self.exclude.with_lens(lens) if self.exclude is not None else None)
 
     def matches(self, record: MessageRecord, now: float | None = None) -> bool:
         at = now if now is not None else time.time()
@@ -217,6 +236,8 @@ class Selection:
         """The predicates of the criteria given, cheapest first; a message `--min-deaths` leaves out is tallied
         only when it matched everything else."""
         checks: list[Check] = []
+        if self.message_ids:
+            checks.append(self._named)
         if self.redelivered is not None:
             checks.append(lambda r, _n: r.redelivered == self.redelivered)
         if self.reasons:
@@ -237,9 +258,68 @@ class Selection:
             checks.append(self._type_matches)
         if self.origins or self.errors:
             checks.append(self._explained_matches)
+        if self.exclude is not None:
+            exclude = self.exclude
+            checks.append(lambda r, n: not exclude.excludes(r, n))
+        if self.max_deaths is not None:
+            checks.append(self._died_rarely_enough)
         if self.min_deaths is not None:  # last: a message it leaves out matched everything else
             checks.append(self._died_often_enough)
         return checks
+
+    def excludes(self, record: MessageRecord, now: float) -> bool:
+        """As the `exclude` of another selection: whether any one value of any criterion here selects `record`
+        (`--not-type A --not-error B` leaves out the messages of type A and those whose error matches B)."""
+        return any(one.matches(record, now) for one in self._one_by_one)
+
+    @functools.cached_property
+    def _one_by_one(self) -> tuple[Selection, ...]:
+        """This selection as one selection per criterion value (made once; a frozen dataclass keeps its
+        __dict__, where cached_property stores it)."""
+        singles: list[Selection] = []
+        for name in ("origins", "reasons", "types", "headers", "errors", "routing_keys", "body_contains",
+                     "body_patterns"):
+            values: dict[str, Any] = {name: ()}
+            for value in getattr(self, name):
+                values[name] = (value,)
+                singles.append(replace(_NOTHING, lens=self.lens, **values))
+        if self.message_ids:
+            singles.append(Selection(message_ids=self.message_ids, lens=self.lens))
+        return tuple(singles)
+
+    @functools.cached_property
+    def _names(self) -> tuple[frozenset[str], frozenset[str], tuple[str, ...]]:
+        """message_ids as (message ids, whole fingerprint names, fingerprint prefixes), fingerprints lower case."""
+        from dlxtool.message_ids import FINGERPRINT_PREFIX, is_fingerprint_name
+
+        fingerprints = {n.lower() for n in self.message_ids if is_fingerprint_name(n)}
+        whole = frozenset(n for n in fingerprints if len(n) == len(FINGERPRINT_PREFIX) + 16)
+        return self.message_ids, whole, tuple(sorted(fingerprints - whole))
+
+    def _named(self, record: MessageRecord, _now: float) -> bool:
+        """Its message_id is one of the names, or its fingerprint name is (or starts with a short one given)."""
+        ids, whole, prefixes = self._names
+        message_id = record.properties.get("message_id")
+        if isinstance(message_id, bytes | bytearray):
+            message_id = bytes(message_id).decode("utf-8", "replace")
+        if message_id in ids:
+            return True
+        if not (whole or prefixes):
+            return False
+        from dlxtool.message_ids import fingerprint_name
+
+        name = fingerprint_name(record)
+        return name is not None and (name in whole or (bool(prefixes) and name.startswith(prefixes)))
+
+    def _died_rarely_enough(self, record: MessageRecord, _now: float) -> bool:
+        """At most max_deaths by the same count as --min-deaths; a selected message whose count may be low is
+        tallied (it may have died more often)."""
+        count = death_count(record.headers)
+        if count.at_least > (self.max_deaths or 0):
+            return False
+        if count.may_be_low:
+            self.tally.maybe_more += 1
+        return True
 
     def _type_matches(self, record: MessageRecord, _now: float) -> bool:
         """A type given in full, or its last part (`PaymentFailed` for shop.orders.v1.PaymentFailed)."""
@@ -281,15 +361,32 @@ class Selection:
             out["body_contains"] = [b.decode("utf-8", "backslashreplace") for b in self.body_contains]
         if self.body_patterns:
             out["body_matches"] = [p.pattern for p in self.body_patterns]
-        for name in ("min_deaths", "older_than", "newer_than", "redelivered"):
+        if self.message_ids:
+            out["message_ids"] = names_described(self.message_ids)
+        for name in ("min_deaths", "max_deaths", "older_than", "newer_than", "redelivered"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
+        if self.exclude is not None:
+            out.update({f"not_{k}": v for k, v in self.exclude.describe().items()})
         return out
 
     def describe_text(self) -> str:
         """'origins=orders; errors=timeout': one line for messages to the user."""
         return "; ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}"
                          for k, v in self.describe().items())
+
+
+_NOTHING = Selection()
+
+
+def names_described(names: frozenset[str]) -> list[str] | str:
+    """--message-id values as a plan, a summary or a replay's provenance header says them: a few listed, many
+    counted with a digest (dlxtool.message_ids.id_digest) — the provenance goes into every replayed message."""
+    if len(names) <= 3:
+        return sorted(names)
+    from dlxtool.message_ids import id_digest
+
+    return f"{len(names)} names, digest {id_digest(names)[:16]}"
 
 
 def message_age(record: MessageRecord, now: float) -> float | None:
@@ -307,14 +404,21 @@ def build_selection(*, origins: Sequence[str] = (), reasons: Sequence[str] = (),
                     types: Sequence[str] = (), headers: Sequence[str] = (), errors: Sequence[str] = (),
                     routing_keys: Sequence[str] = (), older_than: str | None = None, newer_than: str | None = None,
                     body_contains: Sequence[str] = (), body_matches: Sequence[str] = (),
-                    redelivered: bool | None = None, limit: int | None = None, lens: Lens | None = None) -> Selection:
+                    redelivered: bool | None = None, limit: int | None = None, lens: Lens | None = None,
+                    message_ids: Sequence[str] = (), max_deaths: int | None = None,
+                    exclude: Mapping[str, Sequence[str]] | None = None) -> Selection:
     """A Selection from command-line text (durations, NAME=VALUE / NAME~REGEX and regexes parsed; errors as
-    UsageError, exit 2)."""
+    UsageError, exit 2). `exclude`: the --not-NAME values by the name of this function's parameter (origins,
+    reasons, types, headers, errors, routing_keys, body_contains, body_matches, message_ids)."""
     if limit is not None and limit < 0:
         raise UsageError("--limit must be >= 0")
-    unknown = [r for r in reasons if r not in REASONS]
+    unknown = [r for r in (*reasons, *(exclude or {}).get("reasons", ())) if r not in REASONS]
     if unknown:
         raise UsageError(f"bad --reason {unknown[0]!r}", hint=f"one of {', '.join(REASONS)}")
+    if min_deaths is not None and max_deaths is not None and min_deaths > max_deaths:
+        raise UsageError(f"--min-deaths {min_deaths} and --max-deaths {max_deaths} select nothing together",
+                         hint="--min-deaths N: at least N deaths; --max-deaths N: at most N")
+    opposite = _excluded(exclude or {})
     return Selection(
         origins=tuple(origins), reasons=tuple(reasons), min_deaths=min_deaths, types=tuple(types),
         headers=tuple(HeaderMatch.parse(h) for h in headers),
@@ -323,7 +427,24 @@ def build_selection(*, origins: Sequence[str] = (), reasons: Sequence[str] = (),
         newer_than=parse_duration(newer_than) if newer_than else None,
         body_contains=tuple(s.encode() for s in body_contains),
         body_patterns=tuple(compile_regex(b, "--body-matches") for b in body_matches),
-        redelivered=redelivered, limit=limit, lens=lens or Lens(),
+        redelivered=redelivered, limit=limit, message_ids=frozenset(message_ids), max_deaths=max_deaths,
+        exclude=opposite, lens=lens or Lens(),
+    )
+
+
+def _excluded(values: Mapping[str, Sequence[str]]) -> Selection | None:
+    """The --not-NAME values as the selection they leave out (errors name the --not- option)."""
+    if not any(values.values()):
+        return None
+    return Selection(
+        origins=tuple(values.get("origins", ())), reasons=tuple(values.get("reasons", ())),
+        types=tuple(values.get("types", ())),
+        headers=tuple(HeaderMatch.parse(h, "--not-header") for h in values.get("headers", ())),
+        errors=tuple(compile_regex(e, "--not-error") for e in values.get("errors", ())),
+        routing_keys=tuple(values.get("routing_keys", ())),
+        body_contains=tuple(s.encode() for s in values.get("body_contains", ())),
+        body_patterns=tuple(compile_regex(b, "--not-body-matches") for b in values.get("body_matches", ())),
+        message_ids=frozenset(values.get("message_ids", ())),
     )
 
 

@@ -109,7 +109,8 @@ def test_dramatiq_traceback_in_the_body_is_the_error() -> None:
 
 def test_app_retry_headers_give_the_attempts() -> None:
     x = explain(Message({"x-retry-count": 5}))
-    assert x.origin is None and x.attempts == 5 and x.attempts_from == "retry-headers: x-retry-count"
+    assert x.origin is None and x.attempts == 6  # 5 retries: handled 6 times
+    assert x.attempts_from == "retry-headers: x-retry-count + 1 (the first try, then each retry)"
 
 
 def test_a_framework_header_beats_x_death_without_times_and_says_why() -> None:
@@ -196,7 +197,11 @@ def test_route_text_for_a_replay_plan() -> None:
 def test_attempts_are_the_largest_lower_bound() -> None:
     headers = {**xdeath("q", datetime(2026, 1, 1, tzinfo=UTC)), "x-retry-count": 4}
     x = explain(Message(headers))
-    assert (x.attempts, x.attempts_from) == (4, "retry-headers: x-retry-count")
+    assert (x.attempts, x.attempts_from) == (5, "retry-headers: x-retry-count + 1 (the first try, then each retry)")
+    # counters of deliveries, and `count` (which says not what it counts), are taken as they are
+    for name in ("x-delivery-attempts", "count"):
+        x = explain(Message({name: 4}))
+        assert (x.attempts, x.attempts_from) == (4, f"retry-headers: {name}")
 
 
 # -- --reset-body-retries (Dramatiq's attempt count lives in its JSON body) ---------------------------------

@@ -148,3 +148,119 @@ def test_describe_says_what_was_asked() -> None:
     assert selection.describe() == {"types": ["T"], "headers": ["tenant=acme", "x~^a"], "errors": ["time(d )?out"],
                                     "body_matches": ["z"]}
     assert selection.filters_anything and not build_selection(limit=3).filters_anything
+
+
+# -- exclusions (--not-NAME), names (--message-id), --max-deaths: issue 37 ----------------------------------------
+
+
+def test_each_not_form_leaves_out_what_its_including_form_selects() -> None:
+    """--not-NAME V leaves out exactly the messages --NAME V selects, for every selector that names values."""
+    spring = rejected("orders", **SPRING, tenant="acme")
+    spring.properties = {"type": "shop.v1.PaymentFailed", "message_id": "m-1"}
+    spring.routing_key = "order.created"
+    other = rejected("billing", tenant="globex")
+    other.properties = {"type": "shop.v1.OrderPlaced", "message_id": "m-2"}
+    other.routing_key = "invoice.sent"
+    other.body = b"plain"
+    cases = {"origins": ["payments"], "reasons": ["rejected"], "types": ["PaymentFailed"],
+             "headers": ["tenant=acme"], "errors": ["(?i)timed out"], "routing_keys": ["order.*"],
+             "body_contains": ["order"], "body_matches": ['"order": \\d'], "message_ids": ["m-1"]}
+    for name, values in cases.items():
+        including, excluding = build_selection(**{name: values}), build_selection(exclude={name: values})
+        for record in (spring, other):
+            assert excluding.matches(record) is not including.matches(record), (name, record.properties)
+        assert excluding.describe() == {f"not_{name}" if name != "body_matches" else "not_body_matches":
+                                        build_selection(**{name: values}).describe()[name]}
+
+
+def test_exclusions_combine_with_selections_and_any_excluded_value_leaves_a_message_out() -> None:
+    a = rejected("orders")
+    a.properties = {"type": "A"}
+    b = rejected("orders", **{"x-error": "boom 1"})
+    b.properties = {"type": "B"}
+    c = rejected("orders", **{"x-error": "fine"})
+    c.properties = {"type": "C"}
+    records = [a, b, c]
+    picks = build_selection(origins=["orders"], exclude={"types": ["A"], "errors": ["^boom"]})
+    assert [picks.matches(r) for r in records] == [False, False, True]
+    assert [build_selection(exclude={"types": ["A", "C"]}).matches(r) for r in records] == [False, True, False]
+    assert picks.explains and not build_selection(types=["A"]).explains
+    assert build_selection(exclude={"types": ["A"]}).needs_type
+
+
+def test_a_message_is_named_by_its_message_id_else_its_fingerprint() -> None:
+    """message_name: the message_id property; without one fp: and the replay fingerprint of body and properties,
+    which headers (x-death, counters: what dead-lettering changes) do not change."""
+    from dlxtool.message_ids import message_name
+    from dlxtool.ops.provenance import record_fingerprint
+
+    named = MessageRecord(queue="q", body=b"x", properties={"message_id": "o-00013"})
+    anonymous = MessageRecord(queue="q", body=b"x", properties={"type": "T"})
+    assert message_name(named) == "o-00013"
+    name = message_name(anonymous)
+    assert name == f"fp:{record_fingerprint(anonymous)}" and len(name) == 19
+    again = MessageRecord(queue="other", body=b"x", properties={"type": "T"}, headers={"x-death": [], "n": 3},
+                          redelivered=True, position=7)
+    assert message_name(again) == name
+    assert message_name(MessageRecord(queue="q", body=b"y", properties={"type": "T"})) != name
+
+
+def test_message_id_selects_by_id_by_fingerprint_and_by_its_first_digits() -> None:
+    from dlxtool.message_ids import message_name
+
+    named = MessageRecord(queue="q", body=b"x", properties={"message_id": "o-1"})
+    anonymous = MessageRecord(queue="q", body=b"y")
+    fp = message_name(anonymous)
+    assert build_selection(message_ids=["o-1"]).matches(named)
+    assert not build_selection(message_ids=["o-2"]).matches(named)
+    assert build_selection(message_ids=[fp]).matches(anonymous)
+    assert build_selection(message_ids=[fp.upper().replace("FP:", "fp:")]).matches(anonymous)
+    assert build_selection(message_ids=[fp[:11]]).matches(anonymous)  # fp: + 8 digits
+    assert not build_selection(message_ids=[fp[:10]]).matches(anonymous)  # 7 digits: too short to name one
+    assert build_selection(message_ids=[message_name(named)]).matches(named)
+    # a message with an id is also named by its fingerprint (two copies of one id told apart)
+    from dlxtool.message_ids import fingerprint_name
+
+    assert build_selection(message_ids=[fingerprint_name(named) or ""]).matches(named)
+    assert not build_selection(message_ids=[fp]).matches(named)
+
+
+def test_many_names_are_described_by_count_and_digest_not_listed() -> None:
+    """The description goes into plans and every replayed message's provenance header: a list of 10,000 ids must
+    not."""
+    few, many = build_selection(message_ids=["b", "a"]), build_selection(message_ids=[f"o-{i}" for i in range(500)])
+    assert few.describe() == {"message_ids": ["a", "b"]}
+    described = many.describe()["message_ids"]
+    assert isinstance(described, str) and described.startswith("500 names, digest ") and len(described) < 60
+    assert many.describe() == build_selection(message_ids=[f"o-{i}" for i in reversed(range(500))]).describe()
+
+
+def test_id_files_one_a_line() -> None:
+    from dlxtool.message_ids import read_id_lines
+
+    assert read_id_lines(["o-1\n", "  o-2  \n", "\n", '"o-3"\n', b"fp:0123456789abcdef\n"], "f") == [
+        "o-1", "o-2", "o-3", "fp:0123456789abcdef"]
+    with pytest.raises(UsageError, match="line 2"):
+        read_id_lines(["a", '"b\\"'], "ids.txt")
+
+
+def test_max_deaths_is_the_opposite_bound_of_min_deaths() -> None:
+    from datetime import UTC, datetime
+
+    def died(times: int) -> MessageRecord:
+        death = {"queue": "q", "reason": "rejected", "count": times, "exchange": "", "routing-keys": ["q"],
+                 "time": datetime(2020, 1, 1, tzinfo=UTC)}
+        return MessageRecord(queue="dlq", body=b"", headers={"x-death": [death]})
+
+    records = [died(n) for n in (1, 2, 3, 4)]
+    assert [build_selection(max_deaths=2).matches(r) for r in records] == [True, True, False, False]
+    assert [build_selection(min_deaths=3).matches(r) for r in records] == [False, False, True, True]
+    assert [build_selection(min_deaths=2, max_deaths=3).matches(r) for r in records] == [False, True, True, False]
+    with pytest.raises(UsageError, match="select nothing together"):
+        build_selection(min_deaths=3, max_deaths=2)
+    # 4.x restarts x-death: a count of 1 there may be low, and --max-deaths says it selected such messages
+    restarted = died(1)
+    restarted.headers["x-last-death-queue"] = "q"
+    selection = build_selection(max_deaths=1)
+    assert selection.matches(restarted) and "1 message(s) selected by --max-deaths 1" in (
+        selection.tally.note(None, 1) or "")

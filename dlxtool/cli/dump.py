@@ -12,6 +12,7 @@ import click
 
 from dlxtool.cli.app import App
 from dlxtool.cli.options import (
+    SELECTION_HELP,
     connection_options,
     format_option,
     queue_argument,
@@ -30,7 +31,7 @@ def _summary_format(f: Any) -> Any:
                                  "table for none (the records are always JSON Lines).")
 
 
-@click.command(epilog=SAFETY_HELP)
+@click.command(epilog=SAFETY_HELP + "\n" + SELECTION_HELP)
 @queue_argument
 @click.option("-n", "--count", "--limit", "count", type=click.IntRange(min=1), default=None,
               help="How many messages from the head (of those the selection selects, if any).")

@@ -9,6 +9,7 @@ import click
 
 from dlxtool.cli.app import App
 from dlxtool.cli.options import (
+    SELECTION_HELP,
     common_options,
     complete_queue,
     conventions_in_use,
@@ -35,20 +36,23 @@ if TYPE_CHECKING:
     from dlxtool.ops.peek import Coverage, QueueReader
 
 # Not the whole queue by default: every message read is held unacked until the read ends, and on a
-# quorum queue each one read uses a delivery attempt. A count made of the first ones says so.
+# quorum queue each one read uses a delivery attempt. A count made of the first ones says so. A summary reads as
+# many as a read may hold (--max-unacked, --max-bytes): a summary of a part is no summary.
 DEFAULT_COUNT = 100
 
 
-@click.command(epilog=SAFETY_HELP)
+@click.command(epilog=SAFETY_HELP + "\n" + SELECTION_HELP)
 @click.argument("queue", required=False, shell_complete=complete_queue)
 @click.option("-n", "--count", "--limit", "count", type=click.IntRange(min=1), default=None,
               help=f"How many messages from the head of QUEUE (of those the selection selects, if any) "
-                   f"[default: {DEFAULT_COUNT}].")
+                   f"[default: {DEFAULT_COUNT}; with --summary all, up to --max-unacked].")
 @click.option("--all", "all_", is_flag=True,
               help="Every message of QUEUE (still bounded by --max-unacked: all are held until the read ends).")
 @click.option("--summary", is_flag=True,
-              help="Group by failure signature: origin, reason, type, error text; count messages and deaths "
-                   "(of the messages read: when that is not all of QUEUE, the output says so).")
+              help="One row per failure, with its messages, attempts and deaths: all of QUEUE up to --max-unacked "
+                   "messages and --max-bytes of bodies (see above).")
+@click.option("--ungrouped", is_flag=True,
+              help="With --summary: one group per error text as it is (ids, numbers and all).")
 @click.option("--from", "from_file", metavar="FILE",
               help="Read message records (dump / peek --format jsonl) from FILE, or - for stdin; no broker.")
 @click.option("--allow-torn", is_flag=True,
@@ -61,9 +65,9 @@ DEFAULT_COUNT = 100
 @read_options
 @common_options
 @click.pass_obj
-def history(app: App, /, queue: str | None, count: int | None, all_: bool, summary: bool, from_file: str | None,
-            allow_torn: bool, error_headers: tuple[str, ...], origin_from: str | None, selection: Selection,
-            **read: object) -> None:
+def history(app: App, /, queue: str | None, count: int | None, all_: bool, summary: bool, ungrouped: bool,
+            from_file: str | None, allow_torn: bool, error_headers: tuple[str, ...], origin_from: str | None,
+            selection: Selection, **read: object) -> None:
     """Show the x-death history of the messages in QUEUE (or in a dump file).
 
     Per message: the deaths, most recent first (queue, reason, count,
@@ -80,11 +84,30 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
     convention explained it; when conventions disagree the most recent
     failure wins, and --origin-from forces one.
 
+    --summary groups the messages by failure: origin, convention, reason,
+    type, and the error text without what varies from message to message
+    (ids, numbers, UUIDs, hex, timestamps), or, where a convention records
+    a stack (Spring, NServiceBus, MassTransit, Dramatiq), its exception type
+    and first application frame; one example error per group, "(+N like
+    it)" for the other texts (--ungrouped: one group per exact text). It
+    reads all of QUEUE up to --max-unacked messages (config
+    dump_unacked_limit, default 10000) and --max-bytes of bodies, as a peek
+    holds all it reads unacked until it ends; when that is not all of
+    QUEUE, its first line says so (-n N: the first N).
+
+    Attempts: how many times a consumer had a message, at least — the
+    largest of x-death's failures at the origin (a delivery_limit death
+    counts the queue's limit + 1), an app's x-retry-count + 1 (its retries,
+    then the try that gave up), x-delivery-attempts, and a framework's
+    count (NServiceBus, MassTransit, Celery retries + 1; rascal).
+
     Reads the queue like `peek` does (same safety rules, below).
 
     \b
     Examples:
       dlxtool history orders.dlq --summary
+      dlxtool history orders.dlq --summary --ungrouped --not-type PaymentFailed
+      dlxtool history orders.dlq --message-id o-00013
       dlxtool history orders.dlq -n 5 --format json
       dlxtool dump orders.dlq --all -o dlq.jsonl && dlxtool history --from dlq.jsonl --summary
       dlxtool history orders.dlq --reason expired --older-than 1h --summary
@@ -93,14 +116,19 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
     from dlxtool.ops.history import count_notes, entries, mark_copies, summarize_failures
 
     check_count(count, all_)
+    if ungrouped and not summary:
+        raise UsageError("--ungrouped only means something with --summary", hint="dlxtool history QUEUE --summary "
+                                                                                   "--ungrouped")
     names = (*app.config().error_headers, *error_headers)
     fmt = app.output_format("json" if summary else "jsonl")
     known = conventions_in_use(app, origin_from)  # a wrong --origin-from fails before the queue is read
     through = through_wait_queues(app, queue) if queue else None
     selection = selection_for(app, selection, origin_from=origin_from, error_headers=error_headers, through=through,
                               decode=from_file is not None)  # a reader decodes before it selects; a file does not
-    records, reader = _load(app, queue, None if all_ else count or DEFAULT_COUNT, from_file, read, allow_torn,
-                            selection)
+    # a summary reads all it may hold: --max-unacked messages (then it says it did not see all)
+    whole = _summary_bound(app, read) if summary and count is None and not all_ else None
+    records, reader = _load(app, queue, None if all_ else count or whole or DEFAULT_COUNT, from_file, read,
+                            allow_torn, selection)
     items = list(entries(records, names, known, origin_from, through=through,
                          delivery_limit=_delivery_limits(app) if queue else None))
     copies = mark_copies(items)
@@ -109,7 +137,7 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
                  "killed (kill -9) between a publish and the ack of its source; drop one of each pair "
                  "(README: Stop signals)")
     coverage = _coverage(reader, len(items))
-    note = sample_note(coverage, "-n N or --all for all")
+    note = sample_note(coverage, _more_text(app, read) if whole else "-n N or --all for all")
     for item in items:
         for warning in item.history.history.warnings:
             app.warn(f"{item.record.queue} #{item.record.position}: {warning} (best reading shown)")
@@ -118,16 +146,19 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
         app.warn(f"{conflicts} message(s): conventions name different origins; the most recent failure won "
                  "(history without --summary says which and why; --origin-from CONVENTION forces one)")
     if summary:
-        groups = summarize_failures(items)
+        groups = summarize_failures(items, ungrouped=ungrouped)
         if fmt != "table":
+            if note:
+                app.info(note)
             # Each group says what it was counted from (a list stays a list for existing scripts).
             app.emit_json([{**g.to_json(), **coverage.to_json()} for g in groups], fmt)
         else:
             from dlxtool.cli.explaining import Cells
             from dlxtool.render import write_table
 
+            write_sample_note(app, note)  # first: the counts below are of what was read
             cells = Cells(app)
-            write_table([[g.origin or "?", g.convention, g.reason, g.type, cells(g.error, 60), g.messages,
+            write_table([[g.origin or "?", g.convention, g.reason, g.type, g.error_text(cells), g.messages,
                           g.attempts_text(), g.deaths_text(), g.waits or "",
                           *(v or "" for v in (g.to_json()["first"], g.to_json()["last"]))] for g in groups],
                         ["origin", "convention", "reason", "type", "error", "messages", "attempts", "deaths",
@@ -136,7 +167,6 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
                         styles={0: lambda cell: app.style(cell, bold=True),
                                 2: lambda cell: app.style(cell, fg="yellow")})
             cells.note()
-            write_sample_note(app, note)
     elif fmt != "table":
         app.emit_json([i.to_json() for i in items], fmt)
         if note:
@@ -153,6 +183,21 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
     if queue:
         topology_note(app, queue, records, conventions=True)
     finish_read(app, reader)
+
+
+def _summary_bound(app: App, read: dict[str, Any]) -> int:
+    """How many messages a summary reads at most: all a read may hold unacked (--max-unacked, else the config's
+    dump_unacked_limit)."""
+    given = read.get("max_unacked")
+    return given if isinstance(given, int) else app.config().dump_unacked_limit
+
+
+def _more_text(app: App, read: dict[str, Any]) -> str:
+    """What bounds a summary's read, for its sample note."""
+    from dlxtool.budget import human
+
+    return (f"a summary reads up to --max-unacked {_summary_bound(app, read):,} messages and --max-bytes "
+            f"{human(app.max_bytes)} of bodies; raise them to cover more")
 
 
 def _delivery_limits(app: App) -> Callable[[str], int | None]:
@@ -220,6 +265,7 @@ def _from_file(app: App, name: str, allow_torn: bool) -> Iterator[MessageRecord]
 
 
 def _render_timelines(app: App, items: list[Any], empty: str = "(no messages)") -> None:
+    from dlxtool.message_ids import message_name
     from dlxtool.ops.history import shown_exchange
     from dlxtool.render import safe_text, write_table
 
@@ -232,7 +278,7 @@ def _render_timelines(app: App, items: list[Any], empty: str = "(no messages)") 
         by = f"{x.origin_label}: {x.origin_why}" if x.origin_label else x.origin_why
         if x.origin is None and item.own_headers:
             by += f"; its headers: {', '.join(item.own_headers)}"
-        line = f"#{r.position} origin {where} ({by}), {_deaths_text(h)}"
+        line = f"#{r.position} {message_name(r)}: origin {where} ({by}), {_deaths_text(h)}"
         if item.type:
             line += f", type {item.type}"
         if item.copy_of is not None:

@@ -129,3 +129,28 @@ def result_rows(result: Any, *, moved: str, kept: str, removed: tuple[str, str] 
 
 def duplicates_note(result: Any) -> str:
     return f"; {result.possible_duplicates} possible duplicate(s)" if result.possible_duplicates else ""
+
+
+ID_LIST_FIRST = 10  # names a table lists of a dry run's messages; --format json lists them all
+
+
+def write_id_list(app: App, verb: str, rows: list[tuple[str, str]], total: int | None = None,
+                  sampled: bool = False) -> None:
+    """Under a dry run's table (stdout): the names of the messages it would move — `rows` of (where, name) in queue
+    order, the first ID_LIST_FIRST of them and how many there are (`total`: of the rows, unless the plan knows
+    more are selected than it names)."""
+    count = len(rows) if total is None else total
+    if not count:
+        return
+    from dlxtool.render import safe_text
+
+    shown = rows[:ID_LIST_FIRST]
+    looked = " of those looked at" if sampled else ""
+    which = f"the first {len(shown)} of {count:,}; --format json lists all" if len(shown) < count else f"{count:,}"
+    app.stdout.write(f"message ids it would {verb}{looked} ({which}):\n")
+    width = max(len(safe_text(where)) for where, _name in shown)
+    for where, name in shown:
+        app.stdout.write(f"  {safe_text(where):<{width}}  {safe_text(name)}\n" if width else f"  {safe_text(name)}\n")
+    if len(shown) < count:
+        app.stdout.write(f"  … and {count - len(shown):,} more\n")
+    app.stdout.flush()

@@ -169,36 +169,88 @@ def dry_run_option(f: F) -> F:
     return click.option("--dry-run", is_flag=True, help="Show what would happen; change nothing.")(f)
 
 
-def _selection_option_list(limit: bool) -> list[Callable[[F], F]]:
+SELECTION_HELP = """\b
+Selecting messages (peek, history, dump, replay and purge alike):
+  every criterion given must hold; one given twice matches either value
+  (--type A --type B). Each criterion that names values has an excluding
+  form, --not-NAME, which leaves out what --NAME would select:
+  --not-type, --not-origin, --not-reason, --not-error, --not-header,
+  --not-routing-key, --not-body-contains, --not-body-matches,
+  --not-message-id, --not-message-ids. The bounds are each other's
+  opposite: --older-than/--newer-than, --min-deaths/--max-deaths, as
+  --redelivered/--not-redelivered.
+  A message is named by its message_id property, else by fp: and 16 hex
+  digits: a hash of its body and properties without the headers, the
+  same however often it is dead-lettered or read (peek and history show
+  it; its first 8 or more digits are enough).
+  e.g.  --type OrderCreated --not-error '(?i)timeout'
+        --message-id o-00013 --message-id fp:3f9a1c2b8d7e6f50
+        --message-ids ids.txt    (one a line; - reads stdin)
+"""
+
+# (option, dest, metavar, help) of the selectors that name values; each has its excluding form, --not-NAME.
+_VALUE_SELECTORS: tuple[tuple[str, str, str, str], ...] = (
+    ("--origin", "origins", "QUEUE", "whose origin is QUEUE (the queue they failed in, as `history` shows it)."),
+    ("--reason", "reasons", "REASON", "with an x-death of this reason."),
+    ("--type", "types", "TYPE", "of this type: the AMQP type property or the decoded protobuf type, in full or its "
+                                "last part (PaymentFailed)."),
+    ("--header", "headers", "NAME=VALUE|NAME~REGEX", "whose header NAME equals VALUE, or contains a match of REGEX."),
+    ("--error", "errors", "REGEX", "whose error text matches: the conventions' (Spring's x-exception-message, "
+                                   "NServiceBus, MassTransit, rascal, Dramatiq, [conventions.NAME]) and x-error-style "
+                                   "headers."),
+    ("--routing-key", "routing_keys", "GLOB", "whose routing key (or original one in x-death) matches GLOB (* and ?)."),
+    ("--body-contains", "body_contains", "TEXT", "whose body contains TEXT (bytes, UTF-8)."),
+    ("--body-matches", "body_matches", "REGEX", "whose body (as UTF-8 text) matches REGEX."),
+    ("--message-id", "message_ids", "ID", "named ID: their message_id property, or fp:HEX, their fingerprint (below)."),
+)
+
+
+def _value_options() -> list[Callable[[F], F]]:
     from dlxtool.selection import REASONS
 
+    opts: list[Callable[[F], F]] = []
+    for flag, dest, metavar, text in _VALUE_SELECTORS:
+        kind: Any = click.Choice(REASONS) if dest == "reasons" else None
+        complete = complete_queue if dest == "origins" else None
+        shown = None if kind is not None else metavar
+        opts.append(click.option(flag, f"sel_{dest}", multiple=True, metavar=shown, type=kind,
+                                 shell_complete=complete, help=f"Only messages {text}"))
+        if dest == "message_ids":
+            opts.append(click.option("--message-ids", "sel_id_files", multiple=True, metavar="FILE",
+                                     help="Only messages named in FILE: one message_id (or fp:HEX) a line; - reads "
+                                          "stdin."))
+        opts.append(click.option(f"--not-{flag[2:]}", f"sel_not_{dest}", multiple=True, metavar=shown, type=kind,
+                                 shell_complete=complete,
+                                 help=f"Leave out the messages {flag} {metavar} would select."))
+        if dest == "message_ids":
+            opts.append(click.option("--not-message-ids", "sel_not_id_files", multiple=True, metavar="FILE",
+                                     help="Leave out messages named in FILE (as --message-ids)."))
+    return opts
+
+
+def _one_reads_stdin(kwargs: dict[str, Any]) -> None:
+    """stdin is read once: by --message-ids -, --not-message-ids - or `history --from -`, not two of them."""
+    readers = [option for option, given in (("--message-ids -", "-" in kwargs.get("sel_id_files", ())),
+                                            ("--not-message-ids -", "-" in kwargs.get("sel_not_id_files", ())),
+                                            ("--from -", kwargs.get("from_file") == "-")) if given]
+    if len(readers) > 1:
+        from dlxtool.errors import UsageError
+
+        raise UsageError(f"{' and '.join(readers)}: both would read stdin", hint="give one of them a file")
+
+
+def _selection_option_list(limit: bool) -> list[Callable[[F], F]]:
     opts: list[Callable[[F], F]] = [
-        click.option("--origin", "sel_origins", multiple=True, metavar="QUEUE",
-                     help="Only messages whose origin is QUEUE (the queue they failed in, as `history` shows it).",
-                     shell_complete=complete_queue),
-        click.option("--reason", "sel_reasons", multiple=True, type=click.Choice(REASONS),
-                     help="Only messages with an x-death of this reason."),
+        *_value_options(),
         click.option("--min-deaths", "sel_min_deaths", type=click.IntRange(min=1), metavar="N",
                      help="Only messages that died at least N times (sum of x-death counts; where the "
                           "broker restarts x-death at an app's republish, RabbitMQ 4.x, the app's "
                           "x-retry-count/x-delivery-attempts when higher)."),
-        click.option("--type", "sel_types", multiple=True, metavar="TYPE",
-                     help="Only messages of this type: the AMQP type property or the decoded protobuf type, in full "
-                          "or its last part (PaymentFailed)."),
-        click.option("--header", "sel_headers", multiple=True, metavar="NAME=VALUE|NAME~REGEX",
-                     help="Only messages whose header NAME equals VALUE, or contains a match of REGEX."),
-        click.option("--error", "sel_errors", multiple=True, metavar="REGEX",
-                     help="Only messages whose error text matches: the conventions' (Spring's x-exception-message, "
-                          "NServiceBus, MassTransit, rascal, Dramatiq, [conventions.NAME]) and x-error-style headers."),
-        click.option("--routing-key", "sel_routing_keys", multiple=True, metavar="GLOB",
-                     help="Only messages whose routing key (or original one in x-death) matches GLOB (* and ?)."),
+        click.option("--max-deaths", "sel_max_deaths", type=click.IntRange(min=0), metavar="N",
+                     help="Only messages that died at most N times (counted as for --min-deaths)."),
         click.option("--older-than", "sel_older_than", metavar="AGE",
                      help="Only messages older than AGE (30s, 15m, 2h, 3d; timestamp property, else x-death time)."),
         click.option("--newer-than", "sel_newer_than", metavar="AGE", help="Only messages newer than AGE."),
-        click.option("--body-contains", "sel_body_contains", multiple=True, metavar="TEXT",
-                     help="Only messages whose body contains TEXT (bytes, UTF-8)."),
-        click.option("--body-matches", "sel_body_matches", multiple=True, metavar="REGEX",
-                     help="Only messages whose body (as UTF-8 text) matches REGEX."),
         click.option("--redelivered/--not-redelivered", "sel_redelivered", default=None,
                      help="Only messages with (or without) the redelivered flag."),
     ]
@@ -206,6 +258,28 @@ def _selection_option_list(limit: bool) -> list[Callable[[F], F]]:
         opts.append(click.option("-n", "--limit", "sel_limit", type=click.IntRange(min=0), metavar="N",
                                  help="At most N messages: the first N that match."))
     return opts
+
+
+def _names_from_files(app: App, files: tuple[str, ...], option: str) -> list[str]:
+    """The message names in --message-ids / --not-message-ids FILEs (- is stdin; the caller lets one option read it)."""
+    from dlxtool.errors import UsageError
+    from dlxtool.message_ids import read_id_lines
+
+    names: list[str] = []
+    for name in files:
+        if name == "-":
+            names += read_id_lines(app.stdin, f"{option} - (stdin)")
+            continue
+        try:
+            with open(name, "rb") as f:
+                names += read_id_lines(f, f"{option} {name}")
+        except OSError as exc:
+            raise UsageError(f"{option} {name}: cannot read it: {exc.strerror or exc}",
+                             hint="a file of message ids, one a line") from None
+    if files and not names:
+        raise UsageError(f"{option} {', '.join(files)}: no message id in it",
+                         hint="one message_id (or fp:HEX) a line; an empty list would select nothing")
+    return names
 
 
 @overload
@@ -228,14 +302,18 @@ def selection_options(f: F | None = None, *, limit: bool = True) -> F | Callable
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             from dlxtool.selection import build_selection
 
+            app = click.get_current_context().ensure_object(App)
+            _one_reads_stdin(kwargs)
+            given = {dest: kwargs.pop(f"sel_{dest}") for _f, dest, _m, _h in _VALUE_SELECTORS}
+            excluded = {dest: kwargs.pop(f"sel_not_{dest}") for _f, dest, _m, _h in _VALUE_SELECTORS}
+            given["message_ids"] = (*given["message_ids"],
+                                    *_names_from_files(app, kwargs.pop("sel_id_files"), "--message-ids"))
+            excluded["message_ids"] = (*excluded["message_ids"],
+                                       *_names_from_files(app, kwargs.pop("sel_not_id_files"), "--not-message-ids"))
             kwargs["selection"] = build_selection(
-                origins=kwargs.pop("sel_origins"), reasons=kwargs.pop("sel_reasons"),
-                min_deaths=kwargs.pop("sel_min_deaths"), types=kwargs.pop("sel_types"),
-                headers=kwargs.pop("sel_headers"), errors=kwargs.pop("sel_errors"),
-                routing_keys=kwargs.pop("sel_routing_keys"),
+                **given, min_deaths=kwargs.pop("sel_min_deaths"), max_deaths=kwargs.pop("sel_max_deaths"),
                 older_than=kwargs.pop("sel_older_than"), newer_than=kwargs.pop("sel_newer_than"),
-                body_contains=kwargs.pop("sel_body_contains"), body_matches=kwargs.pop("sel_body_matches"),
-                redelivered=kwargs.pop("sel_redelivered"), limit=kwargs.pop("sel_limit", None),
+                redelivered=kwargs.pop("sel_redelivered"), limit=kwargs.pop("sel_limit", None), exclude=excluded,
             )
             return func(*args, **kwargs)
 
@@ -257,10 +335,10 @@ def selection_for(app: App, selection: Any, *, origin_from: str | None = None, e
     from dataclasses import replace
 
     lens = selection.lens
-    if selection.origins or selection.errors:
+    if selection.explains:
         lens = replace(lens, conventions=conventions_in_use(app, origin_from), origin_from=origin_from,
                        error_headers=(*app.config().error_headers, *error_headers), through=through)
-    if decode and selection.types:
+    if decode and selection.needs_type:
         lens = replace(lens, decode=record_decoder(app))
     return selection.with_lens(lens)
 
@@ -285,8 +363,8 @@ def record_decoder(app: App, max_inflated: int | None = None) -> Callable[[Any],
 
 def selection_notes(app: App, selection: Any) -> None:
     """What the output must add about a selection once it has run (e.g. death counts that may be low)."""
-    note = selection.tally.note(selection.min_deaths)
-    selection.tally.maybe_low = 0  # said once per pass (a plan, then the run)
+    note = selection.tally.note(selection.min_deaths, selection.max_deaths)
+    selection.tally.maybe_low = selection.tally.maybe_more = 0  # said once per pass (a plan, then the run)
     if note:
         app.info(f"note: {note}")
 

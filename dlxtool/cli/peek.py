@@ -8,6 +8,7 @@ import click
 
 from dlxtool.cli.app import App
 from dlxtool.cli.options import (
+    SELECTION_HELP,
     common_options,
     conventions_in_use,
     origin_from_option,
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from dlxtool.conventions import Convention, Explanation
 
 
-@click.command(epilog=SAFETY_HELP)
+@click.command(epilog=SAFETY_HELP + "\n" + SELECTION_HELP)
 @queue_argument
 @click.option("-n", "--count", "--limit", "count", type=click.IntRange(min=1), default=10, show_default=True,
               help="How many messages from the head (of those the selection selects, if any).")
@@ -46,7 +47,9 @@ def peek(app: App, /, queue: str, count: int, whole_body: bool, origin_from: str
          **read: object) -> None:
     """Show the first messages of QUEUE without taking them away.
 
-    The table shows position, routing key, exchange, redelivered, type (or
+    The table shows position, message id (the message_id property, else
+    fp:HEX, a fingerprint of body and properties; see Selecting messages
+    below), routing key, exchange, redelivered, type (or
     content type), the death history in one line, the origin and the
     convention that explained it (x-death, spring, nservicebus, …; see
     `history`), the error text where a convention gives one (shortened; -v:
@@ -107,13 +110,13 @@ def render_table(app: App, records: list[MessageRecord], whole_body: bool, empty
     explained = [explained_row(r, known or BUILT_IN, origin_from, through, errors) for r in records]
     dead = dead_letters(records, explained)
     rows = [table_row(r, x, dead_letter=dead) for r, x in zip(records, explained, strict=True)]
-    headers = ["#", "routing key", "exchange", "redeliv", "type", "deaths", "origin", "body"]
+    headers = ["#", "message id", "routing key", "exchange", "redeliv", "type", "deaths", "origin", "body"]
     cells = Cells(app)
     if any(x.error for x in explained):  # where a convention gives one: the error, shortened (whole with -v)
-        headers.insert(7, "error")
+        headers.insert(8, "error")
         for row, x in zip(rows, explained, strict=True):
-            row.insert(7, cells(x.error, ERROR_WIDTH))
-    render.write_table(rows, headers, app.stdout, empty=empty, styles={5: lambda cell: app.style(cell, fg="yellow")})
+            row.insert(8, cells(x.error, ERROR_WIDTH))
+    render.write_table(rows, headers, app.stdout, empty=empty, styles={6: lambda cell: app.style(cell, fg="yellow")})
     cells.note()
     hint_conventions(app, records, explained)
 
@@ -135,11 +138,12 @@ def explained_row(record: MessageRecord, known: tuple[Convention, ...], origin_f
 def table_row(record: MessageRecord, x: Explanation, *, dead_letter: bool = True) -> list[object]:
     from dlxtool.cli.explaining import origin_cell
     from dlxtool.deaths import summarize
+    from dlxtool.message_ids import message_name
 
     props = record.properties
     from dlxtool.ops.history import shown_exchange
 
-    return [record.position, record.routing_key, shown_exchange(record.exchange, record.headers),
+    return [record.position, message_name(record), record.routing_key, shown_exchange(record.exchange, record.headers),
             "yes" if record.redelivered else "", props.get("type") or props.get("content_type") or "",
             summarize(record.deaths), origin_cell(x, record.headers, dead_letter=dead_letter), body_preview(record)]
 

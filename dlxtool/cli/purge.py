@@ -10,6 +10,7 @@ import click
 
 from dlxtool.cli.app import App
 from dlxtool.cli.options import (
+    SELECTION_HELP,
     common_options,
     dry_run_option,
     queue_argument,
@@ -93,7 +94,7 @@ Examples:
 """
 
 
-@click.command(help=HELP)
+@click.command(help=HELP, epilog=SELECTION_HELP)
 @queue_argument
 @click.option("--backup", metavar="FILE", type=click.Path(dir_okay=False),
               help="Append each removed message's record to FILE (JSON Lines, flushed before its ack).")
@@ -216,11 +217,14 @@ def _render(app: App, outcome: Any) -> None:
     fmt = app.output_format("json")
     if fmt != "table":
         app.emit_json(summary, fmt)
+        if outcome.dry_run and summary.get("message_ids") is None:
+            _no_ids(app, summary)
         return
     settings, state = outcome.settings, outcome.state
     if not outcome.reads_messages:
         if outcome.dry_run:
             app.info(f"dry run: would purge {summary['would_purge']} messages from {state.name}")
+            _dry_run_ids(app, {**summary, "message_ids": None}, "purge", state.name)
         else:
             app.info(f"purged {summary['purged']} messages from {state.name}")
             _depths(app, outcome)
@@ -234,6 +238,7 @@ def _render(app: App, outcome: Any) -> None:
         route = f" (route: {outcome.route})" if outcome.route and not stay else ""
         app.info(f"dry run: would {verb} {n}{route} and keep {summary['would_keep']} of {state.ready} messages in "
                  f"{settings.queue}{sampled}{full}{stay}; nothing was changed")
+        _dry_run_ids(app, summary, verb, settings.move_to or settings.queue)
         return
     from dlxtool.cli.explaining import Cells
     from dlxtool.cli.moving import duplicates_note, result_rows
@@ -253,6 +258,26 @@ def _render(app: App, outcome: Any) -> None:
     app.info(f"{result.removed + result.moved_total} of {result.snapshot} messages taken from {result.source} "
              f"in {app.elapsed():.1f}s" + duplicates_note(result))
     _depths(app, outcome)
+
+
+def _dry_run_ids(app: App, summary: dict[str, Any], verb: str, where: str) -> None:
+    """The names of the messages the dry run would remove or move (the first ones; JSON: all), or why there are
+    none: without a selection nothing is read (every message there is goes)."""
+    from dlxtool.cli.moving import write_id_list
+
+    names = summary.get("message_ids")
+    if names is None:
+        _no_ids(app, summary)
+        return
+    write_id_list(app, verb, [(where if verb == "move" else "", name) for name in names],
+                  sampled=bool(summary.get("sampled")))
+
+
+def _no_ids(app: App, summary: dict[str, Any]) -> None:
+    """Why a dry run names no message: nothing was read."""
+    if any(summary.get(f"would_{verb}") for verb in ("purge", "remove", "move")):
+        app.info(f"(no message ids: without a selection nothing is read before the run, which takes the messages "
+                 f"from the head as they come; `dlxtool peek {summary['queue']}` shows them)")
 
 
 def _depths(app: App, outcome: Any) -> None:

@@ -19,8 +19,10 @@ from dlxtool.cli.moving import (
     record_file,
     result_rows,
     transfer_counts,
+    write_id_list,
 )
 from dlxtool.cli.options import (
+    SELECTION_HELP,
     common_options,
     complete_broker,
     complete_queue,
@@ -154,7 +156,7 @@ Examples:
 """
 
 
-@click.command(help=HELP)
+@click.command(help=HELP, epilog=SELECTION_HELP)
 @click.argument("dlq", shell_complete=complete_queue)
 @click.option("--to", "to_queue", metavar="QUEUE", shell_complete=complete_queue,
               help="Send everything to QUEUE instead of each origin.")
@@ -298,6 +300,8 @@ def _render_plan(app: App, plan: Any, vhost: str | None = None) -> None:
     write_table(rows, ["action", "queue / reason", "messages", "exists", "room", "route"], app.stdout,
                 empty="nothing to replay")
     cells.note()
+    write_id_list(app, "replay", [(o.queue, name) for o in plan.origins if o.exists is not False
+                                  for name in o.message_ids], sampled=plan.sampled)
     _plan_footer(app, plan)
     for note in plan.route_notes:
         app.info(f"route: {note}")

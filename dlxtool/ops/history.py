@@ -10,6 +10,7 @@ from typing import Any
 
 from dlxtool.conventions import BUILT_IN, Convention, Explanation, Message, Route, explain
 from dlxtool.deaths import Death, MessageHistory, Origin, iso, message_history
+from dlxtool.failures import FailureKey, failure_key
 from dlxtool.record import MessageRecord
 
 
@@ -38,12 +39,13 @@ class Entry:
         return None
 
     def to_json(self) -> dict[str, Any]:
+        from dlxtool.message_ids import fingerprint_name
         from dlxtool.ops.provenance import replayed
 
         props = self.record.properties
         x = self.explained
         return {"queue": self.record.queue, "position": self.record.position,
-                "message_id": props.get("message_id"), "type": self.type,
+                "message_id": props.get("message_id"), "fingerprint": fingerprint_name(self.record), "type": self.type,
                 "routing_key": self.record.routing_key, **self.history.to_json(),
                 # origin/origin_why/error now say what the explaining convention found (x-death's as before)
                 "origin": x.origin.queue if x.origin else None, "origin_why": x.origin_why, "error": x.error,
@@ -146,13 +148,17 @@ def mark_copies(items: list[Entry]) -> int:
     return sum(item.copy_of is not None for item in items)
 
 
+MAX_TEXTS = 1000  # distinct error texts a group counts (past it: "1000+")
+
+
 @dataclass
 class Group:
     origin: str | None       # a queue, or "exchange → routing key"
     convention: str | None   # the convention that named the origin
     reason: str | None
     type: str | None
-    error: str | None
+    error: str | None        # the first message's error text: the group's example
+    failure: FailureKey = field(default_factory=lambda: FailureKey(None))  # what its messages' failures share
     messages: int = 0
     deaths: int = 0  # at least: x-death, or an app retry counter where the broker restarted x-death
     deaths_recorded: int = 0  # what the x-death headers add up to
@@ -166,9 +172,16 @@ class Group:
     waits: int = 0
     failures: int = 0  # at least (MessageHistory.failures)
     attempts: list[int] = field(default_factory=list)  # per message whose attempts a convention counts
+    texts: set[str] = field(default_factory=set)  # the distinct error texts (up to MAX_TEXTS)
+    names: list[str] = field(default_factory=list)  # the messages' names (dlxtool.message_ids.message_name)
 
     def add(self, entry: Entry) -> None:
+        from dlxtool.message_ids import message_name
+
         self.messages += 1
+        if entry.explained.error and len(self.texts) < MAX_TEXTS:
+            self.texts.add(entry.explained.error)
+        self.names.append(message_name(entry.record))
         count = entry.history.deaths
         self.deaths += count.at_least
         self.deaths_recorded += count.recorded
@@ -195,6 +208,19 @@ class Group:
             text = f"at least {self.failures}" + (f" ({text} in x-death)" if text else "")
         return text + ("+" if text and self.deaths_may_be_low else "")
 
+    def error_text(self, shorten: Callable[[str | None, int], str], width: int = 60) -> str:
+        """The table's error cell: the example, the frame of a stack group, and how many other texts it stands for
+        ("ValueError: order o-00013 has no lines (+149 like it)")."""
+        others = len(self.texts) - 1
+        more = f" (+{others:,}{'+' if len(self.texts) >= MAX_TEXTS else ''} like it)" if others > 0 else ""
+        signature = self.failure.signature
+        frame = signature.short_frame() if signature is not None else None
+        where = f" at {frame}" if frame else ""
+        example = self.error or (signature.exception if signature is not None else None)
+        if not example:
+            return ""
+        return shorten(example, max(20, width - len(more) - len(where))) + where + more
+
     def attempts_text(self) -> str:
         """Attempts per message: "3 each", "1-4 each"; "" where no convention counts them."""
         if not self.attempts:
@@ -211,7 +237,11 @@ class Group:
                 "deaths_by_reason": dict(self.by_reason), "waits": self.waits,
                 "attempts": sum(self.attempts) if self.attempts else None,
                 "attempts_per_message": [min(self.attempts), max(self.attempts)] if self.attempts else None,
-                "first": iso(self.first), "last": iso(self.last)}
+                "first": iso(self.first), "last": iso(self.last),
+                # what the group's failures share (error_pattern, or exception + frame where a stack was recorded),
+                # how many different texts `error` (the first one) stands for, and every message, by name
+                **self.failure.to_json(), "error_texts": len(self.texts),
+                "example_message_id": self.names[0] if self.names else None, "message_ids": self.names}
 
 
 def count_notes(items: Iterable[Entry]) -> list[str]:
@@ -233,8 +263,11 @@ def count_notes(items: Iterable[Entry]) -> list[str]:
     return notes
 
 
-def summarize_failures(items: Iterable[Entry]) -> list[Group]:
-    """Group by (origin, convention, reason at the origin, type, error text); biggest groups first.
+def summarize_failures(items: Iterable[Entry], *, ungrouped: bool = False) -> list[Group]:
+    """Group by (origin, convention, reason at the origin, type, failure); biggest groups first. The failure is
+    the stack's exception type and first application frame where a convention recorded a stack, else the error
+    text without what varies from message to message (ids, numbers, UUIDs, hex, timestamps: dlxtool.failures);
+    `ungrouped`: the error text as it is.
 
     Across conventions: a Spring parking lot and broker-made dead letters of the same origin make two
     groups (their conventions differ) that sort next to each other.
@@ -246,7 +279,12 @@ def summarize_failures(items: Iterable[Entry]) -> list[Group]:
     for entry in items:
         x = entry.explained
         failure = entry.history.failure if x.origin_from == "x-death" else None
+        stack = x.stack
+        fails = failure_key(x.error, stack.stack if stack else None, exception=stack.exception if stack else None,
+                            ungrouped=ungrouped)
         key = (x.origin.key() if x.origin else None, x.origin_from, failure.reason if failure else None,
-               entry.type, x.error)
-        groups.setdefault(key, Group(*key, route=x.origin)).add(entry)
+               entry.type, fails)
+        if key not in groups:
+            groups[key] = Group(*key[:4], x.error, fails, route=x.origin)
+        groups[key].add(entry)
     return sorted(groups.values(), key=lambda g: (-g.messages, -g.deaths, str(g.origin)))

@@ -34,6 +34,7 @@ from dlxtool.broker.connection import close_quietly, connect
 from dlxtool.broker.management import ManagementClient, QueueInfo
 from dlxtool.budget import average_body
 from dlxtool.errors import DlxtoolError, ManagementMismatch, QueueNotFound, RefusedError, UsageError
+from dlxtool.message_ids import message_name
 from dlxtool.ops.actions import Action, Decision
 from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.outcomes import depths_now, transfer_outcome
@@ -259,11 +260,16 @@ class PurgePlan:
     looked_at: int = 0
     actions: Counter[str] = field(default_factory=Counter)  # remove | move | keep | leave
     stay: Counter[str] = field(default_factory=Counter)     # why selected messages would stay (leave)
+    # The names (dlxtool.message_ids.message_name) of the messages it would remove or move, in queue order, and of
+    # the selected ones that would stay, by why
+    names: list[str] = field(default_factory=list)
+    stay_names: dict[str, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"looked_at": self.looked_at, "would_remove": self.actions["remove"],
                 "would_move": self.actions["move"], "would_keep": self.actions["keep"],
-                "would_stay": self.actions["leave"], "stay": dict(self.stay)}
+                "would_stay": self.actions["leave"], "stay": dict(self.stay),
+                "message_ids": self.names, "stay_message_ids": self.stay_names}
 
 
 def plan(records: Iterable[MessageRecord], settings: PurgeSettings, routes: Routes | None = None) -> PurgePlan:
@@ -282,6 +288,9 @@ def plan(records: Iterable[MessageRecord], settings: PurgeSettings, routes: Rout
         out.actions[decision.action.value] += 1
         if decision.action is Action.LEAVE:
             out.stay[decision.group] += 1
+            out.stay_names.setdefault(decision.group, []).append(message_name(record))
+        elif decision.action is not Action.KEEP:
+            out.names.append(message_name(record))
     return out
 
 
@@ -404,7 +413,7 @@ class Purge:
         """The dry run: what would be purged, moved, kept (from `records` where peek_count asked for them)."""
         out = self.out
         if not self.settings.reads_messages:
-            out.plan = {"purged": 0, "would_purge": out.state.ready}
+            out.plan = {"purged": 0, "would_purge": out.state.ready, "message_ids": None}  # nothing read: no names
         else:
             out.plan = _dry_run_plan(self.settings, out, records, self.report, self.router)
         return out
@@ -528,7 +537,9 @@ def _dry_run_plan(settings: PurgeSettings, out: PurgeOutcome, records: Iterable[
         n = ready if settings.selection.limit is None else min(ready, settings.selection.limit)
         figures: dict[str, Any] = {"looked_at": 0, "would_remove": 0 if settings.move_to else n,
                                    "would_move": n if settings.move_to else 0, "would_keep": ready - n,
-                                   "would_stay": 0, "stay": {}}
+                                   "would_stay": 0, "stay": {},
+                                   # nothing read, so no names (a whole-queue purge takes whatever is there)
+                                   "message_ids": None, "stay_message_ids": {}}
         stays = routes.for_every_key(settings.move_to) if settings.move_to else None
         if stays is not None:
             figures.update(would_move=0, would_stay=n, stay={stays: n})
@@ -552,4 +563,8 @@ def _dry_run_plan(settings: PurgeSettings, out: PurgeOutcome, records: Iterable[
         fits = min(figures["would_move"], room.room)
         figures["would_stay_full"] = figures["would_move"] - fits
         figures["would_move"] = fits
+        if figures["message_ids"] is not None and figures["would_stay_full"]:  # the last ones stay, as the run admits
+            stays = figures["message_ids"][fits:]
+            figures["message_ids"] = figures["message_ids"][:fits]
+            figures["stay_message_ids"] = {**figures["stay_message_ids"], f"{settings.move_to} is full": stays}
     return figures

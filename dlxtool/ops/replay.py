@@ -18,6 +18,7 @@ from dlxtool.broker.queues import exchange_exists
 from dlxtool.budget import average_body
 from dlxtool.conventions import Route
 from dlxtool.errors import RefusedError
+from dlxtool.message_ids import message_name
 from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.capacity import Capacity, Rooms, full_reason
 from dlxtool.ops.engine import Action, TransferOptions, TransferResult
@@ -71,6 +72,9 @@ class OriginPlan:
     conventions: dict[str, int] = field(default_factory=dict)  # convention that named the origin -> messages
     labels: dict[str, str] = field(default_factory=dict)       # convention -> "Spring headers"
     reaches: list[str] | None = None  # an exchange origin: the queues it reaches (None: unknown)
+    # The names (dlxtool.message_ids.message_name) of the messages it would get, in queue order; those that would
+    # stay because it is full (the last would_stay_full) are in the plan's stay_ids
+    message_ids: list[str] = field(default_factory=list)
 
     @property
     def convention(self) -> str | None:
@@ -94,7 +98,7 @@ class OriginPlan:
                 "room": self.room, "would_stay_full": self.would_stay_full,
                 "origin_route": self.origin_route.to_json() if self.origin_route else None,
                 "convention": self.convention or None, "conventions": {c: n for c, n in self.conventions.items() if c},
-                "route_text": self.route_text(), "reaches": self.reaches}
+                "route_text": self.route_text(), "reaches": self.reaches, "message_ids": self.message_ids}
 
 
 @dataclass
@@ -108,6 +112,13 @@ class ReplayPlan:
     used_body_retries: int = 0  # Dramatiq messages to replay whose body says their retries are used up
     origin_conflicts: int = 0   # messages whose conventions named different origins: the most recent failure won
     celery_tasks: int = 0       # Celery tasks to replay to a queue: through the default exchange (Routes.by_queue_name)
+    stay_ids: dict[str, list[str]] = field(default_factory=dict)  # why -> the names of the messages that would stay
+
+    @property
+    def moving_ids(self) -> list[str]:
+        """The names of every message the replay would move (of those looked at), origin by origin (not to an origin
+        that does not exist: those stay)."""
+        return [name for o in self.origins if o.exists is not False for name in o.message_ids]
 
     @property
     def sampled(self) -> bool:
@@ -131,6 +142,8 @@ class ReplayPlan:
             "origins": [o.to_json() for o in self.origins],
             "stay": dict(self.stay), "dramatiq_retries_used": self.used_body_retries,
             "origin_conflicts": self.origin_conflicts, "celery_tasks": self.celery_tasks,
+            # every message looked at, by name: what would be replayed (also per origin) and what would stay, why
+            "message_ids": self.moving_ids, "stay_message_ids": self.stay_ids,
         }
 
     @property
@@ -436,22 +449,30 @@ def plan(records: Iterable[MessageRecord], snapshot: int, settings: ReplaySettin
     decider.count_used_body_retries = True
     decide = routes.checked(decider)
     counted: Counter[tuple[str, str]] = Counter()
+    names: dict[tuple[str, str], list[str]] = {}
     looked_at = selected = 0
     limit = settings.selection.limit
     for record in records:
         looked_at += 1
+        name = message_name(record)  # before the decision: an --edit changes the message, not its name
         if limit is not None and selected >= limit:  # as the engine does: the rest stays where it is
             counted[(Action.KEEP.value, "beyond --limit")] += 1
+            names.setdefault((Action.KEEP.value, "beyond --limit"), []).append(name)
             continue
         d = decide(record)
         selected += d.action is not Action.KEEP
         counted[(d.action.value, d.group)] += 1
+        names.setdefault((d.action.value, d.group), []).append(name)
     out = plan_from_survey(settings.source, max(snapshot, looked_at), looked_at, counted)
+    for (action, group), listed in names.items():
+        if action != Action.MOVE.value:
+            out.stay_ids.setdefault(group, []).extend(listed)
     out.default_exchange = settings.default_exchange
     out.used_body_retries = decider.used_body_retries
     out.origin_conflicts = decider.conflicts
     out.celery_tasks = decider.celery_tasks
     for origin in out.origins:
+        origin.message_ids = names.get((Action.MOVE.value, origin.queue), [])
         origin.conventions = dict(decider.origins_from.get(origin.queue, {}))
         origin.labels = {c: decider.labels.get(c, c) for c in origin.conventions if c}
         reach = None if settings.to_queue else targets.reaches.get(origin.queue)
@@ -467,6 +488,13 @@ def plan(records: Iterable[MessageRecord], snapshot: int, settings: ReplaySettin
             if cap.guarded and not rooms.allow_displace and cap.room is not None:
                 origin.would_stay_full = max(0, origin.messages - cap.room)
                 origin.full_reason = full_reason(rooms.role, cap)
+    for origin in out.origins:  # what does not fit stays: the last ones, as the run admits them in queue order
+        if origin.exists is False:
+            out.stay_ids.setdefault(f"queue {origin.queue!r} does not exist", []).extend(origin.message_ids)
+        elif origin.would_stay_full and origin.full_reason:
+            fits = len(origin.message_ids) - origin.would_stay_full
+            out.stay_ids.setdefault(origin.full_reason, []).extend(origin.message_ids[fits:])
+            origin.message_ids = origin.message_ids[:fits]
     return out
 
 

@@ -36,7 +36,7 @@ def test_a_dead_letter_no_convention_explains_shows_its_headers_and_the_entry_th
     assert snippet[:3] == ["  [conventions.my-framework]", '  origin_exchange_header = "x-original-channel"',
                            "  # also present: x-original-group"]
     history = table(run, broker, "history", dlq)
-    assert history.stdout.startswith("#0 origin ? (no convention names an origin; its headers: x-original-channel, "
+    assert history.stdout.startswith("#0 m0: origin ? (no convention names an origin; its headers: x-original-channel, "
                                      "x-original-group), 0 deaths")
     assert '  origin_exchange_header = "x-original-channel"' in history.stderr.splitlines()
     [item, _] = orjson.loads(run("history", dlq, "--url", broker.url, "-f", "json").stdout)

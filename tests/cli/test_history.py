@@ -30,22 +30,33 @@ def test_reject_to_dlq(run, broker, qname) -> None:
                         "failures": 3, "deaths_by_reason": {"rejected": 3}, "waits": 0,
                         "attempts": 3, "attempts_per_message": [1, 1],
                         "first": summary[0]["first"], "last": summary[0]["last"],
+                        "error_pattern": "NullPointerException: order.id", "exception": None, "frame": None,
+                        "error_texts": 1, "example_message_id": "m-0", "message_ids": ["m-0", "m-1", "m-2"],
                         "sampled": False, "looked_at": 3, "queue_depth": 3}]
     assert summary[0]["first"] is not None
 
 
-def test_a_summary_of_the_first_messages_says_it_is_a_sample(run, broker, qname) -> None:
+def test_a_summary_covers_the_whole_queue_up_to_its_bound_and_says_so_first(run, broker, qname) -> None:
+    """A summary reads all of the queue (not the first 100, as it did: issue 37), up to --max-unacked; when it read
+    less, its first line says so, before the table; -n N summarises the first N, and says so too."""
     topo = topologies.reject_to_dlq(broker, qname, 130, error="boom")
+    [group] = history(run, broker, topo.dlq, "--summary")
+    assert (group["messages"], group["sampled"], group["looked_at"], group["queue_depth"]) == (130, False, 130, 130)
+    whole = run("history", topo.dlq, "--url", broker.url, "--summary", "-f", "table")
+    assert whole.exit_code == 0, whole.stderr
+    assert "looked at" not in whole.stdout and " 130 " in whole.stdout
+    bounded = run("history", topo.dlq, "--url", broker.url, "--summary", "--max-unacked", "100", "-f", "table")
+    assert bounded.exit_code == 0, bounded.stderr
+    first, header = bounded.stdout.splitlines()[:2]
+    assert first == ("looked at 100 of 130 messages (the first 100; a summary reads up to --max-unacked 100 messages "
+                     "and --max-bytes 256.0 MiB of bodies; raise them to cover more)")
+    assert header.split()[0] == "origin" and " 100 " in bounded.stdout.splitlines()[3]  # the count is of those 100
     [group] = history(run, broker, topo.dlq, "--summary", "-n", "40")
     assert (group["messages"], group["sampled"], group["looked_at"], group["queue_depth"]) == (40, True, 40, 130)
-    table = run("history", topo.dlq, "--url", broker.url, "--summary", "-f", "table")
-    assert table.exit_code == 0, table.stderr
-    assert table.stdout.splitlines()[-1] == "looked at 100 of 130 messages (the first 100; -n N or --all for all)"
-    assert " 100 " in table.stdout.splitlines()[2]  # the group's count is of those 100
+    first_n = run("history", topo.dlq, "--url", broker.url, "--summary", "-n", "40", "-f", "table")
+    assert first_n.stdout.splitlines()[0] == "looked at 40 of 130 messages (the first 40; -n N or --all for all)"
     [group] = history(run, broker, topo.dlq, "--summary", "--all")
     assert (group["messages"], group["sampled"], group["looked_at"], group["queue_depth"]) == (130, False, 130, 130)
-    whole = run("history", topo.dlq, "--url", broker.url, "--summary", "--all", "-f", "table")
-    assert "looked at" not in whole.stdout and " 130 " in whole.stdout
     timelines = run("history", topo.dlq, "--url", broker.url, "-n", "2", "-f", "table")
     assert timelines.stdout.splitlines()[-1] == "looked at 2 of 130 messages (the first 2; -n N or --all for all)"
     assert run("history", topo.dlq, "--url", broker.url, "-n", "2", "--all").exit_code == ExitStatus.USAGE
@@ -80,7 +91,7 @@ def test_a_summary_counts_wait_queue_expiries_as_waits_not_failures(run, broker,
     assert f"{topo.work}  x-death" in row and "  3 each  " in row and "  6 rejected" in row and "  8  " in row
     line = run("history", topo.dlq, "--url", broker.url, "-n", "1", "-f", "table").stdout.splitlines()[0]
     low = "+" if broker.major >= 4 else ""  # 4.x: x-death restarts when an app republishes (may be low)
-    assert line.startswith(f"#0 origin {topo.work} (x-death: most recent rejected death), 3{low} deaths, "
+    assert line.startswith(f"#0 m-0: origin {topo.work} (x-death: most recent rejected death), 3{low} deaths, "
                            "4 waits (expired in a wait queue)")
 
 

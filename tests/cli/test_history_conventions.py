@@ -62,9 +62,9 @@ def test_each_message_says_which_convention_explained_it(run, broker, qname) -> 
     assert spring["origin_from"] == "spring" and spring["error"] == "no stock"
     assert nsb["origin"] == "Sales" and nsb["origin_from"] == "nservicebus" and nsb["attempts"] == 3
     timelines = run("history", lot, "--url", broker.url, "-f", "table").stdout
-    assert ("#0 origin exchange orders.ex, routing key order.created "
+    assert ("#0 m0: origin exchange orders.ex, routing key order.created "
             "(Spring headers: x-original-exchange/x-original-routingKey)") in timelines
-    assert "#1 origin Sales (NServiceBus headers: NServiceBus.FailedQ)" in timelines
+    assert "#1 m0: origin Sales (NServiceBus headers: NServiceBus.FailedQ)" in timelines
     peek = run("peek", lot, "--url", broker.url, "-f", "table")
     assert peek.exit_code == 0, peek.stderr
     assert "orders.ex → order.created (spring)" in peek.stdout and "Sales (nservicebus)" in peek.stdout
