@@ -99,12 +99,16 @@ class App:
             # `--broker NAME` typed now beats a DLXTOOL_URL / DLXTOOL_MANAGEMENT_URL left in the environment
             url = None if self.url_from_env else url
             management_url = None if self.management_url_from_env else management_url
-        profile = select_profile(self.config(), broker=self.broker_name, url=url, vhost=self.vhost,
+        profile = select_profile(self.config(), broker=self.broker_name, url=url, vhost=self.chosen_vhost(),
                                  timeout=self.timeout, env=self.env)
         if management_url:
             where = "DLXTOOL_MANAGEMENT_URL" if self.management_url_from_env else "--management-url"
             profile = profile.with_management_url(management_url, where)
         return profile
+
+    def chosen_vhost(self) -> str | None:
+        """--vhost (before or after the command name), else $DLXTOOL_VHOST, else None (the profile's, the URL's)."""
+        return self.vhost or self.env.get("DLXTOOL_VHOST") or None
 
     def schemas(self, cli_paths: Iterable[str] = (), *, demo: bool = False, offline: bool = False) -> Schemas:
         """The one place every command (peek, history, dump, decode) takes its schemas from: `--proto-path`
@@ -219,6 +223,25 @@ class App:
             return None
         return did_you_mean(queue, names_in(client, vhost))
 
+    def vhost_did_you_mean(self, profile: Any, vhost: str) -> str | None:
+        """"did you mean 'shop'?" for a vhost `profile`'s broker does not have; None where nothing is close. The names
+        come from the profile's management API, which no AMQP connection can prove to be this broker's (none opens
+        on a vhost that is not there): a name is said only once an AMQP connection to it opens, or is refused for
+        want of permission (RabbitMQ says "not found" for a vhost that is not there), on the broker AMQP reaches."""
+        from dataclasses import replace
+
+        from dlxtool.broker.management import ManagementClient
+        from dlxtool.broker.queues import close_names
+
+        quick = replace(profile, timeout=min(profile.timeout, 3.0))
+        try:
+            rows = ManagementClient.for_profile(quick).get("vhosts", columns="name")
+        except DlxtoolError:
+            return None
+        names = [str(r["name"]) for r in rows or [] if isinstance(r, dict) and isinstance(r.get("name"), str)]
+        close = [name for name in close_names(vhost, names) if _vhost_answers(replace(quick, vhost=name))]
+        return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else None
+
     def queue_owner(self, queue: str, vhost: str) -> str | None:
         """The connection an exclusive queue belongs to, from the management API this command proved; None where
         no such API answers or it does not say."""
@@ -305,6 +328,24 @@ class App:
 
         if not click.confirm(question, default=False, err=True):
             raise RefusedError("not confirmed; nothing was changed")
+
+
+def _vhost_answers(profile: BrokerProfile) -> bool:
+    """Whether the vhost of `profile` exists on its broker: an AMQP connection to it opens, or is refused for want of
+    permission (not for a vhost not found)."""
+    from dlxtool.broker.connection import close_quietly, connect
+    from dlxtool.errors import ConnectError, VhostNotFound
+
+    try:
+        conn = connect(profile)
+    except VhostNotFound:
+        return False
+    except ConnectError as exc:
+        return exc.message.startswith("access to vhost")
+    except DlxtoolError:
+        return False
+    close_quietly(conn)
+    return True
 
 
 def _isatty(stream: Any) -> bool:

@@ -89,6 +89,9 @@ def decode(
     registered type explains the bytes before the stop. A bare token counts
     when such a type explains 8+ bytes before the cut; the value of a
     payload key (payload=, body=, data=, ...) or a bytes literal always.
+    Such a value that is not base64 or hex to its end (payload=CgdvLT!!)
+    is status invalid, error naming the first character that is not; it
+    is not decoded in part.
     gzip/zlib payloads are decoded inflated (decompressed: from, sizes), up
     to 256 MiB. Exit 2 when payloads were found and none decoded; 0 when
     at least one did, or when the input held none.

@@ -112,7 +112,7 @@ def connection_options(f: F) -> F:
                           "else the AMQP host:15672); checked to answer for the broker AMQP reached "
                           "[env DLXTOOL_MANAGEMENT_URL]."),
         click.option("--vhost", metavar="VHOST", expose_value=False, callback=_store("vhost"),
-                     help="Virtual host (default: the profile's, else /)."),
+                     help="Virtual host [env DLXTOOL_VHOST] (default: the --url's path, else the profile's, else /)."),
         click.option("--config", "config_file", metavar="FILE", envvar="DLXTOOL_CONFIG", expose_value=False,
                      callback=_store("config_file"),
                      help="Config file [env DLXTOOL_CONFIG; default ~/.config/dlxtool/config.toml]."),

@@ -113,7 +113,7 @@ def queues(app: App, flags: tuple[str, ...], match: str | None, min_messages: in
     if all_brokers and app.url:
         raise click.UsageError("--all-brokers uses the configured profiles; it cannot be combined with --url")
     profiles = configured_profiles(app) if all_brokers else [app.profile()]
-    profiles = with_vhost(sorted(profiles, key=lambda p: p.name), app.vhost)
+    profiles = with_vhost(sorted(profiles, key=lambda p: p.name), app.chosen_vhost())
     selection = QueueFilter(flags=flags, match=match, min_messages=min_messages, sort=sort)
 
     identity = IdentityCheck()
