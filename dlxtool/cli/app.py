@@ -52,6 +52,7 @@ class App:
     vhost: str | None = None
     timeout: float | None = None
     fmt: str | None = None
+    wide: bool = False  # --wide: tables as wide as their cells, not cut to the terminal's width
     verbose: int = 0
     debug: bool = False
     color: bool | None = None
@@ -65,6 +66,7 @@ class App:
     no_journal: bool = False  # --no-journal
     all_vhosts: bool = False  # --all-vhosts (queues), before or after the command name
     max_bytes_flag: int | None = None  # --max-bytes (see max_bytes)
+    _said_cut: bool = field(default=False, repr=False)  # write_table said that cells were cut
     unended_run: Any = field(default=None, repr=False)  # a journaled run started and not ended (cli.moving.Journaled)
 
     def elapsed(self) -> float:
@@ -273,14 +275,44 @@ class App:
 
     # -- output -----------------------------------------------------------------------------------
 
-    def output_format(self, piped_default: str = "jsonl") -> str:
-        """The format asked for, else a table on a terminal and `piped_default` otherwise."""
+    def output_format(self) -> str:
+        """The format asked for, else a table on a terminal and JSON Lines otherwise — for every command, so that one
+        way of reading piped output fits them all (`jq .name`): a row, a message record or a run's summary per line.
+        `-f json` is one document: an array of the rows or records (a run's summary: one object)."""
         if self.fmt:
             return self.fmt
-        return "table" if self.stdout_is_tty() else piped_default
+        return "table" if self.stdout_is_tty() else "jsonl"
+
+    def table_width(self) -> int | None:
+        """The columns a table must fit: the terminal's ($COLUMNS of the command's environment, else the terminal's
+        size, else 80); None with --wide, and when stdout is no terminal (piped `-f table` is whole: the reader
+        decides)."""
+        if self.wide or not self.stdout_is_tty():
+            return None
+        columns = self.env.get("COLUMNS", "")
+        if columns.isdigit() and int(columns) > 0:
+            return int(columns)
+        try:
+            return os.get_terminal_size(self.stdout.fileno()).columns or 80
+        except (AttributeError, OSError, ValueError):
+            return 80
+
+    def write_table(self, rows: Iterable[Any], headers: list[str], *, empty: str | None = None,
+                    styles: Mapping[int, Any] | None = None) -> None:
+        """A table on stdout (dlxtool.render.write_table), cut to the terminal's width (table_width); the first
+        time a cell is cut, stderr says how to see it whole."""
+        width = self.table_width()
+        if render.write_table(rows, headers, self.stdout, empty=empty, styles=styles, width=width):
+            self.say_cut(width)
+
+    def say_cut(self, width: int | None) -> None:
+        """Once per command: output was cut to fit the terminal, and how to see it whole."""
+        if not self._said_cut:
+            self._said_cut = True
+            self.info(f"(cut to fit {width} columns where it ends in …: --wide shows it whole)")
 
     def emit_json(self, obj: Any, fmt: str | None = None) -> None:
-        render.write_json(obj, self.stdout, fmt=fmt or self.output_format("json"))
+        render.write_json(obj, self.stdout, fmt=fmt or self.output_format())
 
     def info(self, message: str, *, prefix: str = "") -> None:
         """A line on stderr; `prefix` may carry colour (it is not sanitised, the message is)."""
@@ -306,6 +338,11 @@ class App:
         import click
 
         return click.style(text, **styles)
+
+    def detail(self, message: str) -> None:
+        """How a run works inside (dlxtool.ops.session.Reporter.detail): on stderr with -v only."""
+        if self.verbose:
+            self.info(message)
 
     def debug_log(self, message: str) -> None:
         if self.verbose or self.debug:

@@ -29,8 +29,9 @@ from dlxtool.selection import Selection
 
 
 def _summary_format(f: Any) -> Any:
-    return format_option(f, help="Format of the --remove -o FILE summary on stdout: json (default), jsonl, or "
-                                 "table for none (the records are always JSON Lines).")
+    return format_option(f, help="Format of the --remove -o FILE summary on stdout: jsonl (one line; the default "
+                                 "when piped), json (indented), or table for none (the default on a terminal). The "
+                                 "records are always JSON Lines.")
 
 
 @click.command(epilog=SAFETY_HELP)
@@ -171,7 +172,7 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
                 result = drain(conn, queue, decide, options, timeout=profile.timeout, publish_conn=publishing)
         app.info(f"removed {result.removed} of {result.snapshot} messages of {queue!r} into {where} (each "
                  f"flushed to disk before its ack) in {app.elapsed():.1f}s" + duplicates_note(result))
-        if where != "stdout" and app.output_format("json") != "table":
+        if where != "stdout" and app.output_format() != "table":
             # Scripts rely on the summary (possible_duplicates above all), like purge's and replay's. Not when
             # the records themselves go to stdout: they would end up in the record file.
             app.emit_json({**state.to_json(), **result.to_json(), "file": where})

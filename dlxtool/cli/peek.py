@@ -67,7 +67,7 @@ def peek(app: App, /, queue: str, count: int, whole_body: bool, raw: bool, origi
       dlxtool peek audit.stream --offset 30m
       dlxtool peek orders.dlq --type PaymentFailed --error '(?i)timeout' -n 5
     """
-    fmt = app.output_format("jsonl")
+    fmt = app.output_format()
     # The conventions explain the table's origin column; message records (json, jsonl) carry no explanation,
     # so they are loaded for a table, or to check --origin-from.
     known = conventions_in_use(app, origin_from) if fmt == "table" or origin_from else ()
@@ -120,7 +120,7 @@ def render_table(app: App, records: list[MessageRecord], whole_body: bool, empty
         headers.insert(7, "error")
         for row, x in zip(rows, explained, strict=True):
             row.insert(7, cells(x.error, ERROR_WIDTH))
-    render.write_table(rows, headers, app.stdout, empty=empty, styles={5: lambda cell: app.style(cell, fg="yellow")})
+    app.write_table(rows, headers, empty=empty, styles={5: lambda cell: app.style(cell, fg="yellow")})
     cells.note()
     hint_conventions(app, records, explained)
 
