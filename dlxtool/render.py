@@ -212,7 +212,7 @@ def fitted_table(rows: list[list[str]], headers: Sequence[str], width: int,
     def total(cap: int) -> int:
         return sum(max(f, min(w, cap)) for w, f in zip(natural, floors, strict=True))
 
-    low, high = max(floors), max(natural)  # the widest cap that fits (binary search); at least the floors
+    low, high = 0, max(natural)  # the widest cap that fits (binary search); 0: every column at its floor
     while low < high:
         mid = (low + high + 1) // 2
         if total(mid) <= room:
