@@ -49,9 +49,9 @@ class progress_bar:  # used like a function
 
 
 def progress_lines(app: App, label: str) -> Callable[[Any], None] | None:
-    """Without a terminal: `label: 12,000 of 30,000 handled (11,990 moved), 2,400/s, 18,000 left (about 8s)`, on stderr
-    every $DLXTOOL_PROGRESS_INTERVAL seconds of the command's environment (default 5; 0: none). A run that ends
-    sooner prints none: its summary says it all."""
+    """Without a terminal: `label: 12,000 of 30,000 handled (11,990 moved) in 5s, 2,400/s; 18,000 left (about 8s)`,
+    on stderr every $DLXTOOL_PROGRESS_INTERVAL seconds of the command's environment (default 5; 0: none). A run that
+    ends sooner prints none: its summary says it all."""
     setting = app.env.get("DLXTOOL_PROGRESS_INTERVAL", "")
     try:
         interval = float(setting) if setting else PROGRESS_INTERVAL
@@ -70,8 +70,8 @@ def progress_lines(app: App, label: str) -> Callable[[Any], None] | None:
         left = max(progress.total - progress.done, 0)
         moved = f" ({progress.moved:,} moved)" if progress.moved and progress.moved != progress.done else ""
         eta = f" (about {left / rate:,.0f}s)" if rate > 0 and left else ""
-        app.info(f"{label}: {progress.done:,} of {progress.total:,} handled{moved}, {rate:,.0f}/s, {left:,} left{eta}, "
-                 f"{progress.elapsed:.0f}s")
+        app.info(f"{label}: {progress.done:,} of {progress.total:,} handled{moved} in {progress.elapsed:.0f}s, "
+                 f"{rate:,.0f}/s; {left:,} left{eta}")
 
     return line
 

@@ -89,6 +89,6 @@ def test_a_long_run_without_a_terminal_says_how_it_goes(run, broker, qname) -> N
     assert len(progress) >= 2, result.stderr
     done = [int(line.split()[1].replace(",", "")) for line in progress]
     assert done == sorted(done) and done[0] < 400  # while it runs (the last may come as it ends)
-    assert all(" of 400 handled" in line and "/s, " in line and " left" in line for line in progress)
+    assert all(" of 400 handled in " in line and "/s; " in line and " left" in line for line in progress)
     assert "held at once" not in result.stderr
     assert broker.queue_depth(origin) == 400
