@@ -7,6 +7,9 @@ Resolution order for the broker: `--url` (`$DLXTOOL_URL`) overrides the node URL
 profile; the profile is `--broker` (`$DLXTOOL_BROKER`), else the file's `default`, else the built-in
 `local` profile (amqp://guest:guest@localhost:5672/).
 
+Resolution order for the vhost: `--vhost`, `$DLXTOOL_VHOST` (dlxtool.cli.app.App.chosen_vhost), the path of
+`--url`, the profile's `vhost`, else `/`.
+
 Resolution order for the management API: `--management-url` (`$DLXTOOL_MANAGEMENT_URL`), else the profile's
 `management_url`, else host:15672 (https: 15671) of the AMQP URL (`--url`'s when given). Whichever it is,
 dlxtool.broker.identity proves that it answers for the broker the AMQP connection reached before using it.

@@ -46,9 +46,13 @@ MIN_WEAK_BYTES = 4  # payloads this short only count when the candidate is unmis
 RANKED = 10
 NOT_PROTOBUF = "not_protobuf"  # status: a payload is there, but it is JSON or text
 COMPRESSED = "compressed"  # status: a gzip/zlib payload that inflates past the cap (not decoded)
+INVALID = "invalid"  # status: the value of a payload key (payload=…) that is no valid base64 or hex
+# An invalid payload value: above "no payload" and a bare token's cut (0.6), below a payload key's value cut short
+# (0.8) and anything that reads whole; the line's other payloads win if they decode.
+INVALID_RATING = 0.7
 # Statuses of a payload that did not decode: cut short, not protobuf wire format from some byte on, not
 # parseable as the type it was forced to, or compressed past the cap. The others read the payload whole.
-FAILED = frozenset({TRUNCATED, MALFORMED, "error", COMPRESSED})
+FAILED = frozenset({TRUNCATED, MALFORMED, "error", COMPRESSED, INVALID})
 # A bare token (not the value of a payload key) that does not scan whole counts as a payload cut short only
 # when a registered type explains at least this many bytes before the cut: random tokens (hashes, trace ids)
 # are cut-looking protobuf by chance ~20% of the time, explained by a demo type over 8+ bytes ~0.02%.
@@ -137,9 +141,19 @@ class DecodedBody:
 
 def is_weak(decoded: Mapping[str, Any]) -> bool:
     """A guess not to be read as a fact: bytes that do not fit the type cleanly, another type that fits
-    as well, or low confidence (e.g. a hinted type that fits, but so would many others)."""
-    return bool(decoded.get("defects") or decoded.get("ambiguous")
+    as well, or low confidence (e.g. a hinted type that fits, but so would many others); and a payload that
+    stops before its end (cut short, malformed), whose type is read from the bytes before the stop only."""
+    return bool(decoded.get("defects") or decoded.get("ambiguous") or decoded.get("status") in FAILED
                 or (decoded.get("confidence") or 0.0) < HIGH_CONFIDENCE)
+
+
+def stop_label(decoded: Mapping[str, Any]) -> str | None:
+    """Where a payload that did not decode whole stops, for a one-line view: ``cut short at byte 48 of 73`` or
+    ``not protobuf from byte 12 of 40``; None for one that decoded whole (or failed otherwise)."""
+    status, offset, size = decoded.get("status"), decoded.get("offset"), decoded.get("size")
+    if status not in (TRUNCATED, MALFORMED) or not isinstance(offset, int) or not isinstance(size, int):
+        return None
+    return f"{'cut short at' if status == TRUNCATED else 'not protobuf from'} byte {offset:,} of {size:,}"
 
 
 def match_label(decoded: Mapping[str, Any]) -> str:
@@ -408,6 +422,9 @@ def decode_line(
     cache: dict[bytes, DecodedBody | None] = {}
 
     def rating(cand: extract.Candidate) -> tuple[float, DecodedBody | None]:
+        if cand.invalid is not None:  # a payload key's value that is no base64/hex: said, not decoded in part
+            return INVALID_RATING, DecodedBody(status=INVALID, error=f"{cand.key}: {cand.invalid}",
+                                               size=len(cand.data))
         if cand.data not in cache:
             cache[cand.data] = _decode_candidate(registry, cand.data, hints, type_name, raw, top,
                                                  strong=cand.strong, max_inflated=max_inflated)
@@ -423,7 +440,7 @@ def decode_line(
     cand, score, decoded = got
     if decoded is None or (score <= 0.5 and (not (type_name or raw) or decoded.status in FAILED)):
         return _not_protobuf(cands)
-    if want_text:
+    if want_text and cand.invalid is None:
         decoded = _decode_candidate(registry, cand.data, hints, type_name, raw, top, want_text=True,
                                     strong=cand.strong, max_inflated=max_inflated)
         assert decoded is not None
@@ -435,6 +452,8 @@ def _not_protobuf(cands: list[extract.Candidate]) -> LineResult | None:
     from dlxtool import extract
 
     for cand in sorted(cands, key=lambda c: (not c.strong, -len(c.data))):
+        if cand.invalid is not None:
+            continue
         kind = extract.content_kind(cand.data, strong=cand.strong)
         if kind is not None:
             decoded = DecodedBody(status=NOT_PROTOBUF, error=f"payload is {kind}, not protobuf",
@@ -618,8 +637,9 @@ def decode_whole_input(
 
     try:
         body = extract.decode_whole(data, encoding)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{source}: not valid {encoding} ({exc})", hint="check --input") from exc
+    except ValueError as exc:  # says what is not valid, and where (extract.not_encoded)
+        raise UsageError(f"{source}: {exc}", hint=f"check --input ({encoding}: the whole input is one payload)") \
+            from exc
     with registry_errors():
         decoded = decode_body(registry, body, type_name=type_name, raw=raw, top=top, want_text=want_text,
                               max_inflated=max_inflated)
@@ -655,12 +675,15 @@ class Tally:
             return RunOutcome()
         n = sum(self.failed.values())
         why = ", ".join(f"{count} {_FAILED_WORDS.get(status, status)}" for status, count in sorted(self.failed.items()))
+        hint = "each row says why: where its payload stops and what it holds up to there"
+        if INVALID in self.failed:
+            hint += ", or what in it is not base64 or hex"
         return RunOutcome(Status.USAGE, f"decode: {n} payload{'s' if n != 1 else ''} found, none decoded ({why})",
-                          hint="each row says why: where its payload stops and what it holds up to there")
+                          hint=hint)
 
 
 _FAILED_WORDS = {TRUNCATED: "cut short", MALFORMED: "malformed", "error": "not of the type",
-                 COMPRESSED: "compressed past the cap"}
+                 COMPRESSED: "compressed past the cap", INVALID: "not valid base64 or hex"}
 
 
 # -- records read from a queue (peek, dump, history) ------------------------------------------------
@@ -674,7 +697,9 @@ def record_decoder(
     max_inflated: int = compression.DEFAULT_MAX_INFLATED,
     cache_dir: Path | None = None,
 ) -> Callable[[MessageRecord], dict[str, Any] | None]:
-    """The `decoded` field for records read from a queue: the match as a dict, or None.
+    """The `decoded` field for records read from a queue: the match as a dict; a body that stops being protobuf
+    before its end as `dlxtool decode` reports it (status truncated or malformed, error, offset, size: see
+    stopped_protobuf); or None.
 
     The registry loads on the first body that may be protobuf, so reading a queue of JSON costs
     nothing. A registry that fails to load (a broken --proto-path) is reported once through
@@ -730,13 +755,29 @@ def record_decoder(
                 return None
         result = decode_body(state["registry"], body, record.properties, headers=record.headers,
                              max_inflated=max_inflated)
-        if result is None or result.status != MATCH:
+        if result is None or not (result.status == MATCH or stopped_protobuf(result, body, ct)):
             return None
         if inflated is not None:
             result.decompressed = inflated.to_dict()
-        return result.to_dict()
+        found = result.to_dict()
+        # A record carries its body: the raw fields up to a stop are `dlxtool decode`'s to show (whole, with --raw)
+        found.pop("raw", None)
+        return found
 
     return decode
+
+
+def stopped_protobuf(result: DecodedBody, body: bytes, content_type: str) -> bool:
+    """Whether a message body that stops being protobuf before its end (cut short, malformed) is reported as such
+    in its record's `decoded`, as `dlxtool decode` reports it: where its message says it is protobuf (content type),
+    or where a registered type explains the bytes before the stop (MIN_EXPLAINED_PREFIX+, as a bare token in a log
+    line counts) and the body is no text. Any other binary body that is not protobuf (an image, msgpack) is none of
+    the registry's business: `decoded` stays null."""
+    if result.status not in (TRUNCATED, MALFORMED):
+        return False
+    if "proto" in content_type:
+        return True
+    return result.explained and extract_content_kind(body) is None
 
 
 JSON_STATUS = "json"  # a record's `decoded` for a JSON body

@@ -57,11 +57,24 @@ class QueueNotFound(NotFoundError):
     """A queue that does not exist in a vhost. The CLI adds the names of that vhost's queues closest to it, where the
     management API can list them ("did you mean 'invoices.dlq'?")."""
 
-    def __init__(self, queue: str, vhost: str, message: str | None = None, *, hint: str | None = None) -> None:
+    def __init__(self, queue: str, vhost: str, message: str | None = None, *, hint: str | None = None,
+                 suggest: bool = True) -> None:
         super().__init__(message or f"queue {queue!r} not found in vhost {vhost!r}",
                          hint=hint or "list queues with `dlxtool queues`")
         self.queue = queue
         self.vhost = vhost
+        self.suggest = suggest  # False: in another broker than the selected one (whose names the CLI would offer)
+
+
+class VhostNotFound(NotFoundError):
+    """A vhost the broker does not have. `profile` (dlxtool.config.BrokerProfile) is the broker asked: the CLI adds
+    the names of its vhosts closest to the one not found, each proven to exist there over AMQP ("did you mean
+    'shop'?")."""
+
+    def __init__(self, vhost: str, message: str, *, hint: str | None = None, profile: object = None) -> None:
+        super().__init__(message, hint=hint)
+        self.vhost = vhost
+        self.profile = profile
 
 
 class PartialError(DlxtoolError):

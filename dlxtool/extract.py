@@ -43,6 +43,7 @@ class Candidate:
     encoding: str  # base64 | base64url | hex | python-bytes | elixir-binary | escaped
     data: bytes
     key: str | None = None  # the JSON/logfmt key it is the value of
+    invalid: str | None = None  # encoding "invalid": why a payload key's value is no base64 or hex (data: its text)
 
     @property
     def strong(self) -> bool:
@@ -139,15 +140,80 @@ def _token_candidates(line: str) -> Iterator[Candidate]:
             if not (key and _is_payload_key(key)):
                 continue
         text = token.replace("\\/", "/")
-        if len(text) >= MIN_HEX and len(text) % 2 == 0 and _is_hex(text):
-            key = _key_before(line, m.start())
-            yield Candidate(m.start(), m.end(), "hex", bytes.fromhex(text), key)
+        is_hex = len(text) >= MIN_HEX and len(text) % 2 == 0 and _is_hex(text)
         decoded = decode_base64(text)
+        if (is_hex or decoded is not None) and len(text) >= MIN_BASE64 and not text.isdigit():
+            key = key or _key_before(line, m.start())
+            whole = _whole_value(line, m.start(), m.end(), key)
+            if whole is not None:  # a payload key's value that goes on past the base64/hex: not its prefix
+                yield whole
+                continue
+        if is_hex:
+            key = key or _key_before(line, m.start())
+            yield Candidate(m.start(), m.end(), "hex", bytes.fromhex(text), key)
         if decoded is not None:
             data, encoding = decoded
             if key is None:
                 key = _key_before(line, m.start())
             yield Candidate(m.start(), m.end(), encoding, data, key)
+
+
+# What may follow a value in a log line: a space, a closing quote or bracket, a separator. A "." or ":" only where a
+# sentence or a field ends (a space or the line's end next).
+_VALUE_ENDS = frozenset(" \t\r\n\"',;&)]}>|")
+
+
+def _value_end(line: str, pos: int) -> int:
+    """Where the value whose base64 or hex stopped at `pos` ends: at the first character that may follow a value."""
+    end = pos
+    while end < len(line):
+        ch = line[end]
+        if ch in _VALUE_ENDS or (ch in ".:" and (end + 1 == len(line) or line[end + 1].isspace())):
+            break
+        end += 1
+    return end
+
+
+def _whole_value(line: str, start: int, stop: int, key: str | None) -> Candidate | None:
+    """The value of a payload key (payload=, "body": …) whose base64 or hex stops before the value does (at `stop`):
+    decoding the valid prefix would show a message that is not there (`payload=CgdvLTAwMDEy!!!` read as a 9-byte
+    one). URL-quoted base64 (%2B, %2F, %3D) is the payload unquoted; anything else is reported as what it is: no
+    valid base64 or hex, and where. None where the value ends at `stop`, or is no payload key's."""
+    end = _value_end(line, stop)
+    if end == stop or not (key and _is_payload_key(key)):
+        return None
+    value = line[start:end]
+    if "%" in value:
+        from urllib.parse import unquote
+
+        unquoted = unquote(value)
+        got = decode_base64(unquoted) if unquoted != value else None
+        if got is not None:
+            return Candidate(start, end, got[1], got[0], key)
+    return Candidate(start, end, "invalid", value.encode("utf-8", "surrogateescape"), key,
+                     invalid=not_encoded(value, "base64 or hex"))
+
+
+_B64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_=")
+
+
+def not_encoded(text: str, encoding: str) -> str:
+    """Why `text` is no valid `encoding` (base64, hex, or "base64 or hex"), in words: the first character it cannot
+    hold and where, else its length."""
+    allowed = _HEXCHARS if encoding == "hex" else _B64_CHARS
+    for i, ch in enumerate(text):
+        if ch not in allowed:
+            return f"not valid {encoding}: {ch!r} at character {i + 1:,} of {len(text):,}"
+    if encoding == "hex":
+        return f"not valid hex: {len(text):,} digits (an odd number: hex holds two a byte)"
+    body = text.rstrip("=")
+    if "=" in body:
+        return f"not valid {encoding}: '=' at character {body.index('=') + 1:,} of {len(text):,} (padding ends it)"
+    if len(body) % 4 == 1:
+        return f"not valid {encoding}: {len(body):,} characters (base64 is never 4n+1 long: one is missing or extra)"
+    if ("-" in body or "_" in body) and ("+" in body or "/" in body):
+        return f"not valid {encoding}: it mixes the URL-safe alphabet (- _) with the standard one (+ /)"
+    return f"not valid {encoding}"
 
 
 _HEXCHARS = frozenset("0123456789abcdefABCDEF")
@@ -178,15 +244,23 @@ def decode_whole(data: bytes, encoding: str) -> bytes:
     """Decode a whole input (``--input base64|hex|binary``); raises ``ValueError`` when invalid."""
     if encoding == "binary":
         return data
-    text = b"".join(data.split()).decode("ascii", "strict")
+    joined = b"".join(data.split())
+    try:
+        text = joined.decode("ascii", "strict")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not valid {encoding}: byte 0x{joined[exc.start]:02x} at byte {exc.start + 1:,} is not "
+                         "ASCII") from None
     if encoding == "hex":
         if text.startswith(("0x", "0X")):
             text = text[2:]
-        return bytes.fromhex(text)
+        try:
+            return bytes.fromhex(text)
+        except ValueError:
+            raise ValueError(not_encoded(text, "hex")) from None
     if encoding == "base64":
         got = decode_base64(text.replace("\\/", "/"))
         if got is None:
-            raise ValueError("not valid base64")
+            raise ValueError(not_encoded(text, "base64"))
         return got[0]
     raise ValueError(f"unknown input encoding {encoding!r}")
 

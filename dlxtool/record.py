@@ -8,7 +8,9 @@ and the offline modes of `history` and `decode`. One JSON object per message (JS
     headers      AMQP field table; values JSON lacks are tagged (see below)
     deaths       parsed x-death, most recent first (derived from headers; informational)
     body         base64 of the exact body bytes
-    decoded      protobuf match {type, confidence, ambiguous, alternatives, message} or null
+    decoded      protobuf match {status: match, type, confidence, ambiguous, alternatives, message}; a body
+                 cut short or malformed {status: truncated|malformed, error, offset, size, and type + message
+                 of the bytes before the stop where a type explains them}; JSON {status: json, message}; or null
 
 Header tagging: bytes → {"$bytes": base64}, timestamps → {"$timestamp": "…Z"},
 decimals → {"$decimal": "1.50"}. A real table whose only key is one of those tag names is wrapped

@@ -139,41 +139,137 @@ def shorten(text: str, width: int | None = REASON_WIDTH) -> str:
 
 def write_table(rows: Iterable[Sequence[Any] | Mapping[str, Any]], headers: Sequence[str],
                 out: IO[str], *, empty: str | None = None,
-                styles: Mapping[int, Callable[[str], str]] | None = None) -> None:
+                styles: Mapping[int, Callable[[str], str]] | None = None, width: int | None = None) -> bool:
     """A plain table; `styles` maps a column index to a function colouring that column's (already
-    terminal-safe) cells. tabulate measures widths without the escape codes."""
+    terminal-safe) cells. tabulate measures widths without the escape codes.
+
+    `width` (a terminal's columns; None: as wide as the cells): a table wider than that is laid out to fit it
+    (fitted_table: the widest columns cut, their cells ending in "…"). Returns whether any cell was cut."""
     rows = list(rows)
     if not rows and empty is not None:
         out.write(empty + "\n")
-        return
+        return False
     styles = styles or {}
-    cleaned = [_clean_row(list(r.values() if isinstance(r, Mapping) else r), styles) for r in rows]
-    text = simple_table(cleaned, headers)
-    if text is None:
-        from tabulate import tabulate
-
-        text = tabulate(cleaned, headers=list(headers), tablefmt="simple", disable_numparse=True)
+    cleaned = [_clean_row(list(r.values() if isinstance(r, Mapping) else r)) for r in rows]
+    fitted = fitted_table(cleaned, headers, width, styles) if width is not None else None
+    if fitted is not None:
+        text, cut = fitted
+    else:
+        cut = False
+        for cells in cleaned:
+            for i, style in styles.items():
+                if i < len(cells) and cells[i]:
+                    cells[i] = style(cells[i])
+        text = simple_table(cleaned, headers) or _tabulate(cleaned, headers)
     out.write(text + "\n")
     out.flush()
+    return cut
 
 
-def _clean_row(values: list[Any], styles: Mapping[int, Callable[[str], str]]) -> list[str]:
-    """Every cell terminal-safe text (None: empty), then styled. A row of printable ASCII text is checked at once."""
+def _tabulate(rows: list[list[str]], headers: Sequence[str]) -> str:
+    from tabulate import tabulate
+
+    text: str = tabulate(rows, headers=list(headers), tablefmt="simple", disable_numparse=True)
+    return text
+
+
+def _clean_row(values: list[Any]) -> list[str]:
+    """Every cell terminal-safe text (None: empty). A row of printable ASCII text is checked at once."""
     try:
         joined: str | None = "".join(values)
     except TypeError:  # a cell that is no text (a number, None)
         joined = None
     if joined is not None and joined.isascii() and joined.isprintable():
-        cells = values
-    else:
-        cells = [safe_text(c) if c is not None else "" for c in values]
-    for i, style in styles.items():
-        if i < len(cells) and cells[i]:
-            cells[i] = style(cells[i])
-    return cells
+        return list(values)
+    return [safe_text(c) if c is not None else "" for c in values]
+
+
+MIN_COLUMN = 6  # a column cut to fit is at least this wide, or as wide as its header
+
+
+def fitted_table(rows: list[list[str]], headers: Sequence[str], width: int,
+                 styles: Mapping[int, Callable[[str], str]]) -> tuple[str, bool] | None:
+    """The table laid out in `width` columns, and whether a cell was cut; None when it fits as simple_table lays it
+    out (each column as wide as its widest cell or its header + 2), or its rows are ragged.
+
+    Laid out to fit, a column is as wide as its widest cell or its header (no 2 spaces more), two spaces between
+    columns; if that is still too wide, the widest columns are narrowed to one common width, as little as fits, and
+    their cells longer than that end in "…" — the narrow ones (counts, flags) stay whole. No column is narrowed below
+    its header or MIN_COLUMN: a table with too many columns for `width` stays wider. Widths are terminal columns
+    (display_width), so wide characters need no tabulate here."""
+    n = len(headers)
+    if not rows or any(len(r) != n for r in rows):
+        return None
+    cells = [[cell.strip() for cell in row] for row in rows]
+    seps = 2 * (n - 1)
+    content = [max(display_width(row[i]) for row in cells) for i in range(n)]
+    if sum(max(len(h) + 2, w) for h, w in zip(headers, content, strict=True)) + seps <= width:
+        return None
+    natural = [max(len(h), w) for h, w in zip(headers, content, strict=True)]
+    room = width - seps
+    floors = [min(w, max(len(h), MIN_COLUMN)) for w, h in zip(natural, headers, strict=True)]
+
+    def total(cap: int) -> int:
+        return sum(max(f, min(w, cap)) for w, f in zip(natural, floors, strict=True))
+
+    low, high = 0, max(natural)  # the widest cap that fits (binary search); 0: every column at its floor
+    while low < high:
+        mid = (low + high + 1) // 2
+        if total(mid) <= room:
+            low = mid
+        else:
+            high = mid - 1
+    widths = [max(f, min(w, low)) for w, f in zip(natural, floors, strict=True)]
+    cut = False
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip(),
+             "  ".join("-" * w for w in widths)]
+    for row in cells:
+        shown = []
+        for i, (cell, w) in enumerate(zip(row, widths, strict=True)):
+            size = display_width(cell)
+            if size > w:
+                cell, cut = cut_to(cell, w), True
+                size = display_width(cell)
+            style = styles.get(i)
+            shown.append((style(cell) if style is not None and cell else cell) + " " * (w - size))
+        lines.append("  ".join(shown).rstrip())
+    return "\n".join(lines), cut
+
+
+def display_width(text: str) -> int:
+    """Columns `text` takes on a terminal: wide (East Asian) characters 2, combining ones 0, others 1."""
+    if text.isascii():
+        return len(text)
+    import unicodedata
+
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def cut_to(text: str, width: int) -> str:
+    """`text` in at most `width` terminal columns, ending in "…" where cut."""
+    if display_width(text) <= width:
+        return text
+    if text.isascii():
+        return text[: max(width - 1, 0)] + "…"
+    kept, used = [], 0
+    for c in text:
+        w = display_width(c)
+        if used + w > width - 1:
+            break
+        kept.append(c)
+        used += w
+    return "".join(kept) + "…"
 
 
 _SGR = re.compile("\x1b\\[[0-9;]*m")  # the colours of `styles` (click.style): all the escapes a cleaned cell has
+
+
+def _plain(text: str) -> bool:
+    """Printable ASCII, "…" allowed: each character one column, as len() counts it."""
+    if text.isascii():
+        return text.isprintable()
+    text = text.replace("\u2026", "")
+    return text.isascii() and text.isprintable()
 
 
 def simple_table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str | None:
@@ -186,6 +282,7 @@ def simple_table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str |
     n = len(headers)
     if not rows or any(len(r) != n for r in rows) or not all(h.isascii() and h.isprintable() for h in headers):
         return None
+    # "…" (where a cell was cut) is one column wide, as tabulate counts it too
     columns: list[list[str]] = []
     widths: list[int] = []
     for i, header in enumerate(headers):
@@ -197,12 +294,12 @@ def simple_table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str |
         if "\x1b" in text:  # coloured cells: as wide as what shows
             visible = [_SGR.sub("", cell) for cell in column]
             text = "".join(visible)
-            if not (text.isascii() and text.isprintable()):
+            if not _plain(text):
                 return None
             width = max(len(header) + 2, *map(len, visible))
             column = [cell + " " * (width - len(shown)) for cell, shown in zip(column, visible, strict=True)]
         else:
-            if not (text.isascii() and text.isprintable()):
+            if not _plain(text):
                 return None
             width = max(len(header) + 2, *map(len, column))
             column = [cell.ljust(width) for cell in column]

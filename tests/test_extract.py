@@ -118,3 +118,44 @@ def test_content_kind_names_json_anywhere_and_text_only_where_a_payload_is_meant
     assert extract.content_kind(b"out of stock", strong=True) == "text"
     assert extract.content_kind(b"out of stock", strong=False) is None  # a bare word decoding to text: chance
     assert extract.content_kind(b"\x0a\x02p1", strong=True) is None  # protobuf bytes are not text
+
+
+@pytest.mark.parametrize(("line", "where"), [
+    ("payload=CgdvLTAwMDEy!!!", "'!' at character 13 of 15"),  # issue 37: decoded as a 9-byte Money before
+    ('{"body": "CgdvLTAwMDEy#x"}', "'#' at character 13 of 14"),
+    ("data=0a076f2d30303030*", "'*' at character 17 of 17"),
+])
+def test_a_payload_value_that_is_no_base64_to_its_end_is_said_so(registry: Registry, line: str, where: str) -> None:
+    [cand] = [c for c in extract.candidates(line) if c.encoding == "invalid"]
+    assert cand.invalid is not None and cand.invalid.endswith(where)
+    found = decode_line(registry, line)
+    assert found is not None and found.decoded.status == "invalid" and found.decoded.message is None
+    assert found.decoded.error == f"{cand.key}: not valid base64 or hex: {where}"
+
+
+@pytest.mark.parametrize("line", [
+    f"payload={base64.b64encode(PAYLOAD).decode()}. next",  # a sentence that ends after it
+    f"payload={base64.b64encode(PAYLOAD).decode().replace('=', '%3D')}&next=1",  # URL-quoted
+    f'msg="nack" body="{base64.b64encode(PAYLOAD).decode()}", tag=3',
+])
+def test_a_payload_value_that_ends_where_values_end_is_decoded_whole(line: str) -> None:
+    assert PAYLOAD in [d for _, d in datas(line)]
+    assert all(c.encoding != "invalid" for c in extract.candidates(line))
+
+
+@pytest.mark.parametrize("line", ["value=3.14 unit=s", "value=1234567890.5", "id=CgdvLTAwMDEy!!!"])
+def test_numbers_and_other_keys_are_no_invalid_payloads(line: str) -> None:
+    assert all(c.encoding != "invalid" for c in extract.candidates(line))
+
+
+def test_decode_whole_says_what_is_not_valid_and_where() -> None:
+    with pytest.raises(ValueError, match=r"^not valid base64: '!' at character 15 of 16$"):
+        extract.decode_whole(b"notbase64atall!!", "base64")
+    with pytest.raises(ValueError, match=r"^not valid base64: 5 characters"):
+        extract.decode_whole(b"abcde\n", "base64")
+    with pytest.raises(ValueError, match=r"^not valid hex: 'z' at character 1 of 4$"):
+        extract.decode_whole(b"zz zz", "hex")
+    with pytest.raises(ValueError, match=r"^not valid hex: 3 digits"):
+        extract.decode_whole(b"0a0", "hex")
+    with pytest.raises(ValueError, match=r"^not valid base64: byte 0xff at byte 1 is not ASCII$"):
+        extract.decode_whole(b"\xff\xfe", "base64")

@@ -81,3 +81,57 @@ def test_shorten_keeps_a_reason_whole_when_it_fits_and_cuts_it_at_a_clause() -> 
     cut = shorten(words, 100)
     assert len(cut) <= 100 and cut.endswith("word…")
     assert shorten("x" * 300, 100) == "x" * 99 + "…"
+
+
+wide_text = st.text(st.sampled_from("abcXYZ 01.-_日本é…"), max_size=30)
+
+
+@st.composite
+def fitted(draw: st.DrawFn) -> tuple[list[str], list[list[str]], int]:
+    n = draw(st.integers(1, 7))
+    headers = draw(st.lists(st.text(st.sampled_from("abcdef #/"), min_size=1, max_size=10), min_size=n, max_size=n))
+    rows = draw(st.lists(st.lists(wide_text, min_size=n, max_size=n), min_size=1, max_size=6))
+    return headers, rows, draw(st.integers(20, 160))
+
+
+@FUZZ
+@given(fitted())
+def test_a_table_fits_the_width_it_is_given(table: tuple[list[str], list[list[str]], int]) -> None:
+    """issue 37: tables fit the terminal. Every line fits `width` whenever the columns' floors do; a cell is either
+    whole or a prefix of itself ending in "…"; what fits as simple_table lays it out is left to it."""
+    from dlxtool.render import MIN_COLUMN, display_width, write_table
+
+    headers, rows, width = table
+    out = io.StringIO()
+    cut = write_table([list(r) for r in rows], headers, out, width=width)
+    lines = out.getvalue().rstrip("\n").split("\n")
+    natural = [max(len(h), *(display_width(r[i].strip()) for r in rows)) for i, h in enumerate(headers)]
+    floors = sum(min(w, max(len(h), MIN_COLUMN)) for w, h in zip(natural, headers, strict=True))
+    if floors + 2 * (len(headers) - 1) <= width:
+        assert max(display_width(line) for line in lines) <= width
+    whole = io.StringIO()
+    write_table([list(r) for r in rows], headers, whole)
+    narrow = all(display_width(c) == len(c) for row in rows for c in row)  # (tabulate counts 日 as one column)
+    if narrow and max(map(len, whole.getvalue().rstrip("\n").split("\n"))) <= width:
+        assert out.getvalue() == whole.getvalue() and not cut  # fits: the table as always
+    if cut:
+        assert any("…" in line for line in lines[2:])
+
+
+def test_the_widest_columns_are_cut_and_the_narrow_ones_stay() -> None:
+    from dlxtool.render import write_table
+
+    rows = [["0", "orders.created", "yes", "ValueError: order o-00013 has no lines " * 3, "a" * 70],
+            ["1", "orders.cancelled", "", "KeyError: 'currency'", "b" * 10]]
+    out = io.StringIO()
+    assert write_table(rows, ["#", "routing key", "redeliv", "error", "body"], out, width=80)
+    lines = out.getvalue().splitlines()
+    assert max(map(len, lines)) <= 80
+    assert lines[0].split() == ["#", "routing", "key", "redeliv", "error", "body"]
+    assert lines[2].startswith("0  orders.created    yes      ValueError: order o-000") and lines[2].endswith("…")
+    assert "orders.cancelled" in lines[3] and "KeyError: 'currency'" in lines[3]  # narrow enough: whole
+
+
+def test_a_cut_cell_keeps_simple_table_and_tabulate_in_step() -> None:
+    rows = [["orders.dl…", "3"], ["x", "…"]]
+    assert simple_table(rows, ["queue", "n"]) == reference(rows, ["queue", "n"])

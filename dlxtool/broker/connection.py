@@ -17,7 +17,7 @@ from dlxtool.broker import pika_import
 from dlxtool.broker.naming import connection_name
 from dlxtool.broker.tls import tls_context
 from dlxtool.config import BrokerProfile
-from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError, UnavailableError
+from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError, UnavailableError, VhostNotFound
 from dlxtool.urls import AmqpUrl
 
 if TYPE_CHECKING:
@@ -147,11 +147,11 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
     )
 
 
-def vhost_not_found(profile: BrokerProfile, node: AmqpUrl | None = None) -> NotFoundError:
+def vhost_not_found(profile: BrokerProfile, node: AmqpUrl | None = None) -> VhostNotFound:
     """The one diagnosis of a missing vhost, whichever path (AMQP or management API) finds it."""
-    return NotFoundError(f"vhost {profile.vhost!r} not found on broker {profile.describe(node)}",
-                         hint="--vhost or the URL's path names it (%2F for /); the broker's vhosts: "
-                              "rabbitmqctl list_vhosts, or the management UI")
+    return VhostNotFound(profile.vhost, f"vhost {profile.vhost!r} not found on broker {profile.describe(node)}",
+                         hint="--vhost (or $DLXTOOL_VHOST, or the URL's path) names it (%2F for /); the broker's "
+                              "vhosts: rabbitmqctl list_vhosts, or the management UI", profile=profile)
 
 
 # RabbitMQ 3.x and 4.x: connection.close 530 "NOT_ALLOWED - vhost NAME not found" (rabbit_reader);

@@ -15,7 +15,7 @@ from dlxtool import __version__, secrets
 from dlxtool.cli.app import App
 from dlxtool.cli.options import all_vhosts_option, connection_options, format_option
 from dlxtool.cli.output import exit_code_of
-from dlxtool.errors import DlxtoolError, QueueLocked, QueueNotFound
+from dlxtool.errors import DlxtoolError, QueueLocked, QueueNotFound, VhostNotFound
 from dlxtool.outcome import Outcome, Status
 
 # name -> "module:attribute"; modules load only when their command runs, so --help stays fast.
@@ -75,6 +75,20 @@ class DlxtoolGroup(click.Group):
         command: click.Command = getattr(importlib.import_module(module), attr)
         return command
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                             list[str]]:
+        """click's, with the commands closest to a mistyped one ("did you mean 'peek'?"): click suggests from
+        the commands it holds, and these load only when run (COMMANDS)."""
+        name = click.utils.make_str(args[0]) if args else ""
+        if name and name not in COMMANDS and not name.startswith("-"):
+            import difflib
+
+            close = difflib.get_close_matches(name, COMMANDS, n=3, cutoff=0.6)
+            if close:
+                said = " or ".join(repr(c) for c in close)
+                raise click.UsageError(f"No such command {name!r}: did you mean {said}?", ctx)
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """click.Group.format_commands, from SUMMARIES instead of from every command's module."""
         names = self.list_commands(ctx)
@@ -104,6 +118,8 @@ class DlxtoolGroup(click.Group):
         except DlxtoolError as exc:  # Interrupted too: a run stopped by a signal, its summary printed
             if isinstance(exc, QueueNotFound):
                 _did_you_mean(ctx, exc)
+            elif isinstance(exc, VhostNotFound):
+                _vhost_did_you_mean(ctx, exc)
             elif isinstance(exc, QueueLocked):
                 _owner(ctx, exc)
             finish(ctx, exc.outcome(), exc)
@@ -143,9 +159,17 @@ def _did_you_mean(ctx: click.Context, exc: QueueNotFound) -> None:
     """Add the vhost's queue names closest to the one not found to its message, from the management API this
     command proved (none: nothing added; a name from another broker's API would mislead)."""
     app = ctx.find_object(App)
-    if app is None:
+    if app is None or not exc.suggest:
         return
     said = app.did_you_mean(exc.queue, exc.vhost)
+    if said:
+        exc.message = f"{exc.message}; {said}"
+
+
+def _vhost_did_you_mean(ctx: click.Context, exc: VhostNotFound) -> None:
+    """Add the broker's vhosts closest to the one not found, each proven to exist on the broker AMQP reaches."""
+    app = ctx.find_object(App)
+    said = app.vhost_did_you_mean(exc.profile, exc.vhost) if app is not None and exc.profile is not None else None
     if said:
         exc.message = f"{exc.message}; {said}"
 

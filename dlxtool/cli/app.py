@@ -52,6 +52,7 @@ class App:
     vhost: str | None = None
     timeout: float | None = None
     fmt: str | None = None
+    wide: bool = False  # --wide: tables as wide as their cells, not cut to the terminal's width
     verbose: int = 0
     debug: bool = False
     color: bool | None = None
@@ -65,6 +66,7 @@ class App:
     no_journal: bool = False  # --no-journal
     all_vhosts: bool = False  # --all-vhosts (queues), before or after the command name
     max_bytes_flag: int | None = None  # --max-bytes (see max_bytes)
+    _said_cut: bool = field(default=False, repr=False)  # write_table said that cells were cut
     unended_run: Any = field(default=None, repr=False)  # a journaled run started and not ended (cli.moving.Journaled)
 
     def elapsed(self) -> float:
@@ -99,12 +101,16 @@ class App:
             # `--broker NAME` typed now beats a DLXTOOL_URL / DLXTOOL_MANAGEMENT_URL left in the environment
             url = None if self.url_from_env else url
             management_url = None if self.management_url_from_env else management_url
-        profile = select_profile(self.config(), broker=self.broker_name, url=url, vhost=self.vhost,
+        profile = select_profile(self.config(), broker=self.broker_name, url=url, vhost=self.chosen_vhost(),
                                  timeout=self.timeout, env=self.env)
         if management_url:
             where = "DLXTOOL_MANAGEMENT_URL" if self.management_url_from_env else "--management-url"
             profile = profile.with_management_url(management_url, where)
         return profile
+
+    def chosen_vhost(self) -> str | None:
+        """--vhost (before or after the command name), else $DLXTOOL_VHOST, else None (the profile's, the URL's)."""
+        return self.vhost or self.env.get("DLXTOOL_VHOST") or None
 
     def schemas(self, cli_paths: Iterable[str] = (), *, demo: bool = False, offline: bool = False) -> Schemas:
         """The one place every command (peek, history, dump, decode) takes its schemas from: `--proto-path`
@@ -219,6 +225,25 @@ class App:
             return None
         return did_you_mean(queue, names_in(client, vhost))
 
+    def vhost_did_you_mean(self, profile: Any, vhost: str) -> str | None:
+        """"did you mean 'shop'?" for a vhost `profile`'s broker does not have; None where nothing is close. The names
+        come from the profile's management API, which no AMQP connection can prove to be this broker's (none opens
+        on a vhost that is not there): a name is said only once an AMQP connection to it opens, or is refused for
+        want of permission (RabbitMQ says "not found" for a vhost that is not there), on the broker AMQP reaches."""
+        from dataclasses import replace
+
+        from dlxtool.broker.management import ManagementClient
+        from dlxtool.broker.queues import close_names
+
+        quick = replace(profile, timeout=min(profile.timeout, 3.0))
+        try:
+            rows = ManagementClient.for_profile(quick).get("vhosts", columns="name")
+        except DlxtoolError:
+            return None
+        names = [str(r["name"]) for r in rows or [] if isinstance(r, dict) and isinstance(r.get("name"), str)]
+        close = [name for name in close_names(vhost, names) if _vhost_answers(replace(quick, vhost=name))]
+        return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else None
+
     def queue_owner(self, queue: str, vhost: str) -> str | None:
         """The connection an exclusive queue belongs to, from the management API this command proved; None where
         no such API answers or it does not say."""
@@ -250,14 +275,44 @@ class App:
 
     # -- output -----------------------------------------------------------------------------------
 
-    def output_format(self, piped_default: str = "jsonl") -> str:
-        """The format asked for, else a table on a terminal and `piped_default` otherwise."""
+    def output_format(self) -> str:
+        """The format asked for, else a table on a terminal and JSON Lines otherwise — for every command, so that one
+        way of reading piped output fits them all (`jq .name`): a row, a message record or a run's summary per line.
+        `-f json` is one document: an array of the rows or records (a run's summary: one object)."""
         if self.fmt:
             return self.fmt
-        return "table" if self.stdout_is_tty() else piped_default
+        return "table" if self.stdout_is_tty() else "jsonl"
+
+    def table_width(self) -> int | None:
+        """The columns a table must fit: the terminal's ($COLUMNS of the command's environment, else the terminal's
+        size, else 80); None with --wide, and when stdout is no terminal (piped `-f table` is whole: the reader
+        decides)."""
+        if self.wide or not self.stdout_is_tty():
+            return None
+        columns = self.env.get("COLUMNS", "")
+        if columns.isdigit() and int(columns) > 0:
+            return int(columns)
+        try:
+            return os.get_terminal_size(self.stdout.fileno()).columns or 80
+        except (AttributeError, OSError, ValueError):
+            return 80
+
+    def write_table(self, rows: Iterable[Any], headers: list[str], *, empty: str | None = None,
+                    styles: Mapping[int, Any] | None = None) -> None:
+        """A table on stdout (dlxtool.render.write_table), cut to the terminal's width (table_width); the first
+        time a cell is cut, stderr says how to see it whole."""
+        width = self.table_width()
+        if render.write_table(rows, headers, self.stdout, empty=empty, styles=styles, width=width):
+            self.say_cut(width)
+
+    def say_cut(self, width: int | None) -> None:
+        """Once per command: output was cut to fit the terminal, and how to see it whole."""
+        if not self._said_cut:
+            self._said_cut = True
+            self.info(f"(cut to fit {width} columns where it ends in …: --wide shows it whole)")
 
     def emit_json(self, obj: Any, fmt: str | None = None) -> None:
-        render.write_json(obj, self.stdout, fmt=fmt or self.output_format("json"))
+        render.write_json(obj, self.stdout, fmt=fmt or self.output_format())
 
     def info(self, message: str, *, prefix: str = "") -> None:
         """A line on stderr; `prefix` may carry colour (it is not sanitised, the message is)."""
@@ -284,6 +339,11 @@ class App:
 
         return click.style(text, **styles)
 
+    def detail(self, message: str) -> None:
+        """How a run works inside (dlxtool.ops.session.Reporter.detail): on stderr with -v only."""
+        if self.verbose:
+            self.info(message)
+
     def debug_log(self, message: str) -> None:
         if self.verbose or self.debug:
             self.info(f"debug: {message}")
@@ -305,6 +365,24 @@ class App:
 
         if not click.confirm(question, default=False, err=True):
             raise RefusedError("not confirmed; nothing was changed")
+
+
+def _vhost_answers(profile: BrokerProfile) -> bool:
+    """Whether the vhost of `profile` exists on its broker: an AMQP connection to it opens, or is refused for want of
+    permission (not for a vhost not found)."""
+    from dlxtool.broker.connection import close_quietly, connect
+    from dlxtool.errors import ConnectError, VhostNotFound
+
+    try:
+        conn = connect(profile)
+    except VhostNotFound:
+        return False
+    except ConnectError as exc:
+        return exc.message.startswith("access to vhost")
+    except DlxtoolError:
+        return False
+    close_quietly(conn)
+    return True
 
 
 def _isatty(stream: Any) -> bool:

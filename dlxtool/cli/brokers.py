@@ -55,17 +55,14 @@ def list_(app: App) -> None:
         }
         for p in sorted(config.brokers.values(), key=lambda p: p.name)
     ]
-    fmt = app.output_format("json")
+    fmt = app.output_format()
     if fmt != "table":
         app.emit_json(rows, fmt)
         return
-    from dlxtool.render import write_table
-
-    write_table(
+    app.write_table(
         [[r["name"] + (" *" if r["default"] else ""), ", ".join(r["urls"]), r["vhost"], r["user"],
           r["password"], r["management_url"]] for r in rows],
         ["name", "urls", "vhost", "user", "password", "management"],
-        app.stdout,
     )
     if config.path is None:
         app.info("no config file found; using the built-in local broker (see README: config file)")
@@ -102,7 +99,7 @@ def check(app: App, names: tuple[str, ...], all_: bool) -> Outcome:
     else:
         profiles = [app.profile()]
     results = check_brokers(profiles)
-    fmt = app.output_format("json")
+    fmt = app.output_format()
     if fmt != "table":
         from dlxtool.cli.output import exit_status
 
@@ -110,14 +107,11 @@ def check(app: App, names: tuple[str, ...], all_: bool) -> Outcome:
         app.emit_json([{**r.to_json(), "amqp_status": int(exit_status(r.amqp_status)) if r.amqp_status else None}
                        for r in results], fmt)
     else:
-        from dlxtool.render import write_table
-
-        write_table(
+        app.write_table(
             [[r.broker, "yes" if r.amqp_ok else "NO", r.version or "", r.cluster_name or "",
               f"{r.latency_ms:g} ms" if r.latency_ms is not None else "",
               "yes" if r.management_ok else "NO", r.url] for r in results],
             ["broker", "amqp", "version", "cluster", "latency", "management", "url"],
-            app.stdout,
         )
     for r in results:
         if r.config_error:

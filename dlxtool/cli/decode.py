@@ -18,7 +18,9 @@ DECODE_FORMATS = (*render.FORMATS, "text")
 
 
 def _format_option(f: Any) -> Any:
-    return format_option(f, DECODE_FORMATS)
+    return format_option(f, DECODE_FORMATS, help="Output format: table (a line per payload); text (protobuf text "
+                         "format); json: one JSON array; jsonl: one JSON object per payload, a line each (streams: "
+                         "`tail -f` works). Default: table on a terminal, jsonl when piped.")
 
 
 @click.command()
@@ -89,6 +91,9 @@ def decode(
     registered type explains the bytes before the stop. A bare token counts
     when such a type explains 8+ bytes before the cut; the value of a
     payload key (payload=, body=, data=, ...) or a bytes literal always.
+    Such a value that is not base64 or hex to its end (payload=CgdvLT!!)
+    is status invalid, error naming the first character that is not; it
+    is not decoded in part.
     gzip/zlib payloads are decoded inflated (decompressed: from, sizes), up
     to 256 MiB. Exit 2 when payloads were found and none decoded; 0 when
     at least one did, or when the input held none.
@@ -118,7 +123,7 @@ def decode(
     """
     from dlxtool import decoding
 
-    fmt = app.output_format("jsonl")
+    fmt = app.output_format()
     schemas = app.schemas(proto_paths, demo=demo_schemas, offline=True)
     paths, demo = schemas.paths, schemas.demo and not no_bundled
     registry = decoding.load_registry(paths, demo=demo, cache_dir=schemas.cache_dir)
@@ -182,6 +187,7 @@ class _Sink:
         from dlxtool.decoding import Tally
 
         self.app, self.fmt = app, fmt
+        self.width = app.table_width() if fmt == "table" else None  # a table's lines fit the terminal
         self.items: list[dict[str, Any]] = []
         self.tally = Tally()
 
@@ -196,7 +202,13 @@ class _Sink:
             out.write(_text_block(outcome) + "\n")
             out.flush()
         else:
-            out.write(_table_row(outcome) + "\n")
+            row = _table_row(outcome)
+            if self.width is not None:
+                fitted = "\n".join(render.cut_to(line, self.width) for line in row.split("\n"))
+                if fitted != row:
+                    self.app.say_cut(self.width)
+                row = fitted
+            out.write(row + "\n")
             out.flush()
 
     def close(self) -> Outcome:

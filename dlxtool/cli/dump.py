@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from contextlib import nullcontext
 from typing import IO, Any
 
@@ -16,6 +17,7 @@ from dlxtool.cli.options import (
     connection_options,
     format_option,
     queue_argument,
+    record_decoder,
     selection_for,
     selection_options,
     yes_option,
@@ -23,12 +25,14 @@ from dlxtool.cli.options import (
 from dlxtool.cli.reading import SAFETY_HELP, check_count, finish_read, make_read_options, read_options, read_queue
 from dlxtool.errors import UsageError
 from dlxtool.outcome import OK, Outcome
+from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
 
 
 def _summary_format(f: Any) -> Any:
-    return format_option(f, help="Format of the --remove -o FILE summary on stdout: json (default), jsonl, or "
-                                 "table for none (the records are always JSON Lines).")
+    return format_option(f, help="Format of the --remove -o FILE summary on stdout: jsonl (one line; the default "
+                                 "when piped), json (indented), or table for none (the default on a terminal). The "
+                                 "records are always JSON Lines.")
 
 
 @click.command(epilog=SAFETY_HELP + "\n" + SELECTION_HELP)
@@ -159,8 +163,9 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
             journaled.started(profile, [queue], files=[where])
             # What a selection keeps is republished to the tail on a connection of its own (as purge does): an alarm
             # blocks a connection that publishes, and the broker would then not read this one's acks or close.
-            with record_file(app, output) as sink, progress_bar(app, "draining") as bar, \
+            with record_file(app, output) as file, progress_bar(app, "draining") as bar, \
                     (app.connection(profile) if selection.filters_anything else nullcontext()) as publishing:
+                sink = DecodingSink(file, record_decoder(app))  # `decoded` as `dump` writes it
                 hint = average_body(state.info.raw) if state.info is not None else None
                 options = TransferOptions(sink=sink, progress=bar, limit=count, report=app,
                                           hold_stays=selection.filters_anything and state.type == "classic",
@@ -168,7 +173,7 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
                 result = drain(conn, queue, decide, options, timeout=profile.timeout, publish_conn=publishing)
         app.info(f"removed {result.removed} of {result.snapshot} messages of {queue!r} into {where} (each "
                  f"flushed to disk before its ack) in {app.elapsed():.1f}s" + duplicates_note(result))
-        if where != "stdout" and app.output_format("json") != "table":
+        if where != "stdout" and app.output_format() != "table":
             # Scripts rely on the summary (possible_duplicates above all), like purge's and replay's. Not when
             # the records themselves go to stdout: they would end up in the record file.
             app.emit_json({**state.to_json(), **result.to_json(), "file": where})
@@ -176,6 +181,24 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
         outcome = transfer_outcome(result, "dump --remove", saved=where)
         journaled.ended(outcome, counts=transfer_counts(result), files=[where], message_ids=result.ids)
         return outcome
+
+
+class DecodingSink:
+    """A record sink (dlxtool.ops.record_files) that fills each record's `decoded` before it is written, as `dump`
+    (and peek) do: `dump --remove | jq '.decoded…' | load --reencode` works on what --remove wrote. Everything else
+    (flush, failed, unsaved…) is the wrapped sink's; the record is the engine's own object (it tells records apart
+    by identity), given its `decoded` in place."""
+
+    def __init__(self, sink: Any, decode: Callable[[MessageRecord], dict[str, Any] | None]) -> None:
+        self.sink, self.decode = sink, decode
+
+    def write(self, record: MessageRecord) -> None:
+        if record.decoded is None:
+            record.decoded = self.decode(record)
+        self.sink.write(record)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sink, name)
 
 
 def _check_target(path: str, force: bool) -> bool:

@@ -120,7 +120,7 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
         raise UsageError("--ungrouped only means something with --summary", hint="dlxtool history QUEUE --summary "
                                                                                    "--ungrouped")
     names = (*app.config().error_headers, *error_headers)
-    fmt = app.output_format("json" if summary else "jsonl")
+    fmt = app.output_format()
     known = conventions_in_use(app, origin_from)  # a wrong --origin-from fails before the queue is read
     through = through_wait_queues(app, queue) if queue else None
     selection = selection_for(app, selection, origin_from=origin_from, error_headers=error_headers, through=through,
@@ -154,18 +154,17 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
             app.emit_json([{**g.to_json(), **coverage.to_json()} for g in groups], fmt)
         else:
             from dlxtool.cli.explaining import Cells
-            from dlxtool.render import write_table
 
             write_sample_note(app, note)  # first: the counts below are of what was read
             cells = Cells(app)
-            write_table([[g.origin or "?", g.convention, g.reason, g.type, g.error_text(cells), g.messages,
-                          g.attempts_text(), g.deaths_text(), g.waits or "",
-                          *(v or "" for v in (g.to_json()["first"], g.to_json()["last"]))] for g in groups],
-                        ["origin", "convention", "reason", "type", "error", "messages", "attempts", "deaths",
-                         "waits", "first", "last"],
-                        app.stdout, empty=_nothing(reader),
-                        styles={0: lambda cell: app.style(cell, bold=True),
-                                2: lambda cell: app.style(cell, fg="yellow")})
+            app.write_table([[g.origin or "?", g.convention, g.reason, g.type, g.error_text(cells), g.messages,
+                              g.attempts_text(), g.deaths_text(), g.waits or "",
+                              *(v or "" for v in (g.to_json()["first"], g.to_json()["last"]))] for g in groups],
+                            ["origin", "convention", "reason", "type", "error", "messages", "attempts", "deaths",
+                             "waits", "first", "last"],
+                            empty=_nothing(reader),
+                            styles={0: lambda cell: app.style(cell, bold=True),
+                                    2: lambda cell: app.style(cell, fg="yellow")})
             cells.note()
     elif fmt != "table":
         app.emit_json([i.to_json() for i in items], fmt)
@@ -267,7 +266,7 @@ def _from_file(app: App, name: str, allow_torn: bool) -> Iterator[MessageRecord]
 def _render_timelines(app: App, items: list[Any], empty: str = "(no messages)") -> None:
     from dlxtool.message_ids import message_name
     from dlxtool.ops.history import shown_exchange
-    from dlxtool.render import safe_text, write_table
+    from dlxtool.render import safe_text
 
     out = app.stdout
     if not items:
@@ -296,10 +295,10 @@ def _render_timelines(app: App, items: list[Any], empty: str = "(no messages)") 
             if value not in (None, ""):
                 out.write(f"  {key}: {safe_text(value)}\n")
         if h.history.deaths:
-            write_table([[d.queue, d.reason, d.count, shown_exchange(d.exchange, r.headers), ",".join(d.routing_keys),
-                          d.to_json()["time"], d.original_expiration] for d in h.history.deaths],
-                        ["  queue", "reason", "count", "exchange", "routing keys", "time", "orig. expiration"],
-                        out)
+            app.write_table([[d.queue, d.reason, d.count, shown_exchange(d.exchange, r.headers),
+                              ",".join(d.routing_keys), d.to_json()["time"], d.original_expiration]
+                             for d in h.history.deaths],
+                            ["  queue", "reason", "count", "exchange", "routing keys", "time", "orig. expiration"])
         out.write("\n")
     out.flush()
 

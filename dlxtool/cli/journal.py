@@ -53,20 +53,18 @@ def journal(app: App, since: str | None, broker_filter: str | None, queue_filter
         if command_filter and not _is_command(str(start.get("command", "")), command_filter):
             continue
         runs.append(run)
-    fmt = app.output_format("json")
+    fmt = app.output_format()
     if fmt != "table":
         app.emit_json([r.to_json() for r in runs], fmt)
         return
-    from dlxtool.render import write_table
-
     rows = []
     for run in runs:
         out = run.to_json()
         counts = ", ".join(f"{k} {v}" for k, v in (out.get("counts") or {}).items() if v) if run.end else ""
         rows.append([run.at, out.get("command", ""), out.get("os_user", ""), out.get("broker", ""),
                      ", ".join(run.queues), out.get("status", ""), counts, ", ".join(out.get("files", []))])
-    write_table(rows, ["started", "command", "who", "broker", "queues", "status", "counts", "files"], app.stdout,
-                empty="no run recorded")
+    app.write_table(rows, ["started", "command", "who", "broker", "queues", "status", "counts", "files"],
+                    empty="no run recorded")
 
 
 def _is_command(recorded: str, wanted: str) -> bool:

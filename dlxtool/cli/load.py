@@ -190,37 +190,33 @@ def _opener(app: App, file: str) -> tuple[Any, str]:
 
 
 def _render_plan(app: App, plan: Any, name: str) -> None:
-    fmt = app.output_format("json")
+    fmt = app.output_format()
     if fmt != "table":
         app.emit_json({**plan.to_json(), "file": name, "dry_run": True}, fmt)
         return
     from dlxtool.cli.explaining import Cells
-    from dlxtool.render import write_table
-
     cells = Cells(app)
     rows = [[q, n, "yes" if plan.exists[q] else "NO", plan.would_load(q) if plan.exists[q] else 0,
              cells(plan.rooms[q].describe() if q in plan.rooms else ""), cells(plan.routes.get(q, ""))]
             for q, n in sorted(plan.targets.items())]
-    write_table(rows, ["queue", "records", "exists", "would load", "room", "route"], app.stdout, empty="no records")
+    app.write_table(rows, ["queue", "records", "exists", "would load", "room", "route"], empty="no records")
     cells.note()
     app.info(f"dry run: would publish {sum(plan.would_load(q) for q in plan.targets if plan.exists[q])} of "
              f"{plan.records} records from {name}; nothing was published")
 
 
 def _render_result(app: App, result: Any) -> None:
-    fmt = app.output_format("json")
+    fmt = app.output_format()
     if fmt != "table":
         app.emit_json(result.to_json(), fmt)
         return
     from dlxtool.cli.explaining import Cells
-    from dlxtool.render import write_table
-
     cells = Cells(app)
     rows = [["published", q, n, cells(result.routes.get(q, ""))] for q, n in sorted(result.published.items())]
     rows += [["FAILED", cells(why), n, ""] for why, n in sorted(result.failed.items())]
     if result.not_sent:
         rows.append(["not sent", "", result.not_sent, ""])
-    write_table(rows, ["outcome", "queue / reason", "records", "route"], app.stdout, empty="no records")
+    app.write_table(rows, ["outcome", "queue / reason", "records", "route"], empty="no records")
     cells.note()
     app.info(f"{result.published_total} of {result.records} records published from {result.file} "
              f"in {app.elapsed():.1f}s")

@@ -112,7 +112,7 @@ def connection_options(f: F) -> F:
                           "else the AMQP host:15672); checked to answer for the broker AMQP reached "
                           "[env DLXTOOL_MANAGEMENT_URL]."),
         click.option("--vhost", metavar="VHOST", expose_value=False, callback=_store("vhost"),
-                     help="Virtual host (default: the profile's, else /)."),
+                     help="Virtual host [env DLXTOOL_VHOST] (default: the --url's path, else the profile's, else /)."),
         click.option("--config", "config_file", metavar="FILE", envvar="DLXTOOL_CONFIG", expose_value=False,
                      callback=_store("config_file"),
                      help="Config file [env DLXTOOL_CONFIG; default ~/.config/dlxtool/config.toml]."),
@@ -149,8 +149,20 @@ def max_bytes_option(f: F) -> F:
         help="Most bytes of messages held at once, e.g. 64MiB, 1G (default: config max_bytes, else 256MiB).")(f)
 
 
-def format_option(f: F, formats: tuple[str, ...] = FORMATS,
-                  help: str = "Output format (default: table on a terminal, JSON when piped).") -> F:
+FORMAT_HELP = ("Output format: table; json: one JSON document (an array of rows or records; a run's summary: one "
+               "object); jsonl: one JSON object per line. Default: table on a terminal, jsonl when piped.")
+
+
+def _wide(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:  # before the command name or after it; the other place's default (False) must not undo it
+        ctx.ensure_object(App).wide = True
+
+
+def format_option(f: F, formats: tuple[str, ...] = FORMATS, help: str = FORMAT_HELP) -> F:
+    """--format (and --wide, for its tables), before or after the command name."""
+    f = click.option("--wide", is_flag=True, expose_value=False, callback=_wide,
+                     help="Tables: every cell whole, however wide (default: the widest columns are cut to fit the "
+                          "terminal).")(f)
     return click.option(
         "--format", "-f", "fmt", type=click.Choice(formats), expose_value=False, callback=_store("fmt"), help=help,
     )(f)

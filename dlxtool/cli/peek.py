@@ -37,14 +37,17 @@ if TYPE_CHECKING:
 @queue_argument
 @click.option("-n", "--count", "--limit", "count", type=click.IntRange(min=1), default=10, show_default=True,
               help="How many messages from the head (of those the selection selects, if any).")
-@click.option("--body", "whole_body", is_flag=True, help="Print whole bodies instead of a one-line preview.")
+@click.option("--body", "whole_body", is_flag=True,
+              help="Print whole bodies instead of a one-line preview: decoded where the preview decodes them "
+                   "(protobuf as its JSON mapping; a body cut short says where, then the fields before the cut).")
+@click.option("--raw", is_flag=True, help="With --body (implied): the bytes as they are (text, else hex), not decoded.")
 @origin_from_option
 @selection_options(limit=False)
 @read_options
 @common_options
 @click.pass_obj
-def peek(app: App, /, queue: str, count: int, whole_body: bool, origin_from: str | None, selection: Selection,
-         **read: object) -> None:
+def peek(app: App, /, queue: str, count: int, whole_body: bool, raw: bool, origin_from: str | None,
+         selection: Selection, **read: object) -> None:
     """Show the first messages of QUEUE without taking them away.
 
     The table shows position, message id (the message_id property, else
@@ -67,7 +70,7 @@ def peek(app: App, /, queue: str, count: int, whole_body: bool, origin_from: str
       dlxtool peek audit.stream --offset 30m
       dlxtool peek orders.dlq --type PaymentFailed --error '(?i)timeout' -n 5
     """
-    fmt = app.output_format("jsonl")
+    fmt = app.output_format()
     # The conventions explain the table's origin column; message records (json, jsonl) carry no explanation,
     # so they are loaded for a table, or to check --origin-from.
     known = conventions_in_use(app, origin_from) if fmt == "table" or origin_from else ()
@@ -84,15 +87,17 @@ def peek(app: App, /, queue: str, count: int, whole_body: bool, origin_from: str
     if fmt == "json":
         app.emit_json([r.to_json() for r in records], "json")
     elif fmt == "table":
-        render_table(app, records, whole_body, empty=nothing_shown(reader), known=known,
-                     origin_from=origin_from, through=through)
+        render_table(app, records, whole_body or raw, empty=nothing_shown(reader), known=known,
+                     origin_from=origin_from, through=through, raw=raw)
     # jsonl streams its records (none kept to look at); the table explains them by conventions anyway
     topology_note(app, queue, records, conventions=fmt == "table")
     finish_read(app, reader)
 
 
 def render_table(app: App, records: list[MessageRecord], whole_body: bool, empty: str = "(queue is empty)",
-                 known: tuple[Convention, ...] = (), origin_from: str | None = None, through: Any = None) -> None:
+                 known: tuple[Convention, ...] = (), origin_from: str | None = None, through: Any = None,
+                 raw: bool = False) -> None:
+    """The table, or with `whole_body` each body whole: decoded as the table decodes it (`raw`: the bytes)."""
     from dlxtool import render
     from dlxtool.conventions import BUILT_IN
 
@@ -100,8 +105,10 @@ def render_table(app: App, records: list[MessageRecord], whole_body: bool, empty
         if not records:
             app.stdout.write(empty + "\n")
         for r in records:
-            app.stdout.write(f"--- #{r.position} {render.safe_text(r.routing_key)} ({len(r.body)} bytes)\n")
-            app.stdout.write(body_text(r) + "\n")
+            what, text = whole_body_of(r, raw)
+            what = f": {render.safe_text(what)}" if what else ""
+            app.stdout.write(f"--- #{r.position} {render.safe_text(r.routing_key)} ({len(r.body)} bytes){what}\n")
+            app.stdout.write(text + "\n")
         app.stdout.flush()
         return
     from dlxtool.cli.explaining import ERROR_WIDTH, Cells, dead_letters, hint_conventions
@@ -116,7 +123,7 @@ def render_table(app: App, records: list[MessageRecord], whole_body: bool, empty
         headers.insert(8, "error")
         for row, x in zip(rows, explained, strict=True):
             row.insert(8, cells(x.error, ERROR_WIDTH))
-    render.write_table(rows, headers, app.stdout, empty=empty, styles={6: lambda cell: app.style(cell, fg="yellow")})
+    app.write_table(rows, headers, empty=empty, styles={6: lambda cell: app.style(cell, fg="yellow")})
     cells.note()
     hint_conventions(app, records, explained)
 
@@ -157,20 +164,58 @@ def body_preview(record: MessageRecord, width: int = 60) -> str:
     same bytes read as a clean, sure match would be a lie (see decoding.match_label)."""
     from dlxtool import compression, render
 
+    stop = stop_label(record)
     if record.decoded and record.decoded.get("message") is not None and record.decoded.get("type"):
         from dlxtool.decoding import is_weak, match_label
 
         label = match_label(record.decoded)
+        if stop is not None:  # a body cut short: what its bytes before the cut read as, said as such
+            label = f"{stop}: {label}"
         if record.decoded.get("decompressed"):
             label = f"{compression.short_label(record.decoded['decompressed'])} {label}"
         text = f"{label} " + render.dumps(record.decoded["message"]).decode()
         # A guess keeps its mark in view: the label is not cut for the message's sake.
         return render.truncate(render.safe_text(text), max(width, len(label) + 12) if is_weak(record.decoded)
                                else width)
+    if stop is not None:  # no type explains the bytes before the stop: where it stops, then the bytes
+        return f"{stop}: " + render.preview(record.body, max(width - len(stop) - 2, 12))
     shown = compression.view(record.body, record.properties, record.headers, keep=width * 4 + 1)
     if shown.short is None:
         return render.preview(shown.data, width)
     return f"{shown.short} " + render.preview(shown.data, max(width - len(shown.short) - 1, 12))
+
+
+def stop_label(record: MessageRecord) -> str | None:
+    """Where a body that stops being protobuf before its end stops (`cut short at byte 48 of 73`), as `dlxtool decode`
+    says it; None for any other body."""
+    if not record.decoded:
+        return None
+    from dlxtool.decoding import stop_label as label
+
+    return label(record.decoded)
+
+
+def whole_body_of(record: MessageRecord, raw: bool = False) -> tuple[str, str]:
+    """`peek --body`: (what the body is, the body) — the decoded message where the table's preview decodes it
+    (protobuf: its JSON mapping, indented; a body cut short: where it stops, and the fields before the stop), else
+    (and with `raw`) the bytes as body_text shows them."""
+    from dlxtool import render
+
+    decoded = record.decoded
+    if raw or not decoded or decoded.get("message") is None or not decoded.get("type"):
+        stop = None if raw else stop_label(record)
+        if stop is not None:
+            return f"{stop}: {decoded.get('error') if decoded else ''}", body_text(record)
+        return "", body_text(record)
+    from dlxtool import compression
+    from dlxtool.decoding import match_label
+
+    label = match_label(decoded)
+    if decoded.get("status") not in (None, "match"):  # cut short or malformed: decode's words, then the fields
+        label = f"{decoded.get('error')}; the bytes before it read as {label}"
+    if decoded.get("decompressed"):
+        label = f"{compression.label(decoded['decompressed'])}; {label}"
+    return label, render.safe_text(render.dumps(decoded["message"], pretty=True).decode(), keep_newlines=True)
 
 
 def body_text(record: MessageRecord) -> str:

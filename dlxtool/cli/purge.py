@@ -197,7 +197,7 @@ def _preview(app: App, purging: Purge, queue: str, safety: dict[str, Any], bound
 def _nothing_to_do(app: App, purging: Purge, why: str) -> Outcome:
     """Nothing would change: said, exit 0, nothing asked."""
     app.info(f"nothing to purge: {why}; nothing was changed")
-    if app.output_format("json") != "table":
+    if app.output_format() != "table":
         app.emit_json({**purging.out.state.to_json(), "nothing_to_do": why, "dry_run": False})
     return OK
 
@@ -214,7 +214,7 @@ def _peeked(app: App, queue: str, count: int, safety: dict[str, Any]) -> Iterato
 
 def _render(app: App, outcome: Any) -> None:
     summary = outcome.to_json()
-    fmt = app.output_format("json")
+    fmt = app.output_format()
     if fmt != "table":
         app.emit_json(summary, fmt)
         if outcome.dry_run and summary.get("message_ids") is None:
@@ -242,8 +242,6 @@ def _render(app: App, outcome: Any) -> None:
         return
     from dlxtool.cli.explaining import Cells
     from dlxtool.cli.moving import duplicates_note, result_rows
-    from dlxtool.render import write_table
-
     result = outcome.result
     cells = Cells(app)
     rows = result_rows(result, moved="moved", kept="kept (not selected)",
@@ -253,7 +251,7 @@ def _render(app: App, outcome: Any) -> None:
         headers.append("route")
         for row in rows:
             row.append((outcome.route or "") if row[0] == "moved" else "")
-    write_table(rows, headers, app.stdout, empty="nothing matched")
+    app.write_table(rows, headers, empty="nothing matched")
     cells.note()
     app.info(f"{result.removed + result.moved_total} of {result.snapshot} messages taken from {result.source} "
              f"in {app.elapsed():.1f}s" + duplicates_note(result))

@@ -113,7 +113,7 @@ def queues(app: App, flags: tuple[str, ...], match: str | None, min_messages: in
     if all_brokers and app.url:
         raise click.UsageError("--all-brokers uses the configured profiles; it cannot be combined with --url")
     profiles = configured_profiles(app) if all_brokers else [app.profile()]
-    profiles = with_vhost(sorted(profiles, key=lambda p: p.name), app.vhost)
+    profiles = with_vhost(sorted(profiles, key=lambda p: p.name), app.chosen_vhost())
     selection = QueueFilter(flags=flags, match=match, min_messages=min_messages, sort=sort)
 
     identity = IdentityCheck()
@@ -121,7 +121,7 @@ def queues(app: App, flags: tuple[str, ...], match: str | None, min_messages: in
     def take() -> list[BrokerResult]:
         return survey(profiles, all_vhosts=all_vhosts, verify=identity)
 
-    fmt = app.output_format("json")
+    fmt = app.output_format()
     snapshot: Snapshot | None = None
     if watch is None:
         [snapshot] = snapshots(take, 0, 1)
@@ -207,8 +207,6 @@ def render(app: App, snapshot: Snapshot, previous: Snapshot | None, selection: Q
         stamp = snapshot.taken_at.astimezone().strftime("%H:%M:%S")
         out.write(f"dlxtool queues · {stamp} · every {watch:g}s · changes since the last refresh"
                   f"{' · Ctrl-C to stop' if on_terminal else ''}\n")
-    from dlxtool.render import write_table
-
     # A cluster: where each queue lives (a quorum queue's leader), so that a node down reads at a glance
     show_node = any(len(r.nodes or {}) > 1 for r in snapshot.results)
     headers = (["broker"] if show_broker else []) + [
@@ -217,7 +215,7 @@ def render(app: App, snapshot: Snapshot, previous: Snapshot | None, selection: Q
     table = [_table_row(row, changes.get(row.key), show_broker, last_known.get(row.key), show_node) for row in rows]
     table += [_failure_row(r, len(headers), show_broker) for r in snapshot.failures]
     if table:
-        write_table(table, headers, out, styles={len(headers) - 1: lambda cell: style_flags(app, cell)})
+        app.write_table(table, headers, styles={len(headers) - 1: lambda cell: style_flags(app, cell)})
     elif watch is not None:
         out.write("(no queues match)\n")
     aged = bool(table) and any(r.figures_known for r in rows)

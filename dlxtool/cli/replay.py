@@ -284,12 +284,10 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
 
 def _render_plan(app: App, plan: Any, vhost: str | None = None) -> None:
     """`vhost`: the origins' (None: on another broker, --target-broker), for a did-you-mean of an origin not found."""
-    fmt = app.output_format("json")
+    fmt = app.output_format()
     if fmt != "table":
         app.emit_json({"plan": plan.to_json()}, fmt)
         return
-    from dlxtool.render import write_table
-
     sampled = f" (from the first {plan.looked_at})" if plan.looked_at < plan.snapshot else ""
     app.info(f"plan for {plan.source}: {plan.snapshot} messages{sampled}")
     cells = Cells(app)
@@ -297,8 +295,8 @@ def _render_plan(app: App, plan: Any, vhost: str | None = None) -> None:
              cells(o.room), cells(o.route_text())] for o in plan.origins]
     rows += [["stay", cells(o.full_reason), o.would_stay_full, "", "", ""] for o in plan.origins if o.would_stay_full]
     rows += [["stay", cells(why), n, "", "", ""] for why, n in sorted(plan.stay.items())]
-    write_table(rows, ["action", "queue / reason", "messages", "exists", "room", "route"], app.stdout,
-                empty="nothing to replay")
+    app.write_table(rows, ["action", "queue / reason", "messages", "exists", "room", "route"],
+                    empty="nothing to replay")
     cells.note()
     write_id_list(app, "replay", [(o.queue, name) for o in plan.origins if o.exists is not False
                                   for name in o.message_ids], sampled=plan.sampled)
@@ -333,17 +331,15 @@ def _plan_footer(app: App, plan: Any) -> None:
 
 def _render_result(app: App, run: Any) -> None:
     result = run.result
-    fmt = app.output_format("json")
+    fmt = app.output_format()
     if fmt != "table":
         app.emit_json({**result.to_json(), "routes": run.routes, "depths_after": run.depths}, fmt)
         return
-    from dlxtool.render import write_table
-
     cells = Cells(app)
     rows = result_rows(result, moved="replayed", kept="left (not selected)", short=cells)
     for row in rows:
         row.append(cells(run.routes.get(row[1], "")) if row[0] == "replayed" else "")
-    write_table(rows, ["outcome", "queue / reason", "messages", "route"], app.stdout, empty="nothing to replay")
+    app.write_table(rows, ["outcome", "queue / reason", "messages", "route"], empty="nothing to replay")
     cells.note()
     app.info(f"{result.moved_total} of {result.snapshot} replayed from {result.source} in {app.elapsed():.1f}s"
              + duplicates_note(result))

@@ -5,7 +5,8 @@
 mapping) is re-encoded through its type — the original message with only the changed fields applied
 (dlxtool.editing.bodies.apply_json: unknown fields kept, fields in field-number order); a JSON body (`status`
 "json", `message` = the parsed JSON) is written back as compact JSON. Framing and compression are put back as
-they were. Anything else is published as its `body` says.
+they were. Anything else is published as its `body` says, a body cut short or malformed (`status` truncated,
+malformed: its `message` holds the fields before the stop only) too.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dlxtool.compression import inflated_whole
-from dlxtool.decoding import JSON_STATUS
+from dlxtool.decoding import FAILED, JSON_STATUS
 from dlxtool.editing.bodies import (
     BodyError,
     RegistryLoader,
@@ -36,8 +37,8 @@ class Reencoder:
 
     def __call__(self, record: MessageRecord, where: str) -> MessageRecord:
         decoded = record.decoded
-        if not isinstance(decoded, dict) or decoded.get("message") is None:
-            return record
+        if not isinstance(decoded, dict) or decoded.get("message") is None or decoded.get("status") in FAILED:
+            return record  # a body cut short or malformed: its `message` is only what came before the stop
         data, method, _note = inflated_whole(record.body, record.properties, record.headers)
         if decoded.get("status") == JSON_STATUS:
             body = self._json(data, decoded["message"], where)

@@ -609,7 +609,8 @@ class Transfer:
 
     def _say_window(self) -> None:
         """The first time the byte budget narrows the window below --prefetch, and each time it narrows it further:
-        why a run of big bodies goes one message (or a few) at a time."""
+        why a run of big bodies goes one message (or a few) at a time. With -v only (Reporter.detail): the window
+        starts small and widens as bodies come, so the first of these lines describes a moment, not the run."""
         window = self.window
         if window is None or window.size is None or self.opts.report is None or self.prefetch >= window.ceiling \
                 or self.prefetch >= self._said_window:
@@ -617,8 +618,8 @@ class Transfer:
         from dlxtool.budget import human
 
         self._said_window = self.prefetch
-        self.opts.report.info(f"bodies of up to about {human(window.size)}: {self.prefetch} message(s) held at once "
-                              f"(prefetch), within the byte budget of {human(window.max_bytes)} (--max-bytes)")
+        self.opts.report.detail(f"bodies of up to about {human(window.size)}: {self.prefetch} message(s) held at once "
+                                f"(prefetch), within the byte budget of {human(window.max_bytes)} (--max-bytes)")
 
     def _handle(self, method: Any, props: Any, body: bytes) -> None:
         record = None

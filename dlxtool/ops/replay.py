@@ -29,6 +29,7 @@ from dlxtool.ops.replay_address import WaitQueues
 from dlxtool.ops.replay_checks import (
     check_publish_rights,
     check_target_management,
+    check_to_queue,
     impersonator,
     queue_info,
     refuse_unchecked_routes,
@@ -235,6 +236,8 @@ class Replay:
             settings = replace(settings, publisher=session.to.profile.username, impersonator=impersonator(session.to))
         self.session, self.settings, self.report = session, settings, report
         self.info = queue_info(session.source, settings.source, report)
+        if settings.to_queue:
+            check_to_queue(session, settings.to_queue)
         if self.info is None and not dry_run:
             refuse_unread_dlq_limits(session.source, settings)
         check_target_management(session, report)

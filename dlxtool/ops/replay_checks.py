@@ -30,6 +30,22 @@ def impersonator(target: Session) -> bool | None:
     return "impersonator" in (tags.split(",") if isinstance(tags, str) else tags)
 
 
+def check_to_queue(session: ReplaySession, name: str) -> None:
+    """--to names a queue that must exist: one that does not is "not found" (exit 4), said before anything is read,
+    with the names closest to it where the DLQ's broker is the one asked (another broker's names would mislead)."""
+    from dlxtool.broker import queues
+    from dlxtool.errors import QueueNotFound
+
+    to = session.to
+    try:
+        queues.counts(to.conn.channel(), name, to.vhost)
+    except QueueNotFound as exc:
+        where = f" on --target-broker {to.broker!r}" if session.target is not None else ""
+        raise QueueNotFound(name, to.vhost, f"--to queue {name!r} not found in vhost {to.vhost!r}{where}",
+                            hint="nothing was read or changed: create it, or name an existing queue with --to "
+                            "(`dlxtool queues` lists them)", suggest=session.target is None) from exc
+
+
 def refuse_unchecked_routes(session: ReplaySession, settings: ReplaySettings) -> None:
     """Without the origins' broker's management API no dead-letter route can be checked: every message would stay
     (a message whose next dead-lettering there is dropped would be lost), so the run is refused before anything

@@ -31,3 +31,6 @@ class Reporter(Protocol):
     def info(self, message: str) -> None: ...
 
     def warn(self, message: str) -> None: ...
+
+    def detail(self, message: str) -> None:
+        """How the run works inside (a prefetch narrowed…): said with -v only."""

@@ -87,7 +87,7 @@ def commands(admin: Path, vhost: str, url: str) -> dict[str, list[str]]:
     return {
         "admin": ["python3", str(admin), "-H", HOST, "-P", str(HTTP_PORT), "-u", "guest", "-p", "guest",
                   "-V", vhost, "list", "queues"],
-        "table": [*dlxtool, "-f", "table"],  # (json is the default off a terminal)
+        "table": [*dlxtool, "-f", "table"],  # (jsonl is the default off a terminal)
         "json": [*dlxtool, "-f", "json"],
     }
 

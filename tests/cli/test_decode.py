@@ -304,3 +304,22 @@ def test_decode_reads_the_default_profiles_proto_paths_as_peek_does(run, tmp_pat
 
     app = App(env={"DLXTOOL_CONFIG": str(cfg)}, config_file=str(cfg))
     assert app.schemas().paths == (str(protos),) and app.schemas(offline=True) == app.schemas()
+
+
+def test_a_payload_value_that_is_no_base64_is_reported_not_decoded_in_part(run) -> None:
+    """issue 37: `payload=CgdvLTAwMDEy!!!` decoded its valid prefix, silently, as `Money? (0.06)` with exit 0."""
+    result = run("decode", "--demo-schemas", input="payload=CgdvLTAwMDEy!!!\n")
+    assert result.exit_code == 2, result.stderr  # a payload found, none decoded
+    [row] = jsonl(result.stdout)
+    assert row["status"] == "invalid" and row["message"] is None and row["type"] is None
+    assert row["error"] == "payload: not valid base64 or hex: '!' at character 13 of 15"
+    assert "1 not valid base64 or hex" in result.stderr and "not base64 or hex" in result.stderr
+    table = run("decode", "--demo-schemas", "-f", "table", input="payload=CgdvLTAwMDEy!!!\n")
+    assert table.stdout.startswith("-:1  invalid: payload: not valid base64 or hex: '!' at character 13")
+
+
+def test_input_base64_garbage_says_what_is_wrong_once(run) -> None:
+    result = run("decode", "--input", "base64", input="not base64 at all !!\n")
+    assert result.exit_code == 2
+    assert "dlxtool: error: -: not valid base64: '!' at character 15 of 16\n" in result.stderr
+    assert result.stderr.count("not valid base64") == 1  # was "not valid base64 (not valid base64)"

@@ -305,9 +305,15 @@ def test_a_load_or_replay_target_not_found_gets_a_did_you_mean(run, broker, qnam
     loaded = run("load", str(records), "--to", f"{qname}.payment", "--dry-run", "--url", broker.url)
     assert f"queue '{qname}.payment' not found in vhost '{broker.vhost}'" in loaded.stderr
     assert f"(did you mean '{payments}'?)" in loaded.stderr
-    planned = run("replay", dlq, "--to", f"{qname}.paymnts", "--dry-run", "--url", broker.url, "-f", "table")
-    assert f"queue '{qname}.paymnts' does not exist" in planned.stderr and f"(did you mean '{payments}'?)" in \
-        planned.stderr
+    # replay --to a queue that is not there: "not found" (exit 4, issue 37; was 6 after a run that moved nothing),
+    # before anything is read, dry run or not; the DLQ keeps its message
+    for mode in ("--dry-run", "--yes"):
+        planned = run("replay", dlq, "--to", f"{qname}.paymnts", mode, "--url", broker.url, "-f", "table")
+        assert planned.exit_code == 4, planned.stderr
+        assert f"--to queue '{qname}.paymnts' not found in vhost '{broker.vhost}'; did you mean '{payments}'?" in \
+            planned.stderr
+        assert "nothing was read or changed" in planned.stderr and planned.stdout == ""
+    assert broker.queue_depth(dlq) == 1
 
 
 def test_nothing_close_no_guess() -> None:

@@ -52,13 +52,14 @@ def test_replay_of_big_bodies_holds_a_few_at_once(run, broker, qname) -> None:
     watch.start()
     try:  # --rate: long enough a run for the API to show its consumer (the API lags by seconds)
         result = run("replay", dlq, "--yes", "--url", broker.url, "-f", "json", "--max-bytes", "256KiB",
-                     "--rate", "4")
+                     "--rate", "4", "-v")
     finally:
         watch.done.set()
         watch.join()
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["moved"] == {origin: N}
     assert watch.seen and max(watch.seen) <= 2  # 256 KiB / (2 x 64 KiB); without the budget: 24 (all of them)
+    # how the run works inside: with -v only (issue 37: the first such line described a window about to widen)
     assert "held at once (prefetch), within the byte budget of 256.0 KiB (--max-bytes)" in result.stderr
     assert [b for _m, _p, b in broker.drain(origin)] == bodies
 
