@@ -21,7 +21,7 @@ from typing import Any
 
 from dlxtool import signal_guard
 from dlxtool.broker.wire.codec import Batch
-from dlxtool.errors import ConnectError, DlxtoolError
+from dlxtool.errors import ConnectError, DlxtoolError, UnavailableError
 
 # How long one idle pump waits for I/O. Short, because pika's timer cannot be woken early by I/O.
 IDLE_WAIT = 0.002
@@ -208,10 +208,11 @@ class AsyncChannel:
                                 reply_text=self.reply_text)
 
     def wait_for(self, ready: Callable[[], bool], what: str, timeout: float | None = None) -> None:
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        waited = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + waited
         while not ready():
             if time.monotonic() > deadline:
-                raise ConnectError(f"no reply to {what} within {self.timeout:g}s")
+                raise self._no_reply(what, waited)
             # Not process_data_events(time_limit): it sleeps the whole limit however soon the reply comes
             # (see pump), and a command waits for a dozen replies before its first message.
             signal_guard.guarded(_process_events, self.connection)
@@ -220,6 +221,23 @@ class AsyncChannel:
                 signal_guard.guarded(_process_events, self.connection)
             if getattr(self, "impl", None) is not None:
                 self.check()
+
+    def _no_reply(self, what: str, waited: float) -> DlxtoolError:
+        """The broker did not answer within the timeout. Blocked by a resource alarm (it said so with
+        connection.blocked: it reads nothing more from this connection until the alarm clears): that alarm, not now
+        (exit 7). Else the connection went silent — a stalled network, a half-open connection, a broker that stopped
+        answering: it is dropped here, so that nothing after waits on it again (each wait would take the timeout
+        anew: a stall held a replay 155 s), and what it held goes back when the broker notices."""
+        from dlxtool.broker.connection import abort, blocked
+
+        why = blocked(self.connection)
+        if why is not None:
+            return UnavailableError(f"no reply to {what} within {waited:g}s: the broker blocked this connection "
+                                    f"({why}: a resource alarm) and reads nothing more from it until the alarm clears",
+                                    hint="run it again once the alarm clears (`dlxtool queues` names the node)")
+        abort(self.connection)
+        return ConnectError(f"no reply to {what} within {waited:g}s: the connection went silent (a stalled network, "
+                            "a half-open connection or a broker that stopped answering) and was dropped")
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Call an asynchronous channel method that takes `callback=` and wait for its reply frame."""

@@ -70,13 +70,31 @@ def connection_parameters(profile: BrokerProfile) -> list[pika.ConnectionParamet
                 socket_timeout=profile.timeout,
                 stack_timeout=profile.timeout,
                 blocked_connection_timeout=max(profile.timeout, 30.0),
-                heartbeat=60,
+                heartbeat=heartbeat_for(profile.timeout),
                 # A random name: the management API's connection list can then find this very connection
                 # (dlxtool.broker.identity proves which broker the API answers for by it).
                 client_properties={"connection_name": connection_name(), "product": "dlxtool"},
             )
         )
     return params
+
+
+# The heartbeat asked for, from the command's --timeout: a connection that went silent (a half-open one, a stalled
+# network) is given up by pika within heartbeat + 5 s, and by the broker within two heartbeats — who then returns
+# what it held to its queues. 60 s (pika's and RabbitMQ's default) kept a lost run's deliveries unacked up to two
+# minutes (issue 35). Not below MIN_HEARTBEAT: the client must answer between its own CPU work.
+MIN_HEARTBEAT = 10
+
+
+def heartbeat_for(timeout: float) -> int:
+    return max(MIN_HEARTBEAT, int(2 * timeout + 0.999))
+
+
+def heartbeat_of(conn: Any) -> int:
+    """The heartbeat a connection agreed with the broker (its parameters after connection.tune), in seconds."""
+    params = getattr(getattr(conn, "_impl", conn), "params", None)
+    value = getattr(params, "heartbeat", None)
+    return value if isinstance(value, int) and value > 0 else MIN_HEARTBEAT
 
 
 def _credentials(profile: BrokerProfile) -> pika.credentials.PlainCredentials | pika.credentials.ExternalCredentials:
@@ -201,7 +219,7 @@ def amqp_failure(exc: BaseException) -> DlxtoolError:
     if isinstance(exc, pe.ConnectionClosedByBroker):
         return ConnectError(f"the broker closed the connection: {broker_said(exc)}", hint=lost_hint)
     if isinstance(exc, pe.AMQPConnectionError | pe.ConnectionWrongStateError | pe.ChannelWrongStateError
-                  | pe.ConnectionClosed | pe.ChannelClosed):
+                  | pe.ConnectionClosed | pe.ChannelClosed) or torn_down(exc):
         return ConnectError("the connection to the broker was lost (the broker or the network closed it)",
                             hint=lost_hint)
     return DlxtoolError(f"the broker refused: {broker_said(exc)}")
@@ -211,13 +229,27 @@ def is_connection_failure(exc: BaseException) -> bool:
     """The error came from the broker connection (pika's, ours, the socket's), not from local work."""
     import pika.exceptions
 
-    return isinstance(exc, pika.exceptions.AMQPError | ConnectError | ConnectionError | TimeoutError)
+    return isinstance(exc, pika.exceptions.AMQPError | ConnectError | ConnectionError | TimeoutError) \
+        or torn_down(exc)
+
+
+def torn_down(exc: BaseException) -> bool:
+    """A plain Python error raised inside pika's own I/O because the connection under it was already torn down
+    (its ioloop closed: pika's `ValueError("Timeout closed before call")`, seen after a reset mid-run): a lost
+    connection, not a local error to fix."""
+    if not isinstance(exc, ValueError | AttributeError | TypeError | AssertionError):
+        return False
+    frame = exc.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    where = frame.tb_frame.f_globals.get("__name__", "") if frame is not None else ""
+    return isinstance(where, str) and where.startswith("pika.")
 
 
 def describe_failure(exc: BaseException) -> str:
     """One line: a pika exception as amqp_failure words it (what the broker said, or that the connection was
     lost), anything else by its own text; secrets scrubbed."""
-    if type(exc).__module__.startswith("pika"):
+    if type(exc).__module__.startswith("pika") or torn_down(exc):
         return amqp_failure(exc).message
     return secrets.scrub(str(exc) or type(exc).__name__)
 

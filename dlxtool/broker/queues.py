@@ -145,10 +145,21 @@ def now(conn: Any, queue: str, timeout: float) -> Counts | None:
     channel = AsyncChannel(conn, timeout)
     try:
         return declare(channel, queue)
-    except ChannelClosed:
-        return None
+    except ChannelClosed as exc:
+        # Only the broker's "no such queue" (or "not yours to see") is None: a queue whose node is down or times out
+        # is there, unreachable now — said as such (UnavailableError), never counted as gone or empty.
+        refused = refusal(exc, queue, _vhost_of(conn))
+        if isinstance(refused, QueueNotFound | ConnectError):
+            return None
+        raise refused or exc from None
     finally:
         channel.close()
+
+
+def _vhost_of(conn: Any) -> str:
+    """The vhost a pika connection was opened on (its parameters), for the words of a refusal."""
+    params = getattr(getattr(conn, "_impl", conn), "params", None)
+    return str(getattr(params, "virtual_host", "") or "?")
 
 
 def exists(conn: Any, queue: str, timeout: float) -> bool:

@@ -105,6 +105,13 @@ class Behaviour:
     # every delivery after a give-back, counted or not, adds one).
     first_delivery_count_header: bool
     acquired_count_header: bool
+    # A dead letter rejected by a quorum queue (or, on 4.3, any rejected dead letter) reaches a quorum DLQ with
+    # delivery counters already set: its first delivery there has x-delivery-count (4.3: and x-acquired-count) of 1
+    # or more, and its first returns in the DLQ leave them as they were (the header shows the larger of the carried
+    # and the DLQ's own count; measured on 4.0.5 and 4.3.6). The headers then cannot tell a dead letter returned
+    # once in the DLQ from one never delivered there (`returned_here`), and a peek takes the API's count of the
+    # returned messages at the head (`messages_ready_returned`, 4.x) instead. 3.x: 0 at the first delivery there.
+    dead_letters_carry_delivery_counts: bool
 
     # Dead-lettering ------------------------------------------------------------------------------------------
     # An application republishes a dead letter with the x-death it received and it dies again: 3.10 counts on
@@ -142,35 +149,36 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         since=Version(3, 0), measured="3.10.8",
         quorum_counted=frozenset(GIVE_BACKS), quorum_unlimited_nack_to_back=True, default_delivery_limit=None,
         negative_delivery_limit_is_off=False, first_delivery_count_header=True, acquired_count_header=False,
-        x_death_restarts_on_republish=False, writes_x_last_death=False,
+        dead_letters_carry_delivery_counts=False, x_death_restarts_on_republish=False, writes_x_last_death=False,
         global_qos_refused_on_quorum=True, deprecated_features_listed=False, deprecated_feature_state=False,
         api_reports_delivery_limit=False, api_policy_without_stats=False),
     Behaviour(  # not run here: RabbitMQ 3.13.0's release notes (x-death, x-last-death-*; reverted in 3.13.3)
         since=Version(3, 13), measured="not measured (RabbitMQ 3.13.0 release notes)",
         quorum_counted=frozenset(GIVE_BACKS), quorum_unlimited_nack_to_back=True, default_delivery_limit=None,
         negative_delivery_limit_is_off=False, first_delivery_count_header=True, acquired_count_header=False,
-        x_death_restarts_on_republish=True, writes_x_last_death=True,
+        dead_letters_carry_delivery_counts=False, x_death_restarts_on_republish=True, writes_x_last_death=True,
         global_qos_refused_on_quorum=True, deprecated_features_listed=True, deprecated_feature_state=False,
         api_reports_delivery_limit=False, api_policy_without_stats=False),
     Behaviour(
         since=Version(3, 13, 3), measured="not measured (RabbitMQ 3.13.3 release notes)",
         quorum_counted=frozenset(GIVE_BACKS), quorum_unlimited_nack_to_back=True, default_delivery_limit=None,
         negative_delivery_limit_is_off=False, first_delivery_count_header=True, acquired_count_header=False,
-        x_death_restarts_on_republish=False, writes_x_last_death=True,
+        dead_letters_carry_delivery_counts=False, x_death_restarts_on_republish=False, writes_x_last_death=True,
         global_qos_refused_on_quorum=True, deprecated_features_listed=True, deprecated_feature_state=False,
         api_reports_delivery_limit=False, api_policy_without_stats=False),
     Behaviour(  # also 4.1 and 4.2 (not run here): the give-back rules changed in 4.3 (rabbitmq-server#15387)
         since=Version(4, 0), measured="4.0.5",
         quorum_counted=frozenset(GIVE_BACKS), quorum_unlimited_nack_to_back=True, default_delivery_limit=20,
         negative_delivery_limit_is_off=True, first_delivery_count_header=False, acquired_count_header=False,
-        x_death_restarts_on_republish=True, writes_x_last_death=True,
+        dead_letters_carry_delivery_counts=True, x_death_restarts_on_republish=True, writes_x_last_death=True,
         global_qos_refused_on_quorum=True, deprecated_features_listed=True, deprecated_feature_state=False,
         api_reports_delivery_limit=True, api_policy_without_stats=False),
     Behaviour(
         since=Version(4, 3), measured="4.3.6",
         quorum_counted=frozenset({"close", "cancel", "reject"}), quorum_unlimited_nack_to_back=False,
         default_delivery_limit=20, negative_delivery_limit_is_off=True, first_delivery_count_header=False,
-        acquired_count_header=True, x_death_restarts_on_republish=True, writes_x_last_death=True,
+        acquired_count_header=True, dead_letters_carry_delivery_counts=True, x_death_restarts_on_republish=True,
+        writes_x_last_death=True,
         global_qos_refused_on_quorum=False, deprecated_features_listed=True, deprecated_feature_state=True,
         api_reports_delivery_limit=True, api_policy_without_stats=True, api_404_for_a_vhost_not_permitted=True),
 )
@@ -208,6 +216,27 @@ def quorum_nack_to_back(version: Version | str | None, delivery_limit: int | Non
     """Whether nacked basic.gets go to the back of a quorum queue whose limit in effect is `delivery_limit`
     (None: none) — a peek then reorders it. With a limit they keep their place (as a block at the head)."""
     return delivery_limit is None and behaviour(version).quorum_unlimited_nack_to_back
+
+
+def returned_here(version: Version | str | None, headers: dict[str, Any] | None) -> bool | None:
+    """Whether a quorum queue delivered this message before and it came back to it (True), never did (False), or
+    the headers cannot tell (None: a dead letter that carries its origin's counters, on a version where it does —
+    `Behaviour.dead_letters_carry_delivery_counts`). On 4.3 a nack raises x-acquired-count only: a count above
+    x-delivery-count can only come from returns here."""
+    headers = headers or {}
+    counted, acquired = _count(headers.get("x-delivery-count")), _count(headers.get("x-acquired-count"))
+    if not counted and not acquired:
+        return False
+    if not behaviour(version).dead_letters_carry_delivery_counts:
+        return True
+    if acquired > counted:
+        return True
+    carried = "x-death" in headers or any(str(k).startswith("x-first-death-") for k in headers)
+    return None if carried else True
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def default_delivery_limit(version: Version | str | None) -> int | None:

@@ -140,7 +140,9 @@ class DlxtoolGroup(click.Group):
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except Exception as exc:  # noqa: BLE001 - last line of defence: one line, no traceback
-            if type(exc).__module__.startswith("pika."):
+            from dlxtool.broker.connection import torn_down
+
+            if type(exc).__module__.startswith("pika.") or torn_down(exc):
                 # A lost connection or a broker's refusal mid-command: say what the broker said, not pika.
                 from dlxtool.broker.connection import amqp_failure
 

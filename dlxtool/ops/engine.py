@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker import queues
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
-from dlxtool.broker.connection import blocked
+from dlxtool.broker.connection import blocked, heartbeat_of
 from dlxtool.broker.giveback import close_channel
 from dlxtool.broker.publisher import Publisher, PublishOutcome
 from dlxtool.broker.refusals import Refusal
@@ -121,6 +121,12 @@ class TransferResult:
     connection_lost: bool = False  # error came from the broker connection (else: a local error, e.g. the sink)
     refused_by_broker: str | None = None  # the broker refused where messages go (an exchange): the run stopped
     unavailable: str | None = None  # why it stopped: not now (publishing blocked by a resource alarm …)
+    unavailable_hint: str | None = None  # what to do about it, where the cause said (else: the alarm's advice)
+    # The connection was lost holding this many deliveries unacked: the broker returns them to the source when it
+    # notices — at once if it saw the connection close, else (half-open) by `given_back_by` (epoch seconds: two
+    # heartbeats); a rerun before then does not see them
+    held_when_lost: int = 0
+    given_back_by: float | None = None
     source_deleted: bool = False   # the source queue was deleted during the run (its messages with it)
     republished: int = 0           # messages that stay, republished to the source's tail (the summary says so)
     elapsed: float = 0.0
@@ -152,9 +158,18 @@ class TransferResult:
             "requeued": self.requeued, "possible_duplicates": self.possible_duplicates,
             "interrupted": self.interrupted, "error": self.error, "elapsed_s": round(self.elapsed, 3),
             "refused_by_broker": self.refused_by_broker, "unavailable": self.unavailable,
-            "source_deleted": self.source_deleted,
+            "source_deleted": self.source_deleted, "held_when_lost": self.held_when_lost,
+            "given_back_by": _iso(self.given_back_by),
             "republished_to_tail": self.republished, "notes": list(self.notes),
         }
+
+
+def _iso(epoch: float | None) -> str | None:
+    if epoch is None:
+        return None
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -316,6 +331,11 @@ class Transfer:
                     self._loop(started)
                     self._finish()
                     self._delete_keep_route(same_channel=True)
+                except UnavailableError as exc:  # not now (a node down, a queue timing out): settle, report
+                    self.result.unavailable, self.result.unavailable_hint = exc.message, exc.hint
+                    self.result.error = exc.message
+                    self._salvage()
+                    self._delete_keep_route(same_channel=False)
                 except Exception as exc:  # noqa: BLE001 - connection/channel loss or a local error: settle, report
                     self.result.error = describe_error(exc)
                     self.result.connection_lost = _is_connection_error(exc)
@@ -378,7 +398,8 @@ class Transfer:
 
     def _loop(self, started: float) -> None:
         last_report = 0.0
-        idle_since = time.monotonic()
+        idle_since = still_since = time.monotonic()
+        last_mark = self._progress_mark()
         while not self._stop.is_set():
             worked = self._take_incoming()
             if self._retarget is not None:
@@ -411,8 +432,14 @@ class Transfer:
                     self._cancel_consumer()
             if worked or self._incoming:
                 idle_since = now
-            elif now - idle_since > 2.0 and not self._busy() and self._source_empty():
+            elif now - idle_since > 2.0 and not self._busy() and self._source_drained():
                 return  # someone else took the rest of the snapshot
+            moved_on = self._progress_mark()
+            if moved_on != last_mark:
+                last_mark, still_since = moved_on, now
+            elif now - still_since > self.timeout and (self._busy() or self._incoming):
+                self._prove_answering()  # nothing came for a whole timeout while confirms or room are due
+                still_since = now
 
     def _idle_wait(self) -> float:
         if self.opts.rate and self._rate_delay() > 0:
@@ -1023,6 +1050,11 @@ class Transfer:
         finally:
             self._unsaved_stay()
             self.opts.sink = sink
+        if not self.source_conn.is_open and (self._items or self._incoming):
+            # Deliveries of a lost connection go back when the broker notices: at once after a close it saw, else
+            # only when its heartbeat gives up on a connection that went silent (half-open). Said in the summary.
+            self.result.held_when_lost = len(self._items) + len(self._incoming)
+            self.result.given_back_by = time.time() + 2 * heartbeat_of(self.source_conn)
         # Whatever we never acked is back in the source; copies elsewhere of those are duplicates.
         for item in self._items:
             if item.state == _WAIT and item.decision is not None:
@@ -1112,11 +1144,45 @@ class Transfer:
         return (self._acked_uncertain + self._lost_copies + self._nacked_copies
                 + sum(p.possible_duplicates for p in pubs))
 
+    def _progress_mark(self) -> tuple[int, ...]:
+        """What changes whenever the broker answers the run: deliveries in, confirms (outstanding publishes) back."""
+        return (self._received, len(self._incoming), self._mover.outstanding, self._keeper.outstanding,
+                len(self._items))
+
+    def _prove_answering(self) -> None:
+        """Each connection of the run answers a channel.open within the timeout, or it went silent (a stalled network,
+        a half-open connection): then AsyncChannel drops it and raises, and the run stops on it within --timeout
+        instead of waiting for confirms that cannot come (pika's heartbeat alone noticed only after 15 s and more)."""
+        for conn in dict.fromkeys((self.source_conn, self.target_conn, self.keep_conn)):
+            if blocked(conn) is None:  # a blocked one is said and stopped by _check_blocked
+                AsyncChannel(conn, self.timeout).close()
+
     def _source_empty(self) -> bool:
+        """While stopping (_receive_in_flight): whether to stop waiting for deliveries. A failed probe ends the wait
+        too (the stop goes on); nothing is concluded from it about the run."""
         try:
             return not queues.ready(self.source_conn, self.source, self.timeout)  # None: deleted
-        except Exception:  # noqa: BLE001 - the probe failed: nothing left that we could read
+        except Exception:  # noqa: BLE001 - the probe failed while stopping: stop waiting, the stop says the rest
             return True
+
+    def _source_drained(self) -> bool:
+        """In the main loop, idle: the source has nothing ready for us (others took the rest of the snapshot). The
+        broker's answer decides; a probe that fails is the run's failure (raised: a lost connection, a node down),
+        never "empty" — that ended runs with exit 0 and thousands of messages still to move (issue 35)."""
+        ready = queues.ready(self.source_conn, self.source, self.timeout)
+        if ready is None:
+            self.result.source_deleted = True
+            raise SourceDeleted(f"{self.source!r} was deleted during the run: the messages still in it were deleted "
+                                "with it")
+        if ready:
+            return False
+        missing = self.result.snapshot - self._received
+        if missing > 0:
+            self.result.notes.append(f"{missing} message(s) of the {self.result.snapshot} counted at the start were "
+                                     f"not delivered to this run: {self.source!r} had none ready any more (another "
+                                     "consumer took them, or holds them unacked: they come back to it if it lets "
+                                     "them go)")
+        return True
 
     def _report(self, started: float, final: bool = False) -> None:
         if self.opts.progress is None:

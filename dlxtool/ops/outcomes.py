@@ -60,6 +60,7 @@ def transfer_outcome(result: TransferResult, what: str, *, saved: str | None = N
     if result.unavailable:
         return Outcome(Status.UNAVAILABLE, f"{what} stopped: {result.unavailable}; {_done(result)}, the rest is still "
                        f"in {result.source}{_republished(result)}{kept}{dups}",
+                       result.unavailable_hint or
                        "run it again once the alarm clears (the broker's node list says which: `dlxtool queues`); "
                        "consuming is not blocked: a purge or dump --remove of a big queue frees memory")
     if result.refused_by_broker:
@@ -72,7 +73,10 @@ def transfer_outcome(result: TransferResult, what: str, *, saved: str | None = N
                        "fix the cause (disk space, file permissions …) and run the same command again")
     if result.error:
         return Outcome(Status.CONNECT, f"{what} stopped: {result.error}; nothing was lost — unfinished messages are "
-                       f"still in {result.source}{kept}{dups}", "run the same command again to continue")
+                       f"still in {result.source}{kept}{dups}{_held_when_lost(result)}",
+                       "run the same command again to continue" + (
+                           " once they are back (`dlxtool peek` counts them ready again)" if result.held_when_lost
+                           else ""))
     if result.interrupted:
         return Outcome(Status.INTERRUPTED, f"{what} interrupted; the rest is still in {result.source}{kept}{dups}")
     still = f"every message is still in {result.source}" if not result.republished else _republished(result)[2:]
@@ -84,6 +88,18 @@ def transfer_outcome(result: TransferResult, what: str, *, saved: str | None = N
         return Outcome(Status.PARTIAL, f"{result.left_total} message(s) left in {result.source}: "
                        f"{counted(result.left)}{_republished(result)}")
     return OK
+
+
+def _held_when_lost(result: TransferResult) -> str:
+    """What the broker still holds for a lost connection, and until when (TransferResult.held_when_lost)."""
+    if not result.held_when_lost:
+        return ""
+    from datetime import datetime
+
+    by = datetime.fromtimestamp(result.given_back_by).strftime("%H:%M:%S") if result.given_back_by else "?"
+    return (f"; {result.held_when_lost} of them were held unacked by the lost connection: the broker puts them back "
+            "when it notices the connection is gone — at once if it saw it close, else (a half-open connection) "
+            f"when its heartbeat gives up on it, by {by} at the latest; a rerun before then does not see them")
 
 
 def _done(result: TransferResult) -> str:

@@ -86,6 +86,9 @@ class QueueFacts:
     dead_letter_exchange: str | None = None  # "" is the default exchange, None is no DLX at all
     dead_letter_routing_key: str | None = None
     bytes_ready: int | None = None
+    # A quorum queue's returned messages waiting at its head, as a block (the API's messages_ready_returned, 4.x): a
+    # sample, refreshed every statistics interval (5 s by default). None where the API does not say it.
+    returned_at_head: int | None = None
     missing_checks: list[str] = field(default_factory=list)
     version: Version | None = None  # the broker's, from connection.start: which give-back costs what
     unacked_unknown: str = "the management API is not reachable"  # why, where `unacked` is None
@@ -188,6 +191,7 @@ def _facts_from_info(info: QueueInfo, ready: int, consumers: int) -> QueueFacts:
         consumers=consumers, delivery_limit=info.delivery_limit,
         dead_letter_exchange=info.dead_letter_exchange, dead_letter_routing_key=info.dead_letter_routing_key,
         bytes_ready=_int_or_none(info.raw.get("message_bytes_ready")),
+        returned_at_head=_int_or_none(info.raw.get("messages_ready_returned")) if info.type == "quorum" else None,
     )
 
 
@@ -228,12 +232,26 @@ def check_read(facts: QueueFacts, opts: ReadOptions) -> list[str]:
     wanted = facts.ready if opts.count is None else opts.count if facts.ready is None else min(opts.count, facts.ready)
     if opts.select is not None and facts.ready is not None:  # as many as it takes to find `count` matches
         wanted = min(facts.ready, opts.max_unacked)
-    if wanted and wanted > 1:
+    held = _most_held(facts, opts, wanted)
+    if held and held > 1:
         how = "all at once" if facts.type == "classic" else f"in order, {QUORUM_RETURN_CHUNK} at a time"
-        notes.append(f"holding up to {wanted} messages unacked until the read ends"
-                     f"{_size_note(facts, opts)}; they are given back {how} before anything is decoded")
-        notes += _budget_note(facts, opts, wanted)
+        more = (" (more if a block of previously returned messages follows them at the head: taken too, to keep "
+                "their order)" if facts.reads_as_quorum and facts.returned_at_head is None else "")
+        notes.append(f"holding up to {held} messages unacked until the read ends{more}"
+                     f"{_size_note(facts, opts, held)}; they are given back {how} before anything is decoded")
+        notes += _budget_note(facts, opts, held)
     return notes
+
+
+def _most_held(facts: QueueFacts, opts: ReadOptions, wanted: int | None) -> int | None:
+    """The most messages a read holds at once: those wanted, and on a quorum queue the rest of a block of returned
+    messages at the head (taken too, so that giving them back keeps their order): as many as the API counts where
+    it does (4.x), else up to --max-unacked (the counters of each message tell where the block ends)."""
+    if not wanted or not facts.reads_as_quorum or facts.type == "stream":
+        return wanted
+    if facts.returned_at_head is not None:
+        return min(max(wanted, facts.returned_at_head), opts.max_unacked)
+    return wanted
 
 
 def _budget_note(facts: QueueFacts, opts: ReadOptions, wanted: int) -> list[str]:
@@ -406,6 +424,10 @@ class QueueReader:
         self.over_budget: tuple[int, int] | None = None  # (position, body size) of the one the budget stopped at
         self._held = HeldGets()
         self._unconfirmed_noted = False
+        self.order_changed: str | None = None  # why the order of the head may have changed (one sentence), or None
+        # Where a block of returned messages at the head ended when the counters could not tell: by the API's sampled
+        # count ("sample"), not known at all ("unknown"); None: the counters told (or there was none)
+        self._block_end_by: str | None = None
 
     @property
     def shown(self) -> int:
@@ -560,16 +582,29 @@ class QueueReader:
         return False
 
     def _take_rest_of_returned_block(self, last: MessageRecord) -> None:
-        """Quorum with a limit serves returned messages first, from a queue of their own, and puts
-        each new return at ITS back. Giving back only part of that block would move the part we took
-        behind the rest; so keep taking (not showing) until a never-returned message or the end,
-        unless a message taken so has no attempt to spare: then stop there."""
+        """A quorum queue serves returned messages first, from a queue of their own, and puts each new return at
+        ITS back. Giving back only part of that block would move the part we took behind the rest; so keep taking
+        (not showing) to the block's end, unless a message taken so has no attempt to spare: then stop there.
+
+        Where the block ends: at the first message the queue never delivered before (its counters say so); where
+        the counters cannot tell (a dead letter carrying its origin's counts: versions.returned_here), after the
+        API's count of returned messages at the head (`QueueFacts.returned_at_head`, a sample) — never further."""
         record: MessageRecord | None = last
         before = self.hidden  # a message the byte budget left unshown is not one of these
-        while record is not None and returned_before(record.headers):
+        bound = self.facts.returned_at_head
+        past_end = 0  # the message after the block, taken to learn that it was not returned (its counters said)
+        while record is not None:
+            here = self._returned_here(record)
+            if here is False:
+                past_end = int(record is not last)
+                break
+            if here is None and (bound is None or self.read >= bound):
+                self._block_end_by = "unknown" if bound is None else "sample"
+                break
             if self.read >= self.opts.max_unacked:
-                self.notes.append("order of the head may have changed: the block of returned messages "
-                                  "at the head was not read to its end (--max-unacked)")
+                self.order_changed = ("the block of previously returned messages at the head was longer than "
+                                      f"--max-unacked ({self.opts.max_unacked}): the {self.read} messages read now sit "
+                                      "behind the rest of it")
                 return
             record = self._get()
             if record is None:
@@ -577,10 +612,23 @@ class QueueReader:
             self.hidden += 1
             if self._counts_attempts() and not self._safe_to_return(record, shown=False):
                 break
-        if self.hidden > before:
+        if self.hidden - past_end > before:
             cost = "; each used one delivery attempt too" if self._counts_attempts() else ""
-            self.notes.append(f"also took {self.hidden - before} more previously returned messages (not shown) so that "
-                              f"giving them back keeps the order{cost}")
+            counted = (f" (the API counted {bound} returned at the head: a sample, refreshed every few seconds)"
+                       if bound is not None and self.facts.version is not None and self._counters_ambiguous() else "")
+            after = " and the one after them, to see where they ended," if past_end else ""
+            self.notes.append(f"also took {self.hidden - past_end - before} more previously returned messages{after} "
+                              f"(not shown) so that giving them back keeps their order{counted}{cost}")
+
+    def _returned_here(self, record: MessageRecord) -> bool | None:
+        from dlxtool.broker import versions
+
+        return versions.returned_here(self.facts.version, record.headers)
+
+    def _counters_ambiguous(self) -> bool:
+        from dlxtool.broker import versions
+
+        return versions.behaviour(self.facts.version).dead_letters_carry_delivery_counts
 
     def _give_back(self) -> None:
         """Return every held message in order; finish even if Ctrl-C arrives meanwhile (a give-back
@@ -615,19 +663,14 @@ class QueueReader:
         give_back_quorum_gets(self.channel, self.facts.name, self._held)
         if not self._held.confirmed and not self._unconfirmed_noted:
             self._unconfirmed_noted = True
-            self.notes.append("could not confirm that the queue applied the give-back in time: "
-                              "the order of the messages read may have changed")
+            self.order_changed = self.order_changed or ("the queue did not confirm the give-back in time, so the "
+                                                         "order of the messages read may have changed")
 
     def _after_return(self, records: list[MessageRecord]) -> None:
+        """One sentence on where the messages read are now and whether their order held (never two that disagree)."""
         if not self.facts.reads_as_quorum or self.read == 0:
             return
-        if not self._counts_attempts() and self._returns_to_a_block():  # RabbitMQ 4.3+: nacks count nothing
-            self.notes.append(f"gave the {self.read} messages read back in place, in order, using no delivery "
-                              f"attempt (RabbitMQ {self.facts.version}: basic.nack leaves x-delivery-count as it "
-                              "was)" + ("" if self._held.confirmed else "; unconfirmed: a return the broker had not "
-                                        "applied when the channel closed counts as an attempt"))
-            return
-        if self.facts.delivery_limit is None:
+        if self.facts.delivery_limit is None and not self._returns_to_a_block():
             if self.reached_end:
                 self.notes.append(f"read the whole queue ({self.read} messages) and gave them back in order; "
                                   "messages published during the peek are now ahead of them")
@@ -636,11 +679,30 @@ class QueueReader:
                                   "in their order")
             return
         returned = self.read - len(self.dead_lettered)
-        self.notes.append(f"used one delivery attempt of each of the {returned} messages given back")
-        if self.stopped_early and records and returned_before(records[0].headers):
-            self.notes.append(f"the {returned} messages given back now sit behind the rest of the block of "
-                              "previously returned messages that was at the head (if it had more): "
-                              "RabbitMQ puts each return at the back of that block")
+        if self._counts_attempts():
+            where = f"used one delivery attempt of each of the {returned} messages given back"
+        else:  # RabbitMQ 4.3+: nacks count nothing
+            where = (f"gave the {returned} messages read back at the head, using no delivery attempt (RabbitMQ "
+                     f"{self.facts.version}: basic.nack leaves x-delivery-count as it was)"
+                     + ("" if self._held.confirmed else "; unconfirmed: a return the broker had not applied when the "
+                        "channel closed counts as an attempt"))
+        if self.order_changed:
+            self.notes.append(f"{where}; the order of the head changed: {self.order_changed}")
+        elif self.stopped_early and records and self._returned_here(records[0]) is not False:
+            self.notes.append(f"{where}; they now sit behind the rest of the block of previously returned messages "
+                              "that was at the head (if it had more): RabbitMQ puts each return at the back of that "
+                              "block")
+        elif self._block_end_by == "unknown":
+            self.notes.append(f"{where}, in order; if earlier returns formed a longer block at the head, these now sit "
+                              "behind the rest of it: a dead letter's counters cannot tell on RabbitMQ "
+                              f"{self.facts.version} and the management API's count of returned messages was not "
+                              "available")
+        elif self._block_end_by == "sample":
+            self.notes.append(f"{where}, in order as far as the management API's count of returned messages at "
+                              f"the head ({self.facts.returned_at_head}; a sample, a few seconds old at most) tells: a "
+                              f"dead letter's counters cannot on RabbitMQ {self.facts.version}")
+        else:
+            self.notes.append(f"{where}, in order")
 
     def tell(self, report: Reporter) -> None:
         """Say the outcome's notes and warnings on `report`; raise its error (exit 5 or 6, decided here)."""
@@ -814,14 +876,6 @@ def prepare_read(conn: AmqpConnection, profile: BrokerProfile, name: str, opts: 
 def delivery_count(headers: dict[str, Any] | None) -> int:
     value = (headers or {}).get("x-delivery-count")
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def returned_before(headers: dict[str, Any] | None) -> bool:
-    """A quorum queue delivered this message before and it came back: a counted return (x-delivery-count > 0), or on
-    RabbitMQ 4.3 any return (x-acquired-count > 0, which a nack raises without touching x-delivery-count)."""
-    acquired = (headers or {}).get("x-acquired-count")
-    acquired = acquired if isinstance(acquired, int) and not isinstance(acquired, bool) else 0
-    return delivery_count(headers) > 0 or acquired > 0
 
 
 # -- --offset ------------------------------------------------------------------------------------------

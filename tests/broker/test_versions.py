@@ -418,3 +418,36 @@ def test_the_api_s_answer_for_a_vhost_the_user_may_not_use(broker, qname, row) -
     said = refused.value.message
     assert ("not found" in said) == row.api_404_for_a_vhost_not_permitted
     assert ("not authorised for that virtual host" in said) == (not row.api_404_for_a_vhost_not_permitted)
+
+
+def test_what_a_dead_letter_s_counters_say_in_its_quorum_dlq(broker, qname, row) -> None:
+    """A message rejected by a quorum queue, first delivered in its quorum DLQ and then given back once there: on 4.x
+    its first delivery there already carries delivery counters and one return leaves them as they were (the headers
+    cannot tell the two apart: versions.returned_here says None); on 3.x the first delivery says 0, the return 1."""
+    dlq = f"{qname}.dlq"
+    with broker.channel() as ch:
+        ch.queue_declare(dlq, durable=True, arguments={"x-queue-type": "quorum", "x-delivery-limit": 50})
+        ch.queue_declare(qname, durable=True, arguments={"x-queue-type": "quorum", "x-dead-letter-exchange": "",
+                                                         "x-dead-letter-routing-key": dlq})
+        ch.basic_publish("", qname, b"poison", pika.BasicProperties(message_id="p"), mandatory=True)
+        method = _wait_get(ch, qname)[0]
+        ch.basic_reject(method.delivery_tag, requeue=False)
+    _settled(broker, dlq, 1)
+    conn = _connect(broker)
+    try:
+        first = _give_back_head(conn, dlq, "nack")
+        _settled(broker, dlq, 1)
+        again = _give_back_head(conn, dlq, "nack")
+    finally:
+        conn.close()
+    assert first is not None and again is not None
+    counters = ("x-delivery-count", "x-acquired-count")
+    first_counts = {k: first[k] for k in counters if k in first}
+    again_counts = {k: again[k] for k in counters if k in again}
+    if row.dead_letters_carry_delivery_counts:
+        assert first_counts and again_counts == first_counts
+        assert versions.returned_here(str(broker.version), first) is None
+    else:
+        assert not any(first_counts.values()) and again_counts.get("x-delivery-count", 0) > 0
+        assert versions.returned_here(str(broker.version), first) is False
+        assert versions.returned_here(str(broker.version), again) is True

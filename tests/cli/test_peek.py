@@ -259,7 +259,7 @@ def test_quorum_without_limit_allow_reorder_says_what_moved(run, broker, qname, 
         assert note in result.stderr
         assert drained(broker, qname) == order
     else:  # 4.3: nothing moved, and it says so
-        assert "back in place, in order, using no delivery attempt" in result.stderr
+        assert "back at the head, using no delivery attempt" in result.stderr and "in order" in result.stderr
         assert drained(broker, qname) == EXPECTED
 
 
@@ -433,3 +433,57 @@ def test_a_queue_whose_only_message_is_held_by_a_consumer_is_not_called_empty(ru
         assert "(0 ready; unacked by consumers: unknown" in empty.stdout
     else:
         assert "(queue is empty)" in empty.stdout
+
+
+def _rejected_into_quorum_dlq(broker, qname: str, n: int) -> str:
+    """`n` dead letters made by real rejects from a quorum queue into a quorum DLQ (4.x carries their delivery
+    counters into it: versions.dead_letters_carry_delivery_counts)."""
+    dlq = f"{qname}.dlq"
+    with broker.channel() as ch:
+        ch.queue_declare(dlq, durable=True, arguments={"x-queue-type": "quorum", "x-delivery-limit": 50})
+        ch.queue_declare(qname, durable=True, arguments={"x-queue-type": "quorum", "x-dead-letter-exchange": "",
+                                                         "x-dead-letter-routing-key": dlq})
+        for i in range(n):
+            ch.basic_publish("", qname, b"%d" % i, pika.BasicProperties(message_id=f"m-{i}", delivery_mode=2),
+                             mandatory=True)
+        for _ in range(n):
+            method = None
+            while method is None:
+                method, _props, _body = ch.basic_get(qname, auto_ack=False)
+            ch.basic_reject(method.delivery_tag, requeue=False)
+    assert broker.wait_depth(dlq, n) == n
+    return dlq
+
+
+def _api_returned(broker, queue: str, expected: int, timeout: float = 20.0) -> None:
+    """Wait until the management API's sample counts `expected` returned messages at the head (4.x)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = broker.mgmt.get(f"queues/{broker.vhost.replace('/', '%2F')}/{queue}")
+        if row.get("messages_ready_returned") == expected:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"the API never counted {expected} returned messages at the head of {queue}")
+
+
+def test_a_quorum_dlq_of_rejected_dead_letters_is_peeked_for_what_it_shows(run, broker, qname) -> None:
+    """Issue 35: on 4.x a dead letter carries its delivery counters into a quorum DLQ, and a peek that read them as
+    "returned before" took the whole queue (-n 5 held 10,000). It reads what it shows; a later, shorter peek takes
+    the rest of the block the first one left at the head (as the API counts it on 4.x, the counters on 3.x), so
+    the order holds, and each says so in one sentence."""
+    dlq = _rejected_into_quorum_dlq(broker, qname, 300)
+    extra = ("--spend-attempts",) if spends(broker) else ()
+    first = peek(run, broker, dlq, "-n", "5", *extra)
+    assert first.exit_code == 0, first.stderr
+    assert [orjson.loads(line)["properties"]["message_id"] for line in first.stdout.splitlines()] == \
+        [f"m-{i}" for i in range(5)]
+    assert "holding up to 5 messages" in first.stderr
+    assert "also took" not in first.stderr and "order of the head changed" not in first.stderr
+    assert "in order" in first.stderr
+    if broker.major >= 4:
+        _api_returned(broker, dlq, 5)
+    second = peek(run, broker, dlq, "-n", "2", *extra)
+    assert second.exit_code == 0, second.stderr
+    assert "also took 3 more previously returned messages" in second.stderr, second.stderr
+    assert "order of the head changed" not in second.stderr
+    assert [props.message_id for _m, props, _b in broker.drain(dlq)] == [f"m-{i}" for i in range(300)]
