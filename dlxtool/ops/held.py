@@ -82,13 +82,15 @@ def held_elsewhere(info: QueueInfo | None, management: ManagementClient | None, 
     passive declare's count (now). With no consumer now, the API's count is read again after its next sample
     (at most STATS_WAIT): a count from before the last consumer went is no holding. They are not lost; a run
     covers only the ready ones."""
+    from dlxtool.broker.management import sampled_text
     from dlxtool.ops.busy import connection_named
 
     if info is None or not info.messages_unacked:
         return None
     unacked = info.messages_unacked
     if not consumers:
-        unacked = _after_next_sample(management, info)
+        info = _after_next_sample(management, info)
+        unacked = info.messages_unacked
         if not unacked:
             return None
     holders = [c.get("channel_details") for c in info.raw.get("consumer_details") or () if isinstance(c, dict)]
@@ -101,26 +103,26 @@ def held_elsewhere(info: QueueInfo | None, management: ManagementClient | None, 
         who = ("no consumer (a basic.get of a peek still running holds them without one; or a consumer on a node "
                "that is down keeps them until it is back)")
     ours = " (dlxtool's own: a run the broker blocked, or one still going)" if "'dlxtool " in who else ""
-    sampled = "" if consumers else "; counted again after the API's next sample"
-    return (f"{unacked} message(s) of {info.name!r} are held unacked by {who}{ours} (the management API's count"
-            f"{sampled}): they come back to it when that connection closes (or, blocked by an alarm, when the "
+    again = "" if consumers else ", counted again after its next sample"
+    return (f"{unacked} message(s) of {info.name!r} are held unacked by {who}{ours} ({sampled_text(info)}"
+            f"{again}): they come back to it when that connection closes (or, blocked by an alarm, when the "
             "alarm clears); " + ("none is ready now" if not ready else f"this run covers the {ready} ready"))
 
 
-def _after_next_sample(management: ManagementClient | None, info: QueueInfo) -> int:
-    """The unacked count once the API has sampled the queue again (it changed, or STATS_WAIT passed)."""
+def _after_next_sample(management: ManagementClient | None, info: QueueInfo) -> QueueInfo:
+    """The queue as the API has it once it sampled the queue again (its unacked count changed, or STATS_WAIT
+    passed)."""
     if management is None:
-        return info.messages_unacked
+        return info
     first = info.messages_unacked
     deadline = time.monotonic() + STATS_WAIT
-    count = first
     while time.monotonic() < deadline:
         time.sleep(0.5)
         try:
-            count = management.queue(info.vhost, info.name).messages_unacked
+            info = management.queue(info.vhost, info.name)
         except DlxtoolError:
-            return first
-        if count != first:
-            return count
-    return count
+            return info
+        if info.messages_unacked != first:
+            return info
+    return info
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker import queues, versions
 from dlxtool.broker.connection import close_quietly, connect
-from dlxtool.broker.management import ManagementClient, QueueInfo
+from dlxtool.broker.management import ManagementClient, QueueInfo, sampled_text
 from dlxtool.budget import average_body
 from dlxtool.errors import DlxtoolError, ManagementMismatch, QueueNotFound, RefusedError, UnavailableError, UsageError
 from dlxtool.message_ids import message_name
@@ -372,7 +372,8 @@ class Purge:
             report.warn(held)
         unacked = "unknown" if state.unacked is None else state.unacked
         # ready and consumers counted by the broker now; unacked only the API has: its sample, up to 5 s old
-        sampled = "; unacked: the management API's last sample" if state.unacked is not None else ""
+        sampled = (f"; unacked: {sampled_text(state.info)}" if state.unacked is not None and state.info is not None
+                   else "")
         report.info(f"{settings.queue}: {state.ready} ready, {unacked} unacked, {state.consumers} consumers "
                     f"(broker {session.broker}, vhost {session.vhost}"
                     + (f", {state.type} queue" if state.type else "") + f"{sampled})")
