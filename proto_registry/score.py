@@ -13,14 +13,16 @@ import re
 from dataclasses import dataclass
 from operator import gt
 
-from proto_registry.index import BYTES, FIXED, NO_FACTS, STRING_LAX, VARINT_ANY, Index, Kind, bits
-from proto_registry.wire import I32, I64, LEN, SGROUP, VARINT, packed_varints, scan, varint_size
+from proto_registry.index import BYTES, FIXED, NO_FACTS, NOT_CHECKABLE, STRING_LAX, VARINT_ANY, Index, Kind, bits
+from proto_registry.wire import I32, I64, LEN, SGROUP, VARINT, packed_varints, read_varint, scan, varint_size
 
 Field = tuple[int, int, int, int, int, int]  # wire.Field shape: tag, value, start, vstart, vend, end
 
 MAX_DEPTH = 64
 ALWAYS_OK = frozenset({VARINT_ANY, FIXED, BYTES, STRING_LAX})  # the wire type matching is all they need
 SHORT_LIST = 128
+CLEAN = 1  # PayloadScan.single: the span parses cleanly as the type
+CANONICAL = 2  # ... and is its canonical encoding
 _OVERLONG = re.compile(rb"[\x80-\xff]{10}")  # a varint of 11 bytes or more: not a varint
 _PADDED = re.compile(rb"[\x80-\xff]\x00")  # a varint ending in a zero byte: longer than needed
 _OVER64 = re.compile(rb"[\x80-\xff]{9}[\x02-\x7f]")  # a 10-byte varint past 64 bits
@@ -54,11 +56,13 @@ class PayloadScan:
         self.index = index
         self.data = data
         self._scans: dict[tuple[int, int], list[Field] | None] = {}
-        self._clean: dict[tuple[int, int, int], int] = {}
+        self._clean: dict[tuple[bytes | int, int] | tuple[int, int, int], int] = {}
         self._groups: dict[tuple[int, int], dict[int, list[Field]] | None] = {}
-        self._canon: dict[tuple[int, int, int], int] = {}
+        self._canon: dict[tuple[bytes | int, int] | tuple[int, int, int], int] = {}
         self._tidy: dict[tuple[int, int], bool] = {}
         self._packed: dict[tuple[int, int], list[int] | None] = {}
+        self._single: dict[tuple[bytes | int, int] | tuple[int, int, int], int] = {}
+        self._evidence: dict[tuple[bytes | int, int] | tuple[int, int, int], float] = {}
 
     # -- scanning -----------------------------------------------------------------------------
     def fields(self, start: int, end: int) -> list[Field] | None:
@@ -83,7 +87,9 @@ class PayloadScan:
     # -- clean parses -------------------------------------------------------------------------
     def clean_mask(self, start: int, end: int, mask: int, depth: int = 0) -> int:
         """Types among ``mask`` that ``data[start:end]`` parses cleanly as."""
-        key = (start, end, mask)
+        if not mask & (mask - 1):  # one type (or none): see single
+            return mask if mask and self.single(start, end, mask.bit_length() - 1, depth) else 0
+        key = (self.data[start:end], mask) if depth + (end - start) // 2 <= MAX_DEPTH else (start, end, mask)
         got = self._clean.get(key)
         if got is None:
             got = self._clean[key] = self._clean_mask(start, end, mask, depth)
@@ -109,8 +115,9 @@ class PayloadScan:
             for kind, kmask in idx.simple.get(tag, ()):
                 if kmask & mask and (kind in ALWAYS_OK or self.kind_ok(kind, occs)):
                     ok |= kmask
-            if idx.parent_any.get(tag, 0) & mask:
-                child_ok = idx.children[tag]
+            holders = idx.parent_any.get(tag, 0) & mask
+            if holders:
+                child_ok = self._children_of(tag, holders)
                 for f in occs:
                     child_ok = self.clean_mask(f[3], f[4], child_ok, depth + 1)
                     if not child_ok:
@@ -134,6 +141,52 @@ class PayloadScan:
                     mask &= ~(1 << tid)
         return mask
 
+    # -- one type -------------------------------------------------------------------------------
+    def single(self, start: int, end: int, tid: int, depth: int = 0) -> int:
+        """How ``data[start:end]`` reads as the one type ``tid``: 0 (not cleanly), CLEAN, or CLEAN |
+        CANONICAL. Below the top of a payload most spans have one candidate type left (a map entry, a
+        sub-message's type): protobuf's own parser and serializer decide those at C speed (see
+        _round_trips); the rules above decide what they cannot. Memoised by the span's bytes: a
+        payload repeats sub-messages (the same map value under several keys)."""
+        key = (self.data[start:end], tid) if depth + (end - start) // 2 <= MAX_DEPTH else (start, end, tid)
+        got = self._single.get(key)
+        if got is None:
+            if self._round_trips(start, end, tid, depth):
+                got = CLEAN | CANONICAL
+            else:
+                bit = 1 << tid
+                got = 0
+                if self._clean_mask(start, end, bit, depth):
+                    got = CLEAN | (CANONICAL if self._canonical_mask(start, end, bit, depth, True) else 0)
+            self._single[key] = got
+        return got
+
+    def _round_trips(self, start: int, end: int, tid: int, depth: int) -> bool:
+        """protobuf parses the span as ``tid`` and, unknown fields dropped, writes exactly these bytes back
+        (map entries in key order). Then the span is clean and canonical by the rules above: an unknown
+        field, a wire-type mismatch or an out-of-range closed enum is left out of what protobuf writes (the
+        bytes differ), invalid UTF-8 where the schema checks it and a missing required field raise, and
+        what protobuf writes is the canonical form. Cases the rules see differently are kept out: a map entry
+        without its key or value (whole in a map, an ordinary message alone), a
+        type that may hold extensions (protobuf parses a registered extension; the index calls its field
+        unknown), and nesting past MAX_DEPTH (unclean for the rules, parsed by protobuf). Anything else,
+        including maps in another order, a False: the rules decide."""
+        idx = self.index
+        height = idx.height(tid)
+        if height == NOT_CHECKABLE or depth + min(height, (end - start) // 2) > MAX_DEPTH:
+            return False
+        span = self.data[start:end]
+        try:
+            msg = idx.message_class(tid).FromString(span)
+            msg.DiscardUnknownFields()
+            if msg.SerializeToString(deterministic=True) != span:
+                return False
+        except Exception:  # noqa: BLE001 - any failure (DecodeError, EncodeError, ...): the rules decide
+            return False
+        # A map entry on its own is an ordinary message to protobuf (an unset key is left out); in a map
+        # it is written whole, key then value: both must be there.
+        return not idx.types[tid].is_map_entry or len(msg.ListFields()) == 2
+
     # -- canonical encoding -------------------------------------------------------------------
     def canonical_mask(self, start: int, end: int, mask: int, depth: int = 0, *, clean: bool = False) -> int:
         """Types among ``mask`` that ``data[start:end]`` is the *canonical* encoding of: it parses
@@ -141,7 +194,9 @@ class PayloadScan:
         parsed message — fields in number order, each singular field once, no default value of an
         implicit-presence field, packed or not as the schema says, minimal varints, map entries
         whole, sub-messages canonical too. ``clean``: the caller knows every type in ``mask`` is clean."""
-        key = (start, end, mask)
+        if not mask & (mask - 1):
+            return mask if mask and self.single(start, end, mask.bit_length() - 1, depth) == CLEAN | CANONICAL else 0
+        key = (self.data[start:end], mask) if depth + (end - start) // 2 <= MAX_DEPTH else (start, end, mask)
         got = self._canon.get(key)
         if got is None:
             got = self._canon[key] = self._canonical_mask(start, end, mask, depth, clean)
@@ -196,9 +251,12 @@ class PayloadScan:
     def _repeated_keys(self, occs: list[Field]) -> bool:
         """Two map entries with the same key (the entry's first field, as written)."""
         keys = set()
+        data = self.data
         for f in occs:
-            inner = self.fields(f[3], f[4])
-            key = self.data[inner[0][2] : inner[0][5]] if inner and inner[0][0] >> 3 == 1 else b""
+            key = _entry_key(data, f[3], f[4])
+            if key is None:  # a first field the quick reader does not take: the scan says
+                inner = self.fields(f[3], f[4])
+                key = data[inner[0][2] : inner[0][5]] if inner and inner[0][0] >> 3 == 1 else b""
             if key in keys:
                 return True
             keys.add(key)
@@ -370,6 +428,14 @@ class PayloadScan:
         above). ``tid`` must fit the span cleanly."""
         if end is None:
             end = len(self.data)
+        # Memoised like single(): repeated sub-messages weigh the same wherever they are.
+        key = (self.data[start:end], tid) if depth + (end - start) // 2 <= MAX_DEPTH else (start, end, tid)
+        got = self._evidence.get(key)
+        if got is None:
+            got = self._evidence[key] = self._evidence_for(tid, start, end, depth)
+        return got
+
+    def _evidence_for(self, tid: int, start: int, end: int, depth: int) -> float:
         groups = self.grouped(start, end)
         if not groups or depth > MAX_DEPTH:
             return 0.0
@@ -524,6 +590,31 @@ def _is_default(data: bytes, tag: int, f: Field) -> bool:
     if wt in (I64, I32):
         return not any(data[f[3] : f[4]])
     return False
+
+
+def _entry_key(data: bytes, start: int, end: int) -> bytes | None:
+    """The bytes of a (well-formed) map entry's first field when it is field 1, its key; b"" when the
+    entry starts with another field or is empty; None when that field is not a scalar or a string
+    (then the caller scans the entry). Reads one field, not the entry's value."""
+    if start >= end:
+        return b""
+    try:
+        tag, pos = read_varint(data, start, end)
+        if tag >> 3 != 1:
+            return b""
+        wt = tag & 7
+        if wt == VARINT:
+            _, pos = read_varint(data, pos, end)
+        elif wt == LEN:
+            length, pos = read_varint(data, pos, end)
+            pos += length
+        elif wt in (I64, I32):
+            pos += 8 if wt == I64 else 4
+        else:
+            return None
+    except ValueError:
+        return None
+    return data[start:pos] if pos <= end else None
 
 
 def _shortest(data: bytes, start: int, end: int) -> bool:
