@@ -96,6 +96,14 @@ class Index:
     # range below it: protobuf parses a registered extension, the index calls the field unknown).
     # Computed on first use, for the types below the one asked about (score.PayloadScan.single).
     heights: dict[int, int] = field(default_factory=dict)
+    _child_bits: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+
+    def child_bits(self, tag: int) -> list[tuple[int, int]]:
+        """(1 << child type, the types holding it at ``tag``) for every child type at ``tag``."""
+        got = self._child_bits.get(tag)
+        if got is None:
+            got = self._child_bits[tag] = [(1 << c, p) for c, p in self.parents[tag].items()]
+        return got
 
     def message_class(self, tid: int) -> type[Message]:
         cls = self.classes.get(tid)

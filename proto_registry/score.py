@@ -56,9 +56,8 @@ class PayloadScan:
         self.index = index
         self.data = data
         self._scans: dict[tuple[int, int], list[Field] | None] = {}
-        self._clean: dict[tuple[bytes | int, int] | tuple[int, int, int], int] = {}
         self._groups: dict[tuple[int, int], dict[int, list[Field]] | None] = {}
-        self._canon: dict[tuple[bytes | int, int] | tuple[int, int, int], int] = {}
+        self._fused: dict[bytes | tuple[int, int], tuple[int, int, int]] = {}
         self._tidy: dict[tuple[int, int], bool] = {}
         self._packed: dict[tuple[int, int], list[int] | None] = {}
         self._single: dict[tuple[bytes | int, int] | tuple[int, int, int], int] = {}
@@ -84,49 +83,102 @@ class PayloadScan:
             self._groups[key] = got
         return got  # type: ignore[return-value]
 
-    # -- clean parses -------------------------------------------------------------------------
+    # -- clean parses and canonical encoding --------------------------------------------------
     def clean_mask(self, start: int, end: int, mask: int, depth: int = 0) -> int:
         """Types among ``mask`` that ``data[start:end]`` parses cleanly as."""
         if not mask & (mask - 1):  # one type (or none): see single
             return mask if mask and self.single(start, end, mask.bit_length() - 1, depth) else 0
-        key = (self.data[start:end], mask) if depth + (end - start) // 2 <= MAX_DEPTH else (start, end, mask)
-        got = self._clean.get(key)
-        if got is None:
-            got = self._clean[key] = self._clean_mask(start, end, mask, depth)
-        return got
+        return self.clean_and_canonical(start, end, mask, depth)[0]
 
-    def _clean_mask(self, start: int, end: int, mask: int, depth: int) -> int:
+    def canonical_mask(self, start: int, end: int, mask: int, depth: int = 0, *, clean: bool = False) -> int:
+        """Types among ``mask`` that ``data[start:end]`` is the *canonical* encoding of: it parses
+        cleanly, and a standard serializer (protobuf's own) would write exactly these bytes for the
+        parsed message — fields in number order, each singular field once, no default value of an
+        implicit-presence field, packed or not as the schema says, minimal varints, map entries
+        whole, sub-messages canonical too. (``clean``: the caller knows every type in ``mask`` is
+        clean; kept for callers, the answer is the same.)"""
+        if not mask & (mask - 1):
+            return mask if mask and self.single(start, end, mask.bit_length() - 1, depth) == CLEAN | CANONICAL else 0
+        return self.clean_and_canonical(start, end, mask, depth)[1]
+
+    def clean_and_canonical(self, start: int, end: int, mask: int, depth: int = 0) -> tuple[int, int]:
+        """(clean_mask, canonical_mask) of the span for ``mask``, found in one pass. Each type's verdict
+        is its own (no check looks at which other types are in the mask), so the answer for a mask
+        holds for any part of it: memoised by the span's bytes with the mask it was found for."""
+        key = self.data[start:end] if depth + (end - start) // 2 <= MAX_DEPTH else (start, end)
+        got = self._fused.get(key)
+        if got is not None and not mask & ~got[0]:
+            return got[1] & mask, got[2] & mask
+        clean, canon = self._clean_and_canonical(start, end, mask, depth)
+        self._fused[key] = (mask, clean, canon)
+        return clean, canon
+
+    def _clean_and_canonical(self, start: int, end: int, mask: int, depth: int) -> tuple[int, int]:
         if depth > MAX_DEPTH:
-            return 0
+            return 0, 0
         groups = self.grouped(start, end)
         if groups is None:
-            return 0
+            return 0, 0
         idx = self.index
         known = idx.known
         for tag in groups:
             mask &= known.get(tag, 0)
             if not mask:
-                return 0
+                return 0, 0
+        canon = mask if self.tidy(start, end) else 0
+        data = self.data
+        facts = idx.facts
+        parent_any = idx.parent_any
         # Most selective tags first: the candidate set shrinks before the costlier checks.
         tags = sorted(groups, key=idx.tag_cost.__getitem__) if len(groups) > 1 else groups
         for tag in tags:
             occs = groups[tag]
+            # clean: the wire type fits, the values are valid, sub-messages are clean
             ok = 0
             for kind, kmask in idx.simple.get(tag, ()):
                 if kmask & mask and (kind in ALWAYS_OK or self.kind_ok(kind, occs)):
                     ok |= kmask
-            holders = idx.parent_any.get(tag, 0) & mask
+            holders = parent_any.get(tag, 0) & mask
+            child_canon = 0
             if holders:
-                child_ok = self._children_of(tag, holders)
+                child_ok = child_canon = self._children_of(tag, holders)
                 for f in occs:
-                    child_ok = self.clean_mask(f[3], f[4], child_ok, depth + 1)
+                    if child_ok & (child_ok - 1):
+                        child_ok, sub_canon = self.clean_and_canonical(f[3], f[4], child_ok, depth + 1)
+                        child_canon &= sub_canon
+                    else:  # one child type left: see single
+                        verdict = self.single(f[3], f[4], child_ok.bit_length() - 1, depth + 1)
+                        if not verdict & CLEAN:
+                            child_ok = 0
+                        if not verdict & CANONICAL:
+                            child_canon = 0
                     if not child_ok:
                         break
                 if child_ok:
                     ok |= self._parents(tag, child_ok)
             mask &= ok
             if not mask:
-                return 0
+                return 0, 0
+            canon &= mask
+            if not canon:
+                continue
+            # canonical: what protobuf's serializer writes for these values
+            written, multi, implicit, packed, narrow_any, maps, message = facts.get(tag, NO_FACTS)
+            canon &= written
+            if len(occs) > 1:
+                canon &= multi
+            if not canon:
+                continue
+            if implicit & canon and any(_is_default(data, tag, f) for f in occs):
+                canon &= ~implicit
+            if packed & canon and not all(_shortest(data, f[3], f[4]) for f in occs):
+                canon &= ~packed  # a padded varint in a packed run: re-encoded shorter
+            if narrow_any & canon:
+                canon &= ~self._narrow_misfits(tag, occs, idx.narrow[tag], canon)
+            if maps & canon and len(occs) > 1 and self._repeated_keys(occs):
+                canon &= ~maps  # a map keeps one entry per key: the re-encoding would lose one
+            if message & canon:
+                canon &= ~message | (self._parents(tag, child_canon) if child_canon else 0)
         need = mask & idx.required_mask
         if need:
             numbers = {tag >> 3 for tag in groups}
@@ -139,7 +191,13 @@ class PayloadScan:
             for tid in bits(need):
                 if any(len(o & numbers) > 1 for o in idx.types[tid].oneofs):
                     mask &= ~(1 << tid)
-        return mask
+        canon &= mask
+        entries = canon & idx.map_entry_mask
+        if entries:
+            numbers_in_order = [f[0] >> 3 for f in self.fields(start, end) or ()]
+            if numbers_in_order != [1, 2]:
+                canon &= ~entries
+        return mask, canon
 
     # -- one type -------------------------------------------------------------------------------
     def single(self, start: int, end: int, tid: int, depth: int = 0) -> int:
@@ -154,10 +212,8 @@ class PayloadScan:
             if self._round_trips(start, end, tid, depth):
                 got = CLEAN | CANONICAL
             else:
-                bit = 1 << tid
-                got = 0
-                if self._clean_mask(start, end, bit, depth):
-                    got = CLEAN | (CANONICAL if self._canonical_mask(start, end, bit, depth, True) else 0)
+                clean, canon = self._clean_and_canonical(start, end, 1 << tid, depth)
+                got = (CLEAN if clean else 0) | (CANONICAL if canon else 0)
             self._single[key] = got
         return got
 
@@ -186,67 +242,6 @@ class PayloadScan:
         # A map entry on its own is an ordinary message to protobuf (an unset key is left out); in a map
         # it is written whole, key then value: both must be there.
         return not idx.types[tid].is_map_entry or len(msg.ListFields()) == 2
-
-    # -- canonical encoding -------------------------------------------------------------------
-    def canonical_mask(self, start: int, end: int, mask: int, depth: int = 0, *, clean: bool = False) -> int:
-        """Types among ``mask`` that ``data[start:end]`` is the *canonical* encoding of: it parses
-        cleanly, and a standard serializer (protobuf's own) would write exactly these bytes for the
-        parsed message — fields in number order, each singular field once, no default value of an
-        implicit-presence field, packed or not as the schema says, minimal varints, map entries
-        whole, sub-messages canonical too. ``clean``: the caller knows every type in ``mask`` is clean."""
-        if not mask & (mask - 1):
-            return mask if mask and self.single(start, end, mask.bit_length() - 1, depth) == CLEAN | CANONICAL else 0
-        key = (self.data[start:end], mask) if depth + (end - start) // 2 <= MAX_DEPTH else (start, end, mask)
-        got = self._canon.get(key)
-        if got is None:
-            got = self._canon[key] = self._canonical_mask(start, end, mask, depth, clean)
-        return got
-
-    def _canonical_mask(self, start: int, end: int, mask: int, depth: int, clean: bool) -> int:
-        if not self.tidy(start, end):
-            return 0
-        if not clean:
-            mask = self.clean_mask(start, end, mask, depth)
-        if not mask:
-            return 0
-        groups = self.grouped(start, end)
-        assert groups is not None  # clean_mask found fields
-        idx = self.index
-        data = self.data
-        facts = idx.facts
-        for tag, occs in groups.items():
-            canon, multi, implicit, packed, narrow_any, maps, holders = facts.get(tag, NO_FACTS)
-            mask &= canon
-            if len(occs) > 1:
-                mask &= multi
-            if not mask:
-                return 0
-            if implicit & mask and any(_is_default(data, tag, f) for f in occs):
-                mask &= ~implicit
-            if packed & mask and not all(_shortest(data, f[3], f[4]) for f in occs):
-                mask &= ~packed  # a padded varint in a packed run: re-encoded shorter
-            if narrow_any & mask:
-                mask &= ~self._narrow_misfits(tag, occs, idx.narrow[tag], mask)
-            if maps & mask and len(occs) > 1 and self._repeated_keys(occs):
-                mask &= ~maps  # a map keeps one entry per key: the re-encoding would lose one
-            holders &= mask
-            if holders:
-                # The holders are clean, so each one's own sub-message type is clean on every
-                # occurrence: only canonical form is left to check there.
-                child_ok = self._children_of(tag, holders)
-                for f in occs:
-                    child_ok = self.canonical_mask(f[3], f[4], child_ok, depth + 1, clean=True)
-                    if not child_ok:
-                        break
-                mask &= ~holders | self._parents(tag, child_ok)
-            if not mask:
-                return 0
-        entries = mask & idx.map_entry_mask
-        if entries:
-            numbers = [f[0] >> 3 for f in self.fields(start, end) or ()]
-            if numbers != [1, 2]:
-                mask &= ~entries
-        return mask
 
     def _repeated_keys(self, occs: list[Field]) -> bool:
         """Two map entries with the same key (the entry's first field, as written)."""
@@ -345,9 +340,15 @@ class PayloadScan:
         got = memo.get(key)
         if got is None:
             got = 0
-            types = idx.types
-            for t in bits(holders):
-                got |= 1 << types[t].fields[tag][1]  # type: ignore[misc]
+            by_child = idx.parents[tag]
+            if holders.bit_count() <= len(by_child):
+                types = idx.types
+                for t in bits(holders):
+                    got |= 1 << types[t].fields[tag][1]  # type: ignore[misc]
+            else:  # many holders, fewer child types: ask each child type whether a holder has it
+                for bit, parents in idx.child_bits(tag):
+                    if parents & holders:
+                        got |= bit
             if len(memo) > 50_000:
                 memo.clear()
             memo[key] = got

@@ -156,14 +156,29 @@ def varint_size(value: int) -> int:
 
 
 def packed_varints(data: bytes, start: int, end: int) -> list[int] | None:
+    """The varints of ``data[start:end]``, None when it is not a run of whole varints (read inline:
+    the canonical check reads every packed run)."""
     out: list[int] = []
+    append = out.append
     pos = start
-    try:
-        while pos < end:
-            v, pos = read_varint(data, pos, end)
-            out.append(v)
-    except ValueError:
-        return None
+    while pos < end:
+        b = data[pos]
+        pos += 1
+        if b < 0x80:
+            append(b)
+            continue
+        value = b & 0x7F
+        shift = 7
+        while True:
+            if pos >= end or shift > 63:
+                return None
+            b = data[pos]
+            pos += 1
+            value |= (b & 0x7F) << shift
+            if b < 0x80:
+                break
+            shift += 7
+        append(value)
     return out
 
 
