@@ -64,7 +64,8 @@ class Index:
     by_name: dict[str, int] = field(default_factory=dict)
     candidate_mask: int = 0  # every type a payload may be (map entries excluded)
     known: dict[int, int] = field(default_factory=dict)  # tag -> types that accept it
-    simple: dict[int, list[tuple[Kind, int]]] = field(default_factory=dict)  # tag -> (kind, types)
+    # tag -> (kind, types, whether the wire type is all the kind needs: VARINT_ANY, FIXED, BYTES, STRING_LAX)
+    simple: dict[int, list[tuple[Kind, int, bool]]] = field(default_factory=dict)
     children: dict[int, int] = field(default_factory=dict)  # tag -> message types found under it
     parents: dict[int, dict[int, int]] = field(default_factory=dict)  # tag -> child tid -> parents
     parent_any: dict[int, int] = field(default_factory=dict)  # tag -> types whose tag is a message
@@ -251,7 +252,8 @@ def build_index(descriptors: list[Descriptor], map_entries: set[str]) -> Index:
         if oneofs:
             info.oneofs = oneofs
             idx.oneof_mask |= bit
-    idx.simple = {tag: list(kinds.items()) for tag, kinds in simple.items()}
+    always_ok = (VARINT_ANY, FIXED, BYTES, STRING_LAX)
+    idx.simple = {tag: [(k, m, k in always_ok) for k, m in kinds.items()] for tag, kinds in simple.items()}
     for tag in idx.known:
         b, i, u = idx.narrow.get(tag, (0, 0, 0))
         idx.facts[tag] = (

@@ -304,7 +304,7 @@ class Registry:
         """Types that declare a string where the payload holds binary data (listed after the others)."""
         out = 0
         for tag in self._binary_tags(ps):
-            for kind, kmask in self.index.simple.get(tag, ()):
+            for kind, kmask, _ in self.index.simple.get(tag, ()):
                 if kind in (STRING, STRING_LAX):
                     out |= kmask
         return out

@@ -13,13 +13,12 @@ import re
 from dataclasses import dataclass
 from operator import gt
 
-from proto_registry.index import BYTES, FIXED, NO_FACTS, NOT_CHECKABLE, STRING_LAX, VARINT_ANY, Index, Kind, bits
+from proto_registry.index import NO_FACTS, NOT_CHECKABLE, Index, Kind, bits
 from proto_registry.wire import I32, I64, LEN, SGROUP, VARINT, packed_varints, read_varint, scan, varint_size
 
 Field = tuple[int, int, int, int, int, int]  # wire.Field shape: tag, value, start, vstart, vend, end
 
 MAX_DEPTH = 64
-ALWAYS_OK = frozenset({VARINT_ANY, FIXED, BYTES, STRING_LAX})  # the wire type matching is all they need
 SHORT_LIST = 128
 CLEAN = 1  # PayloadScan.single: the span parses cleanly as the type
 CANONICAL = 2  # ... and is its canonical encoding
@@ -135,8 +134,8 @@ class PayloadScan:
             occs = groups[tag]
             # clean: the wire type fits, the values are valid, sub-messages are clean
             ok = 0
-            for kind, kmask in idx.simple.get(tag, ()):
-                if kmask & mask and (kind in ALWAYS_OK or self.kind_ok(kind, occs)):
+            for kind, kmask, always in idx.simple.get(tag, ()):
+                if kmask & mask and (always or self.kind_ok(kind, occs)):
                     ok |= kmask
             holders = parent_any.get(tag, 0) & mask
             child_canon = 0
@@ -169,7 +168,9 @@ class PayloadScan:
                 canon &= multi
             if not canon:
                 continue
-            if implicit & canon and any(_is_default(data, tag, f) for f in occs):
+            if implicit & canon and (
+                _is_default(data, tag, occs[0]) if len(occs) == 1 else any(_is_default(data, tag, f) for f in occs)
+            ):
                 canon &= ~implicit
             if packed & canon and not all(_shortest(data, f[3], f[4]) for f in occs):
                 canon &= ~packed  # a padded varint in a packed run: re-encoded shorter
@@ -270,7 +271,7 @@ class PayloadScan:
         """Types (bool, int32/enum, uint32/sint32 at this tag) that could not have written these
         varints: a parser truncates the value, so the re-encoding differs."""
         if tag & 7 == VARINT:
-            top = max(f[1] for f in occs)
+            top = occs[0][1] if len(occs) == 1 else max(f[1] for f in occs)
             if top < 1 << 31:  # the common case: only a bool can be out of range
                 return narrow[0] if top > 1 else 0
             values = [f[1] for f in occs]
@@ -447,17 +448,32 @@ class PayloadScan:
             wt = tag & 7
             kind = fields.get(tag)
             if kind is not None and kind[0] in ("m", "g"):
-                filled = [f for f in occs if f[4] > f[3]][:NESTED_SAMPLE]
-                if filled:
-                    inner = max(self.evidence_for(kind[1], f[3], f[4], depth + 1) for f in filled)  # type: ignore[misc]
+                inner = -1.0  # the best of the first NESTED_SAMPLE non-empty occurrences
+                seen = 0
+                for f in occs:
+                    if f[4] > f[3]:
+                        got = self.evidence_for(kind[1], f[3], f[4], depth + 1)  # type: ignore[misc]
+                        if got > inner:
+                            inner = got
+                        seen += 1
+                        if seen == NESTED_SAMPLE:
+                            break
+                if seen:
                     e += EVIDENCE_MESSAGE + NESTED_SHARE * inner
                 else:
                     e += EVIDENCE_SCALAR  # an empty sub-message: a tag and a zero length
             elif wt == LEN:
-                if all(f[4] == f[3] for f in occs):
-                    continue
-                if kind is not None and kind[0] in ("s", "sl") and any(is_binary(data, f[3], f[4]) for f in occs):
-                    continue  # binary data read as text: a misfit the parser lets through, not evidence
+                if len(occs) == 1:
+                    f = occs[0]
+                    if f[4] == f[3]:
+                        continue
+                    if kind is not None and kind[0] in ("s", "sl") and is_binary(data, f[3], f[4]):
+                        continue  # binary data read as text: a misfit the parser lets through, not evidence
+                else:
+                    if all(f[4] == f[3] for f in occs):
+                        continue
+                    if kind is not None and kind[0] in ("s", "sl") and any(is_binary(data, f[3], f[4]) for f in occs):
+                        continue
                 e += EVIDENCE_SCALAR
             elif wt in (I32, I64):
                 e += EVIDENCE_FIXED
