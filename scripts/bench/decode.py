@@ -725,7 +725,7 @@ def timed_round(
     return {k: len(lines) / v for k, v in spent.items()}, results
 
 
-def warm(registry: object, lines: list[tuple[str, str, bytes]]) -> None:
+def warm_up(registry: object, lines: list[tuple[str, str, bytes]]) -> None:
     """Every distinct payload identified once and scored as its type: message classes and the index's
     lazy tables are made on first use, and no timed phase should pay for them."""
     for data, name in {d: n for _, n, d in lines}.items():
@@ -879,7 +879,7 @@ def lines_ratio(registry: Registry, lines: list[tuple[str, str, bytes]], rounds:
     before = baseline_of(registry)
     for reg in (registry, before):
         if reg is not None:
-            warm(reg, lines)
+            warm_up(reg, lines)
     per: dict[str, list[float]] = {}
     for _ in range(rounds):
         spent = {"ours": 0.0, "type_given": 0.0, "before": 0.0, "before_type_given": 0.0}
@@ -963,7 +963,7 @@ def run(args: argparse.Namespace, rng: random.Random, work: Path, held_paths: li
     for reg in (registry, before):
         if reg is None:
             continue
-        warm(reg, lines)
+        warm_up(reg, lines)
     # Freeze the setup objects so the collector does not rescan them during the timed loops.
     gc.collect()
     gc.freeze()

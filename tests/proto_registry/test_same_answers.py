@@ -18,12 +18,13 @@ equivalent types and their count, notes, framing), for
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 from pathlib import Path
 
 import pytest
-from google.protobuf.message import EncodeError
+from google.protobuf.message import DecodeError, EncodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -206,3 +207,75 @@ def test_mutated_messages_get_the_same_answers(pairs: dict[str, Pair], draw: st.
             mutated[pos] = value
     same(pair, bytes(mutated))
     same(pair, bytes(mutated), as_type=name)
+
+
+# -- the fast path against the rules it stands for ----------------------------------------------------------
+
+
+def test_protobuf_round_trip_never_overrules_the_rules(pairs: dict[str, Pair]) -> None:
+    """Wherever protobuf's own parse-and-write-back says "clean and canonical as T" (the fast path of
+    PayloadScan.single), the rules alone say so too: random messages (maps in upb's hash order, and again
+    written deterministically, keys sorted), their non-canonical rewrites, cuts, and every other type
+    knowing their fields, over every schema set."""
+    from proto_registry.score import PayloadScan
+
+    checked = positive = 0
+    disagreements: list[str] = []
+    for set_name, (reg, _) in pairs.items():
+        rng = random.Random(f"round trip {set_name}")
+        idx = reg.index
+        for true_type, data in _payloads(reg, rng):
+            variants = [data, data[: len(data) // 2]]
+            with contextlib.suppress(DecodeError, EncodeError):
+                variants.append(reg.message_class(true_type).FromString(data).SerializeToString(deterministic=True))
+            for data2 in variants:
+                for name in [true_type, *_others(reg, data2, true_type, limit=4)]:
+                    tid = idx.by_name[name]
+                    ps = PayloadScan(idx, data2)
+                    if not ps._round_trips(0, len(data2), tid, 0):  # noqa: SLF001 - the fast path itself
+                        continue
+                    positive += 1
+                    clean, canon = PayloadScan(idx, data2)._clean_and_canonical(0, len(data2), 1 << tid, 0)  # noqa: SLF001
+                    if not (clean and canon):
+                        disagreements.append(f"{set_name}: {data2.hex()} as {name}")
+                    checked += 1
+    assert not disagreements, f"{len(disagreements)} of {checked}, e.g.\n" + "\n".join(disagreements[:10])
+    assert positive > 1000, positive  # the fast path is exercised in earnest
+
+
+def test_heights_bound_the_nesting(pairs: dict[str, Pair]) -> None:
+    """Index.height (how deep below a type a payload can nest; recursive: unbounded; an extension range
+    below: not checkable by protobuf's round trip) against a brute-force walk of protobuf's test protos."""
+    from proto_registry.index import NOT_CHECKABLE, UNBOUNDED
+
+    reg, _ = pairs["protobuf unittest"]
+    idx = reg.index
+
+    def children(t: int) -> list[int]:
+        return [k[1] for k in idx.types[t].fields.values() if len(k) == 2 and k[0] in ("m", "g")]  # type: ignore[misc]
+
+    def below(t: int) -> set[int]:
+        seen: set[int] = set()
+        todo = children(t)
+        while todo:
+            c = todo.pop()
+            if c not in seen:
+                seen.add(c)
+                todo.extend(children(c))
+        return seen
+
+    def height(t: int) -> int:
+        return 1 + max(height(c) for c in children(t)) if children(t) else 0
+
+    kinds: set[object] = set()
+    for t in range(len(idx.types)):
+        reach = below(t) | {t}
+        if any(idx.types[x].descriptor.extension_ranges for x in reach):
+            want = NOT_CHECKABLE
+        elif any(x in below(x) for x in reach):
+            want = UNBOUNDED
+        else:
+            want = height(t)
+        assert idx.height(t) == want, idx.types[t].name
+        kinds.add("unbounded" if want == UNBOUNDED else min(want, 2))
+    assert {NOT_CHECKABLE, "unbounded", 0, 1, 2} <= kinds  # every case is there
