@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from operator import gt
 
+from google.protobuf.internal import api_implementation
+
 from proto_registry.index import NO_FACTS, NOT_CHECKABLE, Index, Kind, bits
 from proto_registry.wire import I32, I64, LEN, SGROUP, VARINT, packed_varints, read_varint, scan, varint_size
 
@@ -20,6 +22,9 @@ Field = tuple[int, int, int, int, int, int]  # wire.Field shape: tag, value, sta
 
 MAX_DEPTH = 64
 SHORT_LIST = 128
+# The round trip (PayloadScan._round_trips) was proven against the rules with protobuf's upb backend (the
+# default); the pure-Python one differs in corners (UTF-8 checks, unknown enum values): the rules alone there.
+_UPB = api_implementation.Type() == "upb"
 CLEAN = 1  # PayloadScan.single: the span parses cleanly as the type
 CANONICAL = 2  # ... and is its canonical encoding
 _OVERLONG = re.compile(rb"[\x80-\xff]{10}")  # a varint of 11 bytes or more: not a varint
@@ -228,6 +233,8 @@ class PayloadScan:
         type that may hold extensions (protobuf parses a registered extension; the index calls its field
         unknown), and nesting past MAX_DEPTH (unclean for the rules, parsed by protobuf). Anything else,
         including maps in another order, a False: the rules decide."""
+        if not _UPB:
+            return False
         idx = self.index
         height = idx.height(tid)
         if height == NOT_CHECKABLE or depth + min(height, (end - start) // 2) > MAX_DEPTH:
