@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from google.protobuf import message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
 
 from proto_registry.wire import I32, I64, LEN, SGROUP, VARINT
 
@@ -62,7 +64,8 @@ class Index:
     by_name: dict[str, int] = field(default_factory=dict)
     candidate_mask: int = 0  # every type a payload may be (map entries excluded)
     known: dict[int, int] = field(default_factory=dict)  # tag -> types that accept it
-    simple: dict[int, list[tuple[Kind, int]]] = field(default_factory=dict)  # tag -> (kind, types)
+    # tag -> (kind, types, whether the wire type is all the kind needs: VARINT_ANY, FIXED, BYTES, STRING_LAX)
+    simple: dict[int, list[tuple[Kind, int, bool]]] = field(default_factory=dict)
     children: dict[int, int] = field(default_factory=dict)  # tag -> message types found under it
     parents: dict[int, dict[int, int]] = field(default_factory=dict)  # tag -> child tid -> parents
     parent_any: dict[int, int] = field(default_factory=dict)  # tag -> types whose tag is a message
@@ -87,6 +90,35 @@ class Index:
     # All of the above for one tag in one look-up (the canonical check's inner loop): canon, multi,
     # implicit, packed varint, any narrow varint type, map field, message field (parent_any).
     facts: dict[int, tuple[int, int, int, int, int, int, int]] = field(default_factory=dict)
+    # protobuf's own message classes, by type id (made on first use: a class costs ~50 us to make).
+    classes: dict[int, type[Message]] = field(default_factory=dict)
+    # Per type id: how deep its sub-messages can nest (UNBOUNDED: a recursive schema), or NOT_CHECKABLE
+    # when protobuf's parser would read more of a payload as the type than the index does (an extension
+    # range below it: protobuf parses a registered extension, the index calls the field unknown).
+    # Computed on first use, for the types below the one asked about (score.PayloadScan.single).
+    heights: dict[int, int] = field(default_factory=dict)
+    _child_bits: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+
+    def child_bits(self, tag: int) -> list[tuple[int, int]]:
+        """(1 << child type, the types holding it at ``tag``) for every child type at ``tag``."""
+        got = self._child_bits.get(tag)
+        if got is None:
+            got = self._child_bits[tag] = [(1 << c, p) for c, p in self.parents[tag].items()]
+        return got
+
+    def message_class(self, tid: int) -> type[Message]:
+        cls = self.classes.get(tid)
+        if cls is None:
+            cls = self.classes[tid] = message_factory.GetMessageClass(self.types[tid].descriptor)
+        return cls
+
+    def height(self, tid: int) -> int:
+        """How deep below ``tid`` a payload can nest (UNBOUNDED, NOT_CHECKABLE: see _heights)."""
+        got = self.heights.get(tid)
+        if got is None:
+            _settle_from(self, tid)
+            got = self.heights[tid]
+        return got
 
     @property
     def candidate_count(self) -> int:
@@ -94,6 +126,82 @@ class Index:
 
     def names(self, mask: int) -> list[str]:
         return [self.types[t].name for t in bits(mask)]
+
+
+UNBOUNDED = 1 << 30  # a recursive schema: the payload alone bounds the nesting
+NOT_CHECKABLE = -1
+
+
+def _children(idx: Index, tid: int) -> list[int]:
+    return [kind[1] for kind in idx.types[tid].fields.values() if len(kind) == 2 and kind[0] in ("m", "g")]
+
+
+def _settle_from(idx: Index, root: int) -> None:
+    """Index.height of ``root`` and of every type below it not yet known: strongly connected components
+    of the "has a field of type" graph (Tarjan's, iterative), children first. A component of several
+    types, or a type holding itself, nests without bound. Only the types below ``root`` are visited."""
+    heights = idx.heights
+    order: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[int] = []
+    edges: dict[int, list[int]] = {}
+    work = [(root, 0)]  # (type, next edge to follow)
+    while work:
+        v, i = work[-1]
+        if i == 0:
+            order[v] = low[v] = len(order)
+            stack.append(v)
+            on_stack.add(v)
+            edges[v] = _children(idx, v)
+        out = edges[v]
+        descended = False
+        while i < len(out):
+            w = out[i]
+            i += 1
+            if w not in order and w not in heights:
+                work[-1] = (v, i)
+                work.append((w, 0))
+                descended = True
+                break
+            if w in on_stack:
+                low[v] = min(low[v], order[w])
+        if descended:
+            continue
+        work.pop()
+        if work:
+            parent = work[-1][0]
+            low[parent] = min(low[parent], low[v])
+        if low[v] == order[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            _settle(idx, component, edges)
+
+
+def _settle(idx: Index, component: list[int], edges: dict[int, list[int]]) -> None:
+    """Heights of one component, its children's known (Tarjan's order)."""
+    heights = idx.heights
+    members = set(component)
+    cyclic = len(component) > 1 or any(t in edges[t] for t in component)
+    height = UNBOUNDED if cyclic else 0
+    checkable = True
+    for t in component:
+        if idx.types[t].descriptor.extension_ranges:
+            checkable = False
+        for c in edges[t]:
+            if c in members:
+                continue
+            if heights[c] == NOT_CHECKABLE:
+                checkable = False
+            elif height != UNBOUNDED:
+                height = UNBOUNDED if heights[c] == UNBOUNDED else max(height, heights[c] + 1)
+    for t in component:
+        heights[t] = height if checkable else NOT_CHECKABLE
 
 
 def bits(mask: int) -> Iterator[int]:
@@ -144,7 +252,8 @@ def build_index(descriptors: list[Descriptor], map_entries: set[str]) -> Index:
         if oneofs:
             info.oneofs = oneofs
             idx.oneof_mask |= bit
-    idx.simple = {tag: list(kinds.items()) for tag, kinds in simple.items()}
+    always_ok = (VARINT_ANY, FIXED, BYTES, STRING_LAX)
+    idx.simple = {tag: [(k, m, k in always_ok) for k, m in kinds.items()] for tag, kinds in simple.items()}
     for tag in idx.known:
         b, i, u = idx.narrow.get(tag, (0, 0, 0))
         idx.facts[tag] = (

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import descriptor_pool, json_format, message_factory, text_format
+from google.protobuf import descriptor_pool, json_format, text_format
 from google.protobuf.message import DecodeError as PbDecodeError
 from google.protobuf.message import Message
 
@@ -40,7 +40,6 @@ class Registry:
         self.pool = pool
         self.index = index
         self.loaded = loaded
-        self._classes: dict[int, type[Message]] = {}
         self._short: dict[str, list[int]] | None = None
         self._resolved: dict[str, list[int]] = {}
         # Identifications of recent payloads: a poison message is logged on every redelivery.
@@ -305,7 +304,7 @@ class Registry:
         """Types that declare a string where the payload holds binary data (listed after the others)."""
         out = 0
         for tag in self._binary_tags(ps):
-            for kind, kmask in self.index.simple.get(tag, ()):
+            for kind, kmask, _ in self.index.simple.get(tag, ()):
                 if kind in (STRING, STRING_LAX):
                     out |= kmask
         return out
@@ -345,10 +344,7 @@ class Registry:
         tid = self.index.by_name.get(type_name.lstrip("."))
         if tid is None:
             raise UnknownTypeError(f"unknown message type {type_name!r}")
-        cls = self._classes.get(tid)
-        if cls is None:
-            cls = self._classes[tid] = message_factory.GetMessageClass(self.index.types[tid].descriptor)
-        return cls
+        return self.index.message_class(tid)
 
     def decode(self, payload: bytes, type_name: str) -> Message:
         """Parse ``payload`` (already unframed) as ``type_name``."""

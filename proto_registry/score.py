@@ -13,14 +13,20 @@ import re
 from dataclasses import dataclass
 from operator import gt
 
-from proto_registry.index import BYTES, FIXED, NO_FACTS, STRING_LAX, VARINT_ANY, Index, Kind, bits
-from proto_registry.wire import I32, I64, LEN, SGROUP, VARINT, packed_varints, scan, varint_size
+from google.protobuf.internal import api_implementation
+
+from proto_registry.index import NO_FACTS, NOT_CHECKABLE, Index, Kind, bits
+from proto_registry.wire import I32, I64, LEN, SGROUP, VARINT, packed_varints, read_varint, scan, varint_size
 
 Field = tuple[int, int, int, int, int, int]  # wire.Field shape: tag, value, start, vstart, vend, end
 
 MAX_DEPTH = 64
-ALWAYS_OK = frozenset({VARINT_ANY, FIXED, BYTES, STRING_LAX})  # the wire type matching is all they need
 SHORT_LIST = 128
+# The round trip (PayloadScan._round_trips) was proven against the rules with protobuf's upb backend (the
+# default); the pure-Python one differs in corners (UTF-8 checks, unknown enum values): the rules alone there.
+_UPB = api_implementation.Type() == "upb"
+CLEAN = 1  # PayloadScan.single: the span parses cleanly as the type
+CANONICAL = 2  # ... and is its canonical encoding
 _OVERLONG = re.compile(rb"[\x80-\xff]{10}")  # a varint of 11 bytes or more: not a varint
 _PADDED = re.compile(rb"[\x80-\xff]\x00")  # a varint ending in a zero byte: longer than needed
 _OVER64 = re.compile(rb"[\x80-\xff]{9}[\x02-\x7f]")  # a 10-byte varint past 64 bits
@@ -54,11 +60,12 @@ class PayloadScan:
         self.index = index
         self.data = data
         self._scans: dict[tuple[int, int], list[Field] | None] = {}
-        self._clean: dict[tuple[int, int, int], int] = {}
         self._groups: dict[tuple[int, int], dict[int, list[Field]] | None] = {}
-        self._canon: dict[tuple[int, int, int], int] = {}
+        self._fused: dict[bytes | tuple[int, int], tuple[int, int, int]] = {}
         self._tidy: dict[tuple[int, int], bool] = {}
         self._packed: dict[tuple[int, int], list[int] | None] = {}
+        self._single: dict[tuple[bytes | int, int] | tuple[int, int, int], int] = {}
+        self._evidence: dict[tuple[bytes | int, int] | tuple[int, int, int], float] = {}
 
     # -- scanning -----------------------------------------------------------------------------
     def fields(self, start: int, end: int) -> list[Field] | None:
@@ -80,46 +87,104 @@ class PayloadScan:
             self._groups[key] = got
         return got  # type: ignore[return-value]
 
-    # -- clean parses -------------------------------------------------------------------------
+    # -- clean parses and canonical encoding --------------------------------------------------
     def clean_mask(self, start: int, end: int, mask: int, depth: int = 0) -> int:
         """Types among ``mask`` that ``data[start:end]`` parses cleanly as."""
-        key = (start, end, mask)
-        got = self._clean.get(key)
-        if got is None:
-            got = self._clean[key] = self._clean_mask(start, end, mask, depth)
-        return got
+        if not mask & (mask - 1):  # one type (or none): see single
+            return mask if mask and self.single(start, end, mask.bit_length() - 1, depth) else 0
+        return self.clean_and_canonical(start, end, mask, depth)[0]
 
-    def _clean_mask(self, start: int, end: int, mask: int, depth: int) -> int:
+    def canonical_mask(self, start: int, end: int, mask: int, depth: int = 0, *, clean: bool = False) -> int:
+        """Types among ``mask`` that ``data[start:end]`` is the *canonical* encoding of: it parses
+        cleanly, and a standard serializer (protobuf's own) would write exactly these bytes for the
+        parsed message — fields in number order, each singular field once, no default value of an
+        implicit-presence field, packed or not as the schema says, minimal varints, map entries
+        whole, sub-messages canonical too. (``clean``: the caller knows every type in ``mask`` is
+        clean; kept for callers, the answer is the same.)"""
+        if not mask & (mask - 1):
+            return mask if mask and self.single(start, end, mask.bit_length() - 1, depth) == CLEAN | CANONICAL else 0
+        return self.clean_and_canonical(start, end, mask, depth)[1]
+
+    def clean_and_canonical(self, start: int, end: int, mask: int, depth: int = 0) -> tuple[int, int]:
+        """(clean_mask, canonical_mask) of the span for ``mask``, found in one pass. Each type's verdict
+        is its own (no check looks at which other types are in the mask), so the answer for a mask
+        holds for any part of it: memoised by the span's bytes with the mask it was found for."""
+        key = self.data[start:end] if depth + (end - start) // 2 <= MAX_DEPTH else (start, end)
+        got = self._fused.get(key)
+        if got is not None and not mask & ~got[0]:
+            return got[1] & mask, got[2] & mask
+        clean, canon = self._clean_and_canonical(start, end, mask, depth)
+        self._fused[key] = (mask, clean, canon)
+        return clean, canon
+
+    def _clean_and_canonical(self, start: int, end: int, mask: int, depth: int) -> tuple[int, int]:
         if depth > MAX_DEPTH:
-            return 0
+            return 0, 0
         groups = self.grouped(start, end)
         if groups is None:
-            return 0
+            return 0, 0
         idx = self.index
         known = idx.known
         for tag in groups:
             mask &= known.get(tag, 0)
             if not mask:
-                return 0
+                return 0, 0
+        canon = mask if self.tidy(start, end) else 0
+        data = self.data
+        facts = idx.facts
+        parent_any = idx.parent_any
         # Most selective tags first: the candidate set shrinks before the costlier checks.
         tags = sorted(groups, key=idx.tag_cost.__getitem__) if len(groups) > 1 else groups
         for tag in tags:
             occs = groups[tag]
+            # clean: the wire type fits, the values are valid, sub-messages are clean
             ok = 0
-            for kind, kmask in idx.simple.get(tag, ()):
-                if kmask & mask and (kind in ALWAYS_OK or self.kind_ok(kind, occs)):
+            for kind, kmask, always in idx.simple.get(tag, ()):
+                if kmask & mask and (always or self.kind_ok(kind, occs)):
                     ok |= kmask
-            if idx.parent_any.get(tag, 0) & mask:
-                child_ok = idx.children[tag]
+            holders = parent_any.get(tag, 0) & mask
+            child_canon = 0
+            if holders:
+                child_ok = child_canon = self._children_of(tag, holders)
                 for f in occs:
-                    child_ok = self.clean_mask(f[3], f[4], child_ok, depth + 1)
+                    if child_ok & (child_ok - 1):
+                        child_ok, sub_canon = self.clean_and_canonical(f[3], f[4], child_ok, depth + 1)
+                        child_canon &= sub_canon
+                    else:  # one child type left: see single
+                        verdict = self.single(f[3], f[4], child_ok.bit_length() - 1, depth + 1)
+                        if not verdict & CLEAN:
+                            child_ok = 0
+                        if not verdict & CANONICAL:
+                            child_canon = 0
                     if not child_ok:
                         break
                 if child_ok:
                     ok |= self._parents(tag, child_ok)
             mask &= ok
             if not mask:
-                return 0
+                return 0, 0
+            canon &= mask
+            if not canon:
+                continue
+            # canonical: what protobuf's serializer writes for these values
+            written, multi, implicit, packed, narrow_any, maps, message = facts.get(tag, NO_FACTS)
+            canon &= written
+            if len(occs) > 1:
+                canon &= multi
+            if not canon:
+                continue
+            if implicit & canon and (
+                _is_default(data, tag, occs[0]) if len(occs) == 1 else any(_is_default(data, tag, f) for f in occs)
+            ):
+                canon &= ~implicit
+            if packed & canon and not all(_shortest(data, f[3], f[4]) for f in occs):
+                canon &= ~packed  # a padded varint in a packed run: re-encoded shorter
+            if narrow_any & canon:
+                canon &= ~self._narrow_misfits(tag, occs, idx.narrow[tag], canon)
+            if maps & canon and len(occs) > 1 and self._repeated_keys(occs):
+                canon &= ~maps  # a map keeps one entry per key: the re-encoding would lose one
+            if message & canon:
+                canon &= ~message | (self._parents(tag, child_canon) if child_canon else 0)
         need = mask & idx.required_mask
         if need:
             numbers = {tag >> 3 for tag in groups}
@@ -132,73 +197,69 @@ class PayloadScan:
             for tid in bits(need):
                 if any(len(o & numbers) > 1 for o in idx.types[tid].oneofs):
                     mask &= ~(1 << tid)
-        return mask
+        canon &= mask
+        entries = canon & idx.map_entry_mask
+        if entries:
+            numbers_in_order = [f[0] >> 3 for f in self.fields(start, end) or ()]
+            if numbers_in_order != [1, 2]:
+                canon &= ~entries
+        return mask, canon
 
-    # -- canonical encoding -------------------------------------------------------------------
-    def canonical_mask(self, start: int, end: int, mask: int, depth: int = 0, *, clean: bool = False) -> int:
-        """Types among ``mask`` that ``data[start:end]`` is the *canonical* encoding of: it parses
-        cleanly, and a standard serializer (protobuf's own) would write exactly these bytes for the
-        parsed message — fields in number order, each singular field once, no default value of an
-        implicit-presence field, packed or not as the schema says, minimal varints, map entries
-        whole, sub-messages canonical too. ``clean``: the caller knows every type in ``mask`` is clean."""
-        key = (start, end, mask)
-        got = self._canon.get(key)
+    # -- one type -------------------------------------------------------------------------------
+    def single(self, start: int, end: int, tid: int, depth: int = 0) -> int:
+        """How ``data[start:end]`` reads as the one type ``tid``: 0 (not cleanly), CLEAN, or CLEAN |
+        CANONICAL. Below the top of a payload most spans have one candidate type left (a map entry, a
+        sub-message's type): protobuf's own parser and serializer decide those at C speed (see
+        _round_trips); the rules above decide what they cannot. Memoised by the span's bytes: a
+        payload repeats sub-messages (the same map value under several keys)."""
+        key = (self.data[start:end], tid) if depth + (end - start) // 2 <= MAX_DEPTH else (start, end, tid)
+        got = self._single.get(key)
         if got is None:
-            got = self._canon[key] = self._canonical_mask(start, end, mask, depth, clean)
+            if self._round_trips(start, end, tid, depth):
+                got = CLEAN | CANONICAL
+            else:
+                clean, canon = self._clean_and_canonical(start, end, 1 << tid, depth)
+                got = (CLEAN if clean else 0) | (CANONICAL if canon else 0)
+            self._single[key] = got
         return got
 
-    def _canonical_mask(self, start: int, end: int, mask: int, depth: int, clean: bool) -> int:
-        if not self.tidy(start, end):
-            return 0
-        if not clean:
-            mask = self.clean_mask(start, end, mask, depth)
-        if not mask:
-            return 0
-        groups = self.grouped(start, end)
-        assert groups is not None  # clean_mask found fields
+    def _round_trips(self, start: int, end: int, tid: int, depth: int) -> bool:
+        """protobuf parses the span as ``tid`` and, unknown fields dropped, writes exactly these bytes back
+        (map entries in key order). Then the span is clean and canonical by the rules above: an unknown
+        field, a wire-type mismatch or an out-of-range closed enum is left out of what protobuf writes (the
+        bytes differ), invalid UTF-8 where the schema checks it and a missing required field raise, and
+        what protobuf writes is the canonical form. Cases the rules see differently are kept out: a map entry
+        without its key or value (whole in a map, an ordinary message alone), a
+        type that may hold extensions (protobuf parses a registered extension; the index calls its field
+        unknown), and nesting past MAX_DEPTH (unclean for the rules, parsed by protobuf). Anything else,
+        including maps in another order, a False: the rules decide."""
+        if not _UPB:
+            return False
         idx = self.index
-        data = self.data
-        facts = idx.facts
-        for tag, occs in groups.items():
-            canon, multi, implicit, packed, narrow_any, maps, holders = facts.get(tag, NO_FACTS)
-            mask &= canon
-            if len(occs) > 1:
-                mask &= multi
-            if not mask:
-                return 0
-            if implicit & mask and any(_is_default(data, tag, f) for f in occs):
-                mask &= ~implicit
-            if packed & mask and not all(_shortest(data, f[3], f[4]) for f in occs):
-                mask &= ~packed  # a padded varint in a packed run: re-encoded shorter
-            if narrow_any & mask:
-                mask &= ~self._narrow_misfits(tag, occs, idx.narrow[tag], mask)
-            if maps & mask and len(occs) > 1 and self._repeated_keys(occs):
-                mask &= ~maps  # a map keeps one entry per key: the re-encoding would lose one
-            holders &= mask
-            if holders:
-                # The holders are clean, so each one's own sub-message type is clean on every
-                # occurrence: only canonical form is left to check there.
-                child_ok = self._children_of(tag, holders)
-                for f in occs:
-                    child_ok = self.canonical_mask(f[3], f[4], child_ok, depth + 1, clean=True)
-                    if not child_ok:
-                        break
-                mask &= ~holders | self._parents(tag, child_ok)
-            if not mask:
-                return 0
-        entries = mask & idx.map_entry_mask
-        if entries:
-            numbers = [f[0] >> 3 for f in self.fields(start, end) or ()]
-            if numbers != [1, 2]:
-                mask &= ~entries
-        return mask
+        height = idx.height(tid)
+        if height == NOT_CHECKABLE or depth + min(height, (end - start) // 2) > MAX_DEPTH:
+            return False
+        span = self.data[start:end]
+        try:
+            msg = idx.message_class(tid).FromString(span)
+            msg.DiscardUnknownFields()
+            if msg.SerializeToString(deterministic=True) != span:
+                return False
+        except Exception:  # noqa: BLE001 - any failure (DecodeError, EncodeError, ...): the rules decide
+            return False
+        # A map entry on its own is an ordinary message to protobuf (an unset key is left out); in a map
+        # it is written whole, key then value: both must be there.
+        return not idx.types[tid].is_map_entry or len(msg.ListFields()) == 2
 
     def _repeated_keys(self, occs: list[Field]) -> bool:
         """Two map entries with the same key (the entry's first field, as written)."""
         keys = set()
+        data = self.data
         for f in occs:
-            inner = self.fields(f[3], f[4])
-            key = self.data[inner[0][2] : inner[0][5]] if inner and inner[0][0] >> 3 == 1 else b""
+            key = _entry_key(data, f[3], f[4])
+            if key is None:  # a first field the quick reader does not take: the scan says
+                inner = self.fields(f[3], f[4])
+                key = data[inner[0][2] : inner[0][5]] if inner and inner[0][0] >> 3 == 1 else b""
             if key in keys:
                 return True
             keys.add(key)
@@ -217,7 +278,7 @@ class PayloadScan:
         """Types (bool, int32/enum, uint32/sint32 at this tag) that could not have written these
         varints: a parser truncates the value, so the re-encoding differs."""
         if tag & 7 == VARINT:
-            top = max(f[1] for f in occs)
+            top = occs[0][1] if len(occs) == 1 else max(f[1] for f in occs)
             if top < 1 << 31:  # the common case: only a bool can be out of range
                 return narrow[0] if top > 1 else 0
             values = [f[1] for f in occs]
@@ -287,9 +348,15 @@ class PayloadScan:
         got = memo.get(key)
         if got is None:
             got = 0
-            types = idx.types
-            for t in bits(holders):
-                got |= 1 << types[t].fields[tag][1]  # type: ignore[misc]
+            by_child = idx.parents[tag]
+            if holders.bit_count() <= len(by_child):
+                types = idx.types
+                for t in bits(holders):
+                    got |= 1 << types[t].fields[tag][1]  # type: ignore[misc]
+            else:  # many holders, fewer child types: ask each child type whether a holder has it
+                for bit, parents in idx.child_bits(tag):
+                    if parents & holders:
+                        got |= bit
             if len(memo) > 50_000:
                 memo.clear()
             memo[key] = got
@@ -370,6 +437,14 @@ class PayloadScan:
         above). ``tid`` must fit the span cleanly."""
         if end is None:
             end = len(self.data)
+        # Memoised like single(): repeated sub-messages weigh the same wherever they are.
+        key = (self.data[start:end], tid) if depth + (end - start) // 2 <= MAX_DEPTH else (start, end, tid)
+        got = self._evidence.get(key)
+        if got is None:
+            got = self._evidence[key] = self._evidence_for(tid, start, end, depth)
+        return got
+
+    def _evidence_for(self, tid: int, start: int, end: int, depth: int) -> float:
         groups = self.grouped(start, end)
         if not groups or depth > MAX_DEPTH:
             return 0.0
@@ -380,17 +455,32 @@ class PayloadScan:
             wt = tag & 7
             kind = fields.get(tag)
             if kind is not None and kind[0] in ("m", "g"):
-                filled = [f for f in occs if f[4] > f[3]][:NESTED_SAMPLE]
-                if filled:
-                    inner = max(self.evidence_for(kind[1], f[3], f[4], depth + 1) for f in filled)  # type: ignore[misc]
+                inner = -1.0  # the best of the first NESTED_SAMPLE non-empty occurrences
+                seen = 0
+                for f in occs:
+                    if f[4] > f[3]:
+                        got = self.evidence_for(kind[1], f[3], f[4], depth + 1)  # type: ignore[misc]
+                        if got > inner:
+                            inner = got
+                        seen += 1
+                        if seen == NESTED_SAMPLE:
+                            break
+                if seen:
                     e += EVIDENCE_MESSAGE + NESTED_SHARE * inner
                 else:
                     e += EVIDENCE_SCALAR  # an empty sub-message: a tag and a zero length
             elif wt == LEN:
-                if all(f[4] == f[3] for f in occs):
-                    continue
-                if kind is not None and kind[0] in ("s", "sl") and any(is_binary(data, f[3], f[4]) for f in occs):
-                    continue  # binary data read as text: a misfit the parser lets through, not evidence
+                if len(occs) == 1:
+                    f = occs[0]
+                    if f[4] == f[3]:
+                        continue
+                    if kind is not None and kind[0] in ("s", "sl") and is_binary(data, f[3], f[4]):
+                        continue  # binary data read as text: a misfit the parser lets through, not evidence
+                else:
+                    if all(f[4] == f[3] for f in occs):
+                        continue
+                    if kind is not None and kind[0] in ("s", "sl") and any(is_binary(data, f[3], f[4]) for f in occs):
+                        continue
                 e += EVIDENCE_SCALAR
             elif wt in (I32, I64):
                 e += EVIDENCE_FIXED
@@ -524,6 +614,31 @@ def _is_default(data: bytes, tag: int, f: Field) -> bool:
     if wt in (I64, I32):
         return not any(data[f[3] : f[4]])
     return False
+
+
+def _entry_key(data: bytes, start: int, end: int) -> bytes | None:
+    """The bytes of a (well-formed) map entry's first field when it is field 1, its key; b"" when the
+    entry starts with another field or is empty; None when that field is not a scalar or a string
+    (then the caller scans the entry). Reads one field, not the entry's value."""
+    if start >= end:
+        return b""
+    try:
+        tag, pos = read_varint(data, start, end)
+        if tag >> 3 != 1:
+            return b""
+        wt = tag & 7
+        if wt == VARINT:
+            _, pos = read_varint(data, pos, end)
+        elif wt == LEN:
+            length, pos = read_varint(data, pos, end)
+            pos += length
+        elif wt in (I64, I32):
+            pos += 8 if wt == I64 else 4
+        else:
+            return None
+    except ValueError:
+        return None
+    return data[start:pos] if pos <= end else None
 
 
 def _shortest(data: bytes, start: int, end: int) -> bool:

@@ -72,31 +72,48 @@ def scan(data: bytes, start: int = 0, end: int | None = None) -> list[tuple[int,
 
 
 def _scan(data: bytes, pos: int, end: int, group_tag: int, depth: int) -> tuple[list[Any], int]:
+    # The hot loop of identification: varints are read inline (no call per value), one-byte ones
+    # first. Same bounds as read_varint: at most 10 bytes, each one checked against ``end``.
     fields: list[Any] = []
     append = fields.append
     while pos < end:
         start = pos
-        b = data[pos]
-        if b < 0x80:
-            tag = b
-            pos += 1
-        else:
-            tag, pos = read_varint(data, pos, end)
+        tag = data[pos]
+        pos += 1
+        if tag >= 0x80:
+            tag, pos = read_varint(data, start, end)
         wt = tag & 7
-        if tag >> 3 == 0 or tag >> 3 > MAX_FIELD_NUMBER:
+        if tag < 8 or tag >> 3 > MAX_FIELD_NUMBER:
             raise ValueError("bad field number")
         if wt == VARINT:
-            b = data[pos] if pos < end else -1
-            if 0 <= b < 0x80:
+            if pos >= end:
+                raise ValueError("bad varint")
+            b = data[pos]
+            if b < 0x80:
                 append((tag, b, start, pos, pos + 1, pos + 1))
                 pos += 1
-            else:
-                vstart = pos
-                value, pos = read_varint(data, pos, end)
-                append((tag, value, start, vstart, pos, pos))
+                continue
+            vstart = pos
+            value = b & 0x7F
+            shift = 7
+            pos += 1
+            while True:
+                if pos >= end or shift > 63:
+                    raise ValueError("bad varint")
+                b = data[pos]
+                pos += 1
+                value |= (b & 0x7F) << shift
+                if b < 0x80:
+                    break
+                shift += 7
+            append((tag, value, start, vstart, pos, pos))
         elif wt == LEN:
-            length, vstart = read_varint(data, pos, end)
-            pos = vstart + length
+            if pos < end and data[pos] < 0x80:
+                vstart = pos + 1
+                pos = vstart + data[pos]
+            else:
+                length, vstart = read_varint(data, pos, end)
+                pos = vstart + length
             if pos > end:
                 raise ValueError("truncated")
             append((tag, 0, start, vstart, pos, pos))
@@ -139,14 +156,29 @@ def varint_size(value: int) -> int:
 
 
 def packed_varints(data: bytes, start: int, end: int) -> list[int] | None:
+    """The varints of ``data[start:end]``, None when it is not a run of whole varints (read inline:
+    the canonical check reads every packed run)."""
     out: list[int] = []
+    append = out.append
     pos = start
-    try:
-        while pos < end:
-            v, pos = read_varint(data, pos, end)
-            out.append(v)
-    except ValueError:
-        return None
+    while pos < end:
+        b = data[pos]
+        pos += 1
+        if b < 0x80:
+            append(b)
+            continue
+        value = b & 0x7F
+        shift = 7
+        while True:
+            if pos >= end or shift > 63:
+                return None
+            b = data[pos]
+            pos += 1
+            value |= (b & 0x7F) << shift
+            if b < 0x80:
+                break
+            shift += 7
+        append(value)
     return out
 
 
