@@ -139,18 +139,35 @@ def shorten(text: str, width: int | None = REASON_WIDTH) -> str:
 
 def write_table(rows: Iterable[Sequence[Any] | Mapping[str, Any]], headers: Sequence[str],
                 out: IO[str], *, empty: str | None = None,
-                styles: Mapping[int, Callable[[str], str]] | None = None, width: int | None = None) -> bool:
+                styles: Mapping[int, Callable[[str], str]] | None = None, width: int | None = None,
+                optional: Sequence[int] = ()) -> bool:
     """A plain table; `styles` maps a column index to a function colouring that column's (already
     terminal-safe) cells. tabulate measures widths without the escape codes.
 
     `width` (a terminal's columns; None: as wide as the cells): a table wider than that is laid out to fit it
-    (fitted_table: the widest columns cut, their cells ending in "…"). Returns whether any cell was cut."""
+    (fitted_table: the widest columns cut, their cells ending in "…"); where even its columns' floors do not fit,
+    the `optional` columns (indices, the first to go first) are left out until they do. Returns whether any cell
+    was cut or column left out."""
     rows = list(rows)
     if not rows and empty is not None:
         out.write(empty + "\n")
         return False
-    styles = styles or {}
+    styles = dict(styles or {})
     cleaned = [_clean_row(list(r.values() if isinstance(r, Mapping) else r)) for r in rows]
+    headers = list(headers)
+    dropped = False
+    if width is not None and optional and cleaned and all(len(r) == len(headers) for r in cleaned):
+        keep = list(range(len(headers)))
+        for column in optional:
+            if _floors_fit([[r[i] for i in keep] for r in cleaned], [headers[i] for i in keep], width):
+                break
+            if column in keep and len(keep) > 1:
+                keep.remove(column)
+                dropped = True
+        if dropped:
+            headers = [headers[i] for i in keep]
+            cleaned = [[r[i] for i in keep] for r in cleaned]
+            styles = {keep.index(i): f for i, f in styles.items() if i in keep}
     fitted = fitted_table(cleaned, headers, width, styles) if width is not None else None
     if fitted is not None:
         text, cut = fitted
@@ -163,7 +180,17 @@ def write_table(rows: Iterable[Sequence[Any] | Mapping[str, Any]], headers: Sequ
         text = simple_table(cleaned, headers) or _tabulate(cleaned, headers)
     out.write(text + "\n")
     out.flush()
-    return cut
+    return cut or dropped
+
+
+def _floors_fit(rows: list[list[str]], headers: Sequence[str], width: int) -> bool:
+    """Whether the table fits `width` with every column at its floor (fitted_table's narrowest layout)."""
+    n = len(headers)
+    if not rows or any(len(r) != n for r in rows):
+        return True
+    content = [max(display_width(row[i]) for row in rows) for i in range(n)]
+    floors = [min(max(len(h), w), max(len(h), MIN_COLUMN)) for h, w in zip(headers, content, strict=True)]
+    return sum(floors) + 2 * (n - 1) <= width
 
 
 def _tabulate(rows: list[list[str]], headers: Sequence[str]) -> str:

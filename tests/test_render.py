@@ -135,3 +135,22 @@ def test_the_widest_columns_are_cut_and_the_narrow_ones_stay() -> None:
 def test_a_cut_cell_keeps_simple_table_and_tabulate_in_step() -> None:
     rows = [["orders.dl…", "3"], ["x", "…"]]
     assert simple_table(rows, ["queue", "n"]) == reference(rows, ["queue", "n"])
+
+
+def test_optional_columns_go_first_where_even_cut_the_table_would_not_fit() -> None:
+    """Ten columns whose headers alone pass 40 terminal columns: the optional ones are left out, in their order,
+    until what stays fits; a table that fits keeps them all."""
+    import io
+
+    from dlxtool.render import write_table
+
+    headers = ["#", "message id", "routing key", "exchange", "redeliv", "type", "deaths", "origin", "error", "body"]
+    row = ["0", "m-1", "orders.work", "orders", "yes", "shop.Order", "rejected", "orders.work", "boom", "{}"]
+    out = io.StringIO()
+    assert write_table([row], headers, out, width=60, optional=(3, 4, 2))
+    lines = out.getvalue().splitlines()
+    assert max(map(len, lines)) <= 60
+    assert "exchange" not in lines[0] and "redeliv" not in lines[0] and "message id" in lines[0]
+    roomy = io.StringIO()
+    assert not write_table([row], headers, roomy, width=200, optional=(3, 4, 2))
+    assert "exchange" in roomy.getvalue().splitlines()[0]

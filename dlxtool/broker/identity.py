@@ -194,18 +194,12 @@ def _reprove(conn: Any, profile: BrokerProfile, client: ManagementClient) -> Non
             raise ConnectError(f"management API {client.masked_url} not used any more: its answers came over a new "
                                "HTTP connection, and the AMQP connection that proved it is closed, so it cannot be "
                                "proven again")
-        for attempt in range(PROBE_LOOKUPS):
-            try:
-                client.queue(profile.vhost, client.probe_queue)
-            except NotFoundError:
-                if attempt + 1 < PROBE_LOOKUPS:  # a node whose metadata store follows may answer a moment late
-                    time.sleep(PROBE_RETRY_DELAY)
-                    continue
-                break
-            client.proven_connection = client.last_connection
-            return
-        # Not found while the AMQP connection is open: the connection listing decides (never the absence alone:
-        # seen on a single 4.3 node, where a re-proof that found no probe queue called it "another broker").
+        try:
+            client.queue(profile.vhost, client.probe_queue)
+        except NotFoundError:
+            raise _switched(client, conn) from None  # the queue is there while the connection is: another broker
+        client.proven_connection = client.last_connection
+        return
     name = _connection_name(conn)
     deadline = time.monotonic() + LISTING_WAIT
     first_on: int | None = None

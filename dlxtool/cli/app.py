@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -298,18 +298,20 @@ class App:
             return 80
 
     def write_table(self, rows: Iterable[Any], headers: list[str], *, empty: str | None = None,
-                    styles: Mapping[int, Any] | None = None) -> None:
-        """A table on stdout (dlxtool.render.write_table), cut to the terminal's width (table_width); the first
-        time a cell is cut, stderr says how to see it whole."""
+                    styles: Mapping[int, Any] | None = None, optional: Sequence[int] = ()) -> None:
+        """A table on stdout (dlxtool.render.write_table), cut to the terminal's width (table_width), the `optional`
+        columns left out first where even cut it would not fit; the first time a cell is cut, stderr says how to see
+        it whole."""
         width = self.table_width()
-        if render.write_table(rows, headers, self.stdout, empty=empty, styles=styles, width=width):
+        if render.write_table(rows, headers, self.stdout, empty=empty, styles=styles, width=width, optional=optional):
             self.say_cut(width)
 
     def say_cut(self, width: int | None) -> None:
         """Once per command: output was cut to fit the terminal, and how to see it whole."""
         if not self._said_cut:
             self._said_cut = True
-            self.info(f"(cut to fit {width} columns where it ends in …: --wide shows it whole)")
+            self.info(f"(cut to fit {width} columns: cells that end in … are cut, and columns may be left out; --wide "
+                      "shows it whole)")
 
     def emit_json(self, obj: Any, fmt: str | None = None) -> None:
         render.write_json(obj, self.stdout, fmt=fmt or self.output_format())

@@ -68,12 +68,16 @@ def test_dramatiq_dead_letters_show_the_traceback_as_error(run, broker, qname) -
     with running([python, str(HERE / "dramatiq_fail.py"), broker.url, queue, str(n)]) as proc:
         depth = wait_for(broker, f"{queue}.XQ", n)
     assert depth == n, proc.stderr.read() if proc.stderr else ""
-    result = run("history", f"{queue}.XQ", "--url", broker.url, "--summary", "-f", "json")
+    result = run("history", f"{queue}.XQ", "--url", broker.url, "--summary", "--ungrouped", "-f", "json")
     assert result.exit_code == 0, result.stderr
     groups = sorted((g["origin"], g["convention"], g["reason"], g["error"], g["messages"])
                     for g in orjson.loads(result.stdout))
     assert groups == [(queue, "x-death", "rejected", "ValueError: card declined for order 0", 2),
                       (queue, "x-death", "rejected", "ValueError: card declined for order 1", 2)]
+    # grouped (the default, issue 37): one failure — the same exception at the same frame — with one example
+    grouped = orjson.loads(run("history", f"{queue}.XQ", "--url", broker.url, "--summary", "-f", "json").stdout)
+    assert [(g["origin"], g["messages"]) for g in grouped] == [(queue, 4)]
+    assert grouped[0]["error"].startswith("ValueError: card declined for order ")
     [item, *_] = orjson.loads(run("history", f"{queue}.XQ", "--url", broker.url, "-f", "json").stdout)
     assert item["error_from"] == "dramatiq" and item["conventions"] == ["x-death", "dramatiq"]
     # Dramatiq's topology (issue 30): the queue and its delay queue dead-letter to .XQ, which is their DLQ
