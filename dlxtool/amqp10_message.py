@@ -319,7 +319,7 @@ def _payload(element_type: str, item: Typed) -> bytes:
     if element_type == "null":
         return b""
     if element_type in ("binary", "string", "symbol"):
-        raw = item.value if element_type == "binary" else item.value.encode("utf-8")
+        raw: bytes = item.value if element_type == "binary" else item.value.encode("utf-8")
         return struct.pack(">I", len(raw)) + raw
     if element_type in ("list", "map"):
         body = (b"".join(encode_value(x) for x in item.value) if element_type == "list"

@@ -36,8 +36,8 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from dlxtool.amqp_values import Long, RawValue, allow_deep_headers, decode_field_value, encode_field_value
 from dlxtool.amqp10_message import Amqp10Message
+from dlxtool.amqp_values import Long, RawValue, allow_deep_headers, decode_field_value, encode_field_value
 from dlxtool.deaths import Death, parse_deaths
 from dlxtool.errors import UsageError
 
@@ -136,6 +136,25 @@ class MessageRecord:
         from dlxtool.render import dumps
 
         return dumps(self.to_json()) + b"\n"
+
+    # -- AMQP 1.0 ---------------------------------------------------------------------------------
+
+    @classmethod
+    def from_amqp10(cls, queue: str, raw: bytes, position: int = 0) -> MessageRecord:
+        """From a delivery's bytes over AMQP 1.0: the whole message in `amqp10`, and the 0.9.1 view
+        (dlxtool.amqp10_view.view_091) in properties/headers/exchange/routing_key; `body` is what a 0.9.1 reader
+        gets (data sections joined; another body as its encoding). Amqp10Error for bytes that are no message."""
+        from dlxtool.amqp10_message import parse_message
+        from dlxtool.amqp10_view import view_091
+
+        msg = parse_message(raw)
+        props, headers, exchange, routing_key = view_091(msg)
+        header = msg.header or {}
+        first = header.get("first_acquirer")
+        count = header.get("delivery_count")
+        redelivered = (first is not None and not first.value) or (count is not None and count.value > 0)
+        return cls(queue=queue, body=msg.body.payload(), position=position, exchange=exchange,
+                   routing_key=routing_key, redelivered=redelivered, properties=props, headers=headers, amqp10=msg)
 
     # -- pika -------------------------------------------------------------------------------------
 

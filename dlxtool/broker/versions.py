@@ -135,9 +135,9 @@ class Behaviour:
     # 4.0.5: every give-back counts, `released` and uncounted `modified` too; 4.3.6: only `failed` and a lost
     # connection (`released`, `modified` and a detach leave x-delivery-count, raise x-acquired-count).
     amqp10_counted: frozenset[Amqp10GiveBack] | None
-    # On 4.3.6 a message whose application properties hold a char or a uuid cannot be delivered to an AMQP 0.9.1
-    # consumer: the broker closes that connection (541 INTERNAL_ERROR, mc_amqpl:to_091 function_clause) and the
-    # message stays where it was (the lost connection counted an attempt). 4.0.5 converts them (to text).
+    # A message whose application properties hold a char or a uuid cannot be delivered to an AMQP 0.9.1 consumer:
+    # the broker closes that connection (541 INTERNAL_ERROR, mc_amqpl:to_091 function_clause) and the message stays
+    # where it was (the lost connection gave it back). Measured on 4.0.5 and 4.3.6, each type alone.
     amqp10_char_uuid_close_091: bool
 
     # Dead-lettering ------------------------------------------------------------------------------------------
@@ -199,7 +199,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
     Behaviour(  # also 4.1 and 4.2 (not run here): the give-back rules changed in 4.3 (rabbitmq-server#15387)
         since=Version(4, 0), measured="4.0.5",
         quorum_counted=frozenset(GIVE_BACKS), consumer_timeout_counted=True,
-        amqp10_counted=frozenset(AMQP10_GIVE_BACKS), amqp10_char_uuid_close_091=False, quorum_unlimited_nack_to_back=True, default_delivery_limit=20,
+        amqp10_counted=frozenset(AMQP10_GIVE_BACKS), amqp10_char_uuid_close_091=True,
+        quorum_unlimited_nack_to_back=True, default_delivery_limit=20,
         negative_delivery_limit_is_off=True, first_delivery_count_header=False, acquired_count_header=False,
         dead_letters_carry_delivery_counts=True, x_death_restarts_on_republish=True, writes_x_last_death=True,
         global_qos_refused_on_quorum=True, deprecated_features_listed=True, deprecated_feature_state=False,
@@ -256,9 +257,10 @@ def amqp10_peek_give_back(version: Version | str | None) -> Amqp10GiveBack | Non
     """The outcome a peek over AMQP 1.0 gives messages back with so that no delivery attempt is spent on a quorum
     queue: `released` where it does not count (4.3), else an uncounted `modified`; None where every give-back
     counts (4.0: a peek of a quorum queue with a delivery limit spends attempts, like a 0.9.1 nack there)."""
-    for how in ("released", "modified"):
-        if not amqp10_give_back_counts(version, how):  # type: ignore[arg-type]
-            return how  # type: ignore[return-value]
+    choices: tuple[Amqp10GiveBack, ...] = ("released", "modified")
+    for how in choices:
+        if not amqp10_give_back_counts(version, how):
+            return how
     return None
 
 

@@ -8,6 +8,7 @@ broker said (an AMQP error condition and its description), never proton's class 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -42,12 +43,18 @@ class Amqp10Connection:
 
     @property
     def server_properties(self) -> dict[str, Any]:
-        props = self.blocking.conn.remote_properties or {}
+        conn = self.blocking.conn
+        props = (conn.remote_properties if conn is not None else None) or {}
         return {str(k): v for k, v in props.items()}
 
     @property
     def version(self) -> Version | None:
         return Version.parse(self.server_properties.get("version"))
+
+    @property
+    def proton_connection(self) -> Any:
+        """proton's Connection (links are made on it)."""
+        return self.blocking.conn
 
     @property
     def is_open(self) -> bool:
@@ -60,7 +67,7 @@ class Amqp10Connection:
     def pump(self, seconds: float = 0.0) -> None:
         """Let proton write what is pending (settlements) and read what came, for about `seconds`."""
         deadline = time.monotonic() + seconds
-        transport = self.blocking.conn.transport
+        transport = self.blocking.conn.transport if self.blocking.conn is not None else None
         while True:
             self.blocking.container.process()
             if time.monotonic() >= deadline and (transport is None or transport.pending() <= 0):
@@ -81,10 +88,9 @@ class Amqp10Connection:
             raise failure(exc, self) from None
 
     def close(self) -> None:
-        try:
+        # closing a connection the broker already closed: nothing left to do
+        with contextlib.suppress(Exception):
             self.blocking.close()
-        except Exception:  # noqa: BLE001 - closing a connection the broker already closed: nothing left to do
-            pass
 
 
 def load_proton() -> Any:

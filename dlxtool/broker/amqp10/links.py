@@ -13,6 +13,7 @@ publisher confirm with mandatory. Only after `accepted` may a mover remove the s
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,12 +33,6 @@ class Delivery:
     position: int
     handle: Any = field(repr=False)
     settled: bool = False
-
-
-def _handler_base() -> type:
-    from proton import Handler
-
-    return Handler  # type: ignore[no-any-return]
 
 
 class _LinkEvents:
@@ -70,12 +65,11 @@ class _LinkEvents:
 
 
 def _handler() -> Any:
-    base = _handler_base()
+    """A proton Handler that is a _LinkEvents (proton imported here, where a link is made)."""
+    from proton import Handler
 
-    class Events(_LinkEvents, base):  # type: ignore[misc, valid-type]
-        def __init__(self) -> None:
-            base.__init__(self)
-            _LinkEvents.__init__(self)
+    class Events(_LinkEvents, Handler):
+        pass
 
     return Events()
 
@@ -92,7 +86,7 @@ class HeadReader:
         from proton import Link
         from proton.reactor import LinkOption
 
-        class Unsettled(LinkOption):  # type: ignore[misc]
+        class Unsettled(LinkOption):
             def apply(self, link: Any) -> None:
                 link.snd_settle_mode = Link.SND_UNSETTLED
                 link.rcv_settle_mode = Link.RCV_FIRST
@@ -106,7 +100,7 @@ class HeadReader:
         self.exhausted = False  # the last drain came back short: the queue had no more ready
         try:
             self.link = conn.blocking.container.create_receiver(
-                conn.blocking.conn, address, name=f"dlxtool-read-{os.urandom(4).hex()}", handler=self.events,
+                conn.proton_connection, address, name=f"dlxtool-read-{os.urandom(4).hex()}", handler=self.events,
                 options=Unsettled())
         except Exception as exc:  # noqa: BLE001 - proton's errors: said as the broker's
             raise failure(exc, conn) from None
@@ -160,10 +154,8 @@ class HeadReader:
         if self.conn.is_open:
             self.settle_all()
             self.link.close()
-            try:
+            with contextlib.suppress(DlxtoolError):  # settled already: a slow detach loses nothing
                 self.conn.wait(lambda: not (self.link.state & self.link.REMOTE_ACTIVE), "closing the reader", 5)
-            except DlxtoolError:
-                pass
 
 
 def apply_outcome(handle: Any, outcome: Outcome) -> None:
@@ -202,7 +194,7 @@ class Sender:
         self.events = _handler()
         try:
             self.link = conn.blocking.container.create_sender(
-                conn.blocking.conn, address, name=f"dlxtool-send-{os.urandom(4).hex()}", handler=self.events)
+                conn.proton_connection, address, name=f"dlxtool-send-{os.urandom(4).hex()}", handler=self.events)
         except Exception as exc:  # noqa: BLE001 - proton's errors: said as the broker's
             raise failure(exc, conn) from None
         self._tag = 0
