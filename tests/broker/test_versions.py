@@ -610,3 +610,18 @@ def test_a_char_or_uuid_application_property_and_a_091_reader(broker, qname, row
             reader.close()
     assert versions.char_uuid_poison_091(broker.version) == row.amqp10_char_uuid_close_091
     assert broker.wait_depth(qname, 1) == 1
+
+
+def test_where_an_amqp10_release_goes_without_a_limit(broker, qname, row) -> None:
+    """The head read over AMQP 1.0 and released, on a quorum queue with no limit in effect (x-delivery-limit -1):
+    where a 0.9.1 nack goes (versions.quorum_nack_to_back: the back on 4.0, in place on 4.3) — the 1.0 peek takes
+    that rule for its reorder check."""
+    _amqp10_or_skip(row)
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True, arguments=broker.quorum_without_limit())
+    broker.publish(qname, [b"0", b"1", b"2"], properties=pika.BasicProperties(delivery_mode=2))
+    assert _amqp10_give_back(broker, qname, "released", 1) == [b"0"]
+    _settled(broker, qname, 3)
+    order = [body for _m, _p, body in broker.drain(qname)]
+    to_back = versions.quorum_nack_to_back(broker.version, None)
+    assert order == ([b"1", b"2", b"0"] if to_back else [b"0", b"1", b"2"])
