@@ -641,3 +641,48 @@ def encode_message(msg: Amqp10Message, *, without_annotations: Iterable[str] = (
 def _fields_list(fields: dict[str, Typed], names: tuple[str, ...]) -> Typed:
     last = max((names.index(n) for n in fields), default=-1)
     return Typed("list", [fields.get(n, Typed("null", None)) for n in names[:last + 1]])
+
+
+# -- bodies that arrive AMQP-encoded ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Unwrapped:
+    """An AMQP 1.0 body found inside bytes: `what` it was ("amqp-value (binary)", "2 data sections", …), and either
+    the bytes it carries (`payload`: data sections joined, a binary or string amqp-value) or, for a structured value
+    (a map, a list, an amqp-sequence), that value without AMQP types (`value`)."""
+
+    what: str
+    payload: bytes | None = None
+    value: Any = None
+
+
+def unwrap_body(data: bytes) -> Unwrapped | None:
+    """The AMQP 1.0 body sections a body is made of, where it is made of nothing else: what RabbitMQ 4.x gives a
+    0.9.1 reader for an amqp-value or amqp-sequence body (type=amqp-1.0), and what a record read over 1.0 holds as
+    `body` for one. None for any other bytes (a protobuf body never starts with 0x00: field 0 does not exist)."""
+    if len(data) < 3 or data[0] != 0x00 or data[1] != 0x53 or data[2] not in (0x75, 0x76, 0x77):
+        return None
+    try:
+        msg = parse_message(data)
+    except Amqp10Error:
+        return None
+    if any(getattr(msg, n) is not None for n in ("header", "delivery_annotations", "message_annotations",
+                                                  "properties", "application_properties", "footer")):
+        return None
+    body = msg.body
+    if body.kind == "data":
+        n = len(body.sections)
+        return Unwrapped(f"{n} data section{'s' if n > 1 else ''}", payload=b"".join(body.sections))
+    if body.kind == "amqp-sequence":
+        n = len(body.sections)
+        return Unwrapped(f"amqp-sequence ({n} section{'s' if n > 1 else ''})",
+                         value=[[x.plain() for x in s] for s in body.sections])
+    if body.kind == "amqp-value":
+        value: Typed = body.sections[0]
+        if value.type == "binary":
+            return Unwrapped("amqp-value (binary)", payload=value.value)
+        if value.type in ("string", "symbol"):
+            return Unwrapped(f"amqp-value ({value.type})", payload=str(value.value).encode("utf-8"))
+        return Unwrapped(f"amqp-value ({value.type})", value=value.plain())
+    return None
