@@ -588,7 +588,7 @@ class Amqp10Annotations(_BuiltIn):
     triggers: ClassVar[tuple[str, ...]] = ("x-opt-*",)
 
     def read(self, message: Message) -> Reading | None:
-        error = error_name = None
+        error = None
         attempts = attempts_name = None
         reset: list[str] = []
         for key, value in message.headers.items():
@@ -604,7 +604,7 @@ class Amqp10Annotations(_BuiltIn):
                 reset.append(str(key))
             elif any(w in rest for w in _OPT_ERROR_WORDS) and _str(value):
                 if error is None:
-                    error, error_name = _str(value), str(key)
+                    error = _str(value)
                 reset.append(str(key))
         if error is None and attempts is None:
             return None
