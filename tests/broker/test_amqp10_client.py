@@ -88,7 +88,7 @@ def _publish(conn: Any, queue: str, n: int, *, poison: bool = False) -> list[str
             if poison and i == n - 1:
                 props["c"] = char("x")
             msg = Message(body=b"body-%d" % i, id=ulong(1000 + i), subject="orders.created", reply_to="/queues/r",
-                          group_id="g", group_sequence=3, creation_time=1_700_000_000.5, properties=props,
+                          group_id="g", group_sequence=3, creation_time=1_700_000_000.5, application_properties=props,
                           durable=True)
             msg.annotations = {"x-opt-tenant": "acme"}
             publisher.publish(msg)
@@ -98,28 +98,28 @@ def _publish(conn: Any, queue: str, n: int, *, poison: bool = False) -> list[str
     return ids
 
 
-def _dead_letter(conn: Any, queue: str, n: int, *, annotations: dict[str, Any] | None) -> None:
-    """Consume `n` messages with the client and settle each with discard (rejected) or, with annotations,
-    discard_with_annotations (modified, delivery-failed, undeliverable-here)."""
-    from rabbitmq_amqp_python_client import AddressHelper, AMQPMessagingHandler
+def _dead_letter(broker, queue: str, n: int, *, annotations: dict[str, Any] | None) -> None:
+    """Settle `n` messages as the client's DeliveryContext.discard (rejected) or discard_with_annotations (modified:
+    delivery-failed, undeliverable-here, the annotations) does — the outcomes its delivery_context.py sends. (Its
+    consumer.run()/stop() leaves the connection unable to close within a test's time: the outcomes are sent here.)"""
+    from dlxtool.amqp10_message import Typed
+    from dlxtool.broker.amqp10 import outcomes
+    from dlxtool.broker.amqp10.addresses import queue_address
+    from dlxtool.broker.amqp10.connection import open_connection
+    from dlxtool.broker.amqp10.links import HeadReader
+    from dlxtool.config import BrokerProfile
 
-    done: list[int] = []
-
-    class Discard(AMQPMessagingHandler):  # type: ignore[misc]
-        def on_amqp_message(self, event: Any) -> None:
-            if annotations is None:
-                self.delivery_context.discard(event)
-            else:
-                self.delivery_context.discard_with_annotations(event, annotations)
-            done.append(1)
-            if len(done) >= n:
-                consumer.stop()
-
-    consumer = conn.consumer(AddressHelper.queue_address(queue), message_handler=Discard())
+    typed = {k: Typed("long", v) if isinstance(v, int) else Typed("string", v) for k, v in (annotations or {}).items()}
+    outcome = outcomes.REJECT if annotations is None else outcomes.modify(
+        delivery_failed=True, undeliverable_here=True, annotations=typed)
+    conn = open_connection(BrokerProfile(name="t", urls=(broker.url,), vhost=broker.vhost))
     try:
-        consumer.run()
+        reader = HeadReader(conn, queue_address(queue), give_back=outcomes.RELEASE)
+        for delivery in reader.read(n):
+            reader.settle(delivery, outcome)
+        reader.close()
     finally:
-        consumer.close()
+        conn.close()
 
 
 def _peek(run, broker, queue: str, *args: str) -> Any:
@@ -132,11 +132,11 @@ def test_the_clients_messages_come_back_whole_over_amqp10(v4, qname, run, how) -
     env, conn = _connection(v4)
     try:
         ids = _publish(conn, work, 2)
-        annotations = {"x-opt-failure-reason": "card declined", "x-opt-attempt": 3} if how == "modified" else None
-        _dead_letter(conn, work, 2, annotations=annotations)
     finally:
         conn.close()
         env.close()
+    annotations = {"x-opt-failure-reason": "card declined", "x-opt-attempt": 3} if how == "modified" else None
+    _dead_letter(v4, work, 2, annotations=annotations)
     assert v4.wait_depth(dlq, 2) == 2
     result = _peek(run, v4, dlq, "--protocol", "1.0", "-n", "5")
     assert result.exit_code == 0, result.stderr
@@ -202,10 +202,10 @@ def test_peeks_over_amqp10_of_a_limited_quorum_dlq(v4, qname, run) -> None:
     env, conn = _connection(v4)
     try:
         _publish(conn, work, 2)
-        _dead_letter(conn, work, 2, annotations=None)
     finally:
         conn.close()
         env.close()
+    _dead_letter(v4, work, 2, annotations=None)
     assert v4.wait_depth(dlq, 2) == 2
     uncounted = versions.amqp10_peek_give_back(v4.version) is not None
     before = None
