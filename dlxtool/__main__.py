@@ -1,5 +1,5 @@
 import sys
 
-from dlxtool.cli import main
+from dlxtool.entry import main
 
 sys.exit(main())

@@ -189,12 +189,23 @@ def _reprove(conn: Any, profile: BrokerProfile, client: ManagementClient) -> Non
     (exit 3) when it is not (within LISTING_WAIT); nothing proven when the list came over yet another connection.
     Where the first proof declared a probe queue, finding it is the proof (no wait: the connection list lags)."""
     if client.probe_queue is not None:  # the first proof's queue, there while this AMQP connection is
-        try:
-            client.queue(profile.vhost, client.probe_queue)
-        except NotFoundError:
-            raise _switched(client, conn) from None
-        client.proven_connection = client.last_connection
-        return
+        if not getattr(conn, "is_open", False):
+            # The queue went with the connection (closed, or dropped after a stall): its absence proves nothing.
+            raise ConnectError(f"management API {client.masked_url} not used any more: its answers came over a new "
+                               "HTTP connection, and the AMQP connection that proved it is closed, so it cannot be "
+                               "proven again")
+        for attempt in range(PROBE_LOOKUPS):
+            try:
+                client.queue(profile.vhost, client.probe_queue)
+            except NotFoundError:
+                if attempt + 1 < PROBE_LOOKUPS:  # a node whose metadata store follows may answer a moment late
+                    time.sleep(PROBE_RETRY_DELAY)
+                    continue
+                break
+            client.proven_connection = client.last_connection
+            return
+        # Not found while the AMQP connection is open: the connection listing decides (never the absence alone:
+        # seen on a single 4.3 node, where a re-proof that found no probe queue called it "another broker").
     name = _connection_name(conn)
     deadline = time.monotonic() + LISTING_WAIT
     first_on: int | None = None

@@ -174,6 +174,7 @@ class ManagementClient:
         # of the proof is used only when it came over that same connection (else it is asked for again).
         self.proven_connection: int | None = None
         self.last_connection: int | None = None  # the connection the last answer read came over
+        self.last_date: str | None = None  # the server's clock (its Date header) at the last answer read
         # Set by the identity proof: proves the connection open now (dlxtool.broker.identity), for an answer that
         # came over another TCP connection than the proof's (the kept-alive one closed; a load balancer or a
         # port-forward may have sent the new one to another broker). Only reads go to the API: an answer is
@@ -281,6 +282,7 @@ class ManagementClient:
         if sent_ahead and self.proven_connection not in (None, response.connection):
             raise _AskAgain  # sent before the proof, answered over another connection than the proof's
         self.last_connection = response.connection
+        self.last_date = response.headers.get("date")
         if self.proven_connection and response.connection != self.proven_connection and self.reprove is not None \
                 and not self._reproving:
             self._reprove(response.connection)
@@ -364,7 +366,7 @@ class ManagementClient:
 
     def prefetch_queue(self, vhost: str, name: str) -> None:
         """Send ahead what `queue(vhost, name)` reads."""
-        self.prefetch(queue_path(vhost, name))
+        self.prefetch(queue_path(vhost, name), **SAMPLE_QUERY)
 
     def forget_version(self) -> None:
         self._version = None
@@ -379,9 +381,10 @@ class ManagementClient:
         self._reread.discard(vhost)
         while True:
             try:
-                raw = self.get(queue_path(vhost, name))
+                raw = self.get(queue_path(vhost, name), **SAMPLE_QUERY)
             except NotFoundError:
                 raise self._queue_not_found(vhost, name) from None
+            raw = {**raw, SAMPLED_WITHIN: sample_age(raw, self.last_date)}
             sampled = raw.get("effective_policy_definition") is not None
             if settled and not sampled and self._no_policy_applies(vhost, raw):
                 raw = {**raw, "effective_policy_definition": {}}  # declared moments ago, and no policy is for it
@@ -514,6 +517,52 @@ class ManagementClient:
     def prefetch_exchange_bindings(self, vhost: str, exchange: str, *, columns: list[str] | None = None) -> None:
         """Send ahead what `exchange_bindings()` reads."""
         self.prefetch(_exchange_bindings_path(vhost, exchange), **_columns(columns))
+
+
+# The queue's counts come with the time of their statistics sample (`*_details.samples`, one sample of the last 5 s):
+# how old a sampled figure can be is said with it (issue 35: "a management API sample is shown as a sample, with
+# its age"). The sample's timestamp is the end of its 5 s slot; the server's Date header is its clock.
+SAMPLE_QUERY = {"lengths_age": "5", "lengths_incr": "5"}
+SAMPLED_WITHIN = "dlxtool_sampled_within_s"  # added to a queue's raw row: seconds at most since its sample
+
+
+def sample_age(raw: dict[str, Any], date: str | None) -> float | None:
+    """At most how many seconds ago the API sampled the queue's counts (None where it does not say)."""
+    details = raw.get("messages_unacknowledged_details") or raw.get("messages_details")
+    samples = details.get("samples") if isinstance(details, dict) else None
+    stamp = samples[0].get("timestamp") if isinstance(samples, list) and samples and isinstance(samples[0], dict) \
+        else None
+    if not isinstance(stamp, int | float) or not date:
+        return None
+    now = _http_date(date)
+    if now is None:
+        return None
+    now += 1  # the header's second, rounded up
+    slot_start = stamp / 1000 - float(SAMPLE_QUERY["lengths_incr"])
+    return max(0.0, round(now - slot_start))
+
+
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def _http_date(text: str) -> float | None:
+    """'Tue, 01 Dec 2026 23:37:23 GMT' (RFC 9110's IMF-fixdate, what cowboy sends) -> epoch seconds, else None.
+    By hand: email.utils would cost every command that reads a queue its imports."""
+    from datetime import UTC, datetime
+
+    parts = text.split()
+    try:
+        day, month, year = int(parts[1]), _MONTHS.index(parts[2]) + 1, int(parts[3])
+        hour, minute, second = (int(x) for x in parts[4].split(":"))
+        return datetime(year, month, day, hour, minute, second, tzinfo=UTC).timestamp()
+    except (IndexError, ValueError):
+        return None
+
+
+def sampled_text(info: QueueInfo) -> str:
+    """'API sample, at most 4 s old' (or without the age where the API does not give it)."""
+    age = info.raw.get(SAMPLED_WITHIN)
+    return f"API sample, at most {age:g} s old" if isinstance(age, int | float) else "API sample"
 
 
 def queue_path(vhost: str, name: str) -> str:

@@ -389,5 +389,5 @@ def stats_disabled(overview: Any) -> bool:
 # ("unacked", held by a consumer the management API no longer names), also once the node is back: measured on a
 # 3.10.8 cluster, 290 held for more than two minutes after the node returned; moving the leader
 # (rabbit_quorum_queue:transfer_leadership) gave them back at once. Said by replay when it finds them
-# (dlxtool.ops.busy.held_elsewhere), with that remedy. Not yet measured on 4.x.
+# (dlxtool.ops.held.held_elsewhere), with that remedy. Not yet measured on 4.x.
 QUORUM_KEEPS_A_LOST_CONSUMERS_MESSAGES = ("3.10",)

@@ -321,6 +321,19 @@ def _guard_streams(app: App) -> None:
         app.out = cast(IO[str], FallbackStream(app.stdout, always=False))
 
 
+def _after_startup_signal(code: int) -> int:
+    """A stop signal noted during start-up that no command acted on (`--help`, a usage error): its exit code and one
+    line, as a command stopped by it (dlxtool.entry)."""
+    from dlxtool.ops.interrupts import describe, take_startup_signal
+
+    came = take_startup_signal()
+    if came is None:
+        return code
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"dlxtool: {describe()}\n")
+    return 128 + int(came)
+
+
 def main(argv: list[str] | None = None) -> int:
     from dlxtool.ops.interrupts import hold_stop_signals_until_exit
 
@@ -335,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     from dlxtool.ops.interrupts import ignore_ctrl_c_from_now_on
 
     ignore_ctrl_c_from_now_on()
+    code = _after_startup_signal(code)
     if summary_file.path is not None:  # say where, in case the other stream still reaches someone
         with contextlib.suppress(OSError, ValueError):
             sys.stderr.write(f"dlxtool: output the terminal could not take is in {summary_file.path}\n")

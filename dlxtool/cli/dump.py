@@ -23,7 +23,7 @@ from dlxtool.cli.options import (
     yes_option,
 )
 from dlxtool.cli.reading import SAFETY_HELP, check_count, finish_read, make_read_options, read_options, read_queue
-from dlxtool.errors import UsageError
+from dlxtool.errors import UnavailableError, UsageError
 from dlxtool.outcome import OK, Outcome
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
@@ -134,10 +134,20 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
     profile = app.profile()
     with summary_before_ctrl_c() as ctrl_c:
         with app.connection(profile) as conn:
-            state = queue_state(conn.channel(), app.management(profile, conn), profile.vhost, queue)
+            from dlxtool.ops.held import HELD_HINT, held_elsewhere, reclaim_dead_runs
+
+            management = app.management(profile, conn)
+            state = queue_state(conn.channel(), management, profile.vhost, queue)
+            if state.consumers and reclaim_dead_runs(management, profile.vhost, app, profile.timeout):
+                state = queue_state(conn.channel(), management, profile.vhost, queue)
             if state.note:
                 app.warn(state.note)
             check_purgeable(state, "drained (--remove)")
+            held = held_elsewhere(state.info, management, state.ready, state.consumers)
+            if held is not None and not state.ready:
+                raise UnavailableError(f"nothing to take now: {held}", hint=HELD_HINT)
+            if held is not None:
+                app.warn(held)
             from dlxtool.ops.busy import check_not_busy
 
             competing = check_not_busy(state.info, app.management(profile, conn), "drained (--remove)",

@@ -40,25 +40,6 @@ def check_not_busy(info: QueueInfo | None, management: Any | None, what: str,
     return None
 
 
-def held_elsewhere(info: QueueInfo | None, management: Any | None, ready: int) -> str | None:
-    """Messages of the queue held unacked by consumers (the API's figure, up to one statistics interval old):
-    who holds them and when they come back, or None. They are not lost; a run covers only the ready ones."""
-    if info is None or not info.messages_unacked:
-        return None
-    holders = [c.get("channel_details") for c in info.raw.get("consumer_details") or () if isinstance(c, dict)]
-    who = ", ".join(dict.fromkeys(connection_named(management, h) for h in holders if isinstance(h, dict)))
-    if not who and info.type == "quorum":  # see broker/versions.py: QUORUM_KEEPS_A_LOST_CONSUMERS_MESSAGES
-        who = ("a consumer the management API does not name -- on RabbitMQ 3.x a quorum queue keeps what a consumer "
-               "on a node that died had taken, even once the node is back, until the queue's leader moves "
-               "(rabbitmq-queues transfer_leadership, or the leader's node in maintenance mode)")
-    elif not who:
-        who = "a consumer the management API does not name (one on a node that is down keeps them until it is back)"
-    ours = " (dlxtool's own: a run the broker blocked, or one still going)" if "'dlxtool " in who else ""
-    return (f"{info.messages_unacked} message(s) of {info.name!r} are held unacked by {who}{ours}: they come back to "
-            "it when that connection closes (or, blocked by an alarm, when the alarm clears); "
-            + ("none is ready now" if not ready else f"this run covers the {ready} ready"))
-
-
 def _single_active(info: QueueInfo) -> bool:
     return bool(info.arguments.get("x-single-active-consumer")) or bool(info.raw.get("single_active_consumer_tag"))
 

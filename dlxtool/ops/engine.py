@@ -864,30 +864,29 @@ class Transfer:
             self.opts.sink.flush()  # a no-op when nothing was written since the last flush
         budget = self._ack_budget()
         last = None
-        count = 0
-        acked_copies = removals = 0
+        taken: list[_Item] = []
+        while self._items and self._items[0].state == _DONE and len(taken) < budget:
+            last = self._items.popleft()
+            taken.append(last)
+        singles: list[_Item] = []
+        if self._held and self._items:
+            singles = [i for i in self._items if i.state == _DONE][:max(0, budget - len(taken))]
+            for item in singles:
+                self._items.remove(item)
+        # Counted before the acks go: an ack that fails on a closed channel leaves its messages in the source while
+        # their copies exist (possible duplicates); popped and not yet counted, they fell out of the bookkeeping
+        # (seen: dump --remove after a stall reported 0 where 408 were in both the file and the DLQ).
         counting = self.result.removed > 0  # removals to prove (a replay has none: off its per-message path)
-        while self._items and self._items[0].state == _DONE and count < budget:
-            item = self._items.popleft()
-            count += 1
-            acked_copies += item.copy
+        for item in (*taken, *singles):
+            self._acked_uncertain += item.copy
             if counting:
-                removals += _removes(item)
-            last = item
+                self._removals_unproven += _removes(item)
         if last is not None:  # every earlier tag is acked already: multiple covers exactly this run
             self._channel.ack(last.tag, multiple=True)
-        if self._held and self._items:
-            for item in [i for i in self._items if i.state == _DONE][:max(0, budget - count)]:
-                self._items.remove(item)
-                self._channel.ack(item.tag)
-                acked_copies += item.copy
-                if counting:
-                    removals += _removes(item)
-                count += 1
-        self._acked_uncertain += acked_copies
-        self._removals_unproven += removals
+        for item in singles:
+            self._channel.ack(item.tag)
         self._sync_acks()
-        return count
+        return len(taken) + len(singles)
 
     def _ack_budget(self) -> int:
         """How many deliveries may be acked now without letting the broker send us more than we will read.

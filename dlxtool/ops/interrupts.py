@@ -92,6 +92,9 @@ def catch_stop_signals() -> Iterator[None]:
         if _take(sig, previous[sig]):
             signal.signal(sig, handler)
     try:
+        came = take_startup_signal()
+        if came is not None:  # during start-up (dlxtool.entry): the command ends before it begins
+            raise StopSignal(came)
         yield
     finally:
         for sig, old in previous.items():
@@ -110,6 +113,18 @@ def hold_stop_signals_until_exit() -> None:
     while the command's summary and exit status (143 after an interrupted run) were on their way out."""
     global _hold_until_exit
     _hold_until_exit = True
+
+
+def take_startup_signal() -> signal.Signals | None:
+    """The first stop signal that came during start-up, before the command could handle it (dlxtool.entry noted it),
+    noted as received (it decides the exit status); taken once. None when none came."""
+    import sys
+
+    entry = sys.modules.get("dlxtool.entry")
+    noted: list[int] = getattr(entry, "STARTUP_SIGNALS", [])
+    first = noted[0] if noted else None
+    noted.clear()
+    return None if first is None else _note(first)
 
 
 def _note_only(signum: int, _frame: Any) -> None:

@@ -92,6 +92,7 @@ class QueueFacts:
     missing_checks: list[str] = field(default_factory=list)
     version: Version | None = None  # the broker's, from connection.start: which give-back costs what
     unacked_unknown: str = "the management API is not reachable"  # why, where `unacked` is None
+    sampled: str = "API sample"  # where `unacked` (and returned_at_head) come from, with the sample's age
 
     @property
     def reads_as_quorum(self) -> bool:
@@ -115,7 +116,7 @@ class QueueFacts:
             counts = [f"{self.ready} ready" if self.ready is not None else "ready: ?"]
         if self.unacked is not None:
             # ready and consumers are the broker's count now (a passive declare); unacked only the API's sample
-            counts.append(f"{self.unacked} unacked by consumers (API sample; invisible to a peek)")
+            counts.append(f"{self.unacked} unacked by consumers ({self.sampled}; invisible to a peek)")
         else:
             counts.append(f"unacked by consumers: unknown ({self.unacked_unknown})")
         counts.append(f"{self.consumers} consumers" if self.consumers is not None else "consumers: ?")
@@ -130,7 +131,7 @@ class QueueFacts:
         if self.unacked is None:
             return f"({ready}; unacked by consumers: unknown, {self.unacked_unknown})"
         if self.unacked:
-            return f"({ready}, {self.unacked} unacked (API sample): held by consumers, which a peek cannot see)"
+            return f"({ready}, {self.unacked} unacked ({self.sampled}): held by consumers, which a peek cannot see)"
         return "(queue is empty)"
 
 
@@ -199,6 +200,8 @@ def queue_facts(profile: BrokerProfile, name: str, *, management: Callable[[], M
 
 
 def _facts_from_info(info: QueueInfo, ready: int, consumers: int) -> QueueFacts:
+    from dlxtool.broker.management import sampled_text
+
     return QueueFacts(
         name=info.name, vhost=info.vhost, type=info.type, type_source="management API",
         # passive declare is exact now; the API's counts lag by its statistics interval
@@ -211,6 +214,7 @@ def _facts_from_info(info: QueueInfo, ready: int, consumers: int) -> QueueFacts:
         dead_letter_exchange=info.dead_letter_exchange, dead_letter_routing_key=info.dead_letter_routing_key,
         bytes_ready=_int_or_none(info.raw.get("message_bytes_ready")),
         returned_at_head=_int_or_none(info.raw.get("messages_ready_returned")) if info.type == "quorum" else None,
+        sampled=sampled_text(info),
     )
 
 
@@ -745,8 +749,8 @@ class QueueReader:
                               "available")
         elif self._block_end_by == "sample":
             self.notes.append(f"{where}, in order as far as the management API's count of returned messages at "
-                              f"the head ({self.facts.returned_at_head}; a sample, a few seconds old at most) tells: a "
-                              f"dead letter's counters cannot on RabbitMQ {self.facts.version}")
+                              f"the head ({self.facts.returned_at_head}; {self.facts.sampled}) tells: a dead "
+                              f"letter's counters cannot on RabbitMQ {self.facts.version}")
         else:
             self.notes.append(f"{where}, in order")
 

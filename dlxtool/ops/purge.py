@@ -31,12 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker import queues, versions
 from dlxtool.broker.connection import close_quietly, connect
-from dlxtool.broker.management import ManagementClient, QueueInfo
+from dlxtool.broker.management import ManagementClient, QueueInfo, sampled_text
 from dlxtool.budget import average_body
-from dlxtool.errors import DlxtoolError, ManagementMismatch, QueueNotFound, RefusedError, UsageError
+from dlxtool.errors import DlxtoolError, ManagementMismatch, QueueNotFound, RefusedError, UnavailableError, UsageError
 from dlxtool.message_ids import message_name
 from dlxtool.ops.actions import Action, Decision
 from dlxtool.ops.alarms import check_alarms
+from dlxtool.ops.held import HELD_HINT, held_elsewhere, reclaim_dead_runs
 from dlxtool.ops.outcomes import depths_now, transfer_outcome
 from dlxtool.ops.routes import Router, Routes, usable_router
 from dlxtool.outcome import OK, Outcome
@@ -359,12 +360,20 @@ class Purge:
         self.session, self.settings, self.report = session, settings, report
         self.channel = session.conn.channel()
         state = queue_state(self.channel, session.management, session.vhost, settings.queue)
+        if state.consumers and reclaim_dead_runs(session.management, session.vhost, report, session.timeout):
+            state = queue_state(self.channel, session.management, session.vhost, settings.queue)
         if state.note:
             report.warn(state.note)
         check_purgeable(state)
+        held = held_elsewhere(state.info, session.management, state.ready, state.consumers)
+        if held is not None and not state.ready:  # not "nothing to purge": they are there, held
+            raise UnavailableError(f"nothing to purge now: {held}", hint=HELD_HINT)
+        if held is not None:
+            report.warn(held)
         unacked = "unknown" if state.unacked is None else state.unacked
         # ready and consumers counted by the broker now; unacked only the API has: its sample, up to 5 s old
-        sampled = "; unacked: the management API's last sample" if state.unacked is not None else ""
+        sampled = (f"; unacked: {sampled_text(state.info)}" if state.unacked is not None and state.info is not None
+                   else "")
         report.info(f"{settings.queue}: {state.ready} ready, {unacked} unacked, {state.consumers} consumers "
                     f"(broker {session.broker}, vhost {session.vhost}"
                     + (f", {state.type} queue" if state.type else "") + f"{sampled})")

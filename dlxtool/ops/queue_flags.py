@@ -288,7 +288,7 @@ def _rejecting(r: Rates) -> str | None:
 
 def deliveries_per_message(r: Rates) -> float:
     """Mean deliveries per message from the rates: each message is delivered once, then redelivered."""
-    first = r.deliver - r.redeliver
+    first = r.deliver - r.consumer_redeliver
     return math.inf if first <= 0 else r.deliver / first
 
 
@@ -298,13 +298,16 @@ def _near_limit(row: QueueRow) -> str | None:
     message gets, and compare it with the limit."""
     limit = row.delivery_limit
     r = row.rates
-    if row.type != "quorum" or limit is None or not row.messages or r.redeliver < MIN_RATE:
+    # Peeks' basic.gets discounted: a peek's redeliveries are no consumer's (a DLQ peeked again and again read
+    # "every delivery is a redelivery (158/s)"; issue 35), and on 4.3 a peek's give-back spends no attempt.
+    looping = r.consumer_redeliver
+    if row.type != "quorum" or limit is None or not row.messages or looping < MIN_RATE:
         return None
     estimate = deliveries_per_message(r)
     if estimate < max(2.0, AT_LIMIT_FRACTION * limit):
         return None
     shown = "every delivery is a redelivery" if math.isinf(estimate) else f"~{estimate:.1f} deliveries per message"
-    return f"{shown} ({format_rate(r.redeliver)}/s redelivered) against a delivery limit of {limit}"
+    return f"{shown} ({format_rate(looping)}/s redelivered to consumers) against a delivery limit of {limit}"
 
 
 def format_rate(value: float) -> str:

@@ -91,9 +91,12 @@ def queue_info(source: Session, dlq: str, report: Reporter) -> QueueInfo | None:
     drop-head length limit (keeping messages republishes them to the tail)."""
     from dlxtool.broker import queues
     from dlxtool.errors import ConnectError, ManagementMismatch
+    from dlxtool.ops.held import HELD_HINT, held_elsewhere, reclaim_dead_runs
 
     channel = source.conn.channel()
     counted = queues.counts(channel, dlq, source.vhost)  # a missing DLQ is "not found" (4), API or no API
+    if counted.consumers and reclaim_dead_runs(source.management, source.vhost, report, source.timeout):
+        counted = queues.counts(channel, dlq, source.vhost)
     channel.close()
     info: QueueInfo | None = None
     if source.management is not None:
@@ -113,19 +116,16 @@ def queue_info(source: Session, dlq: str, report: Reporter) -> QueueInfo | None:
         raise RefusedError(f"{dlq!r} is a stream: messages cannot be removed from it, so it cannot be replayed",
                            hint="consume it with a stream consumer and publish with `dlxtool load`")
     from dlxtool.errors import UnavailableError
-    from dlxtool.ops.busy import check_not_busy, held_elsewhere
+    from dlxtool.ops.busy import check_not_busy
 
     competing = check_not_busy(info, source.management, "replayed", counted.consumers)
     if competing is not None:
         report.warn(competing)
     if info.type == "quorum" and not counted.ready:
         counted = settled_quorum_counts(source, dlq, info, counted)
-    held = held_elsewhere(info, source.management, counted.ready)
+    held = held_elsewhere(info, source.management, counted.ready, counted.consumers)
     if held is not None and not counted.ready:  # not "nothing to replay": they are there, held
-        raise UnavailableError(f"nothing to replay now: {held}",
-                               hint="run it again once they are back (`dlxtool peek` shows ready and unacked); "
-                                    "closing that connection (management UI, or rabbitmqctl close_connection) "
-                                    "gives them back at once")
+        raise UnavailableError(f"nothing to replay now: {held}", hint=HELD_HINT)
     if held is not None:
         report.warn(held)
     from dlxtool.ops.purge import check_tail_republish

@@ -160,3 +160,37 @@ def test_a_version_read_before_the_proof_stands_only_over_the_proven_connection(
         identity._proven(client, overview_on)  # noqa: SLF001
         assert client.proven_connection == proof_on
         assert (client._version == "4.0.5") is kept  # noqa: SLF001
+
+
+def test_a_new_http_connection_after_the_amqp_one_closed_is_not_another_broker(broker: BrokerEnv) -> None:
+    """Issue 35: an API re-proof on a new HTTP connection (the server closed the kept-alive one) after the AMQP
+    connection went (dropped after a stall) took the probe queue's absence for "another broker" (exit 3,
+    ManagementMismatch). The queue went with the connection: that proves nothing, and the API is not used."""
+    p = profile(broker, broker)
+    conn = connect(p)
+    client = identity.verified_management(conn, p)
+    assert not isinstance(client, identity.UnusableManagement)
+    close_quietly(conn)
+    _drop_kept_alive(client)  # the next answer comes over a new TCP connection: it must be proven again
+    with pytest.raises(ConnectError) as raised:
+        client.overview()
+    assert not isinstance(raised.value, ManagementMismatch)
+    assert "cannot be proven again" in raised.value.message
+
+
+def test_a_new_http_connection_is_proven_again_while_the_amqp_one_is_open(broker: BrokerEnv) -> None:
+    p = profile(broker, broker)
+    with connected(p) as conn:
+        client = identity.verified_management(conn, p)
+        first = client.proven_connection
+        _drop_kept_alive(client)
+        assert client.overview().get("rabbitmq_version")
+        assert client.proven_connection not in (None, first)
+
+
+def _drop_kept_alive(client: ManagementClient) -> None:
+    """As a server that closed the idle kept-alive connection (cowboy does after a few seconds): the next request
+    opens a new one."""
+    http = client._http  # noqa: SLF001 - the test stands in for the server closing the connection
+    assert http is not None
+    http._close()  # noqa: SLF001

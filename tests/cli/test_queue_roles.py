@@ -298,3 +298,38 @@ def _re(text: str) -> str:
     import re
 
     return re.escape(text)
+
+
+def test_a_peek_s_held_gets_are_no_consumers_of_a_quorum_dlq(run, broker, qname) -> None:
+    """Issue 35: a quorum queue counts every basic.get held unacked as a consumer in its statistics (a peek holding
+    50 read "50 consumers"; none of them is in the API's consumer list), and the DLQ lost its `dlq` role. The
+    consumer count comes from the consumer list: the DLQ keeps its role while a peek holds its head."""
+    if blind(broker):
+        pytest.skip("the API keeps no statistics here: no consumer count to be misled by")
+    work, dlq = f"{qname}.work", f"{qname}.dlq"
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    try:
+        ch = conn.channel()
+        ch.queue_declare(dlq, durable=True, arguments={"x-queue-type": "quorum"})
+        ch.queue_declare(work, durable=True, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+        for i in range(20):
+            ch.basic_publish("", work, b"%d" % i)
+        reject(ch, work, 20)
+        assert broker.wait_depth(dlq, 20) == 20
+        peeking = conn.channel()
+        for _ in range(20):
+            method = None
+            while method is None:
+                method, _p, _b = peeking.basic_get(dlq, auto_ack=False)
+        wait_stats(broker, dlq, lambda q: q.get("consumers") == 20)  # the queue's own count: 20 "consumers"
+        deadline = time.monotonic() + 15
+        while True:  # the listing's row has its figures (a sample) too
+            result = run("queues", "--url", broker.url, "--match", f"{qname}*", "--format", "json")
+            assert result.exit_code == 0, result.output
+            row = next(r for r in json.loads(result.stdout) if r["queue"] == dlq)
+            if row["figures_known"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert row["consumers"] == 0 and row["role"] == "dlq", row
+    finally:
+        conn.close()

@@ -304,3 +304,34 @@ def test_a_signal_after_the_command_ended_does_not_kill_the_process(broker, qnam
                            broker.url], env={**cli_env, "PYTHONPATH": str(ROOT)}, capture_output=True, timeout=60)
     assert proc.returncode == 4, (proc.returncode, proc.stderr.decode())
     assert b"not found" in proc.stderr and b"Traceback" not in proc.stderr
+
+
+_MID_IMPORT = """
+import importlib.abc, os, signal, sys
+from dlxtool import entry
+sig = int(sys.argv[1])
+sys.argv = ["dlxtool", *sys.argv[2:]]
+
+class SignalAtClick(importlib.abc.MetaPathFinder):  # the signal lands while the CLI's imports are under way
+    def find_spec(self, name, path, target=None):
+        if name == "click":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), sig)
+        return None
+
+sys.meta_path.insert(0, SignalAtClick())
+sys.exit(entry.main())
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["sigint", "sigterm", "sighup"])
+def test_a_stop_signal_during_start_up_ends_with_its_code_and_one_line(broker, cli_env, sig) -> None:
+    """Issue 35: a SIGINT during start-up gave `ImportError: PyCapsule_Import could not import module "_socket"` or
+    a traceback, a SIGTERM exit -15 with nothing said. From dlxtool.entry's first lines a stop signal only takes
+    note, and the command ends at once with the signal's code and one line (before any broker is touched)."""
+    done = subprocess.run([sys.executable, "-c", _MID_IMPORT, str(int(sig)), "--url", broker.url, "peek", "q"],
+                          env=cli_env, capture_output=True, text=True, timeout=60)
+    said = {signal.SIGINT: "interrupted (Ctrl-C)", signal.SIGTERM: "terminated (SIGTERM)",
+            signal.SIGHUP: "hung up (SIGHUP)"}[sig]
+    assert done.returncode == 128 + sig, done.stderr
+    assert done.stderr.splitlines() == [f"dlxtool: {said}"], done.stderr
