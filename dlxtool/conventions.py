@@ -567,6 +567,52 @@ def reset_body_retries(body: bytes) -> bytes | None:
         return None
 
 
+# -- AMQP 1.0 consumers (RabbitMQ 4.x) ---------------------------------------------------------------------
+
+# An AMQP 1.0 consumer says why it failed in the `modified` outcome's message annotations: application keys must start
+# with x-opt- (RabbitMQ's docs, "modified outcome"; rabbitmq-amqp-python-client's discard_with_annotations and
+# requeue_with_annotations). RabbitMQ merges them into the message (quorum queues), and a 0.9.1 reader gets them as
+# headers of the same names; an AMQP 1.0 read (MessageRecord.amqp10) gives the same view. No fixed names: the
+# error is the first x-opt-* text whose name says error, reason, exception or cause; the attempts the first x-opt-*
+# integer whose name says attempt, retry, retries, or delivery-count (an x-opt-*retry* count + 1, as RETRY_COUNTERS).
+_OPT = "x-opt-"
+_OPT_ERROR_WORDS = ("error", "reason", "exception", "cause", "failure", "message")
+_OPT_ATTEMPT_WORDS = ("attempt", "retries", "retry", "delivery-count", "redeliver")
+
+
+class Amqp10Annotations(_BuiltIn):
+    __slots__ = ()
+
+    name: str = "amqp10-annotations"
+    label: str = "AMQP 1.0 outcome annotations (x-opt-*)"
+    triggers: ClassVar[tuple[str, ...]] = ("x-opt-*",)
+
+    def read(self, message: Message) -> Reading | None:
+        error = None
+        attempts = attempts_name = None
+        reset: list[str] = []
+        for key, value in message.headers.items():
+            name = str(key).lower()
+            if not name.startswith(_OPT) or name == "x-opt-deaths":
+                continue
+            rest = name[len(_OPT):]
+            if any(w in rest for w in _OPT_ATTEMPT_WORDS) and _int(value) is not None:
+                if attempts is None:
+                    count = _int(value)
+                    retries = "retr" in rest
+                    attempts, attempts_name = (count + 1 if retries else count), str(key)  # type: ignore[operator]
+                reset.append(str(key))
+            elif any(w in rest for w in _OPT_ERROR_WORDS) and _str(value):
+                if error is None:
+                    error = _str(value)
+                reset.append(str(key))
+        if error is None and attempts is None:
+            return None
+        why = f"{attempts_name} + 1 (the first try, then each retry)" if attempts_name and "retr" in \
+            attempts_name.lower() else (attempts_name or "")
+        return Reading(self.name, error=error, attempts=attempts, attempts_why=why, reset=tuple(reset))
+
+
 # -- teams' own conventions (config file) -----------------------------------------------------------------
 
 
@@ -623,7 +669,7 @@ class HeaderConvention:
 
 
 BUILT_IN: tuple[Convention, ...] = (XDeath(), Spring(), NServiceBus(), MassTransit(), Rascal(), AppRetry(), Celery(),
-                                     Dramatiq())
+                                     Dramatiq(), Amqp10Annotations())
 BUILT_IN_NAMES = tuple(c.name for c in BUILT_IN)
 
 

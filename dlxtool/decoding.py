@@ -97,6 +97,7 @@ class DecodedBody:
     offset: int | None = None  # truncated/malformed: the byte where reading stopped
     size: int | None = None  # truncated/malformed: the payload's bytes
     decompressed: dict[str, Any] | None = None  # decoded after inflating (compression.Inflated.to_dict)
+    amqp10: str | None = None  # decoded after unwrapping an AMQP 1.0 body: what it was (amqp10_message.unwrap_body)
     explained: bool = False  # truncated/malformed: a registered type explains the bytes before the stop
 
     def to_dict(self) -> dict[str, Any]:
@@ -131,6 +132,8 @@ class DecodedBody:
             d["size"] = self.size
         if self.decompressed is not None:
             d["decompressed"] = self.decompressed
+        if self.amqp10 is not None:
+            d["amqp10"] = self.amqp10
         return d
 
     @property
@@ -476,7 +479,28 @@ def _decode_candidate(
 ) -> DecodedBody:
     """Decode one payload; a gzip/zlib one (recognised by its header, proven by its checksum) after inflating
     it within `max_inflated`. Never None: what does not decode says where and why — in full when it may be
-    reported (`strong`: meant as binary data, see payload_shaped), else only as far as needed to tell."""
+    reported (`strong`: meant as binary data, see payload_shaped), else only as far as needed to tell.
+    An AMQP 1.0 body (RabbitMQ 4.x hands a 0.9.1 reader an amqp-value or amqp-sequence body as its encoding) is
+    unwrapped first: the bytes it carries are decoded, a structured value is shown as JSON; `amqp10` says what it
+    was."""
+    from dlxtool.amqp10_message import unwrap_body
+
+    unwrapped = unwrap_body(data)
+    if unwrapped is not None:
+        if unwrapped.payload is None:
+            from dlxtool.render import dumps
+
+            return DecodedBody(status=NOT_PROTOBUF, error=f"an AMQP 1.0 {unwrapped.what}, not protobuf",
+                               content=dumps(unwrapped.value).decode("utf-8"), amqp10=unwrapped.what)
+        out = _decode_candidate(registry, unwrapped.payload, hints, type_name, raw, top, want_text, strong=strong,
+                                max_inflated=max_inflated)
+        kind = extract_content_kind(unwrapped.payload) if out.failed else None
+        if kind is not None:
+            out = DecodedBody(status=NOT_PROTOBUF, error=f"payload is {kind}, not protobuf",
+                              content=unwrapped.payload.decode("utf-8"))
+        out.amqp10 = unwrapped.what
+        out.notes.append(f"unwrapped from an AMQP 1.0 {unwrapped.what}")
+        return out
     inflated = _inflate(data, max_inflated)
     if inflated is not None and inflated.over_cap:
         return DecodedBody(status=COMPRESSED, error=inflated.label(), decompressed=inflated.to_dict())

@@ -36,7 +36,8 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from dlxtool.amqp_values import RawValue, allow_deep_headers, decode_field_value, encode_field_value
+from dlxtool.amqp10_message import Amqp10Message
+from dlxtool.amqp_values import Long, RawValue, allow_deep_headers, decode_field_value, encode_field_value
 from dlxtool.deaths import Death, parse_deaths
 from dlxtool.errors import UsageError
 
@@ -61,6 +62,10 @@ class MessageRecord:
     properties: dict[str, Any] = field(default_factory=dict)
     headers: dict[str, Any] = field(default_factory=dict)
     decoded: dict[str, Any] | None = None
+    # The message as AMQP 1.0 holds it, where it was read over AMQP 1.0 (dlxtool.amqp10_message): every section with
+    # its types. `properties` and `headers` above are then the 0.9.1 view RabbitMQ's conversion would give (what
+    # filters, conventions and 0.9.1 publishing read); a 1.0 path publishes this.
+    amqp10: Amqp10Message | None = None
 
     @property
     def deaths(self) -> list[Death]:
@@ -80,6 +85,7 @@ class MessageRecord:
             "deaths": [d.to_json() for d in self.deaths],
             "body": base64.b64encode(self.body).decode("ascii"),
             "decoded": self.decoded,
+            **({"amqp10": self.amqp10.to_json()} if self.amqp10 is not None else {}),
         }
 
     @classmethod
@@ -101,11 +107,20 @@ class MessageRecord:
         if not isinstance(headers, Mapping):
             raise UsageError(f"{where}: 'headers' must be an object")
         try:
-            decoded_headers = untag_table(headers, where=f"{where}: headers")
+            decoded_headers = untag_table(headers, where=f"{where}: headers", top=True)
         except RecursionError:
             raise UsageError(f"{where}: headers nested too deeply",
                              hint=f"dlxtool writes tables deeper than {MAX_JSON_DEPTH} levels as $amqp") from None
+        amqp10 = None
+        if data.get("amqp10") is not None:
+            from dlxtool.amqp10_message import Amqp10Error
+
+            try:
+                amqp10 = Amqp10Message.from_json(data["amqp10"], f"{where}: amqp10")
+            except Amqp10Error as exc:
+                raise UsageError(str(exc), hint="docs/message-record.md says the amqp10 field's form") from None
         return cls(
+            amqp10=amqp10,
             queue=str(data.get("queue") or ""),
             body=body,
             position=_int_field(data, "position", where),
@@ -121,6 +136,25 @@ class MessageRecord:
         from dlxtool.render import dumps
 
         return dumps(self.to_json()) + b"\n"
+
+    # -- AMQP 1.0 ---------------------------------------------------------------------------------
+
+    @classmethod
+    def from_amqp10(cls, queue: str, raw: bytes, position: int = 0) -> MessageRecord:
+        """From a delivery's bytes over AMQP 1.0: the whole message in `amqp10`, and the 0.9.1 view
+        (dlxtool.amqp10_view.view_091) in properties/headers/exchange/routing_key; `body` is what a 0.9.1 reader
+        gets (data sections joined; another body as its encoding). Amqp10Error for bytes that are no message."""
+        from dlxtool.amqp10_message import parse_message
+        from dlxtool.amqp10_view import view_091
+
+        msg = parse_message(raw)
+        props, headers, exchange, routing_key = view_091(msg)
+        header = msg.header or {}
+        first = header.get("first_acquirer")
+        count = header.get("delivery_count")
+        redelivered = (first is not None and not first.value) or (count is not None and count.value > 0)
+        return cls(queue=queue, body=msg.body.payload(), position=position, exchange=exchange,
+                   routing_key=routing_key, redelivered=redelivered, properties=props, headers=headers, amqp10=msg)
 
     # -- pika -------------------------------------------------------------------------------------
 
@@ -155,7 +189,11 @@ def _int_field(data: Mapping[str, Any], key: str, where: str) -> int:
 # -- header values ----------------------------------------------------------------------------------
 
 
-def encode_value(value: Any, depth: int = 0) -> Any:
+def encode_value(value: Any, depth: int = 0, *, plain_longs: bool = False) -> Any:
+    if type(value) is Long and not plain_longs and -0x80000000 <= value <= 0x7FFFFFFF:
+        # a 64-bit integer that fits 32 bits: as a plain number it would come back as a 32-bit one (load writes a
+        # plain int as `I` where it fits); kept as its AMQP bytes. Larger ones are `l` either way.
+        return {"$amqp": base64.b64encode(encode_field_value(value)).decode("ascii"), "$value": int(value)}
     if isinstance(value, bool) or value is None or isinstance(value, int | str | float):
         return value
     if isinstance(value, bytes | bytearray):
@@ -172,23 +210,31 @@ def encode_value(value: Any, depth: int = 0) -> Any:
     if isinstance(value, Mapping | list | tuple) and depth >= MAX_JSON_DEPTH:
         return {"$amqp": base64.b64encode(_amqp_encode(value)).decode("ascii")}
     if isinstance(value, Mapping):
-        table = tag_table(value, depth + 1)
+        table = tag_table(value, depth + 1, plain_longs=plain_longs)
         if _pairs(table) is not None:  # tag_table's own form: a tag already
             return table
         if (len(table) == 1 and next(iter(table)) in _TAGS) or set(table) == _RAW_KEYS:
             return {"$table": table}
         return table
     if isinstance(value, list | tuple):
-        return [encode_value(v, depth + 1) for v in value]
+        return [encode_value(v, depth + 1, plain_longs=plain_longs) for v in value]
     raise TypeError(f"cannot encode header value of type {type(value).__name__}")
 
 
-def tag_table(table: Mapping[Any, Any], depth: int = 0) -> dict[str, Any]:
+# Headers RabbitMQ itself writes, whose integers are always 64-bit (`l`): written as plain numbers (readable; jq
+# finds x-death counts as numbers) and read back as 64-bit ones (untag_table at the top level).
+BROKER_LONG_HEADERS = frozenset({"x-death", "x-delivery-count", "x-acquired-count"})
+
+
+def tag_table(table: Mapping[Any, Any], depth: int = 0, *, plain_longs: bool = False) -> dict[str, Any]:
     """A field table as JSON: an object by name; {"$pairs": [[name, value], …]} (in its order) where a name is not
     text (bytes: not UTF-8) or the only name is "$pairs" itself."""
+    def plain(name: Any) -> bool:
+        return plain_longs or (depth == 0 and name in BROKER_LONG_HEADERS)
+
     if any(isinstance(k, bytes | bytearray) for k in table) or (len(table) == 1 and _PAIRS in table):
-        return {_PAIRS: [[tag_name(k), encode_value(v, depth)] for k, v in table.items()]}
-    return {str(k): encode_value(v, depth) for k, v in table.items()}
+        return {_PAIRS: [[tag_name(k), encode_value(v, depth, plain_longs=plain(k))] for k, v in table.items()]}
+    return {str(k): encode_value(v, depth, plain_longs=plain(k)) for k, v in table.items()}
 
 
 def tag_name(name: Any) -> Any:
@@ -245,17 +291,30 @@ def decode_value(value: Any, where: str = "header") -> Any:
     return untag_table(value, where)
 
 
-def untag_table(table: Mapping[str, Any], where: str = "headers") -> dict[Any, Any]:
+def untag_table(table: Mapping[str, Any], where: str = "headers", *, top: bool = False) -> dict[Any, Any]:
     """tag_table undone (`headers` itself, or a table inside): names that are {"$bytes": …} in a $pairs list are
-    bytes again."""
+    bytes again. `top`: the message's headers, where RabbitMQ's own headers (BROKER_LONG_HEADERS) get their plain
+    integers back as 64-bit ones."""
     pairs = _pairs(table)
+    items: list[tuple[Any, Any]] = []
     if pairs is not None:
-        out: dict[Any, Any] = {}
         for name, value in pairs:
             key = untag_name(name, f"{where}: name {name!r}")
-            out[key] = decode_value(value, f"{where}.{_shown(key)}")
-        return out
-    return {str(k): decode_value(v, f"{where}.{k}") for k, v in table.items()}
+            items.append((key, decode_value(value, f"{where}.{_shown(key)}")))
+    else:
+        items = [(str(k), decode_value(v, f"{where}.{k}")) for k, v in table.items()]
+    return {k: (_longs(v) if top and k in BROKER_LONG_HEADERS else v) for k, v in items}
+
+
+def _longs(value: Any) -> Any:
+    """Plain integers (not bool) as Long, through lists and tables."""
+    if type(value) is int:
+        return Long(value)
+    if isinstance(value, list):
+        return [_longs(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _longs(v) for k, v in value.items()}
+    return value
 
 
 def _pairs(table: Mapping[str, Any]) -> list[list[Any]] | None:

@@ -67,7 +67,7 @@ def as_version(version: Version | str | None) -> Version | None:
 
 # -- the table ----------------------------------------------------------------------------------------------------
 
-GiveBack = Literal["close", "cancel", "nack", "reject"]
+GiveBack = Literal["close", "cancel", "nack", "reject", "lost"]
 # What each give-back is, as measured (tests/broker/test_versions.py):
 #   close   basic.get (or a consumer's deliveries) held unacked, then channel.close
 #   cancel  a consumer's deliveries held unacked, basic.cancel, then channel.close
@@ -75,7 +75,18 @@ GiveBack = Literal["close", "cancel", "nack", "reject"]
 #           applied before the next (dlxtool.broker.giveback: more in flight are scrambled; and on 4.3 the ones
 #           still stashed in the client when the channel closes are returned by the close, which counts)
 #   reject  basic.get held unacked, then basic.reject(requeue=true)
-GIVE_BACKS: tuple[GiveBack, ...] = ("close", "cancel", "nack", "reject")
+#   lost    basic.get held unacked, then the connection's socket dropped without a close (what the broker's own 541
+#           close, a network fault or a killed process leave behind): every version counts it
+GIVE_BACKS: tuple[GiveBack, ...] = ("close", "cancel", "nack", "reject", "lost")
+
+# AMQP 1.0 (RabbitMQ 4.x): how a receiver gives an unsettled delivery back (dlxtool.broker.amqp10.outcomes):
+#   released  the `released` outcome
+#   modified  `modified` with delivery-failed=false, undeliverable-here=false (no annotations)
+#   failed    `modified` with delivery-failed=true (what a consumer's "I failed" is)
+#   detach    the link detached (closed) with the delivery unsettled
+#   lost      the connection's socket dropped with the delivery unsettled
+Amqp10GiveBack = Literal["released", "modified", "failed", "detach", "lost"]
+AMQP10_GIVE_BACKS: tuple[Amqp10GiveBack, ...] = ("released", "modified", "failed", "detach", "lost")
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,11 @@ class Behaviour:
     # dead-lettered or dropped). 3.10 and 4.0: every one. 4.3 (rabbitmq-server#15387): basic.nack does not
     # count (the message keeps its place; x-acquired-count + 1), basic.reject, a channel close and a cancel do.
     quorum_counted: frozenset[GiveBack]
+    # A consumer that holds a delivery past the queue's x-consumer-timeout (3.12+ as a queue argument; quorum
+    # queues only on 4.3, which refuses it on a classic queue): 4.0 closes the channel (406, checked once a minute)
+    # and the return counts; 4.3's quorum queue returns the message itself (x-acquired-count + 1), uncounted, and
+    # the consumer stays. None: not measured (3.10 has no such argument; its broker-wide consumer_timeout is 30 min).
+    consumer_timeout_counted: bool | None
     # Where a nacked basic.get goes on a quorum queue with no delivery limit in effect: the back of the queue
     # (3.x without a limit, 4.0 with -1), else in place (returned messages are served first, as a block at the
     # head, each new return at the back of that block). 4.3: in place with or without a limit.
@@ -112,6 +128,17 @@ class Behaviour:
     # once in the DLQ from one never delivered there (`returned_here`), and a peek takes the API's count of the
     # returned messages at the head (`messages_ready_returned`, 4.x) instead. 3.x: 0 at the first delivery there.
     dead_letters_carry_delivery_counts: bool
+
+    # AMQP 1.0 (4.x): the give-backs of an unsettled delivery that count a delivery attempt on a quorum queue, and
+    # whether a given-back message keeps its place (classic and quorum queues alike; the returns in the order
+    # given). None: no AMQP 1.0 on the broker's AMQP port (3.x: a plugin, address v1, not supported here).
+    # 4.0.5: every give-back counts, `released` and uncounted `modified` too; 4.3.6: only `failed` and a lost
+    # connection (`released`, `modified` and a detach leave x-delivery-count, raise x-acquired-count).
+    amqp10_counted: frozenset[Amqp10GiveBack] | None
+    # A message whose application properties hold a char or a uuid cannot be delivered to an AMQP 0.9.1 consumer:
+    # the broker closes that connection (541 INTERNAL_ERROR, mc_amqpl:to_091 function_clause) and the message stays
+    # where it was (the lost connection gave it back). Measured on 4.0.5 and 4.3.6, each type alone.
+    amqp10_char_uuid_close_091: bool
 
     # Dead-lettering ------------------------------------------------------------------------------------------
     # An application republishes a dead letter with the x-death it received and it dies again: 3.10 counts on
@@ -147,35 +174,42 @@ class Behaviour:
 BEHAVIOURS: tuple[Behaviour, ...] = (
     Behaviour(
         since=Version(3, 0), measured="3.10.8",
-        quorum_counted=frozenset(GIVE_BACKS), quorum_unlimited_nack_to_back=True, default_delivery_limit=None,
+        quorum_counted=frozenset(GIVE_BACKS), consumer_timeout_counted=None, amqp10_counted=None,
+        amqp10_char_uuid_close_091=False, quorum_unlimited_nack_to_back=True, default_delivery_limit=None,
         negative_delivery_limit_is_off=False, first_delivery_count_header=True, acquired_count_header=False,
         dead_letters_carry_delivery_counts=False, x_death_restarts_on_republish=False, writes_x_last_death=False,
         global_qos_refused_on_quorum=True, deprecated_features_listed=False, deprecated_feature_state=False,
         api_reports_delivery_limit=False, api_policy_without_stats=False),
     Behaviour(  # not run here: RabbitMQ 3.13.0's release notes (x-death, x-last-death-*; reverted in 3.13.3)
         since=Version(3, 13), measured="not measured (RabbitMQ 3.13.0 release notes)",
-        quorum_counted=frozenset(GIVE_BACKS), quorum_unlimited_nack_to_back=True, default_delivery_limit=None,
+        quorum_counted=frozenset(GIVE_BACKS), consumer_timeout_counted=None, amqp10_counted=None,
+        amqp10_char_uuid_close_091=False, quorum_unlimited_nack_to_back=True, default_delivery_limit=None,
         negative_delivery_limit_is_off=False, first_delivery_count_header=True, acquired_count_header=False,
         dead_letters_carry_delivery_counts=False, x_death_restarts_on_republish=True, writes_x_last_death=True,
         global_qos_refused_on_quorum=True, deprecated_features_listed=True, deprecated_feature_state=False,
         api_reports_delivery_limit=False, api_policy_without_stats=False),
     Behaviour(
         since=Version(3, 13, 3), measured="not measured (RabbitMQ 3.13.3 release notes)",
-        quorum_counted=frozenset(GIVE_BACKS), quorum_unlimited_nack_to_back=True, default_delivery_limit=None,
+        quorum_counted=frozenset(GIVE_BACKS), consumer_timeout_counted=None, amqp10_counted=None,
+        amqp10_char_uuid_close_091=False, quorum_unlimited_nack_to_back=True, default_delivery_limit=None,
         negative_delivery_limit_is_off=False, first_delivery_count_header=True, acquired_count_header=False,
         dead_letters_carry_delivery_counts=False, x_death_restarts_on_republish=False, writes_x_last_death=True,
         global_qos_refused_on_quorum=True, deprecated_features_listed=True, deprecated_feature_state=False,
         api_reports_delivery_limit=False, api_policy_without_stats=False),
     Behaviour(  # also 4.1 and 4.2 (not run here): the give-back rules changed in 4.3 (rabbitmq-server#15387)
         since=Version(4, 0), measured="4.0.5",
-        quorum_counted=frozenset(GIVE_BACKS), quorum_unlimited_nack_to_back=True, default_delivery_limit=20,
+        quorum_counted=frozenset(GIVE_BACKS), consumer_timeout_counted=True,
+        amqp10_counted=frozenset(AMQP10_GIVE_BACKS), amqp10_char_uuid_close_091=True,
+        quorum_unlimited_nack_to_back=True, default_delivery_limit=20,
         negative_delivery_limit_is_off=True, first_delivery_count_header=False, acquired_count_header=False,
         dead_letters_carry_delivery_counts=True, x_death_restarts_on_republish=True, writes_x_last_death=True,
         global_qos_refused_on_quorum=True, deprecated_features_listed=True, deprecated_feature_state=False,
         api_reports_delivery_limit=True, api_policy_without_stats=False),
     Behaviour(
         since=Version(4, 3), measured="4.3.6",
-        quorum_counted=frozenset({"close", "cancel", "reject"}), quorum_unlimited_nack_to_back=False,
+        quorum_counted=frozenset({"close", "cancel", "reject", "lost"}), consumer_timeout_counted=False,
+        amqp10_counted=frozenset({"failed", "lost"}), amqp10_char_uuid_close_091=True,
+        quorum_unlimited_nack_to_back=False,
         default_delivery_limit=20, negative_delivery_limit_is_off=True, first_delivery_count_header=False,
         acquired_count_header=True, dead_letters_carry_delivery_counts=True, x_death_restarts_on_republish=True,
         writes_x_last_death=True,
@@ -210,6 +244,35 @@ def measured_versions() -> tuple[str, ...]:
 def quorum_give_back_counts(version: Version | str | None, how: GiveBack) -> bool:
     """Whether giving quorum messages back by `how` uses one of their delivery attempts (x-delivery-count + 1)."""
     return how in behaviour(version).quorum_counted
+
+
+def amqp10_give_back_counts(version: Version | str | None, how: Amqp10GiveBack) -> bool:
+    """Whether giving an unsettled AMQP 1.0 delivery back to a quorum queue by `how` uses one of its delivery
+    attempts. A broker without AMQP 1.0 facts (3.x): every way counts (the reading that spends nothing unasked)."""
+    counted = behaviour(version).amqp10_counted
+    return counted is None or how in counted
+
+
+def amqp10_peek_give_back(version: Version | str | None) -> Amqp10GiveBack | None:
+    """The outcome a peek over AMQP 1.0 gives messages back with so that no delivery attempt is spent on a quorum
+    queue: `released` where it does not count (4.3), else an uncounted `modified`; None where every give-back
+    counts (4.0: a peek of a quorum queue with a delivery limit spends attempts, like a 0.9.1 nack there)."""
+    choices: tuple[Amqp10GiveBack, ...] = ("released", "modified")
+    for how in choices:
+        if not amqp10_give_back_counts(version, how):
+            return how
+    return None
+
+
+def speaks_amqp10(version: Version | str | None) -> bool:
+    """Whether the broker has the AMQP 1.0 facts here (RabbitMQ 4.x: AMQP 1.0 in the core, address v2)."""
+    return behaviour(version).amqp10_counted is not None
+
+
+def char_uuid_poison_091(version: Version | str | None) -> bool:
+    """Whether an AMQP 1.0 message with a char or uuid application property closes a 0.9.1 connection it is
+    delivered to (4.3.6)."""
+    return behaviour(version).amqp10_char_uuid_close_091
 
 
 def quorum_nack_to_back(version: Version | str | None, delivery_limit: int | None) -> bool:

@@ -66,6 +66,9 @@ def read_options(f: F) -> F:
                      help="Streams: first (default), last, next, an offset, an ISO time or an age (30m, 2h)."),
         click.option("--wait", "stream_wait", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
                      metavar="SECONDS", help="Streams: stop after this long without a new message."),
+        click.option("--protocol", type=click.Choice(["0-9-1", "1.0"]), default="0-9-1", show_default=True,
+                     help="Read over AMQP 0.9.1 or AMQP 1.0 (RabbitMQ 4.x; the amqp10 extra): 1.0 reads an AMQP "
+                          "1.0 message whole (every section and type), and one 0.9.1 cannot be given."),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -74,7 +77,7 @@ def read_options(f: F) -> F:
 
 def make_read_options(app: App, count: int | None, *, max_unacked: int | None, allow_reorder: bool,
                       spend_attempts: bool, offset: str | None = None, stream_wait: float = 1.0,
-                      selection: Selection | None = None) -> ReadOptions:
+                      selection: Selection | None = None, protocol: str = "0-9-1") -> ReadOptions:
     """`selection` (dlxtool.selection, seen through the command's lens: selection_for): only the messages it selects
     are shown, and `count` counts them."""
     from dlxtool.ops.peek import ReadOptions, parse_offset
@@ -90,6 +93,7 @@ def make_read_options(app: App, count: int | None, *, max_unacked: int | None, a
         stream_wait=stream_wait,
         select=selection.matches if selects and selection is not None else None,
         select_decodes=selects and selection is not None and selection.needs_type,
+        protocol=protocol,
     )
 
 
@@ -112,13 +116,37 @@ def read_queue(app: App, queue: str, opts: ReadOptions,
     app.begin_management(profile, queues=(queue,))  # on its way while AMQP connects
     with app.connection(profile) as conn:
         mgmt = app.management(profile, conn)  # proven to be this broker's API before any of it is used
-        reader, notes = prepare_read(conn, profile, queue, opts, management=lambda: mgmt, decode=decode)
-        for missing in reader.facts.missing_checks:
-            app.warn(f"check not made: {missing}")
-        app.info(reader.facts.describe())
-        for note in notes:
-            app.info(note)
-        yield reader
+        amqp10 = _amqp10_connection(app, profile, conn) if opts.protocol == "1.0" else None
+        try:
+            if amqp10 is not None:
+                from dlxtool.ops.peek_amqp10 import prepare_read_amqp10
+
+                reader, notes = prepare_read_amqp10(conn, amqp10, profile, queue, opts, management=lambda: mgmt,
+                                                    decode=decode)
+            else:
+                reader, notes = prepare_read(conn, profile, queue, opts, management=lambda: mgmt, decode=decode)
+            for missing in reader.facts.missing_checks:
+                app.warn(f"check not made: {missing}")
+            app.info(reader.facts.describe())
+            for note in notes:
+                app.info(note)
+            yield reader
+        finally:
+            if amqp10 is not None:
+                amqp10.close()
+
+
+def _amqp10_connection(app: App, profile: Any, conn: Any) -> Any:
+    """The AMQP 1.0 connection of a --protocol 1.0 read: refused (exit 2) where the broker has no AMQP 1.0 facts
+    (3.x) or proton is missing."""
+    from dlxtool.broker import versions
+    from dlxtool.broker.amqp10.connection import open_connection
+
+    version = versions.server_version(conn)
+    if not versions.speaks_amqp10(version):
+        raise UsageError(f"--protocol 1.0 reads RabbitMQ 4.x; this broker is {version or 'of an unknown version'}",
+                         hint="leave --protocol out (0-9-1)")
+    return open_connection(profile)
 
 
 def finish_read(app: App, reader: QueueReader | None) -> None:

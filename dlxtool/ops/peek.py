@@ -149,6 +149,25 @@ class ReadOptions:
     # queue's later messages can only be reached while the earlier ones are held) but not shown. None: all.
     select: Callable[[MessageRecord], bool] | None = None
     select_decodes: bool = False  # the selection reads the decoded body (--type): decode before selecting
+    # "0-9-1" (basic.get, given back by nack or a channel close) or "1.0" (an AMQP 1.0 receiver, given back by the
+    # outcome the version's table names: dlxtool.ops.peek_amqp10)
+    protocol: str = "0-9-1"
+
+
+def give_back_counts(facts: QueueFacts, opts: ReadOptions) -> bool:
+    """Whether a peek's give-back of a quorum queue's messages uses a delivery attempt, on this protocol and the
+    broker's version (dlxtool.broker.versions: 0.9.1's nack; 1.0's uncounted outcome, where there is one)."""
+    from dlxtool.broker import versions
+
+    if opts.protocol == "1.0":
+        return versions.amqp10_peek_give_back(facts.version) is None
+    return versions.quorum_give_back_counts(facts.version, "nack")
+
+
+def give_back_words(opts: ReadOptions) -> str:
+    if opts.protocol == "1.0":
+        return "the AMQP 1.0 outcome `released` or an uncounted `modified`"
+    return f"basic.nack, {QUORUM_RETURN_CHUNK} at a time"
 
 
 # -- what the queue is -------------------------------------------------------------------------------
@@ -292,9 +311,8 @@ def _size_note(facts: QueueFacts, opts: ReadOptions, wanted: int | None = None) 
 
 
 def _check_quorum(facts: QueueFacts, opts: ReadOptions) -> list[str]:
-    from dlxtool.broker import versions
 
-    if not versions.quorum_give_back_counts(facts.version, "nack"):
+    if not give_back_counts(facts, opts):
         return _check_quorum_uncounted(facts, opts)
     if facts.type == "unknown":
         raise RefusedError(
@@ -354,8 +372,8 @@ def _check_quorum_uncounted(facts: QueueFacts, opts: ReadOptions) -> list[str]:
                 "peek gives back goes to the BACK of the queue, so peeking reorders it",
                 hint="pass --allow-reorder to accept that (the peeked messages then sit behind the others)")
         return ["--allow-reorder: the peeked messages go to the back of the queue"]
-    return [f"{facts.name!r} is {what}: on RabbitMQ {facts.version} the messages a peek gives back (basic.nack, "
-            f"{QUORUM_RETURN_CHUNK} at a time) keep their place and use no delivery attempt (x-delivery-count "
+    return [f"{facts.name!r} is {what}: on RabbitMQ {facts.version} the messages a peek gives back "
+            f"({give_back_words(opts)}) keep their place and use no delivery attempt (x-delivery-count "
             "unchanged; x-acquired-count + 1)"]
 
 
@@ -432,6 +450,8 @@ class QueueReader:
         # Where a block of returned messages at the head ended when the counters could not tell: by the API's sampled
         # count ("sample"), not known at all ("unknown"); None: the counters told (or there was none)
         self._block_end_by: str | None = None
+        self.undeliverable: int | None = None  # the position of a message 0.9.1 cannot be given (_undeliverable)
+        self.connection_lost = False  # the broker closed the connection: what was held went back with it
 
     @property
     def shown(self) -> int:
@@ -512,7 +532,12 @@ class QueueReader:
         return True
 
     def _get(self) -> MessageRecord | None:
-        method, props, body = self.channel.basic_get(self.facts.name, auto_ack=False)
+        try:
+            method, props, body = self.channel.basic_get(self.facts.name, auto_ack=False)
+        except Exception as exc:
+            if not self._undeliverable(exc):
+                raise
+            return None
         if method is None:
             self.reached_end = True
             return None
@@ -522,6 +547,24 @@ class QueueReader:
         record = MessageRecord.from_delivery(self.facts.name, method, props, body, position=self.read)
         self.read += 1
         return record
+
+    def _undeliverable(self, exc: BaseException) -> bool:
+        """The broker closed the connection while handing over the next message: on a version where an AMQP 1.0
+        message can be unconvertible for 0.9.1 (4.3.6: a char or uuid application property; 541 INTERNAL_ERROR),
+        that message cannot be delivered to this protocol. Recorded (its position), not raised: the messages read
+        before it are shown, and the outcome says what the lost connection cost."""
+        from dlxtool.broker import versions
+
+        code = getattr(exc, "reply_code", None)
+        if code != 541 or not versions.char_uuid_poison_091(self.facts.version):
+            return False
+        self.undeliverable = self.read
+        self.connection_lost = True
+        self.stopped_early = (f"stopped at position {self.read}: the broker closed the connection while handing it "
+                              f"over (541 INTERNAL_ERROR): RabbitMQ {self.facts.version} cannot convert that message "
+                              "for AMQP 0.9.1 (an AMQP 1.0 message whose application properties hold a char or a "
+                              "uuid)")
+        return True
 
     def _selects(self, record: MessageRecord) -> bool:
         """Whether the selection (if any) selects `record`; a record it does not select is counted as skipped.
@@ -550,10 +593,9 @@ class QueueReader:
 
     def _counts_attempts(self) -> bool:
         """Quorum with a delivery limit, on a version where a peek's give-back (nacks) counts an attempt."""
-        from dlxtool.broker import versions
 
         return (self.facts.reads_as_quorum and self.facts.delivery_limit is not None
-                and versions.quorum_give_back_counts(self.facts.version, "nack"))
+                and give_back_counts(self.facts, self.opts))
 
     def _returns_to_a_block(self) -> bool:
         """Quorum, where given-back messages keep their place: served first, as a block at the head (3.x and 4.0 with
@@ -637,6 +679,9 @@ class QueueReader:
     def _give_back(self) -> None:
         """Return every held message in order; finish even if Ctrl-C arrives meanwhile (a give-back
         cut short is completed by the broker when the connection closes, in no particular order)."""
+        if self.connection_lost:  # the broker took them back when it closed the connection
+            self._held.returned = len(self._held.tags)
+            return
         interrupted: BaseException | None = None
         while True:
             try:
@@ -686,8 +731,9 @@ class QueueReader:
         if self._counts_attempts():
             where = f"used one delivery attempt of each of the {returned} messages given back"
         else:  # RabbitMQ 4.3+: nacks count nothing
+            how = "released" if self.opts.protocol == "1.0" else "basic.nack"
             where = (f"gave the {returned} messages read back at the head, using no delivery attempt (RabbitMQ "
-                     f"{self.facts.version}: basic.nack leaves x-delivery-count as it was)"
+                     f"{self.facts.version}: {how} leaves x-delivery-count as it was)"
                      + ("" if self._held.confirmed else "; unconfirmed: a return the broker had not applied when the "
                         "channel closed counts as an attempt"))
         if self.order_changed:
@@ -727,6 +773,8 @@ class QueueReader:
                 return ReadOutcome(list(self.notes), warnings, self._budget_error())
             return ReadOutcome(self.notes + self._stream_notes(), warnings)
         wanted = self.opts.count
+        if self.undeliverable is not None:
+            return ReadOutcome(list(self.notes), warnings, self._undeliverable_error())
         if self.dead_lettered:
             error = PartialError(
                 f"the message(s) at position {', '.join(map(str, self.dead_lettered))} had no delivery attempt "
@@ -760,6 +808,38 @@ class QueueReader:
                 hint="raise --max-unacked (config dump_unacked_limit) if the broker has the memory, "
                      "or drain the queue into a file (dump --remove)")
         return ReadOutcome(list(self.notes), warnings, error)
+
+    def _undeliverable_error(self) -> PartialError:
+        """Exit 5: what was shown is right; the message at `undeliverable` cannot be read over 0.9.1, and the lost
+        connection gave back what was held — which on some versions counts an attempt (never advised again)."""
+        from dlxtool.broker import versions
+
+        position = self.undeliverable
+        held = self.read
+        counted = self.facts.reads_as_quorum and versions.quorum_give_back_counts(self.facts.version, "lost")
+        if counted and held:
+            limit = (f" (delivery limit {self.facts.delivery_limit})" if self.facts.delivery_limit
+                     else " (with a delivery limit)")
+            cost = (f"; the broker took back the {held} message(s) held before it (positions 0-{held - 1}) and the "
+                    f"message itself when it closed the connection, and on RabbitMQ {self.facts.version} a lost "
+                    f"connection counts a delivery attempt of each on a quorum queue{limit}: running this again over "
+                    "0.9.1 spends one more attempt each time, and past the limit the broker dead-letters or drops "
+                    "them (the healthy ones ahead of it too)")
+        elif counted:
+            cost = (f"; the lost connection counted a delivery attempt of that message (RabbitMQ {self.facts.version}"
+                    "): running this again over 0.9.1 spends another each time")
+        else:
+            cost = "; the messages held went back in place when the connection closed"
+        from dlxtool.broker.amqp10 import available
+
+        how = ("read it (and the rest of the queue) with --protocol 1.0, which gives no delivery attempt away and "
+               "reads every section of it")
+        if not available():
+            how = "read it over AMQP 1.0: --protocol 1.0 (install the amqp10 extra: pip install 'dlxtool[amqp10]')"
+        return PartialError(
+            f"the message at position {position} of {self.facts.name!r} cannot be delivered over AMQP 0.9.1: "
+            f"{self.stopped_early}{cost}. Showed the {self.shown} message(s) before it",
+            hint=f"do not run this again over 0.9.1; {how}")
 
     def _budget_error(self) -> PartialError:
         """The read stopped at the byte budget: partial (exit 5), as a read cut short by --max-unacked is: what was

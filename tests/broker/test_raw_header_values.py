@@ -43,9 +43,10 @@ def raw_headers(record: dict) -> dict[str, bytes]:
 
 def delivered(broker) -> tuple[dict[str, bytes], dict[str, object]]:
     """What the broker under test delivers of RAW: values kept as their bytes, and values it turned into
-    plain ones. RabbitMQ 4.x re-encodes an L (64-bit) as an l with the same value (-2): 3.x keeps it."""
+    plain ones. RabbitMQ 4.x re-encodes an L (64-bit) as an l with the same value (-2): 3.x keeps it. An l that
+    fits 32 bits is kept as its bytes too (as a plain number it would load back as a 32-bit I: issue 39)."""
     if broker.major >= 4:
-        return {k: v for k, v in RAW.items() if k != "L"}, {"L": -2}
+        return {**{k: v for k, v in RAW.items() if k != "L"}, "L": b"l" + struct.pack(">q", -2)}, {}
     return RAW, {}
 
 

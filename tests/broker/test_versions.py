@@ -64,6 +64,11 @@ def _give_back_head(conn: pika.BlockingConnection, queue: str, how: str) -> dict
     if method is None:
         ch.close()
         return None
+    if how == "lost":  # the socket dropped with the message held: the connection is gone
+        from dlxtool.broker.connection import abort
+
+        abort(conn)
+        return dict(props.headers or {})
     if how == "nack":
         ch.basic_nack(method.delivery_tag, multiple=True, requeue=True)
     elif how == "reject":
@@ -107,10 +112,13 @@ def test_which_give_backs_count_a_delivery_attempt(broker, qname, row, how) -> N
     try:
         seen = []
         for _ in range(3):
+            if not conn.is_open:  # "lost" drops it each time
+                conn = _connect(broker)
             seen.append(_give_back_head(conn, qname, how))
             _settled(broker, qname, 3)
     finally:
-        conn.close()
+        if conn.is_open:
+            conn.close()
     first = seen[0] or {}
     assert ("x-delivery-count" in first) == (row.first_delivery_count_header and how != "cancel")
     after = [(body, dict(props.headers or {})) for _m, props, body in broker.drain(qname)]
@@ -451,3 +459,169 @@ def test_what_a_dead_letter_s_counters_say_in_its_quorum_dlq(broker, qname, row)
         assert not any(first_counts.values()) and again_counts.get("x-delivery-count", 0) > 0
         assert versions.returned_here(str(broker.version), first) is False
         assert versions.returned_here(str(broker.version), again) is True
+
+
+def test_a_consumer_timeout_and_its_count(broker, qname, row) -> None:
+    """A consumer holds the head of a quorum queue past the queue's x-consumer-timeout (1 s): 4.0 closes its
+    channel (checked once a minute) and the return counts; 4.3 returns the message itself, uncounted (x-acquired-count
+    + 1), the consumer staying. 3.10 takes the argument but has no per-queue timeout (3.12 brought it); its
+    broker-wide one is 30 min by default: the table says "not measured" (None) and this test skips there."""
+    if row.consumer_timeout_counted is None:
+        pytest.skip(f"{row.measured}: no per-queue consumer timeout to measure (the table says None)")
+    _quorum(broker, qname, [b"m0", b"m1"], **{"x-consumer-timeout": 1000, "x-delivery-limit": 10})
+    conn = _connect(broker)
+    try:
+        ch = conn.channel()
+        ch.basic_qos(prefetch_count=1)
+        ch.basic_consume(qname, lambda *_: None)
+        deadline = time.monotonic() + 90
+        with broker.channel() as probe:
+            while probe.queue_declare(qname, passive=True).method.message_count < 2:
+                assert time.monotonic() < deadline, "the consumer timeout did not return the message"
+                conn.process_data_events(0.5)
+    finally:
+        if conn.is_open:
+            conn.close()
+    head = dict(broker.drain(qname)[0][1].headers or {})
+    assert (head.get("x-delivery-count", 0) >= 1) == row.consumer_timeout_counted, head
+
+
+# -- AMQP 1.0 (4.x) -------------------------------------------------------------------------------------------
+
+
+def _amqp10_or_skip(row: versions.Behaviour) -> None:
+    from dlxtool.broker import amqp10
+
+    if row.amqp10_counted is None:
+        pytest.skip("no AMQP 1.0 facts for this version (3.x: AMQP 1.0 is a plugin there, address format v1)")
+    if not amqp10.available():
+        pytest.fail("python-qpid-proton is not installed (the test extra brings it)")
+
+
+def _profile(broker) -> Any:
+    from dlxtool.config import BrokerProfile
+
+    return BrokerProfile(name="t", urls=(broker.url,), vhost=broker.vhost)
+
+
+def _amqp10_give_back(broker, queue: str, how: str, n: int) -> list[bytes]:
+    """Read the first `n` messages of `queue` over AMQP 1.0 unsettled and give them back by `how`
+    (versions.AMQP10_GIVE_BACKS); their bodies as read."""
+    from dlxtool.amqp10_message import parse_message
+    from dlxtool.broker.amqp10 import outcomes
+    from dlxtool.broker.amqp10.addresses import queue_address
+    from dlxtool.broker.amqp10.connection import open_connection
+    from dlxtool.broker.amqp10.links import HeadReader
+
+    by = {"released": outcomes.RELEASE, "modified": outcomes.MODIFY_UNCOUNTED,
+          "failed": outcomes.modify(delivery_failed=True)}
+    conn = open_connection(_profile(broker))
+    try:
+        reader = HeadReader(conn, queue_address(queue), give_back=by.get(how, outcomes.RELEASE))
+        got = reader.read(n)
+        bodies = [parse_message(d.raw).body.payload() for d in got]
+        if how in by:
+            reader.close()
+        elif how == "detach":
+            reader.link.close()
+            conn.pump(0.2)
+        elif how == "lost":
+            conn.blocking.conn.transport.close_tail()  # the socket dropped: no close, no detach
+            conn.blocking.conn.transport.close_head()
+            conn.pump(0.2)
+        return bodies
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("how", versions.AMQP10_GIVE_BACKS)
+@pytest.mark.parametrize("kind", ["classic", "quorum"])
+def test_what_each_amqp10_give_back_costs_and_where_it_puts_the_message(broker, qname, row, how, kind) -> None:
+    """The first two of three messages read over AMQP 1.0 and given back by `how`, three times: the order is kept
+    (classic and quorum alike: returns are served first, in the order given); on a quorum queue x-delivery-count
+    reads 3 where the table says `how` counts and is absent where it does not (4.3's released and modified: only
+    x-acquired-count rises)."""
+    _amqp10_or_skip(row)
+    args = {"x-queue-type": "quorum", "x-delivery-limit": 10} if kind == "quorum" else {}
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True, arguments=args)
+    broker.publish(qname, [b"m0", b"m1", b"m2"], properties=pika.BasicProperties(delivery_mode=2))
+    for _ in range(3):
+        assert _amqp10_give_back(broker, qname, how, 2) == [b"m0", b"m1"]
+        assert broker.wait_depth(qname, 3) == 3
+        if kind == "quorum":
+            deadline = time.monotonic() + 10
+            while broker.mgmt.queue(broker.vhost, qname).raw.get("messages_unacknowledged") and \
+                    time.monotonic() < deadline:
+                time.sleep(0.2)
+    after = broker.drain(qname)
+    assert [body for _m, _p, body in after] == [b"m0", b"m1", b"m2"]
+    if kind == "classic":
+        return
+    counted = versions.amqp10_give_back_counts(broker.version, how)
+    assert counted == (how in (row.amqp10_counted or ()))
+    head = dict(after[0][1].headers or {})
+    assert head.get("x-delivery-count", 0) == (3 if counted else 0), head
+    assert "x-delivery-count" not in dict(after[2][1].headers or {})
+
+
+def test_a_peek_over_amqp10_gives_back_by_the_tables_outcome(broker, qname, row) -> None:
+    """amqp10_peek_give_back: the outcome a 1.0 peek uses is one that does not count (4.3: released), or None
+    where every one counts (4.0)."""
+    _amqp10_or_skip(row)
+    chosen = versions.amqp10_peek_give_back(broker.version)
+    uncounted = [h for h in ("released", "modified") if h not in (row.amqp10_counted or ())]
+    assert chosen == (uncounted[0] if uncounted else None)
+
+
+@pytest.mark.parametrize("kind", ["char", "uuid"])
+def test_a_char_or_uuid_application_property_and_a_091_reader(broker, qname, row, kind) -> None:
+    """An AMQP 1.0 message whose application properties hold a char (or a uuid), read with basic.get: 4.0.5 and 4.3.6
+    close the 0.9.1 connection (541 INTERNAL_ERROR) and the message stays."""
+    _amqp10_or_skip(row)
+    from dlxtool.amqp10_message import Amqp10Message, Body, Typed, encode_message
+    from dlxtool.broker.amqp10.addresses import queue_address
+    from dlxtool.broker.amqp10.connection import open_connection
+    from dlxtool.broker.amqp10.links import Sender
+
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True)
+    conn = open_connection(_profile(broker))
+    try:
+        value = Typed("char", "x") if kind == "char" else Typed("uuid", str(uuid.uuid4()))
+        msg = Amqp10Message(application_properties=[(Typed("string", "p"), value)],
+                            body=Body("data", [b"poison"]))
+        assert Sender(conn, queue_address(qname)).send(encode_message(msg)).taken
+    finally:
+        conn.close()
+    reader = _connect(broker)
+    try:
+        ch = reader.channel()
+        if row.amqp10_char_uuid_close_091:
+            with pytest.raises(pe.ConnectionClosedByBroker) as closed:
+                ch.basic_get(qname, auto_ack=False)
+            assert closed.value.reply_code == 541
+        else:
+            method, _props, body = ch.basic_get(qname, auto_ack=False)
+            assert body == b"poison"
+            ch.basic_nack(method.delivery_tag, requeue=True)
+    finally:
+        if reader.is_open:
+            reader.close()
+    assert versions.char_uuid_poison_091(broker.version) == row.amqp10_char_uuid_close_091
+    assert broker.wait_depth(qname, 1) == 1
+
+
+def test_where_an_amqp10_release_goes_without_a_limit(broker, qname, row) -> None:
+    """The head read over AMQP 1.0 and released, on a quorum queue with no limit in effect (x-delivery-limit -1):
+    where a 0.9.1 nack goes (versions.quorum_nack_to_back: the back on 4.0, in place on 4.3) — the 1.0 peek takes
+    that rule for its reorder check."""
+    _amqp10_or_skip(row)
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True, arguments=broker.quorum_without_limit())
+    broker.publish(qname, [b"0", b"1", b"2"], properties=pika.BasicProperties(delivery_mode=2))
+    assert _amqp10_give_back(broker, qname, "released", 1) == [b"0"]
+    _settled(broker, qname, 3)
+    order = [body for _m, _p, body in broker.drain(qname)]
+    to_back = versions.quorum_nack_to_back(broker.version, None)
+    assert order == ([b"1", b"2", b"0"] if to_back else [b"0", b"1", b"2"])

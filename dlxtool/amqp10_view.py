@@ -1,0 +1,223 @@
+"""An AMQP 1.0 message seen as AMQP 0.9.1 sees it, and what that view loses.
+
+RabbitMQ 4.x converts AMQP 1.0 messages for 0.9.1 readers (its mc_amqpl module). dlxtool reads over AMQP 1.0 where
+it can, keeps the whole message (MessageRecord.amqp10), and gives the rest of dlxtool — filters, conventions,
+the death history, tables — the same 0.9.1 view the broker would: `view_091`. What that conversion changes or
+drops, message by message, is `conversion_losses` (said by peek and replay's plan before anything moves).
+
+Measured on RabbitMQ 4.3.6 and 4.0.5 (tests/broker/test_amqp10_client.py): several data sections arrive as one
+body; an amqp-value or amqp-sequence body arrives as its AMQP encoding with type=amqp-1.0; subject, to,
+absolute-expiry-time, group-sequence and reply-to-group-id are dropped; creation-time and timestamp values lose
+their milliseconds; symbols become strings; a ulong above 2^63-1 becomes a negative long (2^64-1: -1); a ulong
+message-id becomes its decimal text, a uuid one "urn:uuid:…", a binary one moves to the header x-message-id
+(x-correlation-id for a correlation-id); x-opt-* message annotations become headers; 4.3.6 cannot convert a char
+or uuid application property at all (it closes the 0.9.1 connection: dlxtool.broker.versions).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from dlxtool.amqp10_message import Amqp10Message, Typed, timestamp_datetime
+from dlxtool.amqp_values import Long
+
+_DROPPED_PROPERTIES = ("to", "subject", "absolute_expiry_time", "group_sequence", "reply_to_group_id")
+# The broker's own annotations that 0.9.1 readers get as headers (besides every x-opt-*)
+_BROKER_ANNOTATIONS = ("x-delivery-count", "x-acquired-count", "x-first-death-queue", "x-first-death-reason",
+                       "x-first-death-exchange", "x-last-death-queue", "x-last-death-reason", "x-last-death-exchange")
+
+
+def view_091(msg: Amqp10Message) -> tuple[dict[str, Any], dict[str, Any], str, str]:
+    """(properties, headers, exchange, routing_key) as a 0.9.1 reader of this message gets them."""
+    props: dict[str, Any] = {}
+    headers: dict[str, Any] = {}
+    header = msg.header or {}
+    if header.get("durable") is not None and header["durable"].value:
+        props["delivery_mode"] = 2
+    if header.get("priority") is not None:
+        props["priority"] = header["priority"].value
+    if header.get("ttl") is not None:
+        props["expiration"] = str(header["ttl"].value)
+    p = msg.properties or {}
+    for name, extra in (("message_id", "x-message-id"), ("correlation_id", "x-correlation-id")):
+        if name in p:
+            text = _id_text(p[name])
+            if text is None:
+                headers[extra] = p[name].value
+            else:
+                props[name] = text
+    if "user_id" in p:
+        props["user_id"] = _text(p["user_id"].value)
+    if "reply_to" in p:
+        props["reply_to"] = _reply_to(str(p["reply_to"].value))
+    if "content_type" in p:
+        props["content_type"] = str(p["content_type"].value)
+    if "content_encoding" in p:
+        props["content_encoding"] = str(p["content_encoding"].value)
+    if "creation_time" in p:
+        props["timestamp"] = int(p["creation_time"].value) // 1000  # seconds, as pika hands the property over
+    if "group_id" in p:
+        props["app_id"] = str(p["group_id"].value)  # what 4.3.6 hands a 0.9.1 reader (measured)
+    if msg.body.kind in ("amqp-value", "amqp-sequence"):
+        props["type"] = "amqp-1.0"
+    for key, value in msg.application_properties or ():
+        headers[str(key.value)] = header_value(value)
+    exchange = routing_key = ""
+    for key, value in msg.message_annotations or ():
+        name = str(key.value)
+        if name == "x-exchange":
+            exchange = str(value.value)
+        elif name == "x-routing-key":
+            routing_key = str(value.value)
+        elif name == "x-opt-deaths":
+            headers["x-death"] = deaths_091(value)
+        elif name.startswith("x-opt-") or name in _BROKER_ANNOTATIONS:
+            headers[name] = header_value(value)
+    return props, headers, exchange, routing_key
+
+
+def _id_text(value: Typed) -> str | None:
+    if value.type == "string":
+        return str(value.value)
+    if value.type == "ulong":
+        return str(value.value)
+    if value.type == "uuid":
+        return f"urn:uuid:{value.value}"
+    return None  # binary: a header of its own
+
+
+def _reply_to(address: str) -> str:
+    """/queues/NAME (address v2) is the queue NAME to a 0.9.1 reader (the default exchange's key)."""
+    from urllib.parse import unquote
+
+    if address.startswith("/queues/") and "/" not in address[len("/queues/"):]:
+        return unquote(address[len("/queues/"):])
+    return address
+
+
+def _text(value: Any) -> Any:
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return value
+    return value
+
+
+def _seconds(ms: int) -> datetime | int:
+    stamp = timestamp_datetime(ms - ms % 1000)
+    return stamp
+
+
+def header_value(value: Typed) -> Any:
+    """A typed value as a 0.9.1 header value (as the conversion gives it: symbols as text, timestamps in seconds,
+    a ulong past 2^63-1 wrapped to a negative long)."""
+    t, v = value.type, value.value
+    if t in ("long", "ulong"):
+        return Long(v - 2**64 if v >= 2**63 else v)
+    if t == "timestamp":
+        return _seconds(v)
+    if t == "list":
+        return [header_value(x) for x in v]
+    if t == "array":
+        return [header_value(x) for x in v[1]]
+    if t == "map":
+        return {str(k.value): header_value(x) for k, x in v}
+    if t == "described":
+        return header_value(v[1])
+    return v
+
+
+def deaths_091(value: Typed) -> list[dict[str, Any]]:
+    """x-opt-deaths (an array of maps: queue, reason, count, first-time, last-time, exchange, routing-keys, ttl) as
+    the x-death header a 0.9.1 reader gets."""
+    items = value.value[1] if value.type == "array" else value.value if value.type == "list" else []
+    out = []
+    for item in items:
+        if item.type == "described":
+            item = item.value[1]
+        if item.type != "map":
+            continue
+        fields = {str(k.value): x for k, x in item.value}
+        death: dict[str, Any] = {}
+        if "count" in fields:
+            death["count"] = Long(int(fields["count"].value))
+        for name in ("reason", "queue", "exchange"):
+            if name in fields:
+                death[name] = str(fields[name].value)
+        if "first-time" in fields:
+            death["time"] = _seconds(fields["first-time"].value)
+        if "routing-keys" in fields:
+            keys = fields["routing-keys"]
+            death["routing-keys"] = [str(k.value) for k in (keys.value[1] if keys.type == "array" else keys.value)]
+        if "ttl" in fields:
+            death["original-expiration"] = str(fields["ttl"].value)
+        out.append(death)
+    return out
+
+
+def conversion_losses(msg: Amqp10Message, *, poison_091: bool = False) -> list[str]:
+    """What RabbitMQ's conversion to AMQP 0.9.1 would change or drop of this message, one phrase each (empty: it
+    survives whole). `poison_091`: the broker cannot convert a char or uuid application property (4.3.6)."""
+    out: list[str] = []
+    if msg.body.kind == "data" and len(msg.body.sections) > 1:
+        out.append(f"its {len(msg.body.sections)} data sections arrive merged into one body")
+    if msg.body.kind in ("amqp-value", "amqp-sequence"):
+        out.append(f"its {msg.body.kind} body arrives AMQP-encoded (type=amqp-1.0)")
+    p = msg.properties or {}
+    dropped = [n.replace("_", "-") for n in _DROPPED_PROPERTIES if n in p]
+    if dropped:
+        out.append(f"{', '.join(dropped)} dropped")
+    if "creation_time" in p and p["creation_time"].value % 1000:
+        out.append("creation-time loses its milliseconds")
+    for name in ("message_id", "correlation_id"):
+        if name in p and p[name].type != "string":
+            kind = p[name].type
+            where = ("moved to the header x-" + name.replace("_", "-")) if kind == "binary" else "becomes text"
+            out.append(f"the {kind} {name.replace('_', '-')} {where}")
+    for key, value in msg.application_properties or ():
+        change = _value_change(value)
+        if change is not None:
+            if value.type in ("char", "uuid") and poison_091:
+                change = "cannot be converted: the broker closes the 0.9.1 connection it is delivered to"
+            out.append(f"application property {key.value!r} ({value.type}) {change}")
+    annotations = [str(k.value) for k, _ in msg.message_annotations or ()
+                   if not str(k.value).startswith("x-opt-") and str(k.value) not in _BROKER_ANNOTATIONS
+                   and str(k.value) not in ("x-exchange", "x-routing-key")]
+    if annotations:
+        out.append(f"message annotations {', '.join(annotations)} dropped")
+    return out
+
+
+def _value_change(value: Typed) -> str | None:
+    t, v = value.type, value.value
+    if t == "symbol":
+        return "becomes a string"
+    if t == "ulong" and v >= 2**63:
+        return f"{v} becomes {v - 2**64}"
+    if t == "timestamp" and v % 1000:
+        return "loses its milliseconds"
+    if t in ("char", "uuid"):
+        return "becomes text"
+    if t in ("list", "map", "array"):
+        inner = [x for x in (v if t == "list" else v[1] if t == "array" else [x for _, x in v])]
+        return next((f"holds a value that {c}" for c in map(_value_change, inner) if c), None)
+    return None
+
+
+def came_from_amqp10(properties: dict[str, Any], headers: dict[str, Any]) -> list[str]:
+    """Signs, in what a 0.9.1 reader got, that a message was published over AMQP 1.0 (and so went through the
+    conversion): type=amqp-1.0, x-opt-* headers, a urn:uuid message-id, x-message-id / x-correlation-id."""
+    signs = []
+    if properties.get("type") == "amqp-1.0":
+        signs.append("type=amqp-1.0")
+    opt = sorted(k for k in headers if isinstance(k, str) and k.startswith("x-opt-"))
+    if opt:
+        signs.append(f"header {opt[0]}")
+    for name in ("x-message-id", "x-correlation-id"):
+        if name in headers:
+            signs.append(f"header {name}")
+    if str(properties.get("message_id") or "").startswith("urn:uuid:"):
+        signs.append("a urn:uuid message-id")
+    return signs

@@ -1,0 +1,248 @@
+"""AMQP 1.0 links: reading a queue's head (HeadReader) and sending with settled outcomes (Sender).
+
+HeadReader grants credit itself (never proton's automatic prefetch: it would take more than asked and hold it) and
+drains: the broker sends what it has up to the credit, then says it has no more — a peek of 5 on a queue of 2 gets 2
+and knows the queue had no more, without waiting for a time-out. Deliveries stay unsettled until settle() gives each
+an outcome (dlxtool.broker.amqp10.outcomes); which outcome gives a message back without spending a delivery attempt
+on which version is dlxtool.broker.versions' (peek_give_back).
+
+Sender sends a message's bytes (dlxtool.amqp10_message.encode_message) unsettled and waits for the broker's outcome:
+accepted (taken), released (routed nowhere), rejected (refused, with the broker's reason) — the 1.0 form of a
+publisher confirm with mandatory. Only after `accepted` may a mover remove the source.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlxtool.amqp10_message import Typed, encode_value
+from dlxtool.broker.amqp10.connection import Amqp10Connection, describe_condition, failure
+from dlxtool.broker.amqp10.outcomes import Outcome
+from dlxtool.errors import ConnectError, DlxtoolError
+
+
+@dataclass
+class Delivery:
+    """One message as a queue delivered it: its bytes (dlxtool.amqp10_message.parse_message reads them) and the
+    handle settle() needs. `position` counts from 0 in the order of delivery."""
+
+    raw: bytes
+    position: int
+    handle: Any = field(repr=False)
+    settled: bool = False
+
+
+class _LinkEvents:
+    """What proton tells about one link: deliveries as they complete, and the broker's detach (with its
+    condition). Proton calls these from inside the connection's wait()."""
+
+    def __init__(self) -> None:
+        self.complete: list[tuple[Any, bytes]] = []
+        self._partial: dict[int, bytearray] = {}
+        self.closed_by_broker: str | None = None
+
+    def on_delivery(self, event: Any) -> None:
+        delivery = event.delivery
+        link = event.link
+        if not link.is_receiver or not delivery.readable:
+            return
+        chunk = link.recv(delivery.pending) or b""
+        buf = self._partial.setdefault(id(delivery), bytearray())
+        buf += chunk
+        if not delivery.partial:
+            self.complete.append((delivery, bytes(self._partial.pop(id(delivery)))))
+            link.advance()
+
+    def on_link_remote_close(self, event: Any) -> None:
+        cond = event.link.remote_condition
+        self.closed_by_broker = describe_condition(cond) if cond is not None else "detached"
+        event.link.close()
+
+    on_link_remote_detach = on_link_remote_close
+
+
+def _handler() -> Any:
+    """A proton Handler that is a _LinkEvents (proton imported here, where a link is made)."""
+    from proton import Handler
+
+    class Events(_LinkEvents, Handler):
+        pass
+
+    return Events()
+
+
+class HeadReader:
+    """A receiver on a queue whose deliveries stay unsettled until settle() gives each its outcome.
+
+    read(n) asks for up to n more (drain: the broker sends what it has, then says it is out) and returns them in
+    the queue's order. Nothing is settled here on its own: close() first gives every unsettled delivery the
+    `give_back` outcome (settled, then the link closes), so that a read never ends by a detach or a lost connection
+    (which can count attempts)."""
+
+    def __init__(self, conn: Amqp10Connection, address: str, *, give_back: Outcome) -> None:
+        from proton import Link
+        from proton.reactor import LinkOption
+
+        class Unsettled(LinkOption):
+            def apply(self, link: Any) -> None:
+                link.snd_settle_mode = Link.SND_UNSETTLED
+                link.rcv_settle_mode = Link.RCV_FIRST
+
+        self.conn = conn
+        self.address = address
+        self.give_back = give_back
+        self.events = _handler()
+        self.unsettled: list[Delivery] = []
+        self.delivered = 0
+        self.exhausted = False  # the last drain came back short: the queue had no more ready
+        try:
+            self.link = conn.blocking.container.create_receiver(
+                conn.proton_connection, address, name=f"dlxtool-read-{os.urandom(4).hex()}", handler=self.events,
+                options=Unsettled())
+        except Exception as exc:  # noqa: BLE001 - proton's errors: said as the broker's
+            raise failure(exc, conn) from None
+        conn.wait(lambda: bool(self.link.state & self.link.REMOTE_ACTIVE) or self.events.closed_by_broker
+                  is not None, f"attaching to {address}")
+        self._check()
+
+    def _check(self) -> None:
+        said = self.events.closed_by_broker
+        if said is not None:
+            if "amqp:not-found" in said:
+                from dlxtool.errors import NotFoundError
+
+                raise NotFoundError(f"the broker said: {said}")
+            raise DlxtoolError(f"the broker detached the reader of {self.address}: {said}")
+
+    def read(self, n: int, timeout: float | None = None) -> list[Delivery]:
+        """Up to `n` more deliveries (fewer when the queue has fewer ready: then `exhausted`)."""
+        if n <= 0:
+            return []
+        before = len(self.events.complete)
+        self.link.drain(n)
+        self.conn.wait(lambda: not self.link.draining() or self.events.closed_by_broker is not None
+                       or len(self.events.complete) - before >= n, f"reading {self.address}", timeout)
+        self._check()
+        got = self.events.complete[before:]
+        self.exhausted = len(got) < n
+        out = []
+        for handle, raw in got:
+            delivery = Delivery(raw=raw, position=self.delivered, handle=handle)
+            self.delivered += 1
+            self.unsettled.append(delivery)
+            out.append(delivery)
+        return out
+
+    def settle(self, delivery: Delivery, outcome: Outcome) -> None:
+        """Give one delivery its outcome (and settle it)."""
+        apply_outcome(delivery.handle, outcome)
+        delivery.settled = True
+        self.unsettled = [d for d in self.unsettled if d is not delivery]
+
+    def settle_all(self, outcome: Outcome | None = None) -> None:
+        """Every unsettled delivery, in the order delivered (the order a quorum queue keeps returns in), then wait
+        until the settlements are written."""
+        for delivery in list(self.unsettled):
+            self.settle(delivery, outcome or self.give_back)
+        self.conn.pump()
+
+    def close(self) -> None:
+        """Settle what is held (give_back), then detach."""
+        if self.conn.is_open:
+            self.settle_all()
+            self.link.close()
+            with contextlib.suppress(DlxtoolError):  # settled already: a slow detach loses nothing
+                self.conn.wait(lambda: not (self.link.state & self.link.REMOTE_ACTIVE), "closing the reader", 5)
+
+
+def apply_outcome(handle: Any, outcome: Outcome) -> None:
+    from proton import Delivery as ProtonDelivery
+    from proton import symbol
+
+    state = {"accepted": ProtonDelivery.ACCEPTED, "rejected": ProtonDelivery.REJECTED,
+             "released": ProtonDelivery.RELEASED, "modified": ProtonDelivery.MODIFIED}[outcome.kind]
+    if outcome.kind == "modified":
+        handle.local.failed = outcome.delivery_failed
+        handle.local.undeliverable = outcome.undeliverable_here
+        if outcome.annotations:
+            handle.local.annotations = {symbol(k): _proton_value(v) for k, v in outcome.annotations}
+    handle.update(state)
+    handle.settle()
+
+
+def _proton_value(value: Typed) -> Any:
+    """A typed value as proton's Python types (proton.Data decodes our own encoding of it: the exact type)."""
+    from proton import Data
+
+    data = Data()
+    data.decode(encode_value(value))
+    data.rewind()
+    data.next()
+    return data.get_object()
+
+
+class Sender:
+    """A sender to one address (a queue: /queues/NAME; an exchange: /exchanges/NAME/KEY). send() waits for the
+    broker's outcome of each message."""
+
+    def __init__(self, conn: Amqp10Connection, address: str) -> None:
+        self.conn = conn
+        self.address = address
+        self.events = _handler()
+        try:
+            self.link = conn.blocking.container.create_sender(
+                conn.proton_connection, address, name=f"dlxtool-send-{os.urandom(4).hex()}", handler=self.events)
+        except Exception as exc:  # noqa: BLE001 - proton's errors: said as the broker's
+            raise failure(exc, conn) from None
+        self._tag = 0
+
+    def send(self, raw: bytes, timeout: float | None = None) -> Outcome:
+        """Send one message (its encoded sections) and wait for the broker's outcome."""
+        self.conn.wait(lambda: self.link.credit > 0 or self.events.closed_by_broker is not None,
+                       f"waiting for credit to send to {self.address}", timeout)
+        self._refused()
+        self._tag += 1
+        delivery = self.link.delivery(str(self._tag))
+        self.link.send(raw)
+        self.link.advance()
+        self.conn.wait(lambda: bool(delivery.remote_state) or delivery.settled
+                       or self.events.closed_by_broker is not None, f"waiting for the outcome of a send to "
+                       f"{self.address}", timeout)
+        self._refused()
+        outcome = outcome_of(delivery)
+        delivery.settle()
+        return outcome
+
+    def _refused(self) -> None:
+        said = self.events.closed_by_broker
+        if said is not None:
+            if "amqp:not-found" in said:
+                from dlxtool.errors import NotFoundError
+
+                raise NotFoundError(f"the broker said: {said}")
+            raise ConnectError(f"the broker detached the sender to {self.address}: {said}",
+                               hint="nothing is lost: a message without an `accepted` outcome stays where it was")
+
+    def close(self) -> None:
+        if self.conn.is_open:
+            self.link.close()
+
+
+def outcome_of(delivery: Any) -> Outcome:
+    """What the broker said of a sent delivery."""
+    from proton import Delivery as ProtonDelivery
+
+    state = delivery.remote_state
+    remote = delivery.remote
+    if state == ProtonDelivery.ACCEPTED:
+        return Outcome("accepted")
+    if state == ProtonDelivery.REJECTED:
+        cond = getattr(remote, "condition", None)
+        return Outcome("rejected", condition=describe_condition(cond) if cond is not None else "")
+    if state == ProtonDelivery.MODIFIED:
+        return Outcome("modified", delivery_failed=bool(remote.failed), undeliverable_here=bool(remote.undeliverable))
+    # released, or settled without a state: not taken
+    return Outcome("released")
