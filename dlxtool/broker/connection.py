@@ -124,29 +124,27 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
     for node, param in zip(profile.nodes, params, strict=True):
         try:
             conn = pika.BlockingConnection(param)
-        except (pe.ProbableAuthenticationError, pe.AuthenticationError) as exc:
-            if profile.auth == "external":
+        except (pe.ProbableAuthenticationError, pe.ProbableAccessDeniedError, pe.AuthenticationError) as exc:
+            if not isinstance(exc, pe.AuthenticationError) and not _broker_refused(exc):
+                # pika's "probable" is its guess from the handshake stage where the connection ended: without the
+                # broker's own close (403 ACCESS_REFUSED, 530 NOT_ALLOWED) the network cut it (a reset mid-handshake
+                # was reported as wrong credentials: issue 35's fault campaign). Not this node, as any lost connection.
+                text, hint = _describe_connect_failure(exc, node, profile)
+                errors.append(f"{node.masked()}: the connection was lost during the AMQP handshake ({text})")
+                if hint not in hints:
+                    hints.append(hint)
+                continue
+            if isinstance(exc, pe.ProbableAccessDeniedError):
+                said = broker_said(exc)
+                if _VHOST_NOT_FOUND.search(said):
+                    raise vhost_not_found(profile, node) from None
                 raise ConnectError(
-                    f"broker {profile.name!r}: the broker refused the client certificate as credentials "
-                    f"(EXTERNAL) at {node.masked()} ({broker_said(exc)})",
-                    hint="the certificate's common name must be a user on the broker, and the broker needs "
-                         "the rabbitmq_auth_mechanism_ssl plugin with EXTERNAL in auth_mechanisms",
+                    f"access to vhost {profile.vhost!r} on broker {profile.describe(node)} refused for "
+                    + ("the client certificate's user" if profile.auth == "external"
+                       else f"user {profile.username!r}") + f" ({said})",
+                    hint="the user needs permissions on the vhost (rabbitmqctl set_permissions -p VHOST USER …)",
                 ) from None
-            raise ConnectError(
-                f"authentication failed for user {profile.username!r} on broker {profile.describe(node)} "
-                f"({broker_said(exc)})",
-                hint=f"check the password ({profile.password_source}) and the user",
-            ) from None
-        except pe.ProbableAccessDeniedError as exc:
-            said = broker_said(exc)
-            if _VHOST_NOT_FOUND.search(said):
-                raise vhost_not_found(profile, node) from None
-            raise ConnectError(
-                f"access to vhost {profile.vhost!r} on broker {profile.describe(node)} refused for "
-                + ("the client certificate's user" if profile.auth == "external" else f"user {profile.username!r}")
-                + f" ({said})",
-                hint="the user needs permissions on the vhost (rabbitmqctl set_permissions -p VHOST USER …)",
-            ) from None
+            raise _authentication_failed(exc, profile, node) from None
         except Exception as exc:  # noqa: BLE001
             # pika's connection workflow raises exceptions outside its own hierarchy
             # (AMQPConnectorStackTimeout, AMQPConnectorSocketConnectError…); all mean "not this node".
@@ -163,6 +161,29 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
         f"broker {profile.name!r}: cannot connect: " + "; ".join(errors),
         hint="; ".join(hints),
     )
+
+
+def _authentication_failed(exc: BaseException, profile: BrokerProfile, node: AmqpUrl) -> ConnectError:
+    if profile.auth == "external":
+        return ConnectError(
+            f"broker {profile.name!r}: the broker refused the client certificate as credentials "
+            f"(EXTERNAL) at {node.masked()} ({broker_said(exc)})",
+            hint="the certificate's common name must be a user on the broker, and the broker needs "
+                 "the rabbitmq_auth_mechanism_ssl plugin with EXTERNAL in auth_mechanisms")
+    return ConnectError(
+        f"authentication failed for user {profile.username!r} on broker {profile.describe(node)} "
+        f"({broker_said(exc)})",
+        hint=f"check the password ({profile.password_source}) and the user")
+
+
+_BROKER_CLOSE = re.compile(r"ConnectionClosedByBroker: \((\d+)\)")
+
+
+def _broker_refused(exc: BaseException) -> bool:
+    """Whether the broker itself closed the connection in the handshake (its 403/530: a refusal), as opposed to the
+    connection ending there without a word (a reset: pika still calls it a 'probable' refusal)."""
+    return any(isinstance(getattr(inner, "reply_code", None), int)
+               or any(_BROKER_CLOSE.search(str(arg)) for arg in inner.args) for inner in _causes(exc))
 
 
 def vhost_not_found(profile: BrokerProfile, node: AmqpUrl | None = None) -> VhostNotFound:

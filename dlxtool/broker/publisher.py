@@ -159,6 +159,11 @@ class Publisher:
         try:
             while self._pending and time.monotonic() < deadline:
                 self.pump(IDLE_WAIT)
+            if self._pending:
+                # No confirm within the timeout: a broker that answers is slow (they are LOST: unconfirmed, maybe
+                # published); one that does not answer a channel.open either went silent (a stall, a half-open
+                # connection): the connection is dropped and that is the error (a lost connection, not "unconfirmed").
+                AsyncChannel(self.channel.connection, self.channel.timeout).close()
         except Exception:
             self.abandon("no confirm before the connection ended")
             raise
