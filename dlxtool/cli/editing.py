@@ -4,6 +4,7 @@ body needs them, the editor, the diff and the one question."""
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from dlxtool.outcome import Outcome, Status
 if TYPE_CHECKING:
     from dlxtool.editing.document import Document, Reading
     from dlxtool.ops.engine import TransferResult
+    from dlxtool.ops.replay_decision import EditTargets
     from dlxtool.record import MessageRecord
     from dlxtool.selection import Selection
     from proto_registry import Registry
@@ -61,12 +63,14 @@ as its JSON mapping through the schemas peek uses, JSON as JSON, text as
 text, anything else as base64; a gzip/zlib body inflated), properties
 and headers. On save every message is checked (a protobuf body is
 re-encoded with its type, a JSON body parsed; problems are named with
-their message and line), a short diff of each is shown and one question
-asked (--yes answers it). Then the messages shown are found again in
-the DLQ by fingerprint and replayed as replay replays any dead letter
-(origin, route, count reset), the provenance header saying what was
-edited and the SHA-256 of the original body; one that is no longer
-there is reported (exit 5). Unchanged messages go out byte for byte as
+their message and line), a short diff of each and where it goes is
+shown and one question naming the destinations asked (--yes answers
+it). Then the messages shown are found again in the DLQ by fingerprint
+and origin (twin copies of one fanout publish, same bytes, stay apart)
+and replayed as replay replays any dead letter (origin, route, count
+reset), the provenance header saying what was edited and the SHA-256 of
+the original body; one that is no longer there is reported (exit 5),
+one whose destination changed meanwhile stays, with the reason. Unchanged messages go out byte for byte as
 replay sends them; an edited protobuf is the original with only the
 changed fields applied (unknown fields kept; fields in field-number
 order); an edited JSON or text body is published as saved; compressed
@@ -101,10 +105,11 @@ def edit_options(f: Callable[..., Any]) -> Callable[..., Any]:
                              "replaying them (see below).")(wrapper)
 
 
-def edit_dead_letters(app: App, dlq: str, selection: Selection, request: EditRequest, *, yes: bool,
-                      dry_run: bool) -> Edits | None:
+def edit_dead_letters(app: App, dlq: str, selection: Selection, request: EditRequest, targets: EditTargets, *,
+                      yes: bool, dry_run: bool) -> Edits | None:
     """Read the selected messages (and give them back), open them in the editor, check what was saved, show the
-    diffs and ask: the Edits to replay, or None when there is nothing to replay (nothing changed)."""
+    diffs and where each goes (`targets`: the replay's own decision) and ask: the Edits to replay, or None when
+    there is nothing to replay (nothing changed)."""
     from dlxtool.editing.document import build
 
     records = _read(app, dlq, selection, request)
@@ -118,13 +123,19 @@ def edit_dead_letters(app: App, dlq: str, selection: Selection, request: EditReq
     reading = _edit(app, document.text(), document, registry)
     if reading is None:
         return None
+    shown = {record.position: record for record, _fingerprint in records}
+    for e in reading.edited:  # which delivery each one is, and where it goes as edited
+        e.origin = targets.origin(shown[e.position])
+        e.destination, e.destination_text = targets.destination(e.apply(shown[e.position]))
     _show(app, reading, dlq)
     edits = Edits(reading.edited)
     if dry_run:
         app.info("dry run: nothing was replayed")
         return None
     changed = sum(1 for e in edits.all if e.changed)
-    app.confirm(f"Replay these {len(edits)} message(s) of {dlq!r} ({changed} edited)?", yes=yes)
+    where = Counter(e.destination_text for e in edits.all)
+    to = ", ".join(f"{n} to {text}" for text, n in where.items())
+    app.confirm(f"Replay these {len(edits)} message(s) of {dlq!r} ({changed} edited): {to}?", yes=yes)
     return edits
 
 
@@ -190,21 +201,22 @@ def _edit(app: App, text: str, document: Document, registry: Callable[[], Regist
 
 def _show(app: App, reading: Reading, dlq: str) -> None:
     """What the edit changed, message by message (stderr): a short diff each, then what goes and what stays."""
-    unchanged = []
+    unchanged: dict[str, list[str]] = {}
     for e in reading.edited:
         if not e.changed:
-            unchanged.append(f"{e.number}")
+            unchanged.setdefault(e.destination_text, []).append(f"{e.number}")
             continue
-        _say(app, f"{e.label()}: {', '.join(e.changed)} edited", bold=True)
+        _say(app, f"{e.label()}: {', '.join(e.changed)} edited; goes to {e.destination_text}", bold=True)
         if e.how:
             app.info(f"  body {e.how}")
         for line in e.diff[2:]:  # the ---/+++ lines say nothing here
             color = "green" if line.startswith("+") else "red" if line.startswith("-") else None
             _say(app, "  " + line, **({"fg": color} if color else {}))
-    if unchanged:
-        app.info(f"unchanged, replayed as they are: message {', '.join(unchanged)}")
-    edited = len(reading.edited) - len(unchanged)
-    app.info(f"{len(reading.edited)} message(s) to replay from {dlq!r}: {edited} edited, {len(unchanged)} unchanged"
+    for where, numbers in unchanged.items():
+        app.info(f"unchanged, replayed as they are: message {', '.join(numbers)} to {where}")
+    edited = sum(1 for e in reading.edited if e.changed)
+    app.info(f"{len(reading.edited)} message(s) to replay from {dlq!r}: {edited} edited, "
+             f"{len(reading.edited) - edited} unchanged"
              + (f"; {len(reading.left_out)} left out" if reading.left_out else ""))
     for shown in reading.left_out:
         app.info(f"left out (its section was deleted), stays in {dlq!r}: message {shown.number} (position "

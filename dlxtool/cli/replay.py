@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextlib import ExitStack, nullcontext
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -218,7 +219,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
            yes: bool) -> Outcome | None:
     from dlxtool.ops import replay as ops
     from dlxtool.ops.engine import TransferOptions
-    from dlxtool.ops.replay_decision import ReplaySettings
+    from dlxtool.ops.replay_decision import EditTargets, ReplaySettings
 
     if default_exchange and keep_routing_key:
         raise UsageError("--default-exchange and --keep-routing-key contradict each other",
@@ -227,11 +228,6 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
     selection = selection_for(app, selection, origin_from=origin_from, decode=True)
     if save_file:
         check_record_file(app, save_file)  # before the plan reads (and gives back) any message
-    edits = None
-    if edit is not None:  # before any connection: the editor may stay open for long (dlxtool.cli.editing)
-        edits = edit_dead_letters(app, dlq, selection, edit, yes=yes, dry_run=dry_run)
-        if edits is None:
-            return None
     profile = app.profile()
     target_profile = app.profile(target_broker) if target_broker else None
     settings = ReplaySettings(
@@ -240,8 +236,13 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         max_replays=max_replays, default_exchange=default_exchange, drop_expiration=drop_expiration,
         allow_displace=allow_displace, reset_body_retries=reset_body_retries, allow_dlx_drop=allow_dlx_drop,
         conventions=known, origin_from=origin_from, allow_fanout=allow_fanout, drop_user_id=drop_user_id,
-        edits=edits,
     )
+    edits = None
+    if edit is not None:  # before any connection: the editor may stay open for long (dlxtool.cli.editing)
+        edits = edit_dead_letters(app, dlq, selection, edit, EditTargets(settings), yes=yes, dry_run=dry_run)
+        if edits is None:
+            return None
+        settings = replace(settings, edits=edits)
     journaled = Journaled(app, "replay --edit" if edits is not None else "replay")
     with summary_before_ctrl_c() as ctrl_c, ExitStack() as stack:
         conn = stack.enter_context(app.connection(profile))

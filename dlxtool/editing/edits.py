@@ -1,18 +1,22 @@
 """What an edit changed in each message, and the messages shown, found again when the replay reads the queue.
 
 A message is found again by its fingerprint (dlxtool.ops.provenance.source_fingerprint: its body and properties,
-not its headers, which a quorum queue adds to): the replay's decider (dlxtool.ops.replay_decision) takes the
+not its headers, which a quorum queue adds to) together with its origin (`delivery_origin`: where it was
+dead-lettered from, as the conventions read its headers). The fingerprint alone is not enough: one fanout publish
+that fails in two queues leaves two dead letters with the same body and properties, one per origin, and the copy
+shown must be the copy replayed. The replay's decider (dlxtool.ops.replay_decision) takes the
 edit of each delivery it meets (`Edits.take`), applies it (`Edited.apply`: only the properties and headers that
 changed are set or removed, the rest is the delivery's own) and replays the result as any other dead letter.
-Identical messages share a fingerprint: they are matched in queue order. What is never met again (consumed,
-purged, replayed by someone else meanwhile) is `Edits.remaining()`.
+Each message shown carries the destination its question named (`Edited.destination`); the decider leaves one
+whose destination changed meanwhile. Identical messages from one origin are matched in queue order. What is never
+met again (consumed, purged, replayed by someone else meanwhile) is `Edits.remaining()`.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -38,6 +42,11 @@ class Edited:
     headers: dict[Any, Any] | None = None  # the whole table, where it is replaced whole
     how: str = ""                          # how an edited body was made (BodyView.how_edited)
     diff: list[str] = field(default_factory=list)  # the section's unified diff (the document's lines)
+    # Which delivery this is beside its fingerprint (delivery_origin of the message as read), and where it goes as
+    # the question said: a queue or an exchange route's key; None where the run decides it (a wait queue's way out)
+    origin: str | None = None
+    destination: str | None = None
+    destination_text: str = ""
 
     @property
     def changed(self) -> tuple[str, ...]:
@@ -76,19 +85,29 @@ class Edited:
         return f"message {self.number} (position {self.position}{mid})"
 
 
+def delivery_origin(record: MessageRecord, conventions: Sequence[Any] = (),
+                    origin_from: str | None = None) -> str | None:
+    """Where a dead letter was dead-lettered from, as the conventions read its headers (no wait queue followed: the
+    same answer when it is shown and when the replay meets it again): what tells twin copies apart."""
+    from dlxtool.selection import explain_for_selection
+
+    origins = explain_for_selection(record, conventions, origin_from).origins
+    return " ".join(origins) if origins else None
+
+
 class Edits:
-    """The messages to replay, by fingerprint, each taken once."""
+    """The messages to replay, by fingerprint and origin, each taken once."""
 
     def __init__(self, edited: Iterable[Edited]) -> None:
         self.all = list(edited)
-        self._waiting: dict[str, deque[Edited]] = {}
+        self._waiting: dict[tuple[str, str | None], deque[Edited]] = {}
         for e in self.all:
-            self._waiting.setdefault(e.fingerprint, deque()).append(e)
+            self._waiting.setdefault((e.fingerprint, e.origin), deque()).append(e)
 
-    def take(self, fingerprint: str | None) -> Edited | None:
-        """The edit of the delivery with this fingerprint (the next one, for identical messages), or None: it was
-        not shown (it stays where it is)."""
-        waiting = self._waiting.get(fingerprint) if fingerprint is not None else None
+    def take(self, fingerprint: str | None, origin: str | None) -> Edited | None:
+        """The edit of the delivery with this fingerprint and origin (the next one, for identical messages), or
+        None: it was not shown (it stays where it is)."""
+        waiting = self._waiting.get((fingerprint, origin)) if fingerprint is not None else None
         if not waiting:
             return None
         return waiting.popleft()

@@ -125,6 +125,7 @@ if TYPE_CHECKING:
 NO_ORIGIN = "no origin in the death history"
 UNTRUSTED_COUNT = ("its provenance header records a replay count dlxtool never writes ({value}: forged or corrupt): "
                    "--max-replays cannot tell how often it was replayed")
+EDIT_MOVED = "shown going to {shown!r}, it would now go to {now!r}: left for another look"
 USER_ID_REFUSED = ("its user_id property is {user_id!r}, and RabbitMQ refuses it from {publisher!r} (406) unless that "
                    "user has the impersonator tag; --drop-user-id replays it without")
 
@@ -415,9 +416,11 @@ class ReplayDecider:
     def __call__(self, record: MessageRecord) -> Decision:
         s = self.s
         edit, source = None, None
-        if s.edits is not None:  # replay --edit: only the messages shown, each as edited
+        if s.edits is not None:  # replay --edit: only the messages shown (fingerprint and origin), each as edited
+            from dlxtool.editing.edits import delivery_origin
+
             source = record_fingerprint(record)
-            edit = s.edits.take(source)
+            edit = s.edits.take(source, delivery_origin(record, s.conventions, s.origin_from))
             if edit is None:
                 return Decision.keep()
             record = edit.apply(record)
@@ -434,6 +437,8 @@ class ReplayDecider:
             return Decision.leave(why)
         if shape.stay is not None:
             return Decision.leave(shape.stay)
+        if edit is not None and edit.destination is not None and shape.target != edit.destination:
+            return Decision.leave(EDIT_MOVED.format(shown=edit.destination, now=shape.target))
         self.conflicts += shape.conflict
         properties = dict(record.properties)
         user_id = properties.get("user_id")
@@ -543,3 +548,31 @@ def _through_temporary(origin: Route) -> Route:
     reason)."""
     named = temporary_exchange(str(origin.exchange))
     return Route(queue=named.queue) if named is not None and named.queue else origin
+
+
+class EditTargets:
+    """Where each message `replay --edit` shows goes, told before its question is asked: the queue (or exchange
+    route) the replay's own decision picks for the message as edited. No connection is open while the editor is:
+    a message that only waited out TTLs goes where its wait queue sends it back to, which the run reads
+    (destination None, said as such)."""
+
+    def __init__(self, settings: ReplaySettings) -> None:
+        from dlxtool.editing.edits import Edits
+
+        self.settings = settings
+        self.decider = ReplayDecider(replace(settings, edits=Edits(())))  # never the fast path
+
+    def origin(self, record: MessageRecord) -> str | None:
+        from dlxtool.editing.edits import delivery_origin
+
+        return delivery_origin(record, self.settings.conventions, self.settings.origin_from)
+
+    def destination(self, record: MessageRecord) -> tuple[str | None, str]:
+        """(the target the run must find again, None where the run decides it; the words for it)."""
+        waited = waited_only(parse_history(record.headers if isinstance(record.headers, dict) else {}))
+        if waited is not None and not self.settings.to_queue:
+            return None, f"where its wait queue {waited.queue!r} sends it back to"
+        shape = self.decider.shape(record)
+        if shape.stay is not None:
+            return None, f"nowhere: it stays in {self.settings.source!r} ({shape.stay})"
+        return shape.target, repr(shape.target)

@@ -18,6 +18,7 @@ from proto_registry import DEMO_PROTOS, Registry
 from tests.cli.test_compressed_bodies import dead_letter
 from tests.cli.test_peek_decoded import demo_config, order_placed_bytes
 from tests.support.codecs import CODECS
+from tests.support.topologies import _take
 
 ORDER = "shop.orders.v1.OrderPlaced"
 UNKNOWN = b"\xa0\x1f\x05"  # field 500: a field a newer producer added
@@ -41,7 +42,8 @@ def messages() -> list[tuple[bytes, pika.BasicProperties]]:
 
 @pytest.fixture
 def edit(run, broker, tmp_path):
-    """edit(dlq, *args, replace=[(old, new)], save=True, take=0) -> (result, the document the editor was shown)."""
+    """edit(dlq, *args, replace=[(old, new[, count])], save=True, take=0) -> (result, the document the editor was
+    shown)."""
 
     def _edit(dlq: str, *args: str, replace: list[tuple[str, str]] = (), save: bool = True, take: int = 0,
               empty: bool = False):
@@ -240,3 +242,57 @@ def test_history_tells_an_edited_copy_that_failed_again(edit, run, broker, qname
     assert again["replayed"]["original_sha256"] == hashlib.sha256(sent[1][0]).hexdigest()
     lines = run("history", topo.dlq, "--url", broker.url, "-f", "table").stdout
     assert "edited (body) by that replay" in lines
+
+
+def twin_copies(broker, qname: str) -> tuple[str, str, str]:
+    """One fanout publish that fails in two queues, `billing` and `shipping` (real rejects, shipping's first): two
+    dead letters in the DLQ with the same body and properties, one per origin, shipping's at the head."""
+    dlq, billing, shipping = f"{qname}.dlq", f"{qname}.billing", f"{qname}.shipping"
+    with broker.channel() as ch:
+        ch.exchange_declare(f"{qname}.dlx", "fanout")
+        ch.queue_declare(dlq, durable=True)
+        ch.queue_bind(dlq, f"{qname}.dlx")
+        ch.exchange_declare(f"{qname}.events", "fanout")
+        for queue in (shipping, billing):
+            ch.queue_declare(queue, durable=True, arguments={"x-dead-letter-exchange": f"{qname}.dlx"})
+            ch.queue_bind(queue, f"{qname}.events")
+        ch.basic_publish(f"{qname}.events", "order.placed", b'{"order": 1, "amount": 10}',
+                         pika.BasicProperties(content_type="application/json", message_id="m-twin"))
+        for queue in (shipping, billing):
+            ch.basic_reject(_take(ch, queue), requeue=False)
+    assert broker.wait_depth(dlq, 2) == 2
+    return dlq, billing, shipping
+
+
+def test_twin_copies_of_one_fanout_publish_the_copy_shown_is_the_copy_replayed(edit, broker, qname) -> None:
+    """--origin billing shows billing's copy; the replay publishes that copy, edited, to billing — not shipping's
+    (which has the same fingerprint and sits first in the DLQ) — and the question names the destination."""
+    dlq, billing, shipping = twin_copies(broker, qname)
+    # no terminal to ask on: refused, the question (naming where the message goes) in the refusal, nothing changed
+    result, _seen = edit(dlq, "--origin", billing, replace=[('"amount": 10', '"amount": 11')])
+    assert result.exit_code == 6, result.stderr
+    assert f"1 to '{billing}'?" in result.stderr and shipping not in result.stderr
+    assert broker.queue_depth(dlq) == 2
+
+    result, seen = edit(dlq, "--yes", "--origin", billing, replace=[('"amount": 10', '"amount": 11')])
+    assert result.exit_code == 0, result.stderr
+    assert seen is not None and seen.count("### message ") == 1
+    assert f"goes to '{billing}'" in result.stderr
+    assert json.loads(result.stdout)["moved"] == {billing: 1}
+    [(_m, props, body)] = broker.drain(billing)
+    assert json.loads(body) == {"order": 1, "amount": 11} and props.headers["dlxtool-replay"]["edited"] == "body"
+    assert broker.queue_depth(shipping) == 0
+    [(_m, props, body)] = broker.drain(dlq)  # shipping's copy stays, as it was
+    assert body == b'{"order": 1, "amount": 10}' and props.headers["x-death"][0]["queue"] == shipping
+
+
+def test_twin_copies_each_go_to_their_own_origin(edit, broker, qname) -> None:
+    """Both copies shown and edited differently: each edit goes with its own delivery to its own origin."""
+    dlq, billing, shipping = twin_copies(broker, qname)
+    result, seen = edit(dlq, "--yes", replace=[('"amount": 10', '"amount": 11', 1)])  # the first section: shipping's
+    assert result.exit_code == 0, result.stderr
+    assert seen is not None and seen.index(shipping) < seen.index(billing)
+    assert json.loads(result.stdout)["moved"] == {billing: 1, shipping: 1}
+    [(_m, _p, shipped)] = broker.drain(shipping)
+    [(_m, _p, billed)] = broker.drain(billing)
+    assert json.loads(shipped)["amount"] == 11 and json.loads(billed)["amount"] == 10

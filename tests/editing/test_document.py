@@ -132,16 +132,20 @@ def test_an_edit_applies_only_what_changed_to_the_delivery_met_again(doc, regist
     assert unchanged.apply(delivery) is delivery
 
 
-def test_edits_are_found_again_by_fingerprint_in_queue_order(doc, registry) -> None:
+def test_edits_are_found_again_by_fingerprint_and_origin_in_queue_order(doc, registry) -> None:
     reading = doc.read(doc.text(), reg(registry))
     twin = reading.edited[1]
     twin2 = type(twin)(**{**twin.__dict__, "number": 9})
-    edits = Edits([*reading.edited, twin2])
-    assert edits.take("0000000000000001") is twin
-    assert edits.take("0000000000000001") is twin2
-    assert edits.take("0000000000000001") is None and edits.take(None) is None
+    other_origin = type(twin)(**{**twin.__dict__, "number": 10, "origin": "shipping"})
+    edits = Edits([*reading.edited, twin2, other_origin])
+    assert edits.take("0000000000000001", None) is twin
+    assert edits.take("0000000000000001", None) is twin2
+    assert edits.take("0000000000000001", None) is None and edits.take(None, None) is None
+    # same bytes, another origin (a fanout publish's twin copy): only that origin's delivery takes it
+    assert edits.take("0000000000000001", "billing") is None
+    assert edits.take("0000000000000001", "shipping") is other_origin
     assert [e.number for e in edits.remaining()] == [1, 3]
-    assert edits.counts()["edit_messages"] == 4
+    assert edits.counts()["edit_messages"] == 5
 
 
 def test_a_header_kept_as_its_amqp_bytes_is_changed_through_its_value() -> None:

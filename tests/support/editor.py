@@ -3,7 +3,8 @@
     seen     copy the document as shown to this path
     save     false: quit without saving (FILE untouched)
     empty    true: save it empty
-    replace  [[old, new], …]: each `old` must be there; "@section N" stands for message N's whole section
+    replace  [[old, new[, count]], …]: each `old` must be there (replaced everywhere, or its first `count`
+             times); "@section N" stands for message N's whole section
     take     take this many messages from the head of `queue` at `url` (acked) while "open": a consumer took them
 """
 
@@ -28,14 +29,14 @@ def main(plan_path: str, path: str) -> None:
         return
     if plan.get("empty"):
         text = ""
-    for old, new in plan.get("replace", []):
+    for old, new, *count in plan.get("replace", []):
         found = re.match(r"@section (\d+)$", old)
         if found:
             n = int(found.group(1))
             old = text[text.index(f"### message {n} of"):text.index(f"### message {n + 1} of")]
         if old not in text:
             sys.exit(f"editor.py: {old!r} is not in the document")
-        text = text.replace(old, new)
+        text = text.replace(old, new, *count)
     time.sleep(0.01)  # a modification time that differs from the one the file was written with
     with open(path, "w") as f:
         f.write(text)
