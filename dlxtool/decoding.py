@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlxtool import compression
 from dlxtool.errors import DlxtoolError, NotFoundError, UsageError
-from dlxtool.outcome import Outcome as RunOutcome
-from dlxtool.outcome import Status
+from dlxtool.outcome import Outcome, Status
 from dlxtool.record import MessageRecord
 from proto_registry.errors import (
     CompileError,
@@ -591,7 +590,7 @@ def load_registry(paths: Iterable[str], *, demo: bool = False, cache_dir: Path |
 
 
 @dataclass(slots=True)
-class Outcome:
+class LinePayload:
     """One payload found in (or one line passed through from) an input."""
 
     source: str
@@ -629,7 +628,7 @@ def decode_lines(
     want_text: bool = False,
     max_inflated: int = compression.DEFAULT_MAX_INFLATED,
     passthrough: bool = False,
-) -> Iterator[Outcome]:
+) -> Iterator[LinePayload]:
     """Decode the payload of each line, lazily (so ``tail -f`` streams)."""
     if type_name is not None:
         with registry_errors():
@@ -639,9 +638,9 @@ def decode_lines(
         found = decode_line(registry, line, type_name=type_name, raw=raw, top=top, want_text=want_text,
                             max_inflated=max_inflated)
         if found is not None:
-            yield Outcome(source, number, found.decoded, found.candidate)
+            yield LinePayload(source, number, found.decoded, found.candidate)
         elif passthrough:
-            yield Outcome(source, number, None, text_line=line)
+            yield LinePayload(source, number, None, text_line=line)
 
 
 def decode_whole_input(
@@ -655,7 +654,7 @@ def decode_whole_input(
     top: int = 0,
     want_text: bool = False,
     max_inflated: int = compression.DEFAULT_MAX_INFLATED,
-) -> Outcome:
+) -> LinePayload:
     """``--input base64|hex|binary``: the whole input is one payload."""
     from dlxtool import extract
 
@@ -668,7 +667,7 @@ def decode_whole_input(
         decoded = decode_body(registry, body, type_name=type_name, raw=raw, top=top, want_text=want_text,
                               max_inflated=max_inflated)
     assert decoded is not None  # no content type given: never skipped
-    return Outcome(source, 1, decoded)
+    return LinePayload(source, 1, decoded)
 
 
 @dataclass(slots=True)
@@ -682,7 +681,7 @@ class Tally:
     not_protobuf: int = 0
     failed: dict[str, int] = field(default_factory=dict)
 
-    def add(self, outcome: Outcome) -> None:
+    def add(self, outcome: LinePayload) -> None:
         decoded = outcome.decoded
         if decoded is None:
             return
@@ -694,15 +693,15 @@ class Tally:
         else:
             self.clean += 1
 
-    def outcome(self) -> RunOutcome:
+    def outcome(self) -> Outcome:
         if not self.failed or self.clean or self.not_protobuf:
-            return RunOutcome()
+            return Outcome()
         n = sum(self.failed.values())
         why = ", ".join(f"{count} {_FAILED_WORDS.get(status, status)}" for status, count in sorted(self.failed.items()))
         hint = "each row says why: where its payload stops and what it holds up to there"
         if INVALID in self.failed:
             hint += ", or what in it is not base64 or hex"
-        return RunOutcome(Status.USAGE, f"decode: {n} payload{'s' if n != 1 else ''} found, none decoded ({why})",
+        return Outcome(Status.USAGE, f"decode: {n} payload{'s' if n != 1 else ''} found, none decoded ({why})",
                           hint=hint)
 
 

@@ -103,7 +103,7 @@ def outcome(*statuses: str | None) -> decoding.Tally:
     tally = decoding.Tally()
     for status in statuses:
         body = None if status is None else decoding.DecodedBody(status=status)
-        tally.add(decoding.Outcome("-", 1, body))
+        tally.add(decoding.LinePayload("-", 1, body))
     return tally
 
 

@@ -3,16 +3,16 @@
 Every publish is `mandatory=True` on a channel in confirm mode. The broker answers each one, in its
 own time, with one of:
 
-- `PublishOutcome.CONFIRMED` — basic.ack and no basic.return: the message is in a queue. Only now may the
+- `PublishAnswer.CONFIRMED` — basic.ack and no basic.return: the message is in a queue. Only now may the
   caller ack (remove) the source message.
-- `PublishOutcome.RETURNED` — basic.return (unroutable: e.g. the queue was deleted), then basic.ack. Without
+- `PublishAnswer.RETURNED` — basic.return (unroutable: e.g. the queue was deleted), then basic.ack. Without
   mandatory this message would have been confirmed and silently dropped.
-- `PublishOutcome.NACKED` — basic.nack (e.g. the queue is at x-max-length with overflow reject-publish).
-- `PublishOutcome.LOST` — the channel or connection died before an answer: the broker may or may not have
+- `PublishAnswer.NACKED` — basic.nack (e.g. the queue is at x-max-length with overflow reject-publish).
+- `PublishAnswer.LOST` — the channel or connection died before an answer: the broker may or may not have
   the message (a possible duplicate if the caller keeps the source too, which it must).
-- `PublishOutcome.BROKER_REFUSED` — the broker closed the channel over this publish (dlxtool.broker.refusals:
+- `PublishAnswer.BROKER_REFUSED` — the broker closed the channel over this publish (dlxtool.broker.refusals:
   an expiration it refuses, no write permission on the exchange …): not delivered.
-- `PublishOutcome.UNSENT` — published after the one the broker refused, on the same channel: the broker
+- `PublishAnswer.UNSENT` — published after the one the broker refused, on the same channel: the broker
   never looked at it (not delivered); it may be published again on a new channel (`reopen`).
 
 When the broker closes the channel (`closed_by_broker`), every unsettled publish is settled at once — no
@@ -52,7 +52,7 @@ from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
 from dlxtool.broker.refusals import Refusal
 
 
-class PublishOutcome(enum.Enum):
+class PublishAnswer(enum.Enum):
     CONFIRMED = "confirmed"
     RETURNED = "returned"
     NACKED = "nacked"
@@ -73,7 +73,7 @@ class _Pending:
         self.maybe = False              # returned or not: a tie we cannot resolve
 
 
-Settled = tuple[Any, PublishOutcome, str | None]  # (token, outcome, detail)
+Settled = tuple[Any, PublishAnswer, str | None]  # (token, outcome, detail)
 
 
 class Publisher:
@@ -173,7 +173,7 @@ class Publisher:
     def abandon(self, why: str) -> None:
         """Mark every unsettled publish LOST (the channel is gone or we give up waiting)."""
         for seq in sorted(self._pending):
-            self._settle(seq, PublishOutcome.LOST, why)
+            self._settle(seq, PublishAnswer.LOST, why)
 
     def close(self) -> None:
         self.channel.close()
@@ -191,14 +191,14 @@ class Publisher:
         culprit = next((seq for seq in seqs if self._refused(refusal, self._pending[seq])), None)
         for seq in seqs:
             if culprit is None:
-                self._settle(seq, PublishOutcome.LOST, f"no confirm: the broker closed the channel ({refusal.said})")
+                self._settle(seq, PublishAnswer.LOST, f"no confirm: the broker closed the channel ({refusal.said})")
             elif seq < culprit:
-                self._settle(seq, PublishOutcome.LOST, "routed before the broker closed the channel; its confirm "
+                self._settle(seq, PublishAnswer.LOST, "routed before the broker closed the channel; its confirm "
                                                        f"was lost with the channel ({refusal.said})")
             elif seq == culprit:
-                self._settle(seq, PublishOutcome.BROKER_REFUSED, refusal.said)
+                self._settle(seq, PublishAnswer.BROKER_REFUSED, refusal.said)
             else:
-                self._settle(seq, PublishOutcome.UNSENT, "published after the one the broker refused, on the same "
+                self._settle(seq, PublishAnswer.UNSENT, "published after the one the broker refused, on the same "
                                                          "channel: not delivered")
         return refusal
 
@@ -268,7 +268,7 @@ class Publisher:
                     break
                 seqs.append(seq)
             if not nack and self._by_key is None:  # no return yet: none of them was returned
-                pop, settled, confirmed = pending.pop, self._settled.append, PublishOutcome.CONFIRMED
+                pop, settled, confirmed = pending.pop, self._settled.append, PublishAnswer.CONFIRMED
                 for seq in seqs:  # every publish's path (a batch per ack frame): _settle, inlined
                     settled((pop(seq).token, confirmed, None))
                 return
@@ -277,13 +277,13 @@ class Publisher:
         for seq in seqs:
             entry = pending[seq]
             if nack:
-                self._settle(seq, PublishOutcome.NACKED, "rejected by the broker (basic.nack, e.g. queue full)")
+                self._settle(seq, PublishAnswer.NACKED, "rejected by the broker (basic.nack, e.g. queue full)")
             elif entry.returned is not None:
-                self._settle(seq, PublishOutcome.RETURNED, entry.returned)
+                self._settle(seq, PublishAnswer.RETURNED, entry.returned)
             else:
-                self._settle(seq, PublishOutcome.CONFIRMED, None)
+                self._settle(seq, PublishAnswer.CONFIRMED, None)
 
-    def _settle(self, seq: int, outcome: PublishOutcome, detail: str | None) -> None:
+    def _settle(self, seq: int, outcome: PublishAnswer, detail: str | None) -> None:
         pending = self._pending.pop(seq)
         by_key = self._by_key
         seqs = by_key.get(pending.key) if by_key is not None else None

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dlxtool.ops.stay import NOT_SELECTED, Why
+
 if TYPE_CHECKING:  # at run time the model is the engine's business: the queue survey needs only Action
     from dlxtool.record import MessageRecord
 
@@ -33,12 +35,19 @@ class Decision:
     # republished to the source's tail either: it is held and given back in place
     hold: bool = False
 
+    @property
+    def why(self) -> Why:
+        """Why a KEEP or LEAVE stays (its group)."""
+        group = self.group
+        assert isinstance(group, Why), "a KEEP or LEAVE decision's group is its Why"
+        return group
+
     @classmethod
-    def keep(cls, why: str = "not selected") -> Decision:
+    def keep(cls, why: Why = NOT_SELECTED) -> Decision:
         return cls(Action.KEEP, why)
 
     @classmethod
-    def leave(cls, why: str, *, hold: bool = False) -> Decision:
+    def leave(cls, why: Why, *, hold: bool = False) -> Decision:
         return cls(Action.LEAVE, why, hold=hold)
 
 

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker.management import POLICIES_PENDING, STATS_WAIT, ManagementClient, QueueInfo
 from dlxtool.errors import DlxtoolError, ManagementMismatch, RefusedError
+from dlxtool.ops.stay import Stay, Why
 
 if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
@@ -222,17 +223,13 @@ def ready_counter(conn: AmqpConnection, timeout: float) -> Callable[[str], int |
     return lambda queue: queues.ready(conn, queue, timeout)
 
 
-def full_reason(role: str, cap: Capacity) -> str:
+def full_reason(role: str, cap: Capacity) -> Why:
     """The reason a message stays: "origin full (drop-head would push out its head): small.q"; where the queue only
     counts as full because its body bytes are not known, that is said too."""
     if cap.unreadable:
-        return f"{role} {UNREAD} ({cap.note}): {cap.queue}"
+        return Why(f"{role} {UNREAD} ({cap.note}): {cap.queue}", Stay.DESTINATION_FULL)
     unknown = f" ({BYTES_UNKNOWN})" if cap.note == BYTES_UNKNOWN else ""
-    return f"{role} full ({EFFECT.get(cap.overflow, cap.overflow)}): {cap.queue}{unknown}"
-
-
-def is_full_reason(reason: str) -> bool:
-    return (" full (" in reason and any(effect in reason for effect in EFFECT.values())) or f" {UNREAD} (" in reason
+    return Why(f"{role} full ({EFFECT.get(cap.overflow, cap.overflow)}): {cap.queue}{unknown}", Stay.DESTINATION_FULL)
 
 
 @dataclass
@@ -268,12 +265,12 @@ class Rooms:
         self._free.clear()
         self._left.clear()
 
-    def admit(self, queue: str, size: int, in_flight: int = 0) -> str | None:
+    def admit(self, queue: str, size: int, in_flight: int = 0) -> Why | None:
         if queue in self._free:  # the per-message fast path
             return None
         return self.admit_all((queue,), size, in_flight)
 
-    def admit_all(self, queues: tuple[str, ...], size: int, in_flight: int = 0) -> str | None:
+    def admit_all(self, queues: tuple[str, ...], size: int, in_flight: int = 0) -> Why | None:
         """One publish that reaches every queue of `queues` (an exchange route): it goes only if it fits in
         each of them, and then takes room in each."""
         guarded = [q for q in queues if q not in self._free]

@@ -60,7 +60,7 @@ from dlxtool.broker import queues
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
 from dlxtool.broker.connection import blocked, heartbeat_of
 from dlxtool.broker.giveback import close_channel
-from dlxtool.broker.publisher import Publisher, PublishOutcome
+from dlxtool.broker.publisher import PublishAnswer, Publisher
 from dlxtool.broker.refusals import Refusal
 from dlxtool.broker.wire.frames import EncodeError, decode_properties
 from dlxtool.budget import PrefetchWindow
@@ -71,6 +71,7 @@ from dlxtool.ops.actions import Decide as Decide
 from dlxtool.ops.actions import Decision as Decision
 from dlxtool.ops.interrupts import sigint_as_stop
 from dlxtool.ops.record_files import SetAside, Sink
+from dlxtool.ops.stay import Stay, Why, answered
 from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ class TransferResult:
     ids: MessageIds = field(default_factory=MessageIds)    # the message ids of what moved or was removed
     removed: int = 0                                       # REMOVE: in the sink and acked
     kept: Counter[str] = field(default_factory=Counter)    # not selected (reason) -> count
-    left: Counter[str] = field(default_factory=Counter)    # selected but stayed (reason) -> count
+    left: Counter[Why] = field(default_factory=Counter)    # selected but stayed (reason) -> count
     unprocessed: int = 0          # not reached (limit, interrupt, error): still in the source, untouched
     requeued: int = 0             # delivered to us but returned untouched (beyond the snapshot, or at a stop)
     possible_duplicates: int = 0  # copies made whose source ack may not have reached the broker
@@ -145,6 +146,13 @@ class TransferResult:
     def left_total(self) -> int:
         return sum(self.left.values())
 
+    def left_by_kind(self) -> dict[str, int]:
+        """What stayed, by the kind of its reason (dlxtool.ops.stay.Stay): what a script may branch on."""
+        out: Counter[str] = Counter()
+        for why, n in self.left.items():
+            out[why.kind.value] += n
+        return dict(out)
+
     @property
     def complete(self) -> bool:
         """True when nothing stayed behind for a reason other than the selection."""
@@ -154,7 +162,8 @@ class TransferResult:
         return {
             "source": self.source, "snapshot": self.snapshot, "moved": dict(self.moved),
             "moved_total": self.moved_total, "removed": self.removed, "kept": dict(self.kept),
-            "left": dict(self.left), "left_total": self.left_total, "unprocessed": self.unprocessed,
+            "left": dict(self.left), "left_total": self.left_total, "left_by_kind": self.left_by_kind(),
+            "unprocessed": self.unprocessed,
             "requeued": self.requeued, "possible_duplicates": self.possible_duplicates,
             "interrupted": self.interrupted, "error": self.error, "elapsed_s": round(self.elapsed, 3),
             "refused_by_broker": self.refused_by_broker, "unavailable": self.unavailable,
@@ -185,7 +194,7 @@ class TransferOptions:
     handle_sigint: bool = True    # turn Ctrl-C into a clean stop (main thread only)
     # admit(target queue, body size, publishes in flight) -> None, or why a MOVE must stay in the source
     # instead (dlxtool.ops.capacity.Rooms.admit: the target is full and would displace its own messages)
-    admit: Callable[[str, int, int], str | None] | None = None
+    admit: Callable[[str, int, int], Why | None] | None = None
     # nack_copies(target queue) -> why a publish it nacked may have been dead-lettered by it too (a copy in its
     # DLX's queues: dlxtool.ops.capacity.Rooms.nack_copies), or None; such nacks count as possible duplicates
     nack_copies: Callable[[str], str | None] | None = None
@@ -216,7 +225,7 @@ class _Item:
     decision: Decision | None
     state: int
     copy: bool            # a copy exists (or may) elsewhere until our ack is certain
-    outcome_group: str | None
+    outcome_group: Why | None
     routing_key: str      # the delivery's: a message kept in the source keeps it (_keep)
 
 
@@ -234,8 +243,11 @@ def _removes(item: _Item) -> bool:
     return item.decision is not None and item.decision.action is Action.REMOVE
 
 
-REMOVAL_UNPROVEN = "ack not proven before the end (removed, or still in the source)"
-EXCHANGE_REFUSED = "the broker refused publishing to"  # a reason: where the message goes, not the message
+REMOVAL_UNPROVEN = Why("ack not proven before the end (removed, or still in the source)", Stay.UNPROVEN)
+BEYOND_LIMIT = Why("beyond --limit", Stay.NOT_SELECTED)
+NO_CONFIRM = Why("no confirm", Stay.UNCONFIRMED)
+KEPT = Why("kept", Stay.NOT_SELECTED)  # (never said: a keep-republish always has its reason)
+
 
 
 def _sink_record(decision: Decision, record: MessageRecord | None) -> MessageRecord:
@@ -277,9 +289,9 @@ class Transfer:
         self._changed_any = False                # a MOVE confirmed or a REMOVE: holding stays no longer helps
         self._held_stays = 0                     # stays held instead of republished (opts.hold_stays)
         self._hold_limit = 0                     # at most this many (set in _setup)
-        self._refused_exchanges: dict[str, str] = {}  # exchange the broker refused publishes to -> why
+        self._refused_exchanges: dict[str, Why] = {}  # exchange the broker refused publishes to -> why
         self._keep_refused: str | None = None    # why stays cannot be republished to the tail (they are held)
-        self._refused_all: str | None = None     # the broker refused and named nothing: nothing more is published
+        self._refused_all: Why | None = None     # the broker refused and named nothing: nothing more is published
         self._blocked_since: float | None = None  # when a publishing connection was first seen blocked
         self._keep_exchanges: TemporaryExchanges | None = None  # kept messages keep their key (_keep_route)
         self._keep_exchange = ""
@@ -484,13 +496,13 @@ class Transfer:
         place, with the broker's words) and the others go on. Where it refused an exchange (no write permission,
         a missing or internal one), nothing more is published there: what goes there stays, with its words. A
         refusal that names neither stops the run at once (the broker's words in the summary)."""
-        said = f"refused by the broker: {refusal.said}"
+        said = Why(f"refused by the broker: {refusal.said}", Stay.MESSAGE_REFUSED)
         if refusal.exchange is None and not refusal.per_message:  # it named nothing: stop, give the rest back
             self.result.refused_by_broker = refusal.said
             self._refused_all = self._keep_refused = said
             self._stop_reading = True
         elif not refusal.per_message:
-            said = f"{EXCHANGE_REFUSED} {refusal.exchange!r}: {refusal.said}"
+            said = Why(f"the broker refused publishing to {refusal.exchange!r}: {refusal.said}", Stay.EXCHANGE_REFUSED)
             self._refused_exchanges[refusal.exchange or ""] = said
             if self._keep_exchanges is not None and refusal.names_exchange(self._keep_exchange):
                 if self._keep_exchange:  # the keep route's own exchange: the default one then, as when refused
@@ -652,7 +664,7 @@ class Transfer:
         record = None
         decision: Decision | None
         if self.opts.limit is not None and self._selected >= self.opts.limit:
-            decision = Decision.keep("beyond --limit")
+            decision = Decision.keep(BEYOND_LIMIT)
         else:
             # props are the encoded bytes on the fast delivery path: decide on them when the decider can
             raw = type(props) is bytes
@@ -683,7 +695,7 @@ class Transfer:
                                    decision.properties if decision.properties is not None else props, item)
                 item.copy = True
             except EncodeError as exc:  # nothing sent: it stays in the source, with the reason
-                self._keep(item, f"cannot publish: {exc}")
+                self._keep(item, Why(f"cannot publish: {exc}", Stay.NOT_SENT))
         elif decision.action is Action.REMOVE:
             self._changed_any = True
             if self.opts.sink is not None:  # no sink: the caller discards on purpose (purge without --backup)
@@ -691,12 +703,12 @@ class Transfer:
                 item.copy = True
             self._done(item, "removed")
         else:
-            self._keep(item, decision.group)
+            self._keep(item, decision.why)
         if self.opts.limit is not None and self._selected >= self.opts.limit and not self._kept_any:
             # Nothing kept so far: the unread rest can stay where it is, in order.
             self._stop_reading = True
 
-    def _keep(self, item: _Item, group: str) -> None:
+    def _keep(self, item: _Item, group: Why) -> None:
         """Stay in the source: republish unchanged to its tail, ack the original after the confirm.
 
         With its own routing key, through an exchange bound only to the source (_keep_route): on the default
@@ -755,7 +767,7 @@ class Transfer:
     def _settle_outcomes(self) -> None:
         sink_dirty = False
         sink = self.opts.sink
-        moved, confirmed, record_id = self.result.moved, PublishOutcome.CONFIRMED, self.result.ids.add
+        moved, confirmed, record_id = self.result.moved, PublishAnswer.CONFIRMED, self.result.ids.add
         for token, outcome, detail in self._mover.take_settled() + (
                 self._keeper.take_settled() if self.keeper is not self.mover else []):
             if type(token) is tuple:  # a keep-republish to the source's tail
@@ -775,24 +787,24 @@ class Transfer:
                 moved[decision.group] += 1
                 record_id(_message_id(item))
             else:
-                item.copy = outcome is PublishOutcome.LOST  # a LOST publish may exist at the target
-                if outcome is PublishOutcome.LOST:  # its source stays: a copy may exist too (possible duplicate)
-                    self._hold(item, f"not confirmed, so still in {self.source} (a copy may have reached "
-                                     f"{decision.group}): {detail}")
+                item.copy = outcome is PublishAnswer.LOST  # a LOST publish may exist at the target
+                if outcome is PublishAnswer.LOST:  # its source stays: a copy may exist too (possible duplicate)
+                    self._hold(item, Why(f"not confirmed, so still in {self.source} (a copy may have reached "
+                                         f"{decision.group}): {detail}", Stay.UNCONFIRMED))
                     continue
-                if outcome is PublishOutcome.BROKER_REFUSED:  # it stays where it was, with the broker's words
+                if outcome is PublishAnswer.BROKER_REFUSED:  # it stays where it was, with the broker's words
                     refused = self._refused_exchanges.get(decision.exchange or "amq.default")  # where it went
-                    self._hold(item, refused or f"refused by the broker: {detail}")
+                    self._hold(item, refused or Why(f"refused by the broker: {detail}", Stay.MESSAGE_REFUSED))
                     continue
-                if outcome is PublishOutcome.UNSENT:  # never delivered: publish it again, where that may go on
+                if outcome is PublishAnswer.UNSENT:  # never delivered: publish it again, where that may go on
                     self._publish_again(item)
                     continue
-                why = f"{outcome.value}: {detail}"
+                why = answered(outcome, detail)
                 copies = self.opts.nack_copies
-                copy = copies(decision.group) if outcome is PublishOutcome.NACKED and copies is not None else None
+                copy = copies(decision.group) if outcome is PublishAnswer.NACKED and copies is not None else None
                 if copy is not None:
                     self._nacked_copies += 1
-                    why += f" ({copy})"
+                    why = Why(f"{why} ({copy})", why.kind)
                 self._keep(item, why)
         if sink_dirty and self.opts.sink is not None:
             self.opts.sink.flush()
@@ -811,17 +823,17 @@ class Transfer:
                                 decision.body if decision.body is not None else item.body,
                                 decision.properties if decision.properties is not None else item.props, item)
         except EncodeError as exc:  # not possible for bytes that went once; said all the same
-            self._keep(item, f"cannot publish: {exc}")
+            self._keep(item, Why(f"cannot publish: {exc}", Stay.NOT_SENT))
 
-    def _settle_keep(self, item: _Item, outcome: PublishOutcome, detail: str | None) -> None:
-        if outcome is PublishOutcome.CONFIRMED:
+    def _settle_keep(self, item: _Item, outcome: PublishAnswer, detail: str | None) -> None:
+        if outcome is PublishAnswer.CONFIRMED:
             self.result.republished += 1
             self._done(item, "kept")
-        elif outcome is PublishOutcome.UNSENT and self._keep_refused is None:
-            self._keep(item, item.outcome_group or "kept")
+        elif outcome is PublishAnswer.UNSENT and self._keep_refused is None:
+            self._keep(item, item.outcome_group or KEPT)
         else:
-            item.copy = outcome is PublishOutcome.LOST
-            self._hold(item, item.outcome_group or f"{outcome.value}: {detail}")
+            item.copy = outcome is PublishAnswer.LOST
+            self._hold(item, item.outcome_group or answered(outcome, detail))
 
     def _done(self, item: _Item, how: str) -> None:
         self._waiting -= item.state == _WAIT
@@ -835,16 +847,16 @@ class Transfer:
             self.result.removed += 1
             self.result.ids.add(_message_id(item))
         else:
-            self._count_stayed(item, item.outcome_group or d.group)
+            self._count_stayed(item, item.outcome_group or d.why)
 
-    def _count_stayed(self, item: _Item, why: str) -> None:
+    def _count_stayed(self, item: _Item, why: Why) -> None:
         d = item.decision
         if d is not None and d.action is Action.KEEP and item.outcome_group in (None, d.group):
             self.result.kept[d.group] += 1  # not selected: that is the selection, not a failure
         else:
             self.result.left[why] += 1
 
-    def _hold(self, item: _Item, why: str) -> None:
+    def _hold(self, item: _Item, why: Why) -> None:
         """Could not copy it back to the tail: keep it unacked, requeue it at the end."""
         self._waiting -= item.state == _WAIT
         item.state = _HOLD
@@ -1005,12 +1017,12 @@ class Transfer:
         (dlxtool/broker/giveback.py). The close-ok also proves every ack sent before it."""
         for item in self._items:
             if item.state == _WAIT and item.decision is not None:
-                self._hold(item, "no confirm")  # its publish is unsettled: it stays, maybe twice
+                self._hold(item, NO_CONFIRM)  # its publish is unsettled: it stays, maybe twice
         if not self._items:
             return
         self._cancel_consumer()  # a delivery arriving meanwhile is one more to give back, not a lost one
         for item in self._items:
-            self._not_removed(item, "given back unacked")
+            self._not_removed(item, Why("given back unacked", Stay.UNPROVEN))
         self._lost_copies += sum(i.copy for i in self._items)
         self._items.clear()
         if close_channel(self.channel):
@@ -1035,9 +1047,9 @@ class Transfer:
         failed_sink = sink is not None and getattr(sink, "failed", None) is not None
         if failed_sink:  # its unflushed records are gone: from now on records go nowhere, messages stay
             self.opts.sink = SetAside(sink)
-        why = ("the broker blocked publishing before it confirmed" if self.result.unavailable
-               else "connection lost before the confirm" if self.result.connection_lost
-               else "no confirm: stopped by an error")
+        why = Why("the broker blocked publishing before it confirmed" if self.result.unavailable
+                  else "connection lost before the confirm" if self.result.connection_lost
+                  else "no confirm: stopped by an error", Stay.UNCONFIRMED)
         try:
             self._settle_in_flight()
             self._unsaved_stay()
@@ -1065,7 +1077,7 @@ class Transfer:
             if item.state == _WAIT and item.decision is not None:
                 self._hold(item, why)
             else:
-                self._not_removed(item, "given back unacked (the run stopped on an error)")
+                self._not_removed(item, Why("given back unacked (the run stopped on an error)", Stay.UNPROVEN))
             self._lost_copies += item.copy
         self._items.clear()
         self.result.possible_duplicates = self._duplicates_now()
@@ -1110,9 +1122,9 @@ class Transfer:
             else:
                 self.result.removed -= 1
                 item.copy = aside.may_be_written
-            self._hold(item, f"record not saved ({self.result.error})")
+            self._hold(item, Why(f"record not saved ({self.result.error})", Stay.NOT_SENT))
 
-    def _not_removed(self, item: _Item, why: str) -> None:
+    def _not_removed(self, item: _Item, why: Why) -> None:
         """A REMOVE settled but never acked goes back to the source with the rest: it was not removed after all
         (with a --backup its record is on disk too: a copy, item.copy)."""
         if item.state == _DONE and _removes(item):
@@ -1136,9 +1148,9 @@ class Transfer:
         for item in self._items:
             if item.state == _WAIT and item.decision is not None:
                 item.copy = item.copy or item.decision.action is Action.MOVE
-                self._hold(item, "interrupted before the confirm")
+                self._hold(item, Why("interrupted before the confirm", Stay.UNCONFIRMED))
             else:
-                self._not_removed(item, "interrupted before the ack")
+                self._not_removed(item, Why("interrupted before the ack", Stay.UNPROVEN))
             self._lost_copies += item.copy
         self._items.clear()
         self.result.possible_duplicates = self._duplicates_now()

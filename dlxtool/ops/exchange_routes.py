@@ -28,6 +28,7 @@ from dlxtool.conventions import Route
 from dlxtool.errors import DlxtoolError, ManagementMismatch
 from dlxtool.ops.capacity import Rooms
 from dlxtool.ops.routes import Router
+from dlxtool.ops.stay import Stay, Why
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Reach:
     route: Route
     queues: tuple[str, ...] | None
     note: str = ""            # for the plan: "reaches orders.q"
-    stay: str | None = None
+    stay: Why | None = None
 
 
 class ExchangeTargets:
@@ -53,7 +54,7 @@ class ExchangeTargets:
         self.allow_fanout = allow_fanout
         self.allow_dlx_drop = allow_dlx_drop  # as for queue origins (Routes.allow_drop): the operator's call
         self.reaches: dict[str, Reach] = {}  # by Route.key(), the group a decision counts its messages under
-        self._admit_queue: Callable[[str, int, int], str | None] | None = None
+        self._admit_queue: Callable[[str, int, int], Why | None] | None = None
         self._rooms: Any = None
         self._options: Any = None
 
@@ -66,7 +67,7 @@ class ExchangeTargets:
                 self._install_admit()
         return reach
 
-    def stays(self) -> set[str]:
+    def stays(self) -> set[Why]:
         """The reasons messages stayed for (a run that moved nothing because of them is refused, exit 6)."""
         return {r.stay for r in self.reaches.values() if r.stay is not None}
 
@@ -80,7 +81,7 @@ class ExchangeTargets:
     def _decide(self, route: Route, exchange: str, key: str) -> Reach:
         where = f"exchange {exchange!r}, routing key {key!r}"
         if self.exists is not None and not self.exists(exchange):
-            return Reach(route, None, stay=f"{where}: the exchange does not exist")
+            return Reach(route, None, stay=Why(f"{where}: the exchange does not exist", Stay.EXCHANGE_UNSAFE))
         unknown, queues = None, None
         if self.router is None:
             unknown = "no management API to read its bindings"
@@ -96,17 +97,19 @@ class ExchangeTargets:
             queues = tuple(sorted(found)) if found is not None else None
         if queues is None:
             if not self.allow_displace:
-                return Reach(route, None, stay=f"{where}: the queues it reaches cannot be told ({unknown}), nor "
-                                               "their limits checked; --allow-displace publishes anyway")
+                return Reach(route, None, stay=Why(f"{where}: the queues it reaches cannot be told ({unknown}), nor "
+                                                   "their limits checked; --allow-displace publishes anyway",
+                                                   Stay.EXCHANGE_UNSAFE))
             return Reach(route, None, note=f"queues reached unknown ({unknown}); unroutable messages stay")
         if not queues:
-            return Reach(route, queues, stay=f"{where}: routes to no queue")
+            return Reach(route, queues, stay=Why(f"{where}: routes to no queue", Stay.EXCHANGE_UNSAFE))
         if len(queues) > 1 and not self.allow_fanout:
-            return Reach(route, queues, stay=f"{where}: routes to {len(queues)} queues ({', '.join(queues)}), "
-                                             "each would get a copy; --to QUEUE replays to one, --allow-fanout to all")
+            return Reach(route, queues, stay=Why(f"{where}: routes to {len(queues)} queues ({', '.join(queues)}), "
+                                                 "each would get a copy; --to QUEUE replays to one, --allow-fanout to "
+                                                 "all", Stay.EXCHANGE_UNSAFE))
         drop = None if self.allow_dlx_drop else self._dead_letter_drop(queues, key)
         if drop is not None:
-            return Reach(route, queues, stay=f"{where}: {drop}")
+            return Reach(route, queues, stay=Why(f"{where}: {drop}", Stay.DEAD_LETTER_UNSAFE))
         return Reach(route, queues, note=f"reaches {', '.join(queues)}")
 
     def _dead_letter_drop(self, queues: tuple[str, ...], key: str) -> str | None:
@@ -137,7 +140,7 @@ class ExchangeTargets:
         self._admit_queue = self._options.admit or self._rooms.admit
         self._options.admit = self._admit
 
-    def _admit(self, group: str, size: int, in_flight: int) -> str | None:
+    def _admit(self, group: str, size: int, in_flight: int) -> Why | None:
         reach = self.reaches.get(group)
         if reach is None:
             assert self._admit_queue is not None

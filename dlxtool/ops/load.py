@@ -32,7 +32,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from dlxtool.broker.channel import IDLE_WAIT
 from dlxtool.broker.connection import blocked
-from dlxtool.broker.publisher import Publisher, PublishOutcome
+from dlxtool.broker.publisher import PublishAnswer, Publisher
 from dlxtool.broker.queues import did_you_mean, names_in
 from dlxtool.broker.wire.frames import EncodeError, basic_properties
 from dlxtool.errors import UnavailableError, UsageError
@@ -42,6 +42,7 @@ from dlxtool.ops.engine import Progress, describe_error
 from dlxtool.ops.interrupts import sigint_as_stop, signals_as_stop
 from dlxtool.ops.outcomes import counted, refusal
 from dlxtool.ops.record_files import Sink, iter_records
+from dlxtool.ops.stay import Stay, Why, answers
 from dlxtool.outcome import OK, Outcome, Status
 from dlxtool.record import MessageRecord
 
@@ -120,13 +121,12 @@ class LoadResult:
     file: str
     records: int
     published: Counter[str] = field(default_factory=Counter)  # queue -> confirmed
-    failed: Counter[str] = field(default_factory=Counter)     # "queue: why" -> records
+    failed: Counter[Why] = field(default_factory=Counter)     # "queue: why" -> records
     lost: int = 0              # no answer before the connection ended: maybe published (possible duplicates)
     not_sent: int = 0          # never published (stopped by an error or Ctrl-C)
     skipped_torn: int = 0      # records cut short in the file (their messages were never acked away)
     stayed_full: Counter[str] = field(default_factory=Counter)  # queue -> records not published: it was full
     routes: dict[str, str] = field(default_factory=dict)      # queue -> how its records were published
-    unsafe: set[str] = field(default_factory=set)             # reasons in `failed` that are routes not safe
     interrupted: bool = False
     error: str | None = None
     unavailable: bool = False  # the error: the broker blocked publishing (a resource alarm), not a lost connection
@@ -221,7 +221,6 @@ def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int =
                        timeout=timeout, handle_sigint=handle_sigint, rooms=rooms,
                        before_flush=exchanges.delete_on if exchanges is not None else None)
         result.routes = {q: routes.describe(q) for q in sorted(result.published)}
-        result.unsafe = set(routes.unsafe)
         return result
     finally:
         if exchanges is not None:
@@ -273,7 +272,7 @@ def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *
                 target = _target(record, settings, where)
                 headers = _headers(record, settings)
                 route = routes.with_key(target, _routing_key(record, headers))
-                if isinstance(route, str):  # not published: it fails with the reason, the others go on
+                if isinstance(route, Why):  # not published: it fails with the reason, the others go on
                     del inflight[id(record)]
                     _refused(result, target, route, record, failed)
                     continue
@@ -326,7 +325,7 @@ def _give_up(result: LoadResult, inflight: dict[int, MessageRecord], settings: L
     for record in inflight.values():
         target = settings.to_queue or record.queue or "?"
         result.lost += 1
-        result.failed[f"{target}: lost — stopped before its confirm (maybe published)"] += 1
+        result.failed[Why(f"{target}: lost — stopped before its confirm (maybe published)", Stay.UNCONFIRMED)] += 1
         if failed is not None:
             failed.write(record)
     inflight.clear()
@@ -357,29 +356,29 @@ def _routing_key(record: MessageRecord, headers: dict[str, Any]) -> str:
     return key if isinstance(key, str) else record.routing_key
 
 
-def _refused(result: LoadResult, target: str, why: str, record: MessageRecord, failed: Sink | None) -> None:
-    result.failed[why if why.startswith(f"{target}: ") else f"{target}: {why}"] += 1
+def _refused(result: LoadResult, target: str, why: Why, record: MessageRecord, failed: Sink | None) -> None:
+    result.failed[why.prefixed(f"{target}: ")] += 1
     if failed is not None:
         failed.write(record)
 
 
 def _count(result: LoadResult, target: str, outcome: Any, detail: str | None, record: MessageRecord,
            failed: Sink | None) -> None:
-    if outcome is PublishOutcome.CONFIRMED:
+    if outcome is PublishAnswer.CONFIRMED:
         result.published[target] += 1
         message_id = record.properties.get("message_id")
         result.ids.add(message_id if isinstance(message_id, str) else None)
         return
-    if outcome is PublishOutcome.LOST:
+    if outcome is PublishAnswer.LOST:
         result.lost += 1
-    result.failed[f"{target}: {outcome.value} — {detail}"] += 1
+    result.failed[Why(f"{target}: {outcome.value} — {detail}", answers().get(outcome, Stay.NOT_SENT))] += 1
     if failed is not None:
         failed.write(record)
 
 
 def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]], *, window: int = 1000,
                     timeout: float = 30.0, before_flush: Callable[[Publisher], None] | None = None,
-                    max_bytes: int | None = None) -> Iterator[tuple[Any, PublishOutcome, str | None]]:
+                    max_bytes: int | None = None) -> Iterator[tuple[Any, PublishAnswer, str | None]]:
     """For `load`: publish (exchange, routing_key, body, properties, token) with a window of confirms,
     yielding each (token, outcome, detail) as it settles. A seam, not used by replay itself.
 
@@ -392,7 +391,7 @@ def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]]
     in_flight: dict[int, int] = {}  # id(token) -> its body's size, until it settles
     held = 0
 
-    def settled() -> Iterator[tuple[Any, PublishOutcome, str | None]]:
+    def settled() -> Iterator[tuple[Any, PublishAnswer, str | None]]:
         nonlocal held
         for token, outcome, detail in pub.take_settled():
             held -= in_flight.pop(id(token), 0)
@@ -420,7 +419,7 @@ def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]]
             try:
                 pub.publish(exchange, routing_key, body, props, token)
             except EncodeError as exc:  # nothing sent: this record fails, the others go on
-                yield token, PublishOutcome.REFUSED, str(exc)
+                yield token, PublishAnswer.REFUSED, str(exc)
                 continue
             in_flight[id(token)] = PrefetchWindow.COPIES * len(body)
             held += in_flight[id(token)]
@@ -515,8 +514,7 @@ def load_outcome(result: LoadResult, failed_file: str | None, allow_torn: bool) 
     if result.interrupted:
         return Outcome(Status.INTERRUPTED, f"load interrupted: {result.published_total} of {result.records} records "
                        f"published, {result.not_sent} not sent" + again + dups)
-    refused = refusal(result.published_total, result.failed, result.unsafe, nothing="nothing loaded",
-                      still="no record was published")
+    refused = refusal(result.published_total, result.failed, nothing="nothing loaded", still="no record was published")
     if refused is not None:
         return replace(refused, message=refused.message + again)
     if result.failed_total:

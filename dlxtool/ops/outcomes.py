@@ -3,50 +3,51 @@ removes messages — replay, purge's reading modes, dump --remove, load — so t
 status and words everywhere (the CLI maps the status to an exit code: dlxtool.cli.output).
 
 A run is refused (REFUSED, exit 6) when it moved nothing and everything selected stayed for a reason that is
-the destination's, not the message's: a full destination (dlxtool.ops.capacity) or a route that is not
-safe (dlxtool.ops.routes); then nothing changed for those messages but where the summary says so."""
+the destination's, not the message's: a full destination (dlxtool.ops.capacity), a route that is not
+safe (dlxtool.ops.routes), an exchange the broker refused; then nothing changed for those messages but where the
+summary says so. Which reason is which is its kind (dlxtool.ops.stay.Stay), decided where it arose: never its
+words."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dlxtool.ops.capacity import ALLOW_HINT, is_full_reason
-from dlxtool.ops.engine import EXCHANGE_REFUSED, TransferResult
-from dlxtool.ops.routes import nothing_routed, route_hint
+from dlxtool.ops.capacity import ALLOW_HINT
+from dlxtool.ops.engine import TransferResult
+from dlxtool.ops.routes import route_hint
+from dlxtool.ops.stay import Stay, Why
 from dlxtool.outcome import OK, Outcome, Status
 
 
-def counted(left: Mapping[str, int]) -> str:
+def counted(left: Mapping[Why, int] | Mapping[str, int]) -> str:
     """'origin full … (2), no origin in the death history (1)': reasons with their counts, sorted."""
     return ", ".join(f"{why} ({n})" for why, n in sorted(left.items()))
 
 
-def refusal(moved: int, left: Mapping[str, int], unsafe: Collection[str] = (), *, nothing: str = "nothing moved",
-            still: str = "", republished: int = 0) -> Outcome | None:
-    """REFUSED when nothing moved and every message left stayed because of where it was to go: its destination
-    is full, its route is not safe (`unsafe`: Routes.unsafe), the broker refused its exchange (no write
-    permission …); None otherwise. `nothing` says what did not happen ("nothing replayed"), `still` where the
-    messages are. A run that republished messages to the source's tail (`republished`) changed the source: it
-    is PARTIAL, saying so, never REFUSED (a refusal changes nothing)."""
-    if moved or not left:
+def refusal(moved: int, left: Mapping[Why, int], *, nothing: str = "nothing moved", still: str = "",
+            republished: int = 0) -> Outcome | None:
+    """REFUSED when nothing moved and every message left stayed because of where it was to go (Stay.destinations):
+    its destination is full, its route is not safe, the broker refused its exchange (no write permission …); None
+    otherwise. `nothing` says what did not happen ("nothing replayed"), `still` where the messages are. A run that
+    republished messages to the source's tail (`republished`) changed the source: it is PARTIAL, saying so, never
+    REFUSED (a refusal changes nothing)."""
+    kinds = {why.kind for why in left}
+    if moved or not left or not all(kind.destinations for kind in kinds):
         return None
     where = f"; {still}" if still else ""
     status = Status.PARTIAL if republished else Status.REFUSED
-    if any(why.startswith(EXCHANGE_REFUSED) for why in left) and all(
-            why.startswith(EXCHANGE_REFUSED) or is_full_reason(why) or why in unsafe for why in left):
+    if Stay.EXCHANGE_REFUSED in kinds:
         return Outcome(status, f"{nothing}: {counted(left)}{where}",
                        "the user needs write permission on that exchange (and configure permission for dlxtool's "
                        "temporary exchanges, dlxtool.*)")
-    if unsafe and nothing_routed(moved, left, set(unsafe)):
-        return Outcome(status, f"{nothing}, no route is safe: {counted(left)}{where}", route_hint(left))
-    if all(is_full_reason(why) for why in left):
-        return Outcome(status, f"nothing moved: {sum(left.values())} message(s) stayed because their "
-                       f"destination is full: {counted(left)}{where}", ALLOW_HINT)
-    return None
+    if any(kind.route for kind in kinds):
+        return Outcome(status, f"{nothing}, no route is safe: {counted(left)}{where}", route_hint(kinds))
+    return Outcome(status, f"nothing moved: {sum(left.values())} message(s) stayed because their "
+                   f"destination is full: {counted(left)}{where}", ALLOW_HINT)
 
 
-def transfer_outcome(result: TransferResult, what: str, *, saved: str | None = None, unsafe: Collection[str] = (),
+def transfer_outcome(result: TransferResult, what: str, *, saved: str | None = None,
                      nothing: str = "nothing moved") -> Outcome:
     """The end of an engine run (dlxtool.ops.engine.TransferResult) of `what` ("replay", "purge" …): stopped by
     a local error (PARTIAL: what was settled is done), by the connection (CONNECT), by a stop signal
@@ -80,8 +81,7 @@ def transfer_outcome(result: TransferResult, what: str, *, saved: str | None = N
     if result.interrupted:
         return Outcome(Status.INTERRUPTED, f"{what} interrupted; the rest is still in {result.source}{kept}{dups}")
     still = f"every message is still in {result.source}" if not result.republished else _republished(result)[2:]
-    refused = refusal(result.moved_total, result.left, unsafe, nothing=nothing, still=still,
-                      republished=result.republished)
+    refused = refusal(result.moved_total, result.left, nothing=nothing, still=still, republished=result.republished)
     if refused is not None:
         return refused
     if result.left_total:

@@ -408,7 +408,7 @@ class Coverage:
 
 
 @dataclass
-class ReadOutcome:
+class ReadReport:
     """What a finished read means for the caller: notes (stderr), warnings, and the error to raise
     after the output is written (PartialError 5: dead-lettered or left unread; RefusedError 6)."""
 
@@ -764,17 +764,17 @@ class QueueReader:
         if outcome.error is not None:
             raise outcome.error
 
-    def outcome(self) -> ReadOutcome:
+    def outcome(self) -> ReadReport:
         """Notes, warnings and the error (exit 5 or 6) this read ends with."""
         warnings: list[str] = []
         error: DlxtoolError | None = None
         if self.facts.type == "stream":
             if self.over_budget is not None:
-                return ReadOutcome(list(self.notes), warnings, self._budget_error())
-            return ReadOutcome(self.notes + self._stream_notes(), warnings)
+                return ReadReport(list(self.notes), warnings, self._budget_error())
+            return ReadReport(self.notes + self._stream_notes(), warnings)
         wanted = self.opts.count
         if self.undeliverable is not None:
-            return ReadOutcome(list(self.notes), warnings, self._undeliverable_error())
+            return ReadReport(list(self.notes), warnings, self._undeliverable_error())
         if self.dead_lettered:
             error = PartialError(
                 f"the message(s) at position {', '.join(map(str, self.dead_lettered))} had no delivery attempt "
@@ -807,7 +807,7 @@ class QueueReader:
                 f"{self.left_unread} more were left unread",
                 hint="raise --max-unacked (config dump_unacked_limit) if the broker has the memory, "
                      "or drain the queue into a file (dump --remove)")
-        return ReadOutcome(list(self.notes), warnings, error)
+        return ReadReport(list(self.notes), warnings, error)
 
     def _undeliverable_error(self) -> PartialError:
         """Exit 5: what was shown is right; the message at `undeliverable` cannot be read over 0.9.1, and the lost

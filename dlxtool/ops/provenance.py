@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.amqp_values import StringEntry, decode_field_value, encode_entries, table_entry
+from dlxtool.ops.stay import Stay, Why
 
 if TYPE_CHECKING:
     from dlxtool.record import MessageRecord
@@ -211,8 +212,8 @@ def _key(src: str) -> int | str:
     return int(src, 16) if len(src) == 16 and not src.strip("0123456789abcdef") else src
 
 
-COPY_LEFT = ("a copy of a message replayed in this run (a replay killed before its acks left both; "
-             "one of them is enough)")
+COPY_LEFT = Why("a copy of a message replayed in this run (a replay killed before its acks left both; "
+                "one of them is enough)", Stay.LOOP_GUARD)
 
 
 class CopyGuard:

@@ -299,7 +299,7 @@ def plan(records: Iterable[MessageRecord], settings: PurgeSettings, routes: Rout
 
 
 @dataclass
-class PurgeOutcome:
+class PurgeReport:
     """What `run` did (or, with dry_run, would do); the CLI renders it and maps it to the exit status."""
 
     state: QueueState
@@ -312,7 +312,6 @@ class PurgeOutcome:
     room: Capacity | None = None                     # --move-to's queue at the start
     rooms: dict[str, Any] | None = None              # --move-to's admissions during the run
     route: str | None = None                         # --move-to's route in words (or why none)
-    unsafe: set[str] = field(default_factory=set)    # reasons messages stayed because their route is not safe
     depths: dict[str, dict[str, int]] | None = None  # after the run, from the broker (ops.outcomes.depths_now)
 
     @property
@@ -345,7 +344,7 @@ class PurgeOutcome:
         because no route was safe or --move-to is full)."""
         if self.result is None:
             return OK
-        return transfer_outcome(self.result, "purge", saved=self.settings.backup, unsafe=self.unsafe)
+        return transfer_outcome(self.result, "purge", saved=self.settings.backup)
 
 
 class Purge:
@@ -379,7 +378,7 @@ class Purge:
                     + (f", {state.type} queue" if state.type else "") + f"{sampled})")
         report.info(f"note: messages held unacked by consumers ({unacked}) are not purged; they come back "
                     "if those consumers reject them or disconnect")
-        self.out = PurgeOutcome(state, settings, dry_run)
+        self.out = PurgeReport(state, settings, dry_run)
         self.rooms: Rooms | None = None
         self.router: Router | None = None
         self.keep_refused: str | None = None  # why kept messages cannot go to the tail: held in place instead
@@ -418,7 +417,7 @@ class Purge:
             return 0
         return max(1, min(self.out.state.ready, bound))
 
-    def plan(self, records: Iterable[MessageRecord] | None = None) -> PurgeOutcome:
+    def plan(self, records: Iterable[MessageRecord] | None = None) -> PurgeReport:
         """The dry run: what would be purged, moved, kept (from `records` where peek_count asked for them)."""
         out = self.out
         if not self.settings.reads_messages:
@@ -428,7 +427,7 @@ class Purge:
         return out
 
     def run(self, sink: Sink | None = None, progress: Callable[[Progress], None] | None = None, *,
-            max_bytes: int | None = None) -> PurgeOutcome:
+            max_bytes: int | None = None) -> PurgeReport:
         """The purge itself: queue.purge, or the reading pass with `sink` (--backup's record file) written before
         each ack, holding at most about `max_bytes` of messages at once (dlxtool.budget)."""
         settings, out, session = self.settings, self.out, self.session
@@ -457,7 +456,7 @@ class Purge:
         if rooms is not None:
             out.rooms = rooms.to_json()
         if settings.move_to:
-            out.route, out.unsafe = routes[0].describe(settings.move_to), set(routes[0].unsafe)
+            out.route = routes[0].describe(settings.move_to)
         if out.result.requeued and out.state.type == "quorum" and versions.quorum_give_back_counts(
                 versions.server_version(session.conn), "cancel"):  # the engine gives back by cancel + close
             self.report.warn(f"{out.result.requeued} message(s) delivered beyond the start snapshot were given back: "
@@ -533,10 +532,10 @@ def _refuse_unsafe_route(settings: PurgeSettings, router: Router | None) -> None
 
     stays = move_routes(settings, None, router).for_every_key(settings.move_to) if settings.move_to else None
     if stays is not None:
-        raise RefusedError(f"nothing would be moved: {stays}", hint=route_hint([stays]))
+        raise RefusedError(f"nothing would be moved: {stays}", hint=route_hint([stays.kind]))
 
 
-def _dry_run_plan(settings: PurgeSettings, out: PurgeOutcome, records: Iterable[MessageRecord] | None,
+def _dry_run_plan(settings: PurgeSettings, out: PurgeReport, records: Iterable[MessageRecord] | None,
                   report: Reporter, router: Router | None) -> dict[str, Any]:
     ready = out.state.ready
     routes = move_routes(settings, None, router)

@@ -208,7 +208,6 @@ class ReplaySession:
 class ReplayRun:
     result: TransferResult
     routes: dict[str, str] = field(default_factory=dict)  # target -> how its messages were published
-    unsafe: set[str] = field(default_factory=set)         # reasons that were a route not being safe
     # Deletes the temporary exchanges: the caller calls it once the summary is out (a stop signal during a
     # clean-up before it would cut the summary off).
     clean_up: Callable[[], None] = field(default=lambda: None, repr=False)
@@ -218,7 +217,7 @@ class ReplayRun:
     def outcome(self) -> Outcome:
         """Done; partial (exit 5); refused (6) when nothing moved because no route was safe or every origin is
         full; interrupted; stopped by the broker or an error (dlxtool.ops.outcomes)."""
-        return transfer_outcome(self.result, "replay", unsafe=self.unsafe, nothing="nothing replayed")
+        return transfer_outcome(self.result, "replay", nothing="nothing replayed")
 
 
 class Replay:
@@ -283,7 +282,7 @@ class Replay:
             raise
         finally:
             publishing.close()
-        out = ReplayRun(result, unsafe=routes.unsafe | targets.stays())
+        out = ReplayRun(result)
         if exchanges is not None:
             out.clean_up = exchanges.delete_all
         out.routes = {t: targets.describe(t) or routes.describe(t) for t in sorted(result.moved)}

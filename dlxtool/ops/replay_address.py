@@ -17,6 +17,7 @@ from dlxtool.amqp_values import RawValue
 from dlxtool.deaths import FAILURE_REASONS, Death, DeathHistory
 from dlxtool.ops.provenance import PROVENANCE_HEADER, CopySource, Pairs
 from dlxtool.ops.routes import Resolved, Router
+from dlxtool.ops.stay import Stay, Why
 
 
 def provenance(headers: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -59,13 +60,13 @@ class Lineage:
     def __init__(self) -> None:
         self.pairs = Pairs()
 
-    def decide(self, fingerprint: str | None, origin: CopySource | None, count: int, max_replays: int) -> str | None:
+    def decide(self, fingerprint: str | None, origin: CopySource | None, count: int, max_replays: int) -> Why | None:
         """Why this delivery stays (None: replay it, and it is remembered as replayed)."""
         partners = self.pairs.partners(fingerprint, origin)
         if any(p["replayed"] for p in partners):
             self.pairs.add(fingerprint, origin, {"count": count, "replayed": False})
-            return ("a copy of a message replayed in this run (left by an interrupted replay, or an identical "
-                    "message): one of them is enough")
+            return Why("a copy of a message replayed in this run (left by an interrupted replay, or an identical "
+                       "message): one of them is enough", Stay.LOOP_GUARD)
         paired = max([count, *(p["count"] for p in partners)])
         entry = {"count": paired, "replayed": paired < max_replays}
         self.pairs.add(fingerprint, origin, entry)
@@ -73,7 +74,7 @@ class Lineage:
             p["count"] = max(p["count"], paired)
         if paired >= max_replays:
             extra = f", counting its copy left by an interrupted replay (own count {count})" if paired != count else ""
-            return f"replayed {paired} times already (--max-replays {max_replays}){extra}"
+            return Why(f"replayed {paired} times already (--max-replays {max_replays}){extra}", Stay.LOOP_GUARD)
         return None
 
 

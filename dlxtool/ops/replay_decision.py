@@ -115,14 +115,15 @@ from dlxtool.ops.replay_address import (
     replay_count,
     trusted_count,
 )
-from dlxtool.ops.routes import Router, Routes, temporary_exchange
+from dlxtool.ops.routes import Router, Routes, Way, temporary_exchange
+from dlxtool.ops.stay import Stay, Why
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
     from dlxtool.editing.edits import Edits
 
-NO_ORIGIN = "no origin in the death history"
+NO_ORIGIN = Why("no origin in the death history", Stay.NO_ORIGIN)
 UNTRUSTED_COUNT = ("its provenance header records a replay count dlxtool never writes ({value}: forged or corrupt): "
                    "--max-replays cannot tell how often it was replayed")
 EDIT_MOVED = "shown going to {shown!r}, it would now go to {now!r}: left for another look"
@@ -184,7 +185,7 @@ class Shape:
     convention was needed; only then may it be cached by those."""
 
     count: int
-    stay: str | None = None
+    stay: Why | None = None
     target: str = ""
     queue: str | None = None
     exchange_origin: Route | None = None
@@ -228,7 +229,7 @@ class ReplayDecider:
     `exchange_targets` checks exchange + routing key origins (without one: unresolved, they stay unless
     allow_displace)."""
 
-    def __init__(self, settings: ReplaySettings, *, routes: Callable[[str], tuple[str, bool] | str] | None = None,
+    def __init__(self, settings: ReplaySettings, *, routes: Callable[[str], Way] | None = None,
                  wait_queues: WaitQueues | None = None, now: datetime | None = None,
                  exchange_targets: ExchangeTargets | None = None) -> None:
         self.s = settings
@@ -236,7 +237,7 @@ class ReplayDecider:
         # Celery tasks: see Routes.by_queue_name
         self.by_queue_name = routes.by_queue_name if isinstance(routes, Routes) else self.routes
         # Messages the broker dead-lettered from their origin go back only while it still dead-letters
-        self.died_there: Callable[[str], str | None] = routes.died_there if isinstance(routes, Routes) else \
+        self.died_there: Callable[[str], Why | None] = routes.died_there if isinstance(routes, Routes) else \
             (lambda _target: None)
         self.wait_queues = wait_queues or WaitQueues(None, settings.source)
         self.exchange_targets = exchange_targets or exchange_targets_for(settings, None, None)
@@ -323,7 +324,7 @@ class ReplayDecider:
         count, untrusted = trusted_count(headers)
         history = parse_history(headers)
         found = self._origin(record, history)
-        if isinstance(found, str):
+        if isinstance(found, Why):
             return Shape(count, stay=found, untrusted_count=untrusted), headers, history
         explained, origin, address = found
         exact = explained.origin_from == X_DEATH and failed_in(history) is not None
@@ -350,7 +351,7 @@ class ReplayDecider:
                      conflict=explained.conflict is not None, exact=exact, ignored_expiration=ignored,
                      untrusted_count=untrusted), kept, history
 
-    def _origin(self, record: MessageRecord, history: DeathHistory) -> tuple[Explanation, Route | None, Address] | str:
+    def _origin(self, record: MessageRecord, history: DeathHistory) -> tuple[Explanation, Route | None, Address] | Why:
         """The message's origin as the conventions explain it (as `history` does), and the address it had there
         (the routing key a queue origin keeps); or why it stays. The origin is None only with --to."""
         s = self.s
@@ -373,8 +374,8 @@ class ReplayDecider:
             if s.to_queue:
                 return explained, None, original_address(history, None)
             if resolved is not None and resolved.queue is None and s.origin_from in (None, X_DEATH):
-                return f"no origin: {resolved.why}"
-            return f"no origin: {explained.origin_why}" if s.origin_from else NO_ORIGIN
+                return Why(f"no origin: {resolved.why}", Stay.NO_ORIGIN)
+            return Why(f"no origin: {explained.origin_why}", Stay.NO_ORIGIN) if s.origin_from else NO_ORIGIN
         if explained.origin_from == X_DEATH:
             return explained, origin, address or original_address(history, origin.queue)
         if explained.received is not None:
@@ -385,14 +386,14 @@ class ReplayDecider:
 
     # -- per message ---------------------------------------------------------------------------------
 
-    def guard(self, fingerprint: str | None, src: CopySource | None, count: int) -> str | None:
+    def guard(self, fingerprint: str | None, src: CopySource | None, count: int) -> Why | None:
         """The loop guard: why this delivery stays (--max-replays, or the copy of one replayed in this run), or
         None (it is remembered as replayed)."""
         if self.s.max_replays is not None:
             return self.lineage.decide(fingerprint, src, count, self.s.max_replays)
         return COPY_LEFT if self.copies.stays(fingerprint, src) else None
 
-    def way(self, shape: Shape, *, celery: bool = False) -> tuple[str, str | None] | str:
+    def way(self, shape: Shape, *, celery: bool = False) -> tuple[str, str | None] | Why:
         """(exchange, routing key) to publish a message of `shape` through — the routing key None where the route
         keeps the message's own (Shape.kept_key) — or why it stays (its route, its origin no longer
         dead-lettering). Asked after the loop guard: each answer is the run's, kept by Routes."""
@@ -405,7 +406,7 @@ class ReplayDecider:
         route = self.routes(queue)
         if not isinstance(route, str) and route[0] and celery:
             route = self.by_queue_name(queue)  # its retries go where it was delivered from
-        if isinstance(route, str):
+        if isinstance(route, Why):
             return route
         if shape.died_there:  # it failed there: the broker dead-lettered it from its origin
             gone = self.died_there(queue)
@@ -429,7 +430,7 @@ class ReplayDecider:
         shape, headers, history = self._shape(record)
         if shape.untrusted_count is not None:
             if s.max_replays is not None:
-                return Decision.leave(UNTRUSTED_COUNT.format(value=shape.untrusted_count))
+                return Decision.leave(Why(UNTRUSTED_COUNT.format(value=shape.untrusted_count), Stay.LOOP_GUARD))
             self.untrusted_counts += 1
         fingerprint = source if edit is not None else record_fingerprint(record)  # the delivery's, not the edit's
         why = self.guard(fingerprint, provenance_src(record.headers), shape.count)
@@ -438,19 +439,21 @@ class ReplayDecider:
         if shape.stay is not None:
             return Decision.leave(shape.stay)
         if edit is not None and edit.destination is not None and shape.target != edit.destination:
-            return Decision.leave(EDIT_MOVED.format(shown=edit.destination, now=shape.target))
+            return Decision.leave(Why(EDIT_MOVED.format(shown=edit.destination, now=shape.target),
+                                      Stay.DESTINATION_CHANGED))
         self.conflicts += shape.conflict
         properties = dict(record.properties)
         user_id = properties.get("user_id")
         if user_id is not None and s.publisher is not None and user_id != s.publisher and s.impersonator is False:
             if not s.drop_user_id:
                 # held, not republished to the DLQ's tail: that publish would carry the user_id too (406)
-                return Decision.leave(USER_ID_REFUSED.format(user_id=user_id, publisher=s.publisher), hold=True)
+                return Decision.leave(Why(USER_ID_REFUSED.format(user_id=user_id, publisher=s.publisher),
+                                          Stay.MESSAGE_REFUSED), hold=True)
             del properties["user_id"]
             self.dropped_user_ids += 1
         celery = is_celery_task(record.headers)
         way = self.way(shape, celery=celery)
-        if isinstance(way, str):
+        if isinstance(way, Why):
             return Decision.leave(way)
         self.celery_tasks += celery and shape.queue is not None  # the plan says their route only when there are
         key = shape.kept_key(first_key(history, shape.address), record.routing_key)

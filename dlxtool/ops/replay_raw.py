@@ -34,6 +34,7 @@ from dlxtool.conventions import may_be_dramatiq
 from dlxtool.deaths import CELERY_HEADER, HISTORY_HEADERS, death_routing_keys
 from dlxtool.ops.actions import Action, Decision
 from dlxtool.ops.provenance import PROVENANCE_HEADER, ProvenanceWriter, picked_copy_origin, source_fingerprint
+from dlxtool.ops.stay import Why
 from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
@@ -183,7 +184,7 @@ def raw_decider(decider: ReplayDecider) -> Decide:
         way = planned.way
         if way is None:  # the first of the shape to go: its route, asked after the loop guard as __call__ asks
             way = planned.way = way_of(shape)
-        if isinstance(way, str):
+        if isinstance(way, Why):
             return Decision.leave(way)
         if fixed_now is None:  # "from" and "at" (now, to the second), encoded once a second
             second = int(clock())

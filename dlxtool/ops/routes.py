@@ -23,13 +23,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
 from dlxtool.broker.management import POLICIES_PENDING
 from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError
+from dlxtool.ops.stay import Stay, Why
 
 # The dead-letter questions of a queue whose policies the management API does not show yet (QueueInfo)
 POLICIES_UNREAD = f"its dead-letter exchange cannot be read: {POLICIES_PENDING}"
@@ -375,35 +376,27 @@ UNCHECKED = ("its dead-letter exchange cannot be checked (management API not rea
 DROP_FLAG = "--allow-dlx-drop"
 
 
+# A route: (the exchange to publish through, whether the message keeps its own routing key), or why it stays
+Way = tuple[str, bool] | Why
+
 REFUSED = "the broker refused to"  # TemporaryExchanges' reasons start so (after the queue's name)
 
 
-def route_hint(reasons: Iterable[str]) -> str:
-    """What to do about the reasons messages stayed for (a run refused: dlxtool.ops.outcomes.refusal)."""
-    from dlxtool.ops.capacity import is_full_reason
-
-    reasons = list(reasons)
+def route_hint(kinds: Iterable[Stay]) -> str:
+    """What to do about the kinds of reason messages stayed for (a run refused: dlxtool.ops.outcomes.refusal)."""
+    kinds = set(kinds)
     steps = []
-    if any(QUEUE_MISSING in why for why in reasons):
+    if Stay.QUEUE_MISSING in kinds:
         steps.append("create the missing queue")
-    if any(REFUSED in why for why in reasons):
+    if Stay.ROUTE_REFUSED in kinds:
         steps.append("grant the user configure permission on the vhost, or use --default-exchange (no temporary "
                      "exchange)")
-    if any("dead-letter" in why for why in reasons):
+    if Stay.DEAD_LETTER_UNSAFE in kinds:
         steps.append(f"make the dead-letter exchange route the key, or {DROP_FLAG} to move them anyway (their next "
                      "dead-lettering there may drop them)")
-    if any(is_full_reason(why) for why in reasons):
+    if Stay.DESTINATION_FULL in kinds:
         steps.append("--allow-displace for a full destination")
     return "; ".join(steps) or "fix the cause named above"
-
-
-def nothing_routed(moved: int, left: Mapping[str, int], unsafe: set[str]) -> bool:
-    """Whether a run moved nothing because no route was safe: everything left stayed for its route (`unsafe`:
-    Routes.unsafe) or its full destination, at least some of it for its route."""
-    from dlxtool.ops.capacity import is_full_reason
-
-    return bool(not moved and left and all(why in unsafe or is_full_reason(why) for why in left)
-                and set(left) & unsafe)
 
 
 class RouteUnavailable(DlxtoolError):
@@ -437,19 +430,19 @@ class Routes:
         self.exchanges = exchanges
         self.router = router
         self.allow_drop = allow_drop
-        self.routes: dict[str, tuple[str, bool] | str] = {}
-        self.unsafe: set[str] = set()
-        self._by_name: dict[str, tuple[str, bool] | str] = {}
-        self._keys: dict[tuple[str, str], str] = {}  # "" = the key is routed
-        self._gone: dict[str, str] = {}  # died_there's answers ("" = it still dead-letters)
+        self.routes: dict[str, Way] = {}
+        self.unsafe: set[Why] = set()
+        self._by_name: dict[str, Way] = {}
+        self._keys: dict[tuple[str, str], Why | None] = {}  # None = the key is routed
+        self._gone: dict[str, Why | None] = {}  # died_there's answers (None = it still dead-letters)
 
-    def __call__(self, target: str) -> tuple[str, bool] | str:
+    def __call__(self, target: str) -> Way:
         route = self.routes.get(target)
         if route is None:
             route = self.routes[target] = self._noted(self._decide(target))
         return route
 
-    def with_key(self, target: str, key: str) -> tuple[str, bool] | str:
+    def with_key(self, target: str, key: str) -> Way:
         """The route of one message that arrives with routing key `key` if the route keeps it (load's per-record
         question; the engine's deciders ask through `checked`)."""
         route = self(target)
@@ -457,7 +450,7 @@ class Routes:
             return route
         return self.key(target, key) or route
 
-    def for_every_key(self, target: str) -> str | None:
+    def for_every_key(self, target: str) -> Why | None:
         """Why no message may go to `target` whatever its routing key (None: that depends on the key, or any may)."""
         route = self(target)
         if isinstance(route, str):
@@ -466,33 +459,29 @@ class Routes:
             return self.key(target, "")  # nothing can be checked (or, allowed, nothing needs to be)
         return None
 
-    def died_there(self, target: str) -> str | None:
+    def died_there(self, target: str) -> Why | None:
         """Why a message the broker dead-lettered from `target` must not go back to it (Router.dead_letter_gone:
         it has no dead-letter exchange now), once per target; None: it may (or --allow-dlx-drop, or no API to
         ask: `key` says so for the routes that need it)."""
         if self.allow_drop or self.router is None:
             return None
-        why = self._gone.get(target)
-        if why is None:
+        if target not in self._gone:
             try:
                 gone = self.router.dead_letter_gone(target)
             except ManagementMismatch:
                 raise  # the API answers for another broker now: exit 3, not a reason to stay
             except DlxtoolError as exc:
                 gone = f"cannot check its dead-letter exchange ({exc.message})"
-            why = self._gone[target] = f"{target}: {gone}" if gone else ""
-            self._noted(why)
-        return why or None
+            self._gone[target] = self._noted_why(_unsafe(f"{target}: {gone}")) if gone else None
+        return self._gone[target]
 
-    def key(self, target: str, key: str | bytes) -> str | None:
+    def key(self, target: str, key: str | bytes) -> Why | None:
         """Why a message keeping routing key `key` must not go to `target` (None: it may)."""
         if not isinstance(key, str):  # not UTF-8: no binding key equals it, and topic patterns match its text
             key = key.decode("utf-8", "replace")
-        why = self._keys.get((target, key))
-        if why is None:
-            why = self._keys[(target, key)] = self._key_check(target, key)
-            self._noted(why)
-        return why or None
+        if (target, key) not in self._keys:
+            self._keys[(target, key)] = self._noted_why(self._key_check(target, key))
+        return self._keys[(target, key)]
 
     def describe(self, target: str) -> str:
         """The route in words (the plan, the summary), or why the target's messages stay."""
@@ -501,7 +490,7 @@ class Routes:
             return route
         return DEFAULT_EXCHANGE if self.default_exchange else ORIGINAL_KEY
 
-    def by_queue_name(self, target: str) -> tuple[str, bool] | str:
+    def by_queue_name(self, target: str) -> Way:
         """The default-exchange route (routing key = queue name), checked like --default-exchange, for
         messages whose consumer republishes to the exchange it received them from: Celery's Task.retry
         sends the retry to the delivery's exchange and key (celery/app/task.py, signature_from_request),
@@ -523,10 +512,9 @@ class Routes:
         def check(decision: Any) -> Any:  # per message: a dict lookup once the (target, key) pair was checked
             if decision is None or decision.action is not move or not decision.exchange:
                 return decision
-            why = known.get((decision.group, decision.routing_key))
-            if why is None:
-                why = key(decision.group, decision.routing_key) or ""
-            return leave(why) if why else decision
+            pair = (decision.group, decision.routing_key)
+            why = known[pair] if pair in known else key(*pair)
+            return leave(why) if why is not None else decision
 
         inner = getattr(decide, "raw", None)
         raw: Callable[[Any, bytes, bytes], Any] | None = None
@@ -538,50 +526,60 @@ class Routes:
 
         return _Checked(decide, check, raw)
 
-    def _noted(self, route: Any) -> Any:
-        if isinstance(route, str) and route:
+    def _noted(self, route: Way) -> Way:
+        if isinstance(route, Why):
             self.unsafe.add(route)
         return route
 
-    def _decide(self, target: str) -> tuple[str, bool] | str:
+    def _noted_why(self, why: Why | None) -> Why | None:
+        if why is not None:
+            self.unsafe.add(why)
+        return why
+
+    def _decide(self, target: str) -> Way:
         if self.default_exchange:
             return self._default_exchange_route(target)
         try:
             name = self.exchanges(target) if self.exchanges else None
         except RouteUnavailable as exc:
-            return f"{target}: {exc.message}"
+            return Why(f"{target}: {exc.message}", Stay.ROUTE_REFUSED)
         if name is None:
-            return f"{target}: {QUEUE_MISSING}"
+            return Why(f"{target}: {QUEUE_MISSING}", Stay.QUEUE_MISSING)
         return name, True
 
-    def _key_check(self, target: str, key: str) -> str:
+    def _key_check(self, target: str, key: str) -> Why | None:
         if self.allow_drop:
-            return ""
+            return None
         if self.router is None:
-            return f"{target}: {UNCHECKED}"
+            return _unsafe(f"{target}: {UNCHECKED}")
         try:
             drop = self.router.dead_letter_drop(target, key)
         except ManagementMismatch:
             raise  # the API answers for another broker now: exit 3, not a reason to stay
         except DlxtoolError as exc:
-            return f"{target}: cannot check its dead-letter exchange ({exc.message})"
-        return f"{target}: {drop}" if drop else ""
+            return _unsafe(f"{target}: cannot check its dead-letter exchange ({exc.message})")
+        return _unsafe(f"{target}: {drop}") if drop else None
 
-    def _default_exchange_route(self, target: str) -> tuple[str, bool] | str:
+    def _default_exchange_route(self, target: str) -> Way:
         if self.allow_drop:
             return "", False
         if self.router is None:
-            return (f"{target}: the default-exchange route needs the management API to check its dead-letter "
-                    "exchange, and it is not reachable")
+            return _unsafe(f"{target}: the default-exchange route needs the management API to check its dead-letter "
+                           "exchange, and it is not reachable")
         try:
             drop = self.router.dead_letter_drop(target, target)
         except ManagementMismatch:
             raise  # the API answers for another broker now: exit 3, not a reason to stay
         except DlxtoolError as exc:
-            return f"{target}: cannot check its dead-letter exchange ({exc.message})"
+            return _unsafe(f"{target}: cannot check its dead-letter exchange ({exc.message})")
         if drop:
-            return f"{target}: with the default exchange (routing key {target!r}), {drop}"
+            return _unsafe(f"{target}: with the default exchange (routing key {target!r}), {drop}")
         return "", False
+
+
+def _unsafe(text: str) -> Why:
+    """Its next dead-lettering there would be dropped, or that cannot be checked."""
+    return Why(text, Stay.DEAD_LETTER_UNSAFE)
 
 
 class _Checked:

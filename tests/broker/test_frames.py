@@ -25,7 +25,7 @@ from pika.compat import long
 
 from dlxtool.amqp_values import Long, RawValue
 from dlxtool.broker.channel import AsyncChannel
-from dlxtool.broker.publisher import Publisher, PublishOutcome
+from dlxtool.broker.publisher import PublishAnswer, Publisher
 from dlxtool.broker.wire import codec as wire_codec
 from dlxtool.broker.wire import frames, hotpath
 from tests.support.codecs import CODECS
@@ -602,7 +602,7 @@ def test_publisher_and_deliveries_round_trip_through_the_broker_on_each_codec(br
         pub = Publisher(conn, window=10)
         for i, body in enumerate(bodies):
             pub.publish("", qname, body, props, i)
-        assert {o for _t, o, _d in pub.flush(10)} == {PublishOutcome.CONFIRMED}
+        assert {o for _t, o, _d in pub.flush(10)} == {PublishAnswer.CONFIRMED}
         with broker.channel() as ch:
             reference = [ch.basic_get(qname, auto_ack=False) for _ in bodies]
             ch.basic_nack(0, multiple=True, requeue=True)

@@ -12,7 +12,7 @@ import pika
 import pytest
 
 from dlxtool.broker import publisher
-from dlxtool.broker.publisher import Publisher, PublishOutcome
+from dlxtool.broker.publisher import PublishAnswer, Publisher
 from dlxtool.broker.wire import codec, frames
 
 
@@ -75,7 +75,7 @@ def test_a_return_for_a_later_publish_is_not_pinned_on_an_earlier_lookalike(pub:
     _return(pub, pika.BasicProperties(message_id="B", delivery_mode=2, headers={"dlxtool-replay": {"count": 1}}))
     _ack(pub, 2, multiple=True)
     outcomes = {token: outcome for token, outcome, _ in pub.take_settled()}
-    assert outcomes == {"A": PublishOutcome.CONFIRMED, "B": PublishOutcome.RETURNED}
+    assert outcomes == {"A": PublishAnswer.CONFIRMED, "B": PublishAnswer.RETURNED}
     assert pub.possible_duplicates == 0
 
 
@@ -86,7 +86,7 @@ def test_identical_publishes_that_tie_are_all_kept_and_counted_as_possible_dupli
     _return(pub, _props("same"))
     _ack(pub, 3, multiple=True)
     settled = pub.take_settled()
-    assert {outcome for _t, outcome, _d in settled} == {PublishOutcome.RETURNED}
+    assert {outcome for _t, outcome, _d in settled} == {PublishAnswer.RETURNED}
     assert all("maybe" in (detail or "") for _t, _o, detail in settled)
     assert pub.possible_duplicates == 2  # one of the three came back; two are at the target as well
 
@@ -97,5 +97,5 @@ def test_a_second_return_on_a_tie_lowers_the_duplicate_count(pub: Publisher) -> 
     _return(pub, _props("same"))
     _return(pub, _props("same"))
     _ack(pub, 2, multiple=True)
-    assert {o for _t, o, _d in pub.take_settled()} == {PublishOutcome.RETURNED}
+    assert {o for _t, o, _d in pub.take_settled()} == {PublishAnswer.RETURNED}
     assert pub.possible_duplicates == 0

@@ -133,7 +133,7 @@ def test_a_long_string_header_that_is_not_utf8_is_replayed_alike_with_and_withou
     Python path publishes it back as a byte array (pika decodes it as bytes): the C path must not keep it a
     long string, or the same replay would publish two different messages depending on the build."""
     from dlxtool.amqp_values import RawValue
-    from dlxtool.broker.publisher import Publisher, PublishOutcome
+    from dlxtool.broker.publisher import PublishAnswer, Publisher
     from dlxtool.broker.wire import codec
 
     origin = f"{qname}.o"
@@ -145,7 +145,7 @@ def test_a_long_string_header_that_is_not_utf8_is_replayed_alike_with_and_withou
         with codec.using("python"):  # pika cannot write such a value: dlxtool's encoder sets the test up
             pub = Publisher(conn, window=1)
         pub.publish("", origin, b"b", rt.props(0, bin=RawValue(b"S\x00\x00\x00\x02\xff\xfe")), "m")
-        assert [outcome for _t, outcome, _d in pub.flush(10)] == [PublishOutcome.CONFIRMED]
+        assert [outcome for _t, outcome, _d in pub.flush(10)] == [PublishAnswer.CONFIRMED]
     finally:
         conn.close()
     with broker.channel() as ch:
@@ -472,7 +472,7 @@ def test_stream_is_refused(run, broker, qname) -> None:
 
 def test_publisher_settles_returns_and_confirms_separately(broker, qname) -> None:
     """Look-alike publishes to a live and a missing queue interleaved: each outcome lands on its own token."""
-    from dlxtool.broker.publisher import Publisher, PublishOutcome
+    from dlxtool.broker.publisher import PublishAnswer, Publisher
 
     with broker.channel() as ch:
         ch.queue_declare(qname, durable=True)
@@ -486,8 +486,8 @@ def test_publisher_settles_returns_and_confirms_separately(broker, qname) -> Non
         conn.close()
     outcomes = {token: outcome for token, outcome, _ in settled}
     assert len(outcomes) == 200
-    assert {t for t, o in outcomes.items() if o is PublishOutcome.CONFIRMED} == set(range(1, 200, 2))
-    assert {t for t, o in outcomes.items() if o is PublishOutcome.RETURNED} == set(range(0, 200, 2))
+    assert {t for t, o in outcomes.items() if o is PublishAnswer.CONFIRMED} == set(range(1, 200, 2))
+    assert {t for t, o in outcomes.items() if o is PublishAnswer.RETURNED} == set(range(0, 200, 2))
     assert broker.queue_depth(qname) == 100
 
 

@@ -149,7 +149,7 @@ def test_a_narrow_window_still_gives_back_in_place_what_stays(broker, qname) -> 
     broker.publish(qname, bodies)
     conn = connect(broker)
     try:
-        transfer = Transfer(conn, qname, lambda _r: Decision.keep("not selected"), options=TransferOptions(
+        transfer = Transfer(conn, qname, lambda _r: Decision.keep(), options=TransferOptions(
             max_bytes=128 * KIB, hold_stays=True, handle_sigint=False))
         result = transfer.run()
     finally:

@@ -8,9 +8,11 @@ from collections import Counter
 from dlxtool.ops.capacity import Capacity, full_reason
 from dlxtool.ops.engine import TransferResult
 from dlxtool.ops.outcomes import refusal, transfer_outcome
+from dlxtool.ops.replay_decision import NO_ORIGIN
+from dlxtool.ops.stay import Stay, Why
 from dlxtool.outcome import Status
 
-UNSAFE = "q.o: its dead-letter exchange 'dlx' routes 'k' to no queue"
+UNSAFE = Why("q.o: its dead-letter exchange 'dlx' routes 'k' to no queue", Stay.DEAD_LETTER_UNSAFE)
 
 
 def test_a_local_error_is_not_reported_as_a_lost_connection() -> None:
@@ -28,7 +30,7 @@ def test_a_lost_connection_says_so() -> None:
 
 def test_nothing_moved_because_no_route_is_safe_is_a_refusal_saying_where_the_messages_are() -> None:
     result = TransferResult("q.dlq", 3, left=Counter({UNSAFE: 3}))
-    outcome = transfer_outcome(result, "replay", unsafe={UNSAFE}, nothing="nothing replayed")
+    outcome = transfer_outcome(result, "replay", nothing="nothing replayed")
     assert outcome.status is Status.REFUSED
     assert outcome.message.startswith("nothing replayed, no route is safe") and "still in q.dlq" in outcome.message
     assert "--allow-dlx-drop" in (outcome.hint or "")
@@ -36,19 +38,35 @@ def test_nothing_moved_because_no_route_is_safe_is_a_refusal_saying_where_the_me
 
 def test_a_stop_is_not_a_refusal_even_when_nothing_moved() -> None:
     result = TransferResult("q.dlq", 3, left=Counter({UNSAFE: 1}), interrupted=True)
-    assert transfer_outcome(result, "replay", unsafe={UNSAFE}).status is Status.INTERRUPTED
+    assert transfer_outcome(result, "replay").status is Status.INTERRUPTED
 
 
 def test_something_moved_is_partial_not_refused() -> None:
     result = TransferResult("q.dlq", 3, moved=Counter({"q.o": 1}), left=Counter({UNSAFE: 2}))
-    assert transfer_outcome(result, "replay", unsafe={UNSAFE}).status is Status.PARTIAL
+    assert transfer_outcome(result, "replay").status is Status.PARTIAL
 
 
 def test_a_full_destination_refuses_only_when_it_took_nothing() -> None:
     full = full_reason("origin", Capacity("q.o", max_length=1))
     assert refusal(0, Counter({full: 2})) is not None
     assert refusal(1, Counter({full: 2})) is None
-    assert refusal(0, Counter({full: 2, "no origin in the death history": 1})) is None
+    assert refusal(0, Counter({full: 2, NO_ORIGIN: 1})) is None
+
+
+def test_the_status_is_the_reasons_kind_never_its_words() -> None:
+    """Rewording a reason changes no exit code: the same words as a full destination's but of another kind are no
+    refusal, and a destination's reason in any words is."""
+    looks_full = Why("origin full (drop-head would push out its head): q.o", Stay.NO_ORIGIN)
+    assert refusal(0, Counter({looks_full: 1})) is None
+    assert transfer_outcome(TransferResult("q.dlq", 1, left=Counter({looks_full: 1})), "replay").status \
+        is Status.PARTIAL
+    for kind in Stay:
+        outcome = refusal(0, Counter({Why("anything at all", kind): 1}))
+        assert (outcome is not None) is kind.destinations, kind
+    refused = refusal(0, Counter({Why("words", Stay.EXCHANGE_REFUSED): 1}))
+    assert refused is not None and "write permission" in (refused.hint or "")
+    assert TransferResult("q", 2, left=Counter({looks_full: 1, UNSAFE: 1})).to_json()["left_by_kind"] == {
+        "no_origin": 1, "dead_letter_unsafe": 1}
 
 
 def test_a_clean_run_is_ok() -> None:

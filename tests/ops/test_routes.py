@@ -180,18 +180,23 @@ def test_checked_turns_a_move_whose_key_would_be_dropped_into_a_leave() -> None:
 
 
 def test_celery_routes_by_queue_name_count_as_unsafe_too() -> None:
-    """by_queue_name's reasons are in `unsafe`: a run where they held everything back is refused (exit 6)."""
-    from dlxtool.ops.routes import nothing_routed
+    """by_queue_name's reasons are route reasons (Stay.DEAD_LETTER_UNSAFE): a run where they held everything back is
+    refused (exit 6)."""
+    from dlxtool.ops.outcomes import refusal
+    from dlxtool.ops.replay_decision import NO_ORIGIN
+    from dlxtool.ops.stay import Stay, Why
 
     r = routes()
     why = r.by_queue_name("a")
-    assert isinstance(why, str) and "with the default exchange (routing key 'a')" in why
-    assert why in r.unsafe and nothing_routed(0, {why: 3}, r.unsafe)
-    assert not nothing_routed(1, {why: 3}, r.unsafe) and not nothing_routed(0, {"no origin": 1, why: 1}, r.unsafe)
+    assert isinstance(why, Why) and "with the default exchange (routing key 'a')" in why
+    assert why.kind is Stay.DEAD_LETTER_UNSAFE and why in r.unsafe
+    assert refusal(0, {why: 3}) is not None
+    assert refusal(1, {why: 3}) is None and refusal(0, {NO_ORIGIN: 1, why: 1}) is None
 
 
 def test_a_temporary_exchange_the_broker_refuses_is_reported_with_its_reply() -> None:
     from dlxtool.ops.routes import Routes, RouteUnavailable
+    from dlxtool.ops.stay import Stay, Why
 
     def refused(queue: str) -> str | None:
         raise RouteUnavailable("the broker refused to declare the temporary exchange that keeps the routing key "
@@ -200,9 +205,10 @@ def test_a_temporary_exchange_the_broker_refuses_is_reported_with_its_reply() ->
     r = Routes(False, exchanges=refused, router=None)
     why = r("a")
     assert isinstance(why, str) and why.startswith("a: the broker refused") and "403 ACCESS_REFUSED" in why
-    assert "queue missing" not in why and why in r.unsafe
-    assert Routes(False, exchanges=lambda _q: None, router=None)("a") == \
-        "a: queue missing (no temporary exchange can be bound to it)"
+    assert "queue missing" not in why and why in r.unsafe and why.kind is Stay.ROUTE_REFUSED
+    missing = Routes(False, exchanges=lambda _q: None, router=None)("a")
+    assert missing == "a: queue missing (no temporary exchange can be bound to it)"
+    assert isinstance(missing, Why) and missing.kind is Stay.QUEUE_MISSING
 
 
 # -- the binding index: every binding of an exchange matched at once --------------------------------------------

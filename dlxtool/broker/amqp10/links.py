@@ -20,7 +20,7 @@ from typing import Any
 
 from dlxtool.amqp10_message import Typed, encode_value
 from dlxtool.broker.amqp10.connection import Amqp10Connection, describe_condition, failure
-from dlxtool.broker.amqp10.outcomes import Outcome
+from dlxtool.broker.amqp10.outcomes import DeliveryState
 from dlxtool.errors import ConnectError, DlxtoolError
 
 
@@ -82,7 +82,7 @@ class HeadReader:
     `give_back` outcome (settled, then the link closes), so that a read never ends by a detach or a lost connection
     (which can count attempts)."""
 
-    def __init__(self, conn: Amqp10Connection, address: str, *, give_back: Outcome) -> None:
+    def __init__(self, conn: Amqp10Connection, address: str, *, give_back: DeliveryState) -> None:
         from proton import Link
         from proton.reactor import LinkOption
 
@@ -136,13 +136,13 @@ class HeadReader:
             out.append(delivery)
         return out
 
-    def settle(self, delivery: Delivery, outcome: Outcome) -> None:
+    def settle(self, delivery: Delivery, outcome: DeliveryState) -> None:
         """Give one delivery its outcome (and settle it)."""
         apply_outcome(delivery.handle, outcome)
         delivery.settled = True
         self.unsettled = [d for d in self.unsettled if d is not delivery]
 
-    def settle_all(self, outcome: Outcome | None = None) -> None:
+    def settle_all(self, outcome: DeliveryState | None = None) -> None:
         """Every unsettled delivery, in the order delivered (the order a quorum queue keeps returns in), then wait
         until the settlements are written."""
         for delivery in list(self.unsettled):
@@ -158,7 +158,7 @@ class HeadReader:
                 self.conn.wait(lambda: not (self.link.state & self.link.REMOTE_ACTIVE), "closing the reader", 5)
 
 
-def apply_outcome(handle: Any, outcome: Outcome) -> None:
+def apply_outcome(handle: Any, outcome: DeliveryState) -> None:
     from proton import Delivery as ProtonDelivery
     from proton import symbol
 
@@ -199,7 +199,7 @@ class Sender:
             raise failure(exc, conn) from None
         self._tag = 0
 
-    def send(self, raw: bytes, timeout: float | None = None) -> Outcome:
+    def send(self, raw: bytes, timeout: float | None = None) -> DeliveryState:
         """Send one message (its encoded sections) and wait for the broker's outcome."""
         self.conn.wait(lambda: self.link.credit > 0 or self.events.closed_by_broker is not None,
                        f"waiting for credit to send to {self.address}", timeout)
@@ -231,18 +231,19 @@ class Sender:
             self.link.close()
 
 
-def outcome_of(delivery: Any) -> Outcome:
+def outcome_of(delivery: Any) -> DeliveryState:
     """What the broker said of a sent delivery."""
     from proton import Delivery as ProtonDelivery
 
     state = delivery.remote_state
     remote = delivery.remote
     if state == ProtonDelivery.ACCEPTED:
-        return Outcome("accepted")
+        return DeliveryState("accepted")
     if state == ProtonDelivery.REJECTED:
         cond = getattr(remote, "condition", None)
-        return Outcome("rejected", condition=describe_condition(cond) if cond is not None else "")
+        return DeliveryState("rejected", condition=describe_condition(cond) if cond is not None else "")
     if state == ProtonDelivery.MODIFIED:
-        return Outcome("modified", delivery_failed=bool(remote.failed), undeliverable_here=bool(remote.undeliverable))
+        return DeliveryState("modified", delivery_failed=bool(remote.failed),
+                             undeliverable_here=bool(remote.undeliverable))
     # released, or settled without a state: not taken
-    return Outcome("released")
+    return DeliveryState("released")

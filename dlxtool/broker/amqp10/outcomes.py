@@ -1,4 +1,4 @@
-"""AMQP 1.0 outcomes as values, for both directions.
+"""AMQP 1.0 outcomes as values (DeliveryState: the spec calls them delivery states), for both directions.
 
 Receiving (settling what a queue delivered):
   accept          the message is done: the queue removes it
@@ -25,7 +25,7 @@ Kind = Literal["accepted", "rejected", "released", "modified"]
 
 
 @dataclass(frozen=True)
-class Outcome:
+class DeliveryState:
     kind: Kind
     delivery_failed: bool = False      # modified only
     undeliverable_here: bool = False   # modified only
@@ -45,13 +45,13 @@ class Outcome:
         return self.kind + (f": {self.condition}" if self.condition else "")
 
 
-ACCEPT = Outcome("accepted")
-REJECT = Outcome("rejected")
-RELEASE = Outcome("released")
+ACCEPT = DeliveryState("accepted")
+REJECT = DeliveryState("rejected")
+RELEASE = DeliveryState("released")
 # modified without delivery-failed: "not processed, do not count it" (the give-back a peek uses where released counts)
-MODIFY_UNCOUNTED = Outcome("modified")
+MODIFY_UNCOUNTED = DeliveryState("modified")
 
 
 def modify(*, delivery_failed: bool = False, undeliverable_here: bool = False,
-           annotations: dict[str, Typed] | None = None) -> Outcome:
-    return Outcome("modified", delivery_failed, undeliverable_here, tuple((annotations or {}).items()))
+           annotations: dict[str, Typed] | None = None) -> DeliveryState:
+    return DeliveryState("modified", delivery_failed, undeliverable_here, tuple((annotations or {}).items()))
