@@ -58,16 +58,14 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.amqp_values import RawValue
 from dlxtool.broker.versions import expiration_taken
 from dlxtool.conventions import (
-    BUILT_IN,
     X_DEATH,
-    Convention,
     Explanation,
     Message,
     Route,
@@ -115,13 +113,14 @@ from dlxtool.ops.replay_address import (
     replay_count,
     trusted_count,
 )
+from dlxtool.ops.replay_settings import ReplaySettings as ReplaySettings
+from dlxtool.ops.replay_settings import fast_path_applies
 from dlxtool.ops.routes import Router, Routes, Way, temporary_exchange
 from dlxtool.ops.stay import Stay, Why
 from dlxtool.record import MessageRecord
-from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
-    from dlxtool.editing.edits import Edits
+    pass
 
 NO_ORIGIN = Why("no origin in the death history", Stay.NO_ORIGIN)
 UNTRUSTED_COUNT = ("its provenance header records a replay count dlxtool never writes ({value}: forged or corrupt): "
@@ -129,36 +128,6 @@ UNTRUSTED_COUNT = ("its provenance header records a replay count dlxtool never w
 EDIT_MOVED = "shown going to {shown!r}, it would now go to {now!r}: left for another look"
 USER_ID_REFUSED = ("its user_id property is {user_id!r}, and RabbitMQ refuses it from {publisher!r} (406) unless that "
                    "user has the impersonator tag; --drop-user-id replays it without")
-
-
-@dataclass
-class ReplaySettings:
-    source: str
-    selection: Selection = field(default_factory=Selection)
-    to_queue: str | None = None
-    keep_history: bool = False
-    reset_headers: tuple[str, ...] = ()
-    max_replays: int | None = None
-    default_exchange: bool = False   # opt-in: routing key = queue name (see the module docstring)
-    drop_expiration: bool = False    # do not restore a per-message TTL from x-death original-expiration
-    allow_displace: bool = False     # replay into a full drop-head origin anyway (it pushes out its head)
-    allow_dlx_drop: bool = False     # replay where the origin's dead-letter exchange would drop the key (or unchecked)
-    reset_body_retries: bool = False  # opt-in body rewrite: Dramatiq's options.retries back to 0
-    # Where origins are read from (dlxtool.conventions): the built-in conventions and the broker's own from
-    # the config, as `history` reads them; origin_from forces one (--origin-from CONVENTION).
-    conventions: tuple[Convention, ...] = BUILT_IN
-    origin_from: str | None = None
-    allow_fanout: bool = False       # an exchange origin that reaches several queues: publish anyway (copies)
-    # The user the replay publishes as, and whether it may publish a user_id property that is not its own (the
-    # impersonator tag; None: not known, and then the broker's own refusal is what isolates such a message). A
-    # message whose user_id is another user's is refused by RabbitMQ (406): it stays with the reason, or with
-    # drop_user_id goes without it (recorded in the provenance).
-    publisher: str | None = None
-    impersonator: bool | None = None
-    drop_user_id: bool = False
-    # replay --edit (dlxtool.editing): the messages shown in the editor, found again by fingerprint, each replayed
-    # as edited (the selection was applied when they were read); every other message stays
-    edits: Edits | None = None
 
 
 def exchange_targets_for(settings: ReplaySettings, router: Router | None,
@@ -203,6 +172,14 @@ class Shape:
     @property
     def expiration(self) -> str | None:
         return self.address.expiration
+
+    @property
+    def fast(self) -> bool:
+        """Whether the fast path may apply this shape to the bytes (dlxtool.ops.replay_raw): decided from what it
+        reads alone (`exact`), to a queue, nothing for __call__ to say (why it stays, a TTL to restore or one
+        ignored, a replay count not trusted)."""
+        return (self.exact and self.stay is None and self.expiration is None and self.queue is not None
+                and self.ignored_expiration is None and self.untrusted_count is None)
 
     @property
     def key_death(self) -> int | None:
@@ -274,11 +251,10 @@ class ReplayDecider:
 
         # without --max-replays: the second of a pair a kill -9 left stays
         self.copies = CopyGuard(codec.current().bloom)
-        # The fast path on the bytes, where the codec has one and nothing here needs the decoded message
-        # (filters, another convention forced or one whose headers are not known): dlxtool.ops.replay_raw
+        # The fast path on the bytes, where the codec has one and the settings allow it (each declares how:
+        # dlxtool.ops.replay_settings): dlxtool.ops.replay_raw
         self.raw = None
-        if codec.current().header_splice is not None and not self._selects and self.triggers is not None \
-                and settings.origin_from in (None, X_DEATH) and settings.edits is None:
+        if codec.current().header_splice is not None and fast_path_applies(settings):
             from dlxtool.ops.replay_raw import raw_decider
 
             self.raw = raw_decider(self)

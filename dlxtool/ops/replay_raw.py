@@ -29,11 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 from dlxtool.amqp_values import decode_field_value
 from dlxtool.broker.wire import codec
-from dlxtool.broker.wire.frames import has_user_id
-from dlxtool.conventions import may_be_dramatiq
 from dlxtool.deaths import CELERY_HEADER, HISTORY_HEADERS, death_routing_keys
 from dlxtool.ops.actions import Action, Decision
 from dlxtool.ops.provenance import PROVENANCE_HEADER, ProvenanceWriter, picked_copy_origin, source_fingerprint
+from dlxtool.ops.replay_settings import fast_path_declines
 from dlxtool.ops.stay import Why
 from dlxtool.record import MessageRecord
 
@@ -123,8 +122,9 @@ def raw_decider(decider: ReplayDecider) -> Decide:
              (_name(PROVENANCE_HEADER), tuple(_name(f) for f in PROVENANCE_SRC)))
     writer, source, fixed_now = decider.provenance, s.source, decider.now
     head, head_second = writer.head(fixed_now) if fixed_now is not None else b"", -1
-    body_reset = s.reset_body_retries
-    check_user_id = s.publisher is not None and s.impersonator is False
+    # what the settings leave to __call__ message by message (a body to rewrite, a user_id to check): each setting
+    # declares it (dlxtool.ops.replay_settings)
+    declines = fast_path_declines(s)
     guard, way_of, next_id = decider.guard, decider.way, decider.next_id
     # (earlier provenance, x-death's entries, None, retry counters) -> _Planned, or None (__call__'s)
     plans: dict[tuple[Any, ...], _Planned | None] = {}
@@ -135,9 +135,7 @@ def raw_decider(decider: ReplayDecider) -> Decide:
         nonlocal head, head_second
         if type(routing_key) is not str:  # not UTF-8: __call__ knows what to do with it
             return None
-        if body_reset and may_be_dramatiq(body):  # its body may be rewritten: __call__
-            return None
-        if check_user_id and has_user_id(props):  # a property a rule reads: __call__
+        if declines and any(test(props, body) for test in declines):  # a setting's per-message test: __call__
             return None
         scanned = scan(props, drop, report, picks, slow_names, slow_prefixes)
         if scanned is None:
@@ -206,8 +204,7 @@ def raw_decider(decider: ReplayDecider) -> Decide:
         except ValueError:  # UnicodeDecodeError included: a name Python does not remove (it is not that str)
             return None
         shape = decider.shape(MessageRecord(queue=source, body=b"", headers=headers))
-        if (not shape.exact or shape.stay is not None or shape.expiration is not None or shape.queue is None
-                or shape.ignored_expiration is not None or shape.untrusted_count is not None):  # said by __call__
+        if not shape.fast:  # said by __call__
             return None
         return _Planned(shape)
 

@@ -31,6 +31,7 @@ from dlxtool.ops.replay_address import trusted_count
 from dlxtool.ops.replay_decision import ReplayDecider, ReplaySettings
 from dlxtool.ops.replay_raw import raw_decider
 from dlxtool.record import MessageRecord
+from dlxtool.selection import Selection
 from tests.support.codecs import wire_codec
 
 NOW = datetime(2026, 11, 21, 14, 30, 5, tzinfo=UTC)
@@ -122,9 +123,9 @@ def deciders(**overrides: Any) -> tuple[ReplayDecider, ReplayDecider]:
     return a, b
 
 
-def python_path(decider: ReplayDecider, routing_key: str, props: Any) -> Decision:
+def python_path(decider: ReplayDecider, routing_key: str, props: Any, body: bytes = BODY) -> Decision:
     method = pika.spec.Basic.Deliver("ctag", 7, False, "dlx", routing_key)
-    return decider(MessageRecord.from_delivery("orders.dlq", method, props, BODY))
+    return decider(MessageRecord.from_delivery("orders.dlq", method, props, body))
 
 
 def assert_same(python: Decision, fast: Decision) -> None:
@@ -150,23 +151,72 @@ def expects_fast(props: Any, **overrides: Any) -> bool:
     return failure  # the retry counters removed are rendered whatever their values (the old C declined lists …)
 
 
-@pytest.mark.parametrize("overrides", [{}, {"keep_history": True}, {"reset_headers": ("count", "x-custom-retries")},
-                                       {"to_queue": "elsewhere"}, {"max_replays": 3}, {"default_exchange": True},
-                                       {"default_exchange": True, "to_queue": "elsewhere"},
-                                       {"drop_expiration": True}],
-                         ids=["default", "keep-history", "reset-header", "to", "max-replays", "default-exchange",
-                              "default-exchange-stays", "drop-expiration"])
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(letter=dead_letters())
-def test_fast_path_publishes_what_the_python_path_publishes(overrides: dict[str, Any], letter: Any) -> None:
+DRAMATIQ_BODY = (b'{"queue_name":"orders","actor_name":"charge","args":[1],"kwargs":{},'
+                 b'"options":{"retries":2,"traceback":"ValueError: x"},"message_id":"m1","message_timestamp":1}')
+
+# A value for every replay setting (dlxtool.ops.replay_settings): the fast path is compared with the Python path
+# over all of them at once. A new setting without a strategy here fails test_every_setting_is_generated.
+SETTINGS: dict[str, Any] = {
+    "source": st.just("orders.dlq"),
+    "selection": st.sampled_from([Selection(), Selection(origins=("orders",)), Selection(min_deaths=2)]),
+    "to_queue": st.sampled_from([None, "elsewhere"]),
+    "keep_history": st.booleans(),
+    "reset_headers": st.sampled_from([(), ("count", "x-custom-retries"), ("X-Retry-Count",)]),
+    "max_replays": st.none() | st.integers(1, 4),
+    "default_exchange": st.booleans(),
+    "drop_expiration": st.booleans(),
+    "allow_displace": st.booleans(),
+    "allow_dlx_drop": st.booleans(),
+    "reset_body_retries": st.booleans(),
+    "conventions": st.sampled_from([BUILT_IN, conventions([HeaderConvention("acme", origin_queue_header="acme-origin",
+                                                                            attempts_header="acme-tries")])]),
+    "origin_from": st.sampled_from([None, "x-death", "spring"]),
+    "allow_fanout": st.booleans(),
+    "publisher": st.sampled_from([None, "guest", "other"]),
+    "impersonator": st.sampled_from([None, True, False]),
+    "drop_user_id": st.booleans(),
+    "edits": st.just(None),  # --edit turns the fast path off (only_when): the CLI tests replay its edits
+}
+
+
+def test_every_setting_is_generated() -> None:
+    from dataclasses import fields
+
+    assert set(SETTINGS) == {f.name for f in fields(ReplaySettings)}
+
+
+@st.composite
+def replay_settings(draw: Any) -> dict[str, Any]:
+    return {name: draw(strategy) for name, strategy in SETTINGS.items() if name != "source"}
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(letter=dead_letters(), overrides=replay_settings(), body=st.sampled_from([BODY, DRAMATIQ_BODY]),
+       user_id=st.sampled_from([None, "guest", "other"]))
+def test_fast_path_publishes_what_the_python_path_publishes(letter: Any, overrides: dict[str, Any], body: bytes,
+                                                            user_id: str | None) -> None:
+    """Over generated settings and dead letters: the fast path answers exactly what the Python path answers for the
+    same message, or declines. Where every setting lets it run and nothing in the message needs the Python path,
+    it must answer."""
+    from dlxtool.ops.replay_settings import fast_path_applies, fast_path_declines
+
     routing_key, props = letter
+    props.user_id = user_id
     slow, fast = deciders(**overrides)
     raw = encode_properties(props)
-    answer = fast.raw(routing_key, raw, BODY)
-    if answer is None:
-        assert not expects_fast(props, **overrides), "the fast path declined a canonical dead letter"
+    if fast.raw is None:
+        assert not fast_path_applies(fast.s), "the settings allow the fast path, and it is off"
         return
-    assert_same(python_path(slow, routing_key, decode_properties(raw)), answer)
+    answer = fast.raw(routing_key, raw, body)
+    if answer is None:
+        declined = any(test(raw, body) for test in fast_path_declines(fast.s))
+        assert declined or not expects_fast(props), "the fast path declined a canonical dead letter"
+        return
+    python = python_path(slow, routing_key, decode_properties(raw), body)
+    assert_same(python, answer)
+    if python.action is Action.MOVE:
+        assert (answer.body if answer.body is not None else body) == (python.body if python.body is not None
+                                                                      else body)
 
 
 @st.composite
@@ -623,10 +673,6 @@ def test_a_celery_task_gets_its_retries_reset_in_python_not_removed() -> None:
     assert published.properties.headers[PROVENANCE_HEADER]["reset"] == "retries=3"
     kept = python_path(deciders(keep_history=True)[0], "celery", props)
     assert kept.properties.headers["retries"] == 3
-
-
-DRAMATIQ_BODY = (b'{"queue_name":"orders","actor_name":"charge","args":[1],"kwargs":{},'
-                 b'"options":{"retries":2,"traceback":"ValueError: x"},"message_id":"m1","message_timestamp":1}')
 
 
 def test_a_dramatiq_body_is_rewritten_in_python_only_with_reset_body_retries() -> None:
