@@ -1,5 +1,6 @@
-"""The import graph has no cycle (issue 31): imports inside functions count, `if TYPE_CHECKING:` blocks (types
-only, never run) do not. A cycle held together by a function-local import hides the graph from the next reader."""
+"""The import graph has no cycle (issue 31): imports inside functions count. Nor has it one at type level (issue 36):
+with the imports of `if TYPE_CHECKING:` blocks (types only, never run) counted too, two modules that need each
+other's types are one module in two files, or want a third that holds what both need."""
 
 from __future__ import annotations
 
@@ -19,13 +20,14 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _edges(modules: dict[str, Path]) -> dict[str, set[str]]:
+def _edges(modules: dict[str, Path], *, types: bool = False) -> dict[str, set[str]]:
+    """module -> the modules it imports; `types`: those of `if TYPE_CHECKING:` blocks too."""
     edges: dict[str, set[str]] = defaultdict(set)
     for name, path in modules.items():
         tree = ast.parse(path.read_text())
-        types_only = {id(sub) for node in ast.walk(tree)
-                      if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING"
-                      for inner in node.body for sub in ast.walk(inner)}
+        types_only = set() if types else {
+            id(sub) for node in ast.walk(tree) if isinstance(node, ast.If) and getattr(node.test, "id", None) ==
+            "TYPE_CHECKING" for inner in node.body for sub in ast.walk(inner)}
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for node in ast.walk(tree):
             if id(node) in types_only or not isinstance(node, ast.Import | ast.ImportFrom):
@@ -37,7 +39,10 @@ def _edges(modules: dict[str, Path]) -> dict[str, set[str]]:
                 if node.level:
                     up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                     base = ".".join([*up, base] if base else up)
-                targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+                # `from package import submodule` needs the submodule: not the package's own imports (a package
+                # that re-exports its modules' names for type checkers would otherwise be a cycle with each)
+                names = [f"{base}.{alias.name}" for alias in node.names]
+                targets = names if all(n in modules for n in names) else [base, *names]
             edges[name].update(t for t in targets if t in modules and t != name)
     return edges
 
@@ -86,6 +91,20 @@ def _cycles(edges: dict[str, set[str]], nodes: list[str]) -> list[list[str]]:
 def test_the_import_graph_has_no_cycle() -> None:
     modules = _modules()
     assert _cycles(_edges(modules), sorted(modules)) == []
+
+
+def test_the_import_graph_has_no_cycle_at_type_level_either() -> None:
+    modules = _modules()
+    assert _cycles(_edges(modules, types=True), sorted(modules)) == []
+
+
+def test_a_cycle_through_a_types_only_import_is_seen_at_type_level(tmp_path: Path) -> None:
+    """It can fail: two modules whose only import of each other is under TYPE_CHECKING on one side."""
+    (tmp_path / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from b import B\n")
+    (tmp_path / "b.py").write_text("import a\n")
+    modules = {"a": tmp_path / "a.py", "b": tmp_path / "b.py"}
+    assert _cycles(_edges(modules), ["a", "b"]) == []
+    assert _cycles(_edges(modules, types=True), ["a", "b"]) == [["a", "b"]]
 
 
 def test_the_cycle_finder_finds_one() -> None:

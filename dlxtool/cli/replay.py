@@ -220,6 +220,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
     from dlxtool.ops import replay as ops
     from dlxtool.ops.engine import TransferOptions
     from dlxtool.ops.replay_decision import EditTargets, ReplaySettings
+    from dlxtool.ops.session import MoveSession
 
     if default_exchange and keep_routing_key:
         raise UsageError("--default-exchange and --keep-routing-key contradict each other",
@@ -248,7 +249,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         conn = stack.enter_context(app.connection(profile))
         target_conn = stack.enter_context(app.connection(target_profile)) if target_profile else None
         # Each API proven to answer for the broker its connection reached, before any of its data is used.
-        session = ops.ReplaySession(app.session(profile, conn),
+        session = MoveSession(app.session(profile, conn),
                                     app.session(target_profile, target_conn) if target_profile else None,
                                     plan_limit=app.config().dump_unacked_limit)
         replay = ops.Replay(session, settings, app, dry_run=dry_run)

@@ -24,12 +24,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from dlxtool.ops.routes import ANY_KEY, Key, Router
 
-if TYPE_CHECKING:
-    from dlxtool.ops.queue_flags import QueueRow
+
+class QueueRow(Protocol):
+    """What the roles read of a queue row and set on it (dlxtool.ops.queue_flags.QueueRow is one): here as a
+    protocol, so that the rows' module may use the roles without the two needing each other."""
+
+    vhost: str
+    queue: str
+    type: str
+    dead_letter_exchange: str | None
+    dead_letter_routing_key: str | None
+    message_ttl: int | None
+    consumers: int
+    consumer_deliveries: int
+    figures_known: bool
+    role: str | None
+    role_reason: str | None
 
 ROLES = ("dlq", "wait")
 SHOWN_SOURCES = 3  # a DLQ's reason names this many of the queues that dead-letter into it, then counts the rest

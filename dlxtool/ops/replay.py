@@ -50,6 +50,7 @@ from dlxtool.ops.routes import (
     Routes,
     TemporaryExchanges,
 )
+from dlxtool.ops.session import MoveSession as ReplaySession  # replay's name for it (the CLI's too)
 from dlxtool.ops.session import Reporter, Session
 from dlxtool.outcome import Outcome
 from dlxtool.record import MessageRecord
@@ -181,27 +182,6 @@ def plan_from_survey(source: str, snapshot: int, looked_at: int, plan: Counter[t
 
 
 # -- the workflow --------------------------------------------------------------------------------------
-
-
-@dataclass
-class ReplaySession:
-    """What a replay talks to: the DLQ's broker (`source`) and the origins' (`target`: another broker with
-    --target-broker, else the same Session). A Session's `management` is None when its API cannot be reached
-    (its `management_error` says why)."""
-
-    source: Session
-    target: Session | None = None
-    plan_limit: int = 10_000  # messages a plan may hold unacked
-    rooms: Rooms | None = None  # the origins' capacity guard (dlxtool.ops.capacity)
-
-    @property
-    def to(self) -> Session:
-        return self.target or self.source
-
-    @property
-    def target_conn(self) -> Any | None:
-        """The origins' connection when it is another broker's (the engine's target_conn), else None."""
-        return self.target.conn if self.target is not None else None
 
 
 @dataclass

@@ -13,7 +13,7 @@ from dlxtool.ops.replay_decision import ReplaySettings
 from dlxtool.ops.session import Reporter, Session
 
 if TYPE_CHECKING:
-    from dlxtool.ops.replay import ReplaySession
+    from dlxtool.ops.session import MoveSession as ReplaySession
 
 
 def impersonator(target: Session) -> bool | None:

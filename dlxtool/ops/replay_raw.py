@@ -25,7 +25,7 @@ import struct
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dlxtool.amqp_values import decode_field_value
 from dlxtool.broker.wire import codec
@@ -33,11 +33,34 @@ from dlxtool.deaths import CELERY_HEADER, HISTORY_HEADERS, death_routing_keys
 from dlxtool.ops.actions import Action, Decision
 from dlxtool.ops.provenance import PROVENANCE_HEADER, ProvenanceWriter, picked_copy_origin, source_fingerprint
 from dlxtool.ops.replay_settings import fast_path_declines
+from dlxtool.ops.replay_shape import Shape
 from dlxtool.ops.stay import Why
 from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
-    from dlxtool.ops.replay_decision import ReplayDecider, Shape
+    from datetime import datetime
+
+    from dlxtool.ops.provenance import CopySource
+    from dlxtool.ops.replay_settings import ReplaySettings
+
+
+class ShapeDecider(Protocol):
+    """What the fast path uses of replay's decider (dlxtool.ops.replay_decision.ReplayDecider is one): its
+    settings, its reading of a shape, its per-message steps (loop guard, route, ids) and its provenance writer."""
+
+    s: ReplaySettings
+    triggers: tuple[tuple[str, ...], tuple[str, ...]] | None
+    reset_names: tuple[str, ...]
+    provenance: ProvenanceWriter
+    now: datetime | None
+
+    def shape(self, record: MessageRecord) -> Shape: ...
+
+    def guard(self, fingerprint: str | None, src: CopySource | None, count: int) -> Why | None: ...
+
+    def way(self, shape: Shape, *, celery: bool = False) -> tuple[str, str | None] | Why: ...
+
+    def next_id(self) -> str: ...
 
 # What the decision reads of each x-death entry (dlxtool.deaths.Death but `time`, which differs from one dead
 # letter of a failure to the next and decides nothing, and `routing-keys`: the decision names the entry whose first
@@ -102,7 +125,7 @@ class _Planned:
         return middle
 
 
-def raw_decider(decider: ReplayDecider) -> Decide:
+def raw_decider(decider: ShapeDecider) -> Decide:
     """decide(routing_key, encoded properties, body) -> Decision | None for one ReplayDecider (its settings,
     routes, loop guard, ids and clock), with the `c` codec's scan, splice and fingerprint."""
     accelerator = codec.current().header_splice

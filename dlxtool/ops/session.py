@@ -14,6 +14,7 @@ from dlxtool.broker.management import ManagementClient
 if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
     from dlxtool.config import BrokerProfile
+    from dlxtool.ops.capacity import Rooms
 
 
 @dataclass
@@ -34,3 +35,24 @@ class Reporter(Protocol):
 
     def detail(self, message: str) -> None:
         """How the run works inside (a prefetch narrowed…): said with -v only."""
+
+
+@dataclass
+class MoveSession:
+    """What a run that moves messages talks to: the source queue's broker (`source`) and the destinations'
+    (`target`: another broker, e.g. replay's --target-broker, else the same Session). A Session's `management` is
+    None when its API cannot be reached (its `management_error` says why)."""
+
+    source: Session
+    target: Session | None = None
+    plan_limit: int = 10_000  # messages a plan may hold unacked
+    rooms: Rooms | None = None  # the destinations' capacity guard (dlxtool.ops.capacity)
+
+    @property
+    def to(self) -> Session:
+        return self.target or self.source
+
+    @property
+    def target_conn(self) -> AmqpConnection | None:
+        """The destinations' connection when it is another broker's (the engine's target_conn), else None."""
+        return self.target.conn if self.target is not None else None

@@ -11,6 +11,8 @@ from pathlib import Path
 import pika
 import pytest
 
+pytestmark = pytest.mark.once  # no broker version or queue type decides these: the 3.x pass only
+
 PROTO = """syntax = "proto3";
 package acme.orders.v1;
 message Money { string currency = 1; int64 cents = 2; }

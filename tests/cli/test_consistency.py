@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+pytestmark = pytest.mark.once  # no broker version or queue type decides these: the 3.x pass only
+
 
 def plain_url(broker) -> str:
     """The broker's URL without a vhost in its path (the vhost then comes from --vhost, $DLXTOOL_VHOST, else /)."""

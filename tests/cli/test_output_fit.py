@@ -8,11 +8,14 @@ import io
 import json
 
 import pika
+import pytest
 from click.testing import CliRunner
 
 from dlxtool.cli import cli
 from dlxtool.cli.app import App
 from tests.support.topologies import reject_to_dlq
+
+pytestmark = pytest.mark.once  # no broker version or queue type decides these: the 3.x pass only
 
 
 class Terminal(io.StringIO):
