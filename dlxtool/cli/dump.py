@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
-from contextlib import nullcontext
+from dataclasses import replace
 from typing import IO, Any
 
 import click
@@ -105,7 +105,6 @@ def dump(app: App, /, queue: str, count: int | None, all_: bool, output: str | N
 
 def _drain(app: App, queue: str, count: int | None, output: str | None, yes: bool, read: dict[str, Any],
            selection: Selection) -> Outcome:
-    from dlxtool.budget import average_body
     from dlxtool.cli.moving import (
         Journaled,
         check_record_file,
@@ -117,16 +116,9 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
     )
     from dlxtool.ops.engine import TransferOptions
     from dlxtool.ops.interrupts import summary_before_ctrl_c
-    from dlxtool.ops.outcomes import transfer_outcome
-    from dlxtool.ops.purge import (
-        PurgeDecider,
-        PurgeSettings,
-        check_keep_by_republish,
-        check_purgeable,
-        drain,
-        queue_state,
-        remove_all,
-    )
+    from dlxtool.ops.pipeline import Prepared, run_move
+    from dlxtool.ops.purge import PurgePolicy, PurgeSettings, check_keep_by_republish, check_purgeable, queue_state
+    from dlxtool.ops.session import MoveSession
 
     if read.get("offset") is not None:
         raise UsageError("--offset is for reading streams; streams cannot be drained (--remove)")
@@ -159,28 +151,26 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
                 return OK
             n = state.ready if count is None else min(count, state.ready)
             where = output if output not in (None, "-") else "stdout"
-            decide: Any = remove_all
             which = f"{n} messages"
             if selection.filters_anything:
                 # The others stay, republished to the tail: as purge --backup with filters
                 check_keep_by_republish(queue, state.tail_republish_risk, state.limits_unknown)
-                decide = PurgeDecider(PurgeSettings(queue, selection))
                 which = (f"the messages that match ({selection.describe_text()})"
                          + (f", the first {count}," if count is not None else ""))
             app.confirm(f"Take {which} out of {queue!r} on {profile.name} into {where}?", yes=yes)
             ctrl_c.arm()
             journaled = Journaled(app, "dump --remove")
             journaled.started(profile, [queue], files=[where])
-            # What a selection keeps is republished to the tail on a connection of its own (as purge does): an alarm
-            # blocks a connection that publishes, and the broker would then not read this one's acks or close.
-            with record_file(app, output) as file, progress_bar(app, "draining") as bar, \
-                    (app.connection(profile) if selection.filters_anything else nullcontext()) as publishing:
+            # Every message taken goes to the file (PurgePolicy: a purge --backup's, the move pipeline's run):
+            # what a selection keeps is republished to the tail on a connection of its own (run_move)
+            policy = PurgePolicy(PurgeSettings(queue, replace(selection, limit=count)), what="dump --remove",
+                                 saved=where)
+            with record_file(app, output) as file, progress_bar(app, "draining") as bar:
                 sink = DecodingSink(file, record_decoder(app))  # `decoded` as `dump` writes it
-                hint = average_body(state.info.raw) if state.info is not None else None
-                options = TransferOptions(sink=sink, progress=bar, limit=count, report=app,
-                                          hold_stays=selection.filters_anything and state.type == "classic",
-                                          max_bytes=app.max_bytes, size_hint=hint)
-                result = drain(conn, queue, decide, options, timeout=profile.timeout, publish_conn=publishing)
+                run = run_move(MoveSession(app.session(profile, conn)), policy,
+                               TransferOptions(sink=sink, progress=bar, max_bytes=app.max_bytes),
+                               Prepared(state.info, None, app))
+                result = run.result
         app.info(f"removed {result.removed} of {result.snapshot} messages of {queue!r} into {where} (each "
                  f"flushed to disk before its ack) in {app.elapsed():.1f}s" + duplicates_note(result))
         if where != "stdout" and app.output_format() != "table":
@@ -188,7 +178,7 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
             # the records themselves go to stdout: they would end up in the record file.
             app.emit_json({**state.to_json(), **result.to_json(), "file": where})
         notes(app, result)
-        outcome = transfer_outcome(result, "dump --remove", saved=where)
+        outcome = run.outcome()
         journaled.ended(outcome, counts=transfer_counts(result), files=[where], message_ids=result.ids)
         return outcome
 

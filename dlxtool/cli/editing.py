@@ -18,7 +18,6 @@ from dlxtool.outcome import Outcome, Status
 
 if TYPE_CHECKING:
     from dlxtool.editing.document import Document, Reading
-    from dlxtool.ops.engine import TransferResult
     from dlxtool.ops.replay_decision import EditTargets
     from dlxtool.record import MessageRecord
     from dlxtool.selection import Selection
@@ -230,17 +229,17 @@ def _say(app: App, text: str, **style: Any) -> None:
     app.info("", prefix=app.style(safe_text(text), err=True, **style) if style else safe_text(text))
 
 
-def edit_outcome(app: App, edits: Edits, result: TransferResult, outcome: Outcome) -> Outcome:
+def edit_outcome(app: App, edits: Edits, source: str, outcome: Outcome) -> Outcome:
     """The run's outcome with the messages shown that it never met again: each said; exit 5 when they vanished
     from the DLQ (consumed, purged or replayed by someone else meanwhile)."""
     missing = edits.remaining()
     if not missing or not outcome.ok:
         return outcome
     for e in missing:
-        app.warn(f"{e.label()} was not found in {result.source!r} any more (taken by a consumer, purged or replayed "
+        app.warn(f"{e.label()} was not found in {source!r} any more (taken by a consumer, purged or replayed "
                  "meanwhile): nothing was published for it")
     return Outcome(Status.PARTIAL, f"{len(missing)} of the {len(edits)} message(s) shown were not found in "
-                   f"{result.source!r} any more: nothing was published for them")
+                   f"{source!r} any more: nothing was published for them")
 
 
 def edit_counts(edits: Edits) -> dict[str, Any]:

@@ -6,7 +6,7 @@ onto dlxtool.ops.record_files (Ctrl-C: dlxtool.ops.interrupts). How a run ended 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, TextIO, cast
 
 import click
@@ -187,3 +187,29 @@ def write_id_list(app: App, verb: str, rows: list[tuple[str, str]], total: int |
     if len(shown) < count:
         app.stdout.write(f"  … and {count - len(shown):,} more\n")
     app.stdout.flush()
+
+
+def run_moving(app: App, ctrl_c: Any, *, command: str, profile: Any, queues: list[str], label: str,
+               save_file: str | None, run: Callable[[Any, Any], Any], render: Callable[[Any], None],
+               counts: Callable[[Any], dict[str, Any]] | None = None,
+               outcome: Callable[[Any], Any] | None = None) -> Any:
+    """The part every command that moves messages shares once it was confirmed (dlxtool.ops.pipeline runs the move
+    itself): the record file (--save), the progress bar, Ctrl-C armed (a stop signal from here on ends with a
+    summary), the journal's start and end, the summary (`render`), the notes, the temporary exchanges deleted once
+    the summary is out, the outcome. `run(sink, progress)` runs the move (a MoveRun); `counts` adds to the journal's
+    counts, `outcome` may turn the run's outcome into another (replay --edit: the messages shown never met again)."""
+    files = [save_file] if save_file else []
+    journaled = Journaled(app, command)
+    with record_file(app, save_file) if save_file else nullcontext() as sink, progress_bar(app, label) as bar:
+        ctrl_c.arm()
+        journaled.started(profile, queues, files=files)
+        done = run(sink, bar)
+    render(done)
+    done.clean_up()  # the temporary exchanges, once the summary is out
+    notes(app, done.result)
+    ended = done.outcome()
+    if outcome is not None:
+        ended = outcome(ended)
+    journaled.ended(ended, counts={**transfer_counts(done.result), **(counts(done) if counts else {})}, files=files,
+                    message_ids=done.result.ids, queues=done.filled)
+    return ended

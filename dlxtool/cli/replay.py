@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-from contextlib import ExitStack, nullcontext
+from contextlib import ExitStack
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from dlxtool.cli.app import App
 from dlxtool.cli.editing import EDIT_HELP, EditRequest, edit_counts, edit_dead_letters, edit_options, edit_outcome
 from dlxtool.cli.explaining import Cells
-from dlxtool.cli.moving import (
-    Journaled,
-    check_record_file,
-    duplicates_note,
-    notes,
-    progress_bar,
-    record_file,
-    result_rows,
-    transfer_counts,
-    write_id_list,
-)
+from dlxtool.cli.moving import check_record_file, duplicates_note, result_rows, run_moving, write_id_list
 from dlxtool.cli.options import (
     SELECTION_HELP,
     common_options,
@@ -41,6 +31,10 @@ from dlxtool.errors import UsageError
 from dlxtool.ops.interrupts import summary_before_ctrl_c
 from dlxtool.outcome import Outcome
 from dlxtool.selection import Selection
+
+if TYPE_CHECKING:
+    from dlxtool.ops.pipeline import MoveRun
+    from dlxtool.ops.record_files import Sink
 
 HELP = """Send dead letters from DLQ back to the queue each one failed in.
 
@@ -244,7 +238,6 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         if edits is None:
             return None
         settings = replace(settings, edits=edits)
-    journaled = Journaled(app, "replay --edit" if edits is not None else "replay")
     with summary_before_ctrl_c() as ctrl_c, ExitStack() as stack:
         conn = stack.enter_context(app.connection(profile))
         target_conn = stack.enter_context(app.connection(target_profile)) if target_profile else None
@@ -266,22 +259,21 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
                 app.info(f"nothing to replay: {plan.nothing_to_do}; nothing was changed")
                 return None
             app.confirm(f"Replay the messages of {dlq!r} as planned?", yes=yes)
-        with record_file(app, save_file) if save_file else nullcontext() as sink, \
-                progress_bar(app, "replaying") as bar:
-            ctrl_c.arm()
-            journaled.started(profile, [dlq, to_queue or ""], files=[save_file] if save_file else [])
-            run = replay.run(TransferOptions(prefetch=prefetch, window=window, rate=rate, sink=sink, progress=bar,
-                                             max_bytes=app.max_bytes))
-        _render_result(app, run)
-        selection_notes(app, selection)
-        run.clean_up()  # the temporary exchanges, once the summary is out
-        notes(app, run.result)
-        outcome, counts = run.outcome(), transfer_counts(run.result)
-        if edits is not None:  # --edit: the messages shown and never found again, what was edited
-            outcome, counts = edit_outcome(app, edits, run.result, outcome), {**counts, **edit_counts(edits)}
-        journaled.ended(outcome, counts=counts, files=[save_file] if save_file else [], message_ids=run.result.ids,
-                        queues=run.filled)
-        return outcome
+        def render(run: MoveRun) -> None:
+            _render_result(app, run)
+            selection_notes(app, selection)
+
+        def run(sink: Sink | None, bar: Any) -> MoveRun:
+            return replay.run(TransferOptions(prefetch=prefetch, window=window, rate=rate, sink=sink, progress=bar,
+                                              max_bytes=app.max_bytes))
+
+        shown = edits  # --edit: the messages shown and never found again, what was edited
+        ended: Outcome = run_moving(
+            app, ctrl_c, command="replay --edit" if shown is not None else "replay", profile=profile,
+            queues=[dlq, to_queue or ""], label="replaying", save_file=save_file, run=run, render=render,
+            counts=(lambda _run: edit_counts(shown)) if shown is not None else None,
+            outcome=(lambda done: edit_outcome(app, shown, dlq, done)) if shown is not None else None)
+        return ended
 
 
 def _render_plan(app: App, plan: Any, vhost: str | None = None) -> None:

@@ -223,6 +223,9 @@ def ready_counter(conn: AmqpConnection, timeout: float) -> Callable[[str], int |
     return lambda queue: queues.ready(conn, queue, timeout)
 
 
+# admit(destination queue, body size, publishes in flight) -> None: it may go; else why it stays (RunHooks.admit)
+Admit = Callable[[str, int, int], Why | None]
+
 def full_reason(role: str, cap: Capacity) -> Why:
     """The reason a message stays: "origin full (drop-head would push out its head): small.q"; where the queue only
     counts as full because its body bytes are not known, that is said too."""

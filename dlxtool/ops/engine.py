@@ -192,6 +192,16 @@ class TransferOptions:
     progress_every: float = 0.2
     settle_timeout: float = 30.0  # how long to wait for outstanding confirms when stopping
     handle_sigint: bool = True    # turn Ctrl-C into a clean stop (main thread only)
+    # The byte budget (dlxtool.budget): the prefetch is lowered so that a window of bodies fits in it, from
+    # RunHooks.size_hint and from the bodies seen (PrefetchWindow)
+    max_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class RunHooks:
+    """What the run's owner (dlxtool.ops.pipeline.run_move) knows of the source and the destinations, apart from the
+    user's TransferOptions: set once, before the run, never changed during it."""
+
     # admit(target queue, body size, publishes in flight) -> None, or why a MOVE must stay in the source
     # instead (dlxtool.ops.capacity.Rooms.admit: the target is full and would displace its own messages)
     admit: Callable[[str, int, int], Why | None] | None = None
@@ -204,10 +214,7 @@ class TransferOptions:
     hold_stays: bool = False
     keep_refused: str | None = None  # why stays cannot be republished to the tail: they are held instead
     report: Reporter | None = None   # what must be said while the run goes on (a blocked connection)
-    # The byte budget (dlxtool.budget): the prefetch is lowered so that a window of bodies fits in it, from
-    # size_hint (the source's average body: management API) and from the bodies seen (PrefetchWindow)
-    max_bytes: int | None = None
-    size_hint: int | None = None
+    size_hint: int | None = None     # the source's average body (management API): the prefetch's first guess
 
 
 # -- per message state ------------------------------------------------------------------------------
@@ -263,7 +270,8 @@ class Transfer:
 
     def __init__(self, source_conn: AmqpConnection, source: str, decide: Decide, *,
                  target_conn: AmqpConnection | None = None, keep_conn: AmqpConnection | None = None,
-                 options: TransferOptions | None = None, timeout: float = 30.0) -> None:
+                 options: TransferOptions | None = None, hooks: RunHooks | None = None,
+                 timeout: float = 30.0) -> None:
         self.source_conn = source_conn
         self.target_conn = target_conn or source_conn
         # Stays are republished to the source's tail on keep_conn (default: the source's own). A connection that
@@ -273,6 +281,7 @@ class Transfer:
         self.source = source
         self.decide = decide
         self.opts = options or TransferOptions()
+        self.hooks = hooks or RunHooks()
         # decide(routing_key, encoded properties, body) -> Decision | None (None: decide(record) instead). Only
         # for MOVEs that need no record: with a sink, every record must be written.
         self._decide_raw: Callable[[Any, bytes, bytes], Decision | None] | None = (
@@ -287,7 +296,7 @@ class Transfer:
         self._waiting = 0                        # items whose copy is not settled yet
         self._kept_any = False                   # a message was republished to the tail (order not kept)
         self._changed_any = False                # a MOVE confirmed or a REMOVE: holding stays no longer helps
-        self._held_stays = 0                     # stays held instead of republished (opts.hold_stays)
+        self._held_stays = 0                     # stays held instead of republished (hooks.hold_stays)
         self._hold_limit = 0                     # at most this many (set in _setup)
         self._refused_exchanges: dict[str, Why] = {}  # exchange the broker refused publishes to -> why
         self._keep_refused: str | None = None    # why stays cannot be republished to the tail (they are held)
@@ -374,12 +383,12 @@ class Transfer:
         self.result.snapshot = queues.declare(self.channel, self.source).ready
         self.prefetch = max(1, min(self.opts.prefetch, self.result.snapshot or 1))
         if self.opts.max_bytes is not None:
-            self.window = PrefetchWindow(self.opts.max_bytes, self.prefetch, self.opts.size_hint)
+            self.window = PrefetchWindow(self.opts.max_bytes, self.prefetch, self.hooks.size_hint)
             self.prefetch = self.window.prefetch
             self._say_window()
         self.prefetches.append(self.prefetch)
-        self._keep_refused = self.opts.keep_refused
-        if self.opts.hold_stays:  # half the window at most where there is more to read: deliveries go on
+        self._keep_refused = self.hooks.keep_refused
+        if self.hooks.hold_stays:  # half the window at most where there is more to read: deliveries go on
             # (with a byte budget, half the --prefetch window: a new consumer takes over when the held ones fill a
             # narrower one, see _loop; held stays keep no bytes)
             window = self.window.ceiling if self.window is not None else self.prefetch
@@ -436,7 +445,7 @@ class Transfer:
             # every prefetch slot holds a message to give back: none can come. (Not while deliveries wait to be
             # decided: they may be selected, and a selection then changes something; seen with a filter and -n.)
             if held and self.consumer_tag and not self._incoming and held >= self.prefetch and not self._busy():
-                if self.window is not None and self.opts.hold_stays and self._retarget is None:
+                if self.window is not None and self.hooks.hold_stays and self._retarget is None:
                     self._retarget = self.prefetch  # a new consumer, whose slots are free (_change_prefetch)
                 else:
                     self.result.notes.append(f"stopped reading: {self._held} message(s) held to be given back in "
@@ -476,8 +485,8 @@ class Transfer:
         now = time.monotonic()
         if self._blocked_since is None:
             self._blocked_since = now
-            if self.opts.report is not None:
-                self.opts.report.warn(f"the broker blocked publishing ({why}: a resource alarm); stopping in "
+            if self.hooks.report is not None:
+                self.hooks.report.warn(f"the broker blocked publishing ({why}: a resource alarm); stopping in "
                                       f"{self.timeout:g}s unless it clears")
         elif now - self._blocked_since >= self.timeout:
             self.result.unavailable = f"the broker blocked publishing ({why}: a resource alarm)"
@@ -605,7 +614,7 @@ class Transfer:
             return
         if self.consumer_tag is None and self._retarget is None:
             return  # not consuming (cancelled: everything arrived, or a stop): nothing more comes
-        if self._held and not self.opts.hold_stays:
+        if self._held and not self.hooks.hold_stays:
             return  # held deliveries go back at the end: on a quorum queue, those of two consumers maybe not in order
         if self._received + len(self._incoming) + (self.prefetch if wanted > self.prefetch else 0) \
                 >= self.result.snapshot:
@@ -621,9 +630,9 @@ class Transfer:
         Held deliveries of the old consumer stay unacked: the channel's close gives them back at the end. A classic
         queue takes back a channel's deliveries in order, whatever consumer they went to; a quorum queue returns
         each consumer's own: so a change waits until nothing is held, except where the caller said that a
-        give-back is in place (opts.hold_stays, a classic queue)."""
+        give-back is in place (hooks.hold_stays, a classic queue)."""
         if self.consumer_tag is not None:
-            if self._held and not self.opts.hold_stays:
+            if self._held and not self.hooks.hold_stays:
                 self._retarget = None
                 return
             self._cancel_consumer(keep=True)
@@ -636,7 +645,7 @@ class Transfer:
         assert self._retarget is not None and self.window is not None
         self.prefetch = self.window.prefetch = self._retarget
         self._retarget = None
-        if self._held > self._old_held and not self.opts.hold_stays:  # held while the old consumer settled
+        if self._held > self._old_held and not self.hooks.hold_stays:  # held while the old consumer settled
             self.result.notes.append(f"{self._held} message(s) held to be given back were delivered to an earlier "
                                      f"consumer than the rest (the byte budget changed the prefetch): on a quorum "
                                      f"queue their order among those given back may have changed")
@@ -651,13 +660,13 @@ class Transfer:
         why a run of big bodies goes one message (or a few) at a time. With -v only (Reporter.detail): the window
         starts small and widens as bodies come, so the first of these lines describes a moment, not the run."""
         window = self.window
-        if window is None or window.size is None or self.opts.report is None or self.prefetch >= window.ceiling \
+        if window is None or window.size is None or self.hooks.report is None or self.prefetch >= window.ceiling \
                 or self.prefetch >= self._said_window:
             return
         from dlxtool.budget import human
 
         self._said_window = self.prefetch
-        self.opts.report.detail(f"bodies of up to about {human(window.size)}: {self.prefetch} message(s) held at once "
+        self.hooks.report.detail(f"bodies of up to about {human(window.size)}: {self.prefetch} message(s) held at once "
                                 f"(prefetch), within the byte budget of {human(window.max_bytes)} (--max-bytes)")
 
     def _handle(self, method: Any, props: Any, body: bytes) -> None:
@@ -680,8 +689,8 @@ class Transfer:
                 why = self._refused_exchanges.get(decision.exchange or "amq.default") or self._refused_all
                 if why is not None:
                     decision = Decision.leave(why)
-            if decision.action is Action.MOVE and self.opts.admit is not None:
-                why = self.opts.admit(decision.group, len(decision.body if decision.body is not None else body),
+            if decision.action is Action.MOVE and self.hooks.admit is not None:
+                why = self.hooks.admit(decision.group, len(decision.body if decision.body is not None else body),
                                       self._mover.outstanding)
                 if why is not None:
                     decision = Decision.leave(why)
@@ -800,7 +809,7 @@ class Transfer:
                     self._publish_again(item)
                     continue
                 why = answered(outcome, detail)
-                copies = self.opts.nack_copies
+                copies = self.hooks.nack_copies
                 copy = copies(decision.group) if outcome is PublishAnswer.NACKED and copies is not None else None
                 if copy is not None:
                     self._nacked_copies += 1

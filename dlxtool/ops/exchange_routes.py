@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from dlxtool.conventions import Route
 from dlxtool.errors import DlxtoolError, ManagementMismatch
@@ -54,17 +53,12 @@ class ExchangeTargets:
         self.allow_fanout = allow_fanout
         self.allow_dlx_drop = allow_dlx_drop  # as for queue origins (Routes.allow_drop): the operator's call
         self.reaches: dict[str, Reach] = {}  # by Route.key(), the group a decision counts its messages under
-        self._admit_queue: Callable[[str, int, int], Why | None] | None = None
-        self._rooms: Any = None
-        self._options: Any = None
 
     def __call__(self, route: Route) -> Reach:
         group = route.key()
         reach = self.reaches.get(group)
         if reach is None:
             reach = self.reaches[group] = self._decide(route, str(route.exchange), str(route.routing_key))
-            if reach.stay is None:
-                self._install_admit()
         return reach
 
     def stays(self) -> set[Why]:
@@ -127,25 +121,17 @@ class ExchangeTargets:
 
     # -- the capacity guard --------------------------------------------------------------------------------
 
-    def guard(self, options: Any, rooms: Any) -> None:
-        """Make the run's admit hook (TransferOptions.admit) check every queue an exchange group reaches. Put
-        in place at the first exchange route only: a run without one keeps Rooms.admit, per message as fast."""
-        self._options, self._rooms = options, rooms
-        if any(r.stay is None for r in self.reaches.values()):
-            self._install_admit()
+    def admit(self, rooms: Rooms) -> Callable[[str, int, int], Why | None]:
+        """The run's admit hook (RunHooks.admit): a queue group by `rooms.admit`, an exchange group only where it
+        fits in every queue the exchange reaches (reaches unknown, accepted with --allow-displace: admitted)."""
+        queue_admit, reaches = rooms.admit, self.reaches
 
-    def _install_admit(self) -> None:
-        if self._options is None or self._rooms is None or self._admit_queue is not None:
-            return
-        self._admit_queue = self._options.admit or self._rooms.admit
-        self._options.admit = self._admit
+        def admit(group: str, size: int, in_flight: int) -> Why | None:
+            reach = reaches.get(group)
+            if reach is None:
+                return queue_admit(group, size, in_flight)
+            if reach.queues is None:
+                return None
+            return rooms.admit_all(reach.queues, size, in_flight)
 
-    def _admit(self, group: str, size: int, in_flight: int) -> Why | None:
-        reach = self.reaches.get(group)
-        if reach is None:
-            assert self._admit_queue is not None
-            return self._admit_queue(group, size, in_flight)
-        if reach.queues is None:  # unknown queues, accepted with --allow-displace
-            return None
-        rooms: Rooms = self._rooms
-        return rooms.admit_all(reach.queues, size, in_flight)
+        return admit

@@ -47,6 +47,7 @@ from dlxtool.outcome import OK, Outcome, Status
 from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
+    from dlxtool.broker.connection import AmqpConnection
     from dlxtool.ops.capacity import Capacity, Rooms
     from dlxtool.ops.session import Reporter, Session
 
@@ -200,7 +201,7 @@ def _target(record: MessageRecord, settings: LoadSettings, where: str) -> str:
     return target
 
 
-def load(conn: Any, open_stream: Opener, settings: LoadSettings, *, total: int = 0,
+def load(conn: AmqpConnection, open_stream: Opener, settings: LoadSettings, *, total: int = 0,
          progress: Callable[[Progress], None] | None = None, failed: Sink | None = None,
          timeout: float = 30.0, handle_sigint: bool = True, rooms: Rooms | None = None,
          management: Any | None = None, vhost: str = "/") -> LoadResult:
@@ -235,7 +236,7 @@ def load_routes(settings: LoadSettings, exchanges: Callable[[str], str | None] |
                   allow_drop=settings.allow_dlx_drop)
 
 
-def _load(conn: Any, open_stream: Opener, settings: LoadSettings, routes: Any, *, total: int,
+def _load(conn: AmqpConnection, open_stream: Opener, settings: LoadSettings, routes: Any, *, total: int,
           progress: Callable[[Progress], None] | None, failed: Sink | None, timeout: float,
           handle_sigint: bool, rooms: Rooms | None,
           before_flush: Callable[[Publisher], None] | None = None) -> LoadResult:
@@ -376,7 +377,7 @@ def _count(result: LoadResult, target: str, outcome: Any, detail: str | None, re
         failed.write(record)
 
 
-def publish_records(conn: Any, items: Iterable[tuple[str, str, bytes, Any, Any]], *, window: int = 1000,
+def publish_records(conn: AmqpConnection, items: Iterable[tuple[str, str, bytes, Any, Any]], *, window: int = 1000,
                     timeout: float = 30.0, before_flush: Callable[[Publisher], None] | None = None,
                     max_bytes: int | None = None) -> Iterator[tuple[Any, PublishAnswer, str | None]]:
     """For `load`: publish (exchange, routing_key, body, properties, token) with a window of confirms,

@@ -174,7 +174,7 @@ def give_back_words(opts: ReadOptions) -> str:
 
 
 def queue_facts(profile: BrokerProfile, name: str, *, management: Callable[[], ManagementClient],
-                channel: Any, conn: Any = None) -> QueueFacts:
+                channel: Any, conn: AmqpConnection | None = None) -> QueueFacts:
     """Type, limit and counts: management API first, AMQP for what it cannot tell or when it is down. `conn`:
     the connection (its version keys the give-back rules; the AMQP type probe runs on a channel of it)."""
     from dlxtool.broker import queues
@@ -219,7 +219,7 @@ def _facts_from_info(info: QueueInfo, ready: int, consumers: int) -> QueueFacts:
 
 
 def _facts_without_management(profile: BrokerProfile, name: str, ready: int, consumers: int,
-                              why: str, conn: Any = None) -> QueueFacts:
+                              why: str, conn: AmqpConnection | None = None) -> QueueFacts:
     from dlxtool.broker import queues
 
     qtype = queues.probe_type(profile, name, conn=conn)  # a throwaway channel: a refusal closes that channel only

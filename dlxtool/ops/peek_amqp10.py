@@ -26,6 +26,7 @@ from dlxtool.record import MessageRecord
 if TYPE_CHECKING:
     from dlxtool.broker.amqp10.connection import Amqp10Connection
     from dlxtool.broker.amqp10.links import Delivery, HeadReader
+    from dlxtool.broker.connection import AmqpConnection
 
 
 class Amqp10QueueReader(QueueReader):
@@ -83,7 +84,7 @@ class Amqp10QueueReader(QueueReader):
             raise interrupted
 
 
-def prepare_read_amqp10(conn: Any, amqp10: Amqp10Connection, profile: Any, name: str, opts: ReadOptions, *,
+def prepare_read_amqp10(conn: AmqpConnection, amqp10: Amqp10Connection, profile: Any, name: str, opts: ReadOptions, *,
                         management: Callable[[], Any],
                         decode: Callable[[MessageRecord], dict[str, Any] | None] = no_decode,
                         ) -> tuple[QueueReader, list[str]]:

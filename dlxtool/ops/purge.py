@@ -30,9 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker import queues, versions
-from dlxtool.broker.connection import close_quietly, connect
 from dlxtool.broker.management import ManagementClient, QueueInfo, sampled_text
-from dlxtool.budget import average_body
 from dlxtool.errors import DlxtoolError, ManagementMismatch, QueueNotFound, RefusedError, UnavailableError, UsageError
 from dlxtool.message_ids import message_name
 from dlxtool.ops.actions import Action, Decision
@@ -45,9 +43,12 @@ from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
-    from dlxtool.ops.capacity import Capacity, Rooms
+    from dlxtool.broker.connection import AmqpConnection
+    from dlxtool.ops.actions import Decide
+    from dlxtool.ops.capacity import Admit, Capacity, Rooms
     from dlxtool.ops.engine import Progress, TransferOptions, TransferResult
     from dlxtool.ops.record_files import Sink
+    from dlxtool.ops.routes import TemporaryExchanges
     from dlxtool.ops.session import Reporter, Session
 
 
@@ -204,54 +205,50 @@ def move_routes(settings: PurgeSettings, exchanges: Callable[[str], str | None] 
                   router=router, allow_drop=settings.allow_dlx_drop)
 
 
-def remove_all(_record: MessageRecord) -> Decision:
-    """decide() for `dump --remove`: every message goes to the file."""
-    return Decision(Action.REMOVE, "removed")
+class PurgePolicy:
+    """A reading purge (and `dump --remove`) as a MovePolicy (dlxtool.ops.pipeline): the selected messages removed
+    (written to the sink first, where there is one) or moved unchanged to --move-to (PurgeDecider), the others kept
+    in order; --move-to's room guarded (Rooms.admit)."""
+
+    nothing = "nothing moved"
+
+    def __init__(self, settings: PurgeSettings, router: Router | None = None, *, what: str = "purge",
+                 saved: str | None = None) -> None:
+        self.settings, self.router, self.what, self.saved = settings, router, what, saved
+        self.source = settings.queue
+        self.temporary_exchanges = bool(settings.move_to) and not settings.default_exchange
+        self.limit = settings.selection.limit
+        self.publishes = bool(settings.move_to or settings.selection.filters_anything)
+        self.routes = move_routes(settings, None, router)
+
+    def decider(self, exchanges: TemporaryExchanges | None) -> Decide:
+        self.routes = move_routes(self.settings, exchanges, self.router)
+        return PurgeDecider(self.settings, routes=self.routes)
+
+    def admit(self, rooms: Rooms) -> Admit:
+        return rooms.admit
+
+    def describe(self, target: str) -> str:
+        return self.routes.describe(target)
+
+    def filled(self, result: TransferResult) -> list[str]:
+        return [self.settings.move_to] if self.settings.move_to else []
+
+    def notes(self) -> list[str]:
+        return []
 
 
-def _publishing_connection(session: Session, settings: PurgeSettings) -> Any:
-    """A connection of its own for what the purge publishes (--move-to, and what a selection keeps, republished to
-    the queue's tail), as replay has: a resource alarm blocks a connection that publishes and the broker then reads
-    nothing more from it — the consumer's acks, give-backs and close included, so its prefetch stayed held until
-    the alarm cleared (issue 27). None when nothing is published, or for a caller with a connection only."""
-    if session.profile is None or not (settings.move_to or settings.selection.filters_anything):
-        return None
-    return connect(session.profile)
+def run_reading_purge(conn: AmqpConnection, settings: PurgeSettings, options: TransferOptions, *,
+                      timeout: float = 30.0, router: Router | None = None) -> TransferResult:
+    """One reading purge on a bare connection (the ops layer's tests; `Purge` checks and prepares first): the
+    engine's TransferResult. `router`: the management API's routing answers, for --move-to's dead-letter checks
+    (None: they cannot be made: nothing moves unless allow_dlx_drop)."""
+    from dlxtool.ops.pipeline import run_move
+    from dlxtool.ops.session import MoveSession, Session
 
-
-def run_reading_purge(conn: Any, settings: PurgeSettings, options: TransferOptions, *,
-                      timeout: float = 30.0, router: Router | None = None,
-                      routes: list[Routes] | None = None, publish_conn: Any = None) -> TransferResult:
-    """One engine pass over settings.queue (the sink for --backup is options.sink; options.admit, if set,
-    keeps --move-to from overfilling its queue). `router`: the management API's routing answers, for
-    --move-to's dead-letter checks (None: they cannot be made: nothing moves unless allow_dlx_drop); the
-    Routes used is appended to `routes` (the summary names it). `publish_conn`: where moves and stays are
-    published (None: on `conn`)."""
-    from dlxtool.ops.routes import TemporaryExchanges
-
-    options.limit = settings.selection.limit
-    exchanges = TemporaryExchanges(conn, timeout, "purge") if settings.move_to and not settings.default_exchange \
-        else None
-    made = move_routes(settings, exchanges, router)
-    if routes is not None:
-        routes.append(made)
-    try:
-        return drain(conn, settings.queue, PurgeDecider(settings, routes=made), options, timeout=timeout,
-                     publish_conn=publish_conn)
-    finally:
-        if exchanges is not None:
-            exchanges.delete_all()
-
-
-def drain(conn: Any, queue: str, decide: Any, options: TransferOptions, *, timeout: float = 30.0,
-          publish_conn: Any = None) -> TransferResult:
-    from dlxtool.ops.engine import Transfer
-
-    if options.limit is not None:
-        # Deliveries beyond the limit would only be given back (on quorum queues, a delivery attempt each).
-        options.prefetch = max(1, min(options.prefetch, options.limit))
-    return Transfer(conn, queue, decide, target_conn=publish_conn, keep_conn=publish_conn, options=options,
-                    timeout=timeout).run()
+    run = run_move(MoveSession(Session(conn, "/", "", timeout)), PurgePolicy(settings, router), options)
+    run.clean_up()
+    return run.result
 
 
 @dataclass
@@ -436,33 +433,24 @@ class Purge:
             out.depths = depths_now([(session.conn, [settings.queue])], session.timeout)
             return out
         from dlxtool.ops.engine import TransferOptions
+        from dlxtool.ops.pipeline import Prepared, run_move
+        from dlxtool.ops.session import MoveSession
 
-        rooms = self.rooms
-        if rooms is not None:
-            rooms.forget()  # read again as the run starts: the figures above are as old as the confirmation
-        routes: list[Routes] = []
-        options = TransferOptions(sink=sink, progress=progress, admit=rooms.admit if rooms is not None else None,
-                                  nack_copies=rooms.nack_copies if rooms is not None else None,
-                                  hold_stays=out.state.type == "classic", keep_refused=self.keep_refused,
-                                  report=self.report, max_bytes=max_bytes,
-                                  size_hint=average_body(out.state.info.raw) if out.state.info is not None else None)
-        publishing = _publishing_connection(session, settings)
-        try:
-            out.result = run_reading_purge(session.conn, settings, options, timeout=session.timeout,
-                                           router=self.router, routes=routes, publish_conn=publishing)
-        finally:
-            if publishing is not None:
-                close_quietly(publishing)
-        if rooms is not None:
-            out.rooms = rooms.to_json()
+        policy = PurgePolicy(settings, self.router, saved=settings.backup)
+        run = run_move(MoveSession(session, rooms=self.rooms), policy,
+                       TransferOptions(sink=sink, progress=progress, max_bytes=max_bytes),
+                       Prepared(out.state.info, self.keep_refused, self.report))
+        run.clean_up()
+        out.result = run.result
+        if self.rooms is not None:
+            out.rooms = self.rooms.to_json()
         if settings.move_to:
-            out.route = routes[0].describe(settings.move_to)
+            out.route = run.routes.get(settings.move_to) or policy.describe(settings.move_to)
         if out.result.requeued and out.state.type == "quorum" and versions.quorum_give_back_counts(
                 versions.server_version(session.conn), "cancel"):  # the engine gives back by cancel + close
             self.report.warn(f"{out.result.requeued} message(s) delivered beyond the start snapshot were given back: "
                              "on a quorum queue that used one delivery attempt each")
-        out.depths = depths_now([(session.conn, [settings.queue, *([settings.move_to] if settings.move_to else [])])],
-                                session.timeout)
+        out.depths = run.depths
         return out
 
     def _prepare_reading(self, dry_run: bool) -> None:

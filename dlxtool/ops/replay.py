@@ -10,12 +10,11 @@ Where each message goes, how and with which headers is decided in one place, dlx
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker.queues import exchange_exists
-from dlxtool.budget import average_body
 from dlxtool.conventions import Route
 from dlxtool.errors import RefusedError
 from dlxtool.message_ids import message_name
@@ -23,7 +22,7 @@ from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.capacity import Capacity, Rooms, full_reason
 from dlxtool.ops.engine import Action, TransferOptions, TransferResult
 from dlxtool.ops.exchange_routes import ExchangeTargets, Reach
-from dlxtool.ops.outcomes import depths_now, transfer_outcome
+from dlxtool.ops.pipeline import MoveRun, Prepared, run_move
 from dlxtool.ops.provenance import PROVENANCE_HEADER as PROVENANCE_HEADER
 from dlxtool.ops.replay_address import WaitQueues
 from dlxtool.ops.replay_checks import (
@@ -50,12 +49,14 @@ from dlxtool.ops.routes import (
     Routes,
     TemporaryExchanges,
 )
+from dlxtool.ops.session import MoveSession, Reporter, Session
 from dlxtool.ops.session import MoveSession as ReplaySession  # replay's name for it (the CLI's too)
-from dlxtool.ops.session import Reporter, Session
-from dlxtool.outcome import Outcome
 from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
+    from dlxtool.broker.connection import AmqpConnection
+    from dlxtool.ops.actions import Decide
+    from dlxtool.ops.capacity import Admit
     from dlxtool.ops.peek import ReadOptions
 
 # -- plan (dry run) ---------------------------------------------------------------------------------
@@ -184,22 +185,6 @@ def plan_from_survey(source: str, snapshot: int, looked_at: int, plan: Counter[t
 # -- the workflow --------------------------------------------------------------------------------------
 
 
-@dataclass
-class ReplayRun:
-    result: TransferResult
-    routes: dict[str, str] = field(default_factory=dict)  # target -> how its messages were published
-    # Deletes the temporary exchanges: the caller calls it once the summary is out (a stop signal during a
-    # clean-up before it would cut the summary off).
-    clean_up: Callable[[], None] = field(default=lambda: None, repr=False)
-    depths: dict[str, dict[str, int]] = field(default_factory=dict)  # after the run, from the broker (depths_now)
-    filled: list[str] = field(default_factory=list)  # the queues messages were moved into (an exchange's, expanded)
-
-    def outcome(self) -> Outcome:
-        """Done; partial (exit 5); refused (6) when nothing moved because no route was safe or every origin is
-        full; interrupted; stopped by the broker or an error (dlxtool.ops.outcomes)."""
-        return transfer_outcome(self.result, "replay", nothing="nothing replayed")
-
-
 class Replay:
     """A replay, prepared: the DLQ checked (it exists; not a stream; keeping messages by republishing them to
     its tail would not push out its head), the target's API asked once, the origins' capacity guard ready —
@@ -236,39 +221,56 @@ class Replay:
         """What the replay would do, from the first messages, read as `peek` reads them (plan_for)."""
         return plan_for(self.session, self.settings, self.report, read)
 
-    def run(self, options: TransferOptions) -> ReplayRun:
-        """The pass itself (dlxtool.ops.engine), with `options` (sink, progress, prefetch …)."""
-        session, settings = self.session, self.settings
-        source, to = session.source, session.to
-        routes = _routes(session, settings)
-        targets = _exchange_targets(session, settings)
-        waits = WaitQueues(_wait_router(source), settings.source)
-        exchanges = None if settings.default_exchange else TemporaryExchanges(to.conn, to.timeout)
-        # a run that moves nothing changes nothing: stays held and given back in place until something moves,
-        # where that costs nothing (a classic DLQ), or where the tail cannot take them
-        options.hold_stays = self.info is not None and self.info.type == "classic"
-        if options.size_hint is None and self.info is not None:  # the prefetch's first guess (dlxtool.budget)
-            options.size_hint = average_body(self.info.raw)
-        options.keep_refused = self.keep_refused
-        options.report = self.report
-        publishing = _publishing_connections(session)
-        try:
-            result = replay(source.conn, settings, options, target_conn=publishing.target, keep_conn=publishing.keep,
-                            timeout=source.timeout, routes=routes, rooms=session.rooms, wait_queues=waits,
-                            exchanges=exchanges, exchange_targets=targets)
-        except BaseException:
-            if exchanges is not None:
-                exchanges.delete_all()
-            raise
-        finally:
-            publishing.close()
-        out = ReplayRun(result)
-        if exchanges is not None:
-            out.clean_up = exchanges.delete_all
-        out.routes = {t: targets.describe(t) or routes.describe(t) for t in sorted(result.moved)}
-        out.filled = _moved_to(result, targets)
-        out.depths = depths_now([(source.conn, [settings.source]), (to.conn, out.filled)], source.timeout)
-        return out
+    def run(self, options: TransferOptions) -> MoveRun:
+        """The pass itself: replay as a policy (ReplayPolicy) over the one move pipeline (dlxtool.ops.pipeline),
+        with the user's `options` (sink, progress, prefetch …)."""
+        return run_move(self.session, ReplayPolicy(self.settings, self.session), options,
+                        Prepared(self.info, self.keep_refused, self.report))
+
+
+class ReplayPolicy:
+    """Replay as a MovePolicy (dlxtool.ops.pipeline): each dead letter to its origin as ReplayDecider decides it,
+    through the origins' routes (Routes: a temporary exchange per origin that keeps the routing key, or the
+    default exchange; each key checked against the origin's dead-letter exchange); an exchange origin is admitted
+    only where every queue it reaches has room (ExchangeTargets.admit)."""
+
+    what, nothing, publishes, saved = "replay", "nothing replayed", True, None
+
+    def __init__(self, settings: ReplaySettings, session: ReplaySession | None = None, *,
+                 routes: Routes | None = None) -> None:
+        self.settings = settings
+        self.source = settings.source
+        self.temporary_exchanges = not settings.default_exchange
+        # --edit: the messages shown are the selection; the read may end once all of them were met
+        self.limit = len(settings.edits) if settings.edits is not None else settings.selection.limit
+        if session is not None:
+            self.routes = routes or _routes(session, settings)
+            self.targets = _exchange_targets(session, settings)
+            self.waits = WaitQueues(_wait_router(session.source), settings.source)
+        else:  # a bare connection (the ops layer's tests): nothing asked of a management API
+            self.routes = routes or Routes(settings.default_exchange, exchanges=None, router=None,
+                                           allow_drop=settings.allow_dlx_drop)
+            self.targets = exchange_targets_for(settings, None, None)
+            self.waits = WaitQueues(None, settings.source)
+        self._decider: ReplayDecider | None = None
+
+    def decider(self, exchanges: TemporaryExchanges | None) -> Decide:
+        self.routes.exchanges = exchanges
+        self._decider = ReplayDecider(self.settings, routes=self.routes, wait_queues=self.waits,
+                                      exchange_targets=self.targets)
+        return self.routes.checked(self._decider)
+
+    def admit(self, rooms: Rooms) -> Admit:
+        return self.targets.admit(rooms)
+
+    def describe(self, target: str) -> str:
+        return self.targets.describe(target) or self.routes.describe(target)
+
+    def filled(self, result: TransferResult) -> list[str]:
+        return _moved_to(result, self.targets)
+
+    def notes(self) -> list[str]:
+        return self._decider.notes() if self._decider is not None else []
 
 
 def _moved_to(result: TransferResult, targets: ExchangeTargets) -> list[str]:
@@ -278,34 +280,6 @@ def _moved_to(result: TransferResult, targets: ExchangeTargets) -> list[str]:
         reach = targets.reaches.get(group)
         queues += [group] if reach is None else list(reach.queues or ())
     return queues
-
-
-@dataclass
-class _Publishing:
-    """The connections a replay publishes on: never the one it consumes on, so that a resource alarm, which
-    blocks the connections that publish, leaves the consumer's acks and give-backs flowing."""
-
-    target: Any | None  # moves (None: the source connection, where no profile can open another)
-    keep: Any | None    # stays, republished to the DLQ's tail (None: the source connection)
-    opened: tuple[Any, ...] = ()
-
-    def close(self) -> None:
-        from dlxtool.broker.connection import close_quietly
-
-        for conn in self.opened:
-            close_quietly(conn)  # a blocked one is dropped, not waited on
-
-
-def _publishing_connections(session: ReplaySession) -> _Publishing:
-    from dlxtool.broker.connection import connect
-
-    source = session.source
-    if source.profile is None:  # a caller with a connection only (tests of the ops layer)
-        return _Publishing(session.target_conn, None)
-    keep = connect(source.profile)
-    if session.target is not None:
-        return _Publishing(session.target.conn, keep, (keep,))
-    return _Publishing(keep, keep, (keep,))
 
 
 def plan_for(session: ReplaySession, settings: ReplaySettings, report: Reporter,
@@ -378,44 +352,22 @@ def _exchange_targets(session: ReplaySession, settings: ReplaySettings) -> Excha
 # -- running -----------------------------------------------------------------------------------------
 
 
-def replay(source_conn: Any, settings: ReplaySettings, options: Any, *, target_conn: Any | None = None,
-           keep_conn: Any | None = None,
-           timeout: float = 30.0, routes: Routes | None = None, wait_queues: WaitQueues | None = None,
-           rooms: Rooms | None = None, exchanges: TemporaryExchanges | None = None,
-           exchange_targets: ExchangeTargets | None = None) -> Any:
-    """Run the replay pass; returns the engine's TransferResult. The original-key route's temporary
-    exchanges are declared as targets come up and all deleted at the end. With `rooms`
-    (dlxtool.ops.capacity), a message whose origin has no room left stays in the DLQ: "origin full
-    (drop-head would push out its head)". `exchanges` given: the caller deletes them."""
-    from dlxtool.ops.engine import Transfer
+def replay(source_conn: AmqpConnection, settings: ReplaySettings, options: TransferOptions, *,
+           target_conn: AmqpConnection | None = None, timeout: float = 30.0, routes: Routes | None = None,
+           rooms: Rooms | None = None) -> TransferResult:
+    """The replay pass on bare connections (the ops layer's tests; `Replay` checks and prepares first): the engine's
+    TransferResult. Without `routes`, nothing is asked of a management API; with `rooms`, a message whose origin has
+    no room left stays in the DLQ."""
+    from dlxtool.ops.session import Session
 
-    if rooms is not None:
-        rooms.forget()  # the plan's figures are as old as the user's reading of it
-        options.admit = rooms.admit
-        options.nack_copies = rooms.nack_copies
-
-    routes = routes or Routes(settings.default_exchange, exchanges=None, router=None,
-                              allow_drop=settings.allow_dlx_drop)
-    owned = exchanges is None
-    if owned and not settings.default_exchange:
-        exchanges = TemporaryExchanges(target_conn or source_conn, timeout)
-    routes.exchanges = exchanges
-    decider = ReplayDecider(settings, routes=routes, wait_queues=wait_queues, exchange_targets=exchange_targets)
-    if rooms is not None:
-        decider.exchange_targets.guard(options, rooms)  # the queues an exchange origin reaches
-    # --edit: the messages shown are the selection; the read may end once all of them were met
-    options.limit = len(settings.edits) if settings.edits is not None else settings.selection.limit
-    try:
-        result = Transfer(source_conn, settings.source, routes.checked(decider), target_conn=target_conn,
-                          keep_conn=keep_conn, options=options, timeout=timeout).run()
-        result.notes.extend(decider.notes())
-        return result
-    finally:
-        if owned and exchanges is not None:
-            exchanges.delete_all()
+    session = MoveSession(Session(source_conn, "/", "", timeout),
+                          Session(target_conn, "/", "", timeout) if target_conn is not None else None, rooms=rooms)
+    run = run_move(session, ReplayPolicy(settings, routes=routes), options)
+    run.clean_up()
+    return run.result
 
 
-def plan(records: Iterable[MessageRecord], snapshot: int, settings: ReplaySettings, *, conn: Any,
+def plan(records: Iterable[MessageRecord], snapshot: int, settings: ReplaySettings, *, conn: AmqpConnection,
          timeout: float = 30.0, rooms: Rooms | None = None, router: Router | None = None,
          wait_router: Router | None = None, exchange_targets: ExchangeTargets | None = None) -> ReplayPlan:
     """What a replay would do with `records` (the first messages of a DLQ of `snapshot`, read and given back), as the
@@ -498,7 +450,7 @@ def _plan_exchange(origin: OriginPlan, reach: Reach, rooms: Rooms | None) -> Non
         origin.full_reason = full_reason(rooms.role, tightest)
 
 
-def queue_exists(conn: Any, queue: str, timeout: float = 30.0) -> bool:
+def queue_exists(conn: AmqpConnection, queue: str, timeout: float = 30.0) -> bool:
     """Passive declare on a throwaway channel (a missing queue closes the channel it is asked on)."""
     from dlxtool.broker import queues
 

@@ -25,12 +25,16 @@ import functools
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from dlxtool.broker.management import POLICIES_PENDING
 from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError
 from dlxtool.ops.stay import Stay, Why
+
+if TYPE_CHECKING:
+    from dlxtool.broker.connection import AmqpConnection
+    from dlxtool.ops.actions import Decide
 
 # The dead-letter questions of a queue whose policies the management API does not show yet (QueueInfo)
 POLICIES_UNREAD = f"its dead-letter exchange cannot be read: {POLICIES_PENDING}"
@@ -501,7 +505,7 @@ class Routes:
             route = self._by_name[target] = self._noted(self._default_exchange_route(target))
         return route
 
-    def checked(self, decide: Any) -> Any:
+    def checked(self, decide: Decide) -> Decide:
         """`decide` (an engine decider: record → Decision, maybe with a `.raw` fast path) with each move that
         keeps its routing key — through a temporary exchange — checked by `key`. A move on the default
         exchange was checked with its target already."""
@@ -626,7 +630,7 @@ class TemporaryExchanges:
     queue. Not auto-delete: deleting the queue mid-run must make publishes unroutable (returned),
     not make the exchange vanish (which would close the channel)."""
 
-    def __init__(self, connection: Any, timeout: float = 30.0, purpose: str = "replay") -> None:
+    def __init__(self, connection: AmqpConnection, timeout: float = 30.0, purpose: str = "replay") -> None:
         self.connection = connection
         self.purpose = purpose  # in the names: dlxtool.replay.…, dlxtool.load.…, dlxtool.purge.…
         self.timeout = timeout

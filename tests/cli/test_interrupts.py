@@ -158,15 +158,17 @@ def _engine_command(name: str, broker, qname: str, tmp_path: Path) -> tuple[list
         return ["load", str(records), "--yes"], "dlxtool.ops.load.load"
     broker.publish(qname, [f"m{i}".encode() for i in range(30)])
     return {
+        # the one move pipeline's run (dlxtool.ops.pipeline.run_move), as each command module reaches it
         "dump --remove": (["dump", qname, "--remove", "-o", str(tmp_path / "out.jsonl"), "--yes"],
-                          "dlxtool.ops.purge.drain"),
+                          "dlxtool.ops.pipeline.run_move"),
         "purge --backup": (["purge", qname, "--backup", str(tmp_path / "b.jsonl"), "--yes"],
-                           "dlxtool.ops.purge.run_reading_purge"),
-        "replay --to": (["replay", qname, "--to", f"{qname}.to", "--yes"], "dlxtool.ops.replay.replay"),
+                           "dlxtool.ops.pipeline.run_move"),
+        "replay --to": (["replay", qname, "--to", f"{qname}.to", "--yes"], "dlxtool.ops.replay.run_move"),
+        "move": (["move", qname, f"{qname}.to", "--yes"], "dlxtool.ops.pipeline.run_move"),
     }[name]
 
 
-@pytest.mark.parametrize("name", ["dump --remove", "purge --backup", "replay --to", "load"])
+@pytest.mark.parametrize("name", ["dump --remove", "purge --backup", "replay --to", "move", "load"])
 def test_ctrl_c_as_the_run_ends_still_prints_the_summary(run, broker, qname, tmp_path, monkeypatch, name) -> None:
     args, engine = _engine_command(name, broker, qname, tmp_path)
     _ctrl_c_as_it_returns(monkeypatch, engine)

@@ -15,7 +15,7 @@ import pika
 import pytest
 
 from dlxtool.ops.actions import Action, Decision
-from dlxtool.ops.engine import Transfer, TransferOptions
+from dlxtool.ops.engine import RunHooks, Transfer, TransferOptions
 from dlxtool.record import MessageRecord
 
 KIB = 1024
@@ -114,7 +114,7 @@ def test_the_average_from_the_api_sets_the_first_window(broker, qname) -> None:
     conn = connect(broker)
     try:
         transfer = Transfer(conn, source, lambda _r: Decision(Action.MOVE, target, "", target), options=TransferOptions(
-            prefetch=2000, max_bytes=1024 * KIB, size_hint=64 * KIB, handle_sigint=False))
+            prefetch=2000, max_bytes=1024 * KIB, handle_sigint=False), hooks=RunHooks(size_hint=64 * KIB))
         result = transfer.run()
     finally:
         conn.close()
@@ -150,7 +150,7 @@ def test_a_narrow_window_still_gives_back_in_place_what_stays(broker, qname) -> 
     conn = connect(broker)
     try:
         transfer = Transfer(conn, qname, lambda _r: Decision.keep(), options=TransferOptions(
-            max_bytes=128 * KIB, hold_stays=True, handle_sigint=False))
+            max_bytes=128 * KIB, handle_sigint=False), hooks=RunHooks(hold_stays=True))
         result = transfer.run()
     finally:
         conn.close()
