@@ -225,7 +225,9 @@ class GuardReport:
             "canary": self.canary.to_json() if self.canary else None,
             "brake": {"fraction": s.brake, "window": s.brake_window, "minimum": s.brake_minimum,
                       "tripped": self.brake} if s.brake is not None else None,
-            "moved_and_stayed_out": self.stayed_out, "moved_and_died_again": self.died_again,
+            # not known without a tap (or after it stopped): null, not 0
+            "moved_and_stayed_out": self.stayed_out if self.not_watching is None else None,
+            "moved_and_died_again": self.died_again if self.not_watching is None else None,
             "died_again_by_failure": self.groups(),
         }
 
@@ -303,13 +305,16 @@ class Guard:
                                         "(with --rate/--batch for a small blast radius)")
             self.report.warn(f"the brake is off: {self.guard.not_watching} (docs/canary.md)")
         elif self.tap is not None:
-            self.report.info(f"watching for this run's messages dying again: a tap on {self.guard.watching}")
+            self.report.detail(f"watching for this run's messages dying again: a tap on {self.guard.watching}")
         try:
             return self._passes(replay, options)
         finally:
             if self.tap is not None:
                 self.tap.stop(linger=0.3)  # dead letters already routed reach the tap within moments
                 self.guard.deaths = self.tap.died()
+                if self.tap.error is not None:  # it stopped watching mid-run (its connection went)
+                    self.guard.not_watching = f"the tap stopped watching during the run: {self.tap.error}"
+                    self.report.warn(f"{self.guard.not_watching}; the brake was off from then on")
 
     def _passes(self, replay: Replay, options: TransferOptions) -> ReplayRun:
         s = self.settings
@@ -383,6 +388,7 @@ class Guard:
         stopped = verdict.decided in ("failed", "undecided", "interrupted") or run.result.error is not None \
             or run.result.interrupted or _signalled()
         facts: dict[str, Any] = {"decision": "stop" if stopped else "go on", **verdict.to_json()}
+        facts["picked"] = facts["picked"][:100]  # the journal's line stays small; the summary lists them all
         self.decided("canary", facts)
         if stopped:
             self.guard.stopped = "canary"
