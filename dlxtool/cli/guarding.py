@@ -125,8 +125,23 @@ class Guarding:
     def run(self, replay: Any, options: Any) -> Any:
         return self.guard.run(replay, options)
 
+    def check(self, replay: Any) -> None:
+        """Before the plan is read: --canary where no tap can be made is refused (exit 6, nothing changed)."""
+        self.guard.check(replay)
+
     def outcome(self, run: Any) -> Any:
-        return self.guard.outcome(run)
+        """The guard's outcome; a stop's hint names the command that resumes (secrets masked)."""
+        from dataclasses import replace
+
+        from dlxtool import secrets
+
+        outcome = self.guard.outcome(run)
+        if self.guard.guard.stopped and outcome.status.value == "stopped" and self.app.argv:
+            import shlex
+
+            command = shlex.join(["dlxtool", *(secrets.scrub(a) for a in self.app.argv)])
+            outcome = replace(outcome, hint=f"{outcome.hint}; to resume: {command}")
+        return outcome
 
     def counts(self) -> dict[str, Any]:
         g = self.guard.guard

@@ -257,6 +257,9 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
                                     app.session(target_profile, target_conn) if target_profile else None,
                                     plan_limit=app.config().dump_unacked_limit)
         replay = ops.Replay(session, settings, app, dry_run=dry_run)
+        guarding = Guarding(app, guard, journaled, yes=yes) if guard.watches or guard.batch else None
+        if guarding and not dry_run:
+            guarding.check(replay)  # --canary without a way to watch: refused before anything is read
         # --yes: no plan (read as peek reads: some quorum queues need a flag for it); --edit showed its diff instead
         if edits is None and (dry_run or not yes):
             read = make_read_options(app, None, max_unacked=max_unacked, allow_reorder=allow_reorder,
@@ -276,7 +279,6 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
             journaled.started(profile, [dlq, to_queue or ""], files=[save_file] if save_file else [])
             options = TransferOptions(prefetch=prefetch, window=window, rate=rate, sink=sink, progress=bar,
                                       max_bytes=app.max_bytes)
-            guarding = Guarding(app, guard, journaled, yes=yes) if guard.watches or guard.batch else None
             run = guarding.run(replay, options) if guarding else replay.run(options)
         if guarding:  # --canary, the brake, --batch: dlxtool.cli.guarding
             guarding.render(app, run, _render_result)

@@ -250,7 +250,20 @@ class Guard:
 
     # -- watching ---------------------------------------------------------------------------------------------
 
-    def _open_tap(self, replay: Replay) -> None:
+    def check(self, replay: Replay) -> None:
+        """Before anything is read: a canary needs a tap; where the DLQ's bindings say none can be made, refused."""
+        from dlxtool.errors import RefusedError
+
+        if not self.settings.wants_canary:
+            return
+        why = self._tap_refusal(replay)[0]
+        if why is not None:
+            raise RefusedError(f"--canary needs to watch the DLQ, and cannot: {why}; nothing was changed",
+                               hint="bind the DLQ to its dead-letter exchange, or replay without --canary "
+                                    "(with --rate/--batch for a small blast radius)")
+
+    def _tap_refusal(self, replay: Replay) -> tuple[str | None, list[Any]]:
+        """(why no tap can be made or None, the DLQ's bindings)."""
         source = replay.session.source
         why = None
         bindings = []
@@ -266,6 +279,11 @@ class Guard:
                        "(x-dead-letter-exchange \"\"), which cannot be tapped")
         if why is None and source.profile is None:
             why = "no broker profile to open the tap's connection with"
+        return why, bindings
+
+    def _open_tap(self, replay: Replay) -> None:
+        source = replay.session.source
+        why, bindings = self._tap_refusal(replay)
         if why is None:
             from dlxtool.broker.connection import connect
 
@@ -481,7 +499,9 @@ class Guard:
                            if c.decided == "failed" else
                            "check the origins' consumers; --canary-wait SECONDS waits longer")
         if g.stopped == "brake":
-            left = f"the rest is still in {run.result.source}"
+            depth = run.depths.get(run.result.source, {}).get("ready")
+            left = (f"{depth} message(s) in {run.result.source} now (the rest, and what died again)"
+                    if depth is not None else f"the rest is still in {run.result.source}")
             return Outcome(Status.STOPPED, f"replay stopped by the brake: {g.brake}; {run.result.moved_total} "
                            f"replayed, {g.died_again} seen to die again, {left}",
                            "fix what the failures say, then run the same command again to resume (--max-replays 1 "

@@ -30,7 +30,8 @@ class Shop:
     ids: list[str]
 
 
-def _fill(broker: BrokerEnv, prefix: str, currencies: list[str], *, origin_type: str) -> Shop:
+def _fill(broker: BrokerEnv, prefix: str, currencies: list[str], *, origin_type: str,
+          dlq_type: str = "classic") -> Shop:
     """An origin whose dead-letter exchange (fanout) feeds the DLQ, a parking-lot exchange bound to the DLQ too;
     one message per currency in `currencies`, all rejected once by a consumer (the broker dead-letters them)."""
     work, dlq, dlx, parking = f"{prefix}.work", f"{prefix}.dlq", f"{prefix}.dlx", f"{prefix}.parking"
@@ -41,7 +42,7 @@ def _fill(broker: BrokerEnv, prefix: str, currencies: list[str], *, origin_type:
     with broker.channel() as ch:
         ch.exchange_declare(dlx, "fanout")
         ch.exchange_declare(parking, "direct")
-        ch.queue_declare(dlq, durable=True)
+        ch.queue_declare(dlq, durable=True, arguments=broker.quorum_without_limit() if dlq_type == "quorum" else None)
         ch.queue_bind(dlq, dlx)
         ch.queue_bind(dlq, parking, routing_key="parked")
         ch.queue_declare(work, durable=True, arguments=args)
@@ -165,6 +166,22 @@ def test_canary_catches_a_fix_that_did_not_work_and_nothing_else_moves(run, brok
     in_origin, in_dlq = _nothing_lost(broker, shop, consumer)
     assert sorted(consumer.consumed) == ["m-0000", "m-0001", "m-0003", "m-0028"]
     assert not in_origin and len(in_dlq) == 26  # 24 never replayed + the 2 that died again
+
+
+def test_canary_on_a_quorum_dlq(run, broker, qname):
+    """A quorum DLQ: what the canary pass reads and does not pick goes to the DLQ's tail (a give-back would spend a
+    delivery attempt); still nothing else moves, nothing is lost."""
+    currencies = ["SEK" if i % 3 == 2 else "CHF" for i in range(30)]
+    shop = _fill(broker, qname, currencies, origin_type="quorum", dlq_type="quorum")
+    with Consumer(broker, shop, "reject") as consumer:
+        result = _replay(run, broker, shop.dlq, "--canary", "6", "--canary-wait", "20")
+        time.sleep(0.3)
+    assert result.exit_code == 8, result.stderr
+    out = json.loads(result.stdout)
+    assert out["guard"]["canary"]["verdict"] == "failed" and out["moved_total"] == 6
+    assert out["republished_to_tail"] == 24
+    in_origin, in_dlq = _nothing_lost(broker, shop, consumer)
+    assert not in_origin and len(in_dlq) == 26 and len(consumer.consumed) == 4
 
 
 def test_brake_stops_a_run_whose_failures_begin_after_the_canary(run, broker, qname, origin_type, monkeypatch):
