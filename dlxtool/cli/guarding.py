@@ -24,7 +24,7 @@ then holds no ready message for 2 s passes. It waits at most
 nothing more moves, the failures are named, exit 8. Else the run goes on
 (asking again without --yes).
 The brake (on by default, --no-brake) watches the whole run: when more
-than --brake (default 10%) of the last 100 messages replayed died again
+than --brake (default 10%) of the last 50 messages replayed died again
 (3 at least), it stops publishing, gives back what it holds and says
 what died again, by failure, with an example (exit 8).
 Watching is a tap: a temporary exclusive queue bound to the exchanges
@@ -140,7 +140,7 @@ class Guarding:
             import shlex
 
             command = shlex.join(["dlxtool", *(secrets.scrub(a) for a in self.app.argv)])
-            outcome = replace(outcome, hint=f"{outcome.hint}; to resume: {command}")
+            outcome = replace(outcome, hint=f"{outcome.hint}: {command}")
         return outcome
 
     def counts(self) -> dict[str, Any]:

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 NOT_IN_CANARY = "not in the canary (stays for the run after it)"
 CANARY_SCAN = 1000      # the canary pass reads at most max(CANARY_SCAN, 20 × N) messages of the DLQ's head
 BRAKE_DEFAULT = 0.10
-BRAKE_WINDOW = 100
+BRAKE_WINDOW = 50
 BRAKE_MINIMUM = 3
 GRACE = 2.0             # an origin with no ready message for this long: its canaries were taken and not returned
 
@@ -465,9 +465,10 @@ class Guard:
             run = canary
             r = run.result
             held = r.kept.pop(NOT_IN_CANARY, 0)
-            if held:
-                r.kept["not replayed: the run stopped after the canary" if self.guard.stopped == "canary"
-                       else "beyond --limit"] = held
+            if held and self.guard.stopped == "canary":  # left in the DLQ by the guard, not by the selection
+                r.left["not replayed: the run stopped after the canary"] = held
+            elif held:
+                r.kept["beyond --limit"] = held
             self.guard.moved = r.moved_total
             return run
         if canary is not None:
@@ -497,7 +498,8 @@ class Guard:
                            f"still in {run.result.source}",
                            "fix what the failures say, then run the same command again"
                            if c.decided == "failed" else
-                           "check the origins' consumers; --canary-wait SECONDS waits longer")
+                           "check the origins' consumers, then run the same command again (--canary-wait SECONDS "
+                           "waits longer)")
         if g.stopped == "brake":
             depth = run.depths.get(run.result.source, {}).get("ready")
             left = (f"{depth} message(s) in {run.result.source} now (the rest, and what died again)"
