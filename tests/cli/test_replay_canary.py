@@ -225,6 +225,20 @@ def test_a_fix_that_works_finishes_with_no_stop(run, broker, qname, origin_type)
     assert not in_dlq and not in_origin and len(consumer.consumed) == 40
 
 
+def test_canary_undecided_when_no_consumer_takes_them(run, broker, qname):
+    """No consumer on the origin: the canaries neither die nor leave; after --canary-wait the run stops there."""
+    shop = _fill(broker, qname, ["CHF"] * 10, origin_type="classic")
+    started = time.monotonic()
+    result = _replay(run, broker, shop.dlq, "--canary", "2", "--canary-wait", "1.5")
+    assert result.exit_code == 8, result.stderr
+    assert time.monotonic() - started < 15
+    guard = json.loads(result.stdout)["guard"]
+    assert guard["canary"]["verdict"] == "undecided" and guard["canary"]["undecided"] == 2
+    assert "not seen to leave their origin" in result.stderr
+    assert sorted(_ids_in(broker, shop.work)) == ["m-0000", "m-0001"]
+    assert sorted(_ids_in(broker, shop.dlq)) == shop.ids[2:]
+
+
 def test_canary_refused_where_the_dlq_cannot_be_tapped(run, broker, qname):
     """A DLQ fed through the default exchange (x-dead-letter-exchange ""): no tap; --canary refuses (nothing
     changed), a plain replay goes on with the brake off, said."""
