@@ -146,7 +146,7 @@ class Guarding:
     def counts(self) -> dict[str, Any]:
         g = self.guard.guard
         out: dict[str, Any] = {}
-        if g.not_watching is None and self.guard.tap is not None:
+        if g.watched:
             out.update(moved_and_stayed_out=g.stayed_out, moved_and_died_again=g.died_again)
         if g.stopped:
             out["stopped_by"] = g.stopped
@@ -166,7 +166,7 @@ class Guarding:
             said = {"passed": f"all {c.moved} passed", "failed": f"{len(c.failed)} of {c.moved} died again",
                     "undecided": f"{c.moved} undecided after {c.waited:.0f}s"}.get(c.decided, c.decided)
             app.info(f"canary: {said} (waited {c.waited:.1f}s; origins {', '.join(c.origins) or '-'})")
-        if g.not_watching is None and (g.died_again or c is not None):  # else: the replay's line says it all
+        if g.watched and (g.died_again or c is not None):  # else: the replay's line says it all
             app.info(f"moved and stayed out: {g.stayed_out}; moved and died again: {g.died_again} (as the tap saw "
                      "them by the end of the run)")
         groups = g.groups()

@@ -201,6 +201,11 @@ class GuardReport:
     moved: int = 0                   # every message this run moved (canary included)
 
     @property
+    def watched(self) -> bool:
+        """A tap watched the whole run (else what died again is not known)."""
+        return self.watching is not None and self.not_watching is None
+
+    @property
     def died_again(self) -> int:
         return len(self.deaths)
 
@@ -226,8 +231,8 @@ class GuardReport:
             "brake": {"fraction": s.brake, "window": s.brake_window, "minimum": s.brake_minimum,
                       "tripped": self.brake} if s.brake is not None else None,
             # not known without a tap (or after it stopped): null, not 0
-            "moved_and_stayed_out": self.stayed_out if self.not_watching is None else None,
-            "moved_and_died_again": self.died_again if self.not_watching is None else None,
+            "moved_and_stayed_out": self.stayed_out if self.watched else None,
+            "moved_and_died_again": self.died_again if self.watched else None,
             "died_again_by_failure": self.groups(),
         }
 

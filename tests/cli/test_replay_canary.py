@@ -239,6 +239,20 @@ def test_canary_undecided_when_no_consumer_takes_them(run, broker, qname):
     assert sorted(_ids_in(broker, shop.dlq)) == shop.ids[2:]
 
 
+def test_batches_pause_between_them(run, broker, qname):
+    """--batch N --pause D without any watching (--no-brake): the pauses are taken, everything moves."""
+    shop = _fill(broker, qname, ["CHF"] * 30, origin_type="classic")
+    started = time.monotonic()
+    result = _replay(run, broker, shop.dlq, "--no-brake", "--batch", "10", "--pause", "0.6")
+    elapsed = time.monotonic() - started
+    assert result.exit_code == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["moved_total"] == 30 and out["guard"]["watching"] is None and out["guard"]["brake"] is None
+    assert out["guard"]["moved_and_died_again"] is None  # not watched: not known
+    assert elapsed >= 1.2, "two pauses: after the 10th and the 20th"
+    assert broker.queue_depth(shop.work) == 30
+
+
 def test_canary_refused_where_the_dlq_cannot_be_tapped(run, broker, qname):
     """A DLQ fed through the default exchange (x-dead-letter-exchange ""): no tap; --canary refuses (nothing
     changed), a plain replay goes on with the brake off, said."""
