@@ -368,7 +368,10 @@ class Guard:
             run = None if limit == 0 else replay.run(main)  # -n: the canary took all of it
         finally:
             replay.settings = settings
-        if self.brake is not None and self.brake.tripped is not None:
+        if self.brake is not None and self.brake.tripped is not None and run is not None \
+                and not run.result.unprocessed:  # it tripped once everything was read: nothing was left to stop
+            self.report.warn(f"the brake tripped after the last message was replayed: {self.brake.tripped}")
+        elif self.brake is not None and self.brake.tripped is not None:
             self.guard.stopped, self.guard.brake = "brake", self.brake.tripped
             died = self.tap.died(self.main_run) if self.tap else []
             self.decided("brake", {"decision": "stopped", "why": self.brake.tripped,

@@ -206,6 +206,10 @@ def test_brake_stops_a_run_whose_failures_begin_after_the_canary(run, broker, qn
     assert len(never) >= 50 and all(int(m[2:]) >= 150 for m in never)
     assert sorted(consumer.consumed) == shop.ids[:150]  # every CHF went through
     assert not in_origin
+    runs = json.loads(run("journal", "--format", "json").stdout)
+    decisions = {d["kind"]: d for d in runs[-1]["decisions"]}
+    assert decisions["canary"]["decision"] == "go on" and decisions["brake"]["decision"] == "stopped"
+    assert runs[-1]["status"] == "stopped" and runs[-1]["counts"]["stopped_by"] == "brake"
 
 
 def test_a_fix_that_works_finishes_with_no_stop(run, broker, qname, origin_type):
