@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from dlxtool.record import MessageRecord
 
 NOT_IN_CANARY = "not in the canary (stays for the run after it)"
-CANARY_SCAN = 1000      # the canary pass reads at most max(CANARY_SCAN, 20 × N) messages of the DLQ's head
+CANARY_SCAN = 1000      # the canary pass reads max(CANARY_SCAN, 20 × N) messages of the DLQ's head,
+CANARY_SCAN_MAX = 20_000  # at most this many (or N, where N is more)
 BRAKE_DEFAULT = 0.10
 BRAKE_WINDOW = 50
 BRAKE_MINIMUM = 3
@@ -388,7 +389,8 @@ class Guard:
         size = s.canary_size(depth)
         if replay.settings.selection.limit is not None:
             size = min(size, replay.settings.selection.limit)
-        scan = max(CANARY_SCAN, 20 * size)
+        # what it reads: enough to meet the run's failure groups, bounded (on a classic DLQ it holds them unacked)
+        scan = max(size, min(max(CANARY_SCAN, 20 * size), CANARY_SCAN_MAX))
         picker = CanaryPicker(size, min(scan, depth))
         opts = replace_options(options)
         opts.pick, opts.read_at_most = picker, scan
