@@ -360,9 +360,11 @@ class Guard:
         replay.settings = replace(settings, run_id=self.main_run,
                                   selection=replace(settings.selection, limit=limit))
         main = replace_options(options)
+        main.stop = self.stop
         if self.tap is not None and s.brake is not None:
             self.brake = Brake(s.brake, s.brake_window, s.brake_minimum)
-            main.stop = self.stop
+        if _signalled():  # a stop signal while the tap was set up or the canary was watched: the run stops at once
+            self.stop.set()
         if s.batch or (s.rate and main.rate):
             main.pace, main.rate = Pacer(s.rate, s.batch, s.pause), None
         try:

@@ -9,9 +9,13 @@ then acking. Every case checks that nothing is lost: every message id is in the 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pika
@@ -19,6 +23,8 @@ import pytest
 
 from dlxtool.ops import canary as canary_ops
 from tests.support.broker import BrokerEnv
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -293,3 +299,55 @@ def test_journal_records_the_canary_decision(run, broker, qname, cli_env):
     assert last["status"] == "stopped"
     (decision,) = last["decisions"]
     assert decision["kind"] == "canary" and decision["decision"] == "stop" and decision["failed"] == 1
+
+
+# -- stop signals: a guarded run stops as any replay does --------------------------------------------------------
+
+
+def _dlxtool(args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "dlxtool", *args],
+                            env={**env, "PYTHONPATH": str(ROOT), "PYTHONFAULTHANDLER": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_the_canary_wait_stops_there(broker, qname, cli_env, sig) -> None:
+    """No consumer: the canary waits; a stop signal ends the wait, nothing more moves, its exit code."""
+    shop = _fill(broker, qname, ["CHF"] * 20, origin_type="classic")
+    proc = _dlxtool(["replay", shop.dlq, "--url", broker.url, "--yes", "--format", "json", "--canary", "2",
+                     "--canary-wait", "60"], cli_env)
+    seen = ""
+    while "then watching them" not in seen:
+        line = proc.stderr.readline().decode()
+        assert line, seen
+        seen += line
+    time.sleep(1.0)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, seen + err.decode()
+    assert b"Traceback" not in err
+    summary = json.loads(out)
+    assert summary["moved_total"] == 2 and summary["guard"]["canary"]["verdict"] == "interrupted"
+    assert sorted(_ids_in(broker, shop.work)) == ["m-0000", "m-0001"]
+    assert sorted(_ids_in(broker, shop.dlq)) == shop.ids[2:]
+
+
+def test_a_signal_during_a_braked_run_stops_it_as_ctrl_c_does(broker, qname, cli_env) -> None:
+    shop = _fill(broker, qname, ["CHF"] * 200, origin_type="classic")
+    with Consumer(broker, shop, "ok") as consumer:
+        proc = _dlxtool(["replay", shop.dlq, "--url", broker.url, "--yes", "--format", "json", "--rate", "50"],
+                        {**cli_env, "DLXTOOL_PROGRESS_INTERVAL": "0.5"})
+        seen = ""
+        while "replaying:" not in seen:  # a progress line: the run is under way
+            line = proc.stderr.readline().decode()
+            assert line, seen
+            seen += line
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        time.sleep(0.3)
+    assert proc.returncode == 130, err.decode()
+    assert out, err.decode()
+    summary = json.loads(out)
+    assert 0 < summary["moved_total"] < 200 and summary["guard"]["stopped"] is None
+    in_origin, in_dlq = _nothing_lost(broker, shop, consumer)
+    assert len(in_dlq) == 200 - summary["moved_total"]
