@@ -200,6 +200,7 @@ class GuardReport:
     stopped: str | None = None       # canary | brake | None
     deaths: list[Death] = field(default_factory=list)
     moved: int = 0                   # every message this run moved (canary included)
+    unwatched: dict[str, str] = field(default_factory=dict)  # origin -> why the tap cannot see its dead letters
 
     @property
     def watched(self) -> bool:
@@ -226,6 +227,7 @@ class GuardReport:
         s = self.settings
         return {
             "run_id": self.run_id, "watching": self.watching, "not_watching": self.not_watching,
+            "origins_not_watched": dict(self.unwatched),
             "stopped": self.stopped, "stop_reason": self.brake if self.stopped == "brake" else (
                 f"canary {self.canary.decided}" if self.stopped == "canary" and self.canary else None),
             "canary": self.canary.to_json() if self.canary else None,
@@ -253,6 +255,7 @@ class Guard:
         self.tap: Tap | None = None
         self.brake: Brake | None = None
         self.stop = threading.Event()
+        self._checked_origins: set[str] = set()
 
     # -- watching ---------------------------------------------------------------------------------------------
 
@@ -283,6 +286,9 @@ class Guard:
             if why is None and not bindings:
                 why = ("the DLQ is bound to no exchange: dead letters reach it through the default exchange "
                        "(x-dead-letter-exchange \"\"), which cannot be tapped")
+        if why is None and replay.session.target is not None:
+            why = ("--target-broker: the origins are on another broker, where what dies again goes to that broker's "
+                   "queues")
         if why is None and source.profile is None:
             why = "no broker profile to open the tap's connection with"
         return why, bindings
@@ -306,6 +312,40 @@ class Guard:
                 why = exc.message
         if why is not None:
             self.guard.not_watching = why
+
+    def _say_unwatched(self, replay: Replay, origins: list[str]) -> None:
+        """Origins whose own dead-letter route the tap cannot see (said once each): what the broker dead-letters
+        there goes elsewhere, or nowhere. A framework that parks failures through an exchange the DLQ is bound to is
+        still seen, so this is a warning, not a stop."""
+        from dlxtool.ops.routes import usable_router
+
+        to = replay.session.to
+        router = usable_router(to.management, to.vhost)
+        if router is None or self.tap is None:
+            return
+        tapped = {b.exchange for b in self.tap.bindings}
+        for queue in origins:
+            if queue in self._checked_origins:
+                continue
+            self._checked_origins.add(queue)
+            try:
+                info = router.queue(queue)
+            except Exception:  # noqa: BLE001 - a check that informs: not made, nothing said
+                continue
+            if info is None or not info.policies_known:
+                continue
+            dlx = info.dead_letter_exchange
+            if dlx is None:
+                why = "has no dead-letter exchange: what fails there and is rejected is dropped, unseen"
+            elif dlx == "":
+                why = "dead-letters through the default exchange, which the tap cannot see"
+            elif dlx not in tapped:
+                why = f"dead-letters to {dlx!r}, to which {replay.settings.source!r} is not bound"
+            else:
+                continue
+            self.guard.unwatched[queue] = why
+            self.report.warn(f"the tap cannot see what the broker dead-letters from {queue!r}: it {why} (a "
+                             "framework that parks failures through the DLQ's exchanges is still seen)")
 
     def _on_death(self, death: Death) -> None:
         """The tap's thread: a death of the main pass may trip the brake (the engine checks the event between
@@ -371,6 +411,8 @@ class Guard:
             run = None if limit == 0 else replay.run(main)  # -n: the canary took all of it
         finally:
             replay.settings = settings
+        if run is not None:
+            self._say_unwatched(replay, list(dict.fromkeys(run.filled)))
         if self.brake is not None and self.brake.tripped is not None and run is not None \
                 and not run.result.unprocessed:  # it tripped once everything was read: nothing was left to stop
             self.report.warn(f"the brake tripped after the last message was replayed: {self.brake.tripped}")
@@ -413,6 +455,7 @@ class Guard:
             replay.settings, replay.keep_refused = settings, keep_refused
         run.clean_up()  # its temporary exchanges: what they carried is at the origins
         run.clean_up = lambda: None
+        self._say_unwatched(replay, list(dict.fromkeys(run.filled)))
         verdict = self._watch(run, size, picker, replay)
         self.guard.canary = verdict
         stopped = verdict.decided in ("failed", "undecided", "interrupted") or run.result.error is not None \

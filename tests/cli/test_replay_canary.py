@@ -249,6 +249,45 @@ def test_canary_undecided_when_no_consumer_takes_them(run, broker, qname):
     assert sorted(_ids_in(broker, shop.dlq)) == shop.ids[2:]
 
 
+def test_an_origin_whose_dead_letters_go_elsewhere_is_said(run, broker, qname):
+    """The origin's dead-letter exchange changed (a policy) since its messages died: what dies there now goes to
+    another queue, which the tap on this DLQ cannot see; said, and named in the JSON."""
+    from urllib.parse import quote
+
+    work, dlq, dlx, other = f"{qname}.work", f"{qname}.dlq", f"{qname}.dlx", f"{qname}.other"
+    vhost = quote(broker.vhost, safe="")
+
+    def policy(exchange: str) -> None:
+        broker.mgmt.request("PUT", f"policies/{vhost}/{qname}-dlx",
+                            {"pattern": f"^{qname}\\.work$", "apply-to": "queues", "priority": 1,
+                             "definition": {"dead-letter-exchange": exchange}})
+
+    with broker.channel() as ch:
+        for exchange, queue in ((dlx, dlq), (other, f"{other}.q")):
+            ch.exchange_declare(exchange, "fanout")
+            ch.queue_declare(queue, durable=True)
+            ch.queue_bind(queue, exchange)
+        ch.queue_declare(work, durable=True)
+    policy(dlx)
+    time.sleep(0.5)  # a policy applies within moments
+    with broker.channel() as ch:
+        ch.basic_publish("", work, b"x", pika.BasicProperties(message_id="m-0"))
+        method = None
+        while method is None:
+            method, _p, _b = ch.basic_get(work, auto_ack=False)
+        ch.basic_reject(method.delivery_tag, requeue=False)
+    assert broker.wait_depth(dlq, 1) == 1
+    policy(other)
+    deadline = time.monotonic() + 10
+    while broker.mgmt.get(f"queues/{vhost}/{quote(work, safe='')}").get("effective_policy_definition", {}).get(
+            "dead-letter-exchange") != other and time.monotonic() < deadline:
+        time.sleep(0.2)
+    result = _replay(run, broker, dlq, "--canary", "1", "--canary-wait", "1")
+    assert "the tap cannot see what the broker dead-letters from" in result.stderr, result.stderr
+    assert json.loads(result.stdout)["guard"]["origins_not_watched"] == {
+        work: f"dead-letters to {other!r}, to which {dlq!r} is not bound"}
+
+
 def test_batches_pause_between_them(run, broker, qname):
     """--batch N --pause D without any watching (--no-brake): the pauses are taken, everything moves."""
     shop = _fill(broker, qname, ["CHF"] * 30, origin_type="classic")
