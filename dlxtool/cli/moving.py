@@ -111,6 +111,13 @@ class Journaled:
         self.app.unended_run = None
         self._said()
 
+    def decision(self, kind: str, facts: dict[str, Any]) -> None:
+        """A decision the run took on its own (replay's canary verdict, its brake), between its start and end."""
+        if self.journal is None or self.run is None:
+            return
+        self.journal.decision(self.run, kind, facts)
+        self._said()
+
     def _said(self) -> None:
         if self.journal.problem is not None:
             self.app.warn(self.journal.problem)
@@ -192,14 +199,16 @@ def write_id_list(app: App, verb: str, rows: list[tuple[str, str]], total: int |
 def run_moving(app: App, ctrl_c: Any, *, command: str, profile: Any, queues: list[str], label: str,
                save_file: str | None, run: Callable[[Any, Any], Any], render: Callable[[Any], None],
                counts: Callable[[Any], dict[str, Any]] | None = None,
-               outcome: Callable[[Any], Any] | None = None) -> Any:
+               outcome: Callable[[Any, Any], Any] | None = None, journaled: Journaled | None = None) -> Any:
     """The part every command that moves messages shares once it was confirmed (dlxtool.ops.pipeline runs the move
     itself): the record file (--save), the progress bar, Ctrl-C armed (a stop signal from here on ends with a
     summary), the journal's start and end, the summary (`render`), the notes, the temporary exchanges deleted once
     the summary is out, the outcome. `run(sink, progress)` runs the move (a MoveRun); `counts` adds to the journal's
-    counts, `outcome` may turn the run's outcome into another (replay --edit: the messages shown never met again)."""
+    counts, `outcome(run, outcome)` may turn the run's outcome into another (replay --edit: the messages shown never
+    met again; a guarded replay's stop); `journaled`: the run's journal where it was made before (decisions go to
+    it during the run)."""
     files = [save_file] if save_file else []
-    journaled = Journaled(app, command)
+    journaled = journaled or Journaled(app, command)
     with record_file(app, save_file) if save_file else nullcontext() as sink, progress_bar(app, label) as bar:
         ctrl_c.arm()
         journaled.started(profile, queues, files=files)
@@ -209,7 +218,7 @@ def run_moving(app: App, ctrl_c: Any, *, command: str, profile: Any, queues: lis
     notes(app, done.result)
     ended = done.outcome()
     if outcome is not None:
-        ended = outcome(ended)
+        ended = outcome(done, ended)
     journaled.ended(ended, counts={**transfer_counts(done.result), **(counts(done) if counts else {})}, files=files,
                     message_ids=done.result.ids, queues=done.filled)
     return ended

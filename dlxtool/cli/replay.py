@@ -11,7 +11,8 @@ import click
 from dlxtool.cli.app import App
 from dlxtool.cli.editing import EDIT_HELP, EditRequest, edit_counts, edit_dead_letters, edit_options, edit_outcome
 from dlxtool.cli.explaining import Cells
-from dlxtool.cli.moving import check_record_file, duplicates_note, result_rows, run_moving, write_id_list
+from dlxtool.cli.guarding import GUARD_HELP, Guarding, guard_options
+from dlxtool.cli.moving import Journaled, check_record_file, duplicates_note, result_rows, run_moving, write_id_list
 from dlxtool.cli.options import (
     SELECTION_HELP,
     common_options,
@@ -28,6 +29,7 @@ from dlxtool.cli.options import (
 )
 from dlxtool.cli.reading import make_read_options, peek_safety_options
 from dlxtool.errors import UsageError
+from dlxtool.ops.canary import GuardSettings
 from dlxtool.ops.interrupts import summary_before_ctrl_c
 from dlxtool.outcome import Outcome
 from dlxtool.selection import Selection
@@ -140,6 +142,7 @@ selects none of it) it says so and exits 0 without asking. Exit 5 when messages 
 selection; 3 when the connection was lost (nothing is lost; the summary
 counts possible duplicates); 130 on Ctrl-C (143 on SIGTERM, 129 on SIGHUP).
 
+""" + GUARD_HELP + """
 """ + EDIT_HELP + """
 \b
 Examples:
@@ -148,6 +151,7 @@ Examples:
   dlxtool replay orders.dlq --type PaymentFailed --error '(?i)timed? ?out' -n 100
   dlxtool --broker prod-eu replay orders.dlq --target-broker prod-eu-new --save replayed.jsonl
   dlxtool replay orders.dlq --edit --origin orders --limit 5
+  dlxtool replay orders.dlq --canary 20 --batch 500 --pause 10 --yes
 """
 
 
@@ -195,6 +199,7 @@ Examples:
               help="Most unacked DLQ messages held at once; fewer where bodies are big (--max-bytes).")
 @click.option("--window", type=click.IntRange(min=1, max=65535), default=1000, show_default=True,
               help="Publishes awaiting a confirm at once.")
+@guard_options
 @max_bytes_option
 @selection_options
 @edit_options
@@ -208,7 +213,8 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
            drop_expiration: bool, drop_user_id: bool, reset_body_retries: bool, allow_fanout: bool,
            origin_from: str | None,
            allow_displace: bool, target_broker: str | None, save_file: str | None,
-           rate: float | None, prefetch: int, window: int, selection: Selection, edit: EditRequest | None,
+           rate: float | None, prefetch: int, window: int, guard: GuardSettings, selection: Selection,
+           edit: EditRequest | None,
            max_unacked: int | None, allow_reorder: bool, spend_attempts: bool, dry_run: bool,
            yes: bool) -> Outcome | None:
     from dlxtool.ops import replay as ops
@@ -238,6 +244,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         if edits is None:
             return None
         settings = replace(settings, edits=edits)
+    journaled = Journaled(app, "replay --edit" if edits is not None else "replay")  # the guard journals decisions
     with summary_before_ctrl_c() as ctrl_c, ExitStack() as stack:
         conn = stack.enter_context(app.connection(profile))
         target_conn = stack.enter_context(app.connection(target_profile)) if target_profile else None
@@ -246,6 +253,9 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
                                     app.session(target_profile, target_conn) if target_profile else None,
                                     plan_limit=app.config().dump_unacked_limit)
         replay = ops.Replay(session, settings, app, dry_run=dry_run)
+        guarding = Guarding(app, guard, journaled, yes=yes) if guard.watches or guard.batch else None
+        if guarding and not dry_run:
+            guarding.check(replay)  # --canary without a way to watch: refused before anything is read
         # --yes: no plan (read as peek reads: some quorum queues need a flag for it); --edit showed its diff instead
         if edits is None and (dry_run or not yes):
             read = make_read_options(app, None, max_unacked=max_unacked, allow_reorder=allow_reorder,
@@ -259,20 +269,32 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
                 app.info(f"nothing to replay: {plan.nothing_to_do}; nothing was changed")
                 return None
             app.confirm(f"Replay the messages of {dlq!r} as planned?", yes=yes)
+
         def render(run: MoveRun) -> None:
-            _render_result(app, run)
+            if guarding:  # --canary, the brake, --batch: dlxtool.cli.guarding
+                guarding.render(app, run, _render_result)
+            else:
+                _render_result(app, run)
             selection_notes(app, selection)
 
         def run(sink: Sink | None, bar: Any) -> MoveRun:
-            return replay.run(TransferOptions(prefetch=prefetch, window=window, rate=rate, sink=sink, progress=bar,
-                                              max_bytes=app.max_bytes))
+            options = TransferOptions(prefetch=prefetch, window=window, rate=rate, sink=sink, progress=bar,
+                                      max_bytes=app.max_bytes)
+            return guarding.run(replay, options) if guarding else replay.run(options)
 
-        shown = edits  # --edit: the messages shown and never found again, what was edited
-        ended: Outcome = run_moving(
-            app, ctrl_c, command="replay --edit" if shown is not None else "replay", profile=profile,
-            queues=[dlq, to_queue or ""], label="replaying", save_file=save_file, run=run, render=render,
-            counts=(lambda _run: edit_counts(shown)) if shown is not None else None,
-            outcome=(lambda done: edit_outcome(app, shown, dlq, done)) if shown is not None else None)
+        def counts(run: MoveRun) -> dict[str, Any]:
+            return {**(guarding.counts() if guarding else {}), **(edit_counts(edits) if edits is not None else {})}
+
+        def outcome(run: MoveRun, ended: Outcome) -> Outcome:
+            if guarding:
+                ended = guarding.outcome(run)
+            if edits is not None:  # --edit: the messages shown and never found again
+                ended = edit_outcome(app, edits, dlq, ended)
+            return ended
+
+        ended: Outcome = run_moving(app, ctrl_c, command=journaled.command, profile=profile,
+                                    queues=[dlq, to_queue or ""], label="replaying", save_file=save_file, run=run,
+                                    render=render, counts=counts, outcome=outcome, journaled=journaled)
         return ended
 
 

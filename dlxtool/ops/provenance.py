@@ -9,13 +9,24 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dlxtool.amqp_values import StringEntry, decode_field_value, encode_entries, table_entry
 from dlxtool.ops.stay import Stay, Why
 
 if TYPE_CHECKING:
-    from dlxtool.record import MessageRecord
+    from collections.abc import Mapping
+
+
+class Fingerprinted(Protocol):
+    """What a fingerprint reads of a message (dlxtool.record.MessageRecord is one): here as a protocol, so that the
+    record model, which names messages by their fingerprints, and this module need not import each other."""
+
+    @property
+    def body(self) -> bytes: ...
+
+    @property
+    def properties(self) -> Mapping[str, Any]: ...
 
 PROVENANCE_HEADER = "dlxtool-replay"
 _CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS, _MORE_FLAGS = 0x8000, 0x4000, 0x2000, 0x0001
@@ -44,7 +55,7 @@ def source_fingerprint(properties: bytes, body: bytes) -> str:
     return digest.hexdigest()
 
 
-def record_fingerprint(record: MessageRecord) -> str | None:
+def record_fingerprint(record: Fingerprinted) -> str | None:
     """source_fingerprint of a message read back (history, the Python replay path). None where its
     properties cannot be encoded again (then it pairs with nothing)."""
     from dlxtool.broker.wire.frames import basic_properties, encode_properties

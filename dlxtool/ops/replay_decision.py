@@ -173,7 +173,7 @@ class ReplayDecider:
         self.reset_names = reset_header_names(settings.reset_headers)
         self._stamp_second = -1
         self._stamp_value = datetime.now(UTC)
-        self._run_id = uuid.uuid4().hex[:12]
+        self._run_id = settings.run_id or uuid.uuid4().hex[:12]
         self._published = 0
         # Selection is frozen: with no criteria every record matches, so skip building the checks each time.
         self._selects = bool(settings.selection.checks()) and settings.edits is None

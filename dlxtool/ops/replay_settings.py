@@ -112,6 +112,9 @@ class ReplaySettings:
     # replayed as edited (the selection was applied when they were read); every other message stays
     edits: Edits | None = field(default=None, metadata=only_when(
         lambda edits: edits is None, "each message is found again and edited: the decoded message"))
+    # The run id the provenance's `id` starts with (None: a new one): a guarded replay (dlxtool.ops.canary) names it
+    # to know its own copies when they die again
+    run_id: str | None = field(default=None, metadata=applied("the provenance's id: both paths take next_id"))
 
 
 def declaration(name: str) -> FastPath | None:

@@ -39,6 +39,7 @@ class Stay(enum.Enum):
     NACKED = "nacked"                        # the broker nacked it
     UNCONFIRMED = "unconfirmed"              # no confirm: maybe published
     UNPROVEN = "unproven"                    # its ack was not proven before the end
+    GUARD_STOPPED = "guard_stopped"          # a guarded replay stopped before it (the canary, the brake)
 
     @property
     def destinations(self) -> bool:

@@ -176,6 +176,7 @@ SETTINGS: dict[str, Any] = {
     "impersonator": st.sampled_from([None, True, False]),
     "drop_user_id": st.booleans(),
     "edits": st.just(None),  # --edit turns the fast path off (only_when): the CLI tests replay its edits
+    "run_id": st.none() | st.just("canary0run01"),
 }
 
 
