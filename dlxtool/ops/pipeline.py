@@ -111,10 +111,10 @@ class MoveRun:
     what: str = "move"
     nothing: str = "nothing moved"
     saved: str | None = None  # the file that holds the records written so far
-    routes: dict[str, str] = field(default_factory=dict)
+    routes: dict[str, str] = field(default_factory=dict[str, str])
     clean_up: Callable[[], None] = field(default=lambda: None, repr=False)
-    depths: dict[str, dict[str, int]] = field(default_factory=dict)
-    filled: list[str] = field(default_factory=list)
+    depths: dict[str, dict[str, int]] = field(default_factory=dict[str, dict[str, int]])
+    filled: list[str] = field(default_factory=list[str])
 
     def outcome(self) -> Outcome:
         """Done; partial (exit 5); refused (6) when nothing moved because of where it was to go; interrupted;
