@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from dlxtool.amqp10_message import Amqp10Message, Typed, timestamp_datetime
 from dlxtool.amqp_values import Long
 
 if TYPE_CHECKING:
+    from dlxtool.amqp10_message import Amqp10Message, Typed
     from dlxtool.record import MessageRecord
 
 _DROPPED_PROPERTIES = ("to", "subject", "absolute_expiry_time", "group_sequence", "reply_to_group_id")
@@ -110,6 +110,8 @@ def _text(value: Any) -> Any:
 
 
 def _seconds(ms: int) -> datetime | int:
+    from dlxtool.amqp10_message import timestamp_datetime  # the 1.0 codec: only for a message read over 1.0
+
     stamp = timestamp_datetime(ms - ms % 1000)
     return stamp
 

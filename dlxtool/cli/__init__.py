@@ -299,11 +299,15 @@ def cli(ctx: click.Context, no_color: bool, no_journal: bool) -> None:
 
 
 def _os_user() -> str:
-    import getpass
-
+    """getpass.getuser()'s answer without importing getpass (and termios with it) on every command."""
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        if user := os.environ.get(name):
+            return user
     try:
-        return getpass.getuser()
-    except (KeyError, OSError):
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError, OSError):
         return str(os.getuid())
 
 
