@@ -7,7 +7,6 @@ will need can be sent ahead (`prefetch`) and its answer read when asked for.
 from __future__ import annotations
 
 import base64
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -15,7 +14,7 @@ from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
 import orjson
 
-from dlxtool import secrets
+from dlxtool import secrets, waits
 from dlxtool.broker.http import HttpConnection, Pending, Response, done, proxied, urllib_exchange
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError, QueueNotFound
@@ -376,7 +375,8 @@ class ManagementClient:
         limits), wait up to STATS_WAIT for a queue declared moments ago to get them (QueueInfo.policies_known;
         still False after that: the caller treats them as unknown)."""
         # Once one queue had none after a whole wait (a broker whose stats are off), the next ones are not waited for
-        deadline = time.monotonic() + STATS_WAIT if settled and not self._no_stats else 0.0
+        wait = waits.Wait(f"the management API's policy sample of {name!r} (declared moments ago, or a policy "
+                          "just set)", STATS_WAIT if settled and not self._no_stats else 0.0, 0.5)
         stale = False
         self._reread.discard(vhost)
         while True:
@@ -393,10 +393,9 @@ class ManagementClient:
             stale = sampled and not fresh  # the list is read again once: it may be the older one
             if fresh:
                 break
-            if time.monotonic() >= deadline:
+            if not wait.pause():
                 self._no_stats = self._no_stats or (settled and not sampled)
                 break
-            time.sleep(0.5)
         # Only a quorum queue's delivery limit depends on the version: spare classic reads the request.
         info = queue_info(raw, self.version() if raw.get("type") == "quorum" else None)
         return info if fresh or not info.policies_known else replace(info, policies_known=False)
