@@ -15,19 +15,18 @@ Speed claims stay out of the tests; tests/test_waits.py checks the record and th
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 FIRST_POLL = 0.1  # the first pause of a wait; each next one doubles, up to the caller's interval
 
 
-@dataclass
 class Waited:
-    """What one kind of wait took in this process, all its occurrences together."""
+    """What one kind of wait took in this process, all its occurrences together. (A plain class: every command
+    imports this module, and a dataclass costs start-up time to build.)"""
 
-    what: str
-    bound: float
-    seconds: float = 0.0
-    pauses: int = 0
+    def __init__(self, what: str, bound: float) -> None:
+        self.what, self.bound = what, bound
+        self.seconds = 0.0
+        self.pauses = 0
 
     def describe(self) -> str:
         polls = f"; {self.pauses} poll{'s' if self.pauses != 1 else ''}" if self.pauses else ""

@@ -215,9 +215,10 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=300_000)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--keep-vhost", action="store_true", help="do not delete the vhost at the end")
-    parser.add_argument("--baseline", type=Path, metavar="DIR",
-                        help="an older dlxtool source tree to run in the same rounds (before/after); this tree then "
-                             "also runs as `python -m dlxtool` (@head), as the baseline does")
+    parser.add_argument("--baseline", type=Path, metavar="DIR", action="append", default=[],
+                        help="an older dlxtool source tree to run in the same rounds (before/after; named @DIR's "
+                             "name; may be repeated); this tree then also runs as `python -m dlxtool` (@head), as "
+                             "the baselines do")
     parser.add_argument("--only", metavar="NAMES", help="comma-separated dlxtool commands to run (peek,history,"
                                                          "queues,help,decode; default all); the anchors always run")
     parser.add_argument("--quick", action="store_true", help="--messages 20000 --rounds 7 unless given")
@@ -264,14 +265,19 @@ def measure(args: argparse.Namespace, url: str, tmp: Path) -> None:
         wanted = set(args.only.split(","))
         cmds = {name: cmd for name, cmd in cmds.items() if name in ("floor", "bare") or name in wanted}
     envs = {name: env for name in cmds}
-    if args.baseline:
+    trees: list[tuple[dict[str, str], str]] = []
+    for tree in args.baseline:
         # An older tree loads the demo schemas without being asked (and knows no demo_schemas key).
-        base_config = tmp / "baseline.toml"
-        base_config.write_text(f"proto_paths = [{str(schemas)!r}]\n")
-        base_env = {**env, "DLXTOOL_CONFIG": str(base_config), "PYTHONPATH": str(args.baseline)}
-        compileall.compile_dir(args.baseline, quiet=1)
-        head_env = {**env, "PYTHONPATH": str(ROOT)}
-        for tree_env, suffix in ((base_env, "@base"), (head_env, "@head")):
+        tree_env = env
+        if "demo_schemas" not in (tree / "dlxtool" / "config.py").read_text():
+            base_config = tmp / f"baseline-{tree.name}.toml"
+            base_config.write_text(f"proto_paths = [{str(schemas)!r}]\n")
+            tree_env = {**env, "DLXTOOL_CONFIG": str(base_config)}
+        trees.append(({**tree_env, "PYTHONPATH": str(tree)}, f"@{tree.name}"))
+        compileall.compile_dir(tree, quiet=1)
+    if trees:
+        trees.append(({**env, "PYTHONPATH": str(ROOT)}, "@head"))
+        for tree_env, suffix in trees:
             more = dlxtool_commands([str(PYTHON), "-m", "dlxtool"], line, suffix)
             more = {name: cmd for name, cmd in more.items() if not args.only or name.split("@")[0] in wanted}
             cmds.update(more)
