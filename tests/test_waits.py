@@ -53,3 +53,10 @@ def test_verbose_says_each_wait_and_quiet_says_nothing() -> None:
     _say_waits(App(err=loud, verbose=1))
     assert quiet.getvalue() == ""
     assert loud.getvalue() == "waited 0.30 s for the probe queue (at most 0.8 s; 1 poll)\n"
+
+
+def test_many_bounded_waits_say_each() -> None:
+    for _ in range(3):
+        waits.note("the management API's answers", 10.0, 0.01, "answer")
+    [taken] = waits.taken()
+    assert taken.describe().endswith("(at most 10 s each; 3 answers)")

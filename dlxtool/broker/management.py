@@ -7,6 +7,7 @@ will need can be sent ahead (`prefetch`) and its answer read when asked for.
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -272,12 +273,15 @@ class ManagementClient:
 
     def _answer(self, pending: Pending, method: str, path: str, *, sent_ahead: bool = False,
                 timeout: float | None = None) -> Any:
+        began = time.monotonic()
         try:
             response = pending.result()
         except OSError as exc:
             if sent_ahead and self.proven_connection is not None:
                 raise _AskAgain from None
             raise self._unreachable(exc, timeout) from None
+        finally:  # the time this command stood waiting for the API (an answer sent ahead may have come meanwhile)
+            waits.note("the management API's answers", timeout or self.timeout, time.monotonic() - began, "answer")
         if sent_ahead and self.proven_connection not in (None, response.connection):
             raise _AskAgain  # sent before the proof, answered over another connection than the proof's
         self.last_connection = response.connection
