@@ -171,7 +171,7 @@ def test_the_clients_messages_come_back_whole_over_amqp10(v4, qname, run, how) -
         assert hist.exit_code == 0, hist.stderr
         assert "card declined" in hist.stdout
     # and the same messages over 0.9.1 lose what the conversion loses: the types say it
-    plain = _peek(run, v4, dlq, "-n", "5")
+    plain = _peek(run, v4, dlq, "-n", "5", "--protocol", "0-9-1")
     assert plain.exit_code == 0, plain.stderr
     first = json.loads(plain.stdout.splitlines()[0])
     assert "amqp10" not in first and first["properties"]["message_id"] == ids[0]
@@ -190,7 +190,7 @@ def test_a_message_091_cannot_be_given_is_named_and_read_over_amqp10(v4, qname, 
     finally:
         conn.close()
         env.close()
-    result = _peek(run, v4, qname, "-n", "5")
+    result = _peek(run, v4, qname, "-n", "5", "--protocol", "0-9-1")
     assert result.exit_code == 5, result.stderr
     assert "position 1" in result.stderr and "cannot be delivered over AMQP 0.9.1" in result.stderr
     assert "do not run this again over 0.9.1" in result.stderr and "--protocol 1.0" in result.stderr
