@@ -70,9 +70,9 @@ def view_091(msg: Amqp10Message) -> tuple[dict[str, Any], dict[str, Any], str, s
     for key, value in msg.message_annotations or ():
         name = _name(key)
         if name == "x-exchange":
-            exchange = str(value.value)
+            exchange = _as_name(value.value)
         elif name == "x-routing-key":
-            routing_key = str(value.value)
+            routing_key = _as_name(value.value)
         elif name == "x-opt-deaths":
             headers["x-death"] = deaths_091(value)
         elif name == "x-cc":
@@ -92,6 +92,12 @@ def view_091(msg: Amqp10Message) -> tuple[dict[str, Any], dict[str, Any], str, s
 # 0.9.1 basic properties the conversion takes from an annotation where the message has no AMQP 1.0 header section
 _BASIC = {"x-basic-delivery-mode": "delivery_mode", "x-basic-priority": "priority",
           "x-basic-expiration": "expiration"}
+
+
+def _as_name(value: Any) -> Any:
+    """An exchange or routing key: its text, or its bytes where it is not UTF-8 (as a record read over 0.9.1 holds
+    such a name)."""
+    return value if isinstance(value, bytes) else str(value)
 
 
 def _name(key: Typed) -> str | bytes:

@@ -149,6 +149,15 @@ class HeadReader:
             out.append(delivery)
         return out
 
+    def arrived(self) -> list[Delivery]:
+        """The deliveries that arrived whole but were not handed out by read() (it raised: the link or session
+        ended): their bytes, to show; nothing can be settled on them any more."""
+        out = []
+        for handle, raw in self.events.complete[self.delivered:]:
+            out.append(Delivery(raw=raw, position=self.delivered, handle=handle, settled=True))
+            self.delivered += 1
+        return out
+
     def settle(self, delivery: Delivery, outcome: Outcome) -> None:
         """Give one delivery its outcome (and settle it)."""
         apply_outcome(delivery.handle, outcome)
