@@ -1,5 +1,10 @@
 """The three-node cluster of scripts/dev-broker cluster, for tests of what a cluster does to dlxtool.
 
+Which cluster: $DLXTOOL_TEST_CLUSTER_TARGET, `cluster` (3.x: dlxtool-c1..3@localhost, the default) or `cluster43`
+(RabbitMQ 4.3 with Khepri, from the v43 chroot: dlxtool-k1..3@localhost, whose rabbitmqctl is the chroot's). The
+tests name the members c1, c2, c3 either way (for cluster43: k1, k2, k3 in that order) and read node names, ports
+and the version from here.
+
 `Cluster` (the session fixture `cluster`, tests/conftest.py) names the members c1, c2, c3 (their AMQP and
 management ports, Erlang node names), has a vhost of this run on the cluster, and changes the cluster the
 way an incident does: a member's app stopped (`stop_app`), its VM killed (`kill`), a memory or disk alarm,
@@ -26,6 +31,7 @@ Measured on the local 3.10.8 cluster (tests/scripts/test_dev_broker_cluster.py a
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -52,31 +58,60 @@ class ClusterError(RuntimeError):
     pass
 
 
+def cluster_target() -> str:
+    """The scripts/dev-broker target the cluster tests run against ($DLXTOOL_TEST_CLUSTER_TARGET)."""
+    target = os.environ.get("DLXTOOL_TEST_CLUSTER_TARGET") or "cluster"
+    if target not in ("cluster", "cluster43"):
+        raise ClusterError(f"DLXTOOL_TEST_CLUSTER_TARGET must be cluster or cluster43, not {target!r}")
+    return target
+
+
 @dataclass(frozen=True)
 class Member:
-    name: str  # c1, c2, c3
+    name: str  # c1, c2, c3 (the tests' names; scripts/dev-broker's own are in `broker`)
     node: str  # Erlang node name, e.g. dlxtool-c1@localhost
     amqp_port: int
     http_port: int
+    broker: str = ""  # scripts/dev-broker's name: c1... or k1...
+    chroot: str | None = None  # where the member's RabbitMQ tools are (cluster43: the v43 chroot)
+
+    @property
+    def amqp_url(self) -> str:
+        return f"amqp://guest:guest@localhost:{self.amqp_port}/"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://localhost:{self.http_port}/"
 
 
-def start_cluster(timeout: float = 600) -> tuple[dict[str, Member], str]:
-    """scripts/dev-broker cluster (reuses a running cluster): the members, and the script's stderr.
-    Raises ClusterError with the script's output when it fails."""
-    proc = subprocess.run([str(ROOT / "scripts" / "dev-broker"), "cluster"], capture_output=True, text=True,
+def start_cluster(timeout: float = 600, target: str | None = None) -> tuple[dict[str, Member], str]:
+    """scripts/dev-broker TARGET (cluster_target() by default; reuses a running cluster): the members by the tests'
+    names (c1, c2, c3, in the order printed), and the script's stderr. Raises ClusterError with the script's output
+    when it fails."""
+    target = target or cluster_target()
+    proc = subprocess.run([str(ROOT / "scripts" / "dev-broker"), target], capture_output=True, text=True,
                           timeout=timeout)
     if proc.returncode != 0:
-        raise ClusterError(f"scripts/dev-broker cluster failed: {proc.stderr[-2000:]}")
+        raise ClusterError(f"scripts/dev-broker {target} failed: {proc.stderr[-2000:]}")
     members = {}
-    for line in proc.stdout.splitlines():
+    for name, line in zip(MEMBERS, proc.stdout.splitlines(), strict=False):
         info = dict(kv.split("=", 1) for kv in line.split())
-        members[info["broker"]] = Member(
-            name=info["broker"], node=info["node"],
+        members[name] = Member(
+            name=name, node=info["node"], broker=info["broker"], chroot=info.get("chroot"),
             amqp_port=int(info["amqp"].rsplit(":", 1)[1].strip("/")),
             http_port=int(info["http"].rsplit(":", 1)[1].strip("/")))
-    if sorted(members) != list(MEMBERS):
-        raise ClusterError(f"scripts/dev-broker cluster printed {proc.stdout!r}")
+    if len(proc.stdout.splitlines()) != len(MEMBERS):
+        raise ClusterError(f"scripts/dev-broker {target} printed {proc.stdout!r}")
     return members, proc.stderr
+
+
+def tool_command(member: Member, tool: str = "rabbitmqctl") -> list[str]:
+    """How to run one of RabbitMQ's tools for the member's node: the host's, or its chroot's (with the chroot's
+    Erlang cookie and a clean environment, as scripts/dev-broker runs them)."""
+    if not member.chroot:
+        return [tool]
+    return ["chroot", member.chroot, "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
+            "LANG=C.UTF-8", "ERL_EPMD_ADDRESS=127.0.0.1", tool]
 
 
 @dataclass
@@ -170,8 +205,8 @@ class Cluster:
 
     def ctl(self, member: str, *args: str, timeout: float = 120) -> str:
         """rabbitmqctl -n NODE ARGS...: its stdout; ClusterError with its output when it fails."""
-        proc = subprocess.run(["rabbitmqctl", "-q", "-n", self.node(member), *args], capture_output=True,
-                              text=True, timeout=timeout)
+        proc = subprocess.run([*tool_command(self.members[member]), "-q", "-n", self.node(member), *args],
+                              capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0:
             raise ClusterError(f"rabbitmqctl -n {self.node(member)} {' '.join(args)}: exit {proc.returncode}: "
                                f"{proc.stdout[-1000:]}{proc.stderr[-1000:]}")
