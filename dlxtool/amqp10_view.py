@@ -3,7 +3,7 @@
 RabbitMQ 4.x converts AMQP 1.0 messages for 0.9.1 readers (its mc_amqpl module). dlxtool reads over AMQP 1.0 where
 it can, keeps the whole message (MessageRecord.amqp10), and gives the rest of dlxtool — filters, conventions,
 the death history, tables — the same 0.9.1 view the broker would: `view_091`. What that conversion changes or
-drops, message by message, is `conversion_losses` (said by peek and replay's plan before anything moves).
+drops, message by message, is `conversion_losses` (said by peek and history: `conversion_notes`).
 
 Measured on RabbitMQ 4.3.6 and 4.0.5 (tests/broker/test_amqp10_client.py): several data sections arrive as one
 body; an amqp-value or amqp-sequence body arrives as its AMQP encoding with type=amqp-1.0; subject, to,
@@ -16,11 +16,15 @@ or uuid application property at all (it closes the 0.9.1 connection: dlxtool.bro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlxtool.amqp10_message import Amqp10Message, Typed, timestamp_datetime
 from dlxtool.amqp_values import Long
+
+if TYPE_CHECKING:
+    from dlxtool.record import MessageRecord
 
 _DROPPED_PROPERTIES = ("to", "subject", "absolute_expiry_time", "group_sequence", "reply_to_group_id")
 # The broker's own annotations that 0.9.1 readers get as headers (besides every x-opt-*)
@@ -221,3 +225,70 @@ def came_from_amqp10(properties: dict[str, Any], headers: dict[str, Any]) -> lis
     if str(properties.get("message_id") or "").startswith("urn:uuid:"):
         signs.append("a urn:uuid message-id")
     return signs
+
+
+def conversion_notes(records: Sequence[MessageRecord], *, read_over_amqp10: bool, speaks_amqp10: bool,
+                     poison_091: bool, examples: int = 3) -> list[str]:
+    """What peek and history say about the AMQP 1.0 messages among `records` (empty: nothing to say); see
+    ConversionTally, which takes them batch by batch."""
+    tally = ConversionTally(read_over_amqp10=read_over_amqp10, speaks_amqp10=speaks_amqp10, poison_091=poison_091,
+                            examples=examples)
+    tally.add(records)
+    return tally.notes()
+
+
+class ConversionTally:
+    """The AMQP 1.0 messages among those a read showed, counted batch by batch (a jsonl read keeps no records), and
+    the note that says what RabbitMQ's conversion to 0.9.1 does to them.
+
+    Read over AMQP 1.0 (each record holds the whole message): which of them would not come back whole from a move
+    over AMQP 0.9.1 — the way replay, purge --move-to/--backup and load move messages today — and what changes,
+    for up to `examples` of them. Read over 0.9.1: which of them were published over AMQP 1.0 (came_from_amqp10's
+    signs), so that what is shown is already the broker's conversion; where the broker speaks AMQP 1.0
+    (`speaks_amqp10`), --protocol 1.0 shows them as published."""
+
+    def __init__(self, *, read_over_amqp10: bool, speaks_amqp10: bool, poison_091: bool, examples: int = 3) -> None:
+        self.read_over_amqp10, self.speaks_amqp10, self.poison_091 = read_over_amqp10, speaks_amqp10, poison_091
+        self.examples = examples
+        self.shown = 0
+        self.found = 0
+        self.first: list[str] = []  # up to `examples` lines naming a message and what concerns it
+
+    def add(self, records: Sequence[MessageRecord]) -> None:
+        self.shown += len(records)
+        for r in records:
+            if self.read_over_amqp10:
+                what = conversion_losses(r.amqp10, poison_091=self.poison_091) if r.amqp10 is not None else []
+            else:
+                what = came_from_amqp10(r.properties, r.headers if isinstance(r.headers, dict) else {})
+            if what:
+                self.found += 1
+                if len(self.first) < self.examples:
+                    self.first.append(f"#{r.position} ({_label(r)}): {'; '.join(what)}" if self.read_over_amqp10
+                                      else f"#{r.position}: {', '.join(what)}")
+
+    def notes(self) -> list[str]:
+        if not self.found:
+            return []
+        if not self.read_over_amqp10:
+            hint = ("; --protocol 1.0 shows them as published and names what a move over 0.9.1 would change"
+                    if self.speaks_amqp10 else "")
+            return [f"note: {self.found} of the {self.shown} message(s) shown were published over AMQP 1.0 "
+                    f"({self.first[0]}): read over AMQP 0.9.1, they are RabbitMQ's conversion of them (several data "
+                    "sections merged, subject and to dropped, timestamps in whole seconds, symbols as strings)"
+                    f"{hint}"]
+        lines = [f"note: {self.found} of the {self.shown} message(s) shown would not come back whole from a move "
+                 "over AMQP 0.9.1 (replay, purge --move-to/--backup and load move over 0.9.1 today; RabbitMQ "
+                 "converts each message):"]
+        lines += [f"  {line}" for line in self.first]
+        if self.found > len(self.first):
+            lines.append(f"  … and {self.found - len(self.first)} more (--format json: each record's amqp10 field "
+                         "holds the whole message)")
+        return ["\n".join(lines)]
+
+
+def _label(record: MessageRecord) -> str:
+    """A message's id as the table shows it (message_id, else its fingerprint)."""
+    from dlxtool.message_ids import message_name
+
+    return message_name(record)

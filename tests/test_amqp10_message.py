@@ -122,3 +122,31 @@ def test_replies_that_cannot_arrive() -> None:
     dead = unreachable_replies(records, exists)
     assert [d.position for d in dead] == [0, 1] and "direct reply-to" in dead[0].why
     assert asked == ["amq.gen-abc", "replies"]
+
+
+def test_conversion_notes_say_what_a_091_move_changes_and_what_was_converted() -> None:
+    from dlxtool.amqp10_view import conversion_notes
+
+    whole = Amqp10Message(properties={"message_id": Typed("string", "m-1"), "subject": Typed("string", "s")},
+                          body=Body("data", [b"a", b"b"]))
+    plain = Amqp10Message(properties={"message_id": Typed("string", "m-2")}, body=Body("data", [b"a"]))
+    records = [MessageRecord.from_amqp10("q", encode_message(m), position=i) for i, m in enumerate((whole, plain))]
+    [note] = conversion_notes(records, read_over_amqp10=True, speaks_amqp10=True, poison_091=False)
+    assert note.startswith("note: 1 of the 2 message(s) shown would not come back whole")
+    assert "#0 (m-1): its 2 data sections arrive merged into one body; subject dropped" in note
+    assert "m-2" not in note
+    # many: three examples, then how many more
+    many = [MessageRecord.from_amqp10("q", encode_message(whole), position=i) for i in range(5)]
+    [note] = conversion_notes(many, read_over_amqp10=True, speaks_amqp10=True, poison_091=False)
+    assert note.count("\n  #") == 3 and "… and 2 more" in note
+    assert conversion_notes([records[1]], read_over_amqp10=True, speaks_amqp10=True, poison_091=False) == []
+    # read over 0.9.1: the signs the broker's conversion leaves, and the way to see the message as published
+    converted = MessageRecord(queue="q", body=b"x", properties={"type": "amqp-1.0"}, headers={"x-opt-tenant": "a"},
+                              position=4)
+    native = MessageRecord(queue="q", body=b"x", properties={"message_id": "m"}, headers={}, position=5)
+    [note] = conversion_notes([native, converted], read_over_amqp10=False, speaks_amqp10=True, poison_091=False)
+    assert "1 of the 2 message(s) shown were published over AMQP 1.0 (#4: type=amqp-1.0, header x-opt-tenant)" in note
+    assert "--protocol 1.0" in note
+    [older] = conversion_notes([converted], read_over_amqp10=False, speaks_amqp10=False, poison_091=False)
+    assert "--protocol 1.0" not in older
+    assert conversion_notes([native], read_over_amqp10=False, speaks_amqp10=True, poison_091=False) == []

@@ -17,6 +17,7 @@ from dlxtool.cli.options import max_bytes_option
 from dlxtool.errors import UsageError
 
 if TYPE_CHECKING:
+    from dlxtool.amqp10_view import ConversionTally
     from dlxtool.ops.peek import Coverage, QueueReader, ReadOptions
     from dlxtool.record import MessageRecord
     from dlxtool.selection import Selection
@@ -217,6 +218,24 @@ def through_wait_queues(app: App, queue: str) -> Callable[[Any], Any]:
         return resolver[0](death)
 
     return through
+
+
+def conversion_tally(reader: QueueReader) -> ConversionTally:
+    """A tally of the AMQP 1.0 messages a read shows (dlxtool.amqp10_view.ConversionTally: add each batch, then
+    say_conversions): read over 1.0, what a move over 0.9.1 would change; over 0.9.1, that what is shown is already
+    RabbitMQ's conversion."""
+    from dlxtool.amqp10_view import ConversionTally
+    from dlxtool.broker import versions
+
+    version = reader.facts.version
+    return ConversionTally(read_over_amqp10=reader.opts.protocol == "1.0",
+                           speaks_amqp10=versions.speaks_amqp10(version),
+                           poison_091=versions.char_uuid_poison_091(version))
+
+
+def say_conversions(app: App, tally: ConversionTally) -> None:
+    for note in tally.notes():
+        app.info(note)
 
 
 def topology_note(app: App, queue: str, records: list[MessageRecord], *, conventions: bool) -> None:

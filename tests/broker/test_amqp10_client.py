@@ -144,6 +144,10 @@ def test_the_clients_messages_come_back_whole_over_amqp10(v4, qname, run, how) -
     assert result.exit_code == 0, result.stderr
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["properties"]["message_id"] for r in records] == ids
+    # what a move over 0.9.1 would change is said before anything moves (the subject, the milliseconds, the symbol)
+    assert "2 of the 2 message(s) shown would not come back whole from a move over AMQP 0.9.1" in result.stderr
+    assert "subject" in result.stderr and "loses its milliseconds" in result.stderr, result.stderr
+    assert "'sym' (symbol) becomes a string" in result.stderr
     for i, record in enumerate(records):
         m = record["amqp10"]
         assert m["body"] == {"kind": "data", "sections": [__import__("base64").b64encode(b"body-%d" % i).decode()]}
@@ -171,6 +175,8 @@ def test_the_clients_messages_come_back_whole_over_amqp10(v4, qname, run, how) -
     assert plain.exit_code == 0, plain.stderr
     first = json.loads(plain.stdout.splitlines()[0])
     assert "amqp10" not in first and first["properties"]["message_id"] == ids[0]
+    assert "2 of the 2 message(s) shown were published over AMQP 1.0" in plain.stderr, plain.stderr
+    assert "--protocol 1.0 shows them as published" in plain.stderr
 
 
 def test_a_message_091_cannot_be_given_is_named_and_read_over_amqp10(v4, qname, run) -> None:
