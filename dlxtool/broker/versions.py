@@ -170,6 +170,18 @@ class Behaviour:
     # 4.0; 404 "Not Found" on 4.3, for the vhost's queues that exist too (dlxtool then says it may be either).
     api_404_for_a_vhost_not_permitted: bool = False
 
+    # Clusters (measured on the 3.10.8 and 4.3.6 clusters, tests/scripts/test_dev_broker_cluster.py)
+    # The metadata store (queues, bindings, users...): Mnesia on 3.x and 4.0/4.1 (Khepri there only when enabled);
+    # Khepri on 4.3 (feature flag khepri_db enabled on a new cluster). Khepri is a Raft cluster of every node: with a
+    # majority of the nodes away every metadata change (a queue.declare, dlxtool's own exclusive probe queue too)
+    # waits 30 s and the connection is closed with 541 "... because the metadata store operation timed out".
+    khepri: bool = False
+    # A passive queue.declare (or basic.get, basic.consume) of a classic queue whose node has its app stopped, through
+    # another member: 404 naming the node ("home node 'N' of durable queue 'q' in vhost 'v' is down or inaccessible")
+    # on 3.10; on 4.3 404 "queue 'q' in vhost 'v' process is stopped by supervisor", no node named (the API's queue
+    # list still names it). Either way the queue exists: dlxtool says it is unavailable (exit 7), never "not found".
+    down_queue_404_names_node: bool = True
+
 
 BEHAVIOURS: tuple[Behaviour, ...] = (
     Behaviour(
@@ -214,7 +226,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         acquired_count_header=True, dead_letters_carry_delivery_counts=True, x_death_restarts_on_republish=True,
         writes_x_last_death=True,
         global_qos_refused_on_quorum=False, deprecated_features_listed=True, deprecated_feature_state=True,
-        api_reports_delivery_limit=True, api_policy_without_stats=True, api_404_for_a_vhost_not_permitted=True),
+        api_reports_delivery_limit=True, api_policy_without_stats=True, api_404_for_a_vhost_not_permitted=True,
+        khepri=True, down_queue_404_names_node=False),
 )
 
 # A broker that gave no version (no RabbitMQ does): the 3.x facts (no default limit, a negative one acts as 0), and
@@ -300,6 +313,11 @@ def returned_here(version: Version | str | None, headers: dict[str, Any] | None)
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def khepri(version: Version | str | None) -> bool:
+    """Whether the broker's cluster keeps its metadata in Khepri (a majority of its nodes must run for any change)."""
+    return behaviour(version).khepri
 
 
 def default_delivery_limit(version: Version | str | None) -> int | None:

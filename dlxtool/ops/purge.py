@@ -71,7 +71,7 @@ class QueueState:
 def queue_state(channel: Any, mgmt: ManagementClient | None, vhost: str, queue: str) -> QueueState:
     """Ready and consumer counts from the broker itself (a passive declare is exact and current);
     type and unacked from the management API, whose figures are sampled every few seconds."""
-    counted = queues.counts(channel, queue, vhost)
+    counted = queues.counts(channel, queue, vhost, mgmt)
     note, unknown = None, None
     qtype, unacked, risk, info = None, None, None, None
     if mgmt is None:

@@ -296,18 +296,20 @@ def test_an_ordinary_consumer_on_a_quorum_dlq_is_not_taken_for_a_single_active_o
             path = f"/queues/{quote(broker.vhost, safe='')}/{quote(dlq, safe='')}"
             deadline = time.monotonic() + 30
 
-            def sampled() -> bool:  # the consumer and what it holds, in the API's sample (4.3: the tag with them)
+            def sampled(path: str = path) -> bool:  # the consumer and what it holds in the API's sample (4.3: the tag)
                 row = broker.mgmt.get(path)
                 return bool(row.get("consumer_details")) and row.get("messages_unacknowledged") == 1
 
             while time.monotonic() < deadline and not sampled():
                 conn.process_data_events(0.2)
             assert sampled()
-            result = run(*args, dlq, "--url", broker.url, "--yes", env={"DLXTOOL_MANAGEMENT_URL": broker.management_url})
+            result = run(*args, dlq, "--url", broker.url, "--yes",
+                         env={"DLXTOOL_MANAGEMENT_URL": broker.management_url})
         finally:
             conn.close()
         assert result.exit_code == 0, (name, result.stdout, result.stderr)
-        assert "single-active-consumer" not in result.stderr and "has 1 other consumer(s)" in result.stderr, result.stderr
+        assert "single-active-consumer" not in result.stderr, result.stderr
+        assert "has 1 other consumer(s)" in result.stderr, result.stderr
 
 
 def test_a_dlq_with_a_competing_consumer_is_replayed_with_a_warning_and_nothing_lost(run, broker, qname) -> None:
