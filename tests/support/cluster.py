@@ -299,13 +299,14 @@ class Cluster:
 
     def move_leader(self, queue: str, to: str) -> str:
         """Make `to` the leader of a quorum queue (3.10.8's rabbitmq-queues has no transfer_leadership: the
-        node is asked directly, as maintenance mode does); the leader the API then reports."""
+        node is asked directly, as maintenance mode does; 4.3 the same); the leader the API then reports."""
         if self.leader(queue) == to:
             return to
         resource = f"rabbit_misc:r({_erl_binary(self.vhost)}, queue, {_erl_binary(queue)})"
         answer = self.ctl("c1", "eval", f"{{ok, Q}} = rabbit_amqqueue:lookup({resource}), "
                                          f"rabbit_quorum_queue:transfer_leadership(Q, '{self.node(to)}').")
-        if "migrated" not in answer or "not_migrated" in answer:
+        # 3.10 answers migrated / not_migrated; 4.3 {ok, Node}
+        if ("migrated" not in answer or "not_migrated" in answer) and f"{{ok,'{self.node(to)}'}}" not in answer:
             raise ClusterError(f"moving {queue!r}'s leader to {to}: {answer}")
         return str(self.wait(f"{queue!r} led by {to}", lambda: self.leader(queue) == to and to))
 
