@@ -471,8 +471,8 @@ class ManagementClient:
             found = []
             for alarm in said.get("alarms") or ():
                 if isinstance(alarm, dict):
-                    resource = {"disk": "disk", "memory": "memory"}.get(str(alarm.get("resource")),
-                                                                         str(alarm.get("resource")))
+                    said_resource = str(alarm.get("resource"))  # "memory", "disk" (3.10 and 4.3 alike)
+                    resource = next((r for r in ("memory", "disk") if r in said_resource), said_resource)
                     found.append(f"{resource} alarm on {alarm.get('node')}")
             if said.get("status") == "failed" and not found:
                 found.append(f"resource alarm ({said.get('reason') or 'the health check failed'})")

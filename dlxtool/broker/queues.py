@@ -53,7 +53,14 @@ def declare(channel: Any, queue: str) -> Counts:
 
 def counts(channel: Any, queue: str, vhost: str, management: Any = None) -> Counts:
     """`declare`, with the broker's refusal (not found, exclusive, no access) as a dlxtool error. `management`: a
-    management client (or a callable giving one) to name the node of a queue that cannot be reached."""
+    management client (or a callable giving one) to name the node of a queue that cannot be reached, and to say it
+    before declaring: a passive declare of a queue whose node was killed waits inside the broker (4.3.6: 73 s,
+    then 404 "... due to timeout"), past any --timeout."""
+    if management is not None and (away := _on_a_node_down(management, vhost, queue)) is not None:
+        raise UnavailableError(f"queue {queue!r} in vhost {vhost!r} is unavailable: its node {away} is down; its "
+                               "messages are not lost, but cannot be read or counted now (the management API lists "
+                               "the node as not running)",
+                               hint="run it again once the node is back; `dlxtool queues` shows which nodes are down")
     try:
         return declare(channel, queue)
     except Exception as exc:
@@ -86,6 +93,21 @@ def refusal(exc: BaseException, queue: str, vhost: str, management: Any = None) 
         return ConnectError(f"access to queue {queue!r} in vhost {vhost!r} refused: {text}",
                             hint="the user needs read/configure permissions on it")
     return None
+
+
+def _on_a_node_down(management: Any, vhost: str, queue: str) -> str | None:
+    """The node `queue` lives on when the API lists that node as not running now (a node's `running` is its cluster
+    membership, not a statistics sample), else None — also where the API cannot say. One request while every node
+    runs; the queue's node is looked up only when one does not."""
+    try:
+        client = management() if callable(management) else management
+        counted = client.nodes_running() if client is not None else None
+    except (DlxtoolError, AttributeError):  # AttributeError: a client without a node list (a stand-in)
+        return None
+    if counted is None or not counted[2]:
+        return None
+    node = _node_of(client, vhost, queue)
+    return node if node is not None and node in counted[2] else None
 
 
 def _node_of(management: Any, vhost: str, queue: str) -> str | None:

@@ -243,19 +243,35 @@ class Cluster:
         self._stopped.clear()
         self.wait("all members running", lambda: self.reporting() == set(MEMBERS))
 
-    def set_memory_alarm(self, member: str) -> None:
-        """A memory alarm on the member (vm_memory_high_watermark 0.0001), on in /api/nodes when it shows."""
+    def set_memory_alarm(self, member: str, *, sampled: bool = True) -> None:
+        """A memory alarm on the member (vm_memory_high_watermark 0.0001), on in /api/nodes when it shows; with
+        `sampled=False` only until the member itself says it (its live health check), not the API's sample."""
         self._watermarks.setdefault(member, int(self.wait(f"{member}'s mem_limit", lambda: self.nodes()[
             self.node(member)].get("mem_limit"))))
         self.ctl(member, "set_vm_memory_high_watermark", ALARM_WATERMARK)
-        self.wait(f"mem_alarm on {member}", lambda: self.nodes()[self.node(member)].get("mem_alarm"))
+        if sampled:
+            self.wait(f"mem_alarm on {member}", lambda: self.nodes()[self.node(member)].get("mem_alarm"))
+        else:
+            self.wait(f"{member}'s own alarm check failing", lambda: self.local_alarms(member), every=0.1)
 
-    def clear_memory_alarm(self, member: str) -> None:
-        """The member's watermark back to the limit it had (absolute bytes); waits for the alarm to go."""
+    def clear_memory_alarm(self, member: str, *, sampled: bool = True) -> None:
+        """The member's watermark back to the limit it had (absolute bytes); waits for the alarm to go (from the
+        API's sample, or with `sampled=False` only from the member's live health check)."""
         limit = self._watermarks.pop(member, None)
         if limit is not None:
             self.ctl(member, "set_vm_memory_high_watermark", "absolute", str(limit))
-            self.wait(f"mem_alarm off on {member}", lambda: self.nodes()[self.node(member)].get("mem_alarm") is False)
+            if sampled:
+                self.wait(f"mem_alarm off on {member}",
+                          lambda: self.nodes()[self.node(member)].get("mem_alarm") is False)
+            else:
+                self.wait(f"{member}'s own alarm check passing", lambda: self.local_alarms(member) == [],
+                          every=0.1)
+
+    def local_alarms(self, member: str) -> list[Any]:
+        """The member's alarms now (GET /api/health/checks/local-alarms through its own API: live, not sampled)."""
+        env = self.env(member)
+        said = env.mgmt.request("GET", "health/checks/local-alarms", accept=(503,))
+        return list(said.get("alarms") or []) if said.get("status") == "failed" else []
 
     def set_disk_alarm(self, member: str) -> None:
         """A disk alarm on the member (disk_free_limit far above the free space)."""
