@@ -181,6 +181,11 @@ class Behaviour:
     # on 3.10; on 4.3 404 "queue 'q' in vhost 'v' process is stopped by supervisor", no node named (the API's queue
     # list still names it). Either way the queue exists: dlxtool says it is unavailable (exit 7), never "not found".
     down_queue_404_names_node: bool = True
+    # The API's `single_active_consumer_tag` in a quorum queue's row: set on 4.0.5 and 4.3.6 for any consumer (the
+    # queue need not be single-active-consumer, issue 35), from a sample on; 3.10 for a single-active-consumer queue
+    # only. dlxtool
+    # reads single-active-consumer from the queue's argument (ops/busy.py), never from the tag.
+    api_sac_tag_on_any_quorum_consumer: bool = False
 
 
 BEHAVIOURS: tuple[Behaviour, ...] = (
@@ -216,7 +221,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         negative_delivery_limit_is_off=True, first_delivery_count_header=False, acquired_count_header=False,
         dead_letters_carry_delivery_counts=True, x_death_restarts_on_republish=True, writes_x_last_death=True,
         global_qos_refused_on_quorum=True, deprecated_features_listed=True, deprecated_feature_state=False,
-        api_reports_delivery_limit=True, api_policy_without_stats=False),
+        api_reports_delivery_limit=True, api_policy_without_stats=False, api_sac_tag_on_any_quorum_consumer=True),
     Behaviour(
         since=Version(4, 3), measured="4.3.6",
         quorum_counted=frozenset({"close", "cancel", "reject", "lost"}), consumer_timeout_counted=False,
@@ -227,7 +232,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         writes_x_last_death=True,
         global_qos_refused_on_quorum=False, deprecated_features_listed=True, deprecated_feature_state=True,
         api_reports_delivery_limit=True, api_policy_without_stats=True, api_404_for_a_vhost_not_permitted=True,
-        khepri=True, down_queue_404_names_node=False),
+        khepri=True, down_queue_404_names_node=False, api_sac_tag_on_any_quorum_consumer=True),
 )
 
 # A broker that gave no version (no RabbitMQ does): the 3.x facts (no default limit, a negative one acts as 0), and
