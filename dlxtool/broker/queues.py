@@ -96,9 +96,10 @@ def refusal(exc: BaseException, queue: str, vhost: str, management: Any = None) 
 
 
 def _on_a_node_down(management: Any, vhost: str, queue: str) -> str | None:
-    """The node `queue` lives on when the API lists that node as not running now (a node's `running` is its cluster
-    membership, not a statistics sample), else None — also where the API cannot say. One request while every node
-    runs; the queue's node is looked up only when one does not."""
+    """The node a classic `queue` lives on when the API lists that node as not running now (a node's `running` is
+    its cluster membership, not a statistics sample), else None — also where the API cannot say. One request while
+    every node runs; the queue's node is looked up only when one does not. Not a quorum queue or a stream: the API's
+    `node` is their leader, and another member takes over while a majority runs (`without_majority` says when not)."""
     try:
         client = management() if callable(management) else management
         counted = client.nodes_running() if client is not None else None
@@ -106,22 +107,24 @@ def _on_a_node_down(management: Any, vhost: str, queue: str) -> str | None:
         return None
     if counted is None or not counted[2]:
         return None
-    node = _node_of(client, vhost, queue)
+    node = _node_of(client, vhost, queue, classic_only=True)
     return node if node is not None and node in counted[2] else None
 
 
-def _node_of(management: Any, vhost: str, queue: str) -> str | None:
+def _node_of(management: Any, vhost: str, queue: str, *, classic_only: bool = False) -> str | None:
     """The node the API lists `queue` on (its list: the queue's own endpoint may answer 404 while its node is away),
-    or None where it cannot say."""
+    or None where it cannot say (or, `classic_only`, the queue is of another type)."""
     try:
         client = management() if callable(management) else management
         if client is None:
             return None
-        rows = client.queues(vhost, columns=["name", "node"], unsorted=True, timeout=3.0)
+        rows = client.queues(vhost, columns=["name", "node", "type"], unsorted=True, timeout=3.0)
     except DlxtoolError:
         return None
     row = next((r for r in rows if isinstance(r, dict) and r.get("name") == queue), None)
-    return str(row["node"]) if row is not None and row.get("node") else None
+    if row is None or not row.get("node") or (classic_only and row.get("type") != "classic"):
+        return None
+    return str(row["node"])
 
 
 # Khepri's answer when a majority of the cluster's nodes is away (RabbitMQ 4.3: 541 INTERNAL_ERROR "Could not declare
