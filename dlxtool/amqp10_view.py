@@ -27,15 +27,12 @@ if TYPE_CHECKING:
     from dlxtool.record import MessageRecord
 
 _DROPPED_PROPERTIES = ("to", "subject", "absolute_expiry_time", "group_sequence", "reply_to_group_id")
-# The broker's own annotations that 0.9.1 readers get as headers (besides every x-opt-*)
-_BROKER_ANNOTATIONS = ("x-delivery-count", "x-acquired-count", "x-first-death-queue", "x-first-death-reason",
-                       "x-first-death-exchange", "x-last-death-queue", "x-last-death-reason", "x-last-death-exchange")
 
 
 def view_091(msg: Amqp10Message) -> tuple[dict[str, Any], dict[str, Any], str, str]:
     """(properties, headers, exchange, routing_key) as a 0.9.1 reader of this message gets them."""
     props: dict[str, Any] = {}
-    headers: dict[str, Any] = {}
+    headers: dict[Any, Any] = {}  # names are text, or bytes where not UTF-8 (as in a record read over 0.9.1)
     header = msg.header or {}
     if header.get("durable") is not None and header["durable"].value:
         props["delivery_mode"] = 2
@@ -44,13 +41,13 @@ def view_091(msg: Amqp10Message) -> tuple[dict[str, Any], dict[str, Any], str, s
     if header.get("ttl") is not None:
         props["expiration"] = str(header["ttl"].value)
     p = msg.properties or {}
-    for name, extra in (("message_id", "x-message-id"), ("correlation_id", "x-correlation-id")):
-        if name in p:
-            text = _id_text(p[name])
+    for field, extra in (("message_id", "x-message-id"), ("correlation_id", "x-correlation-id")):
+        if field in p:
+            text = _id_text(p[field])
             if text is None:
-                headers[extra] = p[name].value
+                headers[extra] = p[field].value
             else:
-                props[name] = text
+                props[field] = text
     if "user_id" in p:
         props["user_id"] = _text(p["user_id"].value)
     if "reply_to" in p:
@@ -66,19 +63,46 @@ def view_091(msg: Amqp10Message) -> tuple[dict[str, Any], dict[str, Any], str, s
     if msg.body.kind in ("amqp-value", "amqp-sequence"):
         props["type"] = "amqp-1.0"
     for key, value in msg.application_properties or ():
-        headers[str(key.value)] = header_value(value)
+        headers[_name(key)] = header_value(value)
     exchange = routing_key = ""
+    # Every x- annotation is a header to a 0.9.1 reader (mc_amqpl:convert_from; a 0.9.1 message's own x- headers
+    # reach a 1.0 reader as annotations: Spring's x-exception-message, x-death's companions), but for these:
     for key, value in msg.message_annotations or ():
-        name = str(key.value)
+        name = _name(key)
         if name == "x-exchange":
-            exchange = str(value.value)
+            exchange = _as_name(value.value)
         elif name == "x-routing-key":
-            routing_key = str(value.value)
+            routing_key = _as_name(value.value)
         elif name == "x-opt-deaths":
             headers["x-death"] = deaths_091(value)
-        elif name.startswith("x-opt-") or name in _BROKER_ANNOTATIONS:
+        elif name == "x-cc":
+            headers["CC"] = header_value(value)
+        elif name == "x-opt-rabbitmq-received-time" and value.type == "timestamp":
+            headers["timestamp_in_ms"] = Long(value.value)
+        elif name == "x-basic-type":
+            props.setdefault("type", str(value.value))
+        elif isinstance(name, str) and name in _BASIC:
+            if not msg.header:  # a header section's fields come first
+                props[_BASIC[name]] = str(value.value) if name == "x-basic-expiration" else value.value
+        elif key.type == "symbol" and (name.startswith(b"x-") if isinstance(name, bytes) else name.startswith("x-")):
             headers[name] = header_value(value)
     return props, headers, exchange, routing_key
+
+
+# 0.9.1 basic properties the conversion takes from an annotation where the message has no AMQP 1.0 header section
+_BASIC = {"x-basic-delivery-mode": "delivery_mode", "x-basic-priority": "priority",
+          "x-basic-expiration": "expiration"}
+
+
+def _as_name(value: Any) -> Any:
+    """An exchange or routing key: its text, or its bytes where it is not UTF-8 (as a record read over 0.9.1 holds
+    such a name)."""
+    return value if isinstance(value, bytes) else str(value)
+
+
+def _name(key: Typed) -> str | bytes:
+    """A map key as a 0.9.1 header name: its text, or its bytes where it is not UTF-8 (as pika hands such names)."""
+    return key.value if isinstance(key.value, bytes) else str(key.value)
 
 
 def _id_text(value: Typed) -> str | None:
@@ -127,9 +151,18 @@ def header_value(value: Typed) -> Any:
     if t == "array":
         return [header_value(x) for x in v[1]]
     if t == "map":
-        return {str(k.value): header_value(x) for k, x in v}
+        return {_name(k): header_value(x) for k, x in v}
     if t == "described":
         return header_value(v[1])
+    if t == "encoded":
+        return value.plain()
+    if t in ("binary", "string", "symbol") and isinstance(v, bytes):
+        # a 0.9.1 reader gets a longstr, text where it is UTF-8 (as pika decodes it); the broker's conversion of a
+        # 0.9.1 header holding a NUL made it binary
+        try:
+            return v.decode("utf-8")
+        except UnicodeDecodeError:
+            return v
     return v
 
 
@@ -186,9 +219,9 @@ def conversion_losses(msg: Amqp10Message, *, poison_091: bool = False) -> list[s
             if value.type in ("char", "uuid") and poison_091:
                 change = "cannot be converted: the broker closes the 0.9.1 connection it is delivered to"
             out.append(f"application property {key.value!r} ({value.type}) {change}")
+    # every x- annotation reaches a 0.9.1 reader as a header (view_091); others (and ulong keys) do not
     annotations = [str(k.value) for k, _ in msg.message_annotations or ()
-                   if not str(k.value).startswith("x-opt-") and str(k.value) not in _BROKER_ANNOTATIONS
-                   and str(k.value) not in ("x-exchange", "x-routing-key")]
+                   if not (k.type == "symbol" and isinstance(k.value, str) and k.value.startswith("x-"))]
     if annotations:
         out.append(f"message annotations {', '.join(annotations)} dropped")
     return out

@@ -55,6 +55,7 @@ EPILOG = """\b
 Exit status: 0 ok · 1 error · 2 usage · 3 cannot connect or authenticate · 4 not found
              5 partial (some messages left or failed) · 6 refused for safety
              7 unavailable now (a node down, a resource alarm): try again later
+             8 stopped by replay's canary or brake: nothing more moved
              130 interrupted (Ctrl-C) · 143 terminated (SIGTERM) · 129 hung up (SIGHUP)
 \b
 A stop signal (Ctrl-C, SIGTERM, SIGHUP) ends a move cleanly: in-flight copies are settled, the
