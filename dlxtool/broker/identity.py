@@ -75,7 +75,7 @@ class UnusableManagement(ManagementClient):
         self.error = error
 
     def request(self, method: str, path: str, body: Any = None, *, query: dict[str, Any] | None = None,
-                timeout: float | None = None) -> Any:
+                timeout: float | None = None, accept: tuple[int, ...] = ()) -> Any:
         raise ConnectError(self.error.message, hint=self.error.hint)
 
     def prefetch(self, path: str, **query: Any) -> None:
@@ -148,6 +148,11 @@ def _verified(conn: Any, profile: BrokerProfile, client: ManagementClient) -> Ma
     overview_on = client.last_connection
     api = Identity(cluster_name=_text(overview.get("cluster_name")), version=_text(overview.get("rabbitmq_version")),
                    node=_text(overview.get("node")) or None)
+    from dlxtool.broker.queues import cluster_without_majority
+
+    # A Khepri cluster without its majority: said now (exit 7), not after the probe queue's declare waited 30 s.
+    if (lost := cluster_without_majority(client, api.version)) is not None:
+        raise lost
     try:
         node = _probe_queue_node(conn, client, profile.vhost)
     except _NotPermitted as refused:

@@ -94,9 +94,10 @@ def queue_info(source: Session, dlq: str, report: Reporter) -> QueueInfo | None:
     from dlxtool.ops.held import HELD_HINT, held_elsewhere, reclaim_dead_runs
 
     channel = source.conn.channel()
-    counted = queues.counts(channel, dlq, source.vhost)  # a missing DLQ is "not found" (4), API or no API
+    # a missing DLQ is "not found" (4), API or no API
+    counted = queues.counts(channel, dlq, source.vhost, source.management)
     if counted.consumers and reclaim_dead_runs(source.management, source.vhost, report, source.timeout):
-        counted = queues.counts(channel, dlq, source.vhost)
+        counted = queues.counts(channel, dlq, source.vhost, source.management)
     channel.close()
     info: QueueInfo | None = None
     if source.management is not None:
@@ -149,7 +150,7 @@ def settled_quorum_counts(source: Session, dlq: str, info: QueueInfo, counted: A
     wait = waits.Wait(f"quorum queue {dlq!r} to count the messages its new leader gets back", 2.0, 0.25)
     while wait.pause():
         channel = source.conn.channel()
-        counted = queues.counts(channel, dlq, source.vhost)
+        counted = queues.counts(channel, dlq, source.vhost, source.management)
         channel.close()
         if counted.ready:
             return counted
