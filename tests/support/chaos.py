@@ -176,7 +176,7 @@ def _items(t: Trial, marker: Callable[[int], str] = lambda _i: "") -> list[tuple
 
 
 def _drop(i: int) -> str:
-    return "keep" if i % 3 == 0 else "drop"
+    return "keep-" if i % 3 == 0 else "drop-"
 
 
 def _fill(env: BrokerEnv, queue: str, items: list[tuple[bytes, str]]) -> None:
@@ -548,3 +548,41 @@ def table(results: list[Result]) -> list[str]:
     by_fault = Counter(r.trial.fault for r in rs)
     lines.append("faults: " + ", ".join(f"{k} {n}" for k, n in sorted(by_fault.items())))
     return lines
+
+
+# -- the CI tests --------------------------------------------------------------------------------------
+
+CI_BASE = 50006  # a multiple of len(COMMANDS) (11): seed CI_BASE + 11 j + k is command k's trial j
+CI_TRIALS = 14   # per command in CI (DLXTOOL_CHAOS_TRIALS / --chaos-trials); the faults cycle with j
+CI_AT_ONCE = 3   # trials of one test run at once (threads): they mostly wait on the broker and on timeouts
+RESULTS: list[Result] = []  # this session's trials, for the table at the end (tests/conftest.py)
+
+
+def ci_seeds(command: str, trials: int, base: int = CI_BASE) -> list[int]:
+    k = COMMANDS.index(command)
+    return [base + len(COMMANDS) * j + k for j in range(trials)]
+
+
+def run_trials(env: BrokerEnv, seeds: list[int], tmp: Path, at_once: int = CI_AT_ONCE) -> list[Result]:
+    """Trials of `seeds` (their command and fault follow from each), `at_once` at a time, each with a management
+    client of its own (one client's kept-alive connection is not shared between threads)."""
+    import dataclasses
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dlxtool.broker.management import ManagementClient
+
+    def one(seed: int) -> Result:
+        own = dataclasses.replace(env, mgmt=ManagementClient(env.management_url, "guest", "guest", timeout=30))
+        trial = Trial.from_seed(seed)
+        where = tmp / str(seed)
+        where.mkdir()
+        try:
+            return run_trial(own, trial, where)
+        except Exception as exc:  # noqa: BLE001 - the harness's trouble is a failed trial, with its seed
+            r = Result(trial, failures=[f"harness error: {exc!r}"])
+            return r
+
+    with ThreadPoolExecutor(max_workers=at_once) as pool:
+        results = list(pool.map(one, seeds))
+    RESULTS.extend(results)
+    return results
