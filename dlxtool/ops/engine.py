@@ -126,6 +126,10 @@ class TransferResult:
     # notices — at once if it saw the connection close, else (half-open) by `given_back_by` (epoch seconds: two
     # heartbeats); a rerun before then does not see them
     held_when_lost: int = 0
+    # ... and up to this many more: deliveries the broker had sent that never reached us (on their way through a
+    # stalled or half-open path when it was lost) are held for that connection too, within the prefetch left free
+    # (the fault campaign: a stalled replay said 0 held while the broker held 16 for it until its heartbeat)
+    held_on_the_way: int = 0
     given_back_by: float | None = None
     source_deleted: bool = False   # the source queue was deleted during the run (its messages with it)
     republished: int = 0           # messages that stay, republished to the source's tail (the summary says so)
@@ -159,7 +163,7 @@ class TransferResult:
             "interrupted": self.interrupted, "error": self.error, "elapsed_s": round(self.elapsed, 3),
             "refused_by_broker": self.refused_by_broker, "unavailable": self.unavailable,
             "source_deleted": self.source_deleted, "held_when_lost": self.held_when_lost,
-            "given_back_by": _iso(self.given_back_by),
+            "held_on_the_way": self.held_on_the_way, "given_back_by": _iso(self.given_back_by),
             "republished_to_tail": self.republished, "notes": list(self.notes),
         }
 
@@ -1055,11 +1059,18 @@ class Transfer:
         finally:
             self._unsaved_stay()
             self.opts.sink = sink
-        if not self.source_conn.is_open and (self._items or self._incoming):
+        if not self.source_conn.is_open:
             # Deliveries of a lost connection go back when the broker notices: at once after a close it saw, else
-            # only when its heartbeat gives up on a connection that went silent (half-open). Said in the summary.
-            self.result.held_when_lost = len(self._items) + len(self._incoming)
-            self.result.given_back_by = time.time() + 2 * heartbeat_of(self.source_conn)
+            # only when its heartbeat gives up on a connection that went silent (half-open). Said in the summary,
+            # with those the broker may have sent that never came: the prefetch left free bounds them, and so do
+            # the messages of the snapshot not received yet.
+            known = len(self._items) + len(self._incoming)
+            free = max([self.prefetch, *self.prefetches]) - known
+            not_come = self.result.snapshot - self._received - len(self._incoming)
+            self.result.held_when_lost = known
+            self.result.held_on_the_way = max(0, min(free, not_come))
+            if known or self.result.held_on_the_way:
+                self.result.given_back_by = time.time() + 2 * heartbeat_of(self.source_conn)
         # Whatever we never acked is back in the source; copies elsewhere of those are duplicates.
         for item in self._items:
             if item.state == _WAIT and item.decision is not None:

@@ -150,6 +150,7 @@ class Result:
     dups_reported: int = 0
     left_in_source: int = 0    # of what the command was to take, still in the source after settling
     unfinished: int = 0        # ids in the source after settling and nowhere else
+    arrived: int = 0           # ids found where the command puts what it takes (queues, its output file)
     ready_at_exit: int | None = None
     ready_later: int | None = None
     held_when_lost: int = 0
@@ -241,7 +242,8 @@ def set_up(env: BrokerEnv, t: Trial, tmp: Path, probe: Probe) -> Stage:
             plan.write_text(json.dumps({"seen": str(tmp / "seen.txt"),
                                         "replace": [[first, first.replace("-", "_", 1)]]}))
             args += ["--edit", "--limit", str(len(items))]
-        return Stage(ids, dlq, [dlq, *origins, *(arrive if c == "replay-to" else [])], [], args, lambda: probe.depth(*arrive), len(selected), to_take=selected, arrive=arrive,
+        return Stage(ids, dlq, [dlq, *origins, *(arrive if c == "replay-to" else [])], [], args,
+                     lambda: probe.depth(*arrive), len(selected), to_take=selected, arrive=arrive,
                      env={"EDITOR": f"{sys.executable} {EDITOR} {tmp / 'editor-plan.json'}"}
                      if c == "replay-edit" else {})
     if c == "load":
@@ -332,12 +334,14 @@ def _drive(env: BrokerEnv, t: Trial, stage: Stage, proxy: FaultProxy, config: Pa
                 proc.wait()
     result.exit_code = proc.returncode
     result.stderr = err.read_text(errors="replace")
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("  hint:")]
     result.words = lines[-1] if lines else ""
     result.summary = _summary(out.read_text(errors="replace"))
     if result.summary is not None:
         result.dups_reported = int(result.summary.get("possible_duplicates") or 0)
-        result.held_when_lost = int(result.summary.get("held_when_lost") or 0)
+        # what the words say the broker may still hold for the lost connection (and by when it gives them back)
+        result.held_when_lost = int(result.summary.get("held_when_lost") or 0) + int(
+            result.summary.get("held_on_the_way") or 0)
     return proc
 
 
@@ -464,7 +468,7 @@ def _account(env: BrokerEnv, t: Trial, stage: Stage, result: Result) -> None:
     arrived = set()
     for place in (*stage.arrive, *(str(p) for p in stage.files if p.name == "out.jsonl")):
         arrived |= set(by_place.get(place, Counter()))
-    result._arrived = len(arrived)  # type: ignore[attr-defined]
+    result.arrived = len(arrived)
 
 
 def _claimed(t: Trial, summary: dict[str, Any] | None) -> int | None:
@@ -498,23 +502,25 @@ def _judge(t: Trial, stage: Stage, r: Result) -> None:
         f.append(f"exit {r.exit_code} (allowed {sorted(allowed)}): {r.words}")
     if r.exit_code == 0 and r.left_in_source:
         f.append(f"exit 0 with {r.left_in_source} still in {stage.source} (the source did not reach its end)")
-    if r.exit_code == 0 and t.command == "load" and r._arrived < len(stage.ids):  # type: ignore[attr-defined]
-        f.append(f"exit 0 with {len(stage.ids) - r._arrived} not loaded")  # type: ignore[attr-defined]
+    if r.exit_code == 0 and t.command == "load" and r.arrived < len(stage.ids):
+        f.append(f"exit 0 with {len(stage.ids) - r.arrived} not loaded")
     claimed = _claimed(t, r.summary)
-    if claimed is not None and claimed > r._arrived:  # type: ignore[attr-defined]
-        f.append(f"the summary claims {claimed} moved, {r._arrived} arrived")  # type: ignore[attr-defined]
+    if claimed is not None and claimed > r.arrived:
+        f.append(f"the summary claims {claimed} moved, {r.arrived} arrived")
     if t.command == "purge-plain" and r.summary is not None and r.summary.get("purged") is not None \
             and int(r.summary["purged"]) != r.removed:
         f.append(f"purged {r.summary['purged']} said, {r.removed} gone")
     if "Traceback" in r.stderr or "internal error" in r.stderr:
         f.append("traceback / internal error: " + r.words)
-    if r.exit_code not in (0, -9) and r.injected and r.summary is None and r.exit_code != 3:
+    changed = r.arrived or r.removed or r.dups_found or r.left_in_source < len(stage.to_take)
+    if r.exit_code not in (0, -9) and r.injected and r.summary is None and r.exit_code != 3 and changed:
         f.append(f"no JSON summary (exit {r.exit_code})")
     if r.exit_code == 3 and "still in" in r.stderr and r.ready_at_exit is not None and stage.source is not None:
         # "unfinished messages are still in Q": true then only if they were ready, or said held for the connection
         unseen = r.unfinished - r.ready_at_exit - r.held_when_lost
         if unseen > 0:
-            f.append(f"said 'still in {stage.source}' with {r.ready_at_exit} ready ({r.ready_later} 1 s later) and {r.held_when_lost} said held; "
+            f.append(f"said 'still in {stage.source}' with {r.ready_at_exit} ready ({r.ready_later} 1 s later) and "
+                     f"{r.held_when_lost} said held; "
                      f"{r.unfinished} unfinished were there once the broker let go")
 
 

@@ -65,6 +65,7 @@ class FaultProxy:
         self.refused = 0       # connections reset at accept while refusing
         self.injected: list[tuple[str, float]] = []  # (mode, monotonic time) of every fault done
         self._armed: tuple[str, int] | None = None
+        self._armed_on: tuple[str, bytes] | None = None
         self.stalled = threading.Event()
         self.refusing = False
         self._lock = threading.Lock()
@@ -109,6 +110,13 @@ class FaultProxy:
         with self._lock:
             self.bytes_total = 0
             self._armed = (mode, at_bytes)
+
+    def arm_on(self, mode: str, pattern: bytes) -> None:
+        """Do `mode` as a client -> broker chunk holding `pattern` is forwarded (e.g. an AMQP method's class
+        and method ids: b"\\x00\\x3c\\x00\\x14" is basic.consume): a moment of the protocol, not of the clock."""
+        if mode not in MODES:
+            raise ValueError(f"unknown fault {mode!r}")
+        self._armed_on = (mode, pattern)
 
     def reset(self) -> None:
         """RST both sides of every open link; new connections are still accepted (unless refusing)."""
@@ -197,12 +205,19 @@ class FaultProxy:
                 break
             if not data or link.frozen:
                 break
-            if self._count(len(data), upstream, link):
+            if self._count(len(data), upstream, link) and (link.done or link.frozen):
+                break  # the fault this chunk triggered took its link: the chunk is not forwarded
+            armed_on, this_one = self._armed_on, False
+            if upstream and armed_on is not None and armed_on[1] in data:
+                # The fault starts before the chunk is forwarded (so that nothing the broker answers to it gets
+                # through first), and the chunk itself still goes, unless the fault took its link.
+                self._armed_on, this_one = None, True
+                self.inject(armed_on[0])
                 if link.done or link.frozen:
-                    break  # the fault this chunk triggered took its link: the chunk is not forwarded
+                    break
             if self.delay:
                 time.sleep(self.delay)
-            while self.stalled.is_set() and not link.done and not self._closed.is_set():
+            while self.stalled.is_set() and not this_one and not link.done and not self._closed.is_set():
                 time.sleep(0.02)  # a chunk read just before the stall waits with the rest
             try:
                 dst.sendall(data)

@@ -1,0 +1,50 @@
+"""What a lost connection's summary says the broker still holds, against what it held (issue 35's fault campaign).
+
+A stall right after dlxtool's basic.consume: the broker sends a prefetch of deliveries into a path that forwards
+nothing, dlxtool receives none of them, drops the silent connection after its timeout (exit 3) — and the broker,
+seeing no close, holds them until its heartbeat gives up. "Unfinished messages are still in the DLQ" is then true
+only with what the summary adds: up to that many held by the lost connection, and until when. (Found by the
+campaign, seed 1025: "0 held" said while the broker held 16.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.chaos import EXITS, Trial, _dead_letters, _items, _let_go, _ready_now
+from tests.support.faultproxy import FaultProxy
+from tests.support.faults import ROOT, FaultNode, _summary, cli_env, write_config
+
+pytestmark = [pytest.mark.faults, pytest.mark.chaos]
+BASIC_CONSUME = b"\x00\x3c\x00\x14"  # class 60 (basic), method 20 (consume)
+
+
+def test_deliveries_sent_into_a_stalled_path_are_said_held_by_the_lost_connection(broker, tmp_path) -> None:
+    trial = Trial(seed=990001, command="replay-to", fault="stall", messages=300, at=0.0, prefetch=100, window=50)
+    dlq, _origins = _dead_letters(broker, trial, _items(trial))
+    with broker.channel() as ch:
+        ch.queue_declare("ch990001.to", durable=True)
+    config = tmp_path / "config.toml"
+    with FaultProxy(broker.host, broker.amqp_port) as proxy:
+        write_config(FaultNode(broker, ""), proxy.port, config)
+        config.write_text(config.read_text().replace("timeout = 15", "timeout = 2"))
+        proxy.arm_on("stall", BASIC_CONSUME)
+        proc = subprocess.run([sys.executable, "-m", "dlxtool", "--config", str(config), "--broker", "faults",
+                               "--format", "json", "replay", dlq, "--to", "ch990001.to", "--yes", "--prefetch", "100"],
+                              env=cli_env(tmp_path), capture_output=True, text=True, timeout=90, cwd=str(ROOT))
+        ready_at_exit = _ready_now(broker, dlq)
+        assert proxy.injected and proxy.injected[0][0] == "stall"
+    _let_go(broker, -1)  # the proxy is closed: the broker sees the reset at once
+    settled = broker.wait_depth(dlq, 300, timeout=15)
+    assert proc.returncode in EXITS["stall"] - {0}, proc.stderr
+    summary = _summary(proc.stdout)
+    assert summary is not None, proc.stderr
+    said_held = summary["held_when_lost"] + summary["held_on_the_way"]
+    assert settled == 300 and ready_at_exit is not None
+    print(ready_at_exit, settled, {k: summary[k] for k in ("held_when_lost", "held_on_the_way", "snapshot")})
+    assert settled - ready_at_exit <= said_held, (ready_at_exit, summary, proc.stderr)
+    # The broker held what it had sent: none of it reached dlxtool (the stall began before the consume went).
+    assert ready_at_exit < 300 and summary["held_when_lost"] == 0, (ready_at_exit, summary)
+    assert "may be held by the lost connection" in proc.stderr, proc.stderr
