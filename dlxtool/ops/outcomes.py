@@ -99,10 +99,11 @@ def _held_when_lost(result: TransferResult) -> str:
     by = datetime.fromtimestamp(result.given_back_by).strftime("%H:%M:%S") if result.given_back_by else "?"
     more = result.held_on_the_way
     held = (f"{result.held_when_lost} of them were held unacked by the lost connection"
-            + (f", and up to {more} more may have been on their way to it (sent by the broker, never received)"
+            + (f", and up to {more} more may be held by it (deliveries on their way, acks it never confirmed)"
                if more else "")
             if result.held_when_lost else
-            f"up to {more} of them may be held by the lost connection (sent by the broker, never received)")
+            f"up to {more} of them may be held by the lost connection (deliveries on their way, acks it never "
+            "confirmed)")
     return (f"; {held}: the broker puts them back "
             "when it notices the connection is gone — at once if it saw it close, else (a half-open connection) "
             f"when its heartbeat gives up on it, by {by} at the latest; a rerun before then does not see them")

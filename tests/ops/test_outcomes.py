@@ -34,7 +34,7 @@ def test_a_lost_connection_says_what_the_broker_may_still_hold_for_it_including_
     assert "up to 16 of them may be held by the lost connection" in only_on_the_way
     assert "a rerun before then does not see them" in only_on_the_way
     both = transfer_outcome(TransferResult("q.dlq", 200, held_when_lost=5, held_on_the_way=16, **lost), "replay")
-    assert "5 of them were held unacked by the lost connection, and up to 16 more" in both.message
+    assert "5 of them were held unacked by the lost connection, and up to 16 more may be held by it" in both.message
     assert "once they are back" in (both.hint or "")
     none = transfer_outcome(TransferResult("q.dlq", 200, **lost), "replay").message
     assert "held" not in none

@@ -79,10 +79,22 @@ EXITS = {"reset": {0, 3}, "half-open": {0, 3}, "refuse": {0, 3}, "stall": {0, 3}
          "kill9": {0, -9}, "sigint": {0, 130}, "sigterm": {0, 143}, "broker-close": {0, 3}}
 EDITOR = Path(__file__).parent / "editor.py"
 TIMEOUT = 3  # the trials' --timeout (config `timeout`): a stall for good costs about 3 of them
+# A command ends within this long of its fault (the stop signals' 30 s wait for confirms aside, never reached here):
+# --timeout bounds every wait, a silent connection is dropped after one (issue 35: a stall held replay 155 s).
+EXIT_WITHIN = 10 * TIMEOUT
+
+
+DEFAULT_WINDOW = 1000  # the engine's --window where the command has none (purge --move-to)
+RECORD_BATCH = 200     # dlxtool.ops.engine.TAKE_BATCH: records written before their acks go
 
 
 def kill9_bound(trial: Trial) -> int:
-    """What docs/stop-signals.md promises a kill -9 leaves twice at most: twice --window (load: its window)."""
+    """What docs/stop-signals.md promises a kill -9 leaves twice at most: twice --window for a move or a load,
+    the records written since the last ack for dump --remove / purge --backup (a batch; twice, for acks under way)."""
+    if trial.command in ("purge-backup", "dump-remove"):
+        return 2 * RECORD_BATCH
+    if trial.command == "purge-move":
+        return 2 * DEFAULT_WINDOW
     return 2 * trial.window
 
 
@@ -146,6 +158,7 @@ class Result:
     when: str = ""
     lost: int = 0
     removed: int = 0           # ids gone that the command may remove (purge-plain, purge-select)
+    not_sent: int = 0          # load: records neither in the queue nor in --failed, said not sent (input file)
     dups_found: int = 0
     dups_reported: int = 0
     left_in_source: int = 0    # of what the command was to take, still in the source after settling
@@ -158,6 +171,7 @@ class Result:
     summary: dict[str, Any] | None = None
     stderr: str = ""
     seconds: float = 0.0
+    exit_after: float | None = None  # seconds from the fault to the command's end
     failures: list[str] = field(default_factory=list)
 
     def line(self) -> str:
@@ -325,7 +339,10 @@ def _drive(env: BrokerEnv, t: Trial, stage: Stage, proxy: FaultProxy, config: Pa
                                 cwd=str(ROOT))
         try:
             _inject_when_due(env, t, stage, proxy, proc, threshold, result)
+            fault_at = time.monotonic()
             proc.wait(timeout=90)
+            if result.injected:
+                result.exit_after = time.monotonic() - fault_at
         except subprocess.TimeoutExpired:
             result.failures.append("the command did not end within 90 s of the fault (killed)")
         finally:
@@ -370,8 +387,9 @@ def _inject_when_due(env: BrokerEnv, t: Trial, stage: Stage, proxy: FaultProxy, 
     if f in SIGNALS:
         proc.send_signal(SIGNALS[f])
     elif f == "broker-close":
-        closed = close_connections(env, proc.pid, "chaos: broker-side close", wait=2.0)
+        closed = close_connections(env, proc.pid, "chaos: broker-side close", wait=3.0)
         result.when += f" closed {closed}"
+        result.injected = closed > 0  # none listed yet (start-up) or any more: the broker closed nothing
     elif f == "delay":
         proxy.inject("delay", delay=t.delay)
     elif f == "stall" and t.stall_for is not None:
@@ -456,6 +474,12 @@ def _account(env: BrokerEnv, t: Trial, stage: Stage, result: Result) -> None:
     missing = {mid for mid in stage.ids if not found[mid]}
     result.removed = len(missing & stage.removable)
     result.lost = len(missing - stage.removable)
+    if t.command == "load":
+        # The input file stays whatever happens: a record never published is not lost, it is not sent — said in
+        # the summary (not_sent); after a kill -9 (no summary) nothing is said, and a rerun of the file sends it.
+        said = int((result.summary or {}).get("not_sent") or 0) if result.summary is not None else result.lost
+        result.not_sent = min(result.lost, said)
+        result.lost -= result.not_sent
     result.dups_found = sum(n - 1 for mid, n in found.items() if n > 1)
     foreign = sum(n for mid, n in found.items() if mid not in set(stage.ids))
     if foreign:
@@ -510,6 +534,8 @@ def _judge(t: Trial, stage: Stage, r: Result) -> None:
     if t.command == "purge-plain" and r.summary is not None and r.summary.get("purged") is not None \
             and int(r.summary["purged"]) != r.removed:
         f.append(f"purged {r.summary['purged']} said, {r.removed} gone")
+    if r.exit_after is not None and r.exit_after > EXIT_WITHIN:
+        f.append(f"ended {r.exit_after:.0f} s after the fault (--timeout {TIMEOUT}: more than {EXIT_WITHIN} s)")
     if "Traceback" in r.stderr or "internal error" in r.stderr:
         f.append("traceback / internal error: " + r.words)
     changed = r.arrived or r.removed or r.dups_found or r.left_in_source < len(stage.to_take)
@@ -537,8 +563,9 @@ def _clean_up(env: BrokerEnv, stage: Stage) -> None:
 
 
 def table(results: list[Result]) -> list[str]:
-    """Per command: trials, faults hit while running, lost, duplicates found / reported, exit codes, failures."""
-    lines = [f"{'command':<14}{'trials':>7}{'hit':>6}{'lost':>6}{'dups found':>12}{'dups rep.':>11}  "
+    """Per command: trials, faults hit while running, lost, duplicates found / reported, the longest time from a
+    fault to the command's end (max s), exit codes, failures with their seeds."""
+    lines = [f"{'command':<14}{'trials':>7}{'hit':>6}{'lost':>6}{'dups found':>12}{'dups rep.':>11}{'max s':>7}  "
              f"{'exit codes':<34}failed (seeds)"]
     for command in [*COMMANDS, "all"]:
         rs = [r for r in results if command in ("all", r.trial.command)]
@@ -547,7 +574,8 @@ def table(results: list[Result]) -> list[str]:
         exits = Counter(r.exit_code for r in rs)
         failed = [r.trial.seed for r in rs if r.failures]
         lines.append(f"{command:<14}{len(rs):>7}{sum(r.injected for r in rs):>6}{sum(r.lost for r in rs):>6}"
-                     f"{sum(r.dups_found for r in rs):>12}{sum(r.dups_reported for r in rs):>11}  "
+                     f"{sum(r.dups_found for r in rs):>12}{sum(r.dups_reported for r in rs):>11}"
+                     f"{max((r.exit_after or 0 for r in rs), default=0):>7.1f}  "
                      f"{' '.join(f'{k}:{n}' for k, n in sorted(exits.items(), key=lambda kv: str(kv[0]))):<34}"
                      f"{len(failed)}" + (f" ({' '.join(map(str, failed[:12]))}{' …' if len(failed) > 12 else ''})"
                                          if failed else ""))
