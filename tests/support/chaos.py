@@ -78,7 +78,7 @@ SIGNALS = {"kill9": signal.SIGKILL, "sigint": signal.SIGINT, "sigterm": signal.S
 EXITS = {"reset": {0, 3}, "half-open": {0, 3}, "refuse": {0, 3}, "stall": {0, 3}, "delay": {0},
          "kill9": {0, -9}, "sigint": {0, 130}, "sigterm": {0, 143}, "broker-close": {0, 3}}
 EDITOR = Path(__file__).parent / "editor.py"
-TIMEOUT = 3  # the trials' --timeout (config `timeout`): a stall for good costs about 3 of them
+TIMEOUT = 5  # the trials' --timeout (config `timeout`, dlxtool's default): a stall for good costs about 3 of them
 # A command ends within this long of its fault (the stop signals' 30 s wait for confirms aside, never reached here):
 # --timeout bounds every wait, a silent connection is dropped after one (issue 35: a stall held replay 155 s).
 EXIT_WITHIN = 10 * TIMEOUT
@@ -165,13 +165,13 @@ class Result:
     unfinished: int = 0        # ids in the source after settling and nowhere else
     arrived: int = 0           # ids found where the command puts what it takes (queues, its output file)
     ready_at_exit: int | None = None
-    ready_later: int | None = None
     held_when_lost: int = 0
     words: str = ""            # the stderr's last line
     summary: dict[str, Any] | None = None
     stderr: str = ""
     seconds: float = 0.0
     exit_after: float | None = None  # seconds from the fault to the command's end
+    startup: bool = False      # a stop signal that came before any code of dlxtool's ran (Python's own handling)
     failures: list[str] = field(default_factory=list)
 
     def line(self) -> str:
@@ -314,8 +314,6 @@ def run_trial(env: BrokerEnv, t: Trial, tmp: Path) -> Result:
             config.write_text(text)
             proc = _drive(env, t, stage, proxy, config, tmp, result)
             result.ready_at_exit = _ready_now(env, stage.source)
-            time.sleep(1.0)
-            result.ready_later = _ready_now(env, stage.source)
         # The proxy is closed: whatever it still held (a half-open broker side, a stalled link) is reset.
         _let_go(env, proc.pid)
     finally:
@@ -522,6 +520,10 @@ def _judge(t: Trial, stage: Stage, r: Result) -> None:
     elif r.dups_found > r.dups_reported:
         f.append(f"{r.dups_found} duplicates found, {r.dups_reported} reported")
     allowed = EXITS[t.fault] if r.injected else {0}
+    changed = r.arrived or r.removed or r.dups_found or r.left_in_source < len(stage.to_take)
+    if r.injected and not changed and _in_interpreter_start(t, r):
+        r.startup = True  # before any code of dlxtool's ran: Python's own handling (docs/stop-signals.md)
+        allowed = allowed | {r.exit_code}
     if r.exit_code not in allowed:
         f.append(f"exit {r.exit_code} (allowed {sorted(allowed)}): {r.words}")
     if r.exit_code == 0 and r.left_in_source:
@@ -536,18 +538,29 @@ def _judge(t: Trial, stage: Stage, r: Result) -> None:
         f.append(f"purged {r.summary['purged']} said, {r.removed} gone")
     if r.exit_after is not None and r.exit_after > EXIT_WITHIN:
         f.append(f"ended {r.exit_after:.0f} s after the fault (--timeout {TIMEOUT}: more than {EXIT_WITHIN} s)")
-    if "Traceback" in r.stderr or "internal error" in r.stderr:
+    if ("Traceback" in r.stderr and not r.startup) or "internal error" in r.stderr:
         f.append("traceback / internal error: " + r.words)
-    changed = r.arrived or r.removed or r.dups_found or r.left_in_source < len(stage.to_take)
     if r.exit_code not in (0, -9) and r.injected and r.summary is None and r.exit_code != 3 and changed:
         f.append(f"no JSON summary (exit {r.exit_code})")
     if r.exit_code == 3 and "still in" in r.stderr and r.ready_at_exit is not None and stage.source is not None:
         # "unfinished messages are still in Q": true then only if they were ready, or said held for the connection
         unseen = r.unfinished - r.ready_at_exit - r.held_when_lost
         if unseen > 0:
-            f.append(f"said 'still in {stage.source}' with {r.ready_at_exit} ready ({r.ready_later} 1 s later) and "
+            f.append(f"said 'still in {stage.source}' with {r.ready_at_exit} ready and "
                      f"{r.held_when_lost} said held; "
                      f"{r.unfinished} unfinished were there once the broker let go")
+
+
+def _in_interpreter_start(t: Trial, r: Result) -> bool:
+    """A stop signal that came while the Python interpreter itself was starting, before dlxtool.entry: SIGTERM's
+    default action (-15, nothing said); SIGINT: Python's own KeyboardInterrupt — killed by it (-2), or exit 1 with
+    a traceback from `site` (reading the installed packages' .pth files). Seen in CI under load 0.34 s in."""
+    if t.fault == "sigterm":
+        return r.exit_code == -signal.SIGTERM and not r.stderr.strip()
+    if t.fault == "sigint":
+        return r.exit_code == -signal.SIGINT or (r.exit_code == 1 and "<frozen site>" in r.stderr
+                                                   and r.stderr.rstrip().endswith("KeyboardInterrupt"))
+    return False
 
 
 def _clean_up(env: BrokerEnv, stage: Stage) -> None:
@@ -587,7 +600,7 @@ def table(results: list[Result]) -> list[str]:
 # -- the CI tests --------------------------------------------------------------------------------------
 
 CI_BASE = 50006  # a multiple of len(COMMANDS) (11): seed CI_BASE + 11 j + k is command k's trial j
-CI_TRIALS = 14   # per command in CI (DLXTOOL_CHAOS_TRIALS / --chaos-trials); the faults cycle with j
+CI_TRIALS = 12   # per command in CI (DLXTOOL_CHAOS_TRIALS / --chaos-trials); the faults cycle with j
 CI_AT_ONCE = 3   # trials of one test run at once (threads): they mostly wait on the broker and on timeouts
 RESULTS: list[Result] = []  # this session's trials, for the table at the end (tests/conftest.py)
 
