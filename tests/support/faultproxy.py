@@ -65,7 +65,7 @@ class FaultProxy:
         self.refused = 0       # connections reset at accept while refusing
         self.injected: list[tuple[str, float]] = []  # (mode, monotonic time) of every fault done
         self._armed: tuple[str, int] | None = None
-        self._armed_on: tuple[str, bytes] | None = None
+        self._armed_on: tuple[str, bytes, bool] | None = None
         self.stalled = threading.Event()
         self.refusing = False
         self._lock = threading.Lock()
@@ -111,12 +111,12 @@ class FaultProxy:
             self.bytes_total = 0
             self._armed = (mode, at_bytes)
 
-    def arm_on(self, mode: str, pattern: bytes) -> None:
+    def arm_on(self, mode: str, pattern: bytes, *, forward: bool = True) -> None:
         """Do `mode` as a client -> broker chunk holding `pattern` is forwarded (e.g. an AMQP method's class
         and method ids: b"\\x00\\x3c\\x00\\x14" is basic.consume): a moment of the protocol, not of the clock."""
         if mode not in MODES:
             raise ValueError(f"unknown fault {mode!r}")
-        self._armed_on = (mode, pattern)
+        self._armed_on = (mode, pattern, forward)
 
     def reset(self) -> None:
         """RST both sides of every open link; new connections are still accepted (unless refusing)."""
@@ -210,8 +210,9 @@ class FaultProxy:
             armed_on, this_one = self._armed_on, False
             if upstream and armed_on is not None and armed_on[1] in data:
                 # The fault starts before the chunk is forwarded (so that nothing the broker answers to it gets
-                # through first), and the chunk itself still goes, unless the fault took its link.
-                self._armed_on, this_one = None, True
+                # through first), and the chunk itself still goes (`forward`), unless the fault took its link;
+                # else a stall keeps it with the rest.
+                self._armed_on, this_one = None, armed_on[2]
                 self.inject(armed_on[0])
                 if link.done or link.frozen:
                     break
