@@ -53,6 +53,8 @@ class Typed:
             return [x.plain() for x in v[1]]
         if t == "described":
             return v[1].plain()
+        if t == "encoded":
+            return f"(an AMQP 1.0 value nested past {MAX_DECODE_DEPTH} levels, {len(v)} bytes)"
         return v
 
 
@@ -106,16 +108,27 @@ def decode_value(buf: bytes, at: int = 0) -> tuple[Typed, int]:
         raise Amqp10Error(f"not an AMQP 1.0 value at byte {at} ({type(exc).__name__})") from None
 
 
-def _decode(buf: bytes, at: int) -> tuple[Typed, int]:
+# Lists, maps and arrays nested deeper than this are kept as their bytes, Typed("encoded", bytes): a hostile 0.9.1
+# header can nest thousands deep (RabbitMQ hands it to a 1.0 reader as such), and a tree that deep overflows the
+# stack of any recursive reader or writer. Sent back byte for byte.
+MAX_DECODE_DEPTH = 32
+_COMPOUND = frozenset({0xC0, 0xD0, 0xC1, 0xD1, 0xE0, 0xF0})
+
+
+def _decode(buf: bytes, at: int, depth: int = 0) -> tuple[Typed, int]:
     code = buf[at]
     if code == 0x00:  # described: descriptor, then the value
-        descriptor, at = _decode(buf, at + 1)
-        value, at = _decode(buf, at)
+        descriptor, at = _decode(buf, at + 1, depth)
+        value, at = _decode(buf, at, depth)
         return Typed("described", (descriptor, value)), at
-    return _decode_with(code, buf, at + 1)
+    if code in _COMPOUND and depth >= MAX_DECODE_DEPTH:
+        size, end = _size(code, buf, at + 1)
+        _need(buf, end + size)
+        return Typed("encoded", bytes(buf[at:end + size])), end + size
+    return _decode_with(code, buf, at + 1, depth)
 
 
-def _decode_with(code: int, buf: bytes, at: int) -> tuple[Typed, int]:
+def _decode_with(code: int, buf: bytes, at: int, depth: int = 0) -> tuple[Typed, int]:
     """The value after constructor `code` at buf[at] (an array's items share one constructor)."""
     name = _CONSTRUCTOR_TYPES.get(code)
     if name is None:
@@ -158,7 +171,12 @@ def _decode_with(code: int, buf: bytes, at: int) -> tuple[Typed, int]:
         raw = bytes(buf[at:at + size])
         if name == "binary":
             return Typed("binary", raw), at + size
-        return Typed(name, raw.decode("utf-8" if name == "string" else "ascii")), at + size
+        try:
+            return Typed(name, raw.decode("utf-8")), at + size
+        except UnicodeDecodeError:
+            # Not UTF-8: RabbitMQ hands a 0.9.1 header name that is not UTF-8 over as such a string or symbol. Kept
+            # as its bytes (a str-typed value holding bytes), sent back as they came.
+            return Typed(name, raw), at + size
     if name in ("list", "map"):
         small = code in (0xC0, 0xC1)
         size, at = _size(code, buf, at)
@@ -168,7 +186,7 @@ def _decode_with(code: int, buf: bytes, at: int) -> tuple[Typed, int]:
         at += 1 if small else 4
         items = []
         for _ in range(count):
-            item, at = _decode(buf, at)
+            item, at = _decode(buf, at, depth + 1)
             items.append(item)
         if at != end:
             raise Amqp10Error(f"a {name} ends at byte {at}, its size says {end}")
@@ -188,12 +206,12 @@ def _decode_with(code: int, buf: bytes, at: int) -> tuple[Typed, int]:
     element = buf[at]
     at += 1
     if element == 0x00:
-        descriptor, at = _decode(buf, at)
+        descriptor, at = _decode(buf, at, depth + 1)
         element = buf[at]
         at += 1
     items = []
     for _ in range(count):
-        item, at = _decode_with(element, buf, at)
+        item, at = _decode_with(element, buf, at, depth + 1)
         items.append(Typed("described", (descriptor, item)) if descriptor is not None else item)
     element_type = "described" if descriptor is not None else _CONSTRUCTOR_TYPES.get(element, "null")
     return Typed("array", (element_type, items)), at
@@ -229,6 +247,8 @@ def _encode(value: Typed, out: list[bytes]) -> None:
             _encode(v[1], out)
         elif t == "array":
             out.append(_array(v[0], v[1]))
+        elif t == "encoded":  # nested past MAX_DECODE_DEPTH: its bytes as they came
+            out.append(bytes(v))
         else:
             out.append(_constructor_and_payload(t, v))
     except (struct.error, TypeError, ValueError, AttributeError, IndexError) as exc:
@@ -267,7 +287,7 @@ def _constructor_and_payload(t: str, v: Any) -> bytes:
     if t == "uuid":
         return b"\x98" + uuid.UUID(str(v)).bytes
     if t in ("binary", "string", "symbol"):
-        raw = v if t == "binary" else v.encode("utf-8" if t == "string" else "ascii")
+        raw = v if t == "binary" or isinstance(v, bytes) else v.encode("utf-8")
         if not isinstance(raw, bytes):
             raise Amqp10Error(f"an AMQP 1.0 binary is bytes, not {type(v).__name__}")
         small, large = {"binary": (0xA0, 0xB0), "string": (0xA1, 0xB1), "symbol": (0xA3, 0xB3)}[t]
@@ -319,7 +339,8 @@ def _payload(element_type: str, item: Typed) -> bytes:
     if element_type == "null":
         return b""
     if element_type in ("binary", "string", "symbol"):
-        raw: bytes = item.value if element_type == "binary" else item.value.encode("utf-8")
+        raw: bytes = (item.value if element_type == "binary" or isinstance(item.value, bytes)
+                          else item.value.encode("utf-8"))
         return struct.pack(">I", len(raw)) + raw
     if element_type in ("list", "map"):
         body = (b"".join(encode_value(x) for x in item.value) if element_type == "list"
@@ -342,21 +363,34 @@ def _payload(element_type: str, item: Typed) -> bytes:
 # -- JSON -------------------------------------------------------------------------------------------------------
 
 
-def to_json(value: Typed) -> Any:
-    """A typed value as JSON: a one-key object named by its type."""
+# Lists, maps, arrays and described values nested deeper than this are written whole as {"encoded": base64 of their
+# AMQP 1.0 encoding}: a hostile header can nest thousands deep, and JSON writers stop at a few hundred.
+MAX_JSON_DEPTH = 32
+_NESTED = ("list", "map", "array", "described")
+
+
+def to_json(value: Typed, depth: int = 0) -> Any:
+    """A typed value as JSON: a one-key object named by its type (past MAX_JSON_DEPTH: {"encoded": base64})."""
     t, v = value.type, value.value
+    if t == "encoded":
+        return {t: base64.b64encode(v).decode("ascii")}
+    if t in _NESTED and depth >= MAX_JSON_DEPTH:
+        return {"encoded": base64.b64encode(encode_value(value)).decode("ascii")}
+    depth += 1
     if t in ("binary", *_DECIMALS):
         return {t: base64.b64encode(v).decode("ascii")}
+    if t in ("string", "symbol") and isinstance(v, bytes):  # not UTF-8 (decode_value)
+        return {t: {"$bytes": base64.b64encode(v).decode("ascii")}}
     if t in ("float", "double") and not math.isfinite(v):
         return {t: str(v)}
     if t == "list":
-        return {t: [to_json(x) for x in v]}
+        return {t: [to_json(x, depth) for x in v]}
     if t == "map":
-        return {t: [[to_json(k), to_json(x)] for k, x in v]}
+        return {t: [[to_json(k, depth), to_json(x, depth)] for k, x in v]}
     if t == "array":
-        return {t: {"type": v[0], "items": [to_json(x) for x in v[1]]}}
+        return {t: {"type": v[0], "items": [to_json(x, depth) for x in v[1]]}}
     if t == "described":
-        return {t: [to_json(v[0]), to_json(v[1])]}
+        return {t: [to_json(v[0], depth), to_json(v[1], depth)]}
     return {t: v}
 
 
@@ -365,11 +399,21 @@ def from_json(data: Any, where: str = "value") -> Typed:
     if not isinstance(data, Mapping) or len(data) != 1:
         raise Amqp10Error(f"{where}: an AMQP 1.0 value is an object with one key, its type (e.g. {{\"ulong\": 5}})")
     t, v = next(iter(data.items()))
+    if t == "encoded":  # a value nested past MAX_JSON_DEPTH / MAX_DECODE_DEPTH, kept as its bytes
+        try:
+            raw = base64.b64decode(v, validate=True)
+        except (binascii.Error, TypeError) as exc:
+            raise Amqp10Error(f"{where}: not base64 ({exc})") from None
+        if not raw or raw[0] not in _COMPOUND:
+            raise Amqp10Error(f"{where}: an encoded value is a list, map or array's AMQP 1.0 bytes")
+        return Typed("encoded", raw)
     if t not in TYPES:
         raise Amqp10Error(f"{where}: unknown AMQP 1.0 type {t!r}")
     try:
         if t in ("binary", *_DECIMALS):
             typed = Typed(t, base64.b64decode(v, validate=True))
+        elif t in ("string", "symbol") and isinstance(v, Mapping):
+            typed = Typed(t, base64.b64decode(v["$bytes"], validate=True))
         elif t in ("float", "double"):
             typed = Typed(t, float(v))
         elif t == "list":
@@ -499,7 +543,8 @@ def _pairs_json(pairs: Pairs, key_type: str) -> Any:
     """A section's map: an object by name where every key is of the section's usual key type (symbol for
     annotations, string for application properties) and no name repeats; else {"$pairs": [[key, value], …]}."""
     names = [k.value for k, _ in pairs]
-    if all(k.type == key_type for k, _ in pairs) and len(set(names)) == len(names) and "$pairs" not in names:
+    if (all(k.type == key_type and isinstance(k.value, str) for k, _ in pairs) and len(set(names)) == len(names)
+            and "$pairs" not in names):
         return {k.value: to_json(v) for k, v in pairs}
     return {"$pairs": [[to_json(k), to_json(v)] for k, v in pairs]}
 

@@ -3,7 +3,7 @@
 RabbitMQ 4.x converts AMQP 1.0 messages for 0.9.1 readers (its mc_amqpl module). dlxtool reads over AMQP 1.0 where
 it can, keeps the whole message (MessageRecord.amqp10), and gives the rest of dlxtool — filters, conventions,
 the death history, tables — the same 0.9.1 view the broker would: `view_091`. What that conversion changes or
-drops, message by message, is `conversion_losses` (said by peek and replay's plan before anything moves).
+drops, message by message, is `conversion_losses` (said by peek and history: `conversion_notes`).
 
 Measured on RabbitMQ 4.3.6 and 4.0.5 (tests/broker/test_amqp10_client.py): several data sections arrive as one
 body; an amqp-value or amqp-sequence body arrives as its AMQP encoding with type=amqp-1.0; subject, to,
@@ -16,22 +16,23 @@ or uuid application property at all (it closes the 0.9.1 connection: dlxtool.bro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dlxtool.amqp10_message import Amqp10Message, Typed, timestamp_datetime
 from dlxtool.amqp_values import Long
 
+if TYPE_CHECKING:
+    from dlxtool.amqp10_message import Amqp10Message, Typed
+    from dlxtool.record import MessageRecord
+
 _DROPPED_PROPERTIES = ("to", "subject", "absolute_expiry_time", "group_sequence", "reply_to_group_id")
-# The broker's own annotations that 0.9.1 readers get as headers (besides every x-opt-*)
-_BROKER_ANNOTATIONS = ("x-delivery-count", "x-acquired-count", "x-first-death-queue", "x-first-death-reason",
-                       "x-first-death-exchange", "x-last-death-queue", "x-last-death-reason", "x-last-death-exchange")
 
 
 def view_091(msg: Amqp10Message) -> tuple[dict[str, Any], dict[str, Any], str, str]:
     """(properties, headers, exchange, routing_key) as a 0.9.1 reader of this message gets them."""
     props: dict[str, Any] = {}
-    headers: dict[str, Any] = {}
+    headers: dict[Any, Any] = {}  # names are text, or bytes where not UTF-8 (as in a record read over 0.9.1)
     header = msg.header or {}
     if header.get("durable") is not None and header["durable"].value:
         props["delivery_mode"] = 2
@@ -40,13 +41,13 @@ def view_091(msg: Amqp10Message) -> tuple[dict[str, Any], dict[str, Any], str, s
     if header.get("ttl") is not None:
         props["expiration"] = str(header["ttl"].value)
     p = msg.properties or {}
-    for name, extra in (("message_id", "x-message-id"), ("correlation_id", "x-correlation-id")):
-        if name in p:
-            text = _id_text(p[name])
+    for field, extra in (("message_id", "x-message-id"), ("correlation_id", "x-correlation-id")):
+        if field in p:
+            text = _id_text(p[field])
             if text is None:
-                headers[extra] = p[name].value
+                headers[extra] = p[field].value
             else:
-                props[name] = text
+                props[field] = text
     if "user_id" in p:
         props["user_id"] = _text(p["user_id"].value)
     if "reply_to" in p:
@@ -62,19 +63,46 @@ def view_091(msg: Amqp10Message) -> tuple[dict[str, Any], dict[str, Any], str, s
     if msg.body.kind in ("amqp-value", "amqp-sequence"):
         props["type"] = "amqp-1.0"
     for key, value in msg.application_properties or ():
-        headers[str(key.value)] = header_value(value)
+        headers[_name(key)] = header_value(value)
     exchange = routing_key = ""
+    # Every x- annotation is a header to a 0.9.1 reader (mc_amqpl:convert_from; a 0.9.1 message's own x- headers
+    # reach a 1.0 reader as annotations: Spring's x-exception-message, x-death's companions), but for these:
     for key, value in msg.message_annotations or ():
-        name = str(key.value)
+        name = _name(key)
         if name == "x-exchange":
-            exchange = str(value.value)
+            exchange = _as_name(value.value)
         elif name == "x-routing-key":
-            routing_key = str(value.value)
+            routing_key = _as_name(value.value)
         elif name == "x-opt-deaths":
             headers["x-death"] = deaths_091(value)
-        elif name.startswith("x-opt-") or name in _BROKER_ANNOTATIONS:
+        elif name == "x-cc":
+            headers["CC"] = header_value(value)
+        elif name == "x-opt-rabbitmq-received-time" and value.type == "timestamp":
+            headers["timestamp_in_ms"] = Long(value.value)
+        elif name == "x-basic-type":
+            props.setdefault("type", str(value.value))
+        elif isinstance(name, str) and name in _BASIC:
+            if not msg.header:  # a header section's fields come first
+                props[_BASIC[name]] = str(value.value) if name == "x-basic-expiration" else value.value
+        elif key.type == "symbol" and (name.startswith(b"x-") if isinstance(name, bytes) else name.startswith("x-")):
             headers[name] = header_value(value)
     return props, headers, exchange, routing_key
+
+
+# 0.9.1 basic properties the conversion takes from an annotation where the message has no AMQP 1.0 header section
+_BASIC = {"x-basic-delivery-mode": "delivery_mode", "x-basic-priority": "priority",
+          "x-basic-expiration": "expiration"}
+
+
+def _as_name(value: Any) -> Any:
+    """An exchange or routing key: its text, or its bytes where it is not UTF-8 (as a record read over 0.9.1 holds
+    such a name)."""
+    return value if isinstance(value, bytes) else str(value)
+
+
+def _name(key: Typed) -> str | bytes:
+    """A map key as a 0.9.1 header name: its text, or its bytes where it is not UTF-8 (as pika hands such names)."""
+    return key.value if isinstance(key.value, bytes) else str(key.value)
 
 
 def _id_text(value: Typed) -> str | None:
@@ -106,6 +134,8 @@ def _text(value: Any) -> Any:
 
 
 def _seconds(ms: int) -> datetime | int:
+    from dlxtool.amqp10_message import timestamp_datetime  # the 1.0 codec: only for a message read over 1.0
+
     stamp = timestamp_datetime(ms - ms % 1000)
     return stamp
 
@@ -123,9 +153,18 @@ def header_value(value: Typed) -> Any:
     if t == "array":
         return [header_value(x) for x in v[1]]
     if t == "map":
-        return {str(k.value): header_value(x) for k, x in v}
+        return {_name(k): header_value(x) for k, x in v}
     if t == "described":
         return header_value(v[1])
+    if t == "encoded":
+        return value.plain()
+    if t in ("binary", "string", "symbol") and isinstance(v, bytes):
+        # a 0.9.1 reader gets a longstr, text where it is UTF-8 (as pika decodes it); the broker's conversion of a
+        # 0.9.1 header holding a NUL made it binary
+        try:
+            return v.decode("utf-8")
+        except UnicodeDecodeError:
+            return v
     return v
 
 
@@ -182,9 +221,9 @@ def conversion_losses(msg: Amqp10Message, *, poison_091: bool = False) -> list[s
             if value.type in ("char", "uuid") and poison_091:
                 change = "cannot be converted: the broker closes the 0.9.1 connection it is delivered to"
             out.append(f"application property {key.value!r} ({value.type}) {change}")
+    # every x- annotation reaches a 0.9.1 reader as a header (view_091); others (and ulong keys) do not
     annotations = [str(k.value) for k, _ in msg.message_annotations or ()
-                   if not str(k.value).startswith("x-opt-") and str(k.value) not in _BROKER_ANNOTATIONS
-                   and str(k.value) not in ("x-exchange", "x-routing-key")]
+                   if not (k.type == "symbol" and isinstance(k.value, str) and k.value.startswith("x-"))]
     if annotations:
         out.append(f"message annotations {', '.join(annotations)} dropped")
     return out
@@ -221,3 +260,70 @@ def came_from_amqp10(properties: dict[str, Any], headers: dict[str, Any]) -> lis
     if str(properties.get("message_id") or "").startswith("urn:uuid:"):
         signs.append("a urn:uuid message-id")
     return signs
+
+
+def conversion_notes(records: Sequence[MessageRecord], *, read_over_amqp10: bool, speaks_amqp10: bool,
+                     poison_091: bool, examples: int = 3) -> list[str]:
+    """What peek and history say about the AMQP 1.0 messages among `records` (empty: nothing to say); see
+    ConversionTally, which takes them batch by batch."""
+    tally = ConversionTally(read_over_amqp10=read_over_amqp10, speaks_amqp10=speaks_amqp10, poison_091=poison_091,
+                            examples=examples)
+    tally.add(records)
+    return tally.notes()
+
+
+class ConversionTally:
+    """The AMQP 1.0 messages among those a read showed, counted batch by batch (a jsonl read keeps no records), and
+    the note that says what RabbitMQ's conversion to 0.9.1 does to them.
+
+    Read over AMQP 1.0 (each record holds the whole message): which of them would not come back whole from a move
+    over AMQP 0.9.1 — the way replay, purge --move-to/--backup and load move messages today — and what changes,
+    for up to `examples` of them. Read over 0.9.1: which of them were published over AMQP 1.0 (came_from_amqp10's
+    signs), so that what is shown is already the broker's conversion; where the broker speaks AMQP 1.0
+    (`speaks_amqp10`), --protocol 1.0 shows them as published."""
+
+    def __init__(self, *, read_over_amqp10: bool, speaks_amqp10: bool, poison_091: bool, examples: int = 3) -> None:
+        self.read_over_amqp10, self.speaks_amqp10, self.poison_091 = read_over_amqp10, speaks_amqp10, poison_091
+        self.examples = examples
+        self.shown = 0
+        self.found = 0
+        self.first: list[str] = []  # up to `examples` lines naming a message and what concerns it
+
+    def add(self, records: Sequence[MessageRecord]) -> None:
+        self.shown += len(records)
+        for r in records:
+            if self.read_over_amqp10:
+                what = conversion_losses(r.amqp10, poison_091=self.poison_091) if r.amqp10 is not None else []
+            else:
+                what = came_from_amqp10(r.properties, r.headers if isinstance(r.headers, dict) else {})
+            if what:
+                self.found += 1
+                if len(self.first) < self.examples:
+                    self.first.append(f"#{r.position} ({_label(r)}): {'; '.join(what)}" if self.read_over_amqp10
+                                      else f"#{r.position}: {', '.join(what)}")
+
+    def notes(self) -> list[str]:
+        if not self.found:
+            return []
+        if not self.read_over_amqp10:
+            hint = ("; --protocol 1.0 shows them as published and names what a move over 0.9.1 would change"
+                    if self.speaks_amqp10 else "")
+            return [f"note: {self.found} of the {self.shown} message(s) shown were published over AMQP 1.0 "
+                    f"({self.first[0]}): read over AMQP 0.9.1, they are RabbitMQ's conversion of them (several data "
+                    "sections merged, subject and to dropped, timestamps in whole seconds, symbols as strings)"
+                    f"{hint}"]
+        lines = [f"note: {self.found} of the {self.shown} message(s) shown would not come back whole from a move "
+                 "over AMQP 0.9.1 (replay, purge --move-to/--backup and load move over 0.9.1 today; RabbitMQ "
+                 "converts each message):"]
+        lines += [f"  {line}" for line in self.first]
+        if self.found > len(self.first):
+            lines.append(f"  … and {self.found - len(self.first)} more (--format json: each record's amqp10 field "
+                         "holds the whole message)")
+        return ["\n".join(lines)]
+
+
+def _label(record: MessageRecord) -> str:
+    """A message's id as the table shows it (message_id, else its fingerprint)."""
+    from dlxtool.message_ids import message_name
+
+    return message_name(record)

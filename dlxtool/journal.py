@@ -70,6 +70,11 @@ class Journal:
                       "queues": list(dict.fromkeys(queues)),
                       **(message_ids.to_json() if message_ids is not None else {})})
 
+    def decision(self, run: str, kind: str, facts: Mapping[str, Any]) -> None:
+        """Append a decision a run took on its own while it went (`kind`: replay's "canary" verdict, its "brake"),
+        with the facts it was taken on."""
+        self._append({"event": "decision", "run": run, "at": _now(), "kind": kind, **facts})
+
     def _append(self, entry: dict[str, Any]) -> None:
         if not self.enabled:
             return
@@ -136,6 +141,8 @@ class Run:
             out["ended_at"] = self.end.get("at")
             out["files"] = list(dict.fromkeys([*self.start.get("files", []), *self.end.get("files", [])]))
             out["queues"] = self.queues
+        if self.extra.get("decisions"):
+            out["decisions"] = self.extra["decisions"]
         return out
 
 
@@ -162,5 +169,8 @@ def read_runs(path: Path) -> Iterator[Run]:
                 order.append(run)
             elif entry.get("event") == "end" and run in starts:
                 starts[run].end = entry
+            elif entry.get("event") == "decision" and run in starts:
+                starts[run].extra.setdefault("decisions", []).append(
+                    {k: v for k, v in entry.items() if k not in ("event", "run")})
     for run in order:
         yield starts[run]

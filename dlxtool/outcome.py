@@ -19,6 +19,7 @@ class Status(enum.Enum):
     PARTIAL = "partial"          # some messages were left behind or failed; the summary says which
     REFUSED = "refused"          # refused before anything changed (safety, a missing permission), or not confirmed
     UNAVAILABLE = "unavailable"  # not now: a node down, a resource alarm, a blocked connection; try again later
+    STOPPED = "stopped"          # a guard stopped the run (replay's canary or brake): nothing more moved
     INTERRUPTED = "interrupted"  # a stop signal (which one decides the exit code), after a summary
 
 

@@ -45,7 +45,9 @@ ROOT = Path(__file__).resolve().parent.parent
 BROKER_FIXTURES = frozenset({"broker", "second_broker", "tls_broker", "faults_node", "cluster"})
 
 
-_CODEC_SETTINGS = ("DLXTOOL_CODEC", "DLXTOOL_NO_HOTPATH")
+# The settings a pass runs every command under (the wire codec, the read protocol: scripts/test), kept in the
+# environment of each command a test runs.
+_CODEC_SETTINGS = ("DLXTOOL_CODEC", "DLXTOOL_NO_HOTPATH", "DLXTOOL_PROTOCOL")
 
 
 def pytest_configure(config: pytest.Config) -> None:

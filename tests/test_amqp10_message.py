@@ -122,3 +122,60 @@ def test_replies_that_cannot_arrive() -> None:
     dead = unreachable_replies(records, exists)
     assert [d.position for d in dead] == [0, 1] and "direct reply-to" in dead[0].why
     assert asked == ["amq.gen-abc", "replies"]
+
+
+def test_conversion_notes_say_what_a_091_move_changes_and_what_was_converted() -> None:
+    from dlxtool.amqp10_view import conversion_notes
+
+    whole = Amqp10Message(properties={"message_id": Typed("string", "m-1"), "subject": Typed("string", "s")},
+                          body=Body("data", [b"a", b"b"]))
+    plain = Amqp10Message(properties={"message_id": Typed("string", "m-2")}, body=Body("data", [b"a"]))
+    records = [MessageRecord.from_amqp10("q", encode_message(m), position=i) for i, m in enumerate((whole, plain))]
+    [note] = conversion_notes(records, read_over_amqp10=True, speaks_amqp10=True, poison_091=False)
+    assert note.startswith("note: 1 of the 2 message(s) shown would not come back whole")
+    assert "#0 (m-1): its 2 data sections arrive merged into one body; subject dropped" in note
+    assert "m-2" not in note
+    # many: three examples, then how many more
+    many = [MessageRecord.from_amqp10("q", encode_message(whole), position=i) for i in range(5)]
+    [note] = conversion_notes(many, read_over_amqp10=True, speaks_amqp10=True, poison_091=False)
+    assert note.count("\n  #") == 3 and "… and 2 more" in note
+    assert conversion_notes([records[1]], read_over_amqp10=True, speaks_amqp10=True, poison_091=False) == []
+    # read over 0.9.1: the signs the broker's conversion leaves, and the way to see the message as published
+    converted = MessageRecord(queue="q", body=b"x", properties={"type": "amqp-1.0"}, headers={"x-opt-tenant": "a"},
+                              position=4)
+    native = MessageRecord(queue="q", body=b"x", properties={"message_id": "m"}, headers={}, position=5)
+    [note] = conversion_notes([native, converted], read_over_amqp10=False, speaks_amqp10=True, poison_091=False)
+    assert "1 of the 2 message(s) shown were published over AMQP 1.0 (#4: type=amqp-1.0, header x-opt-tenant)" in note
+    assert "--protocol 1.0" in note
+    [older] = conversion_notes([converted], read_over_amqp10=False, speaks_amqp10=False, poison_091=False)
+    assert "--protocol 1.0" not in older
+    assert conversion_notes([native], read_over_amqp10=False, speaks_amqp10=True, poison_091=False) == []
+
+
+def test_what_the_broker_hands_over_from_091_messages_is_kept_exactly() -> None:
+    """A 0.9.1 message read over AMQP 1.0 (RabbitMQ converts it): header names that are not UTF-8 arrive as strings
+    or symbols holding those bytes, and headers nest as deep as the publisher made them; both are kept byte for
+    byte, in the record's JSON too, and its x- headers (message annotations) are headers in the 0.9.1 view."""
+    deep = Typed("list", [])
+    for _ in range(500):
+        deep = Typed("list", [deep])
+    msg = Amqp10Message(message_annotations=[(Typed("symbol", b"x-\xff"), Typed("string", b"\x80v")),
+                                             (Typed("symbol", "x-exception-message"), Typed("binary", b"a\x00b")),
+                                             (Typed("symbol", "x-deep"), deep),
+                                             (Typed("symbol", "x-basic-type"), Typed("string", "t"))],
+                        application_properties=[(Typed("string", b"\xfe"), Typed("long", 1))],
+                        body=Body("data", [b"x"]))
+    raw = encode_message(msg)
+    back = parse_message(raw)
+    assert encode_message(back) == raw  # the levels past MAX_DECODE_DEPTH kept as their bytes
+    kept, levels = back.message_annotations[2][1], 0
+    while kept.type == "list":
+        kept, levels = kept.value[0], levels + 1
+    assert kept.type == "encoded" and 0 < levels <= 32 and back.message_annotations[:2] == msg.message_annotations[:2]
+    record = MessageRecord.from_amqp10("q", raw)
+    assert record.headers[b"x-\xff"] == b"\x80v" and record.headers[b"\xfe"] == 1
+    assert record.headers["x-exception-message"] == "a\x00b"  # a longstr to a 0.9.1 reader
+    assert record.properties["type"] == "t" and "x-deep" in record.headers
+    data = orjson.loads(orjson.dumps(record.to_json()))
+    again = MessageRecord.from_json(data).amqp10
+    assert again == back and again is not None and encode_message(again) == raw

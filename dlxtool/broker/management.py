@@ -15,7 +15,7 @@ from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
 import orjson
 
-from dlxtool import secrets
+from dlxtool import secrets, waits
 from dlxtool.broker.http import HttpConnection, Pending, Response, done, proxied, urllib_exchange
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError, QueueNotFound
@@ -273,12 +273,15 @@ class ManagementClient:
 
     def _answer(self, pending: Pending, method: str, path: str, *, sent_ahead: bool = False,
                 timeout: float | None = None) -> Any:
+        began = time.monotonic()
         try:
             response = pending.result()
         except OSError as exc:
             if sent_ahead and self.proven_connection is not None:
                 raise _AskAgain from None
             raise self._unreachable(exc, timeout) from None
+        finally:  # the time this command stood waiting for the API (an answer sent ahead may have come meanwhile)
+            waits.note("the management API's answers", timeout or self.timeout, time.monotonic() - began, "answer")
         if sent_ahead and self.proven_connection not in (None, response.connection):
             raise _AskAgain  # sent before the proof, answered over another connection than the proof's
         self.last_connection = response.connection
@@ -376,7 +379,8 @@ class ManagementClient:
         limits), wait up to STATS_WAIT for a queue declared moments ago to get them (QueueInfo.policies_known;
         still False after that: the caller treats them as unknown)."""
         # Once one queue had none after a whole wait (a broker whose stats are off), the next ones are not waited for
-        deadline = time.monotonic() + STATS_WAIT if settled and not self._no_stats else 0.0
+        wait = waits.Wait(f"the management API's policy sample of {name!r} (declared moments ago, or a policy "
+                          "just set)", STATS_WAIT if settled and not self._no_stats else 0.0, 0.5)
         stale = False
         self._reread.discard(vhost)
         while True:
@@ -393,10 +397,9 @@ class ManagementClient:
             stale = sampled and not fresh  # the list is read again once: it may be the older one
             if fresh:
                 break
-            if time.monotonic() >= deadline:
+            if not wait.pause():
                 self._no_stats = self._no_stats or (settled and not sampled)
                 break
-            time.sleep(0.5)
         # Only a quorum queue's delivery limit depends on the version: spare classic reads the request.
         info = queue_info(raw, self.version() if raw.get("type") == "quorum" else None)
         return info if fresh or not info.policies_known else replace(info, policies_known=False)

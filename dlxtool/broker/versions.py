@@ -139,6 +139,10 @@ class Behaviour:
     # the broker closes that connection (541 INTERNAL_ERROR, mc_amqpl:to_091 function_clause) and the message stays
     # where it was (the lost connection gave it back). Measured on 4.0.5 and 4.3.6, each type alone.
     amqp10_char_uuid_close_091: bool
+    # The mirror image: a message published over 0.9.1 with a decimal header cannot be delivered to an AMQP 1.0
+    # receiver: the broker ends the 1.0 session (internal-error, mc_amqpl:from_091(decimal, …) function_clause) and
+    # the message stays where it was. Measured on 4.0.5 and 4.3.6.
+    decimal_header_ends_amqp10_session: bool
 
     # Dead-lettering ------------------------------------------------------------------------------------------
     # An application republishes a dead letter with the x-death it received and it dies again: 3.10 counts on
@@ -175,7 +179,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
     Behaviour(
         since=Version(3, 0), measured="3.10.8",
         quorum_counted=frozenset(GIVE_BACKS), consumer_timeout_counted=None, amqp10_counted=None,
-        amqp10_char_uuid_close_091=False, quorum_unlimited_nack_to_back=True, default_delivery_limit=None,
+        amqp10_char_uuid_close_091=False, decimal_header_ends_amqp10_session=False,
+        quorum_unlimited_nack_to_back=True, default_delivery_limit=None,
         negative_delivery_limit_is_off=False, first_delivery_count_header=True, acquired_count_header=False,
         dead_letters_carry_delivery_counts=False, x_death_restarts_on_republish=False, writes_x_last_death=False,
         global_qos_refused_on_quorum=True, deprecated_features_listed=False, deprecated_feature_state=False,
@@ -183,7 +188,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
     Behaviour(  # not run here: RabbitMQ 3.13.0's release notes (x-death, x-last-death-*; reverted in 3.13.3)
         since=Version(3, 13), measured="not measured (RabbitMQ 3.13.0 release notes)",
         quorum_counted=frozenset(GIVE_BACKS), consumer_timeout_counted=None, amqp10_counted=None,
-        amqp10_char_uuid_close_091=False, quorum_unlimited_nack_to_back=True, default_delivery_limit=None,
+        amqp10_char_uuid_close_091=False, decimal_header_ends_amqp10_session=False,
+        quorum_unlimited_nack_to_back=True, default_delivery_limit=None,
         negative_delivery_limit_is_off=False, first_delivery_count_header=True, acquired_count_header=False,
         dead_letters_carry_delivery_counts=False, x_death_restarts_on_republish=True, writes_x_last_death=True,
         global_qos_refused_on_quorum=True, deprecated_features_listed=True, deprecated_feature_state=False,
@@ -191,7 +197,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
     Behaviour(
         since=Version(3, 13, 3), measured="not measured (RabbitMQ 3.13.3 release notes)",
         quorum_counted=frozenset(GIVE_BACKS), consumer_timeout_counted=None, amqp10_counted=None,
-        amqp10_char_uuid_close_091=False, quorum_unlimited_nack_to_back=True, default_delivery_limit=None,
+        amqp10_char_uuid_close_091=False, decimal_header_ends_amqp10_session=False,
+        quorum_unlimited_nack_to_back=True, default_delivery_limit=None,
         negative_delivery_limit_is_off=False, first_delivery_count_header=True, acquired_count_header=False,
         dead_letters_carry_delivery_counts=False, x_death_restarts_on_republish=False, writes_x_last_death=True,
         global_qos_refused_on_quorum=True, deprecated_features_listed=True, deprecated_feature_state=False,
@@ -200,6 +207,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         since=Version(4, 0), measured="4.0.5",
         quorum_counted=frozenset(GIVE_BACKS), consumer_timeout_counted=True,
         amqp10_counted=frozenset(AMQP10_GIVE_BACKS), amqp10_char_uuid_close_091=True,
+        decimal_header_ends_amqp10_session=True,
         quorum_unlimited_nack_to_back=True, default_delivery_limit=20,
         negative_delivery_limit_is_off=True, first_delivery_count_header=False, acquired_count_header=False,
         dead_letters_carry_delivery_counts=True, x_death_restarts_on_republish=True, writes_x_last_death=True,
@@ -209,6 +217,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         since=Version(4, 3), measured="4.3.6",
         quorum_counted=frozenset({"close", "cancel", "reject", "lost"}), consumer_timeout_counted=False,
         amqp10_counted=frozenset({"failed", "lost"}), amqp10_char_uuid_close_091=True,
+        decimal_header_ends_amqp10_session=True,
         quorum_unlimited_nack_to_back=False,
         default_delivery_limit=20, negative_delivery_limit_is_off=True, first_delivery_count_header=False,
         acquired_count_header=True, dead_letters_carry_delivery_counts=True, x_death_restarts_on_republish=True,
@@ -273,6 +282,11 @@ def char_uuid_poison_091(version: Version | str | None) -> bool:
     """Whether an AMQP 1.0 message with a char or uuid application property closes a 0.9.1 connection it is
     delivered to (4.3.6)."""
     return behaviour(version).amqp10_char_uuid_close_091
+
+
+def decimal_poison_amqp10(version: Version | str | None) -> bool:
+    """Whether a 0.9.1 message with a decimal header ends the AMQP 1.0 session it is delivered to."""
+    return behaviour(version).decimal_header_ends_amqp10_session
 
 
 def quorum_nack_to_back(version: Version | str | None, delivery_limit: int | None) -> bool:

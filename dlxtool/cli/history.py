@@ -19,11 +19,13 @@ from dlxtool.cli.options import (
 )
 from dlxtool.cli.reading import (
     SAFETY_HELP,
+    conversion_tally,
     finish_read,
     make_read_options,
     nothing_shown,
     read_options,
     read_queue,
+    say_conversions,
     through_wait_queues,
     topology_note,
 )
@@ -179,6 +181,10 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
         hint_conventions(app, [i.record for i in items], [i.explained for i in items])
     for count_note in count_notes(items):
         app.info(f"note: {count_note}")
+    if reader is not None:  # a file's records were read (and said) before
+        tally = conversion_tally(reader)
+        tally.add(records)
+        say_conversions(app, tally)
     if queue:
         topology_note(app, queue, records, conventions=True)
     finish_read(app, reader)

@@ -111,6 +111,13 @@ class Journaled:
         self.app.unended_run = None
         self._said()
 
+    def decision(self, kind: str, facts: dict[str, Any]) -> None:
+        """A decision the run took on its own (replay's canary verdict, its brake), between its start and end."""
+        if self.journal is None or self.run is None:
+            return
+        self.journal.decision(self.run, kind, facts)
+        self._said()
+
     def _said(self) -> None:
         if self.journal.problem is not None:
             self.app.warn(self.journal.problem)

@@ -18,6 +18,7 @@ class ExitStatus(IntEnum):
     PARTIAL = 5
     REFUSED = 6
     UNAVAILABLE = 7    # not now: a node down, a resource alarm, a blocked connection (try again later)
+    STOPPED = 8        # replay's canary or brake stopped the run: nothing more moved (the summary says what did)
     HANGUP = 129       # SIGHUP: the terminal or ssh session went away (128 + 1)
     INTERRUPTED = 130  # SIGINT: Ctrl-C (128 + 2)
     TERMINATED = 143   # SIGTERM: kill, timeout, kubectl, CI cancellation (128 + 15)
@@ -32,6 +33,7 @@ EXIT_CODES: dict[Status, ExitStatus] = {
     Status.PARTIAL: ExitStatus.PARTIAL,
     Status.REFUSED: ExitStatus.REFUSED,
     Status.UNAVAILABLE: ExitStatus.UNAVAILABLE,
+    Status.STOPPED: ExitStatus.STOPPED,
 }
 SIGNAL_CODES: dict[signal.Signals, ExitStatus] = {
     signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED, signal.SIGHUP: ExitStatus.HANGUP,

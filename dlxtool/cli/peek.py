@@ -18,11 +18,13 @@ from dlxtool.cli.options import (
 )
 from dlxtool.cli.reading import (
     SAFETY_HELP,
+    conversion_tally,
     finish_read,
     make_read_options,
     nothing_shown,
     read_options,
     read_queue,
+    say_conversions,
     through_wait_queues,
     topology_note,
 )
@@ -79,7 +81,9 @@ def peek(app: App, /, queue: str, count: int, whole_body: bool, raw: bool, origi
     opts = make_read_options(app, count, selection=selection, **read)  # type: ignore[arg-type]
     with read_queue(app, queue, opts) as reader:
         records: list[MessageRecord] = []
+        tally = conversion_tally(reader)
         for batch in reader.batches():
+            tally.add(batch)
             if fmt == "jsonl":
                 app.emit_json([r.to_json() for r in batch], "jsonl")
             else:
@@ -90,6 +94,7 @@ def peek(app: App, /, queue: str, count: int, whole_body: bool, raw: bool, origi
         render_table(app, records, whole_body or raw, empty=nothing_shown(reader), known=known,
                      origin_from=origin_from, through=through, raw=raw)
     # jsonl streams its records (none kept to look at); the table explains them by conventions anyway
+    say_conversions(app, tally)
     topology_note(app, queue, records, conventions=fmt == "table")
     finish_read(app, reader)
 

@@ -17,6 +17,7 @@ from dlxtool.cli.options import max_bytes_option
 from dlxtool.errors import UsageError
 
 if TYPE_CHECKING:
+    from dlxtool.amqp10_view import ConversionTally
     from dlxtool.ops.peek import Coverage, QueueReader, ReadOptions
     from dlxtool.record import MessageRecord
     from dlxtool.selection import Selection
@@ -60,15 +61,20 @@ def peek_safety_options(f: F) -> F:
     return max_bytes_option(f)
 
 
+PROTOCOLS = ("0-9-1", "1.0")
+
+
 def read_options(f: F) -> F:
     opts = [
         click.option("--offset", metavar="WHERE",
                      help="Streams: first (default), last, next, an offset, an ISO time or an age (30m, 2h)."),
         click.option("--wait", "stream_wait", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
                      metavar="SECONDS", help="Streams: stop after this long without a new message."),
-        click.option("--protocol", type=click.Choice(["0-9-1", "1.0"]), default="0-9-1", show_default=True,
+        click.option("--protocol", type=click.Choice(PROTOCOLS), default=None,
                      help="Read over AMQP 0.9.1 or AMQP 1.0 (RabbitMQ 4.x; the amqp10 extra): 1.0 reads an AMQP "
-                          "1.0 message whole (every section and type), and one 0.9.1 cannot be given."),
+                          "1.0 message whole (every section and type), and one 0.9.1 cannot be given; 0.9.1 reads "
+                          "an AMQP 0.9.1 message whole (RabbitMQ drops its table and array headers for 1.0 "
+                          "readers). [env DLXTOOL_PROTOCOL; default: 0-9-1]"),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -77,7 +83,7 @@ def read_options(f: F) -> F:
 
 def make_read_options(app: App, count: int | None, *, max_unacked: int | None, allow_reorder: bool,
                       spend_attempts: bool, offset: str | None = None, stream_wait: float = 1.0,
-                      selection: Selection | None = None, protocol: str = "0-9-1") -> ReadOptions:
+                      selection: Selection | None = None, protocol: str | None = None) -> ReadOptions:
     """`selection` (dlxtool.selection, seen through the command's lens: selection_for): only the messages it selects
     are shown, and `count` counts them."""
     from dlxtool.ops.peek import ReadOptions, parse_offset
@@ -93,8 +99,16 @@ def make_read_options(app: App, count: int | None, *, max_unacked: int | None, a
         stream_wait=stream_wait,
         select=selection.matches if selects and selection is not None else None,
         select_decodes=selects and selection is not None and selection.needs_type,
-        protocol=protocol,
+        protocol=protocol or chosen_protocol(app),
     )
+
+
+def chosen_protocol(app: App) -> str:
+    """--protocol's default: $DLXTOOL_PROTOCOL (0-9-1 or 1.0), else 0-9-1."""
+    setting = app.env.get("DLXTOOL_PROTOCOL", "") or "0-9-1"
+    if setting not in PROTOCOLS:
+        raise UsageError(f"DLXTOOL_PROTOCOL={setting!r} is not a protocol dlxtool reads over", hint="0-9-1 or 1.0")
+    return setting
 
 
 @contextmanager
@@ -217,6 +231,24 @@ def through_wait_queues(app: App, queue: str) -> Callable[[Any], Any]:
         return resolver[0](death)
 
     return through
+
+
+def conversion_tally(reader: QueueReader) -> ConversionTally:
+    """A tally of the AMQP 1.0 messages a read shows (dlxtool.amqp10_view.ConversionTally: add each batch, then
+    say_conversions): read over 1.0, what a move over 0.9.1 would change; over 0.9.1, that what is shown is already
+    RabbitMQ's conversion."""
+    from dlxtool.amqp10_view import ConversionTally
+    from dlxtool.broker import versions
+
+    version = reader.facts.version
+    return ConversionTally(read_over_amqp10=reader.opts.protocol == "1.0",
+                           speaks_amqp10=versions.speaks_amqp10(version),
+                           poison_091=versions.char_uuid_poison_091(version))
+
+
+def say_conversions(app: App, tally: ConversionTally) -> None:
+    for note in tally.notes():
+        app.info(note)
 
 
 def topology_note(app: App, queue: str, records: list[MessageRecord], *, conventions: bool) -> None:

@@ -10,6 +10,7 @@ import click
 from dlxtool.cli.app import App
 from dlxtool.cli.editing import EDIT_HELP, EditRequest, edit_counts, edit_dead_letters, edit_options, edit_outcome
 from dlxtool.cli.explaining import Cells
+from dlxtool.cli.guarding import GUARD_HELP, Guarding, guard_options
 from dlxtool.cli.moving import (
     Journaled,
     check_record_file,
@@ -37,6 +38,7 @@ from dlxtool.cli.options import (
 )
 from dlxtool.cli.reading import make_read_options, peek_safety_options
 from dlxtool.errors import UsageError
+from dlxtool.ops.canary import GuardSettings
 from dlxtool.ops.interrupts import summary_before_ctrl_c
 from dlxtool.outcome import Outcome
 from dlxtool.selection import Selection
@@ -145,6 +147,7 @@ selects none of it) it says so and exits 0 without asking. Exit 5 when messages 
 selection; 3 when the connection was lost (nothing is lost; the summary
 counts possible duplicates); 130 on Ctrl-C (143 on SIGTERM, 129 on SIGHUP).
 
+""" + GUARD_HELP + """
 """ + EDIT_HELP + """
 \b
 Examples:
@@ -153,6 +156,7 @@ Examples:
   dlxtool replay orders.dlq --type PaymentFailed --error '(?i)timed? ?out' -n 100
   dlxtool --broker prod-eu replay orders.dlq --target-broker prod-eu-new --save replayed.jsonl
   dlxtool replay orders.dlq --edit --origin orders --limit 5
+  dlxtool replay orders.dlq --canary 20 --batch 500 --pause 10 --yes
 """
 
 
@@ -200,6 +204,7 @@ Examples:
               help="Most unacked DLQ messages held at once; fewer where bodies are big (--max-bytes).")
 @click.option("--window", type=click.IntRange(min=1, max=65535), default=1000, show_default=True,
               help="Publishes awaiting a confirm at once.")
+@guard_options
 @max_bytes_option
 @selection_options
 @edit_options
@@ -213,7 +218,8 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
            drop_expiration: bool, drop_user_id: bool, reset_body_retries: bool, allow_fanout: bool,
            origin_from: str | None,
            allow_displace: bool, target_broker: str | None, save_file: str | None,
-           rate: float | None, prefetch: int, window: int, selection: Selection, edit: EditRequest | None,
+           rate: float | None, prefetch: int, window: int, guard: GuardSettings, selection: Selection,
+           edit: EditRequest | None,
            max_unacked: int | None, allow_reorder: bool, spend_attempts: bool, dry_run: bool,
            yes: bool) -> Outcome | None:
     from dlxtool.ops import replay as ops
@@ -251,6 +257,9 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
                                     app.session(target_profile, target_conn) if target_profile else None,
                                     plan_limit=app.config().dump_unacked_limit)
         replay = ops.Replay(session, settings, app, dry_run=dry_run)
+        guarding = Guarding(app, guard, journaled, yes=yes) if guard.watches or guard.batch else None
+        if guarding and not dry_run:
+            guarding.check(replay)  # --canary without a way to watch: refused before anything is read
         # --yes: no plan (read as peek reads: some quorum queues need a flag for it); --edit showed its diff instead
         if edits is None and (dry_run or not yes):
             read = make_read_options(app, None, max_unacked=max_unacked, allow_reorder=allow_reorder,
@@ -268,13 +277,19 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
                 progress_bar(app, "replaying") as bar:
             ctrl_c.arm()
             journaled.started(profile, [dlq, to_queue or ""], files=[save_file] if save_file else [])
-            run = replay.run(TransferOptions(prefetch=prefetch, window=window, rate=rate, sink=sink, progress=bar,
-                                             max_bytes=app.max_bytes))
-        _render_result(app, run)
+            options = TransferOptions(prefetch=prefetch, window=window, rate=rate, sink=sink, progress=bar,
+                                      max_bytes=app.max_bytes)
+            run = guarding.run(replay, options) if guarding else replay.run(options)
+        if guarding:  # --canary, the brake, --batch: dlxtool.cli.guarding
+            guarding.render(app, run, _render_result)
+        else:
+            _render_result(app, run)
         selection_notes(app, selection)
         run.clean_up()  # the temporary exchanges, once the summary is out
         notes(app, run.result)
         outcome, counts = run.outcome(), transfer_counts(run.result)
+        if guarding:
+            outcome, counts = guarding.outcome(run), {**counts, **guarding.counts()}
         if edits is not None:  # --edit: the messages shown and never found again, what was edited
             outcome, counts = edit_outcome(app, edits, run.result, outcome), {**counts, **edit_counts(edits)}
         journaled.ended(outcome, counts=counts, files=[save_file] if save_file else [], message_ids=run.result.ids,

@@ -203,6 +203,14 @@ class TransferOptions:
     # size_hint (the source's average body: management API) and from the bodies seen (PrefetchWindow)
     max_bytes: int | None = None
     size_hint: int | None = None
+    # Hooks of a guarded replay (dlxtool.ops.canary): `stop` is the run's stop event, shared with a watcher that
+    # stops the run from another thread (the brake) as Ctrl-C does; `read_at_most` caps the snapshot (a canary
+    # pass reads the DLQ's first messages only); `pace(received)` -> seconds to wait before taking the next
+    # delivery (--batch/--pause, with --rate), in place of `rate`.
+    stop: threading.Event | None = None
+    read_at_most: int | None = None
+    pace: Callable[[int], float] | None = None
+    pick: Callable[[Decide], Decide] | None = None  # wraps the decision (a canary pass picks its messages)
 
 
 # -- per message state ------------------------------------------------------------------------------
@@ -263,8 +271,10 @@ class Transfer:
         # consumer's acks and give-backs flowing while publishing is blocked.
         self.keep_conn = keep_conn or source_conn
         self.source = source
-        self.decide = decide
         self.opts = options or TransferOptions()
+        if self.opts.pick is not None:
+            decide = self.opts.pick(decide)
+        self.decide = decide
         # decide(routing_key, encoded properties, body) -> Decision | None (None: decide(record) instead). Only
         # for MOVEs that need no record: with a sink, every record must be written.
         self._decide_raw: Callable[[Any, bytes, bytes], Decision | None] | None = (
@@ -295,7 +305,7 @@ class Transfer:
         self._nacked_copies = 0                  # nacked publishes the target may have dead-lettered as well
         self._removals_unproven = 0              # acked removals not yet proven: maybe still in the source
         self._marker: int | None = None          # acks covered by the qos in flight
-        self._stop = threading.Event()
+        self._stop = self.opts.stop or threading.Event()
         # Set by _setup() when the run starts; None before (a run that failed early salvages without them).
         self.channel: AsyncChannel | None = None
         self.prefetch = 0                        # our basic.qos: min(opts.prefetch, snapshot), at least 1
@@ -365,6 +375,8 @@ class Transfer:
     def _setup(self) -> None:
         self.channel = AsyncChannel(self.source_conn, self.timeout)
         self.result.snapshot = queues.declare(self.channel, self.source).ready
+        if self.opts.read_at_most is not None:
+            self.result.snapshot = min(self.result.snapshot, self.opts.read_at_most)
         self.prefetch = max(1, min(self.opts.prefetch, self.result.snapshot or 1))
         if self.opts.max_bytes is not None:
             self.window = PrefetchWindow(self.opts.max_bytes, self.prefetch, self.opts.size_hint)
@@ -447,7 +459,7 @@ class Transfer:
                 still_since = now
 
     def _idle_wait(self) -> float:
-        if self.opts.rate and self._rate_delay() > 0:
+        if (self.opts.rate or self.opts.pace) and self._rate_delay() > 0:
             return min(self._rate_delay(), 0.05)
         return IDLE_WAIT
 
@@ -540,6 +552,8 @@ class Transfer:
         return (r.moved_total + r.removed + sum(r.kept.values()) + r.left_total)
 
     def _rate_delay(self) -> float:
+        if self.opts.pace is not None:
+            return self.opts.pace(self._received)
         if not self.opts.rate or self._rate_start is None:  # not reading yet: nothing to pace
             return 0.0
         due = self._rate_start + self._received / self.opts.rate
@@ -548,7 +562,7 @@ class Transfer:
     # -- deliveries --------------------------------------------------------------------------------
 
     def _take_incoming(self) -> bool:
-        rate = self.opts.rate
+        rate = self.opts.rate or self.opts.pace
         if rate and self._rate_start is None:
             self._rate_start = time.monotonic()
         incoming = self._incoming

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from dlxtool.errors import DlxtoolError, PartialError
 from dlxtool.ops.peek import QueueFacts, QueueReader, ReadOptions, no_decode
 from dlxtool.record import MessageRecord
 
@@ -57,10 +58,20 @@ class Amqp10QueueReader(QueueReader):
 
     def _get(self) -> MessageRecord | None:
         if not self._buffer:
+            if self.undeliverable is not None:  # the session ended at it: nothing more to read
+                return None
             if self.head.exhausted and self.read:
                 self.reached_end = True
                 return None
-            self._buffer = self.head.read(self._chunk())
+            try:
+                self._buffer = self.head.read(self._chunk())
+            except DlxtoolError as exc:
+                if not self._undeliverable(exc):
+                    raise
+                # the messages that arrived whole before it are shown (the ended session gave them back)
+                self._buffer = self.head.arrived()
+                if not self._buffer:
+                    return None
             if not self._buffer:
                 self.reached_end = True
                 return None
@@ -68,6 +79,38 @@ class Amqp10QueueReader(QueueReader):
         record = MessageRecord.from_amqp10(self.facts.name, delivery.raw, position=self.read)
         self.read += 1
         return record
+
+    def _undeliverable(self, exc: BaseException) -> bool:
+        """The broker ended the session while converting the next message for AMQP 1.0: on a version where a 0.9.1
+        message with a decimal header cannot be converted (versions.decimal_poison_amqp10), that message cannot be
+        delivered over 1.0. Recorded (its position: the next after every delivery that arrived), not raised."""
+        from dlxtool.broker import versions
+
+        said = str(exc)
+        if not (versions.decimal_poison_amqp10(self.facts.version) and "from_091" in said and "decimal" in said):
+            return False
+        self.undeliverable = len(self.head.events.complete)
+        self.connection_lost = True
+        self.stopped_early = (f"RabbitMQ {self.facts.version} ended the AMQP 1.0 session while converting it "
+                              "(internal-error, mc_amqpl:from_091): a message published over AMQP 0.9.1 with a "
+                              "decimal header")
+        return True
+
+    def _undeliverable_error(self) -> PartialError:
+        """Exit 5: what was shown is right; the message at `undeliverable` cannot be read over 1.0, and the lost
+        session gave back what was held (counted on quorum queues where the table says a lost connection counts)."""
+        from dlxtool.broker import versions
+
+        counted = self.facts.reads_as_quorum and "lost" in (versions.behaviour(self.facts.version).amqp10_counted
+                                                             or ())
+        cost = (f"; the lost session gave back the messages held, and on RabbitMQ {self.facts.version} that counts a "
+                "delivery attempt of each on a quorum queue: running this again over 1.0 spends one more each time"
+                if counted else "; the messages held went back in place when the session ended")
+        return PartialError(
+            f"the message at position {self.undeliverable} of {self.facts.name!r} cannot be delivered over AMQP 1.0: "
+            f"{self.stopped_early}{cost}. Showed the {self.shown} message(s) before it",
+            hint="do not run this again over 1.0; read the queue over AMQP 0.9.1 (leave --protocol out), which "
+                 "reads that message whole")
 
     def _give_back(self) -> None:
         """Every held delivery settled with the give-back outcome, in the order delivered; Ctrl-C meanwhile waits

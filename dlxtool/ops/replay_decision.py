@@ -157,6 +157,9 @@ class ReplaySettings:
     # replay --edit (dlxtool.editing): the messages shown in the editor, found again by fingerprint, each replayed
     # as edited (the selection was applied when they were read); every other message stays
     edits: Edits | None = None
+    # The run id the provenance's `id` starts with (None: a new one): a guarded replay (dlxtool.ops.canary) names it
+    # to know its own copies when they die again
+    run_id: str | None = None
 
 
 def exchange_targets_for(settings: ReplaySettings, router: Router | None,
@@ -256,7 +259,7 @@ class ReplayDecider:
         self.reset_names = reset_header_names(settings.reset_headers)
         self._stamp_second = -1
         self._stamp_value = datetime.now(UTC)
-        self._run_id = uuid.uuid4().hex[:12]
+        self._run_id = settings.run_id or uuid.uuid4().hex[:12]
         self._published = 0
         # Selection is frozen: with no criteria every record matches, so skip building the checks each time.
         self._selects = bool(settings.selection.checks()) and settings.edits is None

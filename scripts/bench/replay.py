@@ -5,6 +5,7 @@
     .venv/bin/python scripts/bench/replay.py --rss 1000000   # also peak RSS of a 1M-message replay
     .venv/bin/python scripts/bench/replay.py --codecs all    # each wire codec: c, python, pika
     .venv/bin/python scripts/bench/replay.py --replayed      # dead letters dlxtool replayed before
+    .venv/bin/python scripts/bench/replay.py --guard -n 20000 --skip-compare   # what the canary and brake cost
 
 Dead letters are made by the broker (publish to an origin with a DLX, reject in bulk), 200-byte
 bodies, real x-death headers. dlxtool runs as a subprocess (`dlxtool replay DLQ --yes`, count reset,
@@ -18,6 +19,10 @@ run, so that from the second run on dlxtool replays messages that carry its own 
 keeps each of them: more work per message) and the shovel moves them with that header too.
 --codecs runs dlxtool once per wire codec each round (DLXTOOL_CODEC: `c` with the C extension, `python`
 without it, `pika` on pika's own frame reader and basic_publish) against the same round's shovel run.
+--guard: what replay's guard costs (docs/canary.md), on the same dead letters each time, with a consumer on the
+origin that takes everything (the fix works): a plain replay (--no-brake), the default (the brake: a tap on the
+DLQ's exchanges), and --canary 20 (the canary's pass, its wait — the origin empty for 2 s — then the rest, braked);
+ratios to the plain replay (< 1: slower).
 Timings on a shared machine are noisy: run it more than once (--rounds).
 
 On a machine whose cores the broker shares with dlxtool (this bench's usual setting), total CPU sets a bound:
@@ -167,15 +172,15 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_dlxtool(env, n: int, codec: str | None = None) -> tuple[float, int, dict]:
-    """One replay of the n dead letters on `codec` (None: dlxtool's default)."""
+def run_dlxtool(env, n: int, codec: str | None = None, extra: tuple[str, ...] = ()) -> tuple[float, int, dict]:
+    """One replay of the n dead letters on `codec` (None: dlxtool's default), with `extra` arguments."""
     environ = {k: v for k, v in os.environ.items() if k not in ("DLXTOOL_CODEC", "DLXTOOL_NO_HOTPATH")}
     if codec is not None:
         environ["DLXTOOL_CODEC"] = codec
     cpu = children_cpu()
     started = time.monotonic()
     proc = subprocess.run([str(ROOT / ".venv/bin/dlxtool"), "replay", DLQ, "--yes", "--url", env.url,
-                           "--management-url", f"http://localhost:{PORTS['http']}/", "--format", "json"],
+                           "--management-url", f"http://localhost:{PORTS['http']}/", "--format", "json", *extra],
                           capture_output=True, text=True, check=False, env=environ)
     elapsed = time.monotonic() - started
     if proc.returncode != 0:
@@ -300,6 +305,78 @@ def compare(n: int, rounds: int, codecs: list[str | None], pin: bool = False, re
               f"{os.cpu_count()} cores)")
 
 
+@contextmanager
+def consumer(env, queue: str) -> Iterator[list[int]]:
+    """A consumer taking everything from `queue` (auto-ack: the fix works) on a thread of its own; yields its count,
+    and ends once the queue is empty."""
+    import threading
+
+    count = [0]
+    stop = threading.Event()
+    ready = threading.Event()
+
+    def take() -> None:
+        conn = pika.BlockingConnection(pika.URLParameters(env.url))
+        ch = conn.channel()
+        ch.basic_qos(prefetch_count=1000)
+
+        def on_message(*_args) -> None:
+            count[0] += 1
+
+        ch.basic_consume(queue, on_message, auto_ack=True)
+        ready.set()
+        while not stop.is_set():
+            conn.process_data_events(time_limit=0.05)
+        conn.close()
+
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    ready.wait(30)
+    try:
+        yield count
+    finally:
+        deadline = time.monotonic() + 120
+        while env.queue_depth(queue) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stop.set()
+        thread.join(30)
+
+
+GUARDS = (("plain (--no-brake)", ("--no-brake",)), ("brake (default)", ()), ("--canary 20 + brake", ("--canary", "20")))
+
+
+def guard_costs(n: int, rounds: int) -> None:
+    """Each round, on n new dead letters each time (made the same way): a plain replay, the brake, a canary."""
+    with bench_vhost() as env:
+        make_dead_letters(env, n)
+        times: dict[str, list[float]] = {label: [] for label, _a in GUARDS}
+        cpus: dict[str, list[float]] = {label: [] for label, _a in GUARDS}
+        waits: list[float] = []
+        for r in range(rounds):
+            parts = []
+            for label, extra in GUARDS:
+                with consumer(env, ORIGIN):
+                    d, _rss, summary = run_dlxtool(env, n, None, extra)
+                guard = summary.get("guard") or {}
+                if guard.get("canary"):
+                    waits.append(guard["canary"]["waited_s"])
+                assert not guard.get("stopped"), guard
+                times[label].append(d)
+                cpus[label].append(summary["cpu_us_per_msg"])
+                parts.append(f"{label} {n / d:,.0f} msg/s ({d:.2f}s, {summary['cpu_us_per_msg']:.1f} µs CPU/msg)")
+                fresh_dead_letters(env, n)
+            print(f"round {r + 1}: " + "; ".join(parts), flush=True)
+        plain = median(times[GUARDS[0][0]])
+        for label, _a in GUARDS:
+            t = median(times[label])
+            print(f"{label}: median {t:.2f}s ({n / t:,.0f} msg/s), {t - plain:+.2f}s against the plain replay, rate "
+                  f"ratio {plain / t:.2f}x; CPU median {median(cpus[label]):.1f} µs/msg")
+        if waits:
+            print(f"canary: waited median {median(waits):.1f}s for its verdict (the origin empty for 2 s)")
+        print(f"(n={n:,}, {rounds} round(s); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores: a "
+              "shared machine, noisy)")
+
+
 def rss(n: int, replayed: bool = False) -> None:
     """Peak RSS of an n-message replay; `replayed`: then of a second one, of the same messages dead-lettered
     again (each carries a provenance: the copy check keeps every one of them for the run)."""
@@ -344,6 +421,8 @@ def main() -> None:
                         "scripts/dev-broker v4: 5674, v43: 5679)")
     parser.add_argument("--http-port", type=int, default=15672, help="its management API's port (default 15672)")
     parser.add_argument("--skip-compare", action="store_true")
+    parser.add_argument("--guard", action="store_true",
+                        help="also measure what the canary and the brake cost against a plain replay (same data)")
     parser.add_argument("--pin", action="store_true",
                         help="broker node on the first CPU, dlxtool on the others (Linux, local broker)")
     parser.add_argument("--codecs", metavar="LIST", default=None,
@@ -354,6 +433,8 @@ def main() -> None:
     precompile()
     if not args.skip_compare:
         compare(args.n, args.rounds, codec_list(parser, args.codecs), args.pin, args.replayed)
+    if args.guard:
+        guard_costs(args.n, args.rounds)
     if args.rss:
         rss(args.rss, args.rss_replayed)
 

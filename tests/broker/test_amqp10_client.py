@@ -144,6 +144,10 @@ def test_the_clients_messages_come_back_whole_over_amqp10(v4, qname, run, how) -
     assert result.exit_code == 0, result.stderr
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["properties"]["message_id"] for r in records] == ids
+    # what a move over 0.9.1 would change is said before anything moves (the subject, the milliseconds, the symbol)
+    assert "2 of the 2 message(s) shown would not come back whole from a move over AMQP 0.9.1" in result.stderr
+    assert "subject" in result.stderr and "loses its milliseconds" in result.stderr, result.stderr
+    assert "'sym' (symbol) becomes a string" in result.stderr
     for i, record in enumerate(records):
         m = record["amqp10"]
         assert m["body"] == {"kind": "data", "sections": [__import__("base64").b64encode(b"body-%d" % i).decode()]}
@@ -167,10 +171,12 @@ def test_the_clients_messages_come_back_whole_over_amqp10(v4, qname, run, how) -
         assert hist.exit_code == 0, hist.stderr
         assert "card declined" in hist.stdout
     # and the same messages over 0.9.1 lose what the conversion loses: the types say it
-    plain = _peek(run, v4, dlq, "-n", "5")
+    plain = _peek(run, v4, dlq, "-n", "5", "--protocol", "0-9-1")
     assert plain.exit_code == 0, plain.stderr
     first = json.loads(plain.stdout.splitlines()[0])
     assert "amqp10" not in first and first["properties"]["message_id"] == ids[0]
+    assert "2 of the 2 message(s) shown were published over AMQP 1.0" in plain.stderr, plain.stderr
+    assert "--protocol 1.0 shows them as published" in plain.stderr
 
 
 def test_a_message_091_cannot_be_given_is_named_and_read_over_amqp10(v4, qname, run) -> None:
@@ -184,7 +190,7 @@ def test_a_message_091_cannot_be_given_is_named_and_read_over_amqp10(v4, qname, 
     finally:
         conn.close()
         env.close()
-    result = _peek(run, v4, qname, "-n", "5")
+    result = _peek(run, v4, qname, "-n", "5", "--protocol", "0-9-1")
     assert result.exit_code == 5, result.stderr
     assert "position 1" in result.stderr and "cannot be delivered over AMQP 0.9.1" in result.stderr
     assert "do not run this again over 0.9.1" in result.stderr and "--protocol 1.0" in result.stderr
@@ -223,3 +229,28 @@ def test_peeks_over_amqp10_of_a_limited_quorum_dlq(v4, qname, run) -> None:
         time.sleep(0.2)
     assert v4.wait_depth(dlq, 2) == 2
     uuid.uuid4()
+
+
+def test_a_091_message_1_0_cannot_be_given_is_named_and_read_over_091(v4, qname, run) -> None:
+    """The mirror image: a message published over 0.9.1 with a decimal header ends the AMQP 1.0 session it is
+    delivered to (4.0.5, 4.3.6). The 1.0 read shows the messages before it, names its position and says to read over
+    0.9.1 (exit 5); the 0.9.1 read reads it."""
+    from decimal import Decimal
+
+    import pika
+
+    with v4.channel() as ch:
+        ch.queue_declare(qname, durable=True)
+    v4.publish(qname, [b"a", b"b"], properties=pika.BasicProperties(message_id="ok"))
+    v4.publish(qname, [b"c"], properties=pika.BasicProperties(message_id="poison",
+                                                                headers={"price": Decimal("12.345")}))
+    v4.publish(qname, [b"d"], properties=pika.BasicProperties(message_id="ok"))
+    result = _peek(run, v4, qname, "--protocol", "1.0", "-n", "10")
+    assert result.exit_code == 5, result.stderr
+    assert "position 2" in result.stderr and "cannot be delivered over AMQP 1.0" in result.stderr
+    assert "decimal header" in result.stderr and "leave --protocol out" in result.stderr
+    assert [json.loads(line)["body"] for line in result.stdout.splitlines()] == ["YQ==", "Yg=="]
+    assert v4.wait_depth(qname, 4) == 4
+    whole = _peek(run, v4, qname, "--protocol", "0-9-1", "-n", "10")
+    assert whole.exit_code == 0, whole.stderr
+    assert len(whole.stdout.splitlines()) == 4

@@ -8,6 +8,7 @@ fails here, so the table cannot drift from the brokers dlxtool is tested on.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from typing import Any
@@ -609,6 +610,39 @@ def test_a_char_or_uuid_application_property_and_a_091_reader(broker, qname, row
         if reader.is_open:
             reader.close()
     assert versions.char_uuid_poison_091(broker.version) == row.amqp10_char_uuid_close_091
+    assert broker.wait_depth(qname, 1) == 1
+
+
+def test_a_decimal_header_and_an_amqp10_reader(broker, qname, row) -> None:
+    """A message published over 0.9.1 with a decimal header, read over AMQP 1.0: 4.0.5 and 4.3.6 end the session
+    (internal-error, mc_amqpl:from_091 function_clause) and the message stays."""
+    _amqp10_or_skip(row)
+    from decimal import Decimal
+
+    from dlxtool.broker.amqp10 import outcomes
+    from dlxtool.broker.amqp10.addresses import queue_address
+    from dlxtool.broker.amqp10.connection import open_connection
+    from dlxtool.broker.amqp10.links import HeadReader
+
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True)
+    broker.publish(qname, [b"decimal"], properties=pika.BasicProperties(headers={"price": Decimal("12.345")}))
+    conn = open_connection(_profile(broker))
+    ended: str | None = None
+    try:
+        reader = HeadReader(conn, queue_address(qname), give_back=outcomes.RELEASE)
+        try:
+            got = reader.read(1, timeout=10)
+            assert [d.raw for d in got] and not row.decimal_header_ends_amqp10_session
+            reader.close()
+        except DlxtoolError as exc:
+            ended = str(exc)
+    finally:
+        with contextlib.suppress(DlxtoolError):
+            conn.close()
+    if row.decimal_header_ends_amqp10_session:
+        assert ended is not None and "function_clause" in ended and "from_091" in ended, ended
+    assert versions.decimal_poison_amqp10(broker.version) == row.decimal_header_ends_amqp10_session
     assert broker.wait_depth(qname, 1) == 1
 
 

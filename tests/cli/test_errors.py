@@ -17,7 +17,7 @@ def code(error: Exception) -> int:
 
 
 def test_exit_status_table_matches_the_docs() -> None:
-    assert [int(s) for s in ExitStatus] == [0, 1, 2, 3, 4, 5, 6, 7, 129, 130, 143]
+    assert [int(s) for s in ExitStatus] == [0, 1, 2, 3, 4, 5, 6, 7, 8, 129, 130, 143]
     assert code(ConfigError("x")) == 2 and code(ConnectError("x")) == 3
     assert code(NotFoundError("x")) == 4 and code(PartialError("x")) == 5
     assert code(RefusedError("x")) == 6
@@ -27,7 +27,7 @@ def test_every_status_has_one_exit_code() -> None:
     """The core says how a command ended (Status); the CLI maps each status to its code in one place."""
     assert {s: int(exit_status(s)) for s in Status} == {
         Status.OK: 0, Status.ERROR: 1, Status.USAGE: 2, Status.CONNECT: 3, Status.NOT_FOUND: 4, Status.PARTIAL: 5,
-        Status.REFUSED: 6, Status.UNAVAILABLE: 7, Status.INTERRUPTED: 130}
+        Status.REFUSED: 6, Status.UNAVAILABLE: 7, Status.STOPPED: 8, Status.INTERRUPTED: 130}
 
 
 def one_line_error(result) -> str:

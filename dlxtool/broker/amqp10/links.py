@@ -41,7 +41,10 @@ class _LinkEvents:
 
     def __init__(self) -> None:
         self.complete: list[tuple[Any, bytes]] = []
-        self._partial: dict[int, bytearray] = {}
+        # The delivery arriving now, frame by frame: a link carries one delivery at a time (AMQP 1.0 §2.6.14: the
+        # next begins when the current one is complete). Not keyed by the delivery: proton hands each frame over in
+        # a new wrapper object (id() differs), and its tag property decodes the broker's binary tags as text.
+        self._partial: bytearray | None = None
         self.closed_by_broker: str | None = None
 
     def on_delivery(self, event: Any) -> None:
@@ -50,11 +53,18 @@ class _LinkEvents:
         if not link.is_receiver or not delivery.readable:
             return
         chunk = link.recv(delivery.pending) or b""
-        buf = self._partial.setdefault(id(delivery), bytearray())
+        buf = self._partial if self._partial is not None else bytearray()
         buf += chunk
+        self._partial = buf
         if not delivery.partial:
-            self.complete.append((delivery, bytes(self._partial.pop(id(delivery)))))
+            self._partial = None
+            self.complete.append((delivery, bytes(buf)))
             link.advance()
+
+    @property
+    def receiving(self) -> bool:
+        """A delivery has begun and not yet arrived whole."""
+        return self._partial is not None
 
     def on_link_remote_close(self, event: Any) -> None:
         cond = event.link.remote_condition
@@ -123,7 +133,10 @@ class HeadReader:
             return []
         before = len(self.events.complete)
         self.link.drain(n)
-        self.conn.wait(lambda: not self.link.draining() or self.events.closed_by_broker is not None
+        # The drain ends when the credit is used, which is at a delivery's first frame: a large last message may
+        # still be arriving then (events.receiving), and is waited for.
+        self.conn.wait(lambda: (not self.link.draining() and not self.events.receiving)
+                       or self.events.closed_by_broker is not None
                        or len(self.events.complete) - before >= n, f"reading {self.address}", timeout)
         self._check()
         got = self.events.complete[before:]
@@ -134,6 +147,15 @@ class HeadReader:
             self.delivered += 1
             self.unsettled.append(delivery)
             out.append(delivery)
+        return out
+
+    def arrived(self) -> list[Delivery]:
+        """The deliveries that arrived whole but were not handed out by read() (it raised: the link or session
+        ended): their bytes, to show; nothing can be settled on them any more."""
+        out = []
+        for handle, raw in self.events.complete[self.delivered:]:
+            out.append(Delivery(raw=raw, position=self.delivered, handle=handle, settled=True))
+            self.delivered += 1
         return out
 
     def settle(self, delivery: Delivery, outcome: Outcome) -> None:
