@@ -17,10 +17,12 @@ or uuid application property at all (it closes the 0.9.1 connection: dlxtool.bro
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dlxtool.amqp10_message import Amqp10Message, Typed, timestamp_datetime
 from dlxtool.amqp_values import Long
+
+if TYPE_CHECKING:  # the 1.0 codec only for a message read over 1.0
+    from dlxtool.amqp10_message import Amqp10Message, Typed
 
 _DROPPED_PROPERTIES = ("to", "subject", "absolute_expiry_time", "group_sequence", "reply_to_group_id")
 
@@ -130,6 +132,8 @@ def _text(value: Any) -> Any:
 
 
 def _seconds(ms: int) -> datetime | int:
+    from dlxtool.amqp10_message import timestamp_datetime  # the 1.0 codec: only for a message read over 1.0
+
     stamp = timestamp_datetime(ms - ms % 1000)
     return stamp
 

@@ -482,9 +482,11 @@ def _decode_candidate(
     An AMQP 1.0 body (RabbitMQ 4.x hands a 0.9.1 reader an amqp-value or amqp-sequence body as its encoding) is
     unwrapped first: the bytes it carries are decoded, a structured value is shown as JSON; `amqp10` says what it
     was."""
-    from dlxtool.amqp10_message import unwrap_body
+    unwrapped = None
+    if data[:2] == b"\x00\x53":  # a described section, as every AMQP 1.0 body starts: only then load the 1.0 codec
+        from dlxtool.amqp10_message import unwrap_body
 
-    unwrapped = unwrap_body(data)
+        unwrapped = unwrap_body(data)
     if unwrapped is not None:
         if unwrapped.payload is None:
             from dlxtool.render import dumps

@@ -34,12 +34,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dlxtool.amqp10_message import Amqp10Message
 from dlxtool.amqp_values import Long, RawValue, allow_deep_headers, decode_field_value, encode_field_value
 from dlxtool.deaths import Death, parse_deaths
 from dlxtool.errors import UsageError
+
+if TYPE_CHECKING:  # the AMQP 1.0 codec loads where a record holds a 1.0 message (from_json, the 1.0 reader)
+    from dlxtool.amqp10_message import Amqp10Message
 
 PROPERTY_NAMES = (
     "content_type", "content_encoding", "delivery_mode", "priority", "correlation_id", "reply_to",
@@ -113,7 +115,7 @@ class MessageRecord:
                              hint=f"dlxtool writes tables deeper than {MAX_JSON_DEPTH} levels as $amqp") from None
         amqp10 = None
         if data.get("amqp10") is not None:
-            from dlxtool.amqp10_message import Amqp10Error
+            from dlxtool.amqp10_message import Amqp10Error, Amqp10Message
 
             try:
                 amqp10 = Amqp10Message.from_json(data["amqp10"], f"{where}: amqp10")

@@ -238,6 +238,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="How many runs [env DLXTOOL_FAULTS_RUNS; default 55, long 250].")
     group.addoption("--faults-base", type=int, default=int(os.environ.get("DLXTOOL_FAULTS_BASE", "1000")),
                     help="First seed; runs use consecutive seeds [env DLXTOOL_FAULTS_BASE; default 1000].")
+    chaos = parser.getgroup("dlxtool fault campaign (tests/chaos)")
+    chaos.addoption("--chaos-trials", type=int, default=int(os.environ.get("DLXTOOL_CHAOS_TRIALS", "0")) or None,
+                    help="Trials per command [env DLXTOOL_CHAOS_TRIALS; default 14].")
+    chaos.addoption("--chaos-base", type=int, default=int(os.environ.get("DLXTOOL_CHAOS_BASE", "50006")),
+                    help="First seed, a multiple of 11 [env DLXTOOL_CHAOS_BASE; default 50006].")
+    chaos.addoption("--chaos-seed", type=int, action="append",
+                    default=[int(s) for s in os.environ.get("DLXTOOL_CHAOS_SEED", "").split(",") if s],
+                    help="Run only this trial (repeatable): a failing trial's seed [env DLXTOOL_CHAOS_SEED].")
     group.addoption("--faults-seed", type=int, action="append",
                     default=[int(s) for s in os.environ.get("DLXTOOL_FAULTS_SEED", "").split(",") if s],
                     help="Run only this seed (repeatable), e.g. to replay a failing run [env DLXTOOL_FAULTS_SEED].")
@@ -362,4 +370,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if REPORTS:
         terminalreporter.section("fault matrix")
         for line in summary_lines(REPORTS):
+            terminalreporter.write_line(line)
+    from tests.support.chaos import RESULTS, table
+
+    if RESULTS:  # this process's trials (with xdist, a worker's table is not shown: scripts/chaos has the whole one)
+        terminalreporter.section("fault campaign")
+        for line in table(RESULTS):
             terminalreporter.write_line(line)

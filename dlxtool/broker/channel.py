@@ -239,6 +239,10 @@ class AsyncChannel:
         return ConnectError(f"no reply to {what} within {waited:g}s: the connection went silent (a stalled network, "
                             "a half-open connection or a broker that stopped answering) and was dropped")
 
+    def went_silent(self, what: str, waited: float) -> DlxtoolError:
+        """What waiting `waited` s for `what` with no answer means (see _no_reply); the connection is dropped."""
+        return self._no_reply(what, waited)
+
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Call an asynchronous channel method that takes `callback=` and wait for its reply frame."""
         box: list[Any] = []

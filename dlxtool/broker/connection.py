@@ -221,6 +221,10 @@ def amqp_failure(exc: BaseException) -> DlxtoolError:
     lost_hint = ("messages this command held unacked go back to their queue when the connection ends; "
                  "run it again once the broker answers")
     said = broker_said(exc) if isinstance(exc, pe.ChannelClosedByBroker | pe.ConnectionClosedByBroker) else ""
+    from dlxtool.broker.majority import METADATA_TIMEOUT, lost_majority
+
+    if METADATA_TIMEOUT in said:  # Khepri without a majority (RabbitMQ 4.x): not a lost connection, exit 7
+        return lost_majority(said=said)
     if "nodedown" in said or "is down or inaccessible" in said or said.endswith(": noproc") \
             or (said.startswith("541 ") and "{timeout," in said):
         # a quorum queue whose leader is down (541 "... nodedown"; "... noproc" while the cluster has not yet

@@ -29,11 +29,11 @@ tests/ops/test_peek.py):
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlxtool import waits
 from dlxtool.broker import queues
 from dlxtool.broker.connection import abort
 
@@ -131,11 +131,10 @@ def _wait_consumers(channel: Any, queue: str, low: int, high: int | None = None)
     """Poll the consumer count until it is within [low, high] (None after RETURN_WAIT_SECONDS).
 
     A quorum queue answers 0 when its stat times out (250 ms): never accept fewer than still held."""
-    deadline = time.monotonic() + RETURN_WAIT_SECONDS
+    wait = waits.Wait(f"quorum queue {queue!r} to count the messages given back", RETURN_WAIT_SECONDS, POLL_SECONDS)
     while True:
         count = queues.declare(channel, queue).consumers
         if count >= low and (high is None or count <= high):
             return count
-        if time.monotonic() > deadline:
+        if not wait.pause():
             return None
-        time.sleep(POLL_SECONDS)

@@ -33,18 +33,20 @@ clusters both listen on 5672. They can neither prove nor disprove which broker A
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass
 from typing import Any
 
+from dlxtool import waits
 from dlxtool.broker.connection import reached
 from dlxtool.broker.management import OVERVIEW_COLUMNS, PROBE_ARGUMENT, ManagementClient
 from dlxtool.broker.naming import connection_name as connection_name
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError
 
-PROBE_LOOKUPS = 5  # a 404 is asked again (a follower of the metadata store may answer a moment late)
+# A 404 is asked again (a follower of the metadata store may answer a moment late) for up to PROBE_WAIT s, polls
+# 0.1 s apart at first, then PROBE_RETRY_DELAY (dlxtool.waits)
 PROBE_RETRY_DELAY = 0.2
+PROBE_WAIT = 0.8
 LISTING_WAIT = 6.0  # the statistics interval (5 s by default) and a margin
 LISTING_POLL = 0.5
 
@@ -73,7 +75,7 @@ class UnusableManagement(ManagementClient):
         self.error = error
 
     def request(self, method: str, path: str, body: Any = None, *, query: dict[str, Any] | None = None,
-                timeout: float | None = None) -> Any:
+                timeout: float | None = None, accept: tuple[int, ...] = ()) -> Any:
         raise ConnectError(self.error.message, hint=self.error.hint)
 
     def prefetch(self, path: str, **query: Any) -> None:
@@ -146,6 +148,11 @@ def _verified(conn: Any, profile: BrokerProfile, client: ManagementClient) -> Ma
     overview_on = client.last_connection
     api = Identity(cluster_name=_text(overview.get("cluster_name")), version=_text(overview.get("rabbitmq_version")),
                    node=_text(overview.get("node")) or None)
+    from dlxtool.broker.queues import cluster_without_majority
+
+    # A Khepri cluster without its majority: said now (exit 7), not after the probe queue's declare waited 30 s.
+    if (lost := cluster_without_majority(client, api.version)) is not None:
+        raise lost
     try:
         node = _probe_queue_node(conn, client, profile.vhost)
     except _NotPermitted as refused:
@@ -201,7 +208,8 @@ def _reprove(conn: Any, profile: BrokerProfile, client: ManagementClient) -> Non
         client.proven_connection = client.last_connection
         return
     name = _connection_name(conn)
-    deadline = time.monotonic() + LISTING_WAIT
+    wait = waits.Wait("this connection in the management API's connection list (proving the API again)", LISTING_WAIT,
+                      LISTING_POLL)
     first_on: int | None = None
     while True:
         listed = _lists_connection(client, profile.vhost, name)
@@ -213,9 +221,8 @@ def _reprove(conn: Any, profile: BrokerProfile, client: ManagementClient) -> Non
         if listed:
             client.proven_connection = on
             return
-        if time.monotonic() >= deadline:
+        if not wait.pause():
             break
-        time.sleep(LISTING_POLL)
     raise _switched(client, conn)
 
 
@@ -269,14 +276,15 @@ def _probe_queue_node(conn: Any, client: ManagementClient, vhost: str) -> str | 
         # 403 without configure permission on amq.gen-*; anything else a channel error refuses: no proof.
         raise _NotPermitted(f"declaring a probe queue was refused ({exc.reply_code} {exc.reply_text})") from None
     client.probe_queue = name
+    wait = waits.Wait("the management API to know the probe queue (proving it answers for this broker)",
+                      PROBE_WAIT, PROBE_RETRY_DELAY)
     try:
-        for attempt in range(PROBE_LOOKUPS):
+        while True:
             try:
                 return _text(client.queue(vhost, name).raw.get("node")) or "?"
             except NotFoundError:
-                if attempt + 1 < PROBE_LOOKUPS:
-                    time.sleep(PROBE_RETRY_DELAY)
-        return None
+                if not wait.pause():
+                    return None
     finally:
         _close_quietly(channel)
 
@@ -285,7 +293,8 @@ def _by_connection_listing(conn: Any, client: ManagementClient, profile: BrokerP
                            why: str, overview_on: int | None) -> ManagementClient:
     """Proof for a user who may not declare queues: this connection's random name in the API's list."""
     name = _connection_name(conn)
-    deadline = time.monotonic() + LISTING_WAIT
+    wait = waits.Wait("this connection in the management API's connection list (proving it answers for this broker)",
+                      LISTING_WAIT, LISTING_POLL)
     while name.startswith("dlxtool "):
         try:
             listed = _lists_connection(client, profile.vhost, name)
@@ -297,10 +306,9 @@ def _by_connection_listing(conn: Any, client: ManagementClient, profile: BrokerP
             _proven(client, overview_on)
             client.reprove = lambda: _reprove(conn, profile, client)
             return client
-        if time.monotonic() >= deadline:
+        if not wait.pause():
             why += f"; this connection did not show in the API's connection list within {LISTING_WAIT:g}s"
             break
-        time.sleep(LISTING_POLL)
     return UnusableManagement(client, ConnectError(
         f"management API at {client.masked_url} not used: could not prove that it answers for the broker "
         f"AMQP {amqp_where(conn)} reached ({why})",

@@ -15,7 +15,7 @@ from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
 import orjson
 
-from dlxtool import secrets
+from dlxtool import secrets, waits
 from dlxtool.broker.http import HttpConnection, Pending, Response, done, proxied, urllib_exchange
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError, QueueNotFound
@@ -207,20 +207,21 @@ class ManagementClient:
     # -- raw access -------------------------------------------------------------------------------
 
     def request(self, method: str, path: str, body: Any = None, *, query: dict[str, Any] | None = None,
-                timeout: float | None = None) -> Any:
-        """`timeout`: how long the answer may take to come, when not the client's (send)."""
+                timeout: float | None = None, accept: tuple[int, ...] = ()) -> Any:
+        """`timeout`: how long the answer may take to come, when not the client's (send). `accept`: statuses beyond
+        2xx whose body is the answer (a health check's 503 says what failed)."""
         if self._failed_proof is not None:  # a caller that took the first failure for "unreachable" gets it again
             raise self._failed_proof
         pending = self._prefetched.pop((method, self._target(path, query)), None) if body is None else None
         if pending is not None:
             try:
-                return self._answer(pending, method, path, sent_ahead=True, timeout=timeout)
+                return self._answer(pending, method, path, sent_ahead=True, timeout=timeout, accept=accept)
             except _AskAgain:
                 pass
         for _attempt in range(REPROOFS):
             try:
                 return self._answer(self.send(method, path, body, query=query, timeout=timeout), method, path,
-                                    timeout=timeout)
+                                    timeout=timeout, accept=accept)
             except _AskAgain:
                 continue
         raise ConnectError(f"management API at {self.masked_url}: its answers came over a new TCP connection each "
@@ -272,13 +273,16 @@ class ManagementClient:
         return target + "?" + urlencode(query, safe=",") if query else target
 
     def _answer(self, pending: Pending, method: str, path: str, *, sent_ahead: bool = False,
-                timeout: float | None = None) -> Any:
+                timeout: float | None = None, accept: tuple[int, ...] = ()) -> Any:
+        began = time.monotonic()
         try:
             response = pending.result()
         except OSError as exc:
             if sent_ahead and self.proven_connection is not None:
                 raise _AskAgain from None
             raise self._unreachable(exc, timeout) from None
+        finally:  # the time this command stood waiting for the API (an answer sent ahead may have come meanwhile)
+            waits.note("the management API's answers", timeout or self.timeout, time.monotonic() - began, "answer")
         if sent_ahead and self.proven_connection not in (None, response.connection):
             raise _AskAgain  # sent before the proof, answered over another connection than the proof's
         self.last_connection = response.connection
@@ -286,7 +290,7 @@ class ManagementClient:
         if self.proven_connection and response.connection != self.proven_connection and self.reprove is not None \
                 and not self._reproving:
             self._reprove(response.connection)
-        if not 200 <= response.status < 300:
+        if not 200 <= response.status < 300 and response.status not in accept:
             raise self._http_error(response, method, path)
         self._answered = True
         return orjson.loads(response.body) if response.body else None
@@ -376,7 +380,8 @@ class ManagementClient:
         limits), wait up to STATS_WAIT for a queue declared moments ago to get them (QueueInfo.policies_known;
         still False after that: the caller treats them as unknown)."""
         # Once one queue had none after a whole wait (a broker whose stats are off), the next ones are not waited for
-        deadline = time.monotonic() + STATS_WAIT if settled and not self._no_stats else 0.0
+        wait = waits.Wait(f"the management API's policy sample of {name!r} (declared moments ago, or a policy "
+                          "just set)", STATS_WAIT if settled and not self._no_stats else 0.0, 0.5)
         stale = False
         self._reread.discard(vhost)
         while True:
@@ -393,10 +398,9 @@ class ManagementClient:
             stale = sampled and not fresh  # the list is read again once: it may be the older one
             if fresh:
                 break
-            if time.monotonic() >= deadline:
+            if not wait.pause():
                 self._no_stats = self._no_stats or (settled and not sampled)
                 break
-            time.sleep(0.5)
         # Only a quorum queue's delivery limit depends on the version: spare classic reads the request.
         info = queue_info(raw, self.version() if raw.get("type") == "quorum" else None)
         return info if fresh or not info.policies_known else replace(info, policies_known=False)
@@ -454,10 +458,28 @@ class ManagementClient:
         return listed is None or policies.current(raw, listed)
 
     def alarms(self) -> tuple[list[str] | None, str | None]:
-        """The resource alarms in effect on the cluster's nodes ("memory alarm on rabbit@c2") — [] for none —, or
-        None and why the API does not say (/api/nodes needs the monitoring tag; or the API cannot be used). An
-        alarm on any node blocks every publishing connection of the cluster. A node just started has no alarm
-        fields for a few seconds: nothing is read into their absence."""
+        """The resource alarms in effect on the cluster's nodes now ("memory alarm on rabbit@c2") — [] for none —,
+        or None and why the API does not say. An alarm on any node blocks every publishing connection of the
+        cluster. Live: the health check asks the nodes at the moment (GET /api/health/checks/alarms: 200 none, 503
+        with the alarms; 3.10 and 4.x). /api/nodes's mem_alarm / disk_free_alarm are a statistics sample, up to 5 s
+        old and more under load (issue 35: an alarm raised 2 s before went unseen, and one cleared 4 s before still
+        refused); they are read only where the health check cannot be (not allowed, or not there)."""
+        try:
+            said = self.request("GET", "health/checks/alarms", accept=(503,))
+        except ManagementMismatch:
+            raise
+        except DlxtoolError:
+            said = None
+        if isinstance(said, dict) and said.get("status") in ("ok", "failed"):
+            found = []
+            for alarm in said.get("alarms") or ():
+                if isinstance(alarm, dict):
+                    said_resource = str(alarm.get("resource"))  # "memory", "disk" (3.10 and 4.3 alike)
+                    resource = next((r for r in ("memory", "disk") if r in said_resource), said_resource)
+                    found.append(f"{resource} alarm on {alarm.get('node')}")
+            if said.get("status") == "failed" and not found:
+                found.append(f"resource alarm ({said.get('reason') or 'the health check failed'})")
+            return found, None
         try:
             rows = self.get("nodes", columns="name,running,mem_alarm,disk_free_alarm")
         except ManagementMismatch:
@@ -470,8 +492,23 @@ class ManagementClient:
                 continue
             for field, what in (("mem_alarm", "memory"), ("disk_free_alarm", "disk")):
                 if row.get(field) is True:
-                    found.append(f"{what} alarm on {row.get('name')}")
+                    found.append(f"{what} alarm on {row.get('name')} (API sample)")
         return found, None
+
+    def nodes_running(self) -> tuple[int, int, list[str]] | None:
+        """(running, all, the names of those down) of the cluster's nodes, as the API says now (a node's `running`
+        is its membership, not a statistics sample); None where it cannot say."""
+        try:
+            rows = self.get("nodes", columns="name,running")
+        except ManagementMismatch:
+            raise
+        except DlxtoolError:
+            return None
+        rows = [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+        if not rows:
+            return None
+        down = sorted(str(r.get("name")) for r in rows if r.get("running") is not True)
+        return len(rows) - len(down), len(rows), down
 
     def version(self) -> str | None:
         if self._version is None:

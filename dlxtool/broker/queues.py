@@ -13,6 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dlxtool.broker.majority import LOST_MAJORITY_HINT as LOST_MAJORITY_HINT
+from dlxtool.broker.majority import METADATA_TIMEOUT as METADATA_TIMEOUT
+from dlxtool.broker.majority import lost_majority as lost_majority
 from dlxtool.errors import ConnectError, DlxtoolError, QueueLocked, QueueNotFound, UnavailableError
 
 if TYPE_CHECKING:
@@ -22,6 +25,12 @@ if TYPE_CHECKING:
 # A classic queue whose home node is down: "NOT_FOUND - home node 'rabbit@c2' of durable queue 'q' in vhost 'v' is
 # down or inaccessible" (rabbit_amqqueue, 3.x and 4.x). The queue exists; its messages cannot be reached now.
 _NODE_DOWN = re.compile(r"home node '([^']*)' of .* is down or inaccessible")
+# The same on RabbitMQ 4.x with Khepri (measured on the 4.3.6 cluster, versions.Behaviour.down_queue_not_found): the
+# queue's record stays in the metadata store while its node is away, and the broker answers 404 with the reason
+# its process cannot be reached, not naming the node — "NOT_FOUND - queue 'q' in vhost 'v' process is stopped by
+# supervisor" (its node's app stopped), "... has crashed and failed to restart", "NOT_FOUND - failed to perform
+# operation on queue 'q' in vhost 'v' due to timeout" (its node killed, seen in issue 35). 3.x can say these too.
+_PROCESS_AWAY = re.compile(r"process is stopped by supervisor|has crashed and failed to restart|due to timeout$")
 
 
 @dataclass(frozen=True)
@@ -45,26 +54,39 @@ def declare(channel: Any, queue: str) -> Counts:
     return Counts(int(method.message_count), int(method.consumer_count))
 
 
-def counts(channel: Any, queue: str, vhost: str) -> Counts:
-    """`declare`, with the broker's refusal (not found, exclusive, no access) as a dlxtool error."""
+def counts(channel: Any, queue: str, vhost: str, management: Any = None) -> Counts:
+    """`declare`, with the broker's refusal (not found, exclusive, no access) as a dlxtool error. `management`: a
+    management client (or a callable giving one) to name the node of a queue that cannot be reached, and to say it
+    before declaring: a passive declare of a queue whose node was killed waits inside the broker (4.3.6: 73 s,
+    then 404 "... due to timeout"), past any --timeout."""
+    if management is not None and (away := _on_a_node_down(management, vhost, queue)) is not None:
+        raise UnavailableError(f"queue {queue!r} in vhost {vhost!r} is unavailable: its node {away} is down; its "
+                               "messages are not lost, but cannot be read or counted now (the management API lists "
+                               "the node as not running)",
+                               hint="run it again once the node is back; `dlxtool queues` shows which nodes are down")
     try:
         return declare(channel, queue)
     except Exception as exc:
-        refused = refusal(exc, queue, vhost)
+        refused = refusal(exc, queue, vhost, management)
         if refused is None:
             raise
         raise refused from None
 
 
-def refusal(exc: BaseException, queue: str, vhost: str) -> DlxtoolError | None:
-    """The dlxtool error for the broker's refusal of a passive declare of `queue`, or None (not a refusal)."""
+def refusal(exc: BaseException, queue: str, vhost: str, management: Any = None) -> DlxtoolError | None:
+    """The dlxtool error for the broker's refusal of a passive declare of `queue`, or None (not a refusal).
+    A queue whose node is away is never "not found" (exit 4): unavailable (exit 7), its node named — from the
+    broker's words (3.x), else from `management` (a client, or a callable giving one) where it can say."""
     code = getattr(exc, "reply_code", None)
     text = getattr(exc, "reply_text", None) or str(exc)
     unreachable = _NODE_DOWN.search(text) if code == 404 else None
-    if unreachable is not None:
-        return UnavailableError(f"queue {queue!r} in vhost {vhost!r} lives on node {unreachable.group(1)}, which is "
-                                "down or cannot be reached: its messages are not lost, but cannot be read or counted "
-                                f"now (the broker said: {code} {text})",
+    node = unreachable.group(1) if unreachable is not None else None
+    if code == 404 and node is None and _PROCESS_AWAY.search(text):
+        node = _node_of(management, vhost, queue) or "(not known: no management API)"
+    if node is not None:
+        return UnavailableError(f"queue {queue!r} in vhost {vhost!r} is unavailable: its node {node} is down or cannot "
+                                "be reached; its messages are not lost, but cannot be read or counted now (the broker "
+                                f"said: {code} {text})",
                                 hint="run it again once the node is back; `dlxtool queues` shows which nodes are down")
     if code == 404:
         return QueueNotFound(queue, vhost)
@@ -74,6 +96,55 @@ def refusal(exc: BaseException, queue: str, vhost: str) -> DlxtoolError | None:
         return ConnectError(f"access to queue {queue!r} in vhost {vhost!r} refused: {text}",
                             hint="the user needs read/configure permissions on it")
     return None
+
+
+def _on_a_node_down(management: Any, vhost: str, queue: str) -> str | None:
+    """The node a classic `queue` lives on when the API lists that node as not running now (a node's `running` is
+    its cluster membership, not a statistics sample), else None — also where the API cannot say. One request while
+    every node runs; the queue's node is looked up only when one does not. Not a quorum queue or a stream: the API's
+    `node` is their leader, and another member takes over while a majority runs (`without_majority` says when not)."""
+    try:
+        client = management() if callable(management) else management
+        counted = client.nodes_running() if client is not None else None
+    except (DlxtoolError, AttributeError):  # AttributeError: a client without a node list (a stand-in)
+        return None
+    if counted is None or not counted[2]:
+        return None
+    node = _node_of(client, vhost, queue, classic_only=True)
+    return node if node is not None and node in counted[2] else None
+
+
+def _node_of(management: Any, vhost: str, queue: str, *, classic_only: bool = False) -> str | None:
+    """The node the API lists `queue` on (its list: the queue's own endpoint may answer 404 while its node is away),
+    or None where it cannot say (or, `classic_only`, the queue is of another type)."""
+    try:
+        client = management() if callable(management) else management
+        if client is None:
+            return None
+        rows = client.queues(vhost, columns=["name", "node", "type"], unsorted=True, timeout=3.0)
+    except DlxtoolError:
+        return None
+    row = next((r for r in rows if isinstance(r, dict) and r.get("name") == queue), None)
+    if row is None or not row.get("node") or (classic_only and row.get("type") != "classic"):
+        return None
+    return str(row["node"])
+
+
+# Khepri's answer when a majority of the cluster's nodes is away (RabbitMQ 4.3: 541 INTERNAL_ERROR "Could not declare
+# queue 'q' in vhost 'v' on node 'n' because the metadata store operation timed out", after 30 s).
+def cluster_without_majority(management: Any, version: Any) -> UnavailableError | None:
+    """Before anything waits on the metadata store: a Khepri cluster (versions.khepri) with a majority of its nodes
+    away, from the API's node list, or None. Every change (dlxtool's own probe queue first) would wait 30 s inside
+    the broker and end with a 541 (issue 35: every command, exit 3 'metadata store operation timed out')."""
+    from dlxtool.broker import versions
+
+    if management is None or not versions.khepri(version):
+        return None
+    counted = management.nodes_running()
+    if counted is None:
+        return None
+    running, total, down = counted
+    return lost_majority(running, total, down) if running * 2 <= total else None
 
 
 def without_majority(info: Any) -> UnavailableError | None:

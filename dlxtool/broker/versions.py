@@ -174,6 +174,23 @@ class Behaviour:
     # 4.0; 404 "Not Found" on 4.3, for the vhost's queues that exist too (dlxtool then says it may be either).
     api_404_for_a_vhost_not_permitted: bool = False
 
+    # Clusters (measured on the 3.10.8 and 4.3.6 clusters, tests/scripts/test_dev_broker_cluster.py)
+    # The metadata store (queues, bindings, users...): Mnesia on 3.x and 4.0/4.1 (Khepri there only when enabled);
+    # Khepri on 4.3 (feature flag khepri_db enabled on a new cluster). Khepri is a Raft cluster of every node: with a
+    # majority of the nodes away every metadata change (a queue.declare, dlxtool's own exclusive probe queue too)
+    # waits 30 s and the connection is closed with 541 "... because the metadata store operation timed out".
+    khepri: bool = False
+    # A passive queue.declare (or basic.get, basic.consume) of a classic queue whose node has its app stopped, through
+    # another member: 404 naming the node ("home node 'N' of durable queue 'q' in vhost 'v' is down or inaccessible")
+    # on 3.10; on 4.3 404 "queue 'q' in vhost 'v' process is stopped by supervisor", no node named (the API's queue
+    # list still names it). Either way the queue exists: dlxtool says it is unavailable (exit 7), never "not found".
+    down_queue_404_names_node: bool = True
+    # The API's `single_active_consumer_tag` in a quorum queue's row: set on 4.0.5 and 4.3.6 for any consumer (the
+    # queue need not be single-active-consumer, issue 35), from a sample on; 3.10 for a single-active-consumer queue
+    # only. dlxtool
+    # reads single-active-consumer from the queue's argument (ops/busy.py), never from the tag.
+    api_sac_tag_on_any_quorum_consumer: bool = False
+
 
 BEHAVIOURS: tuple[Behaviour, ...] = (
     Behaviour(
@@ -212,7 +229,7 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         negative_delivery_limit_is_off=True, first_delivery_count_header=False, acquired_count_header=False,
         dead_letters_carry_delivery_counts=True, x_death_restarts_on_republish=True, writes_x_last_death=True,
         global_qos_refused_on_quorum=True, deprecated_features_listed=True, deprecated_feature_state=False,
-        api_reports_delivery_limit=True, api_policy_without_stats=False),
+        api_reports_delivery_limit=True, api_policy_without_stats=False, api_sac_tag_on_any_quorum_consumer=True),
     Behaviour(
         since=Version(4, 3), measured="4.3.6",
         quorum_counted=frozenset({"close", "cancel", "reject", "lost"}), consumer_timeout_counted=False,
@@ -223,7 +240,8 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
         acquired_count_header=True, dead_letters_carry_delivery_counts=True, x_death_restarts_on_republish=True,
         writes_x_last_death=True,
         global_qos_refused_on_quorum=False, deprecated_features_listed=True, deprecated_feature_state=True,
-        api_reports_delivery_limit=True, api_policy_without_stats=True, api_404_for_a_vhost_not_permitted=True),
+        api_reports_delivery_limit=True, api_policy_without_stats=True, api_404_for_a_vhost_not_permitted=True,
+        khepri=True, down_queue_404_names_node=False, api_sac_tag_on_any_quorum_consumer=True),
 )
 
 # A broker that gave no version (no RabbitMQ does): the 3.x facts (no default limit, a negative one acts as 0), and
@@ -314,6 +332,11 @@ def returned_here(version: Version | str | None, headers: dict[str, Any] | None)
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def khepri(version: Version | str | None) -> bool:
+    """Whether the broker's cluster keeps its metadata in Khepri (a majority of its nodes must run for any change)."""
+    return behaviour(version).khepri
 
 
 def default_delivery_limit(version: Version | str | None) -> int | None:

@@ -302,11 +302,15 @@ def cli(ctx: click.Context, no_color: bool, no_journal: bool) -> None:
 
 
 def _os_user() -> str:
-    import getpass
-
+    """getpass.getuser()'s answer without importing getpass (and termios with it) on every command."""
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        if user := os.environ.get(name):
+            return user
     try:
-        return getpass.getuser()
-    except (KeyError, OSError):
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError, OSError):
         return str(os.getuid())
 
 
@@ -341,12 +345,14 @@ def main(argv: list[str] | None = None) -> int:
     from dlxtool.ops.interrupts import hold_stop_signals_until_exit
 
     hold_stop_signals_until_exit()  # from the command's end to ignore_ctrl_c_from_now_on() below
+    app = App()
     try:
-        cli.main(args=argv, prog_name="dlxtool", obj=App(), standalone_mode=True)
+        cli.main(args=argv, prog_name="dlxtool", obj=app, standalone_mode=True)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     else:
         code = 0
+    _say_waits(app)
     from dlxtool.cli.streams import summary_file
     from dlxtool.ops.interrupts import ignore_ctrl_c_from_now_on
 
@@ -358,6 +364,18 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.flush()
     _leave_objects_to_the_os()
     return code
+
+
+def _say_waits(app: App) -> None:
+    """With -v: what the command waited for that was not its messages (dlxtool.waits: the one place that names
+    them), each with how long it took and its bound."""
+    from dlxtool import waits
+
+    if not app.verbose or not waits.taken():
+        return
+    with contextlib.suppress(OSError, ValueError):
+        for waited in waits.taken():
+            app.info(waited.describe())
 
 
 def _leave_objects_to_the_os() -> None:

@@ -274,6 +274,8 @@ def _selection_option_list(limit: bool) -> list[Callable[[F], F]]:
 
 def _names_from_files(app: App, files: tuple[str, ...], option: str) -> list[str]:
     """The message names in --message-ids / --not-message-ids FILEs (- is stdin; the caller lets one option read it)."""
+    if not files:  # the common case: no file, and message_ids (hashlib) stays unloaded
+        return []
     from dlxtool.errors import UsageError
     from dlxtool.message_ids import read_id_lines
 

@@ -41,7 +41,11 @@ def check_not_busy(info: QueueInfo | None, management: Any | None, what: str,
 
 
 def _single_active(info: QueueInfo) -> bool:
-    return bool(info.arguments.get("x-single-active-consumer")) or bool(info.raw.get("single_active_consumer_tag"))
+    """Single-active-consumer is a setting of the queue: its x-single-active-consumer argument (or a policy's
+    single-active-consumer, should the broker take one). Never the API's `single_active_consumer_tag`: RabbitMQ
+    4.3 sets it on any quorum queue with a consumer (issue 35: one ordinary consumer made replay, purge --backup
+    and dump --remove refuse, exit 6)."""
+    return bool(info.setting("single-active-consumer"))
 
 
 def exclusive_owner(management: Any, vhost: str, queue: str) -> str | None:

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dlxtool import waits
 from dlxtool.broker.management import POLICIES_PENDING, STATS_WAIT, ManagementClient, QueueInfo
 from dlxtool.errors import DlxtoolError, ManagementMismatch, RefusedError
 from dlxtool.ops.stay import Stay, Why
@@ -193,9 +194,9 @@ def _bytes_sample(info: QueueInfo) -> int | None:
 
 def _current_bytes(mgmt: ManagementClient, vhost: str, queue: str, info: QueueInfo, ready: int) -> QueueInfo:
     """Wait (a little) for a byte sample that counts the ready messages we count."""
-    deadline = time.monotonic() + STATS_WAIT
-    while _bytes_sample(info) != ready and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait = waits.Wait(f"the management API's byte sample of {queue!r} to count its {ready} ready message(s)",
+                      STATS_WAIT, 0.5)
+    while _bytes_sample(info) != ready and wait.pause():
         info = mgmt.queue(vhost, queue)
     return info
 

@@ -17,10 +17,10 @@ by a consumer the API does not name", exit 7) was false. What the broker says no
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from dlxtool import waits
 from dlxtool.errors import DlxtoolError
 
 if TYPE_CHECKING:
@@ -65,15 +65,15 @@ def reclaim_dead_runs(management: ManagementClient | None, vhost: str, report: R
 
 
 def _wait_gone(management: ManagementClient, vhost: str, names: set[str], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    wait = waits.Wait(f"the broker to close {len(names)} connection(s) of earlier dlxtool runs", timeout, 0.2)
+    while not wait.over():
         try:
             rows = management.get(f"vhosts/{quote(vhost, safe='')}/connections", columns="name")
         except DlxtoolError:
             return
         if not any(isinstance(r, dict) and r.get("name") in names for r in rows or []):
             return
-        time.sleep(0.2)
+        wait.pause()
 
 
 def held_elsewhere(info: QueueInfo | None, management: ManagementClient | None, ready: int, consumers: int,
@@ -115,9 +115,9 @@ def _after_next_sample(management: ManagementClient | None, info: QueueInfo) -> 
     if management is None:
         return info
     first = info.messages_unacked
-    deadline = time.monotonic() + STATS_WAIT
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait = waits.Wait(f"the management API's next sample of {info.name!r} (its unacked count, with no consumer now)",
+                      STATS_WAIT, 0.5)
+    while wait.pause():
         try:
             info = management.queue(info.vhost, info.name)
         except DlxtoolError:

@@ -76,8 +76,8 @@ def transfer_outcome(result: TransferResult, what: str, *, saved: str | None = N
         return Outcome(Status.CONNECT, f"{what} stopped: {result.error}; nothing was lost — unfinished messages are "
                        f"still in {result.source}{kept}{dups}{_held_when_lost(result)}",
                        "run the same command again to continue" + (
-                           " once they are back (`dlxtool peek` counts them ready again)" if result.held_when_lost
-                           else ""))
+                           " once they are back (`dlxtool peek` counts them ready again)"
+                           if result.held_when_lost or result.held_on_the_way else ""))
     if result.interrupted:
         return Outcome(Status.INTERRUPTED, f"{what} interrupted; the rest is still in {result.source}{kept}{dups}")
     still = f"every message is still in {result.source}" if not result.republished else _republished(result)[2:]
@@ -92,12 +92,19 @@ def transfer_outcome(result: TransferResult, what: str, *, saved: str | None = N
 
 def _held_when_lost(result: TransferResult) -> str:
     """What the broker still holds for a lost connection, and until when (TransferResult.held_when_lost)."""
-    if not result.held_when_lost:
+    if not result.held_when_lost and not result.held_on_the_way:
         return ""
     from datetime import datetime
 
     by = datetime.fromtimestamp(result.given_back_by).strftime("%H:%M:%S") if result.given_back_by else "?"
-    return (f"; {result.held_when_lost} of them were held unacked by the lost connection: the broker puts them back "
+    more = result.held_on_the_way
+    held = (f"{result.held_when_lost} of them were held unacked by the lost connection"
+            + (f", and up to {more} more may be held by it (deliveries on their way, acks it never confirmed)"
+               if more else "")
+            if result.held_when_lost else
+            f"up to {more} of them may be held by the lost connection (deliveries on their way, acks it never "
+            "confirmed)")
+    return (f"; {held}: the broker puts them back "
             "when it notices the connection is gone — at once if it saw it close, else (a half-open connection) "
             f"when its heartbeat gives up on it, by {by} at the latest; a rerun before then does not see them")
 

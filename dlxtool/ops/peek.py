@@ -180,7 +180,7 @@ def queue_facts(profile: BrokerProfile, name: str, *, management: Callable[[], M
     from dlxtool.broker import queues
     from dlxtool.broker.versions import server_version
 
-    counted = queues.counts(channel, name, profile.vhost)
+    counted = queues.counts(channel, name, profile.vhost, management)
     ready, consumers = counted.ready, counted.consumers
     try:
         info = management().queue(profile.vhost, name)

@@ -72,7 +72,7 @@ class QueueState:
 def queue_state(channel: Any, mgmt: ManagementClient | None, vhost: str, queue: str) -> QueueState:
     """Ready and consumer counts from the broker itself (a passive declare is exact and current);
     type and unacked from the management API, whose figures are sampled every few seconds."""
-    counted = queues.counts(channel, queue, vhost)
+    counted = queues.counts(channel, queue, vhost, mgmt)
     note, unknown = None, None
     qtype, unacked, risk, info = None, None, None, None
     if mgmt is None:
@@ -482,10 +482,12 @@ class Purge:
         if self.rooms is not None and out.room is not None:
             capacity.refuse_when_no_room([out.room], self.rooms.role, settings.allow_displace)
         _refuse_unsafe_route(settings, self.router)
+        if settings.move_to and out.state.ready:
+            # Before the publish-rights probe: it publishes, and a connection that publishes during an alarm is
+            # blocked (issue 35: 'no reply to channel.open' instead of the alarm named)
+            check_alarms(session, report, f"moved to {settings.move_to!r}")
         if out.state.ready:
             self._check_publish_rights()
-        if settings.move_to and out.state.ready:
-            check_alarms(session, report, f"moved to {settings.move_to!r}")
 
     def _check_publish_rights(self) -> None:
         """Before anything is read (issue 28): refused where this user may not publish to --move-to by its route;

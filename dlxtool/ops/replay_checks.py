@@ -4,9 +4,9 @@ management API. Each refuses (exit 6) or says what it could not check; none chan
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
+from dlxtool import waits
 from dlxtool.broker.management import QueueInfo
 from dlxtool.errors import RefusedError
 from dlxtool.ops.replay_decision import ReplaySettings
@@ -94,9 +94,10 @@ def queue_info(source: Session, dlq: str, report: Reporter) -> QueueInfo | None:
     from dlxtool.ops.held import HELD_HINT, held_elsewhere, reclaim_dead_runs
 
     channel = source.conn.channel()
-    counted = queues.counts(channel, dlq, source.vhost)  # a missing DLQ is "not found" (4), API or no API
+    # a missing DLQ is "not found" (4), API or no API
+    counted = queues.counts(channel, dlq, source.vhost, source.management)
     if counted.consumers and reclaim_dead_runs(source.management, source.vhost, report, source.timeout):
-        counted = queues.counts(channel, dlq, source.vhost)
+        counted = queues.counts(channel, dlq, source.vhost, source.management)
     channel.close()
     info: QueueInfo | None = None
     if source.management is not None:
@@ -146,11 +147,10 @@ def settled_quorum_counts(source: Session, dlq: str, info: QueueInfo, counted: A
     unknown = info.raw.get("messages") is None
     if not unknown and not info.raw.get("messages"):
         return counted
-    deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline:
-        time.sleep(0.25)
+    wait = waits.Wait(f"quorum queue {dlq!r} to count the messages its new leader gets back", 2.0, 0.25)
+    while wait.pause():
         channel = source.conn.channel()
-        counted = queues.counts(channel, dlq, source.vhost)
+        counted = queues.counts(channel, dlq, source.vhost, source.management)
         channel.close()
         if counted.ready:
             return counted

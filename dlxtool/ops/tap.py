@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from dlxtool import waits
 from dlxtool.errors import DlxtoolError
 from dlxtool.ops.provenance import PROVENANCE_HEADER
 
@@ -143,7 +144,11 @@ class Tap:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"dlxtool-tap-{self.dlq}", daemon=True)
         self._thread.start()
-        if not self._ready.wait(self.timeout):
+        began = time.monotonic()
+        ready = self._ready.wait(self.timeout)
+        waits.note(f"the tap on {self.dlq!r} to be ready (its connection, queue and bindings)", self.timeout,
+                   time.monotonic() - began, "wait")
+        if not ready:
             self._stopping.set()
             raise TapUnavailable(f"the tap on {self.dlq!r} was not ready within {self.timeout:g}s")
         if self.error is not None:
@@ -151,11 +156,14 @@ class Tap:
 
     def stop(self, linger: float = 0.0) -> None:
         """Stop watching (after `linger` seconds more); the tap queue goes with its connection."""
+        began = time.monotonic()
         if linger > 0 and self.error is None:
             time.sleep(linger)
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(self.timeout)
+        waits.note(f"the tap on {self.dlq!r}: dead letters on their way, then its connection closing",
+                   linger + self.timeout, time.monotonic() - began, "wait")
 
     def died(self, run: str | None = None) -> list[Death]:
         with self._lock:

@@ -659,3 +659,36 @@ def test_where_an_amqp10_release_goes_without_a_limit(broker, qname, row) -> Non
     order = [body for _m, _p, body in broker.drain(qname)]
     to_back = versions.quorum_nack_to_back(broker.version, None)
     assert order == ([b"1", b"2", b"0"] if to_back else [b"0", b"1", b"2"])
+
+
+def test_the_metadata_store_and_the_single_active_consumer_tag(broker, qname, row) -> None:
+    """Khepri where the table says so (its feature flag khepri_db enabled; 3.10 has no such flag, 4.0.5 has it
+    disabled, 4.3.6 enabled: a majority of the cluster's nodes must run for any change), and the API's
+    `single_active_consumer_tag` on a plain quorum queue with one consumer: set on 4.0 and 4.3 (issue 35; it may
+    come a sample after the consumer), which is why
+    single-active-consumer is read from the queue's argument (ops/busy.py) and never from the tag."""
+    flags = broker.mgmt.request("GET", "feature-flags")
+    khepri = any(f.get("name") == "khepri_db" and f.get("state") == "enabled" for f in flags)
+    assert khepri == row.khepri, flags
+    conn = _connect(broker)
+    try:
+        ch = conn.channel()
+        ch.queue_declare(qname, durable=True, arguments={"x-queue-type": "quorum"})
+        ch.basic_publish("", qname, b"held")
+        ch.basic_qos(prefetch_count=1)
+        ch.basic_consume(qname, lambda *_a: None)
+        path = f"queues/{quote(broker.vhost, safe='')}/{quote(qname, safe='')}"
+        deadline = time.monotonic() + 30
+        said = broker.mgmt.request("GET", path)
+        # the consumer and what it holds in the API's sample (the tag comes with them on 4.3)
+        while time.monotonic() < deadline and not (said.get("consumer_details")
+                                                    and said.get("messages_unacknowledged") == 1
+                                                    and (said.get("single_active_consumer_tag")
+                                                         or not row.api_sac_tag_on_any_quorum_consumer)):
+            conn.process_data_events(0.3)
+            said = broker.mgmt.request("GET", path)
+    finally:
+        conn.close()
+    assert said.get("consumer_details"), said
+    assert "x-single-active-consumer" not in said["arguments"]
+    assert bool(said.get("single_active_consumer_tag")) == row.api_sac_tag_on_any_quorum_consumer

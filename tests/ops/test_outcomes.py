@@ -28,6 +28,20 @@ def test_a_lost_connection_says_so() -> None:
     assert outcome.status is Status.CONNECT and "still in q.dlq" in outcome.message
 
 
+def test_a_lost_connection_says_what_the_broker_may_still_hold_for_it_including_deliveries_on_their_way() -> None:
+    # The fault campaign (issue 35, scripts/chaos seed 1025: replay --to, a stall for good): the words said "still in
+    # the DLQ" with 0 held while the broker held 16 deliveries it had sent into the stalled path until its heartbeat.
+    lost = {"error": "no reply within 3s", "connection_lost": True, "given_back_by": 0.0}
+    only_on_the_way = transfer_outcome(TransferResult("q.dlq", 200, held_on_the_way=16, **lost), "replay").message
+    assert "up to 16 of them may be held by the lost connection" in only_on_the_way
+    assert "a rerun before then does not see them" in only_on_the_way
+    both = transfer_outcome(TransferResult("q.dlq", 200, held_when_lost=5, held_on_the_way=16, **lost), "replay")
+    assert "5 of them were held unacked by the lost connection, and up to 16 more may be held by it" in both.message
+    assert "once they are back" in (both.hint or "")
+    none = transfer_outcome(TransferResult("q.dlq", 200, **lost), "replay").message
+    assert "held" not in none
+
+
 def test_nothing_moved_because_no_route_is_safe_is_a_refusal_saying_where_the_messages_are() -> None:
     result = TransferResult("q.dlq", 3, left=Counter({UNSAFE: 3}))
     outcome = transfer_outcome(result, "replay", nothing="nothing replayed")

@@ -19,7 +19,8 @@ UNUSED = {"DLXTOOL_BROKER_PORT": "1", "DLXTOOL_BROKER_HTTP_PORT": "1", "DLXTOOL_
           "DLXTOOL_FAULTS_PORT": "1", "DLXTOOL_FAULTS_HTTP_PORT": "1", "DLXTOOL_V4_PORT": "1",
           "DLXTOOL_V4_HTTP_PORT": "1", "DLXTOOL_V43_PORT": "1", "DLXTOOL_V43_HTTP_PORT": "1",
           # the cluster's members take this port and the next two
-          "DLXTOOL_CLUSTER_PORT": "1", "DLXTOOL_CLUSTER_HTTP_PORT": "1"}
+          "DLXTOOL_CLUSTER_PORT": "1", "DLXTOOL_CLUSTER_HTTP_PORT": "1",
+          "DLXTOOL_CLUSTER43_PORT": "1", "DLXTOOL_CLUSTER43_HTTP_PORT": "1"}
 
 
 @pytest.fixture
@@ -65,18 +66,20 @@ def test_status_lists_only_main_and_second_when_it_started_nothing_else(tmp_path
     assert [line.split()[0] for line in status.stdout.splitlines()] == ["broker=main", "broker=second"]
 
 
-def test_the_cluster_is_listed_and_stopped_member_by_member(tmp_path: Path, not_a_node: int) -> None:
-    members = [record(tmp_path, member, not_a_node) for member in ("c1", "c2", "c3")]
+@pytest.mark.parametrize(("target", "names"), [("cluster", ("c1", "c2", "c3")), ("cluster43", ("k1", "k2", "k3"))])
+def test_the_cluster_is_listed_and_stopped_member_by_member(tmp_path: Path, not_a_node: int, target: str,
+                                                            names: tuple[str, str, str]) -> None:
+    members = [record(tmp_path, member, not_a_node) for member in names]
     status = dev_broker(tmp_path, "status")
     assert status.returncode == 3
     assert [line.split()[0] for line in status.stdout.splitlines()] == [
-        "broker=main", "broker=second", "broker=c1", "broker=c2", "broker=c3"]
+        "broker=main", "broker=second", *(f"broker={m}" for m in names)]
 
-    stopped = dev_broker(tmp_path, "stop", "cluster")
+    stopped = dev_broker(tmp_path, "stop", target)
     assert stopped.returncode == 0, stopped.stderr
     said = [line for line in stopped.stderr.splitlines() if "is no longer running" in line]
     order = [line.split(":")[1].strip() for line in said]
-    assert sorted(order[:2]) == ["c2", "c3"] and order[2:] == ["c1"]  # c2 and c3 together, then c1, the seed
+    assert sorted(order[:2]) == list(names[1:]) and order[2:] == [names[0]]  # the two together, then the seed
     assert not any(path.exists() for path in members)
     assert os.path.exists(f"/proc/{not_a_node}")
 
@@ -84,6 +87,6 @@ def test_the_cluster_is_listed_and_stopped_member_by_member(tmp_path: Path, not_
 def test_help_names_every_target() -> None:
     usage = subprocess.run([str(ROOT / "scripts" / "dev-broker"), "--help"], capture_output=True, text=True,
                            timeout=30).stdout
-    assert "[COMMAND] [main|second|tls|faults|v4|v43|cluster|all]" in usage.splitlines()[0]
-    for target in ("second", "tls", "faults", "v4", "v43", "cluster"):  # each with a paragraph of its own
+    assert "[COMMAND] [main|second|tls|faults|v4|v43|cluster|cluster43|all]" in usage.splitlines()[0]
+    for target in ("second", "tls", "faults", "v4", "v43", "cluster", "cluster43"):  # each with a paragraph
         assert f"\n  {target} " in usage, target

@@ -1,5 +1,10 @@
 """The three-node cluster of scripts/dev-broker cluster, for tests of what a cluster does to dlxtool.
 
+Which cluster: $DLXTOOL_TEST_CLUSTER_TARGET, `cluster` (3.x: dlxtool-c1..3@localhost, the default) or `cluster43`
+(RabbitMQ 4.3 with Khepri, from the v43 chroot: dlxtool-k1..3@localhost, whose rabbitmqctl is the chroot's). The
+tests name the members c1, c2, c3 either way (for cluster43: k1, k2, k3 in that order) and read node names, ports
+and the version from here.
+
 `Cluster` (the session fixture `cluster`, tests/conftest.py) names the members c1, c2, c3 (their AMQP and
 management ports, Erlang node names), has a vhost of this run on the cluster, and changes the cluster the
 way an incident does: a member's app stopped (`stop_app`), its VM killed (`kill`), a memory or disk alarm,
@@ -26,6 +31,7 @@ Measured on the local 3.10.8 cluster (tests/scripts/test_dev_broker_cluster.py a
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -52,31 +58,60 @@ class ClusterError(RuntimeError):
     pass
 
 
+def cluster_target() -> str:
+    """The scripts/dev-broker target the cluster tests run against ($DLXTOOL_TEST_CLUSTER_TARGET)."""
+    target = os.environ.get("DLXTOOL_TEST_CLUSTER_TARGET") or "cluster"
+    if target not in ("cluster", "cluster43"):
+        raise ClusterError(f"DLXTOOL_TEST_CLUSTER_TARGET must be cluster or cluster43, not {target!r}")
+    return target
+
+
 @dataclass(frozen=True)
 class Member:
-    name: str  # c1, c2, c3
+    name: str  # c1, c2, c3 (the tests' names; scripts/dev-broker's own are in `broker`)
     node: str  # Erlang node name, e.g. dlxtool-c1@localhost
     amqp_port: int
     http_port: int
+    broker: str = ""  # scripts/dev-broker's name: c1... or k1...
+    chroot: str | None = None  # where the member's RabbitMQ tools are (cluster43: the v43 chroot)
+
+    @property
+    def amqp_url(self) -> str:
+        return f"amqp://guest:guest@localhost:{self.amqp_port}/"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://localhost:{self.http_port}/"
 
 
-def start_cluster(timeout: float = 600) -> tuple[dict[str, Member], str]:
-    """scripts/dev-broker cluster (reuses a running cluster): the members, and the script's stderr.
-    Raises ClusterError with the script's output when it fails."""
-    proc = subprocess.run([str(ROOT / "scripts" / "dev-broker"), "cluster"], capture_output=True, text=True,
+def start_cluster(timeout: float = 600, target: str | None = None) -> tuple[dict[str, Member], str]:
+    """scripts/dev-broker TARGET (cluster_target() by default; reuses a running cluster): the members by the tests'
+    names (c1, c2, c3, in the order printed), and the script's stderr. Raises ClusterError with the script's output
+    when it fails."""
+    target = target or cluster_target()
+    proc = subprocess.run([str(ROOT / "scripts" / "dev-broker"), target], capture_output=True, text=True,
                           timeout=timeout)
     if proc.returncode != 0:
-        raise ClusterError(f"scripts/dev-broker cluster failed: {proc.stderr[-2000:]}")
+        raise ClusterError(f"scripts/dev-broker {target} failed: {proc.stderr[-2000:]}")
     members = {}
-    for line in proc.stdout.splitlines():
+    for name, line in zip(MEMBERS, proc.stdout.splitlines(), strict=False):
         info = dict(kv.split("=", 1) for kv in line.split())
-        members[info["broker"]] = Member(
-            name=info["broker"], node=info["node"],
+        members[name] = Member(
+            name=name, node=info["node"], broker=info["broker"], chroot=info.get("chroot"),
             amqp_port=int(info["amqp"].rsplit(":", 1)[1].strip("/")),
             http_port=int(info["http"].rsplit(":", 1)[1].strip("/")))
-    if sorted(members) != list(MEMBERS):
-        raise ClusterError(f"scripts/dev-broker cluster printed {proc.stdout!r}")
+    if len(proc.stdout.splitlines()) != len(MEMBERS):
+        raise ClusterError(f"scripts/dev-broker {target} printed {proc.stdout!r}")
     return members, proc.stderr
+
+
+def tool_command(member: Member, tool: str = "rabbitmqctl") -> list[str]:
+    """How to run one of RabbitMQ's tools for the member's node: the host's, or its chroot's (with the chroot's
+    Erlang cookie and a clean environment, as scripts/dev-broker runs them)."""
+    if not member.chroot:
+        return [tool]
+    return ["chroot", member.chroot, "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
+            "LANG=C.UTF-8", "ERL_EPMD_ADDRESS=127.0.0.1", tool]
 
 
 @dataclass
@@ -170,8 +205,8 @@ class Cluster:
 
     def ctl(self, member: str, *args: str, timeout: float = 120) -> str:
         """rabbitmqctl -n NODE ARGS...: its stdout; ClusterError with its output when it fails."""
-        proc = subprocess.run(["rabbitmqctl", "-q", "-n", self.node(member), *args], capture_output=True,
-                              text=True, timeout=timeout)
+        proc = subprocess.run([*tool_command(self.members[member]), "-q", "-n", self.node(member), *args],
+                              capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0:
             raise ClusterError(f"rabbitmqctl -n {self.node(member)} {' '.join(args)}: exit {proc.returncode}: "
                                f"{proc.stdout[-1000:]}{proc.stderr[-1000:]}")
@@ -208,19 +243,35 @@ class Cluster:
         self._stopped.clear()
         self.wait("all members running", lambda: self.reporting() == set(MEMBERS))
 
-    def set_memory_alarm(self, member: str) -> None:
-        """A memory alarm on the member (vm_memory_high_watermark 0.0001), on in /api/nodes when it shows."""
+    def set_memory_alarm(self, member: str, *, sampled: bool = True) -> None:
+        """A memory alarm on the member (vm_memory_high_watermark 0.0001), on in /api/nodes when it shows; with
+        `sampled=False` only until the member itself says it (its live health check), not the API's sample."""
         self._watermarks.setdefault(member, int(self.wait(f"{member}'s mem_limit", lambda: self.nodes()[
             self.node(member)].get("mem_limit"))))
         self.ctl(member, "set_vm_memory_high_watermark", ALARM_WATERMARK)
-        self.wait(f"mem_alarm on {member}", lambda: self.nodes()[self.node(member)].get("mem_alarm"))
+        if sampled:
+            self.wait(f"mem_alarm on {member}", lambda: self.nodes()[self.node(member)].get("mem_alarm"))
+        else:
+            self.wait(f"{member}'s own alarm check failing", lambda: self.local_alarms(member), every=0.1)
 
-    def clear_memory_alarm(self, member: str) -> None:
-        """The member's watermark back to the limit it had (absolute bytes); waits for the alarm to go."""
+    def clear_memory_alarm(self, member: str, *, sampled: bool = True) -> None:
+        """The member's watermark back to the limit it had (absolute bytes); waits for the alarm to go (from the
+        API's sample, or with `sampled=False` only from the member's live health check)."""
         limit = self._watermarks.pop(member, None)
         if limit is not None:
             self.ctl(member, "set_vm_memory_high_watermark", "absolute", str(limit))
-            self.wait(f"mem_alarm off on {member}", lambda: self.nodes()[self.node(member)].get("mem_alarm") is False)
+            if sampled:
+                self.wait(f"mem_alarm off on {member}",
+                          lambda: self.nodes()[self.node(member)].get("mem_alarm") is False)
+            else:
+                self.wait(f"{member}'s own alarm check passing", lambda: self.local_alarms(member) == [],
+                          every=0.1)
+
+    def local_alarms(self, member: str) -> list[Any]:
+        """The member's alarms now (GET /api/health/checks/local-alarms through its own API: live, not sampled)."""
+        env = self.env(member)
+        said = env.mgmt.request("GET", "health/checks/local-alarms", accept=(503,))
+        return list(said.get("alarms") or []) if said.get("status") == "failed" else []
 
     def set_disk_alarm(self, member: str) -> None:
         """A disk alarm on the member (disk_free_limit far above the free space)."""
@@ -264,13 +315,14 @@ class Cluster:
 
     def move_leader(self, queue: str, to: str) -> str:
         """Make `to` the leader of a quorum queue (3.10.8's rabbitmq-queues has no transfer_leadership: the
-        node is asked directly, as maintenance mode does); the leader the API then reports."""
+        node is asked directly, as maintenance mode does; 4.3 the same); the leader the API then reports."""
         if self.leader(queue) == to:
             return to
         resource = f"rabbit_misc:r({_erl_binary(self.vhost)}, queue, {_erl_binary(queue)})"
         answer = self.ctl("c1", "eval", f"{{ok, Q}} = rabbit_amqqueue:lookup({resource}), "
                                          f"rabbit_quorum_queue:transfer_leadership(Q, '{self.node(to)}').")
-        if "migrated" not in answer or "not_migrated" in answer:
+        # 3.10 answers migrated / not_migrated; 4.3 {ok, Node}
+        if ("migrated" not in answer or "not_migrated" in answer) and f"{{ok,'{self.node(to)}'}}" not in answer:
             raise ClusterError(f"moving {queue!r}'s leader to {to}: {answer}")
         return str(self.wait(f"{queue!r} led by {to}", lambda: self.leader(queue) == to and to))
 
