@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 # -- typed values -----------------------------------------------------------------------------------------------
 
@@ -287,7 +287,7 @@ def _constructor_and_payload(t: str, v: Any) -> bytes:
     if t == "uuid":
         return b"\x98" + uuid.UUID(str(v)).bytes
     if t in ("binary", "string", "symbol"):
-        raw = v if t == "binary" or isinstance(v, bytes) else v.encode("utf-8")
+        raw = v if t == "binary" or isinstance(v, bytes) else v.encode("utf-8") if isinstance(v, str) else None
         if not isinstance(raw, bytes):
             raise Amqp10Error(f"an AMQP 1.0 binary is bytes, not {type(v).__name__}")
         small, large = {"binary": (0xA0, 0xB0), "string": (0xA1, 0xB1), "symbol": (0xA3, 0xB3)}[t]
@@ -295,12 +295,14 @@ def _constructor_and_payload(t: str, v: Any) -> bytes:
             return bytes((small, len(raw))) + raw
         return bytes((large,)) + struct.pack(">I", len(raw)) + raw
     if t == "list":
-        if not v:
+        items = cast("list[Typed]", v)
+        if not items:
             return b"\x45"
-        return _compound(0xC0, 0xD0, len(v), b"".join(encode_value(x) for x in v))
+        return _compound(0xC0, 0xD0, len(items), b"".join(encode_value(x) for x in items))
     if t == "map":
-        body = b"".join(encode_value(k) + encode_value(x) for k, x in v)
-        return _compound(0xC1, 0xD1, 2 * len(v), body)
+        pairs = cast("list[tuple[Typed, Typed]]", v)
+        body = b"".join(encode_value(k) + encode_value(x) for k, x in pairs)
+        return _compound(0xC1, 0xD1, 2 * len(pairs), body)
     raise Amqp10Error(f"unknown AMQP 1.0 type {t!r}")
 
 

@@ -104,7 +104,7 @@ def _on_a_node_down(management: Any, vhost: str, queue: str) -> str | None:
     every node runs; the queue's node is looked up only when one does not. Not a quorum queue or a stream: the API's
     `node` is their leader, and another member takes over while a majority runs (`without_majority` says when not)."""
     try:
-        client = management() if callable(management) else management
+        client: Any = management() if callable(management) else management
         counted = client.nodes_running() if client is not None else None
     except (DlxtoolError, AttributeError):  # AttributeError: a client without a node list (a stand-in)
         return None
@@ -118,7 +118,7 @@ def _node_of(management: Any, vhost: str, queue: str, *, classic_only: bool = Fa
     """The node the API lists `queue` on (its list: the queue's own endpoint may answer 404 while its node is away),
     or None where it cannot say (or, `classic_only`, the queue is of another type)."""
     try:
-        client = management() if callable(management) else management
+        client: Any = management() if callable(management) else management
         if client is None:
             return None
         rows = client.queues(vhost, columns=["name", "node", "type"], unsorted=True, timeout=3.0)

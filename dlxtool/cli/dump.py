@@ -197,6 +197,9 @@ class DecodingSink:
             record.decoded = self.decode(record)
         self.sink.write(record)
 
+    def flush(self) -> None:
+        self.sink.flush()
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sink, name)
 

@@ -57,6 +57,14 @@ class Amqp10Connection:
         return self.blocking.conn
 
     @property
+    def container(self) -> Any:
+        """proton's Container of the connection (links are made and events run on it); None once it is closed."""
+        container = self.blocking.container
+        if container is None:
+            raise DlxtoolError("the AMQP 1.0 connection is closed")
+        return container
+
+    @property
     def is_open(self) -> bool:
         from proton import Endpoint
 
@@ -69,7 +77,7 @@ class Amqp10Connection:
         deadline = time.monotonic() + seconds
         transport = self.blocking.conn.transport if self.blocking.conn is not None else None
         while True:
-            self.blocking.container.process()
+            self.container.process()
             if time.monotonic() >= deadline and (transport is None or transport.pending() <= 0):
                 return
 

@@ -109,7 +109,7 @@ class HeadReader:
         self.delivered = 0
         self.exhausted = False  # the last drain came back short: the queue had no more ready
         try:
-            self.link = conn.blocking.container.create_receiver(
+            self.link = conn.container.create_receiver(
                 conn.proton_connection, address, name=f"dlxtool-read-{os.urandom(4).hex()}", handler=self.events,
                 options=Unsettled())
         except Exception as exc:  # noqa: BLE001 - proton's errors: said as the broker's
@@ -215,7 +215,7 @@ class Sender:
         self.address = address
         self.events = _handler()
         try:
-            self.link = conn.blocking.container.create_sender(
+            self.link = conn.container.create_sender(
                 conn.proton_connection, address, name=f"dlxtool-send-{os.urandom(4).hex()}", handler=self.events)
         except Exception as exc:  # noqa: BLE001 - proton's errors: said as the broker's
             raise failure(exc, conn) from None
