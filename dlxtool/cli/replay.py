@@ -181,6 +181,11 @@ Examples:
               help="Replay a message whose user_id property names another user without that property (RabbitMQ "
                    "refuses it unless the replaying user has the impersonator tag; the provenance records it). "
                    "Without it such a message stays in the DLQ, with the reason.")
+@click.option("--allow-dead-replies", is_flag=True,
+              help="Replay requests whose reply cannot arrive: a reply_to that is a direct reply-to address "
+                   "(amq.rabbitmq.reply-to.*, gone with its caller's channel) or a reply queue that no longer "
+                   "exists. Without it such a request stays in the DLQ, with the reason (the service would do the "
+                   "work and answer into the void).")
 @click.option("--reset-body-retries", is_flag=True,
               help="Also rewrite a Dramatiq JSON body's options.retries to 0 (its attempt count, kept in the body: "
                    "without this a replayed message gets no retry). Other bodies stay byte for byte.")
@@ -210,7 +215,8 @@ Examples:
 @click.pass_obj
 def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_headers: tuple[str, ...],
            max_replays: int | None, default_exchange: bool, allow_dlx_drop: bool, keep_routing_key: bool,
-           drop_expiration: bool, drop_user_id: bool, reset_body_retries: bool, allow_fanout: bool,
+           drop_expiration: bool, drop_user_id: bool, allow_dead_replies: bool, reset_body_retries: bool,
+           allow_fanout: bool,
            origin_from: str | None,
            allow_displace: bool, target_broker: str | None, save_file: str | None,
            rate: float | None, prefetch: int, window: int, guard: GuardSettings, selection: Selection,
@@ -237,6 +243,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         max_replays=max_replays, default_exchange=default_exchange, drop_expiration=drop_expiration,
         allow_displace=allow_displace, reset_body_retries=reset_body_retries, allow_dlx_drop=allow_dlx_drop,
         conventions=known, origin_from=origin_from, allow_fanout=allow_fanout, drop_user_id=drop_user_id,
+        check_replies=not allow_dead_replies,
     )
     edits = None
     if edit is not None:  # before any connection: the editor may stay open for long (dlxtool.cli.editing)

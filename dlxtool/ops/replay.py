@@ -10,13 +10,13 @@ Where each message goes, how and with which headers is decided in one place, dlx
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker.queues import exchange_exists
 from dlxtool.conventions import Route
-from dlxtool.errors import RefusedError
+from dlxtool.errors import DlxtoolError, RefusedError
 from dlxtool.message_ids import message_name
 from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.capacity import Capacity, Rooms, full_reason
@@ -253,11 +253,13 @@ class ReplayPolicy:
             self.targets = exchange_targets_for(settings, None, None)
             self.waits = WaitQueues(None, settings.source)
         self._decider: ReplayDecider | None = None
+        self.reply_queue_exists = _reply_queues(session) if session is not None else None
 
     def decider(self, exchanges: TemporaryExchanges | None) -> Decide:
         self.routes.exchanges = exchanges
         self._decider = ReplayDecider(self.settings, routes=self.routes, wait_queues=self.waits,
-                                      exchange_targets=self.targets)
+                                      exchange_targets=self.targets,
+                                      reply_queue_exists=self.reply_queue_exists)
         return self.routes.checked(self._decider)
 
     def admit(self, rooms: Rooms) -> Admit:
@@ -343,6 +345,20 @@ def _routes(session: ReplaySession, settings: ReplaySettings) -> Routes:
                   allow_drop=settings.allow_dlx_drop)
 
 
+def _reply_queues(session: ReplaySession) -> Callable[[str], bool | None]:
+    """Whether a request's reply queue exists now on the broker its replies go to (the destinations'): a passive
+    declare; None where the broker does not say."""
+    to = session.to
+
+    def exists(name: str) -> bool | None:
+        try:
+            return queue_exists(to.conn, name, to.timeout)
+        except DlxtoolError:
+            return None
+
+    return exists
+
+
 def _exchange_targets(session: ReplaySession, settings: ReplaySettings) -> ExchangeTargets:
     to = session.to
     return exchange_targets_for(settings, _router(to.management, to.vhost),
@@ -378,8 +394,14 @@ def plan(records: Iterable[MessageRecord], snapshot: int, settings: ReplaySettin
                     allow_drop=settings.allow_dlx_drop)
     targets = exchange_targets or exchange_targets_for(settings, router,
                                                        lambda exchange: exchange_exists(conn, exchange, timeout))
+    def reply_queue_exists(name: str) -> bool | None:
+        try:
+            return queue_exists(conn, name, timeout)
+        except DlxtoolError:
+            return None
+
     decider = ReplayDecider(settings, routes=routes, wait_queues=WaitQueues(wait_router, settings.source),
-                            exchange_targets=targets)
+                            exchange_targets=targets, reply_queue_exists=reply_queue_exists)
     decider.count_used_body_retries = True
     decide = routes.checked(decider)
     counted: Counter[tuple[str, str]] = Counter()

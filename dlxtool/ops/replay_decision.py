@@ -54,6 +54,7 @@ The decision has two halves:
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections import Counter
@@ -146,8 +147,11 @@ class ReplayDecider:
 
     def __init__(self, settings: ReplaySettings, *, routes: Callable[[str], Way] | None = None,
                  wait_queues: WaitQueues | None = None, now: datetime | None = None,
-                 exchange_targets: ExchangeTargets | None = None) -> None:
+                 exchange_targets: ExchangeTargets | None = None,
+                 reply_queue_exists: Callable[[str], bool | None] | None = None) -> None:
         self.s = settings
+        # whether a request's reply queue exists now (a passive declare; None: cannot tell), asked once per queue
+        self.reply_queue_exists = functools.cache(reply_queue_exists or (lambda _queue: None))
         self.routes = routes or (lambda _target: ("", False))
         # Celery tasks: see Routes.by_queue_name
         self.by_queue_name = routes.by_queue_name if isinstance(routes, Routes) else self.routes
@@ -365,6 +369,14 @@ class ReplayDecider:
                                           Stay.MESSAGE_REFUSED), hold=True)
             del properties["user_id"]
             self.dropped_user_ids += 1
+        if s.check_replies and properties.get("reply_to"):
+            from dlxtool.ops.replay_replies import FLAG, dead_reply
+
+            dead = dead_reply(properties["reply_to"], self.reply_queue_exists)
+            if dead is not None:
+                # the address is left out: each caller has its own, and the plan counts messages by reason
+                return Decision.leave(Why(f"a request whose reply_to {dead} ({FLAG} replays it anyway)",
+                                          Stay.DEAD_REPLY))
         celery = is_celery_task(record.headers)
         way = self.way(shape, celery=celery)
         if isinstance(way, Why):

@@ -6,10 +6,10 @@ auto-delete (server-named amq.gen-* ones are) and no longer exists. Replaying it
 answer into the void. `unreachable_replies` names them for the replay plan; the replay leaves them in the DLQ unless
 the user agrees (a flag).
 
-Self-contained for the move pipeline (issue 36) to call: it takes records and a `queue_exists` callback (a passive
-declare: True, False when the broker says 404, None when it cannot tell) and touches nothing. Where it hooks in: the
-replay plan, after the records are read and before anything is published (dlxtool/ops/replay_checks.py's checks are
-the place); a message it names is left with its reason unless --allow-dead-replies.
+Used by replay's decision (dlxtool.ops.replay_decision: ReplaySettings.check_replies, on by default): a request
+whose reply cannot arrive stays with the reason (Stay.DEAD_REPLY), in the plan and in the run, unless
+--allow-dead-replies. `queue_exists` is a passive declare on the destinations' broker (True, False when the broker
+says 404, None when it cannot tell: then the request goes).
 """
 
 from __future__ import annotations

@@ -59,6 +59,12 @@ def _dramatiq_bodies(settings: ReplaySettings) -> Declines | None:
     return (lambda _props, body: may_be_dramatiq(body)) if settings.reset_body_retries else None
 
 
+def _reply_tos(settings: ReplaySettings) -> Declines | None:
+    from dlxtool.broker.wire.frames import has_reply_to
+
+    return (lambda props, _body: has_reply_to(props)) if settings.check_replies else None
+
+
 def _user_ids(settings: ReplaySettings) -> Declines | None:
     from dlxtool.broker.wire.frames import has_user_id
 
@@ -115,6 +121,10 @@ class ReplaySettings:
     # The run id the provenance's `id` starts with (None: a new one): a guarded replay (dlxtool.ops.canary) names it
     # to know its own copies when they die again
     run_id: str | None = field(default=None, metadata=applied("the provenance's id: both paths take next_id"))
+    # A request whose reply cannot arrive (its reply_to a direct reply-to address, or a reply queue gone) stays,
+    # unless --allow-dead-replies (dlxtool.ops.replay_replies)
+    check_replies: bool = field(default=True, metadata=per_message(
+        _reply_tos, "a message with a reply_to property is checked by the Python path"))
 
 
 def declaration(name: str) -> FastPath | None:

@@ -40,6 +40,7 @@ class Stay(enum.Enum):
     UNCONFIRMED = "unconfirmed"              # no confirm: maybe published
     UNPROVEN = "unproven"                    # its ack was not proven before the end
     GUARD_STOPPED = "guard_stopped"          # a guarded replay stopped before it (the canary, the brake)
+    DEAD_REPLY = "dead_reply"                # a request whose reply cannot arrive (dlxtool.ops.replay_replies)
 
     @property
     def destinations(self) -> bool:

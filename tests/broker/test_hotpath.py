@@ -177,6 +177,7 @@ SETTINGS: dict[str, Any] = {
     "drop_user_id": st.booleans(),
     "edits": st.just(None),  # --edit turns the fast path off (only_when): the CLI tests replay its edits
     "run_id": st.none() | st.just("canary0run01"),
+    "check_replies": st.booleans(),
 }
 
 

@@ -19,9 +19,12 @@ def test_every_setting_declares_how_the_fast_path_stands_to_it() -> None:
         assert declared.applies is None or declared.declines is None, f"{f.name}: one of the three, not two"
 
 
-def test_the_defaults_leave_the_fast_path_on_with_nothing_declined() -> None:
+def test_the_defaults_leave_the_fast_path_on_declining_only_requests() -> None:
     settings = ReplaySettings(source="q.dlq")
-    assert fast_path_applies(settings) and fast_path_declines(settings) == ()
+    # a request (reply_to) goes to the Python path, which asks whether its reply can arrive; nothing else does
+    [replies] = fast_path_declines(settings)
+    assert replies(b"\x02\x00", b"") and not replies(b"\x00\x00", b"") and not replies(b"\xfd\xfc", b"")
+    assert fast_path_applies(settings) and fast_path_declines(replace(settings, check_replies=False)) == ()
     for f in fields(ReplaySettings):  # a default that turned the fast path off would make every replay slow
         if f.default is not MISSING or f.default_factory is not MISSING:
             assert f.metadata[FAST].applies is None or f.metadata[FAST].applies(getattr(settings, f.name)), f.name
@@ -40,6 +43,7 @@ def test_only_when_settings_turn_it_off_and_per_message_ones_add_a_test() -> Non
             return None
 
     assert not fast_path_applies(replace(base, conventions=(Unknown(),)))
+    base = replace(base, check_replies=False)
     [dramatiq] = fast_path_declines(replace(base, reset_body_retries=True))
     assert dramatiq(b"", b'{"options": {"retries": 3}, "actor_name": "a"}') and not dramatiq(b"", b"plain")
     # publisher, impersonator and drop_user_id share one test: made once

@@ -99,6 +99,14 @@ def has_user_id(props: bytes) -> bool:
     return len(props) >= 2 and bool(int.from_bytes(props[:2], "big") & _USER_ID_FLAG)
 
 
+_REPLY_TO_FLAG = next(bit for name, bit, _how in _LAYOUT if name == "reply_to")
+
+
+def has_reply_to(props: bytes) -> bool:
+    """Whether encoded properties carry a reply_to (its flag bit is set)."""
+    return len(props) >= 2 and bool(int.from_bytes(props[:2], "big") & _REPLY_TO_FLAG)
+
+
 def _properties_fast(p: Any) -> bytes:
     flags = 0
     out: list[bytes] = []
