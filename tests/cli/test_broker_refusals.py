@@ -270,7 +270,7 @@ def test_a_single_active_consumer_dlq_with_a_consumer_is_refused_at_once(run, br
     assert ("not known to the management API" if blind else "127.0.0.1:") in result.stderr
 
 
-@pytest.mark.metrics
+# not `metrics`: its premise is the API's sample, which a node without metrics collection has not
 def test_an_ordinary_consumer_on_a_quorum_dlq_is_not_taken_for_a_single_active_one(run, broker, qname,
                                                                                     tmp_path) -> None:
     """Issue 35: RabbitMQ 4.3's API sets `single_active_consumer_tag` on any quorum queue with a consumer; taken for

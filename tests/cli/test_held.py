@@ -54,7 +54,7 @@ def _wait(predicate, what: str, timeout: float = 20.0) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.metrics
+# not `metrics`: its premise is the API's sample, which a node without metrics collection has not
 def test_a_consumer_that_just_went_is_no_holder(run, broker, qname) -> None:
     """A consumer takes the whole DLQ, the API samples it holding them, it acks them all and goes: the queue is empty
     and the API's last sample still counts them unacked (3.10: for up to a statistics interval). replay says there
