@@ -369,7 +369,9 @@ class ReplayDecider:
                                           Stay.MESSAGE_REFUSED), hold=True)
             del properties["user_id"]
             self.dropped_user_ids += 1
-        if s.check_replies and properties.get("reply_to"):
+        # A Celery task's reply_to is its result backend's, not a caller waiting for an answer: the work is what a
+        # replay of it is for (its result may go nowhere; the task still runs)
+        if s.check_replies and properties.get("reply_to") and not is_celery_task(record.headers):
             from dlxtool.ops.replay_replies import FLAG, dead_reply
 
             dead = dead_reply(properties["reply_to"], self.reply_queue_exists)

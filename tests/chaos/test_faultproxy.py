@@ -149,6 +149,9 @@ def test_armed_fault_fires_at_its_byte_count(server: Server) -> None:
         proxy.arm("reset", at_bytes=20)
         c.sendall(b"0123456789")  # 10 up + 10 echoed back: the echo reaches the mark and is not forwarded
         assert client_end(c) == "reset"
+        deadline = time.monotonic() + 2  # the proxy's thread records the fault after it sent the reset
+        while not proxy.injected and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert [mode for mode, _ in proxy.injected] == ["reset"]
 
 

@@ -41,8 +41,9 @@ CONVENTIONS = ("dlxtool.conventions",)
 
 
 OPS = sorted(p.stem for p in (ROOT / "dlxtool" / "ops").glob("*.py") if p.stem != "__init__")
-# Shared by every command that reads or runs (what is neither a workflow of its own nor heavy).
-SHARED_OPS = ("interrupts", "provenance")
+# Shared by every command that reads or runs (what is neither a workflow of its own nor heavy). stay: the kinds of
+# reason a message stays for (an enum and a str subclass), which routes and actions type their answers with.
+SHARED_OPS = ("interrupts", "provenance", "stay")
 
 
 def foreign_ops(*own: str) -> list[str]:
