@@ -104,7 +104,7 @@ def decode_value(buf: bytes, at: int = 0) -> tuple[Typed, int]:
     """(value, offset after it) of the AMQP 1.0 value at buf[at]; Amqp10Error where the bytes are not one."""
     try:
         return _decode(buf, at)
-    except (IndexError, struct.error, UnicodeDecodeError) as exc:
+    except (IndexError, struct.error, UnicodeDecodeError, RecursionError) as exc:
         raise Amqp10Error(f"not an AMQP 1.0 value at byte {at} ({type(exc).__name__})") from None
 
 
@@ -118,8 +118,10 @@ _COMPOUND = frozenset({0xC0, 0xD0, 0xC1, 0xD1, 0xE0, 0xF0})
 def _decode(buf: bytes, at: int, depth: int = 0) -> tuple[Typed, int]:
     code = buf[at]
     if code == 0x00:  # described: descriptor, then the value
-        descriptor, at = _decode(buf, at + 1, depth)
-        value, at = _decode(buf, at, depth)
+        if depth >= MAX_DECODE_DEPTH:
+            raise Amqp10Error(f"described values nested past {MAX_DECODE_DEPTH} levels at byte {at}")
+        descriptor, at = _decode(buf, at + 1, depth + 1)
+        value, at = _decode(buf, at, depth + 1)
         return Typed("described", (descriptor, value)), at
     if code in _COMPOUND and depth >= MAX_DECODE_DEPTH:
         size, end = _size(code, buf, at + 1)
@@ -209,6 +211,9 @@ def _decode_with(code: int, buf: bytes, at: int, depth: int = 0) -> tuple[Typed,
         descriptor, at = _decode(buf, at, depth + 1)
         element = buf[at]
         at += 1
+    if element in _COMPOUND and depth >= MAX_DECODE_DEPTH:
+        # its items share one constructor: they cannot be kept as bytes one by one (Typed("encoded") is a whole value)
+        raise Amqp10Error(f"an array of {_CONSTRUCTOR_TYPES[element]}s nested past {MAX_DECODE_DEPTH} levels")
     items = []
     for _ in range(count):
         item, at = _decode_with(element, buf, at, depth + 1)

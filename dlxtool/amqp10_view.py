@@ -103,9 +103,12 @@ def _name(key: Typed) -> str | bytes:
     return key.value if isinstance(key.value, bytes) else str(key.value)
 
 
-def _id_text(value: Typed) -> str | None:
+def _id_text(value: Typed) -> str | bytes | None:
+    """A message-id or correlation-id as a 0.9.1 reader gets it (bytes: a string that is not UTF-8), or None: a
+    binary one, which becomes a header."""
     if value.type == "string":
-        return str(value.value)
+        text: str | bytes = _text(value.value)
+        return text
     if value.type == "ulong":
         return str(value.value)
     if value.type == "uuid":

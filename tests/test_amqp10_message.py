@@ -179,3 +179,27 @@ def test_what_the_broker_hands_over_from_091_messages_is_kept_exactly() -> None:
     data = orjson.loads(orjson.dumps(record.to_json()))
     again = MessageRecord.from_json(data).amqp10
     assert again == back and again is not None and encode_message(again) == raw
+
+
+def test_hostile_nesting_is_an_error_not_a_crash() -> None:
+    """Arrays of arrays and chains of described values thousands deep (the depth cap keeps lists and maps as bytes;
+    these cannot be): an Amqp10Error, never a RecursionError."""
+    described = b"\x40"
+    for _ in range(5000):
+        described = b"\x00\x40" + described
+    with pytest.raises(Amqp10Error):
+        decode_value(described)
+
+    def payload(element: int, items: bytes) -> bytes:  # a wide array's bytes after its constructor, one item
+        body = (1).to_bytes(4, "big") + bytes((element,)) + items
+        return len(body).to_bytes(4, "big") + body
+
+    nested = payload(0x40, b"")
+    for _ in range(5000):
+        nested = payload(0xF0, nested)
+    with pytest.raises(Amqp10Error, match="nested past"):
+        decode_value(b"\xf0" + nested)
+    shallow = payload(0x40, b"")
+    for _ in range(5):
+        shallow = payload(0xF0, shallow)
+    assert decode_value(b"\xf0" + shallow)[0].type == "array"

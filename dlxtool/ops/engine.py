@@ -472,8 +472,11 @@ class Transfer:
                     self._cancel_consumer()
             if worked or self._incoming:
                 idle_since = now
-            elif now - idle_since > 2.0 and not self._busy() and self._source_drained():
-                return  # someone else took the rest of the snapshot
+                self._missing_seen = False  # deliveries came: a source short of the snapshot is asked twice again
+            elif now - idle_since > 2.0 and not self._busy():
+                if self._source_drained():
+                    return  # someone else took the rest of the snapshot
+                idle_since = now  # asked: the next ask after another idle spell
             moved_on = self._progress_mark()
             if moved_on != last_mark:
                 last_mark, still_since = moved_on, now

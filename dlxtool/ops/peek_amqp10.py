@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from dlxtool.amqp10_message import Amqp10Error
 from dlxtool.errors import DlxtoolError, PartialError
 from dlxtool.ops.peek import QueueFacts, QueueReader, ReadOptions, no_decode
 from dlxtool.record import MessageRecord
@@ -77,7 +78,12 @@ class Amqp10QueueReader(QueueReader):
                 self.reached_end = True
                 return None
         delivery = self._buffer.pop(0)
-        record = MessageRecord.from_amqp10(self.facts.name, delivery.raw, position=self.read)
+        try:
+            record = MessageRecord.from_amqp10(self.facts.name, delivery.raw, position=self.read)
+        except Amqp10Error as exc:  # hostile bytes (e.g. nested past the depth cap): said, then given back
+            raise PartialError(f"the message at position {self.read} of {self.facts.name!r} cannot be read as AMQP "
+                               f"1.0: {exc}; it and the messages read before it are given back",
+                               hint="read the queue over AMQP 0.9.1 (leave --protocol out)") from None
         self.read += 1
         return record
 

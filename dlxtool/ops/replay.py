@@ -349,14 +349,28 @@ def _reply_queues(session: ReplaySession) -> Callable[[str], bool | None]:
     """Whether a request's reply queue exists now on the broker its replies go to (the destinations'): a passive
     declare; None where the broker does not say."""
     to = session.to
+    return _bounded_lookups(lambda name: queue_exists(to.conn, name, to.timeout))
 
-    def exists(name: str) -> bool | None:
+
+# Distinct reply queues looked up in one run at most (a passive declare each, inside the run): an RPC DLQ can hold one
+# server-named reply queue per caller; past this many, the rest are "cannot tell" (they go, as without the check).
+MAX_REPLY_LOOKUPS = 100
+
+
+def _bounded_lookups(exists: Callable[[str], bool]) -> Callable[[str], bool | None]:
+    asked = 0
+
+    def bounded(name: str) -> bool | None:
+        nonlocal asked
+        if asked >= MAX_REPLY_LOOKUPS:
+            return None
+        asked += 1
         try:
-            return queue_exists(to.conn, name, to.timeout)
+            return exists(name)
         except DlxtoolError:
             return None
 
-    return exists
+    return bounded
 
 
 def _exchange_targets(session: ReplaySession, settings: ReplaySettings) -> ExchangeTargets:
@@ -394,14 +408,9 @@ def plan(records: Iterable[MessageRecord], snapshot: int, settings: ReplaySettin
                     allow_drop=settings.allow_dlx_drop)
     targets = exchange_targets or exchange_targets_for(settings, router,
                                                        lambda exchange: exchange_exists(conn, exchange, timeout))
-    def reply_queue_exists(name: str) -> bool | None:
-        try:
-            return queue_exists(conn, name, timeout)
-        except DlxtoolError:
-            return None
-
     decider = ReplayDecider(settings, routes=routes, wait_queues=WaitQueues(wait_router, settings.source),
-                            exchange_targets=targets, reply_queue_exists=reply_queue_exists)
+                            exchange_targets=targets,
+                            reply_queue_exists=_bounded_lookups(lambda name: queue_exists(conn, name, timeout)))
     decider.count_used_body_retries = True
     decide = routes.checked(decider)
     counted: Counter[tuple[str, str]] = Counter()

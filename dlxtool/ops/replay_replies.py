@@ -38,7 +38,7 @@ def reply_queue(reply_to: str) -> str | None:
     one in address format v2 is /queues/NAME; /exchanges/… addresses name no queue (None)."""
     if reply_to.startswith("/queues/"):
         return unquote(reply_to[len("/queues/"):])
-    if reply_to.startswith("/"):
+    if "/" in reply_to:  # /exchanges/… (1.0), or Spring AMQP's exchange/routingKey (0.9.1): no queue named
         return None
     return reply_to
 
