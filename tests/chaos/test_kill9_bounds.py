@@ -4,7 +4,7 @@ Without --limit the campaign checks "never more than twice --window" on every re
 kill9_bound). With --limit the engine keeps the last --prefetch deliveries of the run unacked after their confirm
 until the limit is reached (an ack would free a slot the broker fills with a message past it): a kill -9 in that
 tail leaves up to --prefetch twice (measured: 484 with --window 10 --prefetch 2000). The page says so; the
-stricter bound there is KNOWN not to hold (strict xfail below: it passes the day the engine acks sooner)."""
+stricter bound there is KNOWN not to hold (an xfail below; not strict: the count depends on the kill's moment)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,9 @@ def test_kill9_of_a_replay_with_limit_leaves_at_most_prefetch_twice(killed_near_
     assert killed_near_the_limit <= PREFETCH
 
 
-@pytest.mark.xfail(strict=True, reason="KNOWN (issue 35 campaign): with --limit the engine holds the acks of the "
+# Not strict: how many copies the kill leaves depends on where in the held block it lands (a kill just after the
+# engine acked the block leaves few); under load it passed once in a local run, and a strict xfail then fails CI.
+@pytest.mark.xfail(strict=False, reason="KNOWN (issue 35 campaign): with --limit the engine holds the acks of the "
                    "run's last --prefetch deliveries until the limit is reached; a kill -9 there leaves up to "
                    "--prefetch twice, not 2 x --window")
 def test_kill9_of_a_replay_with_limit_leaves_at_most_twice_the_window(killed_near_the_limit: int) -> None:
