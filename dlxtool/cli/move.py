@@ -17,6 +17,7 @@ from dlxtool.cli.options import (
     complete_broker,
     complete_queue,
     dry_run_option,
+    flow_options,
     max_bytes_option,
     selection_for,
     selection_notes,
@@ -83,11 +84,7 @@ Examples:
                    "limits cannot be read.")
 @click.option("--save", "save_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
               help="Append each moved message's record (JSON Lines, flushed) before its SRC ack.")
-@click.option("--rate", type=click.FloatRange(min=0.1), metavar="N", help="At most N messages per second.")
-@click.option("--prefetch", type=click.IntRange(min=1, max=65535), default=2000, show_default=True,
-              help="Most unacked SRC messages held at once; fewer where bodies are big (--max-bytes).")
-@click.option("--window", type=click.IntRange(min=1, max=65535), default=1000, show_default=True,
-              help="Publishes awaiting a confirm at once.")
+@flow_options("SRC")
 @max_bytes_option
 @selection_options
 @dry_run_option

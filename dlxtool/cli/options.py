@@ -149,6 +149,23 @@ def max_bytes_option(f: F) -> F:
         help="Most bytes of messages held at once, e.g. 64MiB, 1G (default: config max_bytes, else 256MiB).")(f)
 
 
+def flow_options(source: str) -> Callable[[F], F]:
+    """--rate, --prefetch and --window of a command that moves messages out of `source` (its name in the help)."""
+    def decorate(f: F) -> F:
+        for opt in reversed([
+            click.option("--rate", type=click.FloatRange(min=0.1), metavar="N", help="At most N messages per second."),
+            click.option("--prefetch", type=click.IntRange(min=1, max=65535), default=2000, show_default=True,
+                         help=f"Most unacked {source} messages held at once; fewer where bodies are big "
+                              "(--max-bytes)."),
+            click.option("--window", type=click.IntRange(min=1, max=65535), default=1000, show_default=True,
+                         help="Publishes awaiting a confirm at once."),
+        ]):
+            f = opt(f)
+        return f
+
+    return decorate
+
+
 FORMAT_HELP = ("Output format: table; json: one JSON document (an array of rows or records; a run's summary: one "
                "object); jsonl: one JSON object per line. Default: table on a terminal, jsonl when piped.")
 

@@ -20,6 +20,7 @@ from dlxtool.cli.options import (
     complete_queue,
     conventions_in_use,
     dry_run_option,
+    flow_options,
     max_bytes_option,
     origin_from_option,
     selection_for,
@@ -199,11 +200,7 @@ Examples:
               help="Publish to the origin queues on this broker profile.")
 @click.option("--save", "save_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
               help="Append each replayed message's record (JSON Lines, flushed) before its DLQ ack.")
-@click.option("--rate", type=click.FloatRange(min=0.1), metavar="N", help="At most N messages per second.")
-@click.option("--prefetch", type=click.IntRange(min=1, max=65535), default=2000, show_default=True,
-              help="Most unacked DLQ messages held at once; fewer where bodies are big (--max-bytes).")
-@click.option("--window", type=click.IntRange(min=1, max=65535), default=1000, show_default=True,
-              help="Publishes awaiting a confirm at once.")
+@flow_options("DLQ")
 @guard_options
 @max_bytes_option
 @selection_options
