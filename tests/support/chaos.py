@@ -15,6 +15,7 @@ Commands (`COMMANDS`):
     purge-plain       purge --yes (queue.purge: removes everything, nothing kept by design)
     purge-select      purge --body-contains -drop- --yes (the selected removed for good, the rest kept)
     dump-remove       dump --remove -o FILE --yes
+    (move             move SRC DST --yes: tests/chaos/test_chaos_move.py, one trial per fault; not in COMMANDS)
     load              load FILE --failed FILE2 --yes
 
 Faults (`FAULTS`): the proxy's reset, half-open, refuse (reset, then every reconnect reset), stall (for good, or
@@ -284,6 +285,11 @@ def set_up(env: BrokerEnv, t: Trial, tmp: Path, probe: Probe) -> Stage:
     if c == "dump-remove":
         return Stage(ids, src, [src], [out], ["dump", src, "--remove", "-o", str(out), "--yes"],
                      lambda: probe.lines(out), len(ids), to_take=selected)
+    if c == "move":  # `dlxtool move SRC DST`: every message, SRC to DST (not in COMMANDS: seeds keep their commands)
+        dest = _queue(env, f"{t.prefix}.dst")
+        return Stage(ids, src, [src, dest], [], ["move", src, dest, "--yes", "--prefetch", str(t.prefetch),
+                                                 "--window", str(t.window)],
+                     lambda: probe.depth(dest), len(ids), to_take=set(ids), arrive=[dest])
     if c == "purge-move":
         dest = _queue(env, f"{t.prefix}.parked")
         return Stage(ids, src, [src, dest], [], ["purge", src, "--body-contains", "-drop-", "--move-to", dest,
