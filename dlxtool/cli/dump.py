@@ -114,11 +114,11 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
         record_file,
         transfer_counts,
     )
-    from dlxtool.ops.engine import TransferOptions
     from dlxtool.ops.interrupts import summary_before_ctrl_c
     from dlxtool.ops.pipeline import Prepared, run_move
     from dlxtool.ops.purge import PurgePolicy, PurgeSettings, check_keep_by_republish, check_purgeable, queue_state
     from dlxtool.ops.session import MoveSession
+    from dlxtool.ops.transfer_settings import TransferOptions
 
     if read.get("offset") is not None:
         raise UsageError("--offset is for reading streams; streams cannot be drained (--remove)")

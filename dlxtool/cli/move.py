@@ -29,9 +29,9 @@ from dlxtool.outcome import Outcome
 from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
-    from dlxtool.ops.engine import TransferOptions
     from dlxtool.ops.pipeline import MoveRun
     from dlxtool.ops.record_files import Sink
+    from dlxtool.ops.transfer_settings import TransferOptions
 
 HELP = """Move messages from queue SRC to queue DST, unchanged: all of them, or the ones that match.
 
@@ -95,9 +95,9 @@ def move(app: App, source: str, destination: str, target_broker: str | None, def
          allow_dlx_drop: bool, allow_displace: bool, save_file: str | None, rate: float | None, prefetch: int,
          window: int, selection: Selection, dry_run: bool, yes: bool) -> Outcome | None:
     from dlxtool.ops import move as ops
-    from dlxtool.ops.engine import TransferOptions
     from dlxtool.ops.pipeline import run_move
     from dlxtool.ops.session import MoveSession
+    from dlxtool.ops.transfer_settings import TransferOptions
 
     selection = selection_for(app, selection, decode=True)
     if save_file:

@@ -221,9 +221,9 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
            max_unacked: int | None, allow_reorder: bool, spend_attempts: bool, dry_run: bool,
            yes: bool) -> Outcome | None:
     from dlxtool.ops import replay as ops
-    from dlxtool.ops.engine import TransferOptions
     from dlxtool.ops.replay_decision import EditTargets, ReplaySettings
     from dlxtool.ops.session import MoveSession
+    from dlxtool.ops.transfer_settings import TransferOptions
 
     if default_exchange and keep_routing_key:
         raise UsageError("--default-exchange and --keep-routing-key contradict each other",

@@ -14,9 +14,10 @@ more x-death each, one more delivery attempt on quorum queues). A guarded replay
     holds goes back to the DLQ, nothing more is published.
   * **pace**: `rate` and `batch`/`pause` (a pause after every `batch` messages read) combine, for both passes.
 
-Hooks into the replay: ReplaySettings.run_id (the provenance's run id: the tap's key), TransferOptions.pick (the
-canary pass's choice), .read_at_most (the canary pass reads the DLQ's head only), .stop (the brake's stop event),
-.pace. The decisions (canary verdict, brake) go to `decided(kind, facts)` (the journal).
+Hooks into the replay: ReplaySettings.run_id (the provenance's run id: the tap's key), and each pass's
+PassControl (dlxtool.ops.transfer_settings): .pick (the canary pass's choice), .read_at_most (the canary pass reads
+the DLQ's head only), .stop (the brake's stop event), .pace. The decisions (canary verdict, brake) go to
+`decided(kind, facts)` (the journal).
 """
 
 from __future__ import annotations
@@ -36,11 +37,13 @@ from dlxtool.ops.actions import Action, Decide, Decision
 from dlxtool.ops.engine import BEYOND_LIMIT
 from dlxtool.ops.stay import Stay, Why
 from dlxtool.ops.tap import Death, Tap, TapUnavailable, dlq_bindings, failure_of
+from dlxtool.ops.transfer_settings import PassControl
 
 if TYPE_CHECKING:
-    from dlxtool.ops.engine import TransferOptions, TransferResult
     from dlxtool.ops.pipeline import MoveRun as ReplayRun
     from dlxtool.ops.replay import Replay
+    from dlxtool.ops.transfer_result import TransferResult
+    from dlxtool.ops.transfer_settings import TransferOptions
     from dlxtool.record import MessageRecord
 
 NOT_IN_CANARY = Why("not in the canary (stays for the run after it)", Stay.NOT_SELECTED)
@@ -81,7 +84,7 @@ class GuardSettings:
 
 
 class Pacer:
-    """TransferOptions.pace: at most `rate` messages a second, and a `pause` after every `batch` messages read."""
+    """PassControl.pace: at most `rate` messages a second, and a `pause` after every `batch` messages read."""
 
     def __init__(self, rate: float | None, batch: int | None, pause: float) -> None:
         self.rate, self.batch, self.pause = rate, batch, pause
@@ -105,7 +108,7 @@ class Pacer:
 
 
 class CanaryPicker:
-    """TransferOptions.pick of the canary pass: of the messages the replay would move, the first of each (origin,
+    """PassControl.pick of the canary pass: of the messages the replay would move, the first of each (origin,
     failure group) met, then the head's (up to half the canary), then — as the end of what the pass reads nears —
     whatever fills the canary. Every other message stays (NOT_IN_CANARY) for the run after it."""
 
@@ -403,16 +406,14 @@ class Guard:
             limit = max(0, limit - moved_before)
         replay.settings = replace(settings, run_id=self.main_run,
                                   selection=replace(settings.selection, limit=limit))
-        main = replace_options(options)
-        main.stop = self.stop
+        pace = Pacer(s.rate, s.batch, s.pause) if s.batch or (s.rate and options.rate) else None
+        control = PassControl(stop=self.stop, pace=pace)
         if self.tap is not None and s.brake is not None:
             self.brake = Brake(s.brake, s.brake_window, s.brake_minimum)
         if _signalled():  # a stop signal while the tap was set up or the canary was watched: the run stops at once
             self.stop.set()
-        if s.batch or (s.rate and main.rate):
-            main.pace, main.rate = Pacer(s.rate, s.batch, s.pause), None
         try:
-            run = None if limit == 0 else replay.run(main)  # -n: the canary took all of it
+            run = None if limit == 0 else replay.run(options, control)  # -n: the canary took all of it
         finally:
             replay.settings = settings
         if run is not None:
@@ -440,21 +441,20 @@ class Guard:
         # what it reads: enough to meet the run's failure groups, bounded (on a classic DLQ it holds them unacked)
         scan = max(size, min(max(CANARY_SCAN, 20 * size), CANARY_SCAN_MAX))
         picker = CanaryPicker(size, min(scan, depth))
-        opts = replace_options(options)
-        opts.pick, opts.read_at_most = picker, scan
-        if s.rate or s.batch:
-            opts.pace, opts.rate = Pacer(s.rate, s.batch, s.pause), None
+        control = PassControl(read_at_most=scan, pick=picker,
+                              pace=Pacer(s.rate, s.batch, s.pause) if s.rate or s.batch else None)
+        opts = options
         settings, keep_refused = replay.settings, replay.keep_refused
         replay.settings = replace(settings, run_id=self.canary_run)
         if replay.info is not None and replay.info.type == "classic":
             # what the canary pass reads and does not pick is held and given back in place at its end (free on a
             # classic queue): the DLQ keeps its order, the run after it reads them where they were
             replay.keep_refused = keep_refused or "held: the canary pass gives back in place what it does not pick"
-            opts.prefetch = max(opts.prefetch, min(scan, 65535))
+            opts = replace(options, prefetch=max(options.prefetch, min(scan, 65535)))
         self.report.info(f"canary: replaying {size} message(s) first (of the first {min(scan, depth):,} in "
                          f"{settings.source!r}), then watching them for up to {s.canary_wait:g}s")
         try:
-            run = replay.run(opts)
+            run = replay.run(opts, control)
         finally:
             replay.settings, replay.keep_refused = settings, keep_refused
         run.clean_up()  # its temporary exchanges: what they carried is at the origins
@@ -575,11 +575,6 @@ def _signalled() -> bool:
     from dlxtool.ops.interrupts import received
 
     return received() is not None
-
-
-def replace_options(options: TransferOptions) -> TransferOptions:
-    """A copy of the caller's options for one pass (the engine writes into them)."""
-    return replace(options)
 
 
 def _add(into: TransferResult, other: TransferResult) -> None:

@@ -50,10 +50,10 @@ import contextlib
 import gc
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker import queues
@@ -65,19 +65,27 @@ from dlxtool.broker.refusals import Refusal
 from dlxtool.broker.wire.frames import EncodeError, decode_properties
 from dlxtool.budget import PrefetchWindow
 from dlxtool.errors import ConnectError, DlxtoolError, UnavailableError
-from dlxtool.message_ids import MessageIds, message_id_of
+from dlxtool.message_ids import message_id_of
 from dlxtool.ops.actions import Action as Action
 from dlxtool.ops.actions import Decide as Decide
 from dlxtool.ops.actions import Decision as Decision
 from dlxtool.ops.interrupts import sigint_as_stop
+from dlxtool.ops.publish_troubles import BlockWatch, PublishRefusals
+from dlxtool.ops.publish_troubles import PublishingBlocked as PublishingBlocked
 from dlxtool.ops.record_files import SetAside, Sink
 from dlxtool.ops.stay import Stay, Why, answered
+from dlxtool.ops.transfer_acks import AckProof
+from dlxtool.ops.transfer_keep import KeepRoute
+from dlxtool.ops.transfer_pace import ReadPace
+from dlxtool.ops.transfer_result import Progress as Progress
+from dlxtool.ops.transfer_result import TransferResult as TransferResult
+from dlxtool.ops.transfer_settings import PassControl as PassControl
+from dlxtool.ops.transfer_settings import RunHooks as RunHooks
+from dlxtool.ops.transfer_settings import TransferOptions as TransferOptions
 from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
-    from dlxtool.ops.routes import TemporaryExchanges
-    from dlxtool.ops.session import Reporter
 
 TAKE_BATCH = 200  # deliveries decided per loop turn, between sink flushes and acks
 # With this many publishes in flight, an idle wait lets input gather GATHER s once it starts arriving:
@@ -87,147 +95,10 @@ GATHER = 0.003
 GATHER_MIN_IN_FLIGHT = 100
 
 
-class PublishingBlocked(UnavailableError):
-    """The broker blocked a publishing connection (a resource alarm) for longer than the run's timeout."""
-
-
 class SourceDeleted(DlxtoolError):
     """The source queue was deleted during the run; the messages in it went with it."""
 
 
-
-
-@dataclass
-class Progress:
-    total: int
-    done: int
-    moved: int
-    elapsed: float
-
-
-@dataclass
-class TransferResult:
-    source: str
-    snapshot: int
-    moved: Counter[str] = field(default_factory=Counter)   # target -> count (confirmed and acked)
-    ids: MessageIds = field(default_factory=MessageIds)    # the message ids of what moved or was removed
-    removed: int = 0                                       # REMOVE: in the sink and acked
-    kept: Counter[str] = field(default_factory=Counter)    # not selected (reason) -> count
-    left: Counter[Why] = field(default_factory=Counter)    # selected but stayed (reason) -> count
-    unprocessed: int = 0          # not reached (limit, interrupt, error): still in the source, untouched
-    requeued: int = 0             # delivered to us but returned untouched (beyond the snapshot, or at a stop)
-    possible_duplicates: int = 0  # copies made whose source ack may not have reached the broker
-    interrupted: bool = False
-    error: str | None = None
-    connection_lost: bool = False  # error came from the broker connection (else: a local error, e.g. the sink)
-    refused_by_broker: str | None = None  # the broker refused where messages go (an exchange): the run stopped
-    unavailable: str | None = None  # why it stopped: not now (publishing blocked by a resource alarm …)
-    unavailable_hint: str | None = None  # what to do about it, where the cause said (else: the alarm's advice)
-    # The connection was lost holding this many deliveries unacked: the broker returns them to the source when it
-    # notices — at once if it saw the connection close, else (half-open) by `given_back_by` (epoch seconds: two
-    # heartbeats); a rerun before then does not see them
-    held_when_lost: int = 0
-    # ... and up to this many more: deliveries the broker had sent that never reached us (on their way through a
-    # stalled or half-open path when it was lost) are held for that connection too, within the prefetch left free
-    # (the fault campaign: a stalled replay said 0 held while the broker held 16 for it until its heartbeat)
-    held_on_the_way: int = 0
-    given_back_by: float | None = None
-    source_deleted: bool = False   # the source queue was deleted during the run (its messages with it)
-    republished: int = 0           # messages that stay, republished to the source's tail (the summary says so)
-    elapsed: float = 0.0
-    notes: list[str] = field(default_factory=list)  # what the operator should know of how the run went
-
-    @property
-    def changed(self) -> bool:
-        """Whether the run changed anything: moved, removed, or republished a message to the source's tail."""
-        return bool(self.moved_total or self.removed or self.republished)
-
-    @property
-    def moved_total(self) -> int:
-        return sum(self.moved.values())
-
-    @property
-    def left_total(self) -> int:
-        return sum(self.left.values())
-
-    def left_by_kind(self) -> dict[str, int]:
-        """What stayed, by the kind of its reason (dlxtool.ops.stay.Stay): what a script may branch on."""
-        out: Counter[str] = Counter()
-        for why, n in self.left.items():
-            out[why.kind.value] += n
-        return dict(out)
-
-    @property
-    def complete(self) -> bool:
-        """True when nothing stayed behind for a reason other than the selection."""
-        return not (self.left_total or self.interrupted or self.error)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "source": self.source, "snapshot": self.snapshot, "moved": dict(self.moved),
-            "moved_total": self.moved_total, "removed": self.removed, "kept": dict(self.kept),
-            "left": dict(self.left), "left_total": self.left_total, "left_by_kind": self.left_by_kind(),
-            "unprocessed": self.unprocessed,
-            "requeued": self.requeued, "possible_duplicates": self.possible_duplicates,
-            "interrupted": self.interrupted, "error": self.error, "elapsed_s": round(self.elapsed, 3),
-            "refused_by_broker": self.refused_by_broker, "unavailable": self.unavailable,
-            "source_deleted": self.source_deleted, "held_when_lost": self.held_when_lost,
-            "held_on_the_way": self.held_on_the_way, "given_back_by": _iso(self.given_back_by),
-            "republished_to_tail": self.republished, "notes": list(self.notes),
-        }
-
-
-def _iso(epoch: float | None) -> str | None:
-    if epoch is None:
-        return None
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
-
-
-@dataclass
-class TransferOptions:
-    prefetch: int = 2000          # unacked messages we may hold from the source
-    window: int = 1000            # publishes in flight per publisher
-    limit: int | None = None      # at most this many selected (non-KEEP) messages
-    rate: float | None = None     # messages per second (decisions), None = as fast as possible
-    sink: Sink | None = None      # MOVE and REMOVE records go here before the ack
-    progress: Callable[[Progress], None] | None = None
-    progress_every: float = 0.2
-    settle_timeout: float = 30.0  # how long to wait for outstanding confirms when stopping
-    handle_sigint: bool = True    # turn Ctrl-C into a clean stop (main thread only)
-    # The byte budget (dlxtool.budget): the prefetch is lowered so that a window of bodies fits in it, from
-    # RunHooks.size_hint and from the bodies seen (PrefetchWindow)
-    max_bytes: int | None = None
-    # A guarded replay's passes (dlxtool.ops.canary), set by its caller before each pass: `stop` is the run's stop
-    # event, shared with a watcher that stops the run from another thread (the brake) as Ctrl-C does; `read_at_most`
-    # caps the snapshot (a canary pass reads the DLQ's first messages only); `pace(received)` -> seconds to wait
-    # before taking the next delivery (--batch/--pause, with --rate), in place of `rate`; `pick` wraps the decision
-    # (a canary pass picks its messages).
-    stop: threading.Event | None = None
-    read_at_most: int | None = None
-    pace: Callable[[int], float] | None = None
-    pick: Callable[[Decide], Decide] | None = None
-
-
-@dataclass(frozen=True)
-class RunHooks:
-    """What the run's owner (dlxtool.ops.pipeline.run_move) knows of the source and the destinations, apart from the
-    user's TransferOptions: set once, before the run, never changed during it."""
-
-    # admit(target queue, body size, publishes in flight) -> None, or why a MOVE must stay in the source
-    # instead (dlxtool.ops.capacity.Rooms.admit: the target is full and would displace its own messages)
-    admit: Callable[[str, int, int], Why | None] | None = None
-    # nack_copies(target queue) -> why a publish it nacked may have been dead-lettered by it too (a copy in its
-    # DLX's queues: dlxtool.ops.capacity.Rooms.nack_copies), or None; such nacks count as possible duplicates
-    nack_copies: Callable[[str], str | None] | None = None
-    # Until something moves, messages that stay are held and given back in place at the end instead of being
-    # republished to the tail: a run that moves nothing changes nothing. Only where a give-back is in place and
-    # costs nothing (a classic queue; the caller knows the queue's type and the broker's version).
-    hold_stays: bool = False
-    keep_refused: str | None = None  # why stays cannot be republished to the tail: they are held instead
-    report: Reporter | None = None   # what must be said while the run goes on (a blocked connection)
-    size_hint: int | None = None     # the source's average body (management API): the prefetch's first guess
 
 
 # -- per message state ------------------------------------------------------------------------------
@@ -284,7 +155,7 @@ class Transfer:
     def __init__(self, source_conn: AmqpConnection, source: str, decide: Decide, *,
                  target_conn: AmqpConnection | None = None, keep_conn: AmqpConnection | None = None,
                  options: TransferOptions | None = None, hooks: RunHooks | None = None,
-                 timeout: float = 30.0) -> None:
+                 control: PassControl | None = None, timeout: float = 30.0) -> None:
         self.source_conn = source_conn
         self.target_conn = target_conn or source_conn
         # Stays are republished to the source's tail on keep_conn (default: the source's own). A connection that
@@ -294,8 +165,11 @@ class Transfer:
         self.source = source
         self.opts = options or TransferOptions()
         self.hooks = hooks or RunHooks()
-        if self.opts.pick is not None:
-            decide = self.opts.pick(decide)
+        # Where MOVE and REMOVE records go (TransferOptions.sink); after a sink failed, a SetAside of it (_salvage)
+        self.sink: Sink | None = self.opts.sink
+        self.control = control or PassControl()
+        if self.control.pick is not None:
+            decide = self.control.pick(decide)
         self.decide = decide
         # decide(routing_key, encoded properties, body) -> Decision | None (None: decide(record) instead). Only
         # for MOVEs that need no record: with a sink, every record must be written.
@@ -314,21 +188,17 @@ class Transfer:
         self._changed_any = False                # a MOVE confirmed or a REMOVE: holding stays no longer helps
         self._held_stays = 0                     # stays held instead of republished (hooks.hold_stays)
         self._hold_limit = 0                     # at most this many (set in _setup)
-        self._refused_exchanges: dict[str, Why] = {}  # exchange the broker refused publishes to -> why
-        self._keep_refused: str | None = None    # why stays cannot be republished to the tail (they are held)
-        self._refused_all: Why | None = None     # the broker refused and named nothing: nothing more is published
-        self._blocked_since: float | None = None  # when a publishing connection was first seen blocked
-        self._keep_exchanges: TemporaryExchanges | None = None  # kept messages keep their key (_keep_route)
-        self._keep_exchange = ""
+        self.refusals = PublishRefusals(self.hooks.keep_refused)
+        self.blocks = BlockWatch(tuple(dict.fromkeys((self.target_conn, self.keep_conn))), timeout, self.hooks.report)
+        self.keep_route = KeepRoute(source_conn, source, timeout, self.result.notes)  # kept messages keep their key
+        self.acks = AckProof()
+        self.pace = ReadPace(self.opts.rate, self.control.pace)
         self._lost_copies = 0                    # requeued messages of which a copy may exist elsewhere
         self._stop_reading = False
         self._given_back_unproven = 0            # given back by a channel close the broker did not answer
         self._cancelled_by_broker = False
-        self._acked_uncertain = 0                # acked copies not yet proven by a qos-ok
         self._nacked_copies = 0                  # nacked publishes the target may have dead-lettered as well
-        self._removals_unproven = 0              # acked removals not yet proven: maybe still in the source
-        self._marker: int | None = None          # acks covered by the qos in flight
-        self._stop = self.opts.stop or threading.Event()
+        self._stop = self.control.stop or threading.Event()
         # Set by _setup() when the run starts; None before (a run that failed early salvages without them).
         self.channel: AsyncChannel | None = None
         self.prefetch = 0                        # our basic.qos: min(opts.prefetch, snapshot), at least 1
@@ -340,7 +210,6 @@ class Transfer:
         self.mover: Publisher | None = None      # MOVEs, on target_conn
         self.keeper: Publisher | None = None     # KEEP/LEAVE to the source's tail (= mover on one connection)
         self.consumer_tag: str | None = None     # None: not consuming (nothing to read, or cancelled)
-        self._rate_start: float | None = None    # when reading started, for --rate
 
     # What _setup() made; the steps that use these run only after it (the salvage checks `channel` first).
     @property
@@ -368,17 +237,17 @@ class Transfer:
                     self._setup()
                     self._loop(started)
                     self._finish()
-                    self._delete_keep_route(same_channel=True)
+                    self.keep_route.delete(self.keeper)
                 except UnavailableError as exc:  # not now (a node down, a queue timing out): settle, report
                     self.result.unavailable, self.result.unavailable_hint = exc.message, exc.hint
                     self.result.error = exc.message
                     self._salvage()
-                    self._delete_keep_route(same_channel=False)
+                    self.keep_route.delete(None)
                 except Exception as exc:  # noqa: BLE001 - connection/channel loss or a local error: settle, report
                     self.result.error = describe_error(exc)
                     self.result.connection_lost = _is_connection_error(exc)
                     self._salvage()
-                    self._delete_keep_route(same_channel=False)
+                    self.keep_route.delete(None)
             except KeyboardInterrupt:  # a second Ctrl-C (also while salvaging): no more waiting, count copies
                 self._stop.set()
                 self._give_up()
@@ -398,15 +267,14 @@ class Transfer:
     def _setup(self) -> None:
         self.channel = AsyncChannel(self.source_conn, self.timeout)
         self.result.snapshot = queues.declare(self.channel, self.source).ready
-        if self.opts.read_at_most is not None:
-            self.result.snapshot = min(self.result.snapshot, self.opts.read_at_most)
+        if self.control.read_at_most is not None:
+            self.result.snapshot = min(self.result.snapshot, self.control.read_at_most)
         self.prefetch = max(1, min(self.opts.prefetch, self.result.snapshot or 1))
         if self.opts.max_bytes is not None:
             self.window = PrefetchWindow(self.opts.max_bytes, self.prefetch, self.hooks.size_hint)
             self.prefetch = self.window.prefetch
             self._say_window()
         self.prefetches.append(self.prefetch)
-        self._keep_refused = self.hooks.keep_refused
         if self.hooks.hold_stays:  # half the window at most where there is more to read: deliveries go on
             # (with a byte budget, half the --prefetch window: a new consumer takes over when the held ones fill a
             # narrower one, see _loop; held stays keep no bytes)
@@ -485,34 +353,16 @@ class Transfer:
                 still_since = now
 
     def _idle_wait(self) -> float:
-        if (self.opts.rate or self.opts.pace) and self._rate_delay() > 0:
-            return min(self._rate_delay(), 0.05)
+        delay = self.pace.delay(self._received) if self.pace.active else 0.0
+        if delay > 0:
+            return min(delay, 0.05)
         return IDLE_WAIT
 
     def _pump(self, wait: float, gather: float = 0.0) -> None:
         others = [c for c in dict.fromkeys((self.target_conn, self.keep_conn)) if c is not self.source_conn]
         self._channel.pump(wait, *others, gather=gather)
         self._check_publishers()
-        self._check_blocked()
-
-    def _check_blocked(self) -> None:
-        """A publishing connection the broker blocked (a memory or disk alarm: it reads nothing more from it until
-        the alarm clears) is said at once, and the run stops if it is still blocked after `timeout`: what was
-        published may have been read before the block (possible duplicates), the rest goes back from the
-        consumer's connection, which an alarm does not block."""
-        why = next((b for b in (blocked(self.target_conn), blocked(self.keep_conn)) if b is not None), None)
-        if why is None:
-            self._blocked_since = None
-            return
-        now = time.monotonic()
-        if self._blocked_since is None:
-            self._blocked_since = now
-            if self.hooks.report is not None:
-                self.hooks.report.warn(f"the broker blocked publishing ({why}: a resource alarm); stopping in "
-                                      f"{self.timeout:g}s unless it clears")
-        elif now - self._blocked_since >= self.timeout:
-            self.result.unavailable = f"the broker blocked publishing ({why}: a resource alarm)"
-            raise PublishingBlocked(self.result.unavailable)
+        self.blocks.check()
 
     def _check_publishers(self) -> None:
         """A publisher channel the broker closed: its publishes are settled by what the broker said
@@ -526,20 +376,10 @@ class Transfer:
         """Where the broker refused one message (its expiration, user_id, size …), that one stays (given back in
         place, with the broker's words) and the others go on. Where it refused an exchange (no write permission,
         a missing or internal one), nothing more is published there: what goes there stays, with its words. A
-        refusal that names neither stops the run at once (the broker's words in the summary)."""
-        said = Why(f"refused by the broker: {refusal.said}", Stay.MESSAGE_REFUSED)
-        if refusal.exchange is None and not refusal.per_message:  # it named nothing: stop, give the rest back
-            self.result.refused_by_broker = refusal.said
-            self._refused_all = self._keep_refused = said
+        refusal that names neither stops the run at once (the broker's words in the summary). (PublishRefusals)"""
+        if self.refusals.refused(refusal, self.keep_route):
+            self.result.refused_by_broker = self.refusals.stopped_by
             self._stop_reading = True
-        elif not refusal.per_message:
-            said = Why(f"the broker refused publishing to {refusal.exchange!r}: {refusal.said}", Stay.EXCHANGE_REFUSED)
-            self._refused_exchanges[refusal.exchange or ""] = said
-            if self._keep_exchanges is not None and refusal.names_exchange(self._keep_exchange):
-                if self._keep_exchange:  # the keep route's own exchange: the default one then, as when refused
-                    self._keep_exchange = ""
-                else:
-                    self._keep_refused = said
         pub.reopen()
 
     def _consumer_cancelled(self) -> None:
@@ -577,20 +417,11 @@ class Transfer:
         r = self.result
         return (r.moved_total + r.removed + sum(r.kept.values()) + r.left_total)
 
-    def _rate_delay(self) -> float:
-        if self.opts.pace is not None:
-            return self.opts.pace(self._received)
-        if not self.opts.rate or self._rate_start is None:  # not reading yet: nothing to pace
-            return 0.0
-        due = self._rate_start + self._received / self.opts.rate
-        return due - time.monotonic()
-
     # -- deliveries --------------------------------------------------------------------------------
 
     def _take_incoming(self) -> bool:
-        rate = self.opts.rate or self.opts.pace
-        if rate and self._rate_start is None:
-            self._rate_start = time.monotonic()
+        pace = self.pace
+        pace.begin()
         incoming = self._incoming
         if not incoming:
             return False
@@ -601,7 +432,7 @@ class Transfer:
         taken = 0
         largest = 0
         while taken < room:
-            if rate and self._rate_delay() > 0:
+            if pace.active and pace.delay(self._received) > 0:
                 break
             method, props, body = incoming.popleft()
             taken += 1
@@ -709,8 +540,8 @@ class Transfer:
                 decision = self.decide(record)
             if decision.action is not Action.KEEP:
                 self._selected += 1
-            if decision.action is Action.MOVE and (self._refused_exchanges or self._refused_all):
-                why = self._refused_exchanges.get(decision.exchange or "amq.default") or self._refused_all
+            if decision.action is Action.MOVE and self.refusals.any:
+                why = self.refusals.of_move(decision.exchange)
                 if why is not None:
                     decision = Decision.leave(why)
             if decision.action is Action.MOVE and self.hooks.admit is not None:
@@ -731,8 +562,8 @@ class Transfer:
                 self._keep(item, Why(f"cannot publish: {exc}", Stay.NOT_SENT))
         elif decision.action is Action.REMOVE:
             self._changed_any = True
-            if self.opts.sink is not None:  # no sink: the caller discards on purpose (purge without --backup)
-                self.opts.sink.write(_sink_record(decision, record))
+            if self.sink is not None:  # no sink: the caller discards on purpose (purge without --backup)
+                self.sink.write(_sink_record(decision, record))
                 item.copy = True
             self._done(item, "removed")
         else:
@@ -753,14 +584,14 @@ class Transfer:
             item.copy = False
             self._hold(item, group)
             return
-        if self._keep_refused is not None or (not self._changed_any and self._held_stays < self._hold_limit):
+        if self.refusals.keep_refused is not None or (not self._changed_any and self._held_stays < self._hold_limit):
             # nothing moved yet (a run that moves nothing must change nothing), or the tail cannot take it
-            self._held_stays += self._keep_refused is None
+            self._held_stays += self.refusals.keep_refused is None
             item.copy = False
             self._hold(item, group)
             return
         self._kept_any = True
-        exchange = self._keep_route()
+        exchange = self.keep_route.exchange()
         try:
             self._keeper.publish(exchange, item.routing_key if exchange else self.source, item.body, item.props,
                                  ("keep", item))
@@ -769,37 +600,11 @@ class Transfer:
             item.copy = False
             self._hold(item, group)
 
-    def _keep_route(self) -> str:
-        """The exchange that takes kept messages back to the source with their own key, made at the first
-        keep ("" where the broker refuses it: the default exchange then, and the result says so)."""
-        if self._keep_exchanges is None:
-            from dlxtool.ops.routes import RouteUnavailable, TemporaryExchanges
-
-            self._keep_exchanges = TemporaryExchanges(self.source_conn, self.timeout, purpose="keep")
-            try:
-                self._keep_exchange = self._keep_exchanges(self.source) or ""
-            except RouteUnavailable as exc:
-                self._keep_exchange = ""
-                self.result.notes.append(f"messages kept in {self.source} were republished with routing key "
-                                         f"{self.source!r} (the queue's name), not their own: {exc.message}")
-        return self._keep_exchange
-
-    def _delete_keep_route(self, *, same_channel: bool) -> None:
-        """After the last keep was confirmed: on the keeper's channel, after its publishes (same_channel),
-        else on a channel of its own (best effort: a leftover's name says what it was)."""
-        exchanges = self._keep_exchanges
-        if exchanges is None:
-            return
-        with contextlib.suppress(Exception):
-            if same_channel and self.keeper is not None:
-                exchanges.delete_on(self.keeper)
-            exchanges.delete_all()
-
     # -- outcomes ----------------------------------------------------------------------------------
 
     def _settle_outcomes(self) -> None:
         sink_dirty = False
-        sink = self.opts.sink
+        sink = self.sink
         moved, confirmed, record_id = self.result.moved, PublishAnswer.CONFIRMED, self.result.ids.add
         for token, outcome, detail in self._mover.take_settled() + (
                 self._keeper.take_settled() if self.keeper is not self.mover else []):
@@ -826,7 +631,7 @@ class Transfer:
                                          f"{decision.group}): {detail}", Stay.UNCONFIRMED))
                     continue
                 if outcome is PublishAnswer.BROKER_REFUSED:  # it stays where it was, with the broker's words
-                    refused = self._refused_exchanges.get(decision.exchange or "amq.default")  # where it went
+                    refused = self.refusals.of_exchange(decision.exchange)  # where it went
                     self._hold(item, refused or Why(f"refused by the broker: {detail}", Stay.MESSAGE_REFUSED))
                     continue
                 if outcome is PublishAnswer.UNSENT:  # never delivered: publish it again, where that may go on
@@ -839,15 +644,15 @@ class Transfer:
                     self._nacked_copies += 1
                     why = Why(f"{why} ({copy})", why.kind)
                 self._keep(item, why)
-        if sink_dirty and self.opts.sink is not None:
-            self.opts.sink.flush()
+        if sink_dirty and self.sink is not None:
+            self.sink.flush()
 
     def _publish_again(self, item: _Item) -> None:
         """A MOVE the broker never looked at (after a refused publish on the same channel), on the new channel;
         it stays (republished to the tail like any that stays) where its exchange is the refused one."""
         decision = item.decision
         assert decision is not None
-        why = self._refused_exchanges.get(decision.exchange or "amq.default") or self._refused_all
+        why = self.refusals.of_move(decision.exchange)
         if why is not None:
             self._keep(item, why)
             return
@@ -862,7 +667,7 @@ class Transfer:
         if outcome is PublishAnswer.CONFIRMED:
             self.result.republished += 1
             self._done(item, "kept")
-        elif outcome is PublishAnswer.UNSENT and self._keep_refused is None:
+        elif outcome is PublishAnswer.UNSENT and self.refusals.keep_refused is None:
             self._keep(item, item.outcome_group or KEPT)
         else:
             item.copy = outcome is PublishAnswer.LOST
@@ -905,8 +710,8 @@ class Transfer:
 
         The sink is flushed (and fsynced) first: a REMOVE'd message's record must be on disk before its
         ack leaves, so a crash or a cut between the two leaves the message in the queue, never nowhere."""
-        if self.opts.sink is not None:
-            self.opts.sink.flush()  # a no-op when nothing was written since the last flush
+        if self.sink is not None:
+            self.sink.flush()  # a no-op when nothing was written since the last flush
         budget = self._ack_budget()
         last = None
         taken: list[_Item] = []
@@ -923,14 +728,12 @@ class Transfer:
         # (seen: dump --remove after a stall reported 0 where 408 were in both the file and the DLQ).
         counting = self.result.removed > 0  # removals to prove (a replay has none: off its per-message path)
         for item in (*taken, *singles):
-            self._acked_uncertain += item.copy
-            if counting:
-                self._removals_unproven += _removes(item)
+            self.acks.sent(copy=item.copy, removal=counting and _removes(item))
         if last is not None:  # every earlier tag is acked already: multiple covers exactly this run
             self._channel.ack(last.tag, multiple=True)
         for item in singles:
             self._channel.ack(item.tag)
-        self._sync_acks()
+        self.acks.ask(self._channel, self.prefetch)
         return len(taken) + len(singles)
 
     def _ack_budget(self) -> int:
@@ -953,19 +756,6 @@ class Transfer:
             left = min(left, self.opts.limit - self._selected)  # nothing kept yet: the limit may end the read
         return max(0, left)
 
-    def _sync_acks(self) -> None:
-        if self._marker is not None or not (self._acked_uncertain or self._removals_unproven):
-            return
-        covered, removals = self._acked_uncertain, self._removals_unproven
-
-        def proven(_frame: Any) -> None:
-            self._acked_uncertain -= covered
-            self._removals_unproven -= removals
-            self._marker = None
-
-        self._marker = covered
-        self._channel.qos(self.prefetch, callback=proven)
-
     # -- ending --------------------------------------------------------------------------------------
 
     def _finish(self) -> None:
@@ -981,9 +771,9 @@ class Transfer:
         self._settle_outcomes()
         self._ack_ready()
         self._requeue_rest()
-        self._prove_acks(self.timeout)
+        self.acks.wait(self._channel, self.prefetch, self.timeout)
         self.result.possible_duplicates = self._duplicates_now()
-        if self._removals_unproven or self._acked_uncertain:
+        if self.acks.removals or self.acks.uncertain:
             if self._channel.is_open and self.source_conn.is_open:
                 # No proof within the timeout on a connection that looks open: it went silent (a stall, a half-open
                 # path near the end). Dropped, so that nothing after waits on it, and said as a lost connection
@@ -1065,32 +855,22 @@ class Transfer:
         given_back = len(self._items)
         self._items.clear()
         if close_channel(self.channel):
-            self._acked_uncertain = self._removals_unproven = 0
-            self._marker = None
+            self.acks.all_proven()
         else:
             # No close-ok: the broker may not have seen the give-back (a half-open or stalled connection) and then
             # holds these for the connection until it notices it is gone (the fault campaign, seed 100007: purge
             # --move-to said 0 held while the broker held the one message it had kept in place).
             self._given_back_unproven += given_back
 
-    def _prove_acks(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while (self._marker is not None or self._acked_uncertain or self._removals_unproven) \
-                and time.monotonic() < deadline:
-            if not self._channel.is_open:
-                return  # closed without a close-ok: what it proved stays uncertain (possible duplicates)
-            self._sync_acks()
-            self._channel.pump(IDLE_WAIT)
-
     def _salvage(self) -> None:
         """After an error, settle what we can. A local error (the sink, a decision) leaves the connections
         usable: wait (settle_timeout at most) for the confirms in flight, so that confirmed messages are
         acked and counted moved instead of staying behind as possible duplicates. If only the target died,
         the source is still usable. Then give the rest back."""
-        sink = self.opts.sink
+        sink = self.sink
         failed_sink = sink is not None and getattr(sink, "failed", None) is not None
         if failed_sink:  # its unflushed records are gone: from now on records go nowhere, messages stay
-            self.opts.sink = SetAside(sink)
+            self.sink = SetAside(sink)
         why = Why("the broker blocked publishing before it confirmed" if self.result.unavailable
                   else "connection lost before the confirm" if self.result.connection_lost
                   else "no confirm: stopped by an error", Stay.UNCONFIRMED)
@@ -1105,12 +885,11 @@ class Transfer:
                 self._ack_ready()
                 self._cancel_consumer()
                 self._requeue_rest()
-                self._prove_acks(5)
+                self.acks.wait(self._channel, self.prefetch, 5)
         except Exception:  # noqa: BLE001 - the source is gone too: the broker requeues our unacked
             pass
         finally:
             self._unsaved_stay()
-            self.opts.sink = sink
         if not self.source_conn.is_open:
             # Deliveries of a lost connection go back when the broker notices: at once after a close it saw, else
             # only when its heartbeat gives up on a connection that went silent (half-open). Said in the summary,
@@ -1122,7 +901,7 @@ class Transfer:
             not_come = self.result.snapshot - self._received - len(self._incoming)
             self.result.held_when_lost = known
             # and those acked whose acks the broker never proved: still its, until it notices the connection is gone
-            unproven = max(self._acked_uncertain, self._removals_unproven)
+            unproven = max(self.acks.uncertain, self.acks.removals)
             self.result.held_on_the_way = max(0, min(free, not_come)) + unproven
             if known or self.result.held_on_the_way:
                 self.result.given_back_by = time.time() + 2 * heartbeat_of(self.source_conn)
@@ -1143,7 +922,7 @@ class Transfer:
         """With every connection and channel still open: wait for the outstanding confirms, ack what settles.
         A Ctrl-C ends the wait (a second one gives up: KeyboardInterrupt)."""
         pubs = self._publishers()
-        if blocked(self.target_conn) is not None or blocked(self.keep_conn) is not None:
+        if self.blocks.any_blocked():
             return  # the broker reads nothing from it now: no confirm comes until the alarm clears
         if not pubs or not (self._channel.is_open and self.source_conn.is_open and self.target_conn.is_open
                             and all(p.channel.is_open for p in pubs)):
@@ -1162,7 +941,7 @@ class Transfer:
     def _unsaved_stay(self) -> None:
         """Settled messages whose records the failed sink dropped stay in the source: not acked, counted as
         left; a MOVE'd one is at its target too (a possible duplicate), a REMOVE'd one nowhere else."""
-        aside = self.opts.sink
+        aside = self.sink
         if not isinstance(aside, SetAside):
             return
         for item in self._items:
@@ -1188,10 +967,10 @@ class Transfer:
     def _unproven_removals(self) -> None:
         """Removals whose acks the broker never proved (a cut, a second signal): maybe still in the source. Not
         counted removed, but said."""
-        if self._removals_unproven:
-            self.result.removed -= self._removals_unproven
-            self.result.left[REMOVAL_UNPROVEN] += self._removals_unproven
-            self._removals_unproven = 0
+        if self.acks.removals:
+            self.result.removed -= self.acks.removals
+            self.result.left[REMOVAL_UNPROVEN] += self.acks.removals
+            self.acks.removals = 0
 
     def _give_up(self) -> None:
         """Stop at once (second Ctrl-C): every unacked message goes back when the connection closes; those
@@ -1212,7 +991,7 @@ class Transfer:
     def _duplicates_now(self) -> int:
         """Acks not proven + copies of messages that stay + tied returns that reached the target anyway."""
         pubs = self._publishers()
-        return (self._acked_uncertain + self._lost_copies + self._nacked_copies
+        return (self.acks.uncertain + self._lost_copies + self._nacked_copies
                 + sum(p.possible_duplicates for p in pubs))
 
     def _progress_mark(self) -> tuple[int, ...]:

@@ -38,11 +38,12 @@ from dlxtool.broker.wire.frames import EncodeError, basic_properties
 from dlxtool.errors import UnavailableError, UsageError
 from dlxtool.message_ids import MessageIds
 from dlxtool.ops.alarms import check_alarms
-from dlxtool.ops.engine import Progress, describe_error
+from dlxtool.ops.engine import describe_error
 from dlxtool.ops.interrupts import sigint_as_stop, signals_as_stop
 from dlxtool.ops.outcomes import counted, refusal
 from dlxtool.ops.record_files import Sink, iter_records
 from dlxtool.ops.stay import Stay, Why, answers
+from dlxtool.ops.transfer_result import Progress
 from dlxtool.outcome import OK, Outcome, Status
 from dlxtool.record import MessageRecord
 

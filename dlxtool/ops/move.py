@@ -21,10 +21,10 @@ from dlxtool.selection import Selection
 if TYPE_CHECKING:
     from dlxtool.ops.actions import Decide
     from dlxtool.ops.capacity import Admit, Rooms
-    from dlxtool.ops.engine import TransferResult
     from dlxtool.ops.pipeline import Prepared
     from dlxtool.ops.routes import TemporaryExchanges
     from dlxtool.ops.session import MoveSession, Reporter
+    from dlxtool.ops.transfer_result import TransferResult
     from dlxtool.record import MessageRecord
 
 

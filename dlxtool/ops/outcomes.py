@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from dlxtool.ops.capacity import ALLOW_HINT
-from dlxtool.ops.engine import TransferResult
 from dlxtool.ops.routes import route_hint
 from dlxtool.ops.stay import Stay, Why
+from dlxtool.ops.transfer_result import TransferResult
 from dlxtool.outcome import OK, Outcome, Status
 
 

@@ -32,9 +32,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
-from dlxtool.ops.engine import RunHooks, Transfer, TransferOptions, TransferResult
+from dlxtool.ops.engine import Transfer
 from dlxtool.ops.outcomes import depths_now, transfer_outcome
 from dlxtool.ops.routes import TemporaryExchanges
+from dlxtool.ops.transfer_result import TransferResult
+from dlxtool.ops.transfer_settings import PassControl, RunHooks, TransferOptions
 
 if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
@@ -123,9 +125,10 @@ class MoveRun:
 
 
 def run_move(session: MoveSession, policy: MovePolicy, options: TransferOptions,
-             prepared: Prepared | None = None) -> MoveRun:
+             prepared: Prepared | None = None, control: PassControl | None = None) -> MoveRun:
     """Run `policy` over its source on `session` with the user's run `options` (prefetch, window, rate, sink,
-    progress, byte budget): the module docstring says what it owns."""
+    progress, byte budget) and, for a guarded replay's pass, its `control` (dlxtool.ops.canary): the module
+    docstring says what it owns."""
     prepared = prepared or Prepared()
     source, to = session.source, session.to
     info = prepared.info
@@ -145,7 +148,7 @@ def run_move(session: MoveSession, policy: MovePolicy, options: TransferOptions,
         decide = policy.decider(exchanges)
         result = Transfer(source.conn, policy.source, decide, target_conn=publishing.target,
                           keep_conn=publishing.keep, options=replace(options, limit=limit), hooks=hooks,
-                          timeout=source.timeout).run()
+                          control=control, timeout=source.timeout).run()
         result.notes.extend(policy.notes())
     except BaseException:
         if exchanges is not None:

@@ -46,10 +46,11 @@ if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
     from dlxtool.ops.actions import Decide
     from dlxtool.ops.capacity import Admit, Capacity, Rooms
-    from dlxtool.ops.engine import Progress, TransferOptions, TransferResult
     from dlxtool.ops.record_files import Sink
     from dlxtool.ops.routes import TemporaryExchanges
     from dlxtool.ops.session import Reporter, Session
+    from dlxtool.ops.transfer_result import Progress, TransferResult
+    from dlxtool.ops.transfer_settings import TransferOptions
 
 
 @dataclass
@@ -432,9 +433,9 @@ class Purge:
             out.purged = purge(self.channel, settings.queue)
             out.depths = depths_now([(session.conn, [settings.queue])], session.timeout)
             return out
-        from dlxtool.ops.engine import TransferOptions
         from dlxtool.ops.pipeline import Prepared, run_move
         from dlxtool.ops.session import MoveSession
+        from dlxtool.ops.transfer_settings import TransferOptions
 
         policy = PurgePolicy(settings, self.router, saved=settings.backup)
         run = run_move(MoveSession(session, rooms=self.rooms), policy,

@@ -18,9 +18,9 @@ from dlxtool.broker.queues import exchange_exists
 from dlxtool.conventions import Route
 from dlxtool.errors import DlxtoolError, RefusedError
 from dlxtool.message_ids import message_name
+from dlxtool.ops.actions import Action
 from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.capacity import Capacity, Rooms, full_reason
-from dlxtool.ops.engine import Action, TransferOptions, TransferResult
 from dlxtool.ops.exchange_routes import ExchangeTargets, Reach
 from dlxtool.ops.pipeline import MoveRun, Prepared, run_move
 from dlxtool.ops.provenance import PROVENANCE_HEADER as PROVENANCE_HEADER
@@ -51,6 +51,8 @@ from dlxtool.ops.routes import (
 )
 from dlxtool.ops.session import MoveSession, Reporter, Session
 from dlxtool.ops.session import MoveSession as ReplaySession  # replay's name for it (the CLI's too)
+from dlxtool.ops.transfer_result import TransferResult
+from dlxtool.ops.transfer_settings import PassControl, TransferOptions
 from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
@@ -221,11 +223,11 @@ class Replay:
         """What the replay would do, from the first messages, read as `peek` reads them (plan_for)."""
         return plan_for(self.session, self.settings, self.report, read)
 
-    def run(self, options: TransferOptions) -> MoveRun:
+    def run(self, options: TransferOptions, control: PassControl | None = None) -> MoveRun:
         """The pass itself: replay as a policy (ReplayPolicy) over the one move pipeline (dlxtool.ops.pipeline),
-        with the user's `options` (sink, progress, prefetch …)."""
+        with the user's `options` (sink, progress, prefetch …) and, for a guarded replay's pass, its `control`."""
         return run_move(self.session, ReplayPolicy(self.settings, self.session), options,
-                        Prepared(self.info, self.keep_refused, self.report))
+                        Prepared(self.info, self.keep_refused, self.report), control)
 
 
 class ReplayPolicy:
