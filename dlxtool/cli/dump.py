@@ -12,6 +12,7 @@ from typing import IO, Any
 import click
 
 from dlxtool.cli.app import App
+from dlxtool.cli.moving import duplicates_note
 from dlxtool.cli.options import (
     SELECTION_HELP,
     connection_options,
@@ -23,7 +24,7 @@ from dlxtool.cli.options import (
     yes_option,
 )
 from dlxtool.cli.reading import SAFETY_HELP, check_count, finish_read, make_read_options, read_options, read_queue
-from dlxtool.errors import UnavailableError, UsageError
+from dlxtool.errors import UsageError
 from dlxtool.outcome import OK, Outcome
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
@@ -105,82 +106,45 @@ def dump(app: App, /, queue: str, count: int | None, all_: bool, output: str | N
 
 def _drain(app: App, queue: str, count: int | None, output: str | None, yes: bool, read: dict[str, Any],
            selection: Selection) -> Outcome:
-    from dlxtool.cli.moving import (
-        Journaled,
-        check_record_file,
-        duplicates_note,
-        notes,
-        progress_bar,
-        record_file,
-        transfer_counts,
-    )
+    """--remove: a purge --backup (dlxtool.ops.purge.Purge, its checks and its run over the move pipeline) whose
+    records are dump's (DecodingSink) and whose summary is dump's."""
+    from dlxtool.cli.moving import check_record_file, run_moving
     from dlxtool.ops.interrupts import summary_before_ctrl_c
-    from dlxtool.ops.pipeline import Prepared, run_move
-    from dlxtool.ops.purge import PurgePolicy, PurgeSettings, check_keep_by_republish, check_purgeable, queue_state
-    from dlxtool.ops.session import MoveSession
-    from dlxtool.ops.transfer_settings import TransferOptions
+    from dlxtool.ops.purge import DRAIN_WORDS, Purge, PurgeReport, PurgeSettings
 
     if read.get("offset") is not None:
         raise UsageError("--offset is for reading streams; streams cannot be drained (--remove)")
     check_record_file(app, output)  # before the question and before anything is read
     profile = app.profile()
-    with summary_before_ctrl_c() as ctrl_c:
-        with app.connection(profile) as conn:
-            from dlxtool.ops.held import HELD_HINT, held_elsewhere, reclaim_dead_runs
+    where = output if output not in (None, "-") else "stdout"
+    settings = PurgeSettings(queue, replace(selection, limit=count), backup=where)
 
-            management = app.management(profile, conn)
-            state = queue_state(conn.channel(), management, profile.vhost, queue)
-            if state.consumers and reclaim_dead_runs(management, profile.vhost, app, profile.timeout):
-                state = queue_state(conn.channel(), management, profile.vhost, queue)
-            if state.note:
-                app.warn(state.note)
-            check_purgeable(state, "drained (--remove)")
-            held = held_elsewhere(state.info, management, state.ready, state.consumers)
-            if held is not None and not state.ready:
-                raise UnavailableError(f"nothing to take now: {held}", hint=HELD_HINT)
-            if held is not None:
-                app.warn(held)
-            from dlxtool.ops.busy import check_not_busy
-
-            competing = check_not_busy(state.info, app.management(profile, conn), "drained (--remove)",
-                                       state.consumers)
-            if competing is not None:
-                app.warn(competing)
-            if not state.ready:
-                app.info(f"nothing to take: {queue!r} has no ready message; nothing was changed")
-                return OK
-            n = state.ready if count is None else min(count, state.ready)
-            where = output if output not in (None, "-") else "stdout"
-            which = f"{n} messages"
-            if selection.filters_anything:
-                # The others stay, republished to the tail: as purge --backup with filters
-                check_keep_by_republish(queue, state.tail_republish_risk, state.limits_unknown)
-                which = (f"the messages that match ({selection.describe_text()})"
-                         + (f", the first {count}," if count is not None else ""))
-            app.confirm(f"Take {which} out of {queue!r} on {profile.name} into {where}?", yes=yes)
-            ctrl_c.arm()
-            journaled = Journaled(app, "dump --remove")
-            journaled.started(profile, [queue], files=[where])
-            # Every message taken goes to the file (PurgePolicy: a purge --backup's, the move pipeline's run):
-            # what a selection keeps is republished to the tail on a connection of its own (run_move)
-            policy = PurgePolicy(PurgeSettings(queue, replace(selection, limit=count)), what="dump --remove",
-                                 saved=where)
-            with record_file(app, output) as file, progress_bar(app, "draining") as bar:
-                sink = DecodingSink(file, record_decoder(app))  # `decoded` as `dump` writes it
-                run = run_move(MoveSession(app.session(profile, conn)), policy,
-                               TransferOptions(sink=sink, progress=bar, max_bytes=app.max_bytes),
-                               Prepared(state.info, None, app))
-                result = run.result
+    def render(report: PurgeReport) -> None:
+        result = report.result
+        assert result is not None  # --remove always reads
         app.info(f"removed {result.removed} of {result.snapshot} messages of {queue!r} into {where} (each "
                  f"flushed to disk before its ack) in {app.elapsed():.1f}s" + duplicates_note(result))
         if where != "stdout" and app.output_format() != "table":
             # Scripts rely on the summary (possible_duplicates above all), like purge's and replay's. Not when
             # the records themselves go to stdout: they would end up in the record file.
-            app.emit_json({**state.to_json(), **result.to_json(), "file": where})
-        notes(app, result)
-        outcome = run.outcome()
-        journaled.ended(outcome, counts=transfer_counts(result), files=[where], message_ids=result.ids)
-        return outcome
+            app.emit_json({**report.state.to_json(), **result.to_json(), "file": where})
+
+    with summary_before_ctrl_c() as ctrl_c, app.connection(profile) as conn:
+        draining = Purge(app.session(profile, conn), settings, app, dry_run=False, words=DRAIN_WORDS)
+        if draining.nothing_to_do is not None:
+            app.info(f"nothing to take: {draining.nothing_to_do}; nothing was changed")
+            return OK
+        n = draining.out.state.ready if count is None else min(count, draining.out.state.ready)
+        which = f"{n} messages"
+        if selection.filters_anything:
+            which = (f"the messages that match ({selection.describe_text()})"
+                     + (f", the first {count}," if count is not None else ""))
+        app.confirm(f"Take {which} out of {queue!r} on {profile.name} into {where}?", yes=yes)
+        decoder = record_decoder(app)  # `decoded` as `dump` writes it
+        return run_moving(app, ctrl_c, command="dump --remove", profile=profile, queues=[queue], label="draining",
+                          save_file=output, records=True, files=[where], render=render,
+                          run=lambda sink, bar: draining.run(DecodingSink(sink, decoder), bar,
+                                                             max_bytes=app.max_bytes))
 
 
 class DecodingSink:

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar, cast
 
 import click
 
 from dlxtool.cli.app import App, _isatty
+
+if TYPE_CHECKING:
+    from dlxtool.ops.transfer_result import TransferResult
+    from dlxtool.outcome import Outcome
 
 PROGRESS_INTERVAL = 5.0  # seconds between progress lines without a terminal ($DLXTOOL_PROGRESS_INTERVAL)
 
@@ -196,29 +200,54 @@ def write_id_list(app: App, verb: str, rows: list[tuple[str, str]], total: int |
     app.stdout.flush()
 
 
+class Finished(Protocol):
+    """A finished run as run_moving handles it: the pipeline's MoveRun (dlxtool.ops.pipeline), or a purge's
+    PurgeReport (dlxtool.ops.purge), whose plain queue.purge has no engine result."""
+
+    @property
+    def result(self) -> TransferResult | None: ...
+
+    @property
+    def filled(self) -> list[str]: ...
+
+    def clean_up(self) -> None: ...
+
+    def outcome(self) -> Outcome: ...
+
+
+F = TypeVar("F", bound=Finished)
+
+
 def run_moving(app: App, ctrl_c: Any, *, command: str, profile: Any, queues: list[str], label: str,
-               save_file: str | None, run: Callable[[Any, Any], Any], render: Callable[[Any], None],
-               counts: Callable[[Any], dict[str, Any]] | None = None,
-               outcome: Callable[[Any, Any], Any] | None = None, journaled: Journaled | None = None) -> Any:
+               save_file: str | None, run: Callable[[Any, Any], F], render: Callable[[F], None],
+               counts: Callable[[F], dict[str, Any]] | None = None,
+               outcome: Callable[[F, Outcome], Outcome] | None = None, journaled: Journaled | None = None,
+               records: bool | None = None, files: list[str] | None = None) -> Outcome:
     """The part every command that moves messages shares once it was confirmed (dlxtool.ops.pipeline runs the move
     itself): the record file (--save), the progress bar, Ctrl-C armed (a stop signal from here on ends with a
     summary), the journal's start and end, the summary (`render`), the notes, the temporary exchanges deleted once
-    the summary is out, the outcome. `run(sink, progress)` runs the move (a MoveRun); `counts` adds to the journal's
-    counts, `outcome(run, outcome)` may turn the run's outcome into another (replay --edit: the messages shown never
-    met again; a guarded replay's stop); `journaled`: the run's journal where it was made before (decisions go to
-    it during the run)."""
-    files = [save_file] if save_file else []
+    the summary is out, the outcome. `run(sink, progress)` runs the move (a Finished run); `counts` adds to the
+    journal's counts, `outcome(run, outcome)` may turn the run's outcome into another (replay --edit: the messages
+    shown never met again; a guarded replay's stop); `journaled`: the run's journal where it was made before
+    (decisions go to it during the run). `records`: whether records are written (default: where `save_file` is
+    given; `dump --remove` writes them to stdout redirected to a file, save_file None); `files`: the journal's
+    files (default: save_file)."""
+    writes = bool(save_file) if records is None else records
+    files = files if files is not None else [save_file] if save_file else []
     journaled = journaled or Journaled(app, command)
-    with record_file(app, save_file) if save_file else nullcontext() as sink, progress_bar(app, label) as bar:
+    with record_file(app, save_file) if writes else nullcontext() as sink, progress_bar(app, label) as bar:
         ctrl_c.arm()
         journaled.started(profile, queues, files=files)
         done = run(sink, bar)
     render(done)
     done.clean_up()  # the temporary exchanges, once the summary is out
-    notes(app, done.result)
+    result = done.result
+    if result is not None:
+        notes(app, result)
     ended = done.outcome()
     if outcome is not None:
         ended = outcome(done, ended)
-    journaled.ended(ended, counts={**transfer_counts(done.result), **(counts(done) if counts else {})}, files=files,
-                    message_ids=done.result.ids, queues=done.filled)
+    journaled.ended(ended, counts={**(transfer_counts(result) if result is not None else {}),
+                                   **(counts(done) if counts else {})},
+                    files=files, message_ids=result.ids if result is not None else None, queues=done.filled)
     return ended

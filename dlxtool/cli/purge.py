@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -24,7 +24,7 @@ from dlxtool.outcome import OK, Outcome
 from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
-    from dlxtool.ops.purge import Purge
+    from dlxtool.ops.purge import Purge, PurgeReport
 
 HELP = """Remove messages from QUEUE: all of them, or only the ones that match.
 
@@ -138,43 +138,31 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
     settings.check()
     profile = app.profile()
     safety = dict(max_unacked=max_unacked, allow_reorder=allow_reorder, spend_attempts=spend_attempts)
-    from dlxtool.cli.moving import Journaled, notes, progress_bar, record_file, transfer_counts
+    from dlxtool.cli.moving import run_moving
     from dlxtool.ops.interrupts import summary_before_ctrl_c
 
-    journaled: Journaled | None = None  # a run that changes messages is journaled; a dry run is not
-    with summary_before_ctrl_c() as ctrl_c:
-        with app.connection(profile) as conn:
-            purging = Purge(app.session(profile, conn), settings, app, dry_run=dry_run)
-            if dry_run:
-                n = purging.peek_count(max_unacked or app.config().dump_unacked_limit)
-                if n:  # filters decide message by message: look at the first ones, with peek's safety rules
-                    with _peeked(app, queue, n, safety) as records:
-                        outcome = purging.plan(records)
-                else:
-                    outcome = purging.plan()
+    with summary_before_ctrl_c() as ctrl_c, app.connection(profile) as conn:
+        purging = Purge(app.session(profile, conn), settings, app, dry_run=dry_run)
+        if dry_run:
+            n = purging.peek_count(max_unacked or app.config().dump_unacked_limit)
+            if n:  # filters decide message by message: look at the first ones, with peek's safety rules
+                with _peeked(app, queue, n, safety) as records:
+                    report = purging.plan(records)
             else:
-                nothing = purging.nothing_to_do
-                if nothing is None and not yes and selection.filters_anything:
-                    nothing = _preview(app, purging, queue, safety, max_unacked or app.config().dump_unacked_limit)
-                if nothing is not None:
-                    return _nothing_to_do(app, purging, nothing)
-                app.confirm(purging.question, yes=yes)
-                ctrl_c.arm()  # from here to the summary, Ctrl-C stops the run cleanly
-                journaled = Journaled(app, "purge")
-                journaled.started(profile, [queue, move_to or ""], files=[backup] if backup else [])
-                with (record_file(app, backup) if backup else nullcontext()) as sink, \
-                        progress_bar(app, "moving" if move_to else "purging") as bar:
-                    outcome = purging.run(sink, bar, max_bytes=app.max_bytes)
-        _render(app, outcome)
-        selection_notes(app, selection)
-        if outcome.result is not None:
-            notes(app, outcome.result)
-        ended = outcome.outcome()
-        if journaled is not None:
-            counts = transfer_counts(outcome.result) if outcome.result is not None else {"purged": outcome.purged}
-            journaled.ended(ended, counts=counts, files=[backup] if backup else [],
-                            message_ids=outcome.result.ids if outcome.result is not None else None)
-        return ended
+                report = purging.plan()
+            _render(app, report, selection)
+            return report.outcome()  # a dry run changes nothing: not journaled
+        nothing = purging.nothing_to_do
+        if nothing is None and not yes and selection.filters_anything:
+            nothing = _preview(app, purging, queue, safety, max_unacked or app.config().dump_unacked_limit)
+        if nothing is not None:
+            return _nothing_to_do(app, purging, nothing)
+        app.confirm(purging.question, yes=yes)
+        return run_moving(app, ctrl_c, command="purge", profile=profile, queues=[queue, move_to or ""],
+                          label="moving" if move_to else "purging", save_file=backup,
+                          run=lambda sink, bar: purging.run(sink, bar, max_bytes=app.max_bytes),
+                          render=lambda report: _render(app, report, selection),
+                          counts=lambda report: {} if report.result is not None else {"purged": report.purged})
 
 
 def _preview(app: App, purging: Purge, queue: str, safety: dict[str, Any], bound: int) -> str | None:
@@ -212,7 +200,12 @@ def _peeked(app: App, queue: str, count: int, safety: dict[str, Any]) -> Iterato
     finish_read(app, reader)
 
 
-def _render(app: App, outcome: Any) -> None:
+def _render(app: App, outcome: PurgeReport, selection: Selection) -> None:
+    _summary(app, outcome)
+    selection_notes(app, selection)
+
+
+def _summary(app: App, outcome: PurgeReport) -> None:
     summary = outcome.to_json()
     fmt = app.output_format()
     if fmt != "table":
@@ -243,6 +236,7 @@ def _render(app: App, outcome: Any) -> None:
     from dlxtool.cli.explaining import Cells
     from dlxtool.cli.moving import duplicates_note, result_rows
     result = outcome.result
+    assert result is not None  # a reading purge that ran
     cells = Cells(app)
     rows = result_rows(result, moved="moved", kept="kept (not selected)",
                        removed=("removed", settings.backup or "(no backup)"), short=cells)

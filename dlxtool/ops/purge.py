@@ -311,10 +311,19 @@ class PurgeReport:
     rooms: dict[str, Any] | None = None              # --move-to's admissions during the run
     route: str | None = None                         # --move-to's route in words (or why none)
     depths: dict[str, dict[str, int]] | None = None  # after the run, from the broker (ops.outcomes.depths_now)
+    what: str = "purge"                              # the outcome's words: "purge stopped …", "dump --remove …"
+    # deletes the run's temporary exchanges: called by the caller once the summary is out (MoveRun.clean_up)
+    clean_up: Callable[[], None] = field(default=lambda: None, repr=False)
 
     @property
     def reads_messages(self) -> bool:
         return self.settings.reads_messages
+
+    @property
+    def filled(self) -> list[str]:
+        """The queues the run moved messages into (--move-to's, where it moved any)."""
+        moved = self.result.moved if self.result is not None else {}
+        return [q for q in (self.settings.move_to,) if q and moved.get(q)]
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {**self.state.to_json()}
@@ -342,7 +351,20 @@ class PurgeReport:
         because no route was safe or --move-to is full)."""
         if self.result is None:
             return OK
-        return transfer_outcome(self.result, "purge", saved=self.settings.backup)
+        return transfer_outcome(self.result, self.what, saved=self.settings.backup)
+
+
+@dataclass(frozen=True)
+class PurgeWords:
+    """How a purge speaks of itself: `purge`, or `dump --remove` (a purge --backup whose records are dump's)."""
+
+    verb: str = "purge"        # "purge stopped …" (the outcome), the journal's command
+    past: str = "purged"       # "streams cannot be purged"
+    nothing: str = "nothing to purge"
+    busy: str = "read"         # "… cannot be read by another connection" (dlxtool.ops.busy)
+
+
+DRAIN_WORDS = PurgeWords("dump --remove", "drained (--remove)", "nothing to take", "drained (--remove)")
 
 
 class Purge:
@@ -352,19 +374,20 @@ class Purge:
     `plan(records)` (dry run: `records` peeked by the caller, `peek_count` of them, where the filters need
     them) or, once the caller has asked `question`, `run(sink, progress)`."""
 
-    def __init__(self, session: Session, settings: PurgeSettings, report: Reporter, *, dry_run: bool) -> None:
+    def __init__(self, session: Session, settings: PurgeSettings, report: Reporter, *, dry_run: bool,
+                 words: PurgeWords = PurgeWords()) -> None:
         settings.check()
-        self.session, self.settings, self.report = session, settings, report
+        self.session, self.settings, self.report, self.words = session, settings, report, words
         self.channel = session.conn.channel()
         state = queue_state(self.channel, session.management, session.vhost, settings.queue)
         if state.consumers and reclaim_dead_runs(session.management, session.vhost, report, session.timeout):
             state = queue_state(self.channel, session.management, session.vhost, settings.queue)
         if state.note:
             report.warn(state.note)
-        check_purgeable(state)
+        check_purgeable(state, words.past)
         held = held_elsewhere(state.info, session.management, state.ready, state.consumers)
         if held is not None and not state.ready:  # not "nothing to purge": they are there, held
-            raise UnavailableError(f"nothing to purge now: {held}", hint=HELD_HINT)
+            raise UnavailableError(f"{words.nothing} now: {held}", hint=HELD_HINT)
         if held is not None:
             report.warn(held)
         unacked = "unknown" if state.unacked is None else state.unacked
@@ -376,7 +399,7 @@ class Purge:
                     + (f", {state.type} queue" if state.type else "") + f"{sampled})")
         report.info(f"note: messages held unacked by consumers ({unacked}) are not purged; they come back "
                     "if those consumers reject them or disconnect")
-        self.out = PurgeReport(state, settings, dry_run)
+        self.out = PurgeReport(state, settings, dry_run, what=words.verb)
         self.rooms: Rooms | None = None
         self.router: Router | None = None
         self.keep_refused: str | None = None  # why kept messages cannot go to the tail: held in place instead
@@ -437,11 +460,11 @@ class Purge:
         from dlxtool.ops.session import MoveSession
         from dlxtool.ops.transfer_settings import TransferOptions
 
-        policy = PurgePolicy(settings, self.router, saved=settings.backup)
+        policy = PurgePolicy(settings, self.router, what=self.words.verb, saved=settings.backup)
         run = run_move(MoveSession(session, rooms=self.rooms), policy,
                        TransferOptions(sink=sink, progress=progress, max_bytes=max_bytes),
                        Prepared(out.state.info, self.keep_refused, self.report))
-        run.clean_up()
+        out.clean_up = run.clean_up
         out.result = run.result
         if self.rooms is not None:
             out.rooms = self.rooms.to_json()
@@ -459,7 +482,7 @@ class Purge:
         from dlxtool.ops.busy import check_not_busy
 
         session, settings, out, report = self.session, self.settings, self.out, self.report
-        competing = check_not_busy(out.state.info, session.management, "read", out.state.consumers)
+        competing = check_not_busy(out.state.info, session.management, self.words.busy, out.state.consumers)
         if competing is not None:
             report.warn(competing)
         if settings.move_to:
