@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-from contextlib import nullcontext
 from typing import IO, Any
 
 import click
@@ -116,9 +115,9 @@ Examples:
 def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencode: bool, reset_headers: tuple[str, ...],
          default_exchange: bool, failed_file: str | None, window: int, allow_displace: bool, allow_dlx_drop: bool,
          allow_torn: bool, dry_run: bool, yes: bool) -> Outcome | None:
-    from dlxtool.cli.moving import Journaled, progress_bar, record_file
+    from dlxtool.cli.moving import run_moving
     from dlxtool.ops.interrupts import summary_before_ctrl_c
-    from dlxtool.ops.load import Load, LoadSettings, load_outcome
+    from dlxtool.ops.load import Load, LoadRun, LoadSettings
 
     if reset_headers and not reset_history:
         raise UsageError("--reset-header needs --reset-history")
@@ -138,37 +137,35 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencod
         from dlxtool.editing.reencode import Reencoder
 
         settings.reencode = reencoder = Reencoder(registry_loader(app, required=True))
-    with summary_before_ctrl_c() as ctrl_c:
-        with app.connection(profile) as conn:
-            loading = Load(app.session(profile, conn), open_stream, settings, app, dry_run=dry_run)
-            if reencoder is not None:  # counted by the check of the whole file, before anything is published
-                app.info(f"--reencode: {reencoder.reencoded} of {loading.plan.records} record(s) re-encoded from "
-                         "their changed `decoded`; the others keep their bytes")
-                changed = reencoder.reencoded
-            plan = loading.plan
-            if not plan.records and not plan.torn:
-                app.info(f"nothing to load: {name} has no records; nothing was published")
+    with summary_before_ctrl_c() as ctrl_c, app.connection(profile) as conn:
+        loading = Load(app.session(profile, conn), open_stream, settings, app, dry_run=dry_run)
+        if reencoder is not None:  # counted by the check of the whole file, before anything is published
+            app.info(f"--reencode: {reencoder.reencoded} of {loading.plan.records} record(s) re-encoded from "
+                     "their changed `decoded`; the others keep their bytes")
+            changed = reencoder.reencoded
+        plan = loading.plan
+        if not plan.records and not plan.torn:
+            app.info(f"nothing to load: {name} has no records; nothing was published")
+            return None
+        if dry_run or not yes:
+            _render_plan(app, plan, name)
+            if dry_run:
                 return None
-            if dry_run or not yes:
-                _render_plan(app, plan, name)
-                if dry_run:
-                    return None
-                app.confirm(f"Publish the records of {name} as planned to {profile.name}?", yes=yes)
-            ctrl_c.arm()  # from the first publish to the summary, Ctrl-C stops the run cleanly
-            journaled = Journaled(app, "load")
-            journaled.started(profile, sorted(loading.plan.targets), files=[name, *([failed_file] if failed_file
-                                                                                   else [])])
-            with (record_file(app, failed_file) if failed_file else nullcontext()) as failed, \
-                    progress_bar(app, "loading") as bar:
-                result = loading.run(progress=bar, failed=failed)
-        _render_result(app, result)
-        outcome = load_outcome(result, failed_file, allow_torn)
-        counts = {"published": result.published_total, "failed": result.failed_total, "not_sent": result.not_sent,
-                  "possible_duplicates": result.lost}
-        if reencoder is not None:
-            counts["reencoded"] = changed
-        journaled.ended(outcome, counts=counts, files=[failed_file] if failed_file else [], message_ids=result.ids)
-        return outcome
+            app.confirm(f"Publish the records of {name} as planned to {profile.name}?", yes=yes)
+
+        def counts(run: LoadRun) -> dict[str, Any]:
+            result = run.load
+            return {"published": result.published_total, "failed": result.failed_total,
+                    "not_sent": result.not_sent, "possible_duplicates": result.lost,
+                    **({"reencoded": changed} if reencoder is not None else {})}
+
+        return run_moving(app, ctrl_c, command="load", profile=profile, queues=sorted(plan.targets),
+                          label="loading", save_file=failed_file, files=[name, *([failed_file] if failed_file
+                                                                               else [])],
+                          end_files=[failed_file] if failed_file else [], counts=counts,
+                          run=lambda failed, bar: LoadRun(loading.run(progress=bar, failed=failed), failed_file,
+                                                          allow_torn),
+                          render=lambda run: _render_result(app, run.load))
 
 
 def _opener(app: App, file: str) -> tuple[Any, str]:

@@ -14,6 +14,7 @@ import click
 from dlxtool.cli.app import App, _isatty
 
 if TYPE_CHECKING:
+    from dlxtool.message_ids import MessageIds
     from dlxtool.ops.transfer_result import TransferResult
     from dlxtool.outcome import Outcome
 
@@ -201,11 +202,15 @@ def write_id_list(app: App, verb: str, rows: list[tuple[str, str]], total: int |
 
 
 class Finished(Protocol):
-    """A finished run as run_moving handles it: the pipeline's MoveRun (dlxtool.ops.pipeline), or a purge's
-    PurgeReport (dlxtool.ops.purge), whose plain queue.purge has no engine result."""
+    """A finished run as run_moving handles it: the pipeline's MoveRun (dlxtool.ops.pipeline), a purge's
+    PurgeReport (dlxtool.ops.purge), whose plain queue.purge has no engine result, or a load's LoadRun
+    (dlxtool.ops.load), which publishes from a file, not from a queue."""
 
     @property
     def result(self) -> TransferResult | None: ...
+
+    @property
+    def ids(self) -> MessageIds | None: ...  # what the run changed, for the journal
 
     @property
     def filled(self) -> list[str]: ...
@@ -222,7 +227,8 @@ def run_moving(app: App, ctrl_c: Any, *, command: str, profile: Any, queues: lis
                save_file: str | None, run: Callable[[Any, Any], F], render: Callable[[F], None],
                counts: Callable[[F], dict[str, Any]] | None = None,
                outcome: Callable[[F, Outcome], Outcome] | None = None, journaled: Journaled | None = None,
-               records: bool | None = None, files: list[str] | None = None) -> Outcome:
+               records: bool | None = None, files: list[str] | None = None,
+               end_files: list[str] | None = None) -> Outcome:
     """The part every command that moves messages shares once it was confirmed (dlxtool.ops.pipeline runs the move
     itself): the record file (--save), the progress bar, Ctrl-C armed (a stop signal from here on ends with a
     summary), the journal's start and end, the summary (`render`), the notes, the temporary exchanges deleted once
@@ -231,7 +237,7 @@ def run_moving(app: App, ctrl_c: Any, *, command: str, profile: Any, queues: lis
     shown never met again; a guarded replay's stop); `journaled`: the run's journal where it was made before
     (decisions go to it during the run). `records`: whether records are written (default: where `save_file` is
     given; `dump --remove` writes them to stdout redirected to a file, save_file None); `files`: the journal's
-    files (default: save_file)."""
+    files (default: save_file), `end_files` those of its end (default: the same)."""
     writes = bool(save_file) if records is None else records
     files = files if files is not None else [save_file] if save_file else []
     journaled = journaled or Journaled(app, command)
@@ -249,5 +255,5 @@ def run_moving(app: App, ctrl_c: Any, *, command: str, profile: Any, queues: lis
         ended = outcome(done, ended)
     journaled.ended(ended, counts={**(transfer_counts(result) if result is not None else {}),
                                    **(counts(done) if counts else {})},
-                    files=files, message_ids=result.ids if result is not None else None, queues=done.filled)
+                    files=files if end_files is None else end_files, message_ids=done.ids, queues=done.filled)
     return ended

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
     from dlxtool.ops.capacity import Capacity, Rooms
     from dlxtool.ops.session import Reporter, Session
+    from dlxtool.ops.transfer_result import TransferResult
 
 Opener = Callable[[], IO[bytes]]
 
@@ -496,6 +497,31 @@ class Load:
         return load(session.conn, self.open_stream, self.settings, total=self.plan.records, progress=progress,
                     failed=failed, timeout=session.timeout, handle_sigint=handle_sigint, rooms=self.rooms,
                     management=session.management, vhost=session.vhost)
+
+
+@dataclass
+class LoadRun:
+    """A finished load as every command that moves messages ends (dlxtool.cli.moving.run_moving): records published
+    from a file, so no engine pass (`result` None) and nothing to clean up; its outcome is load_outcome's."""
+
+    load: LoadResult
+    failed_file: str | None = None
+    allow_torn: bool = False
+    result: TransferResult | None = None
+
+    @property
+    def ids(self) -> MessageIds:
+        return self.load.ids
+
+    @property
+    def filled(self) -> list[str]:
+        return sorted(q for q, n in self.load.published.items() if n)
+
+    def clean_up(self) -> None:
+        """Nothing to delete: the temporary exchanges of a load are gone when it returns."""
+
+    def outcome(self) -> Outcome:
+        return load_outcome(self.load, self.failed_file, self.allow_torn)
 
 
 def _plan_exchange(_queue: str) -> str:

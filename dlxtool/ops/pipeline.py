@@ -41,6 +41,7 @@ from dlxtool.ops.transfer_settings import PassControl, RunHooks, TransferOptions
 if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
     from dlxtool.broker.management import QueueInfo
+    from dlxtool.message_ids import MessageIds
     from dlxtool.ops.actions import Decide
     from dlxtool.ops.capacity import Admit, Rooms
     from dlxtool.ops.session import MoveSession, Reporter
@@ -117,6 +118,11 @@ class MoveRun:
     clean_up: Callable[[], None] = field(default=lambda: None, repr=False)
     depths: dict[str, dict[str, int]] = field(default_factory=dict[str, dict[str, int]])
     filled: list[str] = field(default_factory=list[str])
+
+    @property
+    def ids(self) -> MessageIds:
+        """The message ids of what the run moved or removed (the journal's)."""
+        return self.result.ids
 
     def outcome(self) -> Outcome:
         """Done; partial (exit 5); refused (6) when nothing moved because of where it was to go; interrupted;

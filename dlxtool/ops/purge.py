@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from dlxtool.broker import queues, versions
 from dlxtool.broker.management import ManagementClient, QueueInfo, sampled_text
 from dlxtool.errors import DlxtoolError, ManagementMismatch, QueueNotFound, RefusedError, UnavailableError, UsageError
-from dlxtool.message_ids import message_name
+from dlxtool.message_ids import MessageIds, message_name
 from dlxtool.ops.actions import Action, Decision
 from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.held import HELD_HINT, held_elsewhere, reclaim_dead_runs
@@ -318,6 +318,11 @@ class PurgeReport:
     @property
     def reads_messages(self) -> bool:
         return self.settings.reads_messages
+
+    @property
+    def ids(self) -> MessageIds | None:
+        """The message ids of what the run moved or removed (None: a plain queue.purge names none)."""
+        return self.result.ids if self.result is not None else None
 
     @property
     def filled(self) -> list[str]:
