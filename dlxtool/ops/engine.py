@@ -53,7 +53,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker import queues
@@ -65,7 +64,6 @@ from dlxtool.broker.refusals import Refusal
 from dlxtool.broker.wire.frames import EncodeError, decode_properties
 from dlxtool.budget import PrefetchWindow
 from dlxtool.errors import ConnectError, DlxtoolError, UnavailableError
-from dlxtool.message_ids import message_id_of
 from dlxtool.ops.actions import Action as Action
 from dlxtool.ops.actions import Decide as Decide
 from dlxtool.ops.actions import Decision as Decision
@@ -76,6 +74,7 @@ from dlxtool.ops.record_files import SetAside, Sink
 from dlxtool.ops.stay import Stay, Why, answered
 from dlxtool.ops.transfer_acks import AckProof
 from dlxtool.ops.transfer_keep import KeepRoute
+from dlxtool.ops.transfer_ledger import DONE, WAIT, Item, Ledger, message_id, removes
 from dlxtool.ops.transfer_pace import ReadPace
 from dlxtool.ops.transfer_result import Progress as Progress
 from dlxtool.ops.transfer_result import TransferResult as TransferResult
@@ -99,39 +98,6 @@ class SourceDeleted(DlxtoolError):
     """The source queue was deleted during the run; the messages in it went with it."""
 
 
-
-
-# -- per message state ------------------------------------------------------------------------------
-
-_WAIT, _DONE, _HOLD = 0, 1, 2
-
-
-@dataclass
-class _Item:
-    __slots__ = ("tag", "props", "body", "record", "decision", "state", "copy", "outcome_group", "routing_key")
-    tag: int
-    props: Any
-    body: bytes
-    record: MessageRecord | None
-    decision: Decision | None
-    state: int
-    copy: bool            # a copy exists (or may) elsewhere until our ack is certain
-    outcome_group: Why | None
-    routing_key: str      # the delivery's: a message kept in the source keeps it (_keep)
-
-
-def _message_id(item: _Item) -> str | None:
-    """The message_id of a moved or removed message, for the journal: from the encoded properties on the fast
-    path, else from the decoded ones."""
-    props = item.props
-    if type(props) is bytes:
-        return message_id_of(props)
-    found = getattr(props, "message_id", None)
-    return found if isinstance(found, str) else None
-
-
-def _removes(item: _Item) -> bool:
-    return item.decision is not None and item.decision.action is Action.REMOVE
 
 
 REMOVAL_UNPROVEN = Why("ack not proven before the end (removed, or still in the source)", Stay.UNPROVEN)
@@ -177,13 +143,11 @@ class Transfer:
             getattr(decide, "raw", None) if self.opts.sink is None else None)
         self.timeout = timeout
         self.result = TransferResult(source=source, snapshot=0)
-        self._items: deque[_Item] = deque()      # unacked deliveries, in delivery-tag order
+        self.ledger = Ledger(self.result)        # the deliveries held unacked, and what each became
         self._incoming: deque[tuple[Any, Any, bytes]] = deque()
         self._missing_seen = False  # _source_drained found the source empty short of the snapshot once
         self._received = 0
         self._selected = 0
-        self._held = 0
-        self._waiting = 0                        # items whose copy is not settled yet
         self._kept_any = False                   # a message was republished to the tail (order not kept)
         self._changed_any = False                # a MOVE confirmed or a REMOVE: holding stays no longer helps
         self._held_stays = 0                     # stays held instead of republished (hooks.hold_stays)
@@ -193,7 +157,6 @@ class Transfer:
         self.keep_route = KeepRoute(source_conn, source, timeout, self.result.notes)  # kept messages keep their key
         self.acks = AckProof()
         self.pace = ReadPace(self.opts.rate, self.control.pace)
-        self._lost_copies = 0                    # requeued messages of which a copy may exist elsewhere
         self._stop_reading = False
         self._given_back_unproven = 0            # given back by a channel close the broker did not answer
         self._cancelled_by_broker = False
@@ -328,14 +291,14 @@ class Transfer:
                 return
             if self._cancelled_by_broker:
                 self._consumer_cancelled()
-            held = self._held - self._old_held
+            held = self.ledger.held - self._old_held
             # every prefetch slot holds a message to give back: none can come. (Not while deliveries wait to be
             # decided: they may be selected, and a selection then changes something; seen with a filter and -n.)
             if held and self.consumer_tag and not self._incoming and held >= self.prefetch and not self._busy():
                 if self.window is not None and self.hooks.hold_stays and self._retarget is None:
                     self._retarget = self.prefetch  # a new consumer, whose slots are free (_change_prefetch)
                 else:
-                    self.result.notes.append(f"stopped reading: {self._held} message(s) held to be given back in "
+                    self.result.notes.append(f"stopped reading: {self.ledger.held} message(s) held to be given back in "
                                              "place took every prefetch slot")
                     self._cancel_consumer()
             if worked or self._incoming:
@@ -401,7 +364,7 @@ class Transfer:
         return 0.0
 
     def _busy(self) -> bool:
-        return bool(self._mover.outstanding or self._keeper.outstanding or self._waiting)
+        return bool(self._mover.outstanding or self._keeper.outstanding or self.ledger.waiting)
 
     def _all_read(self) -> bool:
         return self._stop_reading or self._received >= self.result.snapshot
@@ -439,15 +402,14 @@ class Transfer:
             if len(body) > largest:
                 largest = len(body)
             if self._all_read():  # beyond the snapshot or after --limit: give it back untouched
-                self._items.append(_Item(method.delivery_tag, props, b"", None, None, _HOLD, False, None, ""))
-                self._held += 1
-                self.result.requeued += 1
+                self.ledger.untouched(method.delivery_tag, props)
                 continue
             self._received += 1
             try:
                 self._handle(method, props, body)
             except BaseException:
-                if not self._items or self._items[-1].tag != method.delivery_tag:
+                items = self.ledger.items
+                if not items or items[-1].tag != method.delivery_tag:
                     # Undecided (decide() raised): it is ours, unacked, and goes back with the rest. Lost
                     # from the count, it would also leave _receive_in_flight waiting for a slot that is
                     # not free.
@@ -469,7 +431,7 @@ class Transfer:
             return
         if self.consumer_tag is None and self._retarget is None:
             return  # not consuming (cancelled: everything arrived, or a stop): nothing more comes
-        if self._held and not self.hooks.hold_stays:
+        if self.ledger.held and not self.hooks.hold_stays:
             return  # held deliveries go back at the end: on a quorum queue, those of two consumers maybe not in order
         if self._received + len(self._incoming) + (self.prefetch if wanted > self.prefetch else 0) \
                 >= self.result.snapshot:
@@ -487,7 +449,7 @@ class Transfer:
         each consumer's own: so a change waits until nothing is held, except where the caller said that a
         give-back is in place (hooks.hold_stays, a classic queue)."""
         if self.consumer_tag is not None:
-            if self._held and not self.hooks.hold_stays:
+            if self.ledger.held and not self.hooks.hold_stays:
                 self._retarget = None
                 return
             self._cancel_consumer(keep=True)
@@ -495,16 +457,17 @@ class Transfer:
         if self._stop_reading or self._all_read() or self._all_arrived():
             self._retarget = None
             return
-        if self._incoming or len(self._items) != self._held:
+        if self._incoming or len(self.ledger.items) != self.ledger.held:
             return  # deliveries of the old consumer still to settle: their slots count against its window only
         assert self._retarget is not None and self.window is not None
         self.prefetch = self.window.prefetch = self._retarget
         self._retarget = None
-        if self._held > self._old_held and not self.hooks.hold_stays:  # held while the old consumer settled
-            self.result.notes.append(f"{self._held} message(s) held to be given back were delivered to an earlier "
+        held = self.ledger.held
+        if held > self._old_held and not self.hooks.hold_stays:  # held while the old consumer settled
+            self.result.notes.append(f"{held} message(s) held to be given back were delivered to an earlier "
                                      f"consumer than the rest (the byte budget changed the prefetch): on a quorum "
                                      f"queue their order among those given back may have changed")
-        self._old_held = self._held
+        self._old_held = self.ledger.held
         self._channel.qos(self.prefetch)  # handled before the consume that follows: the new consumer's prefetch
         self._consume()
         self.prefetches.append(self.prefetch)
@@ -549,9 +512,8 @@ class Transfer:
                                       self._mover.outstanding)
                 if why is not None:
                     decision = Decision.leave(why)
-        item = _Item(method.delivery_tag, props, body, record, decision, _WAIT, False, None, method.routing_key)
-        self._items.append(item)
-        self._waiting += 1
+        item = Item(method.delivery_tag, props, body, record, decision, WAIT, False, None, method.routing_key)
+        self.ledger.decided(item)
         if decision.action is Action.MOVE:
             try:
                 self._mover.publish(decision.exchange, decision.routing_key,
@@ -565,14 +527,14 @@ class Transfer:
             if self.sink is not None:  # no sink: the caller discards on purpose (purge without --backup)
                 self.sink.write(_sink_record(decision, record))
                 item.copy = True
-            self._done(item, "removed")
+            self.ledger.done(item, "removed")
         else:
             self._keep(item, decision.why)
         if self.opts.limit is not None and self._selected >= self.opts.limit and not self._kept_any:
             # Nothing kept so far: the unread rest can stay where it is, in order.
             self._stop_reading = True
 
-    def _keep(self, item: _Item, group: Why) -> None:
+    def _keep(self, item: Item, group: Why) -> None:
         """Stay in the source: republish unchanged to its tail, ack the original after the confirm.
 
         With its own routing key, through an exchange bound only to the source (_keep_route): on the default
@@ -582,13 +544,13 @@ class Transfer:
         item.outcome_group = group
         if item.decision is not None and item.decision.hold:  # the broker would refuse it on the tail too
             item.copy = False
-            self._hold(item, group)
+            self.ledger.hold(item, group)
             return
         if self.refusals.keep_refused is not None or (not self._changed_any and self._held_stays < self._hold_limit):
             # nothing moved yet (a run that moves nothing must change nothing), or the tail cannot take it
             self._held_stays += self.refusals.keep_refused is None
             item.copy = False
-            self._hold(item, group)
+            self.ledger.hold(item, group)
             return
         self._kept_any = True
         exchange = self.keep_route.exchange()
@@ -598,7 +560,7 @@ class Transfer:
             item.copy = True
         except EncodeError:  # cannot be copied to the tail as it is: hold it, give it back in place at the end
             item.copy = False
-            self._hold(item, group)
+            self.ledger.hold(item, group)
 
     # -- outcomes ----------------------------------------------------------------------------------
 
@@ -606,33 +568,34 @@ class Transfer:
         sink_dirty = False
         sink = self.sink
         moved, confirmed, record_id = self.result.moved, PublishAnswer.CONFIRMED, self.result.ids.add
+        ledger = self.ledger
         for token, outcome, detail in self._mover.take_settled() + (
                 self._keeper.take_settled() if self.keeper is not self.mover else []):
             if type(token) is tuple:  # a keep-republish to the source's tail
                 self._settle_keep(token[1], outcome, detail)
                 continue
-            item: _Item = token
+            item: Item = token
             decision = item.decision
             assert decision is not None  # only decided items are published
             if outcome is confirmed:
                 if sink is not None:
                     sink.write(_sink_record(decision, item.record))
                     sink_dirty = True
-                # _done(item, "moved"), inlined: every moved message's path
+                # ledger.done(item, "moved"), inlined: every moved message's path
                 self._changed_any = True
-                self._waiting -= item.state == _WAIT
-                item.state = _DONE
+                ledger.waiting -= item.state == WAIT
+                item.state = DONE
                 moved[decision.group] += 1
-                record_id(_message_id(item))
+                record_id(message_id(item))
             else:
                 item.copy = outcome is PublishAnswer.LOST  # a LOST publish may exist at the target
                 if outcome is PublishAnswer.LOST:  # its source stays: a copy may exist too (possible duplicate)
-                    self._hold(item, Why(f"not confirmed, so still in {self.source} (a copy may have reached "
+                    self.ledger.hold(item, Why(f"not confirmed, so still in {self.source} (a copy may have reached "
                                          f"{decision.group}): {detail}", Stay.UNCONFIRMED))
                     continue
                 if outcome is PublishAnswer.BROKER_REFUSED:  # it stays where it was, with the broker's words
                     refused = self.refusals.of_exchange(decision.exchange)  # where it went
-                    self._hold(item, refused or Why(f"refused by the broker: {detail}", Stay.MESSAGE_REFUSED))
+                    self.ledger.hold(item, refused or Why(f"refused by the broker: {detail}", Stay.MESSAGE_REFUSED))
                     continue
                 if outcome is PublishAnswer.UNSENT:  # never delivered: publish it again, where that may go on
                     self._publish_again(item)
@@ -647,7 +610,7 @@ class Transfer:
         if sink_dirty and self.sink is not None:
             self.sink.flush()
 
-    def _publish_again(self, item: _Item) -> None:
+    def _publish_again(self, item: Item) -> None:
         """A MOVE the broker never looked at (after a refused publish on the same channel), on the new channel;
         it stays (republished to the tail like any that stays) where its exchange is the refused one."""
         decision = item.decision
@@ -663,45 +626,15 @@ class Transfer:
         except EncodeError as exc:  # not possible for bytes that went once; said all the same
             self._keep(item, Why(f"cannot publish: {exc}", Stay.NOT_SENT))
 
-    def _settle_keep(self, item: _Item, outcome: PublishAnswer, detail: str | None) -> None:
+    def _settle_keep(self, item: Item, outcome: PublishAnswer, detail: str | None) -> None:
         if outcome is PublishAnswer.CONFIRMED:
             self.result.republished += 1
-            self._done(item, "kept")
+            self.ledger.done(item, "kept")
         elif outcome is PublishAnswer.UNSENT and self.refusals.keep_refused is None:
             self._keep(item, item.outcome_group or KEPT)
         else:
             item.copy = outcome is PublishAnswer.LOST
-            self._hold(item, item.outcome_group or answered(outcome, detail))
-
-    def _done(self, item: _Item, how: str) -> None:
-        self._waiting -= item.state == _WAIT
-        item.state = _DONE
-        d = item.decision
-        assert d is not None
-        if how == "moved":
-            self.result.moved[d.group] += 1
-            self.result.ids.add(_message_id(item))
-        elif how == "removed":
-            self.result.removed += 1
-            self.result.ids.add(_message_id(item))
-        else:
-            self._count_stayed(item, item.outcome_group or d.why)
-
-    def _count_stayed(self, item: _Item, why: Why) -> None:
-        d = item.decision
-        if d is not None and d.action is Action.KEEP and item.outcome_group in (None, d.group):
-            self.result.kept[d.group] += 1  # not selected: that is the selection, not a failure
-        else:
-            self.result.left[why] += 1
-
-    def _hold(self, item: _Item, why: Why) -> None:
-        """Could not copy it back to the tail: keep it unacked, requeue it at the end."""
-        self._waiting -= item.state == _WAIT
-        item.state = _HOLD
-        self._held += 1
-        self._count_stayed(item, why)
-        # The broker gives it back (the close at the end): its bytes are not needed here until then.
-        item.body, item.record = b"", None
+            self.ledger.hold(item, item.outcome_group or answered(outcome, detail))
 
     def _ack_ready(self) -> int:
         """Ack settled messages: the settled run at the front with one multiple-ack, those behind a held one
@@ -712,25 +645,15 @@ class Transfer:
         ack leaves, so a crash or a cut between the two leaves the message in the queue, never nowhere."""
         if self.sink is not None:
             self.sink.flush()  # a no-op when nothing was written since the last flush
-        budget = self._ack_budget()
-        last = None
-        taken: list[_Item] = []
-        while self._items and self._items[0].state == _DONE and len(taken) < budget:
-            last = self._items.popleft()
-            taken.append(last)
-        singles: list[_Item] = []
-        if self._held and self._items:
-            singles = [i for i in self._items if i.state == _DONE][:max(0, budget - len(taken))]
-            for item in singles:
-                self._items.remove(item)
+        taken, singles = self.ledger.ackable(self._ack_budget())
         # Counted before the acks go: an ack that fails on a closed channel leaves its messages in the source while
         # their copies exist (possible duplicates); popped and not yet counted, they fell out of the bookkeeping
         # (seen: dump --remove after a stall reported 0 where 408 were in both the file and the DLQ).
         counting = self.result.removed > 0  # removals to prove (a replay has none: off its per-message path)
         for item in (*taken, *singles):
-            self.acks.sent(copy=item.copy, removal=counting and _removes(item))
-        if last is not None:  # every earlier tag is acked already: multiple covers exactly this run
-            self._channel.ack(last.tag, multiple=True)
+            self.acks.sent(copy=item.copy, removal=counting and removes(item))
+        if taken:  # every earlier tag is acked already: multiple covers exactly this run
+            self._channel.ack(taken[-1].tag, multiple=True)
         for item in singles:
             self._channel.ack(item.tag)
         self.acks.ask(self._channel, self.prefetch)
@@ -745,10 +668,11 @@ class Transfer:
         So while consuming, keep at least `prefetch - still_to_read` deliveries unacked; once everything
         wanted is read the consumer is cancelled first, and then all may be acked."""
         if self.consumer_tag is None:
-            return len(self._items)
+            return len(self.ledger.items)
         hold = self.prefetch - self._still_to_read()
         # held deliveries of an earlier consumer (_change_prefetch) take no slot of this one
-        return len(self._items) if hold <= 0 else max(0, len(self._items) - self._old_held - hold)
+        held = len(self.ledger.items)
+        return held if hold <= 0 else max(0, held - self._old_held - hold)
 
     def _still_to_read(self) -> int:
         left = self.result.snapshot - self._received
@@ -800,17 +724,13 @@ class Transfer:
             past_snapshot = self._received + len(self._incoming) - self.result.snapshot
             beyond = [self._incoming.pop() for _ in range(max(0, past_snapshot))][::-1]
             for method, props, _body in beyond:
-                self._items.append(_Item(method.delivery_tag, props, b"", None, None, _HOLD, False, None, ""))
-                self._held += 1
-                self.result.requeued += 1
+                self.ledger.untouched(method.delivery_tag, props)
             return
         self._stop_reading = True
         # Deliveries that arrived before the cancel-ok and were never decided go back untouched.
         while self._incoming:
             method, props, _body = self._incoming.popleft()
-            self._items.append(_Item(method.delivery_tag, props, b"", None, None, _HOLD, False, None, ""))
-            self._held += 1
-            self.result.requeued += 1
+            self.ledger.untouched(method.delivery_tag, props)
 
     def _receive_in_flight(self) -> None:
         """Before a cancel: wait until no delivery can be on its way to us (every prefetch slot is taken
@@ -825,7 +745,8 @@ class Transfer:
         ready for us (others took the rest): checked as the main loop does."""
         deadline = time.monotonic() + self.timeout
         idle_since = time.monotonic()
-        while self.prefetch - (len(self._items) - self._old_held) - len(self._incoming) > 0 and self._channel.is_open:
+        ledger = self.ledger
+        while self.prefetch - (len(ledger.items) - self._old_held) - len(self._incoming) > 0 and self._channel.is_open:
             held = len(self._incoming)
             self._channel.pump(IDLE_WAIT)  # the source only: a target that died must not stop the give-back
             now = time.monotonic()
@@ -843,17 +764,14 @@ class Transfer:
         (scrambled past 32 with a delivery limit, sent to the back without one); closing the channel
         returns what the consumer held in order, at the head, on classic and quorum queues alike
         (dlxtool/broker/giveback.py). The close-ok also proves every ack sent before it."""
-        for item in self._items:
-            if item.state == _WAIT and item.decision is not None:
-                self._hold(item, NO_CONFIRM)  # its publish is unsettled: it stays, maybe twice
-        if not self._items:
+        ledger = self.ledger
+        for item in ledger.items:
+            if item.state == WAIT and item.decision is not None:
+                ledger.hold(item, NO_CONFIRM)  # its publish is unsettled: it stays, maybe twice
+        if not ledger.items:
             return
         self._cancel_consumer()  # a delivery arriving meanwhile is one more to give back, not a lost one
-        for item in self._items:
-            self._not_removed(item, Why("given back unacked", Stay.UNPROVEN))
-        self._lost_copies += sum(i.copy for i in self._items)
-        given_back = len(self._items)
-        self._items.clear()
+        given_back = ledger.give_back_all(Why("given back unacked", Stay.UNPROVEN), NO_CONFIRM)
         if close_channel(self.channel):
             self.acks.all_proven()
         else:
@@ -895,7 +813,7 @@ class Transfer:
             # only when its heartbeat gives up on a connection that went silent (half-open). Said in the summary,
             # with those the broker may have sent that never came: the prefetch left free bounds them, and so do
             # the messages of the snapshot not received yet.
-            known = len(self._items) + len(self._incoming) + self._given_back_unproven
+            known = len(self.ledger.items) + len(self._incoming) + self._given_back_unproven
             # (an earlier consumer's held deliveries take no slot of this one: _change_prefetch)
             free = max([self.prefetch, *self.prefetches]) + self._old_held - known
             not_come = self.result.snapshot - self._received - len(self._incoming)
@@ -906,13 +824,7 @@ class Transfer:
             if known or self.result.held_on_the_way:
                 self.result.given_back_by = time.time() + 2 * heartbeat_of(self.source_conn)
         # Whatever we never acked is back in the source; copies elsewhere of those are duplicates.
-        for item in self._items:
-            if item.state == _WAIT and item.decision is not None:
-                self._hold(item, why)
-            else:
-                self._not_removed(item, Why("given back unacked (the run stopped on an error)", Stay.UNPROVEN))
-            self._lost_copies += item.copy
-        self._items.clear()
+        self.ledger.give_back_all(Why("given back unacked (the run stopped on an error)", Stay.UNPROVEN), why)
         self.result.possible_duplicates = self._duplicates_now()
 
     def _publishers(self) -> set[Publisher]:
@@ -944,9 +856,9 @@ class Transfer:
         aside = self.sink
         if not isinstance(aside, SetAside):
             return
-        for item in self._items:
+        for item in self.ledger.items:
             d = item.decision
-            if item.state != _DONE or d is None or not aside.holds(d.record or item.record):
+            if item.state != DONE or d is None or not aside.holds(d.record or item.record):
                 continue
             if d.action is Action.MOVE:
                 self.result.moved[d.group] -= 1
@@ -955,14 +867,7 @@ class Transfer:
             else:
                 self.result.removed -= 1
                 item.copy = aside.may_be_written
-            self._hold(item, Why(f"record not saved ({self.result.error})", Stay.NOT_SENT))
-
-    def _not_removed(self, item: _Item, why: Why) -> None:
-        """A REMOVE settled but never acked goes back to the source with the rest: it was not removed after all
-        (with a --backup its record is on disk too: a copy, item.copy)."""
-        if item.state == _DONE and _removes(item):
-            self.result.removed -= 1
-            self._hold(item, why)
+            self.ledger.hold(item, Why(f"record not saved ({self.result.error})", Stay.NOT_SENT))
 
     def _unproven_removals(self) -> None:
         """Removals whose acks the broker never proved (a cut, a second signal): maybe still in the source. Not
@@ -978,26 +883,23 @@ class Transfer:
         for pub in self._publishers():
             with contextlib.suppress(Exception):
                 pub.abandon("interrupted before the confirm")
-        for item in self._items:
-            if item.state == _WAIT and item.decision is not None:
+        for item in self.ledger.items:
+            if item.state == WAIT and item.decision is not None:
                 item.copy = item.copy or item.decision.action is Action.MOVE
-                self._hold(item, Why("interrupted before the confirm", Stay.UNCONFIRMED))
-            else:
-                self._not_removed(item, Why("interrupted before the ack", Stay.UNPROVEN))
-            self._lost_copies += item.copy
-        self._items.clear()
+        self.ledger.give_back_all(Why("interrupted before the ack", Stay.UNPROVEN),
+                                  Why("interrupted before the confirm", Stay.UNCONFIRMED))
         self.result.possible_duplicates = self._duplicates_now()
 
     def _duplicates_now(self) -> int:
         """Acks not proven + copies of messages that stay + tied returns that reached the target anyway."""
         pubs = self._publishers()
-        return (self.acks.uncertain + self._lost_copies + self._nacked_copies
+        return (self.acks.uncertain + self.ledger.lost_copies + self._nacked_copies
                 + sum(p.possible_duplicates for p in pubs))
 
     def _progress_mark(self) -> tuple[int, ...]:
         """What changes whenever the broker answers the run: deliveries in, confirms (outstanding publishes) back."""
         return (self._received, len(self._incoming), self._mover.outstanding, self._keeper.outstanding,
-                len(self._items))
+                len(self.ledger.items))
 
     def _prove_answering(self) -> None:
         """Each connection of the run answers a channel.open within the timeout, or it went silent (a stalled network,
