@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dlxtool.cli.app import App
+from dlxtool.cli.conversion import amqp10_path, conversion_option, over_amqp10, say_conversion
 from dlxtool.cli.explaining import Cells
 from dlxtool.cli.moving import check_record_file, duplicates_note, result_rows, run_moving
 from dlxtool.cli.options import (
@@ -84,6 +85,7 @@ Examples:
                    "limits cannot be read.")
 @click.option("--save", "save_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
               help="Append each moved message's record (JSON Lines, flushed) before its SRC ack.")
+@conversion_option
 @flow_options("SRC")
 @max_bytes_option
 @selection_options
@@ -92,7 +94,8 @@ Examples:
 @common_options
 @click.pass_obj
 def move(app: App, source: str, destination: str, target_broker: str | None, default_exchange: bool,
-         allow_dlx_drop: bool, allow_displace: bool, save_file: str | None, rate: float | None, prefetch: int,
+         allow_dlx_drop: bool, allow_displace: bool, save_file: str | None, accept_conversion_loss: bool,
+         rate: float | None, prefetch: int,
          window: int, selection: Selection, dry_run: bool, yes: bool) -> Outcome | None:
     from dlxtool.ops import move as ops
     from dlxtool.ops.engine import TransferOptions
@@ -116,6 +119,16 @@ def move(app: App, source: str, destination: str, target_broker: str | None, def
             f"the messages that match ({selection.describe_text()})"
         where = f" on {target_profile.name}" if target_profile else ""
         question = f"Move {which} of {source!r} to {destination!r}{where}?"
+        if not over_amqp10():  # what RabbitMQ's conversion to 0.9.1 would lose: said, refused by default (exit 6)
+            from dlxtool.ops.conversion_check import check_conversion
+            from dlxtool.ops.peek import ReadOptions
+
+            read = ReadOptions(max_unacked=app.config().dump_unacked_limit, max_bytes=app.max_bytes)
+            check = check_conversion(session.source, source, read, include=selection.matches, report=app,
+                                     accepted=accept_conversion_loss, amqp10_path=amqp10_path())
+            if check is not None and app.output_format() != "table" and dry_run:
+                app.emit_json({"conversion_losses": check.to_json()})
+            say_conversion(app, check, dry_run=dry_run, what="move")
         if dry_run:
             app.info(f"dry run: would {question[0].lower()}{question[1:-1]}; nothing was changed")
             return None
