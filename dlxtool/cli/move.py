@@ -55,6 +55,14 @@ Until a first message moved, what stays in a classic SRC is held and
 given back in place at the end: a run that moves nothing changes nothing.
 
 \b
+Messages published over AMQP 1.0 (RabbitMQ 4.x) move as RabbitMQ's
+conversion to AMQP 0.9.1 gives them (subject, to, several data sections,
+milliseconds, symbol and ulong types … lost): the head of SRC is read
+over AMQP 1.0 first (as peek --protocol 1.0 reads it), what would be lost
+is said per kind, and the move is refused (exit 6) unless
+--accept-conversion-loss.
+
+\b
 Refused before anything is read (nothing changed): SRC a stream, DST
 missing (exit 4), a memory or disk alarm (exit 7), a user that may not
 publish that way (exit 6). Exit 5 when messages stayed for a reason other

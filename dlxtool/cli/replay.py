@@ -136,6 +136,17 @@ connection: a connection.blocked (alarm) is said at once and the run stops
 within --timeout, giving the rest back at once (exit 7).
 
 \b
+Messages published over AMQP 1.0 (RabbitMQ 4.x): replay reads the DLQ
+over AMQP 0.9.1, which gets RabbitMQ's conversion of them (subject, to,
+several data sections, milliseconds, symbol and ulong types … lost), and
+would write that into the origin for good. Before anything moves (with
+or without the plan), the head of the DLQ is read again over AMQP 1.0
+(as peek --protocol 1.0 reads it, no attempt spent where the version
+allows) and what the conversion would lose is said per kind (how many
+messages, which positions); the replay is then refused (exit 6, nothing
+changed) unless --accept-conversion-loss (docs/amqp10.md).
+
+\b
 Without --yes, replay first shows the plan (route per origin, from the
 first messages, read and given back as `peek` reads them, under the same
 rules and flags: see `peek --help`; --yes replays without a plan) and

@@ -3,7 +3,7 @@ anything moves, and refuse by default (issue 39: "the difference is said where i
 
 On RabbitMQ 4.x (skipped on 3.x): one message per kind of loss, published over AMQP 1.0 (dlxtool's Sender and
 encoder, for exact types; and RabbitMQ's own client, rabbitmq-amqp-python-client), dead-lettered by the broker (a
-real `rejected` outcome) into a quorum DLQ. The plan (--dry-run, its JSON, and the plan shown before the question)
+real `rejected` outcome) into a DLQ. The plan (--dry-run, its JSON, and the plan shown before the question)
 names each kind with how many messages and their positions; the replay is refused (exit 6, nothing moved) unless
 --accept-conversion-loss, and so is `move`; a DLQ of 1.0 messages that lose nothing replays as before."""
 
@@ -58,9 +58,10 @@ def _message(name: str, change: dict[str, Any]) -> bytes:
     return encode_message(msg)
 
 
-def _dead_letters(broker, qname: str, cases: list[tuple[str, dict[str, Any], str | None]]) -> tuple[str, str]:
+def _dead_letters(broker, qname: str, cases: list[tuple[str, dict[str, Any], str | None]], *,
+                  dlq_type: str = "classic") -> tuple[str, str]:
     """Each case published over AMQP 1.0 to a quorum work queue, then rejected there (the broker dead-letters it to
-    a quorum DLQ, in order)."""
+    the DLQ, in order). A classic DLQ: a read gives back without spending attempts on 4.0 and 4.3 alike."""
     from dlxtool.broker.amqp10 import outcomes
     from dlxtool.broker.amqp10.addresses import queue_address
     from dlxtool.broker.amqp10.connection import open_connection
@@ -69,7 +70,7 @@ def _dead_letters(broker, qname: str, cases: list[tuple[str, dict[str, Any], str
 
     work, dlq = f"{qname}.work", f"{qname}.dlq"
     with broker.channel() as ch:
-        ch.queue_declare(dlq, durable=True, arguments={"x-queue-type": "quorum"})
+        ch.queue_declare(dlq, durable=True, arguments={"x-queue-type": dlq_type})
         ch.queue_declare(work, durable=True, arguments={"x-queue-type": "quorum", "x-dead-letter-exchange": "",
                                                          "x-dead-letter-routing-key": dlq})
     conn = open_connection(BrokerProfile(name="t", urls=(broker.url,), vhost=broker.vhost))
@@ -207,3 +208,45 @@ def test_the_clients_messages_are_judged_as_they_were_published(v4, qname, run) 
     refused = run("--url", v4.url, "replay", dlq, "--yes")
     assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
     assert v4.queue_depth(dlq) == 2
+
+
+def test_a_quorum_dlq_is_judged_without_spending_an_attempt(v4, qname, run) -> None:
+    """A quorum DLQ: where the AMQP 1.0 give-back spends no attempt (4.3) the head is read again over 1.0 and judged
+    whole; where every give-back counts (4.0: the plan itself needs --spend-attempts) it is not read a second time,
+    and what AMQP 0.9.1 shows is judged: the amqp-value body (type=amqp-1.0) and the binary id (x-message-id) by
+    themselves, the subject not at all — the check says it is partial, and the replay is refused all the same."""
+    cases = [CASES[2], CASES[12], CASES[13]]  # subject, binary id, amqp-value
+    _work, dlq = _dead_letters(v4, qname, cases, dlq_type="quorum")
+    exact = versions.amqp10_peek_give_back(v4.version) is not None
+    before = _delivery_counts(v4, dlq) if exact else None  # 4.3 carries the work queue's count into the DLQ
+    losses = _plan(run, v4, dlq, *(() if exact else ("--spend-attempts",)))["conversion_losses"]
+    kinds = {k["kind"]: k["positions"] for k in losses["kinds"]}
+    assert losses["read_over_amqp10"] is exact and losses["refused"] is True
+    assert kinds["id-moved"] == [1] and kinds["encoded-body"] == [2]
+    if exact:
+        assert kinds["subject"] == [0] and losses["messages_losing"] == 3
+        assert _delivery_counts(v4, dlq) == before  # neither read spent an attempt
+    else:
+        assert "subject" not in kinds and losses["messages_losing"] == 2  # what 0.9.1 cannot see
+        assert "spends a delivery attempt" in losses["not_read_over_amqp10"]
+        assert kinds["unseen"] == [1, 2]
+    refused = run("--url", v4.url, "replay", dlq, "--yes")
+    assert refused.exit_code == (ExitStatus.REFUSED if exact else ExitStatus.OK), refused.stderr
+    if not exact:  # --yes on 4.0: no read may be made without spending attempts; said, not refused
+        assert "conversion not checked over AMQP 1.0" in refused.stderr
+
+
+def _delivery_counts(broker, queue: str) -> list[dict[str, Any]]:
+    """Each message's x-delivery-count, read over 0.9.1 and given back (4.3: a nack spends no attempt)."""
+    out = []
+    with broker.channel() as ch:
+        tags = []
+        while True:
+            method, props, _body = ch.basic_get(queue, auto_ack=False)
+            if method is None:
+                break
+            tags.append(method.delivery_tag)
+            out.append({"x-delivery-count": (props.headers or {}).get("x-delivery-count", 0)})
+        if tags:
+            ch.basic_nack(tags[-1], multiple=True, requeue=True)
+    return out
