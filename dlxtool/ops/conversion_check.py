@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from dlxtool.errors import DlxtoolError, RefusedError
 
 if TYPE_CHECKING:
-    from dlxtool.ops.peek import ReadOptions
+    from dlxtool.ops.peek import QueueFacts, ReadOptions
     from dlxtool.ops.session import Reporter, Session
     from dlxtool.record import MessageRecord
 
@@ -127,15 +127,24 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
                      amqp10_path: str | None = None) -> ConversionCheck | None:
     """The check for the head of `queue` on `source` (None: the broker does not speak AMQP 1.0 — 3.x, where nothing
     of this applies). `include`: whether the move would take a message (of the 1.0 read's records, positioned as the
-    0.9.1 read's). `read_091`: the records a plan already read over 0.9.1, judged by their signs where the 1.0 read
-    cannot be made; without them (move, replay --yes) that case reads nothing more and says so."""
+    0.9.1 read's). `read_091`: the records a plan already read over 0.9.1 (without them, move and replay --yes read
+    the head over 0.9.1 first where the 1.0 read could cost attempts: _needs_091_first)."""
     from dlxtool.broker import versions
 
     version = versions.server_version(source.conn)
     if not versions.speaks_amqp10(version):
         return None
     check = ConversionCheck(queue, accepted=accepted, amqp10_path=amqp10_path)
-    records, check.unchecked, check.sampled = _read_amqp10(source, queue, read, report)
+    facts, why = _facts(source, queue)
+    records_091 = list(read_091) if read_091 is not None else None
+    if facts is not None and records_091 is None and _needs_091_first(facts):
+        records_091, why = _read_091(source, queue, read, report)
+    # A 0.9.1 message with a decimal header ends the 1.0 session it is delivered to (and on 4.3 a lost session counts
+    # an attempt of each message held on a quorum queue): the 1.0 read stops before the first one
+    stop = next((r.position for r in records_091 or () if _holds_decimal(r.headers)), None)
+    records: list[MessageRecord] | None = None
+    if facts is not None and why is None:
+        records, why, check.sampled = _read_amqp10(source, facts, read, report, stop)
     if records is not None:
         from dlxtool.amqp10_view import LOSS_KINDS, loss_kinds
 
@@ -144,11 +153,17 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
         for record in records:
             if record.amqp10 is not None and include(record):
                 check.add(record.position, loss_kinds(record.amqp10, poison_091=poison), LOSS_KINDS.__getitem__)
+    check.unchecked = why
+    if stop is not None and why is None:
+        check.unchecked = (f"the messages from #{stop} on: a message published over AMQP 0.9.1 with a decimal header "
+                           f"(#{stop}) ends the AMQP 1.0 session it is delivered to")
+    if records is not None and stop is None:
         return check
     from dlxtool.amqp10_view import came_from_amqp10
 
-    for record in read_091 or ():
-        if include(record):
+    first = 0 if records is None else stop if stop is not None else 0
+    for record in records_091 or ():
+        if record.position >= first and include(record):
             signs = came_from_amqp10(record.properties, record.headers if isinstance(record.headers, dict) else {})
             check.add(record.position, sign_kinds(signs), _sign_words)
     return check
@@ -176,34 +191,91 @@ def _sign_words(kind: str) -> str:
     return UNSEEN_WORDS if kind == UNSEEN else LOSS_KINDS[kind]
 
 
-def _read_amqp10(source: Session, queue: str, read: ReadOptions,
-                 report: Reporter) -> tuple[list[MessageRecord] | None, str | None, bool]:
-    """(records read over AMQP 1.0 and given back, None; why not, None) and whether the queue held more."""
+def _facts(source: Session, queue: str) -> tuple[QueueFacts | None, str | None]:
+    """The queue's facts (type, limit, counts: dlxtool.ops.peek.queue_facts), or why the 1.0 read cannot be made."""
     from dlxtool.broker import amqp10
 
     if not amqp10.available():
-        return None, "python-qpid-proton is not installed (" + amqp10.INSTALL_HINT + ")", False
+        return None, "python-qpid-proton is not installed (" + amqp10.INSTALL_HINT + ")"
     if source.profile is None:
-        return None, "no broker profile to open an AMQP 1.0 connection with", False
-    from dlxtool.broker.amqp10.connection import open_connection
-    from dlxtool.ops.peek import check_read, give_back_counts, queue_facts
-    from dlxtool.ops.peek_amqp10 import Amqp10QueueReader
+        return None, "no broker profile to open an AMQP 1.0 connection with"
+    from dlxtool.ops.peek import queue_facts
 
-    opts = replace(read, protocol="1.0", count=read.max_unacked, select=None, select_decodes=False)
+    channel = source.conn.channel()
+    try:
+        facts = queue_facts(source.profile, queue, management=_management(source), channel=channel,
+                            conn=source.conn)
+    finally:
+        if channel.is_open:
+            channel.close()
+    if facts.type == "stream":
+        return None, "a stream is not read over AMQP 1.0"
+    return facts, None
 
+
+def _management(source: Session) -> Callable[[], Any]:
     def management() -> Any:
         if source.management is None:
             raise DlxtoolError(source.management_error or "no management API")
         return source.management
 
-    channel = source.conn.channel()
+    return management
+
+
+def _needs_091_first(facts: QueueFacts) -> bool:
+    """Whether a 1.0 read without a 0.9.1 read before it could spend attempts: a quorum queue on a version where a
+    lost AMQP 1.0 session counts one (4.3) — a decimal header (which ends the session) is seen only over 0.9.1."""
+    from dlxtool.broker import versions
+
+    return facts.reads_as_quorum and "lost" in (versions.behaviour(facts.version).amqp10_counted or ())
+
+
+def _holds_decimal(value: Any) -> bool:
+    """A 0.9.1 header value (pika's decoding) that is or holds a decimal."""
+    from decimal import Decimal
+
+    if isinstance(value, Decimal):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_decimal(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds_decimal(v) for v in value)
+    return False
+
+
+def _read_091(source: Session, queue: str, read: ReadOptions,
+              report: Reporter) -> tuple[list[MessageRecord] | None, str | None]:
+    """The head read over 0.9.1 as a plan reads it (peek's rules: on 4.3 a quorum queue's nack spends no attempt)."""
+    from dlxtool.ops.peek import prepare_read
+
+    assert source.profile is not None  # _facts said so
+    opts = replace(read, protocol="0-9-1", count=read.max_unacked, select=None, select_decodes=False)
     try:
-        facts = queue_facts(source.profile, queue, management=management, channel=channel, conn=source.conn)
-    finally:
-        if channel.is_open:
-            channel.close()
-    if facts.type == "stream":
-        return None, "a stream is not read over AMQP 1.0", False
+        reader, notes = prepare_read(source.conn, source.profile, queue, opts, management=_management(source))
+        for note in notes:
+            report.detail(f"conversion check: {note}")
+        records = list(reader.records())
+        outcome = reader.outcome()
+    except DlxtoolError as exc:
+        return None, f"the head could not be read over AMQP 0.9.1 first: {exc.message}"
+    if outcome.error is not None:
+        return None, f"the head could not be read over AMQP 0.9.1 first: {outcome.error.message}"
+    return records, None
+
+
+def _read_amqp10(source: Session, facts: QueueFacts, read: ReadOptions, report: Reporter,
+                 stop: int | None) -> tuple[list[MessageRecord] | None, str | None, bool]:
+    """(records read over AMQP 1.0 and given back, None; or None and why not) and whether the queue held more.
+    `stop`: read only the messages before this position."""
+    from dlxtool.broker.amqp10.connection import open_connection
+    from dlxtool.ops.peek import check_read, give_back_counts
+    from dlxtool.ops.peek_amqp10 import Amqp10QueueReader
+
+    assert source.profile is not None  # _facts said so
+    wanted = read.max_unacked if stop is None else stop
+    if not wanted:
+        return [], None, True
+    opts = replace(read, protocol="1.0", count=wanted, max_unacked=wanted, select=None, select_decodes=False)
     if facts.reads_as_quorum and give_back_counts(facts, opts):
         # 4.0: a plan's 0.9.1 read (--spend-attempts) spent one attempt of each already; not a second one
         return None, (f"on RabbitMQ {facts.version} reading a quorum queue over AMQP 1.0 spends a delivery attempt of "
@@ -226,6 +298,6 @@ def _read_amqp10(source: Session, queue: str, read: ReadOptions,
         return None, exc.message, False
     finally:
         conn.close()
-    if outcome.error is not None:  # e.g. a 0.9.1 message with a decimal header ends the 1.0 session
+    if outcome.error is not None:  # e.g. a decimal header no 0.9.1 read saw first (a classic queue: no attempt)
         return None, outcome.error.message, False
-    return records, None, reader.coverage().sampled
+    return records, None, reader.coverage().sampled or stop is not None

@@ -250,3 +250,48 @@ def _delivery_counts(broker, queue: str) -> list[dict[str, Any]]:
         if tags:
             ch.basic_nack(tags[-1], multiple=True, requeue=True)
     return out
+
+
+def test_a_decimal_header_ends_the_10_read_before_it_costs_an_attempt(v4, qname, run) -> None:
+    """replay --yes on a quorum DLQ (4.3: a lost AMQP 1.0 session counts an attempt of each message it held): the
+    head is read over 0.9.1 first, as a plan reads it, and the 1.0 read stops before a 0.9.1 message with a decimal
+    header (which would end its session); what lies past it is judged by its 0.9.1 signs. No attempt is spent."""
+    from decimal import Decimal
+
+    import pika
+
+    if versions.amqp10_peek_give_back(v4.version) is None:
+        pytest.skip(f"RabbitMQ {v4.version}: every AMQP 1.0 give-back of a quorum queue counts (the check says so)")
+    work, dlq = _dead_letters(v4, qname, [CASES[2]], dlq_type="quorum")  # #0: a subject
+    with v4.channel() as ch:  # #1: a 0.9.1 message with a decimal header, rejected over 0.9.1
+        ch.basic_publish("", work, b"priced", pika.BasicProperties(message_id="priced", headers={"d": Decimal("1.5")}))
+        method = None
+        while method is None:
+            method, _props, _body = ch.basic_get(work, auto_ack=False)
+        ch.basic_reject(method.delivery_tag, requeue=False)
+    assert v4.wait_depth(dlq, 2) == 2
+    from dlxtool.broker.amqp10 import outcomes
+    from dlxtool.broker.amqp10.addresses import queue_address
+    from dlxtool.broker.amqp10.connection import open_connection
+    from dlxtool.broker.amqp10.links import HeadReader, Sender
+    from dlxtool.config import BrokerProfile
+
+    conn = open_connection(BrokerProfile(name="t", urls=(v4.url,), vhost=v4.vhost))
+    try:  # #2: an amqp-value body (type=amqp-1.0 over 0.9.1), rejected over 1.0
+        sender = Sender(conn, queue_address(work))
+        assert sender.send(_message(*CASES[13][:2])).taken
+        sender.close()
+        reader = HeadReader(conn, queue_address(work), give_back=outcomes.RELEASE)
+        for delivery in reader.read(1):
+            reader.settle(delivery, outcomes.REJECT)
+        reader.close()
+    finally:
+        conn.close()
+    assert v4.wait_depth(dlq, 3) == 3
+    before = _delivery_counts(v4, dlq)
+    refused = run("--url", v4.url, "replay", dlq, "--yes")
+    assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
+    assert "subject dropped: 1 message(s), e.g. #0" in refused.stderr
+    assert "type=amqp-1.0" in refused.stderr and "e.g. #2" in refused.stderr
+    assert "decimal header (#1)" in refused.stderr
+    assert _delivery_counts(v4, dlq) == before and v4.queue_depth(work) == 0
