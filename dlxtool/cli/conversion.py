@@ -39,6 +39,12 @@ def over_amqp10() -> bool:
     return ctx is not None and ctx.params.get("protocol") == "1.0"
 
 
+def check_wanted(accept_conversion_loss: bool, *, plan: bool) -> bool:
+    """Whether to read for the check: not over AMQP 1.0 (nothing converted); not without a plan to show when the
+    loss is accepted already (--yes --accept-conversion-loss: the check's reads would change nothing)."""
+    return not over_amqp10() and (plan or not accept_conversion_loss)
+
+
 def say_conversion(app: App, check: ConversionCheck | None, *, dry_run: bool, what: str) -> None:
     """The check's words on stderr, before the question (or the dry run's end); the refusal (exit 6) where the
     default refuses and this is not a dry run."""
@@ -52,7 +58,8 @@ def say_conversion(app: App, check: ConversionCheck | None, *, dry_run: bool, wh
         return
     lines = check.lines()
     if check.accepted:
-        app.warn("\n".join(lines) + f"\n  moved anyway ({CONVERSION_FLAG})")
+        app.warn("\n".join(lines) + f"\n  {'the ' + what + ' would move them' if dry_run else 'moved'} anyway "
+                 f"({CONVERSION_FLAG})")
         return
     app.warn("\n".join(lines))
     if dry_run:

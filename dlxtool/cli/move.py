@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.conversion import amqp10_path, conversion_option, over_amqp10, say_conversion
+from dlxtool.cli.conversion import amqp10_path, check_wanted, conversion_option, say_conversion
 from dlxtool.cli.explaining import Cells
 from dlxtool.cli.moving import check_record_file, duplicates_note, result_rows, run_moving
 from dlxtool.cli.options import (
@@ -127,7 +127,8 @@ def move(app: App, source: str, destination: str, target_broker: str | None, def
             f"the messages that match ({selection.describe_text()})"
         where = f" on {target_profile.name}" if target_profile else ""
         question = f"Move {which} of {source!r} to {destination!r}{where}?"
-        if not over_amqp10():  # what RabbitMQ's conversion to 0.9.1 would lose: said, refused by default (exit 6)
+        # what RabbitMQ's conversion to 0.9.1 would lose: said, refused by default (exit 6); a dry run shows it
+        if check_wanted(accept_conversion_loss, plan=dry_run):
             from dlxtool.ops.conversion_check import check_conversion
             from dlxtool.ops.peek import ReadOptions
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.conversion import amqp10_path, conversion_option, over_amqp10, say_conversion
+from dlxtool.cli.conversion import amqp10_path, check_wanted, conversion_option, say_conversion
 from dlxtool.cli.editing import EDIT_HELP, EditRequest, edit_counts, edit_dead_letters, edit_options, edit_outcome
 from dlxtool.cli.explaining import Cells
 from dlxtool.cli.guarding import GUARD_HELP, Guarding, guard_options
@@ -278,10 +278,9 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
                                  spend_attempts=spend_attempts)
         # what RabbitMQ's conversion to 0.9.1 would lose of messages published over AMQP 1.0: said (and refused by
         # default, exit 6) before anything moves, with or without a plan (dlxtool.ops.conversion_check)
-        judge = not over_amqp10()
         if edits is None and (dry_run or not yes):
             plan = replay.plan(read, accept_conversion_loss=accept_conversion_loss, amqp10_path=amqp10_path(),
-                               judge_conversion=judge)
+                               judge_conversion=check_wanted(accept_conversion_loss, plan=True))
             _render_plan(app, plan, None if target_broker else profile.vhost)
             selection_notes(app, selection)
             say_conversion(app, plan.conversion, dry_run=dry_run, what="replay")
@@ -291,7 +290,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
                 app.info(f"nothing to replay: {plan.nothing_to_do}; nothing was changed")
                 return None
             app.confirm(f"Replay the messages of {dlq!r} as planned?", yes=yes)
-        elif judge:
+        elif check_wanted(accept_conversion_loss, plan=False):
             say_conversion(app, replay.check_conversion(read, accept_conversion_loss=accept_conversion_loss,
                                                         amqp10_path=amqp10_path()), dry_run=dry_run, what="replay")
 
