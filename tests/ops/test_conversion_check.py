@@ -4,13 +4,9 @@ brokers (4.0 and 4.3), through replay and move: tests/cli/test_conversion.py."""
 
 from __future__ import annotations
 
-import pytest
-
 from dlxtool.amqp10_view import LOSS_KINDS, came_from_amqp10
 from dlxtool.errors import RefusedError
 from dlxtool.ops.conversion_check import CONVERSION_FLAG, UNSEEN, ConversionCheck, sign_kinds
-
-pytestmark = pytest.mark.once
 
 
 def _check(**kw: object) -> ConversionCheck:
