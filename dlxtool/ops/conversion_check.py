@@ -161,7 +161,7 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
         return check
     from dlxtool.amqp10_view import came_from_amqp10
 
-    first = 0 if records is None else stop if stop is not None else 0
+    first = stop if records is not None and stop is not None else 0  # past the 1.0 read's stop, or all of them
     for record in records_091 or ():
         if record.position >= first and include(record):
             signs = came_from_amqp10(record.properties, record.headers if isinstance(record.headers, dict) else {})
@@ -170,8 +170,8 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
 
 
 def sign_kinds(signs: list[str]) -> list[tuple[str, str]]:
-    """The losses a 0.9.1 read shows by themselves (came_from_amqp10's signs), each with its kind; a message with
-    signs of none of them is UNSEEN (published over 1.0, what it lost cannot be told)."""
+    """The losses a 0.9.1 read shows by themselves (came_from_amqp10's signs), each with its kind, and UNSEEN for
+    any message with a sign: published over 1.0, what else it lost (a subject …) cannot be told over 0.9.1."""
     out: list[tuple[str, str]] = []
     for sign in signs:
         if sign == "type=amqp-1.0":
