@@ -200,34 +200,68 @@ def deaths_091(value: Typed) -> list[dict[str, Any]]:
 def conversion_losses(msg: Amqp10Message, *, poison_091: bool = False) -> list[str]:
     """What RabbitMQ's conversion to AMQP 0.9.1 would change or drop of this message, one phrase each (empty: it
     survives whole). `poison_091`: the broker cannot convert a char or uuid application property (4.3.6)."""
-    out: list[str] = []
+    return [phrase for _kind, phrase in loss_kinds(msg, poison_091=poison_091)]
+
+
+# The kinds of loss (loss_kinds' first element) and what each is, said once per kind in a replay's plan
+LOSS_KINDS = {
+    "data-sections": "several data sections arrive merged into one body",
+    "encoded-body": "an amqp-value or amqp-sequence body arrives as its AMQP encoding (type=amqp-1.0)",
+    "subject": "subject dropped",
+    "to": "to dropped",
+    "absolute-expiry-time": "absolute-expiry-time dropped",
+    "group-sequence": "group-sequence dropped",
+    "reply-to-group-id": "reply-to-group-id dropped",
+    "creation-time-ms": "creation-time loses its milliseconds",
+    "id-as-text": "a ulong or uuid message-id/correlation-id becomes text",
+    "id-moved": "a binary message-id/correlation-id moves to a header (x-message-id/x-correlation-id)",
+    "symbol": "a symbol application property becomes a string",
+    "ulong-wraps": "a ulong application property above 2^63-1 becomes a negative long (2^64-1: -1)",
+    "timestamp-ms": "a timestamp application property loses its milliseconds",
+    "char-uuid": "a char or uuid application property becomes text",
+    "unconvertible": "a char or uuid application property cannot be converted (the broker closes the 0.9.1 "
+                     "connection it is delivered to)",
+    "nested": "a list, map or array application property holds a value that changes",
+    "annotations": "message annotations that are not x- symbols are dropped",
+}
+
+
+def loss_kinds(msg: Amqp10Message, *, poison_091: bool = False) -> list[tuple[str, str]]:
+    """conversion_losses with the kind of each (a key of LOSS_KINDS): (kind, phrase about this message)."""
+    out: list[tuple[str, str]] = []
     if msg.body.kind == "data" and len(msg.body.sections) > 1:
-        out.append(f"its {len(msg.body.sections)} data sections arrive merged into one body")
+        out.append(("data-sections", f"its {len(msg.body.sections)} data sections arrive merged into one body"))
     if msg.body.kind in ("amqp-value", "amqp-sequence"):
-        out.append(f"its {msg.body.kind} body arrives AMQP-encoded (type=amqp-1.0)")
+        out.append(("encoded-body", f"its {msg.body.kind} body arrives AMQP-encoded (type=amqp-1.0)"))
     p = msg.properties or {}
     dropped = [n.replace("_", "-") for n in _DROPPED_PROPERTIES if n in p]
-    if dropped:
-        out.append(f"{', '.join(dropped)} dropped")
+    out += [(name, f"{name} dropped") for name in dropped]
     if "creation_time" in p and p["creation_time"].value % 1000:
-        out.append("creation-time loses its milliseconds")
+        out.append(("creation-time-ms", "creation-time loses its milliseconds"))
     for name in ("message_id", "correlation_id"):
         if name in p and p[name].type != "string":
             kind = p[name].type
             where = ("moved to the header x-" + name.replace("_", "-")) if kind == "binary" else "becomes text"
-            out.append(f"the {kind} {name.replace('_', '-')} {where}")
+            out.append(("id-moved" if kind == "binary" else "id-as-text",
+                        f"the {kind} {name.replace('_', '-')} {where}"))
     for key, value in msg.application_properties or ():
         change = _value_change(value)
         if change is not None:
+            what = _CHANGE_KINDS.get(value.type, "nested")
             if value.type in ("char", "uuid") and poison_091:
                 change = "cannot be converted: the broker closes the 0.9.1 connection it is delivered to"
-            out.append(f"application property {key.value!r} ({value.type}) {change}")
+                what = "unconvertible"
+            out.append((what, f"application property {key.value!r} ({value.type}) {change}"))
     # every x- annotation reaches a 0.9.1 reader as a header (view_091); others (and ulong keys) do not
     annotations = [str(k.value) for k, _ in msg.message_annotations or ()
                    if not (k.type == "symbol" and isinstance(k.value, str) and k.value.startswith("x-"))]
     if annotations:
-        out.append(f"message annotations {', '.join(annotations)} dropped")
+        out.append(("annotations", f"message annotations {', '.join(annotations)} dropped"))
     return out
+
+
+_CHANGE_KINDS = {"symbol": "symbol", "ulong": "ulong-wraps", "timestamp": "timestamp-ms", "char": "char-uuid",
+                 "uuid": "char-uuid"}
 
 
 def _value_change(value: Typed) -> str | None:

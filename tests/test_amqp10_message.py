@@ -203,3 +203,24 @@ def test_hostile_nesting_is_an_error_not_a_crash() -> None:
     for _ in range(5):
         shallow = payload(0xF0, shallow)
     assert decode_value(b"\xf0" + shallow)[0].type == "array"
+
+
+def test_each_loss_has_a_kind_the_plan_names() -> None:
+    """loss_kinds gives each phrase of conversion_losses with its kind (replay's plan counts messages per kind)."""
+    from dlxtool.amqp10_view import LOSS_KINDS, loss_kinds
+
+    msg = Amqp10Message(properties={"message_id": Typed("binary", b"\x01"), "subject": Typed("string", "s"),
+                                    "group_sequence": Typed("uint", 1),
+                                    "creation_time": Typed("timestamp", 1_700_000_000_001)},
+                        application_properties=[(Typed("string", "big"), Typed("ulong", 2**64 - 1)),
+                                                (Typed("string", "l"), Typed("list", [Typed("symbol", "x")])),
+                                                (Typed("string", "c"), Typed("char", "x"))],
+                        message_annotations=[(Typed("ulong", 7), Typed("string", "v"))],
+                        body=Body("amqp-sequence", [[Typed("long", 1)]]))
+    kinds = loss_kinds(msg)
+    assert [phrase for _k, phrase in kinds] == conversion_losses(msg)
+    assert [k for k, _p in kinds] == ["encoded-body", "subject", "group-sequence", "creation-time-ms", "id-moved",
+                                      "ulong-wraps", "nested", "char-uuid", "annotations"]
+    assert all(k in LOSS_KINDS for k, _p in kinds)
+    assert ("unconvertible", "application property 'c' (char) cannot be converted: the broker closes the 0.9.1 "
+            "connection it is delivered to") in loss_kinds(msg, poison_091=True)

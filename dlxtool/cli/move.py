@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dlxtool.cli.app import App
+from dlxtool.cli.conversion import amqp10_path, check_wanted, conversion_option, say_conversion
 from dlxtool.cli.explaining import Cells
 from dlxtool.cli.moving import check_record_file, duplicates_note, result_rows, run_moving
 from dlxtool.cli.options import (
@@ -54,6 +55,14 @@ Until a first message moved, what stays in a classic SRC is held and
 given back in place at the end: a run that moves nothing changes nothing.
 
 \b
+Messages published over AMQP 1.0 (RabbitMQ 4.x) move as RabbitMQ's
+conversion to AMQP 0.9.1 gives them (subject, to, several data sections,
+milliseconds, symbol and ulong types … lost): the head of SRC is read
+over AMQP 1.0 first (as peek --protocol 1.0 reads it), what would be lost
+is said per kind, and the move is refused (exit 6) unless
+--accept-conversion-loss.
+
+\b
 Refused before anything is read (nothing changed): SRC a stream, DST
 missing (exit 4), a memory or disk alarm (exit 7), a user that may not
 publish that way (exit 6). Exit 5 when messages stayed for a reason other
@@ -84,6 +93,7 @@ Examples:
                    "limits cannot be read.")
 @click.option("--save", "save_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
               help="Append each moved message's record (JSON Lines, flushed) before its SRC ack.")
+@conversion_option
 @flow_options("SRC")
 @max_bytes_option
 @selection_options
@@ -92,7 +102,8 @@ Examples:
 @common_options
 @click.pass_obj
 def move(app: App, source: str, destination: str, target_broker: str | None, default_exchange: bool,
-         allow_dlx_drop: bool, allow_displace: bool, save_file: str | None, rate: float | None, prefetch: int,
+         allow_dlx_drop: bool, allow_displace: bool, save_file: str | None, accept_conversion_loss: bool,
+         rate: float | None, prefetch: int,
          window: int, selection: Selection, dry_run: bool, yes: bool) -> Outcome | None:
     from dlxtool.ops import move as ops
     from dlxtool.ops.pipeline import run_move
@@ -116,6 +127,17 @@ def move(app: App, source: str, destination: str, target_broker: str | None, def
             f"the messages that match ({selection.describe_text()})"
         where = f" on {target_profile.name}" if target_profile else ""
         question = f"Move {which} of {source!r} to {destination!r}{where}?"
+        # what RabbitMQ's conversion to 0.9.1 would lose: said, refused by default (exit 6); a dry run shows it
+        if check_wanted(accept_conversion_loss, plan=dry_run):
+            from dlxtool.ops.conversion_check import check_conversion
+            from dlxtool.ops.peek import ReadOptions
+
+            read = ReadOptions(max_unacked=app.config().dump_unacked_limit, max_bytes=app.max_bytes)
+            check = check_conversion(session.source, source, read, include=selection.matches, report=app,
+                                     accepted=accept_conversion_loss, amqp10_path=amqp10_path())
+            if check is not None and app.output_format() != "table" and dry_run:
+                app.emit_json({"conversion_losses": check.to_json()})
+            say_conversion(app, check, dry_run=dry_run, what="move")
         if dry_run:
             app.info(f"dry run: would {question[0].lower()}{question[1:-1]}; nothing was changed")
             return None

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dlxtool.cli.app import App
+from dlxtool.cli.conversion import amqp10_path, check_wanted, conversion_option, say_conversion
 from dlxtool.cli.editing import EDIT_HELP, EditRequest, edit_counts, edit_dead_letters, edit_options, edit_outcome
 from dlxtool.cli.explaining import Cells
 from dlxtool.cli.guarding import GUARD_HELP, Guarding, guard_options
@@ -135,6 +136,17 @@ connection: a connection.blocked (alarm) is said at once and the run stops
 within --timeout, giving the rest back at once (exit 7).
 
 \b
+Messages published over AMQP 1.0 (RabbitMQ 4.x): replay reads the DLQ
+over AMQP 0.9.1, which gets RabbitMQ's conversion of them (subject, to,
+several data sections, milliseconds, symbol and ulong types … lost), and
+would write that into the origin for good. Before anything moves (with
+or without the plan), the head of the DLQ is read again over AMQP 1.0
+(as peek --protocol 1.0 reads it, no attempt spent where the version
+allows) and what the conversion would lose is said per kind (how many
+messages, which positions); the replay is then refused (exit 6, nothing
+changed) unless --accept-conversion-loss (docs/amqp10.md).
+
+\b
 Without --yes, replay first shows the plan (route per origin, from the
 first messages, read and given back as `peek` reads them, under the same
 rules and flags: see `peek --help`; --yes replays without a plan) and
@@ -190,6 +202,7 @@ Examples:
 @click.option("--reset-body-retries", is_flag=True,
               help="Also rewrite a Dramatiq JSON body's options.retries to 0 (its attempt count, kept in the body: "
                    "without this a replayed message gets no retry). Other bodies stay byte for byte.")
+@conversion_option
 @click.option("--allow-fanout", is_flag=True,
               help="Replay to an exchange origin whose routing key reaches several queues anyway (each gets a copy).")
 @origin_from_option
@@ -213,7 +226,7 @@ Examples:
 def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_headers: tuple[str, ...],
            max_replays: int | None, default_exchange: bool, allow_dlx_drop: bool, keep_routing_key: bool,
            drop_expiration: bool, drop_user_id: bool, allow_dead_replies: bool, reset_body_retries: bool,
-           allow_fanout: bool,
+           accept_conversion_loss: bool, allow_fanout: bool,
            origin_from: str | None,
            allow_displace: bool, target_broker: str | None, save_file: str | None,
            rate: float | None, prefetch: int, window: int, guard: GuardSettings, selection: Selection,
@@ -261,18 +274,25 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         if guarding and not dry_run:
             guarding.check(replay)  # --canary without a way to watch: refused before anything is read
         # --yes: no plan (read as peek reads: some quorum queues need a flag for it); --edit showed its diff instead
+        read = make_read_options(app, None, max_unacked=max_unacked, allow_reorder=allow_reorder,
+                                 spend_attempts=spend_attempts)
+        # what RabbitMQ's conversion to 0.9.1 would lose of messages published over AMQP 1.0: said (and refused by
+        # default, exit 6) before anything moves, with or without a plan (dlxtool.ops.conversion_check)
         if edits is None and (dry_run or not yes):
-            read = make_read_options(app, None, max_unacked=max_unacked, allow_reorder=allow_reorder,
-                                     spend_attempts=spend_attempts)
-            plan = replay.plan(read)
+            plan = replay.plan(read, accept_conversion_loss=accept_conversion_loss, amqp10_path=amqp10_path(),
+                               judge_conversion=check_wanted(accept_conversion_loss, plan=True))
             _render_plan(app, plan, None if target_broker else profile.vhost)
             selection_notes(app, selection)
+            say_conversion(app, plan.conversion, dry_run=dry_run, what="replay")
             if dry_run:
                 return None
             if plan.nothing_to_do:
                 app.info(f"nothing to replay: {plan.nothing_to_do}; nothing was changed")
                 return None
             app.confirm(f"Replay the messages of {dlq!r} as planned?", yes=yes)
+        elif check_wanted(accept_conversion_loss, plan=False):
+            say_conversion(app, replay.check_conversion(read, accept_conversion_loss=accept_conversion_loss,
+                                                        amqp10_path=amqp10_path()), dry_run=dry_run, what="replay")
 
         def render(run: MoveRun) -> None:
             if guarding:  # --canary, the brake, --batch: dlxtool.cli.guarding

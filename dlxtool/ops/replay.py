@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
     from dlxtool.ops.actions import Decide
     from dlxtool.ops.capacity import Admit
+    from dlxtool.ops.conversion_check import ConversionCheck
     from dlxtool.ops.peek import ReadOptions
 
 # -- plan (dry run) ---------------------------------------------------------------------------------
@@ -118,6 +119,11 @@ class ReplayPlan:
     origin_conflicts: int = 0   # messages whose conventions named different origins: the most recent failure won
     celery_tasks: int = 0       # Celery tasks to replay to a queue: through the default exchange (Routes.by_queue_name)
     stay_ids: dict[str, list[str]] = field(default_factory=dict)  # why -> the names of the messages that would stay
+    # The positions and names of the messages the replay would move (the conversion check judges those)
+    moving_positions: set[int] = field(default_factory=set)
+    records_read: list[MessageRecord] = field(default_factory=list, repr=False)  # the plan's, until checked
+    # What RabbitMQ's conversion to 0.9.1 would lose of them (dlxtool.ops.conversion_check; None: a 3.x broker)
+    conversion: ConversionCheck | None = None
 
     @property
     def moving_ids(self) -> list[str]:
@@ -149,6 +155,7 @@ class ReplayPlan:
             "origin_conflicts": self.origin_conflicts, "celery_tasks": self.celery_tasks,
             # every message looked at, by name: what would be replayed (also per origin) and what would stay, why
             "message_ids": self.moving_ids, "stay_message_ids": self.stay_ids,
+            "conversion_losses": self.conversion.to_json() if self.conversion is not None else None,
         }
 
     @property
@@ -219,9 +226,34 @@ class Replay:
                                   role="--to queue" if settings.to_queue else "origin",
                                   allow_displace=settings.allow_displace)
 
-    def plan(self, read: ReadOptions | None = None) -> ReplayPlan:
-        """What the replay would do, from the first messages, read as `peek` reads them (plan_for)."""
-        return plan_for(self.session, self.settings, self.report, read)
+    def plan(self, read: ReadOptions | None = None, *, accept_conversion_loss: bool = False,
+             amqp10_path: str | None = None, judge_conversion: bool = True) -> ReplayPlan:
+        """What the replay would do, from the first messages, read as `peek` reads them (plan_for), and what
+        RabbitMQ's conversion to 0.9.1 would lose of those it would move (dlxtool.ops.conversion_check)."""
+        out = plan_for(self.session, self.settings, self.report, read)
+        if not out.moving_positions or not judge_conversion:
+            out.records_read = []
+            return out
+        from dlxtool.ops.conversion_check import check_conversion as check
+        from dlxtool.ops.peek import ReadOptions
+
+        names = set(out.moving_ids)
+        out.conversion = check(
+            self.session.source, self.settings.source, read or ReadOptions(max_unacked=self.session.plan_limit),
+            include=lambda r: r.position in out.moving_positions or message_name(r) in names, report=self.report,
+            read_091=out.records_read, accepted=accept_conversion_loss, amqp10_path=amqp10_path)
+        out.records_read = []
+        return out
+
+    def check_conversion(self, read: ReadOptions, *, accept_conversion_loss: bool = False,
+                         amqp10_path: str | None = None) -> ConversionCheck | None:
+        """Without a plan (--yes, --edit): the conversion check of the selected messages at the head (what a
+        plan's check judges, without the plan's decisions)."""
+        from dlxtool.ops.conversion_check import check_conversion
+
+        return check_conversion(self.session.source, self.settings.source, read,
+                                include=self.settings.selection.matches, report=self.report,
+                                accepted=accept_conversion_loss, amqp10_path=amqp10_path)
 
     def run(self, options: TransferOptions, control: PassControl | None = None) -> MoveRun:
         """The pass itself: replay as a policy (ReplayPolicy) over the one move pipeline (dlxtool.ops.pipeline),
@@ -318,9 +350,11 @@ def plan_for(session: ReplaySession, settings: ReplaySettings, report: Reporter,
         report.info(note)
     records = list(reader.records())
     reader.tell(report)
-    return plan(records, reader.facts.ready or len(records), settings, conn=session.target_conn or source.conn,
-                timeout=source.timeout, rooms=session.rooms, exchange_targets=_exchange_targets(session, settings),
-                router=_router(to.management, to.vhost), wait_router=_wait_router(source))
+    out = plan(records, reader.facts.ready or len(records), settings, conn=session.target_conn or source.conn,
+               timeout=source.timeout, rooms=session.rooms, exchange_targets=_exchange_targets(session, settings),
+               router=_router(to.management, to.vhost), wait_router=_wait_router(source))
+    out.records_read = records  # judged by their signs where the conversion check cannot read over AMQP 1.0
+    return out
 
 
 def _router(mgmt: Any | None, vhost: str) -> Router | None:
@@ -418,6 +452,7 @@ def plan(records: Iterable[MessageRecord], snapshot: int, settings: ReplaySettin
     counted: Counter[tuple[str, str]] = Counter()
     names: dict[tuple[str, str], list[str]] = {}
     looked_at = selected = 0
+    moving: set[int] = set()
     limit = settings.selection.limit
     for record in records:
         looked_at += 1
@@ -428,6 +463,8 @@ def plan(records: Iterable[MessageRecord], snapshot: int, settings: ReplaySettin
             continue
         d = decide(record)
         selected += d.action is not Action.KEEP
+        if d.action is Action.MOVE:
+            moving.add(record.position)
         counted[(d.action.value, d.group)] += 1
         names.setdefault((d.action.value, d.group), []).append(name)
     out = plan_from_survey(settings.source, max(snapshot, looked_at), looked_at, counted)
@@ -435,6 +472,7 @@ def plan(records: Iterable[MessageRecord], snapshot: int, settings: ReplaySettin
         if action != Action.MOVE.value:
             out.stay_ids.setdefault(group, []).extend(listed)
     out.default_exchange = settings.default_exchange
+    out.moving_positions = moving
     out.used_body_retries = decider.used_body_retries
     out.origin_conflicts = decider.conflicts
     out.celery_tasks = decider.celery_tasks

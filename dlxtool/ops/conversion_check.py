@@ -1,0 +1,303 @@
+"""Before replay or move takes messages over AMQP 0.9.1 from RabbitMQ 4.x: which of them were published over AMQP 1.0
+and would not survive the broker's conversion (issue 39: "the difference is said where it matters").
+
+RabbitMQ 4.x keeps an AMQP 1.0 message as it was published and converts it for each 0.9.1 reader (mc_amqpl): several
+data sections merged, subject/to/absolute-expiry-time/group-sequence/reply-to-group-id dropped, milliseconds lost,
+symbols as strings, ulong 2^64-1 as -1, ulong ids as text, binary ids moved to headers (dlxtool.amqp10_view.
+loss_kinds). A move over 0.9.1 publishes that conversion: the origin (or DST) holds the loss for good. Over 0.9.1
+most of it cannot be seen (a message whose subject was dropped shows no sign of it: measured on 4.3.6), so the head
+is read once more over AMQP 1.0 — as `peek --protocol 1.0` reads it, under the same rules, given back without a
+delivery attempt where the version allows (4.3; classic queues on any 4.x) — and each message judged whole. Where
+that read cannot be made (no python-qpid-proton, a give-back that would spend an attempt, the broker refusing), what
+0.9.1 shows is judged instead (dlxtool.amqp10_view.came_from_amqp10's signs) and the check says it is partial.
+
+A loss is data written into the destination for good: the default refuses (exit 6, nothing changed), the CLI's
+--accept-conversion-loss moves anyway (CONVERSION_FLAG)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from dlxtool.errors import DlxtoolError, RefusedError
+
+if TYPE_CHECKING:
+    from dlxtool.ops.peek import QueueFacts, ReadOptions
+    from dlxtool.ops.session import Reporter, Session
+    from dlxtool.record import MessageRecord
+
+CONVERSION_FLAG = "--accept-conversion-loss"
+
+# Kinds only a 0.9.1 read gives (signs), where the 1.0 read could not be made
+UNSEEN = "unseen"
+UNSEEN_WORDS = ("published over AMQP 1.0 (its signs, as 0.9.1 shows it): what the conversion dropped (subject, to, "
+                "milliseconds, types …) cannot be seen over 0.9.1")
+
+EXAMPLES = 3  # message positions kept per kind
+
+
+@dataclass
+class LossCount:
+    """One kind of loss: how many of the messages judged have it, and the first ones (position, phrase)."""
+
+    kind: str
+    words: str
+    messages: int = 0
+    examples: list[tuple[int, str]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "what": self.words, "messages": self.messages,
+                "positions": [p for p, _ in self.examples], "example": self.examples[0][1] if self.examples else None}
+
+
+@dataclass
+class ConversionCheck:
+    """What the conversion to 0.9.1 would change of the messages a move would take (of the first `judged`)."""
+
+    queue: str
+    exact: bool = False             # read over AMQP 1.0: every loss known
+    unchecked: str | None = None    # why it was not read over 1.0 (then only what 0.9.1 shows was judged)
+    judged: int = 0                 # messages looked at that the move would take
+    losing: int = 0                 # of those, how many lose something
+    kinds: dict[str, LossCount] = field(default_factory=dict)
+    accepted: bool = False          # --accept-conversion-loss
+    sampled: bool = False           # the queue holds more than was read: the rest is not judged
+    amqp10_path: str | None = None  # the flag of the command's AMQP 1.0 path, where it has one (it moves them whole)
+
+    @property
+    def refuses(self) -> bool:
+        return bool(self.losing) and not self.accepted
+
+    def add(self, position: int, losses: Iterable[tuple[str, str]], words: Callable[[str], str]) -> None:
+        self.judged += 1
+        seen: set[str] = set()
+        for kind, phrase in losses:
+            if kind in seen:
+                continue
+            seen.add(kind)
+            count = self.kinds.setdefault(kind, LossCount(kind, words(kind)))
+            count.messages += 1
+            if len(count.examples) < EXAMPLES:
+                count.examples.append((position, phrase))
+        self.losing += bool(seen)
+
+    def lines(self) -> list[str]:
+        """The plan's words: one line per kind (how many, which positions), then what to do."""
+        if not self.losing:
+            return []
+        how = "read over AMQP 1.0" if self.exact else "as AMQP 0.9.1 shows them"
+        out = [f"{self.losing} of the {self.judged} message(s) to move from {self.queue!r} were published over AMQP "
+               f"1.0 and would not come back whole: RabbitMQ converts each for AMQP 0.9.1, and the move publishes that "
+               f"conversion for good ({how}):"]
+        for count in sorted(self.kinds.values(), key=lambda c: (-c.messages, c.kind)):
+            where = ", ".join(f"#{p}" for p, _ in count.examples)
+            more = "…" if count.messages > len(count.examples) else ""
+            said = count.examples[0][1]
+            example = f" ({said})" if said != count.words else ""
+            out.append(f"  {count.words}: {count.messages} message(s), e.g. {where}{more}{example}")
+        if self.unchecked:
+            out.append(f"  (not read over AMQP 1.0: {self.unchecked})")
+        if self.sampled:
+            out.append("  (the messages after those read were not judged)")
+        return out
+
+    def advice(self) -> str:
+        avoid = (f"{self.amqp10_path} moves them as published" if self.amqp10_path
+                 else "this command moves over AMQP 0.9.1 only: `dump --protocol 1.0` keeps a whole copy of each, and "
+                      "an AMQP 1.0 client moves them as published")
+        return f"{avoid}; {CONVERSION_FLAG} moves them anyway, with these losses"
+
+    def refusal(self, what: str) -> RefusedError:
+        kinds = ", ".join(c.kind for c in sorted(self.kinds.values(), key=lambda c: (-c.messages, c.kind)))
+        return RefusedError(f"{what} refused: {self.losing} message(s) of {self.queue!r} published over AMQP 1.0 "
+                            f"would lose data in RabbitMQ's conversion to AMQP 0.9.1, which a move over 0.9.1 "
+                            f"publishes ({kinds}: said above); nothing was changed", hint=self.advice())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"messages_judged": self.judged, "messages_losing": self.losing, "read_over_amqp10": self.exact,
+                "not_read_over_amqp10": self.unchecked, "sampled": self.sampled,
+                "kinds": [c.to_json() for c in sorted(self.kinds.values(), key=lambda c: (-c.messages, c.kind))],
+                "refused": self.refuses, "accepted": self.accepted, "flag": CONVERSION_FLAG,
+                "amqp10_path": self.amqp10_path}
+
+
+def check_conversion(source: Session, queue: str, read: ReadOptions, *, include: Callable[[MessageRecord], bool],
+                     report: Reporter, read_091: Iterable[MessageRecord] | None = None, accepted: bool = False,
+                     amqp10_path: str | None = None) -> ConversionCheck | None:
+    """The check for the head of `queue` on `source` (None: the broker does not speak AMQP 1.0 — 3.x, where nothing
+    of this applies). `include`: whether the move would take a message (of the 1.0 read's records, positioned as the
+    0.9.1 read's). `read_091`: the records a plan already read over 0.9.1 (without them, move and replay --yes read
+    the head over 0.9.1 first where the 1.0 read could cost attempts: _needs_091_first)."""
+    from dlxtool.broker import versions
+
+    version = versions.server_version(source.conn)
+    if not versions.speaks_amqp10(version):
+        return None
+    check = ConversionCheck(queue, accepted=accepted, amqp10_path=amqp10_path)
+    facts, why = _facts(source, queue)
+    records_091 = list(read_091) if read_091 is not None else None
+    if facts is not None and records_091 is None and _needs_091_first(facts):
+        records_091, why = _read_091(source, queue, read, report)
+    # A 0.9.1 message with a decimal header ends the 1.0 session it is delivered to (and on 4.3 a lost session counts
+    # an attempt of each message held on a quorum queue): the 1.0 read stops before the first one
+    stop = next((r.position for r in records_091 or () if _holds_decimal(r.headers)), None)
+    records: list[MessageRecord] | None = None
+    if facts is not None and why is None:
+        records, why, check.sampled = _read_amqp10(source, facts, read, report, stop)
+    if records is not None:
+        from dlxtool.amqp10_view import LOSS_KINDS, loss_kinds
+
+        check.exact = True
+        poison = versions.char_uuid_poison_091(version)
+        for record in records:
+            if record.amqp10 is not None and include(record):
+                check.add(record.position, loss_kinds(record.amqp10, poison_091=poison), LOSS_KINDS.__getitem__)
+    check.unchecked = why
+    if stop is not None and why is None:
+        check.unchecked = (f"the messages from #{stop} on: a message published over AMQP 0.9.1 with a decimal header "
+                           f"(#{stop}) ends the AMQP 1.0 session it is delivered to")
+    if records is not None and stop is None:
+        return check
+    from dlxtool.amqp10_view import came_from_amqp10
+
+    first = stop if records is not None and stop is not None else 0  # past the 1.0 read's stop, or all of them
+    for record in records_091 or ():
+        if record.position >= first and include(record):
+            signs = came_from_amqp10(record.properties, record.headers if isinstance(record.headers, dict) else {})
+            check.add(record.position, sign_kinds(signs), _sign_words)
+    return check
+
+
+def sign_kinds(signs: list[str]) -> list[tuple[str, str]]:
+    """The losses a 0.9.1 read shows by themselves (came_from_amqp10's signs), each with its kind, and UNSEEN for
+    any message with a sign: published over 1.0, what else it lost (a subject …) cannot be told over 0.9.1."""
+    out: list[tuple[str, str]] = []
+    for sign in signs:
+        if sign == "type=amqp-1.0":
+            out.append(("encoded-body", "type=amqp-1.0: its amqp-value or amqp-sequence body arrives AMQP-encoded"))
+        elif sign in ("header x-message-id", "header x-correlation-id"):
+            out.append(("id-moved", f"a binary id, moved to the {sign}"))
+        elif sign == "a urn:uuid message-id":
+            out.append(("id-as-text", "its uuid message-id became text (urn:uuid:…)"))
+    if signs:
+        out.append((UNSEEN, f"signs of AMQP 1.0: {', '.join(signs)}"))
+    return out
+
+
+def _sign_words(kind: str) -> str:
+    from dlxtool.amqp10_view import LOSS_KINDS
+
+    return UNSEEN_WORDS if kind == UNSEEN else LOSS_KINDS[kind]
+
+
+def _facts(source: Session, queue: str) -> tuple[QueueFacts | None, str | None]:
+    """The queue's facts (type, limit, counts: dlxtool.ops.peek.queue_facts), or why the 1.0 read cannot be made."""
+    from dlxtool.broker import amqp10
+
+    if not amqp10.available():
+        return None, "python-qpid-proton is not installed (" + amqp10.INSTALL_HINT + ")"
+    if source.profile is None:
+        return None, "no broker profile to open an AMQP 1.0 connection with"
+    from dlxtool.ops.peek import queue_facts
+
+    channel = source.conn.channel()
+    try:
+        facts = queue_facts(source.profile, queue, management=_management(source), channel=channel,
+                            conn=source.conn)
+    finally:
+        if channel.is_open:
+            channel.close()
+    if facts.type == "stream":
+        return None, "a stream is not read over AMQP 1.0"
+    return facts, None
+
+
+def _management(source: Session) -> Callable[[], Any]:
+    def management() -> Any:
+        if source.management is None:
+            raise DlxtoolError(source.management_error or "no management API")
+        return source.management
+
+    return management
+
+
+def _needs_091_first(facts: QueueFacts) -> bool:
+    """Whether a 1.0 read without a 0.9.1 read before it could spend attempts: a quorum queue on a version where a
+    lost AMQP 1.0 session counts one (4.3) — a decimal header (which ends the session) is seen only over 0.9.1."""
+    from dlxtool.broker import versions
+
+    return facts.reads_as_quorum and "lost" in (versions.behaviour(facts.version).amqp10_counted or ())
+
+
+def _holds_decimal(value: Any) -> bool:
+    """A 0.9.1 header value (pika's decoding) that is or holds a decimal."""
+    from decimal import Decimal
+
+    if isinstance(value, Decimal):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_decimal(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds_decimal(v) for v in value)
+    return False
+
+
+def _read_091(source: Session, queue: str, read: ReadOptions,
+              report: Reporter) -> tuple[list[MessageRecord] | None, str | None]:
+    """The head read over 0.9.1 as a plan reads it (peek's rules: on 4.3 a quorum queue's nack spends no attempt)."""
+    from dlxtool.ops.peek import prepare_read
+
+    assert source.profile is not None  # _facts said so
+    opts = replace(read, protocol="0-9-1", count=read.max_unacked, select=None, select_decodes=False)
+    try:
+        reader, notes = prepare_read(source.conn, source.profile, queue, opts, management=_management(source))
+        for note in notes:
+            report.detail(f"conversion check: {note}")
+        records = list(reader.records())
+        outcome = reader.outcome()
+    except DlxtoolError as exc:
+        return None, f"the head could not be read over AMQP 0.9.1 first: {exc.message}"
+    if outcome.error is not None:
+        return None, f"the head could not be read over AMQP 0.9.1 first: {outcome.error.message}"
+    return records, None
+
+
+def _read_amqp10(source: Session, facts: QueueFacts, read: ReadOptions, report: Reporter,
+                 stop: int | None) -> tuple[list[MessageRecord] | None, str | None, bool]:
+    """(records read over AMQP 1.0 and given back, None; or None and why not) and whether the queue held more.
+    `stop`: read only the messages before this position."""
+    from dlxtool.broker.amqp10.connection import open_connection
+    from dlxtool.ops.peek import check_read, give_back_counts
+    from dlxtool.ops.peek_amqp10 import Amqp10QueueReader
+
+    assert source.profile is not None  # _facts said so
+    wanted = read.max_unacked if stop is None else stop
+    if not wanted:
+        return [], None, True
+    opts = replace(read, protocol="1.0", count=wanted, max_unacked=wanted, select=None, select_decodes=False)
+    if facts.reads_as_quorum and give_back_counts(facts, opts):
+        # 4.0: a plan's 0.9.1 read (--spend-attempts) spent one attempt of each already; not a second one
+        return None, (f"on RabbitMQ {facts.version} reading a quorum queue over AMQP 1.0 spends a delivery attempt of "
+                      "each message it gives back"), False
+    try:
+        notes = check_read(facts, opts)
+    except DlxtoolError as exc:
+        return None, exc.message, False
+    for note in notes:
+        report.detail(f"conversion check: {note}")
+    try:
+        conn = open_connection(source.profile)
+    except DlxtoolError as exc:
+        return None, f"no AMQP 1.0 connection: {exc.message}", False
+    try:
+        reader = Amqp10QueueReader(conn, facts, opts)
+        records = list(reader.records())
+        outcome = reader.outcome()
+    except DlxtoolError as exc:
+        return None, exc.message, False
+    finally:
+        conn.close()
+    if outcome.error is not None:  # e.g. a decimal header no 0.9.1 read saw first (a classic queue: no attempt)
+        return None, outcome.error.message, False
+    return records, None, reader.coverage().sampled or stop is not None

@@ -1,0 +1,300 @@
+"""replay and move say what RabbitMQ's conversion to AMQP 0.9.1 loses of messages published over AMQP 1.0, before
+anything moves, and refuse by default (issue 39: "the difference is said where it matters").
+
+On RabbitMQ 4.x (skipped on 3.x): one message per kind of loss, published over AMQP 1.0 (dlxtool's Sender and
+encoder, for exact types; and RabbitMQ's own client, rabbitmq-amqp-python-client), dead-lettered by the broker (a
+real `rejected` outcome) into a DLQ. The plan (--dry-run, its JSON, and the plan shown before the question)
+names each kind with how many messages and their positions; the replay is refused (exit 6, nothing moved) unless
+--accept-conversion-loss, and so is `move`; a DLQ of 1.0 messages that lose nothing replays as before."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from dlxtool.amqp10_message import Amqp10Message, Body, Typed, encode_message
+from dlxtool.broker import versions
+from dlxtool.cli.output import ExitStatus
+
+pytestmark = pytest.mark.broker
+
+NOW_MS = 1_700_000_000_000
+
+# case (its string message-id, where it has one), what it changes, the kind the plan names it by
+CASES: list[tuple[str, dict[str, Any], str | None]] = [
+    ("plain", {}, None),  # survives whole: one data section, a string id, nothing dropped
+    ("sections", {"body": Body("data", [b"part-1;", b"part-2"])}, "data-sections"),
+    ("subject", {"properties": {"subject": Typed("string", "orders.created")}}, "subject"),
+    ("to", {"properties": {"to": Typed("string", "/queues/elsewhere")}}, "to"),
+    ("expiry", {"properties": {"absolute_expiry_time": Typed("timestamp", NOW_MS * 2)}}, "absolute-expiry-time"),
+    ("group-sequence", {"properties": {"group_id": Typed("string", "g"), "group_sequence": Typed("uint", 3)}},
+     "group-sequence"),
+    ("reply-group", {"properties": {"reply_to_group_id": Typed("string", "rg")}}, "reply-to-group-id"),
+    ("creation-ms", {"properties": {"creation_time": Typed("timestamp", NOW_MS + 123)}}, "creation-time-ms"),
+    ("symbol", {"app": [("kind", Typed("symbol", "retry"))]}, "symbol"),
+    ("ulong-max", {"app": [("big", Typed("ulong", 2**64 - 1))]}, "ulong-wraps"),
+    ("stamp-ms", {"app": [("when", Typed("timestamp", NOW_MS + 7))]}, "timestamp-ms"),
+    ("", {"properties": {"message_id": Typed("ulong", 4242)}}, "id-as-text"),
+    ("", {"properties": {"message_id": Typed("binary", b"\x01\x02id")}}, "id-moved"),
+    ("value", {"body": Body("amqp-value", [Typed("string", "a value")])}, "encoded-body"),
+]
+
+
+@pytest.fixture
+def v4(broker) -> Any:
+    if not versions.speaks_amqp10(broker.version):
+        pytest.skip(f"RabbitMQ {broker.version}: AMQP 1.0 messages keep their form only on 4.x")
+    return broker
+
+
+def _message(name: str, change: dict[str, Any]) -> bytes:
+    props = {"message_id": Typed("string", name)} if name else {}
+    props.update(change.get("properties", {}))
+    msg = Amqp10Message(header={"durable": Typed("boolean", True)}, properties=props,
+                        application_properties=[(Typed("string", k), v) for k, v in change.get("app", [])] or None,
+                        body=change.get("body", Body("data", [f"body of {name or 'an id'}".encode()])))
+    return encode_message(msg)
+
+
+def _dead_letters(broker, qname: str, cases: list[tuple[str, dict[str, Any], str | None]], *,
+                  dlq_type: str = "classic") -> tuple[str, str]:
+    """Each case published over AMQP 1.0 to a quorum work queue, then rejected there (the broker dead-letters it to
+    the DLQ, in order). A classic DLQ: a read gives back without spending attempts on 4.0 and 4.3 alike."""
+    from dlxtool.broker.amqp10 import outcomes
+    from dlxtool.broker.amqp10.addresses import queue_address
+    from dlxtool.broker.amqp10.connection import open_connection
+    from dlxtool.broker.amqp10.links import HeadReader, Sender
+    from dlxtool.config import BrokerProfile
+
+    work, dlq = f"{qname}.work", f"{qname}.dlq"
+    with broker.channel() as ch:
+        ch.queue_declare(dlq, durable=True, arguments={"x-queue-type": dlq_type})
+        ch.queue_declare(work, durable=True, arguments={"x-queue-type": "quorum", "x-dead-letter-exchange": "",
+                                                         "x-dead-letter-routing-key": dlq})
+    conn = open_connection(BrokerProfile(name="t", urls=(broker.url,), vhost=broker.vhost))
+    try:
+        sender = Sender(conn, queue_address(work))
+        for name, change, _kind in cases:
+            assert sender.send(_message(name, change)).taken
+        sender.close()
+        reader = HeadReader(conn, queue_address(work), give_back=outcomes.RELEASE)
+        for delivery in reader.read(len(cases)):
+            reader.settle(delivery, outcomes.REJECT)
+        reader.close()
+    finally:
+        conn.close()
+    assert broker.wait_depth(dlq, len(cases)) == len(cases)
+    return work, dlq
+
+
+def _plan(run, broker, dlq: str, *args: str) -> dict[str, Any]:
+    result = run("--url", broker.url, "replay", dlq, "--dry-run", "--format", "json", *args)
+    assert result.exit_code == 0, result.stderr
+    return dict(json.loads(result.stdout)["plan"])
+
+
+def test_the_plan_names_each_loss_and_the_replay_is_refused_unless_accepted(v4, qname, run) -> None:
+    work, dlq = _dead_letters(v4, qname, CASES)
+    plan = _plan(run, v4, dlq)
+    losses = plan["conversion_losses"]
+    assert losses["read_over_amqp10"] is True and losses["refused"] is True
+    assert losses["messages_judged"] == len(CASES)
+    assert losses["messages_losing"] == len(CASES) - 1  # all but the plain one
+    kinds = {k["kind"]: k for k in losses["kinds"]}
+    for position, (_name, _change, kind) in enumerate(CASES):
+        if kind is None:
+            assert all(position not in k["positions"] for k in kinds.values())
+            continue
+        assert kind in kinds, (kind, sorted(kinds))
+        assert kinds[kind]["messages"] == 1 and kinds[kind]["positions"] == [position], kinds[kind]
+    assert "subject" in kinds["subject"]["example"] and "2^63" in kinds["ulong-wraps"]["what"]
+
+    # the plan shown before the question says it, and the question is never asked: refused, nothing moved
+    shown = run("--url", v4.url, "replay", dlq, input="y\n")
+    assert shown.exit_code == ExitStatus.REFUSED, shown.stderr
+    assert "subject dropped: 1 message(s), e.g. #2" in shown.stderr
+    assert "several data sections arrive merged into one body: 1 message(s), e.g. #1" in shown.stderr
+    assert "--accept-conversion-loss" in shown.stderr and "nothing was changed" in shown.stderr
+    assert "Replay the messages" not in shown.stdout + shown.stderr
+    assert v4.queue_depth(dlq) == len(CASES) and v4.queue_depth(work) == 0
+
+    # --yes shows no plan: the check is made all the same
+    blunt = run("--url", v4.url, "replay", dlq, "--yes")
+    assert blunt.exit_code == ExitStatus.REFUSED, blunt.stderr
+    assert "13 message(s)" in blunt.stderr and v4.queue_depth(dlq) == len(CASES)
+
+    # the dry run's table says so too, and what the replay would do
+    dry = run("--url", v4.url, "replay", dlq, "--dry-run")
+    assert dry.exit_code == 0, dry.stderr
+    assert "the replay would be refused (exit 6)" in dry.stderr
+    assert "reply-to-group-id dropped: 1 message(s), e.g. #6" in dry.stderr
+
+    # accepted: the plan still says it; with --yes nothing more is read for it
+    seen = run("--url", v4.url, "replay", dlq, "--dry-run", "--accept-conversion-loss")
+    assert seen.exit_code == 0 and "the replay would move them anyway (--accept-conversion-loss)" in seen.stderr
+    accepted = run("--url", v4.url, "replay", dlq, "--yes", "--accept-conversion-loss", "--format", "json")
+    assert accepted.exit_code == 0, accepted.stderr
+    assert json.loads(accepted.stdout)["moved"] == {work: len(CASES)}
+    assert "AMQP 1.0" not in accepted.stderr
+    assert v4.wait_depth(work, len(CASES)) == len(CASES) and v4.queue_depth(dlq) == 0
+
+
+def test_only_messages_the_replay_would_move_are_judged(v4, qname, run) -> None:
+    """A selection that leaves the losing messages out: nothing to refuse; the plain 1.0 message goes back."""
+    work, dlq = _dead_letters(v4, qname, CASES[:3])
+    plan = _plan(run, v4, dlq, "--message-id", "plain")
+    assert plan["conversion_losses"]["messages_losing"] == 0 and plan["conversion_losses"]["refused"] is False
+    done = run("--url", v4.url, "replay", dlq, "--yes", "--message-id", "plain", "--format", "json")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["moved"] == {work: 1}
+    assert v4.queue_depth(dlq) == 2
+
+
+def test_move_is_refused_too_and_moves_when_accepted(v4, qname, run) -> None:
+    _work, dlq = _dead_letters(v4, qname, CASES[:3])
+    parked = f"{qname}.parked"
+    with v4.channel() as ch:
+        ch.queue_declare(parked, durable=True, arguments={"x-queue-type": "quorum"})
+    refused = run("--url", v4.url, "move", dlq, parked, "--yes")
+    assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
+    assert "2 of the 3 message(s) to move" in refused.stderr and "subject dropped: 1 message(s), e.g. #2" in \
+        refused.stderr
+    assert v4.queue_depth(dlq) == 3 and v4.queue_depth(parked) == 0
+    moved = run("--url", v4.url, "move", dlq, parked, "--yes", "--accept-conversion-loss")
+    assert moved.exit_code == 0, moved.stderr
+    assert v4.wait_depth(parked, 3) == 3
+
+
+def test_the_clients_messages_are_judged_as_they_were_published(v4, qname, run) -> None:
+    """RabbitMQ's own AMQP 1.0 client (ulong id, subject, group-sequence, creation-time with ms, a symbol, ulong
+    2^64-1 and a timestamp with ms as application properties): the plan names what the conversion loses of them."""
+    client = pytest.importorskip("rabbitmq_amqp_python_client")
+    from rabbitmq_amqp_python_client import AddressHelper, Message
+    from rabbitmq_amqp_python_client.qpid.proton import symbol, timestamp, ulong
+
+    work, dlq = _dead_letters(v4, qname, [])
+    env = client.Environment(uri=f"amqp://guest:guest@localhost:{v4.amqp_port}/{v4.vhost}")
+    conn = env.connection()
+    conn.dial()
+    try:
+        publisher = conn.publisher(AddressHelper.queue_address(work))
+        for i in range(2):
+            publisher.publish(Message(body=b"body-%d" % i, id=ulong(1000 + i), subject="orders.created",
+                                      group_id="g", group_sequence=3, creation_time=1_700_000_000.5, durable=True,
+                                      application_properties={"sym": symbol("s"), "big": ulong(2**64 - 1),
+                                                              "when": timestamp(1_700_000_000_123)}))
+        publisher.close()
+    finally:
+        conn.close()
+        env.close()
+    from dlxtool.broker.amqp10 import outcomes
+    from dlxtool.broker.amqp10.addresses import queue_address
+    from dlxtool.broker.amqp10.connection import open_connection
+    from dlxtool.broker.amqp10.links import HeadReader
+    from dlxtool.config import BrokerProfile
+
+    ours = open_connection(BrokerProfile(name="t", urls=(v4.url,), vhost=v4.vhost))
+    try:
+        reader = HeadReader(ours, queue_address(work), give_back=outcomes.RELEASE)
+        for delivery in reader.read(2):
+            reader.settle(delivery, outcomes.REJECT)
+        reader.close()
+    finally:
+        ours.close()
+    assert v4.wait_depth(dlq, 2) == 2
+    kinds = {k["kind"]: k for k in _plan(run, v4, dlq)["conversion_losses"]["kinds"]}
+    for kind in ("id-as-text", "subject", "group-sequence", "creation-time-ms", "symbol", "ulong-wraps",
+                 "timestamp-ms"):
+        assert kinds[kind]["messages"] == 2 and kinds[kind]["positions"] == [0, 1], (kind, kinds.get(kind))
+    refused = run("--url", v4.url, "replay", dlq, "--yes")
+    assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
+    assert v4.queue_depth(dlq) == 2
+
+
+def test_a_quorum_dlq_is_judged_without_spending_an_attempt(v4, qname, run) -> None:
+    """A quorum DLQ: where the AMQP 1.0 give-back spends no attempt (4.3) the head is read again over 1.0 and judged
+    whole; where every give-back counts (4.0: the plan itself needs --spend-attempts) it is not read a second time,
+    and what AMQP 0.9.1 shows is judged: the amqp-value body (type=amqp-1.0) and the binary id (x-message-id) by
+    themselves, the subject not at all — the check says it is partial, and the replay is refused all the same."""
+    cases = [CASES[2], CASES[12], CASES[13]]  # subject, binary id, amqp-value
+    _work, dlq = _dead_letters(v4, qname, cases, dlq_type="quorum")
+    exact = versions.amqp10_peek_give_back(v4.version) is not None
+    before = _delivery_counts(v4, dlq) if exact else None  # 4.3 carries the work queue's count into the DLQ
+    losses = _plan(run, v4, dlq, *(() if exact else ("--spend-attempts",)))["conversion_losses"]
+    kinds = {k["kind"]: k["positions"] for k in losses["kinds"]}
+    assert losses["read_over_amqp10"] is exact and losses["refused"] is True
+    assert kinds["id-moved"] == [1] and kinds["encoded-body"] == [2]
+    if exact:
+        assert kinds["subject"] == [0] and losses["messages_losing"] == 3
+        assert _delivery_counts(v4, dlq) == before  # neither read spent an attempt
+    else:
+        assert "subject" not in kinds and losses["messages_losing"] == 2  # what 0.9.1 cannot see
+        assert "spends a delivery attempt" in losses["not_read_over_amqp10"]
+        assert kinds["unseen"] == [1, 2]
+    refused = run("--url", v4.url, "replay", dlq, "--yes")
+    assert refused.exit_code == (ExitStatus.REFUSED if exact else ExitStatus.OK), refused.stderr
+    if not exact:  # --yes on 4.0: no read may be made without spending attempts; said, not refused
+        assert "conversion not checked over AMQP 1.0" in refused.stderr
+
+
+def _delivery_counts(broker, queue: str) -> list[dict[str, Any]]:
+    """Each message's x-delivery-count, read over 0.9.1 and given back (4.3: a nack spends no attempt)."""
+    out = []
+    with broker.channel() as ch:
+        tags = []
+        while True:
+            method, props, _body = ch.basic_get(queue, auto_ack=False)
+            if method is None:
+                break
+            tags.append(method.delivery_tag)
+            out.append({"x-delivery-count": (props.headers or {}).get("x-delivery-count", 0)})
+        if tags:
+            ch.basic_nack(tags[-1], multiple=True, requeue=True)
+    return out
+
+
+def test_a_decimal_header_ends_the_10_read_before_it_costs_an_attempt(v4, qname, run) -> None:
+    """replay --yes on a quorum DLQ (4.3: a lost AMQP 1.0 session counts an attempt of each message it held): the
+    head is read over 0.9.1 first, as a plan reads it, and the 1.0 read stops before a 0.9.1 message with a decimal
+    header (which would end its session); what lies past it is judged by its 0.9.1 signs. No attempt is spent."""
+    from decimal import Decimal
+
+    import pika
+
+    if versions.amqp10_peek_give_back(v4.version) is None:
+        pytest.skip(f"RabbitMQ {v4.version}: every AMQP 1.0 give-back of a quorum queue counts (the check says so)")
+    work, dlq = _dead_letters(v4, qname, [CASES[2]], dlq_type="quorum")  # #0: a subject
+    with v4.channel() as ch:  # #1: a 0.9.1 message with a decimal header, rejected over 0.9.1
+        ch.basic_publish("", work, b"priced", pika.BasicProperties(message_id="priced", headers={"d": Decimal("1.5")}))
+        method = None
+        while method is None:
+            method, _props, _body = ch.basic_get(work, auto_ack=False)
+        ch.basic_reject(method.delivery_tag, requeue=False)
+    assert v4.wait_depth(dlq, 2) == 2
+    from dlxtool.broker.amqp10 import outcomes
+    from dlxtool.broker.amqp10.addresses import queue_address
+    from dlxtool.broker.amqp10.connection import open_connection
+    from dlxtool.broker.amqp10.links import HeadReader, Sender
+    from dlxtool.config import BrokerProfile
+
+    conn = open_connection(BrokerProfile(name="t", urls=(v4.url,), vhost=v4.vhost))
+    try:  # #2: an amqp-value body (type=amqp-1.0 over 0.9.1), rejected over 1.0
+        sender = Sender(conn, queue_address(work))
+        assert sender.send(_message(*CASES[13][:2])).taken
+        sender.close()
+        reader = HeadReader(conn, queue_address(work), give_back=outcomes.RELEASE)
+        for delivery in reader.read(1):
+            reader.settle(delivery, outcomes.REJECT)
+        reader.close()
+    finally:
+        conn.close()
+    assert v4.wait_depth(dlq, 3) == 3
+    before = _delivery_counts(v4, dlq)
+    refused = run("--url", v4.url, "replay", dlq, "--yes")
+    assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
+    assert "subject dropped: 1 message(s), e.g. #0" in refused.stderr
+    assert "type=amqp-1.0" in refused.stderr and "e.g. #2" in refused.stderr
+    assert "decimal header (#1)" in refused.stderr
+    assert _delivery_counts(v4, dlq) == before and v4.queue_depth(work) == 0

@@ -1,0 +1,55 @@
+"""The conversion check's tally and words (dlxtool.ops.conversion_check), without a broker: per kind, how many
+messages and which positions; the refusal unless accepted; what a 0.9.1 read shows by itself. The check against real
+brokers (4.0 and 4.3), through replay and move: tests/cli/test_conversion.py."""
+
+from __future__ import annotations
+
+from dlxtool.amqp10_view import LOSS_KINDS, came_from_amqp10
+from dlxtool.errors import RefusedError
+from dlxtool.ops.conversion_check import CONVERSION_FLAG, UNSEEN, ConversionCheck, sign_kinds
+
+
+def _check(**kw: object) -> ConversionCheck:
+    check = ConversionCheck("orders.dlq", exact=True, **kw)  # type: ignore[arg-type]
+    check.add(0, [], LOSS_KINDS.__getitem__)
+    for position in range(1, 6):
+        check.add(position, [("subject", "subject dropped"), ("subject", "subject dropped")],
+                  LOSS_KINDS.__getitem__)
+    check.add(6, [("symbol", "application property 'k' (symbol) becomes a string")], LOSS_KINDS.__getitem__)
+    return check
+
+
+def test_messages_are_counted_per_kind_with_their_first_positions() -> None:
+    check = _check()
+    assert (check.judged, check.losing) == (7, 6)
+    data = check.to_json()
+    assert data["kinds"][0] == {"kind": "subject", "what": "subject dropped", "messages": 5, "positions": [1, 2, 3],
+                                "example": "subject dropped"}
+    assert data["kinds"][1]["positions"] == [6] and data["refused"] is True
+    lines = check.lines()
+    assert "6 of the 7 message(s) to move from 'orders.dlq'" in lines[0]
+    assert lines[1] == "  subject dropped: 5 message(s), e.g. #1, #2, #3…"
+    assert lines[2].endswith("e.g. #6 (application property 'k' (symbol) becomes a string)")
+
+
+def test_the_default_refuses_and_the_flag_accepts() -> None:
+    check = _check()
+    refusal = check.refusal("replay")
+    assert isinstance(refusal, RefusedError) and "nothing was changed" in refusal.message
+    assert "subject, symbol" in refusal.message and CONVERSION_FLAG in (refusal.hint or "")
+    assert "dump --protocol 1.0" in (refusal.hint or "")
+    assert "--protocol 1.0 moves them as published" in (_check(amqp10_path="--protocol 1.0").refusal("replay").hint
+                                                        or "")
+    assert not _check(accepted=True).refuses
+    clean = ConversionCheck("q", exact=True)
+    clean.add(0, [], LOSS_KINDS.__getitem__)
+    assert not clean.refuses and clean.lines() == []
+
+
+def test_what_a_091_read_shows_by_itself() -> None:
+    assert sign_kinds([]) == []
+    signs = came_from_amqp10({"type": "amqp-1.0", "message_id": "urn:uuid:6ed98b78-fba2-4d91-b2ec-ea452408d7b4"},
+                             {"x-message-id": b"\x01", "x-opt-tenant": "acme"})
+    kinds = [k for k, _p in sign_kinds(signs)]
+    assert kinds == ["encoded-body", "id-moved", "id-as-text", UNSEEN]
+    assert [k for k, _p in sign_kinds(["header x-opt-failure-reason"])] == [UNSEEN]
