@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
@@ -76,7 +76,7 @@ def _take(sig: signal.Signals, previous: Any) -> bool:
 
 
 @contextmanager
-def catch_stop_signals() -> Iterator[None]:
+def catch_stop_signals() -> Generator[None]:
     """For a whole command: SIGTERM and SIGHUP behave like Ctrl-C (StopSignal, a KeyboardInterrupt);
     Ctrl-C itself is noted (for its exit status) and raises as before."""
     if not _main_thread():
@@ -132,7 +132,7 @@ def _note_only(signum: int, _frame: Any) -> None:
 
 
 @contextmanager
-def signals_as_stop(stop: threading.Event, enabled: bool = True, *, second_raises: bool = True) -> Iterator[None]:
+def signals_as_stop(stop: threading.Event, enabled: bool = True, *, second_raises: bool = True) -> Generator[None]:
     """A stop signal sets `stop`, which the caller's loop checks, so pika is never interrupted half-way
     through a frame. A second one gives up waiting: StopSignal, raised by the next I/O call (unacked messages
     return anyway) and forgotten if the block ends first, unless `second_raises` is False: then every signal

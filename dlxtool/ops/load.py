@@ -36,6 +36,7 @@ from dlxtool.broker.publisher import PublishAnswer, Publisher
 from dlxtool.broker.queues import did_you_mean, names_in
 from dlxtool.broker.wire.frames import EncodeError, basic_properties
 from dlxtool.errors import UnavailableError, UsageError
+from dlxtool.json_shapes import is_object
 from dlxtool.message_ids import MessageIds
 from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.engine import Progress, describe_error
@@ -73,15 +74,16 @@ class LoadSettings:
 @dataclass
 class LoadPlan:
     records: int = 0
-    targets: Counter[str] = field(default_factory=Counter)   # queue -> records
-    torn: list[str] = field(default_factory=list)             # FILE:LINE of each record cut short
-    exists: dict[str, bool] = field(default_factory=dict)     # queue -> exists (run/dry run)
-    rooms: dict[str, Capacity] = field(default_factory=dict)  # queue -> its room at the start
+    targets: Counter[str] = field(default_factory=Counter[str])   # queue -> records
+    torn: list[str] = field(default_factory=list[str])             # FILE:LINE of each record cut short
+    exists: dict[str, bool] = field(default_factory=dict[str, bool])     # queue -> exists (run/dry run)
+    rooms: dict[str, Capacity] = field(default_factory=dict[str, "Capacity"])  # queue -> its room at the start
     allow_displace: bool = False
-    keys: Counter[tuple[str, str]] = field(default_factory=Counter)  # (queue, routing key published with) -> records
-    routes: dict[str, str] = field(default_factory=dict)      # queue -> its route in words (or why none)
-    unsafe: Counter[str] = field(default_factory=Counter)     # why records would not be published -> records
-    unsafe_by_queue: Counter[str] = field(default_factory=Counter)  # queue -> records its route holds back
+    # (queue, routing key published with) -> records
+    keys: Counter[tuple[str, str]] = field(default_factory=Counter[tuple[str, str]])
+    routes: dict[str, str] = field(default_factory=dict[str, str])      # queue -> its route in words (or why none)
+    unsafe: Counter[str] = field(default_factory=Counter[str])     # why records would not be published -> records
+    unsafe_by_queue: Counter[str] = field(default_factory=Counter[str])  # queue -> records its route holds back
 
     def would_load(self, queue: str) -> int:
         """Records for `queue` whose route is safe and that fit its room by count (the byte room depends on each
@@ -121,13 +123,13 @@ class LoadPlan:
 class LoadResult:
     file: str
     records: int
-    published: Counter[str] = field(default_factory=Counter)  # queue -> confirmed
-    failed: Counter[Why] = field(default_factory=Counter)     # "queue: why" -> records
+    published: Counter[str] = field(default_factory=Counter[str])  # queue -> confirmed
+    failed: Counter[Why] = field(default_factory=Counter[Why])     # "queue: why" -> records
     lost: int = 0              # no answer before the connection ended: maybe published (possible duplicates)
     not_sent: int = 0          # never published (stopped by an error or Ctrl-C)
     skipped_torn: int = 0      # records cut short in the file (their messages were never acked away)
-    stayed_full: Counter[str] = field(default_factory=Counter)  # queue -> records not published: it was full
-    routes: dict[str, str] = field(default_factory=dict)      # queue -> how its records were published
+    stayed_full: Counter[str] = field(default_factory=Counter[str])  # queue -> records not published: it was full
+    routes: dict[str, str] = field(default_factory=dict[str, str])      # queue -> how its records were published
     interrupted: bool = False
     error: str | None = None
     unavailable: bool = False  # the error: the broker blocked publishing (a resource alarm), not a lost connection
@@ -353,7 +355,7 @@ def _routing_key(record: MessageRecord, headers: dict[str, Any]) -> str:
     from dlxtool.ops.provenance import PROVENANCE_HEADER
 
     prov = headers.get(PROVENANCE_HEADER) if headers is not record.headers else None
-    key = prov.get("routing-key") if isinstance(prov, dict) else None
+    key = prov.get("routing-key") if is_object(prov) else None
     return key if isinstance(key, str) else record.routing_key
 
 

@@ -18,13 +18,14 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any, Protocol
 
 import orjson
 
 from dlxtool.errors import NotFoundError, UsageError
+from dlxtool.json_shapes import is_array
 from dlxtool.record import MessageRecord
 
 # -- files only their owner may read ------------------------------------------------------------------
@@ -148,7 +149,8 @@ def _write_all(stream: IO[bytes], data: bytes) -> None:
     view = memoryview(data)
     while view:
         n = stream.write(view)
-        if n is None or n >= len(view):  # buffered streams write it all (or raise)
+        # buffered streams write it all (or raise); a raw one in non-blocking mode may return None (typeshed: int)
+        if n is None or n >= len(view):  # pyright: ignore[reportUnnecessaryComparison]
             return
         view = view[n:]  # a raw file may write part of it
 
@@ -272,7 +274,7 @@ def repair_torn_tail(fd: int) -> tuple[str, int] | None:
 
 def _read_array(data: bytes, name: str) -> Iterator[tuple[str, MessageRecord]]:
     items = _loads(data, name)
-    if not isinstance(items, list):
+    if not is_array(items):
         raise UsageError(f"{name}: expected a JSON array of message records")
     for i, item in enumerate(items):
         yield f"{name}: record {i + 1}", MessageRecord.from_json(item, f"{name}: record {i + 1}")
@@ -369,7 +371,7 @@ Say = Callable[[str], None]
 
 
 @contextmanager
-def open_record_sink(path: str | None, stdout: Any, *, warn: Say, info: Say) -> Iterator[RecordSink]:
+def open_record_sink(path: str | None, stdout: Any, *, warn: Say, info: Say) -> Generator[RecordSink]:
     """A RecordSink for --backup / dump --remove / --failed / --save: FILE opened for APPENDING (it may
     already hold the only copy of messages: never truncated, except for a record cut short at its end), or
     `stdout` when it is redirected to a regular file. What it repaired or appends to is told to warn/info."""

@@ -278,7 +278,8 @@ class Router:
                 if more is None:
                     return None
                 queues |= more
-        alternate = (ex.get("arguments") or {}).get("alternate-exchange")
+        arguments: Any = ex.get("arguments") or {}
+        alternate = arguments.get("alternate-exchange")
         if alternate and (not queues or (loose is not None and key.pattern)):  # a pattern: some keys match nothing
             more = self._route(str(alternate), key, seen, loose)
             return None if more is None else queues | more
@@ -389,7 +390,7 @@ REFUSED = "the broker refused to"  # TemporaryExchanges' reasons start so (after
 def route_hint(kinds: Iterable[Stay]) -> str:
     """What to do about the kinds of reason messages stayed for (a run refused: dlxtool.ops.outcomes.refusal)."""
     kinds = set(kinds)
-    steps = []
+    steps: list[str] = []
     if Stay.QUEUE_MISSING in kinds:
         steps.append("create the missing queue")
     if Stay.ROUTE_REFUSED in kinds:

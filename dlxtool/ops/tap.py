@@ -33,6 +33,7 @@ from urllib.parse import quote
 
 from dlxtool import waits
 from dlxtool.errors import DlxtoolError
+from dlxtool.json_shapes import is_array, is_object
 from dlxtool.ops.provenance import PROVENANCE_HEADER
 
 TAP_MAX_LENGTH = 100_000  # a flood of others' dead letters drops the tap's oldest copies, never the broker's memory
@@ -69,9 +70,9 @@ def dlq_bindings(management: Any, vhost: str, dlq: str) -> list[Binding]:
     """The DLQ's bindings but the default exchange's (which every queue has and no other queue can share)."""
     path = f"queues/{quote(vhost, safe='')}/{quote(dlq, safe='')}/bindings"
     listed = management.get(path)
-    out = []
-    for b in listed if isinstance(listed, list) else []:
-        if isinstance(b, dict) and b.get("source"):
+    out: list[Binding] = []
+    for b in listed if is_array(listed) else []:
+        if is_object(b) and b.get("source"):
             out.append(Binding(str(b["source"]), str(b.get("routing_key") or ""), dict(b.get("arguments") or {})))
     return out
 
@@ -79,7 +80,7 @@ def dlq_bindings(management: Any, vhost: str, dlq: str) -> list[Binding]:
 def run_of(headers: Mapping[str, Any] | None) -> tuple[str, int] | None:
     """(run, publish number) from a message's provenance `id` (`<run>-<n>`), or None (never replayed)."""
     prov = (headers or {}).get(PROVENANCE_HEADER)
-    if not isinstance(prov, dict):
+    if not is_object(prov):
         return None
     publish_id = prov.get("id")
     if isinstance(publish_id, bytes | bytearray):
