@@ -23,7 +23,8 @@ from dlxtool.urls import AmqpUrl
 if TYPE_CHECKING:
     import pika
     import pika.credentials
-    from pika.adapters.blocking_connection import BlockingConnection
+    from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
+    from pika.connection import ConnectionParameters
 
 
 class AmqpConnection(Protocol):
@@ -35,7 +36,7 @@ class AmqpConnection(Protocol):
     @property
     def is_open(self) -> bool: ...
 
-    def channel(self) -> Any: ...
+    def channel(self) -> BlockingChannel: ...
 
     def close(self) -> None: ...
 
@@ -53,7 +54,7 @@ def connection_parameters(profile: BrokerProfile) -> list[pika.ConnectionParamet
     pika = pika_import.load()
 
     credentials = _credentials(profile)
-    params: list[pika.ConnectionParameters] = []
+    params: list[ConnectionParameters] = []
     for node in profile.nodes:
         ssl_options = None
         if node.tls:

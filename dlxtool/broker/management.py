@@ -387,10 +387,10 @@ class ManagementClient:
         self._reread.discard(vhost)
         while True:
             try:
-                raw = self.get(queue_path(vhost, name), **SAMPLE_QUERY)
+                raw: dict[str, Any] = self.get(queue_path(vhost, name), **SAMPLE_QUERY)
             except NotFoundError:
                 raise self._queue_not_found(vhost, name) from None
-            raw: dict[str, Any] = {**raw, SAMPLED_WITHIN: sample_age(raw, self.last_date)}
+            raw = {**raw, SAMPLED_WITHIN: sample_age(raw, self.last_date)}
             sampled = raw.get("effective_policy_definition") is not None
             if settled and not sampled and self._no_policy_applies(vhost, raw):
                 raw = {**raw, "effective_policy_definition": {}}  # declared moments ago, and no policy is for it

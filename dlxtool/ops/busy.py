@@ -7,15 +7,14 @@ anyway (they take messages while dlxtool reads, so a run covers what it receives
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import quote
 
-from dlxtool.broker.management import QueueInfo
+from dlxtool.broker.management import ManagementClient, QueueInfo
 from dlxtool.errors import DlxtoolError, RefusedError
 from dlxtool.json_shapes import is_object
 
 
-def check_not_busy(info: QueueInfo | None, management: Any | None, what: str,
+def check_not_busy(info: QueueInfo | None, management: ManagementClient | None, what: str,
                    consumers: int | None = None) -> str | None:
     """Refuse (RefusedError) when `info`'s queue is held by another consumer or connection; else a warning to say
     when it has competing consumers (None: none). `what` says what would not happen ("replayed"); `consumers`:
@@ -49,7 +48,7 @@ def _single_active(info: QueueInfo) -> bool:
     return bool(info.setting("single-active-consumer"))
 
 
-def exclusive_owner(management: Any, vhost: str, queue: str) -> str | None:
+def exclusive_owner(management: ManagementClient, vhost: str, queue: str) -> str | None:
     """The connection an exclusive queue belongs to, as `connection_named` names it; None where the API does not say."""
     try:
         row = management.get(f"queues/{quote(vhost, safe='')}/{quote(queue, safe='')}")
@@ -59,7 +58,7 @@ def exclusive_owner(management: Any, vhost: str, queue: str) -> str | None:
     return connection_named(management, owner) if is_object(owner) else None
 
 
-def connection_named(management: Any | None, details: Any) -> str:
+def connection_named(management: ManagementClient | None, details: object) -> str:
     """A connection as a person finds it: its name, and the name its client gave it, where the API says it."""
     if not is_object(details):  # the API has no figures for it: not yet ([]), or none kept (statistics off)
         return "(not known to the management API: no statistics for it yet, or none kept)"

@@ -147,7 +147,7 @@ def from_info(info: QueueInfo, ready: int) -> Capacity:
     )
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 

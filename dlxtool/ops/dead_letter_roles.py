@@ -94,8 +94,8 @@ class ListedRouter(Router):
     def bindings(self, exchange: str) -> list[dict[str, Any]]:
         return self.listings.bindings.get(exchange, [])
 
-    def queue(self, name: str) -> Any:
-        return True if name in self.queue_names else None
+    def has_queue(self, name: str) -> bool:
+        return name in self.queue_names
 
 
 def needs_keys(row: QueueRow, listings: Listings) -> bool:

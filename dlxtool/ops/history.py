@@ -6,13 +6,16 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlxtool.conventions import BUILT_IN, Convention, Explanation, Message, Route, explain
 from dlxtool.deaths import Death, MessageHistory, Origin, iso, message_history
 from dlxtool.failures import FailureKey, failure_key
 from dlxtool.json_shapes import is_object
 from dlxtool.record import MessageRecord
+
+if TYPE_CHECKING:
+    from dlxtool.ops.routes import Management
 
 
 @dataclass
@@ -54,7 +57,7 @@ class Entry:
                 "copy_of": self.copy_of}
 
 
-def shown_exchange(name: str | None, headers: Any) -> str:
+def shown_exchange(name: str | None, headers: object) -> str:
     """An exchange as a person reads it: one of dlxtool's temporary exchanges (long deleted; in a delivery or an
     x-death after a replay) as the exchange it stood for, which the provenance header recorded — "orders (dlxtool
     replay)" —, or as the queue a kept message went back to; "(default)" for the default exchange."""
@@ -95,7 +98,7 @@ def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = (),
         yield Entry(record, history, explained)
 
 
-def wait_queue_origins(mgmt: Any, vhost: str, dlq: str,
+def wait_queue_origins(mgmt: Management, vhost: str, dlq: str,
                        consumers_now: Callable[[str], int | None] | None = None) -> Callable[[Death], Origin]:
     """through() for `entries`: a message that only waited out TTLs has as origin the queue its last wait
     queue sends it back to (management API: that queue's dead-letter exchange and bindings), as replay
@@ -113,7 +116,7 @@ def wait_queue_origins(mgmt: Any, vhost: str, dlq: str,
     return through
 
 
-def delivery_limits(mgmt: Any, vhost: str) -> Callable[[str], int | None]:
+def delivery_limits(mgmt: Management, vhost: str) -> Callable[[str], int | None]:
     """delivery_limit for `entries`: each queue's limit in effect now (arguments, policy, the version's default),
     asked once per queue; None for a queue that is gone, not a quorum queue, or an API that cannot answer."""
     from dlxtool.errors import DlxtoolError, ManagementMismatch

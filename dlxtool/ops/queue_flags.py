@@ -184,7 +184,7 @@ def _row_without_settings(broker: str, raw: Mapping[str, Any], broker_version: s
     )
 
 
-def _count(listed: Any) -> int | None:
+def _count(listed: object) -> int | None:
     """The length of a list the API gives (a quorum queue's members, online), None where it gives none."""
     return len(listed) if is_array(listed) else None
 
@@ -198,11 +198,11 @@ def consumer_deliveries(stats: Mapping[str, Any] | None) -> int:
                if isinstance(v := stats.get(k), int | float) and not isinstance(v, bool))
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     if value is None:
         return None
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

@@ -147,12 +147,11 @@ def encode_properties(properties: Any) -> bytes:
     return b"".join(properties.encode())
 
 
-def basic_properties(properties: Mapping[str, Any], headers: Mapping[str, Any] | None) -> Any:
+def basic_properties(properties: Mapping[str, Any], headers: Mapping[str, Any] | None) -> spec.BasicProperties:
     """The BasicProperties every codec publishes: AMQP basic properties by name (a record's `properties`),
     and the headers table (None or empty: none; a dict is taken as it is, another mapping copied)."""
-    table = headers
-    if table is not None and type(table) is not dict:
-        table = dict(table)
+    # cast: narrowing on `type(...) is dict` forgets the key and value types
+    table = cast("dict[str, Any] | None", headers if headers is None or type(headers) is dict else dict(headers))
     return _BP(headers=table or None, **properties)
 
 
