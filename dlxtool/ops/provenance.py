@@ -100,7 +100,7 @@ def replayed(headers: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: v.decode("utf-8", "replace") if isinstance(v, bytes | bytearray) else v for k, v in shown.items()}
 
 
-def copy_origin(src: Any, publish_id: Any) -> CopySource | None:
+def copy_origin(src: object, publish_id: object) -> CopySource | None:
     """provenance_src of a provenance's decoded `src` and `id`."""
     if not isinstance(src, str) or len(src) != 16:
         return None
