@@ -74,7 +74,9 @@ def _plain_transport() -> Any:  # pika's transport class (untyped), or None
 
     pika_import.load()  # this may be a command's first pika import: without its asyncio adapter
     try:
-        from pika.adapters.utils.io_services_utils import _AsyncPlaintextTransport
+        from pika.adapters.utils.io_services_utils import (
+            _AsyncPlaintextTransport,  # pyright: ignore[reportPrivateUsage]  # pika internals: pika_private.py
+        )
     except ImportError:  # another pika layout: always the full loop
         return None
     return _AsyncPlaintextTransport
@@ -105,7 +107,8 @@ def wait_readable(connections: tuple[Any, ...], timeout: float, gather: float = 
     """Sleep until a connection has input (or can take output it still holds), at most `timeout` s.
     gather: when input came, sleep this much longer, so that more of it is read at once."""
     signal_guard.raise_held()
-    readers, writers = [], []
+    readers: list[Any] = []  # sockets (plain or TLS) as select takes them
+    writers: list[Any] = []
     for conn in connections:
         transport = getattr(conn._impl, "_transport", None)  # noqa: SLF001
         sock = getattr(transport, "_sock", None)

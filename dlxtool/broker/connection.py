@@ -9,7 +9,7 @@ import contextlib
 import re
 import ssl
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from dlxtool import secrets
 from dlxtool.amqp_values import allow_deep_headers
@@ -23,7 +23,8 @@ from dlxtool.urls import AmqpUrl
 if TYPE_CHECKING:
     import pika
     import pika.credentials
-    from pika.adapters.blocking_connection import BlockingConnection
+    from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
+    from pika.connection import ConnectionParameters
 
 
 class AmqpConnection(Protocol):
@@ -35,7 +36,7 @@ class AmqpConnection(Protocol):
     @property
     def is_open(self) -> bool: ...
 
-    def channel(self) -> Any: ...
+    def channel(self) -> BlockingChannel: ...
 
     def close(self) -> None: ...
 
@@ -53,7 +54,7 @@ def connection_parameters(profile: BrokerProfile) -> list[pika.ConnectionParamet
     pika = pika_import.load()
 
     credentials = _credentials(profile)
-    params = []
+    params: list[ConnectionParameters] = []
     for node in profile.nodes:
         ssl_options = None
         if node.tls:
@@ -291,9 +292,10 @@ def quiet_pika_logging() -> None:
 def describe_connection(conn: BlockingConnection, profile: BrokerProfile, latency_ms: float) -> ServerInfo:
     """What the broker said about itself in connection.start, and which node of the profile answered."""
     # pika keeps connection.start's server-properties on the underlying connection only.
-    props: dict[str, Any] = conn._impl.server_properties or {}  # noqa: SLF001  # pyright: ignore[reportAttributeAccessIssue]
-    node = next((n for n in profile.nodes if n.host == conn._impl.params.host  # noqa: SLF001  # pyright: ignore[reportAttributeAccessIssue]
-                 and n.port == conn._impl.params.port), profile.nodes[0])  # noqa: SLF001  # pyright: ignore[reportAttributeAccessIssue]
+    impl: Any = cast("Any", conn)._impl  # noqa: SLF001 - pika's underlying connection (untyped)
+    props: dict[str, Any] = impl.server_properties or {}
+    node = next((n for n in profile.nodes if n.host == impl.params.host and n.port == impl.params.port),
+                profile.nodes[0])
     return ServerInfo(
         version=_text(props.get("version")),
         cluster_name=_text(props.get("cluster_name")),
@@ -398,7 +400,7 @@ def _describe_connect_failure(exc: BaseException, node: AmqpUrl, profile: Broker
     """pika wraps socket, TLS and timeout failures in layers of its own exceptions; find the useful one.
 
     Returns (what happened, what to do)."""
-    texts = []
+    texts: list[str] = []
     for inner in _causes(exc):
         if isinstance(inner, ssl.SSLCertVerificationError):
             what, hint = _VERIFY_CODES.get(inner.verify_code, (

@@ -100,7 +100,7 @@ class HeldGets:
     """basic.get deliveries held on one channel, and how many of them are given back already (kept
     here, not in a local, so a give-back cut short by Ctrl-C resumes where it was)."""
 
-    tags: list[int] = field(default_factory=list)
+    tags: list[int] = field(default_factory=list[int])
     returned: int = 0
     confirmed: bool = True  # False: a chunk was not seen applied in time (the order may have changed)
 

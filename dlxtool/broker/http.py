@@ -75,7 +75,12 @@ class Pending:
         assert self._response is not None
         return self._response
 
-    def _finish(self, response: Response | None = None, error: BaseException | None = None) -> None:
+    @property
+    def answered(self) -> bool:
+        return self._done.is_set()
+
+    def finish(self, response: Response | None = None, error: BaseException | None = None) -> None:
+        """Give the request its answer (the connection that read it, or the error that ended the exchange)."""
         self._response, self._error = response, error
         self._done.set()
 
@@ -138,8 +143,8 @@ class HttpConnection:
             except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for these requests
                 self._close()
                 for pending in (*in_flight, *batch):
-                    if not pending._done.is_set():  # noqa: SLF001 - the class's own helper
-                        pending._finish(error=exc)  # noqa: SLF001
+                    if not pending.answered:
+                        pending.finish(error=exc)
                 in_flight.clear()
 
     def _send(self, batch: list[Pending], in_flight: deque[Pending]) -> None:
@@ -173,7 +178,7 @@ class HttpConnection:
             in_flight.extend(resend)
             return
         in_flight.popleft()
-        pending._finish(response)  # noqa: SLF001
+        pending.finish(response)
         if not keep:
             # The rest were sent on a connection the server ends after this answer: send them again.
             resend = list(in_flight)
@@ -317,5 +322,5 @@ def urllib_exchange(method: str, url: str, headers: Mapping[str, str], body: byt
 def done(response: Response | None = None, error: BaseException | None = None) -> Pending:
     """A Pending already answered (urllib's synchronous exchanges)."""
     pending = Pending("GET", b"", b"")
-    pending._finish(response, error)  # noqa: SLF001
+    pending.finish(response, error)
     return pending

@@ -42,6 +42,7 @@ from dlxtool.broker.management import OVERVIEW_COLUMNS, PROBE_ARGUMENT, Manageme
 from dlxtool.broker.naming import connection_name as connection_name
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError
+from dlxtool.json_shapes import is_object, items_of
 
 # A 404 is asked again (a follower of the metadata store may answer a moment late) for up to PROBE_WAIT s, polls
 # 0.1 s apart at first, then PROBE_RETRY_DELAY (dlxtool.waits)
@@ -228,15 +229,16 @@ def _reprove(conn: Any, profile: BrokerProfile, client: ManagementClient) -> Non
 
 def _connection_name(conn: Any) -> str:
     """The random client-provided name this AMQP connection was opened with (connection_name())."""
-    return _text((conn._impl.params.client_properties or {}).get("connection_name"))  # noqa: SLF001
+    said: Any = conn._impl.params.client_properties  # noqa: SLF001
+    return _text(said.get("connection_name")) if is_object(said) else ""
 
 
 def _lists_connection(client: ManagementClient, vhost: str, name: str) -> str | None:
     """The node of the connection named `name` in the API's connection list of `vhost` ("?" where the row does not
     say it), or None where the list does not hold it."""
     rows = client.get(f"vhosts/{_q(vhost)}/connections", columns="user_provided_name,node")
-    for row in rows or []:
-        if isinstance(row, dict) and row.get("user_provided_name") == name:
+    for row in items_of(rows):
+        if is_object(row) and row.get("user_provided_name") == name:
             return _text(row.get("node")) or "?"
     return None
 

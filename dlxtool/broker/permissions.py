@@ -62,8 +62,11 @@ def _publish_unroutable(channel: AsyncChannel, exchange: str) -> str | None:
     import pika
 
     answered: list[bool] = []
-    channel.impl.add_on_return_callback(lambda *_returned: None)  # expected: unroutable on purpose
-    channel.call("confirm_delivery", ack_nack_callback=lambda _frame: answered.append(True))
+    def confirmed(_frame: object) -> None:
+        answered.append(True)
+
+    channel.impl.add_on_return_callback(_ignore)  # expected: unroutable on purpose
+    channel.call("confirm_delivery", ack_nack_callback=confirmed)
     channel.impl.basic_publish(exchange, f"{PROBE_PREFIX}{uuid.uuid4().hex}", b"", pika.BasicProperties(),
                                mandatory=True)
     try:
@@ -81,3 +84,7 @@ def _delete(conn: Any, name: str, timeout: float) -> None:
         pass  # best effort: the name says what it was
     finally:
         channel.close()
+
+
+def _ignore(*_: object) -> None:
+    """A pika callback whose calls carry nothing wanted (the deliveries of a consume only started, a return)."""

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from dlxtool.json_shapes import is_object
+
 # apply-to values that cover a queue of each type (3.12+ adds the per-type ones)
 _COVERS = {"classic": ("all", "queues", "classic_queues"), "quorum": ("all", "queues", "quorum_queues"),
            "stream": ("all", "queues", "streams")}
@@ -36,7 +38,8 @@ def _applies(policy: dict[str, Any], queue_type: str) -> bool | None:
         return True
     if queue_type != "quorum":
         return None  # streams: not followed here (nothing is replayed into a stream)
-    keys = set((policy.get("definition") or {}).keys())
+    definition: Any = policy.get("definition") or {}
+    keys = set[Any](definition.keys())
     if keys & _NOT_QUORUM_KEYS:
         return False
     return True if keys <= _QUORUM_KEYS else None
@@ -46,7 +49,7 @@ def winner(policies: list[dict[str, Any]], queue: str, queue_type: str) -> dict[
     """The policy RabbitMQ applies to `queue` (None: none), or False when that cannot be told here (a pattern
     Python's re does not take, or two matching policies with the same priority)."""
     covers = _COVERS.get(queue_type, ("all", "queues"))
-    matching = []
+    matching: list[dict[str, Any]] = []
     for policy in policies:
         if policy.get("apply-to", "all") not in covers:
             continue
@@ -75,13 +78,14 @@ def current(raw: dict[str, Any], policies: list[dict[str, Any]]) -> bool:
         return True  # cannot be told: the sample is taken as it is (as before this check)
     if expected is None:
         return not raw.get("policy")
-    assert isinstance(expected, dict)
+    assert is_object(expected)
     if raw.get("policy") != expected.get("name"):
         return False
-    shown = raw.get("effective_policy_definition") or {}
-    if not isinstance(shown, dict):
+    shown: object = raw.get("effective_policy_definition") or {}
+    if not is_object(shown):
         return False
-    for key, value in (expected.get("definition") or {}).items():
+    definition: Any = expected.get("definition") or {}
+    for key, value in definition.items():
         got = shown.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):
             if not isinstance(got, int | float) or got > value:  # lower: an operator policy's

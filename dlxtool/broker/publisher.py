@@ -216,7 +216,7 @@ class Publisher:
         from dlxtool.broker.wire.frames import decode_properties
 
         try:
-            properties = decode_properties(pending.props) if isinstance(pending.props, bytes) else None
+            properties = decode_properties(pending.props)
         except Exception:  # noqa: BLE001 - our own bytes; if they do not decode, they name nothing
             properties = None
         return refusal.refuses(pending.key[0], len(pending.key[2]), properties)
@@ -262,7 +262,7 @@ class Publisher:
         tag = method.delivery_tag
         pending = self._pending
         if method.multiple:  # dict order is publish order: the settled ones are at the front
-            seqs = []
+            seqs: list[int] = []
             for seq in pending:
                 if seq > tag:
                     break

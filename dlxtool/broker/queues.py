@@ -17,6 +17,7 @@ from dlxtool.broker.majority import LOST_MAJORITY_HINT as LOST_MAJORITY_HINT
 from dlxtool.broker.majority import METADATA_TIMEOUT as METADATA_TIMEOUT
 from dlxtool.broker.majority import lost_majority as lost_majority
 from dlxtool.errors import ConnectError, DlxtoolError, QueueLocked, QueueNotFound, UnavailableError
+from dlxtool.json_shapes import is_array, is_object
 
 if TYPE_CHECKING:
     from dlxtool.config import BrokerProfile
@@ -124,7 +125,7 @@ def _node_of(management: Any, vhost: str, queue: str, *, classic_only: bool = Fa
         rows = client.queues(vhost, columns=["name", "node", "type"], unsorted=True, timeout=3.0)
     except DlxtoolError:
         return None
-    row = next((r for r in rows if isinstance(r, dict) and r.get("name") == queue), None)
+    row = next((r for r in rows if is_object(r) and r.get("name") == queue), None)
     if row is None or not row.get("node") or (classic_only and row.get("type") != "classic"):
         return None
     return str(row["node"])
@@ -154,7 +155,7 @@ def without_majority(info: Any) -> UnavailableError | None:
     if info.type != "quorum":  # a stream's members are replicas of a log: read from a replica, not by majority
         return None
     members, online = info.raw.get("members"), info.raw.get("online")
-    if not isinstance(members, list) or not isinstance(online, list) or not members or len(online) * 2 > len(members):
+    if not is_array(members) or not is_array(online) or not members or len(online) * 2 > len(members):
         return None
     down = ", ".join(sorted(str(m) for m in members if m not in online))
     return UnavailableError(f"quorum queue {info.name!r} has only {len(online)} of its {len(members)} members online "
@@ -198,7 +199,7 @@ def names_in(management: Any, vhost: str, timeout: float = 3.0) -> list[str]:
         rows = management.queues(vhost, columns=["name"], unsorted=True, timeout=timeout)
     except DlxtoolError:
         return []
-    return [str(r["name"]) for r in rows if isinstance(r, dict) and r.get("name")]
+    return [str(r["name"]) for r in rows if is_object(r) and r.get("name")]
 
 
 def ready(conn: Any, queue: str, timeout: float) -> int | None:
@@ -278,7 +279,7 @@ def probe_type(profile: BrokerProfile, name: str, *, conn: Any = None, timeout: 
         channel = AsyncChannel(conn, timeout if timeout is not None else profile.timeout)
         channel.call("basic_qos", prefetch_count=1)
         consumed: list[Any] = []
-        tag = channel.impl.basic_consume(name, lambda *_: None, auto_ack=False,
+        tag = channel.impl.basic_consume(name, _ignore, auto_ack=False,
                                          arguments={"x-stream-offset": "next"}, callback=consumed.append)
         channel.wait_for(lambda: bool(consumed), "basic.consume")
         channel.cancel_consumer(tag)  # without pika's rejects of what may arrive meanwhile: a stream refuses them
@@ -290,3 +291,7 @@ def probe_type(profile: BrokerProfile, name: str, *, conn: Any = None, timeout: 
             channel.close()
         if own:
             close_quietly(conn)
+
+
+def _ignore(*_: object) -> None:
+    """A pika callback whose calls carry nothing wanted (the deliveries of a consume only started, a return)."""

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from dlxtool.json_shapes import is_array, is_object
+
 # basic.publish's `expiration` (a per-message TTL in ms, as text): RabbitMQ takes an optional sign and ASCII digits
 # whose value is at most ten years; anything else closes the channel (406 PRECONDITION_FAILED - invalid
 # expiration). Measured on 3.10.8, 4.0.5 and 4.3.6: 315360000000 taken, 315360000001 refused, "-0" and "+5" taken,
@@ -57,8 +59,8 @@ def server_version(conn: Any) -> Version | None:
     """The version the broker gave in connection.start (its server properties), for a pika BlockingConnection
     (or its underlying connection); None when it said none."""
     impl = getattr(conn, "_impl", conn)
-    props = getattr(impl, "server_properties", None) or {}
-    return Version.parse(props.get("version")) if isinstance(props, dict) else None
+    props: object = getattr(impl, "server_properties", None) or {}
+    return Version.parse(props.get("version")) if is_object(props) else None
 
 
 def as_version(version: Version | str | None) -> Version | None:
@@ -407,10 +409,10 @@ METRICS_FEATURE = "management_metrics_collection"
 def feature_denied(listed: Any, name: str) -> bool | None:
     """From GET /api/deprecated-features: whether the broker denies `name` (True/False), None when it does not say
     (3.10 has no such endpoint; 4.0 lists the features without their state)."""
-    if not isinstance(listed, list):
+    if not is_array(listed):
         return None
     for item in listed:
-        if isinstance(item, dict) and item.get("name") == name:
+        if is_object(item) and item.get("name") == name:
             state = item.get("state")
             return None if state is None else state == "denied"
     return False
@@ -419,7 +421,7 @@ def feature_denied(listed: Any, name: str) -> bool | None:
 def stats_disabled(overview: Any) -> bool:
     """Whether the management API keeps no figures (metrics collection denied, or stats disabled), from
     /api/overview."""
-    return isinstance(overview, dict) and overview.get("disable_stats") is True
+    return is_object(overview) and overview.get("disable_stats") is True
 
 
 # A quorum queue whose consumer's node was killed (kill -9) keeps the messages that consumer had taken checked out

@@ -7,11 +7,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dlxtool.ops.stay import NOT_SELECTED, Why
 
 if TYPE_CHECKING:  # at run time the model is the engine's business: the queue survey needs only Action
+    from dlxtool.broker.pika_types import BasicProperties
     from dlxtool.record import MessageRecord
 
 
@@ -28,7 +29,8 @@ class Decision:
     group: str = ""              # summary key: the target (MOVE) or the reason (KEEP/LEAVE)
     exchange: str = ""
     routing_key: str = ""
-    properties: Any = None       # pika BasicProperties to publish with (MOVE)
+    # to publish with (MOVE): pika's BasicProperties, or already encoded (a raw decider's splice: replay_raw)
+    properties: BasicProperties | bytes | None = None
     body: bytes | None = None    # default: the source body
     record: MessageRecord | None = None  # what the sink writes (default: the source record)
     # LEAVE: the broker would refuse the message as it is (another user's user_id), so it cannot stay by being
@@ -52,3 +54,7 @@ class Decision:
 
 
 Decide = Callable[["MessageRecord"], Decision]
+# A decider's fast path (its `raw`, which the engine reads where there is one): decide(routing key, encoded properties,
+# body) on the bytes of a delivery, None where decide(record) must answer instead. The routing key is bytes where it is
+# not UTF-8.
+RawDecide = Callable[[str | bytes, bytes, bytes], Decision | None]

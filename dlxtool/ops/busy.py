@@ -7,14 +7,14 @@ anyway (they take messages while dlxtool reads, so a run covers what it receives
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import quote
 
-from dlxtool.broker.management import QueueInfo
+from dlxtool.broker.management import ManagementClient, QueueInfo
 from dlxtool.errors import DlxtoolError, RefusedError
+from dlxtool.json_shapes import is_object
 
 
-def check_not_busy(info: QueueInfo | None, management: Any | None, what: str,
+def check_not_busy(info: QueueInfo | None, management: ManagementClient | None, what: str,
                    consumers: int | None = None) -> str | None:
     """Refuse (RefusedError) when `info`'s queue is held by another consumer or connection; else a warning to say
     when it has competing consumers (None: none). `what` says what would not happen ("replayed"); `consumers`:
@@ -24,10 +24,10 @@ def check_not_busy(info: QueueInfo | None, management: Any | None, what: str,
     consumers = info.consumers if consumers is None else consumers
     raw = info.raw
     owner = raw.get("owner_pid_details") if raw.get("exclusive") else None
-    if isinstance(owner, dict):
+    if is_object(owner):
         raise RefusedError(f"{info.name!r} is an exclusive queue of connection {connection_named(management, owner)}: "
                            f"it cannot be {what} by another connection", hint="it goes away with that connection")
-    active = [c for c in raw.get("consumer_details") or () if isinstance(c, dict) and c.get("active", True)]
+    active = [c for c in raw.get("consumer_details") or () if is_object(c) and c.get("active", True)]
     if _single_active(info) and consumers:
         holder = active[0].get("channel_details") if active else None
         raise RefusedError(f"{info.name!r} is a single-active-consumer queue and its active consumer (connection "
@@ -48,19 +48,19 @@ def _single_active(info: QueueInfo) -> bool:
     return bool(info.setting("single-active-consumer"))
 
 
-def exclusive_owner(management: Any, vhost: str, queue: str) -> str | None:
+def exclusive_owner(management: ManagementClient, vhost: str, queue: str) -> str | None:
     """The connection an exclusive queue belongs to, as `connection_named` names it; None where the API does not say."""
     try:
         row = management.get(f"queues/{quote(vhost, safe='')}/{quote(queue, safe='')}")
     except DlxtoolError:
         return None
-    owner = row.get("owner_pid_details") if isinstance(row, dict) else None
-    return connection_named(management, owner) if isinstance(owner, dict) else None
+    owner = row.get("owner_pid_details") if is_object(row) else None
+    return connection_named(management, owner) if is_object(owner) else None
 
 
-def connection_named(management: Any | None, details: Any) -> str:
+def connection_named(management: ManagementClient | None, details: object) -> str:
     """A connection as a person finds it: its name, and the name its client gave it, where the API says it."""
-    if not isinstance(details, dict):  # the API has no figures for it: not yet ([]), or none kept (statistics off)
+    if not is_object(details):  # the API has no figures for it: not yet ([]), or none kept (statistics off)
         return "(not known to the management API: no statistics for it yet, or none kept)"
     name = str(details.get("connection_name") or details.get("name") or "?")
     given = None

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from dlxtool import waits
 from dlxtool.broker.management import POLICIES_PENDING, STATS_WAIT, ManagementClient, QueueInfo
 from dlxtool.errors import DlxtoolError, ManagementMismatch, RefusedError
+from dlxtool.json_shapes import is_object
 from dlxtool.ops.stay import Stay, Why
 
 if TYPE_CHECKING:
@@ -146,7 +147,7 @@ def from_info(info: QueueInfo, ready: int) -> Capacity:
     )
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
@@ -182,10 +183,7 @@ def _bytes_sample(info: QueueInfo) -> int | None:
     if info.raw.get("message_bytes_ready") is None:
         return None
     status = info.raw.get("backing_queue_status")
-    if isinstance(status, dict) and isinstance(status.get("len"), int):
-        counted = int(status["len"])
-    else:
-        counted = info.messages_ready
+    counted = int(status["len"]) if is_object(status) and isinstance(status.get("len"), int) else info.messages_ready
     # Ready messages and no body bytes: the bytes come from an older sample than the count (seen on 4.0.5 under load:
     # "1 ready, 0 body bytes", room for a body that then pushed the queue's head out). Not a sample of those messages
     # (a queue of empty bodies only is counted as full for it: safe).
@@ -245,12 +243,14 @@ class Rooms:
     role: str = "destination"                    # "origin" for replay, as in the reason
     reread: Callable[[str], int | None] | None = None
     allow_displace: bool = False
-    caps: dict[str, Capacity] = field(default_factory=dict)
-    admitted: Counter[str] = field(default_factory=Counter)   # guarded queues only
-    refused: Counter[str] = field(default_factory=Counter)
-    _left: dict[str, list[int | None]] = field(default_factory=dict)  # guarded queue -> [messages, bytes] left
-    _read_at: dict[str, float] = field(default_factory=dict)
-    _free: set[str] = field(default_factory=set)              # queues that take anything: the per-message fast path
+    caps: dict[str, Capacity] = field(default_factory=dict[str, Capacity])
+    admitted: Counter[str] = field(default_factory=Counter[str])   # guarded queues only
+    refused: Counter[str] = field(default_factory=Counter[str])
+    # guarded queue -> [messages, bytes] left
+    _left: dict[str, list[int | None]] = field(default_factory=dict[str, list[int | None]])
+    _read_at: dict[str, float] = field(default_factory=dict[str, float])
+    # queues that take anything: the per-message fast path
+    _free: set[str] = field(default_factory=set[str])
 
     def capacity(self, queue: str) -> Capacity:
         cap = self.caps.get(queue)

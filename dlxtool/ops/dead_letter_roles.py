@@ -53,10 +53,13 @@ SHOWN_SOURCES = 3  # a DLQ's reason names this many of the queues that dead-lett
 class Listings:
     """One vhost's routing as the management API listed it."""
 
-    exchanges: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {"type", "arguments"}
-    bindings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # source exchange -> its bindings
-    into: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # queue -> the bindings into it (read for
-    # the queues whose dead-letter key is the message's own: dead_letter_keys)
+    # name -> {"type", "arguments"}
+    exchanges: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
+    # source exchange -> its bindings
+    bindings: dict[str, list[dict[str, Any]]] = field(default_factory=dict[str, list[dict[str, Any]]])
+    # queue -> the bindings into it (read for the queues whose dead-letter key is the message's own:
+    # dead_letter_keys)
+    into: dict[str, list[dict[str, Any]]] = field(default_factory=dict[str, list[dict[str, Any]]])
 
     @classmethod
     def from_api(cls, exchanges: Iterable[Mapping[str, Any]], bindings: Iterable[Mapping[str, Any]]) -> Listings:
@@ -91,8 +94,8 @@ class ListedRouter(Router):
     def bindings(self, exchange: str) -> list[dict[str, Any]]:
         return self.listings.bindings.get(exchange, [])
 
-    def queue(self, name: str) -> Any:
-        return True if name in self.queue_names else None
+    def has_queue(self, name: str) -> bool:
+        return name in self.queue_names
 
 
 def needs_keys(row: QueueRow, listings: Listings) -> bool:
@@ -123,8 +126,8 @@ def dead_letter_keys(row: QueueRow, listings: Listings) -> list[Key]:
 class Edges:
     """Where each queue of one vhost dead-letters to (itself left out), and what was taken on trust on the way."""
 
-    targets: dict[str, set[str]] = field(default_factory=dict)
-    notes: dict[str, list[str]] = field(default_factory=dict)
+    targets: dict[str, set[str]] = field(default_factory=dict[str, set[str]])
+    notes: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
     _sources: dict[str, list[str]] | None = field(default=None, repr=False)
 
     def sources(self, queue: str) -> list[str]:

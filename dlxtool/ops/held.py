@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 from dlxtool import waits
 from dlxtool.errors import DlxtoolError
+from dlxtool.json_shapes import is_object, items_of
 
 if TYPE_CHECKING:
     from dlxtool.broker.management import ManagementClient, QueueInfo
@@ -45,9 +46,9 @@ def reclaim_dead_runs(management: ManagementClient | None, vhost: str, report: R
         rows = management.get(f"vhosts/{quote(vhost, safe='')}/connections", columns="name,user_provided_name")
     except DlxtoolError:
         return []
-    dead = [(str(r["name"]), str(r.get("user_provided_name") or "")) for r in rows or []
-            if isinstance(r, dict) and r.get("name") and process_gone(str(r.get("user_provided_name") or ""))]
-    closed = []
+    dead = [(str(r["name"]), str(r.get("user_provided_name") or "")) for r in items_of(rows)
+            if is_object(r) and r.get("name") and process_gone(str(r.get("user_provided_name") or ""))]
+    closed: list[str] = []
     for name, given in dead:
         try:
             management.request("DELETE", f"connections/{quote(name, safe='')}")
@@ -71,7 +72,7 @@ def _wait_gone(management: ManagementClient, vhost: str, names: set[str], timeou
             rows = management.get(f"vhosts/{quote(vhost, safe='')}/connections", columns="name")
         except DlxtoolError:
             return
-        if not any(isinstance(r, dict) and r.get("name") in names for r in rows or []):
+        if not any(is_object(r) and r.get("name") in names for r in items_of(rows)):
             return
         wait.pause()
 
@@ -93,8 +94,8 @@ def held_elsewhere(info: QueueInfo | None, management: ManagementClient | None, 
         unacked = info.messages_unacked
         if not unacked:
             return None
-    holders = [c.get("channel_details") for c in info.raw.get("consumer_details") or () if isinstance(c, dict)]
-    who = ", ".join(dict.fromkeys(connection_named(management, h) for h in holders if isinstance(h, dict)))
+    holders = [c.get("channel_details") for c in info.raw.get("consumer_details") or () if is_object(c)]
+    who = ", ".join(dict.fromkeys(connection_named(management, h) for h in holders if is_object(h)))
     if not who and info.type == "quorum":  # see broker/versions.py: QUORUM_KEEPS_A_LOST_CONSUMERS_MESSAGES
         who = ("a consumer the management API does not name -- on RabbitMQ 3.x a quorum queue keeps what a consumer "
                "on a node that died had taken, even once the node is back, until the queue's leader moves "

@@ -6,12 +6,16 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlxtool.conventions import BUILT_IN, Convention, Explanation, Message, Route, explain
 from dlxtool.deaths import Death, MessageHistory, Origin, iso, message_history
 from dlxtool.failures import FailureKey, failure_key
+from dlxtool.json_shapes import is_object
 from dlxtool.record import MessageRecord
+
+if TYPE_CHECKING:
+    from dlxtool.ops.routes import Management
 
 
 @dataclass
@@ -53,7 +57,7 @@ class Entry:
                 "copy_of": self.copy_of}
 
 
-def shown_exchange(name: str | None, headers: Any) -> str:
+def shown_exchange(name: str | None, headers: object) -> str:
     """An exchange as a person reads it: one of dlxtool's temporary exchanges (long deleted; in a delivery or an
     x-death after a replay) as the exchange it stood for, which the provenance header recorded — "orders (dlxtool
     replay)" —, or as the queue a kept message went back to; "(default)" for the default exchange."""
@@ -65,7 +69,7 @@ def shown_exchange(name: str | None, headers: Any) -> str:
         return name or "(default)"
     if named.purpose == "keep":  # a message that stayed during a run, republished to its queue's tail
         return f"(dlxtool: kept in {named.queue or 'its queue'})"
-    recorded = (replayed(headers if isinstance(headers, dict) else None) or {}).get("exchange")
+    recorded = (replayed(headers if is_object(headers) else None) or {}).get("exchange")
     original = recorded if isinstance(recorded, str) and temporary_exchange(recorded) is None else None
     shown = "?" if original is None else original or "(default)"
     return f"{shown} (dlxtool {named.purpose})"
@@ -86,7 +90,7 @@ def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = (),
     `delivery_limit`: a queue's delivery limit, for the attempts of a delivery_limit death (delivery_limits)."""
     names = tuple(error_headers)
     for record in records:
-        headers = record.headers if isinstance(record.headers, dict) else {}
+        headers = record.headers if is_object(record.headers) else {}
         history = message_history(record.headers, error_headers=names, through=through)
         explained = explain(Message(headers, record.body, record.queue, x_death_origin=history.origin,
                                      x_death=history.history, delivery_limit=delivery_limit), known,
@@ -94,7 +98,7 @@ def entries(records: Iterable[MessageRecord], error_headers: Iterable[str] = (),
         yield Entry(record, history, explained)
 
 
-def wait_queue_origins(mgmt: Any, vhost: str, dlq: str,
+def wait_queue_origins(mgmt: Management, vhost: str, dlq: str,
                        consumers_now: Callable[[str], int | None] | None = None) -> Callable[[Death], Origin]:
     """through() for `entries`: a message that only waited out TTLs has as origin the queue its last wait
     queue sends it back to (management API: that queue's dead-letter exchange and bindings), as replay
@@ -112,7 +116,7 @@ def wait_queue_origins(mgmt: Any, vhost: str, dlq: str,
     return through
 
 
-def delivery_limits(mgmt: Any, vhost: str) -> Callable[[str], int | None]:
+def delivery_limits(mgmt: Management, vhost: str) -> Callable[[str], int | None]:
     """delivery_limit for `entries`: each queue's limit in effect now (arguments, policy, the version's default),
     asked once per queue; None for a queue that is gone, not a quorum queue, or an API that cannot answer."""
     from dlxtool.errors import DlxtoolError, ManagementMismatch
@@ -165,15 +169,15 @@ class Group:
     deaths_may_be_low: int = 0  # messages whose count may be low (see dlxtool.deaths.DeathCount)
     first: datetime | None = None
     last: datetime | None = None
-    positions: list[int] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list[int])
     route: Route | None = None  # the origin as a route (queue, or exchange + routing key)
     # x-death's deaths that are failures, by reason, and the TTL expiries in wait queues (not failures)
-    by_reason: Counter[str] = field(default_factory=Counter)
+    by_reason: Counter[str] = field(default_factory=Counter[str])
     waits: int = 0
     failures: int = 0  # at least (MessageHistory.failures)
-    attempts: list[int] = field(default_factory=list)  # per message whose attempts a convention counts
-    texts: set[str] = field(default_factory=set)  # the distinct error texts (up to MAX_TEXTS)
-    names: list[str] = field(default_factory=list)  # the messages' names (dlxtool.message_ids.message_name)
+    attempts: list[int] = field(default_factory=list[int])  # per message whose attempts a convention counts
+    texts: set[str] = field(default_factory=set[str])  # the distinct error texts (up to MAX_TEXTS)
+    names: list[str] = field(default_factory=list[str])  # the messages' names (dlxtool.message_ids.message_name)
 
     def add(self, entry: Entry) -> None:
         from dlxtool.message_ids import message_name
@@ -250,7 +254,7 @@ def count_notes(items: Iterable[Entry]) -> list[str]:
     items = list(items)
     low = sum(1 for i in items if i.history.deaths.may_be_low)
     counted = sum(1 for i in items if i.history.deaths.evidence)
-    notes = []
+    notes: list[str] = []
     if low:
         notes.append(f"{low} of {len(items)} messages were dead-lettered by RabbitMQ 3.13 or later (x-last-death-*): "
                      "4.x and 3.13.0-3.13.2 restart x-death when an application republishes a message, so their "

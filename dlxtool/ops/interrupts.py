@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import ExitStack, contextmanager
-from typing import Any
+from types import FrameType
 
 from dlxtool import signal_guard
 from dlxtool.errors import Interrupted
@@ -69,21 +69,21 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _take(sig: signal.Signals, previous: Any) -> bool:
+def _take(sig: signal.Signals, previous: object) -> bool:
     """SIGTERM or SIGHUP set to be ignored stays ignored (`nohup dlxtool …`: go on when the terminal goes);
     Ctrl-C is always ours, as it was (a shell starts background jobs with SIGINT ignored)."""
     return sig is signal.SIGINT or previous is not signal.SIG_IGN
 
 
 @contextmanager
-def catch_stop_signals() -> Iterator[None]:
+def catch_stop_signals() -> Generator[None]:
     """For a whole command: SIGTERM and SIGHUP behave like Ctrl-C (StopSignal, a KeyboardInterrupt);
     Ctrl-C itself is noted (for its exit status) and raises as before."""
     if not _main_thread():
         yield
         return
 
-    def handler(signum: int, _frame: Any) -> None:
+    def handler(signum: int, _frame: FrameType | None) -> None:
         signal_guard.raise_or_hold(StopSignal(_note(signum)))  # not in the middle of a pika write
 
     signal_guard.reset()  # a new command: nothing held from an earlier one in this process
@@ -127,12 +127,12 @@ def take_startup_signal() -> signal.Signals | None:
     return None if first is None else _note(first)
 
 
-def _note_only(signum: int, _frame: Any) -> None:
+def _note_only(signum: int, _frame: FrameType | None) -> None:
     _note(signum)
 
 
 @contextmanager
-def signals_as_stop(stop: threading.Event, enabled: bool = True, *, second_raises: bool = True) -> Iterator[None]:
+def signals_as_stop(stop: threading.Event, enabled: bool = True, *, second_raises: bool = True) -> Generator[None]:
     """A stop signal sets `stop`, which the caller's loop checks, so pika is never interrupted half-way
     through a frame. A second one gives up waiting: StopSignal, raised by the next I/O call (unacked messages
     return anyway) and forgotten if the block ends first, unless `second_raises` is False: then every signal
@@ -143,7 +143,7 @@ def signals_as_stop(stop: threading.Event, enabled: bool = True, *, second_raise
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     raised: list[StopSignal] = []
 
-    def handler(signum: int, _frame: Any) -> None:
+    def handler(signum: int, _frame: FrameType | None) -> None:
         sig = _note(signum)
         if stop.is_set() and second_raises:
             for s, old in previous.items():
@@ -199,7 +199,7 @@ class summary_before_ctrl_c:  # used like a function
         # The engine's own handler nests inside.
         self._handler.enter_context(signals_as_stop(self.pressed, second_raises=False))
 
-    def __exit__(self, exc_type: Any, *_: Any) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         self._handler.close()
         if exc_type is None and self.pressed.is_set():
             raise Interrupted(f"{describe()} as the run ended; its summary is complete")

@@ -28,7 +28,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from dlxtool.broker.channel import IDLE_WAIT
 from dlxtool.broker.connection import blocked
@@ -36,6 +36,7 @@ from dlxtool.broker.publisher import PublishAnswer, Publisher
 from dlxtool.broker.queues import did_you_mean, names_in
 from dlxtool.broker.wire.frames import EncodeError, basic_properties
 from dlxtool.errors import UnavailableError, UsageError
+from dlxtool.json_shapes import is_object
 from dlxtool.message_ids import MessageIds
 from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.engine import describe_error
@@ -49,11 +50,15 @@ from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
+    from dlxtool.broker.management import ManagementClient
+    from dlxtool.broker.pika_types import BasicProperties
     from dlxtool.ops.capacity import Capacity, Rooms
+    from dlxtool.ops.routes import Routes
     from dlxtool.ops.session import Reporter, Session
     from dlxtool.ops.transfer_result import TransferResult
 
 Opener = Callable[[], IO[bytes]]
+Token = TypeVar("Token")  # what publish_records hands back with each outcome: the caller's own (load's: target, record)
 
 
 @dataclass
@@ -75,15 +80,16 @@ class LoadSettings:
 @dataclass
 class LoadPlan:
     records: int = 0
-    targets: Counter[str] = field(default_factory=Counter)   # queue -> records
-    torn: list[str] = field(default_factory=list)             # FILE:LINE of each record cut short
-    exists: dict[str, bool] = field(default_factory=dict)     # queue -> exists (run/dry run)
-    rooms: dict[str, Capacity] = field(default_factory=dict)  # queue -> its room at the start
+    targets: Counter[str] = field(default_factory=Counter[str])   # queue -> records
+    torn: list[str] = field(default_factory=list[str])             # FILE:LINE of each record cut short
+    exists: dict[str, bool] = field(default_factory=dict[str, bool])     # queue -> exists (run/dry run)
+    rooms: dict[str, Capacity] = field(default_factory=dict[str, "Capacity"])  # queue -> its room at the start
     allow_displace: bool = False
-    keys: Counter[tuple[str, str]] = field(default_factory=Counter)  # (queue, routing key published with) -> records
-    routes: dict[str, str] = field(default_factory=dict)      # queue -> its route in words (or why none)
-    unsafe: Counter[str] = field(default_factory=Counter)     # why records would not be published -> records
-    unsafe_by_queue: Counter[str] = field(default_factory=Counter)  # queue -> records its route holds back
+    # (queue, routing key published with) -> records
+    keys: Counter[tuple[str, str]] = field(default_factory=Counter[tuple[str, str]])
+    routes: dict[str, str] = field(default_factory=dict[str, str])      # queue -> its route in words (or why none)
+    unsafe: Counter[str] = field(default_factory=Counter[str])     # why records would not be published -> records
+    unsafe_by_queue: Counter[str] = field(default_factory=Counter[str])  # queue -> records its route holds back
 
     def would_load(self, queue: str) -> int:
         """Records for `queue` whose route is safe and that fit its room by count (the byte room depends on each
@@ -107,7 +113,7 @@ class LoadPlan:
             out["unsafe"] = dict(self.unsafe)
         return out
 
-    def check_routes(self, routes: Any) -> None:
+    def check_routes(self, routes: Routes) -> None:
         """Each target's route and each (target, routing key)'s dead-letter check (dlxtool.ops.routes.Routes),
         for the plan: what the run would hold back, and why."""
         for (queue, key), n in sorted(self.keys.items()):
@@ -123,13 +129,13 @@ class LoadPlan:
 class LoadResult:
     file: str
     records: int
-    published: Counter[str] = field(default_factory=Counter)  # queue -> confirmed
-    failed: Counter[Why] = field(default_factory=Counter)     # "queue: why" -> records
+    published: Counter[str] = field(default_factory=Counter[str])  # queue -> confirmed
+    failed: Counter[Why] = field(default_factory=Counter[Why])     # "queue: why" -> records
     lost: int = 0              # no answer before the connection ended: maybe published (possible duplicates)
     not_sent: int = 0          # never published (stopped by an error or Ctrl-C)
     skipped_torn: int = 0      # records cut short in the file (their messages were never acked away)
-    stayed_full: Counter[str] = field(default_factory=Counter)  # queue -> records not published: it was full
-    routes: dict[str, str] = field(default_factory=dict)      # queue -> how its records were published
+    stayed_full: Counter[str] = field(default_factory=Counter[str])  # queue -> records not published: it was full
+    routes: dict[str, str] = field(default_factory=dict[str, str])      # queue -> how its records were published
     interrupted: bool = False
     error: str | None = None
     unavailable: bool = False  # the error: the broker blocked publishing (a resource alarm), not a lost connection
@@ -206,7 +212,7 @@ def _target(record: MessageRecord, settings: LoadSettings, where: str) -> str:
 def load(conn: AmqpConnection, open_stream: Opener, settings: LoadSettings, *, total: int = 0,
          progress: Callable[[Progress], None] | None = None, failed: Sink | None = None,
          timeout: float = 30.0, handle_sigint: bool = True, rooms: Rooms | None = None,
-         management: Any | None = None, vhost: str = "/") -> LoadResult:
+         management: ManagementClient | None = None, vhost: str = "/") -> LoadResult:
     """Publish the records; each failed (returned/nacked/lost/not sent) record goes to `failed` if given.
     With `rooms`, a record whose queue has no room left (drop-head would push out its head) is not published:
     it fails with that reason (and goes to `failed`); so does a record whose route is not safe (the queue is
@@ -230,15 +236,15 @@ def load(conn: AmqpConnection, open_stream: Opener, settings: LoadSettings, *, t
             exchanges.delete_all()  # only what delete_on did not send (a run that stopped on an error)
 
 
-def load_routes(settings: LoadSettings, exchanges: Callable[[str], str | None] | None, management: Any | None,
-                vhost: str) -> Any:
+def load_routes(settings: LoadSettings, exchanges: Callable[[str], str | None] | None,
+                management: ManagementClient | None, vhost: str) -> Routes:
     from dlxtool.ops.routes import Routes, usable_router
 
     return Routes(settings.default_exchange, exchanges=exchanges, router=usable_router(management, vhost),
                   allow_drop=settings.allow_dlx_drop)
 
 
-def _load(conn: AmqpConnection, open_stream: Opener, settings: LoadSettings, routes: Any, *, total: int,
+def _load(conn: AmqpConnection, open_stream: Opener, settings: LoadSettings, routes: Routes, *, total: int,
           progress: Callable[[Progress], None] | None, failed: Sink | None, timeout: float,
           handle_sigint: bool, rooms: Rooms | None,
           before_flush: Callable[[Publisher], None] | None = None) -> LoadResult:
@@ -263,7 +269,7 @@ def _load(conn: AmqpConnection, open_stream: Opener, settings: LoadSettings, rou
 
         records = records_of(stream, settings, torn)
 
-        def items() -> Iterator[tuple[str, str, bytes, Any, Any]]:
+        def items() -> Iterator[tuple[str, str, bytes, BasicProperties, tuple[str, MessageRecord]]]:
             nonlocal taken
             for where, record in records:
                 # In `inflight` before anything else: read from the file, it is either settled or, if we
@@ -355,7 +361,7 @@ def _routing_key(record: MessageRecord, headers: dict[str, Any]) -> str:
     from dlxtool.ops.provenance import PROVENANCE_HEADER
 
     prov = headers.get(PROVENANCE_HEADER) if headers is not record.headers else None
-    key = prov.get("routing-key") if isinstance(prov, dict) else None
+    key = prov.get("routing-key") if is_object(prov) else None
     return key if isinstance(key, str) else record.routing_key
 
 
@@ -365,7 +371,7 @@ def _refused(result: LoadResult, target: str, why: Why, record: MessageRecord, f
         failed.write(record)
 
 
-def _count(result: LoadResult, target: str, outcome: Any, detail: str | None, record: MessageRecord,
+def _count(result: LoadResult, target: str, outcome: PublishAnswer, detail: str | None, record: MessageRecord,
            failed: Sink | None) -> None:
     if outcome is PublishAnswer.CONFIRMED:
         result.published[target] += 1
@@ -379,9 +385,9 @@ def _count(result: LoadResult, target: str, outcome: Any, detail: str | None, re
         failed.write(record)
 
 
-def publish_records(conn: AmqpConnection, items: Iterable[tuple[str, str, bytes, Any, Any]], *, window: int = 1000,
-                    timeout: float = 30.0, before_flush: Callable[[Publisher], None] | None = None,
-                    max_bytes: int | None = None) -> Iterator[tuple[Any, PublishAnswer, str | None]]:
+def publish_records(conn: AmqpConnection, items: Iterable[tuple[str, str, bytes, BasicProperties, Token]], *,
+                    window: int = 1000, timeout: float = 30.0, before_flush: Callable[[Publisher], None] | None = None,
+                    max_bytes: int | None = None) -> Iterator[tuple[Token, PublishAnswer, str | None]]:
     """For `load`: publish (exchange, routing_key, body, properties, token) with a window of confirms,
     yielding each (token, outcome, detail) as it settles. A seam, not used by replay itself.
 
@@ -394,7 +400,7 @@ def publish_records(conn: AmqpConnection, items: Iterable[tuple[str, str, bytes,
     in_flight: dict[int, int] = {}  # id(token) -> its body's size, until it settles
     held = 0
 
-    def settled() -> Iterator[tuple[Any, PublishAnswer, str | None]]:
+    def settled() -> Iterator[tuple[Token, PublishAnswer, str | None]]:
         nonlocal held
         for token, outcome, detail in pub.take_settled():
             held -= in_flight.pop(id(token), 0)

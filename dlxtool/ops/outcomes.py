@@ -11,13 +11,16 @@ words."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dlxtool.ops.capacity import ALLOW_HINT
 from dlxtool.ops.routes import route_hint
 from dlxtool.ops.stay import Stay, Why
 from dlxtool.ops.transfer_result import TransferResult
 from dlxtool.outcome import OK, Outcome, Status
+
+if TYPE_CHECKING:
+    from dlxtool.broker.connection import AmqpConnection
 
 
 def counted(left: Mapping[Why, int] | Mapping[str, int]) -> str:
@@ -122,7 +125,7 @@ def _republished(result: TransferResult) -> str:
             "any that arrived during the run)")
 
 
-def depths_now(where: Iterable[tuple[Any, Iterable[str]]], timeout: float) -> dict[str, dict[str, int]]:
+def depths_now(where: Iterable[tuple[AmqpConnection, Iterable[str]]], timeout: float) -> dict[str, dict[str, int]]:
     """queue -> {"ready", "consumers"} counted by the broker now (a passive declare on each (connection, queues)):
     the depths a command that moved messages prints after its run. Never the management API's, whose sample can be
     a statistics interval old (5 s by default): right after a replay it still showed the DLQ full. A queue that

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dlxtool.amqp_values import StringEntry, decode_field_value, encode_entries, table_entry
+from dlxtool.json_shapes import is_object
 from dlxtool.ops.stay import Stay, Why
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ def provenance_src(headers: dict[str, Any] | None) -> CopySource | None:
     """(src, run) of a replayed copy's provenance: the fingerprint of the delivery it was made from, and the
     run that made it (its `id` without the per-publish number). None for a message never replayed."""
     prov = (headers or {}).get(PROVENANCE_HEADER)
-    if not isinstance(prov, dict):
+    if not is_object(prov):
         return None
     src, publish_id = (v.decode("utf-8", "replace") if isinstance(v, bytes) else v
                        for v in (prov.get("src"), prov.get("id")))
@@ -84,8 +85,8 @@ def replayed(headers: dict[str, Any] | None) -> dict[str, Any] | None:
     """What an earlier replay recorded, as `history` shows it: from (the DLQ), at, count, and the first origin's
     exchange and routing key — the exchange a temporary one stood for; `edited` and `original_sha256` where that
     replay replayed it as edited (replay --edit). None for a message never replayed."""
-    prov = headers.get(PROVENANCE_HEADER) if isinstance(headers, dict) else None
-    if not isinstance(prov, dict):
+    prov = headers.get(PROVENANCE_HEADER) if is_object(headers) else None
+    if not is_object(prov):
         return None
     shown = {name: prov.get(key) for name, key in (("from", "from"), ("at", "at"), ("count", "count"),
                                                    ("exchange", "exchange"), ("routing_key", "routing-key"))}
@@ -99,7 +100,7 @@ def replayed(headers: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: v.decode("utf-8", "replace") if isinstance(v, bytes | bytearray) else v for k, v in shown.items()}
 
 
-def copy_origin(src: Any, publish_id: Any) -> CopySource | None:
+def copy_origin(src: object, publish_id: object) -> CopySource | None:
     """provenance_src of a provenance's decoded `src` and `id`."""
     if not isinstance(src, str) or len(src) != 16:
         return None

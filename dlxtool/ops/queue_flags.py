@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlxtool.broker.management import default_delivery_limit, queue_info
+from dlxtool.json_shapes import is_array, is_mapping
 from dlxtool.ops.dead_letter_roles import Listings, assign
 
 # dlq and wait are the queue's role (dlxtool.ops.dead_letter_roles), shown among the flags
@@ -68,7 +69,7 @@ class Rates:
 
         def rate(key: str) -> float:
             details = stats.get(f"{key}_details")
-            value = details.get("rate") if isinstance(details, Mapping) else None
+            value = details.get("rate") if is_mapping(details) else None
             return float(value) if isinstance(value, int | float) else 0.0
 
         return cls(publish=rate("publish"), deliver=rate("deliver_get"), ack=rate("ack"),
@@ -97,9 +98,9 @@ class QueueRow:
     delivery_limit: int | None
     message_ttl: int | None
     policy: str | None
-    flags: dict[str, str] = field(default_factory=dict)  # flag -> reason, in FLAGS order
+    flags: dict[str, str] = field(default_factory=dict[str, str])  # flag -> reason, in FLAGS order
     figures_known: bool = True  # the API gave counts and rates (not: statistics off, or no sample yet)
-    cannot_tell: dict[str, str] = field(default_factory=dict)  # flag -> why it cannot be told, in FLAGS order
+    cannot_tell: dict[str, str] = field(default_factory=dict[str, str])  # flag -> why it cannot be told, in FLAGS order
     node: str | None = None   # the node it lives on (a quorum queue: its leader, as the API last knew it)
     state: str | None = None  # the API's: running, down (its node is), minority …
     node_down: bool = False   # its node is not running (the cluster's node list: survey_broker)
@@ -183,9 +184,9 @@ def _row_without_settings(broker: str, raw: Mapping[str, Any], broker_version: s
     )
 
 
-def _count(listed: Any) -> int | None:
+def _count(listed: object) -> int | None:
     """The length of a list the API gives (a quorum queue's members, online), None where it gives none."""
-    return len(listed) if isinstance(listed, list) else None
+    return len(listed) if is_array(listed) else None
 
 
 def consumer_deliveries(stats: Mapping[str, Any] | None) -> int:
@@ -197,11 +198,11 @@ def consumer_deliveries(stats: Mapping[str, Any] | None) -> int:
                if isinstance(v := stats.get(k), int | float) and not isinstance(v, bool))
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     if value is None:
         return None
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

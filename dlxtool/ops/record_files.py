@@ -18,13 +18,14 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any, Protocol
 
 import orjson
 
 from dlxtool.errors import NotFoundError, UsageError
+from dlxtool.json_shapes import is_array
 from dlxtool.record import MessageRecord
 
 # -- files only their owner may read ------------------------------------------------------------------
@@ -130,7 +131,7 @@ class SetAside:
     """Stands in for a RecordSink whose flush failed, while the engine settles what is in flight: records
     written to it are not saved (their messages stay in the source)."""
 
-    def __init__(self, failed: Any) -> None:
+    def __init__(self, failed: object) -> None:  # the sink whose flush failed (its unsaved records)
         self.may_be_written = bool(getattr(failed, "unsaved_may_be_written", True))
         self._records = {id(r): r for r in getattr(failed, "unsaved", ())}
 
@@ -148,7 +149,8 @@ def _write_all(stream: IO[bytes], data: bytes) -> None:
     view = memoryview(data)
     while view:
         n = stream.write(view)
-        if n is None or n >= len(view):  # buffered streams write it all (or raise)
+        # buffered streams write it all (or raise); a raw one in non-blocking mode may return None (typeshed: int)
+        if n is None or n >= len(view):  # pyright: ignore[reportUnnecessaryComparison]
             return
         view = view[n:]  # a raw file may write part of it
 
@@ -272,7 +274,7 @@ def repair_torn_tail(fd: int) -> tuple[str, int] | None:
 
 def _read_array(data: bytes, name: str) -> Iterator[tuple[str, MessageRecord]]:
     items = _loads(data, name)
-    if not isinstance(items, list):
+    if not is_array(items):
         raise UsageError(f"{name}: expected a JSON array of message records")
     for i, item in enumerate(items):
         yield f"{name}: record {i + 1}", MessageRecord.from_json(item, f"{name}: record {i + 1}")
@@ -326,7 +328,7 @@ def cannot_write(path: str, exc: OSError) -> UsageError:
     return UsageError(f"cannot write {path}: {exc.strerror or exc}", hint=RECORD_FILE_HINT)
 
 
-def check_record_file(path: str | None, stdout: Any) -> None:
+def check_record_file(path: str | None, stdout: IO[str]) -> None:
     """Refuse a record FILE (--save, --backup, dump --remove -o, --failed) that cannot be written, before
     any plan, question or read: finding out once the run starts is after a plan has read (and, on a
     quorum queue, spent a delivery attempt of) the messages. Nothing is created here; open_record_sink
@@ -369,13 +371,13 @@ Say = Callable[[str], None]
 
 
 @contextmanager
-def open_record_sink(path: str | None, stdout: Any, *, warn: Say, info: Say) -> Iterator[RecordSink]:
+def open_record_sink(path: str | None, stdout: IO[str], *, warn: Say, info: Say) -> Generator[RecordSink]:
     """A RecordSink for --backup / dump --remove / --failed / --save: FILE opened for APPENDING (it may
     already hold the only copy of messages: never truncated, except for a record cut short at its end), or
     `stdout` when it is redirected to a regular file. What it repaired or appends to is told to warn/info."""
     if path is None or path == "-":
         out = stdout
-        stream = getattr(out, "buffer", out)
+        stream: IO[bytes] | IO[str] = getattr(out, "buffer", out)  # the bytes under the text, where it has them
         if not _regular_file(stream):
             raise _stdout_not_a_file()
         stream.flush()
@@ -416,7 +418,7 @@ def open_record_sink(path: str | None, stdout: Any, *, warn: Say, info: Say) -> 
                      "had been written and fsynced before that message was acked")
 
 
-def _regular_file(stream: Any) -> bool:
+def _regular_file(stream: IO[bytes] | IO[str]) -> bool:
     try:
         return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
     except (OSError, ValueError, AttributeError):

@@ -28,13 +28,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
-from dlxtool.broker.management import POLICIES_PENDING
+from dlxtool.broker.management import POLICIES_PENDING, QueueInfo
 from dlxtool.errors import DlxtoolError, ManagementMismatch, NotFoundError
 from dlxtool.ops.stay import Stay, Why
 
 if TYPE_CHECKING:
+    from dlxtool.broker.channel import AsyncChannel
     from dlxtool.broker.connection import AmqpConnection
-    from dlxtool.ops.actions import Decide
+    from dlxtool.broker.publisher import Publisher
+    from dlxtool.ops.actions import Decide, Decision, RawDecide
+    from dlxtool.record import MessageRecord
 
 # The dead-letter questions of a queue whose policies the management API does not show yet (QueueInfo)
 POLICIES_UNREAD = f"its dead-letter exchange cannot be read: {POLICIES_PENDING}"
@@ -44,7 +47,7 @@ MAX_HOPS = 8  # exchange-to-exchange bindings followed at most this deep (and ne
 class Management(Protocol):
     def get(self, path: str, **query: Any) -> Any: ...
 
-    def queue(self, vhost: str, name: str, *, settled: bool = False) -> Any: ...
+    def queue(self, vhost: str, name: str, *, settled: bool = False) -> QueueInfo: ...
 
 
 @dataclass(frozen=True)
@@ -183,7 +186,7 @@ class Router:
         self._bindings: dict[str, list[dict[str, Any]]] = {}
         self._indexes: dict[str, BindingIndex] = {}
         self._reached: dict[tuple[str, Key], tuple[set[str], list[str]]] = {}
-        self._queues: dict[str, Any] = {}
+        self._queues: dict[str, QueueInfo | None] = {}
         self._consumers: dict[str, int | None] = {}
 
     # -- reading the broker ---------------------------------------------------------------------------
@@ -205,7 +208,7 @@ class Router:
                 "exchanges/" + self._path(self.vhost, exchange) + "/bindings/source") or [])
         return self._bindings[exchange]
 
-    def queue(self, name: str) -> Any:
+    def queue(self, name: str) -> QueueInfo | None:
         """QueueInfo, or None when the queue does not exist."""
         if name not in self._queues:
             try:
@@ -214,7 +217,11 @@ class Router:
                 self._queues[name] = None
         return self._queues[name]
 
-    def consumers(self, name: str, info: Any) -> int:
+    def has_queue(self, name: str) -> bool:
+        """Whether the queue exists (all the default exchange asks)."""
+        return self.queue(name) is not None
+
+    def consumers(self, name: str, info: QueueInfo) -> int:
         """The queue's consumer count: the broker's own now (consumers_now), else the API's sample in `info`."""
         if self.consumers_now is not None:
             if name not in self._consumers:  # once per queue and command, as its settings are read once
@@ -256,7 +263,7 @@ class Router:
             return set()  # RabbitMQ visits an exchange once per publish
         seen.add(exchange)
         if exchange == "":  # the default exchange: the queue named by the key, if any
-            found = not key.pattern and key.text and self.queue(key.text) is not None
+            found = not key.pattern and key.text and self.has_queue(key.text)
             return {key.text} if found else set()
         ex = self.exchange(exchange)
         if ex is None:
@@ -278,7 +285,8 @@ class Router:
                 if more is None:
                     return None
                 queues |= more
-        alternate = (ex.get("arguments") or {}).get("alternate-exchange")
+        arguments: Any = ex.get("arguments") or {}
+        alternate = arguments.get("alternate-exchange")
         if alternate and (not queues or (loose is not None and key.pattern)):  # a pattern: some keys match nothing
             more = self._route(str(alternate), key, seen, loose)
             return None if more is None else queues | more
@@ -389,7 +397,7 @@ REFUSED = "the broker refused to"  # TemporaryExchanges' reasons start so (after
 def route_hint(kinds: Iterable[Stay]) -> str:
     """What to do about the kinds of reason messages stayed for (a run refused: dlxtool.ops.outcomes.refusal)."""
     kinds = set(kinds)
-    steps = []
+    steps: list[str] = []
     if Stay.QUEUE_MISSING in kinds:
         steps.append("create the missing queue")
     if Stay.ROUTE_REFUSED in kinds:
@@ -408,7 +416,7 @@ class RouteUnavailable(DlxtoolError):
     queue: a user without configure permission on the vhost (403 ACCESS_REFUSED)."""
 
 
-def usable_router(mgmt: Any | None, vhost: str) -> Router | None:
+def usable_router(mgmt: Management | None, vhost: str) -> Router | None:
     """A Router on `mgmt`, or None when there is no API to ask: none, or one that cannot be used (unreachable, or
     not proven to answer for the broker AMQP reached), so that routes say so once per target, up front."""
     from dlxtool.broker.identity import UnusableManagement
@@ -513,18 +521,19 @@ class Routes:
 
         move, leave, key, known = Action.MOVE, Decision.leave, self.key, self._keys
 
-        def check(decision: Any) -> Any:  # per message: a dict lookup once the (target, key) pair was checked
-            if decision is None or decision.action is not move or not decision.exchange:
+        def check(decision: Decision) -> Decision:  # per message: a dict lookup once the (target, key) pair was checked
+            if decision.action is not move or not decision.exchange:
                 return decision
             pair = (decision.group, decision.routing_key)
             why = known[pair] if pair in known else key(*pair)
             return leave(why) if why is not None else decision
 
-        inner = getattr(decide, "raw", None)
-        raw: Callable[[Any, bytes, bytes], Any] | None = None
+        inner: RawDecide | None = getattr(decide, "raw", None)
+        raw: RawDecide | None = None
         if inner is not None:
-            def checked_raw(routing_key: Any, props: bytes, body: bytes) -> Any:
-                return check(inner(routing_key, props, body))
+            def checked_raw(routing_key: str | bytes, props: bytes, body: bytes) -> Decision | None:
+                decision = inner(routing_key, props, body)
+                return None if decision is None else check(decision)
 
             raw = checked_raw
 
@@ -589,13 +598,12 @@ def _unsafe(text: str) -> Why:
 class _Checked:
     """An engine decider behind Routes.checked: the engine reads `raw` (its fast path) when there is one."""
 
-    def __init__(self, decide: Any, check: Callable[[Any], Any],
-                 raw: Callable[[Any, bytes, bytes], Any] | None) -> None:
+    def __init__(self, decide: Decide, check: Callable[[Decision], Decision], raw: RawDecide | None) -> None:
         self.decide = decide
         self.check = check
         self.raw = raw  # check(decide.raw(…)), where the decider has that fast path
 
-    def __call__(self, record: Any) -> Any:
+    def __call__(self, record: MessageRecord) -> Decision:
         return self.check(self.decide(record))
 
 
@@ -638,9 +646,9 @@ class TemporaryExchanges:
         self.refused: dict[str, str] = {}          # queue -> what the broker said (not a missing queue)
         self.declared: list[str] = []              # every exchange that may exist: all deleted at the end
         self._tag = uuid.uuid4().hex[:8]
-        self._channel: Any = None
+        self._channel: AsyncChannel | None = None
 
-    def _ch(self) -> Any:
+    def _ch(self) -> AsyncChannel:
         from dlxtool.broker.channel import AsyncChannel
 
         if self._channel is None or not self._channel.is_open:
@@ -690,7 +698,7 @@ class TemporaryExchanges:
         room = MAX_EXCHANGE_NAME - len(prefix.encode())
         return prefix + queue.encode()[:room].decode("utf-8", "ignore")
 
-    def delete_on(self, publisher: Any) -> None:
+    def delete_on(self, publisher: Publisher) -> None:
         """Delete them on the channel that published through them, right after the last publish (the broker
         handles a channel's methods in order, so every publish is routed first) and while the run's own stop
         handling is in force: nothing then comes between the run and its summary. delete_all then has

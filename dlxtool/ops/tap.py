@@ -28,12 +28,17 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from dlxtool import waits
 from dlxtool.errors import DlxtoolError
+from dlxtool.json_shapes import is_array, is_object
 from dlxtool.ops.provenance import PROVENANCE_HEADER
+
+if TYPE_CHECKING:
+    from dlxtool.broker.management import ManagementClient
+    from dlxtool.broker.pika_types import Basic, BasicProperties, BlockingChannel, BlockingConnection
 
 TAP_MAX_LENGTH = 100_000  # a flood of others' dead letters drops the tap's oldest copies, never the broker's memory
 
@@ -65,13 +70,13 @@ class Death:
     seen: float         # time.monotonic() when the tap saw it
 
 
-def dlq_bindings(management: Any, vhost: str, dlq: str) -> list[Binding]:
+def dlq_bindings(management: ManagementClient, vhost: str, dlq: str) -> list[Binding]:
     """The DLQ's bindings but the default exchange's (which every queue has and no other queue can share)."""
     path = f"queues/{quote(vhost, safe='')}/{quote(dlq, safe='')}/bindings"
     listed = management.get(path)
-    out = []
-    for b in listed if isinstance(listed, list) else []:
-        if isinstance(b, dict) and b.get("source"):
+    out: list[Binding] = []
+    for b in listed if is_array(listed) else []:
+        if is_object(b) and b.get("source"):
             out.append(Binding(str(b["source"]), str(b.get("routing_key") or ""), dict(b.get("arguments") or {})))
     return out
 
@@ -79,7 +84,7 @@ def dlq_bindings(management: Any, vhost: str, dlq: str) -> list[Binding]:
 def run_of(headers: Mapping[str, Any] | None) -> tuple[str, int] | None:
     """(run, publish number) from a message's provenance `id` (`<run>-<n>`), or None (never replayed)."""
     prov = (headers or {}).get(PROVENANCE_HEADER)
-    if not isinstance(prov, dict):
+    if not is_object(prov):
         return None
     publish_id = prov.get("id")
     if isinstance(publish_id, bytes | bytearray):
@@ -123,7 +128,7 @@ class Tap:
     the tap's own thread for each one seen (once per publish id). `start()` returns once the tap queue is bound:
     from then on every dead letter routed to the DLQ is seen."""
 
-    def __init__(self, connect: Callable[[], Any], bindings: list[Binding], dlq: str, runs: set[str], *,
+    def __init__(self, connect: Callable[[], BlockingConnection], bindings: list[Binding], dlq: str, runs: set[str], *,
                  on_death: Callable[[Death], None] | None = None, timeout: float = 30.0) -> None:
         self._connect = connect
         self.bindings = bindings
@@ -192,7 +197,8 @@ class Tap:
             ch.basic_consume(name, self._on_message, auto_ack=True)
             self._ready.set()
             while not self._stopping.is_set():
-                conn.process_data_events(time_limit=0.1)
+                # pika takes seconds as a float (its stub in typeshed says int)
+                conn.process_data_events(time_limit=0.1)  # pyright: ignore[reportArgumentType]
         except Exception as exc:  # noqa: BLE001 - said by the caller: the run goes on without watching
             from dlxtool.broker.connection import describe_failure
 
@@ -204,8 +210,8 @@ class Tap:
 
                 close_quietly(conn)
 
-    def _on_message(self, _ch: Any, _method: Any, props: Any, body: bytes) -> None:
-        headers = getattr(props, "headers", None) or {}
+    def _on_message(self, _ch: BlockingChannel, _method: Basic.Deliver, props: BasicProperties, body: bytes) -> None:
+        headers: Mapping[str, Any] = getattr(props, "headers", None) or {}
         found = run_of(headers)
         if found is None or found[0] not in self.runs:
             self.others += 1
@@ -214,7 +220,7 @@ class Tap:
             return
         self._seen.add(found)
         group, example = failure_of(headers, body, self.dlq)
-        message_id = getattr(props, "message_id", None)
+        message_id: object = getattr(props, "message_id", None)  # str, or bytes where it is not UTF-8
         if isinstance(message_id, bytes | bytearray):
             message_id = bytes(message_id).decode("utf-8", "replace")
         death = Death(found[0], found[1], message_id if isinstance(message_id, str) and message_id else

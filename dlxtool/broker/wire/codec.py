@@ -23,7 +23,7 @@ its decider.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
@@ -180,7 +180,7 @@ def current() -> Codec:
 
 
 @contextmanager
-def using(name: str) -> Iterator[Codec]:
+def using(name: str) -> Generator[Codec]:
     """Codec `name` for the duration of a with block (tests), whatever the environment says; then back to
     what was before. Connections opened before keep the reader they were opened with."""
     global _forced

@@ -147,10 +147,11 @@ def encode_properties(properties: Any) -> bytes:
     return b"".join(properties.encode())
 
 
-def basic_properties(properties: Mapping[str, Any], headers: Mapping[str, Any] | None) -> Any:
+def basic_properties(properties: Mapping[str, Any], headers: Mapping[str, Any] | None) -> spec.BasicProperties:
     """The BasicProperties every codec publishes: AMQP basic properties by name (a record's `properties`),
     and the headers table (None or empty: none; a dict is taken as it is, another mapping copied)."""
-    table = headers if headers is None or type(headers) is dict else dict(headers)
+    # cast: narrowing on `type(...) is dict` forgets the key and value types
+    table = cast("dict[str, Any] | None", headers if headers is None or type(headers) is dict else dict(headers))
     return _BP(headers=table or None, **properties)
 
 
@@ -237,7 +238,7 @@ def _pika_table(table: dict[Any, Any]) -> bytes:
 
 def _culprit(properties: Any, encode_table: Callable[[dict[Any, Any]], bytes]) -> str:
     """Name the header that does not encode (for the reason a message stays)."""
-    headers = getattr(properties, "headers", None) or {}
+    headers: Any = getattr(properties, "headers", None) or {}
     for key, value in headers.items():
         try:
             encode_table({key: value})
@@ -398,7 +399,8 @@ class FastInput:
         if self.buffer and self.buffer[:4] == b"AMQP":  # hand pika what only it understands
             impl._frame_buffer = self.buffer  # noqa: SLF001
             self.buffer = b""
-            type(impl)._on_data_available(impl, b"")  # noqa: SLF001 - pika's own reader (ours shadows it)
+            pika_reader: Any = cast("Any", type(impl))._on_data_available  # noqa: SLF001 - ours shadows it
+            pika_reader(impl, b"")  # pika's own reader
 
     def _read_deliveries(self, read_deliveries: Callable[..., Any], number: int, buf: bytes,
                          o: int) -> tuple[int, bool]:
@@ -536,7 +538,10 @@ def fast_deliveries(connection: Any, channel: Any, *, raw: bool = False,
         reader.batches[channel.channel_number] = batch
     else:
         reader.batches.pop(channel.channel_number, None)
-    channel.add_on_close_callback(lambda ch, _reason: _forget(reader, ch.channel_number, ch))
+    def forget(ch: Any, _reason: object) -> None:
+        _forget(reader, ch.channel_number, ch)
+
+    channel.add_on_close_callback(forget)
 
 
 def _forget(reader: FastInput, number: int, channel: Any) -> None:
@@ -552,7 +557,10 @@ def fast_confirms(connection: Any, channel: Any, on_ack: Any, accelerator: Modul
     confirm_delivery, and the only Basic.Ack callback on it); Basic.Nack keeps pika's path."""
     reader = fast_input(connection, accelerator)
     reader.confirms[channel.channel_number] = on_ack
-    channel.add_on_close_callback(lambda ch, _reason: _forget_confirms(reader, ch.channel_number, on_ack))
+    def forget(ch: Any, _reason: object) -> None:
+        _forget_confirms(reader, ch.channel_number, on_ack)
+
+    channel.add_on_close_callback(forget)
 
 
 def _forget_confirms(reader: FastInput, number: int, on_ack: Any) -> None:
@@ -560,7 +568,7 @@ def _forget_confirms(reader: FastInput, number: int, on_ack: Any) -> None:
         del reader.confirms[number]
 
 
-def send_publish(connection: Any, channel: Any, exchange: str, routing_key: str, body: bytes, properties: Any,
+def send_publish(connection: Any, channel: Any, exchange: str, routing_key: str, body: bytes | str, properties: Any,
                  *, mandatory: bool, accelerator: ModuleType | None) -> bytes:
     """channel.basic_publish(...) with the frames built here (by the C extension when `accelerator` is
     it); same checks, same bytes on the wire. Returns the encoded properties (the publisher matches a
