@@ -24,6 +24,7 @@ from dlxtool.cli.options import (
     selection_options,
     yes_option,
 )
+from dlxtool.cli.reading import move_protocol, protocol_option
 from dlxtool.ops.interrupts import summary_before_ctrl_c
 from dlxtool.outcome import Outcome
 from dlxtool.selection import Selection
@@ -84,6 +85,7 @@ Examples:
                    "limits cannot be read.")
 @click.option("--save", "save_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
               help="Append each moved message's record (JSON Lines, flushed) before its SRC ack.")
+@protocol_option("Move")
 @flow_options("SRC")
 @max_bytes_option
 @selection_options
@@ -93,12 +95,13 @@ Examples:
 @click.pass_obj
 def move(app: App, source: str, destination: str, target_broker: str | None, default_exchange: bool,
          allow_dlx_drop: bool, allow_displace: bool, save_file: str | None, rate: float | None, prefetch: int,
-         window: int, selection: Selection, dry_run: bool, yes: bool) -> Outcome | None:
+         window: int, selection: Selection, dry_run: bool, yes: bool, protocol: str | None = None) -> Outcome | None:
     from dlxtool.ops import move as ops
     from dlxtool.ops.engine import TransferOptions
     from dlxtool.ops.pipeline import run_move
     from dlxtool.ops.session import MoveSession
 
+    protocol = move_protocol(app, protocol)
     selection = selection_for(app, selection, decode=True)
     if save_file:
         check_record_file(app, save_file)
@@ -110,7 +113,8 @@ def move(app: App, source: str, destination: str, target_broker: str | None, def
         conn = stack.enter_context(app.connection(profile))
         target_conn = stack.enter_context(app.connection(target_profile)) if target_profile else None
         session = MoveSession(app.session(profile, conn),
-                              app.session(target_profile, target_conn) if target_profile else None)
+                              app.session(target_profile, target_conn) if target_profile else None,
+                              protocol=protocol)
         policy, prepared = ops.prepare(session, settings, app)
         which = "every message" if not selection.filters_anything else \
             f"the messages that match ({selection.describe_text()})"

@@ -126,6 +126,10 @@ def run_move(session: MoveSession, policy: MovePolicy, options: TransferOptions,
              prepared: Prepared | None = None) -> MoveRun:
     """Run `policy` over its source on `session` with the user's run `options` (prefetch, window, rate, sink,
     progress, byte budget): the module docstring says what it owns."""
+    if session.protocol == "1.0":  # the same policy over AMQP 1.0 (dlxtool.ops.pipeline_amqp10)
+        from dlxtool.ops.pipeline_amqp10 import run_move_amqp10
+
+        return run_move_amqp10(session, policy, options, prepared)
     prepared = prepared or Prepared()
     source, to = session.source, session.to
     info = prepared.info
@@ -153,6 +157,14 @@ def run_move(session: MoveSession, policy: MovePolicy, options: TransferOptions,
         raise
     finally:
         publishing.close()
+    return finished(session, policy, result, exchanges)
+
+
+def finished(session: MoveSession, policy: MovePolicy, result: TransferResult,
+             exchanges: TemporaryExchanges | None) -> MoveRun:
+    """The MoveRun of a finished pass (over either protocol): its routes in words, the queues it filled and the
+    depths after it, counted by the broker."""
+    source, to = session.source, session.to
     out = MoveRun(result, policy.what, policy.nothing, policy.saved)
     if exchanges is not None:
         out.clean_up = exchanges.delete_all

@@ -303,19 +303,39 @@ def plan_for(session: ReplaySession, settings: ReplaySettings, report: Reporter,
             raise ConnectError(source.management_error or "no management API")
         return source.management
 
+    amqp10 = None
     try:
-        reader, notes = prepare_read(source.conn, source.profile, settings.source, opts, management=management)
+        if session.protocol == "1.0":  # read as the run reads: whole, over AMQP 1.0 (dlxtool.ops.peek_amqp10)
+            from dlxtool.broker.amqp10.connection import open_connection
+            from dlxtool.ops.peek_amqp10 import prepare_read_amqp10
+
+            opts = replace(opts, protocol="1.0")
+            amqp10 = open_connection(source.profile)
+            reader, notes = prepare_read_amqp10(source.conn, amqp10, source.profile, settings.source, opts,
+                                                management=management)
+        else:
+            reader, notes = prepare_read(source.conn, source.profile, settings.source, opts, management=management)
     except RefusedError as exc:
+        if amqp10 is not None:
+            amqp10.close()
         raise RefusedError(f"showing a plan reads the first messages as `peek` does, which is refused here: "
                            f"{exc.message}",
                            hint=f"{exc.hint + '; or ' if exc.hint else ''}--yes replays without a plan (a replay "
                                 "settles what it reads: it gives nothing back)") from None
-    for missing in reader.facts.missing_checks:
-        report.warn(f"check not made: {missing}")
-    for note in notes:
-        report.info(note)
-    records = list(reader.records())
-    reader.tell(report)
+    except BaseException:
+        if amqp10 is not None:
+            amqp10.close()
+        raise
+    try:
+        for missing in reader.facts.missing_checks:
+            report.warn(f"check not made: {missing}")
+        for note in notes:
+            report.info(note)
+        records = list(reader.records())
+        reader.tell(report)
+    finally:
+        if amqp10 is not None:
+            amqp10.close()
     return plan(records, reader.facts.ready or len(records), settings, conn=session.target_conn or source.conn,
                 timeout=source.timeout, rooms=session.rooms, exchange_targets=_exchange_targets(session, settings),
                 router=_router(to.management, to.vhost), wait_router=_wait_router(source))

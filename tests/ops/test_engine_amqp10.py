@@ -1,0 +1,254 @@
+"""Moving messages over AMQP 1.0 (issue 39): `replay --protocol 1.0` on RabbitMQ 4.x.
+
+AMQP 1.0 messages with every kind of section, property and type are dead-lettered by the broker (rejected over 1.0
+from a quorum queue), replayed by dlxtool over 1.0, and read back at their origin over 1.0: the same sections, value
+by value and type by type, but for the death history, the counters the reset removes, and the provenance dlxtool
+adds. A destination that refuses leaves the message in the DLQ (exit codes from the Stay kinds); a stop mid-run loses
+nothing. Skipped on 3.x, where the refusal (exit 2) is proved instead.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from dlxtool.amqp10_message import Amqp10Message, Body, Typed, encode_message, parse_message
+from dlxtool.broker import versions
+
+pytestmark = pytest.mark.broker
+
+pytest.importorskip("proton")
+
+
+@pytest.fixture
+def v4(broker) -> Any:
+    if not versions.speaks_amqp10(broker.version):
+        pytest.skip(f"RabbitMQ {broker.version}: no AMQP 1.0 path here (4.x only)")
+    return broker
+
+
+def _profile(broker) -> Any:
+    from dlxtool.config import BrokerProfile
+
+    return BrokerProfile(name="t", urls=(broker.url,), vhost=broker.vhost)
+
+
+def _s(text: str) -> Typed:
+    return Typed("string", text)
+
+
+def _sym(text: str) -> Typed:
+    return Typed("symbol", text)
+
+
+def _messages() -> list[Amqp10Message]:
+    """Two messages as an AMQP 1.0 client publishes them: every property, application properties of the types the
+    0.9.1 conversion loses or cannot carry (ulong 2^64-1, symbol, timestamp in ms, uuid, char), several data sections;
+    and one with an amqp-value body."""
+    props = {
+        "message_id": Typed("ulong", 1000), "to": _s("/queues/elsewhere"), "subject": _s("orders.created"),
+        "reply_to": _s("/queues/replies"), "correlation_id": Typed("uuid", "12345678-1234-5678-1234-567812345678"),
+        "content_type": _sym("application/octet-stream"), "content_encoding": _sym("identity"),
+        "absolute_expiry_time": Typed("timestamp", 4_102_444_800_123), "creation_time": Typed("timestamp",
+                                                                                            1_700_000_000_123),
+        "group_id": _s("g"), "group_sequence": Typed("uint", 3), "reply_to_group_id": _s("rg"),
+    }
+    app = [(_s("big"), Typed("ulong", 2**64 - 1)), (_s("sym"), _sym("SYMBOL")),
+           (_s("when"), Typed("timestamp", 1_700_000_000_123)),
+           (_s("id"), Typed("uuid", "87654321-4321-8765-4321-876543218765")), (_s("c"), Typed("char", "x")),
+           (_s("small"), Typed("byte", -3)), (_s("x-retry-count"), Typed("int", 4))]
+    header = {"durable": Typed("boolean", True), "priority": Typed("ubyte", 7), "ttl": Typed("uint", 3_600_000)}
+    first = Amqp10Message(header=header, message_annotations=[(_sym("x-opt-tenant"), _s("acme"))],
+                          properties=props, application_properties=app,
+                          body=Body("data", [b"part one|", b"\x00\xffpart two", b""]))
+    second = Amqp10Message(header={"durable": Typed("boolean", True)}, properties={"message_id": _s("second")},
+                           application_properties=[(_s("k"), _sym("v"))],
+                           body=Body("amqp-value", [Typed("map", [(_s("a"), Typed("long", 1))])]))
+    return [first, second]
+
+
+def _queues(broker, qname: str, **origin_args: Any) -> tuple[str, str]:
+    work, dlq = f"{qname}.work", f"{qname}.dlq"
+    with broker.channel() as ch:
+        ch.queue_declare(dlq, durable=True, arguments={"x-queue-type": "quorum"})
+        ch.queue_declare(work, durable=True, arguments={"x-queue-type": "quorum", "x-dead-letter-exchange": "",
+                                                         "x-dead-letter-routing-key": dlq, **origin_args})
+    return work, dlq
+
+
+def _dead_letter(broker, work: str, messages: list[Amqp10Message]) -> None:
+    """Publish over AMQP 1.0 to `work`, then reject each there over 1.0: the broker dead-letters them."""
+    from dlxtool.broker.amqp10 import outcomes
+    from dlxtool.broker.amqp10.addresses import queue_address
+    from dlxtool.broker.amqp10.connection import open_connection
+    from dlxtool.broker.amqp10.links import HeadReader, Sender
+
+    conn = open_connection(_profile(broker))
+    try:
+        sender = Sender(conn, queue_address(work))
+        for msg in messages:
+            assert sender.send(encode_message(msg)).taken
+        sender.close()
+        reader = HeadReader(conn, queue_address(work), give_back=outcomes.RELEASE)
+        for delivery in reader.read(len(messages)):
+            reader.settle(delivery, outcomes.REJECT)
+        reader.close()
+    finally:
+        conn.close()
+
+
+def _read(broker, queue: str, n: int) -> list[Amqp10Message]:
+    """The first `n` messages of `queue` over AMQP 1.0, given back."""
+    from dlxtool.broker.amqp10 import outcomes
+    from dlxtool.broker.amqp10.addresses import queue_address
+    from dlxtool.broker.amqp10.connection import open_connection
+    from dlxtool.broker.amqp10.links import HeadReader
+
+    conn = open_connection(_profile(broker))
+    try:
+        reader = HeadReader(conn, queue_address(queue), give_back=outcomes.RELEASE)
+        out = [parse_message(d.raw) for d in reader.read(n)]
+        reader.close()
+        return out
+    finally:
+        conn.close()
+
+
+# What a delivery adds (the broker writes it again each time) and what a replay changes on purpose
+DELIVERY_HEADER = ("first_acquirer", "delivery_count")
+DELIVERY_ANNOTATIONS = ("x-exchange", "x-routing-key", "x-opt-dlxtool-replay")
+
+
+def _as_sent(msg: Amqp10Message) -> dict[str, Any]:
+    """A message's sections in their JSON form (every value with its type) without what a delivery adds."""
+    out = msg.to_json()
+    header = {k: v for k, v in out.get("header", {}).items() if k not in DELIVERY_HEADER}
+    out.pop("header", None)
+    if header:
+        out["header"] = header
+    annotations = {k: v for k, v in out.get("message_annotations", {}).items() if k not in DELIVERY_ANNOTATIONS}
+    out.pop("message_annotations", None)
+    if annotations:
+        out["message_annotations"] = annotations
+    return out
+
+
+def test_replay_over_amqp10_brings_back_every_section_and_type(v4, qname, run) -> None:
+    work, dlq = _queues(v4, qname)
+    with v4.channel() as ch:  # the reply queue the first message names (a request whose reply can arrive)
+        ch.queue_declare("replies", durable=True)
+    sent = _messages()
+    _dead_letter(v4, work, sent)
+    assert v4.wait_depth(dlq, 2) == 2
+    dead = _read(v4, dlq, 2)
+    assert all(m.annotation("x-opt-deaths") is not None for m in dead)  # a death history to leave out
+    assert dead[0].header is not None and "ttl" not in dead[0].header  # dead-lettering took the TTL off
+
+    result = run("--url", v4.url, "replay", dlq, "--protocol", "1.0", "--yes", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["moved_total"] == 2, summary
+    assert v4.wait_depth(dlq, 0) == 0 and v4.wait_depth(work, 2) == 2
+
+    back = _read(v4, work, 2)
+    expected = [_as_sent(m) for m in sent]
+    del expected[0]["application_properties"]["x-retry-count"]  # the count reset removes the retry counter
+    assert [_as_sent(m) for m in back] == expected
+    # every data section as it was (the 0.9.1 conversion merges them), the amqp-value body as a value
+    assert back[0].body.sections == [b"part one|", b"\x00\xffpart two", b""]
+    assert back[1].body.kind == "amqp-value"
+    # the death history is left out; the provenance travels as an annotation and reads as the header over 1.0
+    for msg in back:
+        assert msg.annotation("x-opt-deaths") is None
+        assert msg.annotation("x-opt-dlxtool-replay") is not None
+    peeked = run("--url", v4.url, "peek", work, "--protocol", "1.0", "--format", "jsonl", "-n", "2")
+    assert peeked.exit_code == 0, peeked.stderr
+    record = json.loads(peeked.stdout.splitlines()[0])
+    assert record["headers"]["dlxtool-replay"]["from"] == dlq
+    assert record["deaths"] == []
+
+
+def test_a_destination_that_refuses_leaves_the_message_in_the_dlq(v4, qname, run) -> None:
+    """A full origin with overflow reject-publish rejects the send (the run goes on, exit 5); the message is still
+    in the DLQ, whole."""
+    # a classic origin: a quorum queue's length limit is applied after the fact (a send may be taken past it)
+    work, dlq = _queues(v4, qname, **{"x-queue-type": "classic", "x-max-length": 1, "x-overflow": "reject-publish"})
+    first, second = _messages()
+    _dead_letter(v4, work, [second])
+    with v4.channel() as ch:  # the origin is full now
+        ch.basic_publish("", work, b"filler")
+    assert v4.wait_depth(dlq, 1) == 1 and v4.wait_depth(work, 1) == 1
+    result = run("--url", v4.url, "replay", dlq, "--protocol", "1.0", "--yes", "--allow-displace", "--format",
+                 "json")
+    assert result.exit_code in (5, 6), result.stderr + result.stdout
+    summary = json.loads(result.stdout)
+    assert summary["moved_total"] == 0 and summary["left_total"] == 1, summary
+    assert v4.wait_depth(dlq, 1) == 1 and v4.wait_depth(work, 1) == 1
+    still = _read(v4, dlq, 1)
+    assert still[0].body == second.body and still[0].annotation("x-opt-deaths") is not None
+
+
+def test_a_missing_origin_leaves_the_message_in_the_dlq_refused(v4, qname, run) -> None:
+    work, dlq = _queues(v4, qname)
+    _dead_letter(v4, work, _messages())
+    assert v4.wait_depth(dlq, 2) == 2
+    with v4.channel() as ch:
+        ch.queue_delete(work)
+    result = run("--url", v4.url, "replay", dlq, "--protocol", "1.0", "--yes", "--default-exchange",
+                 "--allow-dlx-drop", "--format", "json")
+    assert result.exit_code == 6, result.stderr  # every message stayed because of where it was to go
+    summary = json.loads(result.stdout)
+    assert summary["left_by_kind"] == {"queue_missing": 2}, summary
+    assert v4.wait_depth(dlq, 2) == 2
+
+
+def test_a_stop_mid_run_loses_nothing(v4, qname) -> None:
+    """The stop signal's event set while the first message is decided (what Ctrl-C does): that one moves, the
+    others are given back to the DLQ, each message is in exactly one of the two queues."""
+    from dlxtool.broker.amqp10 import outcomes
+    from dlxtool.broker.amqp10.connection import open_connection
+    from dlxtool.ops.actions import Action, Decision
+    from dlxtool.ops.engine import TransferOptions
+    from dlxtool.ops.engine_amqp10 import Amqp10Transfer
+
+    work, dlq = _queues(v4, qname)
+    msgs = [Amqp10Message(properties={"message_id": _s(f"m{i}")}, body=Body("data", [b"%d" % i])) for i in range(5)]
+    _dead_letter(v4, work, msgs)
+    assert v4.wait_depth(dlq, 5) == 5
+    stop = threading.Event()
+
+    def decide(record: Any) -> Decision:
+        stop.set()
+        return Decision(Action.MOVE, work, "", work, None, None, None)
+
+    conn = open_connection(_profile(v4))
+    try:
+        result = Amqp10Transfer(conn, dlq, decide, snapshot=5, give_back=outcomes.RELEASE,
+                                options=TransferOptions(stop=stop, handle_sigint=False)).run()
+    finally:
+        conn.close()
+    assert result.interrupted and result.error is None
+    assert result.moved_total == 1 and result.possible_duplicates == 0
+    assert v4.wait_depth(work, 1) == 1 and v4.wait_depth(dlq, 4) == 4
+    ids = sorted(str(m.properties["message_id"].value) for q, n in ((work, 1), (dlq, 4)) for m in _read(v4, q, n)
+                 if m.properties)
+    assert ids == [f"m{i}" for i in range(5)]
+
+
+def test_settings_the_amqp10_path_cannot_honour_are_refused(broker, qname, run) -> None:
+    """--edit (exit 2, before anything is read); on 3.x, --protocol 1.0 itself (exit 2)."""
+    with broker.channel() as ch:
+        ch.queue_declare(qname, durable=True)
+        ch.basic_publish("", qname, b"x")
+    edit = run("--url", broker.url, "replay", qname, "--protocol", "1.0", "--edit", "--yes")
+    assert edit.exit_code == 2 and "--protocol 1.0 does not move messages with --edit" in edit.stderr
+    if versions.speaks_amqp10(broker.version):
+        return
+    result = run("--url", broker.url, "replay", qname, "--protocol", "1.0", "--yes", "--to", qname)
+    assert result.exit_code == 2, result.stderr
+    assert "--protocol 1.0 moves messages on RabbitMQ 4.x" in result.stderr
+    assert broker.wait_depth(qname, 1) == 1
+
