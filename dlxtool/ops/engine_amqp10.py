@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dlxtool.errors import DlxtoolError, NotFoundError, UnavailableError
@@ -50,13 +51,15 @@ HELD_FULL = ("{n} message(s) that stay are held unsettled, the most this run hol
 class Amqp10Transfer:
     """One pass over `source` read on `conn` (AMQP 1.0); MOVEs are sent on `send_conn` (AMQP 1.0; default: `conn`).
     `snapshot`: the source's ready messages at the start (the caller counts them over 0.9.1); `give_back`: the
-    outcome that returns a message without spending a delivery attempt (dlxtool.broker.versions)."""
+    outcome that returns a message without spending a delivery attempt (dlxtool.broker.versions); `exists`: whether
+    a destination queue exists (None: not asked, the broker's answer to the send says it)."""
 
     def __init__(self, conn: Amqp10Connection, source: str, decide: Decide, *, snapshot: int,
                  give_back: DeliveryState, send_conn: Amqp10Connection | None = None,
                  options: TransferOptions | None = None, hooks: RunHooks | None = None,
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, exists: Callable[[str], bool] | None = None) -> None:
         self.conn = conn
+        self.exists = exists  # whether a destination queue exists (a passive declare), asked once per queue
         self.send_conn = send_conn or conn
         self.source = source
         self.opts = options or TransferOptions()
@@ -75,7 +78,7 @@ class Amqp10Transfer:
         self._selected = 0
         self._held = 0            # stays held unsettled (given back at the end)
         self._unproven = 0        # accepted settlements of the source not yet proven by a drain's answer
-        self._sending = False     # a send is out without its outcome: it may have been taken
+        self._sending: Sender | None = None  # the sender of the message in hand (its in_flight: maybe taken)
         self._last_report = 0.0
 
     def run(self) -> TransferResult:
@@ -204,15 +207,15 @@ class Amqp10Transfer:
         if isinstance(sender, Why):
             self._stay(decision, sender)
             return
-        self._sending = True
+        self._sending = sender
         try:
             said = sender.send(raw, self.timeout)
         except NotFoundError as exc:  # the address is not there (nothing was sent: no credit came)
-            self._sending = False
+            self._sending = None
             why = self._senders[sender.address] = missing_target(exc, sender.address)
             self._stay(decision, why)
             return
-        self._sending = False
+        self._sending = None
         if not said.taken:
             self._stay(decision, _refused(said, sender.address))
             return
@@ -243,7 +246,12 @@ class Amqp10Transfer:
             else queue_address(decision.routing_key)
         found = self._senders.get(address)
         if found is None:
-            found = self._senders[address] = Sender(self.send_conn, address)
+            if not decision.exchange and self.exists is not None and not self.exists(decision.routing_key):
+                # asked before a sender is made: 4.0 attaches a sender to a missing queue and never gives it credit
+                found = Why(f"queue {decision.routing_key!r} does not exist", Stay.QUEUE_MISSING)
+            else:
+                found = Sender(self.send_conn, address)
+            self._senders[address] = found
         return found
 
     def _finish(self) -> None:
@@ -268,7 +276,7 @@ class Amqp10Transfer:
         connection still answers, else by the broker when it sees the connection go)."""
         head = self.head
         held = len(head.unsettled) if head is not None else 0
-        self.result.possible_duplicates += self._unproven + (1 if self._sending else 0)
+        self.result.possible_duplicates += self._unproven + (1 if self._sending and self._sending.in_flight else 0)
         self._unproven = 0
         if head is not None and self.conn.is_open:
             try:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 def run_move_amqp10(session: MoveSession, policy: MovePolicy, options: TransferOptions,
                     prepared: Prepared | None = None) -> MoveRun:
     """Run `policy` over its source on `session`, over AMQP 1.0 (the module docstring)."""
+    from dlxtool.broker import queues
     from dlxtool.broker.amqp10.connection import open_connection
     from dlxtool.broker.queues import now
     from dlxtool.ops.engine_amqp10 import Amqp10Transfer
@@ -60,7 +61,7 @@ def run_move_amqp10(session: MoveSession, policy: MovePolicy, options: TransferO
         decide = policy.decider(exchanges)
         result = Amqp10Transfer(reader, policy.source, decide, snapshot=counted.ready, give_back=give_back,
                                 send_conn=sender, options=replace(options, limit=policy.limit), hooks=hooks,
-                                timeout=source.timeout).run()
+                                timeout=source.timeout, exists=lambda q: queues.exists(to.conn, q, to.timeout)).run()
         result.notes.extend(policy.notes())
     except BaseException:
         if exchanges is not None:

@@ -70,10 +70,16 @@ def _messages() -> list[Amqp10Message]:
     return [first, second]
 
 
-def _queues(broker, qname: str, **origin_args: Any) -> tuple[str, str]:
+def _dlq_type(broker) -> str:
+    """A quorum DLQ where a give-back over 1.0 spends no attempt (4.3), else classic (4.0: a 1.0 run refuses a quorum
+    DLQ, test_a_quorum_dlq_is_refused_where_give_backs_count)."""
+    return "quorum" if versions.amqp10_peek_give_back(broker.version) is not None else "classic"
+
+
+def _queues(broker, qname: str, dlq_type: str | None = None, **origin_args: Any) -> tuple[str, str]:
     work, dlq = f"{qname}.work", f"{qname}.dlq"
     with broker.channel() as ch:
-        ch.queue_declare(dlq, durable=True, arguments={"x-queue-type": "quorum"})
+        ch.queue_declare(dlq, durable=True, arguments={"x-queue-type": dlq_type or _dlq_type(broker)})
         ch.queue_declare(work, durable=True, arguments={"x-queue-type": "quorum", "x-dead-letter-exchange": "",
                                                          "x-dead-letter-routing-key": dlq, **origin_args})
     return work, dlq
@@ -164,7 +170,8 @@ def test_replay_over_amqp10_brings_back_every_section_and_type(v4, qname, run) -
     for msg in back:
         assert msg.annotation("x-opt-deaths") is None
         assert msg.annotation("x-opt-dlxtool-replay") is not None
-    peeked = run("--url", v4.url, "peek", work, "--protocol", "1.0", "--format", "jsonl", "-n", "2")
+    peeked = run("--url", v4.url, "peek", work, "--protocol", "1.0", "--format", "jsonl", "-n", "2",
+                 "--spend-attempts")  # 4.0: a quorum origin's give-backs count
     assert peeked.exit_code == 0, peeked.stderr
     record = json.loads(peeked.stdout.splitlines()[0])
     assert record["headers"]["dlxtool-replay"]["from"] == dlq
@@ -252,3 +259,17 @@ def test_settings_the_amqp10_path_cannot_honour_are_refused(broker, qname, run) 
     assert "--protocol 1.0 moves messages on RabbitMQ 4.x" in result.stderr
     assert broker.wait_depth(qname, 1) == 1
 
+
+
+def test_a_quorum_dlq_is_refused_where_give_backs_count(v4, qname, run) -> None:
+    """4.0: every AMQP 1.0 give-back of a quorum queue's message counts a delivery attempt, and what a 1.0 run leaves
+    is given back: refused (exit 6) before anything is read, nothing changed."""
+    if versions.amqp10_peek_give_back(v4.version) is not None:
+        pytest.skip(f"RabbitMQ {v4.version}: a 1.0 give-back spends no attempt here")
+    work, dlq = _queues(v4, qname, dlq_type="quorum")
+    _dead_letter(v4, work, _messages())
+    assert v4.wait_depth(dlq, 2) == 2
+    result = run("--url", v4.url, "replay", dlq, "--protocol", "1.0", "--yes")
+    assert result.exit_code == 6, result.stderr
+    assert "counts a delivery attempt" in result.stderr and "nothing was changed" in result.stderr
+    assert v4.wait_depth(dlq, 2) == 2 and v4.wait_depth(work, 0) == 0

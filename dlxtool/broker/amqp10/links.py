@@ -220,6 +220,7 @@ class Sender:
         except Exception as exc:  # noqa: BLE001 - proton's errors: said as the broker's
             raise failure(exc, conn) from None
         self._tag = 0
+        self.in_flight = False  # a message was written and its outcome has not come: the broker may have taken it
 
     def send(self, raw: bytes, timeout: float | None = None) -> DeliveryState:
         """Send one message (its encoded sections) and wait for the broker's outcome."""
@@ -228,6 +229,7 @@ class Sender:
         self._refused()
         self._tag += 1
         delivery = self.link.delivery(str(self._tag))
+        self.in_flight = True
         self.link.send(raw)
         self.link.advance()
         self.conn.wait(lambda: bool(delivery.remote_state) or delivery.settled
@@ -235,6 +237,7 @@ class Sender:
                        f"{self.address}", timeout)
         self._refused()
         outcome = outcome_of(delivery)
+        self.in_flight = False
         delivery.settle()
         return outcome
 
