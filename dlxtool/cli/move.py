@@ -98,7 +98,7 @@ def move(app: App, source: str, destination: str, target_broker: str | None, def
          window: int, selection: Selection, dry_run: bool, yes: bool, protocol: str | None = None) -> Outcome | None:
     from dlxtool.ops import move as ops
     from dlxtool.ops.engine import TransferOptions
-    from dlxtool.ops.pipeline import run_move
+    from dlxtool.ops.pipeline_amqp10 import run_move_over
     from dlxtool.ops.session import MoveSession
 
     protocol = move_protocol(app, protocol)
@@ -132,7 +132,7 @@ def move(app: App, source: str, destination: str, target_broker: str | None, def
 
         moved: Outcome = run_moving(app, ctrl_c, command="move", profile=profile, queues=[source, destination],
                           label="moving", save_file=save_file, render=render,
-                          run=lambda sink, bar: run_move(session, policy, _with(options, sink, bar), prepared))
+                          run=lambda sink, bar: run_move_over(session, policy, _with(options, sink, bar), prepared))
         return moved
 
 

@@ -125,11 +125,8 @@ class MoveRun:
 def run_move(session: MoveSession, policy: MovePolicy, options: TransferOptions,
              prepared: Prepared | None = None) -> MoveRun:
     """Run `policy` over its source on `session` with the user's run `options` (prefetch, window, rate, sink,
-    progress, byte budget): the module docstring says what it owns."""
-    if session.protocol == "1.0":  # the same policy over AMQP 1.0 (dlxtool.ops.pipeline_amqp10)
-        from dlxtool.ops.pipeline_amqp10 import run_move_amqp10
-
-        return run_move_amqp10(session, policy, options, prepared)
+    progress, byte budget): the module docstring says what it owns. Over AMQP 0.9.1; a caller that lets the session
+    choose the protocol calls dlxtool.ops.pipeline_amqp10.run_move_over."""
     prepared = prepared or Prepared()
     source, to = session.source, session.to
     info = prepared.info

@@ -1,6 +1,6 @@
 """run_move over AMQP 1.0 (`--protocol 1.0`, RabbitMQ 4.x): the same MovePolicy, the same MoveRun, with the 1.0 mover
-(dlxtool.ops.engine_amqp10) in place of the 0.9.1 engine. dlxtool.ops.pipeline.run_move hands a session whose
-`protocol` is "1.0" here.
+(dlxtool.ops.engine_amqp10) in place of the 0.9.1 engine. Callers that let the session choose (replay, move) call
+run_move_over: a session whose `protocol` is "1.0" runs here, any other on dlxtool.ops.pipeline.run_move.
 
 What it shares with the 0.9.1 pipeline: the temporary exchanges that keep a message's routing key (made over 0.9.1,
 sent to over 1.0 as /exchanges/NAME/KEY), the destinations' room (read again as the run starts, asked per message),
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from dlxtool.errors import NotFoundError, RefusedError, UsageError
 from dlxtool.ops.engine import RunHooks, TransferOptions
-from dlxtool.ops.pipeline import MovePolicy, MoveRun, Prepared, finished
+from dlxtool.ops.pipeline import MovePolicy, MoveRun, Prepared, finished, run_move
 from dlxtool.ops.routes import TemporaryExchanges
 
 if TYPE_CHECKING:
@@ -25,6 +25,14 @@ if TYPE_CHECKING:
     from dlxtool.broker.management import QueueInfo
     from dlxtool.broker.versions import Version
     from dlxtool.ops.session import MoveSession, Session
+
+
+def run_move_over(session: MoveSession, policy: MovePolicy, options: TransferOptions,
+                  prepared: Prepared | None = None) -> MoveRun:
+    """run_move over the session's protocol (MoveSession.protocol: --protocol, DLXTOOL_PROTOCOL)."""
+    if session.protocol == "1.0":
+        return run_move_amqp10(session, policy, options, prepared)
+    return run_move(session, policy, options, prepared)
 
 
 def run_move_amqp10(session: MoveSession, policy: MovePolicy, options: TransferOptions,

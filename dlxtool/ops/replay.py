@@ -224,8 +224,10 @@ class Replay:
     def run(self, options: TransferOptions) -> MoveRun:
         """The pass itself: replay as a policy (ReplayPolicy) over the one move pipeline (dlxtool.ops.pipeline),
         with the user's `options` (sink, progress, prefetch …)."""
-        return run_move(self.session, ReplayPolicy(self.settings, self.session), options,
-                        Prepared(self.info, self.keep_refused, self.report))
+        from dlxtool.ops.pipeline_amqp10 import run_move_over  # the session's protocol (--protocol 1.0: RabbitMQ 4.x)
+
+        return run_move_over(self.session, ReplayPolicy(self.settings, self.session), options,
+                             Prepared(self.info, self.keep_refused, self.report))
 
 
 class ReplayPolicy:
