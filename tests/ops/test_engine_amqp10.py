@@ -273,3 +273,59 @@ def test_a_quorum_dlq_is_refused_where_give_backs_count(v4, qname, run) -> None:
     assert result.exit_code == 6, result.stderr
     assert "counts a delivery attempt" in result.stderr and "nothing was changed" in result.stderr
     assert v4.wait_depth(dlq, 2) == 2 and v4.wait_depth(work, 0) == 0
+
+
+def test_move_over_amqp10_keeps_the_whole_message_history_included(v4, qname, run) -> None:
+    """`move --protocol 1.0`: the same mover under move's policy; a move resets nothing, so the death history goes
+    with the message (it is the message's, not the delivery's)."""
+    work, dlq = _queues(v4, qname)
+    parked = f"{qname}.parked"
+    with v4.channel() as ch:
+        ch.queue_declare(parked, durable=True, arguments={"x-queue-type": _dlq_type(v4)})
+        ch.queue_declare("replies", durable=True)
+    sent = _messages()
+    _dead_letter(v4, work, sent)
+    assert v4.wait_depth(dlq, 2) == 2
+    dead = _read(v4, dlq, 2)
+    result = run("--url", v4.url, "move", dlq, parked, "--protocol", "1.0", "--yes", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["moved_total"] == 2
+    assert v4.wait_depth(dlq, 0) == 0 and v4.wait_depth(parked, 2) == 2
+    moved = _read(v4, parked, 2)
+    assert [_as_sent(m) for m in moved] == [_as_sent(m) for m in dead]
+    assert all(m.annotation("x-opt-deaths") is not None for m in moved)
+
+
+def test_ctrl_c_during_a_replay_over_amqp10_loses_nothing(v4, qname, cli_env) -> None:
+    """A real SIGINT to `replay --protocol 1.0` mid-run: exit 130, the summary on stdout, every message in the
+    origin or the DLQ (a copy in both only where the summary counts a possible duplicate)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    n = 40
+    work, dlq = _queues(v4, qname)
+    _dead_letter(v4, work, [Amqp10Message(properties={"message_id": _s(f"m{i}")}, application_properties=[
+        (_s("id"), Typed("uuid", "87654321-4321-8765-4321-876543218765"))], body=Body("data", [b"%d" % i]))
+        for i in range(n)])
+    assert v4.wait_depth(dlq, n) == n
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-m", "dlxtool", "--url", v4.url, "replay", dlq, "--protocol", "1.0",
+                             "--yes", "--rate", "10", "--format", "json"], env={**cli_env, "PYTHONPATH": str(root)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while v4.queue_depth(work) < 3:  # mid-run
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode() if proc.stderr else ""
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()
+    assert b"Traceback" not in err
+    summary = json.loads(out)
+    moved, left = v4.wait_depth(work, summary["moved_total"]), v4.queue_depth(dlq)
+    assert 0 < moved < n and moved == summary["moved_total"], (moved, summary)
+    assert moved + left >= n
+    assert moved + left - n <= summary["possible_duplicates"]
