@@ -285,6 +285,10 @@ class Amqp10Transfer:
             except (DlxtoolError, KeyboardInterrupt):
                 pass
         self.result.held_when_lost = held
+        if held:  # the broker returns them when it sees the connection go: a half-open one, by its heartbeat
+            from dlxtool.broker.connection import heartbeat_for
+
+            self.result.given_back_by = time.time() + 2 * heartbeat_for(self.conn.profile.timeout)
 
     def _report(self, started: float, final: bool = False) -> None:
         progress = self.opts.progress

@@ -80,6 +80,7 @@ def _queues(broker, qname: str, dlq_type: str | None = None, **origin_args: Any)
     work, dlq = f"{qname}.work", f"{qname}.dlq"
     with broker.channel() as ch:
         ch.queue_declare(dlq, durable=True, arguments={"x-queue-type": dlq_type or _dlq_type(broker)})
+        ch.queue_declare("replies", durable=True)  # the reply queue the first message names: its reply can arrive
         ch.queue_declare(work, durable=True, arguments={"x-queue-type": "quorum", "x-dead-letter-exchange": "",
                                                          "x-dead-letter-routing-key": dlq, **origin_args})
     return work, dlq
@@ -144,8 +145,6 @@ def _as_sent(msg: Amqp10Message) -> dict[str, Any]:
 
 def test_replay_over_amqp10_brings_back_every_section_and_type(v4, qname, run) -> None:
     work, dlq = _queues(v4, qname)
-    with v4.channel() as ch:  # the reply queue the first message names (a request whose reply can arrive)
-        ch.queue_declare("replies", durable=True)
     sent = _messages()
     _dead_letter(v4, work, sent)
     assert v4.wait_depth(dlq, 2) == 2
@@ -282,7 +281,6 @@ def test_move_over_amqp10_keeps_the_whole_message_history_included(v4, qname, ru
     parked = f"{qname}.parked"
     with v4.channel() as ch:
         ch.queue_declare(parked, durable=True, arguments={"x-queue-type": _dlq_type(v4)})
-        ch.queue_declare("replies", durable=True)
     sent = _messages()
     _dead_letter(v4, work, sent)
     assert v4.wait_depth(dlq, 2) == 2
@@ -328,4 +326,64 @@ def test_ctrl_c_during_a_replay_over_amqp10_loses_nothing(v4, qname, cli_env) ->
     moved, left = v4.wait_depth(work, summary["moved_total"]), v4.queue_depth(dlq)
     assert 0 < moved < n and moved == summary["moved_total"], (moved, summary)
     assert moved + left >= n
+    assert moved + left - n <= summary["possible_duplicates"]
+
+
+def _close_amqp10_connections(broker, pid: int, timeout: float = 30.0) -> int:
+    """Close (management API) the AMQP 1.0 connections of process `pid` in the test's vhost, once listed: what a
+    broker restart or an operator's `close connection` does to a run."""
+    import time
+    import urllib.parse
+    import urllib.request
+    from base64 import b64encode
+
+    auth = {"Authorization": "Basic " + b64encode(b"guest:guest").decode()}
+    base = f"http://{broker.host}:{broker.http_port}/api"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        url = f"{base}/vhosts/{urllib.parse.quote(broker.vhost, safe='')}/connections"
+        with urllib.request.urlopen(urllib.request.Request(url, headers=auth), timeout=10) as resp:
+            rows = json.loads(resp.read())
+        mine = [r["name"] for r in rows if f":{pid} " in str((r.get("client_properties") or {}).get(
+            "connection_name", "")) and "1" in str(r.get("protocol", "")).replace("0-9-1", "")]
+        if mine:
+            for name in mine:
+                req = urllib.request.Request(f"{base}/connections/{urllib.parse.quote(name, safe='')}",
+                                             headers=auth, method="DELETE")
+                urllib.request.urlopen(req, timeout=10).close()
+            return len(mine)
+        time.sleep(0.2)
+    raise AssertionError("the run's AMQP 1.0 connections were never listed")
+
+
+def test_a_lost_connection_mid_replay_over_amqp10_loses_nothing(v4, qname, cli_env) -> None:
+    """The broker closes the run's AMQP 1.0 connections mid-run: exit 3, what was unsettled is back in the DLQ, every
+    message in the origin or the DLQ (both only where the summary counts a possible duplicate)."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    n = 40
+    work, dlq = _queues(v4, qname)
+    _dead_letter(v4, work, [Amqp10Message(properties={"message_id": _s(f"m{i}")}, body=Body("data", [b"%d" % i]))
+                            for i in range(n)])
+    assert v4.wait_depth(dlq, n) == n
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-m", "dlxtool", "--url", v4.url, "replay", dlq, "--protocol", "1.0",
+                             "--yes", "--rate", "10", "--format", "json"], env={**cli_env, "PYTHONPATH": str(root)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while v4.queue_depth(work) < 3:  # mid-run
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode() if proc.stderr else ""
+        time.sleep(0.1)
+    assert _close_amqp10_connections(v4, proc.pid) >= 1
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err.decode()
+    assert "by ? at the latest" not in err.decode()
+    summary = json.loads(out)
+    assert summary["error"] and 0 < summary["moved_total"] < n, summary
+    moved = v4.wait_depth(work, summary["moved_total"])
+    left = v4.wait_depth(dlq, n - moved)
+    assert moved + left >= n, (moved, left, summary)
     assert moved + left - n <= summary["possible_duplicates"]
