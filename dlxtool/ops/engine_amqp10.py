@@ -10,8 +10,9 @@ underneath, AMQP 1.0 instead of the 0.9.1 engine (dlxtool.ops.engine):
   read) and decided (the decider's record form: no fast `.raw` over 1.0);
 - MOVE: its original sections, re-encoded with only the decision's changes (dlxtool.ops.amqp10_outgoing), are sent
   unsettled to /queues/NAME (the default exchange's route) or /exchanges/NAME/KEY (an exchange, a temporary one
-  included), on a connection of its own; only after the broker's `accepted` (and the record in the sink, where
-  there is one) is the source delivery settled `accepted`. `released` (routed nowhere) and `rejected` (refused: a
+  included), on a connection of its own, a window of them in flight (--window, at most one drain's worth: the
+  outcomes are read before the next drain); only after the broker's `accepted` (and the record in the sink, where
+  there is one, flushed) is the source delivery settled `accepted`. `released` (routed nowhere) and `rejected` (refused: a
   full reject-publish queue …) leave it in the source, with the reason as a Stay kind (exit codes come from those);
 - KEEP/LEAVE, and whatever was read but not decided (a stop, --limit): held unsettled and given back at the end with
   the outcome the version's table names for a give-back that spends no delivery attempt (`released` on 4.3), in
@@ -29,7 +30,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from dlxtool.errors import DlxtoolError, NotFoundError, UnavailableError
 from dlxtool.ops.actions import Action, Decide, Decision
@@ -78,7 +80,7 @@ class Amqp10Transfer:
         self._selected = 0
         self._held = 0            # stays held unsettled (given back at the end)
         self._unproven = 0        # accepted settlements of the source not yet proven by a drain's answer
-        self._sending: Sender | None = None  # the sender of the message in hand (its in_flight: maybe taken)
+        self._pending: list[_Sent] = []  # sent, outcome not read yet: each may have been taken
         self._last_report = 0.0
 
     def run(self) -> TransferResult:
@@ -135,7 +137,10 @@ class Amqp10Transfer:
                     break
                 self._pace()
                 self._handle(delivery)
+                if len(self._pending) >= max(1, self.opts.window):
+                    self._complete()
                 self._report(started)
+            self._complete()
         self._finish()
 
     def _pace(self) -> None:
@@ -190,16 +195,15 @@ class Amqp10Transfer:
         self.result.ids.add(_message_id(record))
 
     def _move(self, delivery: Delivery, decision: Decision, record: MessageRecord) -> None:
-        from dlxtool.broker.amqp10 import outcomes
+        """Send it (its outcome is read with the window's, _complete); or hold it, with why it stays."""
         from dlxtool.ops.amqp10_outgoing import outgoing
 
         raw = outgoing(record, decision.record)
         if isinstance(raw, Why):
             self._stay(decision, raw)
             return
-        target = decision.group
         if self.hooks.admit is not None:
-            why = self.hooks.admit(target, len(record.body), 0)
+            why = self.hooks.admit(decision.group, len(record.body), len(self._pending))
             if why is not None:
                 self._stay(decision, why)
                 return
@@ -207,29 +211,51 @@ class Amqp10Transfer:
         if isinstance(sender, Why):
             self._stay(decision, sender)
             return
-        self._sending = sender
         try:
-            said = sender.send(raw, self.timeout)
+            handle = sender.start(raw, self.timeout)
         except NotFoundError as exc:  # the address is not there (nothing was sent: no credit came)
-            self._sending = None
             why = self._senders[sender.address] = missing_target(exc, sender.address)
             self._stay(decision, why)
             return
-        self._sending = None
-        if not said.taken:
-            self._stay(decision, _refused(said, sender.address))
+        self._pending.append(_Sent(delivery, decision, record, sender, handle))
+
+    def _complete(self) -> None:
+        """Wait for the outcomes of the sends in flight; then the records of those taken go to the sink (flushed
+        once), and only then is each one's source delivery settled `accepted`. What the broker did not take stays."""
+        from dlxtool.broker.amqp10 import outcomes
+        from dlxtool.broker.amqp10.links import answered
+
+        pending = self._pending
+        if not pending:
             return
+        senders = {id(p.sender): p.sender for p in pending}.values()
+        self.send_conn.wait(lambda: all(answered(p.handle) for p in pending)
+                            or any(s.events.closed_by_broker is not None for s in senders),
+                            f"waiting for the outcomes of {len(pending)} send(s)", self.timeout)
+        taken: list[_Sent] = []
+        refused: list[tuple[_Sent, Why]] = []
+        for sent in pending:
+            said = sent.sender.outcome(sent.handle)  # a link the broker detached: raised (all still count in flight)
+            assert said is not None
+            if said.taken:
+                taken.append(sent)
+            else:
+                refused.append((sent, _refused(said, sent.sender.address)))
         sink = self.opts.sink
-        if sink is not None:
-            try:
-                sink.write(decision.record or record)
-                sink.flush()
-            except BaseException:
-                self.result.possible_duplicates += 1  # at the target, and still in the source
-                raise
-        self._settle(delivery, outcomes.ACCEPT)
-        self.result.moved[target] += 1
-        self.result.ids.add(_message_id(record))
+        if sink is not None and taken:
+            for sent in taken:
+                sink.write(sent.decision.record or sent.record)
+            sink.flush()  # a failure: raised, every one in flight counted as a possible duplicate (_lost)
+        self._pending = []
+        for sent, why in refused:
+            self._stay(sent.decision, why)
+        assert self.head is not None
+        for sent in taken:
+            self.head.settle(sent.delivery, outcomes.ACCEPT)
+            self._unproven += 1
+            self.result.moved[sent.decision.group] += 1
+            self.result.ids.add(_message_id(sent.record))
+        self.conn.pump()
 
     def _settle(self, delivery: Delivery, outcome: DeliveryState) -> None:
         assert self.head is not None
@@ -276,8 +302,8 @@ class Amqp10Transfer:
         connection still answers, else by the broker when it sees the connection go)."""
         head = self.head
         held = len(head.unsettled) if head is not None else 0
-        self.result.possible_duplicates += self._unproven + (1 if self._sending and self._sending.in_flight else 0)
-        self._unproven = 0
+        self.result.possible_duplicates += self._unproven + len(self._pending)
+        self._unproven, self._pending = 0, []
         if head is not None and self.conn.is_open:
             try:
                 head.close()
@@ -300,6 +326,18 @@ class Amqp10Transfer:
         self._last_report = now
         progress(Progress(total=self.result.snapshot, done=self._decided, moved=self.result.moved_total,
                           elapsed=now - started))
+
+
+@dataclass(slots=True)
+class _Sent:
+    """A MOVE sent, its outcome not read yet: the source delivery it settles, the decision and record (the sink's),
+    the sender and proton's delivery of the send."""
+
+    delivery: Delivery
+    decision: Decision
+    record: MessageRecord
+    sender: Sender
+    handle: Any
 
 
 def _refused(said: DeliveryState, address: str) -> Why:

@@ -387,3 +387,38 @@ def test_a_lost_connection_mid_replay_over_amqp10_loses_nothing(v4, qname, cli_e
     left = v4.wait_depth(dlq, n - moved)
     assert moved + left >= n, (moved, left, summary)
     assert moved + left - n <= summary["possible_duplicates"]
+
+
+def test_at_most_prefetch_stays_are_held_then_reading_stops(v4, qname) -> None:
+    """What stays is held unsettled (given back in place at the end): at most --prefetch of them; a run that holds
+    that many stops reading there and says so, and everything is back in the DLQ, in its order."""
+    from dlxtool.broker.amqp10.connection import open_connection
+    from dlxtool.ops.actions import Decision
+    from dlxtool.ops.engine import TransferOptions
+    from dlxtool.ops.engine_amqp10 import Amqp10Transfer
+    from dlxtool.ops.stay import Stay, Why
+
+    work, dlq = _queues(v4, qname)
+    msgs = [Amqp10Message(properties={"message_id": _s(f"m{i}")}, body=Body("data", [b"%d" % i])) for i in range(6)]
+    _dead_letter(v4, work, msgs)
+    assert v4.wait_depth(dlq, 6) == 6
+    why = Why("no origin", Stay.NO_ORIGIN)
+    conn = open_connection(_profile(v4))
+    try:
+        result = Amqp10Transfer(conn, dlq, lambda _record: Decision.leave(why), snapshot=6,
+                                give_back=versions_give_back(v4), options=TransferOptions(prefetch=4,
+                                                                                        handle_sigint=False)).run()
+    finally:
+        conn.close()
+    assert result.left == {why: 4} and result.unprocessed == 2 and not result.moved_total
+    assert any("held unsettled, the most this run holds (--prefetch)" in n for n in result.notes), result.notes
+    assert v4.wait_depth(dlq, 6) == 6
+    order = [str(m.properties["message_id"].value) for m in _read(v4, dlq, 6) if m.properties]
+    assert order == [f"m{i}" for i in range(6)]
+
+
+def versions_give_back(broker) -> Any:
+    from dlxtool.broker.amqp10 import outcomes
+
+    return outcomes.MODIFY_UNCOUNTED if versions.amqp10_peek_give_back(broker.version) == "modified" \
+        else outcomes.RELEASE
