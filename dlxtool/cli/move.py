@@ -116,6 +116,10 @@ def move(app: App, source: str, destination: str, target_broker: str | None, def
                               app.session(target_profile, target_conn) if target_profile else None,
                               protocol=protocol)
         policy, prepared = ops.prepare(session, settings, app)
+        if protocol == "1.0":  # what the 1.0 path cannot honour, refused before the question
+            from dlxtool.ops.pipeline_amqp10 import check_amqp10
+
+            check_amqp10(session, source, prepared.info)
         which = "every message" if not selection.filters_anything else \
             f"the messages that match ({selection.describe_text()})"
         where = f" on {target_profile.name}" if target_profile else ""

@@ -12,8 +12,9 @@ underneath, AMQP 1.0 instead of the 0.9.1 engine (dlxtool.ops.engine):
   unsettled to /queues/NAME (the default exchange's route) or /exchanges/NAME/KEY (an exchange, a temporary one
   included), on a connection of its own, a window of them in flight (--window, at most one drain's worth: the
   outcomes are read before the next drain); only after the broker's `accepted` (and the record in the sink, where
-  there is one, flushed) is the source delivery settled `accepted`. `released` (routed nowhere) and `rejected` (refused: a
-  full reject-publish queue …) leave it in the source, with the reason as a Stay kind (exit codes come from those);
+  there is one, flushed) is the source delivery settled `accepted`. `released` (routed nowhere) and `rejected`
+  (refused: a full reject-publish queue …) leave it in the source, with the reason as a Stay kind (exit codes come
+  from those);
 - KEEP/LEAVE, and whatever was read but not decided (a stop, --limit): held unsettled and given back at the end with
   the outcome the version's table names for a give-back that spends no delivery attempt (`released` on 4.3), in
   place. Holding them is what keeps them in place without a republish to the tail (which the 0.9.1 engine does): at
@@ -217,7 +218,7 @@ class Amqp10Transfer:
             why = self._senders[sender.address] = missing_target(exc, sender.address)
             self._stay(decision, why)
             return
-        self._pending.append(_Sent(delivery, decision, record, sender, handle))
+        self._pending.append(_Sent(delivery, decision, record, sender, handle, raw))
 
     def _complete(self) -> None:
         """Wait for the outcomes of the sends in flight; then the records of those taken go to the sink (flushed
@@ -243,8 +244,12 @@ class Amqp10Transfer:
                 refused.append((sent, _refused(said, sent.sender.address)))
         sink = self.opts.sink
         if sink is not None and taken:
-            for sent in taken:
-                sink.write(sent.decision.record or sent.record)
+            from dataclasses import replace
+
+            from dlxtool.amqp10_message import parse_message
+
+            for sent in taken:  # the record as sent: its 0.9.1 view, and the AMQP 1.0 message whole (amqp10)
+                sink.write(replace(sent.decision.record or sent.record, amqp10=parse_message(sent.raw)))
             sink.flush()  # a failure: raised, every one in flight counted as a possible duplicate (_lost)
         self._pending = []
         for sent, why in refused:
@@ -331,13 +336,14 @@ class Amqp10Transfer:
 @dataclass(slots=True)
 class _Sent:
     """A MOVE sent, its outcome not read yet: the source delivery it settles, the decision and record (the sink's),
-    the sender and proton's delivery of the send."""
+    the sender, proton's delivery of the send and the bytes sent."""
 
     delivery: Delivery
     decision: Decision
     record: MessageRecord
     sender: Sender
     handle: Any
+    raw: bytes
 
 
 def _refused(said: DeliveryState, address: str) -> Why:

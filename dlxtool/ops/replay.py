@@ -200,6 +200,10 @@ class Replay:
             settings = replace(settings, publisher=session.to.profile.username, impersonator=impersonator(session.to))
         self.session, self.settings, self.report = session, settings, report
         self.info = queue_info(session.source, settings.source, report)
+        if session.protocol == "1.0":  # what the 1.0 path cannot honour, refused before the plan reads anything
+            from dlxtool.ops.pipeline_amqp10 import check_amqp10
+
+            check_amqp10(session, settings.source, self.info)
         if settings.to_queue:
             check_to_queue(session, settings.to_queue)
         if self.info is None and not dry_run:

@@ -143,7 +143,7 @@ def _as_sent(msg: Amqp10Message) -> dict[str, Any]:
     return out
 
 
-def test_replay_over_amqp10_brings_back_every_section_and_type(v4, qname, run) -> None:
+def test_replay_over_amqp10_brings_back_every_section_and_type(v4, qname, run, tmp_path) -> None:
     work, dlq = _queues(v4, qname)
     sent = _messages()
     _dead_letter(v4, work, sent)
@@ -152,7 +152,9 @@ def test_replay_over_amqp10_brings_back_every_section_and_type(v4, qname, run) -
     assert all(m.annotation("x-opt-deaths") is not None for m in dead)  # a death history to leave out
     assert dead[0].header is not None and "ttl" not in dead[0].header  # dead-lettering took the TTL off
 
-    result = run("--url", v4.url, "replay", dlq, "--protocol", "1.0", "--yes", "--format", "json")
+    saved = tmp_path / "replayed.jsonl"
+    result = run("--url", v4.url, "replay", dlq, "--protocol", "1.0", "--yes", "--format", "json", "--save",
+                 str(saved))
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["moved_total"] == 2, summary
@@ -169,12 +171,26 @@ def test_replay_over_amqp10_brings_back_every_section_and_type(v4, qname, run) -
     for msg in back:
         assert msg.annotation("x-opt-deaths") is None
         assert msg.annotation("x-opt-dlxtool-replay") is not None
+    # --save wrote each message as it was sent, whole (the record's amqp10 field)
+    records = [json.loads(line) for line in saved.read_text().splitlines()]
+    assert [Amqp10Message.from_json(r["amqp10"]).to_json() for r in records] == [m.to_json() for m in [
+        _without_delivery(b) for b in back]]
     peeked = run("--url", v4.url, "peek", work, "--protocol", "1.0", "--format", "jsonl", "-n", "2",
                  "--spend-attempts")  # 4.0: a quorum origin's give-backs count
     assert peeked.exit_code == 0, peeked.stderr
     record = json.loads(peeked.stdout.splitlines()[0])
     assert record["headers"]["dlxtool-replay"]["from"] == dlq
     assert record["deaths"] == []
+
+
+def _without_delivery(msg: Amqp10Message) -> Amqp10Message:
+    """The message as it was sent: what the delivery added (the header's delivery fields, x-exchange and
+    x-routing-key) taken off."""
+    from dataclasses import replace
+
+    header = {k: v for k, v in (msg.header or {}).items() if k not in DELIVERY_HEADER}
+    annotations = [(k, v) for k, v in msg.message_annotations or () if k.value not in ("x-exchange", "x-routing-key")]
+    return replace(msg, header=header or None, message_annotations=annotations)
 
 
 def test_a_destination_that_refuses_leaves_the_message_in_the_dlq(v4, qname, run) -> None:
@@ -268,9 +284,10 @@ def test_a_quorum_dlq_is_refused_where_give_backs_count(v4, qname, run) -> None:
     work, dlq = _queues(v4, qname, dlq_type="quorum")
     _dead_letter(v4, work, _messages())
     assert v4.wait_depth(dlq, 2) == 2
-    result = run("--url", v4.url, "replay", dlq, "--protocol", "1.0", "--yes")
-    assert result.exit_code == 6, result.stderr
-    assert "counts a delivery attempt" in result.stderr and "nothing was changed" in result.stderr
+    for how in ("--yes", "--dry-run"):  # refused before the plan reads anything too
+        result = run("--url", v4.url, "replay", dlq, "--protocol", "1.0", how)
+        assert result.exit_code == 6, result.stderr
+        assert "counts a delivery attempt" in result.stderr and "nothing was changed" in result.stderr
     assert v4.wait_depth(dlq, 2) == 2 and v4.wait_depth(work, 0) == 0
 
 
