@@ -439,3 +439,22 @@ def versions_give_back(broker) -> Any:
 
     return outcomes.MODIFY_UNCOUNTED if versions.amqp10_peek_give_back(broker.version) == "modified" \
         else outcomes.RELEASE
+
+
+def test_target_broker_profile_over_amqp10(v4, qname, run, tmp_path) -> None:
+    """--target-broker: the sends go on a 1.0 connection of the target profile (here the same broker under another
+    profile name); the same messages, whole."""
+    config = tmp_path / "config.toml"
+    config.write_text(v4.config_toml("src") + v4.config_toml("dst"))
+    env = {"DLXTOOL_CONFIG": str(config), "DLXTOOL_TEST_PASSWORD": "guest"}
+    work, dlq = _queues(v4, qname)
+    sent = _messages()
+    _dead_letter(v4, work, sent)
+    assert v4.wait_depth(dlq, 2) == 2
+    result = run("--broker", "src", "replay", dlq, "--target-broker", "dst", "--protocol", "1.0", "--yes",
+                 "--format", "json", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["moved"] == {work: 2}
+    assert v4.wait_depth(work, 2) == 2 and v4.wait_depth(dlq, 0) == 0
+    back = _read(v4, work, 2)
+    assert [m.body.sections for m in back] == [m.body.sections for m in sent]
