@@ -460,3 +460,16 @@ def test_target_broker_profile_over_amqp10(v4, qname, run, tmp_path) -> None:
     assert v4.wait_depth(work, 2) == 2 and v4.wait_depth(dlq, 0) == 0
     back = _read(v4, work, 2)
     assert [m.body.sections for m in back] == [m.body.sections for m in sent]
+
+
+def test_limit_over_amqp10_moves_that_many_and_gives_the_rest_back_in_order(v4, qname, run) -> None:
+    work, dlq = _queues(v4, qname)
+    _dead_letter(v4, work, [Amqp10Message(properties={"message_id": _s(f"m{i}")}, body=Body("data", [b"%d" % i]))
+                            for i in range(5)])
+    assert v4.wait_depth(dlq, 5) == 5
+    result = run("--url", v4.url, "replay", dlq, "--protocol", "1.0", "--yes", "--limit", "2", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["moved_total"] == 2
+    assert v4.wait_depth(work, 2) == 2 and v4.wait_depth(dlq, 3) == 3
+    assert [str(m.properties["message_id"].value) for m in _read(v4, work, 2) if m.properties] == ["m0", "m1"]
+    assert [str(m.properties["message_id"].value) for m in _read(v4, dlq, 3) if m.properties] == ["m2", "m3", "m4"]
