@@ -24,6 +24,11 @@ from dlxtool.amqp_values import Long
 if TYPE_CHECKING:  # the 1.0 codec only for a message read over 1.0
     from dlxtool.amqp10_message import Amqp10Message, Typed
 
+# dlxtool's provenance of a replay over AMQP 1.0 (dlxtool.ops.amqp10_outgoing): application properties hold no
+# maps, so the `dlxtool-replay` header (dlxtool.ops.provenance.PROVENANCE_HEADER) travels as this annotation, read
+# back as that header here
+PROVENANCE_ANNOTATION = "x-opt-dlxtool-replay"
+_PROVENANCE_HEADER = "dlxtool-replay"
 _DROPPED_PROPERTIES = ("to", "subject", "absolute_expiry_time", "group_sequence", "reply_to_group_id")
 
 
@@ -73,6 +78,8 @@ def view_091(msg: Amqp10Message) -> tuple[dict[str, Any], dict[str, Any], str, s
             routing_key = _as_name(value.value)
         elif name == "x-opt-deaths":
             headers["x-death"] = deaths_091(value)
+        elif name == PROVENANCE_ANNOTATION and value.type == "map":
+            headers[_PROVENANCE_HEADER] = header_value(value)
         elif name == "x-cc":
             headers["CC"] = header_value(value)
         elif name == "x-opt-rabbitmq-received-time" and value.type == "timestamp":
@@ -85,6 +92,25 @@ def view_091(msg: Amqp10Message) -> tuple[dict[str, Any], dict[str, Any], str, s
         elif key.type == "symbol" and (name.startswith(b"x-") if isinstance(name, bytes) else name.startswith("x-")):
             headers[name] = header_value(value)
     return props, headers, exchange, routing_key
+
+
+def annotation_header(key: Typed, value: Typed) -> str | bytes | None:
+    """The header a message annotation reads as in view_091 (None: none; it is the delivery's exchange or routing
+    key, a basic property, or no `x-` symbol)."""
+    name = _name(key)
+    if name in ("x-exchange", "x-routing-key", "x-basic-type") or (isinstance(name, str) and name in _BASIC):
+        return None
+    if name == "x-opt-deaths":
+        return "x-death"
+    if name == PROVENANCE_ANNOTATION and value.type == "map":
+        return _PROVENANCE_HEADER
+    if name == "x-cc":
+        return "CC"
+    if name == "x-opt-rabbitmq-received-time" and value.type == "timestamp":
+        return "timestamp_in_ms"
+    if key.type == "symbol" and (name.startswith(b"x-") if isinstance(name, bytes) else name.startswith("x-")):
+        return name
+    return None
 
 
 # 0.9.1 basic properties the conversion takes from an annotation where the message has no AMQP 1.0 header section

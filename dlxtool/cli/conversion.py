@@ -33,16 +33,11 @@ def amqp10_path() -> str | None:
     return "--protocol 1.0"
 
 
-def over_amqp10() -> bool:
-    """The command moves over AMQP 1.0 (--protocol 1.0, where it has that option): no conversion to judge."""
-    ctx = click.get_current_context(silent=True)
-    return ctx is not None and ctx.params.get("protocol") == "1.0"
-
-
-def check_wanted(accept_conversion_loss: bool, *, plan: bool) -> bool:
-    """Whether to read for the check: not over AMQP 1.0 (nothing converted); not without a plan to show when the
-    loss is accepted already (--yes --accept-conversion-loss: the check's reads would change nothing)."""
-    return not over_amqp10() and (plan or not accept_conversion_loss)
+def check_wanted(accept_conversion_loss: bool, *, plan: bool, protocol: str) -> bool:
+    """Whether to read for the check: not over AMQP 1.0 (`protocol`, as the command resolved it from --protocol and
+    $DLXTOOL_PROTOCOL: nothing converted); not without a plan to show when the loss is accepted already (--yes
+    --accept-conversion-loss: the check's reads would change nothing)."""
+    return protocol != "1.0" and (plan or not accept_conversion_loss)
 
 
 def say_conversion(app: App, check: ConversionCheck | None, *, dry_run: bool, what: str) -> None:

@@ -25,6 +25,7 @@ from dlxtool.cli.options import (
     selection_options,
     yes_option,
 )
+from dlxtool.cli.reading import move_protocol, protocol_option
 from dlxtool.ops.interrupts import summary_before_ctrl_c
 from dlxtool.outcome import Outcome
 from dlxtool.selection import Selection
@@ -94,6 +95,7 @@ Examples:
 @click.option("--save", "save_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
               help="Append each moved message's record (JSON Lines, flushed) before its SRC ack.")
 @conversion_option
+@protocol_option("Move")
 @flow_options("SRC")
 @max_bytes_option
 @selection_options
@@ -103,13 +105,14 @@ Examples:
 @click.pass_obj
 def move(app: App, source: str, destination: str, target_broker: str | None, default_exchange: bool,
          allow_dlx_drop: bool, allow_displace: bool, save_file: str | None, accept_conversion_loss: bool,
-         rate: float | None, prefetch: int,
-         window: int, selection: Selection, dry_run: bool, yes: bool) -> Outcome | None:
+         rate: float | None, prefetch: int, window: int, selection: Selection, dry_run: bool, yes: bool,
+         protocol: str | None = None) -> Outcome | None:
     from dlxtool.ops import move as ops
-    from dlxtool.ops.pipeline import run_move
+    from dlxtool.ops.pipeline_amqp10 import run_move_over
     from dlxtool.ops.session import MoveSession
     from dlxtool.ops.transfer_settings import TransferOptions
 
+    protocol = move_protocol(app, protocol)
     selection = selection_for(app, selection, decode=True)
     if save_file:
         check_record_file(app, save_file)
@@ -121,14 +124,19 @@ def move(app: App, source: str, destination: str, target_broker: str | None, def
         conn = stack.enter_context(app.connection(profile))
         target_conn = stack.enter_context(app.connection(target_profile)) if target_profile else None
         session = MoveSession(app.session(profile, conn),
-                              app.session(target_profile, target_conn) if target_profile else None)
+                              app.session(target_profile, target_conn) if target_profile else None,
+                              protocol=protocol)
         policy, prepared = ops.prepare(session, settings, app)
+        if protocol == "1.0":  # what the 1.0 path cannot honour, refused before the question
+            from dlxtool.ops.pipeline_amqp10 import check_amqp10
+
+            check_amqp10(session, source, prepared.info)
         which = "every message" if not selection.filters_anything else \
             f"the messages that match ({selection.describe_text()})"
         where = f" on {target_profile.name}" if target_profile else ""
         question = f"Move {which} of {source!r} to {destination!r}{where}?"
         # what RabbitMQ's conversion to 0.9.1 would lose: said, refused by default (exit 6); a dry run shows it
-        if check_wanted(accept_conversion_loss, plan=dry_run):
+        if check_wanted(accept_conversion_loss, plan=dry_run, protocol=protocol):
             from dlxtool.ops.conversion_check import check_conversion
             from dlxtool.ops.peek import ReadOptions
 
@@ -150,7 +158,7 @@ def move(app: App, source: str, destination: str, target_broker: str | None, def
 
         moved: Outcome = run_moving(app, ctrl_c, command="move", profile=profile, queues=[source, destination],
                           label="moving", save_file=save_file, render=render,
-                          run=lambda sink, bar: run_move(session, policy, _with(options, sink, bar), prepared))
+                          run=lambda sink, bar: run_move_over(session, policy, _with(options, sink, bar), prepared))
         return moved
 
 

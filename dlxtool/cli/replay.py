@@ -29,7 +29,7 @@ from dlxtool.cli.options import (
     selection_options,
     yes_option,
 )
-from dlxtool.cli.reading import make_read_options, peek_safety_options
+from dlxtool.cli.reading import make_read_options, move_protocol, peek_safety_options, protocol_option
 from dlxtool.errors import UsageError
 from dlxtool.ops.canary import GuardSettings
 from dlxtool.ops.interrupts import summary_before_ctrl_c
@@ -213,6 +213,7 @@ Examples:
               help="Publish to the origin queues on this broker profile.")
 @click.option("--save", "save_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
               help="Append each replayed message's record (JSON Lines, flushed) before its DLQ ack.")
+@protocol_option("Replay")
 @flow_options("DLQ")
 @guard_options
 @max_bytes_option
@@ -232,7 +233,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
            rate: float | None, prefetch: int, window: int, guard: GuardSettings, selection: Selection,
            edit: EditRequest | None,
            max_unacked: int | None, allow_reorder: bool, spend_attempts: bool, dry_run: bool,
-           yes: bool) -> Outcome | None:
+           yes: bool, protocol: str | None = None) -> Outcome | None:
     from dlxtool.ops import replay as ops
     from dlxtool.ops.replay_decision import EditTargets, ReplaySettings
     from dlxtool.ops.session import MoveSession
@@ -241,6 +242,13 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
     if default_exchange and keep_routing_key:
         raise UsageError("--default-exchange and --keep-routing-key contradict each other",
                          hint="keeping the original routing key is the default: drop --keep-routing-key")
+    protocol = move_protocol(app, protocol, edit=edit is not None, guarded=guard.wants_canary or bool(guard.batch))
+    if protocol == "1.0" and guard.brake is not None:
+        # the brake's tap reads the DLQ over 0.9.1, which cannot see a 1.0 replay's provenance (an annotation there)
+        # and which an AMQP 1.0 message with a char or uuid property closes (4.3): it would watch nothing
+        app.warn("the brake is off over --protocol 1.0 (its tap reads over AMQP 0.9.1 and cannot tell this run's "
+                 "messages dying again); --rate or --limit keep the blast radius small")
+        guard = replace(guard, brake=None)
     known = conventions_in_use(app, origin_from)  # a wrong --origin-from fails before anything is read
     selection = selection_for(app, selection, origin_from=origin_from, decode=True)
     if save_file:
@@ -268,19 +276,19 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         # Each API proven to answer for the broker its connection reached, before any of its data is used.
         session = MoveSession(app.session(profile, conn),
                                     app.session(target_profile, target_conn) if target_profile else None,
-                                    plan_limit=app.config().dump_unacked_limit)
+                                    plan_limit=app.config().dump_unacked_limit, protocol=protocol)
         replay = ops.Replay(session, settings, app, dry_run=dry_run)
         guarding = Guarding(app, guard, journaled, yes=yes) if guard.watches or guard.batch else None
         if guarding and not dry_run:
             guarding.check(replay)  # --canary without a way to watch: refused before anything is read
         # --yes: no plan (read as peek reads: some quorum queues need a flag for it); --edit showed its diff instead
         read = make_read_options(app, None, max_unacked=max_unacked, allow_reorder=allow_reorder,
-                                 spend_attempts=spend_attempts)
+                                 spend_attempts=spend_attempts, protocol=protocol)
         # what RabbitMQ's conversion to 0.9.1 would lose of messages published over AMQP 1.0: said (and refused by
         # default, exit 6) before anything moves, with or without a plan (dlxtool.ops.conversion_check)
         if edits is None and (dry_run or not yes):
             plan = replay.plan(read, accept_conversion_loss=accept_conversion_loss, amqp10_path=amqp10_path(),
-                               judge_conversion=check_wanted(accept_conversion_loss, plan=True))
+                               judge_conversion=check_wanted(accept_conversion_loss, plan=True, protocol=protocol))
             _render_plan(app, plan, None if target_broker else profile.vhost)
             selection_notes(app, selection)
             say_conversion(app, plan.conversion, dry_run=dry_run, what="replay")
@@ -290,7 +298,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
                 app.info(f"nothing to replay: {plan.nothing_to_do}; nothing was changed")
                 return None
             app.confirm(f"Replay the messages of {dlq!r} as planned?", yes=yes)
-        elif check_wanted(accept_conversion_loss, plan=False):
+        elif check_wanted(accept_conversion_loss, plan=False, protocol=protocol):
             say_conversion(app, replay.check_conversion(read, accept_conversion_loss=accept_conversion_loss,
                                                         amqp10_path=amqp10_path()), dry_run=dry_run, what="replay")
 

@@ -134,7 +134,8 @@ def run_move(session: MoveSession, policy: MovePolicy, options: TransferOptions,
              prepared: Prepared | None = None, control: PassControl | None = None) -> MoveRun:
     """Run `policy` over its source on `session` with the user's run `options` (prefetch, window, rate, sink,
     progress, byte budget) and, for a guarded replay's pass, its `control` (dlxtool.ops.canary): the module
-    docstring says what it owns."""
+    docstring says what it owns. Over AMQP 0.9.1; a caller that lets the session choose the protocol calls
+    dlxtool.ops.pipeline_amqp10.run_move_over."""
     prepared = prepared or Prepared()
     source, to = session.source, session.to
     info = prepared.info
@@ -162,6 +163,14 @@ def run_move(session: MoveSession, policy: MovePolicy, options: TransferOptions,
         raise
     finally:
         publishing.close()
+    return finished(session, policy, result, exchanges)
+
+
+def finished(session: MoveSession, policy: MovePolicy, result: TransferResult,
+             exchanges: TemporaryExchanges | None) -> MoveRun:
+    """The MoveRun of a finished pass (over either protocol): its routes in words, the queues it filled and the
+    depths after it, counted by the broker."""
+    source, to = session.source, session.to
     out = MoveRun(result, policy.what, policy.nothing, policy.saved)
     if exchanges is not None:
         out.clean_up = exchanges.delete_all

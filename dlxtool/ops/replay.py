@@ -209,6 +209,10 @@ class Replay:
             settings = replace(settings, publisher=session.to.profile.username, impersonator=impersonator(session.to))
         self.session, self.settings, self.report = session, settings, report
         self.info = queue_info(session.source, settings.source, report)
+        if session.protocol == "1.0":  # what the 1.0 path cannot honour, refused before the plan reads anything
+            from dlxtool.ops.pipeline_amqp10 import check_amqp10
+
+            check_amqp10(session, settings.source, self.info)
         if settings.to_queue:
             check_to_queue(session, settings.to_queue)
         if self.info is None and not dry_run:
@@ -258,8 +262,14 @@ class Replay:
     def run(self, options: TransferOptions, control: PassControl | None = None) -> MoveRun:
         """The pass itself: replay as a policy (ReplayPolicy) over the one move pipeline (dlxtool.ops.pipeline),
         with the user's `options` (sink, progress, prefetch …) and, for a guarded replay's pass, its `control`."""
-        return run_move(self.session, ReplayPolicy(self.settings, self.session), options,
-                        Prepared(self.info, self.keep_refused, self.report), control)
+        policy = ReplayPolicy(self.settings, self.session)
+        prepared = Prepared(self.info, self.keep_refused, self.report)
+        if self.session.protocol == "1.0":  # --protocol 1.0 (RabbitMQ 4.x): dlxtool.ops.pipeline_amqp10
+            from dlxtool.ops.pipeline_amqp10 import run_move_amqp10
+
+            # (no PassControl: a canary or a paced run is refused over 1.0 before anything is read)
+            return run_move_amqp10(self.session, policy, options, prepared)
+        return run_move(self.session, policy, options, prepared, control)
 
 
 class ReplayPolicy:
@@ -337,19 +347,39 @@ def plan_for(session: ReplaySession, settings: ReplaySettings, report: Reporter,
             raise ConnectError(source.management_error or "no management API")
         return source.management
 
+    amqp10 = None
     try:
-        reader, notes = prepare_read(source.conn, source.profile, settings.source, opts, management=management)
+        if session.protocol == "1.0":  # read as the run reads: whole, over AMQP 1.0 (dlxtool.ops.peek_amqp10)
+            from dlxtool.broker.amqp10.connection import open_connection
+            from dlxtool.ops.peek_amqp10 import prepare_read_amqp10
+
+            opts = replace(opts, protocol="1.0")
+            amqp10 = open_connection(source.profile)
+            reader, notes = prepare_read_amqp10(source.conn, amqp10, source.profile, settings.source, opts,
+                                                management=management)
+        else:
+            reader, notes = prepare_read(source.conn, source.profile, settings.source, opts, management=management)
     except RefusedError as exc:
+        if amqp10 is not None:
+            amqp10.close()
         raise RefusedError(f"showing a plan reads the first messages as `peek` does, which is refused here: "
                            f"{exc.message}",
                            hint=f"{exc.hint + '; or ' if exc.hint else ''}--yes replays without a plan (a replay "
                                 "settles what it reads: it gives nothing back)") from None
-    for missing in reader.facts.missing_checks:
-        report.warn(f"check not made: {missing}")
-    for note in notes:
-        report.info(note)
-    records = list(reader.records())
-    reader.tell(report)
+    except BaseException:
+        if amqp10 is not None:
+            amqp10.close()
+        raise
+    try:
+        for missing in reader.facts.missing_checks:
+            report.warn(f"check not made: {missing}")
+        for note in notes:
+            report.info(note)
+        records = list(reader.records())
+        reader.tell(report)
+    finally:
+        if amqp10 is not None:
+            amqp10.close()
     out = plan(records, reader.facts.ready or len(records), settings, conn=session.target_conn or source.conn,
                timeout=source.timeout, rooms=session.rooms, exchange_targets=_exchange_targets(session, settings),
                router=_router(to.management, to.vhost), wait_router=_wait_router(source))

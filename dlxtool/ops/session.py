@@ -47,6 +47,7 @@ class MoveSession:
     target: Session | None = None
     plan_limit: int = 10_000  # messages a plan may hold unacked
     rooms: Rooms | None = None  # the destinations' capacity guard (dlxtool.ops.capacity)
+    protocol: str = "0-9-1"  # what the messages move over: "1.0" reads and sends over AMQP 1.0 (RabbitMQ 4.x)
 
     @property
     def to(self) -> Session:

@@ -74,10 +74,15 @@ class Amqp10Connection:
 
     def pump(self, seconds: float = 0.0) -> None:
         """Let proton write what is pending (settlements) and read what came, for about `seconds`."""
+        from proton import ProtonException
+
         deadline = time.monotonic() + seconds
         transport = self.blocking.conn.transport if self.blocking.conn is not None else None
         while True:
-            self.container.process()
+            try:
+                self.container.process()
+            except ProtonException as exc:  # the broker closed the connection (proton raises from its handler)
+                raise failure(exc, self) from None
             if time.monotonic() >= deadline and (transport is None or transport.pending() <= 0):
                 return
 

@@ -220,20 +220,37 @@ class Sender:
         except Exception as exc:  # noqa: BLE001 - proton's errors: said as the broker's
             raise failure(exc, conn) from None
         self._tag = 0
+        self.in_flight = 0  # messages written whose outcome has not come: the broker may have taken them
 
     def send(self, raw: bytes, timeout: float | None = None) -> DeliveryState:
         """Send one message (its encoded sections) and wait for the broker's outcome."""
+        delivery = self.start(raw, timeout)
+        self.conn.wait(lambda: answered(delivery) or self.events.closed_by_broker is not None,
+                       f"waiting for the outcome of a send to {self.address}", timeout)
+        outcome = self.outcome(delivery)
+        assert outcome is not None
+        return outcome
+
+    def start(self, raw: bytes, timeout: float | None = None) -> Any:
+        """Send one message without waiting for its outcome (a window of them in flight: outcome() reads each);
+        waits for credit first (NotFoundError where the broker refuses the address: nothing was sent)."""
         self.conn.wait(lambda: self.link.credit > 0 or self.events.closed_by_broker is not None,
                        f"waiting for credit to send to {self.address}", timeout)
         self._refused()
         self._tag += 1
         delivery = self.link.delivery(str(self._tag))
+        self.in_flight += 1
         self.link.send(raw)
         self.link.advance()
-        self.conn.wait(lambda: bool(delivery.remote_state) or delivery.settled
-                       or self.events.closed_by_broker is not None, f"waiting for the outcome of a send to "
-                       f"{self.address}", timeout)
-        self._refused()
+        return delivery
+
+    def outcome(self, delivery: Any) -> DeliveryState | None:
+        """The broker's outcome of a started send (settled here), or None while it has not come; the broker's
+        refusal of the link raised."""
+        if not answered(delivery):
+            self._refused()
+            return None
+        self.in_flight -= 1
         outcome = outcome_of(delivery)
         delivery.settle()
         return outcome
@@ -251,6 +268,11 @@ class Sender:
     def close(self) -> None:
         if self.conn.is_open:
             self.link.close()
+
+
+def answered(delivery: Any) -> bool:
+    """The broker gave a sent delivery its outcome."""
+    return bool(delivery.remote_state) or bool(delivery.settled)
 
 
 def outcome_of(delivery: Any) -> DeliveryState:

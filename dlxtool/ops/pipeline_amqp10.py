@@ -1,0 +1,126 @@
+"""run_move over AMQP 1.0 (`--protocol 1.0`, RabbitMQ 4.x): the same MovePolicy, the same MoveRun, with the 1.0 mover
+(dlxtool.ops.engine_amqp10) in place of the 0.9.1 engine. Callers that let the session choose (replay, move) call
+run_move_over: a session whose `protocol` is "1.0" runs here, any other on dlxtool.ops.pipeline.run_move.
+
+What it shares with the 0.9.1 pipeline: the temporary exchanges that keep a message's routing key (made over 0.9.1,
+sent to over 1.0 as /exchanges/NAME/KEY), the destinations' room (read again as the run starts, asked per message),
+the MoveRun with its routes, filled queues and depths. What it does not do yet, refused before anything is read
+(`check_amqp10`) rather than half done: a broker without AMQP 1.0 facts (3.x: exit 2), a stream source (exit 2), a
+source whose give-backs would spend delivery attempts (a quorum queue on 4.0–4.2, or one whose type the management
+API cannot tell there: exit 6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from dlxtool.errors import NotFoundError, RefusedError, UsageError
+from dlxtool.ops import pipeline
+from dlxtool.ops.pipeline import MovePolicy, MoveRun, Prepared, finished
+from dlxtool.ops.routes import TemporaryExchanges
+from dlxtool.ops.transfer_settings import RunHooks, TransferOptions
+
+if TYPE_CHECKING:
+    from dlxtool.broker.amqp10.outcomes import DeliveryState
+    from dlxtool.broker.management import QueueInfo
+    from dlxtool.broker.versions import Version
+    from dlxtool.ops.session import MoveSession, Session
+
+
+def run_move_over(session: MoveSession, policy: MovePolicy, options: TransferOptions,
+                  prepared: Prepared | None = None) -> MoveRun:
+    """run_move over the session's protocol (MoveSession.protocol: --protocol, DLXTOOL_PROTOCOL)."""
+    if session.protocol == "1.0":
+        return run_move_amqp10(session, policy, options, prepared)
+    return pipeline.run_move(session, policy, options, prepared)  # looked up now: what a test wraps is what runs
+
+
+def run_move_amqp10(session: MoveSession, policy: MovePolicy, options: TransferOptions,
+                    prepared: Prepared | None = None) -> MoveRun:
+    """Run `policy` over its source on `session`, over AMQP 1.0 (the module docstring)."""
+    from dlxtool.broker import queues
+    from dlxtool.broker.amqp10.connection import open_connection
+    from dlxtool.broker.queues import now
+    from dlxtool.ops.engine_amqp10 import Amqp10Transfer
+
+    prepared = prepared or Prepared()
+    source, to = session.source, session.to
+    give_back = check_amqp10(session, policy.source, prepared.info)
+    hooks = RunHooks(report=prepared.report, size_hint=None)
+    rooms = session.rooms
+    if rooms is not None:
+        rooms.forget()  # the plan's figures are as old as the user's reading of it
+        hooks = replace(hooks, admit=policy.admit(rooms), nack_copies=rooms.nack_copies)
+    counted = now(source.conn, policy.source, source.timeout)
+    if counted is None:
+        raise NotFoundError(f"queue {policy.source!r} not found in vhost {source.vhost!r}")
+    assert source.profile is not None and to.profile is not None  # check_amqp10
+    exchanges = TemporaryExchanges(to.conn, to.timeout, policy.what.split()[0]) if policy.temporary_exchanges \
+        else None
+    reader = open_connection(source.profile)
+    try:
+        # sends on a connection of their own: a resource alarm that holds back publishers leaves the reader's
+        # settlements and give-backs flowing (as the 0.9.1 pipeline keeps publishing off the consuming connection)
+        sender = open_connection(to.profile)
+    except BaseException:
+        reader.close()
+        raise
+    try:
+        decide = policy.decider(exchanges)
+        result = Amqp10Transfer(reader, policy.source, decide, snapshot=counted.ready, give_back=give_back,
+                                send_conn=sender, options=replace(options, limit=policy.limit), hooks=hooks,
+                                timeout=source.timeout, exists=lambda q: queues.exists(to.conn, q, to.timeout)).run()
+        result.notes.extend(policy.notes())
+    except BaseException:
+        if exchanges is not None:
+            exchanges.delete_all()
+        raise
+    finally:
+        sender.close()
+        reader.close()
+    return finished(session, policy, result, exchanges)
+
+
+def check_amqp10(session: MoveSession, queue: str, info: QueueInfo | None) -> DeliveryState:
+    """Refuse what the 1.0 path cannot honour yet (the module docstring), before anything is read; the outcome that
+    gives a message back to `queue` without spending a delivery attempt."""
+    from dlxtool.broker import versions
+    from dlxtool.broker.amqp10 import outcomes
+
+    for side in {id(s): s for s in (session.source, session.to)}.values():
+        _speaks_amqp10(side)
+    if info is not None and info.type == "stream":
+        raise UsageError(f"{queue!r} is a stream: --protocol 1.0 moves messages from classic and quorum queues",
+                         hint="leave --protocol out (0-9-1)")
+    how = versions.amqp10_peek_give_back(_version(session.source))
+    if how is None and (info is None or info.type != "classic"):
+        kind = "a quorum queue" if info is not None else "a queue whose type the management API cannot tell"
+        raise RefusedError(f"{queue!r} is {kind}, and on RabbitMQ {_version(session.source)} every AMQP 1.0 give-back "
+                           "of a quorum queue's message counts a delivery attempt: the messages a run over 1.0 "
+                           "leaves (not selected, or refused by their destination) would each spend one",
+                           hint="leave --protocol out: over 0.9.1 what stays is republished to the DLQ's tail "
+                                "instead; nothing was changed")
+    return outcomes.MODIFY_UNCOUNTED if how == "modified" else outcomes.RELEASE
+
+
+def _version(side: Session) -> Version | None:
+    from dlxtool.broker import versions
+
+    return versions.server_version(side.conn)
+
+
+def _speaks_amqp10(side: Session) -> None:
+    from dlxtool.broker import versions
+    from dlxtool.broker.amqp10 import INSTALL_HINT, available
+
+    version = versions.server_version(side.conn)
+    if not versions.speaks_amqp10(version):
+        raise UsageError(f"--protocol 1.0 moves messages on RabbitMQ 4.x; broker {side.broker or 'of this run'!r} is "
+                         f"{version or 'of an unknown version'}", hint="leave --protocol out (0-9-1)")
+    if side.profile is None:
+        raise UsageError("--protocol 1.0 needs a broker profile to open its AMQP 1.0 connections")
+    if not available():
+        from dlxtool.broker.amqp10.connection import Amqp10Unavailable
+
+        raise Amqp10Unavailable("--protocol 1.0 needs python-qpid-proton, which is not installed", hint=INSTALL_HINT)

@@ -1,0 +1,102 @@
+"""What a move over AMQP 1.0 sends (dlxtool.ops.amqp10_outgoing), from a decision on the 0.9.1 view: no broker (the
+broker round trips are tests/ops/test_engine_amqp10.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from dlxtool.amqp10_message import Amqp10Message, Body, Typed, encode_message, parse_message
+from dlxtool.amqp10_view import view_091
+from dlxtool.ops.amqp10_outgoing import outgoing, typed
+from dlxtool.ops.provenance import PROVENANCE_HEADER
+from dlxtool.ops.stay import Stay, Why
+from dlxtool.record import MessageRecord
+
+
+def _sym(text: str) -> Typed:
+    return Typed("symbol", text)
+
+
+def _dead_letter() -> MessageRecord:
+    """A dead letter as a queue delivers it over 1.0: the delivery's header fields and annotations, the death
+    history, a retry counter."""
+    msg = Amqp10Message(
+        header={"durable": Typed("boolean", True), "first_acquirer": Typed("boolean", False),
+                "delivery_count": Typed("uint", 1)},
+        message_annotations=[(_sym("x-exchange"), Typed("string", "")), (_sym("x-routing-key"), Typed("string", "d")),
+                             (_sym("x-opt-deaths"), Typed("array", ("map", [Typed("map", [
+                                 (_sym("queue"), Typed("string", "orders")), (_sym("reason"), _sym("rejected")),
+                                 (_sym("count"), Typed("ulong", 1)), (_sym("ttl"), Typed("uint", 5000))])]))),
+                             (_sym("x-first-death-queue"), Typed("string", "orders")),
+                             (_sym("x-acquired-count"), Typed("long", 1)),
+                             (_sym("x-opt-tenant"), Typed("string", "acme")), (Typed("ulong", 9), Typed("long", 1))],
+        properties={"message_id": Typed("ulong", 7), "user_id": Typed("binary", b"alice"),
+                    "subject": Typed("string", "s")},
+        application_properties=[(Typed("string", "u"), Typed("uuid", "12345678-1234-5678-1234-567812345678")),
+                                (Typed("string", "x-retry-count"), Typed("int", 3))],
+        body=Body("data", [b"a", b"b"]))
+    return MessageRecord.from_amqp10("orders.dlq", encode_message(msg))
+
+
+def _reset(record: MessageRecord, **properties: object) -> MessageRecord:
+    """What replay's decision publishes: the history and the retry counter reset, a provenance added."""
+    headers = {k: v for k, v in record.headers.items() if k in ("x-opt-tenant", "u", "x-acquired-count")}
+    headers[PROVENANCE_HEADER] = {"from": "orders.dlq", "at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+                                  "id": "run-1", "count": 1}
+    return replace(record, headers=headers, properties={**record.properties, **properties})
+
+
+def test_the_original_sections_go_with_what_the_reset_removed_left_out() -> None:
+    record = _dead_letter()
+    sent = outgoing(record, _reset(record, expiration="5000"))
+    assert isinstance(sent, bytes)
+    msg = parse_message(sent)
+    assert msg.header == {"durable": Typed("boolean", True), "ttl": Typed("uint", 5000)}  # the TTL restored
+    names = [k.value for k, _ in msg.message_annotations or ()]
+    # the delivery's and the history's are out (x-acquired-count with the history); the others as they were, a
+    # ulong key included
+    assert names == ["x-opt-tenant", 9, "x-opt-dlxtool-replay"]
+    assert record.amqp10 is not None and msg.properties == record.amqp10.properties
+    assert msg.application_properties == [(Typed("string", "u"), Typed("uuid", "12345678-1234-5678-1234-567812345678"))]
+    assert msg.body.sections == [b"a", b"b"]
+    # the provenance reads back as the header over 1.0, the loop guard's count and the time included
+    headers = view_091(msg)[1]
+    assert headers[PROVENANCE_HEADER]["id"] == "run-1" and int(headers[PROVENANCE_HEADER]["count"]) == 1
+    assert headers[PROVENANCE_HEADER]["at"] == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def test_a_move_that_changes_nothing_sends_everything_but_the_delivery() -> None:
+    record = _dead_letter()
+    sent = outgoing(record, None)
+    assert isinstance(sent, bytes)
+    msg = parse_message(sent)
+    assert msg.annotation("x-opt-deaths") is not None and msg.annotation("x-acquired-count") is not None
+    assert msg.annotation("x-exchange") is None and msg.header == {"durable": Typed("boolean", True)}
+
+
+def test_a_dropped_user_id_leaves_the_property_out() -> None:
+    record = _dead_letter()
+    published = _reset(record)
+    published.properties.pop("user_id")
+    sent = outgoing(record, published)
+    assert isinstance(sent, bytes)
+    assert "user_id" not in (parse_message(sent).properties or {})
+
+
+def test_a_change_without_a_faithful_form_stays_with_the_reason() -> None:
+    record = _dead_letter()
+    changed = outgoing(record, _reset(record, content_type="text/plain"))
+    assert isinstance(changed, Why) and changed.kind is Stay.NOT_SENT and "content_type" in changed
+    added = _reset(record)
+    added.headers["new"] = "x"
+    why = outgoing(record, added)
+    assert isinstance(why, Why) and "headers (new)" in why
+    body = outgoing(record, replace(_reset(record), body=b"other"))  # two data sections: which one?
+    assert isinstance(body, Why) and "2 data sections" in body
+
+
+def test_typed_values_keep_what_the_provenance_holds() -> None:
+    assert typed({"a": [1, "x", None, True, b"\x00"]}) == Typed("map", [(Typed("string", "a"), Typed("list", [
+        Typed("long", 1), Typed("string", "x"), Typed("null", None), Typed("boolean", True),
+        Typed("binary", b"\x00")]))])
