@@ -298,3 +298,31 @@ def test_a_decimal_header_ends_the_10_read_before_it_costs_an_attempt(v4, qname,
     assert "type=amqp-1.0" in refused.stderr and "e.g. #2" in refused.stderr
     assert "decimal header (#1)" in refused.stderr
     assert _delivery_counts(v4, dlq) == before and v4.queue_depth(work) == 0
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_over_amqp10_nothing_is_converted_so_nothing_is_refused(v4, qname, run, how: str) -> None:
+    """A replay over AMQP 1.0 moves the sections whole (dlxtool.ops.engine_amqp10): the check does not stand in its
+    way, whether --protocol or $DLXTOOL_PROTOCOL chose 1.0 — and the subject, the one loss of the 0.9.1 path in this
+    DLQ, arrives at the origin."""
+    from dlxtool.amqp10_message import parse_message
+    from dlxtool.broker.amqp10 import outcomes
+    from dlxtool.broker.amqp10.addresses import queue_address
+    from dlxtool.broker.amqp10.connection import open_connection
+    from dlxtool.broker.amqp10.links import HeadReader
+    from dlxtool.config import BrokerProfile
+
+    work, dlq = _dead_letters(v4, qname, CASES[:3])
+    args, env = (["--protocol", "1.0"], None) if how == "option" else ([], {"DLXTOOL_PROTOCOL": "1.0"})
+    done = run("--url", v4.url, "replay", dlq, "--yes", *args, "--format", "json", env=env)
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["moved"] == {work: 3} and v4.queue_depth(dlq) == 0
+    assert "conversion" not in done.stderr.lower()
+    conn = open_connection(BrokerProfile(name="t", urls=(v4.url,), vhost=v4.vhost))
+    try:
+        reader = HeadReader(conn, queue_address(work), give_back=outcomes.RELEASE)
+        subjects = [parse_message(d.raw).properties.get("subject") for d in reader.read(3)]
+        reader.close()
+    finally:
+        conn.close()
+    assert [s.value if s is not None else None for s in subjects] == [None, None, "orders.created"]

@@ -235,8 +235,8 @@ def test_a_stop_mid_run_loses_nothing(v4, qname) -> None:
     from dlxtool.broker.amqp10 import outcomes
     from dlxtool.broker.amqp10.connection import open_connection
     from dlxtool.ops.actions import Action, Decision
-    from dlxtool.ops.engine import TransferOptions
     from dlxtool.ops.engine_amqp10 import Amqp10Transfer
+    from dlxtool.ops.transfer_settings import PassControl, TransferOptions
 
     work, dlq = _queues(v4, qname)
     msgs = [Amqp10Message(properties={"message_id": _s(f"m{i}")}, body=Body("data", [b"%d" % i])) for i in range(5)]
@@ -251,7 +251,7 @@ def test_a_stop_mid_run_loses_nothing(v4, qname) -> None:
     conn = open_connection(_profile(v4))
     try:
         result = Amqp10Transfer(conn, dlq, decide, snapshot=5, give_back=outcomes.RELEASE,
-                                options=TransferOptions(stop=stop, handle_sigint=False)).run()
+                                options=TransferOptions(handle_sigint=False), control=PassControl(stop=stop)).run()
     finally:
         conn.close()
     assert result.interrupted and result.error is None
