@@ -901,6 +901,75 @@ def lines_ratio(registry: Registry, lines: list[tuple[str, str, bytes]], rounds:
     return {k: round(statistics.median(v), 3) for k, v in per.items()}
 
 
+SHAPE_BUCKETS = ((1, 1, "1"), (2, 49, "2-49"), (50, 1 << 30, "50+"))
+
+
+def shape_figures(registry: Registry, lines: list[tuple[str, str, bytes]]) -> dict[str, object]:
+    """Whether identification could be cached per wire shape (a payload's top-level field-number/wire-type
+    sequence) without changing answers, and where identifying costs more than --type: CPU time of identify and of
+    identify_as per distinct payload (no memo), by how many registered types the shape allows (the types that
+    accept every top-level tag: what a shape alone can tell)."""
+    payloads = {d: n for _, n, d in lines}
+    idx = registry.index
+    memo_size, registry.memo_size = registry.memo_size, 0
+    answers: dict[tuple[int, ...] | None, set[tuple[object, ...]]] = {}
+    printed: dict[tuple[int, ...] | None, set[tuple[object, ...]]] = {}
+    count: dict[tuple[int, ...] | None, int] = {}
+    spent = {label: [0, 0.0, 0.0] for _, _, label in SHAPE_BUCKETS}
+    try:
+        for data, name in payloads.items():
+            fields = wire.scan(data)
+            shape = None if fields is None else tuple(f[0] for f in fields)
+            allowed = idx.candidate_mask
+            for tag in set(shape or ()):
+                allowed &= idx.known.get(tag, 0)
+            t = time.process_time()
+            got = registry.identify(data, limit=10)
+            identify_s = time.process_time() - t
+            t = time.process_time()
+            registry.identify_as(data, name)
+            typed_s = time.process_time() - t
+            best = got.best
+            said = (got.status, None if best is None else best.type, got.ambiguous, got.equivalent_count)
+            printed.setdefault(shape, set()).add(said)
+            count[shape] = count.get(shape, 0) + 1
+            answers.setdefault(shape, set()).add((*said, None if best is None else best.confidence))
+            n = allowed.bit_count()
+            label = next(lab for lo, hi, lab in SHAPE_BUCKETS if lo <= n <= hi) if n else "1"
+            row = spent[label]
+            row[0] += 1
+            row[1] += identify_s
+            row[2] += typed_s
+    finally:
+        registry.memo_size = memo_size
+    shared = [s for s, n in count.items() if n > 1]
+    return {
+        "payloads": len(payloads),
+        "shapes": len(answers),
+        "shared_shapes": len(shared),
+        "shared_shapes_other_type": sum(1 for s in shared if len(printed[s]) > 1),
+        "shared_shapes_other_answer": sum(1 for s in shared if len(answers[s]) > 1),
+        "by_allowed_types": {
+            label: {"payloads": c, "identify_us": round(1e6 * a / c), "type_given_us": round(1e6 * b / c)}
+            for label, (c, a, b) in spent.items() if c
+        },
+    }
+
+
+def shape_report(s: dict[str, object]) -> list[str]:
+    by = s["by_allowed_types"]
+    assert isinstance(by, dict)
+    costs = "; ".join(f"{k} types: {v['payloads']} payloads, identify {v['identify_us']} us vs --type"
+                      f" {v['type_given_us']} us" for k, v in by.items())
+    return [
+        f"  wire shapes (top-level field/wire-type sequence): {s['payloads']} distinct payloads, {s['shapes']} shapes;"
+        f" {s['shared_shapes']} shapes shared by several payloads, of which {s['shared_shapes_other_type']} give"
+        f" another type, ambiguity or alternatives count ({s['shared_shapes_other_answer']} with confidence): a"
+        " cache of the answer per shape would change those",
+        f"    CPU per payload by the types its shape allows: {costs}",
+    ]
+
+
 def ratio_report(figures: dict[str, object]) -> list[str]:
     """The issue-40 lines of the report."""
     out = ["  issue 40 ratios (anchors of this run; medians of paired rounds; CPU time of this process for"
@@ -1002,6 +1071,7 @@ def run(args: argparse.Namespace, rng: random.Random, work: Path, held_paths: li
     gc.unfreeze()
 
     tuning = accuracy(registry, lines, results, truth)
+    shapes = shape_figures(registry, lines)
     print("issue 40 ratios: protobuf's golden TestMaps, big payloads", file=sys.stderr)
     golden_fig = golden_figures(cache, args.ratio_rounds) if PROTOBUF_UNITTEST.is_file() else None
     big_tuning = None
@@ -1058,6 +1128,7 @@ def run(args: argparse.Namespace, rng: random.Random, work: Path, held_paths: li
         "big_heldout": big_heldout,
         "lines_tuning": lines_tuning,
         "lines_heldout": lines_heldout,
+        "shapes": shapes,
     }
     distinct = figures["distinct_payloads"]
     report = [
@@ -1087,6 +1158,7 @@ def run(args: argparse.Namespace, rng: random.Random, work: Path, held_paths: li
             f" >= 0.9 (goal: essentially never), {unregistered['typed_pct']:.1f}% given some registered type"
         )
     report += ratio_report(figures)
+    report += shape_report(shapes)
     print("\n" + "\n".join(report), file=sys.stderr)
     if args.json:
         print(json.dumps(figures, indent=2))
