@@ -51,9 +51,9 @@ import gc
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dlxtool.broker import queues
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
@@ -85,6 +85,8 @@ from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
+    from dlxtool.broker.pika_types import Basic, BasicProperties
+    from dlxtool.ops.actions import RawDecide
 
 TAKE_BATCH = 200  # deliveries decided per loop turn, between sink flushes and acks
 # With this many publishes in flight, an idle wait lets input gather GATHER s once it starts arriving:
@@ -139,12 +141,12 @@ class Transfer:
         self.decide = decide
         # decide(routing_key, encoded properties, body) -> Decision | None (None: decide(record) instead). Only
         # for MOVEs that need no record: with a sink, every record must be written.
-        self._decide_raw: Callable[[Any, bytes, bytes], Decision | None] | None = (
+        self._decide_raw: RawDecide | None = (
             getattr(decide, "raw", None) if self.opts.sink is None else None)
         self.timeout = timeout
         self.result = TransferResult(source=source, snapshot=0)
         self.ledger = Ledger(self.result)        # the deliveries held unacked, and what each became
-        self._incoming: deque[tuple[Any, Any, bytes]] = deque()
+        self._incoming: deque[tuple[Basic.Deliver, BasicProperties | bytes, bytes]] = deque()
         self._missing_seen = False  # _source_drained found the source empty short of the snapshot once
         self._received = 0
         self._selected = 0
@@ -259,10 +261,11 @@ class Transfer:
         self.consumer_tag = self._channel.consume(self.source, self._on_message, raw=True,
                                                   batch=(self._on_message, self._incoming.extend))
 
-    def _on_message(self, _channel: Any, method: Any, props: Any, body: bytes) -> None:
+    def _on_message(self, _channel: object, method: Basic.Deliver, props: BasicProperties | bytes,
+                    body: bytes) -> None:
         self._incoming.append((method, props, body))
 
-    def _on_cancel(self, _frame: Any) -> None:
+    def _on_cancel(self, _frame: object) -> None:
         self._cancelled_by_broker = True
 
     # -- main loop ---------------------------------------------------------------------------------
@@ -491,7 +494,7 @@ class Transfer:
         self.hooks.report.detail(f"bodies of up to about {human(window.size)}: {self.prefetch} message(s) held at once "
                                 f"(prefetch), within the byte budget of {human(window.max_bytes)} (--max-bytes)")
 
-    def _handle(self, method: Any, props: Any, body: bytes) -> None:
+    def _handle(self, method: Basic.Deliver, props: BasicProperties | bytes, body: bytes) -> None:
         record = None
         decision: Decision | None
         if self.opts.limit is not None and self._selected >= self.opts.limit:

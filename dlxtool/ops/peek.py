@@ -62,6 +62,7 @@ from dlxtool.record import MessageRecord
 if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
     from dlxtool.broker.management import ManagementClient, QueueInfo
+    from dlxtool.broker.pika_types import Basic, BasicProperties, BlockingChannel
     from dlxtool.broker.versions import Version
     from dlxtool.config import BrokerProfile
     from dlxtool.ops.session import Reporter
@@ -174,7 +175,7 @@ def give_back_words(opts: ReadOptions) -> str:
 
 
 def queue_facts(profile: BrokerProfile, name: str, *, management: Callable[[], ManagementClient],
-                channel: Any, conn: AmqpConnection | None = None) -> QueueFacts:
+                channel: BlockingChannel, conn: AmqpConnection | None = None) -> QueueFacts:
     """Type, limit and counts: management API first, AMQP for what it cannot tell or when it is down. `conn`:
     the connection (its version keys the give-back rules; the AMQP type probe runs on a channel of it)."""
     from dlxtool.broker import queues
@@ -923,7 +924,7 @@ class QueueReader:
         # for it. Nothing is lost: reading a stream never removes anything.
         cancel_quietly(self.channel)
 
-    def _stream_record(self, method: Any, props: Any, body: bytes) -> MessageRecord:
+    def _stream_record(self, method: Basic.Deliver, props: BasicProperties, body: bytes) -> MessageRecord:
         # Nothing is held on a stream, so decoding here costs the broker nothing.
         record = MessageRecord.from_delivery(self.facts.name, method, props, body, position=self.read)
         record.decoded = self.decode(record)

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from dlxtool.broker.amqp10.connection import Amqp10Connection
     from dlxtool.broker.amqp10.links import Delivery, HeadReader
     from dlxtool.broker.connection import AmqpConnection
+    from dlxtool.broker.management import ManagementClient
+    from dlxtool.config import BrokerProfile
 
 
 class Amqp10QueueReader(QueueReader):
@@ -133,8 +135,8 @@ class Amqp10QueueReader(QueueReader):
             raise interrupted
 
 
-def prepare_read_amqp10(conn: AmqpConnection, amqp10: Amqp10Connection, profile: Any, name: str, opts: ReadOptions, *,
-                        management: Callable[[], Any],
+def prepare_read_amqp10(conn: AmqpConnection, amqp10: Amqp10Connection, profile: BrokerProfile, name: str,
+                        opts: ReadOptions, *, management: Callable[[], ManagementClient],
                         decode: Callable[[MessageRecord], dict[str, Any] | None] = no_decode,
                         ) -> tuple[QueueReader, list[str]]:
     """prepare_read for AMQP 1.0: facts over the 0.9.1 connection `conn` (passive declare, management API), the

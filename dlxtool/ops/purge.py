@@ -44,6 +44,7 @@ from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
+    from dlxtool.broker.pika_types import BlockingChannel
     from dlxtool.ops.actions import Decide
     from dlxtool.ops.capacity import Admit, Capacity, Rooms
     from dlxtool.ops.record_files import Sink
@@ -70,7 +71,7 @@ class QueueState:
                 "consumers": self.consumers}
 
 
-def queue_state(channel: Any, mgmt: ManagementClient | None, vhost: str, queue: str) -> QueueState:
+def queue_state(channel: BlockingChannel, mgmt: ManagementClient | None, vhost: str, queue: str) -> QueueState:
     """Ready and consumer counts from the broker itself (a passive declare is exact and current);
     type and unacked from the management API, whose figures are sampled every few seconds."""
     counted = queues.counts(channel, queue, vhost, mgmt)
@@ -123,7 +124,7 @@ def check_purgeable(state: QueueState, what: str = "purged") -> None:
                                 "`dlxtool dump` reads one without removing anything")
 
 
-def purge(channel: Any, queue: str) -> int:
+def purge(channel: BlockingChannel, queue: str) -> int:
     """queue.purge: removes ready messages only; returns how many the broker says it removed."""
     removed: int = channel.queue_purge(queue).method.message_count
     return removed

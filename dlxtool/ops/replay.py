@@ -57,6 +57,7 @@ from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
+    from dlxtool.broker.management import ManagementClient
     from dlxtool.ops.actions import Decide
     from dlxtool.ops.capacity import Admit
     from dlxtool.ops.conversion_check import ConversionCheck
@@ -342,7 +343,7 @@ def plan_for(session: ReplaySession, settings: ReplaySettings, report: Reporter,
     if source.profile is None:
         raise ConnectError("no broker profile to read the plan with")
 
-    def management() -> Any:
+    def management() -> ManagementClient:
         if source.management is None:
             raise ConnectError(source.management_error or "no management API")
         return source.management
@@ -387,7 +388,7 @@ def plan_for(session: ReplaySession, settings: ReplaySettings, report: Reporter,
     return out
 
 
-def _router(mgmt: Any | None, vhost: str) -> Router | None:
+def _router(mgmt: ManagementClient | None, vhost: str) -> Router | None:
     return Router(mgmt, vhost) if mgmt is not None else None
 
 
