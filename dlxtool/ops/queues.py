@@ -1,12 +1,18 @@
 """`dlxtool queues`: survey one broker or all of them through the management API and flag trouble.
 
-Each broker costs two GETs sent together on one connection (pipelined: dlxtool.broker.http) before its identity
-is proven, read after (the version; every queue in one listing with only the columns used), then, where queues
+Each broker costs GETs sent together on one connection (pipelined: dlxtool.broker.http) before its identity is
+proven, read after (the version; every queue in one listing without statistics, with only the columns used; the
+consumer list, the connections' names and the vhost's policies), then each queue's statistics for the queues whose
+flags or role read them (_fast_queues; the full listing with statistics where that cannot be told), then, where queues
 dead-letter, what their roles are read from (dlxtool.ops.dead_letter_roles): the exchanges, the bindings of the
 exchanges they dead-letter to, and the bindings into the queues whose dead letters keep their own key; brokers are
 asked in parallel, and a broker that fails is reported on its own, never stopping others. No message is read.
 
-What it costs the broker (RabbitMQ 3.10.8, 10,001 queues, a node of its own, least CPU of 10 paired rounds;
+What it costs the broker (issue 40, 3.10.8, 10,001 idle queues, the shared broker at load average 5-9, broker CPU
+least and median of 5-8 rounds): the full listing of 14 columns with statistics 0.75-2.6 s (median 1.6-3.0 s), of 6
+columns 0.65-0.87 s; the listing without statistics (`totals`, 11 columns) 0.93-2.2 s (median 1.0-3.8 s: it asks
+every queue for its count); rabbitmqadmin's sorted listing 2.1-3.6 s (median 2.8-5.3 s); one queue's own GET 2-4 ms.
+Before it (least CPU of 10 paired rounds on a node of its own;
 rabbitmqadmin's `list queues`, one sorted listing of 2 columns: 1.34 s; scripts/bench/queues.py for whole runs):
 - The queues come in one listing, not page by page: a page is cut from the queues of its own moment, so a queue
   created or deleted between two pages (the identity proof's probe queue, gone when the proof ends, was one)
@@ -345,7 +351,10 @@ TOTALS_COLUMNS_ALL_VHOSTS = ["vhost", *TOTALS_COLUMNS]
 # What the statistics add, asked queue by queue for the queues whose flags or role read it (_needs_statistics)
 STATS_COLUMNS = "name,messages_ready,messages_unacknowledged,consumers,message_stats,effective_policy_definition"
 # Past this many queues to ask one by one, the full listing instead: a queue's own GET cost 3.10.8 about 2-4 ms of
-# CPU (10,001 queues, 100 asked), the full listing of 10,001 about 0.75-1.6 s against 0.9-1.0 s for the totals.
+# CPU (10,001 queues, 100 asked), the full listing of 10,001 about 0.75-1.6 s against 0.9-1.0 s for the totals. Not
+# one page of the listing filtered by name (`page=1&name=^(a|b…)$&use_regex=true`: the plugin then looks up the
+# statistics of the matching queues only, but matches the regex against every queue, compiling it each time: 100
+# names cost it 1.5 s, their 100 GETs 0.15-0.4 s).
 MAX_STATS_ASKS = 200
 
 
