@@ -349,7 +349,11 @@ TOTALS_COLUMNS = ["name", "type", "messages_ready", "messages_unacknowledged", "
                   "state", "members", "online"]
 TOTALS_COLUMNS_ALL_VHOSTS = ["vhost", *TOTALS_COLUMNS]
 # What the statistics add, asked queue by queue for the queues whose flags or role read it (_needs_statistics)
-STATS_COLUMNS = "name,messages_ready,messages_unacknowledged,consumers,message_stats,effective_policy_definition"
+# (with where it lives as the statistics say it, as the full listing shows it: 3.10.8's listing without statistics
+# gave a stream no node, members or counts)
+STATS_COLUMNS = ("name,messages_ready,messages_unacknowledged,consumers,message_stats,effective_policy_definition,"
+                 "node,leader,state,members,online")
+PLACE_COLUMNS = ("node", "leader", "state", "members", "online")
 # Past this many queues to ask one by one, the full listing instead: a queue's own GET cost 3.10.8 about 2-4 ms of
 # CPU (10,001 queues, 100 asked), the full listing of 10,001 about 0.75-1.6 s against 0.9-1.0 s for the totals. Not
 # one page of the listing filtered by name (`page=1&name=^(a|b…)$&use_regex=true`: the plugin then looks up the
@@ -442,8 +446,8 @@ def _needs_statistics(q: dict[str, Any], consumed: bool) -> bool:
     """Whether a queue's flags or role read its statistics (_fast_queues)."""
     if consumed or q.get("messages_ready") or q.get("messages_unacknowledged"):
         return True
-    if "messages_unacknowledged" not in q:  # no depth counted (its node down): as the full listing would show it
-        return False
+    if "messages_unacknowledged" not in q:  # no depth counted: its node down (nothing more to ask), or a stream
+        return q.get("state") != "down"
     arguments = q.get("arguments")
     definition = q.get("effective_policy_definition")
     return ((isinstance(arguments, dict) and "x-dead-letter-exchange" in arguments)
@@ -460,6 +464,9 @@ def _with_statistics(q: dict[str, Any], stats: dict[str, Any]) -> None:
             q.pop(key, None)
     if isinstance(stats.get("effective_policy_definition"), dict):
         q["effective_policy_definition"] = stats["effective_policy_definition"]
+    for key in PLACE_COLUMNS:
+        if key in stats:
+            q[key] = stats[key]
 
 
 def _totals_columns(vhost: str | None) -> list[str]:
