@@ -517,7 +517,7 @@ class ManagementClient:
         return self._version or None
 
     def queues(self, vhost: str | None = None, *, columns: list[str] | None = None, timeout: float | None = None,
-               unsorted: bool = False) -> list[dict[str, Any]]:
+               unsorted: bool = False, totals: bool = False) -> list[dict[str, Any]]:
         """All queues (of one vhost) with only the columns asked for, in one request: one listing, made by the
         server in one pass over its queue table, so every queue that exists while it is made is in it once.
         Pages would each be made from the queues of their own moment: a queue created or deleted between two
@@ -525,14 +525,18 @@ class ManagementClient:
         server lists and sorts every queue for each page (scripts/bench/queues.py). `timeout`: how long the
         answer may take (thousands of queues take the server seconds), when not the client's. `unsorted`: in the
         server's order (`sort=`: the plugin then skips sorting, which looks every sort key up among every queue's
-        45 fields: 10,001 queues on 3.10.8 cost it 0.88 s of CPU unsorted, 1.44 s sorted)."""
-        result = self.request("GET", _queues_path(vhost), query=_queues_query(columns, unsorted), timeout=timeout)
+        45 fields: 10,001 queues on 3.10.8 cost it 0.88 s of CPU unsorted, 1.44 s sorted). `totals`: without
+        statistics (`disable_stats=true&enable_queue_totals=true`): settings, type, node and state, and the depths as
+        each queue counts them, without the statistics database's per-queue work (no consumers, no message_stats,
+        no effective_policy_definition; dlxtool.ops.queues reads those for the queues that need them)."""
+        result = self.request("GET", _queues_path(vhost), query=_queues_query(columns, unsorted, totals),
+                              timeout=timeout)
         return result.get("items", []) if is_object(result) else list(result or [])
 
     def prefetch_queues(self, vhost: str | None = None, *, columns: list[str] | None = None,
-                        timeout: float | None = None, unsorted: bool = False) -> None:
+                        timeout: float | None = None, unsorted: bool = False, totals: bool = False) -> None:
         """Send ahead what `queues()` reads."""
-        self._prefetch(_queues_path(vhost), _queues_query(columns, unsorted), timeout)
+        self._prefetch(_queues_path(vhost), _queues_query(columns, unsorted, totals), timeout)
 
     def bindings(self, vhost: str | None = None, *, columns: list[str] | None = None) -> list[dict[str, Any]]:
         """All bindings (of one vhost). The API does not paginate bindings; accept a page anyway."""
@@ -611,8 +615,9 @@ def _queues_path(vhost: str | None) -> str:
     return f"queues/{_q(vhost)}" if vhost else "queues"
 
 
-def _queues_query(columns: list[str] | None, unsorted: bool) -> dict[str, str] | None:
-    query = {**_columns(columns), **({"sort": ""} if unsorted else {})}
+def _queues_query(columns: list[str] | None, unsorted: bool, totals: bool = False) -> dict[str, str] | None:
+    query = {**({"disable_stats": "true", "enable_queue_totals": "true"} if totals else {}), **_columns(columns),
+             **({"sort": ""} if unsorted else {})}
     return query or None
 
 

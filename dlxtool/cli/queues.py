@@ -74,8 +74,9 @@ Flags (the API has no reject counter and no per-message delivery counts: heurist
   Streams get only `dlq`. With -v, the reason for every flag follows the table (stderr);
   JSON output always carries them ("reasons").
   Counts and rates are the management API's statistics, up to one statistics interval
-  old (the API gives no sample time per queue): a replay's or purge's own closing line
-  has the depths the broker counts at its end.
+  old (the API gives no sample time per queue); a queue with no message, no consumer and
+  no dead-letter exchange shows the depth it counts itself (0) and no rates. A replay's
+  or purge's own closing line has the depths the broker counts at its end.
   Where the API keeps no statistics (RabbitMQ 4.3 with management_metrics_collection
   denied) or has no sample of a queue yet, its counts and rates show as "?" and each
   flag that needs them and could apply shows as "?flag" ("cannot_tell" in JSON, with

@@ -242,7 +242,12 @@ def assign(rows: Sequence[QueueRow], listings_of: Callable[[str], Listings]) -> 
     for row in rows:
         by_vhost.setdefault(row.vhost, []).append(row)
     for vhost, group in by_vhost.items():
-        roles = Roles(group, dead_letter_edges(group, listings_of(vhost)))
+        edges = dead_letter_edges(group, listings_of(vhost))
+        if not edges.targets:  # nothing dead-letters to a queue here: no role (a vhost of idle queues, issue 40)
+            for row in group:
+                row.role = row.role_reason = None
+            continue
+        roles = Roles(group, edges)
         for row in group:
             found = roles.of(row.queue)
             row.role, row.role_reason = found if found else (None, None)

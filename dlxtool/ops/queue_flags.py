@@ -271,6 +271,8 @@ def queue_flags(row: QueueRow) -> dict[str, str]:
     limit_reason = _near_limit(row)
     if limit_reason:
         flags["at-limit"] = limit_reason
+    if len(flags) < 2:  # already in FLAGS order (most queues of a big vhost have none)
+        return flags
     return {name: flags[name] for name in FLAGS if name in flags}
 
 

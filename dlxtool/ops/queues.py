@@ -1,12 +1,18 @@
 """`dlxtool queues`: survey one broker or all of them through the management API and flag trouble.
 
-Each broker costs two GETs sent together on one connection (pipelined: dlxtool.broker.http) before its identity
-is proven, read after (the version; every queue in one listing with only the columns used), then, where queues
+Each broker costs GETs sent together on one connection (pipelined: dlxtool.broker.http) before its identity is
+proven, read after (the version; every queue in one listing without statistics, with only the columns used; the
+consumer list, the connections' names and the vhost's policies), then each queue's statistics for the queues whose
+flags or role read them (_fast_queues; the full listing with statistics where that cannot be told), then, where queues
 dead-letter, what their roles are read from (dlxtool.ops.dead_letter_roles): the exchanges, the bindings of the
 exchanges they dead-letter to, and the bindings into the queues whose dead letters keep their own key; brokers are
 asked in parallel, and a broker that fails is reported on its own, never stopping others. No message is read.
 
-What it costs the broker (RabbitMQ 3.10.8, 10,001 queues, a node of its own, least CPU of 10 paired rounds;
+What it costs the broker (issue 40, 3.10.8, 10,001 idle queues, the shared broker at load average 5-9, broker CPU
+least and median of 5-8 rounds): the full listing of 14 columns with statistics 0.75-2.6 s (median 1.6-3.0 s), of 6
+columns 0.65-0.87 s; the listing without statistics (`totals`, 11 columns) 0.93-2.2 s (median 1.0-3.8 s: it asks
+every queue for its count); rabbitmqadmin's sorted listing 2.1-3.6 s (median 2.8-5.3 s); one queue's own GET 2-4 ms.
+Before it (least CPU of 10 paired rounds on a node of its own;
 rabbitmqadmin's `list queues`, one sorted listing of 2 columns: 1.34 s; scripts/bench/queues.py for whole runs):
 - The queues come in one listing, not page by page: a page is cut from the queues of its own moment, so a queue
   created or deleted between two pages (the identity proof's probe queue, gone when the proof ends, was one)
@@ -31,10 +37,11 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any
 from urllib.parse import quote
 
-from dlxtool.broker.management import ManagementClient, is_probe_queue
+from dlxtool.broker.management import ManagementClient, is_probe_queue, queue_path
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError
 from dlxtool.ops.dead_letter_roles import Listings, needs_keys
@@ -54,6 +61,8 @@ MAX_EXCHANGE_ASKS = 64
 # overview, asked ahead of it on the same connection, has answered within the profile's timeout by then: the
 # broker is there, and busy.
 LISTING_TIMEOUT = 60.0
+
+_BY_KEY = attrgetter("broker", "vhost", "queue")  # QueueRow.key
 
 # --sort keys -> (value, biggest first?)
 SORT_KEYS: dict[str, tuple[Callable[[QueueRow], Any], bool]] = {
@@ -112,7 +121,9 @@ class QueueFilter:
 
     def apply(self, rows: Sequence[QueueRow]) -> list[QueueRow]:
         value, descending = SORT_KEYS[self.sort]
-        kept = sorted((r for r in rows if self.keep(r)), key=lambda r: r.key)  # ties: by name
+        selecting = self.flags or self.match or self.min_messages
+        # ties: by name (QueueRow.key; attrgetter: a third of a property's cost on 10,001 rows)
+        kept = sorted((r for r in rows if self.keep(r)) if selecting else rows, key=_BY_KEY)
         return kept if self.sort == "name" else sorted(kept, key=value, reverse=descending)
 
 
@@ -216,12 +227,16 @@ def _survey_through(profile: BrokerProfile, vhost: str | None,
         # travel while `verify` opens an AMQP connection; read only once it has proven the API (their
         # answers come over the connection of the proof, or are asked for again: ManagementClient.prefetch).
         client.prefetch_overview()
-        client.prefetch_queues(vhost, columns=_columns(vhost), timeout=_listing_timeout(profile), unsorted=True)
+        _prefetch_fast(client, profile, vhost)
         if verify is not None:
             verify(profile, client)
         version = client.version()
-        rows = [row_from_api(profile.name, item, broker_version=version) for item in _queues(client, profile, vhost)]
-        _count_real_consumers(client, rows, vhost)
+        consumers = _consumer_lists(client, vhost)
+        listed = _fast_queues(client, profile, vhost, consumers)
+        if listed is None:
+            listed = _queues(client, profile, vhost)
+        rows = [row_from_api(profile.name, item, broker_version=version) for item in listed]
+        _count_real_consumers(consumers, rows)
         result.nodes = _nodes(client)
         down = {name for name, running in (result.nodes or {}).items() if not running}
         for row in rows:
@@ -233,7 +248,32 @@ def _survey_through(profile: BrokerProfile, vhost: str | None,
     return result
 
 
-def _count_real_consumers(client: ManagementClient, rows: Sequence[QueueRow], vhost: str | None) -> None:
+ConsumerLists = tuple[list[Any], list[Any]]
+
+
+def _consumer_lists(client: ManagementClient, vhost: str | None) -> ConsumerLists | None:
+    """The API's consumer list (queue and connection of each) and the connections' names, or None where they cannot
+    be read (metrics collection denied: 400)."""
+    (consumers, by_queue), (connections, by_name) = _consumers_query(vhost), _connections_query(vhost)
+    try:
+        listed = client.get(consumers, **by_queue)
+        named = client.get(connections, **by_name)
+    except DlxtoolError:
+        return None
+    return ([c for c in listed or [] if isinstance(c, dict)], [c for c in named or [] if isinstance(c, dict)])
+
+
+def _consumers_query(vhost: str | None) -> tuple[str, dict[str, str]]:
+    return (f"consumers/{quote(vhost, safe='')}" if vhost else "consumers",
+            {"columns": "queue.name,queue.vhost,channel_details.connection_name"})
+
+
+def _connections_query(vhost: str | None) -> tuple[str, dict[str, str]]:
+    return (f"vhosts/{quote(vhost, safe='')}/connections" if vhost else "connections",
+            {"columns": "name,user_provided_name"})
+
+
+def _count_real_consumers(lists: ConsumerLists | None, rows: Sequence[QueueRow]) -> None:
     """The consumer counts of the rows as the API's consumer list has them, without dlxtool's own connections.
 
     A queue row's `consumers` is the queue's own count in its last statistics sample: on a quorum queue it counts
@@ -241,19 +281,14 @@ def _count_real_consumers(client: ManagementClient, rows: Sequence[QueueRow], vh
     consumers", none of them in /api/consumers), so a peek made the DLQ look consumed and lose its `dlq` role
     (issue 35). The consumer list has basic.consume consumers only, and a consumer that goes leaves it at once.
     Where the list cannot be read (metrics collection denied: 400), the sampled counts stay."""
-    try:
-        listed = client.get(f"consumers/{quote(vhost, safe='')}" if vhost else "consumers",
-                            columns="queue.name,queue.vhost,channel_details.connection_name")
-        named = client.get(f"vhosts/{quote(vhost, safe='')}/connections" if vhost else "connections",
-                           columns="name,user_provided_name")
-    except DlxtoolError:
+    if lists is None:
         return
-    ours = {str(c.get("name")) for c in named or [] if isinstance(c, dict)
-            and str(c.get("user_provided_name") or "").startswith("dlxtool ")}
+    listed, named = lists
+    ours = {str(c.get("name")) for c in named if str(c.get("user_provided_name") or "").startswith("dlxtool ")}
     counts: Counter[tuple[str, str]] = Counter()
-    for consumer in listed or []:
-        queue = consumer.get("queue") if isinstance(consumer, dict) else None
-        channel = consumer.get("channel_details") if isinstance(consumer, dict) else None
+    for consumer in listed:
+        queue = consumer.get("queue")
+        channel = consumer.get("channel_details")
         if not isinstance(queue, dict) or (isinstance(channel, dict) and channel.get("connection_name") in ours):
             continue
         counts[(str(queue.get("vhost")), str(queue.get("name")))] += 1
@@ -303,6 +338,143 @@ def _queues(client: ManagementClient, profile: BrokerProfile, vhost: str | None)
         from dlxtool.broker.connection import vhost_not_found
 
         raise vhost_not_found(replace(profile, vhost=vhost or profile.vhost)) from None
+
+
+# -- the listing without the statistics database's per-queue work (issue 40) ------------------------------------
+
+# The settings, type, node and depth of every queue: one listing with `totals` (ManagementClient.queues), which costs
+# the management plugin no statistics lookup per queue. Where the full listing's `vhost` column is asked (all vhosts),
+# so is it here.
+TOTALS_COLUMNS = ["name", "type", "messages_ready", "messages_unacknowledged", "arguments", "policy", "node", "leader",
+                  "state", "members", "online"]
+TOTALS_COLUMNS_ALL_VHOSTS = ["vhost", *TOTALS_COLUMNS]
+# What the statistics add, asked queue by queue for the queues whose flags or role read it (_needs_statistics)
+# (with where it lives as the statistics say it, as the full listing shows it: 3.10.8's listing without statistics
+# gave a stream no node, members or counts)
+STATS_COLUMNS = ("name,messages_ready,messages_unacknowledged,consumers,message_stats,effective_policy_definition,"
+                 "node,leader,state,members,online")
+PLACE_COLUMNS = ("node", "leader", "state", "members", "online")
+# Past this many queues to ask one by one, the full listing instead: a queue's own GET cost 3.10.8 about 2-4 ms of
+# CPU (10,001 queues, 100 asked), the full listing of 10,001 about 0.75-1.6 s against 0.9-1.0 s for the totals. Not
+# one page of the listing filtered by name (`page=1&name=^(a|b…)$&use_regex=true`: the plugin then looks up the
+# statistics of the matching queues only, but matches the regex against every queue, compiling it each time: 100
+# names cost it 1.5 s, their 100 GETs 0.15-0.4 s).
+MAX_STATS_ASKS = 200
+
+
+def _prefetch_fast(client: ManagementClient, profile: BrokerProfile, vhost: str | None) -> None:
+    """Send ahead what _fast_queues and _count_real_consumers read first, to travel while the identity is proven."""
+    for path, query in (_consumers_query(vhost), _connections_query(vhost), (_policies_path("operator-policies", vhost),
+                        {}), (_policies_path("policies", vhost), {})):
+        client.prefetch(path, **query)
+    client.prefetch_queues(vhost, columns=_totals_columns(vhost), timeout=_listing_timeout(profile), unsorted=True,
+                           totals=True)
+
+
+def _fast_queues(client: ManagementClient, profile: BrokerProfile, vhost: str | None,
+                 consumers: ConsumerLists | None) -> list[dict[str, Any]] | None:
+    """Every queue as the full listing (_queues) gives it, from the cheaper listing without statistics and, for the
+    queues that need them (_needs_statistics), their own GET each, sent together. The full listing's per-queue
+    statistics were most of what `queues` cost the broker on a vhost of 10,001 idle queues (issue 40).
+
+    A queue needs the statistics where its flags or its role read them: it holds messages (rates: clogged,
+    at-limit, and its rates as shown), has consumers (no-dlx, clogged), or dead-letters (a retry stage is one no
+    consumer ever took a message from: message_stats). The others hold no message and have no consumer: no flag can
+    read their rates, and they are shown with the depth they counted (0), no consumer and no rates, as the full
+    listing shows an idle queue. None (the full listing then) where this cannot be told from what was read: the
+    statistics are off or the consumer list unreadable (management_metrics_collection denied: the listing says what
+    the API keeps), an operator policy exists (the effective settings would merge it), or more than
+    MAX_STATS_ASKS queues need statistics."""
+    if consumers is None:
+        return None
+    try:
+        operator = client.get(_policies_path("operator-policies", vhost))
+        policies = client.get(_policies_path("policies", vhost))
+    except DlxtoolError:
+        return None
+    if operator or not isinstance(policies, list):
+        return None
+    try:
+        listed = client.queues(vhost, columns=_totals_columns(vhost), timeout=_listing_timeout(profile),
+                               unsorted=True, totals=True)
+    except NotFoundError:
+        from dlxtool.broker.connection import vhost_not_found
+
+        raise vhost_not_found(replace(profile, vhost=vhost or profile.vhost)) from None
+    except DlxtoolError as exc:
+        if type(exc) is not DlxtoolError:  # unreachable, not allowed…: the same for the full listing
+            raise
+        return None  # an HTTP error status: a plugin that takes no `enable_queue_totals`
+    definitions = {(str(p.get("vhost")), str(p.get("name"))): p.get("definition")
+                   for p in policies if isinstance(p, dict)}
+    consumed = {(str(q.get("vhost")), str(q.get("name"))) for c in consumers[0]
+                if isinstance(q := c.get("queue"), dict)}
+    kept: list[dict[str, Any]] = []
+    wanted: list[dict[str, Any]] = []
+    for q in listed:
+        if not isinstance(q, dict) or is_probe_queue(q) or q.get("name") == client.probe_queue:
+            continue
+        if vhost:
+            q["vhost"] = vhost
+        key = (str(q.get("vhost")), str(q.get("name")))
+        q["consumers"] = 0  # the consumer list's count is set on the rows (_count_real_consumers)
+        policy = q.get("policy")
+        definition = definitions.get((key[0], str(policy))) if policy else {}
+        if isinstance(definition, dict):
+            q["effective_policy_definition"] = definition
+        if _needs_statistics(q, key in consumed) or not isinstance(definition, dict):
+            wanted.append(q)  # (a policy not in the list read: changed meanwhile; the queue's GET says)
+        kept.append(q)
+    if len(wanted) > MAX_STATS_ASKS:
+        return None
+    paths = [queue_path(str(q["vhost"]), str(q["name"])) for q in wanted]
+    for path in paths:
+        client.prefetch(path, columns=STATS_COLUMNS)
+    gone: set[int] = set()
+    for q, path in zip(wanted, paths, strict=True):
+        try:
+            stats = client.get(path, columns=STATS_COLUMNS)
+        except NotFoundError:  # deleted since the listing
+            gone.add(id(q))
+            continue
+        if isinstance(stats, dict):
+            _with_statistics(q, stats)
+    return [q for q in kept if id(q) not in gone] if gone else kept
+
+
+def _needs_statistics(q: dict[str, Any], consumed: bool) -> bool:
+    """Whether a queue's flags or role read its statistics (_fast_queues)."""
+    if consumed or q.get("messages_ready") or q.get("messages_unacknowledged"):
+        return True
+    if "messages_unacknowledged" not in q:  # no depth counted: its node down (nothing more to ask), or a stream
+        return q.get("state") != "down"
+    arguments = q.get("arguments")
+    definition = q.get("effective_policy_definition")
+    return ((isinstance(arguments, dict) and "x-dead-letter-exchange" in arguments)
+            or (isinstance(definition, dict) and "dead-letter-exchange" in definition))
+
+
+def _with_statistics(q: dict[str, Any], stats: dict[str, Any]) -> None:
+    """A listed queue with its own GET's statistics: its depth, consumers and rates from the statistics sample (as the
+    full listing has them), and no depth where it has no sample yet (its figures unknown, as there)."""
+    for key in ("messages_ready", "messages_unacknowledged", "consumers", "message_stats"):
+        if key in stats:
+            q[key] = stats[key]
+        else:
+            q.pop(key, None)
+    if isinstance(stats.get("effective_policy_definition"), dict):
+        q["effective_policy_definition"] = stats["effective_policy_definition"]
+    for key in PLACE_COLUMNS:
+        if key in stats:
+            q[key] = stats[key]
+
+
+def _totals_columns(vhost: str | None) -> list[str]:
+    return TOTALS_COLUMNS if vhost else TOTALS_COLUMNS_ALL_VHOSTS
+
+
+def _policies_path(which: str, vhost: str | None) -> str:
+    return f"{which}/{quote(vhost, safe='')}" if vhost else which
 
 
 def dead_letter_listings(client: ManagementClient, rows: Sequence[QueueRow], vhost: str | None

@@ -132,8 +132,9 @@ def test_reading_json_bodies_does_not_load_protobuf(tmp_path: Path, cli_env, bro
         ch.basic_publish("", qname, b'{"id": 1}', pika.BasicProperties(content_type="application/json"),
                          mandatory=True)
     modules = loaded(tmp_path, config_env(tmp_path, cli_env, broker, schemas), command, qname, "-f", "json")
-    assert_none(modules, [*NEVER, *PROTOBUF, *other_commands(command), *foreign_ops("peek", command)],
-                f"dlxtool {command} of JSON bodies")
+    # peek: no hashlib (OpenSSL's libcrypto), which only hashes schemas for the cache (issue 40's start-up)
+    assert_none(modules, [*NEVER, *PROTOBUF, *(["hashlib"] if command == "peek" else []), *other_commands(command),
+                          *foreign_ops("peek", command)], f"dlxtool {command} of JSON bodies")
 
 
 # The queue survey and its flags, and the roles it tells from the topology (dead_letter_roles follows dead-letter

@@ -10,6 +10,7 @@ from dlxtool.errors import ConnectError, DlxtoolError
 from dlxtool.ops import queue_flags as qf
 from dlxtool.ops.queues import (
     QUEUE_COLUMNS,
+    TOTALS_COLUMNS,
     BrokerResult,
     QueueFilter,
     Snapshot,
@@ -78,11 +79,14 @@ class FakeClient:
     def prefetch_bindings(self, vhost: str | None, *, columns: list[str]) -> None:
         pass
 
+    def prefetch(self, path: str, **_query: Any) -> None:
+        pass
+
     def version(self) -> str:
         return "3.10.8"
 
     def queues(self, vhost: str | None, *, columns: list[str], **_how: Any) -> list[dict[str, Any]]:
-        assert columns == QUEUE_COLUMNS and vhost == "v"
+        assert columns == (TOTALS_COLUMNS if _how.get("totals") else QUEUE_COLUMNS) and vhost == "v"
         return [{"name": "q", "vhost": "v", "type": "classic", "messages_ready": 2, "consumers": 0}]
 
     def bindings(self, vhost: str | None, *, columns: list[str]) -> list[dict[str, Any]]:
@@ -104,11 +108,17 @@ def test_a_plugin_that_refuses_an_unsorted_listing_is_asked_for_a_sorted_one() -
     """The listing asks the server not to sort (`sort=`, rows are sorted here); a management plugin answering that
     with an HTTP error (none seen: 3.10.8 takes it) is asked again without it. Other errors stand."""
     asked: list[bool] = []
+    totals_asked: list[bool] = []
 
     class Refusing(FakeClient):
         error: DlxtoolError = DlxtoolError("management API at http://fake:15672/: GET queues/v failed with HTTP 400")
 
         def queues(self, vhost: str | None, *, columns: list[str], **how: Any) -> list[dict[str, Any]]:
+            if how.get("totals"):  # the listing without statistics (_fast_queues) is refused the same way
+                totals_asked.append(bool(how.get("unsorted")))
+                if how.get("unsorted"):
+                    raise self.error
+                return super().queues(vhost, columns=columns, **how)
             asked.append(bool(how.get("unsorted")))
             if how.get("unsorted"):
                 raise self.error
@@ -117,8 +127,10 @@ def test_a_plugin_that_refuses_an_unsorted_listing_is_asked_for_a_sorted_one() -
     profile = BrokerProfile(name="ok", urls=("amqp://h/",), vhost="v")
     [result] = survey([profile], client_factory=Refusing)  # type: ignore[arg-type]
     assert result.error is None and [r.queue for r in result.rows] == ["q"] and asked == [True, False]
+    assert totals_asked == [True]  # refused: the full listing instead
 
     asked.clear()
+    totals_asked.clear()
     Refusing.error = ConnectError("management API at http://fake:15672/ not reachable: refused")
     [result] = survey([profile], client_factory=Refusing)  # type: ignore[arg-type]
-    assert isinstance(result.error, ConnectError) and asked == [True]
+    assert isinstance(result.error, ConnectError) and totals_asked == [True] and asked == []
