@@ -25,12 +25,14 @@ from urllib.parse import unquote, urlsplit
 import orjson
 
 from dlxtool.deaths import (
+    ERROR_HEADERS,
     FAILURE_REASONS,
     HISTORY_HEADERS,
     Death,
     DeathHistory,
     Origin,
     _text,
+    error_text,
     find_origin,
     parse_history,
 )
@@ -819,7 +821,6 @@ def _error(message: Message, readings: list[Reading], chosen: Reading | None,
     if reading is not None:
         return reading.error, reading.convention
     # Headers some consumers use with no origin convention (x-error; see dlxtool.deaths.ERROR_HEADERS).
-    from dlxtool.deaths import ERROR_HEADERS, error_text
 
     text = error_text(message.headers, ERROR_HEADERS)
     return (text, "error header") if text else (None, None)

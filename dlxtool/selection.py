@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from dlxtool.amqp_values import RawValue
-from dlxtool.deaths import death_count
+from dlxtool.deaths import ERROR_HEADERS, death_count, message_history
 from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
 
@@ -116,7 +116,6 @@ def explain_for_selection(record: MessageRecord, known: Sequence[Any] = (), orig
     """The origin and error texts of `record` as `history` shows them: the conventions `known` (default the built-in
     ones), the winner's origin (`origin_from` forces one), `through` following a TTL-only history's wait queue."""
     from dlxtool.conventions import BUILT_IN, Message, explain
-    from dlxtool.deaths import ERROR_HEADERS, message_history
 
     headers = record.headers if isinstance(record.headers, dict) else {}
     history = message_history(headers, through=through)

@@ -18,7 +18,7 @@ from proto_registry.hints import Hints, unframe
 from proto_registry.index import STRING, STRING_LAX, Index, bits, build_index
 from proto_registry.raw import decode_raw
 from proto_registry.result import EMPTY, MALFORMED, MATCH, NO_MATCH, Identification, Match
-from proto_registry.score import PayloadScan, is_binary
+from proto_registry.score import PayloadScan, Scored, is_binary
 
 MEMO_SIZE = 4096
 MEMO_MAX_BYTES = 8 * 1024  # with MEMO_SIZE entries: at most 32 MiB held
@@ -190,7 +190,6 @@ class Registry:
             have = {s.tid for s in scored}
             groups = ps.grouped(0, len(data)) or {}
             weights = {tag: sum(f[5] - f[2] for f in occs) for tag, occs in groups.items()}
-            from proto_registry.score import Scored
 
             for t in hinted:
                 if t not in have:

@@ -10,6 +10,7 @@ twice, is a :class:`SchemaConflictError` naming both.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -186,8 +187,6 @@ def _types_from(p: Path, found: list[Path], set_types: dict[Path, int], loaded: 
 
 
 def _add_missing_well_known(loaded: LoadedFiles) -> None:
-    import importlib
-
     # Until nothing more is missing: api.proto, once added, imports type.proto and source_context.proto.
     while True:
         missing = {dep for f in loaded.files.values() for dep in f.dependency if dep not in loaded.files}

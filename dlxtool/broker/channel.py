@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dlxtool import signal_guard
+from dlxtool.broker.wire import codec
 from dlxtool.broker.wire.codec import Batch
 from dlxtool.errors import ConnectError, DlxtoolError, UnavailableError
 
@@ -260,8 +261,6 @@ class AsyncChannel:
         (dlxtool.broker.wire.codec): raw asks for the properties still encoded (bytes) and batch for runs
         (frames.fast_deliveries) — on the `pika` codec neither: BasicProperties, one by one. Callers take
         either."""
-        from dlxtool.broker.wire import codec
-
         codec.current().deliveries(self.connection, self.impl, raw=raw, batch=batch)
         tag: str = self.impl.basic_consume(queue, on_message, auto_ack=False)
         return tag

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from dlxtool import waits
 from dlxtool.broker.connection import reached
@@ -336,8 +337,6 @@ def _close_quietly(channel: Any) -> None:
 
 
 def _q(segment: str) -> str:
-    from urllib.parse import quote
-
     return quote(segment, safe="")
 
 

@@ -50,6 +50,7 @@ from typing import Any
 
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
 from dlxtool.broker.refusals import Refusal
+from dlxtool.broker.wire import codec
 
 
 class PublishAnswer(enum.Enum):
@@ -89,7 +90,6 @@ class Publisher:
         self.published = 0
         self._maybe_marked = 0     # publishes settled "maybe returned" (ties)
         self._maybe_returns = 0    # returns that landed on such ties (each is one of them, really returned)
-        from dlxtool.broker.wire import codec
 
         self._codec = codec.current()  # writes the frames (dlxtool's encoder, or pika's basic_publish)
         self.refusal: Refusal | None = None  # what the broker said when it closed the channel (closed_by_broker)

@@ -11,13 +11,15 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import click
+
 from dlxtool import render
-from dlxtool.config import BrokerProfile, Config, load_config, select_profile
-from dlxtool.errors import DlxtoolError, RefusedError
+from dlxtool.config import BrokerProfile, Config, load_config, select_profile, top_level_proto_paths
+from dlxtool.errors import ConnectError, DlxtoolError, RefusedError, VhostNotFound
 
 if TYPE_CHECKING:
     from pika.adapters.blocking_connection import BlockingConnection
@@ -151,8 +153,6 @@ class App:
 
     def _despite_config_error(self, exc: DlxtoolError) -> list[str]:
         """The config file's top-level proto_paths when the rest of it cannot be read (an offline decode)."""
-        from dlxtool.config import top_level_proto_paths
-
         found = top_level_proto_paths(self.config_file, self.env)  # raises when its proto_paths are wrong
         if found is None:
             self.warn(f"{exc.message}; decoding without it (proto_paths it may name are not loaded)")
@@ -217,7 +217,6 @@ class App:
         """"did you mean 'invoices.dlq'?" for a queue not found in `vhost`, from the management API this command
         proved for the selected broker; None where nothing is close or no such API answers."""
         from dlxtool.broker.queues import did_you_mean, names_in
-        from dlxtool.errors import DlxtoolError
 
         try:
             client = self.proven_management(self.profile())
@@ -230,8 +229,6 @@ class App:
         come from the profile's management API, which no AMQP connection can prove to be this broker's (none opens
         on a vhost that is not there): a name is said only once an AMQP connection to it opens, or is refused for
         want of permission (RabbitMQ says "not found" for a vhost that is not there), on the broker AMQP reaches."""
-        from dataclasses import replace
-
         from dlxtool.broker.management import ManagementClient
         from dlxtool.broker.queues import close_names
 
@@ -247,7 +244,6 @@ class App:
     def queue_owner(self, queue: str, vhost: str) -> str | None:
         """The connection an exclusive queue belongs to, from the management API this command proved; None where
         no such API answers or it does not say."""
-        from dlxtool.errors import DlxtoolError
         from dlxtool.ops.busy import exclusive_owner
 
         try:
@@ -337,7 +333,6 @@ class App:
         Style text that is already terminal-safe: the escape codes added here must not be escaped."""
         if not text or not self.colors(self.stderr if err else self.stdout):
             return text
-        import click
 
         return click.style(text, **styles)
 
@@ -363,7 +358,6 @@ class App:
         if not (self.stdin_is_tty() and _isatty(self.stderr)):
             raise RefusedError(f"{question} — not confirmed: no terminal to ask on",
                                hint="pass --yes to confirm, or --dry-run to see what would happen")
-        import click
 
         if not click.confirm(question, default=False, err=True):
             raise RefusedError("not confirmed; nothing was changed")
@@ -373,7 +367,6 @@ def _vhost_answers(profile: BrokerProfile) -> bool:
     """Whether the vhost of `profile` exists on its broker: an AMQP connection to it opens, or is refused for want of
     permission (not for a vhost not found)."""
     from dlxtool.broker.connection import close_quietly, connect
-    from dlxtool.errors import ConnectError, VhostNotFound
 
     try:
         conn = connect(profile)

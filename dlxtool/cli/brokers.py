@@ -8,6 +8,7 @@ import click
 
 from dlxtool.cli.app import App
 from dlxtool.cli.options import common_options
+from dlxtool.cli.output import exit_status
 from dlxtool.config import literal_password_warnings
 from dlxtool.outcome import Outcome, Status
 from dlxtool.urls import mask_any_url
@@ -101,8 +102,6 @@ def check(app: App, names: tuple[str, ...], all_: bool) -> Outcome:
     results = check_brokers(profiles)
     fmt = app.output_format()
     if fmt != "table":
-        from dlxtool.cli.output import exit_status
-
         # amqp_status: the exit code of the AMQP failure alone (3 cannot connect, 4 vhost not found)
         app.emit_json([{**r.to_json(), "amqp_status": int(exit_status(r.amqp_status)) if r.amqp_status else None}
                        for r in results], fmt)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from dlxtool.cli import cli
+
 
 @click.command()
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
@@ -18,7 +20,6 @@ def completion(shell: str) -> None:
     """
     from click.shell_completion import get_completion_class
 
-    from dlxtool.cli import cli
 
     comp_cls = get_completion_class(shell)
     assert comp_cls is not None  # the Choice above only admits shells click supports

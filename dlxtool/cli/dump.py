@@ -12,7 +12,7 @@ from typing import IO, Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.moving import duplicates_note
+from dlxtool.cli.moving import check_record_file, duplicates_note, run_moving
 from dlxtool.cli.options import (
     SELECTION_HELP,
     connection_options,
@@ -108,7 +108,6 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
            selection: Selection) -> Outcome:
     """--remove: a purge --backup (dlxtool.ops.purge.Purge, its checks and its run over the move pipeline) whose
     records are dump's (DecodingSink) and whose summary is dump's."""
-    from dlxtool.cli.moving import check_record_file, run_moving
     from dlxtool.ops.interrupts import summary_before_ctrl_c
     from dlxtool.ops.purge import DRAIN_WORDS, Purge, PurgeReport, PurgeSettings
 

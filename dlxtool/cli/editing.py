@@ -15,6 +15,7 @@ from dlxtool.cli.app import App, _isatty
 from dlxtool.editing.edits import Edits
 from dlxtool.errors import DlxtoolError, RefusedError, UsageError
 from dlxtool.outcome import Outcome, Status
+from dlxtool.render import safe_text
 
 if TYPE_CHECKING:
     from dlxtool.editing.document import Document, Reading
@@ -224,8 +225,6 @@ def _show(app: App, reading: Reading, dlq: str) -> None:
 
 def _say(app: App, text: str, **style: Any) -> None:
     """A line on stderr, made safe for the terminal (it holds message contents), then styled."""
-    from dlxtool.render import safe_text
-
     app.info("", prefix=app.style(safe_text(text), err=True, **style) if style else safe_text(text))
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.cli.app import App
+from dlxtool.render import REASON_WIDTH, shorten
 
 if TYPE_CHECKING:
     from dlxtool.conventions import Explanation
@@ -27,8 +28,6 @@ class Cells:
         self.cut = False
 
     def __call__(self, text: str | None, width: int | None = None) -> str:
-        from dlxtool.render import REASON_WIDTH, shorten
-
         if not text:
             return ""
         short = text if self.app.verbose else shorten(text, width or REASON_WIDTH)

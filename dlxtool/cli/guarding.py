@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import click
 
+from dlxtool import secrets
 from dlxtool.cli.app import App
-from dlxtool.ops.canary import BRAKE_DEFAULT, BRAKE_WINDOW, GuardSettings
+from dlxtool.ops.canary import BRAKE_DEFAULT, BRAKE_WINDOW, Guard, GuardSettings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -116,8 +118,6 @@ class Guarding:
     its outcome and its journal counts."""
 
     def __init__(self, app: App, settings: GuardSettings, journaled: Any, *, yes: bool) -> None:
-        from dlxtool.ops.canary import Guard
-
         self.app = app
         self.guard = Guard(settings, report=app, decided=journaled.decision,
                            confirm=None if yes else lambda q: app.confirm(q, yes=False))
@@ -131,10 +131,6 @@ class Guarding:
 
     def outcome(self, run: Any) -> Any:
         """The guard's outcome; a stop's hint names the command that resumes (secrets masked)."""
-        from dataclasses import replace
-
-        from dlxtool import secrets
-
         outcome = self.guard.outcome(run)
         if self.guard.guard.stopped and outcome.status.value == "stopped" and self.app.argv:
             import shlex

@@ -7,6 +7,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 import click
 
+from dlxtool.budget import human
 from dlxtool.cli.app import App
 from dlxtool.cli.options import (
     SELECTION_HELP,
@@ -19,18 +20,22 @@ from dlxtool.cli.options import (
 )
 from dlxtool.cli.reading import (
     SAFETY_HELP,
+    check_count,
     conversion_tally,
     finish_read,
     make_read_options,
     nothing_shown,
     read_options,
     read_queue,
+    sample_note,
     say_conversions,
     through_wait_queues,
     topology_note,
+    write_sample_note,
 )
 from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
+from dlxtool.render import safe_text
 from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
@@ -114,7 +119,6 @@ def history(app: App, /, queue: str | None, count: int | None, all_: bool, summa
       dlxtool dump orders.dlq --all -o dlq.jsonl && dlxtool history --from dlq.jsonl --summary
       dlxtool history orders.dlq --reason expired --older-than 1h --summary
     """
-    from dlxtool.cli.reading import check_count, sample_note, write_sample_note
     from dlxtool.ops.history import count_notes, entries, mark_copies, summarize_failures
 
     check_count(count, all_)
@@ -199,8 +203,6 @@ def _summary_bound(app: App, read: dict[str, Any]) -> int:
 
 def _more_text(app: App, read: dict[str, Any]) -> str:
     """What bounds a summary's read, for its sample note."""
-    from dlxtool.budget import human
-
     return (f"a summary reads up to --max-unacked {_summary_bound(app, read):,} messages and --max-bytes "
             f"{human(app.max_bytes)} of bodies; raise them to cover more")
 
@@ -272,7 +274,6 @@ def _from_file(app: App, name: str, allow_torn: bool) -> Iterator[MessageRecord]
 def _render_timelines(app: App, items: list[Any], empty: str = "(no messages)") -> None:
     from dlxtool.message_ids import message_name
     from dlxtool.ops.history import shown_exchange
-    from dlxtool.render import safe_text
 
     out = app.stdout
     if not items:

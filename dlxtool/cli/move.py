@@ -26,6 +26,7 @@ from dlxtool.cli.options import (
     yes_option,
 )
 from dlxtool.cli.reading import move_protocol, protocol_option
+from dlxtool.ops.conversion_check import check_conversion
 from dlxtool.ops.interrupts import summary_before_ctrl_c
 from dlxtool.outcome import Outcome
 from dlxtool.selection import Selection
@@ -137,7 +138,6 @@ def move(app: App, source: str, destination: str, target_broker: str | None, def
         question = f"Move {which} of {source!r} to {destination!r}{where}?"
         # what RabbitMQ's conversion to 0.9.1 would lose: said, refused by default (exit 6); a dry run shows it
         if check_wanted(accept_conversion_loss, plan=dry_run, protocol=protocol):
-            from dlxtool.ops.conversion_check import check_conversion
             from dlxtool.ops.peek import ReadOptions
 
             read = ReadOptions(max_unacked=app.config().dump_unacked_limit, max_bytes=app.max_bytes)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar, cast
 import click
 
 from dlxtool.cli.app import App, _isatty
+from dlxtool.render import safe_text
 
 if TYPE_CHECKING:
     from dlxtool.message_ids import MessageIds
@@ -187,7 +188,6 @@ def write_id_list(app: App, verb: str, rows: list[tuple[str, str]], total: int |
     count = len(rows) if total is None else total
     if not count:
         return
-    from dlxtool.render import safe_text
 
     shown = rows[:ID_LIST_FIRST]
     looked = " of those looked at" if sampled else ""

@@ -7,11 +7,14 @@ and after it (`dlxtool peek q --broker prod`); the callbacks store them on the A
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, overload
 
 import click
 
+from dlxtool.budget import parse_size
 from dlxtool.cli.app import App
+from dlxtool.errors import UsageError
 from dlxtool.render import FORMATS
 
 F = Callable[..., Any]
@@ -130,7 +133,6 @@ def _store_size(ctx: click.Context, param: click.Parameter, value: str | None) -
     """A size in bytes: 268435456, 256MiB, 1G, 500MB (dlxtool.budget.parse_size), stored as App.max_bytes_flag."""
     if value is None:
         return
-    from dlxtool.budget import parse_size
 
     try:
         size = parse_size(value)
@@ -263,8 +265,6 @@ def _one_reads_stdin(kwargs: dict[str, Any]) -> None:
                                             ("--not-message-ids -", "-" in kwargs.get("sel_not_id_files", ())),
                                             ("--from -", kwargs.get("from_file") == "-")) if given]
     if len(readers) > 1:
-        from dlxtool.errors import UsageError
-
         raise UsageError(f"{' and '.join(readers)}: both would read stdin", hint="give one of them a file")
 
 
@@ -293,7 +293,6 @@ def _names_from_files(app: App, files: tuple[str, ...], option: str) -> list[str
     """The message names in --message-ids / --not-message-ids FILEs (- is stdin; the caller lets one option read it)."""
     if not files:  # the common case: no file, and message_ids (hashlib) stays unloaded
         return []
-    from dlxtool.errors import UsageError
     from dlxtool.message_ids import read_id_lines
 
     names: list[str] = []
@@ -363,7 +362,6 @@ def selection_for(app: App, selection: Any, *, origin_from: str | None = None, e
     protobuf decoder for --type (where no reader decodes before selecting: replay, purge)."""
     if not selection.filters_anything:
         return selection
-    from dataclasses import replace
 
     lens = selection.lens
     if selection.explains:

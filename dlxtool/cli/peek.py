@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from dlxtool import render
 from dlxtool.cli.app import App
 from dlxtool.cli.options import (
     SELECTION_HELP,
@@ -28,6 +29,7 @@ from dlxtool.cli.reading import (
     through_wait_queues,
     topology_note,
 )
+from dlxtool.deaths import message_history, summarize
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
 
@@ -103,7 +105,6 @@ def render_table(app: App, records: list[MessageRecord], whole_body: bool, empty
                  known: tuple[Convention, ...] = (), origin_from: str | None = None, through: Any = None,
                  raw: bool = False) -> None:
     """The table, or with `whole_body` each body whole: decoded as the table decodes it (`raw`: the bytes)."""
-    from dlxtool import render
     from dlxtool.conventions import BUILT_IN
 
     if whole_body:
@@ -142,7 +143,6 @@ def explained_row(record: MessageRecord, known: tuple[Convention, ...], origin_f
     followed through its wait queue (as `history` and replay resolve it; without it the wait queue itself
     would show as the origin)."""
     from dlxtool.conventions import Message, explain
-    from dlxtool.deaths import message_history
 
     headers = record.headers if isinstance(record.headers, dict) else {}
     history = message_history(headers, through=through)
@@ -152,7 +152,6 @@ def explained_row(record: MessageRecord, known: tuple[Convention, ...], origin_f
 
 def table_row(record: MessageRecord, x: Explanation, *, dead_letter: bool = True) -> list[object]:
     from dlxtool.cli.explaining import origin_cell
-    from dlxtool.deaths import summarize
     from dlxtool.message_ids import message_name
 
     props = record.properties
@@ -207,8 +206,6 @@ def whole_body_of(record: MessageRecord, raw: bool = False) -> tuple[str, str]:
     """`peek --body`: (what the body is, the body) — the decoded message where the table's preview decodes it
     (protobuf: its JSON mapping, indented; a body cut short: where it stops, and the fields before the stop), else
     (and with `raw`) the bytes as body_text shows them."""
-    from dlxtool import render
-
     decoded = record.decoded
     if raw or not decoded or decoded.get("message") is None or not decoded.get("type"):
         stop = None if raw else stop_label(record)

@@ -19,7 +19,8 @@ from dlxtool.cli.options import (
     selection_options,
     yes_option,
 )
-from dlxtool.cli.reading import peek_safety_options
+from dlxtool.cli.reading import finish_read, make_read_options, peek_safety_options, read_queue
+from dlxtool.errors import RefusedError
 from dlxtool.outcome import OK, Outcome
 from dlxtool.selection import Selection
 
@@ -168,8 +169,6 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
 def _preview(app: App, purging: Purge, queue: str, safety: dict[str, Any], bound: int) -> str | None:
     """Before the question: what the selection selects of the first messages (peeked with peek's rules; where they
     refuse, no preview), and why the run would change nothing when it selects none of the whole queue."""
-    from dlxtool.errors import RefusedError
-
     try:
         with _peeked(app, queue, purging.peek_count(bound), safety) as records:
             preview, nothing = purging.preview(records)
@@ -193,8 +192,6 @@ def _nothing_to_do(app: App, purging: Purge, why: str) -> Outcome:
 @contextmanager
 def _peeked(app: App, queue: str, count: int, safety: dict[str, Any]) -> Iterator[Any]:
     """Up to `count` records of `queue`, read with peek's safety rules; what the read did is said after."""
-    from dlxtool.cli.reading import finish_read, make_read_options, read_queue
-
     with read_queue(app, queue, make_read_options(app, count, **safety)) as reader:
         yield reader.records()
     finish_read(app, reader)

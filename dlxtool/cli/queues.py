@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
 import click
 
-from dlxtool.broker.management import DEFAULT_DELIVERY_LIMIT_4X
+from dlxtool.broker.management import DEFAULT_DELIVERY_LIMIT_4X, ManagementClient
 from dlxtool.cli.app import App
 from dlxtool.cli.options import all_vhosts_option, common_options
 from dlxtool.config import BrokerProfile, local_profile
-from dlxtool.errors import ConnectError, PartialError
+from dlxtool.errors import ConnectError, DlxtoolError, PartialError
 from dlxtool.ops import queue_flags as qf
 from dlxtool.ops.queues import (
     SORT_KEYS,
@@ -149,11 +150,6 @@ def queues(app: App, flags: tuple[str, ...], match: str | None, min_messages: in
 def _other_vhosts(app: App, profile: BrokerProfile, identity: IdentityCheck) -> None:
     """No queue in the profile's vhost: say which vhosts have queues, where the API lists them (a user given no
     config reads `/`, and the queues may all be elsewhere)."""
-    from collections import Counter
-
-    from dlxtool.broker.management import ManagementClient
-    from dlxtool.errors import DlxtoolError
-
     try:
         client = ManagementClient.for_profile(profile)
         identity(profile, client)

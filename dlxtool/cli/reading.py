@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.options import max_bytes_option
+from dlxtool.cli.options import max_bytes_option, record_decoder
 from dlxtool.errors import UsageError
 
 if TYPE_CHECKING:
@@ -143,7 +143,6 @@ def read_queue(app: App, queue: str, opts: ReadOptions,
                decode_if: Callable[[MessageRecord], bool] | None = None) -> Iterator[QueueReader]:
     """Open, check and report; yield the reader. Call finish_read(app, reader) after the output.
     `decode_if`: which records the output needs decoded (default: all of them)."""
-    from dlxtool.cli.options import record_decoder
     from dlxtool.ops.peek import prepare_read
 
     profile = app.profile()

@@ -29,10 +29,18 @@ from dlxtool.cli.options import (
     selection_options,
     yes_option,
 )
-from dlxtool.cli.reading import make_read_options, move_protocol, peek_safety_options, protocol_option
+from dlxtool.cli.reading import (
+    make_read_options,
+    move_protocol,
+    peek_safety_options,
+    protocol_option,
+    sample_note,
+    write_sample_note,
+)
 from dlxtool.errors import UsageError
 from dlxtool.ops.canary import GuardSettings
 from dlxtool.ops.interrupts import summary_before_ctrl_c
+from dlxtool.ops.transfer_settings import TransferOptions
 from dlxtool.outcome import Outcome
 from dlxtool.selection import Selection
 
@@ -237,7 +245,6 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
     from dlxtool.ops import replay as ops
     from dlxtool.ops.replay_decision import EditTargets, ReplaySettings
     from dlxtool.ops.session import MoveSession
-    from dlxtool.ops.transfer_settings import TransferOptions
 
     if default_exchange and keep_routing_key:
         raise UsageError("--default-exchange and --keep-routing-key contradict each other",
@@ -369,7 +376,6 @@ def _render_plan(app: App, plan: Any, vhost: str | None = None) -> None:
 
 def _plan_footer(app: App, plan: Any) -> None:
     """Under the table, not only on stderr: the counts above are of a sample when the DLQ was bigger."""
-    from dlxtool.cli.reading import sample_note, write_sample_note
     from dlxtool.ops.peek import Coverage
 
     write_sample_note(app, sample_note(Coverage(plan.looked_at, plan.snapshot, plan.sampled),

@@ -26,7 +26,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlxtool.amqp_values import encode_field_value, raw_with_value
-from dlxtool.editing.bodies import MARKER, BodyError, BodyView, RegistryLoader, SchemaError, json_text, parse_json
+from dlxtool.editing.bodies import (
+    MARKER,
+    BodyError,
+    BodyView,
+    RegistryLoader,
+    SchemaError,
+    json_text,
+    parse_json,
+    same_json,
+    view_body,
+)
 from dlxtool.editing.edits import Edited
 from dlxtool.errors import UsageError
 from dlxtool.record import PROPERTY_NAMES, MessageRecord, decode_value, tag_name, tag_table, untag_name, untag_table
@@ -244,8 +254,6 @@ def _object(part: _Part, where: str, errors: list[str]) -> dict[str, Any] | None
 def _changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """(names set or changed, names removed): compared in the record form, so an untouched value stays the
     delivery's own (whatever JSON can or cannot say of it)."""
-    from dlxtool.editing.bodies import same_json
-
     changed = [k for k, v in after.items() if k not in before or not same_json(before[k], v)]
     return changed, [k for k in before if k not in after]
 
@@ -331,8 +339,6 @@ def _diff(shown: Shown, parts: dict[str, _Part], total: int) -> list[str]:
 
 def build(records: Iterable[tuple[MessageRecord, str]], title: str, registry: RegistryLoader) -> Document:
     """The document of `records` (each with its fingerprint), in their order."""
-    from dlxtool.editing.bodies import view_body
-
     shown = [Shown(n, record, fingerprint, view_body(record.body, record.properties, record.headers, registry),
                    {k: tag_name(v) for k, v in record.properties.items()}, tag_table(record.headers or {}))
              for n, (record, fingerprint) in enumerate(records, 1)]

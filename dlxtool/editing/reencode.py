@@ -26,6 +26,7 @@ from dlxtool.editing.bodies import (
 )
 from dlxtool.errors import UsageError
 from dlxtool.record import MessageRecord
+from proto_registry.hints import unframe
 
 
 class Reencoder:
@@ -60,8 +61,6 @@ class Reencoder:
         return None if before is not None and same_json(before, value) else compact_json(value)
 
     def _protobuf(self, data: bytes, type_name: str, value: object, where: str) -> bytes | None:
-        from proto_registry.hints import unframe
-
         registry = self.registry()
         if registry is None:
             raise UsageError(f"{where}: decoded.type is {type_name!r}, and no protobuf schemas are loaded",

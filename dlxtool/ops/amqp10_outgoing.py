@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlxtool.amqp10_message import Amqp10Message, Body, Typed, encode_message
 from dlxtool.amqp10_view import PROVENANCE_ANNOTATION, annotation_header, header_value
+from dlxtool.amqp_values import RawValue
 from dlxtool.ops.provenance import PROVENANCE_HEADER
 from dlxtool.ops.stay import Stay, Why
 
@@ -129,8 +130,6 @@ def _body_words(body: Body) -> str:
 def typed(value: Any) -> Typed:
     """A header value as dlxtool writes it (the provenance: text, whole numbers, times, tables, lists) as an AMQP 1.0
     value; the 1.0 view reads it back as the same header value (header_value)."""
-    from dlxtool.amqp_values import RawValue
-
     if isinstance(value, RawValue):
         value = value.value
     if value is None:

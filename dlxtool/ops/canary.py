@@ -32,12 +32,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from dlxtool.broker.connection import connect
+from dlxtool.broker.queues import ready
+from dlxtool.errors import RefusedError
 from dlxtool.message_ids import MessageIds, message_name
 from dlxtool.ops.actions import Action, Decide, Decision
 from dlxtool.ops.engine import BEYOND_LIMIT
+from dlxtool.ops.interrupts import received
 from dlxtool.ops.stay import Stay, Why
 from dlxtool.ops.tap import Death, Tap, TapUnavailable, dlq_bindings, failure_of
 from dlxtool.ops.transfer_settings import PassControl
+from dlxtool.outcome import Outcome, Status
 
 if TYPE_CHECKING:
     from dlxtool.ops.pipeline import MoveRun as ReplayRun
@@ -268,8 +273,6 @@ class Guard:
 
     def check(self, replay: Replay) -> None:
         """Before anything is read: a canary needs a tap; where the DLQ's bindings say none can be made, refused."""
-        from dlxtool.errors import RefusedError
-
         if not self.settings.wants_canary:
             return
         why = self._tap_refusal(replay)[0]
@@ -304,8 +307,6 @@ class Guard:
         source = replay.session.source
         why, bindings = self._tap_refusal(replay)
         if why is None:
-            from dlxtool.broker.connection import connect
-
             profile = source.profile
             assert profile is not None
             tap = Tap(lambda: connect(profile), bindings, replay.settings.source, {self.canary_run, self.main_run},
@@ -363,8 +364,6 @@ class Guard:
     # -- the run ------------------------------------------------------------------------------------------------
 
     def run(self, replay: Replay, options: TransferOptions) -> ReplayRun:
-        from dlxtool.errors import RefusedError
-
         s = self.settings
         if s.watches:
             self._open_tap(replay)
@@ -430,8 +429,6 @@ class Guard:
         return self._combined(canary_run, run)
 
     def _canary(self, replay: Replay, options: TransferOptions) -> ReplayRun:
-        from dlxtool.broker.queues import ready
-
         s = self.settings
         source = replay.session.source
         depth = ready(source.conn, replay.settings.source, source.timeout) or 0
@@ -474,8 +471,6 @@ class Guard:
     def _watch(self, run: ReplayRun, size: int, picker: CanaryPicker, replay: Replay) -> CanaryVerdict:
         """Wait until every canary died again or its origin held no ready message for `grace` s, at most
         canary_wait s. Ctrl-C ends the wait (the run stops as after a failed canary)."""
-        from dlxtool.broker.queues import ready
-
         s = self.settings
         to = replay.session.to
         moved = run.result.moved_total
@@ -539,8 +534,6 @@ class Guard:
 
     def outcome(self, run: ReplayRun) -> Any:
         """The run's Outcome: STOPPED where the canary or the brake stopped it, else the replay's own."""
-        from dlxtool.outcome import Outcome, Status
-
         g = self.guard
         if g.stopped == "canary" and g.canary is not None:
             c = g.canary
@@ -572,8 +565,6 @@ class Guard:
 
 def _signalled() -> bool:
     """A stop signal (Ctrl-C, SIGTERM, SIGHUP) came while no engine ran (the canary's wait): the run stops there."""
-    from dlxtool.ops.interrupts import received
-
     return received() is not None
 
 

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from dlxtool.errors import DlxtoolError, ManagementMismatch
 from dlxtool.ops.routes import ANY_KEY, Key, Router
 
 
@@ -276,8 +277,6 @@ def unpredicted(router: Router, queue: str, came_from: Mapping[tuple[str, tuple[
 def _leads_to(router: Router, source: str, keys: tuple[str, ...] | None, target: str) -> bool | None:
     """Whether `source`'s dead-letter route reaches `target` for messages with `keys` (None: any key), or None when
     that cannot be told."""
-    from dlxtool.errors import DlxtoolError, ManagementMismatch
-
     try:
         info = router.queue(source)
         if info is None or not info.policies_known:

@@ -57,12 +57,12 @@ from typing import TYPE_CHECKING
 
 from dlxtool.broker import queues
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
-from dlxtool.broker.connection import blocked, heartbeat_of
+from dlxtool.broker.connection import blocked, describe_failure, heartbeat_of, is_connection_failure
 from dlxtool.broker.giveback import close_channel
 from dlxtool.broker.publisher import PublishAnswer, Publisher
 from dlxtool.broker.refusals import Refusal
 from dlxtool.broker.wire.frames import EncodeError, decode_properties
-from dlxtool.budget import PrefetchWindow
+from dlxtool.budget import PrefetchWindow, human
 from dlxtool.errors import ConnectError, DlxtoolError, UnavailableError
 from dlxtool.ops.actions import Action as Action
 from dlxtool.ops.actions import Decide as Decide
@@ -488,7 +488,6 @@ class Transfer:
         if window is None or window.size is None or self.hooks.report is None or self.prefetch >= window.ceiling \
                 or self.prefetch >= self._said_window:
             return
-        from dlxtool.budget import human
 
         self._said_window = self.prefetch
         self.hooks.report.detail(f"bodies of up to about {human(window.size)}: {self.prefetch} message(s) held at once "
@@ -974,14 +973,10 @@ def _fewer_gc_passes(young: int = 20_000) -> Iterator[None]:
 
 
 def _is_connection_error(exc: BaseException) -> bool:
-    from dlxtool.broker.connection import is_connection_failure
-
     return is_connection_failure(exc)
 
 
 def describe_error(exc: BaseException) -> str:
     """One line for a transfer summary: what the broker said, or that the connection was lost (never pika's
     class names), or the local error's text."""
-    from dlxtool.broker.connection import describe_failure
-
     return describe_failure(exc)

@@ -31,9 +31,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from dlxtool.broker.connection import heartbeat_for
 from dlxtool.errors import DlxtoolError, NotFoundError, UnavailableError
 from dlxtool.ops.actions import Action, Decide, Decision
 from dlxtool.ops.engine import describe_error
@@ -42,6 +43,7 @@ from dlxtool.ops.stay import Stay, Why
 from dlxtool.ops.transfer_pace import ReadPace
 from dlxtool.ops.transfer_result import Progress, TransferResult
 from dlxtool.ops.transfer_settings import PassControl, RunHooks, TransferOptions
+from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
     from dlxtool.broker.amqp10.connection import Amqp10Connection
@@ -161,7 +163,6 @@ class Amqp10Transfer:
 
     def _handle(self, delivery: Delivery) -> None:
         from dlxtool.amqp10_message import Amqp10Error
-        from dlxtool.record import MessageRecord
 
         try:
             record = MessageRecord.from_amqp10(self.source, delivery.raw, position=delivery.position)
@@ -250,8 +251,6 @@ class Amqp10Transfer:
                 refused.append((sent, _refused(said, sent.sender.address)))
         sink = self.opts.sink
         if sink is not None and taken:
-            from dataclasses import replace
-
             from dlxtool.amqp10_message import parse_message
 
             for sent in taken:  # the record as sent: its 0.9.1 view, and the AMQP 1.0 message whole (amqp10)
@@ -323,7 +322,6 @@ class Amqp10Transfer:
                 pass
         self.result.held_when_lost = held
         if held:  # the broker returns them when it sees the connection go: a half-open one, by its heartbeat
-            from dlxtool.broker.connection import heartbeat_for
 
             self.result.given_back_by = time.time() + 2 * heartbeat_for(self.conn.profile.timeout)
 

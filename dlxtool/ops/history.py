@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlxtool.conventions import BUILT_IN, Convention, Explanation, Message, Route, explain
 from dlxtool.deaths import Death, MessageHistory, Origin, iso, message_history
+from dlxtool.errors import DlxtoolError, ManagementMismatch
 from dlxtool.failures import FailureKey, failure_key
 from dlxtool.json_shapes import is_object
 from dlxtool.record import MessageRecord
@@ -119,8 +120,6 @@ def wait_queue_origins(mgmt: Management, vhost: str, dlq: str,
 def delivery_limits(mgmt: Management, vhost: str) -> Callable[[str], int | None]:
     """delivery_limit for `entries`: each queue's limit in effect now (arguments, policy, the version's default),
     asked once per queue; None for a queue that is gone, not a quorum queue, or an API that cannot answer."""
-    from dlxtool.errors import DlxtoolError, ManagementMismatch
-
     known: dict[str, int | None] = {}
 
     def limit(queue: str) -> int | None:

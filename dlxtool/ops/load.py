@@ -30,19 +30,23 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
+from dlxtool.amqp_values import rabbitmq_refuses
 from dlxtool.broker.channel import IDLE_WAIT
 from dlxtool.broker.connection import blocked
 from dlxtool.broker.publisher import PublishAnswer, Publisher
 from dlxtool.broker.queues import did_you_mean, names_in
-from dlxtool.broker.wire.frames import EncodeError, basic_properties
+from dlxtool.broker.wire.frames import EncodeError, basic_properties, encode_for_publish
+from dlxtool.budget import PrefetchWindow
 from dlxtool.errors import UnavailableError, UsageError
 from dlxtool.json_shapes import is_object
 from dlxtool.message_ids import MessageIds
+from dlxtool.ops import capacity
 from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.engine import describe_error
 from dlxtool.ops.interrupts import sigint_as_stop, signals_as_stop
 from dlxtool.ops.outcomes import counted, refusal
 from dlxtool.ops.record_files import Sink, iter_records
+from dlxtool.ops.routes import Routes, TemporaryExchanges, usable_router
 from dlxtool.ops.stay import Stay, Why, answers
 from dlxtool.ops.transfer_result import Progress
 from dlxtool.outcome import OK, Outcome, Status
@@ -187,9 +191,6 @@ def scan(open_stream: Opener, settings: LoadSettings) -> LoadPlan:
 def _check_encodes(record: MessageRecord, headers: dict[str, Any], where: str) -> None:
     """Refuse a file with a record AMQP cannot carry before anything is published (frame size is checked
     per message at publish time: it depends on the connection)."""
-    from dlxtool.amqp_values import rabbitmq_refuses
-    from dlxtool.broker.wire.frames import encode_for_publish
-
     refused = rabbitmq_refuses(headers)
     if refused is not None:
         raise UsageError(f"{where}: header {refused!r} holds an AMQP short-int of kind 'U', which RabbitMQ does "
@@ -221,8 +222,6 @@ def load(conn: AmqpConnection, open_stream: Opener, settings: LoadSettings, *, t
     settings.allow_dlx_drop; dlxtool.ops.routes.Routes). The temporary exchanges are deleted on the
     publishing channel right after the last publish (no round trip, and ordered after the publishes): work
     between the run and its summary would let a second stop signal cut the summary off."""
-    from dlxtool.ops.routes import TemporaryExchanges
-
     exchanges = None if settings.default_exchange else TemporaryExchanges(conn, timeout, "load")
     routes = load_routes(settings, exchanges, management, vhost)
     try:
@@ -238,8 +237,6 @@ def load(conn: AmqpConnection, open_stream: Opener, settings: LoadSettings, *, t
 
 def load_routes(settings: LoadSettings, exchanges: Callable[[str], str | None] | None,
                 management: ManagementClient | None, vhost: str) -> Routes:
-    from dlxtool.ops.routes import Routes, usable_router
-
     return Routes(settings.default_exchange, exchanges=exchanges, router=usable_router(management, vhost),
                   allow_drop=settings.allow_dlx_drop)
 
@@ -393,8 +390,6 @@ def publish_records(conn: AmqpConnection, items: Iterable[tuple[str, str, bytes,
 
     `max_bytes`: publish only while the bodies awaiting a confirm fit in it, each counted twice (its record is held
     until it settles, and its frames until they are written: PrefetchWindow.COPIES); one is always let through."""
-    from dlxtool.budget import PrefetchWindow
-
     pub = Publisher(conn, window=window, timeout=timeout)
     blocked_since: list[float] = []
     in_flight: dict[int, int] = {}  # id(token) -> its body's size, until it settles
@@ -459,8 +454,6 @@ class Load:
 
     def __init__(self, session: Session, open_stream: Opener, settings: LoadSettings, report: Reporter, *,
                  dry_run: bool) -> None:
-        from dlxtool.ops import capacity
-
         self.session, self.open_stream, self.settings = session, open_stream, settings
         plan = self.plan = scan(open_stream, settings)
         for where in plan.torn:

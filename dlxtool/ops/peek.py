@@ -47,7 +47,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from dlxtool.broker import queues
 from dlxtool.broker.giveback import QUORUM_RETURN_CHUNK, HeldGets, close_channel, give_back_quorum_gets
+from dlxtool.budget import human
 from dlxtool.errors import (
     DlxtoolError,
     ManagementMismatch,
@@ -178,7 +180,6 @@ def queue_facts(profile: BrokerProfile, name: str, *, management: Callable[[], M
                 channel: BlockingChannel, conn: AmqpConnection | None = None) -> QueueFacts:
     """Type, limit and counts: management API first, AMQP for what it cannot tell or when it is down. `conn`:
     the connection (its version keys the give-back rules; the AMQP type probe runs on a channel of it)."""
-    from dlxtool.broker import queues
     from dlxtool.broker.versions import server_version
 
     counted = queues.counts(channel, name, profile.vhost, management)
@@ -221,8 +222,6 @@ def _facts_from_info(info: QueueInfo, ready: int, consumers: int) -> QueueFacts:
 
 def _facts_without_management(profile: BrokerProfile, name: str, ready: int, consumers: int,
                               why: str, conn: AmqpConnection | None = None) -> QueueFacts:
-    from dlxtool.broker import queues
-
     qtype = queues.probe_type(profile, name, conn=conn)  # a throwaway channel: a refusal closes that channel only
     # why: "management API at URL not reachable: …" / "… not used: could not prove that it answers for …"
     missing = [why if why.startswith("management API") else f"management API not used ({why})",
@@ -379,8 +378,6 @@ def _check_quorum_uncounted(facts: QueueFacts, opts: ReadOptions) -> list[str]:
 
 
 def _human_bytes(n: float) -> str:
-    from dlxtool.budget import human
-
     return human(n)
 
 
@@ -845,8 +842,6 @@ class QueueReader:
     def _budget_error(self) -> PartialError:
         """The read stopped at the byte budget: partial (exit 5), as a read cut short by --max-unacked is: what was
         shown is right, there is more than was shown."""
-        from dlxtool.budget import human
-
         assert self.over_budget is not None and self.opts.max_bytes is not None
         position, size = self.over_budget
         asked = f" of the {self.opts.count} asked for" if self.opts.count is not None else ""

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.amqp10_message import Amqp10Error
-from dlxtool.errors import DlxtoolError, PartialError
-from dlxtool.ops.peek import QueueFacts, QueueReader, ReadOptions, no_decode
+from dlxtool.errors import DlxtoolError, PartialError, UsageError
+from dlxtool.ops.peek import QueueFacts, QueueReader, ReadOptions, check_read, no_decode, queue_facts
 from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
@@ -141,9 +141,6 @@ def prepare_read_amqp10(conn: AmqpConnection, amqp10: Amqp10Connection, profile:
                         ) -> tuple[QueueReader, list[str]]:
     """prepare_read for AMQP 1.0: facts over the 0.9.1 connection `conn` (passive declare, management API), the
     checks under the 1.0 give-back's costs, and a reader on `amqp10`."""
-    from dlxtool.errors import UsageError
-    from dlxtool.ops.peek import check_read, queue_facts
-
     channel = conn.channel()
     facts = queue_facts(profile, name, management=management, channel=channel, conn=conn)
     if facts.type == "stream":

@@ -32,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
+from dlxtool.broker.connection import close_quietly, connect
+from dlxtool.budget import average_body
 from dlxtool.ops.engine import Transfer
 from dlxtool.ops.outcomes import depths_now, transfer_outcome
 from dlxtool.ops.routes import TemporaryExchanges
@@ -181,8 +183,6 @@ def finished(session: MoveSession, policy: MovePolicy, result: TransferResult,
 
 
 def _average_body(info: QueueInfo | None) -> int | None:
-    from dlxtool.budget import average_body
-
     return average_body(info.raw) if info is not None else None
 
 
@@ -195,15 +195,11 @@ class _Publishing:
     opened: tuple[AmqpConnection, ...] = ()
 
     def close(self) -> None:
-        from dlxtool.broker.connection import close_quietly
-
         for conn in self.opened:
             close_quietly(conn)  # a blocked one is dropped, not waited on
 
 
 def _publishing_connections(session: MoveSession) -> _Publishing:
-    from dlxtool.broker.connection import connect
-
     source = session.source
     if source.profile is None:  # a caller with a connection only (tests of the ops layer)
         return _Publishing(session.target_conn, None)

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from dlxtool.broker import queues
+from dlxtool.broker.queues import now
 from dlxtool.errors import NotFoundError, RefusedError, UsageError
 from dlxtool.ops import pipeline
 from dlxtool.ops.pipeline import MovePolicy, MoveRun, Prepared, finished
@@ -39,9 +41,7 @@ def run_move_over(session: MoveSession, policy: MovePolicy, options: TransferOpt
 def run_move_amqp10(session: MoveSession, policy: MovePolicy, options: TransferOptions,
                     prepared: Prepared | None = None) -> MoveRun:
     """Run `policy` over its source on `session`, over AMQP 1.0 (the module docstring)."""
-    from dlxtool.broker import queues
     from dlxtool.broker.amqp10.connection import open_connection
-    from dlxtool.broker.queues import now
     from dlxtool.ops.engine_amqp10 import Amqp10Transfer
 
     prepared = prepared or Prepared()

@@ -33,11 +33,13 @@ from dlxtool.broker import queues, versions
 from dlxtool.broker.management import ManagementClient, QueueInfo, sampled_text
 from dlxtool.errors import DlxtoolError, ManagementMismatch, QueueNotFound, RefusedError, UnavailableError, UsageError
 from dlxtool.message_ids import MessageIds, message_name
+from dlxtool.ops import capacity
 from dlxtool.ops.actions import Action, Decision
 from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.held import HELD_HINT, held_elsewhere, reclaim_dead_runs
 from dlxtool.ops.outcomes import depths_now, transfer_outcome
-from dlxtool.ops.routes import Router, Routes, usable_router
+from dlxtool.ops.routes import Router, Routes, route_hint, usable_router
+from dlxtool.ops.session import MoveSession, Session
 from dlxtool.outcome import OK, Outcome
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
@@ -246,7 +248,6 @@ def run_reading_purge(conn: AmqpConnection, settings: PurgeSettings, options: Tr
     engine's TransferResult. `router`: the management API's routing answers, for --move-to's dead-letter checks
     (None: they cannot be made: nothing moves unless allow_dlx_drop)."""
     from dlxtool.ops.pipeline import run_move
-    from dlxtool.ops.session import MoveSession, Session
 
     run = run_move(MoveSession(Session(conn, "/", "", timeout)), PurgePolicy(settings, router), options)
     run.clean_up()
@@ -463,7 +464,6 @@ class Purge:
             out.depths = depths_now([(session.conn, [settings.queue])], session.timeout)
             return out
         from dlxtool.ops.pipeline import Prepared, run_move
-        from dlxtool.ops.session import MoveSession
         from dlxtool.ops.transfer_settings import TransferOptions
 
         policy = PurgePolicy(settings, self.router, what=self.words.verb, saved=settings.backup)
@@ -484,7 +484,6 @@ class Purge:
         return out
 
     def _prepare_reading(self, dry_run: bool) -> None:
-        from dlxtool.ops import capacity
         from dlxtool.ops.busy import check_not_busy
 
         session, settings, out, report = self.session, self.settings, self.out, self.report
@@ -548,8 +547,6 @@ class Purge:
 def _refuse_unsafe_route(settings: PurgeSettings, router: Router | None) -> None:
     """Before anything is read: refused (exit 6) when no message could go to --move-to whatever its routing key
     (its route is not safe, or cannot be checked without the management API)."""
-    from dlxtool.ops.routes import route_hint
-
     stays = move_routes(settings, None, router).for_every_key(settings.move_to) if settings.move_to else None
     if stays is not None:
         raise RefusedError(f"nothing would be moved: {stays}", hint=route_hint([stays.kind]))

@@ -14,13 +14,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from dlxtool.broker.queues import exchange_exists
-from dlxtool.conventions import Route
-from dlxtool.errors import DlxtoolError, RefusedError
+from dlxtool.broker import queues
+from dlxtool.broker.queues import exchange_exists, now
+from dlxtool.conventions import Route, check_origin_from
+from dlxtool.errors import ConnectError, DlxtoolError, RefusedError
 from dlxtool.message_ids import message_name
 from dlxtool.ops.actions import Action
 from dlxtool.ops.alarms import check_alarms
-from dlxtool.ops.capacity import Capacity, Rooms, full_reason
+from dlxtool.ops.capacity import Capacity, Rooms, full_reason, rooms
 from dlxtool.ops.exchange_routes import ExchangeTargets, Reach
 from dlxtool.ops.pipeline import MoveRun, Prepared, run_move
 from dlxtool.ops.provenance import PROVENANCE_HEADER as PROVENANCE_HEADER
@@ -203,8 +204,6 @@ class Replay:
 
     def __init__(self, session: ReplaySession, settings: ReplaySettings, report: Reporter, *,
                  dry_run: bool = False) -> None:
-        from dlxtool.conventions import check_origin_from
-
         check_origin_from(settings.origin_from, settings.conventions)  # before anything is read
         if session.to.profile is not None:  # who publishes: a user_id property of another user is refused
             settings = replace(settings, publisher=session.to.profile.username, impersonator=impersonator(session.to))
@@ -224,8 +223,6 @@ class Replay:
         check_alarms(session.to, report, "replayed")
         self.keep_refused = check_publish_rights(session, settings)
         if session.rooms is None:
-            from dlxtool.ops.capacity import rooms
-
             to = session.to
             session.rooms = rooms(to.conn, to.management, to.vhost, to.timeout,
                                   role="--to queue" if settings.to_queue else "origin",
@@ -334,7 +331,6 @@ def plan_for(session: ReplaySession, settings: ReplaySettings, report: Reporter,
     """The plan, from the first messages of the DLQ read as `peek` reads them (dlxtool.ops.peek: the same rules and
     refusals for every queue type and broker version, the same flags in `read`: --spend-attempts, --allow-reorder,
     --max-unacked), at most `read.max_unacked` of them (default: the session's plan_limit)."""
-    from dlxtool.errors import ConnectError
     from dlxtool.ops.peek import ReadOptions, prepare_read
 
     source, to = session.source, session.to
@@ -397,7 +393,6 @@ def _wait_router(source: Session) -> Router | None:
     consumer count comes from the broker now (a passive declare), not the API's sample of up to 5 s ago."""
     if source.management is None:
         return None
-    from dlxtool.broker.queues import now
 
     def consumers_now(queue: str) -> int | None:
         counted = now(source.conn, queue, source.timeout)
@@ -455,8 +450,6 @@ def replay(source_conn: AmqpConnection, settings: ReplaySettings, options: Trans
     """The replay pass on bare connections (the ops layer's tests; `Replay` checks and prepares first): the engine's
     TransferResult. Without `routes`, nothing is asked of a management API; with `rooms`, a message whose origin has
     no room left stays in the DLQ."""
-    from dlxtool.ops.session import Session
-
     session = MoveSession(Session(source_conn, "/", "", timeout),
                           Session(target_conn, "/", "", timeout) if target_conn is not None else None, rooms=rooms)
     run = run_move(session, ReplayPolicy(settings, routes=routes), options)
@@ -554,6 +547,4 @@ def _plan_exchange(origin: OriginPlan, reach: Reach, rooms: Rooms | None) -> Non
 
 def queue_exists(conn: AmqpConnection, queue: str, timeout: float = 30.0) -> bool:
     """Passive declare on a throwaway channel (a missing queue closes the channel it is asked on)."""
-    from dlxtool.broker import queues
-
     return queues.exists(conn, queue, timeout)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlxtool import waits
 from dlxtool.broker.management import QueueInfo
-from dlxtool.errors import RefusedError
+from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, QueueNotFound, RefusedError, UnavailableError
 from dlxtool.ops.replay_decision import ReplaySettings
 from dlxtool.ops.session import Reporter, Session
 
@@ -19,8 +19,6 @@ if TYPE_CHECKING:
 def impersonator(target: Session) -> bool | None:
     """Whether the user may publish a user_id property that is not its own (the impersonator tag, from the
     management API's whoami); None where that cannot be read."""
-    from dlxtool.errors import DlxtoolError
-
     if target.management is None:
         return None
     try:
@@ -34,7 +32,6 @@ def check_to_queue(session: ReplaySession, name: str) -> None:
     """--to names a queue that must exist: one that does not is "not found" (exit 4), said before anything is read,
     with the names closest to it where the DLQ's broker is the one asked (another broker's names would mislead)."""
     from dlxtool.broker import queues
-    from dlxtool.errors import QueueNotFound
 
     to = session.to
     try:
@@ -90,7 +87,6 @@ def queue_info(source: Session, dlq: str, report: Reporter) -> QueueInfo | None:
     """The DLQ's type and limits from the management API (None when unreachable); refuses a stream and a
     drop-head length limit (keeping messages republishes them to the tail)."""
     from dlxtool.broker import queues
-    from dlxtool.errors import ConnectError, ManagementMismatch
     from dlxtool.ops.held import HELD_HINT, held_elsewhere, reclaim_dead_runs
 
     channel = source.conn.channel()
@@ -116,7 +112,6 @@ def queue_info(source: Session, dlq: str, report: Reporter) -> QueueInfo | None:
     if info.type == "stream":
         raise RefusedError(f"{dlq!r} is a stream: messages cannot be removed from it, so it cannot be replayed",
                            hint="consume it with a stream consumer and publish with `dlxtool load`")
-    from dlxtool.errors import UnavailableError
     from dlxtool.ops.busy import check_not_busy
 
     competing = check_not_busy(info, source.management, "replayed", counted.consumers)
@@ -142,7 +137,6 @@ def settled_quorum_counts(source: Session, dlq: str, info: QueueInfo, counted: A
     figures for it (a new leader) or says it holds messages, ask again for up to two seconds; still nothing and
     no figures: not now (exit 7)."""
     from dlxtool.broker import queues
-    from dlxtool.errors import UnavailableError
 
     unknown = info.raw.get("messages") is None
     if not unknown and not info.raw.get("messages"):
@@ -181,8 +175,6 @@ def refuse_unread_dlq_limits(source: Session, settings: ReplaySettings) -> None:
 
 def check_target_management(session: ReplaySession, report: Reporter) -> None:
     """Another broker's management API is asked once here: unreachable, it is not asked per target later."""
-    from dlxtool.errors import ConnectError
-
     target = session.target
     if target is None or target.management is None:
         return

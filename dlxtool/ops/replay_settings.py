@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from dlxtool.conventions import BUILT_IN, X_DEATH, Convention, fast_path_triggers
+from dlxtool.conventions import BUILT_IN, X_DEATH, Convention, fast_path_triggers, may_be_dramatiq
 from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
@@ -54,8 +54,6 @@ def per_message(declines: Callable[[ReplaySettings], Declines | None], why: str)
 
 
 def _dramatiq_bodies(settings: ReplaySettings) -> Declines | None:
-    from dlxtool.conventions import may_be_dramatiq
-
     return (lambda _props, body: may_be_dramatiq(body)) if settings.reset_body_retries else None
 
 

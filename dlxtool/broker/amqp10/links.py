@@ -21,7 +21,7 @@ from typing import Any
 from dlxtool.amqp10_message import Typed, encode_value
 from dlxtool.broker.amqp10.connection import Amqp10Connection, describe_condition, failure
 from dlxtool.broker.amqp10.outcomes import DeliveryState
-from dlxtool.errors import ConnectError, DlxtoolError
+from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError
 
 
 @dataclass
@@ -122,8 +122,6 @@ class HeadReader:
         said = self.events.closed_by_broker
         if said is not None:
             if "amqp:not-found" in said:
-                from dlxtool.errors import NotFoundError
-
                 raise NotFoundError(f"the broker said: {said}")
             raise DlxtoolError(f"the broker detached the reader of {self.address}: {said}")
 
@@ -259,8 +257,6 @@ class Sender:
         said = self.events.closed_by_broker
         if said is not None:
             if "amqp:not-found" in said:
-                from dlxtool.errors import NotFoundError
-
                 raise NotFoundError(f"the broker said: {said}")
             raise ConnectError(f"the broker detached the sender to {self.address}: {said}",
                                hint="nothing is lost: a message without an `accepted` outcome stays where it was")
