@@ -44,6 +44,7 @@ from urllib.parse import quote
 from dlxtool.broker.management import ManagementClient, is_probe_queue, queue_path
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError
+from dlxtool.json_shapes import is_array, is_object
 from dlxtool.ops.dead_letter_roles import Listings, needs_keys
 from dlxtool.ops.queue_flags import FLAGS, QueueRow, flag_rows, row_from_api
 
@@ -85,11 +86,11 @@ class BrokerResult:
 
     broker: str
     management_url: str | None
-    rows: list[QueueRow] = field(default_factory=list)
+    rows: list[QueueRow] = field(default_factory=list[QueueRow])
     error: DlxtoolError | None = None
     nodes: dict[str, bool] | None = None  # the cluster's nodes and whether each runs (None: the API would not say)
     # A cluster profile's node APIs that did not answer before this one did (masked URL: why), in the order tried
-    passed_over: list[str] = field(default_factory=list)
+    passed_over: list[str] = field(default_factory=list[str])
 
     @property
     def down_nodes(self) -> list[str]:
@@ -248,7 +249,7 @@ def _survey_through(profile: BrokerProfile, vhost: str | None,
     return result
 
 
-ConsumerLists = tuple[list[Any], list[Any]]
+ConsumerLists = tuple[list[dict[str, Any]], list[dict[str, Any]]]
 
 
 def _consumer_lists(client: ManagementClient, vhost: str | None) -> ConsumerLists | None:
@@ -260,7 +261,7 @@ def _consumer_lists(client: ManagementClient, vhost: str | None) -> ConsumerList
         named = client.get(connections, **by_name)
     except DlxtoolError:
         return None
-    return ([c for c in listed or [] if isinstance(c, dict)], [c for c in named or [] if isinstance(c, dict)])
+    return ([c for c in listed or () if is_object(c)], [c for c in named or () if is_object(c)])
 
 
 def _consumers_query(vhost: str | None) -> tuple[str, dict[str, str]]:
@@ -289,7 +290,7 @@ def _count_real_consumers(lists: ConsumerLists | None, rows: Sequence[QueueRow])
     for consumer in listed:
         queue = consumer.get("queue")
         channel = consumer.get("channel_details")
-        if not isinstance(queue, dict) or (isinstance(channel, dict) and channel.get("connection_name") in ours):
+        if not is_object(queue) or (is_object(channel) and channel.get("connection_name") in ours):
             continue
         counts[(str(queue.get("vhost")), str(queue.get("name")))] += 1
     for row in rows:
@@ -306,7 +307,7 @@ def _nodes(client: ManagementClient) -> dict[str, bool] | None:
         raise
     except DlxtoolError:
         return None
-    return {str(r.get("name")): bool(r.get("running")) for r in rows or [] if isinstance(r, dict)}
+    return {str(r.get("name")): bool(r.get("running")) for r in rows or () if is_object(r)}
 
 
 def _listing_timeout(profile: BrokerProfile) -> float:
@@ -392,7 +393,7 @@ def _fast_queues(client: ManagementClient, profile: BrokerProfile, vhost: str | 
         policies = client.get(_policies_path("policies", vhost))
     except DlxtoolError:
         return None
-    if operator or not isinstance(policies, list):
+    if operator or not is_array(policies):
         return None
     try:
         listed = client.queues(vhost, columns=_totals_columns(vhost), timeout=_listing_timeout(profile),
@@ -406,23 +407,23 @@ def _fast_queues(client: ManagementClient, profile: BrokerProfile, vhost: str | 
             raise
         return None  # an HTTP error status: a plugin that takes no `enable_queue_totals`
     definitions = {(str(p.get("vhost")), str(p.get("name"))): p.get("definition")
-                   for p in policies if isinstance(p, dict)}
+                   for p in policies if is_object(p)}
     consumed = {(str(q.get("vhost")), str(q.get("name"))) for c in consumers[0]
-                if isinstance(q := c.get("queue"), dict)}
+                if is_object(q := c.get("queue"))}
     kept: list[dict[str, Any]] = []
     wanted: list[dict[str, Any]] = []
     for q in listed:
-        if not isinstance(q, dict) or is_probe_queue(q) or q.get("name") == client.probe_queue:
+        if not is_object(q) or is_probe_queue(q) or q.get("name") == client.probe_queue:
             continue
         if vhost:
             q["vhost"] = vhost
         key = (str(q.get("vhost")), str(q.get("name")))
         q["consumers"] = 0  # the consumer list's count is set on the rows (_count_real_consumers)
         policy = q.get("policy")
-        definition = definitions.get((key[0], str(policy))) if policy else {}
-        if isinstance(definition, dict):
+        definition: Any = definitions.get((key[0], str(policy))) if policy else {}  # JSON (None: a policy not read)
+        if is_object(definition):
             q["effective_policy_definition"] = definition
-        if _needs_statistics(q, key in consumed) or not isinstance(definition, dict):
+        if _needs_statistics(q, key in consumed) or not is_object(definition):
             wanted.append(q)  # (a policy not in the list read: changed meanwhile; the queue's GET says)
         kept.append(q)
     if len(wanted) > MAX_STATS_ASKS:
@@ -437,7 +438,7 @@ def _fast_queues(client: ManagementClient, profile: BrokerProfile, vhost: str | 
         except NotFoundError:  # deleted since the listing
             gone.add(id(q))
             continue
-        if isinstance(stats, dict):
+        if is_object(stats):
             _with_statistics(q, stats)
     return [q for q in kept if id(q) not in gone] if gone else kept
 
@@ -489,7 +490,7 @@ def dead_letter_listings(client: ManagementClient, rows: Sequence[QueueRow], vho
         return {}
     out: dict[str, Listings] = {}
     for ex in client.get(*_exchanges_path(vhost), columns=",".join(EXCHANGE_COLUMNS if vhost else
-                                                                    ["vhost", *EXCHANGE_COLUMNS])) or []:
+                                                                    ["vhost", *EXCHANGE_COLUMNS])) or ():
         out.setdefault(vhost or str(ex.get("vhost", "")), Listings()).exchanges[str(ex.get("name", ""))] = ex
     for v in {r.vhost for r in sources}:
         out.setdefault(v, Listings())
@@ -528,7 +529,8 @@ def _read_bindings(client: ManagementClient, sources: Sequence[QueueRow], out: d
                 listing.bindings.setdefault(exchange, []).append(binding)
                 if binding.get("destination_type") == "exchange":
                     after.add((v, str(binding.get("destination", ""))))
-            alternate = ((listing.exchanges.get(exchange) or {}).get("arguments") or {}).get("alternate-exchange")
+            arguments: dict[str, Any] = (listing.exchanges.get(exchange) or {}).get("arguments") or {}
+            alternate = arguments.get("alternate-exchange")
             if alternate:
                 after.add((v, str(alternate)))
         todo = sorted(after - seen)
@@ -540,10 +542,10 @@ def _read_bindings(client: ManagementClient, sources: Sequence[QueueRow], out: d
         client.prefetch(_queue_bindings_path(v, queue), columns=",".join(columns))
     for v, queue in keyed:
         try:
-            into = client.get(_queue_bindings_path(v, queue), columns=",".join(columns)) or []
+            into: Any = client.get(_queue_bindings_path(v, queue), columns=",".join(columns)) or []  # JSON
         except NotFoundError:  # deleted since the listing
             into = []
-        out[v].into[queue] = [b for b in into if isinstance(b, dict) and b.get("source")]
+        out[v].into[queue] = [b for b in into if is_object(b) and b.get("source")]
 
 
 def _exchanges_path(vhost: str | None) -> tuple[str]:

@@ -77,12 +77,12 @@ class OriginPlan:
     would_stay_full: int = 0       # of `messages`, how many do not fit the origin's room (by count)
     full_reason: str | None = None  # why those stay: "origin full (drop-head would push out its head): q"
     origin_route: Route | None = None  # where it is published: a queue, or an exchange + routing key
-    conventions: dict[str, int] = field(default_factory=dict)  # convention that named the origin -> messages
-    labels: dict[str, str] = field(default_factory=dict)       # convention -> "Spring headers"
+    conventions: dict[str, int] = field(default_factory=dict[str, int])  # convention that named the origin -> messages
+    labels: dict[str, str] = field(default_factory=dict[str, str])       # convention -> "Spring headers"
     reaches: list[str] | None = None  # an exchange origin: the queues it reaches (None: unknown)
     # The names (dlxtool.message_ids.message_name) of the messages it would get, in queue order; those that would
     # stay because it is full (the last would_stay_full) are in the plan's stay_ids
-    message_ids: list[str] = field(default_factory=list)
+    message_ids: list[str] = field(default_factory=list[str])
 
     @property
     def convention(self) -> str | None:
@@ -120,10 +120,12 @@ class ReplayPlan:
     used_body_retries: int = 0  # Dramatiq messages to replay whose body says their retries are used up
     origin_conflicts: int = 0   # messages whose conventions named different origins: the most recent failure won
     celery_tasks: int = 0       # Celery tasks to replay to a queue: through the default exchange (Routes.by_queue_name)
-    stay_ids: dict[str, list[str]] = field(default_factory=dict)  # why -> the names of the messages that would stay
+    # why -> the names of the messages that would stay
+    stay_ids: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
     # The positions and names of the messages the replay would move (the conversion check judges those)
-    moving_positions: set[int] = field(default_factory=set)
-    records_read: list[MessageRecord] = field(default_factory=list, repr=False)  # the plan's, until checked
+    moving_positions: set[int] = field(default_factory=set[int])
+    # the plan's, until checked
+    records_read: list[MessageRecord] = field(default_factory=list[MessageRecord], repr=False)
     # What RabbitMQ's conversion to 0.9.1 would lose of them (dlxtool.ops.conversion_check; None: a 3.x broker)
     conversion: ConversionCheck | None = None
 
@@ -165,7 +167,7 @@ class ReplayPlan:
         """What the routes of this plan's origins change for consumers (shown under the plan), one sentence per kind
         of origin present: queues, exchanges, Celery tasks."""
         queues = any(o.origin_route is None or o.origin_route.queue is not None for o in self.origins)
-        notes = []
+        notes: list[str] = []
         if queues and self.default_exchange:
             notes.append("--default-exchange: replayed messages arrive with exchange \"\" and routing key = the queue "
                          "name, not the key they were published with; consumers and retry ladders that route on the "

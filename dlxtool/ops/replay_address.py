@@ -15,6 +15,7 @@ from typing import Any
 
 from dlxtool.amqp_values import RawValue
 from dlxtool.deaths import FAILURE_REASONS, Death, DeathHistory
+from dlxtool.json_shapes import is_object
 from dlxtool.ops.provenance import PROVENANCE_HEADER, CopySource, Pairs
 from dlxtool.ops.routes import Resolved, Router
 from dlxtool.ops.stay import Stay, Why
@@ -23,7 +24,7 @@ from dlxtool.ops.stay import Stay, Why
 def provenance(headers: dict[str, Any] | None) -> dict[str, Any] | None:
     """An earlier replay's `dlxtool-replay` header (a table), or None."""
     prov = (headers or {}).get(PROVENANCE_HEADER)
-    return prov if isinstance(prov, dict) else None
+    return prov if is_object(prov) else None
 
 
 MAX_TRUSTED_COUNT = 1_000_000  # more replays of one message than anyone runs: not a count dlxtool wrote
@@ -47,7 +48,8 @@ def trusted_count(headers: dict[str, Any] | None) -> tuple[int, str | None]:
         count = int(value)
     except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
         return 0, repr(value)[:40]
-    if count < 0 or count > MAX_TRUSTED_COUNT or (isinstance(value, float) and value != count):
+    # pyright takes a float and an int for types that never compare equal; 2.0 == 2, so this is a real test
+    if count < 0 or count > MAX_TRUSTED_COUNT or (isinstance(value, float) and value != count):  # pyright: ignore[reportUnnecessaryComparison]
         return 0, repr(value)[:40]
     return count, None
 

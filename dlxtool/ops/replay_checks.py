@@ -22,7 +22,7 @@ def impersonator(target: Session) -> bool | None:
     if target.management is None:
         return None
     try:
-        tags = target.management.get("/whoami").get("tags") or []
+        tags: Any = target.management.get("/whoami").get("tags") or []  # JSON: a string or a list of them
     except (DlxtoolError, AttributeError):
         return None
     return "impersonator" in (tags.split(",") if isinstance(tags, str) else tags)
@@ -94,7 +94,7 @@ def queue_info(source: Session, dlq: str, report: Reporter) -> QueueInfo | None:
     counted = queues.counts(channel, dlq, source.vhost, source.management)
     if counted.consumers and reclaim_dead_runs(source.management, source.vhost, report, source.timeout):
         counted = queues.counts(channel, dlq, source.vhost, source.management)
-    channel.close()
+    channel.close()  # pyright: ignore[reportUnknownMemberType]  # pika's stub leaves its return unannotated
     info: QueueInfo | None = None
     if source.management is not None:
         try:
@@ -145,7 +145,7 @@ def settled_quorum_counts(source: Session, dlq: str, info: QueueInfo, counted: A
     while wait.pause():
         channel = source.conn.channel()
         counted = queues.counts(channel, dlq, source.vhost, source.management)
-        channel.close()
+        channel.close()  # pyright: ignore[reportUnknownMemberType]  # pika's stub leaves its return unannotated
         if counted.ready:
             return counted
     if unknown:
@@ -167,7 +167,7 @@ def refuse_unread_dlq_limits(source: Session, settings: ReplaySettings) -> None:
     try:
         ready = queues.counts(channel, settings.source, source.vhost).ready
     finally:
-        channel.close()
+        channel.close()  # pyright: ignore[reportUnknownMemberType]  # pika's stub leaves its return unannotated
     if ready:
         check_keep_by_republish(settings.source, None, source.management_error or "no management API",
                                 allow_displace=settings.allow_displace)

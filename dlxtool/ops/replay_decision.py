@@ -90,6 +90,7 @@ from dlxtool.deaths import (
     summarize,
     waited_only,
 )
+from dlxtool.json_shapes import is_object
 from dlxtool.ops.actions import Action, Decision
 from dlxtool.ops.exchange_routes import ExchangeTargets
 from dlxtool.ops.provenance import (
@@ -151,10 +152,11 @@ class ReplayDecider:
                  reply_queue_exists: Callable[[str], bool | None] | None = None) -> None:
         self.s = settings
         # whether a request's reply queue exists now (a passive declare; None: cannot tell), asked once per queue
-        self.reply_queue_exists = functools.cache(reply_queue_exists or (lambda _queue: None))
-        self.routes = routes or (lambda _target: ("", False))
+        ask: Callable[[str], bool | None] = reply_queue_exists or (lambda _queue: None)
+        self.reply_queue_exists = functools.cache(ask)
+        self.routes: Callable[[str], Way] = routes or (lambda _target: ("", False))
         # Celery tasks: see Routes.by_queue_name
-        self.by_queue_name = routes.by_queue_name if isinstance(routes, Routes) else self.routes
+        self.by_queue_name: Callable[[str], Way] = routes.by_queue_name if isinstance(routes, Routes) else self.routes
         # Messages the broker dead-lettered from their origin go back only while it still dead-letters
         self.died_there: Callable[[str], Why | None] = routes.died_there if isinstance(routes, Routes) else \
             (lambda _target: None)
@@ -238,7 +240,7 @@ class ReplayDecider:
         """shape(record), the record's headers as the reset leaves them (before the provenance is added), and its
         death history."""
         s = self.s
-        headers = record.headers if isinstance(record.headers, dict) else {}
+        headers = record.headers if is_object(record.headers) else {}
         count, untrusted = trusted_count(headers)
         history = parse_history(headers)
         found = self._origin(record, history)
@@ -279,7 +281,7 @@ class ReplayDecider:
             resolved, address = self.wait_queues(waited.queue or "", waited.routing_keys[0] if waited.routing_keys
                                                  else None)
             x_origin = Origin(resolved.queue, resolved.why)
-        headers = record.headers if isinstance(record.headers, dict) else {}
+        headers = record.headers if is_object(record.headers) else {}
         if self._triggers is not None and not carries_any(headers, *self._triggers):
             explained = _x_death_only(headers, history, x_origin)
         else:
@@ -452,7 +454,7 @@ def replay_headers(record: MessageRecord, *, source: str, reset_names: tuple[str
     """The headers of a message from a file that `load --reset-history` publishes as a replay from `source`
     would: the reset and the provenance of reset_and_entries, its origin x-death's (dlxtool.deaths.find_origin:
     no management API is asked for a wait queue's route, no convention read)."""
-    headers = record.headers if isinstance(record.headers, dict) else {}
+    headers = record.headers if is_object(record.headers) else {}
     history = parse_history(headers)
     address = first_address(provenance(headers), original_address(history, find_origin(headers, history).queue))
     kept, reset = reset_headers(headers, keep_history=keep_history, names=reset_names)
@@ -500,7 +502,7 @@ class EditTargets:
 
     def destination(self, record: MessageRecord) -> tuple[str | None, str]:
         """(the target the run must find again, None where the run decides it; the words for it)."""
-        waited = waited_only(parse_history(record.headers if isinstance(record.headers, dict) else {}))
+        waited = waited_only(parse_history(record.headers if is_object(record.headers) else {}))
         if waited is not None and not self.settings.to_queue:
             return None, f"where its wait queue {waited.queue!r} sends it back to"
         shape = self.decider.shape(record)

@@ -166,15 +166,17 @@ def raw_decider(decider: ShapeDecider) -> Decide:
         (deaths, keys, prov, prov_src), reported = scanned
         if type(deaths) is not list:  # no x-death, or not an array of tables
             return None
+        # scan (the C codec) answers Any; the check above makes it x-death's list, of the tables scan cut out
+        entries: list[bytes] = deaths  # pyright: ignore[reportUnknownVariableType]  # (pyright: a list of Unknown)
         if type(prov) is not bytes:  # an earlier replay's provenance is a table; anything else is none, as in Python
             prov = None
         # x-death's entries are tables: the None after them ends them
-        key = (prov, *deaths, None, reported)
+        key = (prov, *entries, None, reported)
         planned = plans.get(key, _UNSEEN)
         if planned is _UNSEEN:
             if len(plans) >= _CACHE_MAX:
                 plans.clear()
-            planned = plans[key] = _plan(prov, deaths, reported)
+            planned = plans[key] = _plan(prov, entries, reported)
         if planned is None:
             return None
         shape = planned.shape

@@ -72,9 +72,10 @@ def unreachable_replies(records: Iterable[Any], queue_exists: Callable[[str], bo
             asked[name] = queue_exists(name)
         return asked[name]
 
-    out = []
+    out: list[DeadReply] = []
     for record in records:
-        reply_to = (getattr(record, "properties", None) or {}).get("reply_to")
+        properties: dict[str, Any] = getattr(record, "properties", None) or {}
+        reply_to = properties.get("reply_to")
         why = dead_reply(reply_to, exists)
         if why is not None:
             out.append(DeadReply(int(getattr(record, "position", 0)), str(reply_to), why))
