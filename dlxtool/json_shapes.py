@@ -25,6 +25,11 @@ def items_of(value: object) -> list[Any]:
     return value if is_array(value) else []
 
 
+def is_list_or_tuple(value: object) -> TypeGuard[list[Any] | tuple[Any, ...]]:
+    """A list or a tuple of any values (an array as pika decodes a header table's, or JSON's)."""
+    return isinstance(value, list | tuple)
+
+
 def is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
     """A mapping with string keys (a JSON object, or a table already read into another mapping)."""
     return isinstance(value, Mapping)

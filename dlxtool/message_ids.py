@@ -41,6 +41,10 @@ class MessageIds:
         # summed as it comes, reduced once (to_json): a Python int takes a million of them
         self._sum += int.from_bytes(hashlib.sha256(message_id.encode("utf-8", "surrogateescape")).digest())
 
+    def add_digest(self, other: MessageIds) -> None:
+        """Add `other`'s digest to this one's: the digest is a sum, so two runs' ids merge by adding."""
+        self._sum += other._sum
+
     def to_json(self) -> dict[str, Any]:
         """`message_ids` (all of them) when few; else their count and digest (and the first MAX_LISTED)."""
         out: dict[str, Any] = {}

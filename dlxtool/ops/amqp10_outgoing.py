@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from dlxtool.amqp10_message import Amqp10Message, Body, Typed, encode_message
 from dlxtool.amqp10_view import PROVENANCE_ANNOTATION, annotation_header, header_value
 from dlxtool.amqp_values import RawValue
+from dlxtool.json_shapes import is_list_or_tuple, is_object
 from dlxtool.ops.provenance import PROVENANCE_HEADER
 from dlxtool.ops.stay import Stay, Why
 
@@ -52,7 +53,7 @@ def outgoing(source: MessageRecord, published: MessageRecord | None) -> bytes | 
     if changed is not None:
         return Why(f"the move changes its {changed}, which a move over AMQP 1.0 cannot carry yet (leave --protocol "
                    "out to move it over 0.9.1)", Stay.NOT_SENT)
-    kept_headers = published.headers if isinstance(published.headers, dict) else {}
+    kept_headers = published.headers if is_object(published.headers) else {}
     out = replace(msg)
     out.header = _header(msg, published)
     out.delivery_annotations = None  # for the next hop only (AMQP 1.0 §3.2.2): never forwarded
@@ -79,8 +80,8 @@ def _unsupported(source: MessageRecord, published: MessageRecord) -> str | None:
     if before != after:
         names = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
         return f"properties ({', '.join(names)})"
-    old = source.headers if isinstance(source.headers, dict) else {}
-    new = published.headers if isinstance(published.headers, dict) else {}
+    old = source.headers if is_object(source.headers) else {}
+    new = published.headers if is_object(published.headers) else {}
     added = sorted(str(k) for k in new if k != PROVENANCE_HEADER and (k not in old or new[k] != old[k]))
     return f"headers ({', '.join(added)})" if added else None
 
@@ -144,9 +145,9 @@ def typed(value: Any) -> Typed:
         return Typed("timestamp", int(value.timestamp() * 1000))
     if isinstance(value, bytes | bytearray):
         return Typed("binary", bytes(value))
-    if isinstance(value, dict):
+    if is_object(value):
         return Typed("map", [(Typed("string", str(k)), typed(v)) for k, v in value.items()])
-    if isinstance(value, list | tuple):
+    if is_list_or_tuple(value):
         return Typed("list", [typed(v) for v in value])
     return Typed("string", str(value))
 

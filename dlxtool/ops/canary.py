@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from dlxtool.broker.connection import connect
 from dlxtool.broker.queues import ready
 from dlxtool.errors import RefusedError
+from dlxtool.json_shapes import is_object
 from dlxtool.message_ids import MessageIds, message_name
 from dlxtool.ops.actions import Action, Decide, Decision
 from dlxtool.ops.engine import BEYOND_LIMIT
@@ -142,7 +143,7 @@ class CanaryPicker:
     def _choose(self, origin: str, record: MessageRecord) -> bool:
         if len(self.picked) >= self.size:
             return False
-        key = (origin, failure_of(record.headers if isinstance(record.headers, dict) else {}, record.body,
+        key = (origin, failure_of(record.headers if is_object(record.headers) else {}, record.body,
                                   record.queue)[0])
         if key not in self.seen:
             self.seen.add(key)
@@ -210,9 +211,10 @@ class GuardReport:
     canary: CanaryVerdict | None = None
     brake: str | None = None         # why the brake stopped the run
     stopped: str | None = None       # canary | brake | None
-    deaths: list[Death] = field(default_factory=list)
+    deaths: list[Death] = field(default_factory=list[Death])
     moved: int = 0                   # every message this run moved (canary included)
-    unwatched: dict[str, str] = field(default_factory=dict)  # origin -> why the tap cannot see its dead letters
+    # origin -> why the tap cannot see its dead letters
+    unwatched: dict[str, str] = field(default_factory=dict[str, str])
 
     @property
     def watched(self) -> bool:
@@ -586,5 +588,5 @@ def _merged(a: MessageIds, b: MessageIds) -> MessageIds:
         out.count += ids.count
         out.without += ids.without
         out.listed.extend(ids.listed[:max(0, 100 - len(out.listed))])
-        out._sum += ids._sum  # noqa: SLF001 - the digest is a sum: two runs' ids merge by adding
+        out.add_digest(ids)
     return out

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.errors import DlxtoolError, RefusedError
+from dlxtool.json_shapes import is_list_or_tuple, is_object
 
 if TYPE_CHECKING:
     from dlxtool.ops.peek import QueueFacts, ReadOptions
@@ -44,7 +45,7 @@ class LossCount:
     kind: str
     words: str
     messages: int = 0
-    examples: list[tuple[int, str]] = field(default_factory=list)
+    examples: list[tuple[int, str]] = field(default_factory=list[tuple[int, str]])
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "what": self.words, "messages": self.messages,
@@ -60,7 +61,7 @@ class ConversionCheck:
     unchecked: str | None = None    # why it was not read over 1.0 (then only what 0.9.1 shows was judged)
     judged: int = 0                 # messages looked at that the move would take
     losing: int = 0                 # of those, how many lose something
-    kinds: dict[str, LossCount] = field(default_factory=dict)
+    kinds: dict[str, LossCount] = field(default_factory=dict[str, LossCount])
     accepted: bool = False          # --accept-conversion-loss
     sampled: bool = False           # the queue holds more than was read: the rest is not judged
     amqp10_path: str | None = None  # the flag of the command's AMQP 1.0 path, where it has one (it moves them whole)
@@ -164,7 +165,7 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
     first = stop if records is not None and stop is not None else 0  # past the 1.0 read's stop, or all of them
     for record in records_091 or ():
         if record.position >= first and include(record):
-            signs = came_from_amqp10(record.properties, record.headers if isinstance(record.headers, dict) else {})
+            signs = came_from_amqp10(record.properties, record.headers if is_object(record.headers) else {})
             check.add(record.position, sign_kinds(signs), _sign_words)
     return check
 
@@ -206,8 +207,9 @@ def _facts(source: Session, queue: str) -> tuple[QueueFacts | None, str | None]:
         facts = queue_facts(source.profile, queue, management=_management(source), channel=channel,
                             conn=source.conn)
     finally:
-        if channel.is_open:
-            channel.close()
+        # pika's stubs leave BlockingChannel.is_open and close() untyped
+        if channel.is_open:  # pyright: ignore[reportUnknownMemberType]
+            channel.close()  # pyright: ignore[reportUnknownMemberType]
     if facts.type == "stream":
         return None, "a stream is not read over AMQP 1.0"
     return facts, None
@@ -236,9 +238,9 @@ def _holds_decimal(value: Any) -> bool:
 
     if isinstance(value, Decimal):
         return True
-    if isinstance(value, dict):
+    if is_object(value):
         return any(_holds_decimal(v) for v in value.values())
-    if isinstance(value, list | tuple):
+    if is_list_or_tuple(value):
         return any(_holds_decimal(v) for v in value)
     return False
 

@@ -51,9 +51,9 @@ import gc
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from dlxtool.broker import queues
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
@@ -578,7 +578,8 @@ class Transfer:
         for token, outcome, detail in self._mover.take_settled() + (
                 self._keeper.take_settled() if self.keeper is not self.mover else []):
             if type(token) is tuple:  # a keep-republish to the source's tail
-                self._settle_keep(token[1], outcome, detail)
+                # cast: the Publisher hands tokens back as given (Any); a tuple one is ("keep", item) (_keep)
+                self._settle_keep(cast("Item", token[1]), outcome, detail)
                 continue
             item: Item = token
             decision = item.decision
@@ -956,7 +957,7 @@ class Transfer:
 
 
 @contextmanager
-def _fewer_gc_passes(young: int = 20_000) -> Iterator[None]:
+def _fewer_gc_passes(young: int = 20_000) -> Generator[None]:
     """Collect cycles less often while messages stream through.
 
     Every message allocates a few dozen containers (frames, properties, header tables, records)

@@ -92,7 +92,7 @@ class QueueFacts:
     # A quorum queue's returned messages waiting at its head, as a block (the API's messages_ready_returned, 4.x): a
     # sample, refreshed every statistics interval (5 s by default). None where the API does not say it.
     returned_at_head: int | None = None
-    missing_checks: list[str] = field(default_factory=list)
+    missing_checks: list[str] = field(default_factory=list[str])
     version: Version | None = None  # the broker's, from connection.start: which give-back costs what
     unacked_unknown: str = "the management API is not reachable"  # why, where `unacked` is None
     sampled: str = "API sample"  # where `unacked` (and returned_at_head) come from, with the sample's age
@@ -430,7 +430,7 @@ class QueueReader:
         self.facts = facts
         self.opts = opts
         self.decode = decode
-        self.read = 0
+        self.read: int = 0
         self.notes: list[str] = []
         self.stopped_early: str | None = None  # why the read stopped before `count`
         self.dead_lettered: list[int] = []
@@ -633,11 +633,11 @@ class QueueReader:
         Where the block ends: at the first message the queue never delivered before (its counters say so); where
         the counters cannot tell (a dead letter carrying its origin's counts: versions.returned_here), after the
         API's count of returned messages at the head (`QueueFacts.returned_at_head`, a sample) — never further."""
-        record: MessageRecord | None = last
+        record = last
         before = self.hidden  # a message the byte budget left unshown is not one of these
         bound = self.facts.returned_at_head
         past_end = 0  # the message after the block, taken to learn that it was not returned (its counters said)
-        while record is not None:
+        while True:  # ends at a break (the last where _get() gives nothing)
             here = self._returned_here(record)
             if here is False:
                 past_end = int(record is not last)
@@ -650,9 +650,10 @@ class QueueReader:
                                       f"--max-unacked ({self.opts.max_unacked}): the {self.read} messages read now sit "
                                       "behind the rest of it")
                 return
-            record = self._get()
-            if record is None:
+            taken = self._get()
+            if taken is None:
                 break
+            record = taken
             self.hidden += 1
             if self._counts_attempts() and not self._safe_to_return(record, shown=False):
                 break

@@ -259,12 +259,12 @@ class PurgePlan:
     """What a reading purge would do, from the first `looked_at` messages (read with peek semantics)."""
 
     looked_at: int = 0
-    actions: Counter[str] = field(default_factory=Counter)  # remove | move | keep | leave
-    stay: Counter[str] = field(default_factory=Counter)     # why selected messages would stay (leave)
+    actions: Counter[str] = field(default_factory=Counter[str])  # remove | move | keep | leave
+    stay: Counter[str] = field(default_factory=Counter[str])     # why selected messages would stay (leave)
     # The names (dlxtool.message_ids.message_name) of the messages it would remove or move, in queue order, and of
     # the selected ones that would stay, by why
-    names: list[str] = field(default_factory=list)
-    stay_names: dict[str, list[str]] = field(default_factory=dict)
+    names: list[str] = field(default_factory=list[str])
+    stay_names: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
 
     def to_json(self) -> dict[str, Any]:
         return {"looked_at": self.looked_at, "would_remove": self.actions["remove"],
@@ -329,7 +329,7 @@ class PurgeReport:
     @property
     def filled(self) -> list[str]:
         """The queues the run moved messages into (--move-to's, where it moved any)."""
-        moved = self.result.moved if self.result is not None else {}
+        moved: dict[str, int] = self.result.moved if self.result is not None else {}
         return [q for q in (self.settings.move_to,) if q and moved.get(q)]
 
     def to_json(self) -> dict[str, Any]:

@@ -24,11 +24,11 @@ class Progress:
 class TransferResult:
     source: str
     snapshot: int
-    moved: Counter[str] = field(default_factory=Counter)   # target -> count (confirmed and acked)
+    moved: Counter[str] = field(default_factory=Counter[str])  # target -> count (confirmed and acked)
     ids: MessageIds = field(default_factory=MessageIds)    # the message ids of what moved or was removed
     removed: int = 0                                       # REMOVE: in the sink and acked
-    kept: Counter[str] = field(default_factory=Counter)    # not selected (reason) -> count
-    left: Counter[Why] = field(default_factory=Counter)    # selected but stayed (reason) -> count
+    kept: Counter[str] = field(default_factory=Counter[str])   # not selected (reason) -> count
+    left: Counter[Why] = field(default_factory=Counter[Why])   # selected but stayed (reason) -> count
     unprocessed: int = 0          # not reached (limit, interrupt, error): still in the source, untouched
     requeued: int = 0             # delivered to us but returned untouched (beyond the snapshot, or at a stop)
     possible_duplicates: int = 0  # copies made whose source ack may not have reached the broker
@@ -50,7 +50,7 @@ class TransferResult:
     source_deleted: bool = False   # the source queue was deleted during the run (its messages with it)
     republished: int = 0           # messages that stay, republished to the source's tail (the summary says so)
     elapsed: float = 0.0
-    notes: list[str] = field(default_factory=list)  # what the operator should know of how the run went
+    notes: list[str] = field(default_factory=list[str])  # what the operator should know of how the run went
 
     @property
     def changed(self) -> bool:

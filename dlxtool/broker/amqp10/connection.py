@@ -44,7 +44,7 @@ class Amqp10Connection:
     @property
     def server_properties(self) -> dict[str, Any]:
         conn = self.blocking.conn
-        props = (conn.remote_properties if conn is not None else None) or {}
+        props: dict[Any, Any] = (conn.remote_properties if conn is not None else None) or {}
         return {str(k): v for k, v in props.items()}
 
     @property
@@ -68,9 +68,10 @@ class Amqp10Connection:
     def is_open(self) -> bool:
         from proton import Endpoint
 
+        states: Any = Endpoint  # its state flags come from proton's C module (cproton), which has no types
         conn = self.blocking.conn
         return conn is not None and not self.blocking.disconnected and \
-            bool(conn.state & Endpoint.REMOTE_ACTIVE) and bool(conn.state & Endpoint.LOCAL_ACTIVE)
+            bool(conn.state & states.REMOTE_ACTIVE) and bool(conn.state & states.LOCAL_ACTIVE)
 
     def pump(self, seconds: float = 0.0) -> None:
         """Let proton write what is pending (settlements) and read what came, for about `seconds`."""

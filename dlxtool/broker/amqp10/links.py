@@ -96,10 +96,12 @@ class HeadReader:
         from proton import Link
         from proton.reactor import LinkOption
 
+        modes: Any = Link  # its settle modes come from proton's C module (cproton), which has no types
+
         class Unsettled(LinkOption):
             def apply(self, link: Any) -> None:
-                link.snd_settle_mode = Link.SND_UNSETTLED
-                link.rcv_settle_mode = Link.RCV_FIRST
+                link.snd_settle_mode = modes.SND_UNSETTLED
+                link.rcv_settle_mode = modes.RCV_FIRST
 
         self.conn = conn
         self.address = address
@@ -139,7 +141,7 @@ class HeadReader:
         self._check()
         got = self.events.complete[before:]
         self.exhausted = len(got) < n
-        out = []
+        out: list[Delivery] = []
         for handle, raw in got:
             delivery = Delivery(raw=raw, position=self.delivered, handle=handle)
             self.delivered += 1
@@ -150,7 +152,7 @@ class HeadReader:
     def arrived(self) -> list[Delivery]:
         """The deliveries that arrived whole but were not handed out by read() (it raised: the link or session
         ended): their bytes, to show; nothing can be settled on them any more."""
-        out = []
+        out: list[Delivery] = []
         for handle, raw in self.events.complete[self.delivered:]:
             out.append(Delivery(raw=raw, position=self.delivered, handle=handle, settled=True))
             self.delivered += 1
