@@ -383,14 +383,14 @@ def test_a_lost_connection_mid_replay_over_amqp10_loses_nothing(v4, qname, cli_e
     import time
     from pathlib import Path
 
-    n = 40
+    n = 60  # at --rate 5: 12 s, time enough for the management API to find and close the connections under load
     work, dlq = _queues(v4, qname)
     _dead_letter(v4, work, [Amqp10Message(properties={"message_id": _s(f"m{i}")}, body=Body("data", [b"%d" % i]))
                             for i in range(n)])
     assert v4.wait_depth(dlq, n) == n
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.Popen([sys.executable, "-m", "dlxtool", "--url", v4.url, "replay", dlq, "--protocol", "1.0",
-                             "--yes", "--rate", "10", "--format", "json"], env={**cli_env, "PYTHONPATH": str(root)},
+                             "--yes", "--rate", "5", "--format", "json"], env={**cli_env, "PYTHONPATH": str(root)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while v4.queue_depth(work) < 3:  # mid-run
