@@ -328,7 +328,11 @@ class Transfer:
         others = [c for c in dict.fromkeys((self.target_conn, self.keep_conn)) if c is not self.source_conn]
         self._channel.pump(wait, *others, gather=gather)
         self._check_publishers()
-        self.blocks.check()
+        try:
+            self.blocks.check()
+        except PublishingBlocked as exc:  # said as such even where a salvage swallows it (exit 7, not 3)
+            self.result.unavailable = exc.message
+            raise
 
     def _check_publishers(self) -> None:
         """A publisher channel the broker closed: its publishes are settled by what the broker said

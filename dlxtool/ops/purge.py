@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from dlxtool.broker.pika_types import BlockingChannel
     from dlxtool.ops.actions import Decide
     from dlxtool.ops.capacity import Admit, Capacity, Rooms
+    from dlxtool.ops.pipeline import MoveRun
     from dlxtool.ops.record_files import Sink
     from dlxtool.ops.routes import TemporaryExchanges
     from dlxtool.ops.session import Reporter, Session
@@ -404,7 +405,7 @@ class Purge:
         report.info(f"{settings.queue}: {state.ready} ready, {unacked} unacked, {state.consumers} consumers "
                     f"(broker {session.broker}, vhost {session.vhost}"
                     + (f", {state.type} queue" if state.type else "") + f"{sampled})")
-        report.info(f"note: messages held unacked by consumers ({unacked}) are not purged; they come back "
+        report.info(f"note: messages held unacked by consumers ({unacked}) are not {words.past}; they come back "
                     "if those consumers reject them or disconnect")
         self.out = PurgeReport(state, settings, dry_run, what=words.verb)
         self.rooms: Rooms | None = None
@@ -471,6 +472,16 @@ class Purge:
                        TransferOptions(sink=sink, progress=progress, max_bytes=max_bytes),
                        Prepared(out.state.info, self.keep_refused, self.report))
         out.clean_up = run.clean_up
+        try:
+            self._after_run(run, policy)
+        except BaseException:
+            run.clean_up()  # the caller never gets the report: the temporary exchanges go now
+            raise
+        return out
+
+    def _after_run(self, run: MoveRun, policy: PurgePolicy) -> None:
+        """The report's figures from a finished run: result, rooms, route, depths (and a quorum give-back said)."""
+        settings, out, session = self.settings, self.out, self.session
         out.result = run.result
         if self.rooms is not None:
             out.rooms = self.rooms.to_json()
@@ -481,7 +492,6 @@ class Purge:
             self.report.warn(f"{out.result.requeued} message(s) delivered beyond the start snapshot were given back: "
                              "on a quorum queue that used one delivery attempt each")
         out.depths = run.depths
-        return out
 
     def _prepare_reading(self, dry_run: bool) -> None:
         from dlxtool.ops.busy import check_not_busy
@@ -502,8 +512,8 @@ class Purge:
             self.router = usable_router(session.management, session.vhost)
         out.mode = settings.describe_text()
         report.info(f"mode: {out.mode}")
-        if dry_run:
-            return
+        if dry_run or not out.state.ready:
+            return  # (no ready message: nothing_to_do says so; a run that changes nothing is never refused)
         if settings.move_to or settings.selection.filters_anything:
             # Non-matching (or returned) messages are kept by republishing them to the tail.
             check_keep_by_republish(settings.queue, out.state.tail_republish_risk, out.state.limits_unknown,
@@ -537,8 +547,8 @@ class Purge:
         words = (f"cannot be republished to the tail of {settings.queue!r}: {user_words(session)} may not publish "
                  f"there (the broker said: {said})")
         if state.type != "classic":
-            raise RefusedError(f"nothing purged: messages that are not selected (or come back) stay by being "
-                               f"republished to the queue's tail, and they {words}",
+            raise RefusedError(f"nothing {self.words.past}: messages that are not selected (or come back) stay by "
+                               f"being republished to the queue's tail, and they {words}",
                                hint="the user needs write permission on amq.default in this vhost")
         self.keep_refused = words
         self.report.info(f"messages that stay {words}: they are held and given back in place instead")
