@@ -165,8 +165,13 @@ class HttpConnection:
         self._sock.settimeout(pending.timeout or self.timeout)
         try:
             response, keep = self._read_response(pending.method)
-        except _ClosedBeforeAnswer:
-            # A kept-alive connection the server had closed (idle timeout): the request never reached it.
+        except (_ClosedBeforeAnswer, ConnectionResetError) as exc:
+            if isinstance(exc, ConnectionResetError) and self._fresh:
+                raise  # reset before any answer on this connection: the server's (or the path's) refusal
+            # A kept-alive connection the server had closed (idle timeout): the request never reached it. Or one it
+            # reset after answering some of the requests pipelined on it (a proxy that closes after N answers with
+            # the rest unread: its close is a reset that may also cut the last answer short): the unanswered ones
+            # go again on a new connection, where nothing it answers is used before that connection is proven.
             resend = list(in_flight)
             in_flight.clear()
             self._close()
