@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import sys
 import time
 from collections.abc import Mapping
@@ -68,6 +69,42 @@ class _SummaryFile:
 summary_file = _SummaryFile()
 
 
+class _RecentlyShown:
+    """What the terminal took in the last RECENT seconds. A terminal that closes may never have read what it took
+    just before (seen: a purge's JSON summary written a moment before the hang-up, in neither the terminal's output
+    nor the summary file). At the first write after a SIGHUP, on any terminal stream, those lines go to the summary
+    file too, and from then on every line does."""
+
+    RECENT = 2.0
+
+    def __init__(self) -> None:
+        self._lines: list[tuple[float, str]] = []
+        self._saved = False
+
+    def took(self, text: str) -> None:
+        if text.startswith("\r"):  # a progress bar's redraw means nothing in a file
+            return
+        now = time.monotonic()
+        if received() == signal.SIGHUP:
+            self.save()
+            summary_file.write(text)
+            return
+        self._lines.append((now, text))
+        while self._lines and now - self._lines[0][0] > self.RECENT:
+            self._lines.pop(0)
+
+    def save(self) -> None:
+        """Once, at the hang-up: the recent lines to the summary file."""
+        if not self._saved:
+            self._saved = True
+            for _at, line in self._lines:
+                summary_file.write(line)
+            self._lines.clear()
+
+
+_recently_shown = _RecentlyShown()
+
+
 class FallbackStream:
     """A text stream that, once a write to it fails because the terminal or the reader is gone, writes to
     `summary_file` instead. `always`: stderr diverts at any such failure; stdout only after a stop signal
@@ -91,11 +128,14 @@ class FallbackStream:
                 written = self._stream.write(text)
                 if self.may_divert():
                     self._stream.flush()
+                if self._always:
+                    _recently_shown.took(text)
                 return written
             except (OSError, ValueError) as exc:
                 if not self.gone(exc):
                     raise
                 self.diverted = True
+        _recently_shown.save()  # what the terminal took just before it went may never have been read
         if not text.startswith("\r"):  # a progress bar's redraw means nothing in a file
             summary_file.write(text)
         return len(text)
