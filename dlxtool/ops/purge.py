@@ -370,9 +370,13 @@ class PurgeWords:
     past: str = "purged"       # "streams cannot be purged"
     nothing: str = "nothing to purge"
     busy: str = "read"         # "… cannot be read by another connection" (dlxtool.ops.busy)
+    # A purge refuses what it could not run safely even on an empty queue (the operator learns it now: tests/cli/
+    # test_errors.py); `dump --remove` of an empty queue has always been "nothing to take", exit 0.
+    checks_when_empty: bool = True
 
 
-DRAIN_WORDS = PurgeWords("dump --remove", "drained (--remove)", "nothing to take", "drained (--remove)")
+DRAIN_WORDS = PurgeWords("dump --remove", "drained (--remove)", "nothing to take", "drained (--remove)",
+                         checks_when_empty=False)
 
 
 class Purge:
@@ -512,8 +516,8 @@ class Purge:
             self.router = usable_router(session.management, session.vhost)
         out.mode = settings.describe_text()
         report.info(f"mode: {out.mode}")
-        if dry_run or not out.state.ready:
-            return  # (no ready message: nothing_to_do says so; a run that changes nothing is never refused)
+        if dry_run or (not out.state.ready and not self.words.checks_when_empty):
+            return  # (dump --remove: no ready message, nothing_to_do says so)
         if settings.move_to or settings.selection.filters_anything:
             # Non-matching (or returned) messages are kept by republishing them to the tail.
             check_keep_by_republish(settings.queue, out.state.tail_republish_risk, out.state.limits_unknown,
