@@ -139,33 +139,54 @@ def run_move(session: MoveSession, policy: MovePolicy, options: TransferOptions,
     docstring says what it owns. Over AMQP 0.9.1; a caller that lets the session choose the protocol calls
     dlxtool.ops.pipeline_amqp10.run_move_over."""
     prepared = prepared or Prepared()
-    source, to = session.source, session.to
+    source = session.source
     info = prepared.info
-    hooks = RunHooks(hold_stays=info is not None and info.type == "classic", keep_refused=prepared.keep_refused,
-                     report=prepared.report, size_hint=_average_body(info))
-    rooms = session.rooms
-    if rooms is not None:
-        rooms.forget()  # the plan's figures are as old as the user's reading of it
-        hooks = replace(hooks, admit=policy.admit(rooms), nack_copies=rooms.nack_copies)
-    exchanges = TemporaryExchanges(to.conn, to.timeout, policy.what.split()[0]) if policy.temporary_exchanges \
-        else None
+    hooks = admitting(session, policy, RunHooks(
+        hold_stays=info is not None and info.type == "classic", keep_refused=prepared.keep_refused,
+        report=prepared.report, size_hint=_average_body(info)))
+    exchanges = exchanges_of(session, policy)
     limit = policy.limit
     if limit is not None:  # deliveries beyond the limit would only be given back (a delivery attempt each: quorum)
         options = replace(options, prefetch=max(1, min(options.prefetch, limit)))
     publishing = _publishing_connections(session) if policy.publishes else _Publishing(session.target_conn, None)
     try:
-        decide = policy.decider(exchanges)
-        result = Transfer(source.conn, policy.source, decide, target_conn=publishing.target,
-                          keep_conn=publishing.keep, options=replace(options, limit=limit), hooks=hooks,
-                          control=control, timeout=source.timeout).run()
+        result = run_pass(policy, exchanges, lambda decide: Transfer(
+            source.conn, policy.source, decide, target_conn=publishing.target, keep_conn=publishing.keep,
+            options=replace(options, limit=limit), hooks=hooks, control=control, timeout=source.timeout).run())
+    finally:
+        publishing.close()
+    return finished(session, policy, result, exchanges)
+
+
+def admitting(session: MoveSession, policy: MovePolicy, hooks: RunHooks) -> RunHooks:
+    """`hooks` with the policy's admission over the destinations' room, read again now: the plan's figures are as
+    old as the user's reading of it."""
+    rooms = session.rooms
+    if rooms is None:
+        return hooks
+    rooms.forget()
+    return replace(hooks, admit=policy.admit(rooms), nack_copies=rooms.nack_copies)
+
+
+def exchanges_of(session: MoveSession, policy: MovePolicy) -> TemporaryExchanges | None:
+    """The run's temporary exchanges (made over 0.9.1 on the destination's broker), where the policy keeps routing
+    keys through them."""
+    to = session.to
+    return TemporaryExchanges(to.conn, to.timeout, policy.what.split()[0]) if policy.temporary_exchanges else None
+
+
+def run_pass(policy: MovePolicy, exchanges: TemporaryExchanges | None,
+             engine: Callable[[Decide], TransferResult]) -> TransferResult:
+    """One engine pass of `policy` (either protocol's engine, started by `engine` with the policy's decider) with the
+    policy's notes; the temporary exchanges deleted at once if it fails (a finished run's go with its summary)."""
+    try:
+        result = engine(policy.decider(exchanges))
         result.notes.extend(policy.notes())
     except BaseException:
         if exchanges is not None:
             exchanges.delete_all()
         raise
-    finally:
-        publishing.close()
-    return finished(session, policy, result, exchanges)
+    return result
 
 
 def finished(session: MoveSession, policy: MovePolicy, result: TransferResult,

@@ -19,8 +19,7 @@ from dlxtool.broker import queues
 from dlxtool.broker.queues import now
 from dlxtool.errors import NotFoundError, RefusedError, UsageError
 from dlxtool.ops import pipeline
-from dlxtool.ops.pipeline import MovePolicy, MoveRun, Prepared, finished
-from dlxtool.ops.routes import TemporaryExchanges
+from dlxtool.ops.pipeline import MovePolicy, MoveRun, Prepared, admitting, exchanges_of, finished, run_pass
 from dlxtool.ops.transfer_settings import RunHooks, TransferOptions
 
 if TYPE_CHECKING:
@@ -47,17 +46,12 @@ def run_move_amqp10(session: MoveSession, policy: MovePolicy, options: TransferO
     prepared = prepared or Prepared()
     source, to = session.source, session.to
     give_back = check_amqp10(session, policy.source, prepared.info)
-    hooks = RunHooks(report=prepared.report, size_hint=None)
-    rooms = session.rooms
-    if rooms is not None:
-        rooms.forget()  # the plan's figures are as old as the user's reading of it
-        hooks = replace(hooks, admit=policy.admit(rooms), nack_copies=rooms.nack_copies)
+    hooks = admitting(session, policy, RunHooks(report=prepared.report, size_hint=None))
     counted = now(source.conn, policy.source, source.timeout)
     if counted is None:
         raise NotFoundError(f"queue {policy.source!r} not found in vhost {source.vhost!r}")
     assert source.profile is not None and to.profile is not None  # check_amqp10
-    exchanges = TemporaryExchanges(to.conn, to.timeout, policy.what.split()[0]) if policy.temporary_exchanges \
-        else None
+    exchanges = exchanges_of(session, policy)
     reader = open_connection(source.profile)
     try:
         # sends on a connection of their own: a resource alarm that holds back publishers leaves the reader's
@@ -67,15 +61,10 @@ def run_move_amqp10(session: MoveSession, policy: MovePolicy, options: TransferO
         reader.close()
         raise
     try:
-        decide = policy.decider(exchanges)
-        result = Amqp10Transfer(reader, policy.source, decide, snapshot=counted.ready, give_back=give_back,
-                                send_conn=sender, options=replace(options, limit=policy.limit), hooks=hooks,
-                                timeout=source.timeout, exists=lambda q: queues.exists(to.conn, q, to.timeout)).run()
-        result.notes.extend(policy.notes())
-    except BaseException:
-        if exchanges is not None:
-            exchanges.delete_all()
-        raise
+        result = run_pass(policy, exchanges, lambda decide: Amqp10Transfer(
+            reader, policy.source, decide, snapshot=counted.ready, give_back=give_back, send_conn=sender,
+            options=replace(options, limit=policy.limit), hooks=hooks, timeout=source.timeout,
+            exists=lambda q: queues.exists(to.conn, q, to.timeout)).run())
     finally:
         sender.close()
         reader.close()
