@@ -252,6 +252,28 @@ LOSS_KINDS = {
 }
 
 
+# What RabbitMQ's conversion for AMQP 1.0 readers (mc_amqpl, 4.0.5 and 4.3.6) loses of a message published over 0.9.1,
+# as a 0.9.1 read shows it: headers become application properties, which hold no table or array (x- headers become
+# message annotations, which do: they survive). (A text value holding a NUL arrives as binary, which a 0.9.1 consumer
+# of the destination reads as the same text again: not counted.)
+LOSS_KINDS_OVER_AMQP10 = {
+    "table-header": "a table or array header (not x-) is dropped",
+}
+
+
+def loss_kinds_over_amqp10(headers: dict[str, Any]) -> list[tuple[str, str]]:
+    """What a move over AMQP 1.0 would lose of a message whose 0.9.1 headers (pika's decoding) are `headers`: (a key
+    of LOSS_KINDS_OVER_AMQP10, phrase about this message). A message published over 1.0 has no such header (its
+    application properties are simple values), so it never matches."""
+    out: list[tuple[str, str]] = []
+    for name, value in headers.items():
+        if not isinstance(name, str) or name.startswith("x-"):
+            continue
+        if isinstance(value, dict | list | tuple):
+            out.append(("table-header", f"its {'table' if isinstance(value, dict) else 'array'} header {name!r}"))
+    return out
+
+
 def loss_kinds(msg: Amqp10Message, *, poison_091: bool = False) -> list[tuple[str, str]]:
     """conversion_losses with the kind of each (a key of LOSS_KINDS): (kind, phrase about this message)."""
     out: list[tuple[str, str]] = []

@@ -21,8 +21,9 @@ def conversion_option(f: F) -> F:
         CONVERSION_FLAG, "accept_conversion_loss", is_flag=True,
         help="Move messages published over AMQP 1.0 (RabbitMQ 4.x) even where RabbitMQ's conversion to AMQP 0.9.1, "
              "which this move publishes, loses part of them (subject, to, several data sections, milliseconds, "
-             "symbol and ulong types …: the plan names them). Without it such a move is refused (exit 6, nothing "
-             "changed).")(f)
+             "symbol and ulong types …: the plan names them); over --protocol 1.0, messages published over 0.9.1 "
+             "even where they lose their table and array headers. Without it such a move is refused (exit 6, "
+             "nothing changed).")(f)
 
 
 def amqp10_path() -> str | None:
@@ -33,11 +34,11 @@ def amqp10_path() -> str | None:
     return "--protocol 1.0"
 
 
-def check_wanted(accept_conversion_loss: bool, *, plan: bool, protocol: str) -> bool:
-    """Whether to read for the check: not over AMQP 1.0 (`protocol`, as the command resolved it from --protocol and
-    $DLXTOOL_PROTOCOL: nothing converted); not without a plan to show when the loss is accepted already (--yes
-    --accept-conversion-loss: the check's reads would change nothing)."""
-    return protocol != "1.0" and (plan or not accept_conversion_loss)
+def check_wanted(accept_conversion_loss: bool, *, plan: bool) -> bool:
+    """Whether to read for the check (over either protocol: each direction loses something): not without a plan to
+    show when the loss is accepted already (--yes --accept-conversion-loss: the check's reads would change
+    nothing)."""
+    return plan or not accept_conversion_loss
 
 
 def say_conversion(app: App, check: ConversionCheck | None, *, dry_run: bool, what: str) -> None:
@@ -46,7 +47,11 @@ def say_conversion(app: App, check: ConversionCheck | None, *, dry_run: bool, wh
     if check is None:
         return
     if not check.losing:
-        if check.unchecked:
+        if check.unchecked and check.over == "1.0":
+            app.warn(f"conversion not checked over AMQP 0.9.1 ({check.unchecked}): a message published over AMQP 0.9.1 "
+                     "reaches a move over AMQP 1.0 without its table and array headers (not x-)"
+                     + ("; none of those read has one" if check.judged else ""))
+        elif check.unchecked:
             app.warn(f"conversion not checked over AMQP 1.0 ({check.unchecked}): a message published over AMQP 1.0 "
                      "loses in RabbitMQ's conversion to 0.9.1 what 0.9.1 does not show (subject, to, several data "
                      "sections …)" + ("; none of those read shows a sign of AMQP 1.0" if check.judged else ""))

@@ -137,12 +137,12 @@ def move(app: App, source: str, destination: str, target_broker: str | None, def
         where = f" on {target_profile.name}" if target_profile else ""
         question = f"Move {which} of {source!r} to {destination!r}{where}?"
         # what RabbitMQ's conversion to 0.9.1 would lose: said, refused by default (exit 6); a dry run shows it
-        if check_wanted(accept_conversion_loss, plan=dry_run, protocol=protocol):
+        if check_wanted(accept_conversion_loss, plan=dry_run):
             from dlxtool.ops.peek import ReadOptions
 
             read = ReadOptions(max_unacked=app.config().dump_unacked_limit, max_bytes=app.max_bytes)
             check = check_conversion(session.source, source, read, include=selection.matches, report=app,
-                                     accepted=accept_conversion_loss, amqp10_path=amqp10_path())
+                                     accepted=accept_conversion_loss, amqp10_path=amqp10_path(), over=protocol)
             if check is not None and app.output_format() != "table" and dry_run:
                 app.emit_json({"conversion_losses": check.to_json()})
             say_conversion(app, check, dry_run=dry_run, what="move")

@@ -102,9 +102,6 @@ def move_protocol(app: App, protocol: str | None, *, edit: bool = False, guarded
             raise UsageError(f"--protocol 1.0 does not move messages with {said} yet",
                              hint="leave --protocol out (0-9-1)" + (" or unset DLXTOOL_PROTOCOL" if protocol is None
                                                                     else ""))
-        # RabbitMQ gives a 1.0 reader no sign that a message was published over 0.9.1: it cannot be told per message
-        app.warn("--protocol 1.0 moves each message as RabbitMQ hands it to AMQP 1.0 readers: a message published over "
-                 "AMQP 0.9.1 loses its table and array headers that way (docs/amqp10.md); move those over 0.9.1")
     return chosen
 
 

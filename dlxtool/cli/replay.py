@@ -295,7 +295,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         # default, exit 6) before anything moves, with or without a plan (dlxtool.ops.conversion_check)
         if edits is None and (dry_run or not yes):
             plan = replay.plan(read, accept_conversion_loss=accept_conversion_loss, amqp10_path=amqp10_path(),
-                               judge_conversion=check_wanted(accept_conversion_loss, plan=True, protocol=protocol))
+                               judge_conversion=check_wanted(accept_conversion_loss, plan=True), over=protocol)
             _render_plan(app, plan, None if target_broker else profile.vhost)
             selection_notes(app, selection)
             say_conversion(app, plan.conversion, dry_run=dry_run, what="replay")
@@ -305,9 +305,10 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
                 app.info(f"nothing to replay: {plan.nothing_to_do}; nothing was changed")
                 return None
             app.confirm(f"Replay the messages of {dlq!r} as planned?", yes=yes)
-        elif check_wanted(accept_conversion_loss, plan=False, protocol=protocol):
+        elif check_wanted(accept_conversion_loss, plan=False):
             say_conversion(app, replay.check_conversion(read, accept_conversion_loss=accept_conversion_loss,
-                                                        amqp10_path=amqp10_path()), dry_run=dry_run, what="replay")
+                                                        amqp10_path=amqp10_path(), over=protocol),
+                           dry_run=dry_run, what="replay")
 
         def render(run: MoveRun) -> None:
             if guarding:  # --canary, the brake, --batch: dlxtool.cli.guarding

@@ -11,6 +11,11 @@ delivery attempt where the version allows (4.3; classic queues on any 4.x) — a
 that read cannot be made (no python-qpid-proton, a give-back that would spend an attempt, the broker refusing), what
 0.9.1 shows is judged instead (dlxtool.amqp10_view.came_from_amqp10's signs) and the check says it is partial.
 
+The other way round, a move over AMQP 1.0 (`--protocol 1.0`) of a message published over 0.9.1: RabbitMQ gives a 1.0
+reader its headers as application properties, which hold no table or array, so those headers (not x-) are dropped
+and the move writes the message without them (dlxtool.amqp10_view.loss_kinds_over_amqp10). A 1.0 read shows no sign
+of them, so the head is read over 0.9.1 (peek's rules) and each message the move would take judged by its headers.
+
 A loss is data written into the destination for good: the default refuses (exit 6, nothing changed), the CLI's
 --accept-conversion-loss moves anyway (CONVERSION_FLAG)."""
 
@@ -65,6 +70,15 @@ class ConversionCheck:
     accepted: bool = False          # --accept-conversion-loss
     sampled: bool = False           # the queue holds more than was read: the rest is not judged
     amqp10_path: str | None = None  # the flag of the command's AMQP 1.0 path, where it has one (it moves them whole)
+    over: str = "0-9-1"             # the protocol the move publishes over: "1.0" judges the other direction
+
+    @property
+    def _published(self) -> str:
+        return "0.9.1" if self.over == "1.0" else "1.0"
+
+    @property
+    def _converted(self) -> str:
+        return "1.0" if self.over == "1.0" else "0.9.1"
 
     @property
     def refuses(self) -> bool:
@@ -87,10 +101,11 @@ class ConversionCheck:
         """The plan's words: one line per kind (how many, which positions), then what to do."""
         if not self.losing:
             return []
-        how = "read over AMQP 1.0" if self.exact else "as AMQP 0.9.1 shows them"
+        how = ("read over AMQP 0.9.1" if self.over == "1.0" else "read over AMQP 1.0") if self.exact \
+            else "as AMQP 0.9.1 shows them"
         out = [f"{self.losing} of the {self.judged} message(s) to move from {self.queue!r} were published over AMQP "
-               f"1.0 and would not come back whole: RabbitMQ converts each for AMQP 0.9.1, and the move publishes that "
-               f"conversion for good ({how}):"]
+               f"{self._published} and would not come back whole: RabbitMQ converts each for AMQP {self._converted}, "
+               f"and the move publishes that conversion for good ({how}):"]
         for count in sorted(self.kinds.values(), key=lambda c: (-c.messages, c.kind)):
             where = ", ".join(f"#{p}" for p, _ in count.examples)
             more = "…" if count.messages > len(count.examples) else ""
@@ -98,12 +113,15 @@ class ConversionCheck:
             example = f" ({said})" if said != count.words else ""
             out.append(f"  {count.words}: {count.messages} message(s), e.g. {where}{more}{example}")
         if self.unchecked:
-            out.append(f"  (not read over AMQP 1.0: {self.unchecked})")
+            out.append(f"  (not read over AMQP {'0.9.1' if self.over == '1.0' else '1.0'}: {self.unchecked})")
         if self.sampled:
             out.append("  (the messages after those read were not judged)")
         return out
 
     def advice(self) -> str:
+        if self.over == "1.0":
+            return (f"leave --protocol out (AMQP 0.9.1 moves them as published); {CONVERSION_FLAG} moves them over 1.0 "
+                    "anyway, with these losses")
         avoid = (f"{self.amqp10_path} moves them as published" if self.amqp10_path
                  else "this command moves over AMQP 0.9.1 only: `dump --protocol 1.0` keeps a whole copy of each, and "
                       "an AMQP 1.0 client moves them as published")
@@ -111,35 +129,41 @@ class ConversionCheck:
 
     def refusal(self, what: str) -> RefusedError:
         kinds = ", ".join(c.kind for c in sorted(self.kinds.values(), key=lambda c: (-c.messages, c.kind)))
-        return RefusedError(f"{what} refused: {self.losing} message(s) of {self.queue!r} published over AMQP 1.0 "
-                            f"would lose data in RabbitMQ's conversion to AMQP 0.9.1, which a move over 0.9.1 "
-                            f"publishes ({kinds}: said above); nothing was changed", hint=self.advice())
+        return RefusedError(f"{what} refused: {self.losing} message(s) of {self.queue!r} published over AMQP "
+                            f"{self._published} would lose data in RabbitMQ's conversion to AMQP {self._converted}, "
+                            f"which a move over {self._converted} publishes ({kinds}: said above); nothing was "
+                            "changed", hint=self.advice())
 
     def to_json(self) -> dict[str, Any]:
         return {"messages_judged": self.judged, "messages_losing": self.losing, "read_over_amqp10": self.exact,
                 "not_read_over_amqp10": self.unchecked, "sampled": self.sampled,
                 "kinds": [c.to_json() for c in sorted(self.kinds.values(), key=lambda c: (-c.messages, c.kind))],
                 "refused": self.refuses, "accepted": self.accepted, "flag": CONVERSION_FLAG,
-                "amqp10_path": self.amqp10_path}
+                "amqp10_path": self.amqp10_path, "moved_over": self.over}
 
 
 def check_conversion(source: Session, queue: str, read: ReadOptions, *, include: Callable[[MessageRecord], bool],
                      report: Reporter, read_091: Iterable[MessageRecord] | None = None, accepted: bool = False,
-                     amqp10_path: str | None = None) -> ConversionCheck | None:
+                     amqp10_path: str | None = None, over: str = "0-9-1",
+                     read_10: Iterable[MessageRecord] | None = None) -> ConversionCheck | None:
     """The check for the head of `queue` on `source` (None: the broker does not speak AMQP 1.0 — 3.x, where nothing
-    of this applies). `include`: whether the move would take a message (of the 1.0 read's records, positioned as the
-    0.9.1 read's). `read_091`: the records a plan already read over 0.9.1 (without them, move and replay --yes read
-    the head over 0.9.1 first where the 1.0 read could cost attempts: _needs_091_first)."""
+    of this applies) of a move over `over` ("0-9-1", or "1.0": the other direction, the module docstring).
+    `include`: whether the move would take a message (of the 1.0 read's records, positioned as the 0.9.1 read's).
+    `read_091`: the records a plan already read over 0.9.1 (without them, move and replay --yes read the head over
+    0.9.1 first where the 1.0 read could cost attempts: _needs_091_first); `read_10`: those it read over 1.0 (a move
+    over 1.0)."""
     from dlxtool.broker import versions
 
     version = versions.server_version(source.conn)
     if not versions.speaks_amqp10(version):
         return None
-    check = ConversionCheck(queue, accepted=accepted, amqp10_path=amqp10_path)
+    check = ConversionCheck(queue, accepted=accepted, amqp10_path=amqp10_path, over=over)
+    if over == "1.0":
+        return _check_over_amqp10(check, source, queue, read, include, report, read_10)
     facts, why = _facts(source, queue)
     records_091 = list(read_091) if read_091 is not None else None
     if facts is not None and records_091 is None and _needs_091_first(facts):
-        records_091, why = _read_091(source, queue, read, report)
+        records_091, why, _ = _read_091(source, queue, read, report)
     # A 0.9.1 message with a decimal header ends the 1.0 session it is delivered to (and on 4.3 a lost session counts
     # an attempt of each message held on a quorum queue): the 1.0 read stops before the first one
     stop = next((r.position for r in records_091 or () if _holds_decimal(r.headers)), None)
@@ -167,6 +191,42 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
         if record.position >= first and include(record):
             signs = came_from_amqp10(record.properties, record.headers if is_object(record.headers) else {})
             check.add(record.position, sign_kinds(signs), _sign_words)
+    return check
+
+
+def _check_over_amqp10(check: ConversionCheck, source: Session, queue: str, read: ReadOptions,
+                       include: Callable[[MessageRecord], bool], report: Reporter,
+                       read_10: Iterable[MessageRecord] | None) -> ConversionCheck:
+    """A move over AMQP 1.0: the head read over 0.9.1 (which shows the headers a 1.0 reader would not get), each
+    message the move would take judged by its headers. An AMQP 1.0 message with a char or uuid application property
+    closes the 0.9.1 connection it is delivered to (4.3.6; on 4.3 that counts a delivery attempt of it): the head
+    is read over 1.0 first (the plan's read, `read_10`, where it made one) and the 0.9.1 read stops before it, on a
+    connection of its own."""
+    from dlxtool.amqp10_view import LOSS_KINDS_OVER_AMQP10, loss_kinds, loss_kinds_over_amqp10
+    from dlxtool.broker import versions
+
+    records_10 = list(read_10) if read_10 is not None else None
+    if records_10 is None:
+        facts, why = _facts(source, queue)
+        if facts is not None:
+            records_10, why, _ = _read_amqp10(source, facts, read, report, None)
+        if records_10 is None:
+            check.unchecked = f"the head could not be read over AMQP 1.0 first: {why}"
+            return check
+    if versions.char_uuid_poison_091(versions.server_version(source.conn)):
+        stop = next((r.position for r in records_10 if r.amqp10 is not None
+                     and any(kind == "unconvertible" for kind, _ in loss_kinds(r.amqp10, poison_091=True))), None)
+    else:
+        stop = None
+    records, why, check.sampled = _read_091(source, queue, read, report, stop=stop) if stop != 0 else ([], None, True)
+    check.exact = records is not None and why is None and stop is None
+    check.unchecked = why
+    if stop is not None and why is None:
+        check.unchecked = (f"the messages from #{stop} on: an AMQP 1.0 message with a char or uuid application "
+                           f"property (#{stop}) closes the AMQP 0.9.1 connection it is delivered to")
+    for record in records or ():
+        if include(record) and is_object(record.headers):
+            check.add(record.position, loss_kinds_over_amqp10(record.headers), LOSS_KINDS_OVER_AMQP10.__getitem__)
     return check
 
 
@@ -245,24 +305,36 @@ def _holds_decimal(value: Any) -> bool:
     return False
 
 
-def _read_091(source: Session, queue: str, read: ReadOptions,
-              report: Reporter) -> tuple[list[MessageRecord] | None, str | None]:
-    """The head read over 0.9.1 as a plan reads it (peek's rules: on 4.3 a quorum queue's nack spends no attempt)."""
+def _read_091(source: Session, queue: str, read: ReadOptions, report: Reporter,
+              stop: int | None = None) -> tuple[list[MessageRecord] | None, str | None, bool]:
+    """The head read over 0.9.1 as a plan reads it (peek's rules: on 4.3 a quorum queue's nack spends no attempt):
+    (records, None, whether the queue held more); (the records before it, why, True) where the read ended early;
+    (None, why not, False) where it could not start. `stop`: read only the messages before this position. On a
+    connection of its own: one the broker closes (a message it cannot convert for 0.9.1) is not the session's."""
+    from dlxtool.broker.connection import close_quietly, connect
     from dlxtool.ops.peek import prepare_read
 
-    assert source.profile is not None  # _facts said so
-    opts = replace(read, protocol="0-9-1", count=read.max_unacked, select=None, select_decodes=False)
+    if source.profile is None:
+        return None, "no broker profile to read the head with", False
+    count = read.max_unacked if stop is None else min(read.max_unacked, stop)
+    opts = replace(read, protocol="0-9-1", count=count, max_unacked=count, select=None, select_decodes=False)
     try:
-        reader, notes = prepare_read(source.conn, source.profile, queue, opts, management=_management(source))
+        conn = connect(source.profile)
+    except DlxtoolError as exc:
+        return None, f"no AMQP 0.9.1 connection to read the head with: {exc.message}", False
+    try:
+        reader, notes = prepare_read(conn, source.profile, queue, opts, management=_management(source))
         for note in notes:
             report.detail(f"conversion check: {note}")
         records = list(reader.records())
         outcome = reader.outcome()
     except DlxtoolError as exc:
-        return None, f"the head could not be read over AMQP 0.9.1 first: {exc.message}"
-    if outcome.error is not None:
-        return None, f"the head could not be read over AMQP 0.9.1 first: {outcome.error.message}"
-    return records, None
+        return None, f"the head could not be read over AMQP 0.9.1 first: {exc.message}", False
+    finally:
+        close_quietly(conn)
+    if outcome.error is not None:  # what arrived before it is judged; the rest is not
+        return records, f"the head could not be read whole over AMQP 0.9.1: {outcome.error.message}", True
+    return records, None, reader.coverage().sampled
 
 
 def _read_amqp10(source: Session, facts: QueueFacts, read: ReadOptions, report: Reporter,

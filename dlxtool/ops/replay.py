@@ -231,9 +231,10 @@ class Replay:
                                   allow_displace=settings.allow_displace)
 
     def plan(self, read: ReadOptions | None = None, *, accept_conversion_loss: bool = False,
-             amqp10_path: str | None = None, judge_conversion: bool = True) -> ReplayPlan:
+             amqp10_path: str | None = None, judge_conversion: bool = True, over: str = "0-9-1") -> ReplayPlan:
         """What the replay would do, from the first messages, read as `peek` reads them (plan_for), and what
-        RabbitMQ's conversion to 0.9.1 would lose of those it would move (dlxtool.ops.conversion_check)."""
+        RabbitMQ's conversion for the protocol it moves over (`over`) would lose of those it would move
+        (dlxtool.ops.conversion_check)."""
         out = plan_for(self.session, self.settings, self.report, read)
         if not out.moving_positions or not judge_conversion:
             out.records_read = []
@@ -245,19 +246,21 @@ class Replay:
         out.conversion = check(
             self.session.source, self.settings.source, read or ReadOptions(max_unacked=self.session.plan_limit),
             include=lambda r: r.position in out.moving_positions or message_name(r) in names, report=self.report,
-            read_091=out.records_read, accepted=accept_conversion_loss, amqp10_path=amqp10_path)
+            # the plan's own read is over the protocol the replay moves over
+            read_091=None if over == "1.0" else out.records_read, read_10=out.records_read if over == "1.0" else None,
+            accepted=accept_conversion_loss, amqp10_path=amqp10_path, over=over)
         out.records_read = []
         return out
 
     def check_conversion(self, read: ReadOptions, *, accept_conversion_loss: bool = False,
-                         amqp10_path: str | None = None) -> ConversionCheck | None:
+                         amqp10_path: str | None = None, over: str = "0-9-1") -> ConversionCheck | None:
         """Without a plan (--yes, --edit): the conversion check of the selected messages at the head (what a
-        plan's check judges, without the plan's decisions)."""
+        plan's check judges, without the plan's decisions), for a move over `over`."""
         from dlxtool.ops.conversion_check import check_conversion
 
         return check_conversion(self.session.source, self.settings.source, read,
                                 include=self.settings.selection.matches, report=self.report,
-                                accepted=accept_conversion_loss, amqp10_path=amqp10_path)
+                                accepted=accept_conversion_loss, amqp10_path=amqp10_path, over=over)
 
     def run(self, options: TransferOptions, control: PassControl | None = None) -> MoveRun:
         """The pass itself: replay as a policy (ReplayPolicy) over the one move pipeline (dlxtool.ops.pipeline),

@@ -326,3 +326,47 @@ def test_over_amqp10_nothing_is_converted_so_nothing_is_refused(v4, qname, run, 
     finally:
         conn.close()
     assert [s.value if s is not None else None for s in subjects] == [None, None, "orders.created"]
+
+
+def test_over_amqp10_a_091_message_that_would_lose_its_table_headers_is_refused_unless_accepted(v4, qname, run) -> None:
+    """The other direction: RabbitMQ gives an AMQP 1.0 reader a 0.9.1 message's headers as application properties,
+    which hold no table or array, so a move over 1.0 would write it without them. The head is read over 0.9.1 first:
+    the plan names the message and its header, the replay is refused (exit 6, nothing moved) unless
+    --accept-conversion-loss — and then the origin does get it without them (what the refusal protects, proved on
+    this broker)."""
+    import pika
+
+    work, dlq = _dead_letters(v4, qname, CASES[:1])  # #0: a 1.0 message that survives whole
+    headers = {"rascal": {"originalQueue": "orders"}, "tags": ["a", "b"], "x-app-trace": {"id": 7}, "plain": "kept"}
+    with v4.channel() as ch:  # #1: published and rejected over 0.9.1
+        ch.basic_publish("", work, b"tabled", pika.BasicProperties(message_id="tabled", headers=headers))
+        method = None
+        while method is None:
+            method, _props, _body = ch.basic_get(work, auto_ack=False)
+        ch.basic_reject(method.delivery_tag, requeue=False)
+    assert v4.wait_depth(dlq, 2) == 2
+
+    plan = _plan(run, v4, dlq, "--protocol", "1.0")
+    losses = plan["conversion_losses"]
+    assert losses["moved_over"] == "1.0" and losses["messages_losing"] == 1 and losses["refused"]
+    assert [k["kind"] for k in losses["kinds"]] == ["table-header"] and losses["kinds"][0]["positions"] == [1]
+
+    refused = run("--url", v4.url, "replay", dlq, "--yes", "--protocol", "1.0")
+    assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
+    assert "published over AMQP 0.9.1" in refused.stderr and "'rascal'" in refused.stderr
+    assert "leave --protocol out" in refused.stderr
+    assert v4.queue_depth(dlq) == 2 and v4.queue_depth(work) == 0
+
+    done = run("--url", v4.url, "replay", dlq, "--yes", "--protocol", "1.0", "--accept-conversion-loss",
+               "--format", "json")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["moved"] == {work: 2}
+    with v4.channel() as ch:
+        arrived = {}
+        for _ in range(2):
+            method, props, _body = ch.basic_get(work, auto_ack=True)
+            assert method is not None
+            arrived[props.message_id] = props.headers or {}
+    kept = arrived["tabled"]
+    assert "rascal" not in kept and "tags" not in kept, kept  # dropped by the broker, as the plan said
+    assert kept["plain"] == "kept" and kept["x-app-trace"] == {"id": 7}

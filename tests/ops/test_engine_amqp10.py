@@ -126,7 +126,8 @@ def _read(broker, queue: str, n: int) -> list[Amqp10Message]:
 
 # What a delivery adds (the broker writes it again each time) and what a replay changes on purpose
 DELIVERY_HEADER = ("first_acquirer", "delivery_count")
-DELIVERY_ANNOTATIONS = ("x-exchange", "x-routing-key", "x-opt-dlxtool-replay")
+# x-acquired-count: the broker's count of acquisitions (4.x), which every read of the DLQ raises (the conversion check's too)
+DELIVERY_ANNOTATIONS = ("x-exchange", "x-routing-key", "x-opt-dlxtool-replay", "x-acquired-count")
 
 
 def _as_sent(msg: Amqp10Message) -> dict[str, Any]:
@@ -156,8 +157,11 @@ def test_replay_over_amqp10_brings_back_every_section_and_type(v4, qname, run, t
     result = run("--url", v4.url, "replay", dlq, "--protocol", "1.0", "--yes", "--format", "json", "--save",
                  str(saved))
     assert result.exit_code == 0, result.stderr
-    # what a 1.0 reader never gets of a message published over 0.9.1 is said: the run cannot tell such messages
-    assert "a message published over AMQP 0.9.1 loses its table and array headers" in result.stderr
+    # the check for 0.9.1 table headers (which a 1.0 reader never gets) reads the head over 0.9.1 — but not the char
+    # and uuid message at #0, which would close that connection (4.3) and spend an attempt: it says what it could not
+    # judge (tests/cli/test_conversion.py judges a 0.9.1 message's table headers)
+    if versions.char_uuid_poison_091(v4.version):
+        assert "conversion not checked over AMQP 0.9.1 (the messages from #0 on" in result.stderr
     summary = json.loads(result.stdout)
     assert summary["moved_total"] == 2, summary
     assert v4.wait_depth(dlq, 0) == 0 and v4.wait_depth(work, 2) == 2
