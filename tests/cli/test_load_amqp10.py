@@ -272,12 +272,15 @@ def test_settings_the_amqp10_load_cannot_honour_are_refused(broker, qname, run, 
     over_091 = run("--url", broker.url, "load", str(path), "--yes")
     assert over_091.exit_code == ExitStatus.REFUSED, over_091.stderr
     assert "subject dropped: 1 record(s), e.g. #1" in over_091.stderr
-    by_env = run("--url", broker.url, "load", str(path), "--yes", env={"DLXTOOL_PROTOCOL": "1.0"})
+    by_env = run("--url", broker.url, "load", str(path), "--yes", "--reset-history", env={"DLXTOOL_PROTOCOL": "1.0"})
     if not versions.speaks_amqp10(broker.version):
         assert by_env.exit_code == 2 and "--protocol 1.0 moves messages on RabbitMQ 4.x" in by_env.stderr
         assert broker.queue_depth(qname) == 0
         return
     assert by_env.exit_code == 0, by_env.stderr
+    (back,) = _read(broker, qname, 1)
+    assert (back.properties or {})["subject"] == Typed("string", "s") and back.body.sections == [b"a", b"b"]
+    assert back.annotation("x-opt-dlxtool-replay") is not None  # --reset-history: replay's provenance
     plain = tmp_path / "plain.jsonl"
     plain.write_bytes(MessageRecord(queue=qname, body=b"x").to_jsonl() + path.read_bytes())
     without = run("--url", broker.url, "load", str(plain), "--protocol", "1.0", "--yes")
