@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import io
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
 from dlxtool.cli.app import App
 from dlxtool.cli.options import common_options, dry_run_option, max_bytes_option, yes_option
+from dlxtool.cli.reading import PROTOCOLS, chosen_protocol
 from dlxtool.errors import UsageError
+from dlxtool.ops.conversion_check import CONVERSION_FLAG
 from dlxtool.outcome import Outcome
+
+if TYPE_CHECKING:
+    from dlxtool.ops.conversion_check import ConversionCheck
 
 HELP = """Publish the message records in FILE (`-` = stdin) to a broker.
 
@@ -56,6 +61,20 @@ the load before anything is published (FILE:LINE).
 --reset-history applies replay's count reset (x-death, x-first/last-death-*,
 x-delivery-count, retry headers, + --reset-header and the profile's
 reset_headers) and adds the `dlxtool-replay` provenance header.
+
+\b
+Records that hold a whole AMQP 1.0 message (their `amqp10` field: written
+by dump/peek --protocol 1.0 on RabbitMQ 4.x) lose part of it over AMQP
+0.9.1 (subject, to, several data sections, milliseconds, symbol and ulong
+types …): the load names what, per kind, and is refused (exit 6) unless
+--accept-conversion-loss. --protocol 1.0 (or DLXTOOL_PROTOCOL=1.0)
+publishes them over AMQP 1.0 as they were dumped — every section,
+property, application property and its type, every message annotation
+but the death history (x-opt-deaths), with dlxtool's provenance as the
+x-opt-dlxtool-replay annotation — each counted as loaded only on the
+broker's `accepted` outcome (`released`: routed nowhere, `rejected`:
+refused — failed, with the reason). Exit 2 over 1.0 on RabbitMQ 3.x, for
+a file with records that hold no amqp10 field, and with --reencode.
 
 \b
 Exit 5 if a record was cut short (without --allow-torn) or if any record
@@ -105,6 +124,13 @@ Examples:
               help="Publish even where the queue's dead-letter exchange would route a record's routing key to no "
                    "queue (its next dead-lettering there drops it), or where that cannot be checked (no "
                    "management API).")
+@click.option("--protocol", type=click.Choice(PROTOCOLS), default=None,
+              help="Publish over AMQP 0.9.1 or AMQP 1.0 (RabbitMQ 4.x; the amqp10 extra): 1.0 sends each record's "
+                   "whole AMQP 1.0 message (its amqp10 field) as dumped, the death history left out and the "
+                   "provenance added. [env DLXTOOL_PROTOCOL; default: 0-9-1]")
+@click.option(CONVERSION_FLAG, "accept_conversion_loss", is_flag=True,
+              help="Publish over AMQP 0.9.1 records that hold a whole AMQP 1.0 message even though that loses part "
+                   "of it (the plan names what). Without it such a load is refused (exit 6, nothing published).")
 @max_bytes_option
 @click.option("--allow-torn", is_flag=True,
               help="Exit 0 when records cut short (a writer stopped mid-record) were skipped.")
@@ -114,13 +140,18 @@ Examples:
 @click.pass_obj
 def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencode: bool, reset_headers: tuple[str, ...],
          default_exchange: bool, failed_file: str | None, window: int, allow_displace: bool, allow_dlx_drop: bool,
-         allow_torn: bool, dry_run: bool, yes: bool) -> Outcome | None:
+         allow_torn: bool, dry_run: bool, yes: bool, protocol: str | None = None,
+         accept_conversion_loss: bool = False) -> Outcome | None:
     from dlxtool.cli.moving import run_moving
     from dlxtool.ops.interrupts import summary_before_ctrl_c
     from dlxtool.ops.load import Load, LoadRun, LoadSettings
 
     if reset_headers and not reset_history:
         raise UsageError("--reset-header needs --reset-history")
+    protocol = protocol or chosen_protocol(app)
+    if protocol == "1.0" and reencode:
+        raise UsageError("--protocol 1.0 does not load records with --reencode yet",
+                         hint="leave --protocol out (0-9-1)")
     if failed_file:
         from dlxtool.cli.moving import check_record_file
 
@@ -130,7 +161,7 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencod
     settings = LoadSettings(name=name, to_queue=to_queue, reset_history=reset_history,
                             reset_names=tuple(dict.fromkeys((*profile.reset_headers, *reset_headers))),
                             window=window, allow_displace=allow_displace, default_exchange=default_exchange,
-                            allow_dlx_drop=allow_dlx_drop, max_bytes=app.max_bytes)
+                            allow_dlx_drop=allow_dlx_drop, max_bytes=app.max_bytes, protocol=protocol)
     reencoder, changed = None, 0
     if reencode:
         from dlxtool.cli.editing import registry_loader
@@ -138,7 +169,12 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencod
 
         settings.reencode = reencoder = Reencoder(registry_loader(app, required=True))
     with summary_before_ctrl_c() as ctrl_c, app.connection(profile) as conn:
-        loading = Load(app.session(profile, conn), open_stream, settings, app, dry_run=dry_run)
+        if protocol == "1.0":
+            from dlxtool.ops.load_amqp10 import Amqp10Load
+
+            loading: Load = Amqp10Load(app.session(profile, conn), open_stream, settings, app, dry_run=dry_run)
+        else:
+            loading = Load(app.session(profile, conn), open_stream, settings, app, dry_run=dry_run)
         if reencoder is not None:  # counted by the check of the whole file, before anything is published
             app.info(f"--reencode: {reencoder.reencoded} of {loading.plan.records} record(s) re-encoded from "
                      "their changed `decoded`; the others keep their bytes")
@@ -147,6 +183,8 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencod
         if not plan.records and not plan.torn:
             app.info(f"nothing to load: {name} has no records; nothing was published")
             return None
+        if plan.losses is not None and plan.losses.losing:
+            _say_losses(app, plan.losses, dry_run=dry_run, accepted=accept_conversion_loss)
         if dry_run or not yes:
             _render_plan(app, plan, name)
             if dry_run:
@@ -166,6 +204,23 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencod
                           run=lambda failed, bar: LoadRun(loading.run(progress=bar, failed=failed), failed_file,
                                                           allow_torn),
                           render=lambda run: _render_result(app, run.load))
+
+
+def _say_losses(app: App, losses: ConversionCheck, *, dry_run: bool, accepted: bool) -> None:
+    """What a load over 0.9.1 would lose of the AMQP 1.0 messages in the file, before the question; refused (exit 6)
+    unless accepted, said as such by a dry run."""
+    from dlxtool.ops.load import LOSS_ADVICE, loss_lines, loss_refusal
+
+    lines = loss_lines(losses)
+    if accepted:
+        app.warn("\n".join(lines) + f"\n  {'the load would publish them' if dry_run else 'published'} anyway "
+                 f"({CONVERSION_FLAG})")
+        return
+    app.warn("\n".join(lines))
+    if dry_run:
+        app.info(f"the load would be refused (exit 6): {LOSS_ADVICE}")
+        return
+    raise loss_refusal(losses)
 
 
 def _opener(app: App, file: str) -> tuple[Any, str]:

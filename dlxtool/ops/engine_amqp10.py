@@ -248,7 +248,7 @@ class Amqp10Transfer:
             if said.taken:
                 taken.append(sent)
             else:
-                refused.append((sent, _refused(said, sent.sender.address)))
+                refused.append((sent, refused_by(said, sent.sender.address)))
         sink = self.opts.sink
         if sink is not None and taken:
             from dlxtool.amqp10_message import parse_message
@@ -350,7 +350,7 @@ class _Sent:
     raw: bytes
 
 
-def _refused(said: DeliveryState, address: str) -> Why:
+def refused_by(said: DeliveryState, address: str) -> Why:
     """Why a message the broker did not take stays: `released` (routed to no queue), `rejected` (refused, with the
     broker's reason: a full queue with overflow reject-publish, a message it will not take)."""
     if said.kind == "released":

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
+from dlxtool.amqp10_view import LOSS_KINDS, loss_kinds
 from dlxtool.amqp_values import rabbitmq_refuses
 from dlxtool.broker.channel import IDLE_WAIT
 from dlxtool.broker.connection import blocked
@@ -37,11 +38,13 @@ from dlxtool.broker.publisher import PublishAnswer, Publisher
 from dlxtool.broker.queues import did_you_mean, names_in
 from dlxtool.broker.wire.frames import EncodeError, basic_properties, encode_for_publish
 from dlxtool.budget import PrefetchWindow
-from dlxtool.errors import UnavailableError, UsageError
+from dlxtool.deaths import HISTORY_HEADERS
+from dlxtool.errors import RefusedError, UnavailableError, UsageError
 from dlxtool.json_shapes import is_object
 from dlxtool.message_ids import MessageIds
 from dlxtool.ops import capacity
 from dlxtool.ops.alarms import check_alarms
+from dlxtool.ops.conversion_check import EXAMPLES, ConversionCheck
 from dlxtool.ops.engine import describe_error
 from dlxtool.ops.interrupts import sigint_as_stop, signals_as_stop
 from dlxtool.ops.outcomes import counted, refusal
@@ -79,6 +82,9 @@ class LoadSettings:
     # --reencode: record, FILE:LINE -> the record to publish (dlxtool.editing.reencode.Reencoder: a changed
     # `decoded` re-encoded into its body); applied to each record as it is read, in both passes
     reencode: Callable[[MessageRecord, str], MessageRecord] | None = None
+    # "1.0": publish over AMQP 1.0 (RabbitMQ 4.x) each record's whole AMQP 1.0 message (its `amqp10`: dump --protocol
+    # 1.0 wrote it) as a replay over 1.0 sends one (dlxtool.ops.load_amqp10); "0-9-1": each record's 0.9.1 view
+    protocol: str = "0-9-1"
 
 
 @dataclass
@@ -94,6 +100,11 @@ class LoadPlan:
     routes: dict[str, str] = field(default_factory=dict[str, str])      # queue -> its route in words (or why none)
     unsafe: Counter[str] = field(default_factory=Counter[str])     # why records would not be published -> records
     unsafe_by_queue: Counter[str] = field(default_factory=Counter[str])  # queue -> records its route holds back
+    amqp10: int = 0  # records that hold a whole AMQP 1.0 message (their `amqp10` field)
+    without_amqp10: list[str] = field(default_factory=list[str])  # FILE:LINE of the first records that do not
+    without_amqp10_total: int = 0
+    # over 0.9.1: what of the AMQP 1.0 messages the records hold publishing their 0.9.1 view would not carry
+    losses: ConversionCheck | None = None
 
     def would_load(self, queue: str) -> int:
         """Records for `queue` whose route is safe and that fit its room by count (the byte room depends on each
@@ -115,6 +126,10 @@ class LoadPlan:
         if self.routes:
             out["routes"] = self.routes
             out["unsafe"] = dict(self.unsafe)
+        if self.amqp10:
+            out["amqp10_records"] = self.amqp10
+        if self.losses is not None and self.losses.judged:
+            out["conversion_losses"] = self.losses.to_json()
         return out
 
     def check_routes(self, routes: Routes) -> None:
@@ -175,17 +190,58 @@ def records_of(stream: IO[bytes], settings: LoadSettings,
 
 
 def scan(open_stream: Opener, settings: LoadSettings) -> LoadPlan:
-    """Check every record (UsageError naming FILE:LINE) and count them per target queue."""
+    """Check every record (UsageError naming FILE:LINE) and count them per target queue; over 0.9.1, judge what of
+    the AMQP 1.0 messages records hold would not survive (LoadPlan.losses)."""
     out = LoadPlan()
+    amqp10 = settings.protocol == "1.0"
+    if not amqp10:
+        out.losses = ConversionCheck(settings.name, exact=True, amqp10_path="--protocol 1.0")
     with open_stream() as stream:
         for where, record in records_of(stream, settings, lambda where, _n: out.torn.append(where)):
-            target = _target(record, settings, where)
+            target = target_of(record, settings, where)
             out.targets[target] += 1
-            headers = _headers(record, settings)
-            _check_encodes(record, headers, where)
-            out.keys[(target, target if settings.default_exchange else _routing_key(record, headers))] += 1
             out.records += 1
+            if record.amqp10 is not None:
+                out.amqp10 += 1
+                if out.losses is not None:  # the 0.9.1 view is the broker's conversion (dlxtool.amqp10_view)
+                    out.losses.add(out.records, loss_kinds(record.amqp10), LOSS_KINDS.__getitem__)
+            elif amqp10:
+                out.without_amqp10_total += 1
+                if len(out.without_amqp10) < EXAMPLES:
+                    out.without_amqp10.append(where)
+            if amqp10 and record.amqp10 is None:
+                continue  # refused as a whole (Load): no headers to work out
+            headers = load_headers(record, settings)
+            if not amqp10:
+                _check_encodes(record, headers, where)
+            out.keys[(target, target if settings.default_exchange else record_key(record, headers, settings))] += 1
     return out
+
+
+def loss_lines(check: ConversionCheck) -> list[str]:
+    """What a load over 0.9.1 would not carry of the AMQP 1.0 messages in the file (LoadPlan.losses), per kind."""
+    if not check.losing:
+        return []
+    out = [f"{check.losing} of the {check.judged} record(s) of {check.queue} that hold a whole AMQP 1.0 message (dump "
+           "--protocol 1.0 wrote them) would not be published whole over AMQP 0.9.1, which this load publishes (each "
+           "record's 0.9.1 view, as RabbitMQ converts such a message):"]
+    for count in sorted(check.kinds.values(), key=lambda c: (-c.messages, c.kind)):
+        where = ", ".join(f"#{p}" for p, _ in count.examples)
+        more = "…" if count.messages > len(count.examples) else ""
+        said = count.examples[0][1]
+        example = f" ({said})" if said != count.words else ""
+        out.append(f"  {count.words}: {count.messages} record(s), e.g. {where}{more}{example}")
+    return out
+
+
+LOSS_ADVICE = ("--protocol 1.0 (RabbitMQ 4.x) publishes them as dumped; --accept-conversion-loss publishes them over "
+               "0.9.1 anyway, with these losses")
+
+
+def loss_refusal(check: ConversionCheck) -> RefusedError:
+    kinds = ", ".join(c.kind for c in sorted(check.kinds.values(), key=lambda c: (-c.messages, c.kind)))
+    return RefusedError(f"load refused: {check.losing} record(s) of {check.queue} hold AMQP 1.0 messages that would "
+                        f"lose data over AMQP 0.9.1 ({kinds}: said above); nothing was published", hint=LOSS_ADVICE)
 
 
 def _check_encodes(record: MessageRecord, headers: dict[str, Any], where: str) -> None:
@@ -203,7 +259,7 @@ def _check_encodes(record: MessageRecord, headers: dict[str, Any], where: str) -
         raise UsageError(f"{where}: {exc}") from None
 
 
-def _target(record: MessageRecord, settings: LoadSettings, where: str) -> str:
+def target_of(record: MessageRecord, settings: LoadSettings, where: str) -> str:
     target = settings.to_queue or record.queue
     if not target:
         raise UsageError(f"{where}: the record names no queue", hint="give --to QUEUE")
@@ -275,12 +331,12 @@ def _load(conn: AmqpConnection, open_stream: Opener, settings: LoadSettings, rou
                 taken += 1
                 if stop.is_set():
                     return
-                target = _target(record, settings, where)
-                headers = _headers(record, settings)
-                route = routes.with_key(target, _routing_key(record, headers))
+                target = target_of(record, settings, where)
+                headers = load_headers(record, settings)
+                route = routes.with_key(target, record_key(record, headers, settings))
                 if isinstance(route, Why):  # not published: it fails with the reason, the others go on
                     del inflight[id(record)]
-                    _refused(result, target, route, record, failed)
+                    fail_record(result, target, route, record, failed)
                     continue
                 why = rooms.admit(target, len(record.body), len(inflight) - 1) if rooms is not None else None
                 if why is not None:
@@ -291,7 +347,7 @@ def _load(conn: AmqpConnection, open_stream: Opener, settings: LoadSettings, rou
                         failed.write(record)
                     continue
                 exchange, keeps_key = route
-                key = _routing_key(record, headers) if keeps_key else target
+                key = record_key(record, headers, settings) if keeps_key else target
                 yield exchange, key, record.body, basic_properties(record.properties, dict(headers)), (target, record)
 
         try:
@@ -307,7 +363,7 @@ def _load(conn: AmqpConnection, open_stream: Opener, settings: LoadSettings, rou
         except KeyboardInterrupt:  # a second stop signal: no more waiting for confirms, account for the rest
             stop.set()
             _give_up(result, inflight, settings, failed)
-            records = _records_after(open_stream, settings, taken)  # the signal may have ended `records`
+            records = records_after(open_stream, settings, taken)  # the signal may have ended `records`
         result.interrupted = stop.is_set() and result.error is None
         # Never published: the one the error hit on its way out, and the rest of the file. Writing them to
         # --failed takes a while (a large file): a signal now (the second one) only takes note of itself.
@@ -337,7 +393,7 @@ def _give_up(result: LoadResult, inflight: dict[int, MessageRecord], settings: L
     inflight.clear()
 
 
-def _records_after(open_stream: Opener, settings: LoadSettings, taken: int) -> Iterator[tuple[str, MessageRecord]]:
+def records_after(open_stream: Opener, settings: LoadSettings, taken: int) -> Iterator[tuple[str, MessageRecord]]:
     """The file's records after the first `taken`, read afresh (torn records were counted on the way)."""
     with open_stream() as stream:
         for n, item in enumerate(records_of(stream, settings, lambda _w, _n: None)):
@@ -345,24 +401,34 @@ def _records_after(open_stream: Opener, settings: LoadSettings, taken: int) -> I
                 yield item
 
 
-def _headers(record: MessageRecord, settings: LoadSettings) -> dict[str, Any]:
-    if not settings.reset_history:
+def load_headers(record: MessageRecord, settings: LoadSettings) -> dict[str, Any]:
+    """The headers a record is published with: as recorded; with --reset-history, replay's reset and provenance.
+    Over AMQP 1.0 (settings.protocol) always without the death history and with the provenance, as a replay over 1.0
+    sends a message (dlxtool.ops.amqp10_outgoing): a client's x-opt-deaths is no death history to the broker, and
+    would read as one to every reader after it; the provenance keeps what it said (its deaths, its origin)."""
+    amqp10 = settings.protocol == "1.0"
+    if not settings.reset_history and not amqp10:
         return record.headers
     from dlxtool.ops.replay_decision import replay_headers
 
-    return replay_headers(record, source=f"file {settings.name}", reset_names=settings.reset_names)
+    headers = replay_headers(record, source=f"file {settings.name}", reset_names=settings.reset_names,
+                             keep_history=not settings.reset_history)
+    if not settings.reset_history:  # 1.0 without the reset: only the death history goes (the counters stay)
+        for name in HISTORY_HEADERS:
+            headers.pop(name, None)
+    return headers
 
 
-def _routing_key(record: MessageRecord, headers: dict[str, Any]) -> str:
+def record_key(record: MessageRecord, headers: dict[str, Any], settings: LoadSettings) -> str:
     """The record's routing key; after a count reset, the original one its provenance header records."""
     from dlxtool.ops.provenance import PROVENANCE_HEADER
 
-    prov = headers.get(PROVENANCE_HEADER) if headers is not record.headers else None
+    prov = headers.get(PROVENANCE_HEADER) if settings.reset_history else None
     key = prov.get("routing-key") if is_object(prov) else None
     return key if isinstance(key, str) else record.routing_key
 
 
-def _refused(result: LoadResult, target: str, why: Why, record: MessageRecord, failed: Sink | None) -> None:
+def fail_record(result: LoadResult, target: str, why: Why, record: MessageRecord, failed: Sink | None) -> None:
     result.failed[why.prefixed(f"{target}: ")] += 1
     if failed is not None:
         failed.write(record)
@@ -456,6 +522,7 @@ class Load:
                  dry_run: bool) -> None:
         self.session, self.open_stream, self.settings = session, open_stream, settings
         plan = self.plan = scan(open_stream, settings)
+        self.check_file(plan)  # before the plan's questions to the broker
         for where in plan.torn:
             report.warn(f"{where}: a record cut short (a writer stopped mid-record): skipped; its message was not "
                         "acked away by the writer, it is still in its queue")
@@ -488,6 +555,10 @@ class Load:
         if not dry_run:
             capacity.refuse_when_no_room([rooms.capacity(q) for q in sorted(plan.targets)], "queue",
                                          settings.allow_displace)
+
+    def check_file(self, plan: LoadPlan) -> None:
+        """What the file asks of this broker, refused before anything else is asked (the AMQP 1.0 load's: a 3.x broker,
+        records without `amqp10`; dlxtool.ops.load_amqp10.Amqp10Load)."""
 
     def run(self, *, progress: Callable[[Progress], None] | None = None, failed: Sink | None = None,
             handle_sigint: bool = True) -> LoadResult:

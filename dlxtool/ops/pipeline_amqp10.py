@@ -78,7 +78,7 @@ def check_amqp10(session: MoveSession, queue: str, info: QueueInfo | None) -> De
     from dlxtool.broker.amqp10 import outcomes
 
     for side in {id(s): s for s in (session.source, session.to)}.values():
-        _speaks_amqp10(side)
+        require_amqp10(side)
     if info is not None and info.type == "stream":
         raise UsageError(f"{queue!r} is a stream: --protocol 1.0 moves messages from classic and quorum queues",
                          hint="leave --protocol out (0-9-1)")
@@ -99,7 +99,9 @@ def _version(side: Session) -> Version | None:
     return versions.server_version(side.conn)
 
 
-def _speaks_amqp10(side: Session) -> None:
+def require_amqp10(side: Session) -> None:
+    """Refuse a broker this run cannot use AMQP 1.0 with (3.x, no profile to connect with, no python-qpid-proton):
+    exit 2, before anything is read or published (load --protocol 1.0 asks it too)."""
     from dlxtool.broker import versions
     from dlxtool.broker.amqp10 import INSTALL_HINT, available
 
