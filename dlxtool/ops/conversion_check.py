@@ -1,18 +1,21 @@
-"""Before replay or move takes messages over AMQP 0.9.1 from RabbitMQ 4.x: which of them were published over AMQP 1.0
-and would not survive the broker's conversion (issue 39: "the difference is said where it matters").
+"""Before replay, move, purge (--move-to, --backup) or dump --remove takes messages over AMQP 0.9.1 from RabbitMQ
+4.x: which of them were published over AMQP 1.0 and would not survive the broker's conversion (issue 39: "the
+difference is said where it matters").
 
 RabbitMQ 4.x keeps an AMQP 1.0 message as it was published and converts it for each 0.9.1 reader (mc_amqpl): several
 data sections merged, subject/to/absolute-expiry-time/group-sequence/reply-to-group-id dropped, milliseconds lost,
 symbols as strings, ulong 2^64-1 as -1, ulong ids as text, binary ids moved to headers (dlxtool.amqp10_view.
-loss_kinds). A move over 0.9.1 publishes that conversion: the origin (or DST) holds the loss for good. Over 0.9.1
+loss_kinds). A move over 0.9.1 publishes that conversion: the origin (or DST) holds the loss for good; a backup over
+0.9.1 (purge --backup, dump --remove) writes only the conversion to its file and then removes the message, so the
+file's copy (and a `load` of it) is all that is left, with the loss. Over 0.9.1
 most of it cannot be seen (a message whose subject was dropped shows no sign of it: measured on 4.3.6), so the head
 is read once more over AMQP 1.0 — as `peek --protocol 1.0` reads it, under the same rules, given back without a
 delivery attempt where the version allows (4.3; classic queues on any 4.x) — and each message judged whole. Where
 that read cannot be made (no python-qpid-proton, a give-back that would spend an attempt, the broker refusing), what
 0.9.1 shows is judged instead (dlxtool.amqp10_view.came_from_amqp10's signs) and the check says it is partial.
 
-A loss is data written into the destination for good: the default refuses (exit 6, nothing changed), the CLI's
---accept-conversion-loss moves anyway (CONVERSION_FLAG)."""
+A loss is data written into the destination (or the backup) for good: the default refuses (exit 6, nothing
+changed), the CLI's --accept-conversion-loss takes them anyway (CONVERSION_FLAG)."""
 
 from __future__ import annotations
 
@@ -65,6 +68,10 @@ class ConversionCheck:
     accepted: bool = False          # --accept-conversion-loss
     sampled: bool = False           # the queue holds more than was read: the rest is not judged
     amqp10_path: str | None = None  # the flag of the command's AMQP 1.0 path, where it has one (it moves them whole)
+    # what the command does with them over 0.9.1: "move" (publishes the conversion for good: replay, move, purge
+    # --move-to) or "backup" (writes only the conversion to its file, then removes the message: purge --backup,
+    # dump --remove — a `load` of that file brings back the conversion, not the message)
+    taking: str = "move"
 
     @property
     def refuses(self) -> bool:
@@ -88,9 +95,14 @@ class ConversionCheck:
         if not self.losing:
             return []
         how = "read over AMQP 1.0" if self.exact else "as AMQP 0.9.1 shows them"
-        out = [f"{self.losing} of the {self.judged} message(s) to move from {self.queue!r} were published over AMQP "
-               f"1.0 and would not come back whole: RabbitMQ converts each for AMQP 0.9.1, and the move publishes that "
-               f"conversion for good ({how}):"]
+        if self.taking == "backup":
+            out = [f"{self.losing} of the {self.judged} message(s) to remove from {self.queue!r} were published over "
+                   f"AMQP 1.0 and would not be backed up whole: RabbitMQ converts each for AMQP 0.9.1, and the backup "
+                   f"keeps only that conversion of a message that is then removed ({how}):"]
+        else:
+            out = [f"{self.losing} of the {self.judged} message(s) to move from {self.queue!r} were published over "
+                   f"AMQP 1.0 and would not come back whole: RabbitMQ converts each for AMQP 0.9.1, and the move "
+                   f"publishes that conversion for good ({how}):"]
         for count in sorted(self.kinds.values(), key=lambda c: (-c.messages, c.kind)):
             where = ", ".join(f"#{p}" for p, _ in count.examples)
             more = "…" if count.messages > len(count.examples) else ""
@@ -103,29 +115,37 @@ class ConversionCheck:
             out.append("  (the messages after those read were not judged)")
         return out
 
+    @property
+    def verb(self) -> str:
+        """What the command does to them: "move" or "take" (a backup)."""
+        return "take" if self.taking == "backup" else "move"
+
     def advice(self) -> str:
-        avoid = (f"{self.amqp10_path} moves them as published" if self.amqp10_path
+        done = "backs them up" if self.taking == "backup" else "moves them"
+        avoid = (f"{self.amqp10_path} {done} as published" if self.amqp10_path
                  else "this command moves over AMQP 0.9.1 only: `dump --protocol 1.0` keeps a whole copy of each, and "
                       "an AMQP 1.0 client moves them as published")
-        return f"{avoid}; {CONVERSION_FLAG} moves them anyway, with these losses"
+        return f"{avoid}; {CONVERSION_FLAG} {self.verb}s them anyway, with these losses"
 
     def refusal(self, what: str) -> RefusedError:
         kinds = ", ".join(c.kind for c in sorted(self.kinds.values(), key=lambda c: (-c.messages, c.kind)))
+        which = "which is all a backup over 0.9.1 keeps of them" if self.taking == "backup" else \
+            "which a move over 0.9.1 publishes"
         return RefusedError(f"{what} refused: {self.losing} message(s) of {self.queue!r} published over AMQP 1.0 "
-                            f"would lose data in RabbitMQ's conversion to AMQP 0.9.1, which a move over 0.9.1 "
-                            f"publishes ({kinds}: said above); nothing was changed", hint=self.advice())
+                            f"would lose data in RabbitMQ's conversion to AMQP 0.9.1, {which} ({kinds}: said above); "
+                            "nothing was changed", hint=self.advice())
 
     def to_json(self) -> dict[str, Any]:
         return {"messages_judged": self.judged, "messages_losing": self.losing, "read_over_amqp10": self.exact,
                 "not_read_over_amqp10": self.unchecked, "sampled": self.sampled,
                 "kinds": [c.to_json() for c in sorted(self.kinds.values(), key=lambda c: (-c.messages, c.kind))],
                 "refused": self.refuses, "accepted": self.accepted, "flag": CONVERSION_FLAG,
-                "amqp10_path": self.amqp10_path}
+                "amqp10_path": self.amqp10_path, "taking": self.taking}
 
 
 def check_conversion(source: Session, queue: str, read: ReadOptions, *, include: Callable[[MessageRecord], bool],
                      report: Reporter, read_091: Iterable[MessageRecord] | None = None, accepted: bool = False,
-                     amqp10_path: str | None = None) -> ConversionCheck | None:
+                     amqp10_path: str | None = None, taking: str = "move") -> ConversionCheck | None:
     """The check for the head of `queue` on `source` (None: the broker does not speak AMQP 1.0 — 3.x, where nothing
     of this applies). `include`: whether the move would take a message (of the 1.0 read's records, positioned as the
     0.9.1 read's). `read_091`: the records a plan already read over 0.9.1 (without them, move and replay --yes read
@@ -135,7 +155,7 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
     version = versions.server_version(source.conn)
     if not versions.speaks_amqp10(version):
         return None
-    check = ConversionCheck(queue, accepted=accepted, amqp10_path=amqp10_path)
+    check = ConversionCheck(queue, accepted=accepted, amqp10_path=amqp10_path, taking=taking)
     facts, why = _facts(source, queue)
     records_091 = list(read_091) if read_091 is not None else None
     if facts is not None and records_091 is None and _needs_091_first(facts):
