@@ -83,7 +83,12 @@ def dump(app: App, /, queue: str, count: int | None, all_: bool, output: str | N
     prints a JSON summary on stdout (removed, possible_duplicates, error…)
     for scripts, as purge and replay do. With a selection only the messages
     it selects are taken (-n counts them); the others stay, in order, as
-    with `purge --backup` and filters.
+    with `purge --backup` and filters. Over AMQP 0.9.1 on RabbitMQ 4.x,
+    messages published over AMQP 1.0 that RabbitMQ's conversion changes
+    (a subject dropped, data sections merged …) are named before anything
+    is taken and refused (exit 6) unless --accept-conversion-loss: the
+    file would hold only the conversion. --protocol 1.0 takes them whole
+    (each record's `amqp10`), as `purge --protocol 1.0` does.
 
     \b
     Examples:
@@ -91,6 +96,7 @@ def dump(app: App, /, queue: str, count: int | None, all_: bool, output: str | N
       dlxtool dump orders.dlq -n 100 | jq -r .routing_key
       dlxtool --broker prod-eu dump audit.stream --offset 2h -o audit.jsonl
       dlxtool dump orders.dlq --remove -o orders-dlq.jsonl --yes
+      dlxtool dump orders.dlq --remove -o orders-dlq.jsonl --protocol 1.0
       dlxtool dump orders.dlq --origin orders --reason rejected -o rejected.jsonl
     """
     check_count(count, all_)

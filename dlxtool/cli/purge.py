@@ -88,6 +88,21 @@ given back). --dry-run with filters must peek (read and give back), with
 the same safety rules as `dlxtool peek` (--spend-attempts, --allow-reorder).
 
 \b
+Messages published over AMQP 1.0 (RabbitMQ 4.x): read over AMQP 0.9.1
+they are RabbitMQ's conversion of them (subject, to, several data
+sections, milliseconds, symbol and ulong types … lost): --move-to would
+publish that, --backup would keep only that of a message it removes.
+Before anything is taken the head is read again over AMQP 1.0, what would
+be lost is said per kind, and the purge is refused (exit 6, nothing
+changed) unless --accept-conversion-loss. --protocol 1.0 takes them
+whole: each --backup record holds the message as AMQP 1.0 has it
+(`amqp10`), written and flushed before the message is settled; --move-to
+sends it unchanged, settled after the broker's `accepted`. Over 1.0 what
+stays is held and given back in place (at most 2,000, then reading
+stops); refused before anything is read: a 3.x broker (exit 2), a quorum
+queue on 4.0-4.2, where each give-back spends a delivery attempt (exit 6).
+
+\b
 Exit 5 when selected messages stayed (returned/refused by --move-to's
 queue, or it was full); 6 when its queue had no room at all; 3 when
 the connection was lost (nothing lost; the summary counts possible
@@ -100,6 +115,7 @@ Examples:
   dlxtool purge orders.dlq --backup orders-dlq.jsonl --yes
   dlxtool purge orders --min-deaths 3 --backup poison.jsonl      # unclog: only the poison
   dlxtool purge orders --type shop.v1.Bad --move-to orders.parked --dry-run
+  dlxtool purge orders.dlq --backup orders-dlq.jsonl --protocol 1.0 --yes
 """
 
 

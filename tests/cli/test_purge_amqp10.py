@@ -170,6 +170,23 @@ def test_the_amqp10_path_is_refused_on_3x(broker, qname, run, tmp_path) -> None:
     assert "--protocol changes nothing" in plain.stderr and broker.wait_depth(qname, 0) == 0
 
 
+def test_a_quorum_queue_is_refused_where_give_backs_count(v4, qname, run, tmp_path) -> None:
+    """4.0: every AMQP 1.0 give-back of a quorum queue's message counts a delivery attempt (what a 1.0 run leaves, or
+    has in hand at a stop, is given back): refused (exit 6) before anything is read, as replay is; nothing changed."""
+    if versions.amqp10_peek_give_back(v4.version) is not None:
+        pytest.skip(f"RabbitMQ {v4.version}: a 1.0 give-back spends no attempt here")
+    work, dlq = _queues(v4, qname, dlq_type="quorum")
+    _dead_letter(v4, work, _messages())
+    assert v4.wait_depth(dlq, 2) == 2
+    backup = tmp_path / "backup.jsonl"
+    for args in (("purge", dlq, "--backup", str(backup), "--protocol", "1.0", "--yes"),
+                 ("dump", dlq, "--remove", "-o", str(backup), "--protocol", "1.0", "--yes")):
+        result = run("--url", v4.url, *args)
+        assert result.exit_code == ExitStatus.REFUSED, (args, result.stderr)
+        assert "counts a delivery attempt" in result.stderr and "nothing was changed" in result.stderr
+    assert v4.wait_depth(dlq, 2) == 2 and (not backup.exists() or not backup.read_text())
+
+
 def _close(broker, name: str) -> None:
     """Close (management API) the connection whose connection_name is `name`, as an operator or a restart would."""
     auth = {"Authorization": "Basic " + b64encode(b"guest:guest").decode()}
