@@ -17,6 +17,10 @@ Reading modes — `--backup FILE`, any selection filter or `--limit`, `--move-to
 - not selected: KEEP — stays, relative order kept (the engine republishes it to the tail and then acks
   it: memory bounded, no delivery attempt used on quorum queues; see the engine's notes).
 
+Over AMQP 1.0 (`Purge(protocol="1.0")`, RabbitMQ 4.x) the same PurgePolicy runs on the 1.0 mover
+(dlxtool.ops.pipeline_amqp10.run_move_over): each REMOVE's record holds the message whole (`amqp10`) and is flushed
+before the delivery is settled `accepted`; a KEEP is held and given back in place, not republished to the tail.
+
 Quorum queues: acks and republishes use no delivery attempt, so the reading modes are safe with a
 delivery limit. Only messages delivered to us beyond the start snapshot (published during the run) are
 given back, which is one attempt each (on 3.x without a limit: to the back); `requeued` counts them.
