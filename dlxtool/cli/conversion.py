@@ -7,11 +7,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from dlxtool.ops.conversion_check import CONVERSION_FLAG
+from dlxtool.cli.reading import make_read_options
+from dlxtool.ops.conversion_check import CONVERSION_FLAG, check_conversion
 
 if TYPE_CHECKING:
     from dlxtool.cli.app import App
     from dlxtool.ops.conversion_check import ConversionCheck
+    from dlxtool.ops.purge import Purge
+    from dlxtool.ops.session import Session
 
 F = TypeVar("F", bound=Any)
 
@@ -24,6 +27,18 @@ def conversion_option(f: F) -> F:
              "symbol and ulong types …: the plan names them); over --protocol 1.0, messages published over 0.9.1 "
              "even where they lose their table and array headers. Without it such a move is refused (exit 6, "
              "nothing changed).")(f)
+
+
+def backup_conversion_option(f: F) -> F:
+    """--accept-conversion-loss of the commands that take messages into a file over 0.9.1 (purge --backup or
+    --move-to, dump --remove)."""
+    return click.option(
+        CONVERSION_FLAG, "accept_conversion_loss", is_flag=True,
+        help="Take messages published over AMQP 1.0 (RabbitMQ 4.x) even where RabbitMQ's conversion to AMQP 0.9.1, "
+             "which a run over 0.9.1 reads, loses part of them (subject, to, several data sections, milliseconds, "
+             "symbol and ulong types …: said before anything is taken): the backup file then holds only the "
+             "conversion of a message that is removed (--move-to publishes it). Without it such a run is refused "
+             "(exit 6, nothing changed); --protocol 1.0 takes them whole.")(f)
 
 
 def amqp10_path() -> str | None:
@@ -49,7 +64,7 @@ def say_conversion(app: App, check: ConversionCheck | None, *, dry_run: bool, wh
     if not check.losing:
         if check.unchecked and check.over == "1.0":
             app.warn(f"conversion not checked over AMQP 0.9.1 ({check.unchecked}): a message published over AMQP 0.9.1 "
-                     "reaches a move over AMQP 1.0 without its table and array headers (not x-)"
+                     f"reaches a {what} over AMQP 1.0 without its table and array headers (not x-)"
                      + ("; none of those read has one" if check.judged else ""))
         elif check.unchecked:
             app.warn(f"conversion not checked over AMQP 1.0 ({check.unchecked}): a message published over AMQP 1.0 "
@@ -58,11 +73,33 @@ def say_conversion(app: App, check: ConversionCheck | None, *, dry_run: bool, wh
         return
     lines = check.lines()
     if check.accepted:
-        app.warn("\n".join(lines) + f"\n  {'the ' + what + ' would move them' if dry_run else 'moved'} anyway "
-                 f"({CONVERSION_FLAG})")
+        done = f"the {what} would {check.verb} them" if dry_run else "taken" if check.verb == "take" else "moved"
+        app.warn("\n".join(lines) + f"\n  {done} anyway ({CONVERSION_FLAG})")
         return
     app.warn("\n".join(lines))
     if dry_run:
         app.info(f"the {what} would be refused (exit 6): {check.advice()}")
         return
     raise check.refusal(what)
+
+
+def check_taking(app: App, purging: Purge, session: Session, read: dict[str, Any], accept_conversion_loss: bool, *,
+                 dry_run: bool, what: str) -> None:
+    """On RabbitMQ 4.x, before the question: what RabbitMQ's conversion to 0.9.1 would lose of the
+    messages published over AMQP 1.0 that --move-to would publish or --backup (dump --remove) would keep as their only
+    copy (dlxtool.ops.conversion_check, as replay and move judge theirs) — over AMQP 1.0, what a 1.0 reader does not
+    get of messages published over 0.9.1: said, and refused (exit 6, nothing changed) unless
+    --accept-conversion-loss. A purge that only deletes is not judged (deleting is what it is for)."""
+    settings = purging.settings
+    protocol = str(read.get("protocol"))  # as the command resolved it (--protocol, $DLXTOOL_PROTOCOL)
+    if not (settings.move_to or settings.backup) or not check_wanted(accept_conversion_loss, plan=dry_run):
+        return
+    options = make_read_options(app, None, max_unacked=read.get("max_unacked"),
+                                allow_reorder=bool(read.get("allow_reorder")),
+                                spend_attempts=bool(read.get("spend_attempts")))
+    check = check_conversion(session, settings.queue, options, include=settings.selection.matches, report=app,
+                             accepted=accept_conversion_loss, amqp10_path=amqp10_path(),
+                             taking="move" if settings.move_to else "backup", over=protocol)
+    if check is not None:
+        purging.out.conversion = check.to_json()
+    say_conversion(app, check, dry_run=dry_run, what=what)

@@ -12,6 +12,7 @@ from typing import IO, Any
 import click
 
 from dlxtool.cli.app import App
+from dlxtool.cli.conversion import backup_conversion_option, check_taking
 from dlxtool.cli.moving import check_record_file, duplicates_note, run_moving
 from dlxtool.cli.options import (
     SELECTION_HELP,
@@ -23,7 +24,15 @@ from dlxtool.cli.options import (
     selection_options,
     yes_option,
 )
-from dlxtool.cli.reading import SAFETY_HELP, check_count, finish_read, make_read_options, read_options, read_queue
+from dlxtool.cli.reading import (
+    SAFETY_HELP,
+    check_count,
+    finish_read,
+    make_read_options,
+    move_protocol,
+    read_options,
+    read_queue,
+)
 from dlxtool.errors import UsageError
 from dlxtool.outcome import OK, Outcome
 from dlxtool.record import MessageRecord
@@ -50,13 +59,14 @@ def _summary_format(f: Any) -> Any:
               help="Drain: take the messages away, each written and flushed to the file before its ack "
                    "(no unacked bound; FILE is appended to). Asks first unless --yes.")
 @yes_option
+@backup_conversion_option
 @selection_options(limit=False)
 @read_options
 @_summary_format
 @connection_options
 @click.pass_obj
 def dump(app: App, /, queue: str, count: int | None, all_: bool, output: str | None, remove: bool, force: bool,
-         yes: bool, selection: Selection, **read: object) -> Outcome | None:
+         yes: bool, accept_conversion_loss: bool, selection: Selection, **read: object) -> Outcome | None:
     """Write QUEUE's messages as message records (JSON Lines), without removing them.
 
     Same reading as `peek`, with the same safety rules (below): the messages
@@ -73,7 +83,12 @@ def dump(app: App, /, queue: str, count: int | None, all_: bool, output: str | N
     prints a JSON summary on stdout (removed, possible_duplicates, error…)
     for scripts, as purge and replay do. With a selection only the messages
     it selects are taken (-n counts them); the others stay, in order, as
-    with `purge --backup` and filters.
+    with `purge --backup` and filters. Over AMQP 0.9.1 on RabbitMQ 4.x,
+    messages published over AMQP 1.0 that RabbitMQ's conversion changes
+    (a subject dropped, data sections merged …) are named before anything
+    is taken and refused (exit 6) unless --accept-conversion-loss: the
+    file would hold only the conversion. --protocol 1.0 takes them whole
+    (each record's `amqp10`), as `purge --protocol 1.0` does.
 
     \b
     Examples:
@@ -81,11 +96,16 @@ def dump(app: App, /, queue: str, count: int | None, all_: bool, output: str | N
       dlxtool dump orders.dlq -n 100 | jq -r .routing_key
       dlxtool --broker prod-eu dump audit.stream --offset 2h -o audit.jsonl
       dlxtool dump orders.dlq --remove -o orders-dlq.jsonl --yes
+      dlxtool dump orders.dlq --remove -o orders-dlq.jsonl --protocol 1.0
       dlxtool dump orders.dlq --origin orders --reason rejected -o rejected.jsonl
     """
     check_count(count, all_)
     if remove:
-        return _drain(app, queue, count, output, yes, read, selection_for(app, selection, decode=True))
+        return _drain(app, queue, count, output, yes, read, selection_for(app, selection, decode=True),
+                      accept_conversion_loss)
+    if accept_conversion_loss:
+        raise click.BadParameter("only means something with --remove (a dump without it takes nothing)",
+                                 param_hint="--accept-conversion-loss")
     opts = make_read_options(app, count, selection=selection_for(app, selection), **read)  # type: ignore[arg-type]
     path = output if output not in (None, "-") else None
     in_place = path is not None and _check_target(path, force)
@@ -105,14 +125,16 @@ def dump(app: App, /, queue: str, count: int | None, all_: bool, output: str | N
 
 
 def _drain(app: App, queue: str, count: int | None, output: str | None, yes: bool, read: dict[str, Any],
-           selection: Selection) -> Outcome:
-    """--remove: a purge --backup (dlxtool.ops.purge.Purge, its checks and its run over the move pipeline) whose
-    records are dump's (DecodingSink) and whose summary is dump's."""
+           selection: Selection, accept_conversion_loss: bool) -> Outcome:
+    """--remove: a purge --backup (dlxtool.ops.purge.Purge, its checks and its run over the move pipeline, over
+    --protocol) whose records are dump's (DecodingSink) and whose summary is dump's."""
     from dlxtool.ops.interrupts import summary_before_ctrl_c
     from dlxtool.ops.purge import DRAIN_WORDS, Purge, PurgeReport, PurgeSettings
 
     if read.get("offset") is not None:
         raise UsageError("--offset is for reading streams; streams cannot be drained (--remove)")
+    # over AMQP 1.0 where chosen: each record then holds the message whole (refused, exit 2, where it cannot be)
+    protocol = move_protocol(app, read.get("protocol"), verb="take")
     check_record_file(app, output)  # before the question and before anything is read
     profile = app.profile()
     where = output if output not in (None, "-") else "stdout"
@@ -129,10 +151,14 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
             app.emit_json({**report.state.to_json(), **result.to_json(), "file": where})
 
     with summary_before_ctrl_c() as ctrl_c, app.connection(profile) as conn:
-        draining = Purge(app.session(profile, conn), settings, app, dry_run=False, words=DRAIN_WORDS)
+        session = app.session(profile, conn)
+        draining = Purge(session, settings, app, dry_run=False, words=DRAIN_WORDS, protocol=protocol)
         if draining.nothing_to_do is not None:
             app.info(f"nothing to take: {draining.nothing_to_do}; nothing was changed")
             return OK
+        safety = {k: read.get(k) for k in ("max_unacked", "allow_reorder", "spend_attempts")}
+        check_taking(app, draining, session, {**safety, "protocol": protocol}, accept_conversion_loss,
+                     dry_run=False, what="dump --remove")
         n = draining.out.state.ready if count is None else min(count, draining.out.state.ready)
         which = f"{n} messages"
         if selection.filters_anything:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dlxtool.cli.app import App
+from dlxtool.cli.conversion import backup_conversion_option, check_taking
 from dlxtool.cli.options import (
     SELECTION_HELP,
     common_options,
@@ -19,7 +20,14 @@ from dlxtool.cli.options import (
     selection_options,
     yes_option,
 )
-from dlxtool.cli.reading import finish_read, make_read_options, peek_safety_options, read_queue
+from dlxtool.cli.reading import (
+    finish_read,
+    make_read_options,
+    move_protocol,
+    peek_safety_options,
+    purge_protocol_option,
+    read_queue,
+)
 from dlxtool.errors import RefusedError
 from dlxtool.outcome import OK, Outcome
 from dlxtool.selection import Selection
@@ -80,6 +88,21 @@ given back). --dry-run with filters must peek (read and give back), with
 the same safety rules as `dlxtool peek` (--spend-attempts, --allow-reorder).
 
 \b
+Messages published over AMQP 1.0 (RabbitMQ 4.x): read over AMQP 0.9.1
+they are RabbitMQ's conversion of them (subject, to, several data
+sections, milliseconds, symbol and ulong types … lost): --move-to would
+publish that, --backup would keep only that of a message it removes.
+Before anything is taken the head is read again over AMQP 1.0, what would
+be lost is said per kind, and the purge is refused (exit 6, nothing
+changed) unless --accept-conversion-loss. --protocol 1.0 takes them
+whole: each --backup record holds the message as AMQP 1.0 has it
+(`amqp10`), written and flushed before the message is settled; --move-to
+sends it unchanged, settled after the broker's `accepted`. Over 1.0 what
+stays is held and given back in place (at most 2,000, then reading
+stops); refused before anything is read: a 3.x broker (exit 2), a quorum
+queue on 4.0-4.2, where each give-back spends a delivery attempt (exit 6).
+
+\b
 Exit 5 when selected messages stayed (returned/refused by --move-to's
 queue, or it was full); 6 when its queue had no room at all; 3 when
 the connection was lost (nothing lost; the summary counts possible
@@ -92,6 +115,7 @@ Examples:
   dlxtool purge orders.dlq --backup orders-dlq.jsonl --yes
   dlxtool purge orders --min-deaths 3 --backup poison.jsonl      # unclog: only the poison
   dlxtool purge orders --type shop.v1.Bad --move-to orders.parked --dry-run
+  dlxtool purge orders.dlq --backup orders-dlq.jsonl --protocol 1.0 --yes
 """
 
 
@@ -111,6 +135,8 @@ Examples:
               help="With --move-to: move even where its queue's dead-letter exchange would route a message's "
                    "routing key to no queue (its next rejection there drops it), or where that cannot be checked "
                    "(no management API).")
+@backup_conversion_option
+@purge_protocol_option
 @selection_options
 @peek_safety_options
 @yes_option
@@ -118,9 +144,9 @@ Examples:
 @common_options
 @click.pass_obj
 def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_displace: bool,
-          default_exchange: bool, allow_dlx_drop: bool, selection: Selection, max_unacked: int | None,
-          allow_reorder: bool, spend_attempts: bool, yes: bool,
-          dry_run: bool) -> Outcome:
+          default_exchange: bool, allow_dlx_drop: bool, accept_conversion_loss: bool, selection: Selection,
+          max_unacked: int | None, allow_reorder: bool, spend_attempts: bool, yes: bool,
+          dry_run: bool, protocol: str | None = None) -> Outcome:
     from dlxtool.ops.purge import Purge, PurgeSettings
 
     if backup == "-":
@@ -137,13 +163,21 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
     selection = selection_for(app, selection, decode=True)
     settings = PurgeSettings(queue, selection, move_to, backup, allow_displace, default_exchange, allow_dlx_drop)
     settings.check()
+    if settings.reads_messages:  # over AMQP 1.0 where chosen (refused, exit 2, where the 1.0 path cannot do it)
+        protocol = move_protocol(app, protocol, verb="take")
+    else:  # one queue.purge: nothing is read, nothing converted
+        if protocol == "1.0":
+            app.info("a plain purge reads no message (one queue.purge): --protocol changes nothing")
+        protocol = "0-9-1"
     profile = app.profile()
-    safety = dict(max_unacked=max_unacked, allow_reorder=allow_reorder, spend_attempts=spend_attempts)
+    safety: dict[str, Any] = dict(max_unacked=max_unacked, allow_reorder=allow_reorder,
+                                  spend_attempts=spend_attempts, protocol=protocol)
     from dlxtool.cli.moving import run_moving
     from dlxtool.ops.interrupts import summary_before_ctrl_c
 
     with summary_before_ctrl_c() as ctrl_c, app.connection(profile) as conn:
-        purging = Purge(app.session(profile, conn), settings, app, dry_run=dry_run)
+        session = app.session(profile, conn)
+        purging = Purge(session, settings, app, dry_run=dry_run, protocol=protocol)
         if dry_run:
             n = purging.peek_count(max_unacked or app.config().dump_unacked_limit)
             if n:  # filters decide message by message: look at the first ones, with peek's safety rules
@@ -151,6 +185,8 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
                     report = purging.plan(records)
             else:
                 report = purging.plan()
+            if report.state.ready:
+                check_taking(app, purging, session, safety, accept_conversion_loss, dry_run=True, what="purge")
             _render(app, report, selection)
             return report.outcome()  # a dry run changes nothing: not journaled
         nothing = purging.nothing_to_do
@@ -158,6 +194,7 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
             nothing = _preview(app, purging, queue, safety, max_unacked or app.config().dump_unacked_limit)
         if nothing is not None:
             return _nothing_to_do(app, purging, nothing)
+        check_taking(app, purging, session, safety, accept_conversion_loss, dry_run=False, what="purge")
         app.confirm(purging.question, yes=yes)
         return run_moving(app, ctrl_c, command="purge", profile=profile, queues=[queue, move_to or ""],
                           label="moving" if move_to else "purging", save_file=backup,

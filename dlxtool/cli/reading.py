@@ -92,9 +92,23 @@ def protocol_option(what: str) -> Callable[[F], F]:
              "over 1.0) or a stream. [env DLXTOOL_PROTOCOL; default: 0-9-1]")
 
 
-def move_protocol(app: App, protocol: str | None, *, edit: bool = False, guarded: bool = False) -> str:
+def purge_protocol_option(f: F) -> F:
+    """--protocol of purge's reading modes (dlxtool.ops.purge over dlxtool.ops.pipeline_amqp10): docs/amqp10.md."""
+    return click.option(
+        "--protocol", type=click.Choice(PROTOCOLS), default=None,
+        help="Read (--backup, filters, --limit, --move-to) over AMQP 0.9.1 or AMQP 1.0 (RabbitMQ 4.x; the amqp10 "
+             "extra): 1.0 takes each message whole — its --backup record holds every section and type (`amqp10`), "
+             "written and flushed before the message is settled `accepted`; --move-to sends it unchanged, settled "
+             "only after the broker's `accepted`; what stays is held and given back in place (at most 2,000). Not "
+             "with a stream. A plain purge reads nothing (one queue.purge either way). "
+             "[env DLXTOOL_PROTOCOL; default: 0-9-1]")(f)
+
+
+def move_protocol(app: App, protocol: str | None, *, edit: bool = False, guarded: bool = False,
+                  verb: str = "move") -> str:
     """The protocol a move runs over (--protocol, else $DLXTOOL_PROTOCOL); a 1.0 run with a setting the 1.0 path
-    cannot honour yet is refused (exit 2) before anything is read."""
+    cannot honour yet is refused (exit 2) before anything is read. `verb`: what the command does to the messages
+    ("move"; purge and dump --remove "take")."""
     chosen = protocol or chosen_protocol(app)
     if chosen == "1.0":
         said = "--edit" if edit else "--canary or --batch" if guarded else None

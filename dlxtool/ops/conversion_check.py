@@ -1,10 +1,13 @@
-"""Before replay or move takes messages over AMQP 0.9.1 from RabbitMQ 4.x: which of them were published over AMQP 1.0
-and would not survive the broker's conversion (issue 39: "the difference is said where it matters").
+"""Before replay, move, purge (--move-to, --backup) or dump --remove takes messages over AMQP 0.9.1 from RabbitMQ
+4.x: which of them were published over AMQP 1.0 and would not survive the broker's conversion (issue 39: "the
+difference is said where it matters").
 
 RabbitMQ 4.x keeps an AMQP 1.0 message as it was published and converts it for each 0.9.1 reader (mc_amqpl): several
 data sections merged, subject/to/absolute-expiry-time/group-sequence/reply-to-group-id dropped, milliseconds lost,
 symbols as strings, ulong 2^64-1 as -1, ulong ids as text, binary ids moved to headers (dlxtool.amqp10_view.
-loss_kinds). A move over 0.9.1 publishes that conversion: the origin (or DST) holds the loss for good. Over 0.9.1
+loss_kinds). A move over 0.9.1 publishes that conversion: the origin (or DST) holds the loss for good; a backup over
+0.9.1 (purge --backup, dump --remove) writes only the conversion to its file and then removes the message, so the
+file's copy (and a `load` of it) is all that is left, with the loss. Over 0.9.1
 most of it cannot be seen (a message whose subject was dropped shows no sign of it: measured on 4.3.6), so the head
 is read once more over AMQP 1.0 — as `peek --protocol 1.0` reads it, under the same rules, given back without a
 delivery attempt where the version allows (4.3; classic queues on any 4.x) — and each message judged whole. Where
@@ -13,11 +16,12 @@ that read cannot be made (no python-qpid-proton, a give-back that would spend an
 
 The other way round, a move over AMQP 1.0 (`--protocol 1.0`) of a message published over 0.9.1: RabbitMQ gives a 1.0
 reader its headers as application properties, which hold no table or array, so those headers (not x-) are dropped
-and the move writes the message without them (dlxtool.amqp10_view.loss_kinds_over_amqp10). A 1.0 read shows no sign
-of them, so the head is read over 0.9.1 (peek's rules) and each message the move would take judged by its headers.
+and the move (or the backup) writes the message without them (dlxtool.amqp10_view.loss_kinds_over_amqp10). A 1.0
+read shows no sign of them, so the head is read over 0.9.1 (peek's rules) and each message the move would take
+judged by its headers.
 
-A loss is data written into the destination for good: the default refuses (exit 6, nothing changed), the CLI's
---accept-conversion-loss moves anyway (CONVERSION_FLAG)."""
+A loss is data written into the destination (or the backup) for good: the default refuses (exit 6, nothing
+changed), the CLI's --accept-conversion-loss takes them anyway (CONVERSION_FLAG)."""
 
 from __future__ import annotations
 
@@ -79,6 +83,10 @@ class ConversionCheck:
     @property
     def _converted(self) -> str:
         return "1.0" if self.over == "1.0" else "0.9.1"
+    # what the command does with them over 0.9.1: "move" (publishes the conversion for good: replay, move, purge
+    # --move-to) or "backup" (writes only the conversion to its file, then removes the message: purge --backup,
+    # dump --remove — a `load` of that file brings back the conversion, not the message)
+    taking: str = "move"
 
     @property
     def refuses(self) -> bool:
@@ -103,9 +111,15 @@ class ConversionCheck:
             return []
         how = ("read over AMQP 0.9.1" if self.over == "1.0" else "read over AMQP 1.0") if self.exact \
             else "as AMQP 0.9.1 shows them"
-        out = [f"{self.losing} of the {self.judged} message(s) to move from {self.queue!r} were published over AMQP "
-               f"{self._published} and would not come back whole: RabbitMQ converts each for AMQP {self._converted}, "
-               f"and the move publishes that conversion for good ({how}):"]
+        if self.taking == "backup":
+            out = [f"{self.losing} of the {self.judged} message(s) to remove from {self.queue!r} were published over "
+                   f"AMQP {self._published} and would not be backed up whole: RabbitMQ converts each for AMQP "
+                   f"{self._converted}, and the backup keeps only that conversion of a message that is then removed "
+                   f"({how}):"]
+        else:
+            out = [f"{self.losing} of the {self.judged} message(s) to move from {self.queue!r} were published over "
+                   f"AMQP {self._published} and would not come back whole: RabbitMQ converts each for AMQP "
+                   f"{self._converted}, and the move publishes that conversion for good ({how}):"]
         for count in sorted(self.kinds.values(), key=lambda c: (-c.messages, c.kind)):
             where = ", ".join(f"#{p}" for p, _ in count.examples)
             more = "…" if count.messages > len(count.examples) else ""
@@ -118,33 +132,40 @@ class ConversionCheck:
             out.append("  (the messages after those read were not judged)")
         return out
 
+    @property
+    def verb(self) -> str:
+        """What the command does to them: "move" or "take" (a backup)."""
+        return "take" if self.taking == "backup" else "move"
+
     def advice(self) -> str:
         if self.over == "1.0":
-            return (f"leave --protocol out (AMQP 0.9.1 moves them as published); {CONVERSION_FLAG} moves them over 1.0 "
-                    "anyway, with these losses")
-        avoid = (f"{self.amqp10_path} moves them as published" if self.amqp10_path
+            return (f"leave --protocol out (AMQP 0.9.1 {'backs them up' if self.taking == 'backup' else 'moves them'} "
+                    f"as published); {CONVERSION_FLAG} {self.verb}s them over 1.0 anyway, with these losses")
+        done = "backs them up" if self.taking == "backup" else "moves them"
+        avoid = (f"{self.amqp10_path} {done} as published" if self.amqp10_path
                  else "this command moves over AMQP 0.9.1 only: `dump --protocol 1.0` keeps a whole copy of each, and "
                       "an AMQP 1.0 client moves them as published")
-        return f"{avoid}; {CONVERSION_FLAG} moves them anyway, with these losses"
+        return f"{avoid}; {CONVERSION_FLAG} {self.verb}s them anyway, with these losses"
 
     def refusal(self, what: str) -> RefusedError:
         kinds = ", ".join(c.kind for c in sorted(self.kinds.values(), key=lambda c: (-c.messages, c.kind)))
+        which = f"which is all a backup over {self._converted} keeps of them" if self.taking == "backup" else \
+            f"which a move over {self._converted} publishes"
         return RefusedError(f"{what} refused: {self.losing} message(s) of {self.queue!r} published over AMQP "
                             f"{self._published} would lose data in RabbitMQ's conversion to AMQP {self._converted}, "
-                            f"which a move over {self._converted} publishes ({kinds}: said above); nothing was "
-                            "changed", hint=self.advice())
+                            f"{which} ({kinds}: said above); nothing was changed", hint=self.advice())
 
     def to_json(self) -> dict[str, Any]:
         return {"messages_judged": self.judged, "messages_losing": self.losing, "read_over_amqp10": self.exact,
                 "not_read_over_amqp10": self.unchecked, "sampled": self.sampled,
                 "kinds": [c.to_json() for c in sorted(self.kinds.values(), key=lambda c: (-c.messages, c.kind))],
                 "refused": self.refuses, "accepted": self.accepted, "flag": CONVERSION_FLAG,
-                "amqp10_path": self.amqp10_path, "moved_over": self.over}
+                "amqp10_path": self.amqp10_path, "taking": self.taking, "moved_over": self.over}
 
 
 def check_conversion(source: Session, queue: str, read: ReadOptions, *, include: Callable[[MessageRecord], bool],
                      report: Reporter, read_091: Iterable[MessageRecord] | None = None, accepted: bool = False,
-                     amqp10_path: str | None = None, over: str = "0-9-1",
+                     amqp10_path: str | None = None, taking: str = "move", over: str = "0-9-1",
                      read_10: Iterable[MessageRecord] | None = None) -> ConversionCheck | None:
     """The check for the head of `queue` on `source` (None: the broker does not speak AMQP 1.0 — 3.x, where nothing
     of this applies) of a move over `over` ("0-9-1", or "1.0": the other direction, the module docstring).
@@ -157,7 +178,7 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
     version = versions.server_version(source.conn)
     if not versions.speaks_amqp10(version):
         return None
-    check = ConversionCheck(queue, accepted=accepted, amqp10_path=amqp10_path, over=over)
+    check = ConversionCheck(queue, accepted=accepted, amqp10_path=amqp10_path, taking=taking, over=over)
     if over == "1.0":
         return _check_over_amqp10(check, source, queue, read, include, report, read_10)
     facts, why = _facts(source, queue)

@@ -1,7 +1,8 @@
-"""The one-pass mover over AMQP 1.0 (RabbitMQ 4.x): `replay --protocol 1.0`, `move --protocol 1.0` (issue 39).
+"""The one-pass mover over AMQP 1.0 (RabbitMQ 4.x): `replay`, `move`, `purge` (its reading modes) and
+`dump --remove` with `--protocol 1.0` (issue 39).
 
-The same policies decide (dlxtool.ops.pipeline.MovePolicy: replay's, move's) and the same TransferResult comes out;
-underneath, AMQP 1.0 instead of the 0.9.1 engine (dlxtool.ops.engine):
+The same policies decide (dlxtool.ops.pipeline.MovePolicy: replay's, move's, purge's) and the same TransferResult
+comes out; underneath, AMQP 1.0 instead of the 0.9.1 engine (dlxtool.ops.engine):
 
 - the source's ready count is the snapshot (a passive declare over 0.9.1, which takes nothing); the messages are read
   by a HeadReader (dlxtool.broker.amqp10.links): credit granted by us and drained, each delivery unsettled until it
@@ -15,6 +16,8 @@ underneath, AMQP 1.0 instead of the 0.9.1 engine (dlxtool.ops.engine):
   there is one, flushed) is the source delivery settled `accepted`. `released` (routed nowhere) and `rejected`
   (refused: a full reject-publish queue …) leave it in the source, with the reason as a Stay kind (exit codes come
   from those);
+- REMOVE (purge, dump --remove): settled `accepted` with the window's moves, only after its record (the AMQP 1.0
+  message whole, as read: `amqp10`) is written to the sink and flushed — one flush per window, not an fsync each;
 - KEEP/LEAVE, and whatever was read but not decided (a stop, --limit): held unsettled and given back at the end with
   the outcome the version's table names for a give-back that spends no delivery attempt (`released` on 4.3), in
   place. Holding them is what keeps them in place without a republish to the tail (which the 0.9.1 engine does): at
@@ -90,6 +93,9 @@ class Amqp10Transfer:
         self._held = 0            # stays held unsettled (given back at the end)
         self._unproven = 0        # accepted settlements of the source not yet proven by a drain's answer
         self._pending: list[_Sent] = []  # sent, outcome not read yet: each may have been taken
+        # REMOVEs (purge, dump --remove) not settled yet: their records go to the sink at _complete, just before its
+        # flush; a run that ends before that writes none of them and gives them back with what is unsettled
+        self._removing: list[tuple[Delivery, MessageRecord]] = []
         self._last_report = 0.0
 
     def run(self) -> TransferResult:
@@ -146,7 +152,7 @@ class Amqp10Transfer:
                     break
                 self._pace()
                 self._handle(delivery)
-                if len(self._pending) >= max(1, self.opts.window):
+                if len(self._pending) + len(self._removing) >= max(1, self.opts.window):
                     self._complete()
                 self._report(started)
             self._complete()
@@ -192,15 +198,9 @@ class Amqp10Transfer:
             self.result.left[why or decision.why] += 1
 
     def _remove(self, delivery: Delivery, decision: Decision, record: MessageRecord) -> None:
-        from dlxtool.broker.amqp10 import outcomes
-
-        sink = self.opts.sink
-        if sink is not None:
-            sink.write(decision.record or record)
-            sink.flush()
-        self._settle(delivery, outcomes.ACCEPT)
-        self.result.removed += 1
-        self.result.ids.add(_message_id(record))
+        """Settled `accepted` with the window's (_complete), after its record (where there is a sink) is written
+        and flushed: one flush for a drain's worth of removals, not an fsync each."""
+        self._removing.append((delivery, decision.record or record))
 
     def _move(self, delivery: Delivery, decision: Decision, record: MessageRecord) -> None:
         """Send it (its outcome is read with the window's, _complete); or hold it, with why it stays."""
@@ -233,13 +233,14 @@ class Amqp10Transfer:
         from dlxtool.broker.amqp10 import outcomes
         from dlxtool.broker.amqp10.links import answered
 
-        pending = self._pending
-        if not pending:
+        pending, removing = self._pending, self._removing
+        if not pending and not removing:
             return
         senders = {id(p.sender): p.sender for p in pending}.values()
-        self.send_conn.wait(lambda: all(answered(p.handle) for p in pending)
-                            or any(s.events.closed_by_broker is not None for s in senders),
-                            f"waiting for the outcomes of {len(pending)} send(s)", self.timeout)
+        if pending:
+            self.send_conn.wait(lambda: all(answered(p.handle) for p in pending)
+                                or any(s.events.closed_by_broker is not None for s in senders),
+                                f"waiting for the outcomes of {len(pending)} send(s)", self.timeout)
         taken: list[_Sent] = []
         refused: list[tuple[_Sent, Why]] = []
         for sent in pending:
@@ -250,13 +251,17 @@ class Amqp10Transfer:
             else:
                 refused.append((sent, refused_by(said, sent.sender.address)))
         sink = self.opts.sink
-        if sink is not None and taken:
+        if sink is not None and (taken or removing):
             from dlxtool.amqp10_message import parse_message
 
             for sent in taken:  # the record as sent: its 0.9.1 view, and the AMQP 1.0 message whole (amqp10)
                 sink.write(replace(sent.decision.record or sent.record, amqp10=parse_message(sent.raw)))
-            sink.flush()  # a failure: raised, every one in flight counted as a possible duplicate (_lost)
-        self._pending = []
+            for _delivery, record in removing:  # the record as read: the AMQP 1.0 message whole (amqp10)
+                sink.write(record)
+            # a failure: raised, every one in flight counted as a possible duplicate (_lost); the removals stay
+            # unsettled and go back (the sink dropped their records: RecordSink.unsaved)
+            sink.flush()
+        self._pending, self._removing = [], []
         for sent, why in refused:
             self._stay(sent.decision, why)
         assert self.head is not None
@@ -265,12 +270,11 @@ class Amqp10Transfer:
             self._unproven += 1
             self.result.moved[sent.decision.group] += 1
             self.result.ids.add(_message_id(sent.record))
-        self.conn.pump()
-
-    def _settle(self, delivery: Delivery, outcome: DeliveryState) -> None:
-        assert self.head is not None
-        self.head.settle(delivery, outcome)
-        self._unproven += 1
+        for delivery, record in removing:
+            self.head.settle(delivery, outcomes.ACCEPT)
+            self._unproven += 1
+            self.result.removed += 1
+            self.result.ids.add(_message_id(record))
         self.conn.pump()
 
     def _sender(self, decision: Decision) -> Sender | Why:
@@ -313,7 +317,7 @@ class Amqp10Transfer:
         head = self.head
         held = len(head.unsettled) if head is not None else 0
         self.result.possible_duplicates += self._unproven + len(self._pending)
-        self._unproven, self._pending = 0, []
+        self._unproven, self._pending, self._removing = 0, [], []  # removals not flushed: back with the unsettled
         if head is not None and self.conn.is_open:
             try:
                 head.close()

@@ -17,6 +17,10 @@ Reading modes — `--backup FILE`, any selection filter or `--limit`, `--move-to
 - not selected: KEEP — stays, relative order kept (the engine republishes it to the tail and then acks
   it: memory bounded, no delivery attempt used on quorum queues; see the engine's notes).
 
+Over AMQP 1.0 (`Purge(protocol="1.0")`, RabbitMQ 4.x) the same PurgePolicy runs on the 1.0 mover
+(dlxtool.ops.pipeline_amqp10.run_move_over): each REMOVE's record holds the message whole (`amqp10`) and is flushed
+before the delivery is settled `accepted`; a KEEP is held and given back in place, not republished to the tail.
+
 Quorum queues: acks and republishes use no delivery attempt, so the reading modes are safe with a
 delivery limit. Only messages delivered to us beyond the start snapshot (published during the run) are
 given back, which is one attempt each (on 3.x without a limit: to the back); `requeued` counts them.
@@ -315,6 +319,9 @@ class PurgeReport:
     route: str | None = None                         # --move-to's route in words (or why none)
     depths: dict[str, dict[str, int]] | None = None  # after the run, from the broker (ops.outcomes.depths_now)
     what: str = "purge"                              # the outcome's words: "purge stopped …", "dump --remove …"
+    # what RabbitMQ's conversion to 0.9.1 would lose (dlxtool.ops.conversion_check.ConversionCheck.to_json), where
+    # it was judged
+    conversion: dict[str, Any] | None = None
     # deletes the run's temporary exchanges: called by the caller once the summary is out (MoveRun.clean_up)
     clean_up: Callable[[], None] = field(default=lambda: None, repr=False)
 
@@ -351,6 +358,8 @@ class PurgeReport:
             out["routes"] = {self.settings.move_to: self.route}
         if self.depths is not None:
             out["depths_after"] = self.depths
+        if self.conversion is not None:
+            out["conversion_losses"] = self.conversion
         out["dry_run"] = self.dry_run
         return out
 
@@ -387,9 +396,12 @@ class Purge:
     them) or, once the caller has asked `question`, `run(sink, progress)`."""
 
     def __init__(self, session: Session, settings: PurgeSettings, report: Reporter, *, dry_run: bool,
-                 words: PurgeWords = PurgeWords()) -> None:
+                 words: PurgeWords = PurgeWords(), protocol: str = "0-9-1") -> None:
         settings.check()
         self.session, self.settings, self.report, self.words = session, settings, report, words
+        # what the reading modes read and move over: "1.0" (RabbitMQ 4.x) runs the same PurgePolicy on the AMQP 1.0
+        # mover (dlxtool.ops.pipeline_amqp10); a plain purge reads nothing (one queue.purge either way)
+        self.protocol = protocol if settings.reads_messages else "0-9-1"
         self.channel = session.conn.channel()
         state = queue_state(self.channel, session.management, session.vhost, settings.queue)
         if state.consumers and reclaim_dead_runs(session.management, session.vhost, report, session.timeout):
@@ -468,13 +480,14 @@ class Purge:
             out.purged = purge(self.channel, settings.queue)
             out.depths = depths_now([(session.conn, [settings.queue])], session.timeout)
             return out
-        from dlxtool.ops.pipeline import Prepared, run_move
+        from dlxtool.ops.pipeline import Prepared
+        from dlxtool.ops.pipeline_amqp10 import run_move_over
         from dlxtool.ops.transfer_settings import TransferOptions
 
         policy = PurgePolicy(settings, self.router, what=self.words.verb, saved=settings.backup)
-        run = run_move(MoveSession(session, rooms=self.rooms), policy,
-                       TransferOptions(sink=sink, progress=progress, max_bytes=max_bytes),
-                       Prepared(out.state.info, self.keep_refused, self.report))
+        run = run_move_over(MoveSession(session, rooms=self.rooms, protocol=self.protocol), policy,
+                            TransferOptions(sink=sink, progress=progress, max_bytes=max_bytes),
+                            Prepared(out.state.info, self.keep_refused, self.report))
         out.clean_up = run.clean_up
         try:
             self._after_run(run, policy)
@@ -491,7 +504,9 @@ class Purge:
             out.rooms = self.rooms.to_json()
         if settings.move_to:
             out.route = run.routes.get(settings.move_to) or policy.describe(settings.move_to)
-        if out.result.requeued and out.state.type == "quorum" and versions.quorum_give_back_counts(
+        # (over AMQP 1.0 the give-back is the outcome that spends no attempt: dlxtool.ops.pipeline_amqp10.check_amqp10)
+        if out.result.requeued and out.state.type == "quorum" and self.protocol != "1.0" and \
+                versions.quorum_give_back_counts(
                 versions.server_version(session.conn), "cancel"):  # the engine gives back by cancel + close
             self.report.warn(f"{out.result.requeued} message(s) delivered beyond the start snapshot were given back: "
                              "on a quorum queue that used one delivery attempt each")
@@ -501,6 +516,10 @@ class Purge:
         from dlxtool.ops.busy import check_not_busy
 
         session, settings, out, report = self.session, self.settings, self.out, self.report
+        if self.protocol == "1.0":  # what the 1.0 path cannot do (3.x: exit 2), refused before anything is read
+            from dlxtool.ops.pipeline_amqp10 import check_amqp10
+
+            check_amqp10(MoveSession(session, protocol="1.0"), settings.queue, out.state.info)
         competing = check_not_busy(out.state.info, session.management, self.words.busy, out.state.consumers)
         if competing is not None:
             report.warn(competing)
@@ -518,8 +537,9 @@ class Purge:
         report.info(f"mode: {out.mode}")
         if dry_run or (not out.state.ready and not self.words.checks_when_empty):
             return  # (dump --remove: no ready message, nothing_to_do says so)
-        if settings.move_to or settings.selection.filters_anything:
-            # Non-matching (or returned) messages are kept by republishing them to the tail.
+        if (settings.move_to or settings.selection.filters_anything) and self.protocol != "1.0":
+            # Non-matching (or returned) messages are kept by republishing them to the tail (over AMQP 1.0 they are
+            # held and given back in place instead: nothing is republished).
             check_keep_by_republish(settings.queue, out.state.tail_republish_risk, out.state.limits_unknown,
                                     allow_displace=settings.allow_displace)
         if self.rooms is not None and out.room is not None:
@@ -545,6 +565,8 @@ class Purge:
                                           nothing=f"nothing moved to {settings.move_to!r}")
         if not (settings.move_to or settings.selection.filters_anything or settings.selection.limit is not None):
             return  # everything read is removed (a --backup run): nothing stays by being republished
+        if self.protocol == "1.0":
+            return  # over AMQP 1.0 what stays is held and given back in place: nothing is republished
         said = probe_write(session.conn, "", session.timeout)
         if said is None:
             return

@@ -126,7 +126,8 @@ def _read(broker, queue: str, n: int) -> list[Amqp10Message]:
 
 # What a delivery adds (the broker writes it again each time) and what a replay changes on purpose
 DELIVERY_HEADER = ("first_acquirer", "delivery_count")
-# x-acquired-count: the broker's count of acquisitions (4.x), which every read of the DLQ raises (the conversion check's too)
+# x-acquired-count: the broker's count of acquisitions (4.x), which every read of the DLQ raises (the conversion
+# check's too)
 DELIVERY_ANNOTATIONS = ("x-exchange", "x-routing-key", "x-opt-dlxtool-replay", "x-acquired-count")
 
 

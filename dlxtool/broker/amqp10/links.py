@@ -167,9 +167,11 @@ class HeadReader:
     def settle_all(self, outcome: DeliveryState | None = None) -> None:
         """Every unsettled delivery, in the order delivered (the order a quorum queue keeps returns in), then wait
         until the settlements are written."""
-        for delivery in list(self.unsettled):
+        held = list(self.unsettled)
+        for delivery in held:
             self.settle(delivery, outcome or self.give_back)
-        self.conn.pump()
+        if held:  # with nothing to write, a pump waits in proton's select for the next frame (a heartbeat: seconds)
+            self.conn.pump()
 
     def close(self) -> None:
         """Settle what is held (give_back), then detach."""
