@@ -176,8 +176,11 @@ class _Amqp10Load:
         result = self.result
         while self.pending:
             sent = self.pending[0]
-            self.conn.wait(lambda sent=sent: answered(sent.handle) or sent.sender.events.closed_by_broker is not None,
-                           f"waiting for the outcomes of {len(self.pending)} send(s)", self.timeout)
+
+            def come(first: _Sent = sent) -> bool:  # its outcome, or the link gone
+                return answered(first.handle) or first.sender.events.closed_by_broker is not None
+
+            self.conn.wait(come, f"waiting for the outcomes of {len(self.pending)} send(s)", self.timeout)
             said = sent.sender.outcome(sent.handle)  # settled here; a detached link: raised
             assert said is not None
             self.pending.pop(0)

@@ -72,7 +72,10 @@ def test_purge_backup_over_amqp10_keeps_each_message_whole(v4, qname, run, tmp_p
     result = run("--url", v4.url, "purge", dlq, "--backup", str(backup), "--protocol", "1.0", "--yes",
                  "--format", "json")
     assert result.exit_code == 0, result.stderr
-    assert "takes each message as RabbitMQ hands it to AMQP 1.0 readers" in result.stderr
+    # the check for 0.9.1 table headers (which a 1.0 reader never gets) reads the head over 0.9.1 — up to the first
+    # message with a char property, which would close that connection (4.3): it says what it could not judge
+    if versions.char_uuid_poison_091(v4.version):
+        assert "conversion not checked over AMQP 0.9.1" in result.stderr
     summary = json.loads(result.stdout)
     assert summary["removed"] == 2 and summary["possible_duplicates"] == 0, summary
     assert v4.wait_depth(dlq, 0) == 0

@@ -24,6 +24,10 @@ from tests.ops.test_purge_faults import file_bodies, queue_of_originals
 from tests.ops.test_record_files import FullDisk
 from tests.ops.test_replay_faults import N, check_nothing_lost, make_dead_letters, settled_copies
 
+# Nothing a broker decides differently is tested here (the engine's own settlement and give-back): the 3.x pass
+# only.
+pytestmark = pytest.mark.once
+
 
 def connect(broker) -> pika.BlockingConnection:
     return pika.BlockingConnection(pika.URLParameters(broker.url))
