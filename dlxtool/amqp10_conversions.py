@@ -64,8 +64,8 @@ class ConversionTally:
                     "sections merged, subject and to dropped, timestamps in whole seconds, symbols as strings)"
                     f"{hint}"]
         lines = [f"note: {self.found} of the {self.shown} message(s) shown would not come back whole from a move "
-                 "over AMQP 0.9.1 (RabbitMQ converts each message; replay, move and purge --protocol 1.0 take them "
-                 "whole; load moves over 0.9.1):"]
+                 "over AMQP 0.9.1 (RabbitMQ converts each message; replay, move, purge and load --protocol 1.0 take "
+                 "them whole):"]
         lines += [f"  {line}" for line in self.first]
         if self.found > len(self.first):
             lines.append(f"  … and {self.found - len(self.first)} more (--format json: each record's amqp10 field "

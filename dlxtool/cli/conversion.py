@@ -3,6 +3,7 @@ messages they move (dlxtool.ops.conversion_check), before anything moves."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
     from dlxtool.ops.conversion_check import ConversionCheck
     from dlxtool.ops.purge import Purge
     from dlxtool.ops.session import Session
+    from dlxtool.record import MessageRecord
+    from dlxtool.selection import Selection
 
 F = TypeVar("F", bound=Any)
 
@@ -97,9 +100,26 @@ def check_taking(app: App, purging: Purge, session: Session, read: dict[str, Any
     options = make_read_options(app, None, max_unacked=read.get("max_unacked"),
                                 allow_reorder=bool(read.get("allow_reorder")),
                                 spend_attempts=bool(read.get("spend_attempts")))
-    check = check_conversion(session, settings.queue, options, include=settings.selection.matches, report=app,
+    check = check_conversion(session, settings.queue, options, include=_up_to(settings.selection), report=app,
                              accepted=accept_conversion_loss, amqp10_path=amqp10_path(),
                              taking="move" if settings.move_to else "backup", over=protocol)
     if check is not None:
         purging.out.conversion = check.to_json()
     say_conversion(app, check, dry_run=dry_run, what=what)
+
+
+def _up_to(selection: Selection) -> Callable[[MessageRecord], bool]:
+    """Whether the run would take a message of the head read in order: it matches, and the selection's --limit (-n)
+    is not reached yet (a message past it stays, whatever the conversion would do to it)."""
+    taken = 0
+
+    def include(record: MessageRecord) -> bool:
+        nonlocal taken
+        if selection.limit is not None and taken >= selection.limit:
+            return False
+        if not selection.matches(record):
+            return False
+        taken += 1
+        return True
+
+    return include

@@ -134,7 +134,7 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
     if read.get("offset") is not None:
         raise UsageError("--offset is for reading streams; streams cannot be drained (--remove)")
     # over AMQP 1.0 where chosen: each record then holds the message whole (refused, exit 2, where it cannot be)
-    protocol = move_protocol(app, read.get("protocol"), verb="take")
+    protocol = move_protocol(app, read.get("protocol"))
     check_record_file(app, output)  # before the question and before anything is read
     profile = app.profile()
     where = output if output not in (None, "-") else "stdout"

@@ -164,7 +164,7 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
     settings = PurgeSettings(queue, selection, move_to, backup, allow_displace, default_exchange, allow_dlx_drop)
     settings.check()
     if settings.reads_messages:  # over AMQP 1.0 where chosen (refused, exit 2, where the 1.0 path cannot do it)
-        protocol = move_protocol(app, protocol, verb="take")
+        protocol = move_protocol(app, protocol)
     else:  # one queue.purge: nothing is read, nothing converted
         if protocol == "1.0":
             app.info("a plain purge reads no message (one queue.purge): --protocol changes nothing")

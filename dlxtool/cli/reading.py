@@ -88,8 +88,9 @@ def protocol_option(what: str) -> Callable[[F], F]:
         help=f"{what} over AMQP 0.9.1 or AMQP 1.0 (RabbitMQ 4.x; the amqp10 extra): 1.0 reads each message whole and "
              "sends its original sections back (every property and type; the death history and the counters the "
              "reset removes left out), settling the source only after the broker's `accepted`; what stays is held "
-             "and given back in place (at most --prefetch). Not yet with --edit, --canary, --batch, the brake (off "
-             "over 1.0) or a stream. [env DLXTOOL_PROTOCOL; default: 0-9-1]")
+             "and given back in place (at most --prefetch). A message published over 0.9.1 with a table or array "
+             "header (which 1.0 readers never get) is refused unless --accept-conversion-loss. Not yet with --edit "
+             "or a stream. [env DLXTOOL_PROTOCOL; default: 0-9-1]")
 
 
 def purge_protocol_option(f: F) -> F:
@@ -99,23 +100,21 @@ def purge_protocol_option(f: F) -> F:
         help="Read (--backup, filters, --limit, --move-to) over AMQP 0.9.1 or AMQP 1.0 (RabbitMQ 4.x; the amqp10 "
              "extra): 1.0 takes each message whole — its --backup record holds every section and type (`amqp10`), "
              "written and flushed before the message is settled `accepted`; --move-to sends it unchanged, settled "
-             "only after the broker's `accepted`; what stays is held and given back in place (at most 2,000). Not "
-             "with a stream. A plain purge reads nothing (one queue.purge either way). "
+             "only after the broker's `accepted`; what stays is held and given back in place (at most 2,000); a "
+             "message published over 0.9.1 with a table or array header (which 1.0 readers never get) is refused "
+             "unless --accept-conversion-loss. Not with a stream. A plain purge reads nothing (one queue.purge "
+             "either way). "
              "[env DLXTOOL_PROTOCOL; default: 0-9-1]")(f)
 
 
-def move_protocol(app: App, protocol: str | None, *, edit: bool = False, guarded: bool = False,
-                  verb: str = "move") -> str:
+def move_protocol(app: App, protocol: str | None, *, edit: bool = False) -> str:
     """The protocol a move runs over (--protocol, else $DLXTOOL_PROTOCOL); a 1.0 run with a setting the 1.0 path
-    cannot honour yet is refused (exit 2) before anything is read. `verb`: what the command does to the messages
-    ("move"; purge and dump --remove "take")."""
+    cannot honour yet (--edit) is refused (exit 2) before anything is read."""
     chosen = protocol or chosen_protocol(app)
-    if chosen == "1.0":
-        said = "--edit" if edit else "--canary or --batch" if guarded else None
-        if said is not None:
-            raise UsageError(f"--protocol 1.0 does not move messages with {said} yet",
-                             hint="leave --protocol out (0-9-1)" + (" or unset DLXTOOL_PROTOCOL" if protocol is None
-                                                                    else ""))
+    if chosen == "1.0" and edit:
+        raise UsageError("--protocol 1.0 does not move messages with --edit yet",
+                         hint="leave --protocol out (0-9-1)" + (" or unset DLXTOOL_PROTOCOL" if protocol is None
+                                                                else ""))
     return chosen
 
 

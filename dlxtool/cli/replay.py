@@ -249,13 +249,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
     if default_exchange and keep_routing_key:
         raise UsageError("--default-exchange and --keep-routing-key contradict each other",
                          hint="keeping the original routing key is the default: drop --keep-routing-key")
-    protocol = move_protocol(app, protocol, edit=edit is not None, guarded=guard.wants_canary or bool(guard.batch))
-    if protocol == "1.0" and guard.brake is not None:
-        # the brake's tap reads the DLQ over 0.9.1, which cannot see a 1.0 replay's provenance (an annotation there)
-        # and which an AMQP 1.0 message with a char or uuid property closes (4.3): it would watch nothing
-        app.warn("the brake is off over --protocol 1.0 (its tap reads over AMQP 0.9.1 and cannot tell this run's "
-                 "messages dying again); --rate or --limit keep the blast radius small")
-        guard = replace(guard, brake=None)
+    protocol = move_protocol(app, protocol, edit=edit is not None)
     known = conventions_in_use(app, origin_from)  # a wrong --origin-from fails before anything is read
     selection = selection_for(app, selection, origin_from=origin_from, decode=True)
     if save_file:

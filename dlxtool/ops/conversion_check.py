@@ -139,8 +139,8 @@ class ConversionCheck:
 
     def advice(self) -> str:
         if self.over == "1.0":
-            return (f"leave --protocol out (AMQP 0.9.1 {'backs them up' if self.taking == 'backup' else 'moves them'} "
-                    f"as published); {CONVERSION_FLAG} {self.verb}s them over 1.0 anyway, with these losses")
+            return (f"--protocol 0-9-1 {'backs them up' if self.taking == 'backup' else 'moves them'} as published; "
+                    f"{CONVERSION_FLAG} {self.verb}s them over 1.0 anyway, with these losses")
         done = "backs them up" if self.taking == "backup" else "moves them"
         avoid = (f"{self.amqp10_path} {done} as published" if self.amqp10_path
                  else "this command moves over AMQP 0.9.1 only: `dump --protocol 1.0` keeps a whole copy of each, and "
@@ -156,8 +156,11 @@ class ConversionCheck:
                             f"{which} ({kinds}: said above); nothing was changed", hint=self.advice())
 
     def to_json(self) -> dict[str, Any]:
-        return {"messages_judged": self.judged, "messages_losing": self.losing, "read_over_amqp10": self.exact,
-                "not_read_over_amqp10": self.unchecked, "sampled": self.sampled,
+        # read_over_amqp10 / not_read_over_amqp10: the forward check's 1.0 read; judged_whole / not_judged: either's
+        return {"messages_judged": self.judged, "messages_losing": self.losing,
+                "read_over_amqp10": self.exact and self.over != "1.0",
+                "not_read_over_amqp10": self.unchecked if self.over != "1.0" else None,
+                "judged_whole": self.exact, "not_judged": self.unchecked, "sampled": self.sampled,
                 "kinds": [c.to_json() for c in sorted(self.kinds.values(), key=lambda c: (-c.messages, c.kind))],
                 "refused": self.refuses, "accepted": self.accepted, "flag": CONVERSION_FLAG,
                 "amqp10_path": self.amqp10_path, "taking": self.taking, "moved_over": self.over}
@@ -197,7 +200,7 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
         check.exact = True
         poison = versions.char_uuid_poison_091(version)
         for record in records:
-            if record.amqp10 is not None and include(record):
+            if include(record) and record.amqp10 is not None:  # include counts each in order (a --limit)
                 check.add(record.position, loss_kinds(record.amqp10, poison_091=poison), LOSS_KINDS.__getitem__)
     check.unchecked = why
     if stop is not None and why is None:
@@ -219,27 +222,46 @@ def _check_over_amqp10(check: ConversionCheck, source: Session, queue: str, read
                        include: Callable[[MessageRecord], bool], report: Reporter,
                        read_10: Iterable[MessageRecord] | None) -> ConversionCheck:
     """A move over AMQP 1.0: the head read over 0.9.1 (which shows the headers a 1.0 reader would not get), each
-    message the move would take judged by its headers. An AMQP 1.0 message with a char or uuid application property
-    closes the 0.9.1 connection it is delivered to (4.3.6; on 4.3 that counts a delivery attempt of it): the head
-    is read over 1.0 first (the plan's read, `read_10`, where it made one) and the 0.9.1 read stops before it, on a
-    connection of its own."""
+    message the move would take judged by its headers. Neither read may cost what the move would not:
+
+      * an AMQP 1.0 message with a char or uuid application property closes the 0.9.1 connection it is delivered to
+        (4.3.6; on 4.3 that counts a delivery attempt of it): the head is read over 1.0 first (the plan's read,
+        `read_10`, where it made one) and the 0.9.1 read stops before it, on a connection of its own — on a classic
+        queue only: a quorum queue's given-back messages form a block served first, and a read that stops inside it
+        would change the head's order;
+      * a 0.9.1 message with a decimal header ends the 1.0 session it is delivered to, which on 4.3 counts an attempt
+        of each message a quorum queue's session held (_needs_091_first): there no 1.0 read is made here that the
+        plan has not made already.
+
+    What could not be read is said (`unchecked`): the run goes on, as the forward check's does."""
     from dlxtool.amqp10_view import LOSS_KINDS_OVER_AMQP10, loss_kinds, loss_kinds_over_amqp10
     from dlxtool.broker import versions
 
+    facts, why = _facts(source, queue)
+    if facts is None:
+        check.unchecked = why
+        return check
     records_10 = list(read_10) if read_10 is not None else None
     if records_10 is None:
-        facts, why = _facts(source, queue)
-        if facts is not None:
-            records_10, why, _ = _read_amqp10(source, facts, read, report, None)
+        if _needs_091_first(facts):
+            check.unchecked = (f"on RabbitMQ {facts.version} a second read of this quorum queue over AMQP 1.0 could "
+                               "spend a delivery attempt of each message it holds")
+            return check
+        records_10, why, _ = _read_amqp10(source, facts, read, report, None)
         if records_10 is None:
             check.unchecked = f"the head could not be read over AMQP 1.0 first: {why}"
             return check
-    if versions.char_uuid_poison_091(versions.server_version(source.conn)):
+    stop = None
+    if versions.char_uuid_poison_091(facts.version):
         stop = next((r.position for r in records_10 if r.amqp10 is not None
                      and any(kind == "unconvertible" for kind, _ in loss_kinds(r.amqp10, poison_091=True))), None)
-    else:
-        stop = None
-    records, why, check.sampled = _read_091(source, queue, read, report, stop=stop) if stop != 0 else ([], None, True)
+    if stop is not None and (stop == 0 or facts.reads_as_quorum):
+        check.unchecked = (f"an AMQP 1.0 message with a char or uuid application property (#{stop}) closes the AMQP "
+                           "0.9.1 connection it is delivered to" + ("" if stop == 0 else
+                                                                    ", and a read of this quorum queue that stops "
+                                                                    "before it would change the head's order"))
+        return check
+    records, why, check.sampled = _read_091(source, queue, read, report, stop=stop)
     check.exact = records is not None and why is None and stop is None
     check.unchecked = why
     if stop is not None and why is None:
@@ -353,6 +375,9 @@ def _read_091(source: Session, queue: str, read: ReadOptions, report: Reporter,
         return None, f"the head could not be read over AMQP 0.9.1 first: {exc.message}", False
     finally:
         close_quietly(conn)
+    for note in reader.notes:  # what the read did to the queue (the give-back; a changed order is said out loud)
+        if note not in notes:
+            (report.warn if reader.order_changed else report.detail)(f"conversion check: {note}")
     if outcome.error is not None:  # what arrived before it is judged; the rest is not
         return records, f"the head could not be read whole over AMQP 0.9.1: {outcome.error.message}", True
     return records, None, reader.coverage().sampled

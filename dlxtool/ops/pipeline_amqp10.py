@@ -20,7 +20,7 @@ from dlxtool.broker.queues import now
 from dlxtool.errors import NotFoundError, RefusedError, UsageError
 from dlxtool.ops import pipeline
 from dlxtool.ops.pipeline import MovePolicy, MoveRun, Prepared, admitting, exchanges_of, finished, run_pass
-from dlxtool.ops.transfer_settings import RunHooks, TransferOptions
+from dlxtool.ops.transfer_settings import PassControl, RunHooks, TransferOptions
 
 if TYPE_CHECKING:
     from dlxtool.broker.amqp10.outcomes import DeliveryState
@@ -30,16 +30,18 @@ if TYPE_CHECKING:
 
 
 def run_move_over(session: MoveSession, policy: MovePolicy, options: TransferOptions,
-                  prepared: Prepared | None = None) -> MoveRun:
+                  prepared: Prepared | None = None, control: PassControl | None = None) -> MoveRun:
     """run_move over the session's protocol (MoveSession.protocol: --protocol, DLXTOOL_PROTOCOL)."""
     if session.protocol == "1.0":
-        return run_move_amqp10(session, policy, options, prepared)
-    return pipeline.run_move(session, policy, options, prepared)  # looked up now: what a test wraps is what runs
+        return run_move_amqp10(session, policy, options, prepared, control)
+    # looked up now: what a test wraps is what runs
+    return pipeline.run_move(session, policy, options, prepared, control)
 
 
 def run_move_amqp10(session: MoveSession, policy: MovePolicy, options: TransferOptions,
-                    prepared: Prepared | None = None) -> MoveRun:
-    """Run `policy` over its source on `session`, over AMQP 1.0 (the module docstring)."""
+                    prepared: Prepared | None = None, control: PassControl | None = None) -> MoveRun:
+    """Run `policy` over its source on `session`, over AMQP 1.0 (the module docstring), with a guarded replay's
+    `control` for this pass (the brake's stop; the canary's pick, read_at_most and pace)."""
     from dlxtool.broker.amqp10.connection import open_connection
     from dlxtool.ops.engine_amqp10 import Amqp10Transfer
 
@@ -63,7 +65,7 @@ def run_move_amqp10(session: MoveSession, policy: MovePolicy, options: TransferO
     try:
         result = run_pass(policy, exchanges, lambda decide: Amqp10Transfer(
             reader, policy.source, decide, snapshot=counted.ready, give_back=give_back, send_conn=sender,
-            options=replace(options, limit=policy.limit), hooks=hooks, timeout=source.timeout,
+            options=replace(options, limit=policy.limit), hooks=hooks, control=control, timeout=source.timeout,
             exists=lambda q: queues.exists(to.conn, q, to.timeout)).run())
     finally:
         sender.close()

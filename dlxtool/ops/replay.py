@@ -270,8 +270,7 @@ class Replay:
         if self.session.protocol == "1.0":  # --protocol 1.0 (RabbitMQ 4.x): dlxtool.ops.pipeline_amqp10
             from dlxtool.ops.pipeline_amqp10 import run_move_amqp10
 
-            # (no PassControl: a canary or a paced run is refused over 1.0 before anything is read)
-            return run_move_amqp10(self.session, policy, options, prepared)
+            return run_move_amqp10(self.session, policy, options, prepared, control)
         return run_move(self.session, policy, options, prepared, control)
 
 

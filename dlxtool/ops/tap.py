@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from dlxtool import waits
+from dlxtool.amqp10_view import PROVENANCE_ANNOTATION
 from dlxtool.errors import DlxtoolError
 from dlxtool.json_shapes import is_array, is_object
 from dlxtool.ops.provenance import PROVENANCE_HEADER
@@ -82,8 +83,13 @@ def dlq_bindings(management: ManagementClient, vhost: str, dlq: str) -> list[Bin
 
 
 def run_of(headers: Mapping[str, Any] | None) -> tuple[str, int] | None:
-    """(run, publish number) from a message's provenance `id` (`<run>-<n>`), or None (never replayed)."""
-    prov = (headers or {}).get(PROVENANCE_HEADER)
+    """(run, publish number) from a message's provenance `id` (`<run>-<n>`), or None (never replayed). A replay over
+    AMQP 1.0 sends the provenance as the message annotation x-opt-dlxtool-replay, which RabbitMQ gives a 0.9.1
+    reader (this tap) as a table header of that name (measured on 4.3.6)."""
+    found = headers or {}
+    prov = found.get(PROVENANCE_HEADER)
+    if prov is None:
+        prov = found.get(PROVENANCE_ANNOTATION)
     if not is_object(prov):
         return None
     publish_id = prov.get("id")

@@ -328,7 +328,8 @@ def test_over_amqp10_nothing_is_converted_so_nothing_is_refused(v4, qname, run, 
     assert [s.value if s is not None else None for s in subjects] == [None, None, "orders.created"]
 
 
-def test_over_amqp10_a_091_message_that_would_lose_its_table_headers_is_refused_unless_accepted(v4, qname, run) -> None:
+def test_over_amqp10_a_091_message_that_would_lose_its_table_headers_is_refused_unless_accepted(v4, qname, run,
+                                                                                                 tmp_path) -> None:
     """The other direction: RabbitMQ gives an AMQP 1.0 reader a 0.9.1 message's headers as application properties,
     which hold no table or array, so a move over 1.0 would write it without them. The head is read over 0.9.1 first:
     the plan names the message and its header, the replay is refused (exit 6, nothing moved) unless
@@ -354,19 +355,26 @@ def test_over_amqp10_a_091_message_that_would_lose_its_table_headers_is_refused_
     refused = run("--url", v4.url, "replay", dlq, "--yes", "--protocol", "1.0")
     assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
     assert "published over AMQP 0.9.1" in refused.stderr and "'rascal'" in refused.stderr
-    assert "leave --protocol out" in refused.stderr
+    assert "--protocol 0-9-1" in refused.stderr
     assert v4.queue_depth(dlq) == 2 and v4.queue_depth(work) == 0
+    backup = tmp_path / "backup.jsonl"  # a backup over 1.0 would keep it without them too
+    kept = run("--url", v4.url, "purge", dlq, "--backup", str(backup), "--yes", "--protocol", "1.0")
+    assert kept.exit_code == ExitStatus.REFUSED, kept.stderr
+    assert "would not be backed up whole" in kept.stderr and "'rascal'" in kept.stderr
+    assert v4.queue_depth(dlq) == 2 and (not backup.exists() or not backup.read_text())
+    first = run("--url", v4.url, "dump", dlq, "--remove", "-n", "1", "-o", str(backup), "--yes", "--protocol", "1.0")
+    assert first.exit_code == 0, first.stderr  # -n 1 takes #0 only, which loses nothing: not refused
+    assert v4.wait_depth(dlq, 1) == 1 and len(backup.read_text().splitlines()) == 1
 
     done = run("--url", v4.url, "replay", dlq, "--yes", "--protocol", "1.0", "--accept-conversion-loss",
                "--format", "json")
     assert done.exit_code == 0, done.stderr
-    assert json.loads(done.stdout)["moved"] == {work: 2}
+    assert json.loads(done.stdout)["moved"] == {work: 1}
     with v4.channel() as ch:
         arrived = {}
-        for _ in range(2):
-            method, props, _body = ch.basic_get(work, auto_ack=True)
-            assert method is not None
-            arrived[props.message_id] = props.headers or {}
+        method, props, _body = ch.basic_get(work, auto_ack=True)
+        assert method is not None
+        arrived[props.message_id] = props.headers or {}
     kept = arrived["tabled"]
     assert "rascal" not in kept and "tags" not in kept, kept  # dropped by the broker, as the plan said
     assert kept["plain"] == "kept" and kept["x-app-trace"] == {"id": 7}

@@ -148,6 +148,11 @@ def test_over_091_a_backup_or_move_that_loses_data_is_refused_unless_accepted(v4
     assert dry.exit_code == 0, dry.stderr
     losses = json.loads(dry.stdout)["conversion_losses"]
     assert losses["refused"] and losses["taking"] == "backup" and losses["messages_losing"] == 2, losses
+    limited = run("--url", v4.url, "purge", dlq, "--backup", str(backup), "--limit", "1", "--dry-run", "--format",
+                  "json")  # only what the run would take is judged: the first one
+    assert limited.exit_code == 0, limited.stderr
+    losses = json.loads(limited.stdout)["conversion_losses"]
+    assert losses["messages_judged"] == 1 and losses["messages_losing"] == 1, losses
     taken = run("--url", v4.url, "purge", dlq, "--backup", str(backup), "--yes", "--accept-conversion-loss")
     assert taken.exit_code == 0, taken.stderr
     assert v4.wait_depth(dlq, 0) == 0 and len(_records(backup)) == 2
