@@ -113,6 +113,16 @@ def broker() -> Iterator[BrokerEnv]:
         yield env
 
 
+@pytest.fixture
+def v4(broker: BrokerEnv) -> BrokerEnv:
+    """The main test broker where it speaks AMQP 1.0 as a core protocol (RabbitMQ 4.x); the test skips below."""
+    from dlxtool.broker import versions
+
+    if not versions.speaks_amqp10(broker.version):
+        pytest.skip(f"RabbitMQ {broker.version}: no AMQP 1.0 path here (4.x only)")
+    return broker
+
+
 @pytest.fixture(scope="session")
 def second_broker() -> Iterator[BrokerEnv]:
     """An independent second node (scripts/dev-broker second), for multi-broker tests."""
@@ -240,7 +250,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="First seed; runs use consecutive seeds [env DLXTOOL_FAULTS_BASE; default 1000].")
     chaos = parser.getgroup("dlxtool fault campaign (tests/chaos)")
     chaos.addoption("--chaos-trials", type=int, default=int(os.environ.get("DLXTOOL_CHAOS_TRIALS", "0")) or None,
-                    help="Trials per command [env DLXTOOL_CHAOS_TRIALS; default 14].")
+                    help="Trials per command [env DLXTOOL_CHAOS_TRIALS; default 9: one per fault].")
     chaos.addoption("--chaos-base", type=int, default=int(os.environ.get("DLXTOOL_CHAOS_BASE", "50006")),
                     help="First seed, a multiple of 11 [env DLXTOOL_CHAOS_BASE; default 50006].")
     chaos.addoption("--chaos-seed", type=int, action="append",

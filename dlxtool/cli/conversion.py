@@ -76,7 +76,8 @@ def say_conversion(app: App, check: ConversionCheck | None, *, dry_run: bool, wh
         return
     lines = check.lines()
     if check.accepted:
-        done = f"the {what} would {check.verb} them" if dry_run else "taken" if check.verb == "take" else "moved"
+        done = f"the {what} would {check.verb} them" if dry_run else \
+            {"take": "taken", "publish": "published"}.get(check.verb, "moved")
         app.warn("\n".join(lines) + f"\n  {done} anyway ({CONVERSION_FLAG})")
         return
     app.warn("\n".join(lines))

@@ -8,6 +8,7 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 
 from dlxtool.cli.app import App
+from dlxtool.cli.conversion import say_conversion
 from dlxtool.cli.options import common_options, dry_run_option, max_bytes_option, yes_option
 from dlxtool.cli.reading import PROTOCOLS, chosen_protocol
 from dlxtool.errors import UsageError
@@ -15,7 +16,7 @@ from dlxtool.ops.conversion_check import CONVERSION_FLAG
 from dlxtool.outcome import Outcome
 
 if TYPE_CHECKING:
-    from dlxtool.ops.conversion_check import ConversionCheck
+    pass
 
 HELP = """Publish the message records in FILE (`-` = stdin) to a broker.
 
@@ -184,7 +185,8 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencod
             app.info(f"nothing to load: {name} has no records; nothing was published")
             return None
         if plan.losses is not None and plan.losses.losing:
-            _say_losses(app, plan.losses, dry_run=dry_run, accepted=accept_conversion_loss)
+            plan.losses.accepted = accept_conversion_loss
+            say_conversion(app, plan.losses, dry_run=dry_run, what="load")
         if dry_run or not yes:
             _render_plan(app, plan, name)
             if dry_run:
@@ -204,23 +206,6 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencod
                           run=lambda failed, bar: LoadRun(loading.run(progress=bar, failed=failed), failed_file,
                                                           allow_torn),
                           render=lambda run: _render_result(app, run.load))
-
-
-def _say_losses(app: App, losses: ConversionCheck, *, dry_run: bool, accepted: bool) -> None:
-    """What a load over 0.9.1 would lose of the AMQP 1.0 messages in the file, before the question; refused (exit 6)
-    unless accepted, said as such by a dry run."""
-    from dlxtool.ops.load import LOSS_ADVICE, loss_lines, loss_refusal
-
-    lines = loss_lines(losses)
-    if accepted:
-        app.warn("\n".join(lines) + f"\n  {'the load would publish them' if dry_run else 'published'} anyway "
-                 f"({CONVERSION_FLAG})")
-        return
-    app.warn("\n".join(lines))
-    if dry_run:
-        app.info(f"the load would be refused (exit 6): {LOSS_ADVICE}")
-        return
-    raise loss_refusal(losses)
 
 
 def _opener(app: App, file: str) -> tuple[Any, str]:

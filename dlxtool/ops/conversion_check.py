@@ -84,8 +84,9 @@ class ConversionCheck:
     def _converted(self) -> str:
         return "1.0" if self.over == "1.0" else "0.9.1"
     # what the command does with them over 0.9.1: "move" (publishes the conversion for good: replay, move, purge
-    # --move-to) or "backup" (writes only the conversion to its file, then removes the message: purge --backup,
-    # dump --remove — a `load` of that file brings back the conversion, not the message)
+    # --move-to), "backup" (writes only the conversion to its file, then removes the message: purge --backup,
+    # dump --remove — a `load` of that file brings back the conversion, not the message) or "load" (publishes the
+    # conversion of the records a file holds; `queue` is then the file, positions its record numbers)
     taking: str = "move"
 
     @property
@@ -111,7 +112,11 @@ class ConversionCheck:
             return []
         how = ("read over AMQP 0.9.1" if self.over == "1.0" else "read over AMQP 1.0") if self.exact \
             else "as AMQP 0.9.1 shows them"
-        if self.taking == "backup":
+        if self.taking == "load":  # the records of a file (dump --protocol 1.0 wrote them), not a queue's head
+            out = [f"{self.losing} of the {self.judged} record(s) of {self.queue} that hold a whole AMQP 1.0 message "
+                   "(dump --protocol 1.0 wrote them) would not be published whole over AMQP 0.9.1, which this load "
+                   "publishes (each record's 0.9.1 view, as RabbitMQ converts such a message):"]
+        elif self.taking == "backup":
             out = [f"{self.losing} of the {self.judged} message(s) to remove from {self.queue!r} were published over "
                    f"AMQP {self._published} and would not be backed up whole: RabbitMQ converts each for AMQP "
                    f"{self._converted}, and the backup keeps only that conversion of a message that is then removed "
@@ -125,7 +130,7 @@ class ConversionCheck:
             more = "…" if count.messages > len(count.examples) else ""
             said = count.examples[0][1]
             example = f" ({said})" if said != count.words else ""
-            out.append(f"  {count.words}: {count.messages} message(s), e.g. {where}{more}{example}")
+            out.append(f"  {count.words}: {count.messages} {self._things}, e.g. {where}{more}{example}")
         if self.unchecked:
             out.append(f"  (not read over AMQP {'0.9.1' if self.over == '1.0' else '1.0'}: {self.unchecked})")
         if self.sampled:
@@ -134,10 +139,17 @@ class ConversionCheck:
 
     @property
     def verb(self) -> str:
-        """What the command does to them: "move" or "take" (a backup)."""
-        return "take" if self.taking == "backup" else "move"
+        """What the command does to them: "move", "take" (a backup) or "publish" (a load)."""
+        return {"backup": "take", "load": "publish"}.get(self.taking, "move")
+
+    @property
+    def _things(self) -> str:
+        return "record(s)" if self.taking == "load" else "message(s)"
 
     def advice(self) -> str:
+        if self.taking == "load":
+            return (f"{self.amqp10_path} (RabbitMQ 4.x) publishes them as dumped; {CONVERSION_FLAG} publishes them "
+                    "over 0.9.1 anyway, with these losses")
         if self.over == "1.0":
             return (f"--protocol 0-9-1 {'backs them up' if self.taking == 'backup' else 'moves them'} as published; "
                     f"{CONVERSION_FLAG} {self.verb}s them over 1.0 anyway, with these losses")
@@ -149,6 +161,10 @@ class ConversionCheck:
 
     def refusal(self, what: str) -> RefusedError:
         kinds = ", ".join(c.kind for c in sorted(self.kinds.values(), key=lambda c: (-c.messages, c.kind)))
+        if self.taking == "load":
+            return RefusedError(f"{what} refused: {self.losing} record(s) of {self.queue} hold AMQP 1.0 messages that "
+                                f"would lose data over AMQP 0.9.1 ({kinds}: said above); nothing was published",
+                                hint=self.advice())
         which = f"which is all a backup over {self._converted} keeps of them" if self.taking == "backup" else \
             f"which a move over {self._converted} publishes"
         return RefusedError(f"{what} refused: {self.losing} message(s) of {self.queue!r} published over AMQP "

@@ -39,7 +39,7 @@ from dlxtool.broker.queues import did_you_mean, names_in
 from dlxtool.broker.wire.frames import EncodeError, basic_properties, encode_for_publish
 from dlxtool.budget import PrefetchWindow
 from dlxtool.deaths import HISTORY_HEADERS
-from dlxtool.errors import RefusedError, UnavailableError, UsageError
+from dlxtool.errors import UnavailableError, UsageError
 from dlxtool.json_shapes import is_object
 from dlxtool.message_ids import MessageIds
 from dlxtool.ops import capacity
@@ -195,7 +195,7 @@ def scan(open_stream: Opener, settings: LoadSettings) -> LoadPlan:
     out = LoadPlan()
     amqp10 = settings.protocol == "1.0"
     if not amqp10:
-        out.losses = ConversionCheck(settings.name, exact=True, amqp10_path="--protocol 1.0")
+        out.losses = ConversionCheck(settings.name, exact=True, amqp10_path="--protocol 1.0", taking="load")
     with open_stream() as stream:
         for where, record in records_of(stream, settings, lambda where, _n: out.torn.append(where)):
             target = target_of(record, settings, where)
@@ -216,32 +216,6 @@ def scan(open_stream: Opener, settings: LoadSettings) -> LoadPlan:
                 _check_encodes(record, headers, where)
             out.keys[(target, target if settings.default_exchange else record_key(record, headers, settings))] += 1
     return out
-
-
-def loss_lines(check: ConversionCheck) -> list[str]:
-    """What a load over 0.9.1 would not carry of the AMQP 1.0 messages in the file (LoadPlan.losses), per kind."""
-    if not check.losing:
-        return []
-    out = [f"{check.losing} of the {check.judged} record(s) of {check.queue} that hold a whole AMQP 1.0 message (dump "
-           "--protocol 1.0 wrote them) would not be published whole over AMQP 0.9.1, which this load publishes (each "
-           "record's 0.9.1 view, as RabbitMQ converts such a message):"]
-    for count in sorted(check.kinds.values(), key=lambda c: (-c.messages, c.kind)):
-        where = ", ".join(f"#{p}" for p, _ in count.examples)
-        more = "…" if count.messages > len(count.examples) else ""
-        said = count.examples[0][1]
-        example = f" ({said})" if said != count.words else ""
-        out.append(f"  {count.words}: {count.messages} record(s), e.g. {where}{more}{example}")
-    return out
-
-
-LOSS_ADVICE = ("--protocol 1.0 (RabbitMQ 4.x) publishes them as dumped; --accept-conversion-loss publishes them over "
-               "0.9.1 anyway, with these losses")
-
-
-def loss_refusal(check: ConversionCheck) -> RefusedError:
-    kinds = ", ".join(c.kind for c in sorted(check.kinds.values(), key=lambda c: (-c.messages, c.kind)))
-    return RefusedError(f"load refused: {check.losing} record(s) of {check.queue} hold AMQP 1.0 messages that would "
-                        f"lose data over AMQP 0.9.1 ({kinds}: said above); nothing was published", hint=LOSS_ADVICE)
 
 
 def _check_encodes(record: MessageRecord, headers: dict[str, Any], where: str) -> None:

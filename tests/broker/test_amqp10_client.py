@@ -27,12 +27,6 @@ pytestmark = pytest.mark.broker
 client = pytest.importorskip("rabbitmq_amqp_python_client")
 
 
-@pytest.fixture
-def v4(broker) -> Any:
-    if not versions.speaks_amqp10(broker.version):
-        pytest.skip(f"RabbitMQ {broker.version}: no AMQP 1.0 path here (4.x only)")
-    return broker
-
 
 def _connection(broker) -> Any:
     env = client.Environment(uri=f"amqp://guest:guest@localhost:{broker.amqp_port}/{broker.vhost}")

@@ -42,12 +42,6 @@ CASES: list[tuple[str, dict[str, Any], str | None]] = [
 ]
 
 
-@pytest.fixture
-def v4(broker) -> Any:
-    if not versions.speaks_amqp10(broker.version):
-        pytest.skip(f"RabbitMQ {broker.version}: AMQP 1.0 messages keep their form only on 4.x")
-    return broker
-
 
 def _message(name: str, change: dict[str, Any]) -> bytes:
     props = {"message_id": Typed("string", name)} if name else {}

@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from dlxtool.amqp10_message import Amqp10Message, Body, Typed, encode_message, parse_message
+from dlxtool.amqp10_message import Amqp10Message, Body, Typed, encode_message
 from dlxtool.broker import versions
 from dlxtool.cli.output import ExitStatus
 from dlxtool.record import MessageRecord
+from tests.support.amqp10 import profile_of, read_head
 
 pytestmark = pytest.mark.broker
 
@@ -32,17 +33,6 @@ DEATH_ANNOTATIONS = ("x-opt-deaths", "x-first-death-queue", "x-first-death-reaso
                      "x-last-death-queue", "x-last-death-reason", "x-last-death-exchange")
 
 
-@pytest.fixture
-def v4(broker) -> Any:
-    if not versions.speaks_amqp10(broker.version):
-        pytest.skip(f"RabbitMQ {broker.version}: no AMQP 1.0 path here (4.x only)")
-    return broker
-
-
-def _profile(broker) -> Any:
-    from dlxtool.config import BrokerProfile
-
-    return BrokerProfile(name="t", urls=(broker.url,), vhost=broker.vhost)
 
 
 def _publish_with_the_client(broker, queue: str) -> None:
@@ -98,7 +88,7 @@ def _dead_letters(broker, qname: str) -> tuple[str, str, int]:
         ch.queue_declare(work, durable=True, arguments={"x-queue-type": "quorum", "x-dead-letter-exchange": "",
                                                          "x-dead-letter-routing-key": dlq})
     _publish_with_the_client(broker, work)
-    conn = open_connection(_profile(broker))
+    conn = open_connection(profile_of(broker))
     try:
         sender = Sender(conn, queue_address(work))
         for msg in _own_messages():
@@ -113,22 +103,6 @@ def _dead_letters(broker, qname: str) -> tuple[str, str, int]:
     assert broker.wait_depth(dlq, 5) == 5
     return work, dlq, 5
 
-
-def _read(broker, queue: str, n: int) -> list[Amqp10Message]:
-    """The first `n` messages of `queue` over AMQP 1.0, given back."""
-    from dlxtool.broker.amqp10 import outcomes
-    from dlxtool.broker.amqp10.addresses import queue_address
-    from dlxtool.broker.amqp10.connection import open_connection
-    from dlxtool.broker.amqp10.links import HeadReader
-
-    conn = open_connection(_profile(broker))
-    try:
-        reader = HeadReader(conn, queue_address(queue), give_back=outcomes.RELEASE)
-        out = [parse_message(d.raw) for d in reader.read(n)]
-        reader.close()
-        return out
-    finally:
-        conn.close()
 
 
 def _as_sent(msg: Amqp10Message) -> dict[str, Any]:
@@ -169,7 +143,7 @@ def test_dump_then_load_over_amqp10_brings_each_message_back_as_dumped(v4, qname
     assert summary["published"] == {fresh: n} and summary["failed_total"] == 0, summary
     assert v4.wait_depth(fresh, n) == n and v4.queue_depth(dlq) == n  # a load takes nothing away
 
-    back = _read(v4, fresh, n)
+    back = read_head(v4, fresh, n)
     # field by field, type by type: what was dumped, but for the delivery's annotations and the death history
     for got, want in zip(back, originals, strict=True):
         assert _as_sent(got) == _as_sent(want), (got.to_json(), want.to_json())
@@ -278,7 +252,7 @@ def test_settings_the_amqp10_load_cannot_honour_are_refused(broker, qname, run, 
         assert broker.queue_depth(qname) == 0
         return
     assert by_env.exit_code == 0, by_env.stderr
-    (back,) = _read(broker, qname, 1)
+    (back,) = read_head(broker, qname, 1)
     assert (back.properties or {})["subject"] == Typed("string", "s") and back.body.sections == [b"a", b"b"]
     assert back.annotation("x-opt-dlxtool-replay") is not None  # --reset-history: replay's provenance
     plain = tmp_path / "plain.jsonl"

@@ -25,18 +25,13 @@ import pytest
 from dlxtool.amqp10_message import Amqp10Message, Body, Typed
 from dlxtool.broker import versions
 from dlxtool.cli.output import ExitStatus
-from tests.ops.test_engine_amqp10 import _as_sent, _dead_letter, _dlq_type, _messages, _profile, _queues, _read, _s
+from tests.ops.test_engine_amqp10 import _as_sent, _dead_letter, _dlq_type, _messages, _queues, _s
+from tests.support.amqp10 import profile_of, read_head
 
 pytestmark = pytest.mark.broker
 
 pytest.importorskip("proton")
 
-
-@pytest.fixture
-def v4(broker) -> Any:
-    if not versions.speaks_amqp10(broker.version):
-        pytest.skip(f"RabbitMQ {broker.version}: no AMQP 1.0 path here (4.x only)")
-    return broker
 
 
 def _dead(broker, qname: str, *, convertible: bool = False) -> tuple[str, str, list[Amqp10Message]]:
@@ -52,7 +47,7 @@ def _dead(broker, qname: str, *, convertible: bool = False) -> tuple[str, str, l
                                                    if v.type not in ("char", "uuid")]) for m in sent]
     _dead_letter(broker, work, sent)
     assert broker.wait_depth(dlq, 2) == 2
-    dead = _read(broker, dlq, 2)
+    dead = read_head(broker, dlq, 2)
     assert all(m.annotation("x-opt-deaths") is not None for m in dead)
     return work, dlq, dead
 
@@ -101,7 +96,7 @@ def test_purge_move_to_over_amqp10_moves_the_selected_whole_and_keeps_the_rest_i
     summary = json.loads(result.stdout)
     assert summary["moved"] == {parked: 1} and summary["kept"], summary
     assert v4.wait_depth(parked, 1) == 1 and v4.wait_depth(dlq, 1) == 1
-    moved, stayed = _read(v4, parked, 1), _read(v4, dlq, 1)
+    moved, stayed = read_head(v4, parked, 1), read_head(v4, dlq, 1)
     assert [_as_sent(m) for m in moved] == [_as_sent(dead[1])]
     assert moved[0].body.kind == "amqp-value"
     # held, given back in place, untouched (but for 4.3's count of its acquisitions, which the broker keeps)
@@ -232,7 +227,7 @@ def test_a_lost_connection_mid_backup_over_amqp10_loses_nothing(v4, qname, tmp_p
     _dead_letter(v4, work, [Amqp10Message(properties={"message_id": _s(f"m{i}"), "subject": _s("s")},
                                           body=Body("data", [b"%d" % i, b"|two"])) for i in range(n)])
     assert v4.wait_depth(dlq, n) == n
-    conn = open_connection(_profile(v4))
+    conn = open_connection(profile_of(v4))
     removing = PurgeDecider(PurgeSettings(dlq, backup="backup.jsonl"))
     seen = [0]
 
@@ -256,6 +251,6 @@ def test_a_lost_connection_mid_backup_over_amqp10_loses_nothing(v4, qname, tmp_p
     in_file = {str(m.properties["message_id"].value) for m in saved if m.properties}
     left = v4.wait_depth(dlq, n - result.removed + result.possible_duplicates)
     assert left <= n - 200  # the first drain's are gone for good
-    in_queue = {str(m.properties["message_id"].value) for m in _read(v4, dlq, left) if m.properties}
+    in_queue = {str(m.properties["message_id"].value) for m in read_head(v4, dlq, left) if m.properties}
     assert in_file | in_queue == {f"m{i}" for i in range(n)}
     assert len(in_file & in_queue) <= result.possible_duplicates

@@ -13,17 +13,10 @@ import time
 
 import pytest
 
-from dlxtool.broker import versions
 from tests.cli.test_replay_canary import Consumer, _fill, _nothing_lost, _replay
 
 pytestmark = pytest.mark.broker
 
-
-@pytest.fixture
-def v4(broker):
-    if not versions.speaks_amqp10(broker.version):
-        pytest.skip(f"RabbitMQ {broker.version}: no AMQP 1.0 path")
-    return broker
 
 
 def test_canary_over_amqp10_catches_a_fix_that_did_not_work_and_nothing_else_moves(run, v4, qname) -> None:

@@ -15,25 +15,15 @@ from typing import Any
 
 import pytest
 
-from dlxtool.amqp10_message import Amqp10Message, Body, Typed, encode_message, parse_message
+from dlxtool.amqp10_message import Amqp10Message, Body, Typed, encode_message
 from dlxtool.broker import versions
+from tests.support.amqp10 import profile_of, read_head
 
 pytestmark = pytest.mark.broker
 
 pytest.importorskip("proton")
 
 
-@pytest.fixture
-def v4(broker) -> Any:
-    if not versions.speaks_amqp10(broker.version):
-        pytest.skip(f"RabbitMQ {broker.version}: no AMQP 1.0 path here (4.x only)")
-    return broker
-
-
-def _profile(broker) -> Any:
-    from dlxtool.config import BrokerProfile
-
-    return BrokerProfile(name="t", urls=(broker.url,), vhost=broker.vhost)
 
 
 def _s(text: str) -> Typed:
@@ -93,7 +83,7 @@ def _dead_letter(broker, work: str, messages: list[Amqp10Message]) -> None:
     from dlxtool.broker.amqp10.connection import open_connection
     from dlxtool.broker.amqp10.links import HeadReader, Sender
 
-    conn = open_connection(_profile(broker))
+    conn = open_connection(profile_of(broker))
     try:
         sender = Sender(conn, queue_address(work))
         for msg in messages:
@@ -106,22 +96,6 @@ def _dead_letter(broker, work: str, messages: list[Amqp10Message]) -> None:
     finally:
         conn.close()
 
-
-def _read(broker, queue: str, n: int) -> list[Amqp10Message]:
-    """The first `n` messages of `queue` over AMQP 1.0, given back."""
-    from dlxtool.broker.amqp10 import outcomes
-    from dlxtool.broker.amqp10.addresses import queue_address
-    from dlxtool.broker.amqp10.connection import open_connection
-    from dlxtool.broker.amqp10.links import HeadReader
-
-    conn = open_connection(_profile(broker))
-    try:
-        reader = HeadReader(conn, queue_address(queue), give_back=outcomes.RELEASE)
-        out = [parse_message(d.raw) for d in reader.read(n)]
-        reader.close()
-        return out
-    finally:
-        conn.close()
 
 
 # What a delivery adds (the broker writes it again each time) and what a replay changes on purpose
@@ -150,7 +124,7 @@ def test_replay_over_amqp10_brings_back_every_section_and_type(v4, qname, run, t
     sent = _messages()
     _dead_letter(v4, work, sent)
     assert v4.wait_depth(dlq, 2) == 2
-    dead = _read(v4, dlq, 2)
+    dead = read_head(v4, dlq, 2)
     assert all(m.annotation("x-opt-deaths") is not None for m in dead)  # a death history to leave out
     assert dead[0].header is not None and "ttl" not in dead[0].header  # dead-lettering took the TTL off
 
@@ -167,7 +141,7 @@ def test_replay_over_amqp10_brings_back_every_section_and_type(v4, qname, run, t
     assert summary["moved_total"] == 2, summary
     assert v4.wait_depth(dlq, 0) == 0 and v4.wait_depth(work, 2) == 2
 
-    back = _read(v4, work, 2)
+    back = read_head(v4, work, 2)
     expected = [_as_sent(m) for m in sent]
     del expected[0]["application_properties"]["x-retry-count"]  # the count reset removes the retry counter
     assert [_as_sent(m) for m in back] == expected
@@ -216,7 +190,7 @@ def test_a_destination_that_refuses_leaves_the_message_in_the_dlq(v4, qname, run
     summary = json.loads(result.stdout)
     assert summary["moved_total"] == 0 and summary["left_total"] == 1, summary
     assert v4.wait_depth(dlq, 1) == 1 and v4.wait_depth(work, 1) == 1
-    still = _read(v4, dlq, 1)
+    still = read_head(v4, dlq, 1)
     assert still[0].body == second.body and still[0].annotation("x-opt-deaths") is not None
 
 
@@ -253,7 +227,7 @@ def test_a_stop_mid_run_loses_nothing(v4, qname) -> None:
         stop.set()
         return Decision(Action.MOVE, work, "", work, None, None, None)
 
-    conn = open_connection(_profile(v4))
+    conn = open_connection(profile_of(v4))
     try:
         result = Amqp10Transfer(conn, dlq, decide, snapshot=5, give_back=outcomes.RELEASE,
                                 options=TransferOptions(handle_sigint=False), control=PassControl(stop=stop)).run()
@@ -262,7 +236,7 @@ def test_a_stop_mid_run_loses_nothing(v4, qname) -> None:
     assert result.interrupted and result.error is None
     assert result.moved_total == 1 and result.possible_duplicates == 0
     assert v4.wait_depth(work, 1) == 1 and v4.wait_depth(dlq, 4) == 4
-    ids = sorted(str(m.properties["message_id"].value) for q, n in ((work, 1), (dlq, 4)) for m in _read(v4, q, n)
+    ids = sorted(str(m.properties["message_id"].value) for q, n in ((work, 1), (dlq, 4)) for m in read_head(v4, q, n)
                  if m.properties)
     assert ids == [f"m{i}" for i in range(5)]
 
@@ -308,12 +282,12 @@ def test_move_over_amqp10_keeps_the_whole_message_history_included(v4, qname, ru
     sent = _messages()
     _dead_letter(v4, work, sent)
     assert v4.wait_depth(dlq, 2) == 2
-    dead = _read(v4, dlq, 2)
+    dead = read_head(v4, dlq, 2)
     result = run("--url", v4.url, "move", dlq, parked, "--protocol", "1.0", "--yes", "--format", "json")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["moved_total"] == 2
     assert v4.wait_depth(dlq, 0) == 0 and v4.wait_depth(parked, 2) == 2
-    moved = _read(v4, parked, 2)
+    moved = read_head(v4, parked, 2)
     assert [_as_sent(m) for m in moved] == [_as_sent(m) for m in dead]
     assert all(m.annotation("x-opt-deaths") is not None for m in moved)
 
@@ -427,7 +401,7 @@ def test_at_most_prefetch_stays_are_held_then_reading_stops(v4, qname) -> None:
     _dead_letter(v4, work, msgs)
     assert v4.wait_depth(dlq, 6) == 6
     why = Why("no origin", Stay.NO_ORIGIN)
-    conn = open_connection(_profile(v4))
+    conn = open_connection(profile_of(v4))
     try:
         result = Amqp10Transfer(conn, dlq, lambda _record: Decision.leave(why), snapshot=6,
                                 give_back=versions_give_back(v4), options=TransferOptions(prefetch=4,
@@ -437,7 +411,7 @@ def test_at_most_prefetch_stays_are_held_then_reading_stops(v4, qname) -> None:
     assert result.left == {why: 4} and result.unprocessed == 2 and not result.moved_total
     assert any("held unsettled, the most this run holds (--prefetch)" in n for n in result.notes), result.notes
     assert v4.wait_depth(dlq, 6) == 6
-    order = [str(m.properties["message_id"].value) for m in _read(v4, dlq, 6) if m.properties]
+    order = [str(m.properties["message_id"].value) for m in read_head(v4, dlq, 6) if m.properties]
     assert order == [f"m{i}" for i in range(6)]
 
 
@@ -463,7 +437,7 @@ def test_target_broker_profile_over_amqp10(v4, qname, run, tmp_path) -> None:
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["moved"] == {work: 2}
     assert v4.wait_depth(work, 2) == 2 and v4.wait_depth(dlq, 0) == 0
-    back = _read(v4, work, 2)
+    back = read_head(v4, work, 2)
     assert [m.body.sections for m in back] == [m.body.sections for m in sent]
 
 
@@ -476,5 +450,5 @@ def test_limit_over_amqp10_moves_that_many_and_gives_the_rest_back_in_order(v4, 
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["moved_total"] == 2
     assert v4.wait_depth(work, 2) == 2 and v4.wait_depth(dlq, 3) == 3
-    assert [str(m.properties["message_id"].value) for m in _read(v4, work, 2) if m.properties] == ["m0", "m1"]
-    assert [str(m.properties["message_id"].value) for m in _read(v4, dlq, 3) if m.properties] == ["m2", "m3", "m4"]
+    assert [str(m.properties["message_id"].value) for m in read_head(v4, work, 2) if m.properties] == ["m0", "m1"]
+    assert [str(m.properties["message_id"].value) for m in read_head(v4, dlq, 3) if m.properties] == ["m2", "m3", "m4"]

@@ -17,7 +17,6 @@ import pika
 import pytest
 
 from dlxtool.amqp10_message import Amqp10Message, Body, Typed, encode_message, parse_message
-from dlxtool.broker import versions
 from dlxtool.ops.load import LoadSettings
 from dlxtool.ops.record_files import RecordSink, read_records
 from dlxtool.record import MessageRecord
@@ -27,12 +26,6 @@ pytestmark = pytest.mark.broker
 
 pytest.importorskip("proton")
 
-
-@pytest.fixture
-def v4(broker) -> Any:
-    if not versions.speaks_amqp10(broker.version):
-        pytest.skip(f"RabbitMQ {broker.version}: no AMQP 1.0 path here (4.x only)")
-    return broker
 
 
 def _session(broker) -> Any:
