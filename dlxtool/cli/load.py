@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 import click
 
@@ -14,9 +14,6 @@ from dlxtool.cli.reading import PROTOCOLS, chosen_protocol
 from dlxtool.errors import UsageError
 from dlxtool.ops.conversion_check import CONVERSION_FLAG
 from dlxtool.outcome import Outcome
-
-if TYPE_CHECKING:
-    pass
 
 HELP = """Publish the message records in FILE (`-` = stdin) to a broker.
 
