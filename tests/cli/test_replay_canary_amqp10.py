@@ -51,3 +51,19 @@ def test_the_brake_over_amqp10_stops_a_run_whose_messages_die_again(run, v4, qna
     assert "stopped by the brake" in result.stderr
     in_origin, in_dlq = _nothing_lost(v4, shop, consumer)
     assert not in_origin and len(in_dlq) == 200 and not consumer.consumed
+
+
+def test_batches_over_amqp10_pause_between_them_and_move_everything(run, v4, qname) -> None:
+    shop = _fill(v4, qname, ["CHF"] * 12, origin_type="classic")
+    with Consumer(v4, shop, "ok") as consumer:
+        started = time.monotonic()
+        result = _replay(run, v4, shop.dlq, "--protocol", "1.0", "--batch", "4", "--pause", "0.5")
+        took = time.monotonic() - started
+        deadline = time.monotonic() + 10
+        while len(consumer.consumed) < 12 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["moved_total"] == 12
+    assert took >= 1.0, "two pauses of 0.5 s between three batches of 4"
+    in_origin, in_dlq = _nothing_lost(v4, shop, consumer)
+    assert not in_origin and not in_dlq and sorted(consumer.consumed) == shop.ids
