@@ -13,10 +13,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
-import urllib.parse
-import urllib.request
-from base64 import b64encode
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +22,7 @@ from dlxtool.amqp10_message import Amqp10Message, Body, Typed
 from dlxtool.broker import versions
 from dlxtool.cli.output import ExitStatus
 from tests.ops.test_engine_amqp10 import _as_sent, _dead_letter, _dlq_type, _messages, _queues, _s
-from tests.support.amqp10 import profile_of, read_head
+from tests.support.amqp10 import close_connections, connection_name, profile_of, read_head
 
 pytestmark = pytest.mark.broker
 
@@ -192,22 +188,7 @@ def test_a_quorum_queue_is_refused_where_give_backs_count(v4, qname, run, tmp_pa
 
 def _close(broker, name: str) -> None:
     """Close (management API) the connection whose connection_name is `name`, as an operator or a restart would."""
-    auth = {"Authorization": "Basic " + b64encode(b"guest:guest").decode()}
-    base = f"http://{broker.host}:{broker.http_port}/api"
-    url = f"{base}/vhosts/{urllib.parse.quote(broker.vhost, safe='')}/connections"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=auth), timeout=10) as resp:
-            rows = json.loads(resp.read())
-        mine = [r["name"] for r in rows if (r.get("client_properties") or {}).get("connection_name") == name]
-        for row in mine:
-            req = urllib.request.Request(f"{base}/connections/{urllib.parse.quote(row, safe='')}", headers=auth,
-                                         method="DELETE")
-            urllib.request.urlopen(req, timeout=10).close()
-        if mine:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"connection {name!r} never listed")
+    close_connections(broker, lambda r: connection_name(r) == name, what=f"connection {name!r}")
 
 
 def test_a_lost_connection_mid_backup_over_amqp10_loses_nothing(v4, qname, tmp_path) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from dlxtool.amqp10_message import Amqp10Message, Body, Typed, encode_message
 from dlxtool.broker import versions
-from tests.support.amqp10 import profile_of, read_head
+from tests.support.amqp10 import close_connections, connection_name, is_amqp10, profile_of, read_head
 
 pytestmark = pytest.mark.broker
 
@@ -330,28 +330,8 @@ def test_ctrl_c_during_a_replay_over_amqp10_loses_nothing(v4, qname, cli_env) ->
 def _close_amqp10_connections(broker, pid: int, timeout: float = 30.0) -> int:
     """Close (management API) the AMQP 1.0 connections of process `pid` in the test's vhost, once listed: what a
     broker restart or an operator's `close connection` does to a run."""
-    import time
-    import urllib.parse
-    import urllib.request
-    from base64 import b64encode
-
-    auth = {"Authorization": "Basic " + b64encode(b"guest:guest").decode()}
-    base = f"http://{broker.host}:{broker.http_port}/api"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        url = f"{base}/vhosts/{urllib.parse.quote(broker.vhost, safe='')}/connections"
-        with urllib.request.urlopen(urllib.request.Request(url, headers=auth), timeout=10) as resp:
-            rows = json.loads(resp.read())
-        mine = [r["name"] for r in rows if f":{pid} " in str((r.get("client_properties") or {}).get(
-            "connection_name", "")) and "1" in str(r.get("protocol", "")).replace("0-9-1", "")]
-        if mine:
-            for name in mine:
-                req = urllib.request.Request(f"{base}/connections/{urllib.parse.quote(name, safe='')}",
-                                             headers=auth, method="DELETE")
-                urllib.request.urlopen(req, timeout=10).close()
-            return len(mine)
-        time.sleep(0.2)
-    raise AssertionError("the run's AMQP 1.0 connections were never listed")
+    return close_connections(broker, lambda r: f":{pid} " in connection_name(r) and is_amqp10(r), timeout=timeout,
+                             what="the run's AMQP 1.0 connections")
 
 
 def test_a_lost_connection_mid_replay_over_amqp10_loses_nothing(v4, qname, cli_env) -> None:

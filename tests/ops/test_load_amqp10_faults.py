@@ -5,11 +5,6 @@ Ctrl-C, and the broker closing the run's AMQP 1.0 connection. Every record ends 
 from __future__ import annotations
 
 import io
-import json
-import time
-import urllib.parse
-import urllib.request
-from base64 import b64encode
 from collections import Counter
 from typing import Any
 
@@ -21,6 +16,7 @@ from dlxtool.ops.load import LoadSettings
 from dlxtool.ops.record_files import RecordSink, read_records
 from dlxtool.record import MessageRecord
 from tests.ops.test_load_faults import _CtrlCAfter
+from tests.support.amqp10 import close_connections, is_amqp10
 
 pytestmark = pytest.mark.broker
 
@@ -117,19 +113,4 @@ def test_a_closed_amqp10_connection_loses_nothing(v4, qname) -> None:
 
 def _close_amqp10_connections(broker, timeout: float = 30.0) -> int:
     """Close (management API) the AMQP 1.0 connections in the test's vhost, once listed."""
-    auth = {"Authorization": "Basic " + b64encode(b"guest:guest").decode()}
-    base = f"http://{broker.host}:{broker.http_port}/api"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        url = f"{base}/vhosts/{urllib.parse.quote(broker.vhost, safe='')}/connections"
-        with urllib.request.urlopen(urllib.request.Request(url, headers=auth), timeout=10) as resp:
-            rows = json.loads(resp.read())
-        mine = [r["name"] for r in rows if "1" in str(r.get("protocol", "")).replace("0-9-1", "")]
-        if mine:
-            for name in mine:
-                req = urllib.request.Request(f"{base}/connections/{urllib.parse.quote(name, safe='')}",
-                                             headers=auth, method="DELETE")
-                urllib.request.urlopen(req, timeout=10).close()
-            return len(mine)
-        time.sleep(0.2)
-    raise AssertionError("the run's AMQP 1.0 connection was never listed")
+    return close_connections(broker, is_amqp10, timeout=timeout, what="the run's AMQP 1.0 connection")

@@ -3,7 +3,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+import time
+import urllib.parse
+import urllib.request
+from base64 import b64encode
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from dlxtool.amqp10_message import Amqp10Message, parse_message
 from dlxtool.config import BrokerProfile
@@ -31,3 +37,33 @@ def read_head(broker: BrokerEnv, queue: str, n: int) -> list[Amqp10Message]:
         return out
     finally:
         conn.close()
+
+
+def close_connections(broker: BrokerEnv, match: Callable[[dict[str, Any]], bool], *, timeout: float = 30.0,
+                      what: str = "the run's connection") -> int:
+    """Close (management API) the connections of the test's vhost that `match` (a row of /api/vhosts/V/connections),
+    once listed — what a broker restart or an operator's `close connection` does to a run; how many were closed."""
+    auth = {"Authorization": "Basic " + b64encode(b"guest:guest").decode()}
+    base = f"http://{broker.host}:{broker.http_port}/api"
+    url = f"{base}/vhosts/{urllib.parse.quote(broker.vhost, safe='')}/connections"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=auth), timeout=10) as resp:
+            mine = [r["name"] for r in json.loads(resp.read()) if match(r)]
+        for name in mine:
+            req = urllib.request.Request(f"{base}/connections/{urllib.parse.quote(name, safe='')}", headers=auth,
+                                         method="DELETE")
+            urllib.request.urlopen(req, timeout=10).close()
+        if mine:
+            return len(mine)
+        time.sleep(0.2)
+    raise AssertionError(f"{what} was never listed")
+
+
+def is_amqp10(row: dict[str, Any]) -> bool:
+    """A connections row of an AMQP 1.0 connection (protocol "AMQP 1-0")."""
+    return "1" in str(row.get("protocol", "")).replace("0-9-1", "")
+
+
+def connection_name(row: dict[str, Any]) -> str:
+    return str((row.get("client_properties") or {}).get("connection_name", ""))
