@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, settings
 
 from dlxtool.broker.wire.codec import Codec
 from tests.support import deprecated
-from tests.support.broker import BrokerEnv, open_vhost
+from tests.support.broker import TEST_TIMEOUT, BrokerEnv, open_vhost
 from tests.support.codecs import wire_codec
 
 # Hypothesis's timing checks measure the machine, not the code: on a shared 2-core machine under load its input
@@ -341,10 +341,9 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
     env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"),
                XDG_CACHE_HOME=str(tmp_path / "cache"),
                DLXTOOL_MANAGEMENT_URL=f"http://localhost:{test_ports()[1]}/",
-               # scripts/test runs 4 workers against 2 Erlang nodes on 2 cores: a node that takes more than
-               # dlxtool's default 5 s to answer now and then is load, not what a test is about (tests of
-               # time-outs pass --timeout, which wins over this).
-               DLXTOOL_TIMEOUT="20")
+               # the tests' patience (tests.support.broker.TEST_TIMEOUT: load, not what a test is about; tests
+               # of time-outs pass --timeout, which wins over this).
+               DLXTOOL_TIMEOUT=f"{TEST_TIMEOUT:g}")
     return env
 
 

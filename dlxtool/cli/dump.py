@@ -148,7 +148,8 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
         if where != "stdout" and app.output_format() != "table":
             # Scripts rely on the summary (possible_duplicates above all), like purge's and replay's. Not when
             # the records themselves go to stdout: they would end up in the record file.
-            app.emit_json({**report.state.to_json(), **result.to_json(), "file": where})
+            losses = {"conversion_losses": report.conversion} if report.conversion is not None else {}
+            app.emit_json({**report.state.to_json(), **result.to_json(), **losses, "file": where})
 
     with summary_before_ctrl_c() as ctrl_c, app.connection(profile) as conn:
         session = app.session(profile, conn)

@@ -352,10 +352,13 @@ def _needs_091_first(facts: QueueFacts) -> bool:
 
 
 def _holds_decimal(value: Any) -> bool:
-    """A 0.9.1 header value (pika's decoding) that is or holds a decimal."""
+    """A 0.9.1 header value (pika's decoding, or dlxtool's codec) that is or holds a decimal: a Decimal, or a raw
+    `D` value (dlxtool.amqp_values.RawValue: a decimal pika would not write back identically, kept as its bytes)."""
     from decimal import Decimal
 
-    if isinstance(value, Decimal):
+    from dlxtool.amqp_values import RawValue
+
+    if isinstance(value, Decimal) or (isinstance(value, RawValue) and value.kind == "D"):
         return True
     if is_object(value):
         return any(_holds_decimal(v) for v in value.values())

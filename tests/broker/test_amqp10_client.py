@@ -101,12 +101,11 @@ def _dead_letter(broker, queue: str, n: int, *, annotations: dict[str, Any] | No
     from dlxtool.broker.amqp10.addresses import queue_address
     from dlxtool.broker.amqp10.connection import open_connection
     from dlxtool.broker.amqp10.links import HeadReader
-    from dlxtool.config import BrokerProfile
 
     typed = {k: Typed("long", v) if isinstance(v, int) else Typed("string", v) for k, v in (annotations or {}).items()}
     outcome = outcomes.REJECT if annotations is None else outcomes.modify(
         delivery_failed=True, undeliverable_here=True, annotations=typed)
-    conn = open_connection(BrokerProfile(name="t", urls=(broker.url,), vhost=broker.vhost))
+    conn = open_connection(broker.profile())
     try:
         reader = HeadReader(conn, queue_address(queue), give_back=outcomes.RELEASE)
         for delivery in reader.read(n):

@@ -285,7 +285,6 @@ def test_a_stream_offset_consumer_tells_the_type_and_changes_nothing(broker, qna
     (versions.STREAM_OFFSET_REFUSAL) before delivering anything; a stream takes it. The queues are as they were:
     a quorum queue with delivery limit 1 still has its messages, none redelivered, none counted."""
     from dlxtool.broker.queues import probe_type
-    from dlxtool.config import BrokerProfile
 
     with broker.channel() as ch:
         ch.queue_declare(f"{qname}.c", durable=True)
@@ -293,7 +292,7 @@ def test_a_stream_offset_consumer_tells_the_type_and_changes_nothing(broker, qna
         ch.queue_declare(f"{qname}.s", durable=True, arguments={"x-queue-type": "stream"})
     for kind in "cqs":
         broker.publish(f"{qname}.{kind}", [b"a", b"b"], properties=pika.BasicProperties(delivery_mode=2))
-    profile = BrokerProfile(name="t", urls=(broker.url,), vhost=broker.vhost)
+    profile = broker.profile()
     conn = _connect(broker)
     try:
         for kind, expected in (("c", "classic"), ("q", "quorum"), ("s", "stream")):
@@ -500,9 +499,8 @@ def _amqp10_or_skip(row: versions.Behaviour) -> None:
 
 
 def _profile(broker) -> Any:
-    from dlxtool.config import BrokerProfile
 
-    return BrokerProfile(name="t", urls=(broker.url,), vhost=broker.vhost)
+    return broker.profile()
 
 
 def _amqp10_give_back(broker, queue: str, how: str, n: int) -> list[bytes]:

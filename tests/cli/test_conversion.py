@@ -60,14 +60,13 @@ def _dead_letters(broker, qname: str, cases: list[tuple[str, dict[str, Any], str
     from dlxtool.broker.amqp10.addresses import queue_address
     from dlxtool.broker.amqp10.connection import open_connection
     from dlxtool.broker.amqp10.links import HeadReader, Sender
-    from dlxtool.config import BrokerProfile
 
     work, dlq = f"{qname}.work", f"{qname}.dlq"
     with broker.channel() as ch:
         ch.queue_declare(dlq, durable=True, arguments={"x-queue-type": dlq_type})
         ch.queue_declare(work, durable=True, arguments={"x-queue-type": "quorum", "x-dead-letter-exchange": "",
                                                          "x-dead-letter-routing-key": dlq})
-    conn = open_connection(BrokerProfile(name="t", urls=(broker.url,), vhost=broker.vhost))
+    conn = open_connection(broker.profile())
     try:
         sender = Sender(conn, queue_address(work))
         for name, change, _kind in cases:
@@ -187,9 +186,8 @@ def test_the_clients_messages_are_judged_as_they_were_published(v4, qname, run) 
     from dlxtool.broker.amqp10.addresses import queue_address
     from dlxtool.broker.amqp10.connection import open_connection
     from dlxtool.broker.amqp10.links import HeadReader
-    from dlxtool.config import BrokerProfile
 
-    ours = open_connection(BrokerProfile(name="t", urls=(v4.url,), vhost=v4.vhost))
+    ours = open_connection(v4.profile())
     try:
         reader = HeadReader(ours, queue_address(work), give_back=outcomes.RELEASE)
         for delivery in reader.read(2):
@@ -271,9 +269,8 @@ def test_a_decimal_header_ends_the_10_read_before_it_costs_an_attempt(v4, qname,
     from dlxtool.broker.amqp10.addresses import queue_address
     from dlxtool.broker.amqp10.connection import open_connection
     from dlxtool.broker.amqp10.links import HeadReader, Sender
-    from dlxtool.config import BrokerProfile
 
-    conn = open_connection(BrokerProfile(name="t", urls=(v4.url,), vhost=v4.vhost))
+    conn = open_connection(v4.profile())
     try:  # #2: an amqp-value body (type=amqp-1.0 over 0.9.1), rejected over 1.0
         sender = Sender(conn, queue_address(work))
         assert sender.send(_message(*CASES[13][:2])).taken
@@ -304,7 +301,6 @@ def test_over_amqp10_nothing_is_converted_so_nothing_is_refused(v4, qname, run, 
     from dlxtool.broker.amqp10.addresses import queue_address
     from dlxtool.broker.amqp10.connection import open_connection
     from dlxtool.broker.amqp10.links import HeadReader
-    from dlxtool.config import BrokerProfile
 
     work, dlq = _dead_letters(v4, qname, CASES[:3])
     args, env = (["--protocol", "1.0"], None) if how == "option" else ([], {"DLXTOOL_PROTOCOL": "1.0"})
@@ -312,7 +308,7 @@ def test_over_amqp10_nothing_is_converted_so_nothing_is_refused(v4, qname, run, 
     assert done.exit_code == 0, done.stderr
     assert json.loads(done.stdout)["moved"] == {work: 3} and v4.queue_depth(dlq) == 0
     assert "conversion" not in done.stderr.lower()
-    conn = open_connection(BrokerProfile(name="t", urls=(v4.url,), vhost=v4.vhost))
+    conn = open_connection(v4.profile())
     try:
         reader = HeadReader(conn, queue_address(work), give_back=outcomes.RELEASE)
         subjects = [parse_message(d.raw).properties.get("subject") for d in reader.read(3)]
@@ -356,8 +352,11 @@ def test_over_amqp10_a_091_message_that_would_lose_its_table_headers_is_refused_
     assert kept.exit_code == ExitStatus.REFUSED, kept.stderr
     assert "would not be backed up whole" in kept.stderr and "'rascal'" in kept.stderr
     assert v4.queue_depth(dlq) == 2 and (not backup.exists() or not backup.read_text())
-    first = run("--url", v4.url, "dump", dlq, "--remove", "-n", "1", "-o", str(backup), "--yes", "--protocol", "1.0")
+    first = run("--url", v4.url, "dump", dlq, "--remove", "-n", "1", "-o", str(backup), "--yes", "--protocol", "1.0",
+                "--format", "json")
     assert first.exit_code == 0, first.stderr  # -n 1 takes #0 only, which loses nothing: not refused
+    summary = json.loads(first.stdout)  # what it judged, in the summary scripts read, as purge's says it
+    assert summary["conversion_losses"]["messages_losing"] == 0 and summary["removed"] == 1, summary
     assert v4.wait_depth(dlq, 1) == 1 and len(backup.read_text().splitlines()) == 1
 
     done = run("--url", v4.url, "replay", dlq, "--yes", "--protocol", "1.0", "--accept-conversion-loss",

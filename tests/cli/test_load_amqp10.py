@@ -18,7 +18,7 @@ from dlxtool.amqp10_message import Amqp10Message, Body, Typed, encode_message
 from dlxtool.broker import versions
 from dlxtool.cli.output import ExitStatus
 from dlxtool.record import MessageRecord
-from tests.support.amqp10 import profile_of, read_head
+from tests.support.amqp10 import read_head
 
 pytestmark = pytest.mark.broker
 
@@ -88,7 +88,7 @@ def _dead_letters(broker, qname: str) -> tuple[str, str, int]:
         ch.queue_declare(work, durable=True, arguments={"x-queue-type": "quorum", "x-dead-letter-exchange": "",
                                                          "x-dead-letter-routing-key": dlq})
     _publish_with_the_client(broker, work)
-    conn = open_connection(profile_of(broker))
+    conn = open_connection(broker.profile())
     try:
         sender = Sender(conn, queue_address(work))
         for msg in _own_messages():

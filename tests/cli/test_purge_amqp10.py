@@ -22,7 +22,7 @@ from dlxtool.amqp10_message import Amqp10Message, Body, Typed
 from dlxtool.broker import versions
 from dlxtool.cli.output import ExitStatus
 from tests.ops.test_engine_amqp10 import _as_sent, _dead_letter, _dlq_type, _messages, _queues, _s
-from tests.support.amqp10 import close_connections, connection_name, profile_of, read_head
+from tests.support.amqp10 import close_connections, connection_name, read_head
 
 pytestmark = pytest.mark.broker
 
@@ -208,7 +208,7 @@ def test_a_lost_connection_mid_backup_over_amqp10_loses_nothing(v4, qname, tmp_p
     _dead_letter(v4, work, [Amqp10Message(properties={"message_id": _s(f"m{i}"), "subject": _s("s")},
                                           body=Body("data", [b"%d" % i, b"|two"])) for i in range(n)])
     assert v4.wait_depth(dlq, n) == n
-    conn = open_connection(profile_of(v4))
+    conn = open_connection(v4.profile())
     removing = PurgeDecider(PurgeSettings(dlq, backup="backup.jsonl"))
     seen = [0]
 

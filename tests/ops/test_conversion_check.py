@@ -53,3 +53,20 @@ def test_what_a_091_read_shows_by_itself() -> None:
     kinds = [k for k, _p in sign_kinds(signs)]
     assert kinds == ["encoded-body", "id-moved", "id-as-text", UNSEEN]
     assert [k for k, _p in sign_kinds(["header x-opt-failure-reason"])] == [UNSEEN]
+
+
+def test_a_decimal_header_is_found_as_pika_decodes_it_and_as_raw_bytes() -> None:
+    """The 1.0 read stops before a 0.9.1 message with a decimal header (it ends the 1.0 session): found whether it
+    arrives as pika's Decimal or, where pika would not write it back identically (scale 2, digits 100: pika writes
+    1.00 back as scale 0), as dlxtool's codec keeps it, the raw `D` bytes — at any depth."""
+    import struct
+    from decimal import Decimal
+
+    from dlxtool.amqp_values import RawValue, decode_field_value
+    from dlxtool.ops.conversion_check import _holds_decimal
+
+    raw = decode_field_value(b"D" + struct.pack(">Bi", 2, 100))
+    assert isinstance(raw, RawValue) and raw.kind == "D"  # the case: kept as its bytes
+    for headers in ({"amount": Decimal("1.5")}, {"amount": raw}, {"outer": {"list": [1, raw]}}):
+        assert _holds_decimal(headers), headers
+    assert not _holds_decimal({"n": decode_field_value(b"f" + struct.pack(">f", 1.5)), "s": "1.5", "l": [1]})

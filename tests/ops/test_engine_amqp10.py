@@ -17,7 +17,7 @@ import pytest
 
 from dlxtool.amqp10_message import Amqp10Message, Body, Typed, encode_message
 from dlxtool.broker import versions
-from tests.support.amqp10 import close_connections, connection_name, is_amqp10, profile_of, read_head
+from tests.support.amqp10 import close_connections, connection_name, is_amqp10, read_head
 
 pytestmark = pytest.mark.broker
 
@@ -83,7 +83,7 @@ def _dead_letter(broker, work: str, messages: list[Amqp10Message]) -> None:
     from dlxtool.broker.amqp10.connection import open_connection
     from dlxtool.broker.amqp10.links import HeadReader, Sender
 
-    conn = open_connection(profile_of(broker))
+    conn = open_connection(broker.profile())
     try:
         sender = Sender(conn, queue_address(work))
         for msg in messages:
@@ -227,7 +227,7 @@ def test_a_stop_mid_run_loses_nothing(v4, qname) -> None:
         stop.set()
         return Decision(Action.MOVE, work, "", work, None, None, None)
 
-    conn = open_connection(profile_of(v4))
+    conn = open_connection(v4.profile())
     try:
         result = Amqp10Transfer(conn, dlq, decide, snapshot=5, give_back=outcomes.RELEASE,
                                 options=TransferOptions(handle_sigint=False), control=PassControl(stop=stop)).run()
@@ -381,7 +381,7 @@ def test_at_most_prefetch_stays_are_held_then_reading_stops(v4, qname) -> None:
     _dead_letter(v4, work, msgs)
     assert v4.wait_depth(dlq, 6) == 6
     why = Why("no origin", Stay.NO_ORIGIN)
-    conn = open_connection(profile_of(v4))
+    conn = open_connection(v4.profile())
     try:
         result = Amqp10Transfer(conn, dlq, lambda _record: Decision.leave(why), snapshot=6,
                                 give_back=versions_give_back(v4), options=TransferOptions(prefetch=4,

@@ -25,12 +25,11 @@ pytest.importorskip("proton")
 
 
 def _session(broker) -> Any:
-    from dlxtool.config import BrokerProfile
     from dlxtool.ops.session import Session
 
     return Session(conn=pika.BlockingConnection(pika.URLParameters(broker.url)), vhost=broker.vhost, broker="t",
                    timeout=10, management=broker.mgmt,
-                   profile=BrokerProfile(name="t", urls=(broker.url,), vhost=broker.vhost))
+                   profile=broker.profile())
 
 
 def _records(queue: str, n: int) -> tuple[list[bytes], bytes]:
@@ -47,9 +46,8 @@ def _in_queue(broker, queue: str, n: int) -> Counter[bytes]:
     from dlxtool.broker.amqp10.addresses import queue_address
     from dlxtool.broker.amqp10.connection import open_connection
     from dlxtool.broker.amqp10.links import HeadReader
-    from dlxtool.config import BrokerProfile
 
-    conn = open_connection(BrokerProfile(name="t", urls=(broker.url,), vhost=broker.vhost))
+    conn = open_connection(broker.profile())
     try:
         reader = HeadReader(conn, queue_address(queue), give_back=outcomes.RELEASE)
         found = Counter(bytes(parse_message(d.raw).body.sections[0]) for d in reader.read(n))

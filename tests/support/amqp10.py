@@ -12,14 +12,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.amqp10_message import Amqp10Message, parse_message
-from dlxtool.config import BrokerProfile
 
 if TYPE_CHECKING:
     from tests.support.broker import BrokerEnv
-
-
-def profile_of(broker: BrokerEnv) -> BrokerProfile:
-    return BrokerProfile(name="t", urls=(broker.url,), vhost=broker.vhost)
 
 
 def read_head(broker: BrokerEnv, queue: str, n: int) -> list[Amqp10Message]:
@@ -29,7 +24,7 @@ def read_head(broker: BrokerEnv, queue: str, n: int) -> list[Amqp10Message]:
     from dlxtool.broker.amqp10.connection import open_connection
     from dlxtool.broker.amqp10.links import HeadReader
 
-    conn = open_connection(profile_of(broker))
+    conn = open_connection(broker.profile())
     try:
         reader = HeadReader(conn, queue_address(queue), give_back=outcomes.RELEASE)
         out = [parse_message(d.raw) for d in reader.read(n)]
