@@ -24,6 +24,7 @@ What the tap cannot see (docs/canary.md):
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -151,6 +152,7 @@ class Tap:
         self._ready = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._conn: BlockingConnection | None = None  # the tap thread's, while it runs
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"dlxtool-tap-{self.dlq}", daemon=True)
@@ -171,6 +173,11 @@ class Tap:
         if linger > 0 and self.error is None:
             time.sleep(linger)
         self._stopping.set()
+        conn = self._conn
+        if conn is not None:
+            # wakes the tap's loop now, not at the end of its 0.1 s wait for frames (a fixed cost of every small run)
+            with contextlib.suppress(Exception):  # its connection is already gone: the loop ends by itself
+                conn.add_callback_threadsafe(lambda: None)
         if self._thread is not None:
             self._thread.join(self.timeout)
         waits.note(f"the tap on {self.dlq!r}: dead letters on their way, then its connection closing",
@@ -189,7 +196,7 @@ class Tap:
     def _run(self) -> None:
         conn = None
         try:
-            conn = self._connect()
+            conn = self._conn = self._connect()
             ch = conn.channel()
             name = f"dlxtool.tap.{'.'.join(sorted(self.runs))}"[:255]
             # exclusive: only this connection sees it, and the broker deletes it when the connection goes (a kill
@@ -211,6 +218,7 @@ class Tap:
             self.error = describe_failure(exc)
         finally:
             self._ready.set()
+            self._conn = None
             if conn is not None:
                 from dlxtool.broker.connection import close_quietly
 
