@@ -95,7 +95,6 @@ def check_taking(app: App, purging: Purge, session: Session, read: dict[str, Any
     get of messages published over 0.9.1: said, and refused (exit 6, nothing changed) unless
     --accept-conversion-loss. A purge that only deletes is not judged (deleting is what it is for)."""
     settings = purging.settings
-    protocol = str(read.get("protocol"))  # as the command resolved it (--protocol, $DLXTOOL_PROTOCOL)
     if not (settings.move_to or settings.backup) or not check_wanted(accept_conversion_loss, plan=dry_run):
         return
     options = make_read_options(app, None, max_unacked=read.get("max_unacked"),
@@ -103,7 +102,7 @@ def check_taking(app: App, purging: Purge, session: Session, read: dict[str, Any
                                 spend_attempts=bool(read.get("spend_attempts")))
     check = check_conversion(session, settings.queue, options, include=_up_to(settings.selection), report=app,
                              accepted=accept_conversion_loss, amqp10_path=amqp10_path(),
-                             taking="move" if settings.move_to else "backup", over=protocol)
+                             taking="move" if settings.move_to else "backup", over=purging.protocol)
     if check is not None:
         purging.out.conversion = check.to_json()
     say_conversion(app, check, dry_run=dry_run, what=what)

@@ -7,10 +7,11 @@ from typing import IO, Any
 
 import click
 
+from dlxtool.broker.protocols import PROTOCOLS, WireProtocol
 from dlxtool.cli.app import App
 from dlxtool.cli.conversion import say_conversion
 from dlxtool.cli.options import common_options, dry_run_option, max_bytes_option, yes_option
-from dlxtool.cli.reading import PROTOCOLS, chosen_protocol
+from dlxtool.cli.reading import chosen_protocol
 from dlxtool.errors import UsageError
 from dlxtool.ops.conversion_check import CONVERSION_FLAG
 from dlxtool.outcome import Outcome
@@ -138,7 +139,7 @@ Examples:
 @click.pass_obj
 def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencode: bool, reset_headers: tuple[str, ...],
          default_exchange: bool, failed_file: str | None, window: int, allow_displace: bool, allow_dlx_drop: bool,
-         allow_torn: bool, dry_run: bool, yes: bool, protocol: str | None = None,
+         allow_torn: bool, dry_run: bool, yes: bool, protocol: WireProtocol | None = None,
          accept_conversion_loss: bool = False) -> Outcome | None:
     from dlxtool.cli.moving import run_moving
     from dlxtool.ops.interrupts import summary_before_ctrl_c

@@ -32,6 +32,7 @@ from dlxtool.outcome import Outcome
 from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
+    from dlxtool.broker.protocols import WireProtocol
     from dlxtool.ops.pipeline import MoveRun
     from dlxtool.ops.record_files import Sink
     from dlxtool.ops.transfer_settings import TransferOptions
@@ -107,7 +108,7 @@ Examples:
 def move(app: App, source: str, destination: str, target_broker: str | None, default_exchange: bool,
          allow_dlx_drop: bool, allow_displace: bool, save_file: str | None, accept_conversion_loss: bool,
          rate: float | None, prefetch: int, window: int, selection: Selection, dry_run: bool, yes: bool,
-         protocol: str | None = None) -> Outcome | None:
+         protocol: WireProtocol | None = None) -> Outcome | None:
     from dlxtool.ops import move as ops
     from dlxtool.ops.pipeline_amqp10 import run_move_over
     from dlxtool.ops.session import MoveSession

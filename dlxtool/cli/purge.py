@@ -33,6 +33,7 @@ from dlxtool.outcome import OK, Outcome
 from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
+    from dlxtool.broker.protocols import WireProtocol
     from dlxtool.ops.purge import Purge, PurgeReport
 
 HELP = """Remove messages from QUEUE: all of them, or only the ones that match.
@@ -146,7 +147,7 @@ Examples:
 def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_displace: bool,
           default_exchange: bool, allow_dlx_drop: bool, accept_conversion_loss: bool, selection: Selection,
           max_unacked: int | None, allow_reorder: bool, spend_attempts: bool, yes: bool,
-          dry_run: bool, protocol: str | None = None) -> Outcome:
+          dry_run: bool, protocol: WireProtocol | None = None) -> Outcome:
     from dlxtool.ops.purge import Purge, PurgeSettings
 
     if backup == "-":

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from dlxtool.broker.protocols import PROTOCOLS, WireProtocol, wire_protocol
 from dlxtool.cli.app import App
 from dlxtool.cli.options import max_bytes_option, record_decoder
 from dlxtool.errors import UsageError
@@ -61,9 +62,6 @@ def peek_safety_options(f: F) -> F:
     return max_bytes_option(f)
 
 
-PROTOCOLS = ("0-9-1", "1.0")
-
-
 def read_options(f: F) -> F:
     opts = [
         click.option("--offset", metavar="WHERE",
@@ -107,7 +105,7 @@ def purge_protocol_option(f: F) -> F:
              "[env DLXTOOL_PROTOCOL; default: 0-9-1]")(f)
 
 
-def move_protocol(app: App, protocol: str | None, *, edit: bool = False) -> str:
+def move_protocol(app: App, protocol: WireProtocol | None, *, edit: bool = False) -> WireProtocol:
     """The protocol a move runs over (--protocol, else $DLXTOOL_PROTOCOL); a 1.0 run with a setting the 1.0 path
     cannot honour yet (--edit) is refused (exit 2) before anything is read."""
     chosen = protocol or chosen_protocol(app)
@@ -120,7 +118,7 @@ def move_protocol(app: App, protocol: str | None, *, edit: bool = False) -> str:
 
 def make_read_options(app: App, count: int | None, *, max_unacked: int | None, allow_reorder: bool,
                       spend_attempts: bool, offset: str | None = None, stream_wait: float = 1.0,
-                      selection: Selection | None = None, protocol: str | None = None) -> ReadOptions:
+                      selection: Selection | None = None, protocol: WireProtocol | None = None) -> ReadOptions:
     """`selection` (dlxtool.selection, seen through the command's lens: selection_for): only the messages it selects
     are shown, and `count` counts them."""
     from dlxtool.ops.peek import ReadOptions, parse_offset
@@ -140,12 +138,13 @@ def make_read_options(app: App, count: int | None, *, max_unacked: int | None, a
     )
 
 
-def chosen_protocol(app: App) -> str:
+def chosen_protocol(app: App) -> WireProtocol:
     """--protocol's default: $DLXTOOL_PROTOCOL (0-9-1 or 1.0), else 0-9-1."""
     setting = app.env.get("DLXTOOL_PROTOCOL", "") or "0-9-1"
-    if setting not in PROTOCOLS:
+    protocol = wire_protocol(setting)
+    if protocol is None:
         raise UsageError(f"DLXTOOL_PROTOCOL={setting!r} is not a protocol dlxtool reads over", hint="0-9-1 or 1.0")
-    return setting
+    return protocol
 
 
 @contextmanager

@@ -45,6 +45,7 @@ from dlxtool.outcome import Outcome
 from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
+    from dlxtool.broker.protocols import WireProtocol
     from dlxtool.ops.pipeline import MoveRun
     from dlxtool.ops.record_files import Sink
 
@@ -241,7 +242,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
            rate: float | None, prefetch: int, window: int, guard: GuardSettings, selection: Selection,
            edit: EditRequest | None,
            max_unacked: int | None, allow_reorder: bool, spend_attempts: bool, dry_run: bool,
-           yes: bool, protocol: str | None = None) -> Outcome | None:
+           yes: bool, protocol: WireProtocol | None = None) -> Outcome | None:
     from dlxtool.ops import replay as ops
     from dlxtool.ops.replay_decision import EditTargets, ReplaySettings
     from dlxtool.ops.session import MoveSession

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from dlxtool.errors import DlxtoolError, RefusedError
 from dlxtool.json_shapes import is_list_or_tuple, is_object
 
 if TYPE_CHECKING:
+    from dlxtool.broker.protocols import WireProtocol
     from dlxtool.ops.peek import QueueFacts, ReadOptions
     from dlxtool.ops.session import Reporter, Session
     from dlxtool.record import MessageRecord
@@ -45,6 +46,10 @@ UNSEEN_WORDS = ("published over AMQP 1.0 (its signs, as 0.9.1 shows it): what th
                 "milliseconds, types …) cannot be seen over 0.9.1")
 
 EXAMPLES = 3  # message positions kept per kind
+
+
+# what a check is for: a move, a backup (purge --backup, dump --remove) or a load of records from a file
+Taking = Literal["move", "backup", "load"]
 
 
 @dataclass
@@ -74,7 +79,7 @@ class ConversionCheck:
     accepted: bool = False          # --accept-conversion-loss
     sampled: bool = False           # the queue holds more than was read: the rest is not judged
     amqp10_path: str | None = None  # the flag of the command's AMQP 1.0 path, where it has one (it moves them whole)
-    over: str = "0-9-1"             # the protocol the move publishes over: "1.0" judges the other direction
+    over: WireProtocol = "0-9-1"             # the protocol the move publishes over: "1.0" judges the other direction
 
     @property
     def _published(self) -> str:
@@ -87,7 +92,7 @@ class ConversionCheck:
     # --move-to), "backup" (writes only the conversion to its file, then removes the message: purge --backup,
     # dump --remove — a `load` of that file brings back the conversion, not the message) or "load" (publishes the
     # conversion of the records a file holds; `queue` is then the file, positions its record numbers)
-    taking: str = "move"
+    taking: Taking = "move"
 
     @property
     def refuses(self) -> bool:
@@ -184,7 +189,7 @@ class ConversionCheck:
 
 def check_conversion(source: Session, queue: str, read: ReadOptions, *, include: Callable[[MessageRecord], bool],
                      report: Reporter, read_091: Iterable[MessageRecord] | None = None, accepted: bool = False,
-                     amqp10_path: str | None = None, taking: str = "move", over: str = "0-9-1",
+                     amqp10_path: str | None = None, taking: Taking = "move", over: WireProtocol = "0-9-1",
                      read_10: Iterable[MessageRecord] | None = None) -> ConversionCheck | None:
     """The check for the head of `queue` on `source` (None: the broker does not speak AMQP 1.0 — 3.x, where nothing
     of this applies) of a move over `over` ("0-9-1", or "1.0": the other direction, the module docstring).

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
     from dlxtool.broker.management import ManagementClient
     from dlxtool.broker.pika_types import BasicProperties
+    from dlxtool.broker.protocols import WireProtocol
     from dlxtool.ops.capacity import Capacity, Rooms
     from dlxtool.ops.routes import Routes
     from dlxtool.ops.session import Reporter, Session
@@ -84,7 +85,7 @@ class LoadSettings:
     reencode: Callable[[MessageRecord, str], MessageRecord] | None = None
     # "1.0": publish over AMQP 1.0 (RabbitMQ 4.x) each record's whole AMQP 1.0 message (its `amqp10`: dump --protocol
     # 1.0 wrote it) as a replay over 1.0 sends one (dlxtool.ops.load_amqp10); "0-9-1": each record's 0.9.1 view
-    protocol: str = "0-9-1"
+    protocol: WireProtocol = "0-9-1"
 
 
 @dataclass

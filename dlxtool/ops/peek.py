@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
     from dlxtool.broker.management import ManagementClient, QueueInfo
     from dlxtool.broker.pika_types import Basic, BasicProperties, BlockingChannel
+    from dlxtool.broker.protocols import WireProtocol
     from dlxtool.broker.versions import Version
     from dlxtool.config import BrokerProfile
     from dlxtool.ops.session import Reporter
@@ -154,7 +155,7 @@ class ReadOptions:
     select_decodes: bool = False  # the selection reads the decoded body (--type): decode before selecting
     # "0-9-1" (basic.get, given back by nack or a channel close) or "1.0" (an AMQP 1.0 receiver, given back by the
     # outcome the version's table names: dlxtool.ops.peek_amqp10)
-    protocol: str = "0-9-1"
+    protocol: WireProtocol = "0-9-1"
 
 
 def give_back_counts(facts: QueueFacts, opts: ReadOptions) -> bool:

@@ -51,6 +51,7 @@ from dlxtool.selection import Selection
 if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
     from dlxtool.broker.pika_types import BlockingChannel
+    from dlxtool.broker.protocols import WireProtocol
     from dlxtool.ops.actions import Decide
     from dlxtool.ops.capacity import Admit, Capacity, Rooms
     from dlxtool.ops.pipeline import MoveRun
@@ -396,12 +397,12 @@ class Purge:
     them) or, once the caller has asked `question`, `run(sink, progress)`."""
 
     def __init__(self, session: Session, settings: PurgeSettings, report: Reporter, *, dry_run: bool,
-                 words: PurgeWords = PurgeWords(), protocol: str = "0-9-1") -> None:
+                 words: PurgeWords = PurgeWords(), protocol: WireProtocol = "0-9-1") -> None:
         settings.check()
         self.session, self.settings, self.report, self.words = session, settings, report, words
         # what the reading modes read and move over: "1.0" (RabbitMQ 4.x) runs the same PurgePolicy on the AMQP 1.0
         # mover (dlxtool.ops.pipeline_amqp10); a plain purge reads nothing (one queue.purge either way)
-        self.protocol = protocol if settings.reads_messages else "0-9-1"
+        self.protocol: WireProtocol = protocol if settings.reads_messages else "0-9-1"
         self.channel = session.conn.channel()
         state = queue_state(self.channel, session.management, session.vhost, settings.queue)
         if state.consumers and reclaim_dead_runs(session.management, session.vhost, report, session.timeout):

@@ -59,6 +59,7 @@ from dlxtool.record import MessageRecord
 if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
     from dlxtool.broker.management import ManagementClient
+    from dlxtool.broker.protocols import WireProtocol
     from dlxtool.ops.actions import Decide
     from dlxtool.ops.capacity import Admit
     from dlxtool.ops.conversion_check import ConversionCheck
@@ -231,7 +232,7 @@ class Replay:
                                   allow_displace=settings.allow_displace)
 
     def plan(self, read: ReadOptions | None = None, *, accept_conversion_loss: bool = False,
-             amqp10_path: str | None = None, judge_conversion: bool = True, over: str = "0-9-1") -> ReplayPlan:
+             amqp10_path: str | None = None, judge_conversion: bool = True, over: WireProtocol = "0-9-1") -> ReplayPlan:
         """What the replay would do, from the first messages, read as `peek` reads them (plan_for), and what
         RabbitMQ's conversion for the protocol it moves over (`over`) would lose of those it would move
         (dlxtool.ops.conversion_check)."""
@@ -253,7 +254,7 @@ class Replay:
         return out
 
     def check_conversion(self, read: ReadOptions, *, accept_conversion_loss: bool = False,
-                         amqp10_path: str | None = None, over: str = "0-9-1") -> ConversionCheck | None:
+                         amqp10_path: str | None = None, over: WireProtocol = "0-9-1") -> ConversionCheck | None:
         """Without a plan (--yes, --edit): the conversion check of the selected messages at the head (what a
         plan's check judges, without the plan's decisions), for a move over `over`."""
         from dlxtool.ops.conversion_check import check_conversion

@@ -13,6 +13,7 @@ from dlxtool.broker.management import ManagementClient
 
 if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
+    from dlxtool.broker.protocols import WireProtocol
     from dlxtool.config import BrokerProfile
     from dlxtool.ops.capacity import Rooms
 
@@ -47,7 +48,7 @@ class MoveSession:
     target: Session | None = None
     plan_limit: int = 10_000  # messages a plan may hold unacked
     rooms: Rooms | None = None  # the destinations' capacity guard (dlxtool.ops.capacity)
-    protocol: str = "0-9-1"  # what the messages move over: "1.0" reads and sends over AMQP 1.0 (RabbitMQ 4.x)
+    protocol: WireProtocol = "0-9-1"  # what the messages move over: "1.0" reads and sends over AMQP 1.0 (RabbitMQ 4.x)
 
     @property
     def to(self) -> Session:

@@ -177,7 +177,8 @@ class Tap:
         if conn is not None:
             # wakes the tap's loop now, not at the end of its 0.1 s wait for frames (a fixed cost of every small run)
             with contextlib.suppress(Exception):  # its connection is already gone: the loop ends by itself
-                conn.add_callback_threadsafe(lambda: None)
+                # pika's stub leaves the callback's type unknown
+                conn.add_callback_threadsafe(lambda: None)  # pyright: ignore[reportUnknownMemberType]
         if self._thread is not None:
             self._thread.join(self.timeout)
         waits.note(f"the tap on {self.dlq!r}: dead letters on their way, then its connection closing",

@@ -1,0 +1,26 @@
+"""The protocols dlxtool reads and moves over (dlxtool.broker.protocols): one list, the command line's choices."""
+
+from __future__ import annotations
+
+from dlxtool.broker.protocols import PROTOCOLS, wire_protocol
+
+
+def test_the_protocols_are_the_two_dlxtool_speaks_and_nothing_else_passes() -> None:
+    assert PROTOCOLS == ("0-9-1", "1.0")
+    assert [wire_protocol(p) for p in PROTOCOLS] == list(PROTOCOLS)
+    for text in ("", "0.9.1", "1", "amqp", "1.0 "):
+        assert wire_protocol(text) is None, text
+
+
+def test_every_protocol_option_offers_exactly_these(run) -> None:
+    """--protocol of each command that has one lists the same choices (one list, not copies)."""
+    for command in ("peek", "history", "dump", "replay", "move", "purge", "load"):
+        result = run(command, "--help")
+        assert result.exit_code == 0, result.stderr
+        assert "[0-9-1|1.0]" in result.stdout.replace("\n", " ") or "0-9-1|1.0" in result.stdout, command
+
+
+def test_a_protocol_named_in_the_environment_that_is_none_of_them_is_a_usage_error(run) -> None:
+    result = run("--url", "amqp://guest:guest@127.0.0.1:1/", "peek", "q", env={"DLXTOOL_PROTOCOL": "0.9.1"})
+    assert result.exit_code == 2, (result.exit_code, result.stderr)
+    assert "DLXTOOL_PROTOCOL='0.9.1'" in result.stderr and "0-9-1 or 1.0" in result.stderr
