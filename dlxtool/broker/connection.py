@@ -474,3 +474,13 @@ def _causes(exc: BaseException) -> list[BaseException]:
         if current.__cause__ is not None:
             todo.append(current.__cause__)
     return seen
+
+
+def wake(conn: BlockingConnection) -> None:
+    """From another thread: make the connection's thread return from process_data_events now, not at the end of
+    its time limit (pika's one thread-safe call); nothing where the connection is closed or closing."""
+    import pika.exceptions as pe
+
+    with contextlib.suppress(pe.ConnectionWrongStateError):
+        # pika's stub leaves the callback's type unknown
+        conn.add_callback_threadsafe(lambda: None)  # pyright: ignore[reportUnknownMemberType]

@@ -99,7 +99,7 @@ def check_taking(app: App, purging: Purge, session: Session, read: dict[str, Any
         return
     options = make_read_options(app, None, max_unacked=read.get("max_unacked"),
                                 allow_reorder=bool(read.get("allow_reorder")),
-                                spend_attempts=bool(read.get("spend_attempts")))
+                                spend_attempts=bool(read.get("spend_attempts")), protocol=purging.protocol)
     check = check_conversion(session, settings.queue, options, include=_up_to(settings.selection), report=app,
                              accepted=accept_conversion_loss, amqp10_path=amqp10_path(),
                              taking="move" if settings.move_to else "backup", over=purging.protocol)

@@ -158,7 +158,7 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
             app.info(f"nothing to take: {draining.nothing_to_do}; nothing was changed")
             return OK
         safety = {k: read.get(k) for k in ("max_unacked", "allow_reorder", "spend_attempts")}
-        check_taking(app, draining, session, {**safety, "protocol": protocol}, accept_conversion_loss,
+        check_taking(app, draining, session, safety, accept_conversion_loss,
                      dry_run=False, what="dump --remove")
         n = draining.out.state.ready if count is None else min(count, draining.out.state.ready)
         which = f"{n} messages"

@@ -24,7 +24,6 @@ What the tap cannot see (docs/canary.md):
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -174,11 +173,10 @@ class Tap:
             time.sleep(linger)
         self._stopping.set()
         conn = self._conn
-        if conn is not None:
-            # wakes the tap's loop now, not at the end of its 0.1 s wait for frames (a fixed cost of every small run)
-            with contextlib.suppress(Exception):  # its connection is already gone: the loop ends by itself
-                # pika's stub leaves the callback's type unknown
-                conn.add_callback_threadsafe(lambda: None)  # pyright: ignore[reportUnknownMemberType]
+        if conn is not None:  # its loop ends now, not at the end of its 0.1 s wait for frames (every small run's cost)
+            from dlxtool.broker.connection import wake
+
+            wake(conn)
         if self._thread is not None:
             self._thread.join(self.timeout)
         waits.note(f"the tap on {self.dlq!r}: dead letters on their way, then its connection closing",
