@@ -9,7 +9,10 @@ kept, refusals where a read would reorder or spend attempts), with AMQP 1.0 unde
   on 4.3 (no delivery attempt, the message keeps its place), an uncounted `modified` where released would count;
   on 4.0 every outcome counts, so a quorum queue with a limit is refused unless --spend-attempts, as over 0.9.1;
 - every message is held whole, with every section and type (MessageRecord.amqp10): nothing of RabbitMQ's 0.9.1
-  conversion applies, and a message 0.9.1 cannot be given (4.3's char/uuid application properties) reads fine.
+  conversion applies, and a message 0.9.1 cannot be given (4.3's char/uuid application properties) reads fine;
+- a stream is read from --offset (dlxtool.broker.amqp10.links.StreamReader: RabbitMQ's rabbitmq:stream-offset-spec
+  filter) until -n or --wait seconds without a message, each accepted as it is read: a stream keeps it, nothing is
+  held.
 
 The facts (type, limit, counts) come from the same 0.9.1 connection and management API as before: a passive declare
 takes nothing from the queue.
@@ -17,11 +20,11 @@ takes nothing from the queue.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.amqp10_message import Amqp10Error
-from dlxtool.errors import DlxtoolError, PartialError, UsageError
+from dlxtool.errors import DlxtoolError, PartialError
 from dlxtool.ops.peek import QueueFacts, QueueReader, ReadOptions, check_read, no_decode, queue_facts
 from dlxtool.record import MessageRecord
 
@@ -48,8 +51,10 @@ class Amqp10QueueReader(QueueReader):
         # where every outcome counts (4.0), `released` is as good as any: the checks have accepted the cost
         self.give_back = outcomes.MODIFY_UNCOUNTED if how == "modified" else outcomes.RELEASE
         self.conn = conn
-        self.head: HeadReader = HeadReader(conn, queue_address(facts.name), give_back=self.give_back)
         self._buffer: list[Delivery] = []
+        if facts.type == "stream":  # read from its offset by _stream_batches: nothing is held
+            return
+        self.head: HeadReader = HeadReader(conn, queue_address(facts.name), give_back=self.give_back)
 
     def _chunk(self) -> int:
         """How many to ask for next: what the read still wants, never past --max-unacked; one at a time where each
@@ -121,6 +126,60 @@ class Amqp10QueueReader(QueueReader):
             hint="do not run this again over 1.0; read the queue over AMQP 0.9.1 (leave --protocol out), which "
                  "reads that message whole")
 
+    def _stream_batches(self) -> Iterator[list[MessageRecord]]:
+        """A stream from --offset (default first), as the 0.9.1 read does it: batches of what the selection
+        selects, until -n or until the stream is quiet for --wait seconds; every message whole (amqp10)."""
+        from dlxtool.broker.amqp10.addresses import queue_address
+        from dlxtool.broker.amqp10.links import StreamReader
+
+        wanted = self.opts.count if self.opts.select is None else None  # a selection: how many to read is unknown
+        chunk = max(1, min(wanted or self.opts.batch_size, self.opts.batch_size))
+        reader = StreamReader(self.conn, queue_address(self.facts.name),
+                              offset="first" if self.opts.offset is None else self.opts.offset)
+        try:
+            more = True
+            while more:
+                ask = chunk if wanted is None else min(chunk, wanted - self.read)
+                deliveries = reader.read(ask, quiet=self.opts.stream_wait)
+                if len(deliveries) < ask:
+                    self.reached_end = True  # quiet for --wait seconds: the stream had no more
+                    more = False
+                batch: list[MessageRecord] = []
+                for delivery in deliveries:
+                    record = self._stream_amqp10_record(delivery)
+                    if self.opts.select is None and self._passes_budget(len(record.body), record.position,
+                                                                         self.shown):
+                        self.hidden += 1  # delivered, not shown: nothing is held on a stream, the read ends here
+                        more = False
+                        break
+                    if self._selects(record):
+                        if self.opts.select is not None and self._passes_budget(len(record.body), record.position,
+                                                                                 self.shown):
+                            self.hidden += 1  # selected, but past the budget: the read ends here
+                            more = False
+                            break
+                        self.bytes_shown += len(record.body)
+                        batch.append(record)
+                    if not self._want_more():
+                        more = False
+                        break
+                if batch:
+                    yield batch
+        finally:
+            reader.close()
+
+    def _stream_amqp10_record(self, delivery: Delivery) -> MessageRecord:
+        try:
+            record = MessageRecord.from_amqp10(self.facts.name, delivery.raw, position=self.read)
+        except Amqp10Error as exc:  # hostile bytes: said; a stream keeps it (nothing was taken)
+            raise PartialError(f"the message at position {self.read} of the stream {self.facts.name!r} cannot be "
+                               f"read as AMQP 1.0: {exc}; the messages before it were shown",
+                               hint="read the stream over AMQP 0.9.1 (leave --protocol out)") from None
+        record.decoded = self.decode(record)  # nothing is held on a stream: decoding here costs the broker nothing
+        self._decoded.add(record.position)
+        self.read += 1
+        return record
+
     def _give_back(self) -> None:
         """Every held delivery settled with the give-back outcome, in the order delivered; Ctrl-C meanwhile waits
         for it (a settlement cut short would leave them to the link's detach)."""
@@ -143,8 +202,5 @@ def prepare_read_amqp10(conn: AmqpConnection, amqp10: Amqp10Connection, profile:
     checks under the 1.0 give-back's costs, and a reader on `amqp10`."""
     channel = conn.channel()
     facts = queue_facts(profile, name, management=management, channel=channel, conn=conn)
-    if facts.type == "stream":
-        raise UsageError(f"{name!r} is a stream: --protocol 1.0 reads classic and quorum queues",
-                         hint="read a stream with --protocol 0-9-1 (nothing is held or changed there)")
     notes = check_read(facts, opts)
     return Amqp10QueueReader(amqp10, facts, opts, decode), notes

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from dlxtool.amqp10_message import Typed, encode_value
 from dlxtool.broker.amqp10.connection import Amqp10Connection, describe_condition, failure
-from dlxtool.broker.amqp10.outcomes import DeliveryState
+from dlxtool.broker.amqp10.outcomes import ACCEPT, DeliveryState
 from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError
 
 
@@ -179,6 +181,94 @@ class HeadReader:
             self.settle_all()
             self.link.close()
             with contextlib.suppress(DlxtoolError):  # settled already: a slow detach loses nothing
+                self.conn.wait(lambda: not (self.link.state & self.link.REMOTE_ACTIVE), "closing the reader", 5)
+
+
+STREAM_OFFSET_SPEC = "rabbitmq:stream-offset-spec"  # RabbitMQ's source filter: where a stream read starts
+
+
+class StreamReader:
+    """A receiver on a stream from an offset: RabbitMQ's source filter `rabbitmq:stream-offset-spec` (RabbitMQ 4.x)
+    with "first", "last", "next", an offset number or a point in time (dlxtool.ops.peek.parse_offset's values).
+
+    read(n, quiet) grants credit for n and returns what arrives until n have, or until `quiet` seconds pass without
+    one (the stream's end, as the 0.9.1 read's inactivity timeout). Each delivery is settled `accepted` as read()
+    hands it out: a stream keeps every message whatever the outcome, so acceptance takes nothing away, and nothing is
+    held (as over 0.9.1); the credit granted is never more than the read still wants."""
+
+    def __init__(self, conn: Amqp10Connection, address: str, *, offset: Any) -> None:
+        from proton import Described, Link, symbol, timestamp, ulong
+        from proton.reactor import LinkOption
+
+        modes: Any = Link  # its settle modes come from proton's C module (cproton), which has no types
+        if isinstance(offset, datetime):
+            spec: Any = timestamp(int(offset.timestamp() * 1000))
+        elif isinstance(offset, int):
+            spec = ulong(offset)
+        else:
+            spec = str(offset)
+        key = symbol(STREAM_OFFSET_SPEC)
+
+        class FromOffset(LinkOption):
+            def apply(self, link: Any) -> None:
+                link.snd_settle_mode = modes.SND_UNSETTLED
+                link.rcv_settle_mode = modes.RCV_FIRST
+                link.source.filter.put_dict({key: Described(key, spec)})
+
+        self.conn = conn
+        self.address = address
+        self.events = _handler()
+        self.delivered = 0
+        try:
+            self.link = conn.container.create_receiver(
+                conn.proton_connection, address, name=f"dlxtool-stream-{os.urandom(4).hex()}", handler=self.events,
+                options=FromOffset())
+        except Exception as exc:  # noqa: BLE001 - proton's errors: said as the broker's
+            raise failure(exc, conn) from None
+        conn.wait(lambda: bool(self.link.state & self.link.REMOTE_ACTIVE) or self.events.closed_by_broker
+                  is not None, f"attaching to {address}")
+        self._check()
+
+    def _check(self) -> None:
+        said = self.events.closed_by_broker
+        if said is not None:
+            if "amqp:not-found" in said:
+                raise NotFoundError(f"the broker said: {said}")
+            raise DlxtoolError(f"the broker detached the reader of {self.address}: {said}")
+
+    def read(self, n: int, quiet: float) -> list[Delivery]:
+        """Up to `n` deliveries: fewer where `quiet` seconds passed without one (then the stream had no more)."""
+        if n <= 0:
+            return []
+        before = len(self.events.complete)
+        self.link.flow(n)
+        while len(self.events.complete) - before < n:
+            try:
+                self.conn.wait(self._arrived(len(self.events.complete)), f"reading {self.address}", quiet)
+            except ConnectError:  # `quiet` seconds without a delivery (a lost connection raises again below)
+                if not self.conn.is_open:
+                    raise
+                break
+            self._check()
+        out: list[Delivery] = []
+        for handle, raw in self.events.complete[before:]:
+            apply_outcome(handle, ACCEPT)
+            out.append(Delivery(raw=raw, position=self.delivered, handle=handle, settled=True))
+            self.delivered += 1
+        if out:
+            self.conn.pump()  # the acceptances written (credit a stream only gets back once they are)
+        return out
+
+    def _arrived(self, seen: int) -> Callable[[], bool]:
+        """True once a delivery after the first `seen` has arrived whole, or the broker detached the link."""
+        return lambda: len(self.events.complete) > seen or self.events.closed_by_broker is not None
+
+    def close(self) -> None:
+        """Detach. Credit a read left unused (it stopped at the stream's end) may bring deliveries meanwhile: on a
+        stream they take nothing away."""
+        if self.conn.is_open:
+            self.link.close()
+            with contextlib.suppress(DlxtoolError):  # nothing is held: a slow detach loses nothing
                 self.conn.wait(lambda: not (self.link.state & self.link.REMOTE_ACTIVE), "closing the reader", 5)
 
 

@@ -1,0 +1,109 @@
+"""Streams read over AMQP 1.0 (issue 39), on RabbitMQ 4.x: `peek`/`dump --protocol 1.0` of a stream read from
+--offset with RabbitMQ's source filter (rabbitmq:stream-offset-spec) and give each message whole — every section,
+property, application property and type — where the 0.9.1 read gets RabbitMQ's conversion (data sections merged, the
+subject dropped; on 4.3 a char or uuid application property closes the 0.9.1 connection). Nothing is taken: a stream
+keeps what it is read from. The 0.9.1 stream reads: tests/cli/test_streams.py."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from dlxtool.amqp10_message import Amqp10Message, Body, Typed, encode_message
+from tests.ops.test_engine_amqp10 import _as_sent, _messages
+
+pytestmark = pytest.mark.broker
+
+pytest.importorskip("proton")
+
+STREAM_ANNOTATIONS = ("x-stream-offset",)  # what the stream adds to each message it delivers
+
+
+def _stream(broker, name: str, messages: list[Amqp10Message]) -> None:
+    """A stream holding `messages`, sent over AMQP 1.0 as a 1.0 client sends them."""
+    from dlxtool.broker.amqp10.addresses import queue_address
+    from dlxtool.broker.amqp10.connection import open_connection
+    from dlxtool.broker.amqp10.links import Sender
+
+    with broker.channel() as ch:
+        ch.queue_declare(name, durable=True, arguments={"x-queue-type": "stream"})
+    conn = open_connection(broker.profile())
+    try:
+        sender = Sender(conn, queue_address(name))
+        for msg in messages:
+            assert sender.send(encode_message(msg)).taken
+        sender.close()
+    finally:
+        conn.close()
+
+
+def _sent(messages: list[Amqp10Message]) -> list[dict[str, Any]]:
+    return [_as_sent(m) for m in messages]
+
+
+def _read(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records' messages as sent: without what the stream's delivery adds."""
+    out = []
+    for record in records:
+        msg = _as_sent(Amqp10Message.from_json(record["amqp10"]))
+        kept = {k: v for k, v in msg.get("message_annotations", {}).items() if k not in STREAM_ANNOTATIONS}
+        msg.pop("message_annotations", None)
+        if kept:
+            msg["message_annotations"] = kept
+        out.append(msg)
+    return out
+
+
+def _plain(i: int) -> Amqp10Message:
+    # durable: a message without a header is delivered with one saying durable false (the default), written out
+    return Amqp10Message(header={"durable": Typed("boolean", True)},
+                         properties={"message_id": Typed("string", f"m{i}")}, body=Body("data", [f"body {i}".encode()]))
+
+
+def test_a_stream_read_over_amqp10_gives_every_message_whole_from_its_offset(v4, qname, run) -> None:
+    stream = f"{qname}.stream"
+    sent = [*_messages(), *(_plain(i) for i in range(2, 6))]
+    _stream(v4, stream, sent)
+
+    result = run("--url", v4.url, "peek", stream, "--protocol", "1.0", "-n", "3", "--format", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert _read(records) == _sent(sent[:3])  # section by section, type by type
+    first = Amqp10Message.from_json(records[0]["amqp10"])
+    assert first.body.sections == [b"part one|", b"\x00\xffpart two", b""]  # 0.9.1 would merge them
+    types = {k.value: v for k, v in first.application_properties or ()}
+    assert types["c"] == Typed("char", "x") and types["big"] == Typed("ulong", 2**64 - 1)
+    assert [r["position"] for r in records] == [0, 1, 2]
+
+    # from an offset number; the stream's own offsets count from 0 here (a new stream)
+    later = run("--url", v4.url, "peek", stream, "--protocol", "1.0", "--offset", "4", "--format", "jsonl")
+    assert later.exit_code == 0, later.stderr
+    assert _read([json.loads(line) for line in later.stdout.splitlines()]) == _sent(sent[4:])
+    assert "the stream ended after 2 of the 10 messages asked for" in later.stderr
+
+    # nothing was taken: read whole again, by dump, from the first message
+    dumped = run("--url", v4.url, "dump", stream, "--protocol", "1.0", "--all", "--wait", "0.5")
+    assert dumped.exit_code == 0, dumped.stderr
+    assert _read([json.loads(line) for line in dumped.stdout.splitlines()]) == _sent(sent)
+
+
+def test_a_stream_read_over_amqp10_from_next_waits_its_wait_and_says_none_came(v4, qname, run) -> None:
+    stream = f"{qname}.stream"
+    _stream(v4, stream, [_plain(0)])
+    result = run("--url", v4.url, "peek", stream, "--protocol", "1.0", "--offset", "next", "--wait", "0.3",
+                 "--format", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == ""
+    assert "no message at or after offset next of the stream (none arrived within 0.3s)" in result.stderr
+
+
+def test_a_stream_read_over_amqp10_with_a_selection_counts_what_it_selects(v4, qname, run) -> None:
+    stream = f"{qname}.stream"
+    sent = [_plain(i) for i in range(6)]
+    _stream(v4, stream, sent)
+    result = run("--url", v4.url, "peek", stream, "--protocol", "1.0", "--message-id", "m4", "--wait", "0.5",
+                 "--format", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert _read([json.loads(line) for line in result.stdout.splitlines()]) == _sent(sent[4:5])
