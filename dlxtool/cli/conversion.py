@@ -102,7 +102,8 @@ def check_taking(app: App, purging: Purge, session: Session, read: dict[str, Any
                                 spend_attempts=bool(read.get("spend_attempts")), protocol=purging.protocol)
     check = check_conversion(session, settings.queue, options, include=_up_to(settings.selection), report=app,
                              accepted=accept_conversion_loss, amqp10_path=amqp10_path(),
-                             taking="move" if settings.move_to else "backup", over=purging.protocol)
+                             taking="move" if settings.move_to else "backup", over=purging.protocol,
+                             limit=settings.selection.limit)
     if check is not None:
         purging.out.conversion = check.to_json()
     say_conversion(app, check, dry_run=dry_run, what=what)

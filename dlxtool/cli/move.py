@@ -143,7 +143,8 @@ def move(app: App, source: str, destination: str, target_broker: str | None, def
 
             read = ReadOptions(max_unacked=app.config().dump_unacked_limit, max_bytes=app.max_bytes)
             check = check_conversion(session.source, source, read, include=selection.matches, report=app,
-                                     accepted=accept_conversion_loss, amqp10_path=amqp10_path(), over=protocol)
+                                     accepted=accept_conversion_loss, amqp10_path=amqp10_path(), over=protocol,
+                                     limit=selection.limit)
             if check is not None and app.output_format() != "table" and dry_run:
                 app.emit_json({"conversion_losses": check.to_json()})
             say_conversion(app, check, dry_run=dry_run, what="move")

@@ -73,8 +73,12 @@ class ConversionCheck:
     queue: str
     exact: bool = False             # read over AMQP 1.0: every loss known
     unchecked: str | None = None    # why it was not read over 1.0 (then only what 0.9.1 shows was judged)
-    judged: int = 0                 # messages looked at that the move would take
+    judged: int = 0                 # messages looked at that the move would take (or republish: `staying`)
     losing: int = 0                 # of those, how many lose something
+    # of `losing`, those the run leaves in the queue but republishes to its tail over 0.9.1 (a selective run, or one
+    # that leaves what it cannot route): the same conversion, written into the queue itself (over 1.0 what stays is
+    # given back in place, untouched)
+    staying: int = 0
     kinds: dict[str, LossCount] = field(default_factory=dict[str, LossCount])
     accepted: bool = False          # --accept-conversion-loss
     sampled: bool = False           # the queue holds more than was read: the rest is not judged
@@ -98,7 +102,8 @@ class ConversionCheck:
     def refuses(self) -> bool:
         return bool(self.losing) and not self.accepted
 
-    def add(self, position: int, losses: Iterable[tuple[str, str]], words: Callable[[str], str]) -> None:
+    def add(self, position: int, losses: Iterable[tuple[str, str]], words: Callable[[str], str], *,
+            stays: bool = False) -> None:
         self.judged += 1
         seen: set[str] = set()
         for kind, phrase in losses:
@@ -110,6 +115,7 @@ class ConversionCheck:
             if len(count.examples) < EXAMPLES:
                 count.examples.append((position, phrase))
         self.losing += bool(seen)
+        self.staying += bool(seen) and stays
 
     def lines(self) -> list[str]:
         """The plan's words: one line per kind (how many, which positions), then what to do."""
@@ -122,14 +128,15 @@ class ConversionCheck:
                    "(dump --protocol 1.0 wrote them) would not be published whole over AMQP 0.9.1, which this load "
                    "publishes (each record's 0.9.1 view, as RabbitMQ converts such a message):"]
         elif self.taking == "backup":
-            out = [f"{self.losing} of the {self.judged} message(s) to remove from {self.queue!r} were published over "
+            out = [f"{self.losing} of the {self.judged} message(s) {self._read_words('remove')} were published over "
                    f"AMQP {self._published} and would not be backed up whole: RabbitMQ converts each for AMQP "
-                   f"{self._converted}, and the backup keeps only that conversion of a message that is then removed "
-                   f"({how}):"]
+                   f"{self._converted}, and the backup keeps only that conversion of a message that is then removed"
+                   f"{self._staying_words} ({how}):"]
         else:
-            out = [f"{self.losing} of the {self.judged} message(s) to move from {self.queue!r} were published over "
+            out = [f"{self.losing} of the {self.judged} message(s) {self._read_words('move')} were published over "
                    f"AMQP {self._published} and would not come back whole: RabbitMQ converts each for AMQP "
-                   f"{self._converted}, and the move publishes that conversion for good ({how}):"]
+                   f"{self._converted}, and the move publishes that conversion for good{self._staying_words} "
+                   f"({how}):"]
         for count in sorted(self.kinds.values(), key=lambda c: (-c.messages, c.kind)):
             where = ", ".join(f"#{p}" for p, _ in count.examples)
             more = "…" if count.messages > len(count.examples) else ""
@@ -141,6 +148,20 @@ class ConversionCheck:
         if self.sampled:
             out.append("  (the messages after those read were not judged)")
         return out
+
+    def _read_words(self, verb: str) -> str:
+        if not self.staying:
+            return f"to {verb} from {self.queue!r}"
+        return f"the run reads from {self.queue!r} ({self.staying} of them stay in it)"
+
+    @property
+    def _staying_words(self) -> str:
+        """What happens to the losing messages that stay: over 0.9.1 the run republishes them to the queue's tail."""
+        if not self.staying:
+            return ""
+        return (f"; the {self.staying} that stay are republished to the tail of {self.queue!r} over AMQP "
+                f"{self._converted} (a quorum queue's always, a classic queue's once something has moved), the same "
+                "conversion written into the queue")
 
     @property
     def verb(self) -> str:
@@ -172,13 +193,15 @@ class ConversionCheck:
                                 hint=self.advice())
         which = f"which is all a backup over {self._converted} keeps of them" if self.taking == "backup" else \
             f"which a move over {self._converted} publishes"
+        if self.staying:
+            which += f" ({self.staying} of them stay, republished to the queue's tail)"
         return RefusedError(f"{what} refused: {self.losing} message(s) of {self.queue!r} published over AMQP "
                             f"{self._published} would lose data in RabbitMQ's conversion to AMQP {self._converted}, "
                             f"{which} ({kinds}: said above); nothing was changed", hint=self.advice())
 
     def to_json(self) -> dict[str, Any]:
         # read_over_amqp10 / not_read_over_amqp10: the forward check's 1.0 read; judged_whole / not_judged: either's
-        return {"messages_judged": self.judged, "messages_losing": self.losing,
+        return {"messages_judged": self.judged, "messages_losing": self.losing, "staying_losing": self.staying,
                 "read_over_amqp10": self.exact and self.over != "1.0",
                 "not_read_over_amqp10": self.unchecked if self.over != "1.0" else None,
                 "judged_whole": self.exact, "not_judged": self.unchecked, "sampled": self.sampled,
@@ -190,13 +213,16 @@ class ConversionCheck:
 def check_conversion(source: Session, queue: str, read: ReadOptions, *, include: Callable[[MessageRecord], bool],
                      report: Reporter, read_091: Iterable[MessageRecord] | None = None, accepted: bool = False,
                      amqp10_path: str | None = None, taking: Taking = "move", over: WireProtocol = "0-9-1",
-                     read_10: Iterable[MessageRecord] | None = None) -> ConversionCheck | None:
+                     read_10: Iterable[MessageRecord] | None = None, keeps: bool = True,
+                     limit: int | None = None) -> ConversionCheck | None:
     """The check for the head of `queue` on `source` (None: the broker does not speak AMQP 1.0 — 3.x, where nothing
     of this applies) of a move over `over` ("0-9-1", or "1.0": the other direction, the module docstring).
     `include`: whether the move would take a message (of the 1.0 read's records, positioned as the 0.9.1 read's).
     `read_091`: the records a plan already read over 0.9.1 (without them, move and replay --yes read the head over
     0.9.1 first where the 1.0 read could cost attempts: _needs_091_first); `read_10`: those it read over 1.0 (a move
-    over 1.0)."""
+    over 1.0). `keeps`: what the run reads and does not take is republished to the queue's tail (the 0.9.1 engine:
+    dlxtool.ops.engine.Transfer._keep), so it is judged too, as staying — until `limit` messages are taken (the run
+    then reads no more). Over 1.0 what stays is given back in place, untouched."""
     from dlxtool.broker import versions
 
     version = versions.server_version(source.conn)
@@ -205,6 +231,7 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
     check = ConversionCheck(queue, accepted=accepted, amqp10_path=amqp10_path, taking=taking, over=over)
     if over == "1.0":
         return _check_over_amqp10(check, source, queue, read, include, report, read_10)
+    role = _roles(include, keeps, limit)
     facts, why = _facts(source, queue)
     records_091 = list(read_091) if read_091 is not None else None
     if facts is not None and records_091 is None and _needs_091_first(facts):
@@ -221,8 +248,10 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
         check.exact = True
         poison = versions.char_uuid_poison_091(version)
         for record in records:
-            if include(record) and record.amqp10 is not None:  # include counts each in order (a --limit)
-                check.add(record.position, loss_kinds(record.amqp10, poison_091=poison), LOSS_KINDS.__getitem__)
+            took = role(record)  # in order: include counts each (a --limit)
+            if took is not None and record.amqp10 is not None:
+                check.add(record.position, loss_kinds(record.amqp10, poison_091=poison), LOSS_KINDS.__getitem__,
+                          stays=not took)
     check.unchecked = why
     if stop is not None and why is None:
         check.unchecked = (f"the messages from #{stop} on: a message published over AMQP 0.9.1 with a decimal header "
@@ -233,10 +262,29 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
 
     first = stop if records is not None and stop is not None else 0  # past the 1.0 read's stop, or all of them
     for record in records_091 or ():
-        if record.position >= first and include(record):
+        took = role(record) if record.position >= first else None
+        if took is not None:
             signs = came_from_amqp10(record.properties, record.headers if is_object(record.headers) else {})
-            check.add(record.position, sign_kinds(signs), _sign_words)
+            check.add(record.position, sign_kinds(signs), _sign_words, stays=not took)
     return check
+
+
+def _roles(include: Callable[[MessageRecord], bool], keeps: bool,
+           limit: int | None) -> Callable[[MessageRecord], bool | None]:
+    """For the head read in order: True, the run takes the message; False, it reads it and republishes it to the
+    tail (`keeps`); None, the run does not touch it (past `limit` taken, or nothing is republished)."""
+    taken = 0
+
+    def role(record: MessageRecord) -> bool | None:
+        nonlocal taken
+        if limit is not None and taken >= limit:
+            return None
+        if include(record):
+            taken += 1
+            return True
+        return False if keeps else None
+
+    return role
 
 
 def _check_over_amqp10(check: ConversionCheck, source: Session, queue: str, read: ReadOptions,

@@ -249,7 +249,7 @@ class Replay:
             include=lambda r: r.position in out.moving_positions or message_name(r) in names, report=self.report,
             # the plan's own read is over the protocol the replay moves over
             read_091=None if over == "1.0" else out.records_read, read_10=out.records_read if over == "1.0" else None,
-            accepted=accept_conversion_loss, amqp10_path=amqp10_path, over=over)
+            accepted=accept_conversion_loss, amqp10_path=amqp10_path, over=over, limit=self.settings.selection.limit)
         out.records_read = []
         return out
 
@@ -261,7 +261,8 @@ class Replay:
 
         return check_conversion(self.session.source, self.settings.source, read,
                                 include=self.settings.selection.matches, report=self.report,
-                                accepted=accept_conversion_loss, amqp10_path=amqp10_path, over=over)
+                                accepted=accept_conversion_loss, amqp10_path=amqp10_path, over=over,
+                                limit=self.settings.selection.limit)
 
     def run(self, options: TransferOptions, control: PassControl | None = None) -> MoveRun:
         """The pass itself: replay as a policy (ReplayPolicy) over the one move pipeline (dlxtool.ops.pipeline),

@@ -134,12 +134,19 @@ def test_the_plan_names_each_loss_and_the_replay_is_refused_unless_accepted(v4, 
     assert v4.wait_depth(work, len(CASES)) == len(CASES) and v4.queue_depth(dlq) == 0
 
 
-def test_only_messages_the_replay_would_move_are_judged(v4, qname, run) -> None:
-    """A selection that leaves the losing messages out: nothing to refuse; the plain 1.0 message goes back."""
+def test_messages_the_replay_leaves_are_judged_as_staying_and_over_10_stay_whole(v4, qname, run) -> None:
+    """A selection that leaves the losing messages out still reads them, and over 0.9.1 republishes them to the
+    tail once something moved: judged as staying, refused (exit 6, nothing moved); over 1.0 the plain message goes
+    back and the two that stay are given back in place, whole (test_what_stays_is_judged_too… below: the loss
+    measured)."""
     work, dlq = _dead_letters(v4, qname, CASES[:3])
-    plan = _plan(run, v4, dlq, "--message-id", "plain")
-    assert plan["conversion_losses"]["messages_losing"] == 0 and plan["conversion_losses"]["refused"] is False
-    done = run("--url", v4.url, "replay", dlq, "--yes", "--message-id", "plain", "--format", "json")
+    losses = _plan(run, v4, dlq, "--message-id", "plain")["conversion_losses"]
+    assert (losses["messages_losing"], losses["staying_losing"], losses["refused"]) == (2, 2, True), losses
+    refused = run("--url", v4.url, "replay", dlq, "--yes", "--message-id", "plain")
+    assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
+    assert v4.queue_depth(dlq) == 3 and v4.queue_depth(work) == 0
+    done = run("--url", v4.url, "replay", dlq, "--yes", "--message-id", "plain", "--format", "json",
+               "--protocol", "1.0")
     assert done.exit_code == 0, done.stderr
     assert json.loads(done.stdout)["moved"] == {work: 1}
     assert v4.queue_depth(dlq) == 2
@@ -371,3 +378,37 @@ def test_over_amqp10_a_091_message_that_would_lose_its_table_headers_is_refused_
     kept = arrived["tabled"]
     assert "rascal" not in kept and "tags" not in kept, kept  # dropped by the broker, as the plan said
     assert kept["plain"] == "kept" and kept["x-app-trace"] == {"id": 7}
+
+
+def test_what_stays_is_judged_too_a_move_over_091_would_republish_it_converted(v4, qname, run) -> None:
+    """A selective move over 0.9.1 republishes what it reads and does not take to the queue's tail (on a quorum queue
+    always; on a classic one once something moved): RabbitMQ's conversion, written into the queue itself. Measured on
+    4.3.6 before this check: `move --message-id B --accept-conversion-loss` of a quorum queue's A, B, C (each with a
+    subject and two data sections) accepted the loss for B, and A and C came back without their subject and with one
+    merged section. So the message that moves loses nothing here, and the run is still refused (exit 6, nothing
+    changed) for the two that stay; over 1.0 what stays is given back in place, whole."""
+    from tests.support.amqp10 import read_head
+
+    keep = {"body": Body("data", [b"part-1;", b"part-2"]), "properties": {"subject": Typed("string", "s")}}
+    _work, dlq = _dead_letters(v4, qname, [("keep-1", keep, None), ("move-me", {}, None), ("keep-2", keep, None)])
+    dst = f"{qname}.dst"
+    with v4.channel() as ch:
+        ch.queue_declare(dst, durable=True)
+
+    plan = run("--url", v4.url, "move", dlq, dst, "--message-id", "move-me", "--dry-run", "--format", "json")
+    assert plan.exit_code == 0, plan.stderr
+    losses = json.loads(plan.stdout)["conversion_losses"]
+    assert (losses["messages_losing"], losses["staying_losing"], losses["refused"]) == (2, 2, True), losses
+    assert [k["positions"] for k in losses["kinds"]] == [[0, 2], [0, 2]]
+
+    refused = run("--url", v4.url, "move", dlq, dst, "--message-id", "move-me", "--yes")
+    assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
+    assert "2 of them stay" in refused.stderr and "republished to the tail" in refused.stderr
+    assert v4.queue_depth(dlq) == 3 and v4.queue_depth(dst) == 0
+
+    whole = run("--url", v4.url, "move", dlq, dst, "--message-id", "move-me", "--yes", "--protocol", "1.0")
+    assert whole.exit_code == 0, whole.stderr
+    assert v4.wait_depth(dst, 1) == 1 and v4.wait_depth(dlq, 2) == 2
+    stayed = read_head(v4, dlq, 2)
+    assert [m.body.sections for m in stayed] == [[b"part-1;", b"part-2"]] * 2
+    assert all(m.properties is not None and m.properties["subject"] == Typed("string", "s") for m in stayed)
