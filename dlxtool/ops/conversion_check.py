@@ -201,7 +201,8 @@ class ConversionCheck:
 
     def to_json(self) -> dict[str, Any]:
         # read_over_amqp10 / not_read_over_amqp10: the forward check's 1.0 read; judged_whole / not_judged: either's
-        return {"messages_judged": self.judged, "messages_losing": self.losing, "staying_losing": self.staying,
+        return {"messages_judged": self.judged, "messages_losing": self.losing,
+                "messages_staying_losing": self.staying,
                 "read_over_amqp10": self.exact and self.over != "1.0",
                 "not_read_over_amqp10": self.unchecked if self.over != "1.0" else None,
                 "judged_whole": self.exact, "not_judged": self.unchecked, "sampled": self.sampled,
@@ -229,10 +230,10 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
     if not versions.speaks_amqp10(version):
         return None
     check = ConversionCheck(queue, accepted=accepted, amqp10_path=amqp10_path, taking=taking, over=over)
-    if over == "1.0":
-        return _check_over_amqp10(check, source, queue, read, include, report, read_10)
-    role = _roles(include, keeps, limit)
+    if over == "1.0":  # what stays is given back in place over 1.0: only what the run takes is judged
+        return _check_over_amqp10(check, source, queue, read, _up_to_limit(include, limit), report, read_10)
     facts, why = _facts(source, queue)
+    role = _roles(include, keeps, limit, classic=facts is not None and facts.type == "classic")
     records_091 = list(read_091) if read_091 is not None else None
     if facts is not None and records_091 is None and _needs_091_first(facts):
         records_091, why, _ = _read_091(source, queue, read, report)
@@ -269,22 +270,46 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
     return check
 
 
-def _roles(include: Callable[[MessageRecord], bool], keeps: bool,
-           limit: int | None) -> Callable[[MessageRecord], bool | None]:
-    """For the head read in order: True, the run takes the message; False, it reads it and republishes it to the
-    tail (`keeps`); None, the run does not touch it (past `limit` taken, or nothing is republished)."""
+def _roles(include: Callable[[MessageRecord], bool], keeps: bool, limit: int | None, *,
+           classic: bool) -> Callable[[MessageRecord], bool | None]:
+    """For the head read in order, as the 0.9.1 engine treats it (dlxtool.ops.engine.Transfer): True, the run takes
+    the message; False, it reads it and republishes it to the tail (`keeps`); None, the run leaves it untouched.
+    Untouched: on a `classic` queue a stay before anything moved (held, given back in place: approximate, as the
+    engine holds until the first move is confirmed and at most half its window), and past `limit` taken — unless
+    something was republished by then: the engine then reads on to the end and republishes the rest too."""
     taken = 0
+    kept = False
 
     def role(record: MessageRecord) -> bool | None:
-        nonlocal taken
+        nonlocal taken, kept
         if limit is not None and taken >= limit:
-            return None
+            return False if kept else None
         if include(record):
             taken += 1
             return True
-        return False if keeps else None
+        if not keeps or (classic and not taken):
+            return None
+        kept = True
+        return False
 
     return role
+
+
+def _up_to_limit(include: Callable[[MessageRecord], bool],
+                 limit: int | None) -> Callable[[MessageRecord], bool]:
+    """`include`, no more than `limit` times (in order)."""
+    taken = 0
+
+    def bounded(record: MessageRecord) -> bool:
+        nonlocal taken
+        if limit is not None and taken >= limit:
+            return False
+        if include(record):
+            taken += 1
+            return True
+        return False
+
+    return bounded
 
 
 def _check_over_amqp10(check: ConversionCheck, source: Session, queue: str, read: ReadOptions,

@@ -137,34 +137,34 @@ class Amqp10QueueReader(QueueReader):
         reader = StreamReader(self.conn, queue_address(self.facts.name),
                               offset="first" if self.opts.offset is None else self.opts.offset)
         try:
-            more = True
-            while more:
+            stopped = False  # by -n, the byte budget: the stream may hold more (the read is a sample)
+            while not stopped:
                 ask = chunk if wanted is None else min(chunk, wanted - self.read)
                 deliveries = reader.read(ask, quiet=self.opts.stream_wait)
-                if len(deliveries) < ask:
-                    self.reached_end = True  # quiet for --wait seconds: the stream had no more
-                    more = False
                 batch: list[MessageRecord] = []
                 for delivery in deliveries:
                     record = self._stream_amqp10_record(delivery)
                     if self.opts.select is None and self._passes_budget(len(record.body), record.position,
                                                                          self.shown):
                         self.hidden += 1  # delivered, not shown: nothing is held on a stream, the read ends here
-                        more = False
+                        stopped = True
                         break
                     if self._selects(record):
                         if self.opts.select is not None and self._passes_budget(len(record.body), record.position,
                                                                                  self.shown):
                             self.hidden += 1  # selected, but past the budget: the read ends here
-                            more = False
+                            stopped = True
                             break
                         self.bytes_shown += len(record.body)
                         batch.append(record)
                     if not self._want_more():
-                        more = False
+                        stopped = True
                         break
                 if batch:
                     yield batch
+                if len(deliveries) < ask and not stopped:
+                    self.reached_end = True  # quiet for --wait seconds: the stream had no more
+                    break
         finally:
             reader.close()
 

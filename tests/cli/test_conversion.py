@@ -141,7 +141,7 @@ def test_messages_the_replay_leaves_are_judged_as_staying_and_over_10_stay_whole
     measured)."""
     work, dlq = _dead_letters(v4, qname, CASES[:3])
     losses = _plan(run, v4, dlq, "--message-id", "plain")["conversion_losses"]
-    assert (losses["messages_losing"], losses["staying_losing"], losses["refused"]) == (2, 2, True), losses
+    assert (losses["messages_losing"], losses["messages_staying_losing"], losses["refused"]) == (2, 2, True), losses
     refused = run("--url", v4.url, "replay", dlq, "--yes", "--message-id", "plain")
     assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
     assert v4.queue_depth(dlq) == 3 and v4.queue_depth(work) == 0
@@ -380,30 +380,48 @@ def test_over_amqp10_a_091_message_that_would_lose_its_table_headers_is_refused_
     assert kept["plain"] == "kept" and kept["x-app-trace"] == {"id": 7}
 
 
-def test_what_stays_is_judged_too_a_move_over_091_would_republish_it_converted(v4, qname, run) -> None:
+@pytest.mark.parametrize("dlq_type", ["classic", "quorum"])
+def test_what_stays_is_judged_too_a_move_over_091_would_republish_it_converted(v4, qname, run, dlq_type) -> None:
     """A selective move over 0.9.1 republishes what it reads and does not take to the queue's tail (on a quorum queue
     always; on a classic one once something moved): RabbitMQ's conversion, written into the queue itself. Measured on
     4.3.6 before this check: `move --message-id B --accept-conversion-loss` of a quorum queue's A, B, C (each with a
     subject and two data sections) accepted the loss for B, and A and C came back without their subject and with one
     merged section. So the message that moves loses nothing here, and the run is still refused (exit 6, nothing
-    changed) for the two that stay; over 1.0 what stays is given back in place, whole."""
+    changed) for those that stay; with -n 1 what follows the one taken is judged only where something was
+    republished before it (the engine then reads on); over 1.0 what stays is given back in place, whole."""
     from tests.support.amqp10 import read_head
 
     keep = {"body": Body("data", [b"part-1;", b"part-2"]), "properties": {"subject": Typed("string", "s")}}
-    _work, dlq = _dead_letters(v4, qname, [("keep-1", keep, None), ("move-me", {}, None), ("keep-2", keep, None)])
+    _work, dlq = _dead_letters(v4, qname, [("keep-1", keep, None), ("move-me", {}, None), ("keep-2", keep, None)],
+                               dlq_type=dlq_type)
     dst = f"{qname}.dst"
     with v4.channel() as ch:
         ch.queue_declare(dst, durable=True)
 
-    plan = run("--url", v4.url, "move", dlq, dst, "--message-id", "move-me", "--dry-run", "--format", "json")
-    assert plan.exit_code == 0, plan.stderr
-    losses = json.loads(plan.stdout)["conversion_losses"]
-    assert (losses["messages_losing"], losses["staying_losing"], losses["refused"]) == (2, 2, True), losses
-    assert [k["positions"] for k in losses["kinds"]] == [[0, 2], [0, 2]]
+    def plan(*args: str) -> dict[str, Any]:
+        result = run("--url", v4.url, "move", dlq, dst, "--message-id", "move-me", "--dry-run", "--format", "json",
+                     *args)
+        assert result.exit_code == 0, result.stderr
+        return dict(json.loads(result.stdout)["conversion_losses"])
+
+    losses = plan()
+    if dlq_type == "quorum" and versions.amqp10_peek_give_back(v4.version) is None:
+        # 4.0-4.2: reading a quorum queue over 1.0 would spend attempts, and `move` has no 0.9.1 plan read to judge
+        # by its signs: the check says it could not judge (docs/amqp10.md, known gaps); nothing more to test here
+        assert losses["not_read_over_amqp10"] and losses["messages_judged"] == 0, losses
+        return
+    # a classic queue holds keep-1 (read before anything moved) and gives it back in place: only keep-2 is at risk
+    staying = [0, 2] if dlq_type == "quorum" else [2]
+    assert (losses["messages_losing"], losses["messages_staying_losing"], losses["refused"]) == \
+        (len(staying), len(staying), True), losses
+    assert [k["positions"] for k in losses["kinds"]] == [staying, staying]
+    # -n 1: the engine stops reading after move-me, unless it republished keep-1 before it (quorum): it reads on
+    limited = plan("-n", "1")
+    assert limited["messages_staying_losing"] == (2 if dlq_type == "quorum" else 0), limited
 
     refused = run("--url", v4.url, "move", dlq, dst, "--message-id", "move-me", "--yes")
     assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
-    assert "2 of them stay" in refused.stderr and "republished to the tail" in refused.stderr
+    assert f"{len(staying)} of them stay" in refused.stderr and "republished to the tail" in refused.stderr
     assert v4.queue_depth(dlq) == 3 and v4.queue_depth(dst) == 0
 
     whole = run("--url", v4.url, "move", dlq, dst, "--message-id", "move-me", "--yes", "--protocol", "1.0")

@@ -107,3 +107,28 @@ def test_a_stream_read_over_amqp10_with_a_selection_counts_what_it_selects(v4, q
                  "--format", "jsonl")
     assert result.exit_code == 0, result.stderr
     assert _read([json.loads(line) for line in result.stdout.splitlines()]) == _sent(sent[4:5])
+    assert "selected 1 of the 6 message(s) looked at" in result.stderr  # read to the stream's end, as over 0.9.1
+    first_two = run("--url", v4.url, "dump", stream, "--protocol", "1.0", "-n", "2")
+    assert first_two.exit_code == 0 and len(first_two.stdout.splitlines()) == 2, first_two.stderr
+    assert "(the first 2; -n N or --all for more)" in first_two.stderr  # -n stopped it: a sample, as over 0.9.1
+    whole = run("--url", v4.url, "dump", stream, "--protocol", "1.0", "--all", "--wait", "0.3")
+    assert whole.exit_code == 0 and "dumped 6 messages of" in whole.stderr and "the first" not in whole.stderr
+
+
+def test_a_stream_read_over_amqp10_from_a_point_in_time(v4, qname, run) -> None:
+    """--offset as a time: RabbitMQ's timestamp (milliseconds) in the filter. Sent now: an hour ago is before all of
+    them, an hour ahead after all of them."""
+    from datetime import UTC, datetime, timedelta
+
+    stream = f"{qname}.stream"
+    sent = [_plain(i) for i in range(3)]
+    _stream(v4, stream, sent)
+    ago = run("--url", v4.url, "peek", stream, "--protocol", "1.0", "--offset", "1h", "--wait", "0.5",
+              "--format", "jsonl")
+    assert ago.exit_code == 0, ago.stderr
+    assert _read([json.loads(line) for line in ago.stdout.splitlines()]) == _sent(sent)
+    ahead = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    later = run("--url", v4.url, "peek", stream, "--protocol", "1.0", "--offset", ahead, "--wait", "0.5",
+                "--format", "jsonl")
+    assert later.exit_code == 0, later.stderr
+    assert later.stdout == "", later.stdout

@@ -255,6 +255,7 @@ class StreamReader:
             apply_outcome(handle, ACCEPT)
             out.append(Delivery(raw=raw, position=self.delivered, handle=handle, settled=True))
             self.delivered += 1
+        self.events.complete.clear()  # handed out: the caller's now (a long dump must not keep every body here)
         if out:
             self.conn.pump()  # the acceptances written (credit a stream only gets back once they are)
         return out
