@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from dlxtool.amqp10_message import Amqp10Message, Body, Typed, encode_message
+from dlxtool.amqp10_message import Amqp10Message, Body, Typed
 from tests.ops.test_engine_amqp10 import _as_sent, _messages
+from tests.support.amqp10 import send
 
 pytestmark = pytest.mark.broker
 
@@ -23,20 +24,9 @@ STREAM_ANNOTATIONS = ("x-stream-offset",)  # what the stream adds to each messag
 
 def _stream(broker, name: str, messages: list[Amqp10Message]) -> None:
     """A stream holding `messages`, sent over AMQP 1.0 as a 1.0 client sends them."""
-    from dlxtool.broker.amqp10.addresses import queue_address
-    from dlxtool.broker.amqp10.connection import open_connection
-    from dlxtool.broker.amqp10.links import Sender
-
     with broker.channel() as ch:
         ch.queue_declare(name, durable=True, arguments={"x-queue-type": "stream"})
-    conn = open_connection(broker.profile())
-    try:
-        sender = Sender(conn, queue_address(name))
-        for msg in messages:
-            assert sender.send(encode_message(msg)).taken
-        sender.close()
-    finally:
-        conn.close()
+    send(broker, name, messages)
 
 
 def _sent(messages: list[Amqp10Message]) -> list[dict[str, Any]]:

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from dlxtool.amqp10_message import Amqp10Message, Body, Typed, encode_message
+from dlxtool.amqp10_message import Amqp10Message, Body, Typed
 from dlxtool.broker import versions
-from tests.support.amqp10 import close_connections, connection_name, is_amqp10, read_head
+from tests.support.amqp10 import close_connections, connection_name, is_amqp10, read_head, send
 
 pytestmark = pytest.mark.broker
 
@@ -81,14 +81,11 @@ def _dead_letter(broker, work: str, messages: list[Amqp10Message]) -> None:
     from dlxtool.broker.amqp10 import outcomes
     from dlxtool.broker.amqp10.addresses import queue_address
     from dlxtool.broker.amqp10.connection import open_connection
-    from dlxtool.broker.amqp10.links import HeadReader, Sender
+    from dlxtool.broker.amqp10.links import HeadReader
 
+    send(broker, work, messages)
     conn = open_connection(broker.profile())
     try:
-        sender = Sender(conn, queue_address(work))
-        for msg in messages:
-            assert sender.send(encode_message(msg)).taken
-        sender.close()
         reader = HeadReader(conn, queue_address(work), give_back=outcomes.RELEASE)
         for delivery in reader.read(len(messages)):
             reader.settle(delivery, outcomes.REJECT)

@@ -34,6 +34,23 @@ def read_head(broker: BrokerEnv, queue: str, n: int) -> list[Amqp10Message]:
         conn.close()
 
 
+def send(broker: BrokerEnv, queue: str, messages: list[Amqp10Message]) -> None:
+    """Send `messages` to `queue` over AMQP 1.0 (dlxtool's own encoder: every type exact), each taken (`accepted`)."""
+    from dlxtool.amqp10_message import encode_message
+    from dlxtool.broker.amqp10.addresses import queue_address
+    from dlxtool.broker.amqp10.connection import open_connection
+    from dlxtool.broker.amqp10.links import Sender
+
+    conn = open_connection(broker.profile())
+    try:
+        sender = Sender(conn, queue_address(queue))
+        for msg in messages:
+            assert sender.send(encode_message(msg)).taken
+        sender.close()
+    finally:
+        conn.close()
+
+
 def close_connections(broker: BrokerEnv, match: Callable[[dict[str, Any]], bool], *, timeout: float = 30.0,
                       what: str = "the run's connection") -> int:
     """Close (management API) the connections of the test's vhost that `match` (a row of /api/vhosts/V/connections),

@@ -86,15 +86,12 @@ def _handler() -> Any:
     return Events()
 
 
-class HeadReader:
-    """A receiver on a queue whose deliveries stay unsettled until settle() gives each its outcome.
+class _Receiver:
+    """A receiver link on `address` that settles nothing by itself (unsettled, the receiver settles first), with a
+    source filter where one is given; attached before __init__ returns, or the broker's refusal raised."""
 
-    read(n) asks for up to n more (drain: the broker sends what it has, then says it is out) and returns them in
-    the queue's order. Nothing is settled here on its own: close() first gives every unsettled delivery the
-    `give_back` outcome (settled, then the link closes), so that a read never ends by a detach or a lost connection
-    (which can count attempts)."""
-
-    def __init__(self, conn: Amqp10Connection, address: str, *, give_back: DeliveryState) -> None:
+    def __init__(self, conn: Amqp10Connection, address: str, *, kind: str,
+                 source_filter: dict[Any, Any] | None = None) -> None:
         from proton import Link
         from proton.reactor import LinkOption
 
@@ -104,17 +101,16 @@ class HeadReader:
             def apply(self, link: Any) -> None:
                 link.snd_settle_mode = modes.SND_UNSETTLED
                 link.rcv_settle_mode = modes.RCV_FIRST
+                if source_filter is not None:
+                    link.source.filter.put_dict(source_filter)
 
         self.conn = conn
         self.address = address
-        self.give_back = give_back
         self.events = _handler()
-        self.unsettled: list[Delivery] = []
         self.delivered = 0
-        self.exhausted = False  # the last drain came back short: the queue had no more ready
         try:
             self.link = conn.container.create_receiver(
-                conn.proton_connection, address, name=f"dlxtool-read-{os.urandom(4).hex()}", handler=self.events,
+                conn.proton_connection, address, name=f"dlxtool-{kind}-{os.urandom(4).hex()}", handler=self.events,
                 options=Unsettled())
         except Exception as exc:  # noqa: BLE001 - proton's errors: said as the broker's
             raise failure(exc, conn) from None
@@ -128,6 +124,21 @@ class HeadReader:
             if "amqp:not-found" in said:
                 raise NotFoundError(f"the broker said: {said}")
             raise DlxtoolError(f"the broker detached the reader of {self.address}: {said}")
+
+
+class HeadReader(_Receiver):
+    """A receiver on a queue whose deliveries stay unsettled until settle() gives each its outcome.
+
+    read(n) asks for up to n more (drain: the broker sends what it has, then says it is out) and returns them in
+    the queue's order. Nothing is settled here on its own: close() first gives every unsettled delivery the
+    `give_back` outcome (settled, then the link closes), so that a read never ends by a detach or a lost connection
+    (which can count attempts)."""
+
+    def __init__(self, conn: Amqp10Connection, address: str, *, give_back: DeliveryState) -> None:
+        self.give_back = give_back
+        self.unsettled: list[Delivery] = []
+        self.exhausted = False  # the last drain came back short: the queue had no more ready
+        super().__init__(conn, address, kind="read")
 
     def read(self, n: int, timeout: float | None = None) -> list[Delivery]:
         """Up to `n` more deliveries (fewer when the queue has fewer ready: then `exhausted`)."""
@@ -187,7 +198,7 @@ class HeadReader:
 STREAM_OFFSET_SPEC = "rabbitmq:stream-offset-spec"  # RabbitMQ's source filter: where a stream read starts
 
 
-class StreamReader:
+class StreamReader(_Receiver):
     """A receiver on a stream from an offset: RabbitMQ's source filter `rabbitmq:stream-offset-spec` (RabbitMQ 4.x)
     with "first", "last", "next", an offset number or a point in time (dlxtool.ops.peek.parse_offset's values).
 
@@ -197,10 +208,8 @@ class StreamReader:
     held (as over 0.9.1); the credit granted is never more than the read still wants."""
 
     def __init__(self, conn: Amqp10Connection, address: str, *, offset: Any) -> None:
-        from proton import Described, Link, symbol, timestamp, ulong
-        from proton.reactor import LinkOption
+        from proton import Described, symbol, timestamp, ulong
 
-        modes: Any = Link  # its settle modes come from proton's C module (cproton), which has no types
         if isinstance(offset, datetime):
             spec: Any = timestamp(int(offset.timestamp() * 1000))
         elif isinstance(offset, int):
@@ -208,33 +217,7 @@ class StreamReader:
         else:
             spec = str(offset)
         key = symbol(STREAM_OFFSET_SPEC)
-
-        class FromOffset(LinkOption):
-            def apply(self, link: Any) -> None:
-                link.snd_settle_mode = modes.SND_UNSETTLED
-                link.rcv_settle_mode = modes.RCV_FIRST
-                link.source.filter.put_dict({key: Described(key, spec)})
-
-        self.conn = conn
-        self.address = address
-        self.events = _handler()
-        self.delivered = 0
-        try:
-            self.link = conn.container.create_receiver(
-                conn.proton_connection, address, name=f"dlxtool-stream-{os.urandom(4).hex()}", handler=self.events,
-                options=FromOffset())
-        except Exception as exc:  # noqa: BLE001 - proton's errors: said as the broker's
-            raise failure(exc, conn) from None
-        conn.wait(lambda: bool(self.link.state & self.link.REMOTE_ACTIVE) or self.events.closed_by_broker
-                  is not None, f"attaching to {address}")
-        self._check()
-
-    def _check(self) -> None:
-        said = self.events.closed_by_broker
-        if said is not None:
-            if "amqp:not-found" in said:
-                raise NotFoundError(f"the broker said: {said}")
-            raise DlxtoolError(f"the broker detached the reader of {self.address}: {said}")
+        super().__init__(conn, address, kind="stream", source_filter={key: Described(key, spec)})
 
     def read(self, n: int, quiet: float) -> list[Delivery]:
         """Up to `n` deliveries: fewer where `quiet` seconds passed without one (then the stream had no more)."""
