@@ -83,7 +83,7 @@ class ConversionCheck:
     accepted: bool = False          # --accept-conversion-loss
     sampled: bool = False           # the queue holds more than was read: the rest is not judged
     amqp10_path: str | None = None  # the flag of the command's AMQP 1.0 path, where it has one (it moves them whole)
-    over: WireProtocol = "0-9-1"             # the protocol the move publishes over: "1.0" judges the other direction
+    over: WireProtocol = "0-9-1"    # the protocol the move publishes over: "1.0" judges the other direction
 
     @property
     def _published(self) -> str:
@@ -214,16 +214,17 @@ class ConversionCheck:
 def check_conversion(source: Session, queue: str, read: ReadOptions, *, include: Callable[[MessageRecord], bool],
                      report: Reporter, read_091: Iterable[MessageRecord] | None = None, accepted: bool = False,
                      amqp10_path: str | None = None, taking: Taking = "move", over: WireProtocol = "0-9-1",
-                     read_10: Iterable[MessageRecord] | None = None, keeps: bool = True,
+                     read_10: Iterable[MessageRecord] | None = None,
                      limit: int | None = None) -> ConversionCheck | None:
     """The check for the head of `queue` on `source` (None: the broker does not speak AMQP 1.0 — 3.x, where nothing
     of this applies) of a move over `over` ("0-9-1", or "1.0": the other direction, the module docstring).
     `include`: whether the move would take a message (of the 1.0 read's records, positioned as the 0.9.1 read's).
     `read_091`: the records a plan already read over 0.9.1 (without them, move and replay --yes read the head over
     0.9.1 first where the 1.0 read could cost attempts: _needs_091_first); `read_10`: those it read over 1.0 (a move
-    over 1.0). `keeps`: what the run reads and does not take is republished to the queue's tail (the 0.9.1 engine:
-    dlxtool.ops.engine.Transfer._keep), so it is judged too, as staying — until `limit` messages are taken (the run
-    then reads no more). Over 1.0 what stays is given back in place, untouched."""
+    over 1.0). Over 0.9.1, what the run reads and does not take is republished to the queue's tail (the 0.9.1 engine:
+    dlxtool.ops.engine.Transfer._keep), so it is judged too, as staying, where the engine would republish it
+    (_roles: not a classic queue's stays before anything moved; past `limit` taken only once something was
+    republished). Over 1.0 what stays is given back in place, untouched."""
     from dlxtool.broker import versions
 
     version = versions.server_version(source.conn)
@@ -233,7 +234,7 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
     if over == "1.0":  # what stays is given back in place over 1.0: only what the run takes is judged
         return _check_over_amqp10(check, source, queue, read, _up_to_limit(include, limit), report, read_10)
     facts, why = _facts(source, queue)
-    role = _roles(include, keeps, limit, classic=facts is not None and facts.type == "classic")
+    role = _roles(include, limit, classic=facts is not None and facts.type == "classic")
     records_091 = list(read_091) if read_091 is not None else None
     if facts is not None and records_091 is None and _needs_091_first(facts):
         records_091, why, _ = _read_091(source, queue, read, report)
@@ -270,10 +271,10 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
     return check
 
 
-def _roles(include: Callable[[MessageRecord], bool], keeps: bool, limit: int | None, *,
+def _roles(include: Callable[[MessageRecord], bool], limit: int | None, *,
            classic: bool) -> Callable[[MessageRecord], bool | None]:
     """For the head read in order, as the 0.9.1 engine treats it (dlxtool.ops.engine.Transfer): True, the run takes
-    the message; False, it reads it and republishes it to the tail (`keeps`); None, the run leaves it untouched.
+    the message; False, it reads it and republishes it to the tail; None, the run leaves it untouched.
     Untouched: on a `classic` queue a stay before anything moved (held, given back in place: approximate, as the
     engine holds until the first move is confirmed and at most half its window), and past `limit` taken — unless
     something was republished by then: the engine then reads on to the end and republishes the rest too."""
@@ -287,7 +288,7 @@ def _roles(include: Callable[[MessageRecord], bool], keeps: bool, limit: int | N
         if include(record):
             taken += 1
             return True
-        if not keeps or (classic and not taken):
+        if classic and not taken:
             return None
         kept = True
         return False

@@ -46,6 +46,13 @@ def _read(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _peek(run, broker, stream: str, *args: str) -> tuple[list[dict[str, Any]], str]:
+    """`peek STREAM --protocol 1.0 ARGS` as JSON Lines: (the records' messages as sent, stderr); exit 0."""
+    result = run("--url", broker.url, "peek", stream, "--protocol", "1.0", *args, "--format", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    return _read([json.loads(line) for line in result.stdout.splitlines()]), result.stderr
+
+
 def _plain(i: int) -> Amqp10Message:
     # durable: a message without a header is delivered with one saying durable false (the default), written out
     return Amqp10Message(header={"durable": Typed("boolean", True)},
@@ -68,10 +75,9 @@ def test_a_stream_read_over_amqp10_gives_every_message_whole_from_its_offset(v4,
     assert [r["position"] for r in records] == [0, 1, 2]
 
     # from an offset number; the stream's own offsets count from 0 here (a new stream)
-    later = run("--url", v4.url, "peek", stream, "--protocol", "1.0", "--offset", "4", "--format", "jsonl")
-    assert later.exit_code == 0, later.stderr
-    assert _read([json.loads(line) for line in later.stdout.splitlines()]) == _sent(sent[4:])
-    assert "the stream ended after 2 of the 10 messages asked for" in later.stderr
+    later, said = _peek(run, v4, stream, "--offset", "4")
+    assert later == _sent(sent[4:])
+    assert "the stream ended after 2 of the 10 messages asked for" in said
 
     # nothing was taken: read whole again, by dump, from the first message
     dumped = run("--url", v4.url, "dump", stream, "--protocol", "1.0", "--all", "--wait", "0.5")
@@ -82,22 +88,18 @@ def test_a_stream_read_over_amqp10_gives_every_message_whole_from_its_offset(v4,
 def test_a_stream_read_over_amqp10_from_next_waits_its_wait_and_says_none_came(v4, qname, run) -> None:
     stream = f"{qname}.stream"
     _stream(v4, stream, [_plain(0)])
-    result = run("--url", v4.url, "peek", stream, "--protocol", "1.0", "--offset", "next", "--wait", "0.3",
-                 "--format", "jsonl")
-    assert result.exit_code == 0, result.stderr
-    assert result.stdout == ""
-    assert "no message at or after offset next of the stream (none arrived within 0.3s)" in result.stderr
+    shown, said = _peek(run, v4, stream, "--offset", "next", "--wait", "0.3")
+    assert shown == []
+    assert "no message at or after offset next of the stream (none arrived within 0.3s)" in said
 
 
 def test_a_stream_read_over_amqp10_with_a_selection_counts_what_it_selects(v4, qname, run) -> None:
     stream = f"{qname}.stream"
     sent = [_plain(i) for i in range(6)]
     _stream(v4, stream, sent)
-    result = run("--url", v4.url, "peek", stream, "--protocol", "1.0", "--message-id", "m4", "--wait", "0.5",
-                 "--format", "jsonl")
-    assert result.exit_code == 0, result.stderr
-    assert _read([json.loads(line) for line in result.stdout.splitlines()]) == _sent(sent[4:5])
-    assert "selected 1 of the 6 message(s) looked at" in result.stderr  # read to the stream's end, as over 0.9.1
+    shown, said = _peek(run, v4, stream, "--message-id", "m4", "--wait", "0.5")
+    assert shown == _sent(sent[4:5])
+    assert "selected 1 of the 6 message(s) looked at" in said  # read to the stream's end, as over 0.9.1
     first_two = run("--url", v4.url, "dump", stream, "--protocol", "1.0", "-n", "2")
     assert first_two.exit_code == 0 and len(first_two.stdout.splitlines()) == 2, first_two.stderr
     assert "(the first 2; -n N or --all for more)" in first_two.stderr  # -n stopped it: a sample, as over 0.9.1
@@ -113,12 +115,33 @@ def test_a_stream_read_over_amqp10_from_a_point_in_time(v4, qname, run) -> None:
     stream = f"{qname}.stream"
     sent = [_plain(i) for i in range(3)]
     _stream(v4, stream, sent)
-    ago = run("--url", v4.url, "peek", stream, "--protocol", "1.0", "--offset", "1h", "--wait", "0.5",
-              "--format", "jsonl")
-    assert ago.exit_code == 0, ago.stderr
-    assert _read([json.loads(line) for line in ago.stdout.splitlines()]) == _sent(sent)
+    assert _peek(run, v4, stream, "--offset", "1h", "--wait", "0.5")[0] == _sent(sent)
     ahead = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    later = run("--url", v4.url, "peek", stream, "--protocol", "1.0", "--offset", ahead, "--wait", "0.5",
-                "--format", "jsonl")
-    assert later.exit_code == 0, later.stderr
-    assert later.stdout == "", later.stdout
+    assert _peek(run, v4, stream, "--offset", ahead, "--wait", "0.5")[0] == []
+
+
+def test_a_stream_read_over_amqp10_whose_connection_the_broker_closes_says_so_at_once(v4, qname, cli_env) -> None:
+    """Silence ends a stream read (--wait); a connection the broker closed is not silence: exit 3 with what the broker
+    said, at once — not "none arrived" and exit 0 at the end of --wait (proton's wait returns quietly there)."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from tests.ops.test_engine_amqp10 import _close_amqp10_connections
+
+    stream = f"{qname}.stream"
+    _stream(v4, stream, [_plain(0)])
+    root = Path(__file__).resolve().parents[2]
+    began = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "dlxtool", "--url", v4.url, "peek", stream, "--protocol", "1.0",
+                             "--offset", "next", "--wait", "60", "--format", "jsonl"],
+                            env={**cli_env, "PYTHONPATH": str(root)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert _close_amqp10_connections(v4, proc.pid) >= 1
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 3, err.decode()
+    assert b"the AMQP 1.0 connection was closed or lost" in err and b"Closed via management plugin" in err
+    assert time.monotonic() - began < 40  # not the 60 s of --wait

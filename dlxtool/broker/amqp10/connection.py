@@ -90,16 +90,22 @@ class Amqp10Connection:
     def wait(self, condition: Any, what: str, timeout: float | None = None) -> None:
         """Process events until condition() is true; ConnectError when the broker closes the connection or goes
         silent for `timeout` (the profile's) — with what it said."""
+        if not self.waited(condition, what, timeout):
+            raise ConnectError(f"the broker did not answer within {timeout or self.profile.timeout:g} s while "
+                               f"{what} (AMQP 1.0)", hint="--timeout allows longer; the connection was closed")
+
+    def waited(self, condition: Any, what: str, timeout: float | None = None) -> bool:
+        """Process events until condition() is true (True) or `timeout` seconds pass (False: silence, which a
+        stream's end is); ConnectError when the broker closes the connection, with what it said."""
         from proton import ProtonException, Timeout
 
         try:
             self.blocking.wait(condition, timeout=timeout or self.profile.timeout, msg=what)
         except Timeout:
-            raise ConnectError(f"the broker did not answer within {timeout or self.profile.timeout:g} s while "
-                               f"{what} (AMQP 1.0)", hint="--timeout allows longer; the connection was closed") \
-                from None
-        except ProtonException as exc:
+            return False
+        except ProtonException as exc:  # the broker closed the connection (tests/cli/test_streams_amqp10.py)
             raise failure(exc, self) from None
+        return True
 
     def close(self) -> None:
         # closing a connection the broker already closed: nothing left to do

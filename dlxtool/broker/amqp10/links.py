@@ -226,12 +226,8 @@ class StreamReader(_Receiver):
         before = len(self.events.complete)
         self.link.flow(n)
         while len(self.events.complete) - before < n:
-            try:
-                self.conn.wait(self._arrived(len(self.events.complete)), f"reading {self.address}", quiet)
-            except ConnectError:  # `quiet` seconds without a delivery (a lost connection raises again below)
-                if not self.conn.is_open:
-                    raise
-                break
+            if not self.conn.waited(self._arrived(len(self.events.complete)), f"reading {self.address}", quiet):
+                break  # `quiet` seconds without a delivery: the stream's end (a lost connection raised)
             self._check()
         out: list[Delivery] = []
         for handle, raw in self.events.complete[before:]:
