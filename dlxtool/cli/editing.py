@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dlxtool.cli.app import App, _isatty
-from dlxtool.editing.edits import Edits
+from dlxtool.editing.edits import Edited, Edits
 from dlxtool.errors import DlxtoolError, RefusedError, UsageError
+from dlxtool.ops.stay import Why
 from dlxtool.outcome import Outcome, Status
 from dlxtool.render import safe_text
 
 if TYPE_CHECKING:
+    from dlxtool.broker.protocols import WireProtocol
     from dlxtool.editing.document import Document, Reading
     from dlxtool.ops.replay_decision import EditTargets
     from dlxtool.record import MessageRecord
@@ -77,7 +79,13 @@ order); an edited JSON or text body is published as saved; compressed
 bodies are compressed again the same way. Quitting the editor without
 saving, or emptying the document, changes nothing; deleting a message's
 section leaves that message in the DLQ. With --dry-run: edit, check and
-diff, replay nothing.
+diff, replay nothing. With --protocol 1.0 (RabbitMQ 4.x) the messages are
+read over AMQP 1.0 and each goes out as its original sections with only
+what was edited changed, each field of the type it had where the new
+value fits (a ulong header stays a ulong); an edit with no AMQP 1.0 form
+(cluster_id, the death history, a table or list in an application
+property, the body of several data sections or of an amqp-value) is
+named as a problem in the document.
 """
 
 
@@ -106,13 +114,13 @@ def edit_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def edit_dead_letters(app: App, dlq: str, selection: Selection, request: EditRequest, targets: EditTargets, *,
-                      yes: bool, dry_run: bool) -> Edits | None:
-    """Read the selected messages (and give them back), open them in the editor, check what was saved, show the
-    diffs and where each goes (`targets`: the replay's own decision) and ask: the Edits to replay, or None when
-    there is nothing to replay (nothing changed)."""
+                      yes: bool, dry_run: bool, protocol: WireProtocol = "0-9-1") -> Edits | None:
+    """Read the selected messages over `protocol` (and give them back), open them in the editor, check what was
+    saved, show the diffs and where each goes (`targets`: the replay's own decision) and ask: the Edits to replay, or
+    None when there is nothing to replay (nothing changed)."""
     from dlxtool.editing.document import build
 
-    records = _read(app, dlq, selection, request)
+    records = _read(app, dlq, selection, request, protocol)
     if not records:
         app.info(f"no message of {dlq!r} selected: nothing to edit, nothing changed")
         return None
@@ -120,10 +128,10 @@ def edit_dead_letters(app: App, dlq: str, selection: Selection, request: EditReq
     profile = app.profile()
     document = build(records, f"dlxtool replay {dlq} --edit: {len(records)} message(s) of {dlq!r} on {profile.name} "
                               f"(vhost {profile.vhost!r})", registry)
-    reading = _edit(app, document.text(), document, registry)
+    shown = {record.position: record for record, _fingerprint in records}
+    reading = _edit(app, document.text(), document, registry, lambda e: _uncarried(e, shown[e.position]))
     if reading is None:
         return None
-    shown = {record.position: record for record, _fingerprint in records}
     for e in reading.edited:  # which delivery each one is, and where it goes as edited
         e.origin = targets.origin(shown[e.position])
         e.destination, e.destination_text = targets.destination(e.apply(shown[e.position]))
@@ -139,20 +147,38 @@ def edit_dead_letters(app: App, dlq: str, selection: Selection, request: EditReq
     return edits
 
 
-def _read(app: App, dlq: str, selection: Selection, request: EditRequest) -> list[tuple[MessageRecord, str]]:
+def _uncarried(e: Edited, record: MessageRecord) -> str | None:
+    """Where `record` was read over AMQP 1.0: why its edit cannot go out as an AMQP 1.0 message (None: it can, or
+    it was read over 0.9.1)."""
+    if record.amqp10 is None or not e.changed:
+        return None
+    from dlxtool.ops.amqp10_outgoing import outgoing
+
+    sent = outgoing(record, e.apply(record))
+    return f"{e.label()}: {sent}" if isinstance(sent, Why) else None
+
+
+def _read(app: App, dlq: str, selection: Selection, request: EditRequest,
+          protocol: WireProtocol) -> list[tuple[MessageRecord, str]]:
     """The selected messages with their fingerprints, read as `peek` reads (given back before anything else)."""
     from dlxtool.cli.reading import finish_read, make_read_options, read_queue, sample_note
     from dlxtool.ops.provenance import record_fingerprint
 
     limit = selection.limit if selection.limit is not None else EDIT_LIMIT
     opts = make_read_options(app, limit, max_unacked=request.max_unacked, allow_reorder=request.allow_reorder,
-                             spend_attempts=request.spend_attempts)
+                             spend_attempts=request.spend_attempts, protocol=protocol)
     if selection.filters_anything:  # the matches may be anywhere: read as far as a peek may
         opts.count = opts.max_unacked
     with read_queue(app, dlq, opts, decode_if=lambda _record: False) as reader:
         if reader.facts.type == "stream":
             raise RefusedError(f"{dlq!r} is a stream: messages cannot be removed from it, so it cannot be replayed",
                                hint="consume it with a stream consumer and publish with `dlxtool load`")
+        if protocol == "1.0":  # what the run over 1.0 would refuse, refused before the editor opens
+            from dlxtool.ops.pipeline_amqp10 import give_back_refusal
+
+            refusal = give_back_refusal(dlq, reader.facts.version, reader.facts.type)
+            if refusal is not None:
+                raise refusal
         read = list(reader.records())
     finish_read(app, reader)
     note = sample_note(reader.coverage(), "--limit N, or --max-unacked N with a selection, for more")
@@ -173,9 +199,11 @@ def _read(app: App, dlq: str, selection: Selection, request: EditRequest) -> lis
     return out
 
 
-def _edit(app: App, text: str, document: Document, registry: Callable[[], Registry | None]) -> Reading | None:
+def _edit(app: App, text: str, document: Document, registry: Callable[[], Registry | None],
+          uncarried: Callable[[Edited], str | None]) -> Reading | None:
     """The editor until the document is saved without problems (on a terminal the user may edit again; elsewhere a
-    problem is exit 2); None when nothing is to be done (not saved, emptied)."""
+    problem is exit 2); None when nothing is to be done (not saved, emptied). `uncarried`: a problem of an edit
+    the move cannot carry (over AMQP 1.0)."""
     from dlxtool.editing.document import with_problems
 
     while True:
@@ -184,6 +212,7 @@ def _edit(app: App, text: str, document: Document, registry: Callable[[], Regist
             app.info("the editor was closed without saving: nothing changed")
             return None
         reading = document.read(saved, registry)
+        reading.errors += [problem for e in reading.edited if (problem := uncarried(e)) is not None]
         if reading.nothing:
             app.info("the document holds no message any more: nothing changed")
             return None

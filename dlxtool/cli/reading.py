@@ -87,8 +87,9 @@ def protocol_option(what: str) -> Callable[[F], F]:
              "sends its original sections back (every property and type; the death history and the counters the "
              "reset removes left out), settling the source only after the broker's `accepted`; what stays is held "
              "and given back in place (at most --prefetch). A message published over 0.9.1 with a table or array "
-             "header (which 1.0 readers never get) is refused unless --accept-conversion-loss. Not yet with --edit "
-             "or a stream. [env DLXTOOL_PROTOCOL; default: 0-9-1]")
+             "header (which 1.0 readers never get) is refused unless --accept-conversion-loss. With --edit the "
+             "messages are read over 1.0 too, and an edit a 1.0 message cannot carry is named in the document. Not "
+             "from a stream. [env DLXTOOL_PROTOCOL; default: 0-9-1]")
 
 
 def purge_protocol_option(f: F) -> F:
@@ -105,15 +106,9 @@ def purge_protocol_option(f: F) -> F:
              "[env DLXTOOL_PROTOCOL; default: 0-9-1]")(f)
 
 
-def move_protocol(app: App, protocol: WireProtocol | None, *, edit: bool = False) -> WireProtocol:
-    """The protocol a move runs over (--protocol, else $DLXTOOL_PROTOCOL); a 1.0 run with a setting the 1.0 path
-    cannot honour yet (--edit) is refused (exit 2) before anything is read."""
-    chosen = protocol or chosen_protocol(app)
-    if chosen == "1.0" and edit:
-        raise UsageError("--protocol 1.0 does not move messages with --edit yet",
-                         hint="leave --protocol out (0-9-1)" + (" or unset DLXTOOL_PROTOCOL" if protocol is None
-                                                                else ""))
-    return chosen
+def move_protocol(app: App, protocol: WireProtocol | None) -> WireProtocol:
+    """The protocol a move runs over (--protocol, else $DLXTOOL_PROTOCOL)."""
+    return protocol or chosen_protocol(app)
 
 
 def make_read_options(app: App, count: int | None, *, max_unacked: int | None, allow_reorder: bool,

@@ -250,7 +250,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
     if default_exchange and keep_routing_key:
         raise UsageError("--default-exchange and --keep-routing-key contradict each other",
                          hint="keeping the original routing key is the default: drop --keep-routing-key")
-    protocol = move_protocol(app, protocol, edit=edit is not None)
+    protocol = move_protocol(app, protocol)
     known = conventions_in_use(app, origin_from)  # a wrong --origin-from fails before anything is read
     selection = selection_for(app, selection, origin_from=origin_from, decode=True)
     if save_file:
@@ -267,7 +267,8 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
     )
     edits = None
     if edit is not None:  # before any connection: the editor may stay open for long (dlxtool.cli.editing)
-        edits = edit_dead_letters(app, dlq, selection, edit, EditTargets(settings), yes=yes, dry_run=dry_run)
+        edits = edit_dead_letters(app, dlq, selection, edit, EditTargets(settings), yes=yes, dry_run=dry_run,
+                                  protocol=protocol)
         if edits is None:
             return None
         settings = replace(settings, edits=edits)

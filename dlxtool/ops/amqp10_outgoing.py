@@ -13,24 +13,24 @@ TTL or a dropped user_id. `outgoing` carries those changes over to the AMQP 1.0 
 - x-exchange and x-routing-key (where the broker delivered it from) and the header's first-acquirer and
   delivery-count describe a delivery, not the message: the broker sets them again (measured on 4.3.6: a client's
   x-exchange is overwritten), so they are left out;
-- a restored per-message TTL (the view's `expiration`) is the header's ttl; a dropped user_id leaves the property out;
+- a property or header the decision changed (a restored TTL, a dropped user_id, a convention's counter, what
+  `replay --edit` changed) goes back to the field the view read it from, of the type it had where the new value fits
+  (dlxtool.ops.amqp10_changes); one with no AMQP 1.0 form leaves the message where it is, with the reason (`Why`,
+  Stay.NOT_SENT), rather than going out half-changed;
 - the body goes as it came (every data section, or the amqp-value / amqp-sequence), unless the decision rewrote a
-  single data section's bytes (--reset-body-retries).
-
-Any other change a decision makes (an edited property, an added header) has no faithful AMQP 1.0 form here: the
-message stays where it is, with the reason (`Why`, Stay.NOT_SENT), rather than going out half-changed.
+  single data section's bytes (--reset-body-retries, an edited body).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.amqp10_message import Amqp10Message, Body, Typed, encode_message
 from dlxtool.amqp10_view import PROVENANCE_ANNOTATION, annotation_header, header_value
-from dlxtool.amqp_values import RawValue
-from dlxtool.json_shapes import is_list_or_tuple, is_object
+from dlxtool.json_shapes import is_object
+from dlxtool.ops.amqp10_changes import changes, typed
 from dlxtool.ops.provenance import PROVENANCE_HEADER
 from dlxtool.ops.stay import Stay, Why
 
@@ -49,19 +49,19 @@ def outgoing(source: MessageRecord, published: MessageRecord | None) -> bytes | 
     if msg is None:
         return Why("not read over AMQP 1.0: nothing to send it as", Stay.NOT_SENT)
     published = published or source
-    changed = _unsupported(source, published)
-    if changed is not None:
-        return Why(f"the move changes its {changed}, which a move over AMQP 1.0 cannot carry yet (leave --protocol "
-                   "out to move it over 0.9.1)", Stay.NOT_SENT)
+    changed = changes(msg, source, published)
+    if isinstance(changed, Why):
+        return Why(f"{changed}: a move over AMQP 1.0 cannot carry that (leave --protocol out to move it over 0.9.1)",
+                   changed.kind)
     kept_headers = published.headers if is_object(published.headers) else {}
     out = replace(msg)
-    out.header = _header(msg, published)
+    out.header = _updated(msg.header, changed.header, drop=DELIVERY_HEADER_FIELDS)
+    out.properties = _updated(msg.properties, changed.properties)
     out.delivery_annotations = None  # for the next hop only (AMQP 1.0 §3.2.2): never forwarded
-    out.message_annotations = _annotations(msg, kept_headers)
-    out.application_properties = [(k, v) for k, v in msg.application_properties or ()
-                                  if _name(k) in kept_headers] if msg.application_properties is not None else None
-    if out.properties and "user_id" in out.properties and "user_id" not in published.properties:
-        out.properties = {k: v for k, v in out.properties.items() if k != "user_id"}
+    out.message_annotations = _annotations(msg, kept_headers, changed.annotations)
+    if msg.application_properties is not None or changed.application_properties:
+        out.application_properties = _pairs([(k, v) for k, v in msg.application_properties or ()
+                                             if _name(k) in kept_headers], changed.application_properties, "string")
     if published.body != source.body:
         if msg.body.kind != "data" or len(msg.body.sections) != 1:
             return Why(f"the move rewrites its body, which is {_body_words(msg.body)}: a move over AMQP 1.0 rewrites "
@@ -70,32 +70,39 @@ def outgoing(source: MessageRecord, published: MessageRecord | None) -> bytes | 
     return encode_message(out)
 
 
-def _unsupported(source: MessageRecord, published: MessageRecord) -> str | None:
-    """What the decision changed that outgoing() does not carry over (None: nothing)."""
-    before, after = dict(source.properties), dict(published.properties)
-    if "expiration" not in before:
-        after.pop("expiration", None)  # a restored TTL: the header's ttl
-    if "user_id" not in after:
-        before.pop("user_id", None)  # --drop-user-id
-    if before != after:
-        names = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-        return f"properties ({', '.join(names)})"
-    old = source.headers if is_object(source.headers) else {}
-    new = published.headers if is_object(published.headers) else {}
-    added = sorted(str(k) for k in new if k != PROVENANCE_HEADER and (k not in old or new[k] != old[k]))
-    return f"headers ({', '.join(added)})" if added else None
+def _updated(fields: dict[str, Typed] | None, changed: dict[str, Typed | None],
+             drop: tuple[str, ...] = ()) -> dict[str, Typed] | None:
+    """A header or properties section with the changes (None: removed) and without the `drop` fields."""
+    out = {k: v for k, v in (fields or {}).items() if k not in drop}
+    for name, value in changed.items():
+        if value is None:
+            out.pop(name, None)
+        else:
+            out[name] = value
+    return out or None
 
 
-def _header(msg: Amqp10Message, published: MessageRecord) -> dict[str, Typed] | None:
-    header = {k: v for k, v in (msg.header or {}).items() if k not in DELIVERY_HEADER_FIELDS}
-    expiration = published.properties.get("expiration")
-    if expiration is not None and "ttl" not in header:
-        header["ttl"] = Typed("uint", int(expiration))  # the sender's TTL, which dead-lettering took off
-    return header or None
-
-
-def _annotations(msg: Amqp10Message, headers: dict[Any, Any]) -> list[tuple[Typed, Typed]] | None:
+def _pairs(pairs: list[tuple[Typed, Typed]], changed: Mapping[str, Typed | None],
+           key_type: str) -> list[tuple[Typed, Typed]]:
+    """A map section's pairs with the changes: a value replaced in place (None: removed), a new one at the end."""
     out: list[tuple[Typed, Typed]] = []
+    for key, value in pairs:
+        name = _name(key)
+        if isinstance(name, str) and name in changed:
+            new = changed[name]
+            if new is not None:
+                out.append((key, new))
+        else:
+            out.append((key, value))
+    present = {_name(k) for k, _ in pairs}
+    out += [(Typed(key_type, name), value) for name, value in changed.items()
+            if name not in present and value is not None]
+    return out
+
+
+def _annotations(msg: Amqp10Message, headers: dict[Any, Any],
+                 changed: Mapping[str, Typed | None]) -> list[tuple[Typed, Typed]] | None:
+    kept: list[tuple[Typed, Typed]] = []
     # RabbitMQ 4.3 carries a quorum queue's x-acquired-count across dead-lettering, and a client's value survives a
     # send (measured on 4.3.6): where the reset removed the death history, that stale counter goes with it
     reset = any(annotation_header(k, v) == "x-death" for k, v in msg.message_annotations or ()) \
@@ -109,7 +116,8 @@ def _annotations(msg: Amqp10Message, headers: dict[Any, Any]) -> list[tuple[Type
         view = annotation_header(key, value)
         if view is not None and view not in headers:
             continue  # the reset removed what it reads as (x-opt-deaths: x-death …)
-        out.append((key, value))
+        kept.append((key, value))
+    out = _pairs(kept, changed, "symbol")
     provenance = headers.get(PROVENANCE_HEADER)
     if isinstance(provenance, dict):
         out.append((Typed("symbol", PROVENANCE_ANNOTATION), typed(provenance)))
@@ -126,30 +134,6 @@ def _body_words(body: Body) -> str:
     if body.kind == "data":
         return f"{len(body.sections)} data sections"
     return f"an {body.kind}" if body.kind.startswith("a") else body.kind
-
-
-def typed(value: Any) -> Typed:
-    """A header value as dlxtool writes it (the provenance: text, whole numbers, times, tables, lists) as an AMQP 1.0
-    value; the 1.0 view reads it back as the same header value (header_value)."""
-    if isinstance(value, RawValue):
-        value = value.value
-    if value is None:
-        return Typed("null", None)
-    if isinstance(value, bool):
-        return Typed("boolean", value)
-    if isinstance(value, int):
-        return Typed("long", int(value))
-    if isinstance(value, float):
-        return Typed("double", value)
-    if isinstance(value, datetime):
-        return Typed("timestamp", int(value.timestamp() * 1000))
-    if isinstance(value, bytes | bytearray):
-        return Typed("binary", bytes(value))
-    if is_object(value):
-        return Typed("map", [(Typed("string", str(k)), typed(v)) for k, v in value.items()])
-    if is_list_or_tuple(value):
-        return Typed("list", [typed(v) for v in value])
-    return Typed("string", str(value))
 
 
 __all__ = ["DELIVERY_ANNOTATIONS", "header_value", "outgoing", "typed"]

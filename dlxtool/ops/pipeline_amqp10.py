@@ -84,15 +84,30 @@ def check_amqp10(session: MoveSession, queue: str, info: QueueInfo | None) -> De
     if info is not None and info.type == "stream":
         raise UsageError(f"{queue!r} is a stream: --protocol 1.0 moves messages from classic and quorum queues",
                          hint="leave --protocol out (0-9-1)")
-    how = versions.amqp10_peek_give_back(_version(session.source))
-    if how is None and (info is None or info.type != "classic"):
-        kind = "a quorum queue" if info is not None else "a queue whose type the management API cannot tell"
-        raise RefusedError(f"{queue!r} is {kind}, and on RabbitMQ {_version(session.source)} every AMQP 1.0 give-back "
-                           "of a quorum queue's message counts a delivery attempt: the messages a run over 1.0 "
-                           "leaves (not selected, or refused by their destination) would each spend one",
-                           hint="leave --protocol out: over 0.9.1 what stays is republished to the DLQ's tail "
-                                "instead; nothing was changed")
+    version = _version(session.source)
+    refusal = give_back_refusal(queue, version, info.type if info is not None else None)
+    if refusal is not None:
+        raise refusal
+    how = versions.amqp10_peek_give_back(version)
     return outcomes.MODIFY_UNCOUNTED if how == "modified" else outcomes.RELEASE
+
+
+def give_back_refusal(queue: str, version: Version | None, queue_type: str | None) -> RefusedError | None:
+    """Why a move over AMQP 1.0 from `queue` (of `queue_type`: None or "unknown" where the management API cannot
+    tell) is refused on this broker: every AMQP 1.0 give-back of a quorum queue's message counts a delivery attempt
+    on 4.0–4.2, and a move gives back what stays (None: it is not refused). replay --edit asks it before the editor
+    opens, the run again before anything is read."""
+    from dlxtool.broker import versions
+
+    if versions.amqp10_peek_give_back(version) is not None or queue_type == "classic":
+        return None
+    kind = "a quorum queue" if queue_type not in (None, "unknown") else "a queue whose type the management API " \
+        "cannot tell"
+    return RefusedError(f"{queue!r} is {kind}, and on RabbitMQ {version} every AMQP 1.0 give-back of a quorum "
+                        "queue's message counts a delivery attempt: the messages a run over 1.0 leaves (not selected, "
+                        "or refused by their destination) would each spend one",
+                        hint="leave --protocol out: over 0.9.1 what stays is republished to the DLQ's tail instead; "
+                             "nothing was changed")
 
 
 def _version(side: Session) -> Version | None:

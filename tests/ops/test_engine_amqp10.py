@@ -238,15 +238,16 @@ def test_a_stop_mid_run_loses_nothing(v4, qname) -> None:
     assert ids == [f"m{i}" for i in range(5)]
 
 
-def test_settings_the_amqp10_path_cannot_honour_are_refused(broker, qname, run) -> None:
-    """--edit (exit 2, before anything is read); on 3.x, --protocol 1.0 itself (exit 2)."""
+def test_a_broker_without_amqp10_is_refused(broker, qname, run) -> None:
+    """3.x: --protocol 1.0 (exit 2, nothing changed), with --edit before the editor opens."""
+    if versions.speaks_amqp10(broker.version):
+        pytest.skip(f"RabbitMQ {broker.version} speaks AMQP 1.0")
     with broker.channel() as ch:
         ch.queue_declare(qname, durable=True)
         ch.basic_publish("", qname, b"x")
-    edit = run("--url", broker.url, "replay", qname, "--protocol", "1.0", "--edit", "--yes")
-    assert edit.exit_code == 2 and "--protocol 1.0 does not move messages with --edit" in edit.stderr
-    if versions.speaks_amqp10(broker.version):
-        return
+    edit = run("--url", broker.url, "replay", qname, "--protocol", "1.0", "--edit", "--yes",
+               env={"EDITOR": "false", "VISUAL": "false"})
+    assert edit.exit_code == 2 and "--protocol 1.0 reads RabbitMQ 4.x" in edit.stderr
     result = run("--url", broker.url, "replay", qname, "--protocol", "1.0", "--yes", "--to", qname)
     assert result.exit_code == 2, result.stderr
     assert "--protocol 1.0 moves messages on RabbitMQ 4.x" in result.stderr
