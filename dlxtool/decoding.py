@@ -368,6 +368,8 @@ _WIRE_OF = {10: "group", 6: "i64", 16: "i64", 1: "i64", 7: "i32", 15: "i32", 2: 
 
 @dataclass(slots=True)
 class LineResult:
+    """The payload chosen in a log line, and what it decoded to."""
+
     candidate: extract.Candidate
     decoded: DecodedBody
 
