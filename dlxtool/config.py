@@ -86,6 +86,8 @@ _TLS_KEYS = {"ca", "cert", "key", "verify", "server_name"}
 
 @dataclass(frozen=True)
 class TlsOptions:
+    """A broker profile's TLS settings: CA, client certificate and key, whether to verify."""
+
     ca: str | None = None
     cert: str | None = None
     key: str | None = None
@@ -215,6 +217,8 @@ class BrokerProfile:
 
 @dataclass(frozen=True)
 class Config:
+    """The config file, read: its broker profiles and the settings that apply to all of them."""
+
     path: Path | None
     brokers: dict[str, BrokerProfile]
     default: str | None = None

@@ -34,6 +34,8 @@ ERROR_HEADERS = ("x-exception-message", "x-error", "MT-Fault-Message")
 
 @dataclass(frozen=True)
 class Death:
+    """One x-death entry: the queue that dead-lettered the message and why, how often, its exchange and routing keys."""
+
     queue: str | None
     reason: str | None
     count: int
@@ -56,12 +58,16 @@ class Death:
 
 @dataclass(frozen=True)
 class Origin:
+    """The queue a dead letter came from, and how that was found."""
+
     queue: str | None
     why: str  # how it was found, for --dry-run and history output
 
 
 @dataclass
 class DeathHistory:
+    """A message's x-death entries, with what the x-first-death-* and x-last-death-* headers say."""
+
     deaths: list[Death]
     warnings: list[str] = field(default_factory=list)
     first: dict[str, str] = field(default_factory=dict)  # queue/reason/exchange from x-first-death-*

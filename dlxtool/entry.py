@@ -10,7 +10,15 @@ before the handlers are in place.
 
 from __future__ import annotations
 
+import gc
 import signal
+
+# The cyclic garbage collector's first threshold during and after start-up (default 700): dlxtool's imports (click,
+# pika, protobuf, its own modules) allocate some 40,000 container objects that live until exit, and with the default
+# the collector ran ~57 times over them in a `peek -n 10` (11 ms of its CPU, issue 40). At this threshold a short
+# command never collects; a long one collects every 60,000 new containers (the engine streams at its own 20,000 or
+# more), so cyclic garbage stays bounded. Reference counting frees everything else as before.
+START_UP_GC_THRESHOLD = 60_000
 
 STARTUP_SIGNALS: list[int] = []  # stop signals that came before the command could handle them, in order
 
@@ -24,6 +32,8 @@ def main() -> int:
         # SIGTERM/SIGHUP set to be ignored stay ignored (`nohup dlxtool …`), as dlxtool.ops.interrupts does.
         if sig is signal.SIGINT or signal.getsignal(sig) is not signal.SIG_IGN:
             signal.signal(sig, _note)
+    young, *older = gc.get_threshold()
+    gc.set_threshold(max(young, START_UP_GC_THRESHOLD), *older)
     from dlxtool.cli import main as cli_main
 
     return cli_main()

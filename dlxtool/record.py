@@ -55,6 +55,8 @@ MAX_JSON_DEPTH = 32
 
 @dataclass
 class MessageRecord:
+    """One message as read from a queue or a record file (module docstring: the record's JSON shape)."""
+
     queue: str
     body: bytes
     position: int = 0

@@ -190,6 +190,8 @@ Check = Callable[[MessageRecord, float], bool]
 
 @dataclass(frozen=True)
 class Selection:
+    """The criteria of a selection, all of which a message must meet (module docstring)."""
+
     origins: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()
     min_deaths: int | None = None

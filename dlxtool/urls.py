@@ -14,6 +14,8 @@ AMQP_SCHEMES = {"amqp": 5672, "amqps": 5671}
 
 @dataclass(frozen=True)
 class AmqpUrl:
+    """An AMQP URL taken apart (parse_amqp_url)."""
+
     scheme: str
     host: str
     port: int

@@ -28,6 +28,8 @@ PROTOC_TIMEOUT = 300
 
 @dataclass(frozen=True, slots=True)
 class CompileResult:
+    """The compiled descriptor set of some .proto files, and whether it came from the cache."""
+
     descriptor_set: bytes  # serialized FileDescriptorSet, imports included
     cache_hit: bool
     files: dict[str, Path]  # import name (e.g. shop/orders/v1/events.proto) -> file on disk

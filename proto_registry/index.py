@@ -60,6 +60,8 @@ class TypeInfo:
 
 @dataclass(slots=True)
 class Index:
+    """What the registered types accept, indexed for identifying payloads by their tags and wire types."""
+
     types: list[TypeInfo] = field(default_factory=list)
     by_name: dict[str, int] = field(default_factory=dict)
     candidate_mask: int = 0  # every type a payload may be (map entries excluded)

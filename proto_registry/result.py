@@ -18,6 +18,8 @@ HIGH_CONFIDENCE = 0.8
 
 @dataclass(slots=True)
 class Match:
+    """One candidate type for a payload, with how well the payload parses as it."""
+
     type: str  # full name, e.g. shop.orders.v1.OrderPlaced
     score: float  # 0..1: share of payload bytes explained by valid fields (1.0 = clean parse)
     confidence: float  # 0..1: how sure we are that this is the type
@@ -46,6 +48,8 @@ class Match:
 
 @dataclass(slots=True)
 class Identification:
+    """What a payload was identified as: a status and the ranked matches."""
+
     status: str
     matches: list[Match] = field(default_factory=list)  # ranked, best first
     ambiguous: bool = False  # the payload cannot tell the best match from `equivalent`

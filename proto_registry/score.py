@@ -50,6 +50,8 @@ EVIDENCE_ENOUGH = 24.0  # past this, confidence is 1 - 6e-8: no need to look fur
 
 @dataclass(frozen=True, slots=True)
 class Scored:
+    """One type's score for a payload."""
+
     tid: int
     score: float  # share of payload bytes explained by valid fields, with penalties
     clean: bool

@@ -38,6 +38,8 @@ _WKT_MODULES = (
 
 @dataclass(slots=True)
 class LoadedFiles:
+    """The file descriptors loaded from every source, with where each came from."""
+
     files: dict[str, descriptor_pb2.FileDescriptorProto] = field(default_factory=dict)
     origins: dict[str, str] = field(default_factory=dict)  # file name -> where it came from
     cache_hits: int = 0

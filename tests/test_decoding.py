@@ -11,7 +11,7 @@ import zlib
 
 import pytest
 
-from dlxtool import decoding
+from dlxtool import decode_lines, decoding
 from dlxtool.outcome import Status
 from proto_registry import DEMO_PROTOS, Registry
 
@@ -29,7 +29,7 @@ def empty(tmp_path_factory: pytest.TempPathFactory) -> Registry:
 
 
 def line(registry: Registry, text: str, **kw: object) -> decoding.DecodedBody | None:
-    found = decoding.decode_line(registry, text, **kw)  # type: ignore[arg-type]
+    found = decode_lines.decode_line(registry, text, **kw)  # type: ignore[arg-type]
     return None if found is None else found.decoded
 
 
@@ -78,7 +78,7 @@ def test_a_malformed_payload_says_where_it_stops(shop: Registry) -> None:
 
 
 def test_whole_inputs_and_raw_mode_report_the_cut_too(shop: Registry) -> None:
-    whole = decoding.decode_whole_input(shop, CUT.encode(), "base64")
+    whole = decode_lines.decode_whole_input(shop, CUT.encode(), "base64")
     assert whole.decoded is not None and whole.decoded.status == "truncated" and whole.decoded.raw
     raw = line(shop, f"payload={CUT}", raw=True, want_text=True)
     assert raw is not None and raw.status == "truncated" and raw.text is not None
@@ -99,11 +99,11 @@ def test_compressed_payloads_decode_inflated_and_say_so(shop: Registry) -> None:
     assert over.decompressed is not None and over.decompressed["over_cap"] == 1024 * 1024
 
 
-def outcome(*statuses: str | None) -> decoding.Tally:
-    tally = decoding.Tally()
+def outcome(*statuses: str | None) -> decode_lines.Tally:
+    tally = decode_lines.Tally()
     for status in statuses:
         body = None if status is None else decoding.DecodedBody(status=status)
-        tally.add(decoding.LinePayload("-", 1, body))
+        tally.add(decode_lines.LinePayload("-", 1, body))
     return tally
 
 

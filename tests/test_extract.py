@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dlxtool import extract
-from dlxtool.decoding import decode_line
+from dlxtool.decode_lines import decode_line
 from proto_registry import DEMO_PROTOS, Registry
 
 

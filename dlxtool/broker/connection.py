@@ -43,6 +43,8 @@ class AmqpConnection(Protocol):
 
 @dataclass(frozen=True)
 class ServerInfo:
+    """What a broker says of itself in connection.start's server properties."""
+
     version: str
     cluster_name: str
     product: str

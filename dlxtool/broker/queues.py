@@ -7,7 +7,6 @@ touching it (peek, history, dump, purge, replay, load), so that none imports ano
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -168,6 +167,8 @@ def close_names(name: str, names: Iterable[str], n: int = 3) -> list[str]:
     """The names in `names` closest to `name` (difflib's ratio, case ignored): the queue a typo meant. Only those
     about as close as the closest one: queues that share a long prefix (orders.work, orders.retry, orders.dlq) are
     all somewhat close to a typo of one of them, and naming them all would not help."""
+    import difflib  # deferred: only a queue or vhost not found needs it, not every read's start-up
+
     wanted = name.lower()
     scored: dict[str, tuple[float, str]] = {}
     matcher = difflib.SequenceMatcher(b=wanted)

@@ -37,6 +37,8 @@ def expiration_taken(value: str) -> bool:
 
 @dataclass(frozen=True, order=True)
 class Version:
+    """A RabbitMQ version, ordered: major.minor.patch."""
+
     major: int
     minor: int = 0
     patch: int = 0

@@ -39,6 +39,9 @@ class Schemas:
 
 @dataclass
 class App:
+    """The command's state and services (module docstring): what the root group's options chose, streams, lazy
+    connections."""
+
     # Streams default to whatever sys.* is when used (so click's test runner can capture them).
     out: IO[str] | None = None
     err: IO[str] | None = None

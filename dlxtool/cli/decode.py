@@ -121,7 +121,7 @@ def decode(
       dlxtool decode --input base64 body.b64 --format text --top 3
       echo 'payload=CgNvLTE=' | dlxtool decode --type shop.orders.v1.OrderCancelled
     """
-    from dlxtool import decoding
+    from dlxtool import decode_lines, decoding
 
     fmt = app.output_format()
     schemas = app.schemas(proto_paths, demo=demo_schemas, offline=True)
@@ -140,11 +140,12 @@ def decode(
         with _open(app, name) as stream:
             if input_kind == "lines":
                 lines = _text_lines(stream)
-                outcomes = decoding.decode_lines(registry, lines, source=name, passthrough=passthrough, **options)
+                outcomes = decode_lines.decode_lines(registry, lines, source=name, passthrough=passthrough, **options)
                 for outcome in outcomes:
                     sink.write(outcome)
             else:
-                sink.write(decoding.decode_whole_input(registry, stream.read(), input_kind, source=name, **options))
+                sink.write(decode_lines.decode_whole_input(registry, stream.read(), input_kind, source=name,
+                                                           **options))
     return sink.close()
 
 
@@ -184,7 +185,7 @@ class _Sink:
     """Renders outcomes: jsonl streams, json collects one array, table/text stream rows for people."""
 
     def __init__(self, app: App, fmt: str) -> None:
-        from dlxtool.decoding import Tally
+        from dlxtool.decode_lines import Tally
 
         self.app, self.fmt = app, fmt
         self.width = app.table_width() if fmt == "table" else None  # a table's lines fit the terminal

@@ -141,6 +141,8 @@ class QueueFacts:
 
 @dataclass
 class ReadOptions:
+    """How a peek-style read goes: how many messages, its bounds, what it may spend, its selection and protocol."""
+
     count: int | None = 10  # None: everything there is (dump --all), still bounded by max_unacked
     max_unacked: int = 10_000
     allow_reorder: bool = False

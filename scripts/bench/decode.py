@@ -12,7 +12,7 @@ logs, logfmt and plain text, URL-safe base64, an Elixir <<..>> binary, a Python 
 of them (default 100,000).
 
 Measured in the same run:
-  - ours:   dlxtool.decoding.decode_line (extract candidates, identify, decode, JSON mapping)
+  - ours:   dlxtool.decode_lines.decode_line (extract candidates, identify, decode, JSON mapping)
   - oracle: same extractor, then FromString with the right type and the JSON mapping
   - naive:  same extractor, then parse with every type, keep the one with fewest unknown fields
             (measured on --naive-lines lines because it is slow; says so)
@@ -76,7 +76,7 @@ from google.protobuf.descriptor import FieldDescriptor  # noqa: E402
 from google.protobuf.message import DecodeError, EncodeError  # noqa: E402
 
 from dlxtool import extract  # noqa: E402
-from dlxtool.decoding import decode_line  # noqa: E402
+from dlxtool.decode_lines import decode_line  # noqa: E402
 from proto_registry import Registry, wire  # noqa: E402
 from proto_registry.index import bits  # noqa: E402
 
