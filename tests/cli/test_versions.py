@@ -359,3 +359,28 @@ def test_peek_history_dump_of_a_quorum_queue_where_a_give_back_costs_nothing(run
         assert _read_whole(broker, qname, n) == before  # same order, same x-delivery-count
     after = broker.drain(qname)
     assert [(body, (props.headers or {}).get("x-delivery-count") or 0) for _m, props, body in after] == expected
+
+
+def test_the_count_reset_removes_the_delivery_counters_a_quorum_dlq_carried(run, broker, qname) -> None:
+    """4.3: a message peeked in a quorum DLQ is delivered again with x-acquired-count (+ 1 per give-back), and a
+    client's x-acquired-count survives a publish: the replay's count reset takes it off with x-delivery-count, so the
+    origin's consumer does not meet a stale counter on its first delivery (3.x, 4.0: no such header)."""
+    dlq, work = f"{qname}.dlq", f"{qname}.work"
+    with broker.channel() as ch:
+        ch.queue_declare(dlq, durable=True, arguments={"x-queue-type": "quorum"})
+        ch.queue_declare(work, durable=True, arguments={"x-queue-type": "quorum", "x-dead-letter-exchange": "",
+                                                         "x-dead-letter-routing-key": dlq})
+        ch.basic_publish("", work, b"order", pika.BasicProperties(message_id="m-1"), mandatory=True)
+        method, _props, _body = _wait_get(ch, work)
+        ch.basic_reject(method.delivery_tag, requeue=False)
+    assert broker.wait_depth(dlq, 1) == 1
+    for _ in range(2):  # given back twice: x-acquired-count 2 on 4.3
+        peeked = run("peek", dlq, "--url", broker.url, "-f", "jsonl", "--spend-attempts", "--allow-reorder")
+        assert peeked.exit_code == 0, peeked.stderr
+    result = run("replay", dlq, "--url", broker.url, "--yes", "-f", "json")
+    assert result.exit_code == 0, result.stderr
+    [(_m, props, body)] = broker.drain(work)
+    assert body == b"order"
+    assert "x-acquired-count" not in props.headers, props.headers
+    # the origin's own count of its first delivery (3.x: 0; 4.x: none), not the DLQ's
+    assert props.headers.get("x-delivery-count", 0) == 0, props.headers
