@@ -311,8 +311,10 @@ class Guard:
         if why is None:
             profile = source.profile
             assert profile is not None
+            # a replay over 1.0 is watched over 1.0: a message a 0.9.1 consumer cannot be given would end the watch
             tap = Tap(lambda: connect(profile), bindings, replay.settings.source, {self.canary_run, self.main_run},
-                      on_death=self._on_death, timeout=source.timeout)
+                      on_death=self._on_death, timeout=source.timeout,
+                      amqp10=profile if replay.session.protocol == "1.0" else None)
             try:
                 tap.start()
                 self.tap = tap

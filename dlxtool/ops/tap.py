@@ -11,6 +11,13 @@ every exchange the DLQ is bound to, with the DLQ's own binding keys and argument
 Whatever those exchanges route to the DLQ from now on, they route to the tap too: a copy, consumed with auto-ack
 on a connection and thread of its own, so the replay's engine is never slowed or blocked by it.
 
+A replay over AMQP 1.0 is watched over AMQP 1.0 too (`amqp10`): a replayed message that RabbitMQ cannot give a 0.9.1
+consumer (4.x: a char or uuid application property, dlxtool.broker.versions) would close a 0.9.1 tap's connection
+when it dies again, and end the watch. A 1.0 receiver cannot consume a queue exclusive to another connection, so
+that tap queue is durable (4.3 refuses transient non-exclusive ones) and auto-delete: the broker deletes it when the
+receiver detaches — the process's end, a kill -9 included — or, where the process died before it attached, once
+unused for TAP_EXPIRES_MS.
+
 What the tap cannot see (docs/canary.md):
   * dead letters that reach the DLQ through the default exchange (x-dead-letter-exchange "" with a routing key
     naming the DLQ, or a parking-lot publisher that publishes to the queue by name): the default exchange cannot be
@@ -40,8 +47,10 @@ from dlxtool.ops.provenance import PROVENANCE_HEADER
 if TYPE_CHECKING:
     from dlxtool.broker.management import ManagementClient
     from dlxtool.broker.pika_types import Basic, BasicProperties, BlockingChannel, BlockingConnection
+    from dlxtool.config import BrokerProfile
 
 TAP_MAX_LENGTH = 100_000  # a flood of others' dead letters drops the tap's oldest copies, never the broker's memory
+TAP_EXPIRES_MS = 60_000   # a 1.0 tap's queue left unused this long (its process died before attaching) is deleted
 
 
 class TapUnavailable(DlxtoolError):
@@ -135,8 +144,12 @@ class Tap:
     from then on every dead letter routed to the DLQ is seen."""
 
     def __init__(self, connect: Callable[[], BlockingConnection], bindings: list[Binding], dlq: str, runs: set[str], *,
-                 on_death: Callable[[Death], None] | None = None, timeout: float = 30.0) -> None:
+                 on_death: Callable[[Death], None] | None = None, timeout: float = 30.0,
+                 amqp10: BrokerProfile | None = None) -> None:
+        """`amqp10`: watch over AMQP 1.0, connecting with this profile (a replay over 1.0); `connect` declares and
+        binds the tap queue either way."""
         self._connect = connect
+        self.amqp10 = amqp10
         self.bindings = bindings
         self.dlq = dlq
         self.runs = set(runs)
@@ -200,11 +213,23 @@ class Tap:
             name = f"dlxtool.tap.{'.'.join(sorted(self.runs))}"[:255]
             # exclusive: only this connection sees it, and the broker deletes it when the connection goes (a kill
             # -9 included); never durable
-            ch.queue_declare(name, exclusive=True, auto_delete=True,
-                             arguments={"x-max-length": TAP_MAX_LENGTH, "x-queue-type": "classic"})
+            arguments: dict[str, Any] = {"x-max-length": TAP_MAX_LENGTH, "x-queue-type": "classic"}
+            if self.amqp10 is None:
+                ch.queue_declare(name, exclusive=True, auto_delete=True, arguments=arguments)
+            else:  # consumed by a 1.0 receiver on another connection (the module docstring)
+                ch.queue_declare(name, durable=True, auto_delete=True,
+                                 arguments={**arguments, "x-expires": TAP_EXPIRES_MS})
             self.queue = name
             for b in self.bindings:
                 ch.queue_bind(name, b.exchange, routing_key=b.routing_key, arguments=dict(b.arguments) or None)
+            if self.amqp10 is not None:
+                self._conn = None
+                from dlxtool.broker.connection import close_quietly
+
+                close_quietly(conn)  # its part is done: the queue outlives it until the receiver detaches
+                conn = None
+                self._watch_amqp10(self.amqp10, name)
+                return
             ch.basic_qos(prefetch_count=500)
             ch.basic_consume(name, self._on_message, auto_ack=True)
             self._ready.set()
@@ -223,8 +248,37 @@ class Tap:
 
                 close_quietly(conn)
 
+    def _watch_amqp10(self, profile: BrokerProfile, queue: str) -> None:
+        """Take what reaches the tap queue over AMQP 1.0 until stopped (each message read whole: its 0.9.1 view's
+        headers carry the provenance, MessageRecord.from_amqp10)."""
+        from dlxtool.amqp10_message import Amqp10Error
+        from dlxtool.broker.amqp10.addresses import queue_address
+        from dlxtool.broker.amqp10.connection import open_connection
+        from dlxtool.broker.amqp10.links import Consumer
+        from dlxtool.record import MessageRecord
+
+        conn = open_connection(profile)
+        try:
+            consumer = Consumer(conn, queue_address(queue))
+            self._ready.set()
+            while not self._stopping.is_set():
+                for delivery in consumer.take(0.1):
+                    try:
+                        record = MessageRecord.from_amqp10(queue, delivery.raw)
+                    except Amqp10Error:
+                        self.others += 1  # no message of this run can be unreadable: dlxtool sent it
+                        continue
+                    self._saw(record.headers, record.body, record.properties.get("message_id"))
+            consumer.close()
+        finally:
+            conn.close()
+
     def _on_message(self, _ch: BlockingChannel, _method: Basic.Deliver, props: BasicProperties, body: bytes) -> None:
-        headers: Mapping[str, Any] = getattr(props, "headers", None) or {}
+        self._saw(getattr(props, "headers", None) or {}, body, getattr(props, "message_id", None))
+
+    def _saw(self, headers: Mapping[str, Any], body: bytes, message_id: object) -> None:
+        """One dead letter routed to the DLQ: a Death where it is one of this run's (once per publish id).
+        `message_id`: str, or bytes where it is not UTF-8."""
         found = run_of(headers)
         if found is None or found[0] not in self.runs:
             self.others += 1
@@ -233,7 +287,6 @@ class Tap:
             return
         self._seen.add(found)
         group, example = failure_of(headers, body, self.dlq)
-        message_id: object = getattr(props, "message_id", None)  # str, or bytes where it is not UTF-8
         if isinstance(message_id, bytes | bytearray):
             message_id = bytes(message_id).decode("utf-8", "replace")
         death = Death(found[0], found[1], message_id if isinstance(message_id, str) and message_id else

@@ -118,6 +118,14 @@ class _Receiver:
                   is not None, f"attaching to {address}")
         self._check()
 
+    def _detach(self) -> None:
+        """Close the link and wait a little for the broker's answer: nothing is held, so a slow detach loses
+        nothing."""
+        if self.conn.is_open:
+            self.link.close()
+            with contextlib.suppress(DlxtoolError):
+                self.conn.wait(lambda: not (self.link.state & self.link.REMOTE_ACTIVE), "closing the reader", 5)
+
     def _check(self) -> None:
         said = self.events.closed_by_broker
         if said is not None:
@@ -190,9 +198,7 @@ class HeadReader(_Receiver):
         """Settle what is held (give_back), then detach."""
         if self.conn.is_open:
             self.settle_all()
-            self.link.close()
-            with contextlib.suppress(DlxtoolError):  # settled already: a slow detach loses nothing
-                self.conn.wait(lambda: not (self.link.state & self.link.REMOTE_ACTIVE), "closing the reader", 5)
+            self._detach()  # settled already: a slow detach loses nothing
 
 
 STREAM_OFFSET_SPEC = "rabbitmq:stream-offset-spec"  # RabbitMQ's source filter: where a stream read starts
@@ -246,10 +252,39 @@ class StreamReader(_Receiver):
     def close(self) -> None:
         """Detach. Credit a read left unused (it stopped at the stream's end) may bring deliveries meanwhile: on a
         stream they take nothing away."""
-        if self.conn.is_open:
-            self.link.close()
-            with contextlib.suppress(DlxtoolError):  # nothing is held: a slow detach loses nothing
-                self.conn.wait(lambda: not (self.link.state & self.link.REMOTE_ACTIVE), "closing the reader", 5)
+        self._detach()
+
+
+class Consumer(_Receiver):
+    """A receiver that takes what reaches a queue of its own (the tap's: dlxtool.ops.tap), as a 0.9.1 consumer with
+    auto-ack would: credit kept at `window`, each delivery settled `accepted` as take() hands it out."""
+
+    def __init__(self, conn: Amqp10Connection, address: str, *, window: int = 500) -> None:
+        self.window = window
+        super().__init__(conn, address, kind="take")
+
+    def take(self, quiet: float) -> list[Delivery]:
+        """What arrived, waiting at most `quiet` seconds for a first one (none: an empty list)."""
+        missing = self.window - self.link.credit
+        if missing > 0:
+            self.link.flow(missing)
+        if not self.events.complete:
+            self.conn.waited(lambda: bool(self.events.complete) or self.events.closed_by_broker is not None,
+                             f"reading {self.address}", quiet)
+        self._check()
+        out: list[Delivery] = []
+        for handle, raw in self.events.complete:
+            apply_outcome(handle, ACCEPT)
+            out.append(Delivery(raw=raw, position=self.delivered, handle=handle, settled=True))
+            self.delivered += 1
+        self.events.complete.clear()
+        if out:
+            self.conn.pump()  # the acceptances written
+        return out
+
+    def close(self) -> None:
+        """Detach (what arrived meanwhile was never accepted: the broker keeps it in the queue)."""
+        self._detach()
 
 
 def apply_outcome(handle: Any, outcome: DeliveryState) -> None:
