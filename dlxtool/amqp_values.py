@@ -64,9 +64,15 @@ class RawValue:
         return f"RawValue({self.kind}:{self.value!r})"
 
 
-def raw_with_value(raw: RawValue, value: Any) -> RawValue:
+def raw_with_value(raw: RawValue | Long, value: Any) -> RawValue | Long:
     """`raw`'s kind holding `value` instead (an edited header kept as its AMQP bytes: a float stays a float, an L an
-    L). ValueError where that kind cannot hold it (out of range, not a number; a decimal: write a $decimal)."""
+    L; a Long — a 64-bit `l` that fits 32 bits, shown with its kind — a Long). ValueError where that kind cannot
+    hold it (out of range, not a number; a decimal: write a $decimal)."""
+    if isinstance(raw, Long):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not float(value).is_integer() \
+                or not -2**63 <= int(value) < 2**63:
+            raise ValueError(f"AMQP kind 'l' holds whole numbers from -2^63 to 2^63-1, not {value!r}")
+        return Long(int(value))
     fmt = _FIXED.get(raw.encoded[0])
     if fmt is None or isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"a value of AMQP kind {raw.kind!r} cannot be set to {value!r}")

@@ -29,9 +29,10 @@ The brake (on by default, --no-brake) watches the whole run: when more
 than --brake (default 10%) of the last 50 messages replayed died again
 (3 at least), it stops publishing, gives back what it holds and says
 what died again, by failure, with an example (exit 8).
-Watching is a tap: a temporary exclusive queue bound to the exchanges
-the DLQ is bound to, with its binding keys: it sees copies of new dead
-letters, never touches the DLQ or the origins. It cannot see dead letters
+Watching is a tap: a temporary queue of its own (exclusive; over
+--protocol 1.0 durable and auto-delete) bound to the exchanges the DLQ
+is bound to, with its binding keys: it sees copies of new dead letters,
+never touches the DLQ or the origins. It cannot see dead letters
 that reach the DLQ through the default exchange (then the brake is off,
 and --canary is refused), nor a route changed during the run.
 --batch N --pause D: a pause of D after every N messages read (with

@@ -87,9 +87,10 @@ def protocol_option(what: str) -> Callable[[F], F]:
              "sends its original sections back (every property and type; the death history and the counters the "
              "reset removes left out), settling the source only after the broker's `accepted`; what stays is held "
              "and given back in place (at most --prefetch). A message published over 0.9.1 with a table or array "
-             "header (which 1.0 readers never get) is refused unless --accept-conversion-loss. With --edit the "
-             "messages are read over 1.0 too, and an edit a 1.0 message cannot carry is named in the document. Not "
-             "from a stream. [env DLXTOOL_PROTOCOL; default: 0-9-1]")
+             "header (which 1.0 readers never get) is refused unless --accept-conversion-loss." + (
+                 " With --edit the messages are read over 1.0 too, and an edit a 1.0 message cannot carry is named "
+                 "in the document." if what == "Replay" else "")
+             + " Not from a stream. [env DLXTOOL_PROTOCOL; default: 0-9-1]")
 
 
 def purge_protocol_option(f: F) -> F:

@@ -11,21 +11,23 @@ view read it from, keeping the original's AMQP 1.0 type wherever the new value s
 - delivery_mode, priority, expiration: the header's durable, priority and ttl;
 - type: the x-basic-type annotation (an amqp-value or amqp-sequence body's type=amqp-1.0 is the view's, not a
   property: it cannot change);
-- a header: the application property or `x-` message annotation it reads as (a new one: an annotation where its name
-  starts with x-, else an application property), typed as the original was where the value fits (dlxtool.ops.
-  amqp10_changes.typed_like); an application property holds simple values only (AMQP 1.0 §3.2.5), so a table or a
-  list there has no form.
+- a header: the application property or `x-` message annotation it reads as (the annotation where both have the
+  name: the view shows that one; a new one: an annotation where its name starts with x-, else an application
+  property), typed as the original was where the value fits (`typed_like`: a ulong shown wrapped past 2^63-1 is
+  wrapped back, a binary shown as its text is binary again, an array keeps its element type); an application
+  property holds simple values only (AMQP 1.0 §3.2.5), so a table or a list there has no form.
 
 What has none — cluster_id, the death history, the headers the view makes from a binary id (x-message-id,
-x-correlation-id), x-cc or the received time — is a `Why` (Stay.NOT_SENT): the message stays rather than going out
-half-changed, and `replay --edit` names it as a problem in the document before anything moves.
+x-correlation-id: changed or removed), x-cc or the received time, a header named as an annotation the view does not
+show as one (x-exchange, x-basic-*, x-opt-deaths …) — is a `Why` (Stay.NOT_SENT): the message stays rather than
+going out half-changed, and `replay --edit` names it as a problem in the document before anything moves.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +44,14 @@ if TYPE_CHECKING:
 # Headers the view makes from something else than an application property or an x- annotation of that name
 _VIEW_ONLY = {"x-message-id": "a binary message-id", "x-correlation-id": "a binary correlation-id",
               "CC": "the x-cc annotation", "timestamp_in_ms": "the broker's received time"}
-_HISTORY = ("x-death", "x-first-death-", "x-last-death-")
+_HISTORY = ("x-death", "x-first-death-", "x-last-death-", "x-opt-deaths")
+# Annotations that are not headers to the view (a delivery's, a basic property's, the broker's own, dlxtool's
+# provenance): a header of such a name would plant one
+_NOT_HEADERS = {"x-exchange": "the broker's (where it delivered the message from)", "x-routing-key": "the broker's",
+                "x-cc": "the broker's CC list (shown as the header CC)",
+                "x-opt-rabbitmq-received-time": "the broker's received time",
+                "x-opt-dlxtool-replay": "dlxtool's provenance (shown as the header dlxtool-replay)"}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _INTEGERS = {"ubyte": (0, 2**8 - 1), "ushort": (0, 2**16 - 1), "uint": (0, 2**32 - 1), "ulong": (0, 2**64 - 1),
              "byte": (-2**7, 2**7 - 1), "short": (-2**15, 2**15 - 1), "int": (-2**31, 2**31 - 1),
              "long": (-2**63, 2**63 - 1)}
@@ -76,6 +85,10 @@ def changes(msg: Amqp10Message, source: MessageRecord, published: MessageRecord)
         why = _header(msg, name, value, out)
         if why is not None:
             return Why(f"its header {name!r} was changed, which {why}", Stay.NOT_SENT)
+    for name in ("x-message-id", "x-correlation-id"):  # a binary id's header: removing it removes nothing
+        if name in old and name not in new:
+            return Why(f"its header {name!r} was removed, which {_VIEW_ONLY[name]} is shown as: remove the property "
+                       "itself", Stay.NOT_SENT)
     return out
 
 
@@ -94,8 +107,8 @@ def _property(msg: Amqp10Message, name: str, value: Any, out: Changes) -> str | 
         if value is None:
             out.properties["creation_time"] = None
         elif isinstance(value, int | datetime):
-            seconds = value.timestamp() if isinstance(value, datetime) else value
-            out.properties["creation_time"] = Typed("timestamp", int(seconds * 1000))
+            ms = milliseconds(value) if isinstance(value, datetime) else value * 1000
+            out.properties["creation_time"] = Typed("timestamp", ms)
         else:
             return "has to be a whole number of seconds"
     elif name == "app_id":
@@ -127,13 +140,17 @@ def _header(msg: Amqp10Message, name: Any, value: Any, out: Changes) -> str | No
         return f"is how a 0.9.1 reader is shown {_VIEW_ONLY[name]}: edit the property itself"
     if name.startswith(_HISTORY):
         return "is the death history (the broker's x-opt-deaths): not something a move sets"
+    if name in _NOT_HEADERS or name.startswith("x-basic-"):
+        return f"is {_NOT_HEADERS.get(name, 'a basic property (edit the property itself)')}: not a header to set"
+    annotation = msg.annotation(name) if name.startswith("x-") else None
     prop = msg.application_property(name)
-    if prop is not None or not name.startswith("x-"):
+    if annotation is None and (prop is not None or not name.startswith("x-")):
         if isinstance(value, dict) or is_list_or_tuple(value):
             return "an AMQP 1.0 application property cannot hold: simple values only (a table or a list is no such)"
         out.application_properties[name] = typed_like(prop, value)
         return None
-    out.annotations[name] = typed_like(msg.annotation(name), value)
+    # an x- name: the annotation (which the view shows where an application property has the same name)
+    out.annotations[name] = typed_like(annotation, value)
     return None
 
 
@@ -147,19 +164,34 @@ def typed_like(original: Typed | None, value: Any) -> Typed:
         t = original.type
         if t in _INTEGERS and isinstance(value, int) and not isinstance(value, bool):
             low, high = _INTEGERS[t]
+            if t == "ulong" and value < 0:
+                value += 2**64  # the view shows a ulong past 2^63-1 wrapped, as RabbitMQ's conversion does
             if low <= value <= high:
                 return Typed(t, int(value))
         if t in ("symbol", "string") and isinstance(value, str):
             return Typed(t, value)
-        if t in ("float", "double") and isinstance(value, float):
-            return Typed(t, value)
+        if t == "binary" and isinstance(value, str):
+            return Typed(t, value.encode("utf-8"))  # shown as its text where that is UTF-8
+        if t in ("float", "double") and isinstance(value, int | float) and not isinstance(value, bool):
+            return Typed(t, float(value))
         if t == "timestamp" and isinstance(value, datetime):
-            return Typed(t, int(value.timestamp() * 1000))
+            return Typed(t, milliseconds(value))
         if t == "uuid" and isinstance(value, str) and _is_uuid(value):
             return Typed(t, value.lower())
         if t == "char" and isinstance(value, str) and len(value) == 1:
             return Typed(t, value)
+        if t == "array" and is_list_or_tuple(value):
+            element = original.value[0]
+            items = [typed_like(Typed(element, None), v) for v in value]
+            if all(item.type == element for item in items):
+                return Typed("array", (element, items))
     return typed(value)
+
+
+def milliseconds(moment: datetime) -> int:
+    """A point in time as an AMQP timestamp (ms since the epoch), exactly (no float rounding)."""
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return (aware - _EPOCH) // timedelta(milliseconds=1)
 
 
 def typed(value: Any) -> Typed:
@@ -178,7 +210,7 @@ def typed(value: Any) -> Typed:
     if isinstance(value, Decimal):
         return Typed("string", str(value))
     if isinstance(value, datetime):
-        return Typed("timestamp", int(value.timestamp() * 1000))
+        return Typed("timestamp", milliseconds(value))
     if isinstance(value, bytes | bytearray):
         return Typed("binary", bytes(value))
     if is_object(value):

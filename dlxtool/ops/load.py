@@ -388,7 +388,8 @@ def load_headers(record: MessageRecord, settings: LoadSettings) -> dict[str, Any
 
     headers = replay_headers(record, source=f"file {settings.name}", reset_names=settings.reset_names,
                              keep_history=not settings.reset_history)
-    if not settings.reset_history:  # 1.0 without the reset: only the death history goes (the counters stay)
+    # 1.0 without the reset: only the death history and the broker's delivery counters go (retry counters stay)
+    if not settings.reset_history:
         for name in HISTORY_HEADERS:
             headers.pop(name, None)
     return headers

@@ -6,8 +6,9 @@ that parks it (Spring's republish recoverer, a team's parking-lot publisher) cop
 So the dead letters of *this* run are the ones whose provenance names this run.
 
 To see them without consuming, reordering or spending delivery attempts on the DLQ (or the origins), the tap is a
-queue of our own — exclusive to the tap's connection, so the broker deletes it when that connection goes — bound to
-every exchange the DLQ is bound to, with the DLQ's own binding keys and arguments (read from the management API).
+queue of our own — exclusive to the tap's connection, so the broker deletes it when that connection goes (over AMQP
+1.0: durable and auto-delete, below) — bound to every exchange the DLQ is bound to, with the DLQ's own binding keys
+and arguments (read from the management API).
 Whatever those exchanges route to the DLQ from now on, they route to the tap too: a copy, consumed with auto-ack
 on a connection and thread of its own, so the replay's engine is never slowed or blocked by it.
 
@@ -16,7 +17,9 @@ consumer (4.x: a char or uuid application property, dlxtool.broker.versions) wou
 when it dies again, and end the watch. A 1.0 receiver cannot consume a queue exclusive to another connection, so
 that tap queue is durable (4.3 refuses transient non-exclusive ones) and auto-delete: the broker deletes it when the
 receiver detaches — the process's end, a kill -9 included — or, where the process died before it attached, once
-unused for TAP_EXPIRES_MS.
+unused for TAP_EXPIRES_MS. The other way round, a 0.9.1 message with a decimal header ends the 1.0 session it is
+delivered to (4.0.5, 4.3.6: versions.decimal_poison_amqp10): another application's such dead letter routed to the
+DLQ's exchanges during the run ends a 1.0 tap's watch, which the run then says (the brake is off from there on).
 
 What the tap cannot see (docs/canary.md):
   * dead letters that reach the DLQ through the default exchange (x-dead-letter-exchange "" with a routing key
@@ -163,6 +166,8 @@ class Tap:
         self._lock = threading.Lock()
         self._ready = threading.Event()
         self._stopping = threading.Event()
+        self._draining = threading.Event()  # stop() asks: read what is routed to the tap queue already, then end
+        self._drained = threading.Event()   # the tap thread: done so (or ended)
         self._thread: threading.Thread | None = None
         self._conn: BlockingConnection | None = None  # the tap thread's, while it runs
 
@@ -180,10 +185,18 @@ class Tap:
             raise TapUnavailable(f"no tap on {self.dlq!r}: {self.error}")
 
     def stop(self, linger: float = 0.0) -> None:
-        """Stop watching (after `linger` seconds more); the tap queue goes with its connection."""
+        """Stop watching, once the dead letters already routed to the tap queue are read (at most `linger` seconds
+        more: the thread asks the broker whether the queue holds any still); the tap queue goes with its
+        connection."""
         began = time.monotonic()
-        if linger > 0 and self.error is None:
-            time.sleep(linger)
+        if linger > 0 and self.watching:
+            self._draining.set()
+            conn = self._conn
+            if conn is not None:
+                from dlxtool.broker.connection import wake
+
+                wake(conn)
+            self._drained.wait(linger)
         self._stopping.set()
         conn = self._conn
         if conn is not None:  # its loop ends now, not at the end of its 0.1 s wait for frames (every small run's cost)
@@ -211,8 +224,8 @@ class Tap:
             conn = self._conn = self._connect()
             ch = conn.channel()
             name = f"dlxtool.tap.{'.'.join(sorted(self.runs))}"[:255]
-            # exclusive: only this connection sees it, and the broker deletes it when the connection goes (a kill
-            # -9 included); never durable
+            # over 0.9.1 exclusive: only this connection sees it, and the broker deletes it when the connection goes
+            # (a kill -9 included); never durable
             arguments: dict[str, Any] = {"x-max-length": TAP_MAX_LENGTH, "x-queue-type": "classic"}
             if self.amqp10 is None:
                 ch.queue_declare(name, exclusive=True, auto_delete=True, arguments=arguments)
@@ -236,12 +249,17 @@ class Tap:
             while not self._stopping.is_set():
                 # pika takes seconds as a float (its stub in typeshed says int)
                 conn.process_data_events(time_limit=0.1)  # pyright: ignore[reportArgumentType]
+                if self._draining.is_set() and not ch.queue_declare(name, passive=True).method.message_count:
+                    # what was routed to it is on its way to us, or here: read, then done
+                    conn.process_data_events(time_limit=0)
+                    break
         except Exception as exc:  # noqa: BLE001 - said by the caller: the run goes on without watching
             from dlxtool.broker.connection import describe_failure
 
             self.error = describe_failure(exc)
         finally:
             self._ready.set()
+            self._drained.set()
             self._conn = None
             if conn is not None:
                 from dlxtool.broker.connection import close_quietly
@@ -262,13 +280,16 @@ class Tap:
             consumer = Consumer(conn, queue_address(queue))
             self._ready.set()
             while not self._stopping.is_set():
-                for delivery in consumer.take(0.1):
+                draining = self._draining.is_set()  # then: what the queue holds now (a drain), and done
+                for delivery in consumer.take(0.1, drain=draining):
                     try:
                         record = MessageRecord.from_amqp10(queue, delivery.raw)
                     except Amqp10Error:
                         self.others += 1  # no message of this run can be unreadable: dlxtool sent it
                         continue
                     self._saw(record.headers, record.body, record.properties.get("message_id"))
+                if draining:
+                    break
             consumer.close()
         finally:
             conn.close()

@@ -163,6 +163,21 @@ def test_a_header_kept_as_its_amqp_bytes_is_changed_through_its_value() -> None:
     assert floated.errors and "header 'n': cannot write a header value of type float" in floated.errors[0]
 
 
+def test_a_64_bit_header_shown_with_its_kind_is_changed_through_its_value() -> None:
+    """A Long (kind `l`: a count RabbitMQ wrote, a 1.0 long or ulong property in the view) that fits 32 bits is shown
+    as {"$amqp": its bytes, "$value": N}: an edit of its value keeps the kind (it crashed before)."""
+    from dlxtool.amqp_values import Long
+
+    record = MessageRecord("q.dlq", b"x", headers={"n": Long(5)})
+    doc = build([(record, "0" * 16)], "test", lambda: None)
+    assert '"$value": 5' in doc.text() and doc.read(doc.text(), lambda: None).edited[0].changed == ()
+    edited = doc.read(doc.text().replace('"$value": 5', '"$value": -7'), lambda: None).edited[0]
+    assert edited.set_headers == {"n": -7} and type(edited.set_headers["n"]) is Long
+    for bad, words in (('"$value": 2.5', "whole numbers"), ('"$value": 9223372036854775808', "2^63-1")):
+        problems = doc.read(doc.text().replace('"$value": 5', bad), lambda: None).errors
+        assert problems and words in problems[0], problems
+
+
 def test_a_document_edited_again_lists_the_last_problems_at_its_top(doc, registry) -> None:
     from dlxtool.editing.document import with_problems
 

@@ -133,3 +133,42 @@ def test_typed_values_keep_what_the_provenance_holds() -> None:
     assert typed({"a": [1, "x", None, True, b"\x00"]}) == Typed("map", [(Typed("string", "a"), Typed("list", [
         Typed("long", 1), Typed("string", "x"), Typed("null", None), Typed("boolean", True),
         Typed("binary", b"\x00")]))])
+
+
+def test_typed_like_keeps_the_original_type_where_the_edited_value_fits() -> None:
+    from dlxtool.ops.amqp10_changes import milliseconds, typed_like
+
+    ulong = Typed("ulong", 2**64 - 1)
+    assert typed_like(ulong, -2) == Typed("ulong", 2**64 - 2)   # shown wrapped, as the conversion does
+    assert typed_like(ulong, 7) == Typed("ulong", 7)
+    assert typed_like(Typed("uint", 1), -1) == Typed("long", -1)  # no longer fits: dlxtool's own form
+    assert typed_like(Typed("binary", b"abc"), "abd") == Typed("binary", b"abd")  # shown as its text
+    assert typed_like(Typed("double", 1.5), 2) == Typed("double", 2.0)
+    assert typed_like(Typed("symbol", "a"), "b") == Typed("symbol", "b")
+    assert typed_like(Typed("symbol", "a"), 5) == Typed("long", 5)
+    assert typed_like(Typed("array", ("symbol", [_sym("a")])), ["b", "c"]) == Typed("array", ("symbol", [
+        _sym("b"), _sym("c")]))
+    assert typed_like(Typed("uuid", "12345678-1234-5678-1234-567812345678"), "not a uuid") == Typed("string",
+                                                                                                   "not a uuid")
+    moment = datetime(2026, 1, 2, 3, 4, 5, 123000, tzinfo=UTC)
+    assert typed_like(Typed("timestamp", 0), moment) == Typed("timestamp", milliseconds(moment))
+    assert milliseconds(moment) == 1767323045123  # exact: no float rounding
+
+
+def test_an_x_name_both_an_annotation_and_a_property_is_edited_where_the_view_reads_it() -> None:
+    """view_091 shows the annotation where both hold the name; the edit goes there too. Names the view never shows as
+    headers, and removing a binary id's header, stay with the reason."""
+    msg = Amqp10Message(message_annotations=[(_sym("x-opt-a"), Typed("string", "ann"))],
+                        application_properties=[(Typed("string", "x-opt-a"), Typed("string", "prop"))],
+                        properties={"message_id": Typed("binary", b"\x01")}, body=Body("data", [b"x"]))
+    record = MessageRecord.from_amqp10("q", encode_message(msg))
+    assert record.headers["x-opt-a"] == "ann"
+    sent = outgoing(record, replace(record, headers={**record.headers, "x-opt-a": "new"}))
+    assert isinstance(sent, bytes)
+    assert view_091(parse_message(sent))[1]["x-opt-a"] == "new"
+    for headers, words in [({**record.headers, "x-opt-deaths": []}, "death history"),
+                           ({**record.headers, "x-basic-priority": 1}, "basic property"),
+                           ({**record.headers, "x-exchange": "e"}, "the broker's"),
+                           ({k: v for k, v in record.headers.items() if k != "x-message-id"}, "was removed")]:
+        why = outgoing(record, replace(record, headers=headers))
+        assert isinstance(why, Why) and words in why, (words, why)

@@ -144,7 +144,8 @@ class HeadReader(_Receiver):
 
     def __init__(self, conn: Amqp10Connection, address: str, *, give_back: DeliveryState) -> None:
         self.give_back = give_back
-        self.unsettled: list[Delivery] = []
+        # held, in the order delivered: by id (a settlement of one of thousands held must not rebuild a list)
+        self._unsettled: dict[int, Delivery] = {}
         self.exhausted = False  # the last drain came back short: the queue had no more ready
         super().__init__(conn, address, kind="read")
 
@@ -166,9 +167,14 @@ class HeadReader(_Receiver):
         for handle, raw in got:
             delivery = Delivery(raw=raw, position=self.delivered, handle=handle)
             self.delivered += 1
-            self.unsettled.append(delivery)
+            self._unsettled[id(delivery)] = delivery
             out.append(delivery)
         return out
+
+    @property
+    def unsettled(self) -> list[Delivery]:
+        """The deliveries held, in the order delivered."""
+        return list(self._unsettled.values())
 
     def arrived(self) -> list[Delivery]:
         """The deliveries that arrived whole but were not handed out by read() (it raised: the link or session
@@ -183,12 +189,12 @@ class HeadReader(_Receiver):
         """Give one delivery its outcome (and settle it)."""
         apply_outcome(delivery.handle, outcome)
         delivery.settled = True
-        self.unsettled = [d for d in self.unsettled if d is not delivery]
+        self._unsettled.pop(id(delivery), None)
 
     def settle_all(self, outcome: DeliveryState | None = None) -> None:
         """Every unsettled delivery, in the order delivered (the order a quorum queue keeps returns in), then wait
         until the settlements are written."""
-        held = list(self.unsettled)
+        held = self.unsettled
         for delivery in held:
             self.settle(delivery, outcome or self.give_back)
         if held:  # with nothing to write, a pump waits in proton's select for the next frame (a heartbeat: seconds)
@@ -263,14 +269,21 @@ class Consumer(_Receiver):
         self.window = window
         super().__init__(conn, address, kind="take")
 
-    def take(self, quiet: float) -> list[Delivery]:
-        """What arrived, waiting at most `quiet` seconds for a first one (none: an empty list)."""
-        missing = self.window - self.link.credit
-        if missing > 0:
-            self.link.flow(missing)
-        if not self.events.complete:
-            self.conn.waited(lambda: bool(self.events.complete) or self.events.closed_by_broker is not None,
-                             f"reading {self.address}", quiet)
+    def take(self, quiet: float, *, drain: bool = False) -> list[Delivery]:
+        """What arrived, waiting at most `quiet` seconds for a first one (none: an empty list). `drain`: everything
+        the queue holds now (the broker sends it, then says it is out), however long that takes, and no more
+        credit after it."""
+        if drain:
+            self.link.drain(self.window)
+            self.conn.wait(lambda: (not self.link.draining() and not self.events.receiving)
+                           or self.events.closed_by_broker is not None, f"draining {self.address}")
+        else:
+            missing = self.window - self.link.credit
+            if missing > 0:
+                self.link.flow(missing)
+            if not self.events.complete:
+                self.conn.waited(lambda: bool(self.events.complete) or self.events.closed_by_broker is not None,
+                                 f"reading {self.address}", quiet)
         self._check()
         out: list[Delivery] = []
         for handle, raw in self.events.complete:
