@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from dlxtool import waits
+from dlxtool.broker.naming import process_gone
 from dlxtool.errors import DlxtoolError
 from dlxtool.json_shapes import is_object, items_of
 
@@ -38,8 +39,6 @@ def reclaim_dead_runs(management: ManagementClient | None, vhost: str, report: R
     """Close the connections of `vhost` that dlxtool runs of this host left behind (their process is gone), so that
     the broker gives back now what they held; the names closed. Where the API cannot list or close them, nothing
     is closed and nothing is said here (the held count says the rest)."""
-    from dlxtool.broker.naming import process_gone
-
     if management is None:
         return []
     try:
