@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from dlxtool import waits
+from dlxtool.broker.management import sampled_text
 from dlxtool.broker.naming import process_gone
 from dlxtool.errors import DlxtoolError
 from dlxtool.json_shapes import is_object, items_of
@@ -82,7 +83,6 @@ def held_elsewhere(info: QueueInfo | None, management: ManagementClient | None, 
     passive declare's count (now). With no consumer now, the API's count is read again after its next sample
     (at most STATS_WAIT): a count from before the last consumer went is no holding. They are not lost; a run
     covers only the ready ones."""
-    from dlxtool.broker.management import sampled_text
     from dlxtool.ops.busy import connection_named
 
     if info is None or not info.messages_unacked:
