@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from dlxtool.amqp_values import Long
 
@@ -144,8 +145,6 @@ def _id_text(value: Typed) -> str | bytes | None:
 
 def _reply_to(address: str) -> str:
     """/queues/NAME (address v2) is the queue NAME to a 0.9.1 reader (the default exchange's key)."""
-    from urllib.parse import unquote
-
     if address.startswith("/queues/") and "/" not in address[len("/queues/"):]:
         return unquote(address[len("/queues/"):])
     return address

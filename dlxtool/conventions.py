@@ -36,6 +36,7 @@ from dlxtool.deaths import (
     find_origin,
     parse_history,
 )
+from dlxtool.errors import UsageError
 
 X_DEATH = "x-death"
 
@@ -832,8 +833,6 @@ def check_origin_from(name: str | None, known: Sequence[Convention]) -> None:
         return
     names = [c.name for c in known]
     if name not in names:
-        from dlxtool.errors import UsageError
-
         raise UsageError(f"--origin-from {name}: no such convention",
                          hint=f"known: {', '.join(names)} (teams' own go in the config file as [conventions.NAME])")
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from dlxtool import compression
 from dlxtool.errors import DlxtoolError, NotFoundError, UsageError
 from dlxtool.record import MessageRecord
+from dlxtool.render import dumps
 from proto_registry.errors import (
     CompileError,
     DecodeError,
@@ -386,8 +387,6 @@ def decode_candidate(
         unwrapped = unwrap_body(data)
     if unwrapped is not None:
         if unwrapped.payload is None:
-            from dlxtool.render import dumps
-
             return DecodedBody(status=NOT_PROTOBUF, error=f"an AMQP 1.0 {unwrapped.what}, not protobuf",
                                content=dumps(unwrapped.value).decode("utf-8"), amqp10=unwrapped.what)
         out = decode_candidate(registry, unwrapped.payload, hints, type_name, raw, top, want_text, strong=strong,

@@ -9,12 +9,17 @@ candidate that a caller-supplied rating (e.g. "how well does it decode") likes m
 
 from __future__ import annotations
 
+import ast
 import base64
 import binascii
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
+from urllib.parse import unquote
+
+import orjson
 
 T = TypeVar("T")
 
@@ -105,9 +110,6 @@ def _literal_candidates(line: str) -> Iterator[Candidate]:
 def _literal(text: str) -> object:
     """ast.literal_eval without the compiler's warnings about odd escapes (b'\\N…' in a log line),
     which would otherwise reach the user's terminal (a SyntaxWarning from Python 3.12 on)."""
-    import ast  # only for lines holding b'...' or \\x escapes: ~5 ms of import otherwise paid by every start
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return ast.literal_eval(text)
@@ -184,8 +186,6 @@ def _whole_value(line: str, start: int, stop: int, key: str | None) -> Candidate
         return None
     value = line[start:end]
     if "%" in value:
-        from urllib.parse import unquote
-
         unquoted = unquote(value)
         got = decode_base64(unquoted) if unquoted != value else None
         if got is not None:
@@ -276,8 +276,6 @@ def content_kind(data: bytes, *, strong: bool) -> str | None:
     words decode to printable bytes by chance."""
     head = data.lstrip()[:1]
     if head in (b"{", b"["):
-        import orjson
-
         try:
             orjson.loads(data)
             return "JSON"

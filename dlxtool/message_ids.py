@@ -9,6 +9,7 @@ decoding the rest (a skip over each field before it)."""
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,8 +135,6 @@ def read_id_lines(lines: Any, where: str) -> list[str]:
         if not line:
             continue
         if len(line) >= 2 and line[0] == line[-1] == '"':
-            import json
-
             try:
                 line = str(json.loads(line))
             except ValueError:

@@ -10,6 +10,7 @@ import base64
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
@@ -590,8 +591,6 @@ _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
 def _http_date(text: str) -> float | None:
     """'Tue, 01 Dec 2026 23:37:23 GMT' (RFC 9110's IMF-fixdate, what cowboy sends) -> epoch seconds, else None.
     By hand: email.utils would cost every command that reads a queue its imports."""
-    from datetime import UTC, datetime
-
     parts = text.split()
     try:
         day, month, year = int(parts[1]), _MONTHS.index(parts[2]) + 1, int(parts[3])

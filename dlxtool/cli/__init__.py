@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import importlib
 import os
 import sys
@@ -11,11 +12,19 @@ from typing import IO, Any, cast
 
 import click
 
-from dlxtool import __version__, secrets
+from dlxtool import __version__, secrets, waits
 from dlxtool.cli.app import App
 from dlxtool.cli.options import all_vhosts_option, connection_options, format_option
 from dlxtool.cli.output import exit_code_of
+from dlxtool.cli.streams import FallbackStream, summary_file
 from dlxtool.errors import DlxtoolError, QueueLocked, QueueNotFound, VhostNotFound
+from dlxtool.ops import interrupts
+from dlxtool.ops.interrupts import (
+    describe,
+    hold_stop_signals_until_exit,
+    ignore_ctrl_c_from_now_on,
+    take_startup_signal,
+)
 from dlxtool.outcome import Outcome, Status
 
 # name -> "module:attribute"; modules load only when their command runs, so --help stays fast.
@@ -111,8 +120,6 @@ class DlxtoolGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; what it returns (an Outcome) or raises (a DlxtoolError, pika's failure, a stop
         signal) becomes one line on stderr and the exit code (dlxtool.cli.output), here only."""
-        from dlxtool.ops import interrupts
-
         interrupts.forget_signals()
         returned: Any = None  # every except below ends the command (ctx.exit raises)
         try:
@@ -189,8 +196,6 @@ def _owner(ctx: click.Context, exc: QueueLocked) -> None:
 
 def finish(ctx: click.Context, outcome: Outcome, exc: BaseException | None = None) -> None:
     """Say how the command ended (unless it ended well: its output said that) and exit with its code."""
-    from dlxtool.ops import interrupts
-
     if outcome.ok:
         return
     _end_journaled_run(ctx, outcome)
@@ -317,8 +322,6 @@ def _os_user() -> str:
 def _guard_streams(app: App) -> None:
     """Output a gone terminal (SIGHUP: EIO; through ssh: EPIPE) cannot take goes to a file instead of
     failing the command half-way through its summary (dlxtool.cli.streams.FallbackStream)."""
-    from dlxtool.cli.streams import FallbackStream, summary_file
-
     summary_file.env = app.env  # where the file goes: $XDG_STATE_HOME of the command's environment
 
     # A text stream by delegation (FallbackStream.__getattr__), not by class: typed as the IO it wraps.
@@ -331,8 +334,6 @@ def _guard_streams(app: App) -> None:
 def _after_startup_signal(code: int) -> int:
     """A stop signal noted during start-up that no command acted on (`--help`, a usage error): its exit code and one
     line, as a command stopped by it (dlxtool.entry)."""
-    from dlxtool.ops.interrupts import describe, take_startup_signal
-
     came = take_startup_signal()
     if came is None:
         return code
@@ -342,8 +343,6 @@ def _after_startup_signal(code: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dlxtool.ops.interrupts import hold_stop_signals_until_exit
-
     hold_stop_signals_until_exit()  # from the command's end to ignore_ctrl_c_from_now_on() below
     app = App()
     try:
@@ -353,9 +352,6 @@ def main(argv: list[str] | None = None) -> int:
     else:
         code = 0
     _say_waits(app)
-    from dlxtool.cli.streams import summary_file
-    from dlxtool.ops.interrupts import ignore_ctrl_c_from_now_on
-
     ignore_ctrl_c_from_now_on()
     code = _after_startup_signal(code)
     if summary_file.path is not None:  # say where, in case the other stream still reaches someone
@@ -369,8 +365,6 @@ def main(argv: list[str] | None = None) -> int:
 def _say_waits(app: App) -> None:
     """With -v: what the command waited for that was not its messages (dlxtool.waits: the one place that names
     them), each with how long it took and its bound."""
-    from dlxtool import waits
-
     if not app.verbose or not waits.taken():
         return
     with contextlib.suppress(OSError, ValueError):
@@ -384,6 +378,4 @@ def _leave_objects_to_the_os() -> None:
     with strace between its last write and exit_group. Nothing is lost by it: the commands close (and sync)
     their files themselves, standard streams are flushed at exit as always, atexit handlers still run, and
     objects not in a reference cycle are still freed one by one; only cyclic garbage is left to the OS."""
-    import gc
-
     gc.freeze()

@@ -34,6 +34,7 @@ from dlxtool.cli.reading import (
     read_queue,
 )
 from dlxtool.errors import UsageError
+from dlxtool.ops.interrupts import summary_before_ctrl_c
 from dlxtool.outcome import OK, Outcome
 from dlxtool.record import MessageRecord
 from dlxtool.selection import Selection
@@ -128,7 +129,6 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
            selection: Selection, accept_conversion_loss: bool) -> Outcome:
     """--remove: a purge --backup (dlxtool.ops.purge.Purge, its checks and its run over the move pipeline, over
     --protocol) whose records are dump's (DecodingSink) and whose summary is dump's."""
-    from dlxtool.ops.interrupts import summary_before_ctrl_c
     from dlxtool.ops.purge import DRAIN_WORDS, Purge, PurgeReport, PurgeSettings
 
     if read.get("offset") is not None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dlxtool.cli.app import App, _isatty
+from dlxtool.cli.reading import finish_read, make_read_options, read_queue, sample_note
 from dlxtool.editing.edits import Edited, Edits
 from dlxtool.errors import DlxtoolError, RefusedError, UsageError
 from dlxtool.ops.stay import Why
@@ -161,7 +162,6 @@ def _uncarried(e: Edited, record: MessageRecord) -> str | None:
 def _read(app: App, dlq: str, selection: Selection, request: EditRequest,
           protocol: WireProtocol) -> list[tuple[MessageRecord, str]]:
     """The selected messages with their fingerprints, read as `peek` reads (given back before anything else)."""
-    from dlxtool.cli.reading import finish_read, make_read_options, read_queue, sample_note
     from dlxtool.ops.provenance import record_fingerprint
 
     limit = selection.limit if selection.limit is not None else EDIT_LIMIT

@@ -12,6 +12,7 @@ import click
 
 from dlxtool import secrets
 from dlxtool.cli.app import App
+from dlxtool.cli.explaining import Cells
 from dlxtool.ops.canary import BRAKE_DEFAULT, BRAKE_WINDOW, Guard, GuardSettings
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -168,8 +169,6 @@ class Guarding:
                      "them by the end of the run)")
         groups = g.groups()
         if groups:
-            from dlxtool.cli.explaining import Cells
-
             cells = Cells(app)
             app.write_table([[x["messages"], cells(x["failure"]), x["example_message"], cells(x["example_error"])]
                              for x in groups], ["died again", "failure", "example", "error"])

@@ -14,6 +14,7 @@ from dlxtool.cli.options import common_options, dry_run_option, max_bytes_option
 from dlxtool.cli.reading import chosen_protocol
 from dlxtool.errors import UsageError
 from dlxtool.ops.conversion_check import CONVERSION_FLAG
+from dlxtool.ops.interrupts import summary_before_ctrl_c
 from dlxtool.outcome import Outcome
 
 HELP = """Publish the message records in FILE (`-` = stdin) to a broker.
@@ -142,7 +143,6 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencod
          allow_torn: bool, dry_run: bool, yes: bool, protocol: WireProtocol | None = None,
          accept_conversion_loss: bool = False) -> Outcome | None:
     from dlxtool.cli.moving import run_moving
-    from dlxtool.ops.interrupts import summary_before_ctrl_c
     from dlxtool.ops.load import Load, LoadRun, LoadSettings
 
     if reset_headers and not reset_history:

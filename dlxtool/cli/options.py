@@ -6,6 +6,7 @@ and after it (`dlxtool peek q --broker prod`); the callbacks store them on the A
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, overload
@@ -326,8 +327,6 @@ def selection_options(f: F | None = None, *, limit: bool = True) -> F | Callable
     `limit`: with -n/--limit (replay, purge); the readers count with their own -n, after selecting."""
 
     def decorate(func: F) -> F:
-        import functools
-
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             from dlxtool.selection import build_selection

@@ -169,7 +169,7 @@ def body_preview(record: MessageRecord, width: int = 60) -> str:
 
     A guess (defective, ambiguous or of low confidence) is marked as one, with its confidence: the
     same bytes read as a clean, sure match would be a lie (see decoding.match_label)."""
-    from dlxtool import compression, render
+    from dlxtool import compression
 
     stop = stop_label(record)
     if record.decoded and record.decoded.get("message") is not None and record.decoded.get("type"):
@@ -225,7 +225,7 @@ def whole_body_of(record: MessageRecord, raw: bool = False) -> tuple[str, str]:
 
 def body_text(record: MessageRecord) -> str:
     """The whole body (inflated when compressed, a first line saying so), as text, else hex."""
-    from dlxtool import compression, render
+    from dlxtool import compression
 
     shown = compression.view(record.body, record.properties, record.headers)
     note = f"{shown.note}\n" if shown.note else ""

@@ -29,6 +29,7 @@ from dlxtool.cli.reading import (
     read_queue,
 )
 from dlxtool.errors import RefusedError
+from dlxtool.ops.interrupts import summary_before_ctrl_c
 from dlxtool.outcome import OK, Outcome
 from dlxtool.selection import Selection
 
@@ -174,7 +175,6 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
     safety: dict[str, Any] = dict(max_unacked=max_unacked, allow_reorder=allow_reorder,
                                   spend_attempts=spend_attempts, protocol=protocol)
     from dlxtool.cli.moving import run_moving
-    from dlxtool.ops.interrupts import summary_before_ctrl_c
 
     with summary_before_ctrl_c() as ctrl_c, app.connection(profile) as conn:
         session = app.session(profile, conn)

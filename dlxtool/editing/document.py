@@ -40,6 +40,7 @@ from dlxtool.editing.bodies import (
 from dlxtool.editing.edits import Edited
 from dlxtool.errors import UsageError
 from dlxtool.record import PROPERTY_NAMES, MessageRecord, decode_value, tag_name, tag_table, untag_name, untag_table
+from dlxtool.render import safe_text
 
 _SECTION = re.compile(r"^### (message|body|properties|headers)\b\s*(\d+)?")
 _INT_PROPERTIES = {"delivery_mode": (1, 2), "priority": (0, 255), "timestamp": (0, 2**64 - 1)}
@@ -98,8 +99,6 @@ def _history_note(headers: Mapping[Any, Any] | None) -> str:
 
 
 def _shown(value: Any) -> str:
-    from dlxtool.render import safe_text
-
     text = value.decode("utf-8", "backslashreplace") if isinstance(value, bytes | bytearray) else str(value)
     return repr(safe_text(text))
 

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from dlxtool import waits
+from dlxtool.broker.management import sampled_text
+from dlxtool.broker.naming import process_gone
 from dlxtool.errors import DlxtoolError
 from dlxtool.json_shapes import is_object, items_of
 
@@ -38,8 +40,6 @@ def reclaim_dead_runs(management: ManagementClient | None, vhost: str, report: R
     """Close the connections of `vhost` that dlxtool runs of this host left behind (their process is gone), so that
     the broker gives back now what they held; the names closed. Where the API cannot list or close them, nothing
     is closed and nothing is said here (the held count says the rest)."""
-    from dlxtool.broker.naming import process_gone
-
     if management is None:
         return []
     try:
@@ -83,7 +83,6 @@ def held_elsewhere(info: QueueInfo | None, management: ManagementClient | None, 
     passive declare's count (now). With no consumer now, the API's count is read again after its next sample
     (at most STATS_WAIT): a count from before the last consumer went is no holding. They are not lost; a run
     covers only the ready ones."""
-    from dlxtool.broker.management import sampled_text
     from dlxtool.ops.busy import connection_named
 
     if info is None or not info.messages_unacked:

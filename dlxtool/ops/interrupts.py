@@ -18,6 +18,7 @@ could not be written — the summary included — goes to a file, `summary_file_
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Generator
 from contextlib import ExitStack, contextmanager
@@ -118,8 +119,6 @@ def hold_stop_signals_until_exit() -> None:
 def take_startup_signal() -> signal.Signals | None:
     """The first stop signal that came during start-up, before the command could handle it (dlxtool.entry noted it),
     noted as received (it decides the exit status); taken once. None when none came."""
-    import sys
-
     entry = sys.modules.get("dlxtool.entry")
     noted: list[int] = getattr(entry, "STARTUP_SIGNALS", [])
     first = noted[0] if noted else None

@@ -11,6 +11,7 @@ words."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from dlxtool.ops.capacity import ALLOW_HINT
@@ -97,8 +98,6 @@ def _held_when_lost(result: TransferResult) -> str:
     """What the broker still holds for a lost connection, and until when (TransferResult.held_when_lost)."""
     if not result.held_when_lost and not result.held_on_the_way:
         return ""
-    from datetime import datetime
-
     by = datetime.fromtimestamp(result.given_back_by).strftime("%H:%M:%S") if result.given_back_by else "?"
     more = result.held_on_the_way
     held = (f"{result.held_when_lost} of them were held unacked by the lost connection"

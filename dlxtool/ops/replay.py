@@ -22,6 +22,7 @@ from dlxtool.message_ids import message_name
 from dlxtool.ops.actions import Action
 from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.capacity import Capacity, Rooms, full_reason, rooms
+from dlxtool.ops.conversion_check import check_conversion
 from dlxtool.ops.exchange_routes import ExchangeTargets, Reach
 from dlxtool.ops.pipeline import MoveRun, Prepared, run_move
 from dlxtool.ops.provenance import PROVENANCE_HEADER as PROVENANCE_HEADER
@@ -240,11 +241,10 @@ class Replay:
         if not out.moving_positions or not judge_conversion:
             out.records_read = []
             return out
-        from dlxtool.ops.conversion_check import check_conversion as check
         from dlxtool.ops.peek import ReadOptions
 
         names = set(out.moving_ids)
-        out.conversion = check(
+        out.conversion = check_conversion(
             self.session.source, self.settings.source, read or ReadOptions(max_unacked=self.session.plan_limit),
             include=lambda r: r.position in out.moving_positions or message_name(r) in names, report=self.report,
             # the plan's own read is over the protocol the replay moves over
@@ -257,8 +257,6 @@ class Replay:
                          amqp10_path: str | None = None, over: WireProtocol = "0-9-1") -> ConversionCheck | None:
         """Without a plan (--yes, --edit): the conversion check of the selected messages at the head (what a
         plan's check judges, without the plan's decisions), for a move over `over`."""
-        from dlxtool.ops.conversion_check import check_conversion
-
         return check_conversion(self.session.source, self.settings.source, read,
                                 include=self.settings.selection.matches, report=self.report,
                                 accepted=accept_conversion_loss, amqp10_path=amqp10_path, over=over,

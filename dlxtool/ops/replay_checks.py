@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dlxtool import waits
+from dlxtool.broker import queues
 from dlxtool.broker.management import QueueInfo
 from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, QueueNotFound, RefusedError, UnavailableError
 from dlxtool.ops.replay_decision import ReplaySettings
@@ -31,8 +32,6 @@ def impersonator(target: Session) -> bool | None:
 def check_to_queue(session: ReplaySession, name: str) -> None:
     """--to names a queue that must exist: one that does not is "not found" (exit 4), said before anything is read,
     with the names closest to it where the DLQ's broker is the one asked (another broker's names would mislead)."""
-    from dlxtool.broker import queues
-
     to = session.to
     try:
         queues.counts(to.conn.channel(), name, to.vhost)
@@ -50,8 +49,6 @@ def refuse_unchecked_routes(session: ReplaySession, settings: ReplaySettings) ->
     to = session.to
     if settings.allow_dlx_drop or to.management is not None:
         return
-    from dlxtool.broker import queues
-
     if not queues.ready(session.source.conn, settings.source, session.source.timeout):
         return  # nothing to replay: nothing to refuse
     raise RefusedError(
@@ -86,7 +83,6 @@ def check_publish_rights(session: ReplaySession, settings: ReplaySettings) -> st
 def queue_info(source: Session, dlq: str, report: Reporter) -> QueueInfo | None:
     """The DLQ's type and limits from the management API (None when unreachable); refuses a stream and a
     drop-head length limit (keeping messages republishes them to the tail)."""
-    from dlxtool.broker import queues
     from dlxtool.ops.held import HELD_HINT, held_elsewhere, reclaim_dead_runs
 
     channel = source.conn.channel()
@@ -136,8 +132,6 @@ def settled_quorum_counts(source: Session, dlq: str, info: QueueInfo, counted: A
     held by a consumer on that node return then: "nothing to replay" would be false. Where the API has no
     figures for it (a new leader) or says it holds messages, ask again for up to two seconds; still nothing and
     no figures: not now (exit 7)."""
-    from dlxtool.broker import queues
-
     unknown = info.raw.get("messages") is None
     if not unknown and not info.raw.get("messages"):
         return counted
@@ -160,7 +154,6 @@ def refuse_unread_dlq_limits(source: Session, settings: ReplaySettings) -> None:
     """Messages that stay are republished to the DLQ's tail; with its limits unread (no management API) it
     may be a full drop-head queue that would push out its head for each of them. Refused (exit 6) before
     anything is read, unless --allow-displace; an empty DLQ has nothing to keep."""
-    from dlxtool.broker import queues
     from dlxtool.ops.purge import check_keep_by_republish
 
     channel = source.conn.channel()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from dlxtool.message_ids import MessageIds
@@ -95,6 +96,4 @@ class TransferResult:
 def _iso(epoch: float | None) -> str | None:
     if epoch is None:
         return None
-    from datetime import UTC, datetime
-
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
