@@ -284,8 +284,8 @@ class Tap:
                 for delivery in consumer.take(0.1, drain=draining):
                     try:
                         record = MessageRecord.from_amqp10(queue, delivery.raw)
-                    except Amqp10Error:
-                        self.others += 1  # no message of this run can be unreadable: dlxtool sent it
+                    except (Amqp10Error, ValueError, TypeError):  # not ours: dlxtool sent this run's messages
+                        self.others += 1  # (a copy that will not read must not end the watch)
                         continue
                     self._saw(record.headers, record.body, record.properties.get("message_id"))
                 if draining:
