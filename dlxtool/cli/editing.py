@@ -78,7 +78,8 @@ replay sends them; an edited protobuf is the original with only the
 changed fields applied (unknown fields kept; fields in field-number
 order); an edited JSON or text body is published as saved; compressed
 bodies are compressed again the same way. Quitting the editor without
-saving, or emptying the document, changes nothing; deleting a message's
+saving, or emptying the document, changes nothing (an editor that exits
+with an error, vim's :cq, too: exit 2); deleting a message's
 section leaves that message in the DLQ. With --dry-run: edit, check and
 diff, replay nothing. With --protocol 1.0 (RabbitMQ 4.x) the messages are
 read over AMQP 1.0 and each goes out as its original sections with only
@@ -207,7 +208,12 @@ def _edit(app: App, text: str, document: Document, registry: Callable[[], Regist
     from dlxtool.editing.document import with_problems
 
     while True:
-        saved = click.edit(text, extension=".txt", require_save=True)
+        try:
+            saved = click.edit(text, extension=".txt", require_save=True)
+        except click.ClickException as exc:  # it could not start, or exited with an error (vim's :cq)
+            raise UsageError(f"the editor did not finish ({exc.format_message()}): nothing was replayed",
+                             hint="quit it normally to go on; $VISUAL or $EDITOR names it, and must wait until you "
+                                  "quit (e.g. 'code --wait')") from None
         if saved is None:
             app.info("the editor was closed without saving: nothing changed")
             return None

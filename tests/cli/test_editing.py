@@ -150,6 +150,19 @@ def test_quitting_without_saving_or_an_empty_document_changes_nothing(edit, brok
     assert broker.queue_depth(topo.work) == 0
 
 
+def test_an_editor_that_fails_or_is_missing_changes_nothing_and_says_so(run, broker, qname) -> None:
+    """An editor that exits with an error (vim's :cq) or cannot be started: exit 2 with what happened, no
+    traceback, nothing replayed."""
+    topo = dead_letter(broker, qname, messages()[:1])
+    for editor in ("false", "/nonexistent/editor"):
+        result = run("replay", topo.dlq, "--edit", "--yes", "--url", broker.url, env={"EDITOR": editor,
+                                                                                      "VISUAL": editor})
+        assert result.exit_code == 2, result.output
+        assert "the editor did not finish" in result.stderr and "nothing was replayed" in result.stderr
+        assert "Traceback" not in result.output
+    assert broker.queue_depth(topo.dlq) == 1 and broker.queue_depth(topo.work) == 0
+
+
 def test_a_problem_is_named_with_its_message_and_line_and_nothing_changes(edit, broker, qname) -> None:
     topo = dead_letter(broker, qname, messages())
     result, seen = edit(topo.dlq, "--yes", replace=[('"currencyCode": "EUR"', '"currency": "EUR"'),
