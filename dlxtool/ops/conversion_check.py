@@ -320,16 +320,18 @@ def _check_over_amqp10(check: ConversionCheck, source: Session, queue: str, read
     message the move would take judged by its headers. Neither read may cost what the move would not:
 
       * an AMQP 1.0 message with a char or uuid application property closes the 0.9.1 connection it is delivered to
-        (4.3.6; on 4.3 that counts a delivery attempt of it): the head is read over 1.0 first (the plan's read,
-        `read_10`, where it made one) and the 0.9.1 read stops before it, on a connection of its own — on a classic
-        queue only: a quorum queue's given-back messages form a block served first, and a read that stops inside it
-        would change the head's order;
+        (4.0.5, 4.3.6; on 4.3 that counts a delivery attempt of it on a quorum queue): the head is read over 1.0
+        first (the plan's read, `read_10`, where it made one) and the 0.9.1 read stops before it, on a connection of
+        its own — on a classic queue only: a quorum queue's given-back messages form a block served first, and a
+        read that stops inside it would change the head's order. A classic queue without the plan's 1.0 read is
+        read over 0.9.1 straight away: it counts no attempt and gives the messages back in place, so where the
+        broker closes the connection at such a message the read ends there, the messages before it judged;
       * a 0.9.1 message with a decimal header ends the 1.0 session it is delivered to, which on 4.3 counts an attempt
         of each message a quorum queue's session held (_needs_091_first): there no 1.0 read is made here that the
         plan has not made already.
 
     What could not be read is said (`unchecked`): the run goes on, as the forward check's does."""
-    from dlxtool.amqp10_view import LOSS_KINDS_OVER_AMQP10, loss_kinds, loss_kinds_over_amqp10
+    from dlxtool.amqp10_view import loss_kinds
     from dlxtool.broker import versions
 
     facts, why = _facts(source, queue)
@@ -337,6 +339,15 @@ def _check_over_amqp10(check: ConversionCheck, source: Session, queue: str, read
         check.unchecked = why
         return check
     records_10 = list(read_10) if read_10 is not None else None
+    if records_10 is None and facts.type == "classic":
+        # A classic queue gives a message back in place whatever the outcome, and counts no attempt: the 0.9.1 read
+        # goes first, and where the broker closes its connection at a char/uuid message it ends there, the messages
+        # before it judged (no 1.0 read just to find that message first: as long again as the move's own read)
+        records, why, check.sampled = _read_091(source, queue, read, report)
+        check.exact = records is not None and why is None
+        check.unchecked = why
+        _judge_over_amqp10(check, records, include)
+        return check
     if records_10 is None:
         if _needs_091_first(facts):
             check.unchecked = (f"on RabbitMQ {facts.version} a second read of this quorum queue over AMQP 1.0 could "
@@ -362,10 +373,18 @@ def _check_over_amqp10(check: ConversionCheck, source: Session, queue: str, read
     if stop is not None and why is None:
         check.unchecked = (f"the messages from #{stop} on: an AMQP 1.0 message with a char or uuid application "
                            f"property (#{stop}) closes the AMQP 0.9.1 connection it is delivered to")
+    _judge_over_amqp10(check, records, include)
+    return check
+
+
+def _judge_over_amqp10(check: ConversionCheck, records: list[MessageRecord] | None,
+                       include: Callable[[MessageRecord], bool]) -> None:
+    """Each message (read over 0.9.1) the move over 1.0 would take, judged by its headers."""
+    from dlxtool.amqp10_view import LOSS_KINDS_OVER_AMQP10, loss_kinds_over_amqp10
+
     for record in records or ():
         if include(record) and is_object(record.headers):
             check.add(record.position, loss_kinds_over_amqp10(record.headers), LOSS_KINDS_OVER_AMQP10.__getitem__)
-    return check
 
 
 def sign_kinds(signs: list[str]) -> list[tuple[str, str]]:

@@ -430,3 +430,45 @@ def test_what_stays_is_judged_too_a_move_over_091_would_republish_it_converted(v
     stayed = read_head(v4, dlq, 2)
     assert [m.body.sections for m in stayed] == [[b"part-1;", b"part-2"]] * 2
     assert all(m.properties is not None and m.properties["subject"] == Typed("string", "s") for m in stayed)
+
+
+def test_a_classic_dlq_is_read_over_091_first_and_a_message_091_cannot_be_given_ends_that_read(v4, qname,
+                                                                                               run) -> None:
+    """Over 1.0 from a classic DLQ the check reads over 0.9.1 straight away (a classic queue gives back in place and
+    counts no attempt): the broker closes that read's connection at a char message (#1), the message before it is
+    judged (refused: its table header), the rest said unchecked; the DLQ keeps its order, nothing moved."""
+    import pika
+
+    from tests.ops.test_engine_amqp10 import _dead_letter as reject_10
+    from tests.support.amqp10 import read_head
+
+    work, dlq = _dead_letters(v4, qname, [])  # the queues: a classic DLQ
+    tabled = {"rascal": {"originalQueue": "orders"}}  # #0 and #2: published and rejected over 0.9.1
+
+    def reject_091(message_id: str) -> None:
+        with v4.channel() as ch:
+            ch.basic_publish("", work, b"tabled", pika.BasicProperties(message_id=message_id, headers=tabled))
+            method = None
+            while method is None:
+                method, _props, _body = ch.basic_get(work, auto_ack=False)
+            ch.basic_reject(method.delivery_tag, requeue=False)
+
+    reject_091("first")
+    assert v4.wait_depth(dlq, 1) == 1
+    char = Amqp10Message(properties={"message_id": Typed("string", "char")},
+                         application_properties=[(Typed("string", "grade"), Typed("char", "A"))],
+                         body=Body("data", [b"graded"]))
+    reject_10(v4, work, [char])  # #1: published and rejected over 1.0
+    assert v4.wait_depth(dlq, 2) == 2
+    reject_091("last")
+    assert v4.wait_depth(dlq, 3) == 3
+    refused = run("--url", v4.url, "replay", dlq, "--yes", "--protocol", "1.0")
+    assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
+    assert "'rascal'" in refused.stderr and "could not be read whole over AMQP 0.9.1" in refused.stderr
+    assert v4.wait_depth(dlq, 3) == 3 and v4.queue_depth(work) == 0
+    ids = [m.properties["message_id"].value for m in read_head(v4, dlq, 3) if m.properties]
+    assert ids == ["first", "char", "last"]  # in place
+    done = run("--url", v4.url, "replay", dlq, "--yes", "--protocol", "1.0", "--accept-conversion-loss",
+               "--format", "json")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["moved"] == {work: 3}
