@@ -270,7 +270,7 @@ def _encode(value: Typed, out: list[bytes]) -> None:
             out.append(bytes(v))
         else:
             out.append(_constructor_and_payload(t, v))
-    except (struct.error, TypeError, ValueError, AttributeError, IndexError) as exc:
+    except (struct.error, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         if isinstance(exc, Amqp10Error):
             raise
         raise Amqp10Error(f"cannot encode {v!r} as AMQP 1.0 {t}") from None

@@ -51,10 +51,14 @@ _NOT_HEADERS = {"x-exchange": "the broker's (where it delivered the message from
                 "x-cc": "the broker's CC list (shown as the header CC)",
                 "x-opt-rabbitmq-received-time": "the broker's received time",
                 "x-opt-dlxtool-replay": "dlxtool's provenance (shown as the header dlxtool-replay)"}
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _INTEGERS = {"ubyte": (0, 2**8 - 1), "ushort": (0, 2**16 - 1), "uint": (0, 2**32 - 1), "ulong": (0, 2**64 - 1),
              "byte": (-2**7, 2**7 - 1), "short": (-2**15, 2**15 - 1), "int": (-2**31, 2**31 - 1),
              "long": (-2**63, 2**63 - 1)}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_FLOAT_MAX = {"float": 3.4028234663852886e38, "double": 1.7976931348623157e308}  # beyond: not that type (nor inf)
+# An array keeps its element type where each edited item still is one (a nested array, list or map: dlxtool's form)
+_SIMPLE = frozenset({*_INTEGERS, "symbol", "string", "binary", "boolean", "float", "double", "timestamp", "uuid",
+                     "char"})
 
 
 @dataclass
@@ -172,7 +176,8 @@ def typed_like(original: Typed | None, value: Any) -> Typed:
             return Typed(t, value)
         if t == "binary" and isinstance(value, str):
             return Typed(t, value.encode("utf-8"))  # shown as its text where that is UTF-8
-        if t in ("float", "double") and isinstance(value, int | float) and not isinstance(value, bool):
+        if t in ("float", "double") and isinstance(value, int | float) and not isinstance(value, bool) \
+                and abs(value) <= _FLOAT_MAX[t]:
             return Typed(t, float(value))
         if t == "timestamp" and isinstance(value, datetime):
             return Typed(t, milliseconds(value))
@@ -180,7 +185,7 @@ def typed_like(original: Typed | None, value: Any) -> Typed:
             return Typed(t, value.lower())
         if t == "char" and isinstance(value, str) and len(value) == 1:
             return Typed(t, value)
-        if t == "array" and is_list_or_tuple(value):
+        if t == "array" and is_list_or_tuple(value) and original.value[0] in _SIMPLE:
             element = original.value[0]
             items = [typed_like(Typed(element, None), v) for v in value]
             if all(item.type == element for item in items):
@@ -203,8 +208,10 @@ def typed(value: Any) -> Typed:
         return Typed("null", None)
     if isinstance(value, bool):
         return Typed("boolean", value)
-    if isinstance(value, int):
-        return Typed("long", int(value))
+    if isinstance(value, int):  # a long where it fits, else a ulong; past both: its digits (no number type holds it)
+        if -2**63 <= value < 2**63:
+            return Typed("long", int(value))
+        return Typed("ulong", int(value)) if 0 <= value < 2**64 else Typed("string", str(value))
     if isinstance(value, float):
         return Typed("double", value)
     if isinstance(value, Decimal):

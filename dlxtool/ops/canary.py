@@ -380,15 +380,23 @@ class Guard:
             self.report.warn(f"the brake is off: {self.guard.not_watching} (docs/canary.md)")
         elif self.tap is not None:
             self.report.detail(f"watching for this run's messages dying again: a tap on {self.guard.watching}")
+        run: ReplayRun | None = None
         try:
-            return self._passes(replay, options)
+            run = self._passes(replay, options)
+            return run
         finally:
             if self.tap is not None:
-                self.tap.stop(linger=0.3)  # dead letters already routed reach the tap within moments
+                # what a consumer fails just after the run reaches the tap within moments; a run that published
+                # nothing (of this run's: the only copies the tap counts) has none on their way
+                published = run is None or run.result.moved_total > 0
+                self.tap.stop(linger=0.3 if published else 0.0)
                 self.guard.deaths = self.tap.died()
                 if self.tap.error is not None:  # it stopped watching mid-run (its connection went)
                     self.guard.not_watching = f"the tap stopped watching during the run: {self.tap.error}"
                     self.report.warn(f"{self.guard.not_watching}; the brake was off from then on")
+                if self.tap.unreadable:
+                    self.report.warn(f"the tap could not read {self.tap.unreadable} dead letter(s) as AMQP 1.0 "
+                                     "messages: if any was this run's, it was not counted as dying again")
 
     def _passes(self, replay: Replay, options: TransferOptions) -> ReplayRun:
         s = self.settings

@@ -160,14 +160,13 @@ class Tap:
         self.timeout = timeout
         self.deaths: list[Death] = []
         self.others = 0            # dead letters of others (not this run) seen meanwhile
+        self.unreadable = 0        # copies a 1.0 tap could not read as AMQP 1.0 messages (said at the end)
         self.queue: str | None = None
         self.error: str | None = None  # why the tap stopped watching before it was asked to
         self._seen: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
         self._ready = threading.Event()
         self._stopping = threading.Event()
-        self._draining = threading.Event()  # stop() asks: read what is routed to the tap queue already, then end
-        self._drained = threading.Event()   # the tap thread: done so (or ended)
         self._thread: threading.Thread | None = None
         self._conn: BlockingConnection | None = None  # the tap thread's, while it runs
 
@@ -185,18 +184,11 @@ class Tap:
             raise TapUnavailable(f"no tap on {self.dlq!r}: {self.error}")
 
     def stop(self, linger: float = 0.0) -> None:
-        """Stop watching, once the dead letters already routed to the tap queue are read (at most `linger` seconds
-        more: the thread asks the broker whether the queue holds any still); the tap queue goes with its
-        connection."""
+        """Stop watching (after `linger` seconds more: what a consumer fails just after the run is still seen);
+        the tap queue goes with its connection."""
         began = time.monotonic()
-        if linger > 0 and self.watching:
-            self._draining.set()
-            conn = self._conn
-            if conn is not None:
-                from dlxtool.broker.connection import wake
-
-                wake(conn)
-            self._drained.wait(linger)
+        if linger > 0 and self.error is None:
+            time.sleep(linger)
         self._stopping.set()
         conn = self._conn
         if conn is not None:  # its loop ends now, not at the end of its 0.1 s wait for frames (every small run's cost)
@@ -249,17 +241,12 @@ class Tap:
             while not self._stopping.is_set():
                 # pika takes seconds as a float (its stub in typeshed says int)
                 conn.process_data_events(time_limit=0.1)  # pyright: ignore[reportArgumentType]
-                if self._draining.is_set() and not ch.queue_declare(name, passive=True).method.message_count:
-                    # what was routed to it is on its way to us, or here: read, then done
-                    conn.process_data_events(time_limit=0)
-                    break
         except Exception as exc:  # noqa: BLE001 - said by the caller: the run goes on without watching
             from dlxtool.broker.connection import describe_failure
 
             self.error = describe_failure(exc)
         finally:
             self._ready.set()
-            self._drained.set()
             self._conn = None
             if conn is not None:
                 from dlxtool.broker.connection import close_quietly
@@ -280,16 +267,13 @@ class Tap:
             consumer = Consumer(conn, queue_address(queue))
             self._ready.set()
             while not self._stopping.is_set():
-                draining = self._draining.is_set()  # then: what the queue holds now (a drain), and done
-                for delivery in consumer.take(0.1, drain=draining):
+                for delivery in consumer.take(0.1):
                     try:
                         record = MessageRecord.from_amqp10(queue, delivery.raw)
-                    except (Amqp10Error, ValueError, TypeError):  # not ours: dlxtool sent this run's messages
-                        self.others += 1  # (a copy that will not read must not end the watch)
+                    except Amqp10Error:  # not ours (dlxtool sent this run's messages), and said at the end
+                        self.unreadable += 1
                         continue
                     self._saw(record.headers, record.body, record.properties.get("message_id"))
-                if draining:
-                    break
             consumer.close()
         finally:
             conn.close()

@@ -172,3 +172,13 @@ def test_an_x_name_both_an_annotation_and_a_property_is_edited_where_the_view_re
                            ({k: v for k, v in record.headers.items() if k != "x-message-id"}, "was removed")]:
         why = outgoing(record, replace(record, headers=headers))
         assert isinstance(why, Why) and words in why, (words, why)
+
+
+def test_typed_like_falls_back_where_the_type_cannot_hold_the_value() -> None:
+    from dlxtool.ops.amqp10_changes import typed_like
+
+    nested = Typed("array", ("array", [Typed("array", ("long", [Typed("long", 1)]))]))
+    assert typed_like(nested, [[1, 2]]) == Typed("list", [Typed("list", [Typed("long", 1), Typed("long", 2)])])
+    assert typed_like(Typed("float", 1.5), 1e39) == Typed("double", 1e39)   # past a float: dlxtool's double
+    assert typed_like(Typed("double", 1.5), 10**400).type == "string"        # past any number type: its digits
+    assert typed_like(None, 2**63) == Typed("ulong", 2**63)

@@ -269,21 +269,14 @@ class Consumer(_Receiver):
         self.window = window
         super().__init__(conn, address, kind="take")
 
-    def take(self, quiet: float, *, drain: bool = False) -> list[Delivery]:
-        """What arrived, waiting at most `quiet` seconds for a first one (none: an empty list). `drain`: everything
-        the queue holds now (the broker sends it, then says it is out), however long that takes, and no more
-        credit after it."""
-        if drain:
-            self.link.drain(self.window)
-            self.conn.wait(lambda: (not self.link.draining() and not self.events.receiving)
-                           or self.events.closed_by_broker is not None, f"draining {self.address}")
-        else:
-            missing = self.window - self.link.credit
-            if missing > 0:
-                self.link.flow(missing)
-            if not self.events.complete:
-                self.conn.waited(lambda: bool(self.events.complete) or self.events.closed_by_broker is not None,
-                                 f"reading {self.address}", quiet)
+    def take(self, quiet: float) -> list[Delivery]:
+        """What arrived, waiting at most `quiet` seconds for a first one (none: an empty list)."""
+        missing = self.window - self.link.credit
+        if missing > 0:
+            self.link.flow(missing)
+        if not self.events.complete:
+            self.conn.waited(lambda: bool(self.events.complete) or self.events.closed_by_broker is not None,
+                             f"reading {self.address}", quiet)
         self._check()
         out: list[Delivery] = []
         for handle, raw in self.events.complete:
