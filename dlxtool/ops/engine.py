@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, cast
 
 from dlxtool.broker import queues
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
-from dlxtool.broker.connection import blocked, describe_failure, heartbeat_of, is_connection_failure
+from dlxtool.broker.connection import amqp_failure, blocked, describe_failure, heartbeat_of, is_connection_failure
 from dlxtool.broker.giveback import close_channel
 from dlxtool.broker.publisher import PublishAnswer, Publisher
 from dlxtool.broker.refusals import Refusal
@@ -211,6 +211,9 @@ class Transfer:
                 except Exception as exc:  # noqa: BLE001 - connection/channel loss or a local error: settle, report
                     self.result.error = describe_error(exc)
                     self.result.connection_lost = _is_connection_error(exc)
+                    unavailable = _unavailable(exc)
+                    if unavailable is not None:  # the broker said why: a node down, no majority (exit 7, not 3)
+                        self.result.unavailable, self.result.unavailable_hint = unavailable.message, unavailable.hint
                     self._salvage()
                     self.keep_route.delete(None)
             except KeyboardInterrupt:  # a second Ctrl-C (also while salvaging): no more waiting, count copies
@@ -979,6 +982,15 @@ def _fewer_gc_passes(young: int = 20_000) -> Generator[None]:
 
 def _is_connection_error(exc: BaseException) -> bool:
     return is_connection_failure(exc)
+
+
+def _unavailable(exc: BaseException) -> UnavailableError | None:
+    """What the broker said, where it says "not now" (a quorum queue's leader down, no majority: 541 {timeout, …},
+    Khepri without its majority) rather than a lost connection: dlxtool.broker.connection.amqp_failure."""
+    if not type(exc).__module__.startswith("pika"):
+        return None
+    failure = amqp_failure(exc)
+    return failure if isinstance(failure, UnavailableError) else None
 
 
 def describe_error(exc: BaseException) -> str:

@@ -179,6 +179,13 @@ def give_back_words(opts: ReadOptions) -> str:
 # -- what the queue is -------------------------------------------------------------------------------
 
 
+def unconvertible_close(exc: BaseException) -> bool:
+    """The broker closed the connection with 541 while handing over a message it cannot convert for 0.9.1 — not a
+    541 {timeout, …}: a quorum queue without a majority of its members online, whose read waited inside the broker
+    (said as a node down by dlxtool.broker.connection.amqp_failure: exit 7, not as an undeliverable message)."""
+    return getattr(exc, "reply_code", None) == 541 and "{timeout," not in str(getattr(exc, "reply_text", ""))
+
+
 def queue_facts(profile: BrokerProfile, name: str, *, management: Callable[[], ManagementClient],
                 channel: BlockingChannel, conn: AmqpConnection | None = None) -> QueueFacts:
     """Type, limit and counts: management API first, AMQP for what it cannot tell or when it is down. `conn`:
@@ -556,8 +563,7 @@ class QueueReader:
         before it are shown, and the outcome says what the lost connection cost."""
         from dlxtool.broker import versions
 
-        code = getattr(exc, "reply_code", None)
-        if code != 541 or not versions.char_uuid_poison_091(self.facts.version):
+        if not versions.char_uuid_poison_091(self.facts.version) or not unconvertible_close(exc):
             return False
         self.undeliverable = self.read
         self.connection_lost = True

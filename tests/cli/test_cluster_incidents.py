@@ -550,7 +550,12 @@ def test_a_quorum_queue_without_its_majority_is_said_within_the_timeout(run, clu
         for args in (["peek", dlq], ["replay", dlq, "--yes"], ["purge", dlq, "--yes"]):
             result = dlxtool(run, c1, "--timeout", "5", *args)
             assert result.exit_code == 7, (args, result.stdout, result.stderr)
-            assert f"quorum queue {dlq!r} has only 1 of its 2 members online" in result.stderr, result.stderr
+            # before the read, where the API's `online` says so; where it still named the stopped member online
+            # (seen in CI), the broker's own words when the read timed out inside it (541 {timeout, …}): not a
+            # message that cannot be converted (exit 5), not a lost connection (exit 3)
+            said = result.stderr
+            assert f"quorum queue {dlq!r} has only 1 of its 2 members online" in said or (
+                "a node the queue lives on is down" in said and "{timeout," in said), said
             assert result.elapsed < 20, (args, result.elapsed)
     assert c1.wait_depth(dlq, 6, timeout=60) == 6
 
