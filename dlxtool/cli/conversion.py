@@ -52,11 +52,11 @@ def amqp10_path() -> str | None:
     return "--protocol 1.0"
 
 
-def check_wanted(accept_conversion_loss: bool, *, plan: bool) -> bool:
+def check_wanted(accept_conversion_loss: bool, *, plan: bool, auto: bool = False) -> bool:
     """Whether to read for the check (over either protocol: each direction loses something): not without a plan to
     show when the loss is accepted already (--yes --accept-conversion-loss: the check's reads would change
-    nothing)."""
-    return plan or not accept_conversion_loss
+    nothing) — unless --protocol auto chooses by it."""
+    return plan or not accept_conversion_loss or auto
 
 
 def say_conversion(app: App, check: ConversionCheck | None, *, dry_run: bool, what: str) -> None:
@@ -64,6 +64,8 @@ def say_conversion(app: App, check: ConversionCheck | None, *, dry_run: bool, wh
     default refuses and this is not a dry run."""
     if check is None:
         return
+    if check.chosen:
+        _say_chosen(app, check, dry_run=dry_run, what=what)
     if not check.losing:
         if check.unchecked and check.over == "1.0":
             app.warn(f"conversion not checked over AMQP 0.9.1 ({check.unchecked}): a message published over AMQP 0.9.1 "
@@ -85,6 +87,18 @@ def say_conversion(app: App, check: ConversionCheck | None, *, dry_run: bool, wh
         app.info(f"the {what} would be refused (exit 6): {check.advice()}")
         return
     raise check.refusal(what)
+
+
+def _say_chosen(app: App, check: ConversionCheck, *, dry_run: bool, what: str) -> None:
+    """--protocol auto chose AMQP 1.0 (dlxtool.ops.protocol_choice): why, in the 0.9.1 check's words."""
+    avoided = check.other
+    lines = avoided.lines()[1:] if avoided is not None else []
+    losing = f"{avoided.losing} of the {avoided.judged} message(s) " if avoided is not None else "messages "
+    over = f"the {what} would move over AMQP 1.0" if dry_run else f"{what} over AMQP 1.0"
+    app.info(f"{over} (--protocol auto): {losing}were published over AMQP 1.0, and RabbitMQ's conversion to "
+             "AMQP 0.9.1 would lose part of them; over 1.0 they go whole" +
+             (", and none of those read would lose anything over 1.0" if check.exact else "") +
+             " (--protocol 0-9-1 moves over 0.9.1):\n" + "\n".join(lines))
 
 
 def check_taking(app: App, purging: Purge, session: Session, read: dict[str, Any], accept_conversion_loss: bool, *,

@@ -25,7 +25,7 @@ from dlxtool.cli.options import (
     selection_options,
     yes_option,
 )
-from dlxtool.cli.reading import move_protocol, protocol_option
+from dlxtool.cli.reading import auto_protocol, protocol_option
 from dlxtool.ops.conversion_check import check_conversion
 from dlxtool.ops.interrupts import summary_before_ctrl_c
 from dlxtool.outcome import Outcome
@@ -33,9 +33,11 @@ from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
     from dlxtool.broker.protocols import WireProtocol
+    from dlxtool.ops.conversion_check import ConversionCheck
     from dlxtool.ops.pipeline import MoveRun
     from dlxtool.ops.record_files import Sink
     from dlxtool.ops.transfer_settings import TransferOptions
+    from dlxtool.record import MessageRecord
 
 HELP = """Move messages from queue SRC to queue DST, unchanged: all of them, or the ones that match.
 
@@ -58,12 +60,14 @@ Until a first message moved, what stays in a classic SRC is held and
 given back in place at the end: a run that moves nothing changes nothing.
 
 \b
-Messages published over AMQP 1.0 (RabbitMQ 4.x) move as RabbitMQ's
-conversion to AMQP 0.9.1 gives them (subject, to, several data sections,
+Messages published over AMQP 1.0 (RabbitMQ 4.x) move over AMQP 0.9.1
+as RabbitMQ's conversion gives them (subject, to, several data sections,
 milliseconds, symbol and ulong types … lost): the head of SRC is read
-over AMQP 1.0 first (as peek --protocol 1.0 reads it), what would be lost
-is said per kind, and the move is refused (exit 6) unless
---accept-conversion-loss.
+over AMQP 1.0 first (as peek --protocol 1.0 reads it) and what would be
+lost is said per kind. --protocol auto (the default) then moves over
+AMQP 1.0, which sends them whole, where none of the messages it takes
+would lose anything over 1.0; otherwise, and with --protocol 0-9-1, the
+move is refused (exit 6) unless --accept-conversion-loss.
 
 \b
 Refused before anything is read (nothing changed): SRC a stream, DST
@@ -108,13 +112,15 @@ Examples:
 def move(app: App, source: str, destination: str, target_broker: str | None, default_exchange: bool,
          allow_dlx_drop: bool, allow_displace: bool, save_file: str | None, accept_conversion_loss: bool,
          rate: float | None, prefetch: int, window: int, selection: Selection, dry_run: bool, yes: bool,
-         protocol: WireProtocol | None = None) -> Outcome | None:
+         protocol: str | None = None) -> Outcome | None:
     from dlxtool.ops import move as ops
     from dlxtool.ops.pipeline_amqp10 import run_move_over
     from dlxtool.ops.session import MoveSession
     from dlxtool.ops.transfer_settings import TransferOptions
 
-    protocol = move_protocol(app, protocol)
+    asked = auto_protocol(app, protocol)
+    auto = asked is None  # dlxtool.ops.protocol_choice chooses after the conversion check
+    over: WireProtocol = asked or "0-9-1"
     selection = selection_for(app, selection, decode=True)
     if save_file:
         check_record_file(app, save_file)
@@ -127,9 +133,9 @@ def move(app: App, source: str, destination: str, target_broker: str | None, def
         target_conn = stack.enter_context(app.connection(target_profile)) if target_profile else None
         session = MoveSession(app.session(profile, conn),
                               app.session(target_profile, target_conn) if target_profile else None,
-                              protocol=protocol)
+                              protocol=over)
         policy, prepared = ops.prepare(session, settings, app)
-        if protocol == "1.0":  # what the 1.0 path cannot honour, refused before the question
+        if over == "1.0":  # what the 1.0 path cannot honour, refused before the question
             from dlxtool.ops.pipeline_amqp10 import check_amqp10
 
             check_amqp10(session, source, prepared.info)
@@ -138,13 +144,21 @@ def move(app: App, source: str, destination: str, target_broker: str | None, def
         where = f" on {target_profile.name}" if target_profile else ""
         question = f"Move {which} of {source!r} to {destination!r}{where}?"
         # what RabbitMQ's conversion to 0.9.1 would lose: said, refused by default (exit 6); a dry run shows it
-        if check_wanted(accept_conversion_loss, plan=dry_run):
+        if check_wanted(accept_conversion_loss, plan=dry_run, auto=auto):
             from dlxtool.ops.peek import ReadOptions
 
             read = ReadOptions(max_unacked=app.config().dump_unacked_limit, max_bytes=app.max_bytes)
-            check = check_conversion(session.source, source, read, include=selection.matches, report=app,
-                                     accepted=accept_conversion_loss, amqp10_path=amqp10_path(), over=protocol,
-                                     limit=selection.limit)
+
+            def judged(over: WireProtocol, read_091: list[MessageRecord] | None = None) -> ConversionCheck | None:
+                return check_conversion(session.source, source, read, include=selection.matches, report=app,
+                                        accepted=accept_conversion_loss, amqp10_path=amqp10_path(), over=over,
+                                        limit=selection.limit, keep_read=auto, read_091=read_091)
+
+            check = judged(over)
+            if auto:
+                from dlxtool.ops.protocol_choice import choose
+
+                check = choose(session, source, prepared.info, check, lambda records: judged("1.0", records))
             if check is not None and app.output_format() != "table" and dry_run:
                 app.emit_json({"conversion_losses": check.to_json()})
             say_conversion(app, check, dry_run=dry_run, what="move")

@@ -79,18 +79,24 @@ def read_options(f: F) -> F:
     return peek_safety_options(f)
 
 
+AUTO = "auto"
+
+
 def protocol_option(what: str) -> Callable[[F], F]:
     """--protocol of a command that moves messages (replay, move): docs/amqp10.md#moving."""
     return click.option(
-        "--protocol", type=click.Choice(PROTOCOLS), default=None,
-        help=f"{what} over AMQP 0.9.1 or AMQP 1.0 (RabbitMQ 4.x; the amqp10 extra): 1.0 reads each message whole and "
+        "--protocol", type=click.Choice([*PROTOCOLS, AUTO]), default=None,
+        help=f"{what} over AMQP 0.9.1, AMQP 1.0 (RabbitMQ 4.x; the amqp10 extra) or auto (the default): auto moves "
+             "over 0.9.1 unless messages published over AMQP 1.0 would lose data in RabbitMQ's conversion to 0.9.1 "
+             "and none would lose anything over 1.0 — then over 1.0, said before the question (docs/amqp10.md). "
+             "1.0 reads each message whole and "
              "sends its original sections back (every property and type; the death history and the counters the "
              "reset removes left out), settling the source only after the broker's `accepted`; what stays is held "
              "and given back in place (at most --prefetch). A message published over 0.9.1 with a table or array "
              "header (which 1.0 readers never get) is refused unless --accept-conversion-loss." + (
                  " With --edit the messages are read over 1.0 too, and an edit a 1.0 message cannot carry is named "
                  "in the document." if what == "Replay" else "")
-             + " Not from a stream. [env DLXTOOL_PROTOCOL; default: 0-9-1]")
+             + " Not from a stream. [env DLXTOOL_PROTOCOL; default: auto]")
 
 
 def purge_protocol_option(f: F) -> F:
@@ -110,6 +116,15 @@ def purge_protocol_option(f: F) -> F:
 def move_protocol(app: App, protocol: WireProtocol | None) -> WireProtocol:
     """The protocol a move runs over (--protocol, else $DLXTOOL_PROTOCOL)."""
     return protocol or chosen_protocol(app)
+
+
+def auto_protocol(app: App, protocol: str | None) -> WireProtocol | None:
+    """The protocol replay or move was asked to run over (--protocol, else $DLXTOOL_PROTOCOL), or None for auto,
+    the default (dlxtool.ops.protocol_choice chooses)."""
+    if protocol == AUTO or (protocol is None and app.env.get("DLXTOOL_PROTOCOL", "") in ("", AUTO)):
+        return None
+    wire = wire_protocol(protocol) if protocol is not None else None
+    return wire or chosen_protocol(app)
 
 
 def make_read_options(app: App, count: int | None, *, max_unacked: int | None, allow_reorder: bool,
@@ -135,11 +150,14 @@ def make_read_options(app: App, count: int | None, *, max_unacked: int | None, a
 
 
 def chosen_protocol(app: App) -> WireProtocol:
-    """--protocol's default: $DLXTOOL_PROTOCOL (0-9-1 or 1.0), else 0-9-1."""
-    setting = app.env.get("DLXTOOL_PROTOCOL", "") or "0-9-1"
+    """--protocol's default: $DLXTOOL_PROTOCOL (0-9-1 or 1.0), else 0-9-1 (auto, which replay and move choose by,
+    is 0-9-1 for the commands that do not: auto_protocol)."""
+    setting = app.env.get("DLXTOOL_PROTOCOL", "")
+    setting = "0-9-1" if setting in ("", AUTO) else setting
     protocol = wire_protocol(setting)
     if protocol is None:
-        raise UsageError(f"DLXTOOL_PROTOCOL={setting!r} is not a protocol dlxtool reads over", hint="0-9-1 or 1.0")
+        raise UsageError(f"DLXTOOL_PROTOCOL={setting!r} is not a protocol dlxtool reads over",
+                         hint="0-9-1, 1.0 or auto")
     return protocol
 
 

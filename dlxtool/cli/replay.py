@@ -30,8 +30,8 @@ from dlxtool.cli.options import (
     yes_option,
 )
 from dlxtool.cli.reading import (
+    auto_protocol,
     make_read_options,
-    move_protocol,
     peek_safety_options,
     protocol_option,
     sample_note,
@@ -145,15 +145,18 @@ connection: a connection.blocked (alarm) is said at once and the run stops
 within --timeout, giving the rest back at once (exit 7).
 
 \b
-Messages published over AMQP 1.0 (RabbitMQ 4.x): replay reads the DLQ
-over AMQP 0.9.1, which gets RabbitMQ's conversion of them (subject, to,
-several data sections, milliseconds, symbol and ulong types … lost), and
-would write that into the origin for good. Before anything moves (with
-or without the plan), the head of the DLQ is read again over AMQP 1.0
-(as peek --protocol 1.0 reads it, no attempt spent where the version
-allows) and what the conversion would lose is said per kind (how many
-messages, which positions); the replay is then refused (exit 6, nothing
-changed) unless --accept-conversion-loss (docs/amqp10.md).
+Messages published over AMQP 1.0 (RabbitMQ 4.x): over AMQP 0.9.1 replay
+gets RabbitMQ's conversion of them (subject, to, several data sections,
+milliseconds, symbol and ulong types … lost), and would write that into
+the origin for good. Before anything moves (with or without the plan),
+the head of the DLQ is read again over AMQP 1.0 (as peek --protocol 1.0
+reads it, no attempt spent where the version allows) and what the
+conversion would lose is said per kind (how many messages, which
+positions). --protocol auto (the default) then replays over AMQP 1.0,
+which sends them whole, where none of the messages it takes would lose
+anything over 1.0 (a 0.9.1 message's table headers); otherwise, and with
+--protocol 0-9-1, the replay is refused (exit 6, nothing changed) unless
+--accept-conversion-loss (docs/amqp10.md).
 
 \b
 Without --yes, replay first shows the plan (route per origin, from the
@@ -242,7 +245,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
            rate: float | None, prefetch: int, window: int, guard: GuardSettings, selection: Selection,
            edit: EditRequest | None,
            max_unacked: int | None, allow_reorder: bool, spend_attempts: bool, dry_run: bool,
-           yes: bool, protocol: WireProtocol | None = None) -> Outcome | None:
+           yes: bool, protocol: str | None = None) -> Outcome | None:
     from dlxtool.ops import replay as ops
     from dlxtool.ops.replay_decision import EditTargets, ReplaySettings
     from dlxtool.ops.session import MoveSession
@@ -250,7 +253,10 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
     if default_exchange and keep_routing_key:
         raise UsageError("--default-exchange and --keep-routing-key contradict each other",
                          hint="keeping the original routing key is the default: drop --keep-routing-key")
-    protocol = move_protocol(app, protocol)
+    asked = auto_protocol(app, protocol)
+    # auto (dlxtool.ops.protocol_choice) chooses after the plan; --edit reads before it, over what it was asked
+    auto = asked is None and edit is None
+    over: WireProtocol = asked or "0-9-1"
     known = conventions_in_use(app, origin_from)  # a wrong --origin-from fails before anything is read
     selection = selection_for(app, selection, origin_from=origin_from, decode=True)
     if save_file:
@@ -268,7 +274,7 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
     edits = None
     if edit is not None:  # before any connection: the editor may stay open for long (dlxtool.cli.editing)
         edits = edit_dead_letters(app, dlq, selection, edit, EditTargets(settings), yes=yes, dry_run=dry_run,
-                                  protocol=protocol)
+                                  protocol=over)
         if edits is None:
             return None
         settings = replace(settings, edits=edits)
@@ -279,19 +285,23 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
         # Each API proven to answer for the broker its connection reached, before any of its data is used.
         session = MoveSession(app.session(profile, conn),
                                     app.session(target_profile, target_conn) if target_profile else None,
-                                    plan_limit=app.config().dump_unacked_limit, protocol=protocol)
+                                    plan_limit=app.config().dump_unacked_limit, protocol=over)
         replay = ops.Replay(session, settings, app, dry_run=dry_run)
         guarding = Guarding(app, guard, journaled, yes=yes) if guard.watches or guard.batch else None
         if guarding and not dry_run:
             guarding.check(replay)  # --canary without a way to watch: refused before anything is read
         # --yes: no plan (read as peek reads: some quorum queues need a flag for it); --edit showed its diff instead
         read = make_read_options(app, None, max_unacked=max_unacked, allow_reorder=allow_reorder,
-                                 spend_attempts=spend_attempts, protocol=protocol)
+                                 spend_attempts=spend_attempts, protocol=over)
         # what RabbitMQ's conversion to 0.9.1 would lose of messages published over AMQP 1.0: said (and refused by
         # default, exit 6) before anything moves, with or without a plan (dlxtool.ops.conversion_check)
         if edits is None and (dry_run or not yes):
             plan = replay.plan(read, accept_conversion_loss=accept_conversion_loss, amqp10_path=amqp10_path(),
-                               judge_conversion=check_wanted(accept_conversion_loss, plan=True), over=protocol)
+                               judge_conversion=check_wanted(accept_conversion_loss, plan=True), over=over, auto=auto)
+            if auto:
+                plan.conversion = replay.choose_protocol(plan.conversion, read, plan=plan,
+                                                         accept_conversion_loss=accept_conversion_loss,
+                                                         amqp10_path=amqp10_path())
             _render_plan(app, plan, None if target_broker else profile.vhost)
             selection_notes(app, selection)
             say_conversion(app, plan.conversion, dry_run=dry_run, what="replay")
@@ -301,10 +311,13 @@ def replay(app: App, dlq: str, to_queue: str | None, keep_history: bool, reset_h
                 app.info(f"nothing to replay: {plan.nothing_to_do}; nothing was changed")
                 return None
             app.confirm(f"Replay the messages of {dlq!r} as planned?", yes=yes)
-        elif check_wanted(accept_conversion_loss, plan=False):
-            say_conversion(app, replay.check_conversion(read, accept_conversion_loss=accept_conversion_loss,
-                                                        amqp10_path=amqp10_path(), over=protocol),
-                           dry_run=dry_run, what="replay")
+        elif check_wanted(accept_conversion_loss, plan=False, auto=auto):
+            check = replay.check_conversion(read, accept_conversion_loss=accept_conversion_loss,
+                                            amqp10_path=amqp10_path(), over=over, auto=auto)
+            if auto:
+                check = replay.choose_protocol(check, read, accept_conversion_loss=accept_conversion_loss,
+                                               amqp10_path=amqp10_path())
+            say_conversion(app, check, dry_run=dry_run, what="replay")
 
         def render(run: MoveRun) -> None:
             if guarding:  # --canary, the brake, --batch: dlxtool.cli.guarding

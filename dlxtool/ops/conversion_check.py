@@ -84,6 +84,15 @@ class ConversionCheck:
     sampled: bool = False           # the queue holds more than was read: the rest is not judged
     amqp10_path: str | None = None  # the flag of the command's AMQP 1.0 path, where it has one (it moves them whole)
     over: WireProtocol = "0-9-1"    # the protocol the move publishes over: "1.0" judges the other direction
+    # --protocol auto (dlxtool.ops.protocol_choice): the other direction's check, judged too. Where this check's
+    # protocol was chosen, `other` is what it avoided (`chosen`); where the run was refused, what 1.0 would lose too
+    other: ConversionCheck | None = None
+    chosen: bool = False
+    amqp10_blocked: str | None = None  # auto: why the move over 1.0 that keeps them cannot be made here
+    decimal_at: int | None = None  # the first 0.9.1 message with a decimal header, which ends a 1.0 session
+    # the head as read over 0.9.1, kept (keep_read) for --protocol auto's check over 1.0, which judges them by their
+    # headers instead of reading again; protocol_choice lets go of them
+    records_091: list[MessageRecord] | None = field(default=None, repr=False, compare=False)
 
     @property
     def _published(self) -> str:
@@ -147,6 +156,11 @@ class ConversionCheck:
             out.append(f"  (not read over AMQP {'0.9.1' if self.over == '1.0' else '1.0'}: {self.unchecked})")
         if self.sampled:
             out.append("  (the messages after those read were not judged)")
+        if self.amqp10_blocked:
+            out.append(f"  (not moved over AMQP 1.0 instead, which keeps them whole: {self.amqp10_blocked})")
+        if self.other is not None and self.other.losing and not self.chosen:
+            out.append("and over AMQP 1.0 instead (--protocol auto looked):")
+            out.extend(f"  {line}" for line in self.other.lines())
         return out
 
     def _read_words(self, verb: str) -> str:
@@ -173,6 +187,10 @@ class ConversionCheck:
         return "record(s)" if self.taking == "load" else "message(s)"
 
     def advice(self) -> str:
+        if self.other is not None and self.other.losing and not self.chosen:
+            return (f"neither protocol {self.verb}s every one of them whole: {self.verb} the messages of each "
+                    "protocol in a run of its own with --protocol 0-9-1 or --protocol 1.0 and a selection, or "
+                    f"accept one protocol's losses with its --protocol and {CONVERSION_FLAG}")
         if self.taking == "load":
             return (f"{self.amqp10_path} (RabbitMQ 4.x) publishes them as dumped; {CONVERSION_FLAG} publishes them "
                     "over 0.9.1 anyway, with these losses")
@@ -180,6 +198,9 @@ class ConversionCheck:
             return (f"--protocol 0-9-1 {'backs them up' if self.taking == 'backup' else 'moves them'} as published; "
                     f"{CONVERSION_FLAG} {self.verb}s them over 1.0 anyway, with these losses")
         done = "backs them up" if self.taking == "backup" else "moves them"
+        if self.amqp10_blocked:
+            return (f"the move over AMQP 1.0 that keeps them cannot be made here (said above); {CONVERSION_FLAG} "
+                    f"{self.verb}s them over 0.9.1 anyway, with these losses")
         avoid = (f"{self.amqp10_path} {done} as published" if self.amqp10_path
                  else "this command moves over AMQP 0.9.1 only: `dump --protocol 1.0` keeps a whole copy of each, and "
                       "an AMQP 1.0 client moves them as published")
@@ -195,6 +216,10 @@ class ConversionCheck:
             f"which a move over {self._converted} publishes"
         if self.staying:
             which += f" ({self.staying} of them stay, republished to the queue's tail)"
+        if self.other is not None and self.other.losing and not self.chosen:
+            # `other` judged a move over 1.0: what 0.9.1 messages lose there
+            which += (f", and {self.other.losing} message(s) published over AMQP 0.9.1 would lose their table and "
+                      "array headers over AMQP 1.0")
         return RefusedError(f"{what} refused: {self.losing} message(s) of {self.queue!r} published over AMQP "
                             f"{self._published} would lose data in RabbitMQ's conversion to AMQP {self._converted}, "
                             f"{which} ({kinds}: said above); nothing was changed", hint=self.advice())
@@ -208,14 +233,17 @@ class ConversionCheck:
                 "judged_whole": self.exact, "not_judged": self.unchecked, "sampled": self.sampled,
                 "kinds": [c.to_json() for c in sorted(self.kinds.values(), key=lambda c: (-c.messages, c.kind))],
                 "refused": self.refuses, "accepted": self.accepted, "flag": CONVERSION_FLAG,
-                "amqp10_path": self.amqp10_path, "taking": self.taking, "moved_over": self.over}
+                "amqp10_path": self.amqp10_path, "taking": self.taking, "moved_over": self.over,
+                # --protocol auto: whether it chose `moved_over`, and the other protocol's check it judged
+                "chosen_by_auto": self.chosen, "other_protocol": self.other.to_json() if self.other else None,
+                "amqp10_blocked": self.amqp10_blocked}
 
 
 def check_conversion(source: Session, queue: str, read: ReadOptions, *, include: Callable[[MessageRecord], bool],
                      report: Reporter, read_091: Iterable[MessageRecord] | None = None, accepted: bool = False,
                      amqp10_path: str | None = None, taking: Taking = "move", over: WireProtocol = "0-9-1",
                      read_10: Iterable[MessageRecord] | None = None,
-                     limit: int | None = None) -> ConversionCheck | None:
+                     limit: int | None = None, keep_read: bool = False) -> ConversionCheck | None:
     """The check for the head of `queue` on `source` (None: the broker does not speak AMQP 1.0 — 3.x, where nothing
     of this applies) of a move over `over` ("0-9-1", or "1.0": the other direction, the module docstring).
     `include`: whether the move would take a message (of the 1.0 read's records, positioned as the 0.9.1 read's).
@@ -224,7 +252,8 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
     over 1.0). Over 0.9.1, what the run reads and does not take is republished to the queue's tail (the 0.9.1 engine:
     dlxtool.ops.engine.Transfer._keep), so it is judged too, as staying, where the engine would republish it
     (_roles: not a classic queue's stays before anything moved; past `limit` taken only once something was
-    republished). Over 1.0 what stays is given back in place, untouched."""
+    republished). Over 1.0 what stays is given back in place, untouched; there `read_091` (the 0.9.1 read of a check
+    made first, `keep_read`) is judged without reading again."""
     from dlxtool.broker import versions
 
     version = versions.server_version(source.conn)
@@ -232,7 +261,7 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
         return None
     check = ConversionCheck(queue, accepted=accepted, amqp10_path=amqp10_path, taking=taking, over=over)
     if over == "1.0":  # what stays is given back in place over 1.0: only what the run takes is judged
-        return _check_over_amqp10(check, source, queue, read, _up_to_limit(include, limit), report, read_10)
+        return _check_over_amqp10(check, source, queue, read, _up_to_limit(include, limit), report, read_10, read_091)
     facts, why = _facts(source, queue)
     role = _roles(include, limit, classic=facts is not None and facts.type == "classic")
     records_091 = list(read_091) if read_091 is not None else None
@@ -240,7 +269,9 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
         records_091, why, _ = _read_091(source, queue, read, report)
     # A 0.9.1 message with a decimal header ends the 1.0 session it is delivered to (and on 4.3 a lost session counts
     # an attempt of each message held on a quorum queue): the 1.0 read stops before the first one
-    stop = next((r.position for r in records_091 or () if _holds_decimal(r.headers)), None)
+    stop = check.decimal_at = next((r.position for r in records_091 or () if _holds_decimal(r.headers)), None)
+    if keep_read and why is None:  # a read that ended early (a message 0.9.1 cannot be given) is not all there
+        check.records_091 = records_091
     records: list[MessageRecord] | None = None
     if facts is not None and why is None:
         records, why, check.sampled = _read_amqp10(source, facts, read, report, stop)
@@ -315,7 +346,8 @@ def _up_to_limit(include: Callable[[MessageRecord], bool],
 
 def _check_over_amqp10(check: ConversionCheck, source: Session, queue: str, read: ReadOptions,
                        include: Callable[[MessageRecord], bool], report: Reporter,
-                       read_10: Iterable[MessageRecord] | None) -> ConversionCheck:
+                       read_10: Iterable[MessageRecord] | None,
+                       read_091: Iterable[MessageRecord] | None = None) -> ConversionCheck:
     """A move over AMQP 1.0: the head read over 0.9.1 (which shows the headers a 1.0 reader would not get), each
     message the move would take judged by its headers. Neither read may cost what the move would not:
 
@@ -334,6 +366,10 @@ def _check_over_amqp10(check: ConversionCheck, source: Session, queue: str, read
     from dlxtool.amqp10_view import loss_kinds
     from dlxtool.broker import versions
 
+    if read_091 is not None:  # read over 0.9.1 already, by the other direction's check: its headers judged
+        check.exact = True
+        _judge_over_amqp10(check, list(read_091), include)
+        return check
     facts, why = _facts(source, queue)
     if facts is None:
         check.unchecked = why
@@ -384,7 +420,10 @@ def _judge_over_amqp10(check: ConversionCheck, records: list[MessageRecord] | No
 
     for record in records or ():
         if include(record) and is_object(record.headers):
-            check.add(record.position, loss_kinds_over_amqp10(record.headers), LOSS_KINDS_OVER_AMQP10.__getitem__)
+            losses = loss_kinds_over_amqp10(record.headers)
+            if _holds_decimal(record.headers):
+                losses.append(("decimal-header", "its decimal header ends the AMQP 1.0 session it is delivered to"))
+            check.add(record.position, losses, LOSS_KINDS_OVER_AMQP10.__getitem__)
 
 
 def sign_kinds(signs: list[str]) -> list[tuple[str, str]]:

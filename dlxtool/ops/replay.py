@@ -233,34 +233,58 @@ class Replay:
                                   allow_displace=settings.allow_displace)
 
     def plan(self, read: ReadOptions | None = None, *, accept_conversion_loss: bool = False,
-             amqp10_path: str | None = None, judge_conversion: bool = True, over: WireProtocol = "0-9-1") -> ReplayPlan:
+             amqp10_path: str | None = None, judge_conversion: bool = True, over: WireProtocol = "0-9-1",
+             auto: bool = False) -> ReplayPlan:
         """What the replay would do, from the first messages, read as `peek` reads them (plan_for), and what
         RabbitMQ's conversion for the protocol it moves over (`over`) would lose of those it would move
-        (dlxtool.ops.conversion_check)."""
+        (dlxtool.ops.conversion_check); `auto`: choose the protocol by it afterwards (choose_protocol)."""
         out = plan_for(self.session, self.settings, self.report, read)
         if not out.moving_positions or not judge_conversion:
             out.records_read = []
             return out
         from dlxtool.ops.peek import ReadOptions
 
-        names = set(out.moving_ids)
         out.conversion = check_conversion(
             self.session.source, self.settings.source, read or ReadOptions(max_unacked=self.session.plan_limit),
-            include=lambda r: r.position in out.moving_positions or message_name(r) in names, report=self.report,
+            include=self._taking(out), report=self.report,
             # the plan's own read is over the protocol the replay moves over
             read_091=None if over == "1.0" else out.records_read, read_10=out.records_read if over == "1.0" else None,
-            accepted=accept_conversion_loss, amqp10_path=amqp10_path, over=over, limit=self.settings.selection.limit)
+            accepted=accept_conversion_loss, amqp10_path=amqp10_path, over=over, limit=self.settings.selection.limit,
+            keep_read=auto)
         out.records_read = []
         return out
 
     def check_conversion(self, read: ReadOptions, *, accept_conversion_loss: bool = False,
-                         amqp10_path: str | None = None, over: WireProtocol = "0-9-1") -> ConversionCheck | None:
-        """Without a plan (--yes, --edit): the conversion check of the selected messages at the head (what a
-        plan's check judges, without the plan's decisions), for a move over `over`."""
+                         amqp10_path: str | None = None, over: WireProtocol = "0-9-1",
+                         plan: ReplayPlan | None = None, auto: bool = False,
+                         read_091: list[MessageRecord] | None = None) -> ConversionCheck | None:
+        """The conversion check of the messages `plan` would move or, without a plan (--yes, --edit), of the
+        selected messages at the head (what a plan's check judges, without the plan's decisions), for a move over
+        `over`; `auto`: choose the protocol by it afterwards (choose_protocol); `read_091`: the head as the other
+        direction's check read it over 0.9.1."""
         return check_conversion(self.session.source, self.settings.source, read,
-                                include=self.settings.selection.matches, report=self.report,
+                                include=self._taking(plan), report=self.report,
                                 accepted=accept_conversion_loss, amqp10_path=amqp10_path, over=over,
-                                limit=self.settings.selection.limit)
+                                limit=self.settings.selection.limit, keep_read=auto, read_091=read_091)
+
+    def choose_protocol(self, over_091: ConversionCheck | None, read: ReadOptions, *, plan: ReplayPlan | None = None,
+                        accept_conversion_loss: bool = False,
+                        amqp10_path: str | None = None) -> ConversionCheck | None:
+        """--protocol auto (dlxtool.ops.protocol_choice): from the 0.9.1 check of the plan (or of the selection),
+        the protocol this replay moves over — `session.protocol` — and the check to say."""
+        from dlxtool.ops.protocol_choice import choose
+
+        return choose(self.session, self.settings.source, self.info, over_091,
+                      lambda records: self.check_conversion(read, accept_conversion_loss=accept_conversion_loss,
+                                                            amqp10_path=amqp10_path, over="1.0", plan=plan,
+                                                            read_091=records))
+
+    def _taking(self, plan: ReplayPlan | None) -> Callable[[MessageRecord], bool]:
+        """Whether the replay would take a message: one `plan` moves (by position or name), else one selected."""
+        if plan is None:
+            return self.settings.selection.matches
+        names, positions = set(plan.moving_ids), plan.moving_positions
+        return lambda r: r.position in positions or message_name(r) in names
 
     def run(self, options: TransferOptions, control: PassControl | None = None) -> MoveRun:
         """The pass itself: replay as a policy (ReplayPolicy) over the one move pipeline (dlxtool.ops.pipeline),

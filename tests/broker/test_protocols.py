@@ -29,10 +29,21 @@ def test_every_protocol_option_offers_exactly_these() -> None:
                 assert isinstance(param.type, click.Choice), name
                 offered[name] = tuple(param.type.choices)
     assert {"peek", "history", "dump", "replay", "move", "purge", "load"} <= set(offered), sorted(offered)
-    assert set(offered.values()) == {PROTOCOLS}, offered
+    # replay and move choose for themselves by default (dlxtool.ops.protocol_choice): auto, offered by them only
+    assert {n: c for n, c in offered.items() if n not in ("replay", "move")} == \
+        {n: PROTOCOLS for n in offered if n not in ("replay", "move")}, offered
+    assert offered["replay"] == offered["move"] == (*PROTOCOLS, "auto"), offered
 
 
 def test_a_protocol_named_in_the_environment_that_is_none_of_them_is_a_usage_error(run) -> None:
     result = run("--url", "amqp://guest:guest@127.0.0.1:1/", "peek", "q", env={"DLXTOOL_PROTOCOL": "0.9.1"})
     assert result.exit_code == 2, (result.exit_code, result.stderr)
-    assert "DLXTOOL_PROTOCOL='0.9.1'" in result.stderr and "0-9-1 or 1.0" in result.stderr
+    assert "DLXTOOL_PROTOCOL='0.9.1'" in result.stderr and "0-9-1, 1.0 or auto" in result.stderr
+
+
+def test_auto_in_the_environment_is_0_9_1_for_a_command_that_does_not_choose(run) -> None:
+    """DLXTOOL_PROTOCOL=auto is replay's and move's default; peek (which reads over 0.9.1 by default) takes it, and
+    fails on the unreachable broker, not on the setting."""
+    result = run("--url", "amqp://guest:guest@127.0.0.1:1/", "peek", "q", env={"DLXTOOL_PROTOCOL": "auto"})
+    assert result.exit_code == 3, (result.exit_code, result.stderr)
+    assert "DLXTOOL_PROTOCOL" not in result.stderr

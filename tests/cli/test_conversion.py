@@ -90,7 +90,7 @@ def _plan(run, broker, dlq: str, *args: str) -> dict[str, Any]:
 
 def test_the_plan_names_each_loss_and_the_replay_is_refused_unless_accepted(v4, qname, run) -> None:
     work, dlq = _dead_letters(v4, qname, CASES)
-    plan = _plan(run, v4, dlq)
+    plan = _plan(run, v4, dlq, "--protocol", "0-9-1")
     losses = plan["conversion_losses"]
     assert losses["read_over_amqp10"] is True and losses["refused"] is True
     assert losses["messages_judged"] == len(CASES)
@@ -105,7 +105,7 @@ def test_the_plan_names_each_loss_and_the_replay_is_refused_unless_accepted(v4, 
     assert "subject" in kinds["subject"]["example"] and "2^63" in kinds["ulong-wraps"]["what"]
 
     # the plan shown before the question says it, and the question is never asked: refused, nothing moved
-    shown = run("--url", v4.url, "replay", dlq, input="y\n")
+    shown = run("--url", v4.url, "replay", dlq, "--protocol", "0-9-1", input="y\n")
     assert shown.exit_code == ExitStatus.REFUSED, shown.stderr
     assert "subject dropped: 1 message(s), e.g. #2" in shown.stderr
     assert "several data sections arrive merged into one body: 1 message(s), e.g. #1" in shown.stderr
@@ -114,20 +114,21 @@ def test_the_plan_names_each_loss_and_the_replay_is_refused_unless_accepted(v4, 
     assert v4.queue_depth(dlq) == len(CASES) and v4.queue_depth(work) == 0
 
     # --yes shows no plan: the check is made all the same
-    blunt = run("--url", v4.url, "replay", dlq, "--yes")
+    blunt = run("--url", v4.url, "replay", dlq, "--yes", "--protocol", "0-9-1")
     assert blunt.exit_code == ExitStatus.REFUSED, blunt.stderr
     assert "13 message(s)" in blunt.stderr and v4.queue_depth(dlq) == len(CASES)
 
     # the dry run's table says so too, and what the replay would do
-    dry = run("--url", v4.url, "replay", dlq, "--dry-run")
+    dry = run("--url", v4.url, "replay", dlq, "--dry-run", "--protocol", "0-9-1")
     assert dry.exit_code == 0, dry.stderr
     assert "the replay would be refused (exit 6)" in dry.stderr
     assert "reply-to-group-id dropped: 1 message(s), e.g. #6" in dry.stderr
 
     # accepted: the plan still says it; with --yes nothing more is read for it
-    seen = run("--url", v4.url, "replay", dlq, "--dry-run", "--accept-conversion-loss")
+    seen = run("--url", v4.url, "replay", dlq, "--dry-run", "--accept-conversion-loss", "--protocol", "0-9-1")
     assert seen.exit_code == 0 and "the replay would move them anyway (--accept-conversion-loss)" in seen.stderr
-    accepted = run("--url", v4.url, "replay", dlq, "--yes", "--accept-conversion-loss", "--format", "json")
+    accepted = run("--url", v4.url, "replay", dlq, "--yes", "--accept-conversion-loss", "--format", "json",
+                   "--protocol", "0-9-1")
     assert accepted.exit_code == 0, accepted.stderr
     assert json.loads(accepted.stdout)["moved"] == {work: len(CASES)}
     assert "AMQP 1.0" not in accepted.stderr
@@ -140,14 +141,15 @@ def test_messages_the_replay_leaves_are_judged_as_staying_and_over_10_stay_whole
     back and the two that stay are given back in place, whole (test_what_stays_is_judged_too… below: the loss
     measured)."""
     work, dlq = _dead_letters(v4, qname, CASES[:3])
-    losses = _plan(run, v4, dlq, "--message-id", "plain")["conversion_losses"]
+    losses = _plan(run, v4, dlq, "--message-id", "plain", "--protocol", "0-9-1")["conversion_losses"]
     assert (losses["messages_losing"], losses["messages_staying_losing"], losses["refused"]) == (2, 2, True), losses
-    refused = run("--url", v4.url, "replay", dlq, "--yes", "--message-id", "plain")
+    refused = run("--url", v4.url, "replay", dlq, "--yes", "--message-id", "plain", "--protocol", "0-9-1")
     assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
     assert v4.queue_depth(dlq) == 3 and v4.queue_depth(work) == 0
-    done = run("--url", v4.url, "replay", dlq, "--yes", "--message-id", "plain", "--format", "json",
-               "--protocol", "1.0")
+    # --protocol auto (the default) takes the 1.0 path, which leaves the two whole
+    done = run("--url", v4.url, "replay", dlq, "--yes", "--message-id", "plain", "--format", "json")
     assert done.exit_code == 0, done.stderr
+    assert "replay over AMQP 1.0 (--protocol auto): 2 of the 3 message(s)" in done.stderr
     assert json.loads(done.stdout)["moved"] == {work: 1}
     assert v4.queue_depth(dlq) == 2
 
@@ -157,12 +159,12 @@ def test_move_is_refused_too_and_moves_when_accepted(v4, qname, run) -> None:
     parked = f"{qname}.parked"
     with v4.channel() as ch:
         ch.queue_declare(parked, durable=True, arguments={"x-queue-type": "quorum"})
-    refused = run("--url", v4.url, "move", dlq, parked, "--yes")
+    refused = run("--url", v4.url, "move", dlq, parked, "--yes", "--protocol", "0-9-1")
     assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
     assert "2 of the 3 message(s) to move" in refused.stderr and "subject dropped: 1 message(s), e.g. #2" in \
         refused.stderr
     assert v4.queue_depth(dlq) == 3 and v4.queue_depth(parked) == 0
-    moved = run("--url", v4.url, "move", dlq, parked, "--yes", "--accept-conversion-loss")
+    moved = run("--url", v4.url, "move", dlq, parked, "--yes", "--accept-conversion-loss", "--protocol", "0-9-1")
     assert moved.exit_code == 0, moved.stderr
     assert v4.wait_depth(parked, 3) == 3
 
@@ -203,11 +205,11 @@ def test_the_clients_messages_are_judged_as_they_were_published(v4, qname, run) 
     finally:
         ours.close()
     assert v4.wait_depth(dlq, 2) == 2
-    kinds = {k["kind"]: k for k in _plan(run, v4, dlq)["conversion_losses"]["kinds"]}
+    kinds = {k["kind"]: k for k in _plan(run, v4, dlq, "--protocol", "0-9-1")["conversion_losses"]["kinds"]}
     for kind in ("id-as-text", "subject", "group-sequence", "creation-time-ms", "symbol", "ulong-wraps",
                  "timestamp-ms"):
         assert kinds[kind]["messages"] == 2 and kinds[kind]["positions"] == [0, 1], (kind, kinds.get(kind))
-    refused = run("--url", v4.url, "replay", dlq, "--yes")
+    refused = run("--url", v4.url, "replay", dlq, "--yes", "--protocol", "0-9-1")
     assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
     assert v4.queue_depth(dlq) == 2
 
@@ -221,7 +223,7 @@ def test_a_quorum_dlq_is_judged_without_spending_an_attempt(v4, qname, run) -> N
     _work, dlq = _dead_letters(v4, qname, cases, dlq_type="quorum")
     exact = versions.amqp10_peek_give_back(v4.version) is not None
     before = _delivery_counts(v4, dlq) if exact else None  # 4.3 carries the work queue's count into the DLQ
-    losses = _plan(run, v4, dlq, *(() if exact else ("--spend-attempts",)))["conversion_losses"]
+    losses = _plan(run, v4, dlq, "--protocol", "0-9-1", *(() if exact else ("--spend-attempts",)))["conversion_losses"]
     kinds = {k["kind"]: k["positions"] for k in losses["kinds"]}
     assert losses["read_over_amqp10"] is exact and losses["refused"] is True
     assert kinds["id-moved"] == [1] and kinds["encoded-body"] == [2]
@@ -232,7 +234,7 @@ def test_a_quorum_dlq_is_judged_without_spending_an_attempt(v4, qname, run) -> N
         assert "subject" not in kinds and losses["messages_losing"] == 2  # what 0.9.1 cannot see
         assert "spends a delivery attempt" in losses["not_read_over_amqp10"]
         assert kinds["unseen"] == [1, 2]
-    refused = run("--url", v4.url, "replay", dlq, "--yes")
+    refused = run("--url", v4.url, "replay", dlq, "--yes", "--protocol", "0-9-1")
     assert refused.exit_code == (ExitStatus.REFUSED if exact else ExitStatus.OK), refused.stderr
     if not exact:  # --yes on 4.0: no read may be made without spending attempts; said, not refused
         assert "conversion not checked over AMQP 1.0" in refused.stderr
@@ -295,6 +297,9 @@ def test_a_decimal_header_ends_the_10_read_before_it_costs_an_attempt(v4, qname,
     assert "subject dropped: 1 message(s), e.g. #0" in refused.stderr
     assert "type=amqp-1.0" in refused.stderr and "e.g. #2" in refused.stderr
     assert "decimal header (#1)" in refused.stderr
+    # --protocol auto (this run) would take the 1.0 path for #0 and #2, but #1 would end its session: not taken
+    assert "not moved over AMQP 1.0 instead, which keeps them whole: a message published over AMQP 0.9.1 with a " \
+        "decimal header (#1)" in refused.stderr
     assert _delivery_counts(v4, dlq) == before and v4.queue_depth(work) == 0
 
 
@@ -400,7 +405,7 @@ def test_what_stays_is_judged_too_a_move_over_091_would_republish_it_converted(v
 
     def plan(*args: str) -> dict[str, Any]:
         result = run("--url", v4.url, "move", dlq, dst, "--message-id", "move-me", "--dry-run", "--format", "json",
-                     *args)
+                     "--protocol", "0-9-1", *args)
         assert result.exit_code == 0, result.stderr
         return dict(json.loads(result.stdout)["conversion_losses"])
 
@@ -419,7 +424,7 @@ def test_what_stays_is_judged_too_a_move_over_091_would_republish_it_converted(v
     limited = plan("-n", "1")
     assert limited["messages_staying_losing"] == (2 if dlq_type == "quorum" else 0), limited
 
-    refused = run("--url", v4.url, "move", dlq, dst, "--message-id", "move-me", "--yes")
+    refused = run("--url", v4.url, "move", dlq, dst, "--message-id", "move-me", "--yes", "--protocol", "0-9-1")
     assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
     assert f"{len(staying)} of them stay" in refused.stderr and "republished to the tail" in refused.stderr
     assert v4.queue_depth(dlq) == 3 and v4.queue_depth(dst) == 0
@@ -472,3 +477,108 @@ def test_a_classic_dlq_is_read_over_091_first_and_a_message_091_cannot_be_given_
                "--format", "json")
     assert done.exit_code == 0, done.stderr
     assert json.loads(done.stdout)["moved"] == {work: 3}
+
+
+# -- --protocol auto, the default of replay and move (dlxtool.ops.protocol_choice) --------------------------------
+
+
+def test_auto_replays_messages_published_over_10_whole_over_10(v4, qname, run) -> None:
+    """Every loss kind of the table, published and dead-lettered over 1.0 into a classic DLQ: without --protocol the
+    plan says the replay moves over 1.0 and why (the 0.9.1 check's kinds), the JSON says it was chosen, and the
+    replay sends each message back whole — the subject, the two data sections, the ulong 2^64-1, the symbol."""
+    from tests.support.amqp10 import read_head
+
+    work, dlq = _dead_letters(v4, qname, CASES)
+    losses = _plan(run, v4, dlq)["conversion_losses"]
+    assert (losses["moved_over"], losses["chosen_by_auto"], losses["refused"]) == ("1.0", True, False), losses
+    assert losses["messages_losing"] == 0 and losses["judged_whole"] is True
+    assert losses["other_protocol"]["moved_over"] == "0-9-1"
+    assert losses["other_protocol"]["messages_losing"] == len(CASES) - 1
+    dry = run("--url", v4.url, "replay", dlq, "--dry-run")
+    assert dry.exit_code == 0, dry.stderr
+    assert "the replay would move over AMQP 1.0 (--protocol auto): 13 of the 14 message(s)" in dry.stderr
+    assert "subject dropped: 1 message(s), e.g. #2" in dry.stderr and "refused" not in dry.stderr
+
+    done = run("--url", v4.url, "replay", dlq, "--yes", "--format", "json")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["moved"] == {work: len(CASES)}
+    assert "replay over AMQP 1.0 (--protocol auto)" in done.stderr
+    assert v4.wait_depth(work, len(CASES)) == len(CASES) and v4.queue_depth(dlq) == 0
+    back = read_head(v4, work, len(CASES))
+    props = [m.properties or {} for m in back]
+    assert props[1]["message_id"] == Typed("string", "sections") and back[1].body.sections == [b"part-1;", b"part-2"]
+    assert props[2]["subject"] == Typed("string", "orders.created")
+    assert dict(back[8].application_properties or ())[Typed("string", "kind")] == Typed("symbol", "retry")
+    assert dict(back[9].application_properties or ())[Typed("string", "big")] == Typed("ulong", 2**64 - 1)
+    assert props[11]["message_id"] == Typed("ulong", 4242)
+
+
+def test_auto_refuses_a_queue_holding_messages_each_protocol_would_lose(v4, qname, run) -> None:
+    """A 1.0 message with a subject and a 0.9.1 message with a table header in one DLQ: 0.9.1 loses the subject,
+    1.0 the table. auto moves neither way: refused (exit 6, nothing moved), both named, and how to go on."""
+    import pika
+
+    work, dlq = _dead_letters(v4, qname, [CASES[2]])
+    with v4.channel() as ch:
+        ch.basic_publish("", work, b"tabled", pika.BasicProperties(message_id="tabled",
+                                                                   headers={"app-trace": {"id": 7}}))
+        method = None
+        while method is None:
+            method, _props, _body = ch.basic_get(work, auto_ack=False)
+        ch.basic_reject(method.delivery_tag, requeue=False)
+    assert v4.wait_depth(dlq, 2) == 2
+    losses = _plan(run, v4, dlq)["conversion_losses"]
+    assert (losses["moved_over"], losses["chosen_by_auto"], losses["refused"]) == ("0-9-1", False, True), losses
+    assert [k["kind"] for k in losses["other_protocol"]["kinds"]] == ["table-header"]
+    refused = run("--url", v4.url, "replay", dlq, "--yes")
+    assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
+    assert "subject dropped: 1 message(s), e.g. #0" in refused.stderr and "'app-trace'" in refused.stderr
+    assert "neither protocol moves every one of them whole" in refused.stderr
+    assert v4.queue_depth(dlq) == 2 and v4.queue_depth(work) == 0
+    # each protocol's own run, its losses accepted, is the way through
+    done = run("--url", v4.url, "replay", dlq, "--yes", "--protocol", "0-9-1", "--accept-conversion-loss")
+    assert done.exit_code == 0, done.stderr
+    assert v4.wait_depth(work, 2) == 2
+
+
+def test_auto_on_a_quorum_dlq_moves_over_10_only_where_no_attempt_is_spent(v4, qname, run) -> None:
+    """A quorum DLQ: on 4.3 (a 1.0 give-back spends no attempt) auto takes the 1.0 path, no read spends an attempt,
+    and the subject and the binary id survive; on 4.0–4.2 the 1.0 path is refused for a quorum DLQ, so the 0.9.1
+    check stands (exit 6, the binary id seen by its 0.9.1 signs), saying why not 1.0."""
+    from tests.support.amqp10 import read_head
+
+    work, dlq = _dead_letters(v4, qname, [CASES[2], CASES[12]], dlq_type="quorum")
+    if versions.amqp10_peek_give_back(v4.version) is None:
+        refused = run("--url", v4.url, "replay", dlq, "--spend-attempts")
+        assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
+        assert "not moved over AMQP 1.0 instead, which keeps them whole:" in refused.stderr
+        assert "counts a delivery attempt" in refused.stderr and "Replay the messages" not in refused.stdout
+        assert v4.queue_depth(dlq) == 2 and v4.queue_depth(work) == 0
+        return
+    before = _delivery_counts(v4, dlq)
+    losses = _plan(run, v4, dlq)["conversion_losses"]
+    assert (losses["moved_over"], losses["chosen_by_auto"], losses["judged_whole"]) == ("1.0", True, True), losses
+    assert _delivery_counts(v4, dlq) == before
+    done = run("--url", v4.url, "replay", dlq, "--yes")
+    assert done.exit_code == 0, done.stderr
+    assert "replay over AMQP 1.0 (--protocol auto): 2 of the 2 message(s)" in done.stderr
+    assert v4.wait_depth(work, 2) == 2 and v4.queue_depth(dlq) == 0
+    back = [m.properties or {} for m in read_head(v4, work, 2)]
+    assert back[0]["subject"] == Typed("string", "orders.created")
+    assert back[1]["message_id"] == Typed("binary", b"\x01\x02id")
+
+
+def test_auto_moves_over_10_too(v4, qname, run) -> None:
+    from tests.support.amqp10 import read_head
+
+    _work, dlq = _dead_letters(v4, qname, CASES[:3])
+    parked = f"{qname}.parked"
+    with v4.channel() as ch:
+        ch.queue_declare(parked, durable=True, arguments={"x-queue-type": "quorum"})
+    moved = run("--url", v4.url, "move", dlq, parked, "--yes")
+    assert moved.exit_code == 0, moved.stderr
+    assert "move over AMQP 1.0 (--protocol auto): 2 of the 3 message(s)" in moved.stderr
+    assert v4.wait_depth(parked, 3) == 3 and v4.queue_depth(dlq) == 0
+    back = read_head(v4, parked, 3)
+    assert back[1].body.sections == [b"part-1;", b"part-2"]
+    assert (back[2].properties or {})["subject"] == Typed("string", "orders.created")

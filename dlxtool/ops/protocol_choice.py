@@ -1,0 +1,76 @@
+"""--protocol auto, the default of replay and move (issue 39: "where the broker speaks AMQP 1.0, dlxtool moves
+messages over AMQP 1.0, so that an AMQP 1.0 message is replayed exactly as it was").
+
+Neither protocol moves every message whole (dlxtool.ops.conversion_check): RabbitMQ converts an AMQP 1.0 message
+for a 0.9.1 reader (subject, to, several data sections, milliseconds, types lost) and a 0.9.1 message for a 1.0
+reader (its table and array headers lost). So auto judges the messages the run would take, as the check already
+does for 0.9.1, and moves over the protocol that keeps them whole:
+
+  * nothing would be lost over 0.9.1 (a 3.x broker, a queue of 0.9.1 messages, a DLQ of 1.0 messages that the
+    conversion keeps): 0.9.1, as before — the path with every feature and the fast path;
+  * messages published over AMQP 1.0 would lose data over 0.9.1, the 1.0 path can take this queue (RabbitMQ 4.x,
+    python-qpid-proton, not a stream, not a quorum DLQ on 4.0–4.2: dlxtool.ops.pipeline_amqp10.check_amqp10) and
+    none of the messages it would take loses anything over 1.0: 1.0, said before the question;
+  * otherwise the 0.9.1 check stands (refused by default, exit 6), naming why 1.0 was not taken and, for a queue
+    holding both kinds, what 1.0 would lose too.
+
+The choice is made before anything moves, from reads made under peek's rules (no attempt spent where the version
+allows), and never changes a run that an explicit --protocol asked for."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from dlxtool.errors import DlxtoolError
+
+if TYPE_CHECKING:
+    from dlxtool.broker.management import QueueInfo
+    from dlxtool.ops.conversion_check import ConversionCheck
+    from dlxtool.ops.session import MoveSession
+    from dlxtool.record import MessageRecord
+
+# judges the messages a run would take for a move over 1.0, from the head as read over 0.9.1 where the 0.9.1 check
+# kept it (None: it reads what it needs itself)
+JudgeOver10 = Callable[["list[MessageRecord] | None"], "ConversionCheck | None"]
+
+
+def amqp10_blocker(session: MoveSession, queue: str, info: QueueInfo | None) -> str | None:
+    """Why a move from `queue` over AMQP 1.0 cannot be made on this session (None: it can), in the words the 1.0
+    path would refuse it with."""
+    from dlxtool.ops.pipeline_amqp10 import check_amqp10
+
+    try:
+        check_amqp10(session, queue, info)
+    except DlxtoolError as refused:
+        return str(refused)
+    return None
+
+
+def choose(session: MoveSession, queue: str, info: QueueInfo | None, over_091: ConversionCheck | None,
+           over_10: JudgeOver10) -> ConversionCheck | None:
+    """The check to say (and refuse on) of a run whose protocol auto chooses, from the 0.9.1 check `over_091`;
+    `over_10` judges the same messages for a move over 1.0, from the 0.9.1 check's read where it kept one (else it
+    may read the head once more), asked only where 1.0 would keep what 0.9.1 loses. Where 1.0 is chosen,
+    `session.protocol` is set to it and the 1.0 check is returned, `chosen`, with the 0.9.1 one as its `other`."""
+    if over_091 is None:
+        return None
+    read, over_091.records_091 = over_091.records_091, None  # not held past the choice
+    if not over_091.losing:
+        return over_091
+    blocked = amqp10_blocker(session, queue, info)
+    if blocked is None and over_091.decimal_at is not None:  # seen by the 0.9.1 read: no 1.0 read goes near it
+        blocked = (f"a message published over AMQP 0.9.1 with a decimal header (#{over_091.decimal_at}) ends the "
+                   "AMQP 1.0 session it is delivered to")
+    if blocked is not None:
+        over_091.amqp10_blocked = blocked
+        return over_091
+    checked = over_10(read)
+    if checked is None:
+        return over_091
+    if checked.losing:
+        over_091.other = checked
+        return over_091
+    checked.chosen, checked.other = True, over_091
+    session.protocol = "1.0"
+    return checked
