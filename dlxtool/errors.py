@@ -83,6 +83,16 @@ class PartialError(DlxtoolError):
     status = Status.PARTIAL
 
 
+class UndeliverableError(PartialError):
+    """A read stopped at a message the broker cannot convert for the protocol it read over (it closed the connection
+    or session): `position` in the queue's head. Over the other protocol that message reads whole (replay's
+    --protocol auto reads its plan over 1.0 where 0.9.1 stopped so)."""
+
+    def __init__(self, message: str, *, position: int, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.position = position
+
+
 class RefusedError(DlxtoolError):
     """Refused because doing it could lose, reorder or dead-letter messages."""
 

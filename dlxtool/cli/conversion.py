@@ -12,6 +12,7 @@ from dlxtool.cli.reading import make_read_options
 from dlxtool.ops.conversion_check import CONVERSION_FLAG, check_conversion
 
 if TYPE_CHECKING:
+    from dlxtool.broker.protocols import WireProtocol
     from dlxtool.cli.app import App
     from dlxtool.ops.conversion_check import ConversionCheck
     from dlxtool.ops.purge import Purge
@@ -91,33 +92,48 @@ def say_conversion(app: App, check: ConversionCheck | None, *, dry_run: bool, wh
 
 def _say_chosen(app: App, check: ConversionCheck, *, dry_run: bool, what: str) -> None:
     """--protocol auto chose AMQP 1.0 (dlxtool.ops.protocol_choice): why, in the 0.9.1 check's words."""
+    over = f"the {what} would {check.verb} over AMQP 1.0" if dry_run else f"{what} over AMQP 1.0"
     avoided = check.other
-    lines = avoided.lines()[1:] if avoided is not None else []
-    losing = f"{avoided.losing} of the {avoided.judged} message(s) " if avoided is not None else "messages "
-    over = f"the {what} would move over AMQP 1.0" if dry_run else f"{what} over AMQP 1.0"
-    app.info(f"{over} (--protocol auto): {losing}were published over AMQP 1.0, and RabbitMQ's conversion to "
-             "AMQP 0.9.1 would lose part of them; over 1.0 they go whole" +
-             (", and none of those read would lose anything over 1.0" if check.exact else "") +
-             " (--protocol 0-9-1 moves over 0.9.1):\n" + "\n".join(lines))
+    if avoided is None:
+        app.info(f"{over} (--protocol auto): {check.chosen_because or 'chosen'}")
+        return
+    none_lost = ", and none of those read would lose anything over 1.0" if check.exact else ""
+    app.info("\n".join([f"{over} (--protocol auto): {avoided.losing} of the {avoided.judged} message(s) "
+                        f"to {avoided.verb} would lose part of what they were "
+                        f"published with over AMQP 1.0 in RabbitMQ's conversion to AMQP 0.9.1; over 1.0 they go "
+                        f"whole{none_lost} (--protocol 0-9-1 goes over 0.9.1):", *avoided.lines()[1:]]))
 
 
 def check_taking(app: App, purging: Purge, session: Session, read: dict[str, Any], accept_conversion_loss: bool, *,
-                 dry_run: bool, what: str) -> None:
+                 dry_run: bool, what: str, auto: bool = False) -> None:
     """On RabbitMQ 4.x, before the question: what RabbitMQ's conversion to 0.9.1 would lose of the
     messages published over AMQP 1.0 that --move-to would publish or --backup (dump --remove) would keep as their only
     copy (dlxtool.ops.conversion_check, as replay and move judge theirs) — over AMQP 1.0, what a 1.0 reader does not
     get of messages published over 0.9.1: said, and refused (exit 6, nothing changed) unless
-    --accept-conversion-loss. A purge that only deletes is not judged (deleting is what it is for)."""
+    --accept-conversion-loss. A purge that only deletes is not judged (deleting is what it is for). `auto` (no
+    --protocol given): the run takes them over AMQP 1.0 where that keeps them whole and 0.9.1 would not
+    (dlxtool.ops.protocol_choice), `purging.protocol` set to it."""
     settings = purging.settings
-    if not (settings.move_to or settings.backup) or not check_wanted(accept_conversion_loss, plan=dry_run):
+    if not (settings.move_to or settings.backup) or not check_wanted(accept_conversion_loss, plan=dry_run, auto=auto):
         return
     options = make_read_options(app, None, max_unacked=read.get("max_unacked"),
                                 allow_reorder=bool(read.get("allow_reorder")),
                                 spend_attempts=bool(read.get("spend_attempts")), protocol=purging.protocol)
-    check = check_conversion(session, settings.queue, options, include=_up_to(settings.selection), report=app,
-                             accepted=accept_conversion_loss, amqp10_path=amqp10_path(),
-                             taking="move" if settings.move_to else "backup", over=purging.protocol,
-                             limit=settings.selection.limit)
+
+    def judged(over: WireProtocol, read_091: list[MessageRecord] | None = None) -> ConversionCheck | None:
+        return check_conversion(session, settings.queue, options, include=_up_to(settings.selection), report=app,
+                                accepted=accept_conversion_loss, amqp10_path=amqp10_path(),
+                                taking="move" if settings.move_to else "backup", over=over,
+                                limit=settings.selection.limit, keep_read=auto, read_091=read_091)
+
+    check = judged(purging.protocol)
+    if auto:
+        from dlxtool.ops.protocol_choice import choose
+        from dlxtool.ops.session import MoveSession
+
+        chooser = MoveSession(session, protocol=purging.protocol)
+        check = choose(chooser, settings.queue, purging.out.state.info, check, lambda records: judged("1.0", records))
+        purging.protocol = chooser.protocol
     if check is not None:
         purging.out.conversion = check.to_json()
     say_conversion(app, check, dry_run=dry_run, what=what)

@@ -25,6 +25,7 @@ from dlxtool.cli.options import (
     yes_option,
 )
 from dlxtool.cli.reading import (
+    AUTO,
     SAFETY_HELP,
     check_count,
     finish_read,
@@ -135,6 +136,8 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
         raise UsageError("--offset is for reading streams; streams cannot be drained (--remove)")
     # over AMQP 1.0 where chosen: each record then holds the message whole (refused, exit 2, where it cannot be)
     protocol = move_protocol(app, read.get("protocol"))
+    # no --protocol, no $DLXTOOL_PROTOCOL but auto: the check chooses (dlxtool.ops.protocol_choice), as purge's
+    auto = read.get("protocol") is None and app.env.get("DLXTOOL_PROTOCOL", "") in ("", AUTO)
     check_record_file(app, output)  # before the question and before anything is read
     profile = app.profile()
     where = output if output not in (None, "-") else "stdout"
@@ -159,7 +162,7 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
             return OK
         safety = {k: read.get(k) for k in ("max_unacked", "allow_reorder", "spend_attempts")}
         check_taking(app, draining, session, safety, accept_conversion_loss,
-                     dry_run=False, what="dump --remove")
+                     dry_run=False, what="dump --remove", auto=auto)
         n = draining.out.state.ready if count is None else min(count, draining.out.state.ready)
         which = f"{n} messages"
         if selection.filters_anything:

@@ -21,9 +21,9 @@ from dlxtool.cli.options import (
     yes_option,
 )
 from dlxtool.cli.reading import (
+    auto_protocol,
     finish_read,
     make_read_options,
-    move_protocol,
     peek_safety_options,
     purge_protocol_option,
     read_queue,
@@ -148,7 +148,7 @@ Examples:
 def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_displace: bool,
           default_exchange: bool, allow_dlx_drop: bool, accept_conversion_loss: bool, selection: Selection,
           max_unacked: int | None, allow_reorder: bool, spend_attempts: bool, yes: bool,
-          dry_run: bool, protocol: WireProtocol | None = None) -> Outcome:
+          dry_run: bool, protocol: str | None = None) -> Outcome:
     from dlxtool.ops.purge import Purge, PurgeSettings
 
     if backup == "-":
@@ -165,20 +165,23 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
     selection = selection_for(app, selection, decode=True)
     settings = PurgeSettings(queue, selection, move_to, backup, allow_displace, default_exchange, allow_dlx_drop)
     settings.check()
+    asked = auto_protocol(app, protocol)
+    # auto (dlxtool.ops.protocol_choice): 0.9.1, or 1.0 where the conversion check finds that keeps them whole
+    auto = asked is None and settings.reads_messages
     if settings.reads_messages:  # over AMQP 1.0 where chosen (refused, exit 2, where the 1.0 path cannot do it)
-        protocol = move_protocol(app, protocol)
+        over: WireProtocol = asked or "0-9-1"
     else:  # one queue.purge: nothing is read, nothing converted
-        if protocol == "1.0":
+        if asked == "1.0":
             app.info("a plain purge reads no message (one queue.purge): --protocol changes nothing")
-        protocol = "0-9-1"
+        over = "0-9-1"
     profile = app.profile()
     safety: dict[str, Any] = dict(max_unacked=max_unacked, allow_reorder=allow_reorder,
-                                  spend_attempts=spend_attempts, protocol=protocol)
+                                  spend_attempts=spend_attempts, protocol=over)
     from dlxtool.cli.moving import run_moving
 
     with summary_before_ctrl_c() as ctrl_c, app.connection(profile) as conn:
         session = app.session(profile, conn)
-        purging = Purge(session, settings, app, dry_run=dry_run, protocol=protocol)
+        purging = Purge(session, settings, app, dry_run=dry_run, protocol=over)
         if dry_run:
             n = purging.peek_count(max_unacked or app.config().dump_unacked_limit)
             if n:  # filters decide message by message: look at the first ones, with peek's safety rules
@@ -187,7 +190,8 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
             else:
                 report = purging.plan()
             if report.state.ready:
-                check_taking(app, purging, session, safety, accept_conversion_loss, dry_run=True, what="purge")
+                check_taking(app, purging, session, safety, accept_conversion_loss, dry_run=True, what="purge",
+                             auto=auto)
             _render(app, report, selection)
             return report.outcome()  # a dry run changes nothing: not journaled
         nothing = purging.nothing_to_do
@@ -195,7 +199,7 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
             nothing = _preview(app, purging, queue, safety, max_unacked or app.config().dump_unacked_limit)
         if nothing is not None:
             return _nothing_to_do(app, purging, nothing)
-        check_taking(app, purging, session, safety, accept_conversion_loss, dry_run=False, what="purge")
+        check_taking(app, purging, session, safety, accept_conversion_loss, dry_run=False, what="purge", auto=auto)
         app.confirm(purging.question, yes=yes)
         return run_moving(app, ctrl_c, command="purge", profile=profile, queues=[queue, move_to or ""],
                           label="moving" if move_to else "purging", save_file=backup,

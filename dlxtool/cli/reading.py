@@ -102,15 +102,17 @@ def protocol_option(what: str) -> Callable[[F], F]:
 def purge_protocol_option(f: F) -> F:
     """--protocol of purge's reading modes (dlxtool.ops.purge over dlxtool.ops.pipeline_amqp10): docs/amqp10.md."""
     return click.option(
-        "--protocol", type=click.Choice(PROTOCOLS), default=None,
-        help="Read (--backup, filters, --limit, --move-to) over AMQP 0.9.1 or AMQP 1.0 (RabbitMQ 4.x; the amqp10 "
-             "extra): 1.0 takes each message whole — its --backup record holds every section and type (`amqp10`), "
-             "written and flushed before the message is settled `accepted`; --move-to sends it unchanged, settled "
-             "only after the broker's `accepted`; what stays is held and given back in place (at most 2,000); a "
-             "message published over 0.9.1 with a table or array header (which 1.0 readers never get) is refused "
-             "unless --accept-conversion-loss. Not with a stream. A plain purge reads nothing (one queue.purge "
-             "either way). "
-             "[env DLXTOOL_PROTOCOL; default: 0-9-1]")(f)
+        "--protocol", type=click.Choice([*PROTOCOLS, AUTO]), default=None,
+        help="Read (--backup, filters, --limit, --move-to) over AMQP 0.9.1, AMQP 1.0 (RabbitMQ 4.x; the amqp10 "
+             "extra) or auto (the default): auto reads over 0.9.1 unless --backup or --move-to would take messages "
+             "published over AMQP 1.0 that lose data in RabbitMQ's conversion to 0.9.1 and none that would lose "
+             "anything over 1.0 — then over 1.0, said before the question. 1.0 takes each message whole — its "
+             "--backup record holds every section and type (`amqp10`), written and flushed before the message is "
+             "settled `accepted`; --move-to sends it unchanged, settled only after the broker's `accepted`; what "
+             "stays is held and given back in place (at most 2,000); a message published over 0.9.1 with a table "
+             "or array header (which 1.0 readers never get) is refused unless --accept-conversion-loss. Not with a "
+             "stream. A plain purge reads nothing (one queue.purge either way). "
+             "[env DLXTOOL_PROTOCOL; default: auto]")(f)
 
 
 def move_protocol(app: App, protocol: WireProtocol | None) -> WireProtocol:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from dlxtool.errors import DlxtoolError, RefusedError
+from dlxtool.errors import DlxtoolError, RefusedError, UndeliverableError
 from dlxtool.json_shapes import is_list_or_tuple, is_object
 
 if TYPE_CHECKING:
@@ -88,6 +88,7 @@ class ConversionCheck:
     # protocol was chosen, `other` is what it avoided (`chosen`); where the run was refused, what 1.0 would lose too
     other: ConversionCheck | None = None
     chosen: bool = False
+    chosen_because: str | None = None  # why auto chose it where no check of the other protocol could be made
     amqp10_blocked: str | None = None  # auto: why the move over 1.0 that keeps them cannot be made here
     decimal_at: int | None = None  # the first 0.9.1 message with a decimal header, which ends a 1.0 session
     # the head as read over 0.9.1, kept (keep_read) for --protocol auto's check over 1.0, which judges them by their
@@ -235,7 +236,8 @@ class ConversionCheck:
                 "refused": self.refuses, "accepted": self.accepted, "flag": CONVERSION_FLAG,
                 "amqp10_path": self.amqp10_path, "taking": self.taking, "moved_over": self.over,
                 # --protocol auto: whether it chose `moved_over`, and the other protocol's check it judged
-                "chosen_by_auto": self.chosen, "other_protocol": self.other.to_json() if self.other else None,
+                "chosen_by_auto": self.chosen, "chosen_because": self.chosen_because,
+                "other_protocol": self.other.to_json() if self.other else None,
                 "amqp10_blocked": self.amqp10_blocked}
 
 
@@ -266,7 +268,11 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
     role = _roles(include, limit, classic=facts is not None and facts.type == "classic")
     records_091 = list(read_091) if read_091 is not None else None
     if facts is not None and records_091 is None and _needs_091_first(facts):
-        records_091, why, _ = _read_091(source, queue, read, report)
+        records_091, why, _, undeliverable = _read_091(source, queue, read, report)
+        if undeliverable is not None:  # a message 0.9.1 cannot be given at all: the 0.9.1 run would stop there too
+            check.add(undeliverable, [("unconvertible", "RabbitMQ cannot convert it for AMQP 0.9.1: it closed the "
+                                                        "connection the check read it on")],
+                      _kind_words, stays=False)
     # A 0.9.1 message with a decimal header ends the 1.0 session it is delivered to (and on 4.3 a lost session counts
     # an attempt of each message held on a quorum queue): the 1.0 read stops before the first one
     stop = check.decimal_at = next((r.position for r in records_091 or () if _holds_decimal(r.headers)), None)
@@ -379,7 +385,7 @@ def _check_over_amqp10(check: ConversionCheck, source: Session, queue: str, read
         # A classic queue gives a message back in place whatever the outcome, and counts no attempt: the 0.9.1 read
         # goes first, and where the broker closes its connection at a char/uuid message it ends there, the messages
         # before it judged (no 1.0 read just to find that message first: as long again as the move's own read)
-        records, why, check.sampled = _read_091(source, queue, read, report)
+        records, why, check.sampled, _ = _read_091(source, queue, read, report)
         check.exact = records is not None and why is None
         check.unchecked = why
         _judge_over_amqp10(check, records, include)
@@ -403,7 +409,7 @@ def _check_over_amqp10(check: ConversionCheck, source: Session, queue: str, read
                                                                     ", and a read of this quorum queue that stops "
                                                                     "before it would change the head's order"))
         return check
-    records, why, check.sampled = _read_091(source, queue, read, report, stop=stop)
+    records, why, check.sampled, _ = _read_091(source, queue, read, report, stop=stop)
     check.exact = records is not None and why is None and stop is None
     check.unchecked = why
     if stop is not None and why is None:
@@ -424,6 +430,13 @@ def _judge_over_amqp10(check: ConversionCheck, records: list[MessageRecord] | No
             if _holds_decimal(record.headers):
                 losses.append(("decimal-header", "its decimal header ends the AMQP 1.0 session it is delivered to"))
             check.add(record.position, losses, LOSS_KINDS_OVER_AMQP10.__getitem__)
+
+
+def _kind_words(kind: str) -> str:
+    """A kind's words (dlxtool.amqp10_view.LOSS_KINDS), for a loss found without a 1.0 read."""
+    from dlxtool.amqp10_view import LOSS_KINDS
+
+    return LOSS_KINDS[kind]
 
 
 def sign_kinds(signs: list[str]) -> list[tuple[str, str]]:
@@ -505,22 +518,23 @@ def _holds_decimal(value: Any) -> bool:
 
 
 def _read_091(source: Session, queue: str, read: ReadOptions, report: Reporter,
-              stop: int | None = None) -> tuple[list[MessageRecord] | None, str | None, bool]:
+              stop: int | None = None) -> tuple[list[MessageRecord] | None, str | None, bool, int | None]:
     """The head read over 0.9.1 as a plan reads it (peek's rules: on 4.3 a quorum queue's nack spends no attempt):
-    (records, None, whether the queue held more); (the records before it, why, True) where the read ended early;
-    (None, why not, False) where it could not start. `stop`: read only the messages before this position. On a
+    (records, None, whether the queue held more, None); (the records before it, why, True, the position of the
+    message the broker could not convert for 0.9.1 where that ended it) where the read ended early; (None, why not,
+    False, None) where it could not start. `stop`: read only the messages before this position. On a
     connection of its own: one the broker closes (a message it cannot convert for 0.9.1) is not the session's."""
     from dlxtool.broker.connection import close_quietly, connect
     from dlxtool.ops.peek import prepare_read
 
     if source.profile is None:
-        return None, "no broker profile to read the head with", False
+        return None, "no broker profile to read the head with", False, None
     count = read.max_unacked if stop is None else min(read.max_unacked, stop)
     opts = replace(read, protocol="0-9-1", count=count, max_unacked=count, select=None, select_decodes=False)
     try:
         conn = connect(source.profile)
     except DlxtoolError as exc:
-        return None, f"no AMQP 0.9.1 connection to read the head with: {exc.message}", False
+        return None, f"no AMQP 0.9.1 connection to read the head with: {exc.message}", False, None
     try:
         reader, notes = prepare_read(conn, source.profile, queue, opts, management=_management(source))
         for note in notes:
@@ -528,15 +542,16 @@ def _read_091(source: Session, queue: str, read: ReadOptions, report: Reporter,
         records = list(reader.records())
         outcome = reader.outcome()
     except DlxtoolError as exc:
-        return None, f"the head could not be read over AMQP 0.9.1 first: {exc.message}", False
+        return None, f"the head could not be read over AMQP 0.9.1 first: {exc.message}", False, None
     finally:
         close_quietly(conn)
     for note in reader.notes:  # what the read did to the queue (the give-back; a changed order is said out loud)
         if note not in notes:
             (report.warn if reader.order_changed else report.detail)(f"conversion check: {note}")
     if outcome.error is not None:  # what arrived before it is judged; the rest is not
-        return records, f"the head could not be read whole over AMQP 0.9.1: {outcome.error.message}", True
-    return records, None, reader.coverage().sampled
+        at = outcome.error.position if isinstance(outcome.error, UndeliverableError) else None
+        return records, f"the head could not be read whole over AMQP 0.9.1: {outcome.error.message}", True, at
+    return records, None, reader.coverage().sampled, None
 
 
 def _read_amqp10(source: Session, facts: QueueFacts, read: ReadOptions, report: Reporter,

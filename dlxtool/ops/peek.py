@@ -57,6 +57,7 @@ from dlxtool.errors import (
     PartialError,
     QueueNotFound,
     RefusedError,
+    UndeliverableError,
     UsageError,
 )
 from dlxtool.record import MessageRecord
@@ -817,7 +818,7 @@ class QueueReader:
                      "or drain the queue into a file (dump --remove)")
         return ReadReport(list(self.notes), warnings, error)
 
-    def _undeliverable_error(self) -> PartialError:
+    def _undeliverable_error(self) -> UndeliverableError:
         """Exit 5: what was shown is right; the message at `undeliverable` cannot be read over 0.9.1, and the lost
         connection gave back what was held — which on some versions counts an attempt (never advised again)."""
         from dlxtool.broker import versions
@@ -844,10 +845,11 @@ class QueueReader:
                "reads every section of it")
         if not available():
             how = "read it over AMQP 1.0: --protocol 1.0 (install the amqp10 extra: pip install 'dlxtool[amqp10]')"
-        return PartialError(
+        assert position is not None
+        return UndeliverableError(
             f"the message at position {position} of {self.facts.name!r} cannot be delivered over AMQP 0.9.1: "
             f"{self.stopped_early}{cost}. Showed the {self.shown} message(s) before it",
-            hint=f"do not run this again over 0.9.1; {how}")
+            position=position, hint=f"do not run this again over 0.9.1; {how}")
 
     def _budget_error(self) -> PartialError:
         """The read stopped at the byte budget: partial (exit 5), as a read cut short by --max-unacked is: what was

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.amqp10_message import Amqp10Error
-from dlxtool.errors import DlxtoolError, PartialError
+from dlxtool.errors import DlxtoolError, PartialError, UndeliverableError
 from dlxtool.ops.peek import QueueFacts, QueueReader, ReadOptions, check_read, no_decode, queue_facts
 from dlxtool.record import MessageRecord
 
@@ -110,7 +110,7 @@ class Amqp10QueueReader(QueueReader):
                               "decimal header")
         return True
 
-    def _undeliverable_error(self) -> PartialError:
+    def _undeliverable_error(self) -> UndeliverableError:
         """Exit 5: what was shown is right; the message at `undeliverable` cannot be read over 1.0, and the lost
         session gave back what was held (counted on quorum queues where the table says a lost connection counts)."""
         from dlxtool.broker import versions
@@ -120,9 +120,10 @@ class Amqp10QueueReader(QueueReader):
         cost = (f"; the lost session gave back the messages held, and on RabbitMQ {self.facts.version} that counts a "
                 "delivery attempt of each on a quorum queue: running this again over 1.0 spends one more each time"
                 if counted else "; the messages held went back in place when the session ended")
-        return PartialError(
+        assert self.undeliverable is not None
+        return UndeliverableError(
             f"the message at position {self.undeliverable} of {self.facts.name!r} cannot be delivered over AMQP 1.0: "
-            f"{self.stopped_early}{cost}. Showed the {self.shown} message(s) before it",
+            f"{self.stopped_early}{cost}. Showed the {self.shown} message(s) before it", position=self.undeliverable,
             hint="do not run this again over 1.0; read the queue over AMQP 0.9.1 (leave --protocol out), which "
                  "reads that message whole")
 

@@ -53,8 +53,8 @@ def choose(session: MoveSession, queue: str, info: QueueInfo | None, over_091: C
     `over_10` judges the same messages for a move over 1.0, from the 0.9.1 check's read where it kept one (else it
     may read the head once more), asked only where 1.0 would keep what 0.9.1 loses. Where 1.0 is chosen,
     `session.protocol` is set to it and the 1.0 check is returned, `chosen`, with the 0.9.1 one as its `other`."""
-    if over_091 is None:
-        return None
+    if over_091 is None or over_091.over == "1.0":  # chosen already (the plan could not be read over 0.9.1)
+        return over_091
     read, over_091.records_091 = over_091.records_091, None  # not held past the choice
     if not over_091.losing:
         return over_091

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from dlxtool.broker import queues
 from dlxtool.broker.queues import exchange_exists, now
 from dlxtool.conventions import Route, check_origin_from
-from dlxtool.errors import ConnectError, DlxtoolError, RefusedError
+from dlxtool.errors import ConnectError, DlxtoolError, RefusedError, UndeliverableError
 from dlxtool.message_ids import message_name
 from dlxtool.ops.actions import Action
 from dlxtool.ops.alarms import check_alarms
@@ -237,8 +237,17 @@ class Replay:
              auto: bool = False) -> ReplayPlan:
         """What the replay would do, from the first messages, read as `peek` reads them (plan_for), and what
         RabbitMQ's conversion for the protocol it moves over (`over`) would lose of those it would move
-        (dlxtool.ops.conversion_check); `auto`: choose the protocol by it afterwards (choose_protocol)."""
-        out = plan_for(self.session, self.settings, self.report, read)
+        (dlxtool.ops.conversion_check); `auto`: choose the protocol by it afterwards (choose_protocol) — and where
+        the read over 0.9.1 stops at a message RabbitMQ cannot convert for it, read the plan over 1.0 instead."""
+        forced: str | None = None
+        try:
+            out = plan_for(self.session, self.settings, self.report, read)
+        except UndeliverableError as stopped:
+            forced = self._over_amqp10_instead(stopped) if auto and over == "0-9-1" else None
+            if forced is None:
+                raise
+            over = "1.0"
+            out = plan_for(self.session, self.settings, self.report, read)
         if not out.moving_positions or not judge_conversion:
             out.records_read = []
             return out
@@ -251,8 +260,24 @@ class Replay:
             read_091=None if over == "1.0" else out.records_read, read_10=out.records_read if over == "1.0" else None,
             accepted=accept_conversion_loss, amqp10_path=amqp10_path, over=over, limit=self.settings.selection.limit,
             keep_read=auto)
+        if forced is not None and out.conversion is not None:
+            out.conversion.chosen, out.conversion.chosen_because = True, forced
         out.records_read = []
         return out
+
+    def _over_amqp10_instead(self, stopped: UndeliverableError) -> str | None:
+        """--protocol auto, the plan's read over 0.9.1 stopped at a message RabbitMQ cannot convert for it: why the
+        replay goes over AMQP 1.0 instead (`session.protocol` set), or None where the 1.0 path cannot take this DLQ
+        (the error stands)."""
+        from dlxtool.ops.protocol_choice import amqp10_blocker
+
+        if amqp10_blocker(self.session, self.settings.source, self.info) is not None:
+            return None
+        self.session.protocol = "1.0"
+        why = (f"the message at position {stopped.position} cannot be delivered over AMQP 0.9.1 (RabbitMQ cannot "
+               "convert it: it closed the connection); over 1.0 it goes whole")
+        self.report.info(f"reading the plan again over AMQP 1.0 (--protocol auto): {why}")
+        return why
 
     def check_conversion(self, read: ReadOptions, *, accept_conversion_loss: bool = False,
                          amqp10_path: str | None = None, over: WireProtocol = "0-9-1",
@@ -372,7 +397,7 @@ def plan_for(session: ReplaySession, settings: ReplaySettings, report: Reporter,
             raise ConnectError(source.management_error or "no management API")
         return source.management
 
-    amqp10 = None
+    amqp10 = own = None
     try:
         if session.protocol == "1.0":  # read as the run reads: whole, over AMQP 1.0 (dlxtool.ops.peek_amqp10)
             from dlxtool.broker.amqp10.connection import open_connection
@@ -383,8 +408,11 @@ def plan_for(session: ReplaySession, settings: ReplaySettings, report: Reporter,
             reader, notes = prepare_read_amqp10(source.conn, amqp10, source.profile, settings.source, opts,
                                                 management=management)
         else:
-            reader, notes = prepare_read(source.conn, source.profile, settings.source, opts, management=management)
+            own = _poisonable_read_connection(source)
+            reader, notes = prepare_read(own or source.conn, source.profile, settings.source, opts,
+                                         management=management)
     except RefusedError as exc:
+        _close_quietly(own)
         if amqp10 is not None:
             amqp10.close()
         raise RefusedError(f"showing a plan reads the first messages as `peek` does, which is refused here: "
@@ -392,6 +420,7 @@ def plan_for(session: ReplaySession, settings: ReplaySettings, report: Reporter,
                            hint=f"{exc.hint + '; or ' if exc.hint else ''}--yes replays without a plan (a replay "
                                 "settles what it reads: it gives nothing back)") from None
     except BaseException:
+        _close_quietly(own)
         if amqp10 is not None:
             amqp10.close()
         raise
@@ -403,6 +432,7 @@ def plan_for(session: ReplaySession, settings: ReplaySettings, report: Reporter,
         records = list(reader.records())
         reader.tell(report)
     finally:
+        _close_quietly(own)
         if amqp10 is not None:
             amqp10.close()
     out = plan(records, reader.facts.ready or len(records), settings, conn=session.target_conn or source.conn,
@@ -410,6 +440,27 @@ def plan_for(session: ReplaySession, settings: ReplaySettings, report: Reporter,
                router=_router(to.management, to.vhost), wait_router=_wait_router(source))
     out.records_read = records  # judged by their signs where the conversion check cannot read over AMQP 1.0
     return out
+
+
+def _poisonable_read_connection(source: Session) -> AmqpConnection | None:
+    """Where RabbitMQ closes the 0.9.1 connection a message it cannot convert is delivered to (4.x: an AMQP 1.0
+    message with a char or uuid application property), the plan reads on a connection of its own: the session's
+    stays open for what follows (--protocol auto then reads the plan over 1.0: Replay.plan). None: read on the
+    session's."""
+    from dlxtool.broker import versions
+    from dlxtool.broker.connection import connect
+
+    if source.profile is None or not versions.char_uuid_poison_091(versions.server_version(source.conn)):
+        return None
+    conn: AmqpConnection = connect(source.profile)
+    return conn
+
+
+def _close_quietly(conn: AmqpConnection | None) -> None:
+    if conn is not None:
+        from dlxtool.broker.connection import close_quietly
+
+        close_quietly(conn)
 
 
 def _router(mgmt: ManagementClient | None, vhost: str) -> Router | None:

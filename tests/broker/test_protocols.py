@@ -29,10 +29,10 @@ def test_every_protocol_option_offers_exactly_these() -> None:
                 assert isinstance(param.type, click.Choice), name
                 offered[name] = tuple(param.type.choices)
     assert {"peek", "history", "dump", "replay", "move", "purge", "load"} <= set(offered), sorted(offered)
-    # replay and move choose for themselves by default (dlxtool.ops.protocol_choice): auto, offered by them only
-    assert {n: c for n, c in offered.items() if n not in ("replay", "move")} == \
-        {n: PROTOCOLS for n in offered if n not in ("replay", "move")}, offered
-    assert offered["replay"] == offered["move"] == (*PROTOCOLS, "auto"), offered
+    # replay, move and purge choose for themselves by default (dlxtool.ops.protocol_choice): auto, offered by them only
+    assert {n: c for n, c in offered.items() if n not in ("replay", "move", "purge")} == \
+        {n: PROTOCOLS for n in offered if n not in ("replay", "move", "purge")}, offered
+    assert offered["replay"] == offered["move"] == offered["purge"] == (*PROTOCOLS, "auto"), offered
 
 
 def test_a_protocol_named_in_the_environment_that_is_none_of_them_is_a_usage_error(run) -> None:

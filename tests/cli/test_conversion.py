@@ -582,3 +582,41 @@ def test_auto_moves_over_10_too(v4, qname, run) -> None:
     back = read_head(v4, parked, 3)
     assert back[1].body.sections == [b"part-1;", b"part-2"]
     assert (back[2].properties or {})["subject"] == Typed("string", "orders.created")
+
+
+@pytest.mark.parametrize("dlq_type", ["classic", "quorum"])
+def test_auto_replays_a_message_091_cannot_be_given_over_10(v4, qname, run, dlq_type) -> None:
+    """A char application property (RabbitMQ closes the 0.9.1 connection such a message is delivered to) behind a
+    plain message: the plan's 0.9.1 read stops there on a connection of its own, and auto reads the plan again over
+    1.0 and replays both whole; without a plan the check's 0.9.1 read names the message as unconvertible and auto
+    chooses 1.0. Before, the plan ended with exit 5 and `--yes` moved one message and lost its connection (exit 3).
+    A quorum DLQ only where a 1.0 give-back spends no attempt (4.3)."""
+    from tests.ops.test_engine_amqp10 import _dead_letter as reject_10
+    from tests.support.amqp10 import read_head
+
+    if dlq_type == "quorum" and versions.amqp10_peek_give_back(v4.version) is None:
+        pytest.skip(f"RabbitMQ {v4.version}: the 1.0 path is refused for a quorum DLQ (test_engine_amqp10)")
+    char = Amqp10Message(properties={"message_id": Typed("string", "char")},
+                         application_properties=[(Typed("string", "grade"), Typed("char", "A"))],
+                         body=Body("data", [b"graded"]))
+    work, dlq = _dead_letters(v4, qname, [CASES[0]], dlq_type=dlq_type)
+    reject_10(v4, work, [char])
+    assert v4.wait_depth(dlq, 2) == 2
+    # asked for 0.9.1: refused before anything moves (the check's own read names the message), not cut off mid-run
+    refused = run("--url", v4.url, "replay", dlq, "--yes", "--protocol", "0-9-1")
+    assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
+    assert "cannot be converted" in refused.stderr and "e.g. #1" in refused.stderr
+    assert v4.wait_depth(dlq, 2) == 2 and v4.queue_depth(work) == 0
+    plan = _plan(run, v4, dlq)
+    losses = plan["conversion_losses"]
+    assert (losses["moved_over"], losses["chosen_by_auto"]) == ("1.0", True), losses
+    assert "position 1 cannot be delivered over AMQP 0.9.1" in losses["chosen_because"]
+    assert [o["messages"] for o in plan["origins"]] == [2]
+    assert v4.wait_depth(dlq, 2) == 2 and v4.queue_depth(work) == 0
+    done = run("--url", v4.url, "replay", dlq, "--yes", "--format", "json")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["moved"] == {work: 2}
+    assert "cannot be converted" in done.stderr and "replay over AMQP 1.0 (--protocol auto)" in done.stderr
+    back = read_head(v4, work, 2)
+    assert [(m.properties or {})["message_id"].value for m in back] == ["plain", "char"]
+    assert dict(back[1].application_properties or ())[Typed("string", "grade")] == Typed("char", "A")

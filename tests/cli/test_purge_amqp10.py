@@ -127,7 +127,7 @@ def test_over_091_a_backup_or_move_that_loses_data_is_refused_unless_accepted(v4
     for args in (("purge", dlq, "--backup", str(backup), "--yes"),
                  ("purge", dlq, "--move-to", parked, "--yes"),
                  ("dump", dlq, "--remove", "-o", str(backup), "--yes")):
-        refused = run("--url", v4.url, *args)
+        refused = run("--url", v4.url, *args, "--protocol", "0-9-1")
         assert refused.exit_code == ExitStatus.REFUSED, (args, refused.stderr)
         assert "subject dropped: 1 message(s), e.g. #0" in refused.stderr, refused.stderr
         assert "--protocol 1.0" in refused.stderr and "nothing was changed" in refused.stderr
@@ -135,18 +135,53 @@ def test_over_091_a_backup_or_move_that_loses_data_is_refused_unless_accepted(v4
             assert "would not be backed up whole" in refused.stderr
         assert v4.queue_depth(dlq) == 2 and v4.queue_depth(parked) == 0
     assert not backup.exists() or not backup.read_text()
-    dry = run("--url", v4.url, "purge", dlq, "--backup", str(backup), "--dry-run", "--format", "json")
+    dry = run("--url", v4.url, "purge", dlq, "--backup", str(backup), "--dry-run", "--format", "json",
+              "--protocol", "0-9-1")
     assert dry.exit_code == 0, dry.stderr
     losses = json.loads(dry.stdout)["conversion_losses"]
     assert losses["refused"] and losses["taking"] == "backup" and losses["messages_losing"] == 2, losses
     limited = run("--url", v4.url, "purge", dlq, "--backup", str(backup), "--limit", "1", "--dry-run", "--format",
-                  "json")  # only what the run would take is judged: the first one
+                  "json", "--protocol", "0-9-1")  # only what the run would take is judged: the first one
     assert limited.exit_code == 0, limited.stderr
     losses = json.loads(limited.stdout)["conversion_losses"]
     assert losses["messages_judged"] == 1 and losses["messages_losing"] == 1, losses
-    taken = run("--url", v4.url, "purge", dlq, "--backup", str(backup), "--yes", "--accept-conversion-loss")
+    taken = run("--url", v4.url, "purge", dlq, "--backup", str(backup), "--yes", "--accept-conversion-loss",
+                "--protocol", "0-9-1")
     assert taken.exit_code == 0, taken.stderr
     assert v4.wait_depth(dlq, 0) == 0 and len(_records(backup)) == 2
+
+
+@pytest.mark.parametrize("command", ["purge --backup", "purge --move-to", "dump --remove"])
+def test_auto_takes_them_over_10_whole(v4, qname, run, tmp_path, command) -> None:
+    """Without --protocol (auto): the messages a 0.9.1 backup or move would lose part of are taken over 1.0 —
+    said before the question, each backup record whole (`amqp10`), --move-to's copy whole."""
+    _work, dlq, dead = _dead(v4, qname, convertible=True)
+    parked = f"{qname}.parked"
+    with v4.channel() as ch:
+        ch.queue_declare(parked, durable=True, arguments={"x-queue-type": "classic"})
+    out = tmp_path / "taken.jsonl"
+    args = {"purge --backup": ("purge", dlq, "--backup", str(out)), "purge --move-to": ("purge", dlq, "--move-to",
+                                                                                        parked),
+            "dump --remove": ("dump", dlq, "--remove", "-o", str(out))}[command]
+    dry = None if command == "dump --remove" else run("--url", v4.url, *args, "--dry-run", "--format", "json")
+    if dry is not None:
+        assert dry.exit_code == 0, dry.stderr
+        losses = json.loads(dry.stdout)["conversion_losses"]
+        assert (losses["moved_over"], losses["chosen_by_auto"], losses["refused"]) == ("1.0", True, False), losses
+        assert losses["other_protocol"]["messages_losing"] == 2
+        assert f"the purge would {'move' if '--move-to' in args else 'take'} over AMQP 1.0 (--protocol auto)" in \
+            dry.stderr
+    done = run("--url", v4.url, *args, "--yes")
+    assert done.exit_code == 0, done.stderr
+    assert f"{args[0]}{' --remove' if args[0] == 'dump' else ''} over AMQP 1.0 (--protocol auto): 2 of the 2" in \
+        done.stderr
+    assert "subject dropped: 1 message(s), e.g. #0" in done.stderr
+    assert v4.wait_depth(dlq, 0) == 0
+    if command == "purge --move-to":
+        assert v4.wait_depth(parked, 2) == 2
+        assert [_unacquired(m) for m in read_head(v4, parked, 2)] == [_unacquired(m) for m in dead]
+    else:
+        assert _whole(_records(out)) == [_as_sent(m) for m in dead]
 
 
 def test_the_amqp10_path_is_refused_on_3x(broker, qname, run, tmp_path) -> None:
