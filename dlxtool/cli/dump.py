@@ -88,9 +88,11 @@ def dump(app: App, /, queue: str, count: int | None, all_: bool, output: str | N
     with `purge --backup` and filters. Over AMQP 0.9.1 on RabbitMQ 4.x,
     messages published over AMQP 1.0 that RabbitMQ's conversion changes
     (a subject dropped, data sections merged …) are named before anything
-    is taken and refused (exit 6) unless --accept-conversion-loss: the
-    file would hold only the conversion. --protocol 1.0 takes them whole
-    (each record's `amqp10`), as `purge --protocol 1.0` does.
+    is taken; --remove without --protocol then takes them over AMQP 1.0,
+    whole (each record's `amqp10`), where none of the messages it takes
+    would lose anything there, as purge does; otherwise, and with
+    --protocol 0-9-1, it is refused (exit 6) unless
+    --accept-conversion-loss: the file would hold only the conversion.
 
     \b
     Examples:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
@@ -11,11 +11,14 @@ from dlxtool.broker.protocols import PROTOCOLS, WireProtocol
 from dlxtool.cli.app import App
 from dlxtool.cli.conversion import say_conversion
 from dlxtool.cli.options import common_options, dry_run_option, max_bytes_option, yes_option
-from dlxtool.cli.reading import chosen_protocol
+from dlxtool.cli.reading import AUTO, auto_protocol
 from dlxtool.errors import UsageError
 from dlxtool.ops.conversion_check import CONVERSION_FLAG
 from dlxtool.ops.interrupts import summary_before_ctrl_c
 from dlxtool.outcome import Outcome
+
+if TYPE_CHECKING:
+    from dlxtool.ops.load import Load
 
 HELP = """Publish the message records in FILE (`-` = stdin) to a broker.
 
@@ -124,10 +127,12 @@ Examples:
               help="Publish even where the queue's dead-letter exchange would route a record's routing key to no "
                    "queue (its next dead-lettering there drops it), or where that cannot be checked (no "
                    "management API).")
-@click.option("--protocol", type=click.Choice(PROTOCOLS), default=None,
-              help="Publish over AMQP 0.9.1 or AMQP 1.0 (RabbitMQ 4.x; the amqp10 extra): 1.0 sends each record's "
-                   "whole AMQP 1.0 message (its amqp10 field) as dumped, the death history left out and the "
-                   "provenance added. [env DLXTOOL_PROTOCOL; default: 0-9-1]")
+@click.option("--protocol", type=click.Choice([*PROTOCOLS, AUTO]), default=None,
+              help="Publish over AMQP 0.9.1, AMQP 1.0 (RabbitMQ 4.x; the amqp10 extra) or auto (the default): 1.0 "
+                   "sends each record's whole AMQP 1.0 message (its amqp10 field) as dumped, the death history left "
+                   "out and the provenance added; auto publishes over 1.0 where every record holds such a message "
+                   "and publishing their 0.9.1 view would lose part of them, else over 0.9.1. "
+                   "[env DLXTOOL_PROTOCOL; default: auto]")
 @click.option(CONVERSION_FLAG, "accept_conversion_loss", is_flag=True,
               help="Publish over AMQP 0.9.1 records that hold a whole AMQP 1.0 message even though that loses part "
                    "of it (the plan names what). Without it such a load is refused (exit 6, nothing published).")
@@ -140,15 +145,17 @@ Examples:
 @click.pass_obj
 def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencode: bool, reset_headers: tuple[str, ...],
          default_exchange: bool, failed_file: str | None, window: int, allow_displace: bool, allow_dlx_drop: bool,
-         allow_torn: bool, dry_run: bool, yes: bool, protocol: WireProtocol | None = None,
+         allow_torn: bool, dry_run: bool, yes: bool, protocol: str | None = None,
          accept_conversion_loss: bool = False) -> Outcome | None:
     from dlxtool.cli.moving import run_moving
     from dlxtool.ops.load import Load, LoadRun, LoadSettings
 
     if reset_headers and not reset_history:
         raise UsageError("--reset-header needs --reset-history")
-    protocol = protocol or chosen_protocol(app)
-    if protocol == "1.0" and reencode:
+    asked = auto_protocol(app, protocol)
+    auto = asked is None and not reencode  # 1.0 where every record holds a whole AMQP 1.0 message: _choose
+    over: WireProtocol = asked or "0-9-1"
+    if over == "1.0" and reencode:
         raise UsageError("--protocol 1.0 does not load records with --reencode yet",
                          hint="leave --protocol out (0-9-1)")
     if failed_file:
@@ -160,7 +167,7 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencod
     settings = LoadSettings(name=name, to_queue=to_queue, reset_history=reset_history,
                             reset_names=tuple(dict.fromkeys((*profile.reset_headers, *reset_headers))),
                             window=window, allow_displace=allow_displace, default_exchange=default_exchange,
-                            allow_dlx_drop=allow_dlx_drop, max_bytes=app.max_bytes, protocol=protocol)
+                            allow_dlx_drop=allow_dlx_drop, max_bytes=app.max_bytes, protocol=over)
     reencoder, changed = None, 0
     if reencode:
         from dlxtool.cli.editing import registry_loader
@@ -168,12 +175,14 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencod
 
         settings.reencode = reencoder = Reencoder(registry_loader(app, required=True))
     with summary_before_ctrl_c() as ctrl_c, app.connection(profile) as conn:
-        if protocol == "1.0":
+        if over == "1.0":
             from dlxtool.ops.load_amqp10 import Amqp10Load
 
             loading: Load = Amqp10Load(app.session(profile, conn), open_stream, settings, app, dry_run=dry_run)
         else:
             loading = Load(app.session(profile, conn), open_stream, settings, app, dry_run=dry_run)
+            if auto:
+                loading = _choose(app, loading, dry_run=dry_run)
         if reencoder is not None:  # counted by the check of the whole file, before anything is published
             app.info(f"--reencode: {reencoder.reencoded} of {loading.plan.records} record(s) re-encoded from "
                      "their changed `decoded`; the others keep their bytes")
@@ -204,6 +213,42 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencod
                           run=lambda failed, bar: LoadRun(loading.run(progress=bar, failed=failed), failed_file,
                                                           allow_torn),
                           render=lambda run: _render_result(app, run.load))
+
+
+def _choose(app: App, loading: Load, *, dry_run: bool) -> Load:
+    """--protocol auto: over AMQP 1.0 (the file scanned again for it) where every record holds a whole AMQP 1.0
+    message (`dump --protocol 1.0` wrote it), publishing their 0.9.1 view would lose part of them, and the broker
+    speaks 1.0; else the 0.9.1 load as planned, its check saying why not 1.0."""
+    from dataclasses import replace
+
+    from dlxtool.errors import DlxtoolError
+    from dlxtool.ops.load_amqp10 import Amqp10Load
+    from dlxtool.ops.pipeline_amqp10 import require_amqp10
+
+    plan = loading.plan
+    losses = plan.losses
+    if losses is None or not losses.losing:
+        return loading
+    session = loading.session
+    blocked = None
+    try:
+        require_amqp10(session)  # RabbitMQ 4.x, python-qpid-proton (a load gives nothing back: no queue type matters)
+    except DlxtoolError as refused:
+        blocked = refused.message
+    if blocked is None and plan.amqp10 < plan.records:
+        blocked = (f"{plan.records - plan.amqp10} of the {plan.records} record(s) hold no AMQP 1.0 message (read "
+                   "over AMQP 0.9.1), and a load over 1.0 publishes only what a read over 1.0 kept whole")
+    if blocked is not None:
+        losses.amqp10_blocked = blocked
+        return loading
+    chosen = Amqp10Load(session, loading.open_stream, replace(loading.settings, protocol="1.0"), app,
+                        dry_run=dry_run)
+    would = "would publish" if dry_run else "publishes"
+    app.info("\n".join([f"load over AMQP 1.0 (--protocol auto): {losses.losing} of the {plan.records} record(s) hold "
+                        "AMQP 1.0 messages that publishing their 0.9.1 view would lose part of; the load "
+                        f"{would} each record's whole message over 1.0 (--protocol 0-9-1 publishes over 0.9.1):",
+                        *losses.lines()[1:]]))
+    return chosen
 
 
 def _opener(app: App, file: str) -> tuple[Any, str]:

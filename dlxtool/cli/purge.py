@@ -94,9 +94,11 @@ Messages published over AMQP 1.0 (RabbitMQ 4.x): read over AMQP 0.9.1
 they are RabbitMQ's conversion of them (subject, to, several data
 sections, milliseconds, symbol and ulong types … lost): --move-to would
 publish that, --backup would keep only that of a message it removes.
-Before anything is taken the head is read again over AMQP 1.0, what would
-be lost is said per kind, and the purge is refused (exit 6, nothing
-changed) unless --accept-conversion-loss. --protocol 1.0 takes them
+Before anything is taken the head is read again over AMQP 1.0 and what
+would be lost is said per kind. Without --protocol (auto) the purge then
+reads over AMQP 1.0 where none of the messages it takes would lose
+anything there; otherwise, and with --protocol 0-9-1, it is refused
+(exit 6, nothing changed) unless --accept-conversion-loss. 1.0 takes them
 whole: each --backup record holds the message as AMQP 1.0 has it
 (`amqp10`), written and flushed before the message is settled; --move-to
 sends it unchanged, settled after the broker's `accepted`. Over 1.0 what

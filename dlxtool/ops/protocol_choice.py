@@ -43,7 +43,7 @@ def amqp10_blocker(session: MoveSession, queue: str, info: QueueInfo | None) -> 
     try:
         check_amqp10(session, queue, info)
     except DlxtoolError as refused:
-        return str(refused)
+        return refused.message
     return None
 
 

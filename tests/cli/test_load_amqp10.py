@@ -181,7 +181,7 @@ def test_over_091_records_that_hold_amqp10_are_refused_unless_the_loss_is_accept
     fresh = f"{qname}.fresh"
     with v4.channel() as ch:
         ch.queue_declare(fresh, durable=True)
-    refused = run("--url", v4.url, "load", str(path), "--to", fresh, "--yes")
+    refused = run("--url", v4.url, "load", str(path), "--to", fresh, "--yes", "--protocol", "0-9-1")
     assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
     assert f"{n} of the {n} record(s) of {path} that hold a whole AMQP 1.0 message" in refused.stderr
     assert "several data sections arrive merged into one body: 1 record(s), e.g. #4" in refused.stderr
@@ -189,18 +189,44 @@ def test_over_091_records_that_hold_amqp10_are_refused_unless_the_loss_is_accept
     assert "--protocol 1.0" in refused.stderr and "nothing was published" in refused.stderr
     assert v4.queue_depth(fresh) == 0
 
-    dry = run("--url", v4.url, "load", str(path), "--to", fresh, "--dry-run", "--format", "json")
+    dry = run("--url", v4.url, "load", str(path), "--to", fresh, "--dry-run", "--format", "json", "--protocol", "0-9-1")
     assert dry.exit_code == 0, dry.stderr
     plan = json.loads(dry.stdout)
     assert plan["amqp10_records"] == n and plan["conversion_losses"]["messages_losing"] == n
     assert "the load would be refused (exit 6)" in dry.stderr
 
     accepted = run("--url", v4.url, "load", str(path), "--to", fresh, "--yes", "--accept-conversion-loss", "--format",
-                   "json")
+                   "json", "--protocol", "0-9-1")
     assert accepted.exit_code == 0, accepted.stderr
     assert json.loads(accepted.stdout)["published"] == {fresh: n}
     assert "published anyway (--accept-conversion-loss)" in accepted.stderr
     assert v4.wait_depth(fresh, n) == n
+
+
+def test_auto_loads_records_that_hold_amqp10_over_10_whole(v4, qname, run, tmp_path) -> None:
+    """Without --protocol: a file whose every record holds a whole AMQP 1.0 message that 0.9.1 would lose part of is
+    published over 1.0, said first; a file that also holds a record read over 0.9.1 cannot go over 1.0 and stays
+    refused (exit 6), saying why."""
+    _work, dlq, n = _dead_letters(v4, qname)
+    path = tmp_path / "dlq.jsonl"
+    _dump(run, v4, dlq, path)
+    fresh = f"{qname}.fresh"
+    with v4.channel() as ch:
+        ch.queue_declare(fresh, durable=True)
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_bytes(MessageRecord(queue=fresh, body=b"x").to_jsonl() + path.read_bytes())
+    refused = run("--url", v4.url, "load", str(mixed), "--to", fresh, "--yes")
+    assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
+    assert f"1 of the {n + 1} record(s) hold no AMQP 1.0 message" in refused.stderr
+    assert v4.queue_depth(fresh) == 0
+    done = run("--url", v4.url, "load", str(path), "--to", fresh, "--yes", "--format", "json")
+    assert done.exit_code == 0, done.stderr
+    assert f"load over AMQP 1.0 (--protocol auto): {n} of the {n} record(s)" in done.stderr
+    assert "subject dropped: 2 record(s), e.g. #1, #2" in done.stderr
+    assert json.loads(done.stdout)["published"] == {fresh: n}
+    back = read_head(v4, fresh, n)
+    assert sum(1 for m in back if (m.properties or {}).get("subject") is not None) == 2
+    assert any(len(m.body.sections) > 1 for m in back)
 
 
 def test_what_the_broker_does_not_take_fails_with_the_reason(v4, qname, run, tmp_path) -> None:
@@ -243,9 +269,13 @@ def test_settings_the_amqp10_load_cannot_honour_are_refused(broker, qname, run, 
         ch.queue_declare(qname, durable=True)
     reencode = run("--url", broker.url, "load", str(path), "--protocol", "1.0", "--reencode", "--yes")
     assert reencode.exit_code == 2 and "--protocol 1.0 does not load records with --reencode" in reencode.stderr
-    over_091 = run("--url", broker.url, "load", str(path), "--yes")
+    over_091 = run("--url", broker.url, "load", str(path), "--yes", "--protocol", "0-9-1")
     assert over_091.exit_code == ExitStatus.REFUSED, over_091.stderr
     assert "subject dropped: 1 record(s), e.g. #1" in over_091.stderr
+    if not versions.speaks_amqp10(broker.version):  # auto cannot take the 1.0 path there: refused, saying why
+        auto = run("--url", broker.url, "load", str(path), "--yes")
+        assert auto.exit_code == ExitStatus.REFUSED, auto.stderr
+        assert "not moved over AMQP 1.0 instead" in auto.stderr and "RabbitMQ 4.x" in auto.stderr
     by_env = run("--url", broker.url, "load", str(path), "--yes", "--reset-history", env={"DLXTOOL_PROTOCOL": "1.0"})
     if not versions.speaks_amqp10(broker.version):
         assert by_env.exit_code == 2 and "--protocol 1.0 moves messages on RabbitMQ 4.x" in by_env.stderr
