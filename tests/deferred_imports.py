@@ -117,6 +117,8 @@ DEFERRED: dict[str, Reason] = {
     "dlxtool.ops.load_amqp10": AMQP10,
     "dlxtool.ops.peek_amqp10": AMQP10,
     "dlxtool.ops.pipeline_amqp10": AMQP10,
+    "dlxtool.ops.protocol_choice": ENGINE,  # --protocol auto: only once a moving command has judged its messages
+    "dlxtool.ops.canary": ENGINE,  # the guard (tap, engine, pika): `replay --help` needs only its settings
     # AMQP 0.9.1
     "dlxtool.broker.channel": AMQP091,
     "dlxtool.broker.connection": AMQP091,

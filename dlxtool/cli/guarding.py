@@ -13,7 +13,7 @@ import click
 from dlxtool import secrets
 from dlxtool.cli.app import App
 from dlxtool.cli.explaining import Cells
-from dlxtool.ops.canary import BRAKE_DEFAULT, BRAKE_WINDOW, Guard, GuardSettings
+from dlxtool.ops.guard_settings import BRAKE_DEFAULT, BRAKE_WINDOW, GuardSettings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -120,6 +120,8 @@ class Guarding:
     its outcome and its journal counts."""
 
     def __init__(self, app: App, settings: GuardSettings, journaled: Any, *, yes: bool) -> None:
+        from dlxtool.ops.canary import Guard
+
         self.app = app
         self.guard = Guard(settings, report=app, decided=journaled.decision,
                            confirm=None if yes else lambda q: app.confirm(q, yes=False))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any
 
 import click
@@ -12,7 +13,7 @@ from dlxtool.cli.app import App
 from dlxtool.cli.conversion import say_conversion
 from dlxtool.cli.options import common_options, dry_run_option, max_bytes_option, yes_option
 from dlxtool.cli.reading import AUTO, auto_protocol
-from dlxtool.errors import UsageError
+from dlxtool.errors import DlxtoolError, UsageError
 from dlxtool.ops.conversion_check import CONVERSION_FLAG
 from dlxtool.ops.interrupts import summary_before_ctrl_c
 from dlxtool.outcome import Outcome
@@ -219,9 +220,6 @@ def _choose(app: App, loading: Load, *, dry_run: bool) -> Load:
     """--protocol auto: over AMQP 1.0 (the file scanned again for it) where every record holds a whole AMQP 1.0
     message (`dump --protocol 1.0` wrote it), publishing their 0.9.1 view would lose part of them, and the broker
     speaks 1.0; else the 0.9.1 load as planned, its check saying why not 1.0."""
-    from dataclasses import replace
-
-    from dlxtool.errors import DlxtoolError
     from dlxtool.ops.load_amqp10 import Amqp10Load
     from dlxtool.ops.pipeline_amqp10 import require_amqp10
 

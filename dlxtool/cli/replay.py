@@ -38,7 +38,7 @@ from dlxtool.cli.reading import (
     write_sample_note,
 )
 from dlxtool.errors import UsageError
-from dlxtool.ops.canary import GuardSettings
+from dlxtool.ops.guard_settings import GuardSettings
 from dlxtool.ops.interrupts import summary_before_ctrl_c
 from dlxtool.ops.transfer_settings import TransferOptions
 from dlxtool.outcome import Outcome

@@ -51,7 +51,7 @@ def outgoing(source: MessageRecord, published: MessageRecord | None) -> bytes | 
     published = published or source
     changed = changes(msg, source, published)
     if isinstance(changed, Why):
-        return Why(f"{changed}: a move over AMQP 1.0 cannot carry that (leave --protocol out to move it over 0.9.1)",
+        return Why(f"{changed}: a move over AMQP 1.0 cannot carry that (--protocol 0-9-1 moves it over 0.9.1)",
                    changed.kind)
     kept_headers = published.headers if is_object(published.headers) else {}
     out = replace(msg)

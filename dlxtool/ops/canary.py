@@ -23,7 +23,6 @@ the DLQ's head only), .stop (the brake's stop event), .pace. The decisions (cana
 from __future__ import annotations
 
 import bisect
-import math
 import threading
 import time
 import uuid
@@ -39,6 +38,11 @@ from dlxtool.json_shapes import is_object
 from dlxtool.message_ids import MessageIds, message_name
 from dlxtool.ops.actions import Action, Decide, Decision
 from dlxtool.ops.engine import BEYOND_LIMIT
+from dlxtool.ops.guard_settings import BRAKE_DEFAULT as BRAKE_DEFAULT
+from dlxtool.ops.guard_settings import BRAKE_MINIMUM as BRAKE_MINIMUM
+from dlxtool.ops.guard_settings import BRAKE_WINDOW as BRAKE_WINDOW
+from dlxtool.ops.guard_settings import GRACE as GRACE
+from dlxtool.ops.guard_settings import GuardSettings as GuardSettings
 from dlxtool.ops.interrupts import received
 from dlxtool.ops.stay import Stay, Why
 from dlxtool.ops.tap import Death, Tap, TapUnavailable, dlq_bindings, failure_of
@@ -56,39 +60,6 @@ NOT_IN_CANARY = Why("not in the canary (stays for the run after it)", Stay.NOT_S
 STOPPED_AFTER_CANARY = Why("not replayed: the run stopped after the canary", Stay.GUARD_STOPPED)
 CANARY_SCAN = 1000      # the canary pass reads max(CANARY_SCAN, 20 × N) messages of the DLQ's head,
 CANARY_SCAN_MAX = 20_000  # at most this many (or N, where N is more)
-BRAKE_DEFAULT = 0.10
-BRAKE_WINDOW = 50
-BRAKE_MINIMUM = 3
-GRACE = 2.0             # an origin with no ready message for this long: its canaries were taken and not returned
-
-
-@dataclass(frozen=True)
-class GuardSettings:
-    canary: int | None = None            # messages in the canary
-    canary_percent: float | None = None  # or a share of the DLQ's ready messages (at least one)
-    canary_wait: float = 60.0
-    grace: float = GRACE
-    brake: float | None = BRAKE_DEFAULT  # None: no brake
-    brake_window: int = BRAKE_WINDOW
-    brake_minimum: int = BRAKE_MINIMUM
-    batch: int | None = None
-    pause: float = 0.0
-    rate: float | None = None
-
-    @property
-    def wants_canary(self) -> bool:
-        return bool(self.canary or self.canary_percent)
-
-    @property
-    def watches(self) -> bool:
-        return self.wants_canary or self.brake is not None
-
-    def canary_size(self, ready: int) -> int:
-        if self.canary:
-            return self.canary
-        return max(1, math.ceil(ready * (self.canary_percent or 0) / 100))
-
-
 class Pacer:
     """PassControl.pace: at most `rate` messages a second, and a `pause` after every `batch` messages read."""
 

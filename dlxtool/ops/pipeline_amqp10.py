@@ -83,7 +83,7 @@ def check_amqp10(session: MoveSession, queue: str, info: QueueInfo | None) -> De
         require_amqp10(side)
     if info is not None and info.type == "stream":
         raise UsageError(f"{queue!r} is a stream: --protocol 1.0 moves messages from classic and quorum queues",
-                         hint="leave --protocol out (0-9-1)")
+                         hint="--protocol 0-9-1 (or leave --protocol out: auto moves over 0.9.1 there)")
     version = _version(session.source)
     refusal = give_back_refusal(queue, version, info.type if info is not None else None)
     if refusal is not None:
@@ -106,7 +106,7 @@ def give_back_refusal(queue: str, version: Version | None, queue_type: str | Non
     return RefusedError(f"{queue!r} is {kind}, and on RabbitMQ {version} every AMQP 1.0 give-back of a quorum "
                         "queue's message counts a delivery attempt: the messages a run over 1.0 leaves (not selected, "
                         "or refused by their destination) would each spend one",
-                        hint="leave --protocol out: over 0.9.1 what stays is republished to the DLQ's tail instead; "
+                        hint="--protocol 0-9-1: over 0.9.1 what stays is republished to the DLQ's tail instead; "
                              "nothing was changed")
 
 
@@ -125,7 +125,8 @@ def require_amqp10(side: Session) -> None:
     version = versions.server_version(side.conn)
     if not versions.speaks_amqp10(version):
         raise UsageError(f"--protocol 1.0 moves messages on RabbitMQ 4.x; broker {side.broker or 'of this run'!r} is "
-                         f"{version or 'of an unknown version'}", hint="leave --protocol out (0-9-1)")
+                         f"{version or 'of an unknown version'}",
+                         hint="--protocol 0-9-1 (or leave --protocol out: auto moves over 0.9.1 there)")
     if side.profile is None:
         raise UsageError("--protocol 1.0 needs a broker profile to open its AMQP 1.0 connections")
     if not available():

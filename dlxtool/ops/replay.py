@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from dlxtool.broker import queues
+from dlxtool.broker import queues, versions
+from dlxtool.broker.connection import close_quietly, connect
 from dlxtool.broker.queues import exchange_exists, now
 from dlxtool.conventions import Route, check_origin_from
 from dlxtool.errors import ConnectError, DlxtoolError, RefusedError, UndeliverableError
@@ -447,9 +448,6 @@ def _poisonable_read_connection(source: Session) -> AmqpConnection | None:
     message with a char or uuid application property), the plan reads on a connection of its own: the session's
     stays open for what follows (--protocol auto then reads the plan over 1.0: Replay.plan). None: read on the
     session's."""
-    from dlxtool.broker import versions
-    from dlxtool.broker.connection import connect
-
     if source.profile is None or not versions.char_uuid_poison_091(versions.server_version(source.conn)):
         return None
     conn: AmqpConnection = connect(source.profile)
@@ -458,8 +456,6 @@ def _poisonable_read_connection(source: Session) -> AmqpConnection | None:
 
 def _close_quietly(conn: AmqpConnection | None) -> None:
     if conn is not None:
-        from dlxtool.broker.connection import close_quietly
-
         close_quietly(conn)
 
 
