@@ -4,6 +4,7 @@ messages they move (dlxtool.ops.conversion_check), before anything moves."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -120,11 +121,12 @@ def check_taking(app: App, purging: Purge, session: Session, read: dict[str, Any
                                 allow_reorder=bool(read.get("allow_reorder")),
                                 spend_attempts=bool(read.get("spend_attempts")), protocol=purging.protocol)
 
-    def judged(over: WireProtocol, read_091: list[MessageRecord] | None = None) -> ConversionCheck | None:
+    def judged(over: WireProtocol, read_091: list[MessageRecord] | None = None,
+               read_10: list[MessageRecord] | None = None) -> ConversionCheck | None:
         return check_conversion(session, settings.queue, options, include=_up_to(settings.selection), report=app,
                                 accepted=accept_conversion_loss, amqp10_path=amqp10_path(),
                                 taking="move" if settings.move_to else "backup", over=over,
-                                limit=settings.selection.limit, keep_read=auto, read_091=read_091)
+                                limit=settings.selection.limit, keep_read=auto, read_091=read_091, read_10=read_10)
 
     check = judged(purging.protocol)
     if auto:
@@ -132,7 +134,7 @@ def check_taking(app: App, purging: Purge, session: Session, read: dict[str, Any
         from dlxtool.ops.session import MoveSession
 
         chooser = MoveSession(session, protocol=purging.protocol)
-        check = choose(chooser, settings.queue, purging.out.state.info, check, lambda records: judged("1.0", records))
+        check = choose(chooser, settings.queue, purging.out.state.info, check, partial(judged, "1.0"))
         purging.protocol = chooser.protocol
     if check is not None:
         purging.out.conversion = check.to_json()

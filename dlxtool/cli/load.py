@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import IO, TYPE_CHECKING, Any
 
 import click
@@ -19,7 +19,9 @@ from dlxtool.ops.interrupts import summary_before_ctrl_c
 from dlxtool.outcome import Outcome
 
 if TYPE_CHECKING:
-    from dlxtool.ops.load import Load
+    from dlxtool.ops.conversion_check import ConversionCheck
+    from dlxtool.ops.load import Load, LoadPlan, LoadSettings, Opener
+    from dlxtool.ops.session import Session
 
 HELP = """Publish the message records in FILE (`-` = stdin) to a broker.
 
@@ -176,14 +178,18 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencod
 
         settings.reencode = reencoder = Reencoder(registry_loader(app, required=True))
     with summary_before_ctrl_c() as ctrl_c, app.connection(profile) as conn:
-        if over == "1.0":
+        session = app.session(profile, conn)
+        choice = _choose(session, open_stream, settings) if auto else None
+        if choice is not None and choice.over == "1.0":
+            settings = replace(settings, protocol="1.0")
+        if settings.protocol == "1.0":
             from dlxtool.ops.load_amqp10 import Amqp10Load
 
-            loading: Load = Amqp10Load(app.session(profile, conn), open_stream, settings, app, dry_run=dry_run)
+            loading: Load = Amqp10Load(session, open_stream, settings, app, dry_run=dry_run)
         else:
-            loading = Load(app.session(profile, conn), open_stream, settings, app, dry_run=dry_run)
-            if auto:
-                loading = _choose(app, loading, dry_run=dry_run)
+            loading = Load(session, open_stream, settings, app, dry_run=dry_run)
+        if choice is not None:
+            choice.tell(app, loading.plan, dry_run=dry_run)
         if reencoder is not None:  # counted by the check of the whole file, before anything is published
             app.info(f"--reencode: {reencoder.reencoded} of {loading.plan.records} record(s) re-encoded from "
                      "their changed `decoded`; the others keep their bytes")
@@ -216,37 +222,48 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencod
                           render=lambda run: _render_result(app, run.load))
 
 
-def _choose(app: App, loading: Load, *, dry_run: bool) -> Load:
-    """--protocol auto: over AMQP 1.0 (the file scanned again for it) where every record holds a whole AMQP 1.0
-    message (`dump --protocol 1.0` wrote it), publishing their 0.9.1 view would lose part of them, and the broker
-    speaks 1.0; else the 0.9.1 load as planned, its check saying why not 1.0."""
-    from dlxtool.ops.load_amqp10 import Amqp10Load
+@dataclass
+class _Choice:
+    """--protocol auto's choice for a load (_choose): `over`, and the 0.9.1 check of the file that decided it."""
+
+    over: WireProtocol
+    losses: ConversionCheck
+    blocked: str | None = None
+
+    def tell(self, app: App, plan: LoadPlan, *, dry_run: bool) -> None:
+        """Said before the plan (and in its JSON): why 1.0 was chosen, or, on the 0.9.1 plan, why not."""
+        plan.protocol_by = "auto"
+        if self.over == "0-9-1":
+            if plan.losses is not None:
+                plan.losses.auto, plan.losses.amqp10_blocked = True, self.blocked
+            return
+        would = "would publish" if dry_run else "publishes"
+        app.info("\n".join([f"load over AMQP 1.0 (--protocol auto): {self.losses.losing} of the {plan.records} "
+                            "record(s) hold AMQP 1.0 messages that publishing their 0.9.1 view would lose part of; "
+                            f"the load {would} each record's whole message over 1.0 (--protocol 0-9-1 publishes "
+                            "over 0.9.1):", *self.losses.lines()[1:]]))
+
+
+def _choose(session: Session, open_stream: Opener, settings: LoadSettings) -> _Choice | None:
+    """--protocol auto: over AMQP 1.0 where every record holds a whole AMQP 1.0 message (`dump --protocol 1.0` wrote
+    it), publishing their 0.9.1 view would lose part of them, and the broker speaks 1.0; else over 0.9.1, its check
+    saying why not 1.0. Decided from a scan of the file before the load is prepared (None: nothing would be lost)."""
+    from dlxtool.ops.load import scan
     from dlxtool.ops.pipeline_amqp10 import require_amqp10
 
-    plan = loading.plan
-    losses = plan.losses
+    scanned = scan(open_stream, settings)  # over 0.9.1: each record's losses judged
+    losses = scanned.losses
     if losses is None or not losses.losing:
-        return loading
-    session = loading.session
-    blocked = None
+        return None
     try:
         require_amqp10(session)  # RabbitMQ 4.x, python-qpid-proton (a load gives nothing back: no queue type matters)
     except DlxtoolError as refused:
-        blocked = refused.message
-    if blocked is None and plan.amqp10 < plan.records:
-        blocked = (f"{plan.records - plan.amqp10} of the {plan.records} record(s) hold no AMQP 1.0 message (read "
-                   "over AMQP 0.9.1), and a load over 1.0 publishes only what a read over 1.0 kept whole")
-    if blocked is not None:
-        losses.amqp10_blocked = blocked
-        return loading
-    chosen = Amqp10Load(session, loading.open_stream, replace(loading.settings, protocol="1.0"), app,
-                        dry_run=dry_run)
-    would = "would publish" if dry_run else "publishes"
-    app.info("\n".join([f"load over AMQP 1.0 (--protocol auto): {losses.losing} of the {plan.records} record(s) hold "
-                        "AMQP 1.0 messages that publishing their 0.9.1 view would lose part of; the load "
-                        f"{would} each record's whole message over 1.0 (--protocol 0-9-1 publishes over 0.9.1):",
-                        *losses.lines()[1:]]))
-    return chosen
+        return _Choice("0-9-1", losses, refused.message)
+    if scanned.amqp10 < scanned.records:
+        return _Choice("0-9-1", losses, f"{scanned.records - scanned.amqp10} of the {scanned.records} record(s) hold "
+                                        "no AMQP 1.0 message (read over AMQP 0.9.1), and a load over 1.0 publishes "
+                                        "only what a read over 1.0 kept whole")
+    return _Choice("1.0", losses)
 
 
 def _opener(app: App, file: str) -> tuple[Any, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -149,16 +150,17 @@ def move(app: App, source: str, destination: str, target_broker: str | None, def
 
             read = ReadOptions(max_unacked=app.config().dump_unacked_limit, max_bytes=app.max_bytes)
 
-            def judged(over: WireProtocol, read_091: list[MessageRecord] | None = None) -> ConversionCheck | None:
+            def judged(over: WireProtocol, read_091: list[MessageRecord] | None = None,
+                       read_10: list[MessageRecord] | None = None) -> ConversionCheck | None:
                 return check_conversion(session.source, source, read, include=selection.matches, report=app,
                                         accepted=accept_conversion_loss, amqp10_path=amqp10_path(), over=over,
-                                        limit=selection.limit, keep_read=auto, read_091=read_091)
+                                        limit=selection.limit, keep_read=auto, read_091=read_091, read_10=read_10)
 
             check = judged(over)
             if auto:
                 from dlxtool.ops.protocol_choice import choose
 
-                check = choose(session, source, prepared.info, check, lambda records: judged("1.0", records))
+                check = choose(session, source, prepared.info, check, partial(judged, "1.0"))
             if check is not None and app.output_format() != "table" and dry_run:
                 app.emit_json({"conversion_losses": check.to_json()})
             say_conversion(app, check, dry_run=dry_run, what="move")

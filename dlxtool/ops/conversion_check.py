@@ -91,9 +91,14 @@ class ConversionCheck:
     chosen_because: str | None = None  # why auto chose it where no check of the other protocol could be made
     amqp10_blocked: str | None = None  # auto: why the move over 1.0 that keeps them cannot be made here
     decimal_at: int | None = None  # the first 0.9.1 message with a decimal header, which ends a 1.0 session
+    # auto: why a move over 1.0 was not chosen although nothing it judged would lose anything there: what it could
+    # not judge (--protocol 1.0 takes that risk knowingly)
+    amqp10_unjudged: str | None = None
+    auto: bool = False  # --protocol auto judged (and chose) the protocol, not --protocol
     # the head as read over 0.9.1, kept (keep_read) for --protocol auto's check over 1.0, which judges them by their
     # headers instead of reading again; protocol_choice lets go of them
     records_091: list[MessageRecord] | None = field(default=None, repr=False, compare=False)
+    records_10: list[MessageRecord] | None = field(default=None, repr=False, compare=False)  # its 1.0 read, likewise
 
     @property
     def _published(self) -> str:
@@ -159,6 +164,10 @@ class ConversionCheck:
             out.append("  (the messages after those read were not judged)")
         if self.amqp10_blocked:
             out.append(f"  (not moved over AMQP 1.0 instead, which keeps them whole: {self.amqp10_blocked})")
+        if self.amqp10_unjudged:
+            out.append(f"  (not moved over AMQP 1.0 instead by default: a message published over AMQP 0.9.1 loses "
+                       f"its table and array headers there, and not every message could be judged: "
+                       f"{self.amqp10_unjudged})")
         if self.other is not None and self.other.losing and not self.chosen:
             out.append("and over AMQP 1.0 instead (--protocol auto looked):")
             out.extend(f"  {line}" for line in self.other.lines())
@@ -188,6 +197,13 @@ class ConversionCheck:
         return "record(s)" if self.taking == "load" else "message(s)"
 
     def advice(self) -> str:
+        if self.amqp10_blocked and self.taking == "load":
+            return (f"the load over AMQP 1.0 that keeps them cannot be made here (said above); {CONVERSION_FLAG} "
+                    "publishes them over 0.9.1 anyway, with these losses")
+        if self.amqp10_unjudged:
+            return ("--protocol 1.0 moves them over AMQP 1.0, each whole, knowing that what could not be judged "
+                    f"(said above) loses its table headers if it has any; {CONVERSION_FLAG} {self.verb}s them over "
+                    "0.9.1 anyway, with these losses")
         if self.other is not None and self.other.losing and not self.chosen:
             return (f"neither protocol {self.verb}s every one of them whole: {self.verb} the messages of each "
                     "protocol in a run of its own with --protocol 0-9-1 or --protocol 1.0 and a selection, or "
@@ -238,7 +254,8 @@ class ConversionCheck:
                 # --protocol auto: whether it chose `moved_over`, and the other protocol's check it judged
                 "chosen_by_auto": self.chosen, "chosen_because": self.chosen_because,
                 "other_protocol": self.other.to_json() if self.other else None,
-                "amqp10_blocked": self.amqp10_blocked}
+                "amqp10_blocked": self.amqp10_blocked, "amqp10_unjudged": self.amqp10_unjudged,
+                "protocol_by": "auto" if self.auto else "option"}
 
 
 def check_conversion(source: Session, queue: str, read: ReadOptions, *, include: Callable[[MessageRecord], bool],
@@ -253,7 +270,7 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
     0.9.1 first where the 1.0 read could cost attempts: _needs_091_first); `read_10`: those it read over 1.0 (a move
     over 1.0). Over 0.9.1, what the run reads and does not take is republished to the queue's tail (the 0.9.1 engine:
     dlxtool.ops.engine.Transfer._keep), so it is judged too, as staying, where the engine would republish it
-    (_roles: not a classic queue's stays before anything moved; past `limit` taken only once something was
+    (roles: not a classic queue's stays before anything moved; past `limit` taken only once something was
     republished). Over 1.0 what stays is given back in place, untouched; there `read_091` (the 0.9.1 read of a check
     made first, `keep_read`) is judged without reading again."""
     from dlxtool.broker import versions
@@ -265,7 +282,7 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
     if over == "1.0":  # what stays is given back in place over 1.0: only what the run takes is judged
         return _check_over_amqp10(check, source, queue, read, _up_to_limit(include, limit), report, read_10, read_091)
     facts, why = _facts(source, queue)
-    role = _roles(include, limit, classic=facts is not None and facts.type == "classic")
+    role = roles(include, limit, classic=facts is not None and facts.type == "classic")
     records_091 = list(read_091) if read_091 is not None else None
     if facts is not None and records_091 is None and _needs_091_first(facts):
         records_091, why, _, undeliverable = _read_091(source, queue, read, report)
@@ -282,15 +299,9 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
     if facts is not None and why is None:
         records, why, check.sampled = _read_amqp10(source, facts, read, report, stop)
     if records is not None:
-        from dlxtool.amqp10_view import LOSS_KINDS, loss_kinds
-
-        check.exact = True
-        poison = versions.char_uuid_poison_091(version)
-        for record in records:
-            took = role(record)  # in order: include counts each (a --limit)
-            if took is not None and record.amqp10 is not None:
-                check.add(record.position, loss_kinds(record.amqp10, poison_091=poison), LOSS_KINDS.__getitem__,
-                          stays=not took)
+        judge_whole(check, records, role, poison=versions.char_uuid_poison_091(version))
+        if keep_read and why is None and stop is None:
+            check.records_10 = records
     check.unchecked = why
     if stop is not None and why is None:
         check.unchecked = (f"the messages from #{stop} on: a message published over AMQP 0.9.1 with a decimal header "
@@ -308,7 +319,22 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
     return check
 
 
-def _roles(include: Callable[[MessageRecord], bool], limit: int | None, *,
+def judge_whole(check: ConversionCheck, records: Iterable[MessageRecord], role: Callable[[MessageRecord], bool | None],
+                *, poison: bool) -> None:
+    """A move over 0.9.1, judged from the head read over AMQP 1.0 (each message whole): what the conversion loses
+    of each message the run would take (`role` True) or republish (False), in order. `poison`: this version closes
+    the 0.9.1 connection a char/uuid application property is delivered to."""
+    from dlxtool.amqp10_view import LOSS_KINDS, loss_kinds
+
+    check.exact = True
+    for record in records:
+        took = role(record)  # in order: include counts each (a --limit)
+        if took is not None and record.amqp10 is not None:
+            check.add(record.position, loss_kinds(record.amqp10, poison_091=poison), LOSS_KINDS.__getitem__,
+                      stays=not took)
+
+
+def roles(include: Callable[[MessageRecord], bool], limit: int | None, *,
            classic: bool) -> Callable[[MessageRecord], bool | None]:
     """For the head read in order, as the 0.9.1 engine treats it (dlxtool.ops.engine.Transfer): True, the run takes
     the message; False, it reads it and republishes it to the tail; None, the run leaves it untouched.
@@ -403,16 +429,23 @@ def _check_over_amqp10(check: ConversionCheck, source: Session, queue: str, read
     if versions.char_uuid_poison_091(facts.version):
         stop = next((r.position for r in records_10 if r.amqp10 is not None
                      and any(kind == "unconvertible" for kind, _ in loss_kinds(r.amqp10, poison_091=True))), None)
+    # A message the 1.0 read shows something only AMQP 1.0 has (a subject, a symbol, a char …: loss_kinds) was
+    # published over 1.0: it has no 0.9.1 headers to lose, so it needs no 0.9.1 read
+    published_10 = {r.position for r in records_10 if r.amqp10 is not None and loss_kinds(r.amqp10, poison_091=True)}
+    rest_known = stop is not None and all(r.position in published_10 for r in records_10 if r.position >= stop)
     if stop is not None and (stop == 0 or facts.reads_as_quorum):
+        if rest_known and all(r.position in published_10 for r in records_10):
+            check.exact = True  # every message was published over 1.0: nothing a move over 1.0 could lose
+            return check
         check.unchecked = (f"an AMQP 1.0 message with a char or uuid application property (#{stop}) closes the AMQP "
                            "0.9.1 connection it is delivered to" + ("" if stop == 0 else
                                                                     ", and a read of this quorum queue that stops "
                                                                     "before it would change the head's order"))
         return check
     records, why, check.sampled, _ = _read_091(source, queue, read, report, stop=stop)
-    check.exact = records is not None and why is None and stop is None
+    check.exact = records is not None and why is None and (stop is None or rest_known)
     check.unchecked = why
-    if stop is not None and why is None:
+    if stop is not None and why is None and not rest_known:
         check.unchecked = (f"the messages from #{stop} on: an AMQP 1.0 message with a char or uuid application "
                            f"property (#{stop}) closes the AMQP 0.9.1 connection it is delivered to")
     _judge_over_amqp10(check, records, include)

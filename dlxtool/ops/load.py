@@ -106,6 +106,8 @@ class LoadPlan:
     without_amqp10_total: int = 0
     # over 0.9.1: what of the AMQP 1.0 messages the records hold publishing their 0.9.1 view would not carry
     losses: ConversionCheck | None = None
+    protocol: WireProtocol = "0-9-1"  # what the load publishes over
+    protocol_by: str = "option"  # "auto": --protocol auto chose it (dlxtool.cli.load)
 
     def would_load(self, queue: str) -> int:
         """Records for `queue` whose route is safe and that fit its room by count (the byte room depends on each
@@ -117,7 +119,8 @@ class LoadPlan:
         return min(n, cap.room)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"records": self.records, "targets": dict(self.targets),
+        out: dict[str, Any] = {"records": self.records, "targets": dict(self.targets), "protocol": self.protocol,
+                               "protocol_by": self.protocol_by,
                                "torn_last_line": self.torn[-1] if self.torn else None, "torn": self.torn,
                                "skipped_torn": len(self.torn)}
         if self.exists:
@@ -193,7 +196,7 @@ def records_of(stream: IO[bytes], settings: LoadSettings,
 def scan(open_stream: Opener, settings: LoadSettings) -> LoadPlan:
     """Check every record (UsageError naming FILE:LINE) and count them per target queue; over 0.9.1, judge what of
     the AMQP 1.0 messages records hold would not survive (LoadPlan.losses)."""
-    out = LoadPlan()
+    out = LoadPlan(protocol=settings.protocol)
     amqp10 = settings.protocol == "1.0"
     if not amqp10:
         out.losses = ConversionCheck(settings.name, exact=True, amqp10_path="--protocol 1.0", taking="load")

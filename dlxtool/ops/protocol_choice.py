@@ -30,9 +30,9 @@ if TYPE_CHECKING:
     from dlxtool.ops.session import MoveSession
     from dlxtool.record import MessageRecord
 
-# judges the messages a run would take for a move over 1.0, from the head as read over 0.9.1 where the 0.9.1 check
-# kept it (None: it reads what it needs itself)
-JudgeOver10 = Callable[["list[MessageRecord] | None"], "ConversionCheck | None"]
+# judges the messages a run would take for a move over 1.0, from the head as the 0.9.1 check read it over 0.9.1 and
+# over 1.0 where it kept those reads (None: it reads what it needs itself)
+JudgeOver10 = Callable[["list[MessageRecord] | None", "list[MessageRecord] | None"], "ConversionCheck | None"]
 
 
 def amqp10_blocker(session: MoveSession, queue: str, info: QueueInfo | None) -> str | None:
@@ -53,9 +53,11 @@ def choose(session: MoveSession, queue: str, info: QueueInfo | None, over_091: C
     `over_10` judges the same messages for a move over 1.0, from the 0.9.1 check's read where it kept one (else it
     may read the head once more), asked only where 1.0 would keep what 0.9.1 loses. Where 1.0 is chosen,
     `session.protocol` is set to it and the 1.0 check is returned, `chosen`, with the 0.9.1 one as its `other`."""
-    if over_091 is None or over_091.over == "1.0":  # chosen already (the plan could not be read over 0.9.1)
+    if over_091 is None or over_091.auto:  # decided already (Replay.plan, where its 0.9.1 read was closed)
         return over_091
-    read, over_091.records_091 = over_091.records_091, None  # not held past the choice
+    over_091.auto = True
+    read_091, read_10 = over_091.records_091, over_091.records_10
+    over_091.records_091 = over_091.records_10 = None  # not held past the choice
     if not over_091.losing:
         return over_091
     blocked = amqp10_blocker(session, queue, info)
@@ -65,12 +67,28 @@ def choose(session: MoveSession, queue: str, info: QueueInfo | None, over_091: C
     if blocked is not None:
         over_091.amqp10_blocked = blocked
         return over_091
-    checked = over_10(read)
-    if checked is None:
+    return settle(session, over_091, over_10(read_091, read_10))
+
+
+def settle(session: MoveSession, over_091: ConversionCheck, over_10: ConversionCheck | None, *,
+           because: str | None = None) -> ConversionCheck:
+    """Both directions judged (the 1.0 path can take this queue): 1.0 where it loses nothing of what it judged and
+    judged everything the run takes — `session.protocol` set to it, the 1.0 check returned `chosen` (`because`:
+    why, where the 0.9.1 check alone does not say it) — else the 0.9.1 check, which refuses, saying why not 1.0.
+    Not judged whole is not chosen: a 0.9.1 message there would lose its table headers without a word (safe by
+    default; --protocol 1.0 takes that risk knowingly)."""
+    over_091.auto = True
+    session.protocol = "0-9-1"
+    if over_10 is None:
         return over_091
-    if checked.losing:
-        over_091.other = checked
+    over_10.auto = True
+    if over_10.losing:
+        over_091.other = over_10
         return over_091
-    checked.chosen, checked.other = True, over_091
+    if over_10.unchecked:
+        over_091.amqp10_unjudged = over_10.unchecked
+        return over_091
+    over_10.chosen, over_10.other, over_10.chosen_because = True, over_091, because
+    over_10.sampled = over_10.sampled or over_091.sampled
     session.protocol = "1.0"
-    return checked
+    return over_10

@@ -261,10 +261,23 @@ class Replay:
             read_091=None if over == "1.0" else out.records_read, read_10=out.records_read if over == "1.0" else None,
             accepted=accept_conversion_loss, amqp10_path=amqp10_path, over=over, limit=self.settings.selection.limit,
             keep_read=auto)
-        if forced is not None and out.conversion is not None:
-            out.conversion.chosen, out.conversion.chosen_because = True, forced
+        if forced is not None and out.conversion is not None:  # both directions, from the plan's 1.0 read
+            from dlxtool.ops.protocol_choice import settle
+
+            out.conversion = settle(self.session, self._over_091_whole(out, accept_conversion_loss, amqp10_path),
+                                    out.conversion, because=forced)
         out.records_read = []
         return out
+
+    def _over_091_whole(self, out: ReplayPlan, accepted: bool, amqp10_path: str | None) -> ConversionCheck:
+        """What a replay over 0.9.1 would lose of the messages the plan read over 1.0 (each whole)."""
+        from dlxtool.ops.conversion_check import ConversionCheck, judge_whole, roles
+
+        check = ConversionCheck(self.settings.source, accepted=accepted, amqp10_path=amqp10_path)
+        classic = self.info is not None and self.info.type == "classic"
+        judge_whole(check, out.records_read, roles(self._taking(out), self.settings.selection.limit, classic=classic),
+                    poison=True)  # the plan's 0.9.1 read was closed at such a message
+        return check
 
     def _over_amqp10_instead(self, stopped: UndeliverableError) -> str | None:
         """--protocol auto, the plan's read over 0.9.1 stopped at a message RabbitMQ cannot convert for it: why the
@@ -277,13 +290,15 @@ class Replay:
         self.session.protocol = "1.0"
         why = (f"the message at position {stopped.position} cannot be delivered over AMQP 0.9.1 (RabbitMQ cannot "
                "convert it: it closed the connection); over 1.0 it goes whole")
+        self.report.warn(f"the plan's read over AMQP 0.9.1 stopped: {stopped.message}")  # what that cost, said
         self.report.info(f"reading the plan again over AMQP 1.0 (--protocol auto): {why}")
         return why
 
     def check_conversion(self, read: ReadOptions, *, accept_conversion_loss: bool = False,
                          amqp10_path: str | None = None, over: WireProtocol = "0-9-1",
                          plan: ReplayPlan | None = None, auto: bool = False,
-                         read_091: list[MessageRecord] | None = None) -> ConversionCheck | None:
+                         read_091: list[MessageRecord] | None = None,
+                         read_10: list[MessageRecord] | None = None) -> ConversionCheck | None:
         """The conversion check of the messages `plan` would move or, without a plan (--yes, --edit), of the
         selected messages at the head (what a plan's check judges, without the plan's decisions), for a move over
         `over`; `auto`: choose the protocol by it afterwards (choose_protocol); `read_091`: the head as the other
@@ -291,7 +306,8 @@ class Replay:
         return check_conversion(self.session.source, self.settings.source, read,
                                 include=self._taking(plan), report=self.report,
                                 accepted=accept_conversion_loss, amqp10_path=amqp10_path, over=over,
-                                limit=self.settings.selection.limit, keep_read=auto, read_091=read_091)
+                                limit=self.settings.selection.limit, keep_read=auto, read_091=read_091,
+                                read_10=read_10)
 
     def choose_protocol(self, over_091: ConversionCheck | None, read: ReadOptions, *, plan: ReplayPlan | None = None,
                         accept_conversion_loss: bool = False,
@@ -301,9 +317,9 @@ class Replay:
         from dlxtool.ops.protocol_choice import choose
 
         return choose(self.session, self.settings.source, self.info, over_091,
-                      lambda records: self.check_conversion(read, accept_conversion_loss=accept_conversion_loss,
-                                                            amqp10_path=amqp10_path, over="1.0", plan=plan,
-                                                            read_091=records))
+                      lambda read_091, read_10: self.check_conversion(
+                          read, accept_conversion_loss=accept_conversion_loss, amqp10_path=amqp10_path, over="1.0",
+                          plan=plan, read_091=read_091, read_10=read_10))
 
     def _taking(self, plan: ReplayPlan | None) -> Callable[[MessageRecord], bool]:
         """Whether the replay would take a message: one `plan` moves (by position or name), else one selected."""

@@ -552,7 +552,8 @@ def test_auto_on_a_quorum_dlq_moves_over_10_only_where_no_attempt_is_spent(v4, q
         refused = run("--url", v4.url, "replay", dlq, "--spend-attempts")
         assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
         assert "not moved over AMQP 1.0 instead, which keeps them whole:" in refused.stderr
-        assert "counts a delivery attempt" in refused.stderr and "Replay the messages" not in refused.stdout
+        assert "counts a delivery attempt" in refused.stderr and "replay refused:" in refused.stderr
+        assert "not confirmed" not in refused.stderr
         assert v4.queue_depth(dlq) == 2 and v4.queue_depth(work) == 0
         return
     before = _delivery_counts(v4, dlq)
@@ -587,10 +588,13 @@ def test_auto_moves_over_10_too(v4, qname, run) -> None:
 @pytest.mark.parametrize("dlq_type", ["classic", "quorum"])
 def test_auto_replays_a_message_091_cannot_be_given_over_10(v4, qname, run, dlq_type) -> None:
     """A char application property (RabbitMQ closes the 0.9.1 connection such a message is delivered to) behind a
-    plain message: the plan's 0.9.1 read stops there on a connection of its own, and auto reads the plan again over
-    1.0 and replays both whole; without a plan the check's 0.9.1 read names the message as unconvertible and auto
-    chooses 1.0. Before, the plan ended with exit 5 and `--yes` moved one message and lost its connection (exit 3).
-    A quorum DLQ only where a 1.0 give-back spends no attempt (4.3)."""
+    plain message. Asked for 0.9.1, the replay is refused before anything moves (the check's own read names the
+    message), not cut off mid-run (exit 3 before). auto: the plan's 0.9.1 read stops there on a connection of its
+    own, and the plan is read again over 1.0. From a classic DLQ everything is judged (the message before it over
+    0.9.1; the char message is plainly AMQP 1.0's) and both are replayed whole. From a quorum DLQ (4.3 only: 4.0
+    refuses the 1.0 path) a 0.9.1 read that stops before it would change the head's order, so the plain message
+    cannot be judged for a move over 1.0: auto refuses (exit 6) and says --protocol 1.0, which moves them; the cost
+    of the plan's 0.9.1 read (an attempt of each message it held, on 4.3) is said."""
     from tests.ops.test_engine_amqp10 import _dead_letter as reject_10
     from tests.support.amqp10 import read_head
 
@@ -602,21 +606,33 @@ def test_auto_replays_a_message_091_cannot_be_given_over_10(v4, qname, run, dlq_
     work, dlq = _dead_letters(v4, qname, [CASES[0]], dlq_type=dlq_type)
     reject_10(v4, work, [char])
     assert v4.wait_depth(dlq, 2) == 2
-    # asked for 0.9.1: refused before anything moves (the check's own read names the message), not cut off mid-run
     refused = run("--url", v4.url, "replay", dlq, "--yes", "--protocol", "0-9-1")
     assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
     assert "cannot be converted" in refused.stderr and "e.g. #1" in refused.stderr
     assert v4.wait_depth(dlq, 2) == 2 and v4.queue_depth(work) == 0
     plan = _plan(run, v4, dlq)
     losses = plan["conversion_losses"]
-    assert (losses["moved_over"], losses["chosen_by_auto"]) == ("1.0", True), losses
-    assert "position 1 cannot be delivered over AMQP 0.9.1" in losses["chosen_because"]
-    assert [o["messages"] for o in plan["origins"]] == [2]
-    assert v4.wait_depth(dlq, 2) == 2 and v4.queue_depth(work) == 0
-    done = run("--url", v4.url, "replay", dlq, "--yes", "--format", "json")
+    assert losses["protocol_by"] == "auto" and [o["messages"] for o in plan["origins"]] == [2], plan
+    if dlq_type == "quorum":
+        assert (losses["moved_over"], losses["chosen_by_auto"], losses["refused"]) == ("0-9-1", False, True), losses
+        assert "would change the head's order" in losses["amqp10_unjudged"]
+        shown = run("--url", v4.url, "replay", dlq, "--dry-run")
+        assert "the plan's read over AMQP 0.9.1 stopped" in shown.stderr
+        assert "counts a delivery attempt" in shown.stderr  # what the 0.9.1 read cost, said
+        blunt = run("--url", v4.url, "replay", dlq, "--yes")
+        assert blunt.exit_code == ExitStatus.REFUSED, blunt.stderr
+        assert "--protocol 1.0 moves them over AMQP 1.0" in blunt.stderr
+        assert v4.wait_depth(dlq, 2) == 2 and v4.queue_depth(work) == 0
+        done = run("--url", v4.url, "replay", dlq, "--yes", "--protocol", "1.0", "--format", "json")
+    else:
+        assert (losses["moved_over"], losses["chosen_by_auto"]) == ("1.0", True), losses
+        assert "position 1 cannot be delivered over AMQP 0.9.1" in losses["chosen_because"]
+        assert losses["judged_whole"] is True and losses["amqp10_unjudged"] is None
+        assert v4.wait_depth(dlq, 2) == 2 and v4.queue_depth(work) == 0
+        done = run("--url", v4.url, "replay", dlq, "--yes", "--format", "json")
+        assert "cannot be converted" in done.stderr and "replay over AMQP 1.0 (--protocol auto)" in done.stderr
     assert done.exit_code == 0, done.stderr
     assert json.loads(done.stdout)["moved"] == {work: 2}
-    assert "cannot be converted" in done.stderr and "replay over AMQP 1.0 (--protocol auto)" in done.stderr
     back = read_head(v4, work, 2)
     assert [(m.properties or {})["message_id"].value for m in back] == ["plain", "char"]
     assert dict(back[1].application_properties or ())[Typed("string", "grade")] == Typed("char", "A")

@@ -219,6 +219,10 @@ def test_auto_loads_records_that_hold_amqp10_over_10_whole(v4, qname, run, tmp_p
     assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
     assert f"1 of the {n + 1} record(s) hold no AMQP 1.0 message" in refused.stderr
     assert v4.queue_depth(fresh) == 0
+    dry = run("--url", v4.url, "load", str(path), "--to", fresh, "--dry-run", "--format", "json")
+    assert dry.exit_code == 0, dry.stderr
+    assert (json.loads(dry.stdout)["protocol"], json.loads(dry.stdout)["protocol_by"]) == ("1.0", "auto")
+    assert dry.stderr.count("load over AMQP 1.0 (--protocol auto)") == 1
     done = run("--url", v4.url, "load", str(path), "--to", fresh, "--yes", "--format", "json")
     assert done.exit_code == 0, done.stderr
     assert f"load over AMQP 1.0 (--protocol auto): {n} of the {n} record(s)" in done.stderr
@@ -276,6 +280,7 @@ def test_settings_the_amqp10_load_cannot_honour_are_refused(broker, qname, run, 
         auto = run("--url", broker.url, "load", str(path), "--yes")
         assert auto.exit_code == ExitStatus.REFUSED, auto.stderr
         assert "not moved over AMQP 1.0 instead" in auto.stderr and "RabbitMQ 4.x" in auto.stderr
+        assert "cannot be made here" in auto.stderr and "--protocol 1.0 (RabbitMQ 4.x) publishes" not in auto.stderr
     by_env = run("--url", broker.url, "load", str(path), "--yes", "--reset-history", env={"DLXTOOL_PROTOCOL": "1.0"})
     if not versions.speaks_amqp10(broker.version):
         assert by_env.exit_code == 2 and "--protocol 1.0 moves messages on RabbitMQ 4.x" in by_env.stderr
