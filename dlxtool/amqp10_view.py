@@ -251,6 +251,22 @@ LOSS_KINDS = {
 }
 
 
+# The kinds a message published over AMQP 0.9.1 can show when read over AMQP 1.0 too (RabbitMQ's mc_amqpl rebuilds
+# them): a body marked type=amqp-1.0 is decoded into 1.0 sections (encoded-body, data-sections), a "urn:uuid:" id
+# becomes a uuid (id-as-text). Every other kind is AMQP 1.0's alone.
+_ALSO_FROM_091 = frozenset({"encoded-body", "data-sections", "id-as-text"})
+
+
+def published_over_amqp10(msg: Amqp10Message) -> bool:
+    """Whether a message read over AMQP 1.0 shows something only a message published over AMQP 1.0 has (a subject, a
+    symbol, a char, a ulong id …): it then has no 0.9.1 headers a move over 1.0 could lose. False where it cannot be
+    told (a plain message looks the same either way)."""
+    if any(kind not in _ALSO_FROM_091 for kind, _ in loss_kinds(msg, poison_091=True)):
+        return True
+    props = msg.properties or {}
+    return any(name in props and props[name].type == "ulong" for name in ("message_id", "correlation_id"))
+
+
 # What RabbitMQ's conversion for AMQP 1.0 readers (mc_amqpl, 4.0.5 and 4.3.6) loses of a message published over 0.9.1,
 # as a 0.9.1 read shows it: headers become application properties, which hold no table or array (x- headers become
 # message annotations, which do: they survive). (A text value holding a NUL arrives as binary, which a 0.9.1 consumer

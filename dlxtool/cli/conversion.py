@@ -79,7 +79,7 @@ def say_conversion(app: App, check: ConversionCheck | None, *, dry_run: bool, wh
                      "sections …)" + ("; none of those read shows a sign of AMQP 1.0" if check.judged else ""))
         return
     lines = check.lines()
-    if check.accepted:
+    if check.accepted and not check.refuses:  # (a message 0.9.1 cannot be given at all: no flag moves it over 0.9.1)
         done = f"the {what} would {check.verb} them" if dry_run else \
             {"take": "taken", "publish": "published"}.get(check.verb, "moved")
         app.warn("\n".join(lines) + f"\n  {done} anyway ({CONVERSION_FLAG})")

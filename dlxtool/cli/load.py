@@ -19,7 +19,6 @@ from dlxtool.ops.interrupts import summary_before_ctrl_c
 from dlxtool.outcome import Outcome
 
 if TYPE_CHECKING:
-    from dlxtool.ops.conversion_check import ConversionCheck
     from dlxtool.ops.load import Load, LoadPlan, LoadSettings, Opener
     from dlxtool.ops.session import Session
 
@@ -186,8 +185,9 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencod
             from dlxtool.ops.load_amqp10 import Amqp10Load
 
             loading: Load = Amqp10Load(session, open_stream, settings, app, dry_run=dry_run)
-        else:
-            loading = Load(session, open_stream, settings, app, dry_run=dry_run)
+        else:  # the file is read once more only where auto chose 1.0
+            loading = Load(session, open_stream, settings, app, dry_run=dry_run,
+                           scanned=choice.scanned if choice is not None else None)
         if choice is not None:
             choice.tell(app, loading.plan, dry_run=dry_run)
         if reencoder is not None:  # counted by the check of the whole file, before anything is published
@@ -227,43 +227,44 @@ class _Choice:
     """--protocol auto's choice for a load (_choose): `over`, and the 0.9.1 check of the file that decided it."""
 
     over: WireProtocol
-    losses: ConversionCheck
+    scanned: LoadPlan  # the file's scan over 0.9.1 (each record's losses judged)
     blocked: str | None = None
 
     def tell(self, app: App, plan: LoadPlan, *, dry_run: bool) -> None:
         """Said before the plan (and in its JSON): why 1.0 was chosen, or, on the 0.9.1 plan, why not."""
         plan.protocol_by = "auto"
+        losses = self.scanned.losses
         if self.over == "0-9-1":
             if plan.losses is not None:
                 plan.losses.auto, plan.losses.amqp10_blocked = True, self.blocked
             return
+        assert losses is not None
         would = "would publish" if dry_run else "publishes"
-        app.info("\n".join([f"load over AMQP 1.0 (--protocol auto): {self.losses.losing} of the {plan.records} "
+        app.info("\n".join([f"load over AMQP 1.0 (--protocol auto): {losses.losing} of the {plan.records} "
                             "record(s) hold AMQP 1.0 messages that publishing their 0.9.1 view would lose part of; "
                             f"the load {would} each record's whole message over 1.0 (--protocol 0-9-1 publishes "
-                            "over 0.9.1):", *self.losses.lines()[1:]]))
+                            "over 0.9.1):", *losses.lines()[1:]]))
 
 
-def _choose(session: Session, open_stream: Opener, settings: LoadSettings) -> _Choice | None:
+def _choose(session: Session, open_stream: Opener, settings: LoadSettings) -> _Choice:
     """--protocol auto: over AMQP 1.0 where every record holds a whole AMQP 1.0 message (`dump --protocol 1.0` wrote
     it), publishing their 0.9.1 view would lose part of them, and the broker speaks 1.0; else over 0.9.1, its check
-    saying why not 1.0. Decided from a scan of the file before the load is prepared (None: nothing would be lost)."""
+    saying why not 1.0. Decided from a scan of the file before the load is prepared (the 0.9.1 load takes it)."""
     from dlxtool.ops.load import scan
     from dlxtool.ops.pipeline_amqp10 import require_amqp10
 
     scanned = scan(open_stream, settings)  # over 0.9.1: each record's losses judged
-    losses = scanned.losses
-    if losses is None or not losses.losing:
-        return None
+    if scanned.losses is None or not scanned.losses.losing:
+        return _Choice("0-9-1", scanned)
     try:
         require_amqp10(session)  # RabbitMQ 4.x, python-qpid-proton (a load gives nothing back: no queue type matters)
     except DlxtoolError as refused:
-        return _Choice("0-9-1", losses, refused.message)
+        return _Choice("0-9-1", scanned, refused.message)
     if scanned.amqp10 < scanned.records:
-        return _Choice("0-9-1", losses, f"{scanned.records - scanned.amqp10} of the {scanned.records} record(s) hold "
-                                        "no AMQP 1.0 message (read over AMQP 0.9.1), and a load over 1.0 publishes "
-                                        "only what a read over 1.0 kept whole")
-    return _Choice("1.0", losses)
+        return _Choice("0-9-1", scanned, f"{scanned.records - scanned.amqp10} of the {scanned.records} record(s) "
+                                         "hold no AMQP 1.0 message (read over AMQP 0.9.1), and a load over 1.0 "
+                                         "publishes only what a read over 1.0 kept whole")
+    return _Choice("1.0", scanned)
 
 
 def _opener(app: App, file: str) -> tuple[Any, str]:

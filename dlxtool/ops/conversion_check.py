@@ -114,8 +114,14 @@ class ConversionCheck:
     taking: Taking = "move"
 
     @property
+    def undeliverable(self) -> bool:
+        """A message RabbitMQ cannot give a 0.9.1 reader at all is in the way: a run over 0.9.1 would lose its
+        connection there, so --accept-conversion-loss cannot make one possible."""
+        return self.over == "0-9-1" and "unconvertible" in self.kinds
+
+    @property
     def refuses(self) -> bool:
-        return bool(self.losing) and not self.accepted
+        return bool(self.losing) and (not self.accepted or self.undeliverable)
 
     def add(self, position: int, losses: Iterable[tuple[str, str]], words: Callable[[str], str], *,
             stays: bool = False) -> None:
@@ -200,10 +206,14 @@ class ConversionCheck:
         if self.amqp10_blocked and self.taking == "load":
             return (f"the load over AMQP 1.0 that keeps them cannot be made here (said above); {CONVERSION_FLAG} "
                     "publishes them over 0.9.1 anyway, with these losses")
+        anyway = "" if self.undeliverable else \
+            f"; {CONVERSION_FLAG} {self.verb}s them over 0.9.1 anyway, with these losses"
         if self.amqp10_unjudged:
             return ("--protocol 1.0 moves them over AMQP 1.0, each whole, knowing that what could not be judged "
-                    f"(said above) loses its table headers if it has any; {CONVERSION_FLAG} {self.verb}s them over "
-                    "0.9.1 anyway, with these losses")
+                    f"(said above) loses its table headers if it has any{anyway}")
+        if self.undeliverable and not self.amqp10_blocked and not (self.other is not None and self.other.losing):
+            return (f"{self.amqp10_path or '--protocol 1.0'} {self.verb}s them as published (over AMQP 0.9.1 the "
+                    "broker cannot deliver the unconvertible one at all)")
         if self.other is not None and self.other.losing and not self.chosen:
             return (f"neither protocol {self.verb}s every one of them whole: {self.verb} the messages of each "
                     "protocol in a run of its own with --protocol 0-9-1 or --protocol 1.0 and a selection, or "
@@ -329,9 +339,14 @@ def judge_whole(check: ConversionCheck, records: Iterable[MessageRecord], role: 
     check.exact = True
     for record in records:
         took = role(record)  # in order: include counts each (a --limit)
-        if took is not None and record.amqp10 is not None:
-            check.add(record.position, loss_kinds(record.amqp10, poison_091=poison), LOSS_KINDS.__getitem__,
-                      stays=not took)
+        if record.amqp10 is None:
+            continue
+        losses = loss_kinds(record.amqp10, poison_091=poison)
+        if took is None:  # left untouched — but a message 0.9.1 cannot be given ends the run that reads it anyway
+            losses = [(kind, words) for kind, words in losses if kind == "unconvertible"]
+            if not losses:
+                continue
+        check.add(record.position, losses, LOSS_KINDS.__getitem__, stays=not took)
 
 
 def roles(include: Callable[[MessageRecord], bool], limit: int | None, *,
@@ -395,7 +410,7 @@ def _check_over_amqp10(check: ConversionCheck, source: Session, queue: str, read
         plan has not made already.
 
     What could not be read is said (`unchecked`): the run goes on, as the forward check's does."""
-    from dlxtool.amqp10_view import loss_kinds
+    from dlxtool.amqp10_view import loss_kinds, published_over_amqp10
     from dlxtool.broker import versions
 
     if read_091 is not None:  # read over 0.9.1 already, by the other direction's check: its headers judged
@@ -431,7 +446,7 @@ def _check_over_amqp10(check: ConversionCheck, source: Session, queue: str, read
                      and any(kind == "unconvertible" for kind, _ in loss_kinds(r.amqp10, poison_091=True))), None)
     # A message the 1.0 read shows something only AMQP 1.0 has (a subject, a symbol, a char …: loss_kinds) was
     # published over 1.0: it has no 0.9.1 headers to lose, so it needs no 0.9.1 read
-    published_10 = {r.position for r in records_10 if r.amqp10 is not None and loss_kinds(r.amqp10, poison_091=True)}
+    published_10 = {r.position for r in records_10 if r.amqp10 is not None and published_over_amqp10(r.amqp10)}
     rest_known = stop is not None and all(r.position in published_10 for r in records_10 if r.position >= stop)
     if stop is not None and (stop == 0 or facts.reads_as_quorum):
         if rest_known and all(r.position in published_10 for r in records_10):
@@ -443,6 +458,8 @@ def _check_over_amqp10(check: ConversionCheck, source: Session, queue: str, read
                                                                     "before it would change the head's order"))
         return check
     records, why, check.sampled, _ = _read_091(source, queue, read, report, stop=stop)
+    if rest_known:
+        check.sampled = False  # the read stopped at `stop` by design; what lies past the 1.0 read is the other's say
     check.exact = records is not None and why is None and (stop is None or rest_known)
     check.unchecked = why
     if stop is not None and why is None and not rest_known:

@@ -498,9 +498,11 @@ class Load:
     fits, the rest fails with the reason. Then `run(...)`."""
 
     def __init__(self, session: Session, open_stream: Opener, settings: LoadSettings, report: Reporter, *,
-                 dry_run: bool) -> None:
+                 dry_run: bool, scanned: LoadPlan | None = None) -> None:
+        """`scanned`: the file's scan for these settings, made already (--protocol auto's choice: dlxtool.cli.load)."""
         self.session, self.open_stream, self.settings = session, open_stream, settings
-        plan = self.plan = scan(open_stream, settings)
+        plan = self.plan = scanned if scanned is not None and scanned.protocol == settings.protocol else \
+            scan(open_stream, settings)
         self.check_file(plan)  # before the plan's questions to the broker
         for where in plan.torn:
             report.warn(f"{where}: a record cut short (a writer stopped mid-record): skipped; its message was not "

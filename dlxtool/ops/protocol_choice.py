@@ -88,6 +88,10 @@ def settle(session: MoveSession, over_091: ConversionCheck, over_10: ConversionC
     if over_10.unchecked:
         over_091.amqp10_unjudged = over_10.unchecked
         return over_091
+    if over_091.sampled or over_10.sampled:  # the run goes on past what was read: those are judged by no one
+        over_091.amqp10_unjudged = ("the queue holds more messages than the check read (--max-unacked, config "
+                                    "dump_unacked_limit): those after them are judged by no one")
+        return over_091
     over_10.chosen, over_10.other, over_10.chosen_because = True, over_091, because
     over_10.sampled = over_10.sampled or over_091.sampled
     session.protocol = "1.0"

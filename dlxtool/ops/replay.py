@@ -273,7 +273,7 @@ class Replay:
         """What a replay over 0.9.1 would lose of the messages the plan read over 1.0 (each whole)."""
         from dlxtool.ops.conversion_check import ConversionCheck, judge_whole, roles
 
-        check = ConversionCheck(self.settings.source, accepted=accepted, amqp10_path=amqp10_path)
+        check = ConversionCheck(self.settings.source, accepted=accepted, amqp10_path=amqp10_path, sampled=out.sampled)
         classic = self.info is not None and self.info.type == "classic"
         judge_whole(check, out.records_read, roles(self._taking(out), self.settings.selection.limit, classic=classic),
                     poison=True)  # the plan's 0.9.1 read was closed at such a message

@@ -636,3 +636,38 @@ def test_auto_replays_a_message_091_cannot_be_given_over_10(v4, qname, run, dlq_
     back = read_head(v4, work, 2)
     assert [(m.properties or {})["message_id"].value for m in back] == ["plain", "char"]
     assert dict(back[1].application_properties or ())[Typed("string", "grade")] == Typed("char", "A")
+
+
+def test_auto_does_not_take_a_091_message_it_could_not_judge_for_10(v4, qname, run) -> None:
+    """A char message (#0: 0.9.1 cannot be given it) before a message published over 0.9.1 with a urn:uuid id and a
+    table header (#1), in a classic DLQ. RabbitMQ gives #1 to a 1.0 reader with a uuid id, as if published over 1.0,
+    and without its table; a 0.9.1 read cannot reach it past #0. auto does not guess: refused (exit 6, nothing
+    moved), #1 named as not judged, --protocol 1.0 as the way that takes the risk; over 0.9.1 not even
+    --accept-conversion-loss helps (#0 cannot be delivered: the plan's read says so, exit 5)."""
+    import pika
+
+    from tests.ops.test_engine_amqp10 import _dead_letter as reject_10
+
+    char = Amqp10Message(properties={"message_id": Typed("string", "char")},
+                         application_properties=[(Typed("string", "grade"), Typed("char", "A"))],
+                         body=Body("data", [b"graded"]))
+    work, dlq = _dead_letters(v4, qname, [])
+    reject_10(v4, work, [char])
+    assert v4.wait_depth(dlq, 1) == 1
+    with v4.channel() as ch:
+        ch.basic_publish("", work, b"tabled", pika.BasicProperties(
+            message_id="urn:uuid:87654321-4321-8765-4321-876543218765", headers={"app-trace": {"id": 7}}))
+        method = None
+        while method is None:
+            method, _props, _body = ch.basic_get(work, auto_ack=False)
+        ch.basic_reject(method.delivery_tag, requeue=False)
+    assert v4.wait_depth(dlq, 2) == 2
+    refused = run("--url", v4.url, "replay", dlq, "--yes", "--format", "json")
+    assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
+    assert "not every message could be judged" in refused.stderr and "--protocol 1.0 moves them" in refused.stderr
+    assert v4.wait_depth(dlq, 2) == 2 and v4.queue_depth(work) == 0
+    # the plan over 0.9.1, the loss accepted: #0 still cannot be delivered over 0.9.1, and the plan's read says so
+    accepted = run("--url", v4.url, "replay", dlq, "--dry-run", "--protocol", "0-9-1", "--accept-conversion-loss")
+    assert accepted.exit_code == ExitStatus.PARTIAL, accepted.stderr
+    assert "cannot be delivered over AMQP 0.9.1" in accepted.stderr
+    assert v4.wait_depth(dlq, 2) == 2 and v4.queue_depth(work) == 0

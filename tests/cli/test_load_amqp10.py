@@ -174,13 +174,19 @@ def test_dump_then_load_over_amqp10_brings_each_message_back_as_dumped(v4, qname
     assert record["deaths"] == [] and record["headers"]["dlxtool-replay"]["from"] == f"file {tmp_path / 'dlq.jsonl'}"
 
 
-def test_over_091_records_that_hold_amqp10_are_refused_unless_the_loss_is_accepted(v4, qname, run, tmp_path) -> None:
+def _dumped_and_a_fresh_queue(v4, qname: str, run, tmp_path) -> tuple[int, Any, str]:
+    """The dead letters dumped over 1.0 into a file, and an empty queue to load them into: (records, file, queue)."""
     _work, dlq, n = _dead_letters(v4, qname)
     path = tmp_path / "dlq.jsonl"
     _dump(run, v4, dlq, path)
     fresh = f"{qname}.fresh"
     with v4.channel() as ch:
         ch.queue_declare(fresh, durable=True)
+    return n, path, fresh
+
+
+def test_over_091_records_that_hold_amqp10_are_refused_unless_the_loss_is_accepted(v4, qname, run, tmp_path) -> None:
+    n, path, fresh = _dumped_and_a_fresh_queue(v4, qname, run, tmp_path)
     refused = run("--url", v4.url, "load", str(path), "--to", fresh, "--yes", "--protocol", "0-9-1")
     assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
     assert f"{n} of the {n} record(s) of {path} that hold a whole AMQP 1.0 message" in refused.stderr
@@ -207,12 +213,7 @@ def test_auto_loads_records_that_hold_amqp10_over_10_whole(v4, qname, run, tmp_p
     """Without --protocol: a file whose every record holds a whole AMQP 1.0 message that 0.9.1 would lose part of is
     published over 1.0, said first; a file that also holds a record read over 0.9.1 cannot go over 1.0 and stays
     refused (exit 6), saying why."""
-    _work, dlq, n = _dead_letters(v4, qname)
-    path = tmp_path / "dlq.jsonl"
-    _dump(run, v4, dlq, path)
-    fresh = f"{qname}.fresh"
-    with v4.channel() as ch:
-        ch.queue_declare(fresh, durable=True)
+    n, path, fresh = _dumped_and_a_fresh_queue(v4, qname, run, tmp_path)
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_bytes(MessageRecord(queue=fresh, body=b"x").to_jsonl() + path.read_bytes())
     refused = run("--url", v4.url, "load", str(mixed), "--to", fresh, "--yes")

@@ -70,3 +70,36 @@ def test_a_decimal_header_is_found_as_pika_decodes_it_and_as_raw_bytes() -> None
     for headers in ({"amount": Decimal("1.5")}, {"amount": raw}, {"outer": {"list": [1, raw]}}):
         assert _holds_decimal(headers), headers
     assert not _holds_decimal({"n": decode_field_value(b"f" + struct.pack(">f", 1.5)), "s": "1.5", "l": [1]})
+
+
+def test_what_only_a_message_published_over_amqp10_shows() -> None:
+    """--protocol auto skips the 0.9.1 read of a message that is plainly AMQP 1.0's (it has no 0.9.1 headers to
+    lose over 1.0). What RabbitMQ rebuilds for a 0.9.1 message read over 1.0 is no proof: a urn:uuid id becomes a
+    uuid, a type=amqp-1.0 body its sections (mc_amqpl); a subject, a symbol, a char or a ulong id are."""
+    from dlxtool.amqp10_message import Amqp10Message, Body, Typed
+    from dlxtool.amqp10_view import published_over_amqp10
+
+    def msg(props: dict | None = None, app: list | None = None, body: Body | None = None) -> Amqp10Message:
+        return Amqp10Message(properties=props, application_properties=app, body=body or Body("data", [b"x"]))
+
+    uuid = Typed("uuid", "87654321-4321-8765-4321-876543218765")
+    assert not published_over_amqp10(msg())
+    assert not published_over_amqp10(msg({"message_id": uuid}))
+    assert not published_over_amqp10(msg(body=Body("data", [b"a", b"b"])))
+    assert not published_over_amqp10(msg(body=Body("amqp-value", [Typed("string", "v")])))
+    assert published_over_amqp10(msg({"subject": Typed("string", "s")}))
+    assert published_over_amqp10(msg({"message_id": Typed("ulong", 7)}))
+    assert published_over_amqp10(msg(app=[(Typed("string", "k"), Typed("symbol", "s"))]))
+    assert published_over_amqp10(msg(app=[(Typed("string", "grade"), Typed("char", "A"))]))
+
+
+def test_a_message_091_cannot_be_given_refuses_even_when_the_loss_is_accepted() -> None:
+    check = ConversionCheck("q", accepted=True)
+    check.add(0, [("subject", "subject dropped")], LOSS_KINDS.__getitem__)
+    assert not check.refuses
+    check.add(1, [("unconvertible", "it closes the connection")], LOSS_KINDS.__getitem__)
+    assert check.undeliverable and check.refuses
+    assert CONVERSION_FLAG not in check.advice() and "--protocol 1.0" in check.advice()
+    over_10 = ConversionCheck("q", accepted=True, over="1.0")
+    over_10.add(0, [("table-header", "its table header 'a'")], lambda _k: "a table header is dropped")
+    assert not over_10.undeliverable and not over_10.refuses
