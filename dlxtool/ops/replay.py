@@ -23,7 +23,7 @@ from dlxtool.message_ids import message_name
 from dlxtool.ops.actions import Action
 from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.capacity import Capacity, Rooms, full_reason, rooms
-from dlxtool.ops.conversion_check import check_conversion
+from dlxtool.ops.conversion_check import ConversionCheck, check_conversion, judge_whole, roles
 from dlxtool.ops.exchange_routes import ExchangeTargets, Reach
 from dlxtool.ops.pipeline import MoveRun, Prepared, run_move
 from dlxtool.ops.provenance import PROVENANCE_HEADER as PROVENANCE_HEADER
@@ -64,7 +64,6 @@ if TYPE_CHECKING:
     from dlxtool.broker.protocols import WireProtocol
     from dlxtool.ops.actions import Decide
     from dlxtool.ops.capacity import Admit
-    from dlxtool.ops.conversion_check import ConversionCheck
     from dlxtool.ops.peek import ReadOptions
 
 # -- plan (dry run) ---------------------------------------------------------------------------------
@@ -271,8 +270,6 @@ class Replay:
 
     def _over_091_whole(self, out: ReplayPlan, accepted: bool, amqp10_path: str | None) -> ConversionCheck:
         """What a replay over 0.9.1 would lose of the messages the plan read over 1.0 (each whole)."""
-        from dlxtool.ops.conversion_check import ConversionCheck, judge_whole, roles
-
         check = ConversionCheck(self.settings.source, accepted=accepted, amqp10_path=amqp10_path, sampled=out.sampled)
         classic = self.info is not None and self.info.type == "classic"
         judge_whole(check, out.records_read, roles(self._taking(out), self.settings.selection.limit, classic=classic),
