@@ -40,7 +40,12 @@ def _take_and_give_back(conn: pika.BlockingConnection, queue: str, how: str) -> 
         ch.basic_cancel(tag)  # the unacked delivery goes back when the channel closes
         ch.close()
         return (got[0].headers or {}).get("x-delivery-count") if got else "gone"
+    # a quorum queue applies a give-back through its log: the message may be a moment away from the head again
+    deadline = time.monotonic() + 2
     method, props, _body = ch.basic_get(queue, auto_ack=False)
+    while method is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        method, props, _body = ch.basic_get(queue, auto_ack=False)
     if method is None:
         ch.close()
         return "gone"
