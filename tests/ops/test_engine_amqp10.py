@@ -300,7 +300,7 @@ def test_ctrl_c_during_a_replay_over_amqp10_loses_nothing(v4, qname, cli_env) ->
     import time
     from pathlib import Path
 
-    n = 40
+    n = 100  # 10 s at --rate 10: time for the SIGINT to land mid-run on a loaded machine
     work, dlq = _queues(v4, qname)
     _dead_letter(v4, work, [Amqp10Message(properties={"message_id": _s(f"m{i}")}, application_properties=[
         (_s("id"), Typed("uuid", "87654321-4321-8765-4321-876543218765"))], body=Body("data", [b"%d" % i]))
