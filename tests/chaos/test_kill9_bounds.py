@@ -1,10 +1,12 @@
 """How many messages a kill -9 can leave twice, against what docs/stop-signals.md promises (issue 35).
 
 Without --limit the campaign checks "never more than twice --window" on every replay trial (tests/support/chaos.py,
-kill9_bound). With --limit the engine keeps the last --prefetch deliveries of the run unacked after their confirm
-until the limit is reached (an ack would free a slot the broker fills with a message past it): a kill -9 in that
-tail leaves up to --prefetch twice (measured: 484 with --window 10 --prefetch 2000). The page says so; the
-stricter bound there is KNOWN not to hold (an xfail below; not strict: the count depends on the kill's moment)."""
+kill9_bound). With --limit the engine used to keep the last --prefetch deliveries of the run unacked after their
+confirm until the limit was reached (an ack would free a slot the broker fills with a message past it): a kill -9
+in that tail left up to --prefetch twice (measured: 484 with --window 10 --prefetch 2000). A classic queue takes
+such a delivery back in place without an attempt, so there every confirmed message is acked at once now
+(dlxtool.ops.engine.Transfer._ack_budget), and the bound is twice --window, with --limit too (a quorum queue keeps
+the old rule: its give-back costs an attempt)."""
 
 from __future__ import annotations
 
@@ -54,10 +56,5 @@ def test_kill9_of_a_replay_with_limit_leaves_at_most_prefetch_twice(killed_near_
     assert killed_near_the_limit <= PREFETCH
 
 
-# Not strict: how many copies the kill leaves depends on where in the held block it lands (a kill just after the
-# engine acked the block leaves few); under load it passed once in a local run, and a strict xfail then fails CI.
-@pytest.mark.xfail(strict=False, reason="KNOWN (issue 35 campaign): with --limit the engine holds the acks of the "
-                   "run's last --prefetch deliveries until the limit is reached; a kill -9 there leaves up to "
-                   "--prefetch twice, not 2 x --window")
 def test_kill9_of_a_replay_with_limit_leaves_at_most_twice_the_window(killed_near_the_limit: int) -> None:
     assert killed_near_the_limit <= 2 * WINDOW
