@@ -25,12 +25,11 @@ from dlxtool.cli.options import (
     yes_option,
 )
 from dlxtool.cli.reading import (
-    AUTO,
     SAFETY_HELP,
+    auto_protocol,
     check_count,
     finish_read,
     make_read_options,
-    move_protocol,
     read_options,
     read_queue,
 )
@@ -110,7 +109,7 @@ def dump(app: App, /, queue: str, count: int | None, all_: bool, output: str | N
     if accept_conversion_loss:
         raise click.BadParameter("only means something with --remove (a dump without it takes nothing)",
                                  param_hint="--accept-conversion-loss")
-    opts = make_read_options(app, count, selection=selection_for(app, selection), **read)  # type: ignore[arg-type]
+    opts = make_read_options(app, count, selection=selection_for(app, selection), past_poison=True, **read)  # type: ignore[arg-type]
     path = output if output not in (None, "-") else None
     in_place = path is not None and _check_target(path, force)
     with read_queue(app, queue, opts) as reader, _open(app, path, in_place) as stream:
@@ -137,9 +136,11 @@ def _drain(app: App, queue: str, count: int | None, output: str | None, yes: boo
     if read.get("offset") is not None:
         raise UsageError("--offset is for reading streams; streams cannot be drained (--remove)")
     # over AMQP 1.0 where chosen: each record then holds the message whole (refused, exit 2, where it cannot be)
-    protocol = move_protocol(app, read.get("protocol"))
-    # no --protocol, no $DLXTOOL_PROTOCOL but auto: the check chooses (dlxtool.ops.protocol_choice), as purge's
-    auto = read.get("protocol") is None and app.env.get("DLXTOOL_PROTOCOL", "") in ("", AUTO)
+    asked = auto_protocol(app, read.get("protocol"))
+    protocol = asked or "0-9-1"
+    # --protocol auto (or none given, and none or auto in $DLXTOOL_PROTOCOL): the check chooses
+    # (dlxtool.ops.protocol_choice), as purge's
+    auto = asked is None
     check_record_file(app, output)  # before the question and before anything is read
     profile = app.profile()
     where = output if output not in (None, "-") else "stdout"

@@ -40,7 +40,7 @@ from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
     from dlxtool.deaths import MessageHistory
-    from dlxtool.ops.peek import Coverage, QueueReader
+    from dlxtool.ops.peek import Coverage, Reader
 
 # Not the whole queue by default: every message read is held unacked until the read ends, and on a
 # quorum queue each one read uses a delivery attempt. A count made of the first ones says so. A summary reads as
@@ -225,20 +225,20 @@ def _delivery_limits(app: App) -> Callable[[str], int | None]:
     return limit
 
 
-def _coverage(reader: QueueReader | None, n: int) -> Coverage:
+def _coverage(reader: Reader | None, n: int) -> Coverage:
     from dlxtool.ops.peek import Coverage
 
     return reader.coverage() if reader is not None else Coverage(n, None, sampled=False)  # --from: all of it
 
 
-def _nothing(reader: QueueReader | None) -> str:
+def _nothing(reader: Reader | None) -> str:
     """What an empty read shows: not '(no messages)' when consumers hold them all (see peek)."""
     return "(no messages)" if reader is None else nothing_shown(reader)
 
 
 def _load(app: App, queue: str | None, count: int | None, from_file: str | None, read: dict[str, Any],
           allow_torn: bool = False, selection: Selection | None = None,
-          ) -> tuple[list[MessageRecord], QueueReader | None]:
+          ) -> tuple[list[MessageRecord], Reader | None]:
     if (queue is None) == (from_file is None):
         raise UsageError("give a QUEUE or --from FILE (one of them)")
     if from_file is not None:
@@ -254,7 +254,7 @@ def _load(app: App, queue: str | None, count: int | None, from_file: str | None,
         return selected, None
     from dlxtool.ops.history import needs_decoded_type
 
-    opts = make_read_options(app, count, selection=selection, **read)
+    opts = make_read_options(app, count, selection=selection, past_poison=True, **read)
     # --type may need a typed message's protobuf type too: then every body is decoded
     decode_if = None if selection is not None and selection.needs_type else needs_decoded_type
     with read_queue(app, queue or "", opts, decode_if=decode_if) as reader:

@@ -80,7 +80,7 @@ def peek(app: App, /, queue: str, count: int, whole_body: bool, raw: bool, origi
     known = conventions_in_use(app, origin_from) if fmt == "table" or origin_from else ()
     through = through_wait_queues(app, queue)
     selection = selection_for(app, selection, origin_from=origin_from, through=through)
-    opts = make_read_options(app, count, selection=selection, **read)  # type: ignore[arg-type]
+    opts = make_read_options(app, count, selection=selection, past_poison=True, **read)  # type: ignore[arg-type]
     with read_queue(app, queue, opts) as reader:
         records: list[MessageRecord] = []
         tally = conversion_tally(reader)

@@ -19,11 +19,14 @@ from dlxtool.errors import UsageError
 
 if TYPE_CHECKING:
     from dlxtool.amqp10_conversions import ConversionTally
-    from dlxtool.ops.peek import Coverage, QueueReader, ReadOptions
+    from dlxtool.ops.peek import Coverage, QueueReader, Reader, ReadOptions
+    from dlxtool.ops.peek_past_poison import PastPoison
     from dlxtool.record import MessageRecord
     from dlxtool.selection import Selection
 
 F = Callable[..., Any]
+
+AUTO = "auto"  # --protocol auto: the command chooses (reads: 0.9.1, on over 1.0 past a poison message)
 
 SAFETY_HELP = """\b
 What a peek does to the queue (it takes messages and gives them back):
@@ -68,18 +71,19 @@ def read_options(f: F) -> F:
                      help="Streams: first (default), last, next, an offset, an ISO time or an age (30m, 2h)."),
         click.option("--wait", "stream_wait", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
                      metavar="SECONDS", help="Streams: stop after this long without a new message."),
-        click.option("--protocol", type=click.Choice(PROTOCOLS), default=None,
-                     help="Read over AMQP 0.9.1 or AMQP 1.0 (RabbitMQ 4.x; the amqp10 extra): 1.0 reads an AMQP "
-                          "1.0 message whole (every section and type), and one 0.9.1 cannot be given; 0.9.1 reads "
-                          "an AMQP 0.9.1 message whole (RabbitMQ drops its table and array headers for 1.0 "
-                          "readers). [env DLXTOOL_PROTOCOL; default: 0-9-1]"),
+        click.option("--protocol", type=click.Choice([*PROTOCOLS, AUTO]), default=None,
+                     help="Read over AMQP 0.9.1, AMQP 1.0 (RabbitMQ 4.x; the amqp10 extra) or auto (the default): "
+                          "1.0 reads an AMQP 1.0 message whole (every section and type), and one 0.9.1 cannot be "
+                          "given; 0.9.1 reads an AMQP 0.9.1 message whole (RabbitMQ drops its table and array headers "
+                          "for 1.0 readers). auto reads over 0.9.1 and, where RabbitMQ 4.x cannot give a message to "
+                          "0.9.1 (a char or uuid application property), reads on over 1.0 from that message (a "
+                          "second read from the head, under the 1.0 peek's rules); 0-9-1 stops there (exit 5). "
+                          "[env DLXTOOL_PROTOCOL; default: auto]"),
     ]
     for opt in reversed(opts):
         f = opt(f)
     return peek_safety_options(f)
 
-
-AUTO = "auto"
 
 
 def protocol_option(what: str) -> Callable[[F], F]:
@@ -115,11 +119,6 @@ def purge_protocol_option(f: F) -> F:
              "[env DLXTOOL_PROTOCOL; default: auto]")(f)
 
 
-def move_protocol(app: App, protocol: WireProtocol | None) -> WireProtocol:
-    """The protocol a move runs over (--protocol, else $DLXTOOL_PROTOCOL)."""
-    return protocol or chosen_protocol(app)
-
-
 def auto_protocol(app: App, protocol: str | None) -> WireProtocol | None:
     """The protocol replay or move was asked to run over (--protocol, else $DLXTOOL_PROTOCOL), or None for auto,
     the default (dlxtool.ops.protocol_choice chooses)."""
@@ -131,9 +130,11 @@ def auto_protocol(app: App, protocol: str | None) -> WireProtocol | None:
 
 def make_read_options(app: App, count: int | None, *, max_unacked: int | None, allow_reorder: bool,
                       spend_attempts: bool, offset: str | None = None, stream_wait: float = 1.0,
-                      selection: Selection | None = None, protocol: WireProtocol | None = None) -> ReadOptions:
+                      selection: Selection | None = None, protocol: str | None = None,
+                      past_poison: bool = False) -> ReadOptions:
     """`selection` (dlxtool.selection, seen through the command's lens: selection_for): only the messages it selects
-    are shown, and `count` counts them."""
+    are shown, and `count` counts them. `past_poison`: with --protocol auto (given, or left out and not set in the
+    environment), a 0.9.1 read goes on over 1.0 past a message 0.9.1 cannot be given (peek, history, dump)."""
     from dlxtool.ops.peek import ReadOptions, parse_offset
 
     selects = selection is not None and selection.filters_anything
@@ -147,7 +148,8 @@ def make_read_options(app: App, count: int | None, *, max_unacked: int | None, a
         stream_wait=stream_wait,
         select=selection.matches if selects and selection is not None else None,
         select_decodes=selects and selection is not None and selection.needs_type,
-        protocol=protocol or chosen_protocol(app),
+        protocol=auto_protocol(app, protocol) or "0-9-1",
+        past_poison=past_poison and auto_protocol(app, protocol) is None,
     )
 
 
@@ -165,7 +167,7 @@ def chosen_protocol(app: App) -> WireProtocol:
 
 @contextmanager
 def read_queue(app: App, queue: str, opts: ReadOptions,
-               decode_if: Callable[[MessageRecord], bool] | None = None) -> Iterator[QueueReader]:
+               decode_if: Callable[[MessageRecord], bool] | None = None) -> Iterator[Reader]:
     """Open, check and report; yield the reader. Call finish_read(app, reader) after the output.
     `decode_if`: which records the output needs decoded (default: all of them)."""
     from dlxtool.ops.peek import prepare_read
@@ -182,14 +184,18 @@ def read_queue(app: App, queue: str, opts: ReadOptions,
     with app.connection(profile) as conn:
         mgmt = app.management(profile, conn)  # proven to be this broker's API before any of it is used
         amqp10 = _amqp10_connection(app, profile, conn) if opts.protocol == "1.0" else None
+        opened: list[Any] = []  # the AMQP 1.0 connection of a read that goes on past a poison message
         try:
             if amqp10 is not None:
                 from dlxtool.ops.peek_amqp10 import prepare_read_amqp10
 
-                reader, notes = prepare_read_amqp10(conn, amqp10, profile, queue, opts, management=lambda: mgmt,
-                                                    decode=decode)
+                first, notes = prepare_read_amqp10(conn, amqp10, profile, queue, opts, management=lambda: mgmt,
+                                                   decode=decode)
             else:
-                reader, notes = prepare_read(conn, profile, queue, opts, management=lambda: mgmt, decode=decode)
+                first, notes = prepare_read(conn, profile, queue, opts, management=lambda: mgmt, decode=decode)
+            reader: Reader = first
+            if amqp10 is None and opts.past_poison and _reads_on_over_amqp10(first):
+                reader = _past_poison(app, profile, first, opened)
             for missing in reader.facts.missing_checks:
                 app.warn(f"check not made: {missing}")
             app.info(reader.facts.describe())
@@ -197,8 +203,39 @@ def read_queue(app: App, queue: str, opts: ReadOptions,
                 app.info(note)
             yield reader
         finally:
-            if amqp10 is not None:
-                amqp10.close()
+            for amqp10_conn in ([amqp10] if amqp10 is not None else []) + opened:
+                amqp10_conn.close()
+
+
+def _reads_on_over_amqp10(reader: QueueReader) -> bool:
+    """Whether a 0.9.1 read that stops at a message 0.9.1 cannot be given may go on over AMQP 1.0 (--protocol auto):
+    where the broker has that poison and speaks 1.0, proton is here, and the queue is not a stream."""
+    from dlxtool.broker import versions
+    from dlxtool.broker.amqp10 import available
+
+    version = reader.facts.version
+    return (reader.facts.type != "stream" and versions.char_uuid_poison_091(version)
+            and versions.speaks_amqp10(version) and available())
+
+
+def _past_poison(app: App, profile: Any, first: QueueReader, opened: list[Any]) -> PastPoison:
+    """`first`, going on over AMQP 1.0 past a message 0.9.1 cannot be given (dlxtool.ops.peek_past_poison); the 1.0
+    connection it opens goes to `opened`, closed with the read."""
+    from dlxtool.ops.peek_past_poison import PastPoison
+
+    def connect() -> Any:
+        from dlxtool.broker.amqp10.connection import open_connection
+
+        app.info("reading on over AMQP 1.0 (--protocol auto)")
+        opened.append(open_connection(profile))
+        return opened[-1]
+
+    def read_on() -> tuple[QueueReader, list[str]]:
+        from dlxtool.ops.peek_amqp10 import read_on_over_amqp10  # the 1.0 path: only once the first read stopped
+
+        return read_on_over_amqp10(first, connect)
+
+    return PastPoison(first, read_on)
 
 
 def _amqp10_connection(app: App, profile: Any, conn: Any) -> Any:
@@ -214,7 +251,7 @@ def _amqp10_connection(app: App, profile: Any, conn: Any) -> Any:
     return open_connection(profile)
 
 
-def finish_read(app: App, reader: QueueReader | None) -> None:
+def finish_read(app: App, reader: Reader | None) -> None:
     """Report what the read did to the queue; raise what it ends with (exit 5 or 6, decided in the core)."""
     if reader is None:
         return
@@ -224,7 +261,7 @@ def finish_read(app: App, reader: QueueReader | None) -> None:
     reader.tell(app)
 
 
-def nothing_shown(reader: QueueReader) -> str:
+def nothing_shown(reader: Reader) -> str:
     """What a read that shows nothing says: the queue's state (QueueFacts.nothing_read), or that none of the
     messages looked at was selected."""
     looked_at = reader.read - reader.hidden
@@ -284,7 +321,7 @@ def through_wait_queues(app: App, queue: str) -> Callable[[Any], Any]:
     return through
 
 
-def conversion_tally(reader: QueueReader) -> ConversionTally:
+def conversion_tally(reader: Reader) -> ConversionTally:
     """A tally of the AMQP 1.0 messages a read shows (dlxtool.amqp10_conversions.ConversionTally: add each batch, then
     say_conversions): read over 1.0, what a move over 0.9.1 would change; over 0.9.1, that what is shown is already
     RabbitMQ's conversion."""

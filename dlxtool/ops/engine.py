@@ -37,6 +37,13 @@ back — which on a quorum queue would be a delivery attempt. Only a stop (Ctrl-
 consumers taking part of the snapshot can still leave deliveries to requeue untouched at the end
 (`TransferResult.requeued` says how many).
 
+A classic queue (hooks.hold_stays: the caller knows the queue's type) is different on both counts: it takes a
+given-back delivery back in place and counts no attempt, so there KEEP/LEAVE messages met before anything moved
+are held unacked and given back in place at the end (up to half the window: a run that moves nothing changes
+nothing), every settled message is acked at once (a kill -9 leaves at most the window's copies twice), and the
+consumer is cancelled without waiting for deliveries in flight. Where the queue's type is unknown (no management
+API), the quorum rules apply.
+
 Reuse: `purge --backup` and `dump --remove` = decide() returning REMOVE with a `RecordSink`
 (dlxtool.ops.record_files: records flushed and fsynced before the acks that follow them); selective purge
 without a backup = REMOVE without a sink; `purge --move-to` = MOVE to one queue (dlxtool.ops.purge);
@@ -760,7 +767,14 @@ class Transfer:
         without one — ahead of the in-order give-back of the channel close (seen: the refills of 200
         acks scrambled at the head; tests/ops/test_giveback.py). Received, they are held and go back
         with the rest, in order, counted in `requeued`. Slots that stay free mean the queue has nothing
-        ready for us (others took the rest): checked as the main loop does."""
+        ready for us (others took the rest): checked as the main loop does.
+
+        A classic queue (hooks.hold_stays) takes back in place whatever reaches us after the cancel, with no
+        attempt counted: there is nothing to wait for, and filling the free slots (every settled message is
+        acked at once there, _ack_budget) would only pull up to --prefetch messages past the run to give back
+        (marked redelivered, counted in `requeued`) and wait at least half a second for them."""
+        if self.hooks.hold_stays:
+            return
         deadline = time.monotonic() + self.timeout
         idle_since = time.monotonic()
         ledger = self.ledger

@@ -45,7 +45,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dlxtool.broker import queues
 from dlxtool.broker.giveback import QUORUM_RETURN_CHUNK, HeldGets, close_channel, give_back_quorum_gets
@@ -159,6 +159,37 @@ class ReadOptions:
     # "0-9-1" (basic.get, given back by nack or a channel close) or "1.0" (an AMQP 1.0 receiver, given back by the
     # outcome the version's table names: dlxtool.ops.peek_amqp10)
     protocol: WireProtocol = "0-9-1"
+    # --protocol auto (peek, history, dump): a 0.9.1 read that stops at a message 0.9.1 cannot be given goes on over
+    # AMQP 1.0 from there (dlxtool.ops.peek_past_poison)
+    past_poison: bool = False
+
+
+class Reader(Protocol):
+    """What the commands that read a queue use of a read: a QueueReader, or dlxtool.ops.peek_past_poison.PastPoison
+    (two reads, one past a message the first protocol cannot be given)."""
+
+    @property
+    def facts(self) -> QueueFacts: ...
+
+    @property
+    def opts(self) -> ReadOptions: ...
+
+    @property
+    def read(self) -> int: ...
+
+    @property
+    def hidden(self) -> int: ...
+
+    @property
+    def shown(self) -> int: ...
+
+    def batches(self) -> Iterator[list[MessageRecord]]: ...
+
+    def records(self) -> Iterator[MessageRecord]: ...
+
+    def coverage(self) -> Coverage: ...
+
+    def tell(self, report: Reporter) -> None: ...
 
 
 def give_back_counts(facts: QueueFacts, opts: ReadOptions) -> bool:

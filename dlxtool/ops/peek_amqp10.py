@@ -21,6 +21,7 @@ takes nothing from the queue.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from dlxtool.amqp10_message import Amqp10Error
@@ -205,3 +206,13 @@ def prepare_read_amqp10(conn: AmqpConnection, amqp10: Amqp10Connection, profile:
     facts = queue_facts(profile, name, management=management, channel=channel, conn=conn)
     notes = check_read(facts, opts)
     return Amqp10QueueReader(amqp10, facts, opts, decode), notes
+
+
+def read_on_over_amqp10(first: QueueReader, amqp10: Callable[[], Amqp10Connection]) -> tuple[QueueReader, list[str]]:
+    """The second read of dlxtool.ops.peek_past_poison: from the head over AMQP 1.0 (on a connection `amqp10` opens:
+    the broker closed the first read's), with the first read's facts (the queue's type and limit do not change between
+    the two) and options, under the 1.0 peek's checks (refused where its give-back would spend attempts the user did
+    not accept)."""
+    opts = replace(first.opts, protocol="1.0")
+    notes = check_read(first.facts, opts)
+    return Amqp10QueueReader(amqp10(), first.facts, opts, first.decode), notes

@@ -44,6 +44,9 @@ OPS = sorted(p.stem for p in (ROOT / "dlxtool" / "ops").glob("*.py") if p.stem !
 # Shared by every command that reads or runs (what is neither a workflow of its own nor heavy). stay: the kinds of
 # reason a message stays for (an enum and a str subclass), which routes and actions type their answers with.
 SHARED_OPS = ("interrupts", "provenance", "stay")
+# What a read (peek, history, dump) uses of ops: peek's rules and, on RabbitMQ 4.x, the wrapper that reads on over 1.0
+# past a message 0.9.1 cannot be given (its 1.0 reader, peek_amqp10, only once it must)
+READ_OPS = ("peek", "peek_past_poison")
 
 
 def foreign_ops(*own: str) -> list[str]:
@@ -112,7 +115,7 @@ def test_peek_with_a_warm_schema_cache_does_not_compile(tmp_path: Path, cli_env,
     modules = loaded(tmp_path, env, "peek", qname, "-f", "json")
     assert "proto_registry.registry" in modules  # the body was decoded
     assert_none(modules, [*NEVER, *CONVENTIONS, "subprocess", "concurrent.futures", *other_commands("peek"),
-                          *foreign_ops("peek")], "dlxtool peek (warm cache)")
+                          *foreign_ops(*READ_OPS)], "dlxtool peek (warm cache)")
 
 
 def test_history_of_typed_messages_does_not_load_protobuf(tmp_path: Path, cli_env, broker, qname,
@@ -124,7 +127,7 @@ def test_history_of_typed_messages_does_not_load_protobuf(tmp_path: Path, cli_en
         ch.basic_publish("", qname, b"\x0a\x02p1\x10\x07", pika.BasicProperties(type="acme.Ping"), mandatory=True)
     modules = loaded(tmp_path, config_env(tmp_path, cli_env, broker, schemas), "history", qname, "-f", "json")
     assert_none(modules, [*NEVER, *PROTOBUF, "dlxtool.decoding", *other_commands("history"),
-                          *foreign_ops("peek", "history")], "dlxtool history of typed messages")
+                          *foreign_ops(*READ_OPS, "history")], "dlxtool history of typed messages")
 
 
 @pytest.mark.parametrize("command", ["peek", "history"])
@@ -137,7 +140,7 @@ def test_reading_json_bodies_does_not_load_protobuf(tmp_path: Path, cli_env, bro
     modules = loaded(tmp_path, config_env(tmp_path, cli_env, broker, schemas), command, qname, "-f", "json")
     # peek: no hashlib (OpenSSL's libcrypto), which only hashes schemas for the cache (issue 40's start-up)
     assert_none(modules, [*NEVER, *PROTOBUF, *(["hashlib"] if command == "peek" else []), *other_commands(command),
-                          *foreign_ops("peek", command)], f"dlxtool {command} of JSON bodies")
+                          *foreign_ops(*READ_OPS, command)], f"dlxtool {command} of JSON bodies")
 
 
 # The queue survey and its flags, and the roles it tells from the topology (dead_letter_roles follows dead-letter

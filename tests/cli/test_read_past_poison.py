@@ -1,0 +1,107 @@
+"""peek, history and dump read on past a message RabbitMQ cannot give to AMQP 0.9.1 (dlxtool.ops.peek_past_poison;
+issue 39: "the others are read"). On RabbitMQ 4.x (skipped on 3.x): three dead letters published and rejected over
+AMQP 1.0 by the broker's own rules, the middle one with a char application property — RabbitMQ closes a 0.9.1
+connection it would give that message to. Without --protocol (auto) the read shows all three, the last two read again
+over 1.0 from the head; --protocol 0-9-1 stops at it (exit 5) as before. The queue keeps its three messages in order."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dlxtool.amqp10_message import Amqp10Message, Body, Typed
+from dlxtool.broker import versions
+from dlxtool.cli.output import ExitStatus
+from tests.ops.test_engine_amqp10 import _dead_letter as reject_10
+from tests.support.amqp10 import read_head
+
+pytestmark = pytest.mark.broker
+
+IDS = ["first", "char", "last"]
+
+
+def _message(name: str) -> Amqp10Message:
+    app = [(Typed("string", "grade"), Typed("char", "A"))] if name == "char" else None
+    return Amqp10Message(properties={"message_id": Typed("string", name)}, application_properties=app,
+                         body=Body("data", [f"body of {name}".encode()]))
+
+
+def _poisoned_dlq(broker, qname: str, dlq_type: str) -> str:
+    if not versions.char_uuid_poison_091(broker.version):
+        pytest.skip(f"RabbitMQ {broker.version} gives such a message to 0.9.1")
+    work, dlq = f"{qname}.work", f"{qname}.dlq"
+    with broker.channel() as ch:
+        ch.queue_declare(dlq, durable=True, arguments={"x-queue-type": dlq_type})
+        ch.queue_declare(work, durable=True, arguments={"x-queue-type": "quorum", "x-dead-letter-exchange": "",
+                                                         "x-dead-letter-routing-key": dlq})
+    reject_10(broker, work, [_message(n) for n in IDS])
+    assert broker.wait_depth(dlq, 3) == 3
+    return dlq
+
+
+def _ids(records: list[dict]) -> list[str]:
+    return [r["properties"]["message_id"] for r in records]
+
+
+def _intact(broker, dlq: str) -> None:
+    assert broker.wait_depth(dlq, 3) == 3
+    assert [(m.properties or {})["message_id"].value for m in read_head(broker, dlq, 3)] == IDS
+
+
+@pytest.mark.parametrize("dlq_type", ["classic", "quorum"])
+def test_peek_reads_on_over_10_past_a_message_091_cannot_be_given(v4, qname, run, dlq_type) -> None:
+    if dlq_type == "quorum" and versions.amqp10_peek_give_back(v4.version) is None:
+        pytest.skip(f"RabbitMQ {v4.version}: a 1.0 peek of a quorum queue spends attempts (test_versions)")
+    dlq = _poisoned_dlq(v4, qname, dlq_type)
+    strict = run("--url", v4.url, "peek", dlq, "--protocol", "0-9-1", "--format", "json")
+    assert strict.exit_code == ExitStatus.PARTIAL, strict.stderr
+    assert _ids(json.loads(strict.stdout)) == ["first"]
+    assert "position 1" in strict.stderr and "--protocol 1.0" in strict.stderr
+    peeked = run("--url", v4.url, "peek", dlq, "--format", "json")
+    assert peeked.exit_code == 0, peeked.stderr
+    records = json.loads(peeked.stdout)
+    assert _ids(records) == IDS and [r["position"] for r in records] == [0, 1, 2]
+    # the first read over 0.9.1, the rest over 1.0: whole, with the char property's type
+    assert "amqp10" not in records[0] and "amqp10" in records[1] and "amqp10" in records[2]
+    assert '"char"' in json.dumps(records[1]["amqp10"])
+    said = peeked.stderr
+    assert "position 1" in said and "read again from the head over AMQP 1.0" in said, said
+    counted = dlq_type == "quorum" and versions.quorum_give_back_counts(v4.version, "lost")
+    assert ("every run over 0.9.1 spends another" in said) == counted, said
+    _intact(v4, dlq)
+
+
+def test_peek_n_1_of_a_poison_head_shows_it_over_10(v4, qname, run) -> None:
+    dlq = _poisoned_dlq(v4, qname, "classic")
+    taken = run("--url", v4.url, "peek", dlq, "--format", "json")
+    assert taken.exit_code == 0, taken.stderr
+    first = run("--url", v4.url, "dump", dlq, "-n", "1")  # the head is plain: the 0.9.1 read ends before the char
+    assert first.exit_code == 0 and _ids([json.loads(first.stdout)]) == ["first"], first.stderr
+    # with the char message at the head (the plain one taken away), -n 1 shows the char message, read over 1.0
+    with v4.channel() as ch:
+        method, _props, _body = ch.basic_get(dlq, auto_ack=True)
+        assert method is not None
+    head = run("--url", v4.url, "peek", dlq, "-n", "1", "--format", "json")
+    assert head.exit_code == 0, head.stderr
+    assert _ids(json.loads(head.stdout)) == ["char"]
+    assert v4.wait_depth(dlq, 2) == 2
+
+
+def test_history_and_dump_read_on_too(v4, qname, run, tmp_path) -> None:
+    dlq = _poisoned_dlq(v4, qname, "classic")
+    history = run("--url", v4.url, "history", dlq, "--format", "json")
+    assert history.exit_code == 0, history.stderr
+    items = json.loads(history.stdout)
+    assert [(i["message_id"], i["position"]) for i in items] == [(n, p) for p, n in enumerate(IDS)], items
+    assert "read again from the head over AMQP 1.0" in history.stderr
+    out = tmp_path / "dlq.jsonl"
+    dumped = run("--url", v4.url, "dump", dlq, "--all", "-o", str(out))
+    assert dumped.exit_code == 0, dumped.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert _ids(lines) == IDS
+    assert "dumped 3 messages" in dumped.stderr, dumped.stderr
+    refused = run("--url", v4.url, "dump", dlq, "--all", "--protocol", "0-9-1", "-o", str(tmp_path / "strict.jsonl"))
+    assert refused.exit_code == ExitStatus.PARTIAL, refused.stderr
+    _intact(v4, dlq)
+
