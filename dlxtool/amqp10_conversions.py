@@ -43,6 +43,8 @@ class ConversionTally:
     def add(self, records: Sequence[MessageRecord]) -> None:
         self.shown += len(records)
         for r in records:
+            if r.amqp10 is not None:  # read over 1.0 (a 0.9.1 read that went on over 1.0 shows only such records)
+                self.read_over_amqp10 = True
             if self.read_over_amqp10:
                 what = conversion_losses(r.amqp10, poison_091=self.poison_091) if r.amqp10 is not None else []
             else:

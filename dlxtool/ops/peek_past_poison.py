@@ -4,12 +4,13 @@ a DLQ").
 RabbitMQ 4.x closes a 0.9.1 connection it is delivering an AMQP 1.0 message to whose application properties hold a
 char or a uuid (541 INTERNAL_ERROR, mc_amqpl:to_091; dlxtool.broker.versions.char_uuid_poison_091). A 0.9.1 read
 (dlxtool.ops.peek.QueueReader) stops there and names the message by its position. With --protocol auto (the default
-of peek, history and dump) the read goes on over AMQP 1.0, which the broker can give that message: a second read
-from the head (a queue has no other way to reach a later message), under the 1.0 peek's own rules and checks
-(dlxtool.ops.peek_amqp10: an outcome that spends no attempt where the version has one, else refused unless
---spend-attempts), of which only the messages from that position on are shown: those before it were shown by the
-first read. Between the two reads another consumer may take or add messages at the head; the second read's
-positions are then not the first's (said with the result).
+of peek, history and dump) the queue is then read again from the head over AMQP 1.0, which the broker can give that
+message, under the 1.0 peek's own rules and checks (dlxtool.ops.peek_amqp10: an outcome that spends no attempt where
+the version has one, else refused unless --spend-attempts), and that read is what is shown, whole: the broker's
+close of the first read may have moved what it held (on a quorum queue, behind a block of returned messages at the
+head), so the two reads' positions cannot be spliced. The first read's records are kept until the second has read
+(both in memory for that moment: each within the read's bounds) and are shown where the second cannot be made, fails,
+or stops earlier than the first (a message 1.0 cannot be given: a 0.9.1 decimal header).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from dlxtool.errors import DlxtoolError
+from dlxtool.errors import DlxtoolError, UndeliverableError
 
 if TYPE_CHECKING:
     from dlxtool.ops.peek import Coverage, QueueFacts, QueueReader, ReadOptions
@@ -29,16 +30,19 @@ OpenRead = Callable[[], "tuple[QueueReader, list[str]]"]
 
 
 class PastPoison:
-    """The first read over 0.9.1 and, where it stopped at a message 0.9.1 cannot be given, the rest over AMQP 1.0 (the
-    module docstring). Read as a QueueReader is: `batches()`, then `tell(report)`."""
+    """The first read over 0.9.1 and, where it stopped at a message 0.9.1 cannot be given, a second read of the queue
+    over AMQP 1.0, shown instead (the module docstring). Read as a QueueReader is: `batches()`, then `tell(report)`."""
 
     def __init__(self, first: QueueReader, over_amqp10: OpenRead) -> None:
         self.first = first
-        self.second: QueueReader | None = None
+        self.second: QueueReader | None = None  # the read shown: made, and it got further than the first
         self._open = over_amqp10
-        self.refused: DlxtoolError | None = None  # why the second read could not be made
-        self.at: int | None = None                # the position the first read stopped at
-        self.again = 0                            # messages the second read met again before `at` (not shown)
+        self.not_read_on: str | None = None     # why the second read is not shown (refused, failed, stopped earlier)
+        self.at: int | None = None              # the position the first read stopped at
+
+    @property
+    def shown_by(self) -> QueueReader:
+        return self.second or self.first
 
     @property
     def facts(self) -> QueueFacts:
@@ -46,53 +50,61 @@ class PastPoison:
 
     @property
     def opts(self) -> ReadOptions:
-        return self.first.opts
+        return self.shown_by.opts
 
     @property
     def read(self) -> int:
-        """Messages looked at from the head: the second read's where there is one (it read from the head again)."""
-        return (self.second or self.first).read
+        return self.shown_by.read
 
     @property
     def hidden(self) -> int:
-        return (self.second or self.first).hidden
+        return self.shown_by.hidden
 
     @property
     def shown(self) -> int:
-        return self.first.shown + (self.second.shown - self.again if self.second is not None else 0)
+        return self.shown_by.shown
 
     def batches(self) -> Iterator[list[MessageRecord]]:
-        yield from self.first.batches()
-        at = self.first.undeliverable
-        if at is None:
+        first = list(self.first.batches())
+        self.at = self.first.undeliverable
+        second = self._read_on() if self.at is not None else None
+        if second is None:
+            yield from first
             return
-        self.at = at
+        del first  # the second read is shown: the queue from the head, whole
+        yield from second
+
+    def _read_on(self) -> list[list[MessageRecord]] | None:
+        """The second read's batches, or None (why: `not_read_on`) where the first read's records are to be shown."""
         try:
-            self.second, notes = self._open()
-        except DlxtoolError as exc:  # its checks refused it (attempts it would spend): the first read's end stands
-            self.refused = exc
-            return
+            reader, notes = self._open()
+            batches = list(reader.batches())  # the whole read is made (and given back) before its first batch
+        except DlxtoolError as exc:  # refused by its checks (attempts it would spend), or the 1.0 connection failed
+            self.not_read_on = f"it could not be read over AMQP 1.0 instead: {exc}"
+            return None
         self.first.notes.extend(notes)
-        for batch in self.second.batches():
-            rest = [r for r in batch if r.position >= at]
-            self.again += len(batch) - len(rest)
-            if rest:
-                yield rest
+        stop = reader.undeliverable
+        if stop is not None and self.at is not None and stop <= self.at:
+            self.not_read_on = (f"read over AMQP 1.0 instead, the queue stopped earlier, at position {stop}: "
+                                f"{reader.stopped_early}")
+            return None
+        self.second = reader
+        return batches
 
     def records(self) -> Iterator[MessageRecord]:
         for batch in self.batches():
             yield from batch
 
     def coverage(self) -> Coverage:
-        return (self.second or self.first).coverage()
+        return self.shown_by.coverage()
 
     def tell(self, report: Reporter) -> None:
-        """The first read's notes and warnings; its stop at the message as a warning where the second read went on
-        (and that read's own outcome, raised as usual), else raised, with why the second read was not made."""
+        """The first read's notes; its stop at the message as a warning where the second read is shown (and that
+        read's outcome), else the first read's end (exit 5) with why the second is not shown."""
         second = self.second
         if second is None:
-            if self.refused is not None:
-                report.warn(f"the rest could not be read over AMQP 1.0 either: {self.refused}")
+            if self.not_read_on is not None:
+                report.warn(f"the read over AMQP 0.9.1 stopped at position {self.at}; {self.not_read_on}")
             self.first.tell(report)
             return
         from dlxtool.broker import versions
@@ -106,7 +118,22 @@ class PastPoison:
                 "this queue with --protocol 1.0" if counted else
                 "; the messages held went back in place with the connection (no attempt spent)")
         report.warn(f"the message at position {at} of {facts.name!r} cannot be delivered over AMQP 0.9.1 "
-                    f"({self.first.stopped_early}): the messages from position {at} on were read again from the "
-                    "head over AMQP 1.0 and shown from there (--protocol auto; a consumer that took or added messages "
-                    f"at the head between the two reads would shift those positions){cost}")
-        second.tell(report)
+                    f"({self.first.stopped_early}): the queue was read again from the head over AMQP 1.0 "
+                    f"(--protocol auto), and that read is what is shown{cost}")
+        stop = second.undeliverable
+        if stop is None:
+            second.tell(report)
+            return
+        # it got further, and stopped too: its own end would advise the read that stopped first
+        outcome = second.outcome()
+        for note in outcome.notes:
+            report.info(note)
+        for warning in outcome.warnings:
+            report.warn(warning)
+        raise UndeliverableError(
+            f"the message at position {stop} of {facts.name!r} cannot be delivered over AMQP 1.0 either "
+            f"({second.stopped_early}); showed the {second.shown} message(s) before it, read over AMQP 1.0",
+            position=stop,
+            hint=f"over AMQP 0.9.1 a read stops at position {at}, over 1.0 at {stop}: `dlxtool dump {facts.name} "
+                 f"--remove -n {stop} --protocol 1.0 -o FILE` takes the {stop} before it into a file (`dlxtool load "
+                 "FILE` puts them back), and the rest then reads over 0.9.1")

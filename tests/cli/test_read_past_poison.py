@@ -62,14 +62,16 @@ def test_peek_reads_on_over_10_past_a_message_091_cannot_be_given(v4, qname, run
     assert peeked.exit_code == 0, peeked.stderr
     records = json.loads(peeked.stdout)
     assert _ids(records) == IDS and [r["position"] for r in records] == [0, 1, 2]
-    # the first read over 0.9.1, the rest over 1.0: whole, with the char property's type
-    assert "amqp10" not in records[0] and "amqp10" in records[1] and "amqp10" in records[2]
+    # what is shown is the second read, over 1.0: each message whole, the char property with its type
+    assert all("amqp10" in r for r in records)
     assert '"char"' in json.dumps(records[1]["amqp10"])
     said = peeked.stderr
     assert "position 1" in said and "read again from the head over AMQP 1.0" in said, said
     counted = dlq_type == "quorum" and versions.quorum_give_back_counts(v4.version, "lost")
     assert ("every run over 0.9.1 spends another" in said) == counted, said
     assert "leaves x-delivery-count as it was" not in said.split("reading on over AMQP 1.0")[0], said  # no nack did
+    # the messages shown were read over 1.0: the note says what a move over 0.9.1 would do to them (the char one)
+    assert "would not come back whole from a move over AMQP 0.9.1" in said and "#1 (char)" in said, said
     _intact(v4, dlq)
     # what the warning says the two runs cost: the broker's close of each 0.9.1 read counted an attempt of the message
     # held before the char message and of the char message (a quorum queue on 4.3), none of the one after it (all
@@ -139,3 +141,62 @@ def test_the_brokers_close_puts_what_it_took_back_behind_a_returned_block(v4, qn
     assert "leaves x-delivery-count as it was" not in strict.stderr, strict.stderr  # no nack gave them back
     assert v4.wait_depth(dlq, 3) == 3
     assert [(m.properties or {})["message_id"].value for m in read_head(v4, dlq, 3)] == ["last", "first", "char"]
+
+
+def test_a_returned_block_reordered_by_the_first_read_is_shown_as_it_is_now(v4, qname, run) -> None:
+    """The broker's close of the first read puts what it held behind a block of returned messages (the test above):
+    the second read is shown whole, so every message is shown once, in the queue's order now — not the first read's
+    head spliced with the second's tail (which showed `first` twice and `last` never)."""
+    if versions.amqp10_peek_give_back(v4.version) is None:
+        pytest.skip(f"RabbitMQ {v4.version}: a 1.0 read of a quorum queue spends attempts (test_versions)")
+    dlq = _poisoned_dlq(v4, qname, "quorum")
+    read_head(v4, dlq, 3)  # released: a block of returned messages at the head
+    peeked = run("--url", v4.url, "peek", dlq, "--format", "json")
+    assert peeked.exit_code == 0, peeked.stderr
+    shown = _ids(json.loads(peeked.stdout))
+    assert sorted(shown) == sorted(IDS) and shown == ["last", "first", "char"], shown
+    assert v4.wait_depth(dlq, 3) == 3
+    assert [(m.properties or {})["message_id"].value for m in read_head(v4, dlq, 3)] == shown
+
+
+@pytest.mark.parametrize("decimal_first", [True, False])
+def test_a_message_neither_protocol_reads_past(v4, qname, run, decimal_first) -> None:
+    """A message published over 0.9.1 with a decimal header ends an AMQP 1.0 read (4.x: mc_amqpl:from_091) as the char
+    message ends a 0.9.1 read. Decimal first: the 0.9.1 read gets further (it shows the decimal message and stops at the
+    char one); the 1.0 read stops earlier, so the first read is shown and its end stands (exit 5), with why the 1.0
+    read was not. Char first: the 1.0 read gets further (it shows the char message and stops at the decimal one):
+    shown, and exit 5 names both stops and a way past them — not the advice to leave --protocol out, which is what
+    stopped first."""
+    from decimal import Decimal
+
+    import pika
+
+    if not (versions.char_uuid_poison_091(v4.version) and versions.decimal_poison_amqp10(v4.version)):
+        pytest.skip(f"RabbitMQ {v4.version}: not both poisons")
+    work, dlq = f"{qname}.work", f"{qname}.dlq"
+    with v4.channel() as ch:
+        ch.queue_declare(dlq, durable=True)
+        ch.queue_declare(work, durable=True, arguments={"x-queue-type": "quorum", "x-dead-letter-exchange": "",
+                                                         "x-dead-letter-routing-key": dlq})
+
+    def decimal() -> None:
+        v4.publish(dlq, [b"decimal"], properties=pika.BasicProperties(message_id="decimal",
+                                                                      headers={"price": Decimal("12.345")}))
+    if decimal_first:
+        decimal()
+    reject_10(v4, work, [_message("char")])
+    if not decimal_first:
+        decimal()
+    assert v4.wait_depth(dlq, 2) == 2
+    peeked = run("--url", v4.url, "peek", dlq, "--format", "json")
+    assert peeked.exit_code == ExitStatus.PARTIAL, peeked.stderr
+    shown = _ids(json.loads(peeked.stdout))
+    if decimal_first:
+        assert shown == ["decimal"], peeked.stderr
+        assert "over AMQP 1.0 instead, the queue stopped earlier, at position 0" in peeked.stderr, peeked.stderr
+        assert "cannot be delivered over AMQP 0.9.1" in peeked.stderr
+    else:
+        assert shown == ["char"], peeked.stderr
+        assert "cannot be delivered over AMQP 1.0 either" in peeked.stderr, peeked.stderr
+        assert "--remove -n 1 --protocol 1.0" in peeked.stderr and "leave --protocol out" not in peeked.stderr
+    assert v4.wait_depth(dlq, 2) == 2
