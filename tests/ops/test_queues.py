@@ -134,3 +134,58 @@ def test_a_plugin_that_refuses_an_unsorted_listing_is_asked_for_a_sorted_one() -
     Refusing.error = ConnectError("management API at http://fake:15672/ not reachable: refused")
     [result] = survey([profile], client_factory=Refusing)  # type: ignore[arg-type]
     assert isinstance(result.error, ConnectError) and totals_asked == [True] and asked == []
+
+
+class NodeDown(FakeClient):
+    """A cluster with node c2 down whose listing left out the durable queue `dlq` (CI, 3.10.8, moments after its
+    member's app stopped), which the definitions still hold; and a transient queue that went with the node."""
+
+    definitions_asked = 0
+    refuse_definitions = False
+
+    def get(self, path: str, **_query: Any) -> Any:
+        if path == "nodes":
+            return [{"name": "c1", "running": True}, {"name": "c2", "running": False}]
+        if path == "definitions/v":
+            NodeDown.definitions_asked += 1
+            if self.refuse_definitions:
+                raise DlxtoolError("management API at http://fake:15672/: GET definitions/v failed with HTTP 403")
+            return {"queues": [{"name": "q", "vhost": "v", "durable": True, "arguments": {}},
+                               {"name": "dlq", "vhost": "v", "durable": True,
+                                "arguments": {"x-queue-type": "classic"}},
+                               {"name": "gone", "vhost": "v", "durable": False, "arguments": {}}]}
+        return []
+
+
+def test_a_durable_queue_the_listing_left_out_while_a_node_is_down_is_shown_unavailable() -> None:
+    profile = BrokerProfile(name="ok", urls=("amqp://h/",), vhost="v")
+    NodeDown.definitions_asked = 0
+    [result] = survey([profile], client_factory=NodeDown)  # type: ignore[arg-type]
+    assert result.error is None and NodeDown.definitions_asked == 1
+    rows = {r.queue: r for r in result.rows}
+    assert sorted(rows) == ["dlq", "q"]  # not the transient one: it went with its node
+    dlq = rows["dlq"].to_json()
+    assert dlq["ready"] is None and dlq["node"] == "c2" and dlq["flags"] == ["unavailable"], dlq
+    assert "its node c2 is down" in dlq["reasons"]["unavailable"] and "not lost" in dlq["reasons"]["unavailable"]
+    assert rows["q"].ready == 2 and not rows["q"].node_down  # what the listing says stands
+
+    NodeDown.refuse_definitions = True  # an export the user may not read: the listing as it is
+    try:
+        [result] = survey([profile], client_factory=NodeDown)  # type: ignore[arg-type]
+    finally:
+        NodeDown.refuse_definitions = False
+    assert result.error is None and [r.queue for r in result.rows] == ["q"]
+
+
+def test_no_node_down_no_definitions_asked() -> None:
+    NodeDown.definitions_asked = 0
+
+    class AllUp(NodeDown):
+        def get(self, path: str, **query: Any) -> Any:
+            if path == "nodes":
+                return [{"name": "c1", "running": True}]
+            return super().get(path, **query)
+
+    profile = BrokerProfile(name="ok", urls=("amqp://h/",), vhost="v")
+    [result] = survey([profile], client_factory=AllUp)  # type: ignore[arg-type]
+    assert result.error is None and NodeDown.definitions_asked == 0 and [r.queue for r in result.rows] == ["q"]
