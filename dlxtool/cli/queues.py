@@ -278,7 +278,8 @@ def _nodes_down(snapshot: Snapshot) -> list[str]:
             running = len(result.nodes or {}) - len(down)
             lines.append(f"broker {result.broker!r}: node(s) {', '.join(down)} down ({running} of "
                          f"{len(result.nodes or {})} running): the queues that live there are flagged unavailable "
-                         "(their messages are not lost; their depth is unknown until the node is back)")
+                         "(their messages are not lost; their depth is unknown until the node is back)"
+                         + (f"; {result.unlisted_unknown}" if result.unlisted_unknown else ""))
     return lines
 
 

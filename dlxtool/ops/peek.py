@@ -42,7 +42,7 @@ tell is read as a quorum queue would be, under the version's rules (refused befo
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
@@ -497,7 +497,7 @@ class QueueReader:
     def shown(self) -> int:
         return self.read - self.hidden - self.skipped
 
-    def batches(self) -> Iterator[list[MessageRecord]]:
+    def batches(self) -> Generator[list[MessageRecord], None, None]:
         if self.facts.type == "stream":
             yield from self._stream_batches()
             return

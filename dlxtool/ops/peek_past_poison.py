@@ -15,7 +15,7 @@ or stops earlier than the first (a message 1.0 cannot be given: a 0.9.1 decimal 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING
 
 from dlxtool.errors import DlxtoolError, UndeliverableError
@@ -31,14 +31,19 @@ OpenRead = Callable[[], "tuple[QueueReader, list[str]]"]
 
 class PastPoison:
     """The first read over 0.9.1 and, where it stopped at a message 0.9.1 cannot be given, a second read of the queue
-    over AMQP 1.0, shown instead (the module docstring). Read as a QueueReader is: `batches()`, then `tell(report)`."""
+    over AMQP 1.0, shown instead (the module docstring). Read as a QueueReader is: `batches()`, then `tell(report)`.
+
+    A QueueReader makes its whole read (and gives the messages back) before its first batch, and decodes each batch
+    as it is yielded: so each read's first batch says where it stopped, and only the batches of the read shown are
+    decoded and yielded, one at a time (the records of the other are let go of)."""
 
     def __init__(self, first: QueueReader, over_amqp10: OpenRead) -> None:
         self.first = first
-        self.second: QueueReader | None = None  # the read shown: made, and it got further than the first
+        self.second: QueueReader | None = None   # the read shown: made, and it got further than the first
+        self.shorter: QueueReader | None = None  # a second read that stopped no further than the first (not shown)
         self._open = over_amqp10
-        self.not_read_on: str | None = None     # why the second read is not shown (refused, failed, stopped earlier)
-        self.at: int | None = None              # the position the first read stopped at
+        self.not_read_on: str | None = None      # why the second read could not be made, or failed
+        self.at: int | None = None               # the position the first read stopped at
 
     @property
     def shown_by(self) -> QueueReader:
@@ -65,31 +70,36 @@ class PastPoison:
         return self.shown_by.shown
 
     def batches(self) -> Iterator[list[MessageRecord]]:
-        first = list(self.first.batches())
+        first = self.first.batches()
+        head = next(first, None)  # the whole first read is made by now
         self.at = self.first.undeliverable
-        second = self._read_on() if self.at is not None else None
-        if second is None:
+        if self.at is not None:
+            second = self._read_on(self.at)
+            if second is not None:
+                first.close()  # its records are let go of: the second read is the queue from the head, whole
+                yield from second
+                return
+        if head is not None:
+            yield head
             yield from first
-            return
-        del first  # the second read is shown: the queue from the head, whole
-        yield from second
 
-    def _read_on(self) -> list[list[MessageRecord]] | None:
-        """The second read's batches, or None (why: `not_read_on`) where the first read's records are to be shown."""
+    def _read_on(self, at: int) -> Generator[list[MessageRecord], None, None] | None:
+        """The second read's batches (made, not yet decoded), or None where the first read is to be shown."""
         try:
             reader, notes = self._open()
-            batches = list(reader.batches())  # the whole read is made (and given back) before its first batch
+            batches = reader.batches()
+            head = next(batches, None)  # the whole read is made (and given back) by now
         except DlxtoolError as exc:  # refused by its checks (attempts it would spend), or the 1.0 connection failed
-            self.not_read_on = f"it could not be read over AMQP 1.0 instead: {exc}"
+            self.not_read_on = f"it could not be read over AMQP 1.0 instead: {exc.message}"
             return None
         self.first.notes.extend(notes)
         stop = reader.undeliverable
-        if stop is not None and self.at is not None and stop <= self.at:
-            self.not_read_on = (f"read over AMQP 1.0 instead, the queue stopped earlier, at position {stop}: "
-                                f"{reader.stopped_early}")
+        if (stop is not None and stop <= at) or (reader.stopped_early is not None and reader.read <= at):
+            batches.close()
+            self.shorter = reader
             return None
         self.second = reader
-        return batches
+        return _chained(head, batches)
 
     def records(self) -> Iterator[MessageRecord]:
         for batch in self.batches():
@@ -103,9 +113,7 @@ class PastPoison:
         read's outcome), else the first read's end (exit 5) with why the second is not shown."""
         second = self.second
         if second is None:
-            if self.not_read_on is not None:
-                report.warn(f"the read over AMQP 0.9.1 stopped at position {self.at}; {self.not_read_on}")
-            self.first.tell(report)
+            self._first_stands(report)
             return
         from dlxtool.broker import versions
 
@@ -119,21 +127,70 @@ class PastPoison:
                 "; the messages held went back in place with the connection (no attempt spent)")
         report.warn(f"the message at position {at} of {facts.name!r} cannot be delivered over AMQP 0.9.1 "
                     f"({self.first.stopped_early}): the queue was read again from the head over AMQP 1.0 "
-                    f"(--protocol auto), and that read is what is shown{cost}")
+                    f"(--protocol auto), and that read is what is shown (RabbitMQ gives AMQP 1.0 readers no table or "
+                    f"array header of a message published over 0.9.1: --protocol 0-9-1 shows those, up to position "
+                    f"{at}){cost}")
         stop = second.undeliverable
         if stop is None:
             second.tell(report)
             return
         # it got further, and stopped too: its own end would advise the read that stopped first
-        outcome = second.outcome()
+        self._say_outcome(second, report)
+        raise UndeliverableError(
+            f"the message at position {stop} of {facts.name!r} cannot be delivered over AMQP 1.0 either "
+            f"({second.stopped_early}); showed the {second.shown} message(s) before it, read over AMQP 1.0",
+            position=stop, hint=_way_past(facts.name, stop, "1.0"))
+
+    def _first_stands(self, report: Reporter) -> None:
+        """The first read is shown: its end (exit 5), with why the second read is not; where the second stopped no
+        further, what that read did (and cost) and a way past both stops instead of the advice to read over 1.0."""
+        if self.not_read_on is not None:
+            report.warn(f"the read over AMQP 0.9.1 stopped at position {self.at}; {self.not_read_on}")
+        shorter = self.shorter
+        if shorter is None:
+            self.first.tell(report)
+            return
+        self._say_outcome(shorter, report)
+        outcome = self.first.outcome()
         for note in outcome.notes:
             report.info(note)
         for warning in outcome.warnings:
             report.warn(warning)
+        error = outcome.error
+        assert isinstance(error, UndeliverableError) and self.at is not None
+        where = (f"position {shorter.undeliverable}" if shorter.undeliverable is not None
+                 else f"position {shorter.read}")
         raise UndeliverableError(
-            f"the message at position {stop} of {facts.name!r} cannot be delivered over AMQP 1.0 either "
-            f"({second.stopped_early}); showed the {second.shown} message(s) before it, read over AMQP 1.0",
-            position=stop,
-            hint=f"over AMQP 0.9.1 a read stops at position {at}, over 1.0 at {stop}: `dlxtool dump {facts.name} "
-                 f"--remove -n {stop} --protocol 1.0 -o FILE` takes the {stop} before it into a file (`dlxtool load "
-                 "FILE` puts them back), and the rest then reads over 0.9.1")
+            f"{error.message}; read again over AMQP 1.0 (--protocol auto), the queue stopped earlier, at {where} "
+            f"({shorter.stopped_early}), so the read over 0.9.1 is shown", position=self.at,
+            hint=_way_past(self.facts.name, self.at, "0-9-1"))
+
+    @staticmethod
+    def _say_outcome(reader: QueueReader, report: Reporter) -> None:
+        """A read's notes, warnings and, where it ends in an error, that error's words as a warning (what it did to
+        the queue and what it cost: the caller raises its own end)."""
+        outcome = reader.outcome()
+        for note in outcome.notes:
+            report.info(note)
+        for warning in outcome.warnings:
+            report.warn(warning)
+        if outcome.error is not None:
+            report.warn(f"the read over AMQP {reader.opts.protocol}: {outcome.error.message}")
+
+
+def _chained(head: list[MessageRecord] | None, rest: Iterator[list[MessageRecord]]
+             ) -> Generator[list[MessageRecord], None, None]:
+    if head is not None:
+        yield head
+    yield from rest
+
+
+def _way_past(queue: str, stop: int, over: str) -> str:
+    """The way past a message neither protocol reads: the messages before the stop of the read over `over`, read
+    whole over it, out into a file."""
+    from shlex import quote
+
+    other = "1.0" if over == "0-9-1" else "0-9-1"
+    return (f"neither protocol reads past both messages: `dlxtool dump {quote(queue)} --remove -n {stop} --protocol "
+            f"{over} -o FILE` takes the {stop} before the one AMQP {over} stops at into a file (`dlxtool load FILE` "
+            f"puts them back), and the rest then reads over {other} (add your --broker/--vhost)")

@@ -104,6 +104,7 @@ class QueueRow:
     node: str | None = None   # the node it lives on (a quorum queue: its leader, as the API last knew it)
     state: str | None = None  # the API's: running, down (its node is), minority …
     node_down: bool = False   # its node is not running (the cluster's node list: survey_broker)
+    unlisted: bool = False    # left out of the API's listing, found in the vhost's definitions (a node down)
     members: int | None = None  # a quorum queue's members, and how many of them are online (the API's lists)
     online: int | None = None
     role: str | None = None         # dlq | wait | None, from the topology (dlxtool.ops.dead_letter_roles)
@@ -247,8 +248,10 @@ def queue_flags(row: QueueRow) -> dict[str, str]:
     flags: dict[str, str] = {}
     r = row.rates
     if row.state == "down" or row.node_down:
-        flags["unavailable"] = (f"its node {row.node or '?'} is down: its depth is unknown; its messages are not "
-                                "lost, but cannot be reached until the node is back")
+        flags["unavailable"] = (f"its node {row.node or '(one of those down)'} is down: its depth is unknown; its "
+                                "messages are not lost, but cannot be reached until the node is back"
+                                + ("; not in the API's queue listing, found in the vhost's definitions"
+                                   if row.unlisted else ""))
     elif row.type == "quorum" and row.members and row.online is not None and row.online * 2 <= row.members:
         # Measured on the 3.10.8 cluster with 2 of 3 members stopped: the API still says "running" and names the
         # old leader; a passive declare answers, a basic.get times out (541 {timeout, …}).

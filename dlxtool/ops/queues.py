@@ -91,6 +91,8 @@ class BrokerResult:
     nodes: dict[str, bool] | None = None  # the cluster's nodes and whether each runs (None: the API would not say)
     # A cluster profile's node APIs that did not answer before this one did (masked URL: why), in the order tried
     passed_over: list[str] = field(default_factory=list[str])
+    # With a node down: why the queues the listing may have left out could not be looked for (unlisted_on_down_nodes)
+    unlisted_unknown: str | None = None
 
     @property
     def down_nodes(self) -> list[str]:
@@ -243,7 +245,9 @@ def _survey_through(profile: BrokerProfile, vhost: str | None,
         for row in rows:
             row.node_down = row.node in down
         if down:
-            rows += unlisted_on_down_nodes(client, rows, vhost, sorted(down), profile.name, version)
+            unlisted, result.unlisted_unknown = unlisted_on_down_nodes(client, rows, vhost, sorted(down), profile.name,
+                                                                       version, _listing_timeout(profile))
+            rows += unlisted
         listings = dead_letter_listings(client, rows, vhost)
         result.rows = flag_rows(rows, lambda v: listings.get(v, Listings()))
     except DlxtoolError as exc:
@@ -252,37 +256,45 @@ def _survey_through(profile: BrokerProfile, vhost: str | None,
 
 
 def unlisted_on_down_nodes(client: ManagementClient, rows: Sequence[QueueRow], vhost: str | None, down: list[str],
-                           broker: str, version: str | None) -> list[QueueRow]:
-    """The durable queues the definitions hold and the API's listing left out, while `down` nodes are not running: a
-    queue on a node that went down moments before (CI, 3.10.8: a classic DLQ on a member whose app had just stopped
-    was missing from /api/queues, and `queues` showed nothing of it). Each is a row of its own, flagged unavailable
-    (its node is down: named where one node is, since a queue whose node runs is listed; the definitions do not say
-    it); depth unknown. One more GET, only while a node is down; a definitions export the user may not read (it needs
-    the administrator tag) leaves the listing as it is."""
-    path = "definitions" if vhost is None else f"definitions/{quote(vhost, safe='')}"
+                           broker: str, version: str | None, timeout: float) -> tuple[list[QueueRow], str | None]:
+    """The durable queues of `vhost` its definitions hold and the API's listing left out, while `down` nodes are not
+    running: a queue on a node that went down moments before (CI, 3.10.8: a classic DLQ on a member whose app had just
+    stopped was missing from /api/queues, and `queues` showed nothing of it). Each is a row of its own, flagged
+    unavailable (its node is down: named where one node is, since a queue whose node runs is listed; the definitions do
+    not say it); depth unknown. One more GET, only while a node is down, of one vhost's definitions (never the whole
+    broker's, which holds the users and their password hashes: not with --all-vhosts). Also the rows' reason where
+    they cannot be looked for (None: they were). A queue declared between the listing and this GET would be taken for
+    one on the down node (said in the reason's words: "not in the API's listing")."""
+    if vhost is None:
+        return [], ("with --all-vhosts the queues the API's listing may leave out while a node is down are not looked "
+                    "for (give --vhost for that)")
     try:
-        defined = client.get(path)
-    except DlxtoolError:
-        return []
+        defined = client.request("GET", f"definitions/{quote(vhost, safe='')}", timeout=timeout)
+    except ManagementMismatch:
+        raise
+    except DlxtoolError as exc:
+        return [], (f"the vhost's definitions could not be read ({exc.message}): a queue on the down node that the "
+                    "API's listing leaves out would not be shown")
     listed = {(r.vhost, r.queue) for r in rows}
     found: list[QueueRow] = []
     queues: list[Any] = defined.get("queues", []) if is_object(defined) else []
     for q in queues:
         if not is_object(q) or not q.get("durable", True) or is_probe_queue(q):
             continue
-        name, where = q.get("name"), q.get("vhost") or vhost or "/"
-        if not isinstance(name, str) or (where, name) in listed:
+        name = q.get("name")
+        if not isinstance(name, str) or (vhost, name) in listed:
             continue
         given = q.get("arguments")
         arguments: dict[str, Any] = given if is_object(given) else {}
-        row = row_from_api(broker, {"name": name, "vhost": where, "arguments": arguments,
-                                    "type": arguments.get("x-queue-type", "classic"),
+        kind = q.get("type") or arguments.get("x-queue-type") or "classic"
+        row = row_from_api(broker, {"name": name, "vhost": vhost, "arguments": arguments, "type": kind,
                                     "node": down[0] if len(down) == 1 else None, "state": "down"},
                            broker_version=version)
         row.figures_known = False  # its depth: unknown, not 0
         row.node_down = True
+        row.unlisted = True
         found.append(row)
-    return found
+    return found, None
 
 
 ConsumerLists = tuple[list[dict[str, Any]], list[dict[str, Any]]]

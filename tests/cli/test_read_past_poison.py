@@ -193,8 +193,12 @@ def test_a_message_neither_protocol_reads_past(v4, qname, run, decimal_first) ->
     shown = _ids(json.loads(peeked.stdout))
     if decimal_first:
         assert shown == ["decimal"], peeked.stderr
-        assert "over AMQP 1.0 instead, the queue stopped earlier, at position 0" in peeked.stderr, peeked.stderr
+        assert "over AMQP 1.0 (--protocol auto), the queue stopped earlier, at position 0" in peeked.stderr, \
+            peeked.stderr
         assert "cannot be delivered over AMQP 0.9.1" in peeked.stderr
+        # what the 1.0 read did is said (its session ended at the decimal message), and a way past both stops
+        assert "the read over AMQP 1.0: " in peeked.stderr and "from_091" in peeked.stderr, peeked.stderr
+        assert "--remove -n 1 --protocol 0-9-1" in peeked.stderr and "with --protocol 1.0" not in peeked.stderr
     else:
         assert shown == ["char"], peeked.stderr
         assert "cannot be delivered over AMQP 1.0 either" in peeked.stderr, peeked.stderr
