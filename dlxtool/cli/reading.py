@@ -19,6 +19,8 @@ from dlxtool.errors import UsageError
 
 if TYPE_CHECKING:
     from dlxtool.amqp10_conversions import ConversionTally
+    from dlxtool.broker.amqp10.connection import Amqp10Connection
+    from dlxtool.config import BrokerProfile
     from dlxtool.ops.peek import Coverage, QueueReader, Reader, ReadOptions
     from dlxtool.ops.peek_past_poison import PastPoison
     from dlxtool.record import MessageRecord
@@ -184,7 +186,7 @@ def read_queue(app: App, queue: str, opts: ReadOptions,
     with app.connection(profile) as conn:
         mgmt = app.management(profile, conn)  # proven to be this broker's API before any of it is used
         amqp10 = _amqp10_connection(app, profile, conn) if opts.protocol == "1.0" else None
-        opened: list[Any] = []  # the AMQP 1.0 connection of a read that goes on past a poison message
+        opened: list[Amqp10Connection] = []  # the AMQP 1.0 connection of a read that goes on past a poison message
         try:
             if amqp10 is not None:
                 from dlxtool.ops.peek_amqp10 import prepare_read_amqp10
@@ -218,12 +220,12 @@ def _reads_on_over_amqp10(reader: QueueReader) -> bool:
             and versions.speaks_amqp10(version) and available())
 
 
-def _past_poison(app: App, profile: Any, first: QueueReader, opened: list[Any]) -> PastPoison:
+def _past_poison(app: App, profile: BrokerProfile, first: QueueReader, opened: list[Amqp10Connection]) -> PastPoison:
     """`first`, going on over AMQP 1.0 past a message 0.9.1 cannot be given (dlxtool.ops.peek_past_poison); the 1.0
     connection it opens goes to `opened`, closed with the read."""
     from dlxtool.ops.peek_past_poison import PastPoison
 
-    def connect() -> Any:
+    def connect() -> Amqp10Connection:
         from dlxtool.broker.amqp10.connection import open_connection
 
         app.info("reading on over AMQP 1.0 (--protocol auto)")

@@ -456,6 +456,13 @@ class ReadReport:
     warnings: list[str]
     error: DlxtoolError | None = None
 
+    def say(self, report: Reporter) -> None:
+        """The notes and warnings on `report` (the caller decides what to do with the error)."""
+        for note in self.notes:
+            report.info(note)
+        for warning in self.warnings:
+            report.warn(warning)
+
 
 class QueueReader:
     """Reads messages with peek semantics and yields them in batches of at most `batch_size`.
@@ -806,10 +813,7 @@ class QueueReader:
     def tell(self, report: Reporter) -> None:
         """Say the outcome's notes and warnings on `report`; raise its error (exit 5 or 6, decided here)."""
         outcome = self.outcome()
-        for note in outcome.notes:
-            report.info(note)
-        for warning in outcome.warnings:
-            report.warn(warning)
+        outcome.say(report)
         if outcome.error is not None:
             raise outcome.error
 

@@ -117,8 +117,7 @@ class PastPoison:
             return
         from dlxtool.broker import versions
 
-        for note in self.first.outcome().notes:  # its error is the stop at `at`, said here instead
-            report.info(note)
+        self.first.outcome().say(report)  # its error is the stop at `at`, said here instead
         facts, at = self.facts, self.at
         counted = facts.reads_as_quorum and versions.quorum_give_back_counts(facts.version, "lost")
         cost = (f"; the broker's close of that read counted a delivery attempt of it and of the {at} message(s) held "
@@ -152,17 +151,13 @@ class PastPoison:
             return
         self._say_outcome(shorter, report)
         outcome = self.first.outcome()
-        for note in outcome.notes:
-            report.info(note)
-        for warning in outcome.warnings:
-            report.warn(warning)
+        outcome.say(report)
         error = outcome.error
         assert isinstance(error, UndeliverableError) and self.at is not None
-        where = (f"position {shorter.undeliverable}" if shorter.undeliverable is not None
-                 else f"position {shorter.read}")
+        where = shorter.undeliverable if shorter.undeliverable is not None else shorter.read
         raise UndeliverableError(
-            f"{error.message}; read again over AMQP 1.0 (--protocol auto), the queue stopped earlier, at {where} "
-            f"({shorter.stopped_early}), so the read over 0.9.1 is shown", position=self.at,
+            f"{error.message}; read again over AMQP 1.0 (--protocol auto), the queue stopped earlier, at position "
+            f"{where} ({shorter.stopped_early}), so the read over 0.9.1 is shown", position=self.at,
             hint=_way_past(self.facts.name, self.at, "0-9-1"))
 
     @staticmethod
@@ -170,10 +165,7 @@ class PastPoison:
         """A read's notes, warnings and, where it ends in an error, that error's words as a warning (what it did to
         the queue and what it cost: the caller raises its own end)."""
         outcome = reader.outcome()
-        for note in outcome.notes:
-            report.info(note)
-        for warning in outcome.warnings:
-            report.warn(warning)
+        outcome.say(report)
         if outcome.error is not None:
             report.warn(f"the read over AMQP {reader.opts.protocol}: {outcome.error.message}")
 
