@@ -115,6 +115,7 @@ DEFERRED: dict[str, Reason] = {
     "dlxtool.ops.amqp10_outgoing": AMQP10,
     "dlxtool.ops.engine_amqp10": AMQP10,
     "dlxtool.ops.load_amqp10": AMQP10,
+    "dlxtool.ops.file_pass_amqp10": AMQP10,
     "dlxtool.ops.peek_amqp10": AMQP10,
     "dlxtool.ops.peek_past_poison": AMQP10,  # a 0.9.1 read going on over 1.0: only on 4.x, once a read starts
     "dlxtool.ops.pipeline_amqp10": AMQP10,

@@ -19,7 +19,8 @@ from dlxtool.ops.interrupts import summary_before_ctrl_c
 from dlxtool.outcome import Outcome
 
 if TYPE_CHECKING:
-    from dlxtool.ops.load import Load, LoadPlan, LoadSettings, Opener
+    from dlxtool.ops.load import Load, LoadPlan, LoadRun, LoadSettings
+    from dlxtool.ops.record_source import Opener
     from dlxtool.ops.session import Session
 
 HELP = """Publish the message records in FILE (`-` = stdin) to a broker.
@@ -150,7 +151,7 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencod
          allow_torn: bool, dry_run: bool, yes: bool, protocol: str | None = None,
          accept_conversion_loss: bool = False) -> Outcome | None:
     from dlxtool.cli.moving import run_moving
-    from dlxtool.ops.load import Load, LoadRun, LoadSettings
+    from dlxtool.ops.load import Load, LoadSettings
 
     if reset_headers and not reset_history:
         raise UsageError("--reset-header needs --reset-history")
@@ -208,18 +209,17 @@ def load(app: App, file: str, to_queue: str | None, reset_history: bool, reencod
             app.confirm(f"Publish the records of {name} as planned to {profile.name}?", yes=yes)
 
         def counts(run: LoadRun) -> dict[str, Any]:
-            result = run.load
-            return {"published": result.published_total, "failed": result.failed_total,
-                    "not_sent": result.not_sent, "possible_duplicates": result.lost,
+            return {"published": run.published_total, "failed": run.failed_total,
+                    "not_sent": run.not_sent, "possible_duplicates": run.lost,
                     **({"reencoded": changed} if reencoder is not None else {})}
 
         return run_moving(app, ctrl_c, command="load", profile=profile, queues=sorted(plan.targets),
                           label="loading", save_file=failed_file, files=[name, *([failed_file] if failed_file
                                                                                else [])],
                           end_files=[failed_file] if failed_file else [], counts=counts,
-                          run=lambda failed, bar: LoadRun(loading.run(progress=bar, failed=failed), failed_file,
-                                                          allow_torn),
-                          render=lambda run: _render_result(app, run.load))
+                          run=lambda failed, bar: loading.run(progress=bar, failed=failed, failed_file=failed_file,
+                                                              allow_torn=allow_torn),
+                          render=lambda run: _render_result(app, run))
 
 
 @dataclass
@@ -301,18 +301,23 @@ def _render_plan(app: App, plan: Any, name: str) -> None:
              f"{plan.records} records from {name}; nothing was published")
 
 
-def _render_result(app: App, result: Any) -> None:
+def _render_result(app: App, run: LoadRun) -> None:
     fmt = app.output_format()
     if fmt != "table":
-        app.emit_json(result.to_json(), fmt)
+        app.emit_json(run.to_json(), fmt)
         return
     from dlxtool.cli.explaining import Cells
-    cells = Cells(app)
-    rows = [["published", q, n, cells(result.routes.get(q, ""))] for q, n in sorted(result.published.items())]
-    rows += [["FAILED", cells(why), n, ""] for why, n in sorted(result.failed.items())]
-    if result.not_sent:
-        rows.append(["not sent", "", result.not_sent, ""])
+    from dlxtool.ops.outcomes import depths_text
+
+    result, cells = run.result, Cells(app)
+    rows = [["published", q, n, cells(run.run.routes.get(q, ""))] for q, n in sorted(result.moved.items())]
+    rows += [["FAILED", cells(why), n, ""] for why, n in sorted(result.left.items())]
+    if run.not_sent:
+        rows.append(["not sent", "", run.not_sent, ""])
     app.write_table(rows, ["outcome", "queue / reason", "records", "route"], empty="no records")
     cells.note()
-    app.info(f"{result.published_total} of {result.records} records published from {result.file} "
+    app.info(f"{run.published_total} of {result.snapshot} records published from {result.source} "
              f"in {app.elapsed():.1f}s")
+    depths = depths_text(run.run.depths)
+    if depths:
+        app.info(depths)

@@ -47,7 +47,7 @@ API), the quorum rules apply.
 Reuse: `purge --backup` and `dump --remove` = decide() returning REMOVE with a `RecordSink`
 (dlxtool.ops.record_files: records flushed and fsynced before the acks that follow them); selective purge
 without a backup = REMOVE without a sink; `purge --move-to` = MOVE to one queue (dlxtool.ops.purge);
-`load` publishes records without a source queue (dlxtool.ops.load.publish_records). The replay plan reads
+`load` reads a file, not a queue: its pass is dlxtool.ops.file_pass, under the same pipeline. The replay plan reads
 with dlxtool.ops.peek's reader; Ctrl-C handling is dlxtool.ops.interrupts.
 """
 

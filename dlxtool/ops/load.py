@@ -1,15 +1,15 @@
-"""Load: publish message records (dump, purge --backup, replay --save files) back to a broker.
+"""Load: publish message records (dump, purge --backup, replay --save files) back to a broker — a MovePolicy
+(LoadPolicy) that the pipeline runs over the file (dlxtool.ops.pipeline.run_move with `records`: the file pass,
+dlxtool.ops.file_pass over 0.9.1, dlxtool.ops.file_pass_amqp10 over 1.0).
 
 Each record goes to its own queue (the record's `queue`) or to `to_queue`, mandatory and with publisher
-confirms, through the engine's pipelined publisher (publish_records, below). As replay does
-(dlxtool.ops.replay.Routes), it keeps the record's routing key — the one its queue's consumers saw, or with
-`reset_history` the original one the provenance header records — through a temporary fanout exchange
-bound only to the target queue; `default_exchange` publishes with routing key = the queue name instead,
-and a target whose dead-letter exchange would not route that key gets none of its records (failed, with
-the reason: the next dead-lettering would drop them). A record is counted
-as loaded only on a clean confirm; returned (no such queue), nacked (queue full) and lost (the
-connection died before the answer — maybe published) records are reported and can be written to a
-"failed" file to load again.
+confirms (over 1.0: the broker's `accepted`). As replay does (dlxtool.ops.routes.Routes), it keeps the record's
+routing key — the one its queue's consumers saw, or with `reset_history` the original one the provenance header
+records — through a temporary fanout exchange bound only to the target queue; `default_exchange` publishes with
+routing key = the queue name instead, and a target whose dead-letter exchange would not route that key gets none
+of its records (failed, with the reason: the next dead-lettering would drop them). A record is counted as loaded
+only on a clean confirm; returned (no such queue), nacked (queue full) and lost (the connection died before the
+answer — maybe published) records are reported and can be written to a "failed" file to load again.
 
 The file is read twice: once to check every record (a bad line stops the load before anything is
 published, naming FILE:LINE) and count them per queue, once to publish. A record cut short (a
@@ -23,51 +23,40 @@ What a record cannot carry back: the original exchange (the delivery shows the t
 
 from __future__ import annotations
 
-import threading
-import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import IO, TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from dlxtool.amqp10_view import LOSS_KINDS, loss_kinds
 from dlxtool.amqp_values import rabbitmq_refuses
-from dlxtool.broker.channel import IDLE_WAIT
-from dlxtool.broker.connection import blocked
-from dlxtool.broker.publisher import PublishAnswer, Publisher
 from dlxtool.broker.queues import did_you_mean, names_in
 from dlxtool.broker.wire.frames import EncodeError, basic_properties, encode_for_publish
-from dlxtool.budget import PrefetchWindow
 from dlxtool.deaths import HISTORY_HEADERS
-from dlxtool.errors import UnavailableError, UsageError
+from dlxtool.errors import UsageError
 from dlxtool.json_shapes import is_object
-from dlxtool.message_ids import MessageIds
 from dlxtool.ops import capacity
+from dlxtool.ops.actions import Action, Decide, Decision
 from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.conversion_check import EXAMPLES, ConversionCheck
-from dlxtool.ops.engine import describe_error
-from dlxtool.ops.interrupts import sigint_as_stop, signals_as_stop
 from dlxtool.ops.outcomes import counted, refusal
-from dlxtool.ops.record_files import Sink, iter_records
+from dlxtool.ops.record_source import Opener, RecordFile, read_records
 from dlxtool.ops.routes import Routes, TemporaryExchanges, usable_router
-from dlxtool.ops.stay import Stay, Why, answers
-from dlxtool.ops.transfer_result import Progress
+from dlxtool.ops.session import MoveSession
+from dlxtool.ops.stay import Why
+from dlxtool.ops.transfer_settings import TransferOptions
 from dlxtool.outcome import OK, Outcome, Status
-from dlxtool.record import MessageRecord
 
 if TYPE_CHECKING:
-    from dlxtool.broker.connection import AmqpConnection
     from dlxtool.broker.management import ManagementClient
-    from dlxtool.broker.pika_types import BasicProperties
     from dlxtool.broker.protocols import WireProtocol
-    from dlxtool.ops.capacity import Capacity, Rooms
-    from dlxtool.ops.routes import Routes
+    from dlxtool.message_ids import MessageIds
+    from dlxtool.ops.capacity import Admit, Capacity, Rooms
+    from dlxtool.ops.pipeline import MoveRun
+    from dlxtool.ops.record_files import Sink
     from dlxtool.ops.session import Reporter, Session
-    from dlxtool.ops.transfer_result import TransferResult
-
-Opener = Callable[[], IO[bytes]]
-Token = TypeVar("Token")  # what publish_records hands back with each outcome: the caller's own (load's: target, record)
-
+    from dlxtool.ops.transfer_result import Progress, TransferResult
+    from dlxtool.record import MessageRecord
 
 @dataclass
 class LoadSettings:
@@ -148,49 +137,63 @@ class LoadPlan:
         self.routes = {q: routes.describe(q) for q in sorted(self.targets) if self.exists.get(q) is not False}
 
 
-@dataclass
-class LoadResult:
-    file: str
-    records: int
-    published: Counter[str] = field(default_factory=Counter[str])  # queue -> confirmed
-    failed: Counter[Why] = field(default_factory=Counter[Why])     # "queue: why" -> records
-    lost: int = 0              # no answer before the connection ended: maybe published (possible duplicates)
-    not_sent: int = 0          # never published (stopped by an error or Ctrl-C)
-    skipped_torn: int = 0      # records cut short in the file (their messages were never acked away)
-    stayed_full: Counter[str] = field(default_factory=Counter[str])  # queue -> records not published: it was full
-    routes: dict[str, str] = field(default_factory=dict[str, str])      # queue -> how its records were published
-    interrupted: bool = False
-    error: str | None = None
-    unavailable: bool = False  # the error: the broker blocked publishing (a resource alarm), not a lost connection
-    elapsed: float = 0.0
-    ids: MessageIds = field(default_factory=MessageIds)  # the message ids of the records published (the journal's)
+class LoadPolicy:
+    """A load as a MovePolicy (dlxtool.ops.pipeline) over a file of records (dlxtool.ops.record_source): each record
+    goes to its own queue (or --to) by its route (dlxtool.ops.routes.Routes: a temporary exchange that keeps its routing
+    key, or the default exchange), with the headers load_headers gives it; a record whose route is not safe stays,
+    with the reason. The destinations' room admits each (Rooms.admit); the queues it refused for want of room are
+    counted there (`stayed_full`)."""
+
+    what, nothing, limit, publishes = "load", "nothing loaded", None, True
+
+    def __init__(self, settings: LoadSettings, management: ManagementClient | None, vhost: str,
+                 failed_file: str | None = None) -> None:
+        self.settings, self.management, self.vhost = settings, management, vhost
+        self.source = settings.name
+        self.saved = failed_file
+        self.temporary_exchanges = not settings.default_exchange
+        self.routes = load_routes(settings, None, management, vhost)
+        self.rooms: Rooms | None = None
+
+    def decider(self, exchanges: TemporaryExchanges | None) -> Decide:
+        settings = self.settings
+        routes = self.routes = load_routes(settings, exchanges, self.management, self.vhost)
+        over091 = settings.protocol != "1.0"
+
+        def decide(record: MessageRecord) -> Decision:
+            target = settings.to_queue or record.queue  # the file's check (scan) refused a record naming none
+            headers = load_headers(record, settings)
+            key = record_key(record, headers, settings)
+            route = routes.with_key(target, key)
+            if isinstance(route, Why):
+                return Decision.leave(route.prefixed(f"{target}: "))
+            exchange, keeps_key = route
+            if over091:
+                return Decision(Action.MOVE, target, exchange, key if keeps_key else target,
+                                properties=basic_properties(record.properties, dict(headers)))
+            # over 1.0 the record's whole message goes, with these headers (dlxtool.ops.amqp10_outgoing)
+            return Decision(Action.MOVE, target, exchange, key if keeps_key else target,
+                            record=replace(record, headers=headers))
+
+        return decide
+
+    def admit(self, rooms: Rooms) -> Admit:
+        self.rooms = rooms
+        return rooms.admit
+
+    def describe(self, target: str) -> str:
+        return self.routes.describe(target)
+
+    def filled(self, result: TransferResult) -> list[str]:
+        return sorted(q for q, n in result.moved.items() if n)
+
+    def notes(self) -> list[str]:
+        return []
 
     @property
-    def published_total(self) -> int:
-        return sum(self.published.values())
-
-    @property
-    def failed_total(self) -> int:
-        return sum(self.failed.values())
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "file": self.file, "records": self.records, "published": dict(self.published),
-            "published_total": self.published_total, "failed": dict(self.failed),
-            "failed_total": self.failed_total, "possible_duplicates": self.lost, "not_sent": self.not_sent,
-            "skipped_torn": self.skipped_torn, "stayed_full": dict(self.stayed_full), "routes": self.routes,
-            "interrupted": self.interrupted, "error": self.error, "elapsed_s": round(self.elapsed, 3),
-        }
-
-
-def records_of(stream: IO[bytes], settings: LoadSettings,
-               torn: Callable[[str, int], None]) -> Iterator[tuple[str, MessageRecord]]:
-    """The file's records (dlxtool.ops.record_files.iter_records), each re-encoded where settings.reencode says."""
-    records = iter_records(stream, settings.name, torn)
-    reencode = settings.reencode
-    if reencode is None:
-        return records
-    return ((where, reencode(record, where)) for where, record in records)
+    def stayed_full(self) -> dict[str, int]:
+        """queue -> records not published because it had no room (Rooms.admit refused them)."""
+        return dict(self.rooms.refused) if self.rooms is not None else {}
 
 
 def scan(open_stream: Opener, settings: LoadSettings) -> LoadPlan:
@@ -201,7 +204,8 @@ def scan(open_stream: Opener, settings: LoadSettings) -> LoadPlan:
     if not amqp10:
         out.losses = ConversionCheck(settings.name, exact=True, amqp10_path="--protocol 1.0", taking="load")
     with open_stream() as stream:
-        for where, record in records_of(stream, settings, lambda where, _n: out.torn.append(where)):
+        for where, record in read_records(stream, settings.name, lambda where, _n: out.torn.append(where),
+                                          settings.reencode):
             target = target_of(record, settings, where)
             out.targets[target] += 1
             out.records += 1
@@ -244,139 +248,10 @@ def target_of(record: MessageRecord, settings: LoadSettings, where: str) -> str:
     return target
 
 
-def load(conn: AmqpConnection, open_stream: Opener, settings: LoadSettings, *, total: int = 0,
-         progress: Callable[[Progress], None] | None = None, failed: Sink | None = None,
-         timeout: float = 30.0, handle_sigint: bool = True, rooms: Rooms | None = None,
-         management: ManagementClient | None = None, vhost: str = "/") -> LoadResult:
-    """Publish the records; each failed (returned/nacked/lost/not sent) record goes to `failed` if given.
-    With `rooms`, a record whose queue has no room left (drop-head would push out its head) is not published:
-    it fails with that reason (and goes to `failed`); so does a record whose route is not safe (the queue is
-    missing, or its dead-letter exchange would route the key it is published with — its own, or the queue name
-    with default_exchange — to no queue: `management` checks that, None = not reachable: nothing goes unless
-    settings.allow_dlx_drop; dlxtool.ops.routes.Routes). The temporary exchanges are deleted on the
-    publishing channel right after the last publish (no round trip, and ordered after the publishes): work
-    between the run and its summary would let a second stop signal cut the summary off."""
-    exchanges = None if settings.default_exchange else TemporaryExchanges(conn, timeout, "load")
-    routes = load_routes(settings, exchanges, management, vhost)
-    try:
-        result = _load(conn, open_stream, settings, routes, total=total, progress=progress, failed=failed,
-                       timeout=timeout, handle_sigint=handle_sigint, rooms=rooms,
-                       before_flush=exchanges.delete_on if exchanges is not None else None)
-        result.routes = {q: routes.describe(q) for q in sorted(result.published)}
-        return result
-    finally:
-        if exchanges is not None:
-            exchanges.delete_all()  # only what delete_on did not send (a run that stopped on an error)
-
-
 def load_routes(settings: LoadSettings, exchanges: Callable[[str], str | None] | None,
                 management: ManagementClient | None, vhost: str) -> Routes:
     return Routes(settings.default_exchange, exchanges=exchanges, router=usable_router(management, vhost),
                   allow_drop=settings.allow_dlx_drop)
-
-
-def _load(conn: AmqpConnection, open_stream: Opener, settings: LoadSettings, routes: Routes, *, total: int,
-          progress: Callable[[Progress], None] | None, failed: Sink | None, timeout: float,
-          handle_sigint: bool, rooms: Rooms | None,
-          before_flush: Callable[[Publisher], None] | None = None) -> LoadResult:
-    result = LoadResult(settings.name, total)
-    stop = threading.Event()
-    started = time.monotonic()
-    inflight: dict[int, MessageRecord] = {}  # yielded to the publisher, not settled yet
-    taken = 0  # records read from the file so far (where a give-up resumes reading it)
-    last_report = 0.0
-
-    def report(final: bool = False) -> None:
-        nonlocal last_report
-        now = time.monotonic()
-        if progress is not None and (final or now - last_report >= 0.2):
-            last_report = now
-            done = result.published_total + result.failed_total
-            progress(Progress(total, done, result.published_total, now - started))
-
-    with open_stream() as stream, sigint_as_stop(stop, handle_sigint):
-        def torn(_where: str, _skipped: int) -> None:
-            result.skipped_torn += 1
-
-        records = records_of(stream, settings, torn)
-
-        def items() -> Iterator[tuple[str, str, bytes, BasicProperties, tuple[str, MessageRecord]]]:
-            nonlocal taken
-            for where, record in records:
-                # In `inflight` before anything else: read from the file, it is either settled or, if we
-                # stop now, reported as not sent (and written to --failed) — never silently skipped.
-                inflight[id(record)] = record
-                taken += 1
-                if stop.is_set():
-                    return
-                target = target_of(record, settings, where)
-                headers = load_headers(record, settings)
-                route = routes.with_key(target, record_key(record, headers, settings))
-                if isinstance(route, Why):  # not published: it fails with the reason, the others go on
-                    del inflight[id(record)]
-                    fail_record(result, target, route, record, failed)
-                    continue
-                why = rooms.admit(target, len(record.body), len(inflight) - 1) if rooms is not None else None
-                if why is not None:
-                    del inflight[id(record)]
-                    result.stayed_full[target] += 1
-                    result.failed[why] += 1
-                    if failed is not None:
-                        failed.write(record)
-                    continue
-                exchange, keeps_key = route
-                key = record_key(record, headers, settings) if keeps_key else target
-                yield exchange, key, record.body, basic_properties(record.properties, dict(headers)), (target, record)
-
-        try:
-            for (target, record), outcome, detail in publish_records(conn, items(), window=settings.window,
-                                                                      timeout=timeout, before_flush=before_flush,
-                                                                      max_bytes=settings.max_bytes):
-                del inflight[id(record)]
-                _count(result, target, outcome, detail, record, failed)
-                report()
-        except Exception as exc:  # noqa: BLE001 - connection lost: report what was and was not published
-            result.error = describe_error(exc)
-            result.unavailable = isinstance(exc, UnavailableError)
-        except KeyboardInterrupt:  # a second stop signal: no more waiting for confirms, account for the rest
-            stop.set()
-            _give_up(result, inflight, settings, failed)
-            records = records_after(open_stream, settings, taken)  # the signal may have ended `records`
-        result.interrupted = stop.is_set() and result.error is None
-        # Never published: the one the error hit on its way out, and the rest of the file. Writing them to
-        # --failed takes a while (a large file): a signal now (the second one) only takes note of itself.
-        with signals_as_stop(threading.Event(), handle_sigint):
-            for record in [*inflight.values(), *(r for _w, r in records)]:
-                result.not_sent += 1
-                if failed is not None:
-                    failed.write(record)
-    if failed is not None:
-        failed.flush()
-    result.elapsed = time.monotonic() - started
-    report(final=True)
-    return result
-
-
-def _give_up(result: LoadResult, inflight: dict[int, MessageRecord], settings: LoadSettings,
-             failed: Sink | None) -> None:
-    """Stopped by a second signal while records were in flight: each may be at the broker (published, its
-    confirm not waited for) — counted as a possible duplicate, written to --failed (loading that file again
-    may duplicate it, never lose it)."""
-    for record in inflight.values():
-        target = settings.to_queue or record.queue or "?"
-        result.lost += 1
-        result.failed[Why(f"{target}: lost — stopped before its confirm (maybe published)", Stay.UNCONFIRMED)] += 1
-        if failed is not None:
-            failed.write(record)
-    inflight.clear()
-
-
-def records_after(open_stream: Opener, settings: LoadSettings, taken: int) -> Iterator[tuple[str, MessageRecord]]:
-    """The file's records after the first `taken`, read afresh (torn records were counted on the way)."""
-    with open_stream() as stream:
-        for n, item in enumerate(records_of(stream, settings, lambda _w, _n: None)):
-            if n >= taken:
-                yield item
 
 
 def load_headers(record: MessageRecord, settings: LoadSettings) -> dict[str, Any]:
@@ -405,87 +280,6 @@ def record_key(record: MessageRecord, headers: dict[str, Any], settings: LoadSet
     prov = headers.get(PROVENANCE_HEADER) if settings.reset_history else None
     key = prov.get("routing-key") if is_object(prov) else None
     return key if isinstance(key, str) else record.routing_key
-
-
-def fail_record(result: LoadResult, target: str, why: Why, record: MessageRecord, failed: Sink | None) -> None:
-    result.failed[why.prefixed(f"{target}: ")] += 1
-    if failed is not None:
-        failed.write(record)
-
-
-def _count(result: LoadResult, target: str, outcome: PublishAnswer, detail: str | None, record: MessageRecord,
-           failed: Sink | None) -> None:
-    if outcome is PublishAnswer.CONFIRMED:
-        result.published[target] += 1
-        message_id = record.properties.get("message_id")
-        result.ids.add(message_id if isinstance(message_id, str) else None)
-        return
-    if outcome is PublishAnswer.LOST:
-        result.lost += 1
-    result.failed[Why(f"{target}: {outcome.value} — {detail}", answers().get(outcome, Stay.NOT_SENT))] += 1
-    if failed is not None:
-        failed.write(record)
-
-
-def publish_records(conn: AmqpConnection, items: Iterable[tuple[str, str, bytes, BasicProperties, Token]], *,
-                    window: int = 1000, timeout: float = 30.0, before_flush: Callable[[Publisher], None] | None = None,
-                    max_bytes: int | None = None) -> Iterator[tuple[Token, PublishAnswer, str | None]]:
-    """For `load`: publish (exchange, routing_key, body, properties, token) with a window of confirms,
-    yielding each (token, outcome, detail) as it settles. A seam, not used by replay itself.
-
-    `max_bytes`: publish only while the bodies awaiting a confirm fit in it, each counted twice (its record is held
-    until it settles, and its frames until they are written: PrefetchWindow.COPIES); one is always let through."""
-    pub = Publisher(conn, window=window, timeout=timeout)
-    blocked_since: list[float] = []
-    in_flight: dict[int, int] = {}  # id(token) -> its body's size, until it settles
-    held = 0
-
-    def settled() -> Iterator[tuple[Token, PublishAnswer, str | None]]:
-        nonlocal held
-        for token, outcome, detail in pub.take_settled():
-            held -= in_flight.pop(id(token), 0)
-            yield token, outcome, detail
-
-    def fits(size: int) -> bool:
-        return max_bytes is None or not held or held + PrefetchWindow.COPIES * size <= max_bytes
-
-    def still_blocked() -> None:
-        """A blocked connection (a resource alarm) is waited on for `timeout` at most."""
-        why = blocked(conn)
-        if why is None:
-            blocked_since.clear()
-        elif not blocked_since:
-            blocked_since.append(time.monotonic())
-        elif time.monotonic() - blocked_since[0] >= timeout:
-            raise UnavailableError(f"the broker blocked publishing ({why}: a resource alarm)")
-
-    try:
-        for exchange, routing_key, body, props, token in items:
-            while not pub.has_room() or not fits(len(body)):
-                pub.pump(IDLE_WAIT)
-                still_blocked()
-                yield from settled()
-            try:
-                pub.publish(exchange, routing_key, body, props, token)
-            except EncodeError as exc:  # nothing sent: this record fails, the others go on
-                yield token, PublishAnswer.REFUSED, str(exc)
-                continue
-            in_flight[id(token)] = PrefetchWindow.COPIES * len(body)
-            held += in_flight[id(token)]
-            pub.pump(0)
-            still_blocked()
-            yield from settled()
-        if before_flush is not None:
-            before_flush(pub)
-        yield from pub.flush(timeout)
-    except Exception as exc:
-        # The connection died: what was in flight may or may not be at the broker. Report it as LOST
-        # (so the caller can count possible duplicates) before the error goes on.
-        pub.abandon(f"connection lost before the confirm ({describe_error(exc)})")
-        yield from pub.take_settled()
-        raise
-    finally:
-        pub.close()
 
 
 # -- the workflow: checks, plan, run, and what its result means -------------------------------------------
@@ -542,65 +336,120 @@ class Load:
         records without `amqp10`; dlxtool.ops.load_amqp10.Amqp10Load)."""
 
     def run(self, *, progress: Callable[[Progress], None] | None = None, failed: Sink | None = None,
-            handle_sigint: bool = True) -> LoadResult:
-        """Publish the records; those that fail go to `failed` (--failed FILE2's record file)."""
-        session = self.session
-        return load(session.conn, self.open_stream, self.settings, total=self.plan.records, progress=progress,
-                    failed=failed, timeout=session.timeout, handle_sigint=handle_sigint, rooms=self.rooms,
-                    management=session.management, vhost=session.vhost)
+            failed_file: str | None = None, allow_torn: bool = False, handle_sigint: bool = True) -> LoadRun:
+        """Publish the records; those that are not published go to `failed` (--failed FILE2's record file)."""
+        return load_records(self.session, self.open_stream, self.settings, total=self.plan.records,
+                            progress=progress, failed=failed, failed_file=failed_file, allow_torn=allow_torn,
+                            handle_sigint=handle_sigint, rooms=self.rooms)
+
+
+def load_records(session: Session, open_stream: Opener, settings: LoadSettings, *, total: int,
+                 progress: Callable[[Progress], None] | None = None, failed: Sink | None = None,
+                 failed_file: str | None = None, allow_torn: bool = False, handle_sigint: bool = True,
+                 rooms: Rooms | None = None) -> LoadRun:
+    """Publish the records of the file over settings.protocol: LoadPolicy run by the pipeline over the file
+    (dlxtool.ops.pipeline_amqp10.run_move_over with `records`). With `rooms` (the plan's), a record whose queue has
+    no room left is not published; each record that is not published goes to `failed`."""
+    from dlxtool.ops.pipeline_amqp10 import run_move_over
+
+    records = RecordFile(settings.name, open_stream, total, settings.reencode, failed)
+    policy = LoadPolicy(settings, session.management, session.vhost, failed_file)
+    options = TransferOptions(window=settings.window, max_bytes=settings.max_bytes, progress=progress,
+                              handle_sigint=handle_sigint, settle_timeout=session.timeout)
+    run = run_move_over(MoveSession(session, rooms=rooms, protocol=settings.protocol), policy, options,
+                        records=records)
+    return LoadRun(run, records, policy.stayed_full, failed_file, allow_torn)
 
 
 @dataclass
 class LoadRun:
-    """A finished load as every command that moves messages ends (dlxtool.cli.moving.run_moving): records published
-    from a file, so no engine pass (`result` None) and nothing to clean up; its outcome is load_outcome's."""
+    """A finished load as every command that moves messages ends (dlxtool.cli.moving.run_moving): the pipeline's
+    MoveRun over the file (its result counts records: moved = published, left = failed, unprocessed = not sent), the
+    records met cut short, and its own outcome (load_outcome: what was not loaded is in the --failed file, not in a
+    queue)."""
 
-    load: LoadResult
+    run: MoveRun
+    records: RecordFile
+    stayed_full: dict[str, int] = field(default_factory=dict[str, int])
     failed_file: str | None = None
     allow_torn: bool = False
-    result: TransferResult | None = None
+
+    @property
+    def result(self) -> TransferResult:
+        return self.run.result
 
     @property
     def ids(self) -> MessageIds:
-        return self.load.ids
+        return self.run.ids
 
     @property
     def filled(self) -> list[str]:
-        return sorted(q for q, n in self.load.published.items() if n)
+        return self.run.filled
+
+    @property
+    def published_total(self) -> int:
+        return self.result.moved_total
+
+    @property
+    def failed_total(self) -> int:
+        return self.result.left_total
+
+    @property
+    def not_sent(self) -> int:
+        return self.result.unprocessed
+
+    @property
+    def lost(self) -> int:
+        """Records that had no answer before the run ended: maybe published (possible duplicates)."""
+        return self.result.possible_duplicates
 
     def clean_up(self) -> None:
-        """Nothing to delete: the temporary exchanges of a load are gone when it returns."""
+        """The temporary exchanges go once the summary is out."""
+        self.run.clean_up()
 
     def outcome(self) -> Outcome:
-        return load_outcome(self.load, self.failed_file, self.allow_torn)
+        return load_outcome(self.result, self.records.torn, self.failed_file, self.allow_torn)
+
+    def to_json(self) -> dict[str, Any]:
+        result = self.result
+        return {
+            "file": result.source, "records": result.snapshot, "published": dict(result.moved),
+            "published_total": self.published_total, "failed": dict(result.left),
+            "failed_total": self.failed_total, "possible_duplicates": self.lost, "not_sent": self.not_sent,
+            "skipped_torn": self.records.torn, "stayed_full": self.stayed_full, "routes": self.run.routes,
+            "interrupted": result.interrupted, "error": result.error, "elapsed_s": round(result.elapsed, 3),
+            "depths_after": self.run.depths,
+        }
 
 
 def _plan_exchange(_queue: str) -> str:
     return "(temporary exchange)"  # the plan declares none
 
 
-def load_outcome(result: LoadResult, failed_file: str | None, allow_torn: bool) -> Outcome:
-    """The end of a load: stopped by the connection, interrupted, refused (nothing fit, or no route was safe),
-    partial (records not loaded, or torn ones skipped without --allow-torn), or done."""
+def load_outcome(result: TransferResult, torn: int, failed_file: str | None, allow_torn: bool) -> Outcome:
+    """The end of a load (its result counts records: LoadRun): stopped by the connection, interrupted, refused
+    (nothing fit, or no route was safe), partial (records not loaded, or `torn` ones skipped without --allow-torn),
+    or done."""
     again = (f"; they are in {failed_file}: `dlxtool load {failed_file}` loads them again" if failed_file
              else "; --failed FILE2 would collect them to load again")
-    dups = (f"; {result.lost} record(s) had no answer and may have been published (loading them again may "
-            "duplicate them)" if result.lost else "")
+    lost, published = result.possible_duplicates, result.moved_total
+    dups = (f"; {lost} record(s) had no answer and may have been published (loading them again may duplicate them)"
+            if lost else "")
     if result.error:
         return Outcome(Status.UNAVAILABLE if result.unavailable else Status.CONNECT,
-                       f"load stopped: {result.error}; {result.published_total} of {result.records} "
-                       f"records published, {result.not_sent} not sent" + again + dups)
+                       f"load stopped: {result.error}; {published} of {result.snapshot} "
+                       f"records published, {result.unprocessed} not sent" + again + dups)
     if result.interrupted:
-        return Outcome(Status.INTERRUPTED, f"load interrupted: {result.published_total} of {result.records} records "
-                       f"published, {result.not_sent} not sent" + again + dups)
-    refused = refusal(result.published_total, result.failed, nothing="nothing loaded", still="no record was published")
+        return Outcome(Status.INTERRUPTED, f"load interrupted: {published} of {result.snapshot} records "
+                       f"published, {result.unprocessed} not sent" + again + dups)
+    refused = refusal(published, result.left, nothing="nothing loaded", still="no record was published")
     if refused is not None:
         return replace(refused, message=refused.message + again)
-    if result.failed_total:
-        return Outcome(Status.PARTIAL, f"{result.failed_total} of {result.records} record(s) not loaded: "
-                       f"{counted(result.failed)}" + again + dups)
-    if result.skipped_torn and not allow_torn:
-        return Outcome(Status.PARTIAL, f"{result.skipped_torn} record(s) in {result.file} were cut short and skipped "
+    if result.left_total:
+        return Outcome(Status.PARTIAL, f"{result.left_total} of {result.snapshot} record(s) not loaded: "
+                       f"{counted(result.left)}" + again + dups)
+    if torn and not allow_torn:
+        return Outcome(Status.PARTIAL, f"{torn} record(s) in {result.source} were cut short and skipped "
                        "(named above); their messages were never acked away by the writer",
                        "--allow-torn accepts that (exit 0)")
     return OK

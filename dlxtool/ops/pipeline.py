@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Protocol
 from dlxtool.broker.connection import close_quietly, connect
 from dlxtool.budget import average_body
 from dlxtool.ops.engine import Transfer
+from dlxtool.ops.file_pass import FilePass
 from dlxtool.ops.outcomes import depths_now, transfer_outcome
 from dlxtool.ops.routes import TemporaryExchanges
 from dlxtool.ops.transfer_result import TransferResult
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from dlxtool.message_ids import MessageIds
     from dlxtool.ops.actions import Decide
     from dlxtool.ops.capacity import Admit, Rooms
+    from dlxtool.ops.record_source import RecordFile
     from dlxtool.ops.session import MoveSession, Reporter
     from dlxtool.outcome import Outcome
 
@@ -133,11 +135,14 @@ class MoveRun:
 
 
 def run_move(session: MoveSession, policy: MovePolicy, options: TransferOptions,
-             prepared: Prepared | None = None, control: PassControl | None = None) -> MoveRun:
+             prepared: Prepared | None = None, control: PassControl | None = None,
+             records: RecordFile | None = None) -> MoveRun:
     """Run `policy` over its source on `session` with the user's run `options` (prefetch, window, rate, sink,
     progress, byte budget) and, for a guarded replay's pass, its `control` (dlxtool.ops.canary): the module
     docstring says what it owns. Over AMQP 0.9.1; a caller that lets the session choose the protocol calls
-    dlxtool.ops.pipeline_amqp10.run_move_over."""
+    dlxtool.ops.pipeline_amqp10.run_move_over. `records`: the source is that file of records, not a queue (load)."""
+    if records is not None:
+        return run_from_file(session, policy, options, records)
     prepared = prepared or Prepared()
     source = session.source
     info = prepared.info
@@ -156,6 +161,18 @@ def run_move(session: MoveSession, policy: MovePolicy, options: TransferOptions,
     finally:
         publishing.close()
     return finished(session, policy, result, exchanges)
+
+
+def run_from_file(session: MoveSession, policy: MovePolicy, options: TransferOptions, records: RecordFile) -> MoveRun:
+    """Run `policy` over a file of records (dlxtool.ops.record_source) over AMQP 0.9.1: the file pass
+    (dlxtool.ops.file_pass) in place of the queue engine, publishing on the destinations' connection (nothing is
+    consumed: no consumer's acks to keep flowing past an alarm). What stays goes to the file's --failed."""
+    to = session.to
+    hooks = admitting(session, policy, RunHooks())
+    exchanges = exchanges_of(session, policy)
+    result = run_pass(policy, exchanges, lambda decide: FilePass(
+        to.conn, records, decide, options=options, hooks=hooks, timeout=to.timeout).run())
+    return finished(session, policy, result, exchanges, from_queue=False)
 
 
 def admitting(session: MoveSession, policy: MovePolicy, hooks: RunHooks) -> RunHooks:
@@ -190,16 +207,17 @@ def run_pass(policy: MovePolicy, exchanges: TemporaryExchanges | None,
 
 
 def finished(session: MoveSession, policy: MovePolicy, result: TransferResult,
-             exchanges: TemporaryExchanges | None) -> MoveRun:
+             exchanges: TemporaryExchanges | None, *, from_queue: bool = True) -> MoveRun:
     """The MoveRun of a finished pass (over either protocol): its routes in words, the queues it filled and the
-    depths after it, counted by the broker."""
+    depths after it, counted by the broker (the source's too where it is a queue: `from_queue`)."""
     source, to = session.source, session.to
     out = MoveRun(result, policy.what, policy.nothing, policy.saved)
     if exchanges is not None:
         out.clean_up = exchanges.delete_all
     out.routes = {t: policy.describe(t) for t in sorted(result.moved)}
     out.filled = policy.filled(result)
-    out.depths = depths_now([(source.conn, [policy.source]), (to.conn, out.filled)], source.timeout)
+    out.depths = depths_now([(source.conn, [policy.source] if from_queue else []), (to.conn, out.filled)],
+                            source.timeout)
     return out
 
 

@@ -26,16 +26,42 @@ if TYPE_CHECKING:
     from dlxtool.broker.amqp10.outcomes import DeliveryState
     from dlxtool.broker.management import QueueInfo
     from dlxtool.broker.versions import Version
+    from dlxtool.ops.record_source import RecordFile
     from dlxtool.ops.session import MoveSession, Session
 
 
 def run_move_over(session: MoveSession, policy: MovePolicy, options: TransferOptions,
-                  prepared: Prepared | None = None, control: PassControl | None = None) -> MoveRun:
-    """run_move over the session's protocol (MoveSession.protocol: --protocol, DLXTOOL_PROTOCOL)."""
+                  prepared: Prepared | None = None, control: PassControl | None = None,
+                  records: RecordFile | None = None) -> MoveRun:
+    """run_move over the session's protocol (MoveSession.protocol: --protocol, DLXTOOL_PROTOCOL); `records`: the
+    source is that file of records (load)."""
     if session.protocol == "1.0":
+        if records is not None:
+            return run_from_file_amqp10(session, policy, options, records)
         return run_move_amqp10(session, policy, options, prepared, control)
     # looked up now: what a test wraps is what runs
-    return pipeline.run_move(session, policy, options, prepared, control)
+    return pipeline.run_move(session, policy, options, prepared, control, records)
+
+
+def run_from_file_amqp10(session: MoveSession, policy: MovePolicy, options: TransferOptions,
+                         records: RecordFile) -> MoveRun:
+    """Run `policy` over a file of records over AMQP 1.0 (dlxtool.ops.file_pass_amqp10), sent on a connection of
+    its own; the temporary exchanges and the queue checks over 0.9.1."""
+    from dlxtool.broker.amqp10.connection import open_connection
+    from dlxtool.ops.file_pass_amqp10 import Amqp10FilePass
+
+    to = session.to
+    require_amqp10(to)
+    assert to.profile is not None  # require_amqp10
+    hooks = admitting(session, policy, RunHooks())
+    exchanges = exchanges_of(session, policy)
+    sender = open_connection(to.profile)
+    try:
+        result = run_pass(policy, exchanges, lambda decide: Amqp10FilePass(
+            sender, to.conn, records, decide, options=options, hooks=hooks, timeout=to.timeout).run())
+    finally:
+        sender.close()
+    return finished(session, policy, result, exchanges, from_queue=False)
 
 
 def run_move_amqp10(session: MoveSession, policy: MovePolicy, options: TransferOptions,

@@ -7,8 +7,8 @@ refused) is refused (exit 6, nothing changed), any other reason is a partial run
 changes no exit code.
 
 A `Why` is the reason's text (a str: the summary, the JSON output and the journal show and count it as before) that
-also knows its kind. Reasons are typed `Why` wherever they are counted (TransferResult.left, LoadResult.failed,
-Decision.leave), so mypy rejects a sentence made up without a kind."""
+also knows its kind. Reasons are typed `Why` wherever they are counted (TransferResult.left, Decision.leave), so
+mypy rejects a sentence made up without a kind."""
 
 from __future__ import annotations
 

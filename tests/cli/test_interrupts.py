@@ -155,7 +155,7 @@ def _engine_command(name: str, broker, qname: str, tmp_path: Path) -> tuple[list
 
         records.write_bytes(b"".join(MessageRecord(queue=qname, body=f"m{i}".encode()).to_jsonl()
                                      for i in range(30)))
-        return ["load", str(records), "--yes"], "dlxtool.ops.load.load"
+        return ["load", str(records), "--yes"], "dlxtool.ops.pipeline.run_move"
     broker.publish(qname, [f"m{i}".encode() for i in range(30)])
     return {
         # the one move pipeline's run (dlxtool.ops.pipeline.run_move), as each command module reaches it

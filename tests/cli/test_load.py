@@ -113,6 +113,8 @@ def test_deleted_target_queue_exits_5_and_reports(run, broker, qname, tmp_path) 
     assert result.exit_code == 5
     summary = json.loads(result.stdout)
     assert summary["published"] == {here: 5} and summary["failed_total"] == 5
+    # counted by the broker after the run, as replay and move say it (the missing queue is not one it filled)
+    assert summary["depths_after"] == {here: {"ready": 5, "consumers": 0}}
     [why] = summary["failed"]
     assert why == f"{gone}: queue missing (no temporary exchange can be bound to it)"
     assert f"queue {gone!r} not found in vhost" in result.stderr          # said before publishing

@@ -12,7 +12,7 @@ import pika
 import pytest
 
 from dlxtool.amqp10_message import Amqp10Message, Body, Typed, encode_message, parse_message
-from dlxtool.ops.load import LoadSettings
+from dlxtool.ops.load import LoadSettings, load_records
 from dlxtool.ops.record_files import RecordSink, read_records
 from dlxtool.record import MessageRecord
 from tests.ops.test_load_faults import _CtrlCAfter
@@ -70,15 +70,13 @@ def _check(broker, queue: str, ids: list[bytes], result: Any, failed: io.BytesIO
 
 
 def test_ctrl_c_over_amqp10_leaves_no_record_behind(v4, qname) -> None:
-    from dlxtool.ops.load_amqp10 import load_amqp10
-
     with v4.channel() as ch:
         ch.queue_declare(qname, durable=True)
     ids, data = _records(qname, 300)
     failed = io.BytesIO()
-    result = load_amqp10(_session(v4), lambda: _CtrlCAfter(data, 120), LoadSettings("mem", window=20, protocol="1.0"),
-                         total=len(ids), failed=RecordSink(failed), handle_sigint=True)
-    assert result.interrupted and result.error is None and result.not_sent > 0, result.to_json()
+    result = load_records(_session(v4), lambda: _CtrlCAfter(data, 120), LoadSettings("mem", window=20, protocol="1.0"),
+                          total=len(ids), failed=RecordSink(failed), handle_sigint=True)
+    assert result.result.interrupted and result.result.error is None and result.not_sent > 0, result.to_json()
     assert 0 < result.published_total < len(ids)
     _check(v4, qname, ids, result, failed)
 
@@ -86,8 +84,6 @@ def test_ctrl_c_over_amqp10_leaves_no_record_behind(v4, qname) -> None:
 def test_a_closed_amqp10_connection_loses_nothing(v4, qname) -> None:
     """The broker closes the run's AMQP 1.0 connection (an operator's `close connection`, a restart) mid-run: the
     run stops with the error; what had no outcome is lost (maybe published), the rest not sent, all in --failed."""
-    from dlxtool.ops.load_amqp10 import load_amqp10
-
     with v4.channel() as ch:
         ch.queue_declare(qname, durable=True)
     ids, data = _records(qname, 300)
@@ -102,9 +98,9 @@ def test_a_closed_amqp10_connection_loses_nothing(v4, qname) -> None:
                 closed.append(_close_amqp10_connections(v4))
             return super().__next__()
 
-    result = load_amqp10(_session(v4), lambda: CloseAfter(data), LoadSettings("mem", window=20, protocol="1.0"),
-                         total=len(ids), failed=RecordSink(failed), handle_sigint=False)
-    assert closed == [1] and result.error, result.to_json()
+    result = load_records(_session(v4), lambda: CloseAfter(data), LoadSettings("mem", window=20, protocol="1.0"),
+                          total=len(ids), failed=RecordSink(failed), handle_sigint=False)
+    assert closed == [1] and result.result.error, result.to_json()
     assert 0 < result.published_total < len(ids) and result.not_sent > 0
     _check(v4, qname, ids, result, failed)
 

@@ -10,13 +10,19 @@ import signal
 import pika
 import pytest
 
-from dlxtool.ops.load import LoadSettings, load
+from dlxtool.ops.load import LoadSettings, load_records
 from dlxtool.ops.record_files import RecordSink, read_records
+from dlxtool.ops.session import Session
 from dlxtool.record import MessageRecord
 from tests.ops.test_replay_faults import check_nothing_lost, settled_copies
 from tests.support.proxy import CuttingProxy
 
 N = 3000
+
+
+def _session(broker, conn) -> Session:
+    """The load's session on `conn` (through a cutting proxy, where the test has one)."""
+    return Session(conn=conn, vhost=broker.vhost, broker="t", timeout=10, management=broker.mgmt)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -30,9 +36,8 @@ def test_load_cut_at_a_random_byte(broker, qname, seed) -> None:
     with CuttingProxy(broker.host, broker.amqp_port, cut_after_bytes=cut_at) as proxy:
         conn = pika.BlockingConnection(pika.URLParameters(
             broker.url.replace(f":{broker.amqp_port}/", f":{proxy.port}/")))
-        result = load(conn, lambda: io.BytesIO(data), LoadSettings("mem", window=200), total=N,
-                      failed=RecordSink(failed), handle_sigint=False, timeout=10, management=broker.mgmt,
-                      vhost=broker.vhost)
+        result = load_records(_session(broker, conn), lambda: io.BytesIO(data), LoadSettings("mem", window=200),
+                              total=N, failed=RecordSink(failed), handle_sigint=False)
         cuts = proxy.cuts
     failed.seek(0)
     in_failed = [r.body for r in read_records(failed)]
@@ -41,8 +46,8 @@ def test_load_cut_at_a_random_byte(broker, qname, seed) -> None:
         found[body] += 1
     extra = check_nothing_lost(found, sent, result.lost)
     print(f"seed={seed} cut_at={cut_at}B published={result.published_total} lost={result.lost} "
-          f"not_sent={result.not_sent} error={result.error!r} found_dups={extra}")
-    assert cuts == 1 and result.error
+          f"not_sent={result.not_sent} error={result.result.error!r} found_dups={extra}")
+    assert cuts == 1 and result.result.error
     assert result.published_total + result.failed_total + result.not_sent == N == len(in_failed) + \
         result.published_total
 
@@ -77,15 +82,14 @@ def test_ctrl_c_leaves_no_record_behind(broker, qname) -> None:
 
     open_stream()
     failed = io.BytesIO()
-    result = load(pika.BlockingConnection(pika.URLParameters(broker.url)), open_stream,
-                  LoadSettings("mem", window=50), total=n, failed=RecordSink(failed), management=broker.mgmt,
-                  vhost=broker.vhost)
+    result = load_records(_session(broker, pika.BlockingConnection(pika.URLParameters(broker.url))), open_stream,
+                          LoadSettings("mem", window=50), total=n, failed=RecordSink(failed))
     failed.seek(0)
     in_failed = [r.body for r in read_records(failed)]
     found = settled_copies(broker, [qname], result.published_total)
     for body in in_failed:
         found[body] += 1
-    assert result.interrupted and result.not_sent
+    assert result.result.interrupted and result.not_sent
     assert result.published_total + result.failed_total + result.not_sent == n
     check_nothing_lost(found, sent, result.lost)
 
@@ -123,14 +127,13 @@ def test_cut_while_waiting_for_the_last_confirms_is_a_connection_error(broker, q
             opened.append(_CutAtTheEnd(data, proxy))
             return opened[-1]
 
-        result = load(conn, open_stream, LoadSettings("mem", window=1000), total=len(sent),
-                      failed=RecordSink(failed), handle_sigint=False, timeout=10, management=broker.mgmt,
-                      vhost=broker.vhost)
+        result = load_records(_session(broker, conn), open_stream, LoadSettings("mem", window=1000),
+                              total=len(sent), failed=RecordSink(failed), handle_sigint=False)
         cuts = proxy.cuts
     assert cuts == 1
     if result.lost == 0:
         pytest.skip("every confirm arrived before the cut: nothing to check this time")
-    assert result.error, result
+    assert result.result.error, result.to_json()
     failed.seek(0)
     found = settled_copies(broker, [qname], result.published_total)
     for record in read_records(failed):
