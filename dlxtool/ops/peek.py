@@ -473,9 +473,9 @@ class QueueReader:
     give-back runs in a finally, so an exception or Ctrl-C during the read still returns them.
     """
 
-    def __init__(self, channel: Any, facts: QueueFacts, opts: ReadOptions,
+    def __init__(self, channel: BlockingChannel | None, facts: QueueFacts, opts: ReadOptions,
                  decode: Callable[[MessageRecord], dict[str, Any] | None] = no_decode) -> None:
-        self.channel = channel
+        self.channel = channel  # None: a reader of another protocol (dlxtool.ops.peek_amqp10), which reads without it
         self.facts = facts
         self.opts = opts
         self.decode = decode
@@ -499,6 +499,12 @@ class QueueReader:
         self._block_end_by: str | None = None
         self.undeliverable: int | None = None  # the position of a message 0.9.1 cannot be given (_undeliverable)
         self.connection_lost = False  # the broker closed the connection: what was held went back with it
+
+    @property
+    def _channel(self) -> BlockingChannel:
+        """The 0.9.1 channel the read uses (the 1.0 reader overrides every method that would ask for it)."""
+        assert self.channel is not None, "a 0.9.1 read"
+        return self.channel
 
     @property
     def shown(self) -> int:
@@ -580,7 +586,7 @@ class QueueReader:
 
     def _get(self) -> MessageRecord | None:
         try:
-            method, props, body = self.channel.basic_get(self.facts.name, auto_ack=False)
+            method, props, body = self._channel.basic_get(self.facts.name, auto_ack=False)
         except Exception as exc:
             if not self._undeliverable(exc):
                 raise
@@ -588,6 +594,7 @@ class QueueReader:
         if method is None:
             self.reached_end = True
             return None
+        assert props is not None and body is not None  # a get-ok carries both
         self._held.tags.append(method.delivery_tag)
         if (self.opts.count is None or self.opts.select is not None) and self.read + 1 >= self.opts.max_unacked:
             self.left_unread = int(getattr(method, "message_count", 0) or 0)
@@ -753,10 +760,10 @@ class QueueReader:
         if self._held.all_returned:
             return
         self._held.returned = len(self._held.tags)
-        close_channel(self.channel)
+        close_channel(self._channel)
 
     def _give_back_quorum(self) -> None:
-        give_back_quorum_gets(self.channel, self.facts.name, self._held)
+        give_back_quorum_gets(self._channel, self.facts.name, self._held)
         if not self._held.confirmed and not self._unconfirmed_noted:
             self._unconfirmed_noted = True
             self.order_changed = self.order_changed or ("the queue did not confirm the give-back in time, so the "
@@ -928,17 +935,18 @@ class QueueReader:
     def _stream_batches(self) -> Iterator[list[MessageRecord]]:
         wanted = self.opts.count if self.opts.select is None else None  # a selection: how many to read is unknown
         prefetch = max(1, min(wanted or self.opts.batch_size, self.opts.batch_size))
-        self.channel.basic_qos(prefetch_count=prefetch)
+        self._channel.basic_qos(prefetch_count=prefetch)
         offset = "first" if self.opts.offset is None else self.opts.offset
         batch: list[MessageRecord] = []
         unacked = 0
         try:
-            for method, props, body in self.channel.consume(
+            for method, props, body in self._channel.consume(
                     self.facts.name, auto_ack=False, arguments={"x-stream-offset": offset},
                     inactivity_timeout=self.opts.stream_wait):
                 if method is None:
                     self.reached_end = True
                     break
+                assert props is not None and body is not None  # a delivery carries both
                 if self.opts.select is None and self._passes_budget(len(body), self.read, self.shown):
                     self.read += 1
                     self.hidden += 1  # delivered, not shown: nothing is held on a stream, the read just ends here
@@ -956,7 +964,7 @@ class QueueReader:
                     # Ack (= grant credit) only when reading on: credit granted at the end would let the
                     # broker push messages that cancel() then rejects, and streams refuse rejects (540).
                     if more:
-                        self.channel.basic_ack(method.delivery_tag, multiple=True)
+                        self._channel.basic_ack(method.delivery_tag, multiple=True)
                     unacked = 0
                     if batch:
                         yield batch
@@ -973,7 +981,7 @@ class QueueReader:
 
         # Interrupted mid-chunk, pika rejects what it still buffers and the stream closes the channel
         # for it. Nothing is lost: reading a stream never removes anything.
-        cancel_quietly(self.channel)
+        cancel_quietly(self._channel)
 
     def _stream_record(self, method: Basic.Deliver, props: BasicProperties, body: bytes) -> MessageRecord:
         # Nothing is held on a stream, so decoding here costs the broker nothing.
