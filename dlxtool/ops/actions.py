@@ -7,7 +7,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from dlxtool.ops.stay import NOT_SELECTED, Why
 
@@ -58,3 +58,24 @@ Decide = Callable[["MessageRecord"], Decision]
 # body) on the bytes of a delivery, None where decide(record) must answer instead. The routing key is bytes where it is
 # not UTF-8.
 RawDecide = Callable[[str | bytes, bytes, bytes], Decision | None]
+
+
+class Decider(Protocol):
+    """What a MovePolicy decides with (dlxtool.ops.pipeline): decide(record), and its fast form on the bytes, `raw`
+    (RawDecide), declared by every decider — None where it has none for this run (the engine then calls it)."""
+
+    def __call__(self, record: MessageRecord, /) -> Decision: ...
+
+    @property
+    def raw(self) -> RawDecide | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Deciding:
+    """A plain decide function as a Decider: `raw` its fast form, if any (None: decide(record) only)."""
+
+    decide: Decide
+    raw: RawDecide | None = None
+
+    def __call__(self, record: MessageRecord, /) -> Decision:
+        return self.decide(record)

@@ -36,7 +36,7 @@ from dlxtool.broker.queues import ready
 from dlxtool.errors import RefusedError
 from dlxtool.json_shapes import is_object
 from dlxtool.message_ids import MessageIds, message_name
-from dlxtool.ops.actions import Action, Decide, Decision
+from dlxtool.ops.actions import Action, Decider, Deciding, Decision
 from dlxtool.ops.engine import BEYOND_LIMIT
 from dlxtool.ops.guard_settings import BRAKE_DEFAULT as BRAKE_DEFAULT
 from dlxtool.ops.guard_settings import BRAKE_MINIMUM as BRAKE_MINIMUM
@@ -97,7 +97,7 @@ class CanaryPicker:
         self._fill = 0
         self._read = 0
 
-    def __call__(self, decide: Decide) -> Decide:
+    def __call__(self, decide: Decider) -> Decider:
         def pick(record: MessageRecord) -> Decision:
             self._read += 1
             decision = decide(record)
@@ -109,7 +109,7 @@ class CanaryPicker:
                 return decision
             return Decision.keep(NOT_IN_CANARY)
 
-        return pick
+        return Deciding(pick)  # no fast form: a pick reads each record whole
 
     def _choose(self, origin: str, record: MessageRecord) -> bool:
         if len(self.picked) >= self.size:

@@ -93,7 +93,7 @@ from dlxtool.record import MessageRecord
 if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
     from dlxtool.broker.pika_types import Basic, BasicProperties
-    from dlxtool.ops.actions import RawDecide
+    from dlxtool.ops.actions import Decider, RawDecide
 
 TAKE_BATCH = 200  # deliveries decided per loop turn, between sink flushes and acks
 # With this many publishes in flight, an idle wait lets input gather GATHER s once it starts arriving:
@@ -127,7 +127,7 @@ def _sink_record(decision: Decision, record: MessageRecord | None) -> MessageRec
 class Transfer:
     """One pass over `source` on `source_conn`; MOVEs are published on `target_conn` (may be the same)."""
 
-    def __init__(self, source_conn: AmqpConnection, source: str, decide: Decide, *,
+    def __init__(self, source_conn: AmqpConnection, source: str, decide: Decider, *,
                  target_conn: AmqpConnection | None = None, keep_conn: AmqpConnection | None = None,
                  options: TransferOptions | None = None, hooks: RunHooks | None = None,
                  control: PassControl | None = None, timeout: float = 30.0) -> None:
@@ -148,8 +148,7 @@ class Transfer:
         self.decide = decide
         # decide(routing_key, encoded properties, body) -> Decision | None (None: decide(record) instead). Only
         # for MOVEs that need no record: with a sink, every record must be written.
-        self._decide_raw: RawDecide | None = (
-            getattr(decide, "raw", None) if self.opts.sink is None else None)
+        self._decide_raw: RawDecide | None = decide.raw if self.opts.sink is None else None
         self.timeout = timeout
         self.result = TransferResult(source=source, snapshot=0)
         self.ledger = Ledger(self.result)        # the deliveries held unacked, and what each became

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlxtool.broker.connection import heartbeat_for
 from dlxtool.errors import DlxtoolError, NotFoundError, UnavailableError
-from dlxtool.ops.actions import Action, Decide, Decision
+from dlxtool.ops.actions import Action, Decider, Decision
 from dlxtool.ops.engine import describe_error
 from dlxtool.ops.interrupts import sigint_as_stop
 from dlxtool.ops.stay import Stay, Why
@@ -65,7 +65,7 @@ class Amqp10Transfer:
     outcome that returns a message without spending a delivery attempt (dlxtool.broker.versions); `exists`: whether
     a destination queue exists (None: not asked, the broker's answer to the send says it)."""
 
-    def __init__(self, conn: Amqp10Connection, source: str, decide: Decide, *, snapshot: int,
+    def __init__(self, conn: Amqp10Connection, source: str, decide: Decider, *, snapshot: int,
                  give_back: DeliveryState, send_conn: Amqp10Connection | None = None,
                  options: TransferOptions | None = None, hooks: RunHooks | None = None,
                  control: PassControl | None = None, timeout: float = 30.0,

@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from dlxtool import secrets
 from dlxtool.broker.channel import IDLE_WAIT
 from dlxtool.broker.connection import blocked, is_connection_failure
 from dlxtool.broker.publisher import PublishAnswer, Publisher
@@ -84,7 +85,7 @@ class FileCounts:
         """The run stopped on `exc`: the connection lost, publishing blocked too long, a local error."""
         result = self.result
         # the message alone: a connection error's hint speaks of a reader's unsettled messages, which a file has none of
-        result.error = exc.message if isinstance(exc, DlxtoolError) else describe_error(exc)
+        result.error = secrets.scrub(exc.message) if isinstance(exc, DlxtoolError) else describe_error(exc)
         if isinstance(exc, UnavailableError):
             result.unavailable, result.unavailable_hint = exc.message, exc.hint
         result.connection_lost = is_connection_failure(exc) or isinstance(exc, UnavailableError)
@@ -119,24 +120,28 @@ class FilePass:
     def run(self) -> TransferResult:
         counts, source = self.counts, self.source
         stop = threading.Event()
-        # read from the file, not settled yet: each is settled or, if the run stops now, not sent — never skipped
-        inflight: dict[int, tuple[MessageRecord, str]] = {}  # id(record) -> (it, its queue: "?" before decided)
+        # Read from the file, not settled yet: each is settled or, if the run stops now, not sent — never skipped.
+        # `current`: the record read and not yet decided (a stop now: not sent); `inflight`: decided and handed to the
+        # publisher (a second stop signal now: each maybe published)
+        current: list[MessageRecord] = []
+        inflight: dict[int, tuple[MessageRecord, str]] = {}  # id(record) -> (it, its queue)
         taken = 0  # records read from the file so far (where a give-up resumes reading it)
         with source.reading() as records, sigint_as_stop(stop, self.options.handle_sigint):
             def items() -> Iterator[tuple[str, str, bytes, BasicProperties, tuple[Decision, MessageRecord]]]:
                 nonlocal taken
                 for _where, record in records:
-                    inflight[id(record)] = (record, "?")  # before anything else (above)
+                    current[:] = [record]  # before anything else (above)
                     taken += 1
                     if stop.is_set():
                         return
                     decision = self.decide(record)
-                    inflight[id(record)] = (record, decision.group)
-                    why = self._stays(decision, record, len(inflight) - 1)
+                    why = self._stays(decision, record, len(inflight))
                     if why is not None:
-                        del inflight[id(record)]
+                        current.clear()
                         counts.stays(why, record)
                         continue
+                    inflight[id(record)] = (record, decision.group)
+                    current.clear()
                     assert not isinstance(decision.properties, bytes | None)  # LoadPolicy: pika's properties
                     yield (decision.exchange, decision.routing_key, decision.body or record.body,
                            decision.properties, (decision, record))
@@ -158,7 +163,7 @@ class FilePass:
                                      Stay.UNCONFIRMED), record, lost=True)
                 inflight.clear()
                 rest = source.after(taken)  # the signal may have ended `records`
-            counts.not_sent([*(record for record, _target in inflight.values()), *rest])
+            counts.not_sent([*current, *(record for record, _target in inflight.values()), *rest])
         return counts.end(stop)
 
     def _stays(self, decision: Decision, record: MessageRecord, in_flight: int) -> Why | None:

@@ -102,9 +102,12 @@ class Amqp10FilePass:
             self.counts.stays(decision.why, record)
             return
         why = self.admit(decision.group, len(record.body), len(self.pending)) if self.admit is not None else None
-        raw = outgoing(record, decision.record) if why is None else why
-        if isinstance(raw, Why):
-            self.counts.stays(raw, record)
+        if why is not None:  # no room: the reason names the queue
+            self.counts.stays(why, record)
+            return
+        raw = outgoing(record, decision.record)
+        if isinstance(raw, Why):  # what 1.0 cannot carry of it
+            self.counts.stays(raw.prefixed(f"{decision.group}: "), record)
             return
         sender = self._sender(decision)
         if isinstance(sender, Why):

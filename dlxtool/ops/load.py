@@ -36,7 +36,7 @@ from dlxtool.deaths import HISTORY_HEADERS
 from dlxtool.errors import UsageError
 from dlxtool.json_shapes import is_object
 from dlxtool.ops import capacity
-from dlxtool.ops.actions import Action, Decide, Decision
+from dlxtool.ops.actions import Action, Decider, Deciding, Decision
 from dlxtool.ops.alarms import check_alarms
 from dlxtool.ops.conversion_check import EXAMPLES, ConversionCheck
 from dlxtool.ops.outcomes import counted, refusal
@@ -155,7 +155,7 @@ class LoadPolicy:
         self.routes = load_routes(settings, None, management, vhost)
         self.rooms: Rooms | None = None
 
-    def decider(self, exchanges: TemporaryExchanges | None) -> Decide:
+    def decider(self, exchanges: TemporaryExchanges | None) -> Decider:
         settings = self.settings
         routes = self.routes = load_routes(settings, exchanges, self.management, self.vhost)
         over091 = settings.protocol != "1.0"
@@ -175,7 +175,7 @@ class LoadPolicy:
             return Decision(Action.MOVE, target, exchange, key if keeps_key else target,
                             record=replace(record, headers=headers))
 
-        return decide
+        return Deciding(decide)
 
     def admit(self, rooms: Rooms) -> Admit:
         self.rooms = rooms

@@ -19,7 +19,7 @@ from dlxtool.ops.stay import Why
 from dlxtool.selection import Selection
 
 if TYPE_CHECKING:
-    from dlxtool.ops.actions import Decide
+    from dlxtool.ops.actions import Decider, RawDecide
     from dlxtool.ops.capacity import Admit, Rooms
     from dlxtool.ops.pipeline import Prepared
     from dlxtool.ops.routes import TemporaryExchanges
@@ -42,6 +42,8 @@ class MoveDecider:
     """decide(record): not selected → KEEP; selected → MOVE to `destination`, unchanged, keeping its routing key
     where its route does (`routes`), or LEAVE with the route's reason (DST's dead-letter exchange would drop
     the key)."""
+
+    raw: RawDecide | None = None  # no fast form: every message is decided whole
 
     def __init__(self, selection: Selection, destination: str, routes: Routes) -> None:
         self.selection, self.destination, self.routes = selection, destination, routes
@@ -77,7 +79,7 @@ class QueueMove:
         return Routes(self.settings.default_exchange, exchanges=exchanges, router=self.router,
                       allow_drop=self.settings.allow_dlx_drop)
 
-    def decider(self, exchanges: TemporaryExchanges | None) -> Decide:
+    def decider(self, exchanges: TemporaryExchanges | None) -> Decider:
         self.routes = self._routes(exchanges)
         return MoveDecider(self.settings.selection, self.settings.destination, self.routes)
 

@@ -128,9 +128,10 @@ def depths_now(where: Iterable[tuple[AmqpConnection, Iterable[str]]], timeout: f
     """queue -> {"ready", "consumers"} counted by the broker now (a passive declare on each (connection, queues)):
     the depths a command that moved messages prints after its run. Never the management API's, whose sample can be
     a statistics interval old (5 s by default): right after a replay it still showed the DLQ full. A queue that
-    cannot be counted (deleted meanwhile, not a queue, the connection gone) is left out."""
+    cannot be counted (deleted meanwhile, not a queue, the connection gone or blocked by an alarm) is left out."""
     from dlxtool.broker.connection import is_connection_failure
     from dlxtool.broker.queues import now
+    from dlxtool.errors import UnavailableError
 
     out: dict[str, dict[str, int]] = {}
     for conn, queues in where:
@@ -138,9 +139,9 @@ def depths_now(where: Iterable[tuple[AmqpConnection, Iterable[str]]], timeout: f
             try:
                 counted = now(conn, queue, timeout)
             except Exception as exc:
-                if not is_connection_failure(exc):
+                if not is_connection_failure(exc) and not isinstance(exc, UnavailableError):
                     raise
-                break  # the connection is gone (the run's own outcome says so): nothing more to count on it
+                break  # the connection is gone or blocked (the run's outcome says so): nothing more to count on it
             if counted is not None:
                 out[queue] = {"ready": counted.ready, "consumers": counted.consumers}
     return out

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
     from dlxtool.broker.management import QueueInfo
     from dlxtool.message_ids import MessageIds
-    from dlxtool.ops.actions import Decide
+    from dlxtool.ops.actions import Decider
     from dlxtool.ops.capacity import Admit, Rooms
     from dlxtool.ops.record_source import RecordFile
     from dlxtool.ops.session import MoveSession, Reporter
@@ -76,7 +76,7 @@ class MovePolicy(Protocol):
     @property
     def saved(self) -> str | None: ...      # the file the records go to (said in the outcome), if any
 
-    def decider(self, exchanges: TemporaryExchanges | None) -> Decide:
+    def decider(self, exchanges: TemporaryExchanges | None) -> Decider:
         """The run's per-message decision (with `.raw`, its fast form, where it has one); `exchanges`: the run's
         temporary exchanges on the destinations' broker (None: on the default exchange)."""
         ...
@@ -165,13 +165,19 @@ def run_move(session: MoveSession, policy: MovePolicy, options: TransferOptions,
 
 def run_from_file(session: MoveSession, policy: MovePolicy, options: TransferOptions, records: RecordFile) -> MoveRun:
     """Run `policy` over a file of records (dlxtool.ops.record_source) over AMQP 0.9.1: the file pass
-    (dlxtool.ops.file_pass) in place of the queue engine, publishing on the destinations' connection (nothing is
-    consumed: no consumer's acks to keep flowing past an alarm). What stays goes to the file's --failed."""
+    (dlxtool.ops.file_pass) in place of the queue engine. What stays goes to the file's --failed. It publishes on a
+    connection of its own, as every move does: a resource alarm blocks that one, and the session's stays free for
+    the depths after the run and the temporary exchanges' deletion."""
     to = session.to
     hooks = admitting(session, policy, RunHooks())
     exchanges = exchanges_of(session, policy)
-    result = run_pass(policy, exchanges, lambda decide: FilePass(
-        to.conn, records, decide, options=options, hooks=hooks, timeout=to.timeout).run())
+    publishing = connect(to.profile) if to.profile is not None else None  # None: a caller with a connection only
+    try:
+        result = run_pass(policy, exchanges, lambda decide: FilePass(
+            publishing or to.conn, records, decide, options=options, hooks=hooks, timeout=to.timeout).run())
+    finally:
+        if publishing is not None:
+            close_quietly(publishing)  # a blocked one is dropped, not waited on
     return finished(session, policy, result, exchanges, from_queue=False)
 
 
@@ -193,7 +199,7 @@ def exchanges_of(session: MoveSession, policy: MovePolicy) -> TemporaryExchanges
 
 
 def run_pass(policy: MovePolicy, exchanges: TemporaryExchanges | None,
-             engine: Callable[[Decide], TransferResult]) -> TransferResult:
+             engine: Callable[[Decider], TransferResult]) -> TransferResult:
     """One engine pass of `policy` (either protocol's engine, started by `engine` with the policy's decider) with the
     policy's notes; the temporary exchanges deleted at once if it fails (a finished run's go with its summary)."""
     try:
@@ -212,7 +218,7 @@ def finished(session: MoveSession, policy: MovePolicy, result: TransferResult,
     depths after it, counted by the broker (the source's too where it is a queue: `from_queue`)."""
     source, to = session.source, session.to
     out = MoveRun(result, policy.what, policy.nothing, policy.saved)
-    if exchanges is not None:
+    if exchanges is not None:  # first: whatever fails below, the caller's clean-up still deletes them
         out.clean_up = exchanges.delete_all
     out.routes = {t: policy.describe(t) for t in sorted(result.moved)}
     out.filled = policy.filled(result)

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
     from dlxtool.broker.pika_types import BlockingChannel
     from dlxtool.broker.protocols import WireProtocol
-    from dlxtool.ops.actions import Decide
+    from dlxtool.ops.actions import Decider, RawDecide
     from dlxtool.ops.capacity import Admit, Capacity, Rooms
     from dlxtool.ops.pipeline import MoveRun
     from dlxtool.ops.record_files import Sink
@@ -189,6 +189,8 @@ class PurgeDecider:
     route nowhere: the next dead-lettering would drop it). Each key is checked against move_to's dead-letter
     exchange: a message it would drop stays, with the reason."""
 
+    raw: RawDecide | None = None  # no fast form: every message is decided whole
+
     def __init__(self, settings: PurgeSettings, *, routes: Routes | None = None) -> None:
         self.selection = settings.selection
         self.move_to = settings.move_to
@@ -231,7 +233,7 @@ class PurgePolicy:
         self.publishes = bool(settings.move_to or settings.selection.filters_anything)
         self.routes = move_routes(settings, None, router)
 
-    def decider(self, exchanges: TemporaryExchanges | None) -> Decide:
+    def decider(self, exchanges: TemporaryExchanges | None) -> Decider:
         self.routes = move_routes(self.settings, exchanges, self.router)
         return PurgeDecider(self.settings, routes=self.routes)
 

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from dlxtool.broker.connection import AmqpConnection
     from dlxtool.broker.management import ManagementClient
     from dlxtool.broker.protocols import WireProtocol
-    from dlxtool.ops.actions import Decide
+    from dlxtool.ops.actions import Decider
     from dlxtool.ops.capacity import Admit
     from dlxtool.ops.peek import ReadOptions
 
@@ -364,7 +364,7 @@ class ReplayPolicy:
         self._decider: ReplayDecider | None = None
         self.reply_queue_exists = _reply_queues(session) if session is not None else None
 
-    def decider(self, exchanges: TemporaryExchanges | None) -> Decide:
+    def decider(self, exchanges: TemporaryExchanges | None) -> Decider:
         self.routes.exchanges = exchanges
         self._decider = ReplayDecider(self.settings, routes=self.routes, wait_queues=self.waits,
                                       exchange_targets=self.targets,

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dlxtool.amqp_values import decode_field_value
 from dlxtool.broker.wire import codec
 from dlxtool.deaths import CELERY_HEADER, HISTORY_HEADERS, death_routing_keys
-from dlxtool.ops.actions import Action, Decision
+from dlxtool.ops.actions import Action, Decision, RawDecide
 from dlxtool.ops.provenance import PROVENANCE_HEADER, ProvenanceWriter, picked_copy_origin, source_fingerprint
 from dlxtool.ops.replay_settings import fast_path_declines
 from dlxtool.ops.replay_shape import Shape
@@ -70,8 +69,6 @@ X_DEATH_FIELDS = ("queue", "reason", "count", "exchange", "original-expiration")
 ROUTING_KEYS = ("routing-keys",)
 PROVENANCE_FIELDS = ("count", "exchange", "routing-key", "expiration")
 PROVENANCE_SRC = ("src", "id")
-
-Decide = Callable[[str, bytes, bytes], Decision | None]
 
 _CACHE_MAX = 4096
 _UNSEEN: Any = object()  # a shape not planned yet (None: planned, and left to __call__)
@@ -125,7 +122,7 @@ class _Planned:
         return middle
 
 
-def raw_decider(decider: ShapeDecider) -> Decide:
+def raw_decider(decider: ShapeDecider) -> RawDecide:
     """decide(routing_key, encoded properties, body) -> Decision | None for one ReplayDecider (its settings,
     routes, loop guard, ids and clock), with the `c` codec's scan, splice and fingerprint."""
     accelerator = codec.current().header_splice
@@ -154,7 +151,7 @@ def raw_decider(decider: ShapeDecider) -> Decide:
     first_keys: dict[bytes, str | None | bool] = {}  # a picked routing-keys -> its first key (_first_key)
     clock = time.time
 
-    def decide(routing_key: str, props: bytes, body: bytes) -> Decision | None:
+    def decide(routing_key: str | bytes, props: bytes, body: bytes) -> Decision | None:
         nonlocal head, head_second
         if type(routing_key) is not str:  # not UTF-8: __call__ knows what to do with it
             return None

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from dlxtool.broker.channel import AsyncChannel
     from dlxtool.broker.connection import AmqpConnection
     from dlxtool.broker.publisher import Publisher
-    from dlxtool.ops.actions import Decide, Decision, RawDecide
+    from dlxtool.ops.actions import Decider, Decision, RawDecide
     from dlxtool.record import MessageRecord
 
 # The dead-letter questions of a queue whose policies the management API does not show yet (QueueInfo)
@@ -513,9 +513,9 @@ class Routes:
             route = self._by_name[target] = self._noted(self._default_exchange_route(target))
         return route
 
-    def checked(self, decide: Decide) -> Decide:
-        """`decide` (an engine decider: record → Decision, maybe with a `.raw` fast path) with each move that
-        keeps its routing key — through a temporary exchange — checked by `key`. A move on the default
+    def checked(self, decide: Decider) -> Decider:
+        """`decide` (an engine decider: record → Decision, with its `.raw` fast path where it has one) with each move
+        that keeps its routing key — through a temporary exchange — checked by `key`. A move on the default
         exchange was checked with its target already."""
         from dlxtool.ops.actions import Action, Decision  # here: the queue survey's roles use the Router only
 
@@ -528,7 +528,7 @@ class Routes:
             why = known[pair] if pair in known else key(*pair)
             return leave(why) if why is not None else decision
 
-        inner: RawDecide | None = getattr(decide, "raw", None)
+        inner = decide.raw
         raw: RawDecide | None = None
         if inner is not None:
             def checked_raw(routing_key: str | bytes, props: bytes, body: bytes) -> Decision | None:
@@ -598,7 +598,7 @@ def _unsafe(text: str) -> Why:
 class _Checked:
     """An engine decider behind Routes.checked: the engine reads `raw` (its fast path) when there is one."""
 
-    def __init__(self, decide: Decide, check: Callable[[Decision], Decision], raw: RawDecide | None) -> None:
+    def __init__(self, decide: Decider, check: Callable[[Decision], Decision], raw: RawDecide | None) -> None:
         self.decide = decide
         self.check = check
         self.raw = raw  # check(decide.raw(…)), where the decider has that fast path

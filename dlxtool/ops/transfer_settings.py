@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dlxtool.ops.actions import Decide
+    from dlxtool.ops.actions import Decider
     from dlxtool.ops.record_files import Sink
     from dlxtool.ops.session import Reporter
     from dlxtool.ops.stay import Why
@@ -69,4 +69,4 @@ class PassControl:
     stop: threading.Event | None = None
     read_at_most: int | None = None
     pace: Callable[[int], float] | None = None
-    pick: Callable[[Decide], Decide] | None = None
+    pick: Callable[[Decider], Decider] | None = None

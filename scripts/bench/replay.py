@@ -4,6 +4,8 @@
     .venv/bin/python scripts/bench/replay.py                 # 100,000 messages, rate ratio
     .venv/bin/python scripts/bench/replay.py --rss 1000000   # also peak RSS of a 1M-message replay
     .venv/bin/python scripts/bench/replay.py --codecs all    # each wire codec: c, python, pika
+    .venv/bin/python scripts/bench/replay.py --baseline DIR  # also an older source tree, same rounds: before/after
+    .venv/bin/python scripts/bench/replay.py --baseline DIR --args=--no-brake  # ... at equal work (no brake)
     .venv/bin/python scripts/bench/replay.py --replayed      # dead letters dlxtool replayed before
     .venv/bin/python scripts/bench/replay.py --guard -n 20000 --skip-compare   # what the canary and brake cost
 
@@ -172,16 +174,29 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+BASELINE = "baseline"  # the --baseline tree's run, beside the codecs'
+BASELINE_TREE: list[Path] = []  # --baseline DIR (set by main)
+HEAD_ARGS: list[str] = []  # --args: more arguments of this tree's runs (e.g. --no-brake, beside an older baseline)
+
+
 def run_dlxtool(env, n: int, codec: str | None = None, extra: tuple[str, ...] = ()) -> tuple[float, int, dict]:
-    """One replay of the n dead letters on `codec` (None: dlxtool's default), with `extra` arguments."""
+    """One replay of the n dead letters on `codec` (None: dlxtool's default; BASELINE: the --baseline tree's dlxtool,
+    run as `python -m dlxtool` from that tree), with `extra` arguments."""
     environ = {k: v for k, v in os.environ.items() if k not in ("DLXTOOL_CODEC", "DLXTOOL_NO_HOTPATH")}
-    if codec is not None:
-        environ["DLXTOOL_CODEC"] = codec
+    command, cwd = [str(ROOT / ".venv/bin/dlxtool")], None
+    if codec == BASELINE:
+        tree = BASELINE_TREE[0]
+        command, cwd = [str(ROOT / ".venv/bin/python"), "-m", "dlxtool"], str(tree)
+        environ["PYTHONPATH"] = str(tree)
+    else:
+        extra = (*HEAD_ARGS, *extra)
+        if codec is not None:
+            environ["DLXTOOL_CODEC"] = codec
     cpu = children_cpu()
     started = time.monotonic()
-    proc = subprocess.run([str(ROOT / ".venv/bin/dlxtool"), "replay", DLQ, "--yes", "--url", env.url,
+    proc = subprocess.run([*command, "replay", DLQ, "--yes", "--url", env.url,
                            "--management-url", f"http://localhost:{PORTS['http']}/", "--format", "json", *extra],
-                          capture_output=True, text=True, check=False, env=environ)
+                          capture_output=True, text=True, check=False, env=environ, cwd=cwd)
     elapsed = time.monotonic() - started
     if proc.returncode != 0:
         raise SystemExit(f"dlxtool failed ({proc.returncode}): {proc.stderr}")
@@ -428,11 +443,25 @@ def main() -> None:
     parser.add_argument("--codecs", metavar="LIST", default=None,
                         help="run dlxtool on each of these wire codecs every round: comma-separated c, python, "
                              "pika, or 'all' (default: dlxtool's default codec only)")
+    parser.add_argument("--baseline", metavar="DIR", type=Path,
+                        help="also run an older dlxtool source tree (e.g. `git archive REV | tar -x -C DIR`, with the "
+                             "C extension copied in) every round, against the same round's shovel: before/after")
+    parser.add_argument("--args", dest="head_args", metavar="ARGS", default="",
+                        help="more arguments of this tree's replays (not the baseline's), e.g. '--no-brake': compare "
+                             "with a baseline from before a feature at equal work")
     args = parser.parse_args()
+    HEAD_ARGS.extend(args.head_args.split())
     PORTS.update(amqp=args.port, http=args.http_port)
     precompile()
+    codecs = codec_list(parser, args.codecs)
+    if args.baseline is not None:
+        if not (args.baseline / "dlxtool" / "__main__.py").is_file():
+            parser.error(f"--baseline {args.baseline}: no dlxtool source tree there")
+        BASELINE_TREE.append(args.baseline.resolve())
+        compileall.compile_dir(args.baseline / "dlxtool", quiet=1)
+        codecs.append(BASELINE)
     if not args.skip_compare:
-        compare(args.n, args.rounds, codec_list(parser, args.codecs), args.pin, args.replayed)
+        compare(args.n, args.rounds, codecs, args.pin, args.replayed)
     if args.guard:
         guard_costs(args.n, args.rounds)
     if args.rss:

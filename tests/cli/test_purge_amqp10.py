@@ -21,6 +21,7 @@ import pytest
 from dlxtool.amqp10_message import Amqp10Message, Body, Typed
 from dlxtool.broker import versions
 from dlxtool.cli.output import ExitStatus
+from dlxtool.ops.actions import Deciding
 from tests.ops.test_engine_amqp10 import _as_sent, _dead_letter, _dlq_type, _messages, _queues, _s
 from tests.support.amqp10 import close_connections, connection_name, read_head
 
@@ -256,7 +257,7 @@ def test_a_lost_connection_mid_backup_over_amqp10_loses_nothing(v4, qname, tmp_p
     path = tmp_path / "backup.jsonl"
     try:
         with open_record_sink(str(path), io.StringIO(), warn=lambda _m: None, info=lambda _m: None) as sink:
-            result = Amqp10Transfer(conn, dlq, decide, snapshot=n, give_back=versions_give_back(v4),
+            result = Amqp10Transfer(conn, dlq, Deciding(decide), snapshot=n, give_back=versions_give_back(v4),
                                     options=TransferOptions(sink=sink, handle_sigint=False)).run()
     finally:
         conn.close()

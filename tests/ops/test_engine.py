@@ -14,6 +14,7 @@ import pika
 import pytest
 
 from dlxtool.broker.publisher import Publisher
+from dlxtool.ops.actions import Deciding
 from dlxtool.ops.engine import GATHER_MIN_IN_FLIGHT, Transfer, TransferOptions
 from dlxtool.ops.purge import PurgeSettings, run_reading_purge
 from dlxtool.ops.record_files import RecordSink
@@ -49,7 +50,7 @@ def test_a_local_error_mid_run_waits_for_the_confirms_in_flight(broker, qname) -
         return decider(record)
 
     conn = connect(broker)
-    result = Transfer(conn, dlq, decide, options=TransferOptions(prefetch=500, window=300,
+    result = Transfer(conn, dlq, Deciding(decide), options=TransferOptions(prefetch=500, window=300,
                                                                  handle_sigint=False)).run()
     conn.close()
     assert result.error == "a decision failed" and not result.connection_lost
@@ -156,7 +157,7 @@ def test_a_second_ctrl_c_during_the_final_wait_still_ends_in_a_summary(broker, q
             return busy
 
     conn = connect(broker)
-    transfer = SecondCtrlC(conn, dlq, decide, options=TransferOptions(prefetch=500, window=300))
+    transfer = SecondCtrlC(conn, dlq, Deciding(decide), options=TransferOptions(prefetch=500, window=300))
     result = transfer.run()  # handle_sigint: the engine's own handler takes both
     conn.close()
     assert transfer.waited == 1  # the second Ctrl-C came during the wait and ended it

@@ -17,6 +17,7 @@ import pytest
 
 from dlxtool.amqp10_message import Amqp10Message, Body, Typed
 from dlxtool.broker import versions
+from dlxtool.ops.actions import Deciding
 from tests.support.amqp10 import close_connections, connection_name, is_amqp10, read_head, send
 
 pytestmark = pytest.mark.broker
@@ -226,7 +227,7 @@ def test_a_stop_mid_run_loses_nothing(v4, qname) -> None:
 
     conn = open_connection(v4.profile())
     try:
-        result = Amqp10Transfer(conn, dlq, decide, snapshot=5, give_back=outcomes.RELEASE,
+        result = Amqp10Transfer(conn, dlq, Deciding(decide), snapshot=5, give_back=outcomes.RELEASE,
                                 options=TransferOptions(handle_sigint=False), control=PassControl(stop=stop)).run()
     finally:
         conn.close()
@@ -381,7 +382,7 @@ def test_at_most_prefetch_stays_are_held_then_reading_stops(v4, qname) -> None:
     why = Why("no origin", Stay.NO_ORIGIN)
     conn = open_connection(v4.profile())
     try:
-        result = Amqp10Transfer(conn, dlq, lambda _record: Decision.leave(why), snapshot=6,
+        result = Amqp10Transfer(conn, dlq, Deciding(lambda _record: Decision.leave(why)), snapshot=6,
                                 give_back=versions_give_back(v4), options=TransferOptions(prefetch=4,
                                                                                         handle_sigint=False)).run()
     finally:

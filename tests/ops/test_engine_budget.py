@@ -14,7 +14,7 @@ from urllib.parse import quote
 import pika
 import pytest
 
-from dlxtool.ops.actions import Action, Decision
+from dlxtool.ops.actions import Action, Deciding, Decision
 from dlxtool.ops.engine import RunHooks, Transfer, TransferOptions
 from dlxtool.record import MessageRecord
 
@@ -86,7 +86,7 @@ def test_big_bodies_narrow_the_window(broker, qname, qtype) -> None:
 
     conn = connect(broker)
     try:
-        transfer = Transfer(conn, source, decide, options=TransferOptions(
+        transfer = Transfer(conn, source, Deciding(decide), options=TransferOptions(
             prefetch=10, window=50, max_bytes=256 * KIB, handle_sigint=False))
         result = transfer.run()
     finally:
@@ -113,7 +113,8 @@ def test_the_average_from_the_api_sets_the_first_window(broker, qname) -> None:
     broker.publish(source, bodies)
     conn = connect(broker)
     try:
-        transfer = Transfer(conn, source, lambda _r: Decision(Action.MOVE, target, "", target), options=TransferOptions(
+        move = Deciding(lambda _r: Decision(Action.MOVE, target, "", target))
+        transfer = Transfer(conn, source, move, options=TransferOptions(
             prefetch=2000, max_bytes=1024 * KIB, handle_sigint=False), hooks=RunHooks(size_hint=64 * KIB))
         result = transfer.run()
     finally:
@@ -131,7 +132,7 @@ def test_without_a_budget_the_prefetch_is_the_ceiling(broker) -> None:
     broker.publish(qname, [b"y" * (64 * KIB)] * 5)
     conn = connect(broker)
     try:
-        transfer = Transfer(conn, qname, lambda _r: Decision(Action.MOVE, qname + ".dst", "", qname + ".dst"),
+        transfer = Transfer(conn, qname, Deciding(lambda _r: Decision(Action.MOVE, qname + ".dst", "", qname + ".dst")),
                             options=TransferOptions(prefetch=300, handle_sigint=False))
         assert transfer.run().moved_total == 5
     finally:
@@ -149,7 +150,7 @@ def test_a_narrow_window_still_gives_back_in_place_what_stays(broker, qname) -> 
     broker.publish(qname, bodies)
     conn = connect(broker)
     try:
-        transfer = Transfer(conn, qname, lambda _r: Decision.keep(), options=TransferOptions(
+        transfer = Transfer(conn, qname, Deciding(lambda _r: Decision.keep()), options=TransferOptions(
             max_bytes=128 * KIB, handle_sigint=False), hooks=RunHooks(hold_stays=True))
         result = transfer.run()
     finally:

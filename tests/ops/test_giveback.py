@@ -10,6 +10,7 @@ from __future__ import annotations
 import pika
 import pytest
 
+from dlxtool.ops.actions import Deciding
 from dlxtool.ops.engine import Action, Decision, Transfer, TransferOptions
 from tests.support.fill import fill, take_all
 
@@ -74,7 +75,7 @@ def test_stopped_transfer_gives_held_deliveries_back_in_place(broker, qname, kin
                 transfer.stop()
             return Decision(Action.MOVE, target, "", target)
 
-        transfer = Transfer(conn, source, decide,
+        transfer = Transfer(conn, source, Deciding(decide),
                             options=TransferOptions(prefetch=400, handle_sigint=False))
         result = transfer.run()
     finally:
@@ -120,7 +121,7 @@ def test_a_stop_while_deliveries_are_on_their_way_waits_for_them(broker, qname, 
     source, target, bodies = filled_source(broker, qname, kind)
     conn = connection(broker)
     try:
-        result = StopAtFirstAck(conn, source, lambda _r: Decision(Action.MOVE, target, "", target),
+        result = StopAtFirstAck(conn, source, Deciding(lambda _r: Decision(Action.MOVE, target, "", target)),
                                 options=TransferOptions(prefetch=400, handle_sigint=False)).run()
     finally:
         conn.close()
@@ -147,7 +148,7 @@ def test_full_pass_on_a_limited_quorum_queue_returns_nothing(broker, qname) -> N
     conn = connection(broker)
     try:
         result = Transfer(conn, source,
-                          lambda r: Decision(Action.REMOVE) if r.position % 2 == 0 else Decision.keep(),
+                          Deciding(lambda r: Decision(Action.REMOVE) if r.position % 2 == 0 else Decision.keep()),
                           options=TransferOptions(prefetch=50, handle_sigint=False)).run()
     finally:
         conn.close()

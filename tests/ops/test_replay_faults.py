@@ -13,6 +13,7 @@ from collections import Counter
 import pika
 import pytest
 
+from dlxtool.ops.actions import Deciding
 from dlxtool.ops.engine import TransferOptions
 from dlxtool.ops.replay import replay
 from dlxtool.ops.replay_decision import ReplaySettings
@@ -104,7 +105,7 @@ def test_stop_request_mid_way_is_clean(broker, qname) -> None:
             transfer.stop()
         return decider(record)
 
-    transfer = Transfer(conn, dlq, decide, options=TransferOptions(prefetch=500, window=300))
+    transfer = Transfer(conn, dlq, Deciding(decide), options=TransferOptions(prefetch=500, window=300))
     result = transfer.run()
     conn.close()
     assert result.interrupted
@@ -130,7 +131,7 @@ def test_origin_deleted_mid_way(broker, qname) -> None:
             other.channel().queue_delete(origins[0])  # an operator deletes the origin
         return decider(record)
 
-    result = Transfer(conn, dlq, decide, options=TransferOptions(prefetch=500, window=300)).run()
+    result = Transfer(conn, dlq, Deciding(decide), options=TransferOptions(prefetch=500, window=300)).run()
     conn.close()
     other.close()
     returned = sum(n for why, n in result.left.items() if why.startswith("returned"))
