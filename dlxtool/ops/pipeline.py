@@ -24,6 +24,12 @@ run_move holds what every move shares:
   * the engine pass (dlxtool.ops.engine.Transfer) with settlement, and the depths after the run, counted by the
     broker;
   * the typed result (`MoveRun`) and its outcome (dlxtool.ops.outcomes).
+
+A source may be a file of records instead of a queue (load: `records`, dlxtool.ops.record_source): the file pass
+(dlxtool.ops.file_pass) runs in place of the engine, under the same decisions, room, exchanges and result.
+
+Not through it, on purpose: a plain `purge` (no selection, no --backup, no --move-to) is the broker's own queue.purge
+(dlxtool.ops.purge): one method, no message read, decided or published — nothing a policy would decide.
 """
 
 from __future__ import annotations

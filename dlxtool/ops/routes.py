@@ -679,9 +679,9 @@ class TemporaryExchanges:
         except ChannelClosed as exc:  # the broker closed the channel; _ch() opens a new one for the next queue
             said = self._channel.closed_reason if self._channel is not None else None
             said = said or exc.message
-            if step == "bind" and said.startswith("404 "):
+            if step == "bind" and exc.reply_code == 404:  # NOT_FOUND
                 return None  # the queue is missing: its messages stay where they are
-            if step == "bind" and said.startswith("405 "):  # RESOURCE_LOCKED: another connection's exclusive queue
+            if step == "bind" and exc.reply_code == 405:  # RESOURCE_LOCKED: another connection's exclusive queue
                 self.refused[queue] = (f"{queue} is an exclusive queue of another connection: no other connection may "
                                        f"bind to it or publish into it ({said})")
                 return None

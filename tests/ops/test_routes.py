@@ -226,3 +226,31 @@ def test_the_index_matches_what_each_binding_matches_one_by_one(kind: str, patte
     bindings = [{"destination": f"q{i}", "routing_key": p} for i, p in enumerate(patterns)]
     wanted = {b["destination"] for b in bindings if binding_matches(kind, b["routing_key"], key)}
     assert {b["destination"] for b in BindingIndex(kind, bindings).match(key)} == wanted
+
+
+# -- the temporary exchanges, on the broker ----------------------------------------------------------------------
+
+
+@pytest.mark.once
+def test_a_missing_queue_and_another_connections_exclusive_one_are_told_apart_by_the_reply_code(broker, qname) -> None:
+    """The bind's 404 (no such queue) leaves the messages where they are; its 405 (RESOURCE_LOCKED: an exclusive
+    queue of another connection) is a refusal, with the broker's words. Told by the reply code, not its text."""
+    import pika
+
+    from dlxtool.ops.routes import RouteUnavailable, TemporaryExchanges
+
+    holder = pika.BlockingConnection(pika.URLParameters(broker.url))
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    try:
+        holder.channel().queue_declare(f"{qname}.exclusive", exclusive=True)
+        exchanges = TemporaryExchanges(conn, 10, "replay")
+        try:
+            assert exchanges(f"{qname}.gone") is None and f"{qname}.gone" not in exchanges.refused
+            with pytest.raises(RouteUnavailable, match="exclusive queue of another connection") as refused:
+                exchanges(f"{qname}.exclusive")
+            assert "405" in str(refused.value)
+        finally:
+            exchanges.delete_all()
+    finally:
+        conn.close()
+        holder.close()
