@@ -4,7 +4,6 @@ messages they move (dlxtool.ops.conversion_check), before anything moves."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -128,14 +127,12 @@ def check_taking(app: App, purging: Purge, session: Session, read: dict[str, Any
                                 taking="move" if settings.move_to else "backup", over=over,
                                 limit=settings.selection.limit, keep_read=auto, read_091=read_091, read_10=read_10)
 
-    check = judged(purging.protocol)
-    if auto:
-        from dlxtool.ops.protocol_choice import choose
-        from dlxtool.ops.session import MoveSession
+    from dlxtool.ops.protocol_choice import judge
+    from dlxtool.ops.session import MoveSession
 
-        chooser = MoveSession(session, protocol=purging.protocol)
-        check = choose(chooser, settings.queue, purging.out.state.info, check, partial(judged, "1.0"))
-        purging.protocol = chooser.protocol
+    chooser = MoveSession(session, protocol=purging.protocol)
+    check = judge(chooser, settings.queue, purging.out.state.info, judged, auto=auto)
+    purging.protocol = chooser.protocol
     if check is not None:
         purging.out.conversion = check.to_json()
     say_conversion(app, check, dry_run=dry_run, what=what)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from dataclasses import replace
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -116,6 +115,7 @@ def move(app: App, source: str, destination: str, target_broker: str | None, def
          protocol: str | None = None) -> Outcome | None:
     from dlxtool.ops import move as ops
     from dlxtool.ops.pipeline_amqp10 import run_move_over
+    from dlxtool.ops.protocol_choice import judge
     from dlxtool.ops.session import MoveSession
     from dlxtool.ops.transfer_settings import TransferOptions
 
@@ -156,11 +156,7 @@ def move(app: App, source: str, destination: str, target_broker: str | None, def
                                         accepted=accept_conversion_loss, amqp10_path=amqp10_path(), over=over,
                                         limit=selection.limit, keep_read=auto, read_091=read_091, read_10=read_10)
 
-            check = judged(over)
-            if auto:
-                from dlxtool.ops.protocol_choice import choose
-
-                check = choose(session, source, prepared.info, check, partial(judged, "1.0"))
+            check = judge(session, source, prepared.info, judged, auto=auto)
             if check is not None and app.output_format() != "table" and dry_run:
                 app.emit_json({"conversion_losses": check.to_json()})
             say_conversion(app, check, dry_run=dry_run, what="move")

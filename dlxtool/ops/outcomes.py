@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from dlxtool.errors import UnavailableError
 from dlxtool.ops.capacity import ALLOW_HINT
 from dlxtool.ops.routes import route_hint
 from dlxtool.ops.stay import Stay, Why
@@ -131,7 +132,6 @@ def depths_now(where: Iterable[tuple[AmqpConnection, Iterable[str]]], timeout: f
     cannot be counted (deleted meanwhile, not a queue, the connection gone or blocked by an alarm) is left out."""
     from dlxtool.broker.connection import is_connection_failure
     from dlxtool.broker.queues import now
-    from dlxtool.errors import UnavailableError
 
     out: dict[str, dict[str, int]] = {}
     for conn, queues in where:

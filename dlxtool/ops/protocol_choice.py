@@ -20,12 +20,13 @@ allows), and never changes a run that an explicit --protocol asked for."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from dlxtool.errors import DlxtoolError
 
 if TYPE_CHECKING:
     from dlxtool.broker.management import QueueInfo
+    from dlxtool.broker.protocols import WireProtocol
     from dlxtool.ops.conversion_check import ConversionCheck
     from dlxtool.ops.session import MoveSession
     from dlxtool.record import MessageRecord
@@ -33,6 +34,26 @@ if TYPE_CHECKING:
 # judges the messages a run would take for a move over 1.0, from the head as the 0.9.1 check read it over 0.9.1 and
 # over 1.0 where it kept those reads (None: it reads what it needs itself)
 JudgeOver10 = Callable[["list[MessageRecord] | None", "list[MessageRecord] | None"], "ConversionCheck | None"]
+
+
+class Judge(Protocol):
+    """A command's conversion check of the messages its run would take, for a move over `over` (from the reads of
+    the other direction's check, where it kept them): dlxtool.ops.conversion_check.check_conversion, bound to what
+    the command takes."""
+
+    def __call__(self, over: WireProtocol, read_091: list[MessageRecord] | None = None,
+                 read_10: list[MessageRecord] | None = None, /) -> ConversionCheck | None: ...
+
+
+def judge(session: MoveSession, queue: str, info: QueueInfo | None, judged: Judge, *,
+          auto: bool) -> ConversionCheck | None:
+    """The check to say (and refuse on) before a run from `queue` is asked: over the session's protocol, and with
+    `auto` (no --protocol given) the protocol chosen by it (`choose`: session.protocol set to 1.0 where that keeps the
+    messages whole)."""
+    check = judged(session.protocol)
+    if not auto:
+        return check
+    return choose(session, queue, info, check, lambda read_091, read_10: judged("1.0", read_091, read_10))
 
 
 def amqp10_blocker(session: MoveSession, queue: str, info: QueueInfo | None) -> str | None:

@@ -328,13 +328,11 @@ class Replay:
     def run(self, options: TransferOptions, control: PassControl | None = None) -> MoveRun:
         """The pass itself: replay as a policy (ReplayPolicy) over the one move pipeline (dlxtool.ops.pipeline),
         with the user's `options` (sink, progress, prefetch …) and, for a guarded replay's pass, its `control`."""
+        from dlxtool.ops.pipeline_amqp10 import run_move_over
+
         policy = ReplayPolicy(self.settings, self.session)
         prepared = Prepared(self.info, self.keep_refused, self.report)
-        if self.session.protocol == "1.0":  # --protocol 1.0 (RabbitMQ 4.x): dlxtool.ops.pipeline_amqp10
-            from dlxtool.ops.pipeline_amqp10 import run_move_amqp10
-
-            return run_move_amqp10(self.session, policy, options, prepared, control)
-        return run_move(self.session, policy, options, prepared, control)
+        return run_move_over(self.session, policy, options, prepared, control)  # over the session's protocol
 
 
 class ReplayPolicy:

@@ -163,7 +163,7 @@ def _engine_command(name: str, broker, qname: str, tmp_path: Path) -> tuple[list
                           "dlxtool.ops.pipeline.run_move"),
         "purge --backup": (["purge", qname, "--backup", str(tmp_path / "b.jsonl"), "--yes"],
                            "dlxtool.ops.pipeline.run_move"),
-        "replay --to": (["replay", qname, "--to", f"{qname}.to", "--yes"], "dlxtool.ops.replay.run_move"),
+        "replay --to": (["replay", qname, "--to", f"{qname}.to", "--yes"], "dlxtool.ops.pipeline.run_move"),
         "move": (["move", qname, f"{qname}.to", "--yes"], "dlxtool.ops.pipeline.run_move"),
     }[name]
 

@@ -231,7 +231,6 @@ def test_the_index_matches_what_each_binding_matches_one_by_one(kind: str, patte
 # -- the temporary exchanges, on the broker ----------------------------------------------------------------------
 
 
-@pytest.mark.once
 def test_a_missing_queue_and_another_connections_exclusive_one_are_told_apart_by_the_reply_code(broker, qname) -> None:
     """The bind's 404 (no such queue) leaves the messages where they are; its 405 (RESOURCE_LOCKED: an exclusive
     queue of another connection) is a refusal, with the broker's words. Told by the reply code, not its text."""
