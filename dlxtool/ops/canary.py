@@ -515,7 +515,7 @@ class Guard:
         self.guard.moved = main.result.moved_total
         return main
 
-    def outcome(self, run: ReplayRun) -> Any:
+    def outcome(self, run: ReplayRun) -> Outcome:
         """The run's Outcome: STOPPED where the canary or the brake stopped it, else the replay's own."""
         g = self.guard
         if g.stopped == "canary" and g.canary is not None:
