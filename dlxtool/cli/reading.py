@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from dlxtool.broker.amqp10.connection import Amqp10Connection
     from dlxtool.config import BrokerProfile
     from dlxtool.ops.peek import Coverage, QueueReader, Reader, ReadOptions
-    from dlxtool.ops.peek_amqp10 import Amqp10QueueReader
     from dlxtool.ops.peek_past_poison import PastPoison
     from dlxtool.record import MessageRecord
     from dlxtool.selection import Selection
@@ -198,7 +197,7 @@ def read_queue(app: App, queue: str, opts: ReadOptions,
                 first, notes = prepare_read(conn, profile, queue, opts, management=lambda: mgmt, decode=decode)
             reader: Reader = first
             if amqp10 is None and opts.past_poison and _reads_on_over_amqp10(first):
-                reader = _past_poison(app, profile, first, opened, look_ahead=_looks_ahead(first))
+                reader = _past_poison(app, profile, first, opened)
             for missing in reader.facts.missing_checks:
                 app.warn(f"check not made: {missing}")
             app.info(reader.facts.describe())
@@ -221,38 +220,24 @@ def _reads_on_over_amqp10(reader: QueueReader) -> bool:
             and versions.speaks_amqp10(version) and available())
 
 
-def _looks_ahead(reader: QueueReader) -> bool:
-    """Whether the read looks ahead over AMQP 1.0 first (dlxtool.ops.peek_past_poison): a quorum queue where the
-    broker's close of a 0.9.1 read at such a message counts an attempt of each message held, and a 1.0 read gives them
-    back without one (4.3)."""
-    from dlxtool.broker import versions
-
-    facts = reader.facts
-    return (facts.reads_as_quorum and versions.quorum_give_back_counts(facts.version, "lost")
-            and versions.amqp10_peek_give_back(facts.version) is not None)
-
-
-def _past_poison(app: App, profile: BrokerProfile, first: QueueReader, opened: list[Amqp10Connection], *,
-                 look_ahead: bool) -> PastPoison:
-    """`first`, going on over AMQP 1.0 past a message 0.9.1 cannot be given, or looking ahead over 1.0 first
-    (dlxtool.ops.peek_past_poison); the 1.0 connection it opens goes to `opened`, closed with the read."""
+def _past_poison(app: App, profile: BrokerProfile, first: QueueReader, opened: list[Amqp10Connection]) -> PastPoison:
+    """`first`, going on over AMQP 1.0 past a message 0.9.1 cannot be given (dlxtool.ops.peek_past_poison); the 1.0
+    connection it opens goes to `opened`, closed with the read."""
     from dlxtool.ops.peek_past_poison import PastPoison
 
     def connect() -> Amqp10Connection:
         from dlxtool.broker.amqp10.connection import open_connection
 
-        app.info("looking ahead over AMQP 1.0 (--protocol auto: a message RabbitMQ cannot give to AMQP 0.9.1 would "
-                 "cost a delivery attempt of each message a 0.9.1 read holds)" if look_ahead and not opened else
-                 "reading on over AMQP 1.0 (--protocol auto)")
+        app.info("reading on over AMQP 1.0 (--protocol auto)")
         opened.append(open_connection(profile))
         return opened[-1]
 
-    def read_on() -> tuple[Amqp10QueueReader, list[str]]:
-        from dlxtool.ops.peek_amqp10 import read_on_over_amqp10  # the 1.0 path: only where a read needs it
+    def read_on() -> tuple[QueueReader, list[str]]:
+        from dlxtool.ops.peek_amqp10 import read_on_over_amqp10  # the 1.0 path: only once the first read stopped
 
         return read_on_over_amqp10(first, connect)
 
-    return PastPoison(first, read_on, look_ahead=look_ahead)
+    return PastPoison(first, read_on)
 
 
 def _amqp10_connection(app: App, profile: Any, conn: Any) -> Any:

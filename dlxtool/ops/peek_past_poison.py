@@ -11,14 +11,6 @@ close of the first read may have moved what it held (on a quorum queue, behind a
 head), so the two reads' positions cannot be spliced. The first read's records are kept until the second has read
 (both in memory for that moment: each within the read's bounds) and are shown where the second cannot be made, fails,
 or stops earlier than the first (a message 1.0 cannot be given: a 0.9.1 decimal header).
-
-Where the broker's close of that first read would cost something — a quorum queue on a version where a lost connection
-counts a delivery attempt of every message it held (4.3: dlxtool.broker.versions.quorum_give_back_counts "lost") —
-and a read over 1.0 costs nothing (`released`: amqp10_peek_give_back), the read looks ahead over AMQP 1.0 first
-(`look_ahead`): a message there that 0.9.1 could not be given makes that read the one shown, and no 0.9.1 read is
-made (every run of the old way spent an attempt of each message held before it: after the delivery limit's worth of
-peeks the broker dropped the healthy ones too). Where the look-ahead finds none, it is let go of and the 0.9.1 read
-is made as always: the cost is a second read of the same extent, over 1.0, on such queues only.
 """
 
 from __future__ import annotations
@@ -30,12 +22,11 @@ from dlxtool.errors import DlxtoolError, UndeliverableError
 
 if TYPE_CHECKING:
     from dlxtool.ops.peek import Coverage, QueueFacts, QueueReader, ReadOptions
-    from dlxtool.ops.peek_amqp10 import Amqp10QueueReader
     from dlxtool.ops.session import Reporter
     from dlxtool.record import MessageRecord
 
-# Opens the read over AMQP 1.0: its reader and the notes of its checks (dlxtool.ops.peek_amqp10.read_on_over_amqp10).
-OpenRead = Callable[[], "tuple[Amqp10QueueReader, list[str]]"]
+# Opens the second read: its reader and the notes of its checks (dlxtool.ops.peek_amqp10.prepare_read_amqp10).
+OpenRead = Callable[[], "tuple[QueueReader, list[str]]"]
 
 
 class PastPoison:
@@ -46,10 +37,8 @@ class PastPoison:
     as it is yielded: so each read's first batch says where it stopped, and only the batches of the read shown are
     decoded and yielded, one at a time (the records of the other are let go of)."""
 
-    def __init__(self, first: QueueReader, over_amqp10: OpenRead, *, look_ahead: bool = False) -> None:
+    def __init__(self, first: QueueReader, over_amqp10: OpenRead) -> None:
         self.first = first
-        self.look_ahead = look_ahead  # read over 1.0 first (the module docstring)
-        self.ahead = False            # the look-ahead found such a message: it is the read shown, no 0.9.1 read made
         self.second: QueueReader | None = None   # the read shown: made, and it got further than the first
         self.shorter: QueueReader | None = None  # a second read that stopped no further than the first (not shown)
         self._open = over_amqp10
@@ -81,11 +70,6 @@ class PastPoison:
         return self.shown_by.shown
 
     def batches(self) -> Iterator[list[MessageRecord]]:
-        if self.look_ahead:
-            ahead = self._look_ahead()
-            if ahead is not None:
-                yield from ahead
-                return
         first = self.first.batches()
         head = next(first, None)  # the whole first read is made by now
         self.at = self.first.undeliverable
@@ -117,27 +101,6 @@ class PastPoison:
         self.second = reader
         return _chained(head, batches)
 
-    def _look_ahead(self) -> Generator[list[MessageRecord], None, None] | None:
-        """The read over 1.0 made first: its batches where it holds a message 0.9.1 could not be given, else None
-        (let go of: the 0.9.1 read is made). One that cannot be made leaves the 0.9.1 read to go as it always did."""
-        try:
-            reader, notes = self._open()
-            reader.watch_poison_091 = True
-            batches = reader.batches()
-            head = next(batches, None)  # the whole read is made (and given back) by now
-        except DlxtoolError as exc:
-            self.not_read_on = f"the look-ahead over AMQP 1.0 could not be made: {exc.message}"
-            return None
-        if reader.poison_091 is None:
-            batches.close()
-            self.first.notes.append(f"the look-ahead over AMQP 1.0 found no such message in the {reader.read} it read "
-                                    "(given back in order, no attempt spent; each one's x-acquired-count + 1): read "
-                                    "over AMQP 0.9.1")
-            return None
-        self.first.notes.extend(notes)
-        self.second, self.at, self.ahead = reader, reader.poison_091, True
-        return _chained(head, batches)
-
     def records(self) -> Iterator[MessageRecord]:
         for batch in self.batches():
             yield from batch
@@ -151,9 +114,6 @@ class PastPoison:
         second = self.second
         if second is None:
             self._first_stands(report)
-            return
-        if self.ahead:
-            self._ahead(second, report)
             return
         from dlxtool.broker import versions
 
@@ -175,26 +135,6 @@ class PastPoison:
             return
         # it got further, and stopped too: its own end would advise the read that stopped first
         self._say_outcome(second, report)
-        raise UndeliverableError(
-            f"the message at position {stop} of {facts.name!r} cannot be delivered over AMQP 1.0 either "
-            f"({second.stopped_early}); showed the {second.shown} message(s) before it, read over AMQP 1.0",
-            position=stop, hint=_way_past(facts.name, stop, "1.0"))
-
-    def _ahead(self, second: QueueReader, report: Reporter) -> None:
-        """The look-ahead over 1.0 is shown: where and why, and that no attempt was spent; then that read's end."""
-        facts, at = self.facts, self.at
-        report.warn(f"the message at position {at} of {facts.name!r} cannot be delivered over AMQP 0.9.1 (an AMQP 1.0 "
-                    f"message whose application properties hold a char or a uuid: RabbitMQ {facts.version} closes the "
-                    "0.9.1 connection it is given to, and on a quorum queue that close counts a delivery attempt of "
-                    "it and of every message held before it): the queue was read over AMQP 1.0 first (--protocol "
-                    "auto), and that read is what is shown, no attempt spent (RabbitMQ gives AMQP 1.0 readers no "
-                    "table or array header of a message published over 0.9.1: --protocol 0-9-1 shows those, up to "
-                    f"position {at}, at the cost of an attempt of each message it holds)")
-        if second.undeliverable is None:
-            second.tell(report)
-            return
-        self._say_outcome(second, report)
-        stop = second.undeliverable
         raise UndeliverableError(
             f"the message at position {stop} of {facts.name!r} cannot be delivered over AMQP 1.0 either "
             f"({second.stopped_early}); showed the {second.shown} message(s) before it, read over AMQP 1.0",

@@ -66,45 +66,19 @@ def test_peek_reads_on_over_10_past_a_message_091_cannot_be_given(v4, qname, run
     assert all("amqp10" in r for r in records)
     assert '"char"' in json.dumps(records[1]["amqp10"])
     said = peeked.stderr
-    # a quorum queue where the broker's close of a 0.9.1 read counts an attempt of each message held (4.3): the read
-    # looks ahead over 1.0 first and, finding the char message there, makes no 0.9.1 read at all
-    ahead = dlq_type == "quorum" and versions.quorum_give_back_counts(v4.version, "lost")
-    assert "position 1" in said, said
-    if ahead:
-        assert "looking ahead over AMQP 1.0" in said and "read over AMQP 1.0 first" in said, said
-        assert "no attempt spent" in said and "read again from the head" not in said, said
-    else:
-        assert "read again from the head over AMQP 1.0" in said, said
-        assert "every run over 0.9.1 spends another" not in said, said  # a classic queue: no attempt to spend
-        assert "leaves x-delivery-count as it was" not in said.split("reading on over AMQP 1.0")[0], said  # no nack
+    assert "position 1" in said and "read again from the head over AMQP 1.0" in said, said
+    counted = dlq_type == "quorum" and versions.quorum_give_back_counts(v4.version, "lost")
+    assert ("every run over 0.9.1 spends another" in said) == counted, said
+    assert "leaves x-delivery-count as it was" not in said.split("reading on over AMQP 1.0")[0], said  # no nack did
     # the messages shown were read over 1.0: the note says what a move over 0.9.1 would do to them (the char one)
     assert "would not come back whole from a move over AMQP 0.9.1" in said and "#1 (char)" in said, said
     _intact(v4, dlq)
-    # What the runs cost: the broker's close of the strict 0.9.1 read counted an attempt of the message held before
-    # the char message and of the char message (a quorum queue on 4.3), none of the one after it (all three were
-    # dead-lettered alike: the same count before); the auto read, looking ahead over 1.0, none. Read here, not before
-    # the runs: a read's give-back makes the head a block of returned messages, and the broker's close then puts
-    # those it took at the block's back
+    # what the warning says the two runs cost: the broker's close of each 0.9.1 read counted an attempt of the message
+    # held before the char message and of the char message (a quorum queue on 4.3), none of the one after it (all
+    # three were dead-lettered alike: the same count before). Read here, not before the runs: a read's give-back
+    # makes the head a block of returned messages, and the broker's close then puts those it took at the block's back
     counts = _delivery_counts(v4, dlq)
-    assert [n - counts[2] for n in counts] == ([1, 1, 0] if ahead else [0, 0, 0]), counts
-
-
-def test_the_look_ahead_spends_no_attempt_however_often_it_runs(v4, qname, run) -> None:
-    """The reason for the look-ahead: before it, each auto peek of a 4.3 quorum DLQ holding a char message spent an
-    attempt of it and of every message before it (the broker's close of the 0.9.1 read), and after the delivery limit's
-    worth of peeks the broker dropped them, the healthy one ahead included. Now five peeks leave every count as it
-    was, and the queue in order."""
-    if not (versions.quorum_give_back_counts(v4.version, "lost")
-            and versions.amqp10_peek_give_back(v4.version) is not None):
-        pytest.skip(f"RabbitMQ {v4.version}: no look-ahead (a lost connection counts nothing, or a 1.0 read would)")
-    dlq = _poisoned_dlq(v4, qname, "quorum")
-    before = _delivery_counts(v4, dlq)
-    for _ in range(5):
-        peeked = run("--url", v4.url, "peek", dlq, "--format", "json")
-        assert peeked.exit_code == 0, peeked.stderr
-        assert _ids(json.loads(peeked.stdout)) == IDS
-    assert _delivery_counts(v4, dlq) == before
-    _intact(v4, dlq)
+    assert [n - counts[2] for n in counts] == ([2, 2, 0] if counted else [0, 0, 0]), counts
 
 
 def _delivery_counts(broker, dlq: str) -> list[int]:
@@ -169,19 +143,20 @@ def test_the_brokers_close_puts_what_it_took_back_behind_a_returned_block(v4, qn
     assert [(m.properties or {})["message_id"].value for m in read_head(v4, dlq, 3)] == ["last", "first", "char"]
 
 
-def test_a_returned_block_is_shown_and_left_in_its_order(v4, qname, run) -> None:
-    """The broker's close of a 0.9.1 read puts what it held behind a block of returned messages (the test above). The
-    auto read of such a quorum queue looks ahead over 1.0 and makes no 0.9.1 read: every message shown once, in the
-    queue's order, and the queue left in it (before the look-ahead: shown, and left, as [last, first, char])."""
-    if not (versions.quorum_give_back_counts(v4.version, "lost")
-            and versions.amqp10_peek_give_back(v4.version) is not None):
-        pytest.skip(f"RabbitMQ {v4.version}: no look-ahead (a lost connection counts nothing, or a 1.0 read would)")
+def test_a_returned_block_reordered_by_the_first_read_is_shown_as_it_is_now(v4, qname, run) -> None:
+    """The broker's close of the first read puts what it held behind a block of returned messages (the test above):
+    the second read is shown whole, so every message is shown once, in the queue's order now — not the first read's
+    head spliced with the second's tail (which showed `first` twice and `last` never)."""
+    if versions.amqp10_peek_give_back(v4.version) is None:
+        pytest.skip(f"RabbitMQ {v4.version}: a 1.0 read of a quorum queue spends attempts (test_versions)")
     dlq = _poisoned_dlq(v4, qname, "quorum")
     read_head(v4, dlq, 3)  # released: a block of returned messages at the head
     peeked = run("--url", v4.url, "peek", dlq, "--format", "json")
     assert peeked.exit_code == 0, peeked.stderr
-    assert _ids(json.loads(peeked.stdout)) == IDS
-    _intact(v4, dlq)
+    shown = _ids(json.loads(peeked.stdout))
+    assert sorted(shown) == sorted(IDS) and shown == ["last", "first", "char"], shown
+    assert v4.wait_depth(dlq, 3) == 3
+    assert [(m.properties or {})["message_id"].value for m in read_head(v4, dlq, 3)] == shown
 
 
 @pytest.mark.parametrize("decimal_first", [True, False])
