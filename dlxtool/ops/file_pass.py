@@ -121,27 +121,27 @@ class FilePass:
         counts, source = self.counts, self.source
         stop = threading.Event()
         # Read from the file, not settled yet: each is settled or, if the run stops now, not sent — never skipped.
-        # `current`: the record read and not yet decided (a stop now: not sent); `inflight`: decided and handed to the
-        # publisher (a second stop signal now: each maybe published)
-        current: list[MessageRecord] = []
-        inflight: dict[int, tuple[MessageRecord, str]] = {}  # id(record) -> (it, its queue)
+        # id(record) -> (it, its queue once decided). Undecided (None): a stop now leaves it not sent; decided: handed
+        # to the publisher, a second stop signal now leaves it maybe published. One assignment moves it from the one
+        # to the other, so that no stop signal finds it in both or in neither.
+        inflight: dict[int, tuple[MessageRecord, str | None]] = {}
         taken = 0  # records read from the file so far (where a give-up resumes reading it)
+        unsent: list[MessageRecord] = []  # undecided when a second stop signal came
         with source.reading() as records, sigint_as_stop(stop, self.options.handle_sigint):
             def items() -> Iterator[tuple[str, str, bytes, BasicProperties, tuple[Decision, MessageRecord]]]:
                 nonlocal taken
                 for _where, record in records:
-                    current[:] = [record]  # before anything else (above)
+                    inflight[id(record)] = (record, None)  # before anything else (above)
                     taken += 1
                     if stop.is_set():
                         return
                     decision = self.decide(record)
-                    why = self._stays(decision, record, len(inflight))
+                    why = self._stays(decision, record, len(inflight) - 1)
                     if why is not None:
-                        current.clear()
+                        del inflight[id(record)]
                         counts.stays(why, record)
                         continue
                     inflight[id(record)] = (record, decision.group)
-                    current.clear()
                     assert not isinstance(decision.properties, bytes | None)  # LoadPolicy: pika's properties
                     yield (decision.exchange, decision.routing_key, decision.body or record.body,
                            decision.properties, (decision, record))
@@ -158,12 +158,16 @@ class FilePass:
                 counts.failed(exc)
             except KeyboardInterrupt:  # a second stop signal: no more waiting for confirms, account for the rest
                 stop.set()
-                for record, target in inflight.values():  # each may be at the broker: its confirm not waited for
+                for record, target in inflight.values():
+                    if target is None:  # read, not decided: never published
+                        unsent.append(record)
+                        continue
+                    # it may be at the broker: published, its confirm not waited for
                     counts.stays(Why(f"{target}: lost — stopped before its confirm (maybe published)",
                                      Stay.UNCONFIRMED), record, lost=True)
                 inflight.clear()
                 rest = source.after(taken)  # the signal may have ended `records`
-            counts.not_sent([*current, *(record for record, _target in inflight.values()), *rest])
+            counts.not_sent([*unsent, *(record for record, _target in inflight.values()), *rest])
         return counts.end(stop)
 
     def _stays(self, decision: Decision, record: MessageRecord, in_flight: int) -> Why | None:
