@@ -411,7 +411,13 @@ class Transfer:
         # At most one batch per loop turn: the sink is flushed and acks go out between batches, so a crash
         # or a cut leaves fewer written-but-unacked messages (possible duplicates) than a whole prefetch.
         # A delivery takes at most one publish slot, of the mover or of the keeper.
-        room = min(TAKE_BATCH, len(incoming), self._mover.room(), self._keeper.room())
+        # Acks of moved messages the broker has not proven yet (AckProof) take room too: a kill -9, which no handler
+        # sees, resets the connection, and the acks the broker had not read go with it, their messages left in the
+        # source beside their copies. So at most --window of those, and --window publishes in flight: about twice
+        # --window left twice (CI under load once saw 105 with --window 10 when only the publishes were bounded).
+        # The loop goes on pumping meanwhile: the proof comes in, a stop or a block is seen as always.
+        room = min(TAKE_BATCH, len(incoming), self._mover.room(), self._keeper.room(),
+                   max(0, self.opts.window - self.acks.uncertain))
         taken = 0
         largest = 0
         while taken < room:
@@ -677,12 +683,6 @@ class Transfer:
         for item in singles:
             self._channel.ack(item.tag)
         self.acks.ask(self._channel, self.prefetch)
-        if self.acks.uncertain > self.opts.window:
-            # The broker is more than a window of acks behind (a loaded machine): wait for its proof. A kill -9, which
-            # no handler sees, resets the connection, and the acks the broker had not read yet go with it: their
-            # messages stay in the source beside their copies. Bounded so, that is at most about twice --window
-            # (CI under load saw 105 with --window 10 before).
-            self.acks.wait(self._channel, self.prefetch, self.timeout)
         return len(taken) + len(singles)
 
     def _ack_budget(self) -> int:
