@@ -649,6 +649,9 @@ class Transfer:
             self._mover.publish(decision.exchange, decision.routing_key,
                                 decision.body if decision.body is not None else item.body,
                                 decision.properties if decision.properties is not None else item.props, item)
+            # published: a copy may exist from now on, as for a first publish (_handle) — its ack is counted among
+            # the unproven (a lost connection then reports it as a possible duplicate), and the ack bound holds it
+            item.copy = True
         except EncodeError as exc:  # not possible for bytes that went once; said all the same
             self._keep(item, Why(f"cannot publish: {exc}", Stay.NOT_SENT))
 
