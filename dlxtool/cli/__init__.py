@@ -134,9 +134,7 @@ class DlxtoolGroup(click.Group):
                 _owner(ctx, exc)
             finish(ctx, exc.outcome(), exc)
         except KeyboardInterrupt:  # Ctrl-C, or a StopSignal (SIGTERM, SIGHUP), outside a run
-            _err(ctx, f"dlxtool: {interrupts.describe()}")
-            _end_journaled_run(ctx, Outcome(Status.INTERRUPTED, interrupts.describe()))
-            ctx.exit(exit_code_of(Outcome(Status.INTERRUPTED), interrupts.received()))
+            _interrupted(ctx)
         except BrokenPipeError:
             _quiet_broken_pipe()
             ctx.exit(0)
@@ -150,6 +148,8 @@ class DlxtoolGroup(click.Group):
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except Exception as exc:  # noqa: BLE001 - last line of defence: one line, no traceback
+            if _stopped_inside(exc):
+                _interrupted(ctx)
             from dlxtool.broker.connection import torn_down
 
             if type(exc).__module__.startswith("pika.") or torn_down(exc):
@@ -165,6 +165,27 @@ class DlxtoolGroup(click.Group):
         if isinstance(returned, Outcome):
             finish(ctx, returned)
         return returned
+
+
+def _interrupted(ctx: click.Context) -> None:
+    """A stop signal outside a run: said in one line, the exit code the signal's."""
+    _err(ctx, f"dlxtool: {interrupts.describe()}")
+    _end_journaled_run(ctx, Outcome(Status.INTERRUPTED, interrupts.describe()))
+    ctx.exit(exit_code_of(Outcome(Status.INTERRUPTED), interrupts.received()))
+
+
+def _stopped_inside(exc: BaseException) -> bool:
+    """Whether a stop signal caused `exc`: Python wraps a KeyboardInterrupt raised while it builds a class (a Ctrl-C
+    landing in a module being imported: `Error calling __set_name__ …`, a RuntimeError) — an interrupt, not an
+    internal error (the fault campaign: seed 50071, a SIGINT as `load` started, said "internal error", exit 1)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _did_you_mean(ctx: click.Context, exc: QueueNotFound) -> None:

@@ -325,3 +325,22 @@ def test_nothing_close_no_guess() -> None:
     assert close_names("payments.dlq", names) == ["Payments.DLQ"]  # case ignored
     assert close_names("orders.dql", names)[0] == "orders.dlq"
     assert did_you_mean("zzz", names) is None and did_you_mean("orders", names) != "did you mean 'orders'?"
+
+
+def test_a_stop_signal_python_wraps_is_an_interrupt_not_an_internal_error(run, monkeypatch) -> None:
+    """A Ctrl-C landing while Python builds a class (a module being imported) reaches dlxtool as a RuntimeError
+    ("Error calling __set_name__ …") whose cause is the KeyboardInterrupt: exit 130 and one line, as any Ctrl-C
+    outside a run — not "internal error", exit 1 (the fault campaign, seed 50071: load, SIGINT as it started)."""
+    from dlxtool.cli.app import App
+
+    def interrupted_import(*_args: object, **_kwargs: object) -> None:
+        class Field:
+            def __set_name__(self, _owner: type, _name: str) -> None:
+                raise KeyboardInterrupt
+
+        type("MessageHistory", (), {"retry": Field()})  # Python 3.11 wraps it: RuntimeError from KeyboardInterrupt
+
+    monkeypatch.setattr(App, "profile", interrupted_import)
+    result = run("queues")
+    assert result.exit_code == 130, result.stderr
+    assert "internal error" not in result.stderr and "interrupted" in result.stderr, result.stderr
