@@ -81,13 +81,13 @@ class Journal:
         line = orjson.dumps(entry, default=str) + b"\n"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            with open(self.path.with_name(self.path.name + ".lock"), "a", opener=_private) as lock:
+            with open(self.path.with_name(self.path.name + ".lock"), "a", opener=owner_only) as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # writers of several processes, and a rotation, one at a time
                 try:
                     with contextlib.suppress(FileNotFoundError):
                         if self.path.stat().st_size + len(line) > MAX_BYTES:
                             self._rotate()
-                    with open(self.path, "ab", opener=_private) as f:
+                    with open(self.path, "ab", opener=owner_only) as f:
                         f.write(line)
                 finally:
                     fcntl.flock(lock, fcntl.LOCK_UN)
@@ -103,7 +103,8 @@ class Journal:
                 newer.replace(older)
 
 
-def _private(path: str, flags: int) -> int:
+def owner_only(path: str, flags: int) -> int:
+    """An opener: a file created readable and writable by its owner only (0600)."""
     return os.open(path, flags, 0o600)
 
 

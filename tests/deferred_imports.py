@@ -118,6 +118,7 @@ DEFERRED: dict[str, Reason] = {
     "dlxtool.ops.file_pass_amqp10": AMQP10,
     "dlxtool.ops.peek_amqp10": AMQP10,
     "dlxtool.ops.peek_past_poison": AMQP10,  # a 0.9.1 read going on over 1.0: only on 4.x, once a read starts
+    "dlxtool.poison_memo": AMQP10,  # the memo of such reads: only on 4.3, a quorum queue read under --protocol auto
     "dlxtool.ops.pipeline_amqp10": AMQP10,
     "dlxtool.ops.protocol_choice": ENGINE,  # --protocol auto: only once a moving command has judged its messages
     "dlxtool.ops.canary": ENGINE,  # the guard (tap, engine, pika): `replay --help` needs only its settings

@@ -114,7 +114,11 @@ def check_taking(app: App, purging: Purge, session: Session, read: dict[str, Any
     --protocol given): the run takes them over AMQP 1.0 where that keeps them whole and 0.9.1 would not
     (dlxtool.ops.protocol_choice), `purging.protocol` set to it."""
     settings = purging.settings
-    if not (settings.move_to or settings.backup) or not check_wanted(accept_conversion_loss, plan=dry_run, auto=auto):
+    if not (settings.move_to or settings.backup):
+        if auto:
+            _around_a_remembered_poison(app, purging, session)
+        return
+    if not check_wanted(accept_conversion_loss, plan=dry_run, auto=auto):
         return
     options = make_read_options(app, None, max_unacked=read.get("max_unacked"),
                                 allow_reorder=bool(read.get("allow_reorder")),
@@ -136,6 +140,32 @@ def check_taking(app: App, purging: Purge, session: Session, read: dict[str, Any
     if check is not None:
         purging.out.conversion = check.to_json()
     say_conversion(app, check, dry_run=dry_run, what=what)
+
+
+def _around_a_remembered_poison(app: App, purging: Purge, session: Session) -> None:
+    """A purge that only deletes converts nothing, so auto keeps 0.9.1 — except where a read from this machine met a
+    message RabbitMQ cannot give to 0.9.1 in this queue and a 0.9.1 run's stop there costs attempts (4.3, a quorum
+    queue: dlxtool.ops.peek_past_poison.recall_for): over 1.0, where that path can take the queue, the run deletes
+    what is selected and gives the rest back in place without that cost."""
+    from dlxtool.broker import versions
+    from dlxtool.ops.peek_past_poison import recall_for, remembered_words
+    from dlxtool.ops.protocol_choice import amqp10_blocker
+    from dlxtool.ops.session import MoveSession
+
+    info, queue = purging.out.state.info, purging.settings.queue
+    if session.profile is None or purging.protocol != "0-9-1":
+        return
+    quorum = info is None or info.type in ("quorum", "unknown")
+    recall = recall_for(session.profile, session.vhost, queue, quorum=quorum,
+                        version=versions.server_version(session.conn))
+    sighting = recall.seen() if recall is not None else None
+    chooser = MoveSession(session, protocol="1.0")
+    if sighting is None or amqp10_blocker(chooser, queue, info) is not None:
+        return
+    purging.protocol = "1.0"
+    app.info(f"purging over AMQP 1.0 (--protocol auto): {remembered_words(sighting, queue)}, and a run over AMQP "
+             "0.9.1 would stop there at the cost of a delivery attempt of it and of every message before it; over "
+             "1.0 nothing is converted")
 
 
 def _up_to(selection: Selection) -> Callable[[MessageRecord], bool]:

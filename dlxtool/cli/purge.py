@@ -177,8 +177,9 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
             app.info("a plain purge reads no message (one queue.purge): --protocol changes nothing")
         over = "0-9-1"
     profile = app.profile()
+    # the reads of a dry run and a preview read as peek does: under auto, past a message 0.9.1 cannot be given
     safety: dict[str, Any] = dict(max_unacked=max_unacked, allow_reorder=allow_reorder,
-                                  spend_attempts=spend_attempts, protocol=over)
+                                  spend_attempts=spend_attempts, protocol=None if auto else over, past_poison=auto)
     from dlxtool.cli.moving import run_moving
 
     with summary_before_ctrl_c() as ctrl_c, app.connection(profile) as conn:

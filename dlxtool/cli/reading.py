@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from dlxtool.broker.amqp10.connection import Amqp10Connection
     from dlxtool.config import BrokerProfile
     from dlxtool.ops.peek import Coverage, QueueReader, Reader, ReadOptions
+    from dlxtool.ops.peek_amqp10 import Amqp10QueueReader
     from dlxtool.ops.peek_past_poison import PastPoison
     from dlxtool.record import MessageRecord
     from dlxtool.selection import Selection
@@ -223,21 +224,25 @@ def _reads_on_over_amqp10(reader: QueueReader) -> bool:
 def _past_poison(app: App, profile: BrokerProfile, first: QueueReader, opened: list[Amqp10Connection]) -> PastPoison:
     """`first`, going on over AMQP 1.0 past a message 0.9.1 cannot be given (dlxtool.ops.peek_past_poison); the 1.0
     connection it opens goes to `opened`, closed with the read."""
-    from dlxtool.ops.peek_past_poison import PastPoison
+    from dlxtool.ops.peek_past_poison import PastPoison, recall_for
 
     def connect() -> Amqp10Connection:
         from dlxtool.broker.amqp10.connection import open_connection
 
-        app.info("reading on over AMQP 1.0 (--protocol auto)")
+        app.info("reading on over AMQP 1.0 (--protocol auto)" if first.read or first.undeliverable is not None else
+                 "reading over AMQP 1.0 first (--protocol auto: a read from this machine found a message AMQP 0.9.1 "
+                 "cannot be given in this queue)")
         opened.append(open_connection(profile))
         return opened[-1]
 
-    def read_on() -> tuple[QueueReader, list[str]]:
-        from dlxtool.ops.peek_amqp10 import read_on_over_amqp10  # the 1.0 path: only once the first read stopped
+    def read_on() -> tuple[Amqp10QueueReader, list[str]]:
+        from dlxtool.ops.peek_amqp10 import read_on_over_amqp10  # the 1.0 path: only where a read needs it
 
         return read_on_over_amqp10(first, connect)
 
-    return PastPoison(first, read_on)
+    facts = first.facts
+    recall = recall_for(profile, facts.vhost, facts.name, quorum=facts.reads_as_quorum, version=facts.version)
+    return PastPoison(first, read_on, recall)
 
 
 def _amqp10_connection(app: App, profile: Any, conn: Any) -> Any:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from dlxtool.broker.protocols import WireProtocol
     from dlxtool.ops.peek import QueueFacts, ReadOptions
     from dlxtool.ops.session import Reporter, Session
+    from dlxtool.poison_memo import QueueMemo, Sighting
     from dlxtool.record import MessageRecord
 
 CONVERSION_FLAG = "--accept-conversion-loss"
@@ -294,9 +295,19 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
     facts, why = _facts(source, queue)
     role = roles(include, limit, classic=facts is not None and facts.type == "classic")
     records_091 = list(read_091) if read_091 is not None else None
-    if facts is not None and records_091 is None and _needs_091_first(facts):
+    sighting = _remembered_poison(source, facts) if facts is not None and records_091 is None else None
+    if sighting is not None:  # a read from this machine paid for it once: no 0.9.1 read pays again
+        from dlxtool.ops.peek_past_poison import remembered_words
+
+        why = (f"not read over AMQP 0.9.1: {remembered_words(sighting, queue)}, and on RabbitMQ {version} the close "
+               "of a 0.9.1 read there counts a delivery attempt of it and of every message held before it")
+        check.add(sighting.position, [("unconvertible", "RabbitMQ cannot convert it for AMQP 0.9.1: a read from "
+                                                        f"this machine met it there ({sighting.at})")],
+                  _kind_words, stays=False)
+    elif facts is not None and records_091 is None and _needs_091_first(facts):
         records_091, why, _, undeliverable = _read_091(source, queue, read, report)
         if undeliverable is not None:  # a message 0.9.1 cannot be given at all: the 0.9.1 run would stop there too
+            _remember_poison(source, facts, undeliverable)
             check.add(undeliverable, [("unconvertible", "RabbitMQ cannot convert it for AMQP 0.9.1: it closed the "
                                                         "connection the check read it on")],
                       _kind_words, stays=False)
@@ -551,6 +562,36 @@ def _needs_091_first(facts: QueueFacts) -> bool:
     return facts.reads_as_quorum and "lost" in (versions.behaviour(facts.version).amqp10_counted or ())
 
 
+def _memo_applies(source: Session) -> bool:
+    """Whether this broker's version is one where the memo of such messages is kept (before the queue's facts are
+    asked for: elsewhere no read needs them)."""
+    from dlxtool.broker import versions
+
+    version = versions.server_version(source.conn)
+    return versions.char_uuid_poison_091(version) and versions.quorum_give_back_counts(version, "lost")
+
+
+def _remembered_poison(source: Session, facts: QueueFacts) -> Sighting | None:
+    """What a read from this machine learnt of a message 0.9.1 cannot be given in this queue, where a 0.9.1 read's
+    stop there costs attempts (dlxtool.ops.peek_past_poison.recall_for): no check reads it over 0.9.1 again."""
+    recall = _recall(source, facts)
+    return recall.seen() if recall is not None else None
+
+
+def _remember_poison(source: Session, facts: QueueFacts, position: int) -> None:
+    recall = _recall(source, facts)
+    if recall is not None:
+        recall.remember(position)
+
+
+def _recall(source: Session, facts: QueueFacts) -> QueueMemo | None:
+    from dlxtool.ops.peek_past_poison import recall_for
+
+    if source.profile is None:
+        return None
+    return recall_for(source.profile, facts.vhost, facts.name, quorum=facts.reads_as_quorum, version=facts.version)
+
+
 def _holds_decimal(value: Any) -> bool:
     """A 0.9.1 header value (pika's decoding, or dlxtool's codec) that is or holds a decimal: a Decimal, or a raw
     `D` value (dlxtool.amqp_values.RawValue: a decimal pika would not write back identically, kept as its bytes)."""
@@ -579,6 +620,15 @@ def _read_091(source: Session, queue: str, read: ReadOptions, report: Reporter,
 
     if source.profile is None:
         return None, "no broker profile to read the head with", False, None
+    sighting = None
+    if stop is None and _memo_applies(source):
+        facts, _ = _facts(source, queue)
+        sighting = _remembered_poison(source, facts) if facts is not None else None
+    if sighting is not None:  # a read from this machine paid for it once: not again (the caller said why)
+        from dlxtool.ops.peek_past_poison import remembered_words
+
+        return None, (f"not read over AMQP 0.9.1: {remembered_words(sighting, queue)}, and the close of a 0.9.1 "
+                      "read there counts a delivery attempt of it and of every message held before it"), False, None
     count = read.max_unacked if stop is None else min(read.max_unacked, stop)
     opts = replace(read, protocol="0-9-1", count=count, max_unacked=count, select=None, select_decodes=False)
     try:

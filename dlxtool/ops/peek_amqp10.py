@@ -53,6 +53,10 @@ class Amqp10QueueReader(QueueReader):
         self.give_back = outcomes.MODIFY_UNCOUNTED if how == "modified" else outcomes.RELEASE
         self.conn = conn
         self._buffer: list[Delivery] = []
+        # Set by a read of dlxtool.ops.peek_past_poison that looks for it: the position of the first message the
+        # broker could not give to an AMQP 0.9.1 reader (a char or uuid application property), once read
+        self.watch_poison_091 = False
+        self.poison_091: int | None = None
         if facts.type == "stream":  # read from its offset by _stream_batches: nothing is held
             return
         self.head: HeadReader = HeadReader(conn, queue_address(facts.name), give_back=self.give_back)
@@ -92,6 +96,8 @@ class Amqp10QueueReader(QueueReader):
             raise PartialError(f"the message at position {self.read} of {self.facts.name!r} cannot be read as AMQP "
                                f"1.0: {exc}; it and the messages read before it are given back",
                                hint="read the queue over AMQP 0.9.1 (leave --protocol out)") from None
+        if self.watch_poison_091 and self.poison_091 is None and _poison_091(record):
+            self.poison_091 = self.read
         self.read += 1
         return record
 
@@ -196,6 +202,15 @@ class Amqp10QueueReader(QueueReader):
             raise interrupted
 
 
+def _poison_091(record: MessageRecord) -> bool:
+    """Whether the broker could not give this message (read over 1.0) to an AMQP 0.9.1 reader: it would close that
+    reader's connection (dlxtool.broker.versions.char_uuid_poison_091, asked by the caller)."""
+    from dlxtool.amqp10_view import loss_kinds
+
+    msg = record.amqp10
+    return msg is not None and any(kind == "unconvertible" for kind, _ in loss_kinds(msg, poison_091=True))
+
+
 def prepare_read_amqp10(conn: AmqpConnection, amqp10: Amqp10Connection, profile: BrokerProfile, name: str,
                         opts: ReadOptions, *, management: Callable[[], ManagementClient],
                         decode: Callable[[MessageRecord], dict[str, Any] | None] = no_decode,
@@ -208,7 +223,8 @@ def prepare_read_amqp10(conn: AmqpConnection, amqp10: Amqp10Connection, profile:
     return Amqp10QueueReader(amqp10, facts, opts, decode), notes
 
 
-def read_on_over_amqp10(first: QueueReader, amqp10: Callable[[], Amqp10Connection]) -> tuple[QueueReader, list[str]]:
+def read_on_over_amqp10(first: QueueReader, amqp10: Callable[[], Amqp10Connection],
+                        ) -> tuple[Amqp10QueueReader, list[str]]:
     """The second read of dlxtool.ops.peek_past_poison: from the head over AMQP 1.0 (on a connection `amqp10` opens:
     the broker closed the first read's), with the first read's facts (the queue's type and limit do not change between
     the two) and options, under the 1.0 peek's checks (refused where its give-back would spend attempts the user did

@@ -11,6 +11,16 @@ close of the first read may have moved what it held (on a quorum queue, behind a
 head), so the two reads' positions cannot be spliced. The first read's records are kept until the second has read
 (both in memory for that moment: each within the read's bounds) and are shown where the second cannot be made, fails,
 or stops earlier than the first (a message 1.0 cannot be given: a 0.9.1 decimal header).
+
+Where the broker's close of that first read costs something — a quorum queue on a version where a lost connection
+counts a delivery attempt of every message it held (4.3) — the first run pays it once, and every run after it would
+pay again, toward the delivery limit at which the broker drops the message and the healthy ones before it. So the
+stop is remembered (`recall`: dlxtool.poison_memo, this machine's memo of the queue), and a later auto read of that
+queue goes straight over AMQP 1.0, which gives such a message back without a cost (4.3: `released`), and shows that
+read; no 0.9.1 read is made. Only where it read the whole queue without meeting one is the memo let go of and the
+0.9.1 read made as always. A direct read that a decimal header ended before any such message is kept as the second
+read of the 0.9.1 read that follows (never a third read). Where the position of such a message cannot be known
+without delivering it, this is the least a read can spend: once per machine, not once per run.
 """
 
 from __future__ import annotations
@@ -21,12 +31,43 @@ from typing import TYPE_CHECKING
 from dlxtool.errors import DlxtoolError, UndeliverableError
 
 if TYPE_CHECKING:
+    from dlxtool.broker.versions import Version
+    from dlxtool.config import BrokerProfile
     from dlxtool.ops.peek import Coverage, QueueFacts, QueueReader, ReadOptions
+    from dlxtool.ops.peek_amqp10 import Amqp10QueueReader
     from dlxtool.ops.session import Reporter
+    from dlxtool.poison_memo import QueueMemo, Sighting
     from dlxtool.record import MessageRecord
 
-# Opens the second read: its reader and the notes of its checks (dlxtool.ops.peek_amqp10.prepare_read_amqp10).
-OpenRead = Callable[[], "tuple[QueueReader, list[str]]"]
+# Opens the read over AMQP 1.0: its reader and the notes of its checks (dlxtool.ops.peek_amqp10.read_on_over_amqp10).
+OpenRead = Callable[[], "tuple[Amqp10QueueReader, list[str]]"]
+# A read over 1.0 made and not yet shown: the reader, the notes of its checks, its first batch and the rest
+_Made = tuple["Amqp10QueueReader", list[str], "list[MessageRecord] | None",
+              Generator[list["MessageRecord"], None, None]]
+
+
+def recall_for(profile: BrokerProfile, vhost: str, queue: str, *, quorum: bool,
+               version: Version | None) -> QueueMemo | None:
+    """This machine's memo of `queue` (dlxtool.poison_memo), where a 0.9.1 read's stop at a message it cannot be
+    given costs attempts and a 1.0 read gives messages back without one: a quorum queue (or one whose type could not
+    be told: `quorum`) on 4.3. None elsewhere: there the 0.9.1 read costs nothing and shows every header, so it goes
+    first as always."""
+    from dlxtool.broker import versions
+    from dlxtool.poison_memo import PoisonMemo, QueueMemo, memo_key, memo_path
+
+    if not (quorum and version is not None and versions.char_uuid_poison_091(version)
+            and versions.quorum_give_back_counts(version, "lost")
+            and versions.amqp10_peek_give_back(version) is not None):
+        return None
+    key = memo_key([(node.host, node.port) for node in profile.nodes], vhost, queue)
+    return QueueMemo(PoisonMemo(memo_path(profile.env)), key, str(version))
+
+
+def remembered_words(sighting: Sighting, queue: str) -> str:
+    """The memo's sighting, said: where and when a read from this machine met such a message."""
+    return (f"a read from this machine found a message AMQP 0.9.1 cannot be given (an AMQP 1.0 message whose "
+            f"application properties hold a char or a uuid) at position {sighting.position} of {queue!r} on "
+            f"{sighting.at}")
 
 
 class PastPoison:
@@ -37,8 +78,13 @@ class PastPoison:
     as it is yielded: so each read's first batch says where it stopped, and only the batches of the read shown are
     decoded and yielded, one at a time (the records of the other are let go of)."""
 
-    def __init__(self, first: QueueReader, over_amqp10: OpenRead) -> None:
+    def __init__(self, first: QueueReader, over_amqp10: OpenRead, recall: QueueMemo | None = None) -> None:
         self.first = first
+        self.recall = recall  # this machine's memo of the queue, where a 0.9.1 read's stop costs attempts
+        self.sighting: Sighting | None = None  # what the memo held when the read began
+        self.direct = False     # the read shown went straight over 1.0 (the memo): no 0.9.1 read was made
+        self.gone = False       # a direct read found the queue (read whole) without such a message: memo let go of
+        self._made: _Made | None = None  # a direct read a decimal header ended first: the second read, if one is due
         self.second: QueueReader | None = None   # the read shown: made, and it got further than the first
         self.shorter: QueueReader | None = None  # a second read that stopped no further than the first (not shown)
         self._open = over_amqp10
@@ -70,9 +116,19 @@ class PastPoison:
         return self.shown_by.shown
 
     def batches(self) -> Iterator[list[MessageRecord]]:
+        self.sighting = self.recall.seen() if self.recall is not None else None
+        if self.sighting is not None:
+            direct = self._read_directly()
+            if direct is not None:
+                yield from direct
+                return
         first = self.first.batches()
         head = next(first, None)  # the whole first read is made by now
         self.at = self.first.undeliverable
+        if self.at is not None and self.recall is not None:
+            self.recall.remember(self.at)
+        if self._made is not None and self.at is None:
+            self._made[3].close()
         if self.at is not None:
             second = self._read_on(self.at)
             if second is not None:
@@ -85,13 +141,16 @@ class PastPoison:
 
     def _read_on(self, at: int) -> Generator[list[MessageRecord], None, None] | None:
         """The second read's batches (made, not yet decoded), or None where the first read is to be shown."""
-        try:
-            reader, notes = self._open()
-            batches = reader.batches()
-            head = next(batches, None)  # the whole read is made (and given back) by now
-        except DlxtoolError as exc:  # refused by its checks (attempts it would spend), or the 1.0 connection failed
-            self.not_read_on = f"it could not be read over AMQP 1.0 instead: {exc.message}"
-            return None
+        if self._made is not None:  # made first (the memo), ended by a decimal header: not made again
+            reader, notes, head, batches = self._made
+        else:
+            try:
+                reader, notes = self._open()
+                batches = reader.batches()
+                head = next(batches, None)  # the whole read is made (and given back) by now
+            except DlxtoolError as exc:  # refused by its checks (attempts it would spend), or the connection failed
+                self.not_read_on = f"it could not be read over AMQP 1.0 instead: {exc.message}"
+                return None
         self.first.notes.extend(notes)
         stop = reader.undeliverable
         if (stop is not None and stop <= at) or (reader.stopped_early is not None and reader.read <= at):
@@ -99,6 +158,35 @@ class PastPoison:
             self.shorter = reader
             return None
         self.second = reader
+        return _chained(head, batches)
+
+    def _read_directly(self) -> Generator[list[MessageRecord], None, None] | None:
+        """The read straight over 1.0 of a queue the memo names: its batches where it is the read shown — it met
+        such a message, or stopped before reaching the end (what it read, no 0.9.1 read made) — else None: the 0.9.1
+        read is made (the direct read could not be made; it read the whole queue and met none: the memo is let go of;
+        a decimal header ended it first: kept as the second read)."""
+        assert self.recall is not None
+        try:
+            reader, notes = self._open()
+            reader.watch_poison_091 = True
+            batches = reader.batches()
+            head = next(batches, None)  # the whole read is made (and given back) by now
+        except DlxtoolError as exc:
+            self.not_read_on = f"it could not be read over AMQP 1.0 first: {exc.message}"
+            return None
+        found = reader.poison_091
+        if found is None and reader.undeliverable is not None:
+            self._made = (reader, notes, head, batches)
+            return None
+        if found is None and reader.reached_end and reader.stopped_early is None:
+            batches.close()
+            self.recall.forget()
+            self.gone = True
+            return None
+        if found is not None:
+            self.recall.remember(found)
+        reader.notes.extend(notes)
+        self.second, self.at, self.direct = reader, found, True
         return _chained(head, batches)
 
     def records(self) -> Iterator[MessageRecord]:
@@ -113,7 +201,14 @@ class PastPoison:
         read's outcome), else the first read's end (exit 5) with why the second is not shown."""
         second = self.second
         if second is None:
+            if self.gone and self.sighting is not None:
+                report.info(f"the message AMQP 0.9.1 cannot be given that a read from this machine found in "
+                            f"{self.facts.name!r} ({self.sighting.at}, position {self.sighting.position}) is gone: "
+                            "read over AMQP 1.0 whole, the queue held none, so it was read over 0.9.1 as always")
             self._first_stands(report)
+            return
+        if self.direct:
+            self._directly(second, report)
             return
         from dlxtool.broker import versions
 
@@ -121,8 +216,11 @@ class PastPoison:
         facts, at = self.facts, self.at
         counted = facts.reads_as_quorum and versions.quorum_give_back_counts(facts.version, "lost")
         cost = (f"; the broker's close of that read counted a delivery attempt of it and of the {at} message(s) held "
-                f"before it (RabbitMQ {facts.version}, a quorum queue), and every run over 0.9.1 spends another: read "
-                "this queue with --protocol 1.0" if counted else
+                f"before it (RabbitMQ {facts.version}, a quorum queue), and every run over 0.9.1 spends another"
+                + ("; this machine remembers it, so the next --protocol auto read of "
+                   "the queue from here goes straight over AMQP 1.0, spending none: from elsewhere, read it with "
+                   "--protocol 1.0" if self.recall is not None else ": read this queue with --protocol 1.0")
+                if counted else
                 "; the messages held went back in place with the connection (no attempt spent)")
         report.warn(f"the message at position {at} of {facts.name!r} cannot be delivered over AMQP 0.9.1 "
                     f"({self.first.stopped_early}): the queue was read again from the head over AMQP 1.0 "
@@ -137,6 +235,37 @@ class PastPoison:
         self._say_outcome(second, report)
         raise UndeliverableError(
             f"the message at position {stop} of {facts.name!r} cannot be delivered over AMQP 1.0 either "
+            f"({second.stopped_early}); showed the {second.shown} message(s) before it, read over AMQP 1.0",
+            position=stop, hint=_way_past(facts.name, stop, "1.0"))
+
+    def _directly(self, second: QueueReader, report: Reporter) -> None:
+        """The read straight over 1.0 is shown: why (the memo), that no attempt was spent, what 1.0 does not show;
+        then that read's end."""
+        from dlxtool.broker import versions
+
+        facts, sighting = self.facts, self.sighting
+        assert sighting is not None
+        where = (f"the message at position {self.at} of {facts.name!r} cannot be delivered over AMQP 0.9.1 (an AMQP "
+                 f"1.0 message whose application properties hold a char or a uuid), as a read from this machine "
+                 f"found on {sighting.at}" if self.at is not None else
+                 f"a read from this machine found a message AMQP 0.9.1 cannot be given at position "
+                 f"{sighting.position} of {facts.name!r} on {sighting.at} (this read did not reach it)")
+        counted = versions.quorum_give_back_counts(facts.version, "lost")
+        cost = ("RabbitMQ's close of a 0.9.1 read at such a message counts a delivery attempt of it and of every "
+                f"message held before it on this quorum queue (RabbitMQ {facts.version})" if counted else
+                "a 0.9.1 read stops at such a message")
+        headers = f"up to position {self.at}" if self.at is not None else "of what it reaches"
+        report.warn(f"{where}: so the queue was read over AMQP 1.0 from the head (--protocol auto) and no 0.9.1 read "
+                    f"was made, no delivery attempt spent ({cost}). RabbitMQ gives AMQP 1.0 readers no table or array "
+                    f"header of a message published over 0.9.1: --protocol 0-9-1 shows those, {headers}, at that "
+                    "cost")
+        if second.undeliverable is None:
+            second.tell(report)
+            return
+        self._say_outcome(second, report)
+        stop = second.undeliverable
+        raise UndeliverableError(
+            f"the message at position {stop} of {facts.name!r} cannot be delivered over AMQP 1.0 "
             f"({second.stopped_early}); showed the {second.shown} message(s) before it, read over AMQP 1.0",
             position=stop, hint=_way_past(facts.name, stop, "1.0"))
 

@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from dlxtool.ops.actions import Decider
     from dlxtool.ops.capacity import Admit
     from dlxtool.ops.peek import ReadOptions
+    from dlxtool.poison_memo import QueueMemo
 
 # -- plan (dry run) ---------------------------------------------------------------------------------
 
@@ -239,10 +240,15 @@ class Replay:
         RabbitMQ's conversion for the protocol it moves over (`over`) would lose of those it would move
         (dlxtool.ops.conversion_check); `auto`: choose the protocol by it afterwards (choose_protocol) — and where
         the read over 0.9.1 stops at a message RabbitMQ cannot convert for it, read the plan over 1.0 instead."""
-        forced: str | None = None
+        recall = self._recall() if auto and over == "0-9-1" else None
+        forced = self._over_amqp10_remembered(recall) if recall is not None else None
+        if forced is not None:
+            over = "1.0"
         try:
             out = plan_for(self.session, self.settings, self.report, read)
         except UndeliverableError as stopped:
+            if recall is not None:
+                recall.remember(stopped.position)
             forced = self._over_amqp10_instead(stopped) if auto and over == "0-9-1" else None
             if forced is None:
                 raise
@@ -275,6 +281,34 @@ class Replay:
         judge_whole(check, out.records_read, roles(self._taking(out), self.settings.selection.limit, classic=classic),
                     poison=True)  # the plan's 0.9.1 read was closed at such a message
         return check
+
+    def _recall(self) -> QueueMemo | None:
+        """This machine's memo of the DLQ (dlxtool.ops.peek_past_poison.recall_for: 4.3, a quorum queue or one of
+        a type not known)."""
+        from dlxtool.ops.peek_past_poison import recall_for
+
+        source = self.session.source
+        if source.profile is None:
+            return None
+        quorum = self.info is None or self.info.type in ("quorum", "unknown")
+        return recall_for(source.profile, source.vhost, self.settings.source, quorum=quorum,
+                          version=versions.server_version(source.conn))
+
+    def _over_amqp10_remembered(self, recall: QueueMemo) -> str | None:
+        """--protocol auto, a read from this machine met a message RabbitMQ cannot convert for 0.9.1 in this DLQ:
+        why the plan is read over AMQP 1.0 straight away (`session.protocol` set), where the 1.0 path can take it —
+        a 0.9.1 read would pay an attempt of it and of each message before it again. None: read as always."""
+        from dlxtool.ops.peek_past_poison import remembered_words
+        from dlxtool.ops.protocol_choice import amqp10_blocker
+
+        sighting = recall.seen()
+        if sighting is None or amqp10_blocker(self.session, self.settings.source, self.info) is not None:
+            return None
+        self.session.protocol = "1.0"
+        why = (f"{remembered_words(sighting, self.settings.source)}; a read over AMQP 0.9.1 would spend a delivery "
+               "attempt of it and of every message before it again; over 1.0 it goes whole")
+        self.report.info(f"reading the plan over AMQP 1.0 (--protocol auto): {why}")
+        return why
 
     def _over_amqp10_instead(self, stopped: UndeliverableError) -> str | None:
         """--protocol auto, the plan's read over 0.9.1 stopped at a message RabbitMQ cannot convert for it: why the

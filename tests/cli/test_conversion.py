@@ -616,9 +616,12 @@ def test_auto_replays_a_message_091_cannot_be_given_over_10(v4, qname, run, dlq_
     if dlq_type == "quorum":
         assert (losses["moved_over"], losses["chosen_by_auto"], losses["refused"]) == ("0-9-1", False, True), losses
         assert "would change the head's order" in losses["amqp10_unjudged"]
+        # the first plan's 0.9.1 read paid an attempt of the two (4.3) and this machine remembers the char message:
+        # the next plan is read over 1.0 straight away (tests/cli/test_read_past_poison.py counts what that spares)
         shown = run("--url", v4.url, "replay", dlq, "--dry-run")
-        assert "the plan's read over AMQP 0.9.1 stopped" in shown.stderr
-        assert "counts a delivery attempt" in shown.stderr  # what the 0.9.1 read cost, said
+        assert "the plan's read over AMQP 0.9.1 stopped" not in shown.stderr, shown.stderr
+        assert "reading the plan over AMQP 1.0 (--protocol auto): a read from this machine found" in shown.stderr
+        assert "would spend a delivery attempt of it and of every message before it again" in shown.stderr
         blunt = run("--url", v4.url, "replay", dlq, "--yes")
         assert blunt.exit_code == ExitStatus.REFUSED, blunt.stderr
         assert "--protocol 1.0 moves them over AMQP 1.0" in blunt.stderr

@@ -204,3 +204,132 @@ def test_a_message_neither_protocol_reads_past(v4, qname, run, decimal_first) ->
         assert "cannot be delivered over AMQP 1.0 either" in peeked.stderr, peeked.stderr
         assert "--remove -n 1 --protocol 1.0" in peeked.stderr and "leave --protocol out" not in peeked.stderr
     assert v4.wait_depth(dlq, 2) == 2
+
+
+def test_a_poison_this_machine_found_costs_one_attempt_not_one_per_run(v4, qname, run, cli_env) -> None:
+    """On a quorum DLQ where the broker's close of a 0.9.1 read at the char message counts an attempt of every message
+    it held (4.3), only the first auto read pays it: it remembers the stop (dlxtool.poison_memo), and the next auto
+    reads from this machine go straight over AMQP 1.0 (`released`: no attempt), so a delivery limit's worth of peeks
+    no longer has the broker drop the message and the healthy one before it. Once the queue holds no such message, a
+    read over 1.0 of the whole queue lets the memo go and the 0.9.1 read (every header whole) is made again."""
+    import pika
+
+    from dlxtool.poison_memo import memo_path
+
+    if not (versions.quorum_give_back_counts(v4.version, "lost") and versions.amqp10_peek_give_back(v4.version)):
+        pytest.skip(f"RabbitMQ {v4.version}: the close of a 0.9.1 read costs nothing, or a 1.0 read does")
+    dlq = _poisoned_dlq(v4, qname, "quorum")
+    before = _delivery_counts(v4, dlq)
+    memo = memo_path(cli_env)
+    for n in range(3):
+        peeked = run("--url", v4.url, "peek", dlq, "--format", "json")
+        assert peeked.exit_code == 0, peeked.stderr
+        assert sorted(_ids(json.loads(peeked.stdout))) == sorted(IDS)
+        if n == 0:
+            assert "read again from the head over AMQP 1.0" in peeked.stderr, peeked.stderr
+            assert "this machine remembers it" in peeked.stderr, peeked.stderr
+            assert dlq in memo.read_text()
+        else:
+            assert "reading over AMQP 1.0 first" in peeked.stderr, peeked.stderr
+            assert "as a read from this machine found on" in peeked.stderr, peeked.stderr
+            assert "no 0.9.1 read was made, no delivery attempt spent" in peeked.stderr, peeked.stderr
+            assert "read again from the head" not in peeked.stderr, peeked.stderr
+    # the first run's close counted one attempt of the first two; the two after it none
+    after = _delivery_counts(v4, dlq)
+    assert sorted(a - b for a, b in zip(after, before, strict=True)) == [0, 1, 1], (before, after)
+    assert oct(memo.stat().st_mode & 0o777) == oct(0o600)
+    # the poison leaves (the queue is emptied); a message with a table header, which only 0.9.1 reads whole, comes in
+    with v4.channel() as ch:
+        ch.queue_purge(dlq)
+    v4.publish(dlq, [b"plain"], properties=pika.BasicProperties(message_id="plain", headers={"t": {"k": "v"}}))
+    assert v4.wait_depth(dlq, 1) == 1
+    clean = run("--url", v4.url, "peek", dlq, "--format", "json")
+    assert clean.exit_code == 0, clean.stderr
+    records = json.loads(clean.stdout)
+    assert _ids(records) == ["plain"] and records[0]["headers"]["t"] == {"k": "v"}, records
+    assert "is gone" in clean.stderr, clean.stderr
+    assert dlq not in memo.read_text()
+    again = run("--url", v4.url, "peek", dlq, "--format", "json")
+    assert again.exit_code == 0 and "from this machine" not in again.stderr, again.stderr
+
+
+def test_a_bounded_read_that_stops_before_the_remembered_poison_is_shown_over_10(v4, qname, run, cli_env) -> None:
+    """`peek -n 1` of a queue the memo names: the read over 1.0 stops before the char message and is shown, and no
+    0.9.1 read follows — one would take the block the 1.0 read gave back and the message after it (the char one, at
+    an attempt's cost of both). The memo stays: the read did not reach the end. (The memo is written here as an
+    earlier read would have: that read's cost is the test above.)"""
+    from dlxtool.poison_memo import PoisonMemo, memo_key, memo_path
+
+    if not (versions.quorum_give_back_counts(v4.version, "lost") and versions.amqp10_peek_give_back(v4.version)):
+        pytest.skip(f"RabbitMQ {v4.version}: the close of a 0.9.1 read costs nothing, or a 1.0 read does")
+    dlq = _poisoned_dlq(v4, qname, "quorum")
+    key = memo_key([(v4.host, v4.amqp_port)], v4.vhost, dlq)
+    PoisonMemo(memo_path(cli_env)).remember(key, 1, str(v4.version))
+    for _ in range(2):
+        head = run("--url", v4.url, "peek", dlq, "-n", "1", "--format", "json")
+        assert head.exit_code == 0, head.stderr
+        assert _ids(json.loads(head.stdout)) == ["first"]
+        assert "no 0.9.1 read was made" in head.stderr and "this read did not reach it" in head.stderr, head.stderr
+    # all three were dead-lettered alike (the same count): no run spent an attempt of any
+    assert len(set(_delivery_counts(v4, dlq))) == 1
+    assert PoisonMemo(memo_path(cli_env)).seen(key) is not None
+    _intact(v4, dlq)
+
+
+def test_replay_of_a_remembered_poison_dlq_refuses_without_spending_attempts(v4, qname, run) -> None:
+    """replay under --protocol auto of a quorum DLQ holding the char message (4.3): the first plan's 0.9.1 read pays
+    an attempt of it and of those before it once, and remembers; the next plan reads over 1.0 straight away, and the
+    run's refusal (exit 6: a 0.9.1 message there would lose its table headers over 1.0, which cannot be judged
+    without that cost) changes nothing, the delivery counts included — before, each run paid again."""
+    if not (versions.quorum_give_back_counts(v4.version, "lost") and versions.amqp10_peek_give_back(v4.version)):
+        pytest.skip(f"RabbitMQ {v4.version}: the close of a 0.9.1 read costs nothing, or a 1.0 read does")
+    dlq = _poisoned_dlq(v4, qname, "quorum")
+    first = run("--url", v4.url, "replay", dlq, "--dry-run")
+    assert first.exit_code == 0, first.stderr
+    assert "the plan's read over AMQP 0.9.1 stopped" in first.stderr, first.stderr
+    before = _delivery_counts(v4, dlq)
+    planned = run("--url", v4.url, "replay", dlq, "--dry-run", "--format", "json")
+    assert planned.exit_code == 0, planned.stderr
+    assert "reading the plan over AMQP 1.0 (--protocol auto): a read from this machine found" in planned.stderr
+    assert "the plan's read over AMQP 0.9.1 stopped" not in planned.stderr, planned.stderr
+    plan = json.loads(planned.stdout)["plan"]
+    assert sorted(plan["message_ids"]) == sorted(IDS) and plan["conversion_losses"]["refused"], plan
+    refused = run("--url", v4.url, "replay", dlq, "--yes")
+    assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
+    assert "a read from this machine found" in refused.stderr and "nothing was changed" in refused.stderr
+    assert _delivery_counts(v4, dlq) == before
+    _intact_somehow(v4, dlq)
+
+
+def _intact_somehow(broker, dlq: str) -> None:
+    """All three still there (in whatever order the first run's close left them)."""
+    assert broker.wait_depth(dlq, 3) == 3
+    assert sorted((m.properties or {})["message_id"].value for m in read_head(broker, dlq, 3)) == sorted(IDS)
+
+
+def test_a_selective_purge_of_a_remembered_poison_dlq_goes_over_10(v4, qname, run) -> None:
+    """A purge that only deletes converts nothing, so auto keeps 0.9.1 — but on a quorum DLQ this machine knows holds
+    the char message (4.3) a 0.9.1 run stops there (the broker closes it, exit 3) at an attempt's cost of it and of
+    those before it, on every try. Its dry run's read and the run go over 1.0 instead: `first` removed, the other two
+    given back in place, no attempt spent."""
+    if not (versions.quorum_give_back_counts(v4.version, "lost") and versions.amqp10_peek_give_back(v4.version)):
+        pytest.skip(f"RabbitMQ {v4.version}: the close of a 0.9.1 read costs nothing, or a 1.0 read does")
+    dlq = _poisoned_dlq(v4, qname, "quorum")
+    assert run("--url", v4.url, "peek", dlq).exit_code == 0  # pays once, remembers
+    before = dict(zip(_ids_now(v4, dlq), _delivery_counts(v4, dlq), strict=True))
+    dry = run("--url", v4.url, "purge", dlq, "--message-id", "first", "--dry-run", "--format", "json")
+    assert dry.exit_code == 0, dry.stderr
+    assert json.loads(dry.stdout)["would_remove"] == 1
+    purged = run("--url", v4.url, "purge", dlq, "--message-id", "first", "--yes", "--format", "json")
+    assert purged.exit_code == 0, purged.stderr
+    assert "purging over AMQP 1.0 (--protocol auto): a read from this machine found" in purged.stderr
+    summary = json.loads(purged.stdout)
+    assert summary["removed"] == 1 and summary["possible_duplicates"] == 0, summary
+    assert v4.wait_depth(dlq, 2) == 2
+    after = dict(zip(_ids_now(v4, dlq), _delivery_counts(v4, dlq), strict=True))
+    assert after == {k: v for k, v in before.items() if k != "first"}, (before, after)
+
+
+def _ids_now(broker, dlq: str) -> list[str]:
+    n = broker.queue_depth(dlq)
+    return [(m.properties or {})["message_id"].value for m in read_head(broker, dlq, n)]
