@@ -69,9 +69,11 @@ class PoisonMemo:
         except (KeyError, TypeError, ValueError):
             return None
 
-    def remember(self, key: str, position: int, version: str) -> None:
+    def remember(self, key: str, position: int, version: str) -> bool:
+        """Whether it is remembered now (the file could be written)."""
         at = datetime.now(UTC).isoformat(timespec="seconds")
-        self._change(lambda entries: entries.__setitem__(key, {"position": position, "at": at, "version": version}))
+        return self._change(lambda entries: entries.__setitem__(key, {"position": position, "at": at,
+                                                                      "version": version}))
 
     def forget(self, key: str) -> None:
         self._change(lambda entries: entries.pop(key, None))
@@ -83,8 +85,10 @@ class PoisonMemo:
             return {}
         return loaded if isinstance(loaded, dict) else {}
 
-    def _change(self, change: Callable[[dict[str, Any]], object]) -> None:
-        with contextlib.suppress(OSError):
+    def _change(self, change: Callable[[dict[str, Any]], object]) -> bool:
+        """Apply `change` to the entries and write them whole (False: the file could not be written)."""
+        fresh = self.path.with_name(self.path.name + f".{os.getpid()}")
+        try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             with open(self.path.with_name(self.path.name + ".lock"), "a", opener=owner_only) as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
@@ -95,12 +99,16 @@ class PoisonMemo:
                         kept = sorted(entries.items(), key=lambda kv: str(kv[1].get("at", "")) if isinstance(
                             kv[1], dict) else "")[-MAX_ENTRIES:]
                         entries = dict(kept)
-                    fresh = self.path.with_name(self.path.name + f".{os.getpid()}")
                     with open(fresh, "wb", opener=owner_only) as f:
                         f.write(orjson.dumps(entries))
                     fresh.replace(self.path)
                 finally:
                     fcntl.flock(lock, fcntl.LOCK_UN)
+        except OSError:
+            with contextlib.suppress(OSError):
+                fresh.unlink()  # a write cut short leaves no stray file
+            return False
+        return True
 
 
 @dataclass
@@ -114,8 +122,8 @@ class QueueMemo:
     def seen(self) -> Sighting | None:
         return self.memo.seen(self.key)
 
-    def remember(self, position: int) -> None:
-        self.memo.remember(self.key, position, self.version)
+    def remember(self, position: int) -> bool:
+        return self.memo.remember(self.key, position, self.version)
 
     def forget(self) -> None:
         self.memo.forget(self.key)

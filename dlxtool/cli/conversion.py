@@ -153,7 +153,7 @@ def _around_a_remembered_poison(app: App, purging: Purge, session: Session) -> N
     from dlxtool.ops.session import MoveSession
 
     info, queue = purging.out.state.info, purging.settings.queue
-    if session.profile is None or purging.protocol != "0-9-1":
+    if session.profile is None or purging.protocol != "0-9-1" or _sees_headers(purging.settings.selection):
         return
     quorum = info is None or info.type in ("quorum", "unknown")
     recall = recall_for(session.profile, session.vhost, queue, quorum=quorum,
@@ -165,7 +165,20 @@ def _around_a_remembered_poison(app: App, purging: Purge, session: Session) -> N
     purging.protocol = "1.0"
     app.info(f"purging over AMQP 1.0 (--protocol auto): {remembered_words(sighting, queue)}, and a run over AMQP "
              "0.9.1 would stop there at the cost of a delivery attempt of it and of every message before it; over "
-             "1.0 nothing is converted")
+             "1.0 the selected messages are deleted and the others given back in place, untouched")
+
+
+def _sees_headers(selection: Selection) -> bool:
+    """Whether the selection reads what an AMQP 1.0 reader does not get of a message published over 0.9.1 (its table
+    and array headers: --header, error texts and origins read from headers) or names messages by a fingerprint made
+    from their 0.9.1 view: over 1.0 it could select other messages than the user meant."""
+    from dlxtool.message_ids import FINGERPRINT_PREFIX
+
+    if selection.headers or selection.errors or selection.origins:
+        return True
+    if any(name.startswith(FINGERPRINT_PREFIX) for name in selection.message_ids):
+        return True
+    return selection.exclude is not None and _sees_headers(selection.exclude)
 
 
 def _up_to(selection: Selection) -> Callable[[MessageRecord], bool]:

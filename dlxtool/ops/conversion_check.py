@@ -295,7 +295,9 @@ def check_conversion(source: Session, queue: str, read: ReadOptions, *, include:
     facts, why = _facts(source, queue)
     role = roles(include, limit, classic=facts is not None and facts.type == "classic")
     records_091 = list(read_091) if read_091 is not None else None
-    sighting = _remembered_poison(source, facts) if facts is not None and records_091 is None else None
+    # auto (keep_read: the run's protocol is auto's to choose) consults this machine's memo; an explicit
+    # --protocol 0-9-1 reads as asked
+    sighting = _remembered_poison(source, facts) if keep_read and facts is not None and records_091 is None else None
     if sighting is not None:  # a read from this machine paid for it once: no 0.9.1 read pays again
         from dlxtool.ops.peek_past_poison import remembered_words
 
@@ -468,7 +470,10 @@ def _check_over_amqp10(check: ConversionCheck, source: Session, queue: str, read
                                                                     ", and a read of this quorum queue that stops "
                                                                     "before it would change the head's order"))
         return check
-    records, why, check.sampled, _ = _read_091(source, queue, read, report, stop=stop)
+    # Where this machine's memo says such a message lies somewhere in the queue, the 0.9.1 read goes no further than
+    # the 1.0 read looked (none there), so it cannot be the read that meets it
+    bound = stop if stop is not None or _remembered_poison(source, facts) is None else len(records_10)
+    records, why, check.sampled, _ = _read_091(source, queue, read, report, stop=bound)
     if rest_known:
         check.sampled = False  # the read stopped at `stop` by design; what lies past the 1.0 read is the other's say
     check.exact = records is not None and why is None and (stop is None or rest_known)
@@ -562,15 +567,6 @@ def _needs_091_first(facts: QueueFacts) -> bool:
     return facts.reads_as_quorum and "lost" in (versions.behaviour(facts.version).amqp10_counted or ())
 
 
-def _memo_applies(source: Session) -> bool:
-    """Whether this broker's version is one where the memo of such messages is kept (before the queue's facts are
-    asked for: elsewhere no read needs them)."""
-    from dlxtool.broker import versions
-
-    version = versions.server_version(source.conn)
-    return versions.char_uuid_poison_091(version) and versions.quorum_give_back_counts(version, "lost")
-
-
 def _remembered_poison(source: Session, facts: QueueFacts) -> Sighting | None:
     """What a read from this machine learnt of a message 0.9.1 cannot be given in this queue, where a 0.9.1 read's
     stop there costs attempts (dlxtool.ops.peek_past_poison.recall_for): no check reads it over 0.9.1 again."""
@@ -620,15 +616,6 @@ def _read_091(source: Session, queue: str, read: ReadOptions, report: Reporter,
 
     if source.profile is None:
         return None, "no broker profile to read the head with", False, None
-    sighting = None
-    if stop is None and _memo_applies(source):
-        facts, _ = _facts(source, queue)
-        sighting = _remembered_poison(source, facts) if facts is not None else None
-    if sighting is not None:  # a read from this machine paid for it once: not again (the caller said why)
-        from dlxtool.ops.peek_past_poison import remembered_words
-
-        return None, (f"not read over AMQP 0.9.1: {remembered_words(sighting, queue)}, and the close of a 0.9.1 "
-                      "read there counts a delivery attempt of it and of every message held before it"), False, None
     count = read.max_unacked if stop is None else min(read.max_unacked, stop)
     opts = replace(read, protocol="0-9-1", count=count, max_unacked=count, select=None, select_decodes=False)
     try:

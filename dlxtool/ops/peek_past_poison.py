@@ -85,6 +85,9 @@ class PastPoison:
         self.direct = False     # the read shown went straight over 1.0 (the memo): no 0.9.1 read was made
         self.gone = False       # a direct read found the queue (read whole) without such a message: memo let go of
         self._made: _Made | None = None  # a direct read a decimal header ended first: the second read, if one is due
+        self.made_unshown: QueueReader | None = None  # that read, where no second read was due: what it did, said
+        self.not_read_directly: str | None = None  # why the direct read could not be made (the 0.9.1 read went on)
+        self.remembered = False  # the memo took this read's stop (so the next auto read goes straight over 1.0)
         self.second: QueueReader | None = None   # the read shown: made, and it got further than the first
         self.shorter: QueueReader | None = None  # a second read that stopped no further than the first (not shown)
         self._open = over_amqp10
@@ -126,9 +129,10 @@ class PastPoison:
         head = next(first, None)  # the whole first read is made by now
         self.at = self.first.undeliverable
         if self.at is not None and self.recall is not None:
-            self.recall.remember(self.at)
-        if self._made is not None and self.at is None:
+            self.remembered = self.recall.remember(self.at)
+        if self._made is not None and self.at is None:  # no second read due: the direct read's end is said (tell)
             self._made[3].close()
+            self.made_unshown = self._made[0]
         if self.at is not None:
             second = self._read_on(self.at)
             if second is not None:
@@ -172,10 +176,13 @@ class PastPoison:
             batches = reader.batches()
             head = next(batches, None)  # the whole read is made (and given back) by now
         except DlxtoolError as exc:
-            self.not_read_on = f"it could not be read over AMQP 1.0 first: {exc.message}"
+            self.not_read_directly = exc.message
             return None
         found = reader.poison_091
         if found is None and reader.undeliverable is not None:
+            # A decimal header ended it before such a message: going straight over 1.0 costs here too, so the memo
+            # is let go of (the 0.9.1 read that follows takes it again where it stops at such a message)
+            self.recall.forget()
             self._made = (reader, notes, head, batches)
             return None
         if found is None and reader.reached_end and reader.stopped_early is None:
@@ -184,7 +191,7 @@ class PastPoison:
             self.gone = True
             return None
         if found is not None:
-            self.recall.remember(found)
+            self.remembered = self.recall.remember(found)
         reader.notes.extend(notes)
         self.second, self.at, self.direct = reader, found, True
         return _chained(head, batches)
@@ -200,6 +207,12 @@ class PastPoison:
         """The first read's notes; its stop at the message as a warning where the second read is shown (and that
         read's outcome), else the first read's end (exit 5) with why the second is not shown."""
         second = self.second
+        if self.not_read_directly is not None and self.sighting is not None:
+            report.warn(f"{remembered_words(self.sighting, self.facts.name)}, but the queue could not be read over "
+                        f"AMQP 1.0 first ({self.not_read_directly}): it was read over AMQP 0.9.1 as always, which "
+                        "costs an attempt of each message held where it reaches that message")
+        if self.made_unshown is not None:  # it ended at a decimal header; the 0.9.1 read went further and is shown
+            self._say_outcome(self.made_unshown, report)
         if second is None:
             if self.gone and self.sighting is not None:
                 report.info(f"the message AMQP 0.9.1 cannot be given that a read from this machine found in "
@@ -218,8 +231,8 @@ class PastPoison:
         cost = (f"; the broker's close of that read counted a delivery attempt of it and of the {at} message(s) held "
                 f"before it (RabbitMQ {facts.version}, a quorum queue), and every run over 0.9.1 spends another"
                 + ("; this machine remembers it, so the next --protocol auto read of "
-                   "the queue from here goes straight over AMQP 1.0, spending none: from elsewhere, read it with "
-                   "--protocol 1.0" if self.recall is not None else ": read this queue with --protocol 1.0")
+                   "the queue from here goes straight over AMQP 1.0: from elsewhere, read it with --protocol 1.0"
+                   if self.remembered else ": read this queue with --protocol 1.0")
                 if counted else
                 "; the messages held went back in place with the connection (no attempt spent)")
         report.warn(f"the message at position {at} of {facts.name!r} cannot be delivered over AMQP 0.9.1 "
@@ -255,8 +268,10 @@ class PastPoison:
                 f"message held before it on this quorum queue (RabbitMQ {facts.version})" if counted else
                 "a 0.9.1 read stops at such a message")
         headers = f"up to position {self.at}" if self.at is not None else "of what it reaches"
+        spent = ("no delivery attempt spent" if second.undeliverable is None else
+                 "none spent by that (what the 1.0 read's own end cost is said below)")
         report.warn(f"{where}: so the queue was read over AMQP 1.0 from the head (--protocol auto) and no 0.9.1 read "
-                    f"was made, no delivery attempt spent ({cost}). RabbitMQ gives AMQP 1.0 readers no table or array "
+                    f"was made, {spent} ({cost}). RabbitMQ gives AMQP 1.0 readers no table or array "
                     f"header of a message published over 0.9.1: --protocol 0-9-1 shows those, {headers}, at that "
                     "cost")
         if second.undeliverable is None:
@@ -272,7 +287,7 @@ class PastPoison:
     def _first_stands(self, report: Reporter) -> None:
         """The first read is shown: its end (exit 5), with why the second read is not; where the second stopped no
         further, what that read did (and cost) and a way past both stops instead of the advice to read over 1.0."""
-        if self.not_read_on is not None:
+        if self.not_read_on is not None and self.at is not None:
             report.warn(f"the read over AMQP 0.9.1 stopped at position {self.at}; {self.not_read_on}")
         shorter = self.shorter
         if shorter is None:

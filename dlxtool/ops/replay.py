@@ -242,11 +242,16 @@ class Replay:
         the read over 0.9.1 stops at a message RabbitMQ cannot convert for it, read the plan over 1.0 instead."""
         recall = self._recall() if auto and over == "0-9-1" else None
         forced = self._over_amqp10_remembered(recall) if recall is not None else None
+        by_memo = forced is not None
         if forced is not None:
             over = "1.0"
         try:
             out = plan_for(self.session, self.settings, self.report, read)
         except UndeliverableError as stopped:
+            if by_memo:  # over 1.0 (the memo): a decimal header ended it, which costs there too
+                assert recall is not None
+                recall.forget()  # the next plan reads over 0.9.1 first again, as without the memo
+                raise
             if recall is not None:
                 recall.remember(stopped.position)
             forced = self._over_amqp10_instead(stopped) if auto and over == "0-9-1" else None
@@ -255,6 +260,9 @@ class Replay:
             over = "1.0"
             out = plan_for(self.session, self.settings, self.report, read)
         if not out.moving_positions or not judge_conversion:
+            if by_memo and not out.moving_positions:
+                # nothing here to judge the choice of 1.0 by: the run is not moved over 1.0 unjudged
+                self.session.protocol = "0-9-1"
             out.records_read = []
             return out
         from dlxtool.ops.peek import ReadOptions

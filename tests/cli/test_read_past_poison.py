@@ -333,3 +333,86 @@ def test_a_selective_purge_of_a_remembered_poison_dlq_goes_over_10(v4, qname, ru
 def _ids_now(broker, dlq: str) -> list[str]:
     n = broker.queue_depth(dlq)
     return [(m.properties or {})["message_id"].value for m in read_head(broker, dlq, n)]
+
+
+def _seed_memo(broker, env, queue: str, position: int) -> None:
+    """The memo as an earlier auto read from this machine leaves it (that read's cost is the tests' above)."""
+    from dlxtool.poison_memo import PoisonMemo, memo_key, memo_path
+
+    assert PoisonMemo(memo_path(env)).remember(memo_key([(broker.host, broker.amqp_port)], broker.vhost, queue),
+                                               position, str(broker.version))
+
+
+def _memo_holds(broker, env, queue: str) -> bool:
+    from dlxtool.poison_memo import PoisonMemo, memo_key, memo_path
+
+    return PoisonMemo(memo_path(env)).seen(memo_key([(broker.host, broker.amqp_port)], broker.vhost, queue)) \
+        is not None
+
+
+def _quorum_with(broker, qname: str, messages: list[tuple[str, dict]]) -> str:
+    import pika
+
+    dlq = f"{qname}.dlq"
+    with broker.channel() as ch:
+        ch.queue_declare(dlq, durable=True, arguments={"x-queue-type": "quorum"})
+    for message_id, headers in messages:
+        broker.publish(dlq, [message_id.encode()], properties=pika.BasicProperties(message_id=message_id,
+                                                                                   headers=headers))
+    assert broker.wait_depth(dlq, len(messages)) == len(messages)
+    return dlq
+
+
+def test_a_stale_memo_does_not_let_a_move_over_10_go_unjudged(v4, qname, run, cli_env) -> None:
+    """The check of a move over AMQP 1.0 reads the head over 0.9.1 for the table headers a 1.0 reader never gets; with
+    this machine's memo naming the queue, that read goes no further than the plan's 1.0 read looked (no such message
+    there), and is still made: a 0.9.1 message with a table header is named and the move refused, as without the
+    memo (review: the memo had turned that read into 'not judged', and the run went ahead, the header lost)."""
+    if not (versions.quorum_give_back_counts(v4.version, "lost") and versions.amqp10_peek_give_back(v4.version)):
+        pytest.skip(f"RabbitMQ {v4.version}: the close of a 0.9.1 read costs nothing, or a 1.0 read does")
+    dlq = _quorum_with(v4, qname, [("tabled", {"trace": {"id": 7}})])
+    with v4.channel() as ch:
+        ch.queue_declare(f"{qname}.back", durable=True)
+    _seed_memo(v4, cli_env, dlq, 3)
+    planned = run("--url", v4.url, "replay", dlq, "--to", f"{qname}.back", "--protocol", "1.0", "--dry-run",
+                  "--format", "json")
+    assert planned.exit_code == 0, planned.stderr
+    losses = json.loads(planned.stdout)["plan"]["conversion_losses"]
+    assert losses["refused"] and [k["kind"] for k in losses["kinds"]] == ["table-header"], losses
+    assert v4.wait_depth(dlq, 1) == 1
+
+
+def test_a_stale_memo_over_a_decimal_header_is_let_go_of(v4, qname, run, cli_env) -> None:
+    """The memo names the queue, but what the direct read over 1.0 meets first is a 0.9.1 message with a decimal
+    header, which ends a 1.0 read (4.3: at an attempt's cost of what it held). That read's end is said, the memo is let
+    go of (going straight over 1.0 costs here too), the 0.9.1 read is shown — and the next auto read makes no 1.0
+    read at all."""
+    from decimal import Decimal
+
+    if not (versions.quorum_give_back_counts(v4.version, "lost") and versions.amqp10_peek_give_back(v4.version)
+            and versions.decimal_poison_amqp10(v4.version)):
+        pytest.skip(f"RabbitMQ {v4.version}: not the costs this is about")
+    dlq = _quorum_with(v4, qname, [("plain", {}), ("decimal", {"price": Decimal("12.345")})])
+    _seed_memo(v4, cli_env, dlq, 5)
+    peeked = run("--url", v4.url, "peek", dlq, "--format", "json")
+    assert peeked.exit_code == 0, peeked.stderr
+    assert _ids(json.loads(peeked.stdout)) == ["plain", "decimal"]
+    assert "the read over AMQP 1.0: " in peeked.stderr and "from_091" in peeked.stderr, peeked.stderr
+    assert not _memo_holds(v4, cli_env, dlq)
+    again = run("--url", v4.url, "peek", dlq, "--format", "json")
+    assert again.exit_code == 0 and "AMQP 1.0" not in again.stderr, again.stderr
+
+
+def test_a_selective_purge_by_header_is_not_moved_to_10(v4, qname, run, cli_env) -> None:
+    """A selection that reads headers would see a 0.9.1 message without its table and array headers over AMQP 1.0
+    (--not-header on one would select it): the memo does not move such a purge to 1.0 (review)."""
+    if not (versions.quorum_give_back_counts(v4.version, "lost") and versions.amqp10_peek_give_back(v4.version)):
+        pytest.skip(f"RabbitMQ {v4.version}: the close of a 0.9.1 read costs nothing, or a 1.0 read does")
+    dlq = _quorum_with(v4, qname, [("tagged", {"tags": ["a", "b"]}), ("plain", {})])
+    _seed_memo(v4, cli_env, dlq, 5)
+    by_id = run("--url", v4.url, "purge", dlq, "--message-id", "plain", "--dry-run")
+    assert by_id.exit_code == 0 and "purging over AMQP 1.0" in by_id.stderr, by_id.stderr
+    by_header = run("--url", v4.url, "purge", dlq, "--not-header", "tags~a", "--dry-run")
+    assert by_header.exit_code == 0, by_header.stderr
+    assert "purging over AMQP 1.0" not in by_header.stderr, by_header.stderr
+    assert v4.wait_depth(dlq, 2) == 2
