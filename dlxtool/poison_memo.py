@@ -31,6 +31,10 @@ import orjson
 from dlxtool.journal import journal_path, owner_only
 
 MAX_ENTRIES = 1000  # queues remembered at most: the oldest sightings are let go of past this
+# A sighting older than this is let go of: a queue deeper than a read's bounds is never read whole, so without an age
+# a memo whose message has gone would keep its reads over 1.0 (and its moves refused) for good; the cost of an older
+# sighting being wrong is one attempt of the messages before it, once per this long per machine
+MAX_AGE_S = 12 * 3600
 
 
 @dataclass(frozen=True)
@@ -65,9 +69,11 @@ class PoisonMemo:
         if not isinstance(entry, dict):
             return None
         try:
-            return Sighting(int(entry["position"]), str(entry["at"]), str(entry["version"]))
+            seen = Sighting(int(entry["position"]), str(entry["at"]), str(entry["version"]))
+            age = (datetime.now(UTC) - datetime.fromisoformat(seen.at)).total_seconds()
         except (KeyError, TypeError, ValueError):
             return None
+        return seen if 0 <= age <= MAX_AGE_S else None
 
     def remember(self, key: str, position: int, version: str) -> bool:
         """Whether it is remembered now (the file could be written)."""

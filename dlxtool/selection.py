@@ -226,6 +226,19 @@ class Selection:
         """Whether matching needs the conventions' reading of a message (origin, error texts)."""
         return bool(self.origins or self.errors) or (self.exclude is not None and self.exclude.explains)
 
+    @property
+    def sees_headers(self) -> bool:
+        """Whether matching reads what an AMQP 1.0 reader does not get of a message published over 0.9.1 (its table
+        and array headers: --header, error texts and origins read from headers) or names messages by a fingerprint
+        of their 0.9.1 view: over 1.0 it could select other messages than over 0.9.1."""
+        from dlxtool.message_ids import FINGERPRINT_PREFIX
+
+        if self.headers or self.errors or self.origins:
+            return True
+        if any(name.startswith(FINGERPRINT_PREFIX) for name in self.message_ids):
+            return True
+        return self.exclude is not None and self.exclude.sees_headers
+
     def with_lens(self, lens: Lens) -> Selection:
         return replace(self, lens=lens, exclude=self.exclude.with_lens(lens) if self.exclude is not None else None)
 

@@ -45,11 +45,28 @@ def test_a_memo_in_a_place_that_cannot_be_written_stops_nothing(tmp_path: Path) 
     assert memo.seen("k") is None
 
 
+def _ago(hours: float) -> str:
+    from datetime import UTC, datetime, timedelta
+
+    return (datetime.now(UTC) - timedelta(hours=hours)).isoformat(timespec="seconds")
+
+
 def test_the_oldest_sightings_go_past_the_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(poison_memo, "MAX_ENTRIES", 2)
     path = tmp_path / "poison-091.json"
-    path.write_bytes(b'{"old": {"position": 0, "at": "2026-01-01T00:00:00+00:00", "version": "4.3.6"},'
-                     b' "mid": {"position": 0, "at": "2026-06-01T00:00:00+00:00", "version": "4.3.6"}}')
+    path.write_text(f'{{"old": {{"position": 0, "at": "{_ago(3)}", "version": "4.3.6"}},'
+                    f' "mid": {{"position": 0, "at": "{_ago(2)}", "version": "4.3.6"}}}}')
     memo = PoisonMemo(path)
     memo.remember("new", 3, "4.3.6")
     assert memo.seen("old") is None and memo.seen("mid") is not None and memo.seen("new") is not None
+
+
+def test_a_sighting_older_than_its_age_is_let_go_of(tmp_path: Path) -> None:
+    """A queue deeper than a read's bounds is never read whole: without an age a memo whose message has gone would
+    keep its reads over 1.0 for good."""
+    path = tmp_path / "poison-091.json"
+    hours = poison_memo.MAX_AGE_S / 3600
+    path.write_text(f'{{"stale": {{"position": 0, "at": "{_ago(hours + 1)}", "version": "4.3.6"}},'
+                    f' "fresh": {{"position": 0, "at": "{_ago(hours - 1)}", "version": "4.3.6"}}}}')
+    memo = PoisonMemo(path)
+    assert memo.seen("stale") is None and memo.seen("fresh") is not None

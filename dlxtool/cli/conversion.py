@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from dlxtool.cli.reading import make_read_options
+from dlxtool.errors import RefusedError
 from dlxtool.ops.conversion_check import CONVERSION_FLAG, check_conversion
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ def check_taking(app: App, purging: Purge, session: Session, read: dict[str, Any
     settings = purging.settings
     if not (settings.move_to or settings.backup):
         if auto:
-            _around_a_remembered_poison(app, purging, session)
+            _around_a_remembered_poison(app, purging, session, dry_run=dry_run)
         return
     if not check_wanted(accept_conversion_loss, plan=dry_run, auto=auto):
         return
@@ -142,44 +143,43 @@ def check_taking(app: App, purging: Purge, session: Session, read: dict[str, Any
     say_conversion(app, check, dry_run=dry_run, what=what)
 
 
-def _around_a_remembered_poison(app: App, purging: Purge, session: Session) -> None:
+def _around_a_remembered_poison(app: App, purging: Purge, session: Session, *, dry_run: bool) -> None:
     """A purge that only deletes converts nothing, so auto keeps 0.9.1 — except where a read from this machine met a
     message RabbitMQ cannot give to 0.9.1 in this queue and a 0.9.1 run's stop there costs attempts (4.3, a quorum
     queue: dlxtool.ops.peek_past_poison.recall_for): over 1.0, where that path can take the queue, the run deletes
-    what is selected and gives the rest back in place without that cost."""
+    what is selected and gives the rest back in place without that cost. A selection that reads headers is refused
+    there instead (exit 6; a dry run says it would be): over 1.0 a 0.9.1 message has no table headers to select by,
+    and over 0.9.1 the run would spend the attempts."""
     from dlxtool.broker import versions
     from dlxtool.ops.peek_past_poison import recall_for, remembered_words
     from dlxtool.ops.protocol_choice import amqp10_blocker
     from dlxtool.ops.session import MoveSession
 
     info, queue = purging.out.state.info, purging.settings.queue
-    if session.profile is None or purging.protocol != "0-9-1" or _sees_headers(purging.settings.selection):
+    if session.profile is None or purging.protocol != "0-9-1":
         return
     quorum = info is None or info.type in ("quorum", "unknown")
     recall = recall_for(session.profile, session.vhost, queue, quorum=quorum,
                         version=versions.server_version(session.conn))
     sighting = recall.seen() if recall is not None else None
-    chooser = MoveSession(session, protocol="1.0")
-    if sighting is None or amqp10_blocker(chooser, queue, info) is not None:
+    if sighting is None:
+        return
+    why = (f"{remembered_words(sighting, queue)}, and a run over AMQP 0.9.1 would stop there at the cost of a "
+           "delivery attempt of it and of every message before it")
+    if purging.settings.selection.sees_headers:
+        refusal = (f"{why}; the selection reads headers, which AMQP 1.0 does not carry of a message published over "
+                   "0.9.1, so the purge is not run over 1.0 either")
+        hint = ("--protocol 0-9-1 runs it over 0.9.1 at that cost; or select by what 1.0 carries (--message-id, "
+                "--routing-key, --body-contains …)")
+        if dry_run:
+            app.warn(f"the purge would be refused (exit 6): {refusal} ({hint})")
+            return
+        raise RefusedError(f"purge refused: {refusal}; nothing was changed", hint=hint)
+    if amqp10_blocker(MoveSession(session, protocol="1.0"), queue, info) is not None:
         return
     purging.protocol = "1.0"
-    app.info(f"purging over AMQP 1.0 (--protocol auto): {remembered_words(sighting, queue)}, and a run over AMQP "
-             "0.9.1 would stop there at the cost of a delivery attempt of it and of every message before it; over "
-             "1.0 the selected messages are deleted and the others given back in place, untouched")
-
-
-def _sees_headers(selection: Selection) -> bool:
-    """Whether the selection reads what an AMQP 1.0 reader does not get of a message published over 0.9.1 (its table
-    and array headers: --header, error texts and origins read from headers) or names messages by a fingerprint made
-    from their 0.9.1 view: over 1.0 it could select other messages than the user meant."""
-    from dlxtool.message_ids import FINGERPRINT_PREFIX
-
-    if selection.headers or selection.errors or selection.origins:
-        return True
-    if any(name.startswith(FINGERPRINT_PREFIX) for name in selection.message_ids):
-        return True
-    return selection.exclude is not None and _sees_headers(selection.exclude)
-
+    app.info(f"purging over AMQP 1.0 (--protocol auto): {why}; over 1.0 the selected messages are deleted and the "
+             "others given back in place, untouched")
 
 def _up_to(selection: Selection) -> Callable[[MessageRecord], bool]:
     """Whether the run would take a message of the head read in order: it matches, and the selection's --limit (-n)

@@ -21,6 +21,7 @@ from dlxtool.cli.options import (
     yes_option,
 )
 from dlxtool.cli.reading import (
+    AUTO,
     auto_protocol,
     finish_read,
     make_read_options,
@@ -177,9 +178,12 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
             app.info("a plain purge reads no message (one queue.purge): --protocol changes nothing")
         over = "0-9-1"
     profile = app.profile()
-    # the reads of a dry run and a preview read as peek does: under auto, past a message 0.9.1 cannot be given
+    # the reads of a dry run and a preview read as peek does: under auto, past a message 0.9.1 cannot be given —
+    # unless the selection reads headers, which a read over 1.0 does not get of a 0.9.1 message (the preview selects
+    # from what the read shows)
     safety: dict[str, Any] = dict(max_unacked=max_unacked, allow_reorder=allow_reorder,
-                                  spend_attempts=spend_attempts, protocol=None if auto else over, past_poison=auto)
+                                  spend_attempts=spend_attempts, protocol=AUTO if auto else over,
+                                  past_poison=auto and not selection.sees_headers)
     from dlxtool.cli.moving import run_moving
 
     with summary_before_ctrl_c() as ctrl_c, app.connection(profile) as conn:

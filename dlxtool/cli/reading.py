@@ -153,6 +153,7 @@ def make_read_options(app: App, count: int | None, *, max_unacked: int | None, a
         select_decodes=selects and selection is not None and selection.needs_type,
         protocol=auto_protocol(app, protocol) or "0-9-1",
         past_poison=past_poison and auto_protocol(app, protocol) is None,
+        select_sees_headers=selects and selection is not None and selection.sees_headers,
     )
 
 
@@ -241,7 +242,8 @@ def _past_poison(app: App, profile: BrokerProfile, first: QueueReader, opened: l
         return read_on_over_amqp10(first, connect)
 
     facts = first.facts
-    recall = recall_for(profile, facts.vhost, facts.name, quorum=facts.reads_as_quorum, version=facts.version)
+    recall = None if first.opts.select_sees_headers else recall_for(
+        profile, facts.vhost, facts.name, quorum=facts.reads_as_quorum, version=facts.version)
     return PastPoison(first, read_on, recall)
 
 

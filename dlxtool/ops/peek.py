@@ -162,6 +162,9 @@ class ReadOptions:
     # --protocol auto (peek, history, dump): a 0.9.1 read that stops at a message 0.9.1 cannot be given goes on over
     # AMQP 1.0 from there (dlxtool.ops.peek_past_poison)
     past_poison: bool = False
+    # the selection reads headers (dlxtool.selection.Selection.sees_headers): a read past such a message does not go
+    # straight over 1.0 by this machine's memo (its 0.9.1 messages would lack their table headers there)
+    select_sees_headers: bool = False
 
 
 class Reader(Protocol):

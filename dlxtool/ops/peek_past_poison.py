@@ -67,7 +67,8 @@ def remembered_words(sighting: Sighting, queue: str) -> str:
     """The memo's sighting, said: where and when a read from this machine met such a message."""
     return (f"a read from this machine found a message AMQP 0.9.1 cannot be given (an AMQP 1.0 message whose "
             f"application properties hold a char or a uuid) at position {sighting.position} of {queue!r} on "
-            f"{sighting.at}")
+            f"{sighting.at} (remembered for 12 hours in $XDG_STATE_HOME/dlxtool/poison-091.json, "
+            "~/.local/state/dlxtool/ by default: delete it to forget)")
 
 
 class PastPoison:

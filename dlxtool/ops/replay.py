@@ -260,9 +260,14 @@ class Replay:
             over = "1.0"
             out = plan_for(self.session, self.settings, self.report, read)
         if not out.moving_positions or not judge_conversion:
-            if by_memo and not out.moving_positions:
-                # nothing here to judge the choice of 1.0 by: the run is not moved over 1.0 unjudged
+            if by_memo and not out.moving_positions and out.sampled:
+                # nothing read here to judge the choice of 1.0 by, and the run goes past what was read: not moved
+                # over 1.0 unjudged (over 0.9.1 it stops at that message, at its cost: said)
                 self.session.protocol = "0-9-1"
+                self.report.warn("the plan read over AMQP 1.0 holds nothing to replay, and the queue holds more: the "
+                                 "run goes over AMQP 0.9.1 (--protocol auto), where it stops at the message this "
+                                 "machine remembers at a delivery attempt's cost of it and those before it "
+                                 "(--protocol 1.0 moves over 1.0 instead, unjudged)")
             out.records_read = []
             return out
         from dlxtool.ops.peek import ReadOptions
@@ -310,7 +315,16 @@ class Replay:
         from dlxtool.ops.protocol_choice import amqp10_blocker
 
         sighting = recall.seen()
-        if sighting is None or amqp10_blocker(self.session, self.settings.source, self.info) is not None:
+        if sighting is None:
+            return None
+        if self.settings.selection.sees_headers:  # over 1.0 a 0.9.1 message has no table headers to select by
+            raise RefusedError(
+                f"{remembered_words(sighting, self.settings.source)}: a read over AMQP 0.9.1 would spend a delivery "
+                "attempt of it and of every message before it again, and over AMQP 1.0 the selection (it reads "
+                "headers) would not see the table headers of messages published over 0.9.1; nothing was changed",
+                hint="--protocol 0-9-1 reads and replays over 0.9.1 at that cost; --protocol 1.0 over 1.0, selecting "
+                     "without those headers; or select by what 1.0 carries (--message-id, --routing-key …)")
+        if amqp10_blocker(self.session, self.settings.source, self.info) is not None:
             return None
         self.session.protocol = "1.0"
         why = (f"{remembered_words(sighting, self.settings.source)}; a read over AMQP 0.9.1 would spend a delivery "
