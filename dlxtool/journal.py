@@ -26,14 +26,14 @@ import orjson
 
 from dlxtool import secrets
 from dlxtool.message_ids import MessageIds
+from dlxtool.state import owner_only, state_dir
 
 MAX_BYTES = 10 * 1024 * 1024  # rotated past this
 KEEP = 3                       # journal.jsonl.1 … .3
 
 
 def journal_path(env: Mapping[str, str]) -> Path:
-    base = env.get("XDG_STATE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".local" / "state")
-    return Path(base) / "dlxtool" / "journal.jsonl"
+    return state_dir(env) / "journal.jsonl"
 
 
 def os_user() -> str:
@@ -101,11 +101,6 @@ class Journal:
             newer = self.path.with_name(f"{self.path.name}.{n - 1}") if n > 1 else self.path
             with contextlib.suppress(FileNotFoundError):
                 newer.replace(older)
-
-
-def owner_only(path: str, flags: int) -> int:
-    """An opener: a file created readable and writable by its owner only (0600)."""
-    return os.open(path, flags, 0o600)
 
 
 def _now() -> str:

@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from dlxtool.journal import journal_path, owner_only
+from dlxtool.state import owner_only, state_dir
 
 MAX_ENTRIES = 1000  # queues remembered at most: the oldest sightings are let go of past this
 # A sighting older than this is let go of: a queue deeper than a read's bounds is never read whole, so without an age
@@ -48,7 +48,7 @@ class Sighting:
 
 
 def memo_path(env: Mapping[str, str]) -> Path:
-    return journal_path(env).with_name("poison-091.json")
+    return state_dir(env) / "poison-091.json"
 
 
 def memo_key(nodes: Sequence[tuple[str, int]], vhost: str, queue: str) -> str:

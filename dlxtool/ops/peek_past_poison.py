@@ -53,12 +53,13 @@ def recall_for(profile: BrokerProfile, vhost: str, queue: str, *, quorum: bool,
     be told: `quorum`) on 4.3. None elsewhere: there the 0.9.1 read costs nothing and shows every header, so it goes
     first as always."""
     from dlxtool.broker import versions
-    from dlxtool.poison_memo import PoisonMemo, QueueMemo, memo_key, memo_path
 
     if not (quorum and version is not None and versions.char_uuid_poison_091(version)
             and versions.quorum_give_back_counts(version, "lost")
             and versions.amqp10_peek_give_back(version) is not None):
         return None
+    from dlxtool.poison_memo import PoisonMemo, QueueMemo, memo_key, memo_path
+
     key = memo_key([(node.host, node.port) for node in profile.nodes], vhost, queue)
     return QueueMemo(PoisonMemo(memo_path(profile.env)), key, str(version))
 
