@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from dlxtool.ops.conversion_check import ConversionCheck
     from dlxtool.ops.purge import Purge
     from dlxtool.ops.session import Session
+    from dlxtool.poison_memo import Sighting
     from dlxtool.record import MessageRecord
     from dlxtool.selection import Selection
 
@@ -117,7 +118,7 @@ def check_taking(app: App, purging: Purge, session: Session, read: dict[str, Any
     settings = purging.settings
     if not (settings.move_to or settings.backup):
         if auto:
-            _around_a_remembered_poison(app, purging, session, dry_run=dry_run)
+            _around_a_remembered_poison(app, purging, session)
         return
     if not check_wanted(accept_conversion_loss, plan=dry_run, auto=auto):
         return
@@ -143,43 +144,63 @@ def check_taking(app: App, purging: Purge, session: Session, read: dict[str, Any
     say_conversion(app, check, dry_run=dry_run, what=what)
 
 
-def _around_a_remembered_poison(app: App, purging: Purge, session: Session, *, dry_run: bool) -> None:
-    """A purge that only deletes converts nothing, so auto keeps 0.9.1 — except where a read from this machine met a
-    message RabbitMQ cannot give to 0.9.1 in this queue and a 0.9.1 run's stop there costs attempts (4.3, a quorum
-    queue: dlxtool.ops.peek_past_poison.recall_for): over 1.0, where that path can take the queue, the run deletes
-    what is selected and gives the rest back in place without that cost. A selection that reads headers is refused
-    there instead (exit 6; a dry run says it would be): over 1.0 a 0.9.1 message has no table headers to select by,
-    and over 0.9.1 the run would spend the attempts."""
+def remembered_poison(purging: Purge, session: Session) -> tuple[Sighting, str] | None:
+    """Where a read from this machine met a message RabbitMQ cannot give to 0.9.1 in the purge's queue and a 0.9.1
+    read's stop there costs attempts (4.3, a quorum queue: dlxtool.ops.peek_past_poison.recall_for): the sighting and
+    what a run over 0.9.1 would cost, in words; else None."""
     from dlxtool.broker import versions
     from dlxtool.ops.peek_past_poison import recall_for, remembered_words
-    from dlxtool.ops.protocol_choice import amqp10_blocker
-    from dlxtool.ops.session import MoveSession
 
     info, queue = purging.out.state.info, purging.settings.queue
-    if session.profile is None or purging.protocol != "0-9-1":
-        return
+    if session.profile is None:
+        return None
     quorum = info is None or info.type in ("quorum", "unknown")
     recall = recall_for(session.profile, session.vhost, queue, quorum=quorum,
                         version=versions.server_version(session.conn))
     sighting = recall.seen() if recall is not None else None
     if sighting is None:
+        return None
+    return sighting, (f"{remembered_words(sighting, queue)}, and a read over AMQP 0.9.1 would stop there at the cost "
+                      "of a delivery attempt of it and of every message before it")
+
+
+def refuse_header_selection(app: App, purging: Purge, session: Session, *, dry_run: bool) -> bool:
+    """--protocol auto, a selection that reads headers, a queue this machine remembers such a message in: neither
+    protocol reads it for free and whole (over 1.0 a 0.9.1 message has no table headers to select by; over 0.9.1 the
+    read pays the attempts), so nothing is read. A run is refused (exit 6, nothing changed); a dry run says it would
+    be and returns True (it shows no messages)."""
+    if not purging.settings.selection.sees_headers:
+        return False
+    remembered = remembered_poison(purging, session)
+    if remembered is None:
+        return False
+    refusal = (f"{remembered[1]}; the selection reads headers, which AMQP 1.0 does not carry of a message published "
+               "over 0.9.1, so it is not read over 1.0 either")
+    hint = ("--protocol 0-9-1 reads and runs over 0.9.1 at that cost; or select by what 1.0 carries (--message-id, "
+            "--routing-key, --body-contains …)")
+    if not dry_run:
+        raise RefusedError(f"purge refused: {refusal}; nothing was read, nothing was changed", hint=hint)
+    app.warn(f"no message was read, and the purge would be refused (exit 6): {refusal} ({hint})")
+    return True
+
+
+def _around_a_remembered_poison(app: App, purging: Purge, session: Session) -> None:
+    """A purge that only deletes converts nothing, so auto keeps 0.9.1 — except where this machine remembers a
+    message RabbitMQ cannot give to 0.9.1 in the queue (remembered_poison): over 1.0, where that path can take the
+    queue, the run deletes what is selected and gives the rest back in place without that cost. (A selection that
+    reads headers is refused before this: refuse_header_selection.)"""
+    from dlxtool.ops.protocol_choice import amqp10_blocker
+    from dlxtool.ops.session import MoveSession
+
+    if purging.protocol != "0-9-1" or purging.settings.selection.sees_headers:
         return
-    why = (f"{remembered_words(sighting, queue)}, and a run over AMQP 0.9.1 would stop there at the cost of a "
-           "delivery attempt of it and of every message before it")
-    if purging.settings.selection.sees_headers:
-        refusal = (f"{why}; the selection reads headers, which AMQP 1.0 does not carry of a message published over "
-                   "0.9.1, so the purge is not run over 1.0 either")
-        hint = ("--protocol 0-9-1 runs it over 0.9.1 at that cost; or select by what 1.0 carries (--message-id, "
-                "--routing-key, --body-contains …)")
-        if dry_run:
-            app.warn(f"the purge would be refused (exit 6): {refusal} ({hint})")
-            return
-        raise RefusedError(f"purge refused: {refusal}; nothing was changed", hint=hint)
-    if amqp10_blocker(MoveSession(session, protocol="1.0"), queue, info) is not None:
+    remembered = remembered_poison(purging, session)
+    info, queue = purging.out.state.info, purging.settings.queue
+    if remembered is None or amqp10_blocker(MoveSession(session, protocol="1.0"), queue, info) is not None:
         return
     purging.protocol = "1.0"
-    app.info(f"purging over AMQP 1.0 (--protocol auto): {why}; over 1.0 the selected messages are deleted and the "
-             "others given back in place, untouched")
+    app.info(f"purging over AMQP 1.0 (--protocol auto): {remembered[1]}; over 1.0 the selected messages are deleted "
+             "and the others given back in place, untouched")
 
 def _up_to(selection: Selection) -> Callable[[MessageRecord], bool]:
     """Whether the run would take a message of the head read in order: it matches, and the selection's --limit (-n)

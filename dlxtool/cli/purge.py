@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dlxtool.cli.app import App
-from dlxtool.cli.conversion import backup_conversion_option, check_taking
+from dlxtool.cli.conversion import backup_conversion_option, check_taking, refuse_header_selection
 from dlxtool.cli.options import (
     SELECTION_HELP,
     common_options,
@@ -189,14 +189,16 @@ def purge(app: App, queue: str, backup: str | None, move_to: str | None, allow_d
     with summary_before_ctrl_c() as ctrl_c, app.connection(profile) as conn:
         session = app.session(profile, conn)
         purging = Purge(session, settings, app, dry_run=dry_run, protocol=over)
+        # auto, a selection that reads headers, a queue this machine remembers a poison message in: nothing is read
+        unread = auto and refuse_header_selection(app, purging, session, dry_run=dry_run)
         if dry_run:
-            n = purging.peek_count(max_unacked or app.config().dump_unacked_limit)
+            n = 0 if unread else purging.peek_count(max_unacked or app.config().dump_unacked_limit)
             if n:  # filters decide message by message: look at the first ones, with peek's safety rules
                 with _peeked(app, queue, n, safety) as records:
                     report = purging.plan(records)
             else:
                 report = purging.plan()
-            if report.state.ready:
+            if report.state.ready and not unread:
                 check_taking(app, purging, session, safety, accept_conversion_loss, dry_run=True, what="purge",
                              auto=auto)
             _render(app, report, selection)

@@ -405,9 +405,9 @@ def test_a_stale_memo_over_a_decimal_header_is_let_go_of(v4, qname, run, cli_env
 
 def test_a_selective_purge_by_header_is_not_moved_to_10(v4, qname, run, cli_env) -> None:
     """A selection that reads headers would see a 0.9.1 message without its table and array headers over AMQP 1.0
-    (--not-header on one would select it): the memo does not move such a purge to 1.0, nor its dry run's read; and as
-    a run over 0.9.1 would stop at the remembered message at an attempt's cost, it is refused (exit 6, nothing
-    changed), --protocol 0-9-1 named as the way to run it anyway (review)."""
+    (--not-header on one would select it): the memo does not move such a purge to 1.0; and as a read over 0.9.1 would
+    stop at the remembered message at an attempt's cost, nothing is read: the run is refused (exit 6, nothing changed)
+    and its dry run says it would be, --protocol 0-9-1 named as the way to run it anyway (review)."""
     if not (versions.quorum_give_back_counts(v4.version, "lost") and versions.amqp10_peek_give_back(v4.version)):
         pytest.skip(f"RabbitMQ {v4.version}: the close of a 0.9.1 read costs nothing, or a 1.0 read does")
     dlq = _quorum_with(v4, qname, [("tagged", {"tags": ["a", "b"]}), ("plain", {})])
@@ -416,8 +416,10 @@ def test_a_selective_purge_by_header_is_not_moved_to_10(v4, qname, run, cli_env)
     assert by_id.exit_code == 0 and "purging over AMQP 1.0" in by_id.stderr, by_id.stderr
     by_header = run("--url", v4.url, "purge", dlq, "--not-header", "tags~a", "--dry-run", "--format", "json")
     assert by_header.exit_code == 0, by_header.stderr
-    assert json.loads(by_header.stdout)["would_remove"] == 1, by_header.stdout  # read over 0.9.1: `tagged` kept
-    assert "purging over AMQP 1.0" not in by_header.stderr and "would be refused (exit 6)" in by_header.stderr
+    # neither protocol reads it for free and whole: the dry run reads no message (a read over 0.9.1 would pay)
+    assert "no message was read, and the purge would be refused (exit 6)" in by_header.stderr, by_header.stderr
+    assert "purging over AMQP 1.0" not in by_header.stderr and "holding up to" not in by_header.stderr
+    assert json.loads(by_header.stdout)["queue"] == dlq
     refused = run("--url", v4.url, "purge", dlq, "--not-header", "tags~a", "--yes")
     assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
     assert "--protocol 0-9-1" in refused.stderr and "nothing was changed" in refused.stderr
