@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from dlxtool.ops.conversion_check import ConversionCheck
     from dlxtool.ops.purge import Purge
     from dlxtool.ops.session import Session
-    from dlxtool.poison_memo import Sighting
     from dlxtool.record import MessageRecord
     from dlxtool.selection import Selection
 
@@ -144,24 +143,21 @@ def check_taking(app: App, purging: Purge, session: Session, read: dict[str, Any
     say_conversion(app, check, dry_run=dry_run, what=what)
 
 
-def remembered_poison(purging: Purge, session: Session) -> tuple[Sighting, str] | None:
+def remembered_poison(purging: Purge, session: Session) -> str | None:
     """Where a read from this machine met a message RabbitMQ cannot give to 0.9.1 in the purge's queue and a 0.9.1
-    read's stop there costs attempts (4.3, a quorum queue: dlxtool.ops.peek_past_poison.recall_for): the sighting and
-    what a run over 0.9.1 would cost, in words; else None."""
-    from dlxtool.broker import versions
-    from dlxtool.ops.peek_past_poison import recall_for, remembered_words
+    read's stop there costs attempts (4.3, a quorum queue: dlxtool.ops.peek_past_poison.recall_for): that, and what a
+    run over 0.9.1 would cost, in words; else None."""
+    from dlxtool.ops.peek_past_poison import recall_for_queue, remembered_words
 
-    info, queue = purging.out.state.info, purging.settings.queue
+    queue = purging.settings.queue
     if session.profile is None:
         return None
-    quorum = info is None or info.type in ("quorum", "unknown")
-    recall = recall_for(session.profile, session.vhost, queue, quorum=quorum,
-                        version=versions.server_version(session.conn))
+    recall = recall_for_queue(session.profile, session.vhost, queue, purging.out.state.info, session.conn)
     sighting = recall.seen() if recall is not None else None
     if sighting is None:
         return None
-    return sighting, (f"{remembered_words(sighting, queue)}, and a read over AMQP 0.9.1 would stop there at the cost "
-                      "of a delivery attempt of it and of every message before it")
+    return (f"{remembered_words(sighting, queue)}, and a read over AMQP 0.9.1 would stop there at the cost of a "
+            "delivery attempt of it and of every message before it")
 
 
 def refuse_header_selection(app: App, purging: Purge, session: Session, *, dry_run: bool) -> bool:
@@ -174,7 +170,7 @@ def refuse_header_selection(app: App, purging: Purge, session: Session, *, dry_r
     remembered = remembered_poison(purging, session)
     if remembered is None:
         return False
-    refusal = (f"{remembered[1]}; the selection reads headers, which AMQP 1.0 does not carry of a message published "
+    refusal = (f"{remembered}; the selection reads headers, which AMQP 1.0 does not carry of a message published "
                "over 0.9.1, so it is not read over 1.0 either")
     hint = ("--protocol 0-9-1 reads and runs over 0.9.1 at that cost; or select by what 1.0 carries (--message-id, "
             "--routing-key, --body-contains …)")
@@ -199,7 +195,7 @@ def _around_a_remembered_poison(app: App, purging: Purge, session: Session) -> N
     if remembered is None or amqp10_blocker(MoveSession(session, protocol="1.0"), queue, info) is not None:
         return
     purging.protocol = "1.0"
-    app.info(f"purging over AMQP 1.0 (--protocol auto): {remembered[1]}; over 1.0 the selected messages are deleted "
+    app.info(f"purging over AMQP 1.0 (--protocol auto): {remembered}; over 1.0 the selected messages are deleted "
              "and the others given back in place, untouched")
 
 def _up_to(selection: Selection) -> Callable[[MessageRecord], bool]:

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING
 from dlxtool.errors import DlxtoolError, UndeliverableError
 
 if TYPE_CHECKING:
+    from dlxtool.broker.connection import AmqpConnection
+    from dlxtool.broker.management import QueueInfo
     from dlxtool.broker.versions import Version
     from dlxtool.config import BrokerProfile
     from dlxtool.ops.peek import Coverage, QueueFacts, QueueReader, ReadOptions
@@ -62,6 +64,16 @@ def recall_for(profile: BrokerProfile, vhost: str, queue: str, *, quorum: bool,
 
     key = memo_key([(node.host, node.port) for node in profile.nodes], vhost, queue)
     return QueueMemo(PoisonMemo(memo_path(profile.env)), key, str(version))
+
+
+def recall_for_queue(profile: BrokerProfile, vhost: str, queue: str, info: QueueInfo | None,
+                     conn: AmqpConnection) -> QueueMemo | None:
+    """recall_for a queue known by its management API row (`info`; None: its type not known, read as quorum) on the
+    broker of `conn` (its version, from connection.start)."""
+    from dlxtool.broker import versions
+
+    quorum = info is None or info.type in ("quorum", "unknown")
+    return recall_for(profile, vhost, queue, quorum=quorum, version=versions.server_version(conn))
 
 
 def remembered_words(sighting: Sighting, queue: str) -> str:

@@ -298,14 +298,12 @@ class Replay:
     def _recall(self) -> QueueMemo | None:
         """This machine's memo of the DLQ (dlxtool.ops.peek_past_poison.recall_for: 4.3, a quorum queue or one of
         a type not known)."""
-        from dlxtool.ops.peek_past_poison import recall_for
+        from dlxtool.ops.peek_past_poison import recall_for_queue
 
         source = self.session.source
         if source.profile is None:
             return None
-        quorum = self.info is None or self.info.type in ("quorum", "unknown")
-        return recall_for(source.profile, source.vhost, self.settings.source, quorum=quorum,
-                          version=versions.server_version(source.conn))
+        return recall_for_queue(source.profile, source.vhost, self.settings.source, self.info, source.conn)
 
     def _over_amqp10_remembered(self, recall: QueueMemo) -> str | None:
         """--protocol auto, a read from this machine met a message RabbitMQ cannot convert for 0.9.1 in this DLQ:
