@@ -427,3 +427,23 @@ def test_a_selective_purge_by_header_is_not_moved_to_10(v4, qname, run, cli_env)
     assert replay.exit_code == ExitStatus.REFUSED, replay.stderr
     assert "the selection (it reads headers)" in replay.stderr, replay.stderr
     assert v4.wait_depth(dlq, 2) == 2
+
+
+@pytest.mark.parametrize("selection", [[], ["--header", "x-kind~poison"]])
+def test_dump_remove_of_a_remembered_poison_dlq_refuses_without_spending_attempts(v4, qname, run, tmp_path,
+                                                                                  selection) -> None:
+    """dump --remove under --protocol auto is a purge --backup: on a quorum DLQ this machine knows holds the char
+    message (4.3) it is refused (exit 6: a 0.9.1 message there would lose its table headers over 1.0, which cannot be
+    judged without a paid 0.9.1 read), with or without a selection that reads headers, and nothing is read at a cost:
+    every delivery count stays, no file is written."""
+    if not (versions.quorum_give_back_counts(v4.version, "lost") and versions.amqp10_peek_give_back(v4.version)):
+        pytest.skip(f"RabbitMQ {v4.version}: the close of a 0.9.1 read costs nothing, or a 1.0 read does")
+    dlq = _poisoned_dlq(v4, qname, "quorum")
+    assert run("--url", v4.url, "peek", dlq).exit_code == 0  # pays once, remembers
+    before = dict(zip(_ids_now(v4, dlq), _delivery_counts(v4, dlq), strict=True))
+    out = tmp_path / "drained.jsonl"
+    refused = run("--url", v4.url, "dump", dlq, "--remove", "-o", str(out), "--yes", *selection)
+    assert refused.exit_code == ExitStatus.REFUSED, refused.stderr
+    assert "nothing was changed" in refused.stderr, refused.stderr
+    assert not out.exists() or out.stat().st_size == 0
+    assert dict(zip(_ids_now(v4, dlq), _delivery_counts(v4, dlq), strict=True)) == before
