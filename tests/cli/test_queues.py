@@ -8,6 +8,7 @@ needs figures as "cannot tell" (`?flag`), never as absent.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import select
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -209,20 +211,27 @@ def surveyed_until(run: Any, ok: Any, *args: str, env: dict[str, str], exit_code
     """`dlxtool queues …` (JSON), run again while its rows are not `ok`, up to RATE_TIMEOUT: its figures are the API's
     samples, and a queue's depth, consumers and rates each come with a sample of their own (CI, 3.10.8: the first
     survey after the fixtures' wait showed no loop flag on the main broker, the module's later ones did). A survey that
-    never shows them still fails, with what it read."""
+    never shows them still fails, with what it read; one that needed more than one survey says so in pytest's warnings
+    summary, with what the first one read (the CI failure's cause was not reproduced here: it stays visible)."""
     deadline = time.monotonic() + RATE_TIMEOUT
-    while True:
+    first: str | None = None
+    for surveys in itertools.count(1):
         result = run(*args, env=env)
         assert result.exit_code == exit_code, result.stderr
         rows = json.loads(result.stdout)
         if ok(rows) or time.monotonic() > deadline:
+            if first is not None:
+                warnings.warn(f"queues showed the expected flags after {surveys} surveys; the first read: {first}",
+                              stacklevel=2)
             return result, rows
+        first = first or sampled(rows, "")
         time.sleep(1)
+    raise AssertionError("unreachable")
 
 
 def sampled(rows: list[dict[str, Any]], prefix: str) -> str:
     """What the survey read of a topology's queues, for an assertion's message."""
-    ours = [r for r in rows if str(r.get("queue")).startswith(prefix + ".")]
+    ours = [r for r in rows if "queue" in r and str(r["queue"]).startswith(f"{prefix}." if prefix else "")]
     return "; ".join(f"{r['queue']}: {r['ready']}+{r['unacked']} msgs, {r['consumers']} consumer(s), rates "
                      f"{r['rates']}, known {r['figures_known']}" for r in ours)
 
