@@ -18,7 +18,7 @@ from urllib.parse import quote
 import pika
 import pytest
 
-from dlxtool.broker.management import ManagementClient
+from dlxtool.broker.management import PROBE_ARGUMENT, ManagementClient
 from dlxtool.config import BrokerProfile
 from dlxtool.ops.queues import QUEUE_COLUMNS, survey_broker
 from tests.support.broker import BrokerEnv, open_vhost
@@ -146,7 +146,10 @@ def test_the_listing_is_one_request(big_vhost: BrokerEnv) -> None:
 
     client = Counting(env.management_url, "guest", "guest", timeout=60)
     listed = client.queues(env.vhost, columns=QUEUE_COLUMNS)
-    assert len(listed) == KEPT
+    # An exclusive probe queue of the test before may still be listed: its connection is closed, and on 4.3 the
+    # API showed it for a moment after (a CI run's one failure: 521 == 520). `queues` leaves such queues out.
+    kept = [q for q in listed if PROBE_ARGUMENT not in (q.get("arguments") or {})]
+    assert len(kept) == KEPT
     assert len(asked) == 1 and "page" not in (asked[0] or {})
 
 
