@@ -90,6 +90,7 @@ DEFERRED: dict[str, Reason] = {
     "proton": PROTON,
     "proton.reactor": PROTON,
     "proton.utils": PROTON,
+    "proton._reactor": PROTON,
     "google.protobuf": PROTOBUF,
     "google.protobuf.message": PROTOBUF,
     "proto_registry": PROTOBUF,
