@@ -48,6 +48,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dlxtool.broker import queues
+from dlxtool.broker.connection import take_channel
 from dlxtool.broker.giveback import QUORUM_RETURN_CHUNK, HeldGets, close_channel, give_back_quorum_gets
 from dlxtool.budget import human
 from dlxtool.errors import (
@@ -1013,8 +1014,9 @@ def prepare_read(conn: AmqpConnection, profile: BrokerProfile, name: str, opts: 
                  management: Callable[[], ManagementClient],
                  decode: Callable[[MessageRecord], dict[str, Any] | None] = no_decode,
                  ) -> tuple[QueueReader, list[str]]:
-    """Facts, safety check (raises RefusedError) and a reader on a fresh channel of `conn`."""
-    channel = conn.channel()
+    """Facts, safety check (raises RefusedError) and a reader on a channel of `conn` with nothing on it (the identity
+    proof's, connection.take_channel)."""
+    channel = take_channel(conn)
     facts = queue_facts(profile, name, management=management, channel=channel, conn=conn)
     notes = check_read(facts, opts)
     return QueueReader(channel, facts, opts, decode), notes

@@ -52,6 +52,26 @@ def test_own_api_is_proven_with_the_node_amqp_reached(broker: BrokerEnv) -> None
     wait_until(lambda: probe_queues(broker) == [], "the probe queue gone with its connection", timeout=10)
 
 
+def test_the_probes_channel_is_the_next_one_the_command_takes(broker: BrokerEnv) -> None:
+    """The proof's channel is not closed (a round trip, and pika's close of the connection would close it first,
+    another): connection.take_channel gives it to the read, open and with nothing on it; the one after is new."""
+    from dlxtool.broker.connection import park_channel, take_channel
+
+    p = profile(broker, broker)
+    with connected(p) as conn:
+        identity.verified_management(conn, p)
+        first = take_channel(conn)
+        assert first.is_open and first.channel_number == 1  # the probe's, the connection's first channel
+        assert first.queue_declare(client_queue := f"t-{uuid.uuid4().hex[:8]}", exclusive=True).method.queue \
+            == client_queue  # usable as any new channel
+        second = take_channel(conn)
+        assert second is not first and second.is_open and second.channel_number == 2
+        first.close()
+        park_channel(conn, first)  # parked, then closed: not given out
+        third = take_channel(conn)
+        assert third is not first and third.is_open
+
+
 @pytest.mark.second_broker
 def test_other_clusters_api_is_a_mismatch_naming_both(broker: BrokerEnv, second_broker: BrokerEnv) -> None:
     p = profile(second_broker, broker)
