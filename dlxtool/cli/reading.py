@@ -225,7 +225,7 @@ def _reads_on_over_amqp10(reader: QueueReader) -> bool:
 def _past_poison(app: App, profile: BrokerProfile, first: QueueReader, opened: list[Amqp10Connection]) -> PastPoison:
     """`first`, going on over AMQP 1.0 past a message 0.9.1 cannot be given (dlxtool.ops.peek_past_poison); the 1.0
     connection it opens goes to `opened`, closed with the read."""
-    from dlxtool.ops.peek_past_poison import PastPoison, recall_for
+    from dlxtool.ops.peek_past_poison import PastPoison, recall_for, wait_until_back
 
     def connect() -> Amqp10Connection:
         from dlxtool.broker.amqp10.connection import open_connection
@@ -244,7 +244,7 @@ def _past_poison(app: App, profile: BrokerProfile, first: QueueReader, opened: l
     facts = first.facts
     recall = None if first.opts.select_sees_headers else recall_for(
         profile, facts.vhost, facts.name, quorum=facts.reads_as_quorum, version=facts.version)
-    return PastPoison(first, read_on, recall)
+    return PastPoison(first, read_on, recall, until_back=lambda: wait_until_back(profile, facts))
 
 
 def _amqp10_connection(app: App, profile: Any, conn: Any) -> Any:

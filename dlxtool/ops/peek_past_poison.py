@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING
 
+from dlxtool import waits
 from dlxtool.errors import DlxtoolError, UndeliverableError
 
 if TYPE_CHECKING:
@@ -43,6 +44,10 @@ if TYPE_CHECKING:
 
 # Opens the read over AMQP 1.0: its reader and the notes of its checks (dlxtool.ops.peek_amqp10.read_on_over_amqp10).
 OpenRead = Callable[[], "tuple[Amqp10QueueReader, list[str]]"]
+# How long the second read waits for the queue to hold again what the first read's closed connection held
+# (wait_until_back): the broker puts it back in milliseconds; more means messages went elsewhere meanwhile.
+BACK_WAIT_SECONDS = 2.0
+BACK_POLL_SECONDS = 0.01
 # A read over 1.0 made and not yet shown: the reader, the notes of its checks, its first batch and the rest
 _Made = tuple["Amqp10QueueReader", list[str], "list[MessageRecord] | None",
               Generator[list["MessageRecord"], None, None]]
@@ -92,8 +97,10 @@ class PastPoison:
     as it is yielded: so each read's first batch says where it stopped, and only the batches of the read shown are
     decoded and yielded, one at a time (the records of the other are let go of)."""
 
-    def __init__(self, first: QueueReader, over_amqp10: OpenRead, recall: QueueMemo | None = None) -> None:
+    def __init__(self, first: QueueReader, over_amqp10: OpenRead, recall: QueueMemo | None = None,
+                 until_back: Callable[[], object] | None = None) -> None:
         self.first = first
+        self._until_back = until_back  # before the second read: the first's held messages back (wait_until_back)
         self.recall = recall  # this machine's memo of the queue, where a 0.9.1 read's stop costs attempts
         self.sighting: Sighting | None = None  # what the memo held when the read began
         self.direct = False     # the read shown went straight over 1.0 (the memo): no 0.9.1 read was made
@@ -162,6 +169,8 @@ class PastPoison:
         if self._made is not None:  # made first (the memo), ended by a decimal header: not made again
             reader, notes, head, batches = self._made
         else:
+            if self._until_back is not None:
+                self._until_back()
             try:
                 reader, notes = self._open()
                 batches = reader.batches()
@@ -344,3 +353,34 @@ def _way_past(queue: str, stop: int, over: str) -> str:
     return (f"neither protocol reads past both messages: `dlxtool dump {quote(queue)} --remove -n {stop} --protocol "
             f"{over} -o FILE` takes the {stop} before the one AMQP {over} stops at into a file (`dlxtool load FILE` "
             f"puts them back), and the rest then reads over {other} (add your --broker/--vhost)")
+
+
+def wait_until_back(profile: BrokerProfile, facts: QueueFacts) -> bool:
+    """Before the second read: until a passive declare (on a connection of its own: the broker closed the first
+    read's) counts as many ready messages as the first read found (`facts.ready`), for at most BACK_WAIT_SECONDS.
+    The broker puts back what a closed connection held asynchronously: a read from the head that starts before it has
+    (seen on 4.0.5: the 1.0 read met the message after the one the first read stopped at, first) starts past them, and
+    says the queue stopped earlier than it does. True once the count is back; False where it was not by the bound
+    (another consumer took messages meanwhile: the read goes on) or could not be asked (the read that follows says
+    what is wrong with the connection)."""
+    from dlxtool.broker import queues
+    from dlxtool.broker.connection import close_quietly, connect
+
+    if facts.ready is None or facts.type == "stream":
+        return False
+    try:
+        conn = connect(profile)
+    except DlxtoolError:
+        return False
+    wait = waits.Wait(f"{facts.name!r} to hold again what the 0.9.1 read's closed connection held", BACK_WAIT_SECONDS,
+                      BACK_POLL_SECONDS)
+    try:
+        channel = conn.channel()
+        while queues.declare(channel, facts.name).ready < facts.ready:
+            if not wait.pause():
+                return False
+        return True
+    except Exception:  # noqa: BLE001 - the queue's refusal or a lost connection: the read that follows meets it too
+        return False
+    finally:
+        close_quietly(conn)
