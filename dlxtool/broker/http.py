@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-import time
 from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -64,7 +63,6 @@ class Pending:
         self.method = method
         self.data = head + body
         self.timeout = timeout  # how long its answer may take to come (None: the connection's timeout)
-        self.sent = time.monotonic()  # when it was submitted (an answer sent ahead is used only while fresh)
         self._done = threading.Event()
         self._response: Response | None = None
         self._error: BaseException | None = None

@@ -215,8 +215,6 @@ class ManagementClient:
         if self._failed_proof is not None:  # a caller that took the first failure for "unreachable" gets it again
             raise self._failed_proof
         pending = self._prefetched.pop((method, self._target(path, query)), None) if body is None else None
-        if pending is not None and time.monotonic() - pending.sent > PREFETCH_FRESH:
-            pending = None  # asked too long ago to stand for what the API says now: asked again
         if pending is not None:
             try:
                 return self._answer(pending, method, path, sent_ahead=True, timeout=timeout, accept=accept)
@@ -372,11 +370,6 @@ class ManagementClient:
         """Send ahead the overview that `overview(OVERVIEW_COLUMNS)` and `version()` read."""
         self.prefetch("overview", columns=",".join(OVERVIEW_COLUMNS))
 
-    def prefetch_nodes(self) -> None:
-        """Send ahead what `nodes_running()` reads (a cluster without its majority, a queue on a node that is down:
-        asked before the first thing that would wait on them)."""
-        self.prefetch(NODES_RUNNING[0], **NODES_RUNNING[1])
-
     def prefetch_queue(self, vhost: str, name: str) -> None:
         """Send ahead what `queue(vhost, name)` reads."""
         self.prefetch(queue_path(vhost, name), **SAMPLE_QUERY)
@@ -508,7 +501,7 @@ class ManagementClient:
         """(running, all, the names of those down) of the cluster's nodes, as the API says now (a node's `running`
         is its membership, not a statistics sample); None where it cannot say."""
         try:
-            rows = self.get(NODES_RUNNING[0], **NODES_RUNNING[1])
+            rows = self.get("nodes", columns="name,running")
         except ManagementMismatch:
             raise
         except DlxtoolError:
@@ -573,11 +566,6 @@ class ManagementClient:
 # how old a sampled figure can be is said with it (issue 35: "a management API sample is shown as a sample, with
 # its age"). The sample's timestamp is the end of its 5 s slot; the server's Date header is its clock.
 SAMPLE_QUERY = {"lengths_age": "5", "lengths_incr": "5"}
-NODES_RUNNING: tuple[str, dict[str, str]] = ("nodes", {"columns": "name,running"})  # nodes_running()'s request
-# An answer sent ahead (prefetch) is used only this many seconds after it was asked for: what a command decides on
-# is what the API said moments ago (a prefetch is read within the command's first round trips), never an answer
-# left over from minutes before.
-PREFETCH_FRESH = 2.0
 SAMPLED_WITHIN = "dlxtool_sampled_within_s"  # added to a queue's raw row: seconds at most since its sample
 
 

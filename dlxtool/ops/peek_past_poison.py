@@ -364,7 +364,7 @@ def wait_until_back(profile: BrokerProfile, facts: QueueFacts) -> bool:
     (another consumer took messages meanwhile: the read goes on) or could not be asked (the read that follows says
     what is wrong with the connection)."""
     from dlxtool.broker import queues
-    from dlxtool.broker.connection import close_quietly, connect
+    from dlxtool.broker.connection import close_quietly, connect, is_connection_failure
 
     if facts.ready is None or facts.type == "stream":
         return False
@@ -380,7 +380,9 @@ def wait_until_back(profile: BrokerProfile, facts: QueueFacts) -> bool:
             if not wait.pause():
                 return False
         return True
-    except Exception:  # noqa: BLE001 - the queue's refusal or a lost connection: the read that follows meets it too
-        return False
+    except Exception as exc:
+        if not is_connection_failure(exc):
+            raise
+        return False  # the queue's refusal or a lost connection: the read that follows meets it too
     finally:
         close_quietly(conn)

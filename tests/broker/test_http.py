@@ -170,27 +170,6 @@ def test_an_answer_sent_ahead_is_used_only_over_the_proven_connection() -> None:
         assert client.get("q") == {"n": 4}  # over the proven connection: used as it came
 
 
-def test_an_answer_sent_ahead_too_long_ago_is_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    """management.PREFETCH_FRESH: what a command decides on is what the API said moments ago. An answer sent ahead
-    (the node list a read checks its queue's node against) and read later than that is asked for again; one read
-    in time is used as it came."""
-    from dlxtool.broker import management
-
-    def answer(conn: socket.socket, head: bytes, n: int) -> bool:
-        conn.sendall(json_answer(b'{"n": %d}' % n))
-        return True
-
-    monkeypatch.setattr(management, "PREFETCH_FRESH", 0.2)
-    with server(answer) as port:
-        client = ManagementClient(f"http://127.0.0.1:{port}/", "u", "p", timeout=5)
-        client.prefetch("nodes")
-        assert client.get("nodes") == {"n": 1}  # read at once: the answer sent ahead
-        client.prefetch("nodes")
-        time.sleep(0.3)
-        assert client.get("nodes") == {"n": 3}  # read too late: asked again (the second answer is not used)
-        assert client.last_connection == 1
-
-
 def test_a_proxy_in_the_environment_is_used_through_urllib(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[bytes] = []
 
