@@ -29,10 +29,6 @@ if TYPE_CHECKING:
 # What every overview this client asks for carries: the identity proof's fields and the version, so that one
 # answer serves both (dlxtool.broker.identity sends it ahead, before the AMQP connection is open).
 OVERVIEW_COLUMNS = ("cluster_name", "node", "rabbitmq_version")
-# None of those is a statistic: asked with disable_stats=true, the API answers without its statistics database. With
-# it, a busy RabbitMQ 4.3.6 node held /api/overview for 4.1-4.9 s now and then (11 of 260 samples while test files ran
-# against it, 1-9 ms otherwise; without it 0 of 200), and every command that uses the API asks the overview first.
-WITHOUT_STATS = {"disable_stats": "true"}
 
 # The argument every identity proof's probe queue is declared with (dlxtool.broker.identity): a queue listing
 # leaves those out, this run's and any other dlxtool's (is_probe_queue). Not an x- argument: none of the broker's.
@@ -364,17 +360,15 @@ class ManagementClient:
 
     # -- what commands need ------------------------------------------------------------------------
 
-    def overview(self, columns: list[str] | tuple[str, ...] | None = None, *, stats: bool = False) -> dict[str, Any]:
-        """/api/overview; `stats`: with its statistics (message rates and totals, and whether the API keeps any:
-        `disable_stats`), which can take seconds on a busy node (WITHOUT_STATS)."""
-        result = self.get("overview", **_overview_query(columns, stats))
+    def overview(self, columns: list[str] | tuple[str, ...] | None = None) -> dict[str, Any]:
+        result = self.get("overview", **({"columns": ",".join(columns)} if columns else {}))
         if is_object(result) and "rabbitmq_version" in result:
             self._version = result.get("rabbitmq_version") or ""
         return result if is_object(result) else {}
 
     def prefetch_overview(self) -> None:
         """Send ahead the overview that `overview(OVERVIEW_COLUMNS)` and `version()` read."""
-        self.prefetch("overview", **_overview_query(OVERVIEW_COLUMNS, stats=False))
+        self.prefetch("overview", columns=",".join(OVERVIEW_COLUMNS))
 
     def prefetch_queue(self, vhost: str, name: str) -> None:
         """Send ahead what `queue(vhost, name)` reads."""
@@ -571,10 +565,6 @@ class ManagementClient:
 # The queue's counts come with the time of their statistics sample (`*_details.samples`, one sample of the last 5 s):
 # how old a sampled figure can be is said with it (issue 35: "a management API sample is shown as a sample, with
 # its age"). The sample's timestamp is the end of its 5 s slot; the server's Date header is its clock.
-def _overview_query(columns: list[str] | tuple[str, ...] | None, stats: bool) -> dict[str, str]:
-    return {**({} if stats else WITHOUT_STATS), **({"columns": ",".join(columns)} if columns else {})}
-
-
 SAMPLE_QUERY = {"lengths_age": "5", "lengths_incr": "5"}
 SAMPLED_WITHIN = "dlxtool_sampled_within_s"  # added to a queue's raw row: seconds at most since its sample
 

@@ -382,7 +382,7 @@ def test_what_the_management_api_has_without_statistics(broker, qname, row) -> N
     counts within a sample or two, and the API lists our connection; with them off (management_metrics_collection
     denied: 4.3) rows never have counts and the connection list is empty. A row asked for with disable_stats=true
     has its policy on 4.3 only (api_policy_without_stats)."""
-    off = versions.stats_disabled(broker.mgmt.overview(stats=True))
+    off = versions.stats_disabled(broker.mgmt.overview())
     with broker.channel() as ch:
         ch.queue_declare(qname, durable=True)
     broker.publish(qname, [b"x"])

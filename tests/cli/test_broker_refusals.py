@@ -247,7 +247,7 @@ def test_a_single_active_consumer_dlq_with_a_consumer_is_refused_at_once(run, br
     (RabbitMQ 4.3, management_metrics_collection denied) refused all the same, the holder said to be unknown."""
     from dlxtool.broker import versions
 
-    blind = versions.stats_disabled(broker.mgmt.overview(stats=True))
+    blind = versions.stats_disabled(broker.mgmt.overview())
     dlq = f"{qname}.sac"
     conn = pika.BlockingConnection(pika.URLParameters(broker.url + "?heartbeat=0"))
     try:

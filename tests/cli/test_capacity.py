@@ -61,7 +61,7 @@ def _wait_management(broker, queue: str, ready: int, **settings) -> None:
     from dlxtool.broker import versions
     from dlxtool.broker.management import queue_info
 
-    blind = versions.stats_disabled(broker.mgmt.overview(stats=True))
+    blind = versions.stats_disabled(broker.mgmt.overview())
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         info = queue_info(broker.mgmt.get(f"queues/{quote(broker.vhost, safe='')}/{quote(queue, safe='')}"))
@@ -150,7 +150,7 @@ def test_replay_mixed_dlq_moves_what_fits_and_keeps_the_rest(run, broker, qname)
     result = replay(run, broker, dlq, "--yes")
     assert result.exit_code == 5, result.stderr
     summary = json.loads(result.stdout)
-    if versions.stats_disabled(broker.mgmt.overview(stats=True)):
+    if versions.stats_disabled(broker.mgmt.overview()):
         # No byte figures from the API (statistics off): the byte-limited origin counts as full, nothing goes there
         assert summary["moved"] == {free: 4, roomy: 2}
         from dlxtool.ops.capacity import BYTES_UNKNOWN

@@ -59,7 +59,7 @@ EXPECTED_BLIND = {
 
 def stats_off(env: BrokerEnv) -> bool:
     """The broker keeps no statistics (/api/overview disable_stats: management_metrics_collection denied)."""
-    return versions.stats_disabled(env.mgmt.overview(stats=True))
+    return versions.stats_disabled(env.mgmt.overview())
 
 
 def expected(env: BrokerEnv) -> dict[str, Any]:

@@ -102,7 +102,7 @@ def rows_json(result: BrokerResult) -> dict[str, dict[str, Any]]:
 
 
 def stats_off(env: BrokerEnv) -> bool:
-    return versions.stats_disabled(env.mgmt.overview(stats=True))
+    return versions.stats_disabled(env.mgmt.overview())
 
 
 def test_the_rows_are_the_full_listings(topology: tuple[BrokerEnv, Any], monkeypatch: pytest.MonkeyPatch) -> None:
