@@ -57,7 +57,7 @@ def crossed(shared_vhost: tuple[BrokerEnv, BrokerEnv], qname: str) -> Iterator[C
 
 def cluster_name(env: BrokerEnv) -> str:
     """The node's cluster name as its API says it (the suite runs against 3.x and 4.x nodes alike)."""
-    return str(env.mgmt.get("overview")["cluster_name"])
+    return str(env.mgmt.get("cluster-name")["name"])
 
 
 def amqp_url(env: BrokerEnv) -> str:
