@@ -118,6 +118,11 @@ class FallbackStream:
         self._always = always or _is_terminal(stream)
         self.diverted = False
 
+    @property
+    def on_terminal(self) -> bool:
+        """Whether what it takes is kept as recently shown (`_RecentlyShown`): a terminal's, or stderr's."""
+        return self._always
+
     def may_divert(self) -> bool:
         """A failed write may now mean the terminal is gone: it is one, or a stop signal came."""
         return self._always or received() is not None
@@ -128,7 +133,7 @@ class FallbackStream:
                 written = self._stream.write(text)
                 if self.may_divert():
                     self._stream.flush()
-                if self._always:
+                if self.on_terminal:
                     _recently_shown.took(text)
                 return written
             except (OSError, ValueError) as exc:
@@ -186,11 +191,14 @@ class _FallbackBuffer:
                 written: int = self._raw.write(data)
                 if self._text.may_divert():
                     self._raw.flush()
+                if self._text.on_terminal:  # the JSON summary comes this way (dlxtool.render): kept as the text's
+                    _recently_shown.took(bytes(data).decode("utf-8", "replace"))
                 return written
             except (OSError, ValueError) as exc:
                 if not self._text.gone(exc):
                     raise
                 self._text.diverted = True
+        _recently_shown.save()  # as FallbackStream.write: what the terminal took just before may never have been read
         summary_file.write(bytes(data).decode("utf-8", "replace"))
         return len(data)
 

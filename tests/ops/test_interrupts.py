@@ -46,6 +46,33 @@ def test_a_hung_up_terminal_diverts_stdout_even_before_its_sighup_arrives(saved)
     assert '{"moved_total": 3}' in saved_file.read_text()
 
 
+class LiveTerminal(io.TextIOWrapper):
+    """A terminal that still takes what is written (its other side may never read it)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_json_the_terminal_took_just_before_its_hang_up_goes_to_the_summary_file(saved, monkeypatch) -> None:
+    """Seen in CI (test_stop_signals 7011 purge-backup sighup): the JSON summary, written as bytes through the
+    stream's buffer (dlxtool.render) a moment before the hang-up, was in neither the terminal's output nor the summary
+    file, which held the text lines written before it: the lines the terminal took recently are saved at the hang-up,
+    and the buffer's writes were not among them."""
+    monkeypatch.setattr(streams, "_recently_shown", streams._RecentlyShown())  # noqa: SLF001
+    out = streams.FallbackStream(LiveTerminal(io.BytesIO(), encoding="utf-8"), always=False)
+    out.write("q: 382 ready\n")
+    assert out.buffer is not None
+    out.buffer.write(b'{"purged": 382}\n')
+    interrupts._note(signal.SIGHUP)  # noqa: SLF001 - the handler's own record, as the signal leaves it
+    try:
+        out.write("dlxtool: error: hung up (SIGHUP) as the run ended\n")
+    finally:
+        interrupts.forget_signals()
+    (saved_file,) = saved.glob("summary-*.log")
+    text = saved_file.read_text()
+    assert "q: 382 ready" in text and '{"purged": 382}' in text and "as the run ended" in text
+
+
 def test_a_pipe_whose_reader_left_still_ends_the_command_quietly(saved) -> None:
     """Not a terminal (`| head`): without a stop signal the error goes up, as before (a quiet end)."""
     out = streams.FallbackStream(GoneTerminal(tty=False), always=False)
