@@ -34,6 +34,9 @@ def main() -> int:
             signal.signal(sig, _note)
     young, *older = gc.get_threshold()
     gc.set_threshold(max(young, START_UP_GC_THRESHOLD), *older)
+    from dlxtool import method_cache
+
+    method_cache.install()
     from dlxtool.cli import main as cli_main
 
     return cli_main()

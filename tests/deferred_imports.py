@@ -204,5 +204,6 @@ DEFERRED: dict[str, Reason] = {
     "unicodedata": WIDE_TEXT,
     # not about start-up
     "dlxtool.cli": ENTRY,
+    "dlxtool.method_cache": ENTRY,
     "dlxtool.render": LEFT_IN_RECORD,
 }

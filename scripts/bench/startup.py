@@ -12,6 +12,7 @@ In a vhost of its own (deleted afterwards) it fills a classic queue with --messa
                                                           anchor, the work a peek of protobuf bodies cannot skip
     bare    python BARE_SCRIPT URL big                    the same without click and without the GET (issue 17)
     peek    dlxtool peek big -n 10 -f json                bodies decoded against both schema sets
+    peek-raw  the same peek with no schemas configured    dlxtool's own start-up against the floor: no protobuf
     history dlxtool history big -n 10 -f json
     queues  dlxtool queues -f json
     help    dlxtool --help
@@ -201,6 +202,7 @@ def commands(url: str, http_port: int, bare: Path, floor: Path, floor_pb: Path, 
 def dlxtool_commands(dlx: list[str], line: str, suffix: str = "") -> dict[str, tuple[list[str], bytes | None]]:
     return {
         f"peek{suffix}": ([*dlx, "peek", QUEUE, "-n", "10", "-f", "json"], None),
+        f"peek-raw{suffix}": ([*dlx, "peek", QUEUE, "-n", "10", "-f", "json"], None),  # RAW_CONFIG: no schemas
         f"history{suffix}": ([*dlx, "history", QUEUE, "-n", "10", "-f", "json"], None),
         f"queues{suffix}": ([*dlx, "queues", "-f", "json"], None),
         f"help{suffix}": ([*dlx, "--help"], None),
@@ -233,6 +235,10 @@ def check_outputs(outputs: dict[str, bytes]) -> None:
             peeked = json.loads(out)
             assert len(peeked) == 10, f"{name} printed {len(peeked)} records"
             assert all((r.get("decoded") or {}).get("type") == TYPE for r in peeked), f"{name} did not decode"
+        elif kind == "peek-raw":
+            peeked = json.loads(out)
+            assert len(peeked) == 10, f"{name} printed {len(peeked)} records"
+            assert not any(r.get("decoded") for r in peeked), f"{name} decoded with no schemas configured"
         elif kind == "history":
             assert len(json.loads(out)) == 10
         elif kind == "queues":
@@ -254,7 +260,7 @@ def main() -> None:
                         help="an older dlxtool source tree to run in the same rounds (before/after; named @DIR's "
                              "name; may be repeated); this tree then also runs as `python -m dlxtool` (@head), as "
                              "the baselines do")
-    parser.add_argument("--only", metavar="NAMES", help="comma-separated dlxtool commands to run (peek,history,"
+    parser.add_argument("--only", metavar="NAMES", help="comma-separated dlxtool commands to run (peek,peek-raw,history,"
                                                          "queues,help,decode; default all); the anchors always run")
     parser.add_argument("--quick", action="store_true", help="--messages 20000 --rounds 7 unless given")
     parser.add_argument("--json", dest="json_out", action="store_true", help="also print the figures as one JSON line")
@@ -325,7 +331,10 @@ def measure(args: argparse.Namespace, url: str, tmp: Path, http_port: int) -> No
     if args.only:
         wanted = set(args.only.split(","))
         cmds = {name: cmd for name, cmd in cmds.items() if name in ("floor", "floor-pb", "bare") or name in wanted}
-    envs = {name: env for name in cmds}
+    raw_config = tmp / "raw.toml"  # peek-raw: no schemas, so no protobuf to load; the floor's own work
+    raw_config.write_text("")
+    envs = {name: {**env, "DLXTOOL_CONFIG": str(raw_config)} if name.startswith("peek-raw") else env
+            for name in cmds}
     trees: list[tuple[dict[str, str], str]] = []
     for tree in args.baseline:
         # An older tree loads the demo schemas without being asked (and knows no demo_schemas key).
@@ -342,7 +351,8 @@ def measure(args: argparse.Namespace, url: str, tmp: Path, http_port: int) -> No
             more = dlxtool_commands([str(PYTHON), "-m", "dlxtool"], line, suffix)
             more = {name: cmd for name, cmd in more.items() if not args.only or name.split("@")[0] in wanted}
             cmds.update(more)
-            envs.update({name: tree_env for name in more})
+            envs.update({name: {**tree_env, "DLXTOOL_CONFIG": str(raw_config)} if name.startswith("peek-raw")
+                         else tree_env for name in more})
     outputs = {name: run(cmd, stdin, envs[name])[2] for name, (cmd, stdin) in cmds.items()}  # warm the caches
     check_outputs(outputs)
     walls: dict[str, list[float]] = {name: [] for name in cmds}
