@@ -70,7 +70,9 @@ class MethodCache:
         return code
 
     def save(self) -> None:
-        """Write the map if this run compiled something new; atomically, and silently not where it cannot."""
+        """Write the map if this run compiled something new; atomically, and silently not where it cannot. It runs
+        at exit, after the command said everything: a Ctrl-C that lands in these few milliseconds only leaves the
+        file as it was (no traceback from an exit hook)."""
         if not self.added:
             return
         kept = self.kept if len(self.kept) <= MAX_ENTRIES else {t: self.kept[t] for t in self.used}
@@ -80,7 +82,7 @@ class MethodCache:
             with open(tmp, "wb") as fh:
                 marshal.dump(kept, fh)
             os.replace(tmp, self.path)
-        except (OSError, ValueError):
+        except (OSError, ValueError, KeyboardInterrupt):
             with contextlib.suppress(OSError):  # no directory there (it could not be made): no file either
                 tmp.unlink(missing_ok=True)
 
