@@ -6,7 +6,7 @@ imported: some 230 compilations on a peek's path, ~20 ms of a start-up of ~140 m
 depends only on the class's definition, and compiling a text always gives the same code object, so the code can be
 kept: `install` puts an `exec` into the dataclasses module's namespace (dataclasses looks the name up there before
 the builtins) that compiles each text once and keeps the code object, keyed by the text itself, in one marshal file
-per interpreter build (`methods-cpython-311-30b07f0.marshal`). What runs is what dataclasses would have compiled;
+per interpreter build (`methods-1-cpython-311-30b07f0-O0.marshal`). What runs is what dataclasses would have compiled;
 only the compiling is skipped.
 
 The file holds code that runs, so it is read only when it is this user's own and no one else may write it (as ssh
@@ -31,6 +31,7 @@ from types import CodeType
 from typing import Any
 
 CACHE_ENV = "DLXTOOL_CACHE_DIR"  # the same variable as the schema cache's (proto_registry.cache)
+FORMAT_VERSION = "1"  # in the file's name: a change to what is kept, or how it is compiled, starts a new file
 MAX_ENTRIES = 5_000  # past this (many versions' classes), a save keeps only the texts this run compiled or used
 
 
@@ -64,7 +65,9 @@ class MethodCache:
                 code = None
             if type(code) is CodeType:
                 return code
-        code = compile(text, "<string>", "exec")
+        # As dataclasses' own exec(text) compiles it: no __future__ flags (this module's `annotations` would turn
+        # the methods' annotations into the names of dataclasses' locals)
+        code = compile(text, "<string>", "exec", dont_inherit=True)
         self.kept[text] = marshal.dumps(code)
         self.added = True
         return code
@@ -89,7 +92,9 @@ class MethodCache:
 
 def cache_path(env: Mapping[str, str]) -> Path:
     """`$DLXTOOL_CACHE_DIR/methods-TAG.marshal`, else `$XDG_CACHE_HOME/dlxtool/…`, else `~/.cache/dlxtool/…`."""
-    name = f"methods-{sys.implementation.cache_tag}-{sys.hexversion:x}.marshal"
+    # the interpreter build and its -O level: what compiling a text gives depends on both, as .pyc names say
+    name = (f"methods-{FORMAT_VERSION}-{sys.implementation.cache_tag}-{sys.hexversion:x}-"
+            f"O{sys.flags.optimize}.marshal")
     override = env.get(CACHE_ENV)
     if override:
         return Path(override) / name

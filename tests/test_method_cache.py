@@ -112,7 +112,7 @@ def test_a_cache_that_cannot_be_written_is_no_error(tmp_path: Path, routed: list
 
 
 def test_the_path_follows_the_schema_cache_variables(tmp_path: Path) -> None:
-    name = f"methods-{sys.implementation.cache_tag}-{sys.hexversion:x}.marshal"
+    name = f"methods-1-{sys.implementation.cache_tag}-{sys.hexversion:x}-O{sys.flags.optimize}.marshal"
     assert cache_path({"DLXTOOL_CACHE_DIR": str(tmp_path)}) == tmp_path / name
     assert cache_path({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "dlxtool" / name
 
@@ -129,3 +129,14 @@ def test_a_whole_process_writes_the_file_once_and_then_only_reads_it(tmp_path: P
     subprocess.run(command, env=env, check=True, capture_output=True)
     assert (path.stat().st_mtime_ns, path.read_bytes()) == written, "nothing new: the file is not written again"
     assert [p.name for p in tmp_path.iterdir()] == [path.name], "no temporary file left behind"
+
+
+def test_kept_code_is_compiled_as_dataclasses_compiles_it(tmp_path: Path, routed: list[MethodCache]) -> None:
+    # dataclasses' own exec compiles with no __future__ flags; method_cache.py (like this file) has
+    # `from __future__ import annotations`, which a plain compile() there would pass on: __init__'s annotations
+    # would become the names of dataclasses' locals ('_type_x'), not the field's annotation.
+    plain = make_class()
+    route(MethodCache(tmp_path / "m.marshal", {}))
+    routed_class = make_class()
+    assert routed_class.__init__.__annotations__ == plain.__init__.__annotations__  # type: ignore[misc]
+    assert routed_class.__init__.__annotations__["x"] == "int"  # type: ignore[misc]
