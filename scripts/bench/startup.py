@@ -260,8 +260,9 @@ def main() -> None:
                         help="an older dlxtool source tree to run in the same rounds (before/after; named @DIR's "
                              "name; may be repeated); this tree then also runs as `python -m dlxtool` (@head), as "
                              "the baselines do")
-    parser.add_argument("--only", metavar="NAMES", help="comma-separated dlxtool commands to run (peek,peek-raw,history,"
-                                                         "queues,help,decode; default all); the anchors always run")
+    parser.add_argument("--only", metavar="NAMES", help="comma-separated dlxtool commands to run (peek,peek-raw,"
+                                                         "history,queues,help,decode; default all); the anchors always "
+                                                         "run")
     parser.add_argument("--quick", action="store_true", help="--messages 20000 --rounds 7 unless given")
     parser.add_argument("--json", dest="json_out", action="store_true", help="also print the figures as one JSON line")
     parser.add_argument("--rtt", type=float, metavar="MS", default=0.0,
