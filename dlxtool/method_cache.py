@@ -2,22 +2,28 @@
 
 On Python 3.11 and 3.12 the `dataclass` decorator writes each class's `__init__`, `__repr__`, `__eq__`, `__hash__`
 and, when frozen, `__setattr__`/`__delattr__` as source text and compiles that text with `exec` while the module is
-imported: some 230 compilations on a peek's path, ~20 ms of a start-up of ~140 ms, the same every run. The text
-depends only on the class's definition, and compiling a text always gives the same code object, so the code can be
-kept: `install` puts an `exec` into the dataclasses module's namespace (dataclasses looks the name up there before
-the builtins) that compiles each text once and keeps the code object, keyed by the text itself, in one marshal file
-per interpreter build (`methods-1-cpython-311-30b07f0-O0.marshal`). What runs is what dataclasses would have compiled;
-only the compiling is skipped.
+imported (3.13 and later: one text per class, kept the same way): some 230 compilations on a peek's path, ~20 ms of
+a start-up of ~140 ms, the same every run. The text depends only on the class's definition, and compiling a text
+always gives the same code object, so the code can be kept: `install` puts an `exec` into the dataclasses module's
+namespace (dataclasses looks the name up there before the builtins) that compiles each text once and keeps the code
+object, keyed by the text itself, in one marshal file per interpreter build
+(`methods-2-cpython-311-30b07f0-O0.marshal`). What runs is what dataclasses would have compiled; only the compiling
+is skipped.
 
 The file holds code that runs, so it is read only when it is this user's own and no one else may write it (as ssh
-treats its keys); a file that cannot be read, is not ours or does not unmarshal to text → code is ignored, and a
-cache that cannot be written is no error. Nothing here is needed for dlxtool to work: without the file every text is
-compiled, as without this module.
+treats its keys), and it is written as 0600 (`tempfile.mkstemp`: a name of its own per writer, whatever the umask).
+Each entry carries a CRC-32 of its marshalled code, checked before the code is unmarshalled: a damaged code object
+can crash the interpreter, not only raise. A file that cannot be read, is not ours or is not a map of text → bytes
+is ignored, an entry that fails its check or does not unmarshal is compiled again, and a cache that cannot be written
+is no error. Like `.pyc` files, nothing is written under `python -B` / PYTHONDONTWRITEBYTECODE (what is there is
+still read). Nothing here is needed for dlxtool to work: without the file every text is compiled, as without this
+module.
 """
 
 from __future__ import annotations
 
 import atexit
+import binascii
 import builtins
 import contextlib
 import dataclasses
@@ -31,7 +37,7 @@ from types import CodeType
 from typing import Any
 
 CACHE_ENV = "DLXTOOL_CACHE_DIR"  # the same variable as the schema cache's (proto_registry.cache)
-FORMAT_VERSION = "1"  # in the file's name: a change to what is kept, or how it is compiled, starts a new file
+FORMAT_VERSION = "2"  # in the file's name: a change to what is kept, or how it is compiled, starts a new file
 MAX_ENTRIES = 5_000  # past this (many versions' classes), a save keeps only the texts this run compiled or used
 
 
@@ -57,18 +63,14 @@ class MethodCache:
 
     def _code(self, text: str) -> CodeType:
         self.used.add(text)
-        data = self.kept.get(text)
-        if data is not None:
-            try:
-                code = marshal.loads(data)
-            except (ValueError, EOFError, TypeError):
-                code = None
-            if type(code) is CodeType:
-                return code
+        code = _unmarshal(self.kept.get(text))
+        if code is not None:
+            return code
         # As dataclasses' own exec(text) compiles it: no __future__ flags (this module's `annotations` would turn
         # the methods' annotations into the names of dataclasses' locals)
         code = compile(text, "<string>", "exec", dont_inherit=True)
-        self.kept[text] = marshal.dumps(code)
+        data = marshal.dumps(code)
+        self.kept[text] = binascii.crc32(data).to_bytes(4, "big") + data
         self.added = True
         return code
 
@@ -78,16 +80,34 @@ class MethodCache:
         file as it was (no traceback from an exit hook)."""
         if not self.added:
             return
+        import tempfile  # only when something new was compiled: a warm start does not pay for it
+
         kept = self.kept if len(self.kept) <= MAX_ENTRIES else {t: self.kept[t] for t in self.used}
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp: str | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as fh:
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+            with os.fdopen(fd, "wb") as fh:
                 marshal.dump(kept, fh)
             os.replace(tmp, self.path)
         except (OSError, ValueError, KeyboardInterrupt):
-            with contextlib.suppress(OSError):  # no directory there (it could not be made): no file either
-                tmp.unlink(missing_ok=True)
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+
+
+def _unmarshal(entry: bytes | None) -> CodeType | None:
+    """The code of a kept entry (CRC-32, then the marshalled code), or None: absent, damaged, or not code."""
+    if entry is None or len(entry) <= 4:
+        return None
+    data = memoryview(entry)[4:]
+    if binascii.crc32(data) != int.from_bytes(entry[:4], "big"):
+        return None
+    try:
+        code = marshal.loads(data)
+    except Exception:  # noqa: BLE001 - a bad entry raises ValueError, EOFError, TypeError, even SystemError: compile
+        return None
+    return code if type(code) is CodeType else None
 
 
 def cache_path(env: Mapping[str, str]) -> Path:
@@ -130,5 +150,6 @@ def install(env: Mapping[str, str] | None = None) -> MethodCache | None:
     cache = MethodCache(path, load(path))
     # A module global shadows the builtin for dataclasses' own `exec(...)` calls, and for nothing else.
     setattr(dataclasses, "exec", cache.exec)  # noqa: B010 (the stub has no such attribute)
-    atexit.register(cache.save)
+    if not sys.dont_write_bytecode:  # -B / PYTHONDONTWRITEBYTECODE: no compiled code written, as for .pyc files
+        atexit.register(cache.save)
     return cache

@@ -72,7 +72,8 @@ TLS = Reason("TLS (ssl and OpenSSL's libssl): only an amqps:// or https:// profi
 PROXY = Reason("urllib's HTTP stack (http.client, email…): only through an HTTP proxy; dlxtool.broker.http speaks "
                "HTTP itself")
 SCHEMA_CACHE = Reason("the .proto compiler's tools and the schema cache's writer (subprocess, tempfile, hashlib): only "
-                      "when a schema is looked up in or written to the cache, or compiled")
+                      "when a schema is looked up in or written to the cache, or compiled; tempfile also when the "
+                      "methods cache (dlxtool.method_cache) is written, after a run that compiled a new method")
 VERSION = Reason("importlib.metadata (and its email and zipfile): only `dlxtool --version`")
 THREADS = Reason("a thread pool: only a queue survey of several brokers")
 WIDE_TEXT = Reason("unicodedata: only for text that is not ASCII (its width on a terminal)")

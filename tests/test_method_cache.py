@@ -3,9 +3,11 @@ test routes dataclasses' compiling through a cache of its own and puts the built
 
 from __future__ import annotations
 
+import binascii
 import dataclasses
 import marshal
 import os
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,10 +20,9 @@ from dlxtool.method_cache import MethodCache, cache_path, load
 
 
 @pytest.fixture
-def routed() -> Iterator[list[MethodCache]]:
-    """Install with the caches the test makes; dataclasses' own exec back afterwards."""
-    caches: list[MethodCache] = []
-    yield caches
+def routed() -> Iterator[None]:
+    """The test routes dataclasses' compiling through caches of its own (route); dataclasses' own exec back after."""
+    yield
     if "exec" in vars(dataclasses):
         delattr(dataclasses, "exec")
 
@@ -40,7 +41,7 @@ def make_class() -> type:
     return Point
 
 
-def test_a_class_made_from_kept_code_behaves_as_one_compiled_now(tmp_path: Path, routed: list[MethodCache]) -> None:
+def test_a_class_made_from_kept_code_behaves_as_one_compiled_now(tmp_path: Path, routed: None) -> None:
     first = MethodCache(tmp_path / "m.marshal", {})
     route(first)
     compiled = make_class()
@@ -62,7 +63,7 @@ def test_a_class_made_from_kept_code_behaves_as_one_compiled_now(tmp_path: Path,
         kept()
 
 
-def test_a_save_with_nothing_new_writes_nothing(tmp_path: Path, routed: list[MethodCache]) -> None:
+def test_a_save_with_nothing_new_writes_nothing(tmp_path: Path, routed: None) -> None:
     path = tmp_path / "m.marshal"
     cache = MethodCache(path, {})
     cache.save()
@@ -71,7 +72,7 @@ def test_a_save_with_nothing_new_writes_nothing(tmp_path: Path, routed: list[Met
 
 def test_a_file_others_may_write_or_not_ours_is_not_read(tmp_path: Path) -> None:
     path = tmp_path / "m.marshal"
-    marshal.dump({"x = 1": marshal.dumps(compile("x = 1", "<string>", "exec"))}, path.open("wb"))
+    path.write_bytes(marshal.dumps({"x = 1": marshal.dumps(compile("x = 1", "<string>", "exec"))}))
     path.chmod(0o644)
     assert set(load(path)) == {"x = 1"}
     path.chmod(0o664)
@@ -89,19 +90,33 @@ def test_a_damaged_file_is_an_empty_cache(tmp_path: Path, content: bytes) -> Non
     assert load(path) == {}
 
 
-def test_a_kept_entry_that_does_not_unmarshal_is_compiled_again(tmp_path: Path, routed: list[MethodCache]) -> None:
+def damaged(entry: bytes, how: str) -> bytes:
+    """A kept entry (CRC-32, then the marshalled code) damaged in one of three ways."""
+    data = entry[4:]
+    if how == "flipped":  # a byte of the code changed, the CRC left as it was
+        return entry[:4] + data[:-3] + bytes([data[-3] ^ 0x5A]) + data[-2:]
+    if how == "garbage-with-its-crc":  # passes the check, does not unmarshal to code
+        junk = b"\x00garbage"
+        return binascii.crc32(junk).to_bytes(4, "big") + junk
+    if how == "not-code-with-its-crc":
+        other = marshal.dumps(("a", "tuple"))
+        return binascii.crc32(other).to_bytes(4, "big") + other
+    return entry[:3]  # "short"
+
+
+@pytest.mark.parametrize("how", ["flipped", "garbage-with-its-crc", "not-code-with-its-crc", "short"])
+def test_a_damaged_entry_is_compiled_again(tmp_path: Path, routed: None, how: str) -> None:
     first = MethodCache(tmp_path / "m.marshal", {})
     route(first)
     make_class()
-    damaged = dict.fromkeys(first.kept, b"\x00garbage")
-    second = MethodCache(tmp_path / "m.marshal", damaged)
+    second = MethodCache(tmp_path / "m.marshal", {text: damaged(entry, how) for text, entry in first.kept.items()})
     route(second)
     point = make_class()
-    assert second.added and point(1) == point(1, 2, ())
-    assert all(data != b"\x00garbage" for data in second.kept.values())
+    assert second.added and point(1) == point(1, 2, ()) and repr(point(1)).endswith("Point(x=1, y=2, tags=())")
+    assert second.kept == first.kept, "each damaged entry was compiled again, to the same code"
 
 
-def test_a_cache_that_cannot_be_written_is_no_error(tmp_path: Path, routed: list[MethodCache]) -> None:
+def test_a_cache_that_cannot_be_written_is_no_error(tmp_path: Path, routed: None) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
     cache = MethodCache(blocker / "sub" / "m.marshal", {})
@@ -112,26 +127,40 @@ def test_a_cache_that_cannot_be_written_is_no_error(tmp_path: Path, routed: list
 
 
 def test_the_path_follows_the_schema_cache_variables(tmp_path: Path) -> None:
-    name = f"methods-1-{sys.implementation.cache_tag}-{sys.hexversion:x}-O{sys.flags.optimize}.marshal"
+    name = f"methods-2-{sys.implementation.cache_tag}-{sys.hexversion:x}-O{sys.flags.optimize}.marshal"
     assert cache_path({"DLXTOOL_CACHE_DIR": str(tmp_path)}) == tmp_path / name
     assert cache_path({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "dlxtool" / name
 
 
+def dlxtool_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DLXTOOL_DEBUG", "PYTHONDONTWRITEBYTECODE")}
+    return {**env, "DLXTOOL_CACHE_DIR": str(tmp_path)}
+
+
 def test_a_whole_process_writes_the_file_once_and_then_only_reads_it(tmp_path: Path) -> None:
-    env = {**os.environ, "DLXTOOL_CACHE_DIR": str(tmp_path)}
-    env.pop("DLXTOOL_DEBUG", None)
+    env = dlxtool_env(tmp_path)
     path = method_cache.cache_path(env)
     command = [sys.executable, "-m", "dlxtool", "--help"]
-    subprocess.run(command, env=env, check=True, capture_output=True)
-    assert path.exists() and not path.stat().st_mode & 0o022
+
+    def run() -> None:  # umask 002 (per-user groups): the file must still be 0600, or it would never be read back
+        subprocess.run(command, env=env, check=True, capture_output=True, preexec_fn=lambda: os.umask(0o002))
+
+    run()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
     written = path.stat().st_mtime_ns, path.read_bytes()
     assert len(load(path)) > 10, "the classes --help loads"
-    subprocess.run(command, env=env, check=True, capture_output=True)
+    run()
     assert (path.stat().st_mtime_ns, path.read_bytes()) == written, "nothing new: the file is not written again"
     assert [p.name for p in tmp_path.iterdir()] == [path.name], "no temporary file left behind"
 
 
-def test_kept_code_is_compiled_as_dataclasses_compiles_it(tmp_path: Path, routed: list[MethodCache]) -> None:
+def test_nothing_is_written_where_python_writes_no_bytecode(tmp_path: Path) -> None:
+    env = {**dlxtool_env(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    subprocess.run([sys.executable, "-m", "dlxtool", "--help"], env=env, check=True, capture_output=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_kept_code_is_compiled_as_dataclasses_compiles_it(tmp_path: Path, routed: None) -> None:
     # dataclasses' own exec compiles with no __future__ flags; method_cache.py (like this file) has
     # `from __future__ import annotations`, which a plain compile() there would pass on: __init__'s annotations
     # would become the names of dataclasses' locals ('_type_x'), not the field's annotation.

@@ -119,7 +119,9 @@ def main() -> None:
 def measure(args: argparse.Namespace, url: str, tmp: Path) -> None:
     floor = tmp / "floor.py"
     floor.write_text(FLOOR_SCRIPT)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DLXTOOL_")}
+    # PYTHONDONTWRITEBYTECODE would keep dlxtool's methods cache from being written (dlxtool.method_cache), as .pyc
+    # files are not: measured as an engineer's machine runs
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DLXTOOL_") and k != "PYTHONDONTWRITEBYTECODE"}
     env.update(NO_COLOR="1", XDG_CONFIG_HOME=str(tmp / "config"), XDG_STATE_HOME=str(tmp / "state"),
                DLXTOOL_URL=url, DLXTOOL_MANAGEMENT_URL=f"http://guest:guest@{HOST}:{HTTP_PORT}/")
     dlx = {"": ([str(DLXTOOL)], env)}

@@ -325,7 +325,9 @@ def measure(args: argparse.Namespace, url: str, tmp: Path, http_port: int) -> No
     line = f"ts=2026-11-24T03:12:09Z level=error msg=\"cannot handle\" payload={base64.b64encode(body).decode()}"
     env = {**os.environ, "DLXTOOL_CONFIG": str(config), "DLXTOOL_URL": url, "DLXTOOL_CACHE_DIR": str(cache),
            "DLXTOOL_MANAGEMENT_URL": f"http://{HOST}:{http_port}/", "NO_COLOR": "1"}
-    for key in ("DLXTOOL_BROKER", "DLXTOOL_PROTO_PATH", "DLXTOOL_DEBUG"):
+    # PYTHONDONTWRITEBYTECODE (set on some machines, this one included) would keep dlxtool from writing its methods
+    # cache (dlxtool.method_cache), as it keeps Python from writing .pyc files: measured as an engineer's machine runs
+    for key in ("DLXTOOL_BROKER", "DLXTOOL_PROTO_PATH", "DLXTOOL_DEBUG", "PYTHONDONTWRITEBYTECODE"):
         env.pop(key, None)
     print(f"filling {QUEUE!r} with {args.messages:,} messages: {fill(url, args.messages, body):.1f} s", flush=True)
     cmds = commands(url, http_port, bare, floor, floor_pb, descriptors, line)

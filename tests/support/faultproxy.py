@@ -151,9 +151,9 @@ class FaultProxy:
 
     def close(self) -> None:
         """Reset everything still open (half-open broker sides included) and stop the threads. Reset before the
-        stall ends: a chunk a stall held back (an ack armed with forward=False) is never forwarded at the end. With
-        resume() first, a pump sent it in the moment before the reset (seen: the broker removed the message a
-        test had proven held)."""
+        stall ends, and a pump forwards nothing once its link is reset: a chunk a stall held back (an ack armed with
+        forward=False) never reaches the broker at the end. With resume() first, a pump sent it in the moment
+        before the reset (seen: the broker removed the message a test had proven held)."""
         self.reset()
         self.resume()
         self._closed.set()
@@ -223,6 +223,8 @@ class FaultProxy:
                 time.sleep(self.delay)
             while self.stalled.is_set() and not this_one and not link.done and not self._closed.is_set():
                 time.sleep(0.02)  # a chunk read just before the stall waits with the rest
+            if link.done or self._closed.is_set():
+                break  # reset (or closed) while the chunk waited: a reset link forwards nothing more
             try:
                 dst.sendall(data)
             except OSError:
