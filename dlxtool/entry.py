@@ -36,7 +36,7 @@ def main() -> int:
     gc.set_threshold(max(young, START_UP_GC_THRESHOLD), *older)
     from dlxtool import method_cache
 
-    method_cache.install()
+    method_cache.install()  # before the CLI's modules build their dataclasses: their methods come compiled (issue 40)
     from dlxtool.cli import main as cli_main
 
     return cli_main()
