@@ -42,6 +42,13 @@ class ConnectError(DlxtoolError):
     status = Status.CONNECT
 
 
+class AccessRefused(ConnectError):
+    """The broker knows the user and refuses what it asked for: a vhost it has no permissions on (AMQP), an API
+    request its tags do not allow (401 "Not monitor user", 403). The hint says what to grant. Callers that must tell
+    a refusal from a broker not reached (a vhost that exists, an API that answered) catch this class, never the
+    words of the message."""
+
+
 class ManagementMismatch(ConnectError):
     """The management API answers for another broker than the one the AMQP connection reached: none of its
     data (queue type, arguments, policies, limits, counts) may be used."""

@@ -17,7 +17,7 @@ from dlxtool.broker import pika_import
 from dlxtool.broker.naming import connection_name
 from dlxtool.broker.tls import tls_context
 from dlxtool.config import BrokerProfile
-from dlxtool.errors import ConnectError, DlxtoolError, NotFoundError, UnavailableError, VhostNotFound
+from dlxtool.errors import AccessRefused, ConnectError, DlxtoolError, NotFoundError, UnavailableError, VhostNotFound
 from dlxtool.urls import AmqpUrl
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ def connect(profile: BrokerProfile) -> BlockingConnection:
                 said = broker_said(exc)
                 if _VHOST_NOT_FOUND.search(said):
                     raise vhost_not_found(profile, node) from None
-                raise ConnectError(
+                raise AccessRefused(
                     f"access to vhost {profile.vhost!r} on broker {profile.describe(node)} refused for "
                     + ("the client certificate's user" if profile.auth == "external"
                        else f"user {profile.username!r}") + f" ({said})",

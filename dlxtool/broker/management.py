@@ -19,7 +19,7 @@ import orjson
 from dlxtool import secrets, waits
 from dlxtool.broker.http import HttpConnection, Pending, Response, done, proxied, urllib_exchange
 from dlxtool.config import BrokerProfile
-from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError, QueueNotFound
+from dlxtool.errors import AccessRefused, ConnectError, DlxtoolError, ManagementMismatch, NotFoundError, QueueNotFound
 from dlxtool.json_shapes import is_array, is_object
 from dlxtool.urls import mask_any_url
 
@@ -331,13 +331,13 @@ class ManagementClient:
             detail = ""
         code = response.status
         if code == 401 and "virtual host" in detail:  # the password was right; this vhost is not this user's
-            return ConnectError(f"user {self.user!r} is not authorised for that virtual host at the management API "
+            return AccessRefused(f"user {self.user!r} is not authorised for that virtual host at the management API "
                                 f"{self.masked_url} ({method} {path}: {detail})",
                                 hint="an administrator grants it with `rabbitmqctl set_permissions -p VHOST USER ...`")
         if code == 401 and self._answered and "login failed" not in detail.lower():
             # The credentials were taken before: this 401 is about the request, not the login (3.10.8: GET /api/nodes
             # by a user without the monitoring tag is 401 "Not monitor user"; a wrong password, 401 "Login failed").
-            return ConnectError(f"management API at {self.masked_url}: {method} {path} not allowed for user "
+            return AccessRefused(f"management API at {self.masked_url}: {method} {path} not allowed for user "
                                 f"{self.user!r} ({detail or 'not authorised'})",
                                 hint="the user needs the 'monitoring' tag for it")
         if code == 401:
@@ -345,7 +345,7 @@ class ManagementClient:
                                 f"{self.masked_url}",
                                 hint="check the password (and user) of the broker profile or --management-url")
         if code == 403:
-            return ConnectError(f"management API at {self.masked_url}: {method} {path} not allowed "
+            return AccessRefused(f"management API at {self.masked_url}: {method} {path} not allowed "
                                 f"({detail or 'forbidden'})",
                                 hint="the user needs the 'monitoring' or 'management' tag")
         if code == 404:
@@ -487,7 +487,7 @@ class ManagementClient:
         except ManagementMismatch:
             raise
         except DlxtoolError as exc:  # not reachable, or not allowed (a user without the monitoring tag)
-            return None, exc.message + (f": {exc.hint}" if exc.hint and "monitoring" in exc.hint else "")
+            return None, exc.message + (f": {exc.hint}" if isinstance(exc, AccessRefused) and exc.hint else "")
         found = []
         for row in rows if is_array(rows) else []:
             if not is_object(row) or row.get("running") is False:

@@ -19,7 +19,7 @@ import click
 
 from dlxtool import render
 from dlxtool.config import BrokerProfile, Config, load_config, select_profile, top_level_proto_paths
-from dlxtool.errors import ConnectError, DlxtoolError, RefusedError, VhostNotFound
+from dlxtool.errors import AccessRefused, DlxtoolError, RefusedError, VhostNotFound
 
 if TYPE_CHECKING:
     from pika.adapters.blocking_connection import BlockingConnection
@@ -375,8 +375,8 @@ def _vhost_answers(profile: BrokerProfile) -> bool:
         conn = connect(profile)
     except VhostNotFound:
         return False
-    except ConnectError as exc:
-        return exc.message.startswith("access to vhost")
+    except AccessRefused:  # no permissions there: the vhost exists
+        return True
     except DlxtoolError:
         return False
     close_quietly(conn)

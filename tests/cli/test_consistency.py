@@ -56,6 +56,31 @@ def test_a_vhost_the_api_names_but_amqp_does_not_reach_is_not_suggested(cli_env,
     assert app.vhost_did_you_mean(elsewhere, broker.vhost[:-1]) is None
 
 
+def test_a_vhost_the_user_has_no_permissions_on_is_still_suggested(cli_env, broker) -> None:
+    """AMQP refuses a connection to a vhost the user has no permissions on (403 ACCESS_REFUSED): the vhost exists,
+    so it is a fair suggestion. Told by the error's class (dlxtool.errors.AccessRefused), not its words."""
+    from urllib.parse import quote
+
+    from dlxtool.broker.connection import connect
+    from dlxtool.cli.app import App
+    from dlxtool.config import BrokerProfile
+    from dlxtool.errors import AccessRefused
+
+    closed = f"{broker.vhost}-np"
+    broker.mgmt.request("PUT", f"vhosts/{quote(closed, safe='')}", {})
+    try:
+        # the API gives the user who makes a vhost its permissions there: taken away again
+        broker.mgmt.request("DELETE", f"permissions/{quote(closed, safe='')}/guest")
+        profile = BrokerProfile(name="t", urls=(plain_url(broker),), source="test", env=cli_env, vhost="x",
+                                management_url=broker.management_url)
+        with pytest.raises(AccessRefused):
+            connect(BrokerProfile(name="t", urls=(plain_url(broker),), source="test", env=cli_env, vhost=closed))
+        said = App(env=cli_env).vhost_did_you_mean(profile, closed[:-1])  # the run's own vhost is close too
+        assert said is not None and said.startswith(f"did you mean '{closed}'"), said
+    finally:
+        broker.mgmt.request("DELETE", f"vhosts/{quote(closed, safe='')}")
+
+
 def test_a_command_typo_gets_a_did_you_mean(run) -> None:
     result = run("peak", "orders")
     assert result.exit_code == 2
