@@ -332,22 +332,22 @@ class ManagementClient:
         code = response.status
         if code == 401 and "virtual host" in detail:  # the password was right; this vhost is not this user's
             return AccessRefused(f"user {self.user!r} is not authorised for that virtual host at the management API "
-                                f"{self.masked_url} ({method} {path}: {detail})",
-                                hint="an administrator grants it with `rabbitmqctl set_permissions -p VHOST USER ...`")
+                                 f"{self.masked_url} ({method} {path}: {detail})",
+                                 hint="an administrator grants it with `rabbitmqctl set_permissions -p VHOST USER ...`")
         if code == 401 and self._answered and "login failed" not in detail.lower():
             # The credentials were taken before: this 401 is about the request, not the login (3.10.8: GET /api/nodes
             # by a user without the monitoring tag is 401 "Not monitor user"; a wrong password, 401 "Login failed").
             return AccessRefused(f"management API at {self.masked_url}: {method} {path} not allowed for user "
-                                f"{self.user!r} ({detail or 'not authorised'})",
-                                hint="the user needs the 'monitoring' tag for it")
+                                 f"{self.user!r} ({detail or 'not authorised'})",
+                                 hint="the user needs the 'monitoring' tag for it")
         if code == 401:
             return ConnectError(f"authentication failed for user {self.user!r} at the management API "
                                 f"{self.masked_url}",
                                 hint="check the password (and user) of the broker profile or --management-url")
         if code == 403:
             return AccessRefused(f"management API at {self.masked_url}: {method} {path} not allowed "
-                                f"({detail or 'forbidden'})",
-                                hint="the user needs the 'monitoring' or 'management' tag")
+                                 f"({detail or 'forbidden'})",
+                                 hint="the user needs the 'monitoring' or 'management' tag")
         if code == 404:
             return NotFoundError(f"management API: {path} not found")
         if 300 <= code < 400:
