@@ -12,12 +12,12 @@ is skipped.
 
 The file holds code that runs, so it is read only when it is this user's own and no one else may write it (as ssh
 treats its keys), and it is written as 0600 (`tempfile.mkstemp`: a name of its own per writer, whatever the umask).
-Each entry carries a CRC-32 of its marshalled code, checked before the code is unmarshalled: a damaged code object
-can crash the interpreter, not only raise. A file that cannot be read, is not ours or is not a map of text → bytes
-is ignored, an entry that fails its check or does not unmarshal is compiled again, and a cache that cannot be written
-is no error. Like `.pyc` files, nothing is written under `python -B` / PYTHONDONTWRITEBYTECODE (what is there is
-still read). Nothing here is needed for dlxtool to work: without the file every text is compiled, as without this
-module.
+The file starts with a CRC-32 of the rest, checked before anything in it is unmarshalled: marshal is not made for
+damaged data, and a damaged code object can crash the interpreter, not only raise. A file that cannot be read, is
+not ours, fails its check or is not a map of text → bytes is ignored; an entry that does not unmarshal to code is
+compiled again; a cache that cannot be written is no error. Like `.pyc` files, nothing is written under
+`python -B` / PYTHONDONTWRITEBYTECODE (what is there is still read). Nothing here is needed for dlxtool to work:
+without the file every text is compiled, as without this module.
 """
 
 from __future__ import annotations
@@ -69,8 +69,7 @@ class MethodCache:
         # As dataclasses' own exec(text) compiles it: no __future__ flags (this module's `annotations` would turn
         # the methods' annotations into the names of dataclasses' locals)
         code = compile(text, "<string>", "exec", dont_inherit=True)
-        data = marshal.dumps(code)
-        self.kept[text] = binascii.crc32(data).to_bytes(4, "big") + data
+        self.kept[text] = marshal.dumps(code)
         self.added = True
         return code
 
@@ -87,8 +86,10 @@ class MethodCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+            data = marshal.dumps(kept)
             with os.fdopen(fd, "wb") as fh:
-                marshal.dump(kept, fh)
+                fh.write(binascii.crc32(data).to_bytes(4, "big"))
+                fh.write(data)
             os.replace(tmp, self.path)
         except (OSError, ValueError, KeyboardInterrupt):
             if tmp is not None:
@@ -97,14 +98,12 @@ class MethodCache:
 
 
 def _unmarshal(entry: bytes | None) -> CodeType | None:
-    """The code of a kept entry (CRC-32, then the marshalled code), or None: absent, damaged, or not code."""
-    if entry is None or len(entry) <= 4:
-        return None
-    data = memoryview(entry)[4:]
-    if binascii.crc32(data) != int.from_bytes(entry[:4], "big"):
+    """The code of a kept entry, or None: absent, or not code (the file passed its check; still, nothing here may
+    stop a command)."""
+    if entry is None:
         return None
     try:
-        code = marshal.loads(data)
+        code = marshal.loads(entry)
     except Exception:  # noqa: BLE001 - a bad entry raises ValueError, EOFError, TypeError, even SystemError: compile
         return None
     return code if type(code) is CodeType else None
@@ -123,14 +122,22 @@ def cache_path(env: Mapping[str, str]) -> Path:
 
 
 def load(path: Path) -> dict[str, bytes]:
-    """The kept map, or an empty one: absent, unreadable, not this user's own, writable by others, or not a map."""
+    """The kept map, or an empty one: absent, unreadable, not this user's own, writable by others, damaged (its
+    CRC-32), or not a map."""
     try:
         with open(path, "rb") as fh:
             info = os.fstat(fh.fileno())
             if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
                 return {}
-            kept = marshal.load(fh)
-    except (OSError, ValueError, EOFError, TypeError):
+            data = fh.read()
+    except OSError:
+        return {}
+    body = memoryview(data)[4:]
+    if len(data) <= 4 or binascii.crc32(body) != int.from_bytes(data[:4], "big"):
+        return {}
+    try:
+        kept = marshal.loads(body)
+    except Exception:  # noqa: BLE001 - the check passed, so this is not damage; still, never stop a command here
         return {}
     if not isinstance(kept, dict):
         return {}
