@@ -62,36 +62,35 @@ class MethodCache:
         builtins.exec(source, dataclasses.__dict__ if globals is None else globals, locals)
 
     def _code(self, text: str) -> CodeType:
-        self.used.add(text)
         code = _unmarshal(self.kept.get(text))
-        if code is not None:
-            return code
-        # As dataclasses' own exec(text) compiles it: no __future__ flags (this module's `annotations` would turn
-        # the methods' annotations into the names of dataclasses' locals)
-        code = compile(text, "<string>", "exec", dont_inherit=True)
-        self.kept[text] = marshal.dumps(code)
-        self.added = True
+        if code is None:
+            # As dataclasses' own exec(text) compiles it: no __future__ flags (this module's `annotations` would turn
+            # the methods' annotations into the names of dataclasses' locals)
+            code = compile(text, "<string>", "exec", dont_inherit=True)
+            self.kept[text] = marshal.dumps(code)
+            self.added = True
+        self.used.add(text)
         return code
 
     def save(self) -> None:
         """Write the map if this run compiled something new; atomically, and silently not where it cannot. It runs
-        at exit, after the command said everything: a Ctrl-C that lands in these few milliseconds only leaves the
-        file as it was (no traceback from an exit hook)."""
+        at exit, after the command said everything: nothing here may print a traceback or change the exit code, and
+        a Ctrl-C that lands in these few milliseconds only leaves the file as it was."""
         if not self.added:
             return
         import tempfile  # only when something new was compiled: a warm start does not pay for it
 
-        kept = self.kept if len(self.kept) <= MAX_ENTRIES else {t: self.kept[t] for t in self.used}
         tmp: str | None = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+            kept = self.kept if len(self.kept) <= MAX_ENTRIES else {t: self.kept[t] for t in self.used}
             data = marshal.dumps(kept)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
             with os.fdopen(fd, "wb") as fh:
                 fh.write(binascii.crc32(data).to_bytes(4, "big"))
                 fh.write(data)
             os.replace(tmp, self.path)
-        except (OSError, ValueError, KeyboardInterrupt):
+        except (Exception, KeyboardInterrupt):  # noqa: BLE001 - a cache not written is no error (the module docstring)
             if tmp is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
@@ -121,16 +120,21 @@ def cache_path(env: Mapping[str, str]) -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "dlxtool" / name
 
 
+MAX_FILE_BYTES = 64 << 20  # far past what every dataclass of dlxtool makes (0.5 MB): a larger file is not ours
+
+
 def load(path: Path) -> dict[str, bytes]:
-    """The kept map, or an empty one: absent, unreadable, not this user's own, writable by others, damaged (its
-    CRC-32), or not a map."""
+    """The kept map, or an empty one: absent, unreadable, not a regular file (a FIFO would block the open), not this
+    user's own, writable by others, too large, damaged (its CRC-32), or not a map."""
     try:
-        with open(path, "rb") as fh:
-            info = os.fstat(fh.fileno())
-            if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with open(fd, "rb") as fh:
+            info = os.fstat(fd)
+            if (not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid()
+                    or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or info.st_size > MAX_FILE_BYTES):
                 return {}
             data = fh.read()
-    except OSError:
+    except (OSError, MemoryError):
         return {}
     body = memoryview(data)[4:]
     if len(data) <= 4 or binascii.crc32(body) != int.from_bytes(data[:4], "big"):
@@ -141,7 +145,7 @@ def load(path: Path) -> dict[str, bytes]:
         return {}
     if not isinstance(kept, dict):
         return {}
-    return {text: data for text, data in kept.items() if type(text) is str and type(data) is bytes}
+    return {text: code for text, code in kept.items() if type(text) is str and type(code) is bytes}
 
 
 def install(env: Mapping[str, str] | None = None) -> MethodCache | None:

@@ -76,7 +76,7 @@ def test_a_save_with_nothing_new_writes_nothing(tmp_path: Path, routed: None) ->
     assert not path.exists()
 
 
-def test_a_file_others_may_write_or_not_ours_is_not_read(tmp_path: Path) -> None:
+def test_a_file_others_may_write_or_not_ours_is_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "m.marshal"
     write_kept(path, {"x = 1": marshal.dumps(compile("x = 1", "<string>", "exec"))})
     path.chmod(0o644)
@@ -85,6 +85,16 @@ def test_a_file_others_may_write_or_not_ours_is_not_read(tmp_path: Path) -> None
     assert load(path) == {}, "a group-writable file holds code anyone in the group could have put there"
     path.chmod(0o646)
     assert load(path) == {}
+    path.chmod(0o600)
+    assert set(load(path)) == {"x = 1"}
+    monkeypatch.setattr(os, "getuid", lambda: path.stat().st_uid + 1)
+    assert load(path) == {}, "another user's file: they could have put any code in it"
+
+
+def test_a_fifo_in_the_files_place_is_not_waited_on(tmp_path: Path) -> None:
+    path = tmp_path / "m.marshal"
+    os.mkfifo(path, 0o600)
+    assert load(path) == {}  # opened without blocking, and not a regular file
 
 
 @pytest.mark.parametrize("content", [b"", b"\x00\x00\x00\x00", b"not marshal", marshal.dumps({"x = 1": b"c"})])
@@ -129,6 +139,18 @@ def test_an_entry_that_is_not_code_is_compiled_again(tmp_path: Path, routed: Non
     point = make_class()
     assert second.added and point(1) == point(1, 2, ()) and repr(point(1)).endswith("Point(x=1, y=2, tags=())")
     assert second.kept == first.kept, "each entry was compiled again, to the same code"
+
+
+def test_past_max_entries_a_save_keeps_only_what_this_run_used(tmp_path: Path, routed: None,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    old = {"x = 1": marshal.dumps(compile("x = 1", "<string>", "exec")),
+           "y = 2": marshal.dumps(compile("y = 2", "<string>", "exec"))}
+    cache = MethodCache(tmp_path / "m.marshal", dict(old))
+    route(cache)
+    make_class()
+    monkeypatch.setattr(method_cache, "MAX_ENTRIES", len(cache.kept) - 1)
+    cache.save()
+    assert set(load(tmp_path / "m.marshal")) == cache.used and not set(old) & cache.used
 
 
 def test_a_cache_that_cannot_be_written_is_no_error(tmp_path: Path, routed: None) -> None:

@@ -67,7 +67,7 @@ def test_a_vhost_the_user_has_no_permissions_on_is_still_suggested(cli_env, brok
     from dlxtool.errors import AccessRefused
 
     closed = f"{broker.vhost}-np"
-    broker.mgmt.request("PUT", f"vhosts/{quote(closed, safe='')}", {})
+    broker.mgmt.request("PUT", f"vhosts/{quote(closed, safe='')}", {})  # before the try: its error, not the DELETE's
     try:
         # the API gives the user who makes a vhost its permissions there: taken away again
         broker.mgmt.request("DELETE", f"permissions/{quote(closed, safe='')}/guest")
