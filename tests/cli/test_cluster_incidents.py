@@ -329,7 +329,8 @@ def test_the_connected_node_killed_mid_replay_loses_nothing_and_the_rerun_finish
             cluster.relaunch()  # the node back is not enough on 3.10 (measured): the leader moving is
             cluster.move_leader(dlq, "c3")
         else:
-            assert rerun.exit_code == 0, (rerun.stdout, rerun.stderr)
+            if rerun.exit_code != 0:  # in full (an assert's message is cut): seen twice in CI, exit 5, all kept
+                pytest.fail(f"rerun exit {rerun.exit_code}\nstderr:\n{rerun.stderr}\nstdout:\n{rerun.stdout}")
             assert "on node dlxtool-" in rerun.stderr
             again = json.loads(rerun.stdout)
             moved, duplicates = moved + again["moved_total"], duplicates + again["possible_duplicates"]
