@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from base64 import b64encode
@@ -62,12 +63,21 @@ def close_connections(broker: BrokerEnv, match: Callable[[dict[str, Any]], bool]
     while time.monotonic() < deadline:
         with urllib.request.urlopen(urllib.request.Request(url, headers=auth), timeout=10) as resp:
             mine = [r["name"] for r in json.loads(resp.read()) if match(r)]
+        closed = 0
         for name in mine:
             req = urllib.request.Request(f"{base}/connections/{urllib.parse.quote(name, safe='')}", headers=auth,
                                          method="DELETE")
-            urllib.request.urlopen(req, timeout=10).close()
-        if mine:
-            return len(mine)
+            try:
+                urllib.request.urlopen(req, timeout=10).close()
+            except urllib.error.HTTPError as exc:
+                # listed, and gone by the time of the DELETE (a short-lived connection of the run, 4.3.6: seen in
+                # CI as a 404 that failed the test): not one closed here; the run's long-lived one is looked for again
+                if exc.code != 404:
+                    raise
+                continue
+            closed += 1
+        if closed:
+            return closed
         time.sleep(0.2)
     raise AssertionError(f"{what} was never listed")
 
