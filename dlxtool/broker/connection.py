@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import re
+import socket
 import ssl
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -91,6 +93,33 @@ MIN_HEARTBEAT = 10
 
 def heartbeat_for(timeout: float) -> int:
     return max(MIN_HEARTBEAT, int(2 * timeout + 0.999))
+
+
+def node_refuses(conn: Any) -> str | None:
+    """Whether the node a lost pika connection was on refuses connections now (`refuses`), from its parameters."""
+    params = getattr(getattr(conn, "_impl", conn), "params", None)
+    host, port = getattr(params, "host", None), getattr(params, "port", None)
+    return refuses(host, port) if isinstance(host, str) and isinstance(port, int) else None
+
+
+def refuses(host: str, port: int, timeout: float = 1.0, tries: int = 3) -> str | None:
+    """"HOST:PORT refuses connections now" when a TCP connect there is refused: nothing listens, so that node (or
+    its RabbitMQ) is down. None when it answers, or when it cannot be told (a timeout: a silent network says nothing
+    of the node). Asked where a connection was lost holding messages: where they come back depends on it.
+
+    Tried `tries` times, 0.25 s apart: a node killed with `kill -9` may reset its connections before its listener
+    is closed (once in eight runs on a 3.10.8 cluster, a single connect right after the loss did not see the
+    refusal)."""
+    for attempt in range(tries):
+        if attempt:
+            time.sleep(0.25)
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+        except ConnectionRefusedError:
+            return f"{host}:{port} refuses connections now"
+        except OSError:
+            return None
+    return None
 
 
 def heartbeat_of(conn: Any) -> int:

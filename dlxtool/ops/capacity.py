@@ -328,6 +328,20 @@ class Rooms:
             return "its x-overflow reject-publish-dlx dead-letters a refused message: a copy went there as well"
         return None
 
+    def nack_cause(self, queue: str) -> Why | None:
+        """Why `queue` nacked a publish when its own limits cannot have refused it (read, and none set to
+        reject-publish: a drop-head queue never refuses), else None (the generic "nacked"). The broker then nacks
+        because the queue cannot take a message now: measured on a 3.10.8 cluster, a replay started just after
+        the node leading its quorum origin was killed had every publish nacked (345 of 345, in 0.4 s), and a rerun
+        seconds later moved them all. Not full, not refused: not now (exit 7, Stay.not_now)."""
+        cap = self.caps.get(queue)
+        limited = cap is not None and (cap.max_length is not None or cap.max_bytes is not None)
+        if cap is None or not cap.known or (limited and cap.overflow in (REJECT_PUBLISH, REJECT_PUBLISH_DLX)):
+            return None
+        return Why(f"nacked by {queue}, which no limit of its own explains ({cap.limits()}): it cannot take messages "
+                   "now (a quorum queue without a leader, while a member's node is down or an election is under "
+                   "way, or a queue whose node is down)", Stay.DESTINATION_DOWN)
+
     def to_json(self) -> dict[str, Any]:
         return {q: {**c.to_json(), "admitted": None if q in self._free else self.admitted[q],
                     "stayed_full": self.refused[q]} for q, c in sorted(self.caps.items())}

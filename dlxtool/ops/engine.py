@@ -64,7 +64,14 @@ from typing import TYPE_CHECKING, cast
 
 from dlxtool.broker import queues
 from dlxtool.broker.channel import IDLE_WAIT, AsyncChannel
-from dlxtool.broker.connection import amqp_failure, blocked, describe_failure, heartbeat_of, is_connection_failure
+from dlxtool.broker.connection import (
+    amqp_failure,
+    blocked,
+    describe_failure,
+    heartbeat_of,
+    is_connection_failure,
+    node_refuses,
+)
 from dlxtool.broker.giveback import close_channel
 from dlxtool.broker.publisher import PublishAnswer, Publisher
 from dlxtool.broker.refusals import Refusal
@@ -627,6 +634,9 @@ class Transfer:
                     self._publish_again(item)
                     continue
                 why = answered(outcome, detail)
+                cause = self.hooks.nack_cause
+                if outcome is PublishAnswer.NACKED and cause is not None:
+                    why = cause(decision.group) or why
                 copies = self.hooks.nack_copies
                 copy = copies(decision.group) if outcome is PublishAnswer.NACKED and copies is not None else None
                 if copy is not None:
@@ -863,6 +873,7 @@ class Transfer:
             self.result.held_on_the_way = max(0, min(free, not_come)) + unproven
             if known or self.result.held_on_the_way:
                 self.result.given_back_by = time.time() + 2 * heartbeat_of(self.source_conn)
+                self.result.node_down = node_refuses(self.source_conn)
         # Whatever we never acked is back in the source; copies elsewhere of those are duplicates.
         self.ledger.give_back_all(Why("given back unacked (the run stopped on an error)", Stay.UNPROVEN), why)
         self.result.possible_duplicates = self._duplicates_now()

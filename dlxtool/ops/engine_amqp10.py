@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from dlxtool.broker.connection import heartbeat_for
+from dlxtool.broker.connection import heartbeat_for, refuses
 from dlxtool.errors import DlxtoolError, NotFoundError, UnavailableError
 from dlxtool.ops.actions import Action, Decider, Decision
 from dlxtool.ops.engine import describe_error
@@ -328,6 +328,7 @@ class Amqp10Transfer:
         if held:  # the broker returns them when it sees the connection go: a half-open one, by its heartbeat
 
             self.result.given_back_by = time.time() + 2 * heartbeat_for(self.conn.profile.timeout)
+            self.result.node_down = refuses(self.conn.node.host, self.conn.node.port)
 
     def _report(self, started: float, final: bool = False) -> None:
         progress = self.opts.progress

@@ -85,6 +85,11 @@ def transfer_outcome(result: TransferResult, what: str, *, saved: str | None = N
                            if result.held_when_lost or result.held_on_the_way else ""))
     if result.interrupted:
         return Outcome(Status.INTERRUPTED, f"{what} interrupted; the rest is still in {result.source}{kept}{dups}")
+    if any(why.kind.not_now for why in result.left):  # the broker said no for now, not for good: run it again
+        return Outcome(Status.UNAVAILABLE, f"{_done(result)}; {result.left_total} message(s) left in {result.source}: "
+                       f"{counted(result.left)}{_republished(result)}{dups}",
+                       "run it again in a few seconds, once the queue has its leader (or its node is back); "
+                       "`dlxtool queues` shows its state")
     still = f"every message is still in {result.source}" if not result.republished else _republished(result)[2:]
     refused = refusal(result.moved_total, result.left, nothing=nothing, still=still, republished=result.republished)
     if refused is not None:
@@ -107,6 +112,11 @@ def _held_when_lost(result: TransferResult) -> str:
             if result.held_when_lost else
             f"up to {more} of them may be held by the lost connection (deliveries on their way, acks it never "
             "confirmed)")
+    if result.node_down:  # the node itself is gone: no heartbeat of its own ends the holding
+        return (f"; {held}: the node it was on is down ({result.node_down}): they come back when the cluster "
+                "notices it is gone, or when it is back; a quorum queue may keep them until its leader moves (seen "
+                "on RabbitMQ 3.10, even with the node back: rabbitmq-queues transfer_leadership, or the leader's "
+                "node in maintenance mode); a rerun before then does not see them")
     return (f"; {held}: the broker puts them back "
             "when it notices the connection is gone — at once if it saw it close, else (a half-open connection) "
             f"when its heartbeat gives up on it, by {by} at the latest; a rerun before then does not see them")

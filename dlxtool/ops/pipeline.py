@@ -194,7 +194,7 @@ def admitting(session: MoveSession, policy: MovePolicy, hooks: RunHooks) -> RunH
     if rooms is None:
         return hooks
     rooms.forget()
-    return replace(hooks, admit=policy.admit(rooms), nack_copies=rooms.nack_copies)
+    return replace(hooks, admit=policy.admit(rooms), nack_copies=rooms.nack_copies, nack_cause=rooms.nack_cause)
 
 
 def exchanges_of(session: MoveSession, policy: MovePolicy) -> TemporaryExchanges | None:

@@ -37,6 +37,7 @@ class Stay(enum.Enum):
     EXCHANGE_REFUSED = "exchange_refused"    # the broker refused publishing to that exchange (write permission)
     UNROUTABLE = "unroutable"                # returned (basic.return): routed to no queue
     NACKED = "nacked"                        # the broker nacked it
+    DESTINATION_DOWN = "destination_down"    # nacked where no length limit explains it: the queue cannot take it now
     UNCONFIRMED = "unconfirmed"              # no confirm: maybe published
     UNPROVEN = "unproven"                    # its ack was not proven before the end
     GUARD_STOPPED = "guard_stopped"          # a guarded replay stopped before it (the canary, the brake)
@@ -47,6 +48,12 @@ class Stay(enum.Enum):
         """Where the message was to go is the reason, not the message: a run whose every message stayed so
         changed nothing on purpose (refused, exit 6)."""
         return self in _DESTINATIONS
+
+    @property
+    def not_now(self) -> bool:
+        """The destination cannot take messages now (no leader, its node down): the run ends "not now" (exit 7),
+        to be run again."""
+        return self is Stay.DESTINATION_DOWN
 
     @property
     def route(self) -> bool:

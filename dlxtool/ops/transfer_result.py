@@ -48,6 +48,9 @@ class TransferResult:
     # (the fault campaign: a stalled replay said 0 held while the broker held 16 for it until its heartbeat)
     held_on_the_way: int = 0
     given_back_by: float | None = None
+    # The node the lost connection was on refuses connections now (dlxtool.broker.connection.node_refuses): the
+    # broker gives them back when the cluster notices that node is gone, which a quorum queue may not do by then
+    node_down: str | None = None
     source_deleted: bool = False   # the source queue was deleted during the run (its messages with it)
     republished: int = 0           # messages that stay, republished to the source's tail (the summary says so)
     elapsed: float = 0.0
@@ -89,6 +92,7 @@ class TransferResult:
             "refused_by_broker": self.refused_by_broker, "unavailable": self.unavailable,
             "source_deleted": self.source_deleted, "held_when_lost": self.held_when_lost,
             "held_on_the_way": self.held_on_the_way, "given_back_by": _iso(self.given_back_by),
+            "node_down": self.node_down,
             "republished_to_tail": self.republished, "notes": list(self.notes),
         }
 

@@ -47,6 +47,9 @@ class RunHooks:
     # nack_copies(target queue) -> why a publish it nacked may have been dead-lettered by it too (a copy in its
     # DLX's queues: dlxtool.ops.capacity.Rooms.nack_copies), or None; such nacks count as possible duplicates
     nack_copies: Callable[[str], str | None] | None = None
+    # nack_cause(target queue) -> why it nacked a publish when its own limits cannot explain it (it cannot take
+    # messages now: Stay.DESTINATION_DOWN, dlxtool.ops.capacity.Rooms.nack_cause), or None: the generic "nacked"
+    nack_cause: Callable[[str], Why | None] | None = None
     # Until something moves, messages that stay are held and given back in place at the end instead of being
     # republished to the tail: a run that moves nothing changes nothing. Only where a give-back is in place and
     # costs nothing (a classic queue; the caller knows the queue's type and the broker's version).

@@ -44,3 +44,22 @@ def test_what_the_broker_said_is_read_from_pikas_wrapped_text() -> None:
     # connect() gets ProbableAuthenticationError whose only argument is the text of the inner exception
     exc = pe.ProbableAuthenticationError("ConnectionClosedByBroker: (403) 'ACCESS_REFUSED - Login was refused'")
     assert broker_said(exc) == "403 ACCESS_REFUSED - Login was refused"
+
+
+def test_a_node_that_refuses_connections_is_said_down_and_one_that_listens_is_not() -> None:
+    """node_refuses: a TCP connect to where the lost connection was (its pika parameters); refused = nothing
+    listens there (the node or its RabbitMQ down); a listener, or parameters it cannot read, say nothing."""
+    import socket
+    from types import SimpleNamespace
+
+    from dlxtool.broker.connection import node_refuses
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(8)
+        port = listening.getsockname()[1]
+        assert node_refuses(SimpleNamespace(params=SimpleNamespace(host="127.0.0.1", port=port))) is None
+    # closed now: nothing listens on that port any more
+    said = node_refuses(SimpleNamespace(_impl=SimpleNamespace(params=SimpleNamespace(host="127.0.0.1", port=port))))
+    assert said == f"127.0.0.1:{port} refuses connections now"
+    assert node_refuses(SimpleNamespace(params=None)) is None

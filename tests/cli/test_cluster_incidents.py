@@ -316,11 +316,28 @@ def test_the_connected_node_killed_mid_replay_loses_nothing_and_the_rerun_finish
     assert "Traceback" not in first.stderr
     assert "nothing was lost" in first.stderr and "run the same command again" in first.stderr, first.stderr
     firstsummary = json.loads(first.stdout)
+    if firstsummary["held_when_lost"] or firstsummary["held_on_the_way"]:  # held on c2, which is gone: said so
+        assert firstsummary["node_down"] and "the node it was on is down" in first.stderr, first.stderr
     # at once, as an operator would: a quorum DLQ whose leader just died answers "0 ready" for a moment — and again
     # while part of it is still held by the consumer the dead node had (3.10), until all of it was replayed
     moved, duplicates, rerun = firstsummary["moved_total"], firstsummary["possible_duplicates"], None
-    for _attempt in range(4):
-        rerun = run("--config", config, "--broker", "prod", "replay", dlq, "--yes", "--format", "json", env={})
+
+    def rerun_once() -> Any:
+        nonlocal moved, duplicates
+        done = run("--config", config, "--broker", "prod", "replay", dlq, "--yes", "--format", "json", env={})
+        if done.stdout.strip():  # the run's summary (a refusal before the run prints none)
+            again = json.loads(done.stdout)
+            moved, duplicates = moved + again["moved_total"], duplicates + again["possible_duplicates"]
+        return done
+
+    for _attempt in range(5):
+        rerun = rerun_once()
+        if rerun.exit_code == 7 and "cannot take messages now" in rerun.stderr:
+            # The origin (quorum, led by c2 too) nacks every publish until its new leader is elected (3.10, seen
+            # in CI and here: 345 of 345 nacked in 0.4 s): said as not now, each kept in the DLQ.
+            assert "nacked by " in rerun.stderr and "run it again in a few seconds" in rerun.stderr, rerun.stderr
+            time.sleep(2)
+            continue
         if rerun.exit_code == 7:
             # Said, not "nothing to replay": on 3.10 a quorum queue keeps what a consumer on a node that went down
             # had taken until that node is back (measured: 346 held, c2 down, the rerun's consumer on c1).
@@ -329,11 +346,9 @@ def test_the_connected_node_killed_mid_replay_loses_nothing_and_the_rerun_finish
             cluster.relaunch()  # the node back is not enough on 3.10 (measured): the leader moving is
             cluster.move_leader(dlq, "c3")
         else:
-            if rerun.exit_code != 0:  # in full (an assert's message is cut): seen twice in CI, exit 5, all kept
+            if rerun.exit_code != 0:  # in full (an assert's message is cut)
                 pytest.fail(f"rerun exit {rerun.exit_code}\nstderr:\n{rerun.stderr}\nstdout:\n{rerun.stdout}")
             assert "on node dlxtool-" in rerun.stderr
-            again = json.loads(rerun.stdout)
-            moved, duplicates = moved + again["moved_total"], duplicates + again["possible_duplicates"]
             if moved >= 600 - duplicates:
                 break
             # part of it still held by the dead node's consumer: on 3.10 it comes back when the leader moves
@@ -350,6 +365,16 @@ def test_the_connected_node_killed_mid_replay_loses_nothing_and_the_rerun_finish
     c1 = cluster.env("c1")
     for queue in (work, dlq):  # a basic.get while a quorum queue has no leader closes the connection (541 nodedown)
         cluster.wait(f"{queue} led by a live member", lambda q=queue: cluster.leader(q) != "c2")
+    if firstsummary["held_when_lost"] and c1.wait_depth(work, 600, timeout=10) < 600 and not c1.queue_depth(dlq):
+        # What the first run said its lost connection held (an unconfirmed publish among them, counted as a
+        # possible duplicate, so `moved` can reach 600 - duplicates without it): on 3.10 the quorum DLQ keeps it for
+        # the consumer c2 had until c2 is back and the leader moves (QUORUM_KEEPS_A_LOST_CONSUMERS_MESSAGES),
+        # seen here with 1 held. The operator's remedy, then the same command once more.
+        cluster.relaunch()
+        cluster.move_leader(dlq, "c1" if cluster.leader(dlq) != "c1" else "c3")
+        cluster.wait("the held messages back in the DLQ", lambda: c1.queue_depth(dlq) > 0, timeout=60)
+        rerun = rerun_once()
+        assert rerun.exit_code == 0, (rerun.stderr, rerun.stdout)
     c1.wait_depth(work, 600, timeout=10)
     at_origin, in_dlq = bodies(c1, work), bodies(c1, dlq)
     missing = [b for b in sent if not at_origin[b]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dlxtool.ops import capacity
 from dlxtool.ops.capacity import Capacity, Rooms
+from dlxtool.ops.stay import Stay
 
 
 def test_room_counts_down_by_messages_and_by_body_bytes() -> None:
@@ -43,3 +44,24 @@ def test_re_reads_are_rate_limited() -> None:
     assert calls == []  # read at the lookup just now: not again within REREAD_EVERY
 
 
+
+
+def test_a_nack_no_limit_of_the_queue_explains_is_not_now() -> None:
+    """A nack from a queue whose limits cannot refuse a publish (none, or drop-head) means the queue cannot take a
+    message now (a quorum queue between leaders: seen on a 3.10.8 cluster); a reject-publish limit, or limits not
+    read, leave the generic "nacked"."""
+    caps = {"free": Capacity("free"), "head": Capacity("head", max_length=5),
+            "full": Capacity("full", max_length=5, overflow="reject-publish"),
+            "dlx": Capacity("dlx", max_bytes=5, overflow="reject-publish-dlx"),
+            "bytes": Capacity("bytes", max_bytes=5, overflow="reject-publish"),
+            "unread": Capacity("unread", known=False, note="no management API")}
+    rooms = Rooms(caps.__getitem__)
+    for queue in caps:
+        rooms.capacity(queue)
+    for queue in ("free", "head"):
+        why = rooms.nack_cause(queue)
+        assert why is not None and why.kind is Stay.DESTINATION_DOWN and why.kind.not_now
+        assert why.startswith(f"nacked by {queue}, ") and "cannot take messages now" in why
+    assert "(no length limit)" in str(rooms.nack_cause("free"))
+    assert "(max-length 5, drop-head)" in str(rooms.nack_cause("head"))
+    assert [rooms.nack_cause(q) for q in ("full", "dlx", "bytes", "unread", "never-looked-up")] == [None] * 5

@@ -93,3 +93,31 @@ def test_depths_after_a_run_read_as_one_line() -> None:
     assert depths_text({}) is None
     assert depths_text({"dlq": {"ready": 0, "consumers": 0}, "work": {"ready": 5, "consumers": 2}}) == (
         "now (counted by the broker after the run): dlq 0 ready; work 5 ready, 2 consumer(s)")
+
+
+def test_messages_a_destination_could_not_take_now_end_the_run_not_now() -> None:
+    """Exit 7, not 5: the broker nacked them where no limit explains it (dlxtool.ops.capacity.Rooms.nack_cause);
+    what moved and what was republished to the source's tail are said."""
+    down = Why("nacked by q.work, which no limit of its own explains (no length limit): it cannot take messages "
+               "now (…)", Stay.DESTINATION_DOWN)
+    result = TransferResult("q.dlq", 10, moved=Counter({"q.work": 4}), left=Counter({down: 5, NO_ORIGIN: 1}),
+                            republished=6)
+    outcome = transfer_outcome(result, "replay")
+    assert outcome.status is Status.UNAVAILABLE
+    assert outcome.message.startswith("4 moved; 6 message(s) left in q.dlq: ")
+    assert f"{down} (5)" in outcome.message and "republished to the tail of q.dlq" in outcome.message
+    assert "run it again in a few seconds" in (outcome.hint or "")
+    nacked = Why("nacked: rejected by the broker (basic.nack, e.g. queue full)", Stay.NACKED)
+    assert transfer_outcome(TransferResult("q.dlq", 5, left=Counter({nacked: 5})), "replay").status is Status.PARTIAL
+
+
+def test_messages_held_on_a_node_that_is_down_are_not_promised_back_by_a_heartbeat() -> None:
+    """The node the lost connection was on refuses connections (dlxtool.broker.connection.node_refuses): no
+    heartbeat of that connection ends the holding, and a 3.10 quorum queue kept them until its leader moved."""
+    lost = {"error": "connection lost", "connection_lost": True, "given_back_by": 0.0, "held_when_lost": 106}
+    said = transfer_outcome(TransferResult("q.dlq", 600, node_down="localhost:5702 refuses connections now", **lost),
+                            "replay").message
+    assert "106 of them were held unacked by the lost connection: the node it was on is down (localhost:5702" in said
+    assert "until its leader moves" in said and "at the latest" not in said
+    alive = transfer_outcome(TransferResult("q.dlq", 600, **lost), "replay").message
+    assert "at the latest" in alive and "node it was on is down" not in alive
