@@ -9,6 +9,7 @@ import contextlib
 import re
 import socket
 import ssl
+import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -102,24 +103,34 @@ def node_refuses(conn: Any) -> str | None:
     return refuses(host, port) if isinstance(host, str) and isinstance(port, int) else None
 
 
-def refuses(host: str, port: int, timeout: float = 1.0, tries: int = 3) -> str | None:
+def refuses(host: str, port: int, within: float = 1.5, tries: int = 3) -> str | None:
     """"HOST:PORT refuses connections now" when a TCP connect there is refused: nothing listens, so that node (or
-    its RabbitMQ) is down. None when it answers, or when it cannot be told (a timeout: a silent network says nothing
-    of the node). Asked where a connection was lost holding messages: where they come back depends on it.
+    the tunnel or port-forward to it) is down. None when it answers, or when it cannot be told within `within`
+    seconds (a timeout, a name that does not resolve: a silent network says nothing of the node). Asked where a
+    connection was lost holding messages: where they come back depends on it.
 
-    Tried `tries` times, 0.25 s apart: a node killed with `kill -9` may reset its connections before its listener
-    is closed (once in eight runs on a 3.10.8 cluster, a single connect right after the loss did not see the
-    refusal)."""
-    for attempt in range(tries):
-        if attempt:
-            time.sleep(0.25)
-        try:
-            socket.create_connection((host, port), timeout=timeout).close()
-        except ConnectionRefusedError:
-            return f"{host}:{port} refuses connections now"
-        except OSError:
-            return None
-    return None
+    Tried up to `tries` times, 0.25 s apart: a node killed with `kill -9` may reset its connections before its
+    listener is closed (once in eight runs on a 3.10.8 cluster, a single connect right after the loss did not see
+    the refusal). In a daemon thread given `within` in all: name resolution has no timeout of its own."""
+    said: list[str | None] = [None]
+
+    def probe() -> None:
+        for attempt in range(tries):
+            if attempt:
+                time.sleep(0.25)
+            try:
+                socket.create_connection((host, port), timeout=max(0.1, deadline - time.monotonic())).close()
+            except ConnectionRefusedError:
+                said[0] = f"{f'[{host}]' if ':' in host else host}:{port} refuses connections now"
+                return
+            except OSError:
+                return
+
+    deadline = time.monotonic() + within
+    thread = threading.Thread(target=probe, name="dlxtool-node-probe", daemon=True)
+    thread.start()
+    thread.join(within)
+    return said[0]
 
 
 def heartbeat_of(conn: Any) -> int:

@@ -324,7 +324,8 @@ class Rooms:
         cap = self.caps.get(queue)
         if cap is None or cap.unreadable:
             return "its limits are not known: it may have dead-lettered a copy as well"
-        if cap.overflow == "reject-publish-dlx":
+        limited = cap.max_length is not None or cap.max_bytes is not None
+        if cap.overflow == "reject-publish-dlx" and limited:  # without a limit it refuses nothing: not the nack's cause
             return "its x-overflow reject-publish-dlx dead-letters a refused message: a copy went there as well"
         return None
 

@@ -112,11 +112,13 @@ def _held_when_lost(result: TransferResult) -> str:
             if result.held_when_lost else
             f"up to {more} of them may be held by the lost connection (deliveries on their way, acks it never "
             "confirmed)")
-    if result.node_down:  # the node itself is gone: no heartbeat of its own ends the holding
-        return (f"; {held}: the node it was on is down ({result.node_down}): they come back when the cluster "
-                "notices it is gone, or when it is back; a quorum queue may keep them until its leader moves (seen "
-                "on RabbitMQ 3.10, even with the node back: rabbitmq-queues transfer_leadership, or the leader's "
-                "node in maintenance mode); a rerun before then does not see them")
+    if result.node_down:  # the node itself, or the path to it, is gone: a heartbeat may not end the holding
+        return (f"; {held}: {result.node_down}, so the node it was on, or a tunnel or port-forward to it, is "
+                "down. If only the path went, the broker saw the connection close and has put them back already. If "
+                "the node went, they come back when the cluster notices it is gone, or when it is back, and a quorum "
+                "queue may keep them until its leader moves (seen on RabbitMQ 3.10, even with the node back: "
+                "rabbitmq-queues transfer_leadership, or the leader's node in maintenance mode); a rerun before then "
+                "does not see them")
     return (f"; {held}: the broker puts them back "
             "when it notices the connection is gone — at once if it saw it close, else (a half-open connection) "
             f"when its heartbeat gives up on it, by {by} at the latest; a rerun before then does not see them")

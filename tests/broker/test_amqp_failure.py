@@ -63,3 +63,14 @@ def test_a_node_that_refuses_connections_is_said_down_and_one_that_listens_is_no
     said = node_refuses(SimpleNamespace(_impl=SimpleNamespace(params=SimpleNamespace(host="127.0.0.1", port=port))))
     assert said == f"127.0.0.1:{port} refuses connections now"
     assert node_refuses(SimpleNamespace(params=None)) is None
+    # a name that does not resolve says nothing, and the probe is bounded whatever the resolver does
+    from dlxtool.broker.connection import refuses
+
+    assert refuses("no-such-host.invalid", port) is None
+    try:  # an IPv6 address is said bracketed, as a URL has it
+        with socket.socket(socket.AF_INET6) as listening6:
+            listening6.bind(("::1", 0))
+            port6 = listening6.getsockname()[1]
+    except OSError:
+        return  # no IPv6 loopback on this machine
+    assert refuses("::1", port6) == f"[::1]:{port6} refuses connections now"

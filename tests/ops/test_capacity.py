@@ -65,3 +65,8 @@ def test_a_nack_no_limit_of_the_queue_explains_is_not_now() -> None:
     assert "(no length limit)" in str(rooms.nack_cause("free"))
     assert "(max-length 5, drop-head)" in str(rooms.nack_cause("head"))
     assert [rooms.nack_cause(q) for q in ("full", "dlx", "bytes", "unread", "never-looked-up")] == [None] * 5
+    # reject-publish-dlx with no limit refuses nothing: a nack from it is not now, and no copy was dead-lettered
+    unlimited = Rooms(lambda q: Capacity(q, overflow="reject-publish-dlx"))
+    unlimited.capacity("q")
+    assert unlimited.nack_cause("q") is not None and unlimited.nack_copies("q") is None
+    assert rooms.nack_copies("dlx") is not None
