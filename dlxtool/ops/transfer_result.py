@@ -48,8 +48,9 @@ class TransferResult:
     # (the fault campaign: a stalled replay said 0 held while the broker held 16 for it until its heartbeat)
     held_on_the_way: int = 0
     given_back_by: float | None = None
-    # The node the lost connection was on refuses connections now (dlxtool.broker.connection.node_refuses): the
-    # broker gives them back when the cluster notices that node is gone, which a quorum queue may not do by then
+    # "HOST:PORT refuses connections now" where the lost connection was (dlxtool.broker.connection.node_refuses):
+    # that node, or the path to it (a tunnel, a port-forward), is down; a dead node's deliveries come back when the
+    # cluster notices, not by a heartbeat (and a 3.10 quorum queue kept them until its leader moved)
     node_down: str | None = None
     source_deleted: bool = False   # the source queue was deleted during the run (its messages with it)
     republished: int = 0           # messages that stay, republished to the source's tail (the summary says so)
