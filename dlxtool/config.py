@@ -61,7 +61,7 @@ from urllib.parse import unquote, urlsplit
 from dlxtool import secrets
 from dlxtool.budget import DEFAULT_MAX_BYTES, parse_size
 from dlxtool.errors import ConfigError, NotFoundError, UsageError
-from dlxtool.urls import AmqpUrl, derive_management_url, mask_any_url, parse_amqp_url
+from dlxtool.urls import AmqpUrl, derive_management_url, host_port, mask_any_url, parse_amqp_url
 
 # dlxtool.conventions (a dozen dataclasses, and dlxtool.deaths) loads only for a config that names some.
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ class BrokerProfile:
     def describe(self, node: AmqpUrl | None = None) -> str:
         """The broker as messages name it: the profile and the node (host:port), or the node alone for --url."""
         node = node or self.nodes[0]
-        where = f"[{node.host}]:{node.port}" if ":" in node.host else f"{node.host}:{node.port}"
+        where = host_port(node.host, node.port)
         return where if self.source == "--url" else f"{self.name!r} ({where})"
 
     def masked_urls(self) -> list[str]:

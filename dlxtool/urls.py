@@ -37,9 +37,19 @@ class AmqpUrl:
             if self.password is not None:
                 auth += ":" + (MASK if mask else quote(self.password, safe=""))
             auth += "@"
-        host = f"[{self.host}]" if ":" in self.host else self.host
+        host = bracketed(self.host)
         path = "/" if self.vhost in (None, "/") else "/" + quote(self.vhost, safe="")
         return f"{self.scheme}://{auth}{host}:{self.port}{path}"
+
+
+def bracketed(host: str) -> str:
+    """A host as a URL or an address names it: an IPv6 literal in brackets."""
+    return f"[{host}]" if ":" in host else host
+
+
+def host_port(host: str, port: int) -> str:
+    """"host:port", "[::1]:5672"."""
+    return f"{bracketed(host)}:{port}"
 
 
 def parse_amqp_url(url: str) -> AmqpUrl:
@@ -87,5 +97,5 @@ def mask_any_url(url: str) -> str:
 
 def derive_management_url(url: AmqpUrl) -> str:
     """The management API normally listens on the AMQP host: 15672 (http) or 15671 (https)."""
-    host = f"[{url.host}]" if ":" in url.host else url.host
+    host = bracketed(url.host)
     return f"https://{host}:15671/" if url.tls else f"http://{host}:15672/"

@@ -21,7 +21,7 @@ from dlxtool.broker.naming import connection_name
 from dlxtool.broker.tls import tls_context
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import AccessRefused, ConnectError, DlxtoolError, NotFoundError, UnavailableError, VhostNotFound
-from dlxtool.urls import AmqpUrl
+from dlxtool.urls import AmqpUrl, host_port
 
 if TYPE_CHECKING:
     import pika
@@ -121,7 +121,7 @@ def refuses(host: str, port: int, within: float = 1.5, tries: int = 3) -> str | 
             try:
                 socket.create_connection((host, port), timeout=max(0.1, deadline - time.monotonic())).close()
             except ConnectionRefusedError:
-                said[0] = f"{f'[{host}]' if ':' in host else host}:{port} refuses connections now"
+                said[0] = f"{host_port(host, port)} refuses connections now"
                 return
             except OSError:
                 return

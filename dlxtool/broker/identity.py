@@ -43,6 +43,7 @@ from dlxtool.broker.naming import connection_name as connection_name
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import ConnectError, DlxtoolError, ManagementMismatch, NotFoundError
 from dlxtool.json_shapes import is_object, items_of
+from dlxtool.urls import host_port
 
 # A 404 is asked again (a follower of the metadata store may answer a moment late) for up to PROBE_WAIT s, polls
 # 0.1 s apart at first, then PROBE_RETRY_DELAY (dlxtool.waits)
@@ -94,8 +95,7 @@ def amqp_identity(conn: Any) -> Identity:
 
 def amqp_where(conn: Any) -> str:
     params = conn._impl.params  # noqa: SLF001
-    host = f"[{params.host}]" if ":" in params.host else params.host
-    return f"{host}:{params.port}"
+    return host_port(params.host, params.port)
 
 
 def begin(client: ManagementClient) -> ManagementClient:

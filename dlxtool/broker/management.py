@@ -21,7 +21,7 @@ from dlxtool.broker.http import HttpConnection, Pending, Response, done, proxied
 from dlxtool.config import BrokerProfile
 from dlxtool.errors import AccessRefused, ConnectError, DlxtoolError, ManagementMismatch, NotFoundError, QueueNotFound
 from dlxtool.json_shapes import is_array, is_object
-from dlxtool.urls import mask_any_url
+from dlxtool.urls import bracketed, mask_any_url
 
 if TYPE_CHECKING:
     import ssl
@@ -673,7 +673,7 @@ def _split_userinfo(url: str) -> tuple[str, str | None, str | None]:
     if parts.username is None and parts.password is None:
         return url, None, None
     host = parts.hostname or ""
-    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+    netloc = bracketed(host) + (f":{parts.port}" if parts.port else "")
     return (urlunsplit(parts._replace(netloc=netloc)), unquote(parts.username or ""),
             unquote(parts.password) if parts.password is not None else None)
 

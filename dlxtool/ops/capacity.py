@@ -75,6 +75,11 @@ class Capacity:
     note: str | None = None
 
     @property
+    def limited(self) -> bool:
+        """A length limit is set (messages or body bytes)."""
+        return self.max_length is not None or self.max_bytes is not None
+
+    @property
     def unreadable(self) -> bool:
         """The queue exists but its limits could not be read: it may be a full drop-head queue."""
         return not self.known and self.note != MISSING
@@ -84,7 +89,7 @@ class Capacity:
         """Whether publishing beyond the room would (or, unread, might) displace or duplicate messages."""
         if self.unreadable:
             return True  # safe by default: an unread limit is treated as no room (--allow-displace accepts)
-        return self.overflow in DISPLACING and (self.max_length is not None or self.max_bytes is not None)
+        return self.overflow in DISPLACING and self.limited
 
     @property
     def depth(self) -> int:
@@ -110,7 +115,7 @@ class Capacity:
         """For the plan: "room 0 (max-length 3, drop-head; 3 ready, 0 unacked)"."""
         if not self.known:
             return f"room unknown ({self.note})" if self.note else "room unknown"
-        if self.max_length is None and self.max_bytes is None:
+        if not self.limited:
             return "no limit"
         rooms = [f"{self.room}" if self.room is not None else "", f"{self.room_bytes} body bytes"
                  if self.room_bytes is not None else ""]
@@ -324,8 +329,7 @@ class Rooms:
         cap = self.caps.get(queue)
         if cap is None or cap.unreadable:
             return "its limits are not known: it may have dead-lettered a copy as well"
-        limited = cap.max_length is not None or cap.max_bytes is not None
-        if cap.overflow == "reject-publish-dlx" and limited:  # without a limit it refuses nothing: not the nack's cause
+        if cap.overflow == "reject-publish-dlx" and cap.limited:  # no limit refuses nothing: not the cause
             return "its x-overflow reject-publish-dlx dead-letters a refused message: a copy went there as well"
         return None
 
@@ -336,8 +340,7 @@ class Rooms:
         the node leading its quorum origin was killed had every publish nacked (345 of 345, in 0.4 s), and a rerun
         seconds later moved them all. Not full, not refused: not now (exit 7, Stay.not_now)."""
         cap = self.caps.get(queue)
-        limited = cap is not None and (cap.max_length is not None or cap.max_bytes is not None)
-        if cap is None or not cap.known or (limited and cap.overflow in (REJECT_PUBLISH, REJECT_PUBLISH_DLX)):
+        if cap is None or not cap.known or (cap.limited and cap.overflow in (REJECT_PUBLISH, REJECT_PUBLISH_DLX)):
             return None
         return Why(f"nacked by {queue}, which no limit of its own explains ({cap.limits()}): it cannot take messages "
                    "now (a quorum queue without a leader, while a member's node is down or an election is under "
