@@ -96,7 +96,7 @@ def heartbeat_for(timeout: float) -> int:
     return max(MIN_HEARTBEAT, int(2 * timeout + 0.999))
 
 
-def node_refuses(conn: Any) -> str | None:
+def node_refuses(conn: AmqpConnection) -> str | None:
     """Whether the node a lost pika connection was on refuses connections now (`refuses`), from its parameters."""
     params = getattr(getattr(conn, "_impl", conn), "params", None)
     host, port = getattr(params, "host", None), getattr(params, "port", None)
